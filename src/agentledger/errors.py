@@ -1,0 +1,331 @@
+"""The one error tree of agentledger.
+
+Every error carries the ids and fields a caller needs to act on it, as
+keyword-only attributes; the message is derived from them.
+
+    AgentledgerError
+    ├── ContractError                   permanent: retrying cannot change the answer
+    │   ├── ValidationError             (field, expected, got)
+    │   │   └── TranscriptError         (+ message_index, part_index, tool_use_ids)
+    │   ├── NotFoundError               (kind, id)
+    │   │   ├── SessionNotFoundError
+    │   │   ├── RunNotFoundError
+    │   │   └── SuspensionNotFoundError
+    │   ├── SessionEndedError           (session_id)
+    │   ├── SessionPurgedError          (session_id, run_id)
+    │   ├── SessionActiveError          (session_id)
+    │   ├── SessionHasActiveRunsError   (session_id, run_ids)
+    │   ├── RunNotActiveError           (run_id, expected, got)
+    │   ├── RecordOwnerMismatchError    (run_id, field, expected, got)
+    │   ├── RunSessionMismatchError     (run_id, expected, got)
+    │   ├── ConflictError               (run_id, field, expected, got)
+    │   │   ├── RecordConflictError
+    │   │   ├── RunConflictError
+    │   │   ├── RunCancellationConflictError
+    │   │   ├── RunSuspensionConflictError
+    │   │   └── RunTerminalConflictError
+    │   ├── CorruptRecordError          (run_id, record_id, reason)
+    │   └── RegistrationClosedError     (name)
+    ├── TransientError                  database or network trouble; may be retried
+    └── ProviderError                   (provider, status, body) a model provider refused
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "AgentledgerError",
+    "ConflictError",
+    "ContractError",
+    "CorruptRecordError",
+    "NotFoundError",
+    "ProviderError",
+    "RecordConflictError",
+    "RecordOwnerMismatchError",
+    "RegistrationClosedError",
+    "RunCancellationConflictError",
+    "RunConflictError",
+    "RunNotActiveError",
+    "RunNotFoundError",
+    "RunSessionMismatchError",
+    "RunSuspensionConflictError",
+    "RunTerminalConflictError",
+    "SessionActiveError",
+    "SessionEndedError",
+    "SessionHasActiveRunsError",
+    "SessionNotFoundError",
+    "SessionPurgedError",
+    "SuspensionNotFoundError",
+    "TranscriptError",
+    "TransientError",
+    "ValidationError",
+]
+
+
+def _show(value: object) -> str:
+    """Render a value for an error message, shortened so messages stay one line."""
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+class AgentledgerError(Exception):
+    """Root of every error agentledger raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only constructors do not survive the default pickling used
+        # by multiprocessing; rebuild from the instance dict instead.
+        return (_rebuild, (type(self), self.__dict__.copy()))
+
+
+def _rebuild(cls: type[AgentledgerError], state: dict[str, object]) -> AgentledgerError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, state.get("message", ""))
+    error.__dict__.update(state)
+    return error
+
+
+class ContractError(AgentledgerError):
+    """A permanent refusal: the same call will get the same answer, so never retry it."""
+
+
+class TransientError(AgentledgerError):
+    """Database or network trouble; the same call may succeed later.
+
+    Attributes:
+        operation: what was being done (e.g. ``"start_root_run"``).
+    """
+
+    def __init__(self, message: str, *, operation: str = "") -> None:
+        super().__init__(f"{operation}: {message}" if operation else message)
+        self.operation = operation
+
+
+class ProviderError(AgentledgerError):
+    """A model provider refused a request with a non-retryable status.
+
+    Attributes:
+        provider: ``"openai"``, ``"anthropic"``, ``"bedrock"`` ...
+        status: the HTTP status (0 when there was none).
+        body: the provider's response body, as text.
+    """
+
+    def __init__(self, *, provider: str, status: int, body: str) -> None:
+        super().__init__(f"{provider} returned {status}: {body[:500]}")
+        self.provider = provider
+        self.status = status
+        self.body = body
+
+
+class ValidationError(ContractError):
+    """An input is malformed: ``field`` should have been ``expected`` but was ``got``.
+
+    ``field`` is a dotted path into the input (``"record.timestamp"``) or a
+    JSON path (``"$.parts[0].kind"``).
+    """
+
+    def __init__(
+        self, *, field: str, expected: str, got: object = None, message: str = ""
+    ) -> None:
+        super().__init__(message or f"invalid {field}: expected {expected}, got {_show(got)}")
+        self.field = field
+        self.expected = expected
+        self.got = got
+
+
+class TranscriptError(ValidationError):
+    """A transcript is malformed or cannot be used where it was sent.
+
+    Attributes:
+        message_index: index of the offending message, when one is to blame.
+        part_index: index of the offending part inside that message.
+        tool_use_ids: the tool-use ids involved (missing, extra or duplicated).
+    """
+
+    def __init__(
+        self,
+        *,
+        field: str,
+        expected: str,
+        got: object = None,
+        message: str = "",
+        message_index: int | None = None,
+        part_index: int | None = None,
+        tool_use_ids: Sequence[str] = (),
+    ) -> None:
+        where = ""
+        if message_index is not None:
+            where = f"messages[{message_index}]"
+            if part_index is not None:
+                where += f".parts[{part_index}]"
+            where += ": "
+        text = message or f"invalid {field}: expected {expected}, got {_show(got)}"
+        super().__init__(field=field, expected=expected, got=got, message=where + text)
+        self.message_index = message_index
+        self.part_index = part_index
+        self.tool_use_ids = tuple(tool_use_ids)
+
+
+class NotFoundError(ContractError):
+    """Nothing of this ``kind`` (``"session"``, ``"run"``, ``"suspension"``) has this ``id``."""
+
+    def __init__(self, *, kind: str, id: str) -> None:
+        super().__init__(f"{kind} {id!r} not found")
+        self.kind = kind
+        self.id = id
+
+
+class SessionNotFoundError(NotFoundError):
+    """No session has this id."""
+
+    def __init__(self, *, session_id: str) -> None:
+        super().__init__(kind="session", id=session_id)
+        self.session_id = session_id
+
+
+class RunNotFoundError(NotFoundError):
+    """No run has this id."""
+
+    def __init__(self, *, run_id: str) -> None:
+        super().__init__(kind="run", id=run_id)
+        self.run_id = run_id
+
+
+class SuspensionNotFoundError(NotFoundError):
+    """The run exists but holds no checkpoint (it was never suspended)."""
+
+    def __init__(self, *, run_id: str) -> None:
+        super().__init__(kind="suspension", id=run_id)
+        self.run_id = run_id
+
+
+class SessionEndedError(ContractError):
+    """The session has ended; it accepts no new work and cannot be re-created."""
+
+    def __init__(self, *, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} has ended")
+        self.session_id = session_id
+
+
+class SessionPurgedError(ContractError):
+    """The session was purged; its id (and its runs' ids) can never be used again.
+
+    ``run_id`` is set when the call named a run of the purged session.
+    """
+
+    def __init__(self, *, session_id: str, run_id: str = "") -> None:
+        subject = f"run {run_id!r} of purged session" if run_id else "purged session"
+        super().__init__(f"{subject} {session_id!r}: the id cannot be used again")
+        self.session_id = session_id
+        self.run_id = run_id
+
+
+class SessionActiveError(ContractError):
+    """The operation needs an ended session (purge), but the session is still active."""
+
+    def __init__(self, *, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} is still active; end it first")
+        self.session_id = session_id
+
+
+class SessionHasActiveRunsError(ContractError):
+    """The session still has running runs, listed in ``run_ids``."""
+
+    def __init__(self, *, session_id: str, run_ids: Sequence[str]) -> None:
+        ids = tuple(run_ids)
+        super().__init__(f"session {session_id!r} still has running runs: {', '.join(ids)}")
+        self.session_id = session_id
+        self.run_ids = ids
+
+
+class RunNotActiveError(ContractError):
+    """The run's status does not allow this change (``expected`` vs ``got``)."""
+
+    def __init__(self, *, run_id: str, expected: str, got: str) -> None:
+        super().__init__(f"run {run_id!r} is {got}, expected {expected}")
+        self.run_id = run_id
+        self.expected = expected
+        self.got = got
+
+
+class RecordOwnerMismatchError(ContractError):
+    """A record names another agent or session than the run it is written to."""
+
+    def __init__(self, *, run_id: str, field: str, expected: str, got: str) -> None:
+        super().__init__(
+            f"record for run {run_id!r} has {field} {got!r}, but the run has {expected!r}"
+        )
+        self.run_id = run_id
+        self.field = field
+        self.expected = expected
+        self.got = got
+
+
+class RunSessionMismatchError(ContractError):
+    """A related run (parent, predecessor) lives in another session than this run."""
+
+    def __init__(self, *, run_id: str, expected: str, got: str) -> None:
+        super().__init__(f"run {run_id!r} is in session {got!r}, expected {expected!r}")
+        self.run_id = run_id
+        self.expected = expected
+        self.got = got
+
+
+class ConflictError(ContractError):
+    """A write disagrees with what the first write fixed; nothing was overwritten.
+
+    ``field`` names the value that differs, ``expected`` is the stored value and
+    ``got`` the one in this call.
+    """
+
+    def __init__(self, *, run_id: str, field: str, expected: object, got: object) -> None:
+        super().__init__(
+            f"{type(self).__name__} on run {run_id!r}: {field} is {_show(expected)} "
+            f"in the store, got {_show(got)}"
+        )
+        self.run_id = run_id
+        self.field = field
+        self.expected = expected
+        self.got = got
+
+
+class RecordConflictError(ConflictError):
+    """A record with this event key exists with different content."""
+
+
+class RunConflictError(ConflictError):
+    """A start (or continuation) differs from the run the first start created."""
+
+
+class RunCancellationConflictError(ConflictError):
+    """The run already has a different cancellation reason or intent record."""
+
+
+class RunSuspensionConflictError(ConflictError):
+    """The run was already suspended with another checkpoint or record."""
+
+
+class RunTerminalConflictError(ConflictError):
+    """The run already ended with another status or completion record."""
+
+
+class CorruptRecordError(ContractError):
+    """Stored data does not fit its contract; it is reported, never skipped."""
+
+    def __init__(self, *, run_id: str, record_id: str, reason: str) -> None:
+        super().__init__(f"corrupt record {record_id!r} of run {run_id!r}: {reason}")
+        self.run_id = run_id
+        self.record_id = record_id
+        self.reason = reason
+
+
+class RegistrationClosedError(ContractError):
+    """Agents, toolsets and models can only be registered before the first run."""
+
+    def __init__(self, *, name: str) -> None:
+        super().__init__(f"cannot register {name!r}: registration closed at the first run")
+        self.name = name
