@@ -128,9 +128,7 @@ class ValidationError(ContractError):
     JSON path (``"$.parts[0].kind"``).
     """
 
-    def __init__(
-        self, *, field: str, expected: str, got: object = None, message: str = ""
-    ) -> None:
+    def __init__(self, *, field: str, expected: str, got: object = None, message: str = "") -> None:
         super().__init__(message or f"invalid {field}: expected {expected}, got {_show(got)}")
         self.field = field
         self.expected = expected

@@ -1,0 +1,62 @@
+"""The runtime store: sessions, runs, checkpoints and immutable ordered records.
+
+``Store`` is what workers call; ``SessionAdmin`` is what hosts call. Every
+backend shares the decisions in :mod:`agentledger.storage.lifecycle`, so the
+contract is written once; :mod:`agentledger.storage.conformance` proves a
+backend keeps it.
+"""
+
+from agentledger.storage import payloads
+from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.memory import MemoryStore
+from agentledger.storage.protocol import SessionAdmin, Store
+from agentledger.storage.types import (
+    AppendResult,
+    Checkpoint,
+    ChildRunStart,
+    OneShotChildRunStart,
+    OneShotRunStart,
+    Page,
+    Record,
+    RepairOutcome,
+    RepairResult,
+    RootRunStart,
+    RunCancellation,
+    RunMeta,
+    RunStart,
+    RunStatus,
+    RunSuspension,
+    RunTerminal,
+    Session,
+    SessionStatus,
+    StartOutcome,
+    StartResult,
+)
+
+__all__ = [
+    "AppendResult",
+    "Checkpoint",
+    "ChildRunStart",
+    "MemoryStore",
+    "OneShotChildRunStart",
+    "OneShotRunStart",
+    "Page",
+    "Record",
+    "RecordBuilder",
+    "RepairOutcome",
+    "RepairResult",
+    "RootRunStart",
+    "RunCancellation",
+    "RunMeta",
+    "RunStart",
+    "RunStatus",
+    "RunSuspension",
+    "RunTerminal",
+    "Session",
+    "SessionAdmin",
+    "SessionStatus",
+    "StartOutcome",
+    "StartResult",
+    "Store",
+    "payloads",
+]

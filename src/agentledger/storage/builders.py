@@ -1,0 +1,209 @@
+"""Build valid store commands for one run, with deterministic event keys.
+
+The runtime, the conformance suite and third-party callers all need the same
+well-formed commands; building them in one place keeps their records in
+agreement with the contract (timestamps, labels, reasons) [J1].
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from agentledger.storage import payloads
+from agentledger.storage.types import (
+    Checkpoint,
+    ChildRunStart,
+    OneShotChildRunStart,
+    OneShotRunStart,
+    Record,
+    RootRunStart,
+    RunCancellation,
+    RunStart,
+    RunStatus,
+    RunSuspension,
+    RunTerminal,
+)
+
+__all__ = ["RecordBuilder"]
+
+_OUTCOMES: dict[
+    RunStatus,
+    tuple[Literal["success", "failed", "canceled"], Literal["completed", "failed", "canceled"]],
+] = {
+    RunStatus.COMPLETED: ("success", "completed"),
+    RunStatus.FAILED: ("failed", "failed"),
+    RunStatus.CANCELED: ("canceled", "canceled"),
+}
+
+
+class RecordBuilder:
+    """Commands and records for the run ``run``, all stamped with its identity.
+
+    Default event keys are stable per run (``run_started``, ``run_completed`` ...),
+    so building the same command twice gives an exact retry [X1].
+    """
+
+    def __init__(self, run: RunStart, *, turn_id: str = "") -> None:
+        self.run = run
+        self.turn_id = turn_id
+
+    def record(self, type: str, payload: bytes, *, event_key: str, at: datetime) -> Record:
+        """An ordinary record of this run."""
+        return Record(
+            run_id=self.run.run_id,
+            agent_id=self.run.agent_id,
+            session_id=self.run.session_id,
+            turn_id=self.turn_id,
+            event_key=event_key,
+            type=type,
+            timestamp=at,
+            payload=payload,
+        )
+
+    def _started(self) -> Record:
+        payload = payloads.RunStarted(
+            parent_run_id=self.run.parent_run_id,
+            predecessor_run_id=self.run.predecessor_run_id,
+            labels=dict(self.run.labels),
+        )
+        return self.record(
+            payloads.RUN_STARTED,
+            payload.encode(),
+            event_key="run_started",
+            at=self.run.started_at,
+        )
+
+    def _session_ended(self) -> Record:
+        return self.completed(
+            RunStatus.CANCELED, at=self.run.started_at, reason=payloads.SESSION_ENDED
+        )
+
+    def _link(
+        self, parent_agent_id: str, tool_name: str, tool_call_id: str, at: datetime | None
+    ) -> Record:
+        payload = payloads.ChildRunLinked(
+            tool_name=tool_name,
+            tool_call_id=tool_call_id,
+            child_run_id=self.run.run_id,
+            child_agent_id=self.run.agent_id,
+        )
+        return Record(
+            run_id=self.run.parent_run_id,
+            agent_id=parent_agent_id,
+            session_id=self.run.session_id,
+            turn_id=self.turn_id,
+            event_key=f"child_run_linked:{self.run.run_id}",
+            type=payloads.CHILD_RUN_LINKED,
+            timestamp=at or self.run.started_at,
+            payload=payload.encode(),
+        )
+
+    def root_start(self) -> RootRunStart:
+        """[L1] start this root run."""
+        return RootRunStart(run=self.run, started=self._started(), canceled=self._session_ended())
+
+    def child_start(
+        self,
+        *,
+        parent_agent_id: str,
+        tool_name: str,
+        tool_call_id: str,
+        linked_at: datetime | None = None,
+    ) -> ChildRunStart:
+        """[L2] start this run as a child of ``run.parent_run_id``."""
+        return ChildRunStart(
+            run=self.run,
+            parent_linked=self._link(parent_agent_id, tool_name, tool_call_id, linked_at),
+            started=self._started(),
+            canceled=self._session_ended(),
+        )
+
+    def one_shot_start(self) -> OneShotRunStart:
+        """[L3] start this sessionless run."""
+        return OneShotRunStart(run=self.run, started=self._started())
+
+    def one_shot_child_start(
+        self,
+        *,
+        parent_agent_id: str,
+        tool_name: str,
+        tool_call_id: str,
+        linked_at: datetime | None = None,
+    ) -> OneShotChildRunStart:
+        """[L4] start this sessionless run as a child of ``run.parent_run_id``."""
+        return OneShotChildRunStart(
+            run=self.run,
+            parent_linked=self._link(parent_agent_id, tool_name, tool_call_id, linked_at),
+            started=self._started(),
+        )
+
+    def cancellation(
+        self, reason: str, *, at: datetime, event_key: str = "cancellation_intent"
+    ) -> RunCancellation:
+        """[L5] record ``reason`` as this run's cancellation request."""
+        payload = payloads.CancellationIntent(reason=reason)
+        record = self.record(
+            payloads.CANCELLATION_INTENT, payload.encode(), event_key=event_key, at=at
+        )
+        return RunCancellation(run_id=self.run.run_id, reason=reason, record=record)
+
+    def suspension(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        at: datetime,
+        pending_count: int = 1,
+        required_tools: tuple[str, ...] = (),
+        version: int = 1,
+        event_key: str = "run_suspended",
+    ) -> RunSuspension:
+        """[L6] suspend this run with ``checkpoint``."""
+        payload = payloads.RunSuspended(
+            suspension_id=checkpoint.id,
+            version=version,
+            pending_count=pending_count,
+            required_tools=required_tools,
+        )
+        record = self.record(payloads.RUN_SUSPENDED, payload.encode(), event_key=event_key, at=at)
+        return RunSuspension(run_id=self.run.run_id, checkpoint=checkpoint, record=record)
+
+    def completed(
+        self,
+        status: RunStatus,
+        *,
+        at: datetime,
+        reason: str = "",
+        failure: payloads.Failure | None = None,
+        event_key: str = "run_completed",
+    ) -> Record:
+        """The ``run_completed`` record for ``status``.
+
+        For ``canceled``, ``reason`` is the run's cancellation reason, or
+        ``engine_canceled`` when it has none [C3].
+        """
+        wire_status, phase = _OUTCOMES[status]
+        note = None
+        if status is RunStatus.CANCELED:
+            note = payloads.CancellationNote(reason=reason or payloads.ENGINE_CANCELED)
+        payload = payloads.RunCompleted(
+            status=wire_status,
+            phase=phase,
+            failure=failure,
+            cancellation=note,
+            labels=dict(self.run.labels),
+        )
+        return self.record(payloads.RUN_COMPLETED, payload.encode(), event_key=event_key, at=at)
+
+    def terminal(
+        self,
+        status: RunStatus,
+        *,
+        at: datetime,
+        reason: str = "",
+        failure: payloads.Failure | None = None,
+        event_key: str = "run_completed",
+    ) -> RunTerminal:
+        """[L7] end this run with ``status``."""
+        record = self.completed(status, at=at, reason=reason, failure=failure, event_key=event_key)
+        return RunTerminal(run_id=self.run.run_id, status=status, record=record)

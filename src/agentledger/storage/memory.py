@@ -1,0 +1,230 @@
+"""MemoryStore: the in-process reference backend, for tests and examples.
+
+Every operation runs its decision and its writes under one lock, with no
+await in between, so it is atomic for asyncio tasks and threads alike.
+Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TypeVar
+
+from agentledger.storage import lifecycle
+from agentledger.storage.cursor import decode_cursor, encode_cursor
+from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
+from agentledger.storage.types import (
+    AppendResult,
+    Checkpoint,
+    ChildRunStart,
+    OneShotChildRunStart,
+    OneShotRunStart,
+    Page,
+    Record,
+    RepairResult,
+    RootRunStart,
+    RunCancellation,
+    RunMeta,
+    RunStatus,
+    RunSuspension,
+    RunTerminal,
+    Session,
+    SessionStatus,
+    StartResult,
+)
+from agentledger.storage.validation import check_limit
+
+__all__ = ["MemoryStore"]
+
+R = TypeVar("R")
+
+
+class _State(StateReader):
+    """The dictionaries behind a MemoryStore; reads for the shared decisions."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, SessionRow] = {}
+        self.purged_sessions: set[str] = set()
+        self.runs: dict[str, RunRow] = {}
+        self.purged_runs: dict[str, str] = {}
+        self.logs: dict[str, list[Record]] = {}  # run id -> records, id = index + 1
+        self.keys: dict[tuple[str, str], Record] = {}
+        self.session_logs: dict[str, list[Record]] = {}  # commit order across runs
+        self.session_runs: dict[str, list[str]] = {}  # start order
+
+    def session(self, session_id: str) -> SessionRow | None:
+        return self.sessions.get(session_id)
+
+    def session_purged(self, session_id: str) -> bool:
+        return session_id in self.purged_sessions
+
+    def run(self, run_id: str) -> RunRow | None:
+        return self.runs.get(run_id)
+
+    def purged_run_session(self, run_id: str) -> str | None:
+        return self.purged_runs.get(run_id)
+
+    def record(self, run_id: str, event_key: str) -> Record | None:
+        return self.keys.get((run_id, event_key))
+
+    def running_run_ids(self, session_id: str) -> list[str]:
+        return [
+            run_id
+            for run_id in self.session_runs.get(session_id, ())
+            if self.runs[run_id].status is RunStatus.RUNNING
+        ]
+
+    def apply(self, plan: Plan[R]) -> None:
+        if plan.session is not None:
+            self.sessions[plan.session.id] = plan.session
+        for row in plan.runs:
+            if row.run_id not in self.runs:
+                self.logs[row.run_id] = []
+                if row.session_id:
+                    self.session_runs.setdefault(row.session_id, []).append(row.run_id)
+            self.runs[row.run_id] = row
+        for record in plan.records:
+            self.logs[record.run_id].append(record)
+            self.keys[(record.run_id, record.event_key)] = record
+            if record.session_id:
+                self.session_logs.setdefault(record.session_id, []).append(record)
+        if plan.purge_session:
+            self._purge(plan.purge_session)
+
+    def _purge(self, session_id: str) -> None:
+        for run_id in self.session_runs.pop(session_id, []):
+            del self.runs[run_id]
+            for record in self.logs.pop(run_id):
+                del self.keys[(run_id, record.event_key)]
+            self.purged_runs[run_id] = session_id
+        self.session_logs.pop(session_id, None)
+        del self.sessions[session_id]
+        self.purged_sessions.add(session_id)
+
+
+def _page(records: list[Record], scope: str, scope_id: str, cursor: str, limit: int) -> Page:
+    size = check_limit(limit)
+    start = decode_cursor(cursor, scope, scope_id, len(records))
+    chunk = records[start : start + size]
+    end = start + len(chunk)
+    next_cursor = encode_cursor(scope, scope_id, end) if end < len(records) else ""
+    return Page(records=tuple(chunk), next_cursor=next_cursor)
+
+
+class MemoryStore:
+    """A complete ``Store`` and ``SessionAdmin`` held in memory.
+
+    Safe under concurrent asyncio tasks and threads; every rule of the
+    contract holds, which makes it the reference the conformance suite is
+    checked against.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = _State()
+
+    def _write(self, decide: Callable[[StateReader], Plan[R]]) -> R:
+        with self._lock:
+            plan = decide(self._state)
+            self._state.apply(plan)
+            return plan.result
+
+    def _read(self, read: Callable[[_State], R]) -> R:
+        with self._lock:
+            return read(self._state)
+
+    # Store -------------------------------------------------------------------
+
+    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
+        return self._write(lambda r: lifecycle.plan_root_start(r, cmd))
+
+    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
+        return self._write(lambda r: lifecycle.plan_child_start(r, cmd))
+
+    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
+        return self._write(lambda r: lifecycle.plan_one_shot_start(r, cmd))
+
+    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
+        return self._write(lambda r: lifecycle.plan_one_shot_child_start(r, cmd))
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        return self._write(lambda r: lifecycle.plan_append(r, record))
+
+    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
+        return self._write(lambda r: lifecycle.plan_cancellation(r, cmd))
+
+    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
+        return self._write(lambda r: lifecycle.plan_suspension(r, cmd))
+
+    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
+        return self._write(lambda r: lifecycle.plan_terminal(r, cmd))
+
+    async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
+        return self._write(lambda r: lifecycle.plan_repair_suspension(r, cmd))
+
+    async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
+        return self._write(lambda r: lifecycle.plan_repair_terminal(r, cmd))
+
+    async def load_run(self, run_id: str, /) -> RunMeta:
+        return self._read(lambda s: lifecycle.load_run(s, run_id))
+
+    async def load_session_status(self, session_id: str, /) -> SessionStatus:
+        return self._read(lambda s: lifecycle.load_session_status(s, session_id))
+
+    async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
+        return self._read(lambda s: lifecycle.load_run_suspension(s, run_id))
+
+    async def list_run_records(
+        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    ) -> Page:
+        def read(s: _State) -> Page:
+            lifecycle.require_run(s, run_id)
+            return _page(s.logs[run_id], "run", run_id, cursor, limit)
+
+        return self._read(read)
+
+    async def list_session_run_records(
+        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    ) -> Page:
+        def read(s: _State) -> Page:
+            lifecycle.require_session(s, session_id)
+            return _page(s.session_logs.get(session_id, []), "session", session_id, cursor, limit)
+
+        return self._read(read)
+
+    # SessionAdmin ------------------------------------------------------------
+
+    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
+        return self._write(lambda r: lifecycle.plan_create_session(r, session_id, created_at))
+
+    async def load_session(self, session_id: str, /) -> Session:
+        return self._read(lambda s: lifecycle.load_session(s, session_id))
+
+    async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
+        return self._write(lambda r: lifecycle.plan_end_session(r, session_id, ended_at))
+
+    async def purge_session(self, session_id: str, /) -> None:
+        self._write(lambda r: lifecycle.plan_purge_session(r, session_id))
+
+    async def list_runs_by_session(
+        self, session_id: str, /, statuses: Iterable[RunStatus] = ()
+    ) -> list[RunMeta]:
+        wanted = frozenset(RunStatus(s) for s in statuses)
+
+        def read(s: _State) -> list[RunMeta]:
+            lifecycle.require_session(s, session_id)
+            rows = (s.runs[run_id] for run_id in s.session_runs.get(session_id, ()))
+            return [row.meta() for row in rows if not wanted or row.status in wanted]
+
+        return self._read(read)
+
+    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
+        wanted = frozenset(SessionStatus(s) for s in statuses)
+        return self._read(
+            lambda s: [
+                row.public() for row in s.sessions.values() if not wanted or row.status in wanted
+            ]
+        )

@@ -1,0 +1,167 @@
+"""Record types and the typed JSON payloads of lifecycle records [J1].
+
+Lifecycle payloads decode as exactly one JSON object of a fixed shape:
+unknown fields, missing required fields, a second JSON value and invalid
+UTF-8 are all rejected with a :class:`~agentledger.errors.ValidationError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, Self
+
+import msgspec
+
+from agentledger.errors import ValidationError
+
+__all__ = [
+    "CANCELLATION_INTENT",
+    "CHILD_RUN_LINKED",
+    "ENGINE_CANCELED",
+    "LIFECYCLE_TYPES",
+    "PROMPT_RENDERED",
+    "RUN_COMPLETED",
+    "RUN_STARTED",
+    "RUN_SUSPENDED",
+    "SESSION_ENDED",
+    "TRANSCRIPT_APPENDED",
+    "TRANSCRIPT_SEEDED",
+    "CancellationIntent",
+    "CancellationNote",
+    "ChildRunLinked",
+    "Failure",
+    "RunCompleted",
+    "RunStarted",
+    "RunSuspended",
+]
+
+RUN_STARTED = "run_started"
+RUN_COMPLETED = "run_completed"
+RUN_SUSPENDED = "run_suspended"
+CHILD_RUN_LINKED = "child_run_linked"
+CANCELLATION_INTENT = "runtime.cancellation_intent"
+PROMPT_RENDERED = "prompt_rendered"
+TRANSCRIPT_SEEDED = "transcript_messages_seeded"
+TRANSCRIPT_APPENDED = "transcript_messages_appended"
+
+LIFECYCLE_TYPES = frozenset(
+    {RUN_STARTED, RUN_COMPLETED, RUN_SUSPENDED, CHILD_RUN_LINKED, CANCELLATION_INTENT}
+)
+"""Record types only lifecycle methods may write; ``append_run_record`` refuses them."""
+
+SESSION_ENDED = "session_ended"
+"""Cancellation reason of a run whose start found its session ended [C2]."""
+
+ENGINE_CANCELED = "engine_canceled"
+"""Reason in ``run_completed`` when the engine canceled with no recorded request [C3]."""
+
+_ENCODER = msgspec.json.Encoder()
+
+
+class _Payload(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """A strict JSON payload: one object, known fields only."""
+
+    record_type: ClassVar[str]
+
+    def encode(self) -> bytes:
+        """The canonical JSON bytes of this payload."""
+        return _ENCODER.encode(self)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Self:
+        """Decode exactly one payload object, rejecting anything else [J1]."""
+        decoder: msgspec.json.Decoder[Self] = _decoder(cls)
+        try:
+            bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValidationError(
+                field=f"{cls.record_type}.payload", expected="valid UTF-8", got=f"byte {e.start}"
+            ) from e
+        try:
+            return decoder.decode(data)
+        except msgspec.ValidationError as e:
+            raise ValidationError(
+                field=f"{cls.record_type}.payload",
+                expected=f"a {cls.__name__} object",
+                got=str(e),
+            ) from e
+        except msgspec.DecodeError as e:
+            raise ValidationError(
+                field=f"{cls.record_type}.payload", expected="exactly one JSON value", got=str(e)
+            ) from e
+
+
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+
+
+def _decoder(cls: type[Any]) -> msgspec.json.Decoder[Any]:
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        decoder = _DECODERS[cls] = msgspec.json.Decoder(cls)
+    return decoder
+
+
+class RunStarted(_Payload, frozen=True, kw_only=True):
+    """Payload of ``run_started``; parent, predecessor and labels equal the command's."""
+
+    record_type: ClassVar[str] = RUN_STARTED
+    parent_run_id: str = ""
+    predecessor_run_id: str = ""  # the only place a continuation's predecessor is stored [K2]
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Failure(_Payload, frozen=True, kw_only=True):
+    """Why a run failed. ``details`` carries anything beyond the four common fields."""
+
+    record_type: ClassVar[str] = RUN_COMPLETED
+    message: str
+    kind: str = ""
+    code: str = ""
+    retryable: bool = False
+    details: dict[str, Any] | None = None
+
+
+class CancellationNote(_Payload, frozen=True, kw_only=True):
+    """The cancellation reason repeated inside a canceled ``run_completed``."""
+
+    record_type: ClassVar[str] = RUN_COMPLETED
+    reason: str
+
+
+class RunCompleted(_Payload, frozen=True, kw_only=True):
+    """Payload of ``run_completed``: how a run ended."""
+
+    record_type: ClassVar[str] = RUN_COMPLETED
+    status: Literal["success", "failed", "canceled"]
+    phase: Literal["completed", "failed", "canceled"]
+    failure: Failure | None = None
+    cancellation: CancellationNote | None = None
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class RunSuspended(_Payload, frozen=True, kw_only=True):
+    """Payload of ``run_suspended``; ``suspension_id`` equals the checkpoint id."""
+
+    record_type: ClassVar[str] = RUN_SUSPENDED
+    suspension_id: str
+    version: int
+    pending_count: int
+    required_tools: tuple[str, ...]
+
+
+class ChildRunLinked(_Payload, frozen=True, kw_only=True):
+    """Payload of ``child_run_linked``, written on the parent's log."""
+
+    record_type: ClassVar[str] = CHILD_RUN_LINKED
+    tool_name: str
+    tool_call_id: str
+    child_run_id: str
+    child_agent_id: str
+
+
+class CancellationIntent(_Payload, frozen=True, kw_only=True):
+    """Payload of ``runtime.cancellation_intent``: the first reason asked for [C1]."""
+
+    record_type: ClassVar[str] = CANCELLATION_INTENT
+    reason: str

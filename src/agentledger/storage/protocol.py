@@ -1,0 +1,136 @@
+"""The two store protocols: ``Store`` for workers and ``SessionAdmin`` for hosts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from agentledger.storage.types import (
+    AppendResult,
+    Checkpoint,
+    ChildRunStart,
+    OneShotChildRunStart,
+    OneShotRunStart,
+    Page,
+    Record,
+    RepairResult,
+    RootRunStart,
+    RunCancellation,
+    RunMeta,
+    RunStatus,
+    RunSuspension,
+    RunTerminal,
+    Session,
+    SessionStatus,
+    StartResult,
+)
+
+__all__ = ["DEFAULT_PAGE_LIMIT", "SessionAdmin", "Store"]
+
+DEFAULT_PAGE_LIMIT = 100
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Every runtime write and read a worker makes. One implementation owns them all.
+
+    Each lifecycle method stores a state change and the record proving it in
+    one operation; exact retries return the original ids; any other difference
+    is a :class:`~agentledger.errors.ConflictError`, never an overwrite.
+    """
+
+    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
+        """[L1] Save a root run and its ``run_started`` (or [C2] stop) together."""
+        ...
+
+    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
+        """[L2] Save the parent link, the child run and its ``run_started`` together."""
+        ...
+
+    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
+        """[L3] Save a run with no session and its ``run_started``."""
+        ...
+
+    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
+        """[L4] Save the link and start of a sessionless child together."""
+        ...
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        """[L8] Append an ordinary record to a running run's log."""
+        ...
+
+    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
+        """[L5] Save the first cancellation reason and its intent record."""
+        ...
+
+    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
+        """[L6] Save the checkpoint, ``suspended`` status and ``run_suspended`` record."""
+        ...
+
+    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
+        """[L7] Save the final status and its ``run_completed`` record."""
+        ...
+
+    async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
+        """[E1] Store a missing suspension only while the run is still running."""
+        ...
+
+    async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
+        """[E1] Store a missing terminal only while the run is still running."""
+        ...
+
+    async def load_run(self, run_id: str, /) -> RunMeta:
+        """The run's current meta."""
+        ...
+
+    async def load_session_status(self, session_id: str, /) -> SessionStatus:
+        """Whether the session still accepts new work."""
+        ...
+
+    async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
+        """The checkpoint a suspended run stored."""
+        ...
+
+    async def list_run_records(
+        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    ) -> Page:
+        """[L9] One page of a run's records in commit order."""
+        ...
+
+    async def list_session_run_records(
+        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    ) -> Page:
+        """[L9] One page of a session's records, its runs interleaved as committed."""
+        ...
+
+
+@runtime_checkable
+class SessionAdmin(Protocol):
+    """Session administration: the host's, never a worker's [D1]."""
+
+    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
+        """[D4] Create a session; idempotent while it is active."""
+        ...
+
+    async def load_session(self, session_id: str, /) -> Session:
+        """The session as stored."""
+        ...
+
+    async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
+        """[D2] Stop new work in the session; idempotent."""
+        ...
+
+    async def purge_session(self, session_id: str, /) -> None:
+        """[D3] Delete an ended session with no running run, leaving a tombstone."""
+        ...
+
+    async def list_runs_by_session(
+        self, session_id: str, /, statuses: Iterable[RunStatus] = ()
+    ) -> list[RunMeta]:
+        """The session's runs in start order, optionally only those with these statuses."""
+        ...
+
+    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
+        """Every session in creation order, optionally only those with these statuses."""
+        ...

@@ -1,0 +1,129 @@
+"""The durable state a backend keeps, and the seam between decisions and storage.
+
+A backend implements :class:`StateReader` over its transaction, calls a
+decision function from :mod:`agentledger.storage.lifecycle`, and applies the
+:class:`Plan` it returns in the same transaction. Backends only store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar
+
+import msgspec
+
+from agentledger.storage.types import (
+    Checkpoint,
+    Record,
+    RunMeta,
+    RunStatus,
+    Session,
+    SessionStatus,
+    StartOutcome,
+)
+
+__all__ = ["Plan", "RunRow", "SessionRow", "StateReader"]
+
+R = TypeVar("R")
+
+
+class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored session."""
+
+    id: str
+    status: SessionStatus
+    created_at: datetime
+    ended_at: datetime | None = None
+
+    def public(self) -> Session:
+        """The session as callers see it."""
+        return Session(
+            id=self.id, status=self.status, created_at=self.created_at, ended_at=self.ended_at
+        )
+
+
+class RunRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored run: its meta plus the event keys each lifecycle change chose [X2]."""
+
+    run_id: str
+    agent_id: str
+    session_id: str
+    parent_run_id: str
+    status: RunStatus
+    start_outcome: StartOutcome
+    started_at: datetime
+    updated_at: datetime
+    labels: dict[str, str]
+    cancellation_reason: str = ""
+    successor_run_id: str = ""
+    started_key: str  # run_started on this run's log
+    link_key: str = ""  # child_run_linked on the parent's log
+    cancel_key: str = ""  # runtime.cancellation_intent
+    suspension_key: str = ""  # run_suspended
+    terminal_key: str = ""  # run_completed (also the stop record of a [C2] start)
+    checkpoint: Checkpoint | None = None
+    last_seq: int = 0  # id of the newest record on this run's log
+
+    def meta(self) -> RunMeta:
+        """The run as callers see it."""
+        return RunMeta(
+            run_id=self.run_id,
+            agent_id=self.agent_id,
+            session_id=self.session_id,
+            parent_run_id=self.parent_run_id,
+            status=self.status,
+            start_outcome=self.start_outcome,
+            started_at=self.started_at,
+            updated_at=self.updated_at,
+            labels=self.labels,
+            cancellation_reason=self.cancellation_reason,
+            successor_run_id=self.successor_run_id,
+        )
+
+
+class StateReader(Protocol):
+    """Reads inside the backend's transaction that a decision may need."""
+
+    def session(self, session_id: str) -> SessionRow | None:
+        """The stored session, or None (also None when purged)."""
+        ...
+
+    def session_purged(self, session_id: str) -> bool:
+        """Whether this session id is a tombstone."""
+        ...
+
+    def run(self, run_id: str) -> RunRow | None:
+        """The stored run, or None (also None when purged)."""
+        ...
+
+    def purged_run_session(self, run_id: str) -> str | None:
+        """The session id of a purged run, or None if the run was never purged."""
+        ...
+
+    def record(self, run_id: str, event_key: str) -> Record | None:
+        """The record of this run with this event key, or None."""
+        ...
+
+    def running_run_ids(self, session_id: str) -> list[str]:
+        """Ids of the session's runs whose status is ``running``."""
+        ...
+
+
+@dataclass
+class Plan(Generic[R]):
+    """What one operation writes, in order, and what it returns.
+
+    An empty plan (no rows, no records) is a pure read or an exact retry.
+    """
+
+    result: R
+    session: SessionRow | None = None  # insert or replace
+    runs: list[RunRow] = field(default_factory=list)  # insert or replace, in order
+    records: list[Record] = field(default_factory=list)  # insert, in commit order, ids set
+    purge_session: str = ""  # delete this session's data and leave tombstones
+
+    @property
+    def writes(self) -> bool:
+        """Whether applying the plan changes anything."""
+        return bool(self.session or self.runs or self.records or self.purge_session)

@@ -1,0 +1,219 @@
+"""The runtime store's vocabulary: sessions, runs, records, commands and results.
+
+All types are immutable msgspec Structs built with keyword arguments. An
+absent id (no session, no parent, no predecessor) is the empty string; times
+are timezone-aware UTC datetimes with millisecond precision.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+import msgspec
+
+__all__ = [
+    "AppendResult",
+    "Checkpoint",
+    "ChildRunStart",
+    "OneShotChildRunStart",
+    "OneShotRunStart",
+    "Page",
+    "Record",
+    "RepairOutcome",
+    "RepairResult",
+    "RootRunStart",
+    "RunCancellation",
+    "RunMeta",
+    "RunStart",
+    "RunStatus",
+    "RunSuspension",
+    "RunTerminal",
+    "Session",
+    "SessionStatus",
+    "StartOutcome",
+    "StartResult",
+]
+
+
+class SessionStatus(StrEnum):
+    """Whether a session still accepts new work. Purged is a tombstone, not a status."""
+
+    ACTIVE = "active"
+    ENDED = "ended"
+
+
+class RunStatus(StrEnum):
+    """Where a run stands. Every status but ``running`` is terminal for new records."""
+
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+class StartOutcome(StrEnum):
+    """The decision a start made: go on with planner work, or stop (session ended)."""
+
+    PROCEED = "proceed"
+    STOP = "stop"
+
+
+class RepairOutcome(StrEnum):
+    """What a repair did: stored its record, found it stored, or found another ending."""
+
+    STORED = "stored"
+    ALREADY_STORED = "already_stored"
+    DIFFERENT_TERMINAL = "different_terminal"
+
+
+class Session(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A conversation or workflow over time; owns many runs."""
+
+    id: str
+    status: SessionStatus
+    created_at: datetime
+    ended_at: datetime | None = None  # None while the session is active
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One immutable entry of a run's ordered log.
+
+    ``event_key`` is the record's stable logical identity: ``(run_id, event_key)``
+    is unique, and writing the same key again is either an exact retry or a conflict.
+    """
+
+    run_id: str
+    agent_id: str
+    session_id: str  # "" for one-shot runs
+    turn_id: str
+    event_key: str
+    type: str
+    timestamp: datetime  # UTC, millisecond precision
+    payload: bytes  # non-empty UTF-8 JSON, kept byte for byte
+    id: str = ""  # assigned by the store: "1", "2", ... per run
+
+
+class RunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The identity of a run being started."""
+
+    run_id: str
+    agent_id: str
+    session_id: str = ""
+    parent_run_id: str = ""
+    predecessor_run_id: str = ""  # set for a continuation of a suspended run
+    started_at: datetime
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class RunMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the store knows of a run now. The predecessor lives only in its records."""
+
+    run_id: str
+    agent_id: str
+    session_id: str
+    parent_run_id: str
+    status: RunStatus
+    start_outcome: StartOutcome
+    started_at: datetime
+    updated_at: datetime
+    labels: dict[str, str]
+    cancellation_reason: str  # "" unless a cancellation was recorded or the session had ended
+    successor_run_id: str  # "" until a continuation of this (suspended) run starts
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The private bytes a suspended run needs to continue."""
+
+    id: str
+    data: bytes
+
+
+class RootRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Start a root run in a session; ``canceled`` is stored only if the session ended."""
+
+    run: RunStart
+    started: Record
+    canceled: Record
+
+
+class ChildRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Start a child run: the link on the parent's log, then the child's start."""
+
+    run: RunStart
+    parent_linked: Record
+    started: Record
+    canceled: Record
+
+
+class OneShotRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Start a run that belongs to no session."""
+
+    run: RunStart
+    started: Record
+
+
+class OneShotChildRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Start a sessionless child of a sessionless parent."""
+
+    run: RunStart
+    parent_linked: Record
+    started: Record
+
+
+class RunCancellation(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Record the first cancellation reason of a running run with its intent record."""
+
+    run_id: str
+    reason: str
+    record: Record
+
+
+class RunSuspension(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Suspend a running run: checkpoint, status and ``run_suspended`` record together."""
+
+    run_id: str
+    checkpoint: Checkpoint
+    record: Record
+
+
+class RunTerminal(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """End a running run with a final status and its ``run_completed`` record."""
+
+    run_id: str
+    status: RunStatus
+    record: Record
+
+
+class AppendResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where a record landed; ``inserted`` is False for an exact retry."""
+
+    id: str
+    inserted: bool
+    session_status: SessionStatus | None  # None for runs without a session
+
+
+class StartResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A start's original decision, the run's current status and the records' ids."""
+
+    outcome: StartOutcome
+    run_status: RunStatus
+    started: AppendResult
+    canceled: AppendResult | None = None  # set when the outcome is stop
+    parent_record: AppendResult | None = None  # set for child starts
+
+
+class RepairResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a repair found, the run's status after it and the record that stands."""
+
+    outcome: RepairOutcome
+    status: RunStatus
+    record: Record
+
+
+class Page(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One page of records in commit order; ``next_cursor`` is "" when there is no more."""
+
+    records: tuple[Record, ...]
+    next_cursor: str

@@ -1,0 +1,182 @@
+"""Checks on commands as given, before any stored state is consulted.
+
+Pure functions shared by every backend: they raise
+:class:`~agentledger.errors.ValidationError` for malformed input, and
+:class:`~agentledger.errors.CorruptRecordError` when data read back from a
+store does not fit its contract [J1].
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+import msgspec
+
+from agentledger.errors import CorruptRecordError, ValidationError
+from agentledger.storage import payloads
+from agentledger.storage.types import Record, RunStart
+
+__all__ = [
+    "MAX_PAGE_LIMIT",
+    "check_limit",
+    "check_timestamp",
+    "decode_payload",
+    "decode_stored_payload",
+    "normalize_record",
+    "record_difference",
+    "require_id",
+    "validate_record",
+    "validate_run_start",
+]
+
+MAX_PAGE_LIMIT = 1000
+"""Largest page a listing returns; bigger limits are capped to it."""
+
+_P = TypeVar("_P", bound="payloads._Payload")
+_ZERO = timedelta(0)
+_JSON_VALUE = msgspec.json.Decoder()
+
+
+def require_id(field: str, value: object) -> str:
+    """A non-empty string id, or a ValidationError naming ``field``."""
+    if not isinstance(value, str) or not value:
+        raise ValidationError(field=field, expected="a non-empty string", got=value)
+    return value
+
+
+def _require_str(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field=field, expected="a string", got=value)
+    return value
+
+
+def check_timestamp(field: str, value: object) -> datetime:
+    """A timezone-aware UTC datetime with millisecond precision, normalised to ``UTC``."""
+    if not isinstance(value, datetime):
+        raise ValidationError(field=field, expected="a datetime", got=value)
+    offset = value.utcoffset()
+    if offset is None:
+        raise ValidationError(field=field, expected="a timezone-aware UTC datetime", got=value)
+    if offset != _ZERO:
+        raise ValidationError(field=field, expected="a UTC datetime (offset 0)", got=value)
+    if value.microsecond % 1000:
+        raise ValidationError(field=field, expected="millisecond precision", got=value)
+    return value if value.tzinfo is UTC else value.replace(tzinfo=UTC)
+
+
+def check_limit(limit: object) -> int:
+    """A page size: a positive int, capped at :data:`MAX_PAGE_LIMIT`."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        raise ValidationError(field="limit", expected="a positive integer", got=limit)
+    return min(limit, MAX_PAGE_LIMIT)
+
+
+def validate_record(record: object, field: str = "record") -> Record:
+    """Check the fields every record needs before a store can accept it."""
+    if not isinstance(record, Record):
+        raise ValidationError(field=field, expected="a Record", got=type(record).__name__)
+    require_id(f"{field}.run_id", record.run_id)
+    require_id(f"{field}.agent_id", record.agent_id)
+    _require_str(f"{field}.session_id", record.session_id)
+    _require_str(f"{field}.turn_id", record.turn_id)
+    require_id(f"{field}.event_key", record.event_key)
+    require_id(f"{field}.type", record.type)
+    if record.id != "":
+        raise ValidationError(
+            field=f"{field}.id", expected='"" (ids are assigned by the store)', got=record.id
+        )
+    check_timestamp(f"{field}.timestamp", record.timestamp)
+    payload = record.payload
+    if not isinstance(payload, bytes) or not payload:
+        raise ValidationError(field=f"{field}.payload", expected="non-empty bytes", got=payload)
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValidationError(
+            field=f"{field}.payload", expected="valid UTF-8", got=f"invalid byte at {e.start}"
+        ) from e
+    try:
+        _JSON_VALUE.decode(payload)
+    except msgspec.DecodeError as e:
+        raise ValidationError(
+            field=f"{field}.payload", expected="exactly one JSON value", got=str(e)
+        ) from e
+    return record
+
+
+def normalize_record(record: Record, record_id: str) -> Record:
+    """The record as stored: its assigned id and a ``UTC`` timestamp object."""
+    return msgspec.structs.replace(
+        record, id=record_id, timestamp=check_timestamp("record.timestamp", record.timestamp)
+    )
+
+
+def validate_run_start(run: object) -> RunStart:
+    """Check the identity of a run being started (shape only, not its relations)."""
+    if not isinstance(run, RunStart):
+        raise ValidationError(field="run", expected="a RunStart", got=type(run).__name__)
+    require_id("run.run_id", run.run_id)
+    require_id("run.agent_id", run.agent_id)
+    for name in ("session_id", "parent_run_id", "predecessor_run_id"):
+        _require_str(f"run.{name}", getattr(run, name))
+    if run.parent_run_id == run.run_id:
+        raise ValidationError(
+            field="run.parent_run_id", expected="another run's id", got=run.parent_run_id
+        )
+    if run.predecessor_run_id == run.run_id:
+        raise ValidationError(
+            field="run.predecessor_run_id", expected="another run's id", got=run.run_id
+        )
+    check_timestamp("run.started_at", run.started_at)
+    if not isinstance(run.labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in run.labels.items()
+    ):
+        raise ValidationError(field="run.labels", expected="a dict of str to str", got=run.labels)
+    return run
+
+
+def decode_payload(record: Record, cls: type[_P], field: str) -> _P:
+    """Decode a command's lifecycle payload strictly, after checking its type [J1]."""
+    if record.type != cls.record_type:
+        raise ValidationError(field=f"{field}.type", expected=cls.record_type, got=record.type)
+    try:
+        return cls.decode(record.payload)
+    except ValidationError as e:
+        raise ValidationError(field=f"{field}.payload", expected=e.expected, got=e.got) from e
+
+
+def decode_stored_payload(record: Record, cls: type[_P]) -> _P:
+    """Decode a stored lifecycle payload; a misfit is corruption, never skipped [J1]."""
+    if record.type != cls.record_type:
+        raise CorruptRecordError(
+            run_id=record.run_id,
+            record_id=record.id,
+            reason=f"expected type {cls.record_type!r}, found {record.type!r}",
+        )
+    try:
+        return cls.decode(record.payload)
+    except ValidationError as e:
+        raise CorruptRecordError(
+            run_id=record.run_id, record_id=record.id, reason=f"{e.expected}: {e.got}"
+        ) from e
+
+
+_COMPARED = (
+    "run_id",
+    "agent_id",
+    "session_id",
+    "turn_id",
+    "event_key",
+    "type",
+    "timestamp",
+    "payload",
+)
+
+
+def record_difference(stored: Record, given: Record) -> str:
+    """The first field in which two records differ (ignoring the id), or ""."""
+    for name in _COMPARED:
+        if getattr(stored, name) != getattr(given, name):
+            return name
+    return ""
