@@ -17,13 +17,45 @@ database (call it twice, get two handles on the same data)::
             yield open_store
             for handle in handles:
                 await handle.close()
+
+Tests namespace every id they use, so one database may serve many tests.
 """
 
 from agentledger.storage.conformance._base import ConformanceBase, StoreFactory
+from agentledger.storage.conformance._cancellation import CancellationConformance
+from agentledger.storage.conformance._children import ChildrenConformance
+from agentledger.storage.conformance._continuation import ContinuationConformance
+from agentledger.storage.conformance._one_shot import OneShotConformance
+from agentledger.storage.conformance._paging import PagingConformance
+from agentledger.storage.conformance._payloads import PayloadConformance
+from agentledger.storage.conformance._purge import PurgeConformance
+from agentledger.storage.conformance._races import RaceConformance
+from agentledger.storage.conformance._records import RecordConformance
+from agentledger.storage.conformance._sessions import SessionConformance
+from agentledger.storage.conformance._starts import StartConformance
+from agentledger.storage.conformance._stateful import StatefulConformance
+from agentledger.storage.conformance._suspension import SuspensionConformance
+from agentledger.storage.conformance._terminal import TerminalConformance
 from agentledger.storage.conformance._world import World, dump_store
 
-__all__ = ["ConformanceBase", "StoreConformance", "StoreFactory", "World", "dump_store"]
+__all__ = ["StoreConformance", "StoreFactory", "World", "dump_store"]
 
 
-class StoreConformance(ConformanceBase):
+class StoreConformance(
+    SessionConformance,
+    StartConformance,
+    ChildrenConformance,
+    OneShotConformance,
+    ContinuationConformance,
+    PurgeConformance,
+    RecordConformance,
+    CancellationConformance,
+    SuspensionConformance,
+    TerminalConformance,
+    PagingConformance,
+    PayloadConformance,
+    RaceConformance,
+    StatefulConformance,
+    ConformanceBase,
+):
     """Every capability of the store contract, as one class to subclass."""
