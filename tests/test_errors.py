@@ -1,0 +1,140 @@
+"""The error tree of DESIGN.md section 8, pinned: classes, parents and carried data."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from agentledger import errors
+from agentledger.errors import (
+    AgentledgerError,
+    ConflictError,
+    ContractError,
+    CorruptRecordError,
+    NotFoundError,
+    ProviderError,
+    RecordConflictError,
+    RecordOwnerMismatchError,
+    RegistrationClosedError,
+    RunCancellationConflictError,
+    RunConflictError,
+    RunNotActiveError,
+    RunNotFoundError,
+    RunSessionMismatchError,
+    RunSuspensionConflictError,
+    RunTerminalConflictError,
+    SessionActiveError,
+    SessionEndedError,
+    SessionHasActiveRunsError,
+    SessionNotFoundError,
+    SessionPurgedError,
+    SuspensionNotFoundError,
+    TranscriptError,
+    TransientError,
+    ValidationError,
+)
+
+PARENTS: dict[type[Exception], type[Exception]] = {
+    AgentledgerError: Exception,
+    ContractError: AgentledgerError,
+    TransientError: AgentledgerError,
+    ProviderError: AgentledgerError,
+    ValidationError: ContractError,
+    TranscriptError: ValidationError,
+    NotFoundError: ContractError,
+    SessionNotFoundError: NotFoundError,
+    RunNotFoundError: NotFoundError,
+    SuspensionNotFoundError: NotFoundError,
+    SessionEndedError: ContractError,
+    SessionPurgedError: ContractError,
+    SessionActiveError: ContractError,
+    SessionHasActiveRunsError: ContractError,
+    RunNotActiveError: ContractError,
+    RecordOwnerMismatchError: ContractError,
+    RunSessionMismatchError: ContractError,
+    ConflictError: ContractError,
+    RecordConflictError: ConflictError,
+    RunConflictError: ConflictError,
+    RunCancellationConflictError: ConflictError,
+    RunSuspensionConflictError: ConflictError,
+    RunTerminalConflictError: ConflictError,
+    CorruptRecordError: ContractError,
+    RegistrationClosedError: ContractError,
+}
+
+
+def test_every_error_has_its_documented_parent() -> None:
+    """Section 8: each class sits exactly where the tree says."""
+    for cls, parent in PARENTS.items():
+        assert cls.__bases__ == (parent,), cls
+
+
+def test_the_tree_is_complete() -> None:
+    """Section 8: the module exports the whole tree and nothing else."""
+    assert set(errors.__all__) == {cls.__name__ for cls in PARENTS}
+
+
+def test_contract_and_transient_are_disjoint() -> None:
+    """Section 8: a permanent error is never retryable and the other way round."""
+    for cls in PARENTS:
+        assert not (issubclass(cls, ContractError) and issubclass(cls, TransientError)), cls
+
+
+SAMPLES: list[AgentledgerError] = [
+    ValidationError(field="record.timestamp", expected="millisecond precision", got=1),
+    TranscriptError(
+        field="tool_use_ids",
+        expected="one result per call",
+        message_index=3,
+        part_index=1,
+        tool_use_ids=["t1"],
+    ),
+    SessionNotFoundError(session_id="s1"),
+    RunNotFoundError(run_id="r1"),
+    SuspensionNotFoundError(run_id="r1"),
+    SessionEndedError(session_id="s1"),
+    SessionPurgedError(session_id="s1", run_id="r1"),
+    SessionActiveError(session_id="s1"),
+    SessionHasActiveRunsError(session_id="s1", run_ids=["r1", "r2"]),
+    RunNotActiveError(run_id="r1", expected="running", got="completed"),
+    RecordOwnerMismatchError(run_id="r1", field="agent_id", expected="a", got="b"),
+    RunSessionMismatchError(run_id="r1", expected="s1", got="s2"),
+    RunTerminalConflictError(run_id="r1", field="status", expected="completed", got="failed"),
+    CorruptRecordError(run_id="r1", record_id="3", reason="unknown field"),
+    RegistrationClosedError(name="chat"),
+    TransientError("database is locked", operation="append_run_record"),
+    ProviderError(provider="openai", status=400, body="bad request"),
+]
+
+
+@pytest.mark.parametrize("error", SAMPLES, ids=lambda e: type(e).__name__)
+def test_errors_carry_their_data_and_survive_pickling(error: AgentledgerError) -> None:
+    """Section 8: errors carry ids and fields, also across process boundaries."""
+    clone = pickle.loads(pickle.dumps(error))
+    assert type(clone) is type(error)
+    assert clone.__dict__ == error.__dict__
+    assert str(clone) == str(error)
+
+
+def test_messages_name_the_data() -> None:
+    """Section 8: the message says which run, which field, expected vs got."""
+    conflict = RunCancellationConflictError(
+        run_id="r9", field="cancellation_reason", expected="user", got="timeout"
+    )
+    assert (conflict.run_id, conflict.field, conflict.expected, conflict.got) == (
+        "r9",
+        "cancellation_reason",
+        "user",
+        "timeout",
+    )
+    assert "r9" in str(conflict)
+    assert "'user'" in str(conflict)
+    assert "'timeout'" in str(conflict)
+    busy = SessionHasActiveRunsError(session_id="s", run_ids=["a", "b"])
+    assert busy.run_ids == ("a", "b")
+    assert "a, b" in str(busy)
+    located = TranscriptError(field="kind", expected="a known kind", message_index=2, part_index=0)
+    assert str(located).startswith("messages[2].parts[0]: ")
+    assert isinstance(RunNotFoundError(run_id="x"), NotFoundError)
+    assert RunNotFoundError(run_id="x").kind == "run"
