@@ -44,6 +44,10 @@ def decode_cursor(cursor: str, scope: str, scope_id: str, newest: int) -> int:
         raise ValidationError(
             field="cursor", expected="a cursor issued by this store", got=cursor
         ) from e
+    # base64 decoding skips stray characters and ignores unused bits, so many
+    # spellings decode alike; only the exact string the store issued is a cursor.
+    if base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") != cursor:
+        raise ValidationError(field="cursor", expected="a cursor issued by this store", got=cursor)
     body, tag = raw[:-8], raw[-8:]
     parts = body.split(b"\x00")
     if len(raw) <= 8 or _tag(body) != tag or len(parts) != 3:
