@@ -53,7 +53,7 @@ class CancellationConformance(ConformanceBase):
 
     # -------------------------------------------------------------- recording
 
-    async def test_first_request_stores_reason_and_intent(
+    async def test_cancel_first_request_stores_reason_and_intent(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[L5] [C1] the reason lands in RunMeta with its intent record, in one operation."""
@@ -74,7 +74,7 @@ class CancellationConformance(ConformanceBase):
         assert log[-1] == replace(cmd.record, id="2")
         assert payloads.CancellationIntent.decode(log[-1].payload).reason == REASON
 
-    async def test_request_does_not_stop_the_run(self, world: World) -> None:
+    async def test_cancel_request_does_not_stop_the_run(self, world: World) -> None:
         """[L5] a recorded request leaves the run running until its terminal is written."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -86,7 +86,7 @@ class CancellationConformance(ConformanceBase):
         meta = await world.store.load_run(run.run.run_id)
         assert (meta.status, meta.cancellation_reason) == (RunStatus.CANCELED, REASON)
 
-    async def test_exact_retry_returns_original_id(self, world: World) -> None:
+    async def test_cancel_exact_retry_returns_original_id(self, world: World) -> None:
         """[X1] repeating the accepted request returns its id with inserted=False."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -97,7 +97,7 @@ class CancellationConformance(ConformanceBase):
             retry = await world.store.record_run_cancellation(cmd)
         assert (retry.id, retry.inserted) == (first.id, False)
 
-    async def test_exact_retry_succeeds_after_the_run_ended(
+    async def test_cancel_exact_retry_succeeds_after_the_run_ended(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[X1] a late retry of the request still returns its id once the run is canceled."""
@@ -110,7 +110,7 @@ class CancellationConformance(ConformanceBase):
             retry = await other_store.record_run_cancellation(cmd)
         assert (retry.id, retry.inserted) == (first.id, False)
 
-    async def test_request_on_ended_session_is_allowed(self, world: World) -> None:
+    async def test_cancel_request_on_ended_session_is_allowed(self, world: World) -> None:
         """[D2] [L5] a run still going after its session ended may still record a request."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -118,7 +118,7 @@ class CancellationConformance(ConformanceBase):
         result = await world.store.record_run_cancellation(run.cancellation(REASON, at=world.now()))
         assert (result.inserted, result.session_status) == (True, SessionStatus.ENDED)
 
-    async def test_sessionless_request_reports_no_session(self, world: World) -> None:
+    async def test_cancel_sessionless_request_reports_no_session(self, world: World) -> None:
         """[L5] a one-shot run's request reports ``session_status`` None."""
         run = await world.one_shot("r")
         result = await world.store.record_run_cancellation(run.cancellation(REASON, at=world.now()))
@@ -126,7 +126,9 @@ class CancellationConformance(ConformanceBase):
 
     # -------------------------------------------------------------- conflicts
 
-    async def test_first_reason_is_permanent(self, world: World, other_store: AdminStore) -> None:
+    async def test_cancel_first_reason_is_permanent(
+        self, world: World, other_store: AdminStore
+    ) -> None:
         """[X3] [L5] a second request with another reason is a conflict; the first stays."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -140,7 +142,7 @@ class CancellationConformance(ConformanceBase):
         assert (err.expected, err.got) == (REASON, "timeout")
         assert (await other_store.load_run(run.run.run_id)).cancellation_reason == REASON
 
-    async def test_other_reason_conflicts_even_with_the_same_key(self, world: World) -> None:
+    async def test_cancel_other_reason_conflicts_even_with_the_same_key(self, world: World) -> None:
         """[X3] reusing the first request's key with another reason is still a conflict."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -151,7 +153,7 @@ class CancellationConformance(ConformanceBase):
                 await world.store.record_run_cancellation(run.cancellation("other", at=world.now()))
         assert (info.value.expected, info.value.got) == (REASON, "other")
 
-    async def test_same_reason_with_another_key_conflicts(self, world: World) -> None:
+    async def test_cancel_same_reason_with_another_key_conflicts(self, world: World) -> None:
         """[X2] the request's record is the one chosen first; another key is a conflict."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -169,7 +171,9 @@ class CancellationConformance(ConformanceBase):
         )
 
     @pytest.mark.parametrize("field", ["timestamp", "payload", "turn_id"])
-    async def test_same_key_with_changed_record_conflicts(self, world: World, field: str) -> None:
+    async def test_cancel_same_key_with_changed_record_conflicts(
+        self, world: World, field: str
+    ) -> None:
         """[X1] [X3] same reason and key but another time, payload spelling or turn conflicts."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -188,7 +192,9 @@ class CancellationConformance(ConformanceBase):
         assert info.value.expected == getattr(cmd.record, field)
         assert info.value.got == change[field]
 
-    async def test_intent_key_taken_by_an_ordinary_record_conflicts(self, world: World) -> None:
+    async def test_cancel_intent_key_taken_by_an_ordinary_record_conflicts(
+        self, world: World
+    ) -> None:
         """[X3] the intent record cannot take a key another record already holds."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -202,7 +208,7 @@ class CancellationConformance(ConformanceBase):
 
     # ------------------------------------------------------------- validation
 
-    async def test_intent_payload_must_repeat_the_reason(self, world: World) -> None:
+    async def test_cancel_intent_payload_must_repeat_the_reason(self, world: World) -> None:
         """[L5] the intent record's ``reason`` must equal the command's."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -214,7 +220,9 @@ class CancellationConformance(ConformanceBase):
         assert (info.value.field, info.value.got) == ("record.payload.reason", "timeout")
 
     @pytest.mark.parametrize("reason", [payloads.SESSION_ENDED, payloads.ENGINE_CANCELED, ""])
-    async def test_reserved_or_empty_reason_is_refused(self, world: World, reason: str) -> None:
+    async def test_cancel_reserved_or_empty_reason_is_refused(
+        self, world: World, reason: str
+    ) -> None:
         """[C2] [C3] ``session_ended`` and ``engine_canceled`` are the store's; "" is no reason."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -223,7 +231,7 @@ class CancellationConformance(ConformanceBase):
                 await world.store.record_run_cancellation(run.cancellation(reason, at=world.now()))
         assert (info.value.field, info.value.got) == ("reason", reason)
 
-    async def test_intent_record_must_have_the_intent_type(self, world: World) -> None:
+    async def test_cancel_intent_record_must_have_the_intent_type(self, world: World) -> None:
         """[L5] the request's record is a ``runtime.cancellation_intent``."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -237,7 +245,7 @@ class CancellationConformance(ConformanceBase):
             payloads.CANCELLATION_INTENT,
         )
 
-    async def test_intent_record_must_belong_to_the_run(self, world: World) -> None:
+    async def test_cancel_intent_record_must_belong_to_the_run(self, world: World) -> None:
         """[L8] the intent record names the run's agent and the command's run."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -254,7 +262,7 @@ class CancellationConformance(ConformanceBase):
             assert (info.value.run_id, info.value.field) == (other.run.run_id, "run_id")
             assert info.value.got == run.run.run_id
 
-    async def test_unknown_run_is_not_found(self, world: World) -> None:
+    async def test_cancel_unknown_run_is_not_found(self, world: World) -> None:
         """[L5] a request for a run that was never started is RunNotFoundError."""
         sid = await world.session("s")
         ghost = world.run("ghost", session=sid)
@@ -269,7 +277,7 @@ class CancellationConformance(ConformanceBase):
         "status",
         [RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED, RunStatus.SUSPENDED],
     )
-    async def test_request_on_a_finished_run_is_refused(
+    async def test_cancel_request_on_a_finished_run_is_refused(
         self, world: World, status: RunStatus
     ) -> None:
         """[L5] only a running run takes a new request; a stopped one gives RunNotActiveError."""
@@ -289,7 +297,9 @@ class CancellationConformance(ConformanceBase):
         )
         assert (await world.store.load_run(run.run.run_id)).cancellation_reason == ""
 
-    async def test_request_after_an_ended_session_stop_is_refused(self, world: World) -> None:
+    async def test_cancel_request_after_an_ended_session_stop_is_refused(
+        self, world: World
+    ) -> None:
         """[C2] a run stopped by its ended session keeps ``session_ended``; no request joins it."""
         sid = await world.session("s")
         await world.store.end_session(sid, ended_at=world.now())
@@ -305,7 +315,7 @@ class CancellationConformance(ConformanceBase):
     # ---------------------------------------------------- the later terminal
 
     @pytest.mark.parametrize("wrong", ["timeout", payloads.ENGINE_CANCELED, payloads.SESSION_ENDED])
-    async def test_canceled_terminal_must_repeat_the_reason(self, world: World, wrong: str) -> None:
+    async def test_cancel_terminal_must_repeat_the_reason(self, world: World, wrong: str) -> None:
         """[C1] the canceled ``run_completed`` after a request repeats its reason exactly."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -322,7 +332,7 @@ class CancellationConformance(ConformanceBase):
         result = await world.store.record_run_terminal(_canceled(world, run, REASON))
         assert result.inserted
 
-    async def test_canceled_terminal_needs_its_cancellation_note(self, world: World) -> None:
+    async def test_cancel_terminal_needs_its_cancellation_note(self, world: World) -> None:
         """[C1] a canceled ``run_completed`` without ``cancellation`` is refused."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -336,7 +346,7 @@ class CancellationConformance(ConformanceBase):
         assert (info.value.field, info.value.got) == ("record.payload.cancellation.reason", None)
 
     @pytest.mark.parametrize("wrong", [REASON, payloads.SESSION_ENDED])
-    async def test_engine_cancel_without_request_says_engine_canceled(
+    async def test_cancel_by_engine_without_request_says_engine_canceled(
         self, world: World, wrong: str
     ) -> None:
         """[C3] with no recorded request the canceled ``run_completed`` says ``engine_canceled``."""
@@ -355,7 +365,7 @@ class CancellationConformance(ConformanceBase):
 
     # ------------------------------------------------------------- provenance
 
-    async def test_three_provenances_are_preserved_exactly(
+    async def test_cancel_three_provenances_are_preserved_exactly(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[C1] [C2] [C3] each valid cancellation story reads back exactly as stored."""

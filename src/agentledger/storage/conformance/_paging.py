@@ -73,7 +73,7 @@ class PagingConformance(ConformanceBase):
 
     # ----------------------------------------------------------------- order
 
-    async def test_run_records_page_in_commit_order(
+    async def test_paging_run_records_page_in_commit_order(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[L9] a run's pages, concatenated, are its records in commit order."""
@@ -92,7 +92,7 @@ class PagingConformance(ConformanceBase):
             "run_completed",
         ]
 
-    async def test_session_records_interleave_runs_as_committed(
+    async def test_paging_session_records_interleave_runs_as_committed(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[L9] a session's log interleaves its runs exactly in commit order."""
@@ -137,7 +137,7 @@ class PagingConformance(ConformanceBase):
             by_key.update({(r.run_id, r.event_key): r for r in await _log(world, rid)})
         assert list(whole.records) == [by_key[k] for k in expected]
 
-    async def test_session_log_holds_child_runs_and_links(self, world: World) -> None:
+    async def test_paging_session_log_holds_child_runs_and_links(self, world: World) -> None:
         """[L9] a child's records and its link on the parent join the session log in order."""
         sid = await world.session("s")
         parent = await world.root("p", session=sid, agent="parent")
@@ -155,13 +155,13 @@ class PagingConformance(ConformanceBase):
         ]
         assert [r.id for r in page.records] == ["1", "2", "1", "2", "3"]
 
-    async def test_empty_session_has_one_empty_page(self, world: World) -> None:
+    async def test_paging_empty_session_has_one_empty_page(self, world: World) -> None:
         """[L9] a session without runs lists no records and no next cursor."""
         sid = await world.session("s")
         page = await world.store.list_session_run_records(sid)
         assert page == Page(records=(), next_cursor="")
 
-    async def test_end_of_listing_has_empty_cursor(self, world: World) -> None:
+    async def test_paging_end_of_listing_has_empty_cursor(self, world: World) -> None:
         """[L9] the last page says "" even when it is exactly full."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -177,7 +177,7 @@ class PagingConformance(ConformanceBase):
     # ----------------------------------------------------------------- limit
 
     @pytest.mark.parametrize("limit", [0, -1, -1000, True, 2.5, "10", None])
-    async def test_limit_must_be_a_positive_int(self, world: World, limit: Any) -> None:
+    async def test_paging_limit_must_be_a_positive_int(self, world: World, limit: Any) -> None:
         """[L9] a page limit is a positive integer; anything else is a ValidationError."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -189,7 +189,7 @@ class PagingConformance(ConformanceBase):
                 await world.store.list_session_run_records(sid, limit=limit)
             assert info.value.field == "limit"
 
-    async def test_huge_limit_is_accepted(self, world: World) -> None:
+    async def test_paging_huge_limit_is_accepted(self, world: World) -> None:
         """[L9] a limit beyond the cap is not an error; it returns what there is."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -199,7 +199,7 @@ class PagingConformance(ConformanceBase):
         page = await world.store.list_session_run_records(sid, limit=10**9)
         assert (len(page.records), page.next_cursor) == (5, "")
 
-    async def test_limit_is_capped(self, world: World) -> None:
+    async def test_paging_limit_is_capped(self, world: World) -> None:
         """[L9] one page never holds more than MAX_PAGE_LIMIT records; the default is smaller."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -223,7 +223,7 @@ class PagingConformance(ConformanceBase):
         "cursor",
         ["x", "not a cursor", "0", "1", "-1", "=", "====", "AAAAAAAAAAAAAAAAAAAAAAAAAAAA", "\x00"],
     )
-    async def test_forged_cursor_is_refused(self, world: World, cursor: str) -> None:
+    async def test_paging_forged_cursor_is_refused(self, world: World, cursor: str) -> None:
         """[L9] a cursor the store did not issue is a ValidationError, never a jump."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -235,7 +235,7 @@ class PagingConformance(ConformanceBase):
                 await world.store.list_session_run_records(sid, cursor=cursor)
             assert info.value.field == "cursor"
 
-    async def test_plausible_forgeries_are_refused(self, world: World) -> None:
+    async def test_paging_plausible_forgeries_are_refused(self, world: World) -> None:
         """[L9] base64 of a hand-made position is not a cursor."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -255,7 +255,7 @@ class PagingConformance(ConformanceBase):
                     await world.store.list_run_records(rid, cursor=cursor)
                 assert info.value.field == "cursor"
 
-    async def test_tampered_cursor_is_refused(self, world: World) -> None:
+    async def test_paging_tampered_cursor_is_refused(self, world: World) -> None:
         """[L9] clients hand a cursor back unchanged: any altered spelling is refused."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -277,7 +277,7 @@ class PagingConformance(ConformanceBase):
                     await world.store.list_session_run_records(sid, cursor=bad, limit=2)
                 assert info.value.field == "cursor", bad
 
-    async def test_cursor_of_one_run_is_refused_on_another(self, world: World) -> None:
+    async def test_paging_cursor_of_one_run_is_refused_on_another(self, world: World) -> None:
         """[L9] a cursor is scoped to the run that issued it."""
         sid = await world.session("s")
         a = await world.root("a", session=sid)
@@ -291,7 +291,7 @@ class PagingConformance(ConformanceBase):
                 await world.store.list_run_records(b.run.run_id, cursor=cursor, limit=2)
         assert info.value.field == "cursor"
 
-    async def test_cursor_is_refused_across_scopes(self, world: World) -> None:
+    async def test_paging_cursor_is_refused_across_scopes(self, world: World) -> None:
         """[L9] run cursors fail on sessions; session cursors fail on runs and other sessions."""
         sid = await world.session("s")
         other = await world.session("other")
@@ -310,7 +310,7 @@ class PagingConformance(ConformanceBase):
             with pytest.raises(ValidationError):
                 await world.store.list_session_run_records(other, cursor=session_cursor, limit=2)
 
-    async def test_cursor_works_on_another_handle(
+    async def test_paging_cursor_works_on_another_handle(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[L9] a cursor names a position in the data, so any handle on the database takes it."""
@@ -326,7 +326,7 @@ class PagingConformance(ConformanceBase):
 
     # ----------------------------------------------------------- stability
 
-    async def test_run_page_never_changes_once_returned(self, world: World) -> None:
+    async def test_paging_run_page_never_changes_once_returned(self, world: World) -> None:
         """[L9] re-reading from an earlier cursor after more appends gives the same records."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -343,7 +343,7 @@ class PagingConformance(ConformanceBase):
         tail = await world.store.list_run_records(rid, cursor=second.next_cursor, limit=100)
         assert [r.event_key for r in tail.records] == ["n3", "m0", "m1", "m2", "m3"]
 
-    async def test_session_page_never_changes_once_returned(self, world: World) -> None:
+    async def test_paging_session_page_never_changes_once_returned(self, world: World) -> None:
         """[L9] a session page read earlier stays the same while its runs keep writing."""
         sid = await world.session("s")
         a = await world.root("a", session=sid)
@@ -360,7 +360,7 @@ class PagingConformance(ConformanceBase):
         assert _keys(again.records)[1][1] == "run_started"
         assert (await world.store.list_session_run_records(sid, limit=2)).records == first.records
 
-    async def test_sessionless_runs_stay_out_of_session_logs(self, world: World) -> None:
+    async def test_paging_sessionless_runs_stay_out_of_session_logs(self, world: World) -> None:
         """[L9] a one-shot run's records are in its own log only."""
         sid = await world.session("s")
         await world.root("r", session=sid)
@@ -372,7 +372,7 @@ class PagingConformance(ConformanceBase):
 
     # ------------------------------------------------------------- not found
 
-    async def test_unknown_run_is_not_found(self, world: World) -> None:
+    async def test_paging_unknown_run_is_not_found(self, world: World) -> None:
         """[L9] listing a run that was never started is RunNotFoundError."""
         rid = world.id("ghost")
         async with world.unchanged():
@@ -380,7 +380,7 @@ class PagingConformance(ConformanceBase):
                 await world.store.list_run_records(rid)
         assert info.value.run_id == rid
 
-    async def test_unknown_session_is_not_found(self, world: World) -> None:
+    async def test_paging_unknown_session_is_not_found(self, world: World) -> None:
         """[L9] listing a session that was never created is SessionNotFoundError."""
         sid = world.id("ghost")
         async with world.unchanged():

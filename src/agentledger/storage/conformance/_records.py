@@ -63,7 +63,7 @@ class RecordConformance(ConformanceBase):
 
     # ------------------------------------------------------------------ storing
 
-    async def test_ids_are_a_decimal_sequence_per_run(
+    async def test_record_ids_are_a_decimal_sequence_per_run(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[L8] ids are "1", "2", ... per run, independent of other runs' appends."""
@@ -102,7 +102,7 @@ class RecordConformance(ConformanceBase):
             b'{"nested":{"z":null,"a":[true,false]}}',
         ],
     )
-    async def test_payload_is_stored_byte_for_byte(
+    async def test_record_payload_is_stored_byte_for_byte(
         self, world: World, other_store: AdminStore, payload: bytes
     ) -> None:
         """[L8] a payload comes back byte-exact: spacing, key order, numbers, escapes."""
@@ -116,7 +116,7 @@ class RecordConformance(ConformanceBase):
         assert log[1].payload == payload
         assert log[1].turn_id == "turn-1"
 
-    async def test_same_event_key_on_two_runs_is_two_records(self, world: World) -> None:
+    async def test_record_same_event_key_on_two_runs_is_two_records(self, world: World) -> None:
         """[L8] ``(run_id, event_key)`` is the unique identity, not the key alone."""
         sid = await world.session("s")
         a = await world.root("a", session=sid)
@@ -132,7 +132,7 @@ class RecordConformance(ConformanceBase):
     # ------------------------------------------------------------ validation
 
     @pytest.mark.parametrize("field", ["run_id", "agent_id", "event_key", "type"])
-    async def test_identity_fields_are_required(self, world: World, field: str) -> None:
+    async def test_record_identity_fields_are_required(self, world: World, field: str) -> None:
         """[L8] run id, agent id, event key and type must be non-empty strings."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -144,7 +144,9 @@ class RecordConformance(ConformanceBase):
         assert info.value.got == ""
 
     @pytest.mark.parametrize("payload", [b"", "{}", None])
-    async def test_payload_must_be_non_empty_bytes(self, world: World, payload: object) -> None:
+    async def test_record_payload_must_be_non_empty_bytes(
+        self, world: World, payload: object
+    ) -> None:
         """[L8] an empty, missing or non-bytes payload is refused."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -159,7 +161,7 @@ class RecordConformance(ConformanceBase):
         [b'"\xff"', b'"\xe2\x82"', b'"\xc0\xaf"', b'{"a":"\xed\xa0\x80"}', b"\xfe{}"],
         ids=["invalid-byte", "truncated", "overlong", "surrogate", "leading-garbage"],
     )
-    async def test_payload_must_be_valid_utf8(self, world: World, payload: bytes) -> None:
+    async def test_record_payload_must_be_valid_utf8(self, world: World, payload: bytes) -> None:
         """[L8] a payload with invalid UTF-8 is refused before anything is written."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -174,7 +176,7 @@ class RecordConformance(ConformanceBase):
         "payload",
         [b"{} {}", b'{"a":1}{"a":1}', b"1 2", b"not json", b"   ", b'{"a":', b"[1,]"],
     )
-    async def test_payload_must_be_exactly_one_json_value(
+    async def test_record_payload_must_be_exactly_one_json_value(
         self, world: World, payload: bytes
     ) -> None:
         """[L8] a payload is exactly one JSON value: no trailing value, no garbage."""
@@ -192,7 +194,7 @@ class RecordConformance(ConformanceBase):
         [None, "2026-01-01T00:00:00Z", datetime(2026, 1, 1, 0, 0, 1)],
         ids=["missing", "string", "naive"],
     )
-    async def test_timestamp_is_required_and_timezone_aware(
+    async def test_record_timestamp_is_required_and_timezone_aware(
         self, world: World, timestamp: Any
     ) -> None:
         """[L8] a record needs a timezone-aware datetime."""
@@ -205,7 +207,7 @@ class RecordConformance(ConformanceBase):
         assert info.value.field == "record.timestamp"
 
     @pytest.mark.parametrize("micros", [1, 999, 1500, 999_999])
-    async def test_timestamp_finer_than_milliseconds_is_refused(
+    async def test_record_timestamp_finer_than_milliseconds_is_refused(
         self, world: World, micros: int
     ) -> None:
         """[L8] timestamps have millisecond precision; microseconds are an error."""
@@ -220,7 +222,9 @@ class RecordConformance(ConformanceBase):
         assert info.value.expected == "millisecond precision"
 
     @pytest.mark.parametrize("hours", [2, -5])
-    async def test_timestamp_with_non_utc_offset_is_refused(self, world: World, hours: int) -> None:
+    async def test_record_timestamp_with_non_utc_offset_is_refused(
+        self, world: World, hours: int
+    ) -> None:
         """[L8] a timestamp in another offset is refused, even for the same instant."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -231,7 +235,9 @@ class RecordConformance(ConformanceBase):
                 await world.store.append_run_record(bad)
         assert info.value.field == "record.timestamp"
 
-    async def test_zero_offset_timezone_is_utc(self, world: World, other_store: AdminStore) -> None:
+    async def test_record_zero_offset_timezone_is_utc(
+        self, world: World, other_store: AdminStore
+    ) -> None:
         """[L8] [X1] a zero-offset zone is UTC: stored as UTC, and retrying with UTC is exact."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -258,7 +264,7 @@ class RecordConformance(ConformanceBase):
         assert info.value.field == "record.id"
         assert info.value.got == given_id
 
-    async def test_owner_must_match_stored_run(self, world: World) -> None:
+    async def test_record_owner_must_match_stored_run(self, world: World) -> None:
         """[L8] a record naming another agent or session than its run is refused."""
         sid = await world.session("s")
         other = await world.session("other")
@@ -280,7 +286,7 @@ class RecordConformance(ConformanceBase):
             assert (info.value.run_id, info.value.field) == (run.run.run_id, field)
             assert (info.value.expected, info.value.got) == (expected, got)
 
-    async def test_sessionless_run_refuses_a_session_id(self, world: World) -> None:
+    async def test_record_sessionless_run_refuses_a_session_id(self, world: World) -> None:
         """[L8] a one-shot run's records name no session."""
         sid = await world.session("s")
         run = await world.one_shot("r")
@@ -291,7 +297,7 @@ class RecordConformance(ConformanceBase):
         assert (info.value.field, info.value.expected, info.value.got) == ("session_id", "", sid)
 
     @pytest.mark.parametrize("record_type", sorted(_LIFECYCLE_PAYLOADS))
-    async def test_lifecycle_types_are_refused(self, world: World, record_type: str) -> None:
+    async def test_record_lifecycle_types_are_refused(self, world: World, record_type: str) -> None:
         """[L8] lifecycle records go through their own methods, never through append."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -305,7 +311,7 @@ class RecordConformance(ConformanceBase):
         meta = await world.store.load_run(run.run.run_id)
         assert meta.status is RunStatus.RUNNING
 
-    async def test_unknown_run_is_not_found(self, world: World) -> None:
+    async def test_record_unknown_run_is_not_found(self, world: World) -> None:
         """[L8] appending to a run that was never started is RunNotFoundError."""
         sid = await world.session("s")
         ghost = world.run("ghost", session=sid)
@@ -316,7 +322,7 @@ class RecordConformance(ConformanceBase):
 
     # --------------------------------------------------------- retries/conflicts
 
-    async def test_exact_retry_returns_original_id(
+    async def test_record_exact_retry_returns_original_id(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[X1] an exact repeat succeeds with the original id, inserted=False, writing nothing."""
@@ -342,7 +348,7 @@ class RecordConformance(ConformanceBase):
             ("timestamp", {"timestamp": datetime(2027, 1, 1, tzinfo=UTC)}),
         ],
     )
-    async def test_changed_retry_is_a_conflict(
+    async def test_record_changed_retry_is_a_conflict(
         self, world: World, field: str, change: dict[str, Any]
     ) -> None:
         """[X1] [X3] the same event key with other bytes, type, turn or time is a conflict."""
@@ -358,7 +364,7 @@ class RecordConformance(ConformanceBase):
         assert info.value.expected == getattr(record, field)
         assert info.value.got == getattr(changed, field)
 
-    async def test_ordinary_record_cannot_take_a_lifecycle_key(self, world: World) -> None:
+    async def test_record_cannot_take_a_lifecycle_key(self, world: World) -> None:
         """[X3] the key of the run's ``run_started`` is taken; reusing it is a conflict."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -372,7 +378,7 @@ class RecordConformance(ConformanceBase):
         "status",
         [RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED, RunStatus.SUSPENDED],
     )
-    async def test_stopped_run_takes_only_exact_retries(
+    async def test_record_stopped_run_takes_only_exact_retries(
         self, world: World, status: RunStatus
     ) -> None:
         """[L8] [X1] a run that stopped refuses new records but still answers exact retries."""
@@ -390,7 +396,7 @@ class RecordConformance(ConformanceBase):
         assert (info.value.run_id, info.value.expected) == (run.run.run_id, "running")
         assert info.value.got == status.value
 
-    async def test_changed_retry_on_stopped_run_is_a_conflict(self, world: World) -> None:
+    async def test_record_changed_retry_on_stopped_run_is_a_conflict(self, world: World) -> None:
         """[X3] a stopped run still refuses a changed retry as a conflict, never an overwrite."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
@@ -404,14 +410,14 @@ class RecordConformance(ConformanceBase):
 
     # -------------------------------------------------------- session status
 
-    async def test_append_reports_active_session(self, world: World) -> None:
+    async def test_record_reports_active_session(self, world: World) -> None:
         """[L8] ``AppendResult.session_status`` is the session's current status."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
         result = await world.store.append_run_record(world.note(run, "k"))
         assert result.session_status is SessionStatus.ACTIVE
 
-    async def test_running_run_may_append_after_session_ended(
+    async def test_record_running_run_may_append_after_session_ended(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[D2] a run already going may still write after its session ended; status says ended."""
@@ -424,7 +430,7 @@ class RecordConformance(ConformanceBase):
         log = await _log(other_store, run.run.run_id)
         assert [r.event_key for r in log] == ["run_started", "k"]
 
-    async def test_sessionless_run_reports_no_session_status(self, world: World) -> None:
+    async def test_record_sessionless_run_reports_no_session_status(self, world: World) -> None:
         """[L8] a one-shot run has no session, so ``session_status`` is None."""
         run = await world.one_shot("r")
         result = await world.store.append_run_record(world.note(run, "k"))
@@ -432,7 +438,7 @@ class RecordConformance(ConformanceBase):
         retry = await world.store.append_run_record(world.note(run, "k2"))
         assert retry.session_status is None
 
-    async def test_suspended_checkpoint_is_untouched_by_retries(self, world: World) -> None:
+    async def test_record_suspended_checkpoint_is_untouched_by_retries(self, world: World) -> None:
         """[L8] [X1] retrying an earlier record on a suspended run keeps its checkpoint."""
         sid = await world.session("s")
         run = await world.root("r", session=sid)
