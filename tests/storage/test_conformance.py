@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
+
 import pytest
 
 from agentledger.storage import MemoryStore
 from agentledger.storage.conformance import StoreConformance, StoreFactory
+from agentledger.storage.sqlite import SQLiteStore
 
 
 class TestMemoryStore(StoreConformance):
@@ -17,3 +21,28 @@ class TestMemoryStore(StoreConformance):
             return shared
 
         return open_store
+
+
+class TestSQLiteStore(StoreConformance):
+    """Two handles on one database file: what two worker processes would hold.
+
+    ``durability="normal"`` keeps the suite fast: the contract does not depend
+    on when commits reach the disk (the crash and race tests use ``full``).
+    Every stateful step reads the whole world back through the executor, so
+    fewer random sequences keep the SQLite run within its time budget.
+    """
+
+    stateful_examples = 20
+
+    @pytest.fixture
+    async def store_factory(self, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+        path = tmp_path / "conformance.db"
+        handles: list[SQLiteStore] = []
+
+        async def open_store() -> SQLiteStore:
+            handles.append(await SQLiteStore.open(path, durability="normal"))
+            return handles[-1]
+
+        yield open_store
+        for handle in handles:
+            await handle.close()
