@@ -261,7 +261,7 @@ class StartConformance(ConformanceBase):
         )
         assert await _log(other_store, rid) == [_with(cmd.started, id="1")]
 
-    async def test_run_started_agrees_with_the_command(self, world: World) -> None:
+    async def test_root_run_started_agrees_with_the_command(self, world: World) -> None:
         """[J1] [L1] the stored ``run_started`` has the run's start time, labels and no parent."""
         sid = await world.session("s")
         run = await world.root("r", session=sid, labels={"team": "a", "tier": "gold"})
@@ -348,7 +348,9 @@ class StartConformance(ConformanceBase):
                 await world.store.start_root_run(bad)
         assert getattr(e.value, "field", None) == field
 
-    async def test_started_record_is_validated_when_the_session_ended(self, world: World) -> None:
+    async def test_root_started_record_is_validated_when_the_session_ended(
+        self, world: World
+    ) -> None:
         """[C2] [J1] a start that would stop still validates its ``run_started`` candidate."""
         sid = await world.session("s")
         await world.store.end_session(sid, ended_at=world.now())
@@ -362,7 +364,7 @@ class StartConformance(ConformanceBase):
 
     # ---------------------------------------------------------- ended session
 
-    async def test_start_in_ended_session_stops(
+    async def test_root_start_in_ended_session_stops(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[C2] [O1] an ended session: ``run_started`` then canceled ``run_completed``, ``stop``."""
@@ -399,7 +401,7 @@ class StartConformance(ConformanceBase):
         with pytest.raises(SuspensionNotFoundError):
             await other_store.load_run_suspension(rid)
 
-    async def test_stopped_run_takes_no_more_work(self, world: World) -> None:
+    async def test_root_stopped_run_takes_no_more_work(self, world: World) -> None:
         """[C2] a stopped run accepts no record, cancellation, suspension or other terminal."""
         sid = await world.session("s")
         await world.store.end_session(sid, ended_at=world.now())
@@ -430,7 +432,7 @@ class StartConformance(ConformanceBase):
             "completed",
         )
 
-    async def test_stopped_start_retry_returns_the_stop(
+    async def test_root_stopped_start_retry_returns_the_stop(
         self, world: World, other_store: AdminStore
     ) -> None:
         """[C2] [X1] [X4] a retried stopped start returns ``stop``, ids "1" and "2", unchanged."""
@@ -452,7 +454,7 @@ class StartConformance(ConformanceBase):
         ("change", "field"),
         [("event_key", "canceled.event_key"), ("turn_id", "canceled.turn_id")],
     )
-    async def test_stopped_start_retry_with_another_stop_record_conflicts(
+    async def test_root_stopped_start_retry_with_another_stop_record_conflicts(
         self, world: World, change: str, field: str
     ) -> None:
         """[C2] [X2] the stop record chosen first is remembered; another one is a conflict."""
@@ -471,7 +473,9 @@ class StartConformance(ConformanceBase):
 
     # ---------------------------------------------------------------- retries
 
-    async def test_exact_retry_while_running(self, world: World, other_store: AdminStore) -> None:
+    async def test_root_exact_retry_while_running(
+        self, world: World, other_store: AdminStore
+    ) -> None:
         """[X1] [X4] an exact retry returns the original id with ``inserted=False``."""
         sid = await world.session("s")
         run = world.run("r", session=sid)
@@ -490,7 +494,7 @@ class StartConformance(ConformanceBase):
         "status",
         [RunStatus.SUSPENDED, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED],
     )
-    async def test_retry_after_the_run_stopped_returns_the_original_start(
+    async def test_root_retry_after_the_run_stopped_returns_the_original_start(
         self, world: World, status: RunStatus
     ) -> None:
         """[X4] after the run stopped, a retry says ``proceed``, the current status and id "1"."""
@@ -522,7 +526,7 @@ class StartConformance(ConformanceBase):
         assert after == before
         assert after.updated_at == before.updated_at
 
-    async def test_retry_after_the_session_ended_keeps_proceed(self, world: World) -> None:
+    async def test_root_retry_after_the_session_ended_keeps_proceed(self, world: World) -> None:
         """[X4] [O1] a start accepted while active stays ``proceed``; no stop record is added."""
         sid = await world.session("s")
         run = world.run("r", session=sid)
@@ -550,7 +554,7 @@ class StartConformance(ConformanceBase):
             "started.payload",
         ],
     )
-    async def test_changed_retry_is_a_conflict(
+    async def test_root_changed_retry_is_a_conflict(
         self, world: World, other_store: AdminStore, change: str
     ) -> None:
         """[X2] [X3] a retry differing in any value the first start fixed is RunConflictError."""
@@ -568,7 +572,7 @@ class StartConformance(ConformanceBase):
             got,
         )
 
-    async def test_changed_retry_after_completion_is_a_conflict(self, world: World) -> None:
+    async def test_root_changed_retry_after_completion_is_a_conflict(self, world: World) -> None:
         """[X3] [X4] a closed run's start cannot be replayed with other labels."""
         sid = await world.session("s")
         run = world.run("r", session=sid, labels={"team": "a"})
@@ -580,7 +584,7 @@ class StartConformance(ConformanceBase):
                 await world.store.start_root_run(changed)
         assert e.value.field == "run.labels"
 
-    async def test_run_id_taken_in_another_session_is_a_conflict(self, world: World) -> None:
+    async def test_root_run_id_taken_in_another_session_is_a_conflict(self, world: World) -> None:
         """[X3] a run id belongs to the session that started it first."""
         first = await world.session("first")
         second = await world.session("second")
@@ -597,7 +601,7 @@ class StartConformance(ConformanceBase):
         )
         assert await world.store.list_runs_by_session(second) == []
 
-    async def test_run_id_of_a_one_shot_run_is_a_conflict(self, world: World) -> None:
+    async def test_root_run_id_of_a_one_shot_run_is_a_conflict(self, world: World) -> None:
         """[X3] a sessionless run's id cannot be started again as a session run."""
         sid = await world.session("s")
         loose = await world.one_shot("r")
@@ -607,7 +611,7 @@ class StartConformance(ConformanceBase):
                 await world.store.start_root_run(moved)
         assert (e.value.field, e.value.expected, e.value.got) == ("run.session_id", "", sid)
 
-    async def test_rejected_start_leaves_no_run(self, world: World) -> None:
+    async def test_root_rejected_start_leaves_no_run(self, world: World) -> None:
         """[L1] a refused first start leaves no run and no record behind."""
         sid = await world.session("s")
         run = world.run("r", session=sid)
