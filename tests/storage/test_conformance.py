@@ -26,6 +26,9 @@ class TestMemoryStore(StoreConformance):
 class TestSQLiteStore(StoreConformance):
     """Two handles on one database file: what two worker processes would hold.
 
+    The suite namespaces its ids, so one file serves the whole class, as one
+    database serves many workers; a keeper handle holds it open between tests so
+    that closing a test's handles does not checkpoint the file each time.
     ``durability="normal"`` keeps the suite fast: the contract does not depend
     on when commits reach the disk (the crash and race tests use ``full``).
     Every stateful step reads the whole world back through the executor, so
@@ -35,12 +38,11 @@ class TestSQLiteStore(StoreConformance):
     stateful_examples = 20
 
     @pytest.fixture
-    async def store_factory(self, tmp_path: Path) -> AsyncIterator[StoreFactory]:
-        path = tmp_path / "conformance.db"
+    async def store_factory(self, sqlite_path: Path) -> AsyncIterator[StoreFactory]:
         handles: list[SQLiteStore] = []
 
         async def open_store() -> SQLiteStore:
-            handles.append(await SQLiteStore.open(path, durability="normal"))
+            handles.append(await SQLiteStore.open(sqlite_path, durability="normal"))
             return handles[-1]
 
         yield open_store

@@ -1,0 +1,86 @@
+"""Applying a Plan to SQLite inside the transaction that decided it.
+
+The plan says what the rows become; this module only stores it. A run the
+decision read is updated in the columns that changed (an append changes only
+``last_seq``), so the hot path writes one small UPDATE and one INSERT.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agentledger.storage.sqlite.reader import SQLiteReader
+from agentledger.storage.sqlite.rows import (
+    RECORD_COLUMNS,
+    RUN_FIELDS,
+    record_values,
+    run_value,
+    to_ms,
+)
+from agentledger.storage.state import Plan, RunRow, SessionRow
+
+__all__ = ["apply_plan"]
+
+_UPSERT_SESSION = (
+    "INSERT INTO sessions (id, status, created_at, ended_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
+    "created_at = excluded.created_at, ended_at = excluded.ended_at"
+)
+_UPSERT_RUN = (
+    f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) "
+    "ON CONFLICT (run_id) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in RUN_FIELDS[1:])
+)
+_UPSERT_CHECKPOINT = (
+    "INSERT INTO checkpoints (run_id, id, data) VALUES (?, ?, ?) "
+    "ON CONFLICT (run_id) DO UPDATE SET id = excluded.id, data = excluded.data"
+)
+_DELETE_CHECKPOINT = "DELETE FROM checkpoints WHERE run_id = ?"
+_INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
+_PURGE = (
+    "INSERT INTO run_tombstones (run_id, session_id) "
+    "SELECT run_id, session_id FROM runs WHERE session_id = :id",
+    "DELETE FROM checkpoints WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
+    "DELETE FROM records WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
+    "DELETE FROM runs WHERE session_id = :id",
+    "DELETE FROM sessions WHERE id = :id",
+    "INSERT INTO session_tombstones (id) VALUES (:id)",
+)
+
+
+def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) -> None:
+    """Write ``plan`` in the open transaction, in the order the plan gives."""
+    if plan.session is not None:
+        _put_session(conn, plan.session)
+    for row in plan.runs:
+        _put_run(conn, reader, row)
+    if plan.records:
+        conn.executemany(_INSERT_RECORD, [record_values(r) for r in plan.records])
+    if plan.purge_session:
+        for statement in _PURGE:
+            conn.execute(statement, {"id": plan.purge_session})
+
+
+def _put_session(conn: sqlite3.Connection, row: SessionRow) -> None:
+    ended_at = None if row.ended_at is None else to_ms(row.ended_at)
+    conn.execute(_UPSERT_SESSION, (row.id, str(row.status), to_ms(row.created_at), ended_at))
+
+
+def _put_run(conn: sqlite3.Connection, reader: SQLiteReader, row: RunRow) -> None:
+    before = reader.runs_read.get(row.run_id)
+    if before is None:
+        conn.execute(_UPSERT_RUN, [run_value(name, getattr(row, name)) for name in RUN_FIELDS])
+    else:
+        changed = [name for name in _CHANGEABLE if getattr(row, name) != getattr(before, name)]
+        if changed:
+            assignments = ", ".join(f"{name} = ?" for name in changed)
+            values = [run_value(name, getattr(row, name)) for name in changed]
+            conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = ?", [*values, row.run_id])
+    if row.checkpoint != (before.checkpoint if before is not None else None):
+        if row.checkpoint is None:
+            conn.execute(_DELETE_CHECKPOINT, (row.run_id,))
+        else:
+            conn.execute(_UPSERT_CHECKPOINT, (row.run_id, row.checkpoint.id, row.checkpoint.data))
+    reader.runs_read[row.run_id] = row

@@ -1,0 +1,191 @@
+"""An invariant checker for a store database: what must hold after any crash.
+
+The crash tests run it after every ``SIGKILL``; operators can run it on a
+file they distrust. It only reads, in one read transaction, and returns the
+violations it found as sentences (an empty list means consistent).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.parse
+from typing import Any
+
+from agentledger.errors import AgentledgerError, CorruptRecordError
+from agentledger.storage import payloads
+from agentledger.storage.sqlite import schema
+from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record
+from agentledger.storage.validation import decode_stored_payload
+
+__all__ = ["check_invariants"]
+
+_TERMINAL = ("completed", "failed", "canceled")
+_PAYLOADS: dict[str, type[Any]] = {
+    payloads.RUN_STARTED: payloads.RunStarted,
+    payloads.RUN_COMPLETED: payloads.RunCompleted,
+    payloads.RUN_SUSPENDED: payloads.RunSuspended,
+    payloads.CHILD_RUN_LINKED: payloads.ChildRunLinked,
+    payloads.CANCELLATION_INTENT: payloads.CancellationIntent,
+}
+
+_RUNS = """
+SELECT runs.run_id, runs.status, runs.last_seq, runs.session_id, runs.parent_run_id,
+       count(records.pos), coalesce(min(records.seq), 0), coalesce(max(records.seq), 0),
+       coalesce(sum(records.type = 'run_started' AND records.seq = 1
+                    AND records.event_key = runs.started_key), 0),
+       coalesce(sum(records.type = 'run_started'), 0),
+       coalesce(sum(records.type = 'run_completed'), 0),
+       coalesce(sum(records.type = 'run_suspended'), 0),
+       EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.run_id = runs.run_id),
+       EXISTS (SELECT 1 FROM sessions WHERE sessions.id = runs.session_id),
+       EXISTS (SELECT 1 FROM runs AS parent WHERE parent.run_id = runs.parent_run_id)
+FROM runs LEFT JOIN records ON records.run_id = runs.run_id
+GROUP BY runs.run_id ORDER BY runs.pos
+"""
+
+# (key, record type, the run whose log holds it, key column): each set key names a record.
+_KEYS = (
+    ("terminal_key", "run_completed", "runs.run_id", "runs.terminal_key"),
+    ("suspension_key", "run_suspended", "runs.run_id", "runs.suspension_key"),
+    ("cancel_key", "runtime.cancellation_intent", "runs.run_id", "runs.cancel_key"),
+    ("link_key", "child_run_linked", "runs.parent_run_id", "runs.link_key"),
+)
+
+_ORPHANS = (
+    (
+        "record without its run",
+        "SELECT DISTINCT run_id FROM records WHERE run_id NOT IN (SELECT run_id FROM runs)",
+    ),
+    (
+        "checkpoint without its run",
+        "SELECT run_id FROM checkpoints WHERE run_id NOT IN (SELECT run_id FROM runs)",
+    ),
+    (
+        "record naming another agent or session than its run",
+        "SELECT DISTINCT records.run_id FROM records JOIN runs ON runs.run_id = records.run_id "
+        "WHERE records.agent_id != runs.agent_id OR records.session_id != runs.session_id",
+    ),
+    (
+        "run of a purged session",
+        "SELECT run_id FROM runs WHERE session_id IN (SELECT id FROM session_tombstones) "
+        "OR run_id IN (SELECT run_id FROM run_tombstones)",
+    ),
+    (
+        "session that is also a tombstone",
+        "SELECT id FROM sessions WHERE id IN (SELECT id FROM session_tombstones)",
+    ),
+)
+
+
+def check_invariants(path: str | os.PathLike[str]) -> list[str]:
+    """Every violation of the store's invariants in the database at ``path``.
+
+    Checked: ``PRAGMA integrity_check``; a known, complete schema; every
+    terminal run (completed, failed, canceled) has exactly one
+    ``run_completed`` record and no other run has one; every suspended run
+    has a checkpoint and one ``run_suspended`` record, and no other run has
+    either; every run starts with its ``run_started`` at id 1 and its ids run
+    1..``last_seq`` without gaps; each lifecycle key names a record of its
+    type; stored lifecycle payloads decode strictly; no record or checkpoint
+    without its run, no run without its session or parent, nothing left of a
+    purged session.
+    """
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        return [f"{name}: no such database file"]
+    uri = f"file:{urllib.parse.quote(os.path.abspath(name))}?mode=rw"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.Error as e:
+        return [f"{name}: cannot open: {e}"]
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("BEGIN")
+        return _check(conn)
+    except sqlite3.Error as e:
+        return [f"{name}: {type(e).__name__}: {e}"]
+    except AgentledgerError as e:
+        return [f"{name}: {e}"]
+    finally:
+        conn.close()
+
+
+def _check(conn: sqlite3.Connection) -> list[str]:
+    problems = [
+        f"integrity_check: {message}"
+        for (message,) in conn.execute("PRAGMA integrity_check")
+        if message != "ok"
+    ]
+    missing = schema.pending(conn)
+    if missing:
+        problems.append(f"schema: migrations not applied: {[m.name for m in missing]}")
+        return problems
+    for row in conn.execute(_RUNS):
+        problems.extend(_check_run(*row))
+    for what, record_type, owner, key in _KEYS:
+        query = (
+            f"SELECT runs.run_id, {key} FROM runs WHERE {key} != '' AND NOT EXISTS ("
+            f"SELECT 1 FROM records WHERE records.run_id = {owner} "
+            f"AND records.event_key = {key} AND records.type = ?)"
+        )
+        for run_id, event_key in conn.execute(query, (record_type,)):
+            problems.append(f"run {run_id!r}: {what} {event_key!r} names no {record_type} record")
+    for what, query in _ORPHANS:
+        problems.extend(f"{what}: {value!r}" for (value,) in conn.execute(query))
+    types = ", ".join("?" * len(_PAYLOADS))
+    lifecycle_records = conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM records WHERE type IN ({types})", tuple(_PAYLOADS)
+    )
+    for row in lifecycle_records:
+        try:
+            record = decode_record(row)
+            decode_stored_payload(record, _PAYLOADS[record.type])
+        except CorruptRecordError as e:
+            problems.append(str(e))
+    return problems
+
+
+def _check_run(
+    run_id: str,
+    status: str,
+    last_seq: int,
+    session_id: str,
+    parent_run_id: str,
+    count: int,
+    first: int,
+    newest: int,
+    started_first: int,
+    started: int,
+    completed: int,
+    suspended: int,
+    has_checkpoint: int,
+    has_session: int,
+    has_parent: int,
+) -> list[str]:
+    problems: list[str] = []
+    say = problems.append
+    terminal = status in _TERMINAL
+    if terminal and completed != 1:
+        say(f"run {run_id!r}: {status} with {completed} run_completed records (want 1)")
+    if not terminal and completed:
+        say(f"run {run_id!r}: {status} but has {completed} run_completed records")
+    if status == "suspended" and not (has_checkpoint and suspended == 1):
+        say(
+            f"run {run_id!r}: suspended with checkpoint={bool(has_checkpoint)} "
+            f"and {suspended} run_suspended records (want a checkpoint and 1)"
+        )
+    if status != "suspended" and (has_checkpoint or suspended):
+        say(f"run {run_id!r}: {status} but holds a checkpoint or a run_suspended record")
+    if started != 1 or not started_first:
+        say(f"run {run_id!r}: want one run_started record at id 1 with its started_key")
+    if not (count == last_seq == newest and first == (1 if count else 0)):
+        say(
+            f"run {run_id!r}: ids not 1..last_seq without gaps "
+            f"(last_seq={last_seq}, count={count}, min={first}, max={newest})"
+        )
+    if session_id and not has_session:
+        say(f"run {run_id!r}: its session {session_id!r} is missing")
+    if parent_run_id and not has_parent:
+        say(f"run {run_id!r}: its parent {parent_run_id!r} is missing")
+    return problems

@@ -1,0 +1,138 @@
+"""The StateReader over one SQLite connection, inside the caller's transaction.
+
+The shared decisions read through it; listings read through it too, so every
+read of one operation sees one snapshot. It returns exactly what is stored
+(payload bytes, types, keys), so damaged rows surface as
+:class:`~agentledger.errors.CorruptRecordError` in the decisions instead of
+being smoothed over here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Collection
+
+from agentledger.storage import lifecycle
+from agentledger.storage.cursor import decode_cursor, encode_cursor
+from agentledger.storage.sqlite.rows import (
+    RECORD_COLUMNS,
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    decode_record,
+    decode_records,
+    decode_run,
+    decode_session,
+)
+from agentledger.storage.state import RunRow, SessionRow, StateReader
+from agentledger.storage.types import (
+    Page,
+    Record,
+    RunMeta,
+    RunStatus,
+    Session,
+    SessionStatus,
+)
+from agentledger.storage.validation import check_limit
+
+__all__ = ["SQLiteReader"]
+
+_SESSION = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
+_SESSION_PURGED = "SELECT 1 FROM session_tombstones WHERE id = ?"
+_RUN = (
+    f"SELECT {RUN_COLUMNS}, checkpoints.id, checkpoints.data FROM runs "
+    "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id WHERE runs.run_id = ?"
+)
+_RUN_PURGED = "SELECT session_id FROM run_tombstones WHERE run_id = ?"
+_RECORD = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND event_key = ?"
+_RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
+_SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
+_SESSIONS = f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY pos"
+_RUN_PAGE = (
+    f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq"
+)
+_SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
+_SESSION_PAGE = (
+    f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id = ? AND pos > ? "
+    "ORDER BY pos LIMIT ?"
+)
+
+
+class SQLiteReader(StateReader):
+    """Reads of one transaction on ``conn``; run rows are remembered for the writer.
+
+    Within a transaction nothing else can change what was read (the write
+    lock, or the read snapshot, is held), so a run read once is read once.
+    """
+
+    __slots__ = ("_conn", "runs_read")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self.runs_read: dict[str, RunRow | None] = {}
+        """Every run this transaction looked up, as found (None: absent)."""
+
+    # StateReader -------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionRow | None:
+        row = self._conn.execute(_SESSION, (session_id,)).fetchone()
+        return None if row is None else decode_session(row)
+
+    def session_purged(self, session_id: str) -> bool:
+        return self._conn.execute(_SESSION_PURGED, (session_id,)).fetchone() is not None
+
+    def run(self, run_id: str) -> RunRow | None:
+        try:
+            return self.runs_read[run_id]
+        except KeyError:
+            pass
+        row = self._conn.execute(_RUN, (run_id,)).fetchone()
+        run = None if row is None else decode_run(row)
+        self.runs_read[run_id] = run
+        return run
+
+    def purged_run_session(self, run_id: str) -> str | None:
+        row = self._conn.execute(_RUN_PURGED, (run_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def record(self, run_id: str, event_key: str) -> Record | None:
+        row = self._conn.execute(_RECORD, (run_id, event_key)).fetchone()
+        return None if row is None else decode_record(row)
+
+    def running_run_ids(self, session_id: str) -> list[str]:
+        return [str(run_id) for (run_id,) in self._conn.execute(_RUNNING, (session_id,))]
+
+    # Listings ----------------------------------------------------------------
+
+    def run_page(self, run_id: str, cursor: str, limit: int) -> Page:
+        """[L9] records after the cursor on one run's log; positions are seqs."""
+        run = lifecycle.require_run(self, run_id)
+        size = check_limit(limit)
+        start = decode_cursor(cursor, "run", run_id, run.last_seq)
+        end = min(start + size, run.last_seq)
+        records = decode_records(self._conn.execute(_RUN_PAGE, (run_id, start, end)).fetchall())
+        next_cursor = encode_cursor("run", run_id, end) if end < run.last_seq else ""
+        return Page(records=records, next_cursor=next_cursor)
+
+    def session_page(self, session_id: str, cursor: str, limit: int) -> Page:
+        """[L9] records after the cursor in a session's commit order; positions are ``pos``."""
+        lifecycle.require_session(self, session_id)
+        size = check_limit(limit)
+        (newest,) = self._conn.execute(_SESSION_NEWEST, (session_id,)).fetchone()
+        newest = newest or 0
+        start = decode_cursor(cursor, "session", session_id, newest)
+        rows = self._conn.execute(_SESSION_PAGE, (session_id, start, size)).fetchall()
+        records = decode_records([row[1:] for row in rows])
+        end = rows[-1][0] if rows else start
+        next_cursor = encode_cursor("session", session_id, end) if end < newest else ""
+        return Page(records=records, next_cursor=next_cursor)
+
+    def session_runs(self, session_id: str, statuses: Collection[RunStatus]) -> list[RunMeta]:
+        """The session's runs in start order, only those with ``statuses`` if any."""
+        lifecycle.require_session(self, session_id)
+        rows = (decode_run(row) for row in self._conn.execute(_SESSION_RUNS, (session_id,)))
+        return [run.meta() for run in rows if not statuses or run.status in statuses]
+
+    def sessions(self, statuses: Collection[SessionStatus]) -> list[Session]:
+        """Every session in creation order, only those with ``statuses`` if any."""
+        rows = (decode_session(row) for row in self._conn.execute(_SESSIONS))
+        return [s.public() for s in rows if not statuses or s.status in statuses]

@@ -1,0 +1,242 @@
+"""How store values map to SQLite columns, and back, strictly.
+
+Timestamps are integer milliseconds since the Unix epoch (UTC), labels are
+JSON text, payloads and checkpoint data are BLOBs kept byte for byte. STRICT tables
+guarantee each column's storage class; beyond that, reading back is strict:
+a stored value that does not fit its type (an unknown status, a timestamp
+out of range, labels that are not a JSON object of strings) raises
+:class:`~agentledger.errors.CorruptRecordError`, so a damaged row is reported
+instead of being handed to the shared decisions as if it were sound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+
+from agentledger.errors import CorruptRecordError
+from agentledger.storage.state import RunRow, SessionRow
+from agentledger.storage.types import (
+    Checkpoint,
+    Record,
+    RunStatus,
+    SessionStatus,
+    StartOutcome,
+)
+
+__all__ = [
+    "RECORD_COLUMNS",
+    "RUN_COLUMNS",
+    "RUN_FIELDS",
+    "SESSION_COLUMNS",
+    "decode_record",
+    "decode_records",
+    "decode_run",
+    "decode_session",
+    "encode_labels",
+    "from_ms",
+    "record_values",
+    "run_value",
+    "to_ms",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+_LABELS = msgspec.json.Decoder(dict[str, str])
+_ENCODER = msgspec.json.Encoder()
+
+SESSION_COLUMNS = "id, status, created_at, ended_at"
+"""Columns of ``sessions`` in the order :func:`decode_session` expects."""
+
+RUN_FIELDS = (
+    "run_id",
+    "agent_id",
+    "session_id",
+    "parent_run_id",
+    "status",
+    "start_outcome",
+    "started_at",
+    "updated_at",
+    "labels",
+    "cancellation_reason",
+    "successor_run_id",
+    "started_key",
+    "link_key",
+    "cancel_key",
+    "suspension_key",
+    "terminal_key",
+    "last_seq",
+)
+"""RunRow fields stored as columns of ``runs`` (the checkpoint has its own table)."""
+
+RUN_COLUMNS = ", ".join(f"runs.{name}" for name in RUN_FIELDS)
+"""Columns of ``runs`` in the order :func:`decode_run` expects, before the checkpoint's."""
+
+RECORD_COLUMNS = "run_id, seq, agent_id, session_id, turn_id, event_key, type, timestamp, payload"
+"""Columns of ``records`` in the order :func:`decode_record` expects."""
+
+
+def to_ms(value: datetime) -> int:
+    """Milliseconds since the epoch of a checked (aware, UTC, whole-ms) datetime."""
+    return (value - _EPOCH) // _MS
+
+
+def from_ms(value: int) -> datetime:
+    """The UTC datetime of a stored millisecond count (exact integer arithmetic)."""
+    return _EPOCH + _MS * value
+
+
+def encode_labels(labels: dict[str, str]) -> str:
+    """Labels as the JSON text stored in ``runs.labels``."""
+    return _ENCODER.encode(labels).decode()
+
+
+def run_value(name: str, value: Any) -> Any:
+    """The column value of RunRow field ``name``."""
+    if name in ("status", "start_outcome"):
+        return str(value)
+    if name in ("started_at", "updated_at"):
+        return to_ms(value)
+    if name == "labels":
+        return encode_labels(value)
+    return value
+
+
+def record_values(record: Record) -> tuple[object, ...]:
+    """A record as the values of :data:`RECORD_COLUMNS`."""
+    return (
+        record.run_id,
+        int(record.id),
+        record.agent_id,
+        record.session_id,
+        record.turn_id,
+        record.event_key,
+        record.type,
+        to_ms(record.timestamp),
+        record.payload,
+    )
+
+
+def decode_session(row: Sequence[Any]) -> SessionRow:
+    """A ``sessions`` row; anything out of shape is corruption."""
+    session_id, status, created_at, ended_at = row
+    try:
+        return SessionRow(
+            id=session_id,
+            status=SessionStatus(status),
+            created_at=from_ms(created_at),
+            ended_at=None if ended_at is None else from_ms(ended_at),
+        )
+    except (ValueError, TypeError, OverflowError) as e:
+        raise CorruptRecordError(
+            run_id="", record_id="", reason=f"session {session_id!r}: {e}"
+        ) from e
+
+
+def decode_run(row: Sequence[Any]) -> RunRow:
+    """A ``runs`` row followed by its checkpoint's id and data (both NULL if none)."""
+    try:
+        (
+            run_id,
+            agent_id,
+            session_id,
+            parent_run_id,
+            status,
+            start_outcome,
+            started_at,
+            updated_at,
+            labels,
+            cancellation_reason,
+            successor_run_id,
+            started_key,
+            link_key,
+            cancel_key,
+            suspension_key,
+            terminal_key,
+            last_seq,
+            checkpoint_id,
+            checkpoint_data,
+        ) = row
+        return RunRow(
+            run_id=run_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            parent_run_id=parent_run_id,
+            status=RunStatus(status),
+            start_outcome=StartOutcome(start_outcome),
+            started_at=from_ms(started_at),
+            updated_at=from_ms(updated_at),
+            labels=_LABELS.decode(labels),
+            cancellation_reason=cancellation_reason,
+            successor_run_id=successor_run_id,
+            started_key=started_key,
+            link_key=link_key,
+            cancel_key=cancel_key,
+            suspension_key=suspension_key,
+            terminal_key=terminal_key,
+            checkpoint=(
+                None
+                if checkpoint_id is None
+                else Checkpoint(id=checkpoint_id, data=checkpoint_data)
+            ),
+            last_seq=last_seq,
+        )
+    except (ValueError, TypeError, OverflowError, msgspec.DecodeError) as e:
+        raise CorruptRecordError(run_id=str(row[0]), record_id="", reason=f"run row: {e}") from e
+
+
+def decode_record(row: Sequence[Any]) -> Record:
+    """A ``records`` row, exactly as stored; an unreadable value is corruption."""
+    run_id, seq, agent_id, session_id, turn_id, event_key, type_, timestamp, payload = row
+    try:
+        return Record(
+            run_id=run_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            turn_id=turn_id,
+            event_key=event_key,
+            type=type_,
+            timestamp=_EPOCH + _MS * timestamp,
+            payload=payload,
+            id=str(seq),
+        )
+    except (TypeError, OverflowError) as e:
+        raise CorruptRecordError(run_id=str(run_id), record_id=str(seq), reason=str(e)) from e
+
+
+def decode_records(rows: list[Any]) -> tuple[Record, ...]:
+    """A page of ``records`` rows; the fast path of every reload."""
+    try:
+        return tuple(
+            [
+                Record(
+                    run_id=run_id,
+                    agent_id=agent_id,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    event_key=event_key,
+                    type=type_,
+                    timestamp=_EPOCH + _MS * timestamp,
+                    payload=payload,
+                    id=str(seq),
+                )
+                for (
+                    run_id,
+                    seq,
+                    agent_id,
+                    session_id,
+                    turn_id,
+                    event_key,
+                    type_,
+                    timestamp,
+                    payload,
+                ) in rows
+            ]
+        )
+    except (TypeError, OverflowError):
+        pass
+    # Slow path: find the damaged row and name it.
+    return tuple(decode_record(row) for row in rows)

@@ -1,0 +1,222 @@
+"""The SQLite schema as numbered migrations, recorded in ``_agentledger_migrations``.
+
+Each migration and the row recording it are written in one transaction, so a
+crash leaves a database at one version or the next, never in between.
+:func:`applied` and :func:`pending` only read. A database recording a version
+this code does not know (made by a newer agentledger) is refused with a
+:class:`~agentledger.errors.ValidationError` on ``schema_version`` before
+anything is written: migrating it would be guessing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentledger.errors import ValidationError
+
+__all__ = [
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "MIGRATIONS_TABLE",
+    "Migration",
+    "applied",
+    "check_migrations",
+    "migrate",
+    "pending",
+]
+
+MIGRATIONS_TABLE = "_agentledger_migrations"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of the schema: a version, a stable name and its DDL statements."""
+
+    version: int
+    """Position in the sequence: 1, 2, ... with no gaps."""
+    name: str
+    """Stable identity, checked against what a database recorded."""
+    statements: tuple[str, ...]
+    """DDL run in order inside the migration's transaction."""
+
+
+_BASE_SCHEMA = (
+    # Creation order is the INTEGER PRIMARY KEY (kept by upserts and by VACUUM).
+    """CREATE TABLE sessions (
+        pos INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        ended_at INTEGER
+    ) STRICT""",
+    "CREATE TABLE session_tombstones (id TEXT PRIMARY KEY) STRICT, WITHOUT ROWID",
+    # Start order is pos; the lifecycle keys are the event keys each change chose [X2].
+    """CREATE TABLE runs (
+        pos INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL UNIQUE,
+        agent_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        parent_run_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        start_outcome TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        labels TEXT NOT NULL,
+        cancellation_reason TEXT NOT NULL,
+        successor_run_id TEXT NOT NULL,
+        started_key TEXT NOT NULL,
+        link_key TEXT NOT NULL,
+        cancel_key TEXT NOT NULL,
+        suspension_key TEXT NOT NULL,
+        terminal_key TEXT NOT NULL,
+        last_seq INTEGER NOT NULL
+    ) STRICT""",
+    "CREATE INDEX runs_by_session ON runs (session_id, pos)",
+    """CREATE TABLE checkpoints (
+        run_id TEXT PRIMARY KEY,
+        id TEXT NOT NULL,
+        data BLOB NOT NULL
+    ) STRICT""",
+    """CREATE TABLE run_tombstones (
+        run_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL
+    ) STRICT, WITHOUT ROWID""",
+    # pos is the commit order across runs: writers are serialized (BEGIN
+    # IMMEDIATE), so a new row's pos is larger than every row committed before.
+    # (run_id, seq) is the record's key: seq is its id on the run's log.
+    """CREATE TABLE records (
+        pos INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        agent_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        event_key TEXT NOT NULL,
+        type TEXT NOT NULL,
+        timestamp INTEGER NOT NULL,
+        payload BLOB NOT NULL,
+        UNIQUE (run_id, seq),
+        UNIQUE (run_id, event_key)
+    ) STRICT""",
+    "CREATE INDEX records_by_session ON records (session_id, pos)",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(version=1, name="base_schema", statements=_BASE_SCHEMA),
+    Migration(
+        version=2,
+        name="runs_by_session_status",
+        # Purge asks for a session's running runs; list_runs_by_session filters by status.
+        statements=("CREATE INDEX runs_by_session_status ON runs (session_id, status)",),
+    ),
+)
+"""Every migration, in order. Append only: a shipped migration never changes."""
+
+
+def check_migrations(migrations: Sequence[Migration]) -> None:
+    """Refuse a migration list with gaps, reordering or duplicate names.
+
+    Raises:
+        ValueError: naming the offending versions or names.
+    """
+    versions = [m.version for m in migrations]
+    if versions != list(range(1, len(migrations) + 1)):
+        raise ValueError(f"migration versions must be 1, 2, ... without gaps: {versions}")
+    names = [m.name for m in migrations]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate migration names: {duplicates}")
+
+
+check_migrations(MIGRATIONS)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def applied(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+    """The ``(version, name)`` pairs the database recorded, in order; never writes."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
+    ).fetchone()
+    if exists is None:
+        return []
+    rows = conn.execute(f"SELECT version, name FROM {MIGRATIONS_TABLE} ORDER BY version")
+    return [(int(version), str(name)) for version, name in rows]
+
+
+def _check_known(done: Sequence[tuple[int, str]], migrations: Sequence[Migration]) -> None:
+    known = {m.version: m.name for m in migrations}
+    for version, name in done:
+        if version not in known:
+            raise ValidationError(
+                field="schema_version",
+                expected=f"at most {len(migrations)} (this agentledger's newest schema)",
+                got=version,
+                message=(
+                    f"the database has schema version {version}, newer than this "
+                    f"agentledger knows (up to {len(migrations)}); upgrade agentledger"
+                ),
+            )
+        if known[version] != name:
+            raise ValidationError(
+                field="schema_version",
+                expected=f"migration {version} named {known[version]!r}",
+                got=name,
+            )
+
+
+def pending(
+    conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS
+) -> list[Migration]:
+    """The migrations the database still needs, in order; never writes.
+
+    Raises:
+        ValidationError: the database recorded a migration this code does not know.
+    """
+    done = applied(conn)
+    _check_known(done, migrations)
+    versions = {version for version, _ in done}
+    return [m for m in migrations if m.version not in versions]
+
+
+def migrate(
+    conn: sqlite3.Connection,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    upto: int | None = None,
+) -> list[Migration]:
+    """Apply the pending migrations (up to version ``upto``), each in its own transaction.
+
+    Several processes may open a new database at once: each migration is
+    re-checked inside its ``BEGIN IMMEDIATE``, so it is applied exactly once.
+    ``conn`` must be in autocommit mode (``isolation_level=None``).
+
+    Returns:
+        The migrations this call applied.
+    """
+    done: list[Migration] = []
+    for migration in pending(conn, migrations):
+        if upto is not None and migration.version > upto:
+            break
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
+                "applied_at INTEGER NOT NULL) STRICT"
+            )
+            if migration in pending(conn, migrations):
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(
+                    f"INSERT INTO {MIGRATIONS_TABLE} (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, time.time_ns() // 1_000_000),
+                )
+                done.append(migration)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return done

@@ -1,0 +1,351 @@
+"""SQLiteStore: the embedded default backend, one SQLite file shared by processes.
+
+Every lifecycle method is one ``BEGIN IMMEDIATE`` transaction: the shared
+decision reads through :class:`SQLiteReader` and its plan is applied before
+``COMMIT``, so a refused or crashed operation writes nothing. Writers in all
+processes are serialized by SQLite's write lock, which is what makes races
+across processes resolve to exactly one winner [X5].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from types import TracebackType
+from typing import TypeVar
+
+from agentledger.errors import ValidationError
+from agentledger.storage import lifecycle
+from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.sqlite import schema
+from agentledger.storage.sqlite.apply import apply_plan
+from agentledger.storage.sqlite.connection import (
+    DEFAULT_BUSY_TIMEOUT,
+    Durability,
+    check_busy_timeout,
+    check_durability,
+    check_path,
+    connect,
+    map_error,
+    map_open_error,
+)
+from agentledger.storage.sqlite.reader import SQLiteReader
+from agentledger.storage.sqlite.threads import ReaderPool, WriterThread
+from agentledger.storage.state import Plan, StateReader
+from agentledger.storage.types import (
+    AppendResult,
+    Checkpoint,
+    ChildRunStart,
+    OneShotChildRunStart,
+    OneShotRunStart,
+    Page,
+    Record,
+    RepairResult,
+    RootRunStart,
+    RunCancellation,
+    RunMeta,
+    RunStatus,
+    RunSuspension,
+    RunTerminal,
+    Session,
+    SessionStatus,
+    StartResult,
+)
+
+__all__ = ["SQLiteStore", "default_path"]
+
+R = TypeVar("R")
+
+
+def default_path() -> str:
+    """Where the CLI and demo keep their database: ``$AGENTLEDGER_DB`` or ``./agentledger.db``.
+
+    One environment variable moves every tool to another file without flags.
+    """
+    return os.environ.get("AGENTLEDGER_DB") or os.path.join(".", "agentledger.db")
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """End a failed transaction without hiding the error that failed it."""
+    if conn.in_transaction:
+        # If even ROLLBACK fails, SQLite rolls back on its own; the first error is the one.
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+def _write_job(
+    operation: str, decide: Callable[[StateReader], Plan[R]]
+) -> Callable[[sqlite3.Connection], R]:
+    """One whole lifecycle operation: decide and apply inside ``BEGIN IMMEDIATE``."""
+
+    def job(conn: sqlite3.Connection) -> R:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                reader = SQLiteReader(conn)
+                plan = decide(reader)
+                if plan.writes:
+                    apply_plan(conn, reader, plan)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+        except sqlite3.Error as e:
+            raise map_error(e, operation) from e
+        return plan.result
+
+    return job
+
+
+def _read_job(
+    read: Callable[[SQLiteReader], R],
+) -> Callable[[sqlite3.Connection], R]:
+    """One whole read in one read transaction, so all its statements see one snapshot."""
+
+    def job(conn: sqlite3.Connection) -> R:
+        conn.execute("BEGIN")
+        try:
+            return read(SQLiteReader(conn))
+        finally:
+            _rollback(conn)
+
+    return job
+
+
+def _open_writer(path: str, busy_timeout: float, synchronous: str) -> sqlite3.Connection:
+    """The write connection: check the file and schema by reading, then WAL and migrate."""
+    try:
+        conn = connect(path, busy_timeout=busy_timeout, synchronous=synchronous, read_only=False)
+    except sqlite3.Error as e:
+        raise map_open_error(e, path) from e
+    try:
+        # Reads first: a file that is not a database, or a schema from a newer
+        # agentledger, is refused before anything is written.
+        schema.pending(conn)
+        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if str(mode).lower() != "wal":
+            raise ValidationError(field="path", expected="a file that supports WAL", got=path)
+        schema.migrate(conn)
+    except sqlite3.Error as e:
+        conn.close()
+        raise map_open_error(e, path) from e
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class SQLiteStore:
+    """A complete ``Store`` and ``SessionAdmin`` in one SQLite file (WAL mode).
+
+    Open it with :meth:`open`; close it with :meth:`close` or ``async with``.
+    Any number of handles, in any number of processes, may share the file:
+    each lifecycle method is one ``BEGIN IMMEDIATE`` transaction, and a
+    writer that cannot get the lock within ``busy_timeout`` seconds gets a
+    :class:`~agentledger.errors.TransientError` (retry it).
+
+    Each operation leaves the event loop once: writes run on this handle's
+    writer thread, in call order; reads run on the default executor with
+    their own connections and never wait for a writer.
+
+    Durability:
+        ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
+        the call returns. ``"normal"`` (``synchronous=NORMAL``): commits are
+        not flushed to disk one by one. A crash of the process loses nothing,
+        but a power loss or operating-system crash can lose the last
+        transactions that had returned; the database is never corrupted, it
+        comes back as of an earlier commit. Choose it only if the caller can
+        redo those last operations (activities are retried [X1]).
+
+    Errors at open:
+        :class:`~agentledger.errors.ValidationError` with ``field="path"`` for
+        a directory, a missing parent directory, a read-only file (one with no
+        write permission bit, even as root) or a file that is not an SQLite
+        database; with ``field="schema_version"`` for a database made by a
+        newer agentledger. Nothing is written to the file in these cases.
+        An older schema is migrated (see :mod:`.schema`).
+    """
+
+    def __init__(self, *, path: str, writer: WriterThread, readers: ReaderPool) -> None:
+        """Use :meth:`open`; this only assembles an opened store."""
+        self.path = path
+        """The database file."""
+        self._writer = writer
+        self._readers = readers
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "full",
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    ) -> SQLiteStore:
+        """Open (creating or migrating) the database at ``path``.
+
+        Args:
+            path: the database file; created if missing (its directory must exist).
+            durability: ``"full"`` or ``"normal"``; see the class docstring.
+            busy_timeout: seconds to wait for another writer before TransientError.
+
+        Raises:
+            ValidationError: a bad argument, path, file or schema version.
+            TransientError: the database stayed locked for ``busy_timeout``.
+        """
+        synchronous = check_durability(durability)
+        timeout = check_busy_timeout(busy_timeout)
+        name = check_path(path)
+        conn = await asyncio.to_thread(_open_writer, name, timeout, synchronous)
+
+        def open_reader() -> sqlite3.Connection:
+            return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
+
+        writer = WriterThread(conn, name=f"agentledger-sqlite-writer:{name}")
+        return cls(path=name, writer=writer, readers=ReaderPool(open_reader))
+
+    async def close(self) -> None:
+        """Finish queued writes and close every connection; closing twice is a no-op."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._writer.stop)
+        self._readers.close()
+
+    async def __aenter__(self) -> SQLiteStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<SQLiteStore {self.path!r} {state}>"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValidationError(field="store", expected="an open SQLiteStore", got="closed")
+
+    async def _write(self, operation: str, decide: Callable[[StateReader], Plan[R]]) -> R:
+        self._check_open()
+        return await self._writer.submit(_write_job(operation, decide))
+
+    async def _read(self, operation: str, read: Callable[[SQLiteReader], R]) -> R:
+        self._check_open()
+        job = _read_job(read)
+
+        def run() -> R:
+            try:
+                return self._readers.run(job)
+            except sqlite3.Error as e:
+                raise map_error(e, operation) from e
+
+        return await asyncio.to_thread(run)
+
+    # Store -------------------------------------------------------------------
+
+    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
+        return await self._write("start_root_run", lambda r: lifecycle.plan_root_start(r, cmd))
+
+    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
+        return await self._write("start_child_run", lambda r: lifecycle.plan_child_start(r, cmd))
+
+    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
+        return await self._write(
+            "start_one_shot_run", lambda r: lifecycle.plan_one_shot_start(r, cmd)
+        )
+
+    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
+        return await self._write(
+            "start_one_shot_child_run", lambda r: lifecycle.plan_one_shot_child_start(r, cmd)
+        )
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        return await self._write("append_run_record", lambda r: lifecycle.plan_append(r, record))
+
+    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
+        return await self._write(
+            "record_run_cancellation", lambda r: lifecycle.plan_cancellation(r, cmd)
+        )
+
+    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
+        return await self._write(
+            "record_run_suspension", lambda r: lifecycle.plan_suspension(r, cmd)
+        )
+
+    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
+        return await self._write("record_run_terminal", lambda r: lifecycle.plan_terminal(r, cmd))
+
+    async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
+        return await self._write(
+            "repair_run_suspension", lambda r: lifecycle.plan_repair_suspension(r, cmd)
+        )
+
+    async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
+        return await self._write(
+            "repair_run_terminal", lambda r: lifecycle.plan_repair_terminal(r, cmd)
+        )
+
+    async def load_run(self, run_id: str, /) -> RunMeta:
+        return await self._read("load_run", lambda r: lifecycle.load_run(r, run_id))
+
+    async def load_session_status(self, session_id: str, /) -> SessionStatus:
+        return await self._read(
+            "load_session_status", lambda r: lifecycle.load_session_status(r, session_id)
+        )
+
+    async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
+        return await self._read(
+            "load_run_suspension", lambda r: lifecycle.load_run_suspension(r, run_id)
+        )
+
+    async def list_run_records(
+        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    ) -> Page:
+        return await self._read("list_run_records", lambda r: r.run_page(run_id, cursor, limit))
+
+    async def list_session_run_records(
+        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    ) -> Page:
+        return await self._read(
+            "list_session_run_records", lambda r: r.session_page(session_id, cursor, limit)
+        )
+
+    # SessionAdmin ------------------------------------------------------------
+
+    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
+        return await self._write(
+            "create_session", lambda r: lifecycle.plan_create_session(r, session_id, created_at)
+        )
+
+    async def load_session(self, session_id: str, /) -> Session:
+        return await self._read("load_session", lambda r: lifecycle.load_session(r, session_id))
+
+    async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
+        return await self._write(
+            "end_session", lambda r: lifecycle.plan_end_session(r, session_id, ended_at)
+        )
+
+    async def purge_session(self, session_id: str, /) -> None:
+        await self._write("purge_session", lambda r: lifecycle.plan_purge_session(r, session_id))
+
+    async def list_runs_by_session(
+        self, session_id: str, /, statuses: Iterable[RunStatus] = ()
+    ) -> list[RunMeta]:
+        wanted = frozenset(RunStatus(s) for s in statuses)
+        return await self._read(
+            "list_runs_by_session", lambda r: r.session_runs(session_id, wanted)
+        )
+
+    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
+        wanted = frozenset(SessionStatus(s) for s in statuses)
+        return await self._read("list_sessions", lambda r: r.sessions(wanted))
