@@ -1,0 +1,59 @@
+"""The transcript model: messages, parts, a strict JSON codec and validators.
+
+A transcript is an ordered list of `Message`\\ s, each an ordered tuple of parts
+([T1]-[T3]). Everything is an immutable msgspec Struct whose invariants hold
+whether it was built in Python or decoded from JSON, and a stored transcript
+reads back exactly as written ([T4]).
+
+Numbers: JSON integers decode as ``int``; every other JSON number decodes as a
+`JsonNumber`, a ``Decimal`` that keeps its literal and is encoded back verbatim
+(``0.1``, ``1e400``, ``-0.0`` round-trip byte for byte). A `JsonNumber` compares
+equal by value, to ``Decimal``/``int`` and to the ``float`` whose shortest
+spelling has that value, so a message holding a float equals its decoded copy.
+
+Example:
+    >>> from agentledger.transcript import Message, TextPart, encode_message
+    >>> encode_message(Message(role="user", parts=(TextPart(text="hi"),)))
+    b'{"role":"user","parts":[{"kind":"text","text":"hi"}]}'
+"""
+
+from agentledger.transcript.codec import (
+    decode_message,
+    decode_messages,
+    encode_message,
+    encode_messages,
+)
+from agentledger.transcript.messages import Message, Role
+from agentledger.transcript.numbers import JsonNumber
+from agentledger.transcript.parts import (
+    CacheCheckpointPart,
+    Citation,
+    CitationsPart,
+    DocumentPart,
+    ImagePart,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+
+__all__ = [
+    "CacheCheckpointPart",
+    "Citation",
+    "CitationsPart",
+    "DocumentPart",
+    "ImagePart",
+    "JsonNumber",
+    "Message",
+    "Part",
+    "Role",
+    "TextPart",
+    "ThinkingPart",
+    "ToolResultPart",
+    "ToolUsePart",
+    "decode_message",
+    "decode_messages",
+    "encode_message",
+    "encode_messages",
+]

@@ -1,0 +1,55 @@
+"""The transcript message ([T1]): a role and its ordered parts.
+
+Order is the transcript's meaning ([T3]), so ``parts`` is an immutable tuple and
+nothing in agentledger ever reorders it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from agentledger.transcript.parts import _PART_TYPES, Part, _check_json, _fail
+
+__all__ = ["Message", "Role"]
+
+Role: TypeAlias = Literal["system", "user", "assistant"]
+"""Who wrote a message."""
+
+_ROLES = frozenset(("system", "user", "assistant"))
+
+
+class Message(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    repr_omit_defaults=True,
+):
+    """One message of a transcript: who wrote it and what it holds, in order.
+
+    The unit that is stored, replayed and sent to providers; JSON shape
+    ``{"role": .., "parts": [..], "meta": ..}`` with ``meta`` omitted when None.
+    """
+
+    role: Role
+    """``"system"``, ``"user"`` or ``"assistant"``."""
+    parts: tuple[Part, ...]
+    """The message content in its original order (a tuple, never reordered)."""
+    meta: dict[str, Any] | None = None
+    """Provider replay data (a plain JSON object), or None."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, str) or self.role not in _ROLES:
+            _fail("Message", "role", "one of system, user, assistant", self.role)
+        if type(self.parts) is not tuple:
+            _fail("Message", "parts", "a tuple of parts", self.parts)
+        for index, part in enumerate(self.parts):
+            if not isinstance(part, _PART_TYPES):
+                _fail("Message", f"parts[{index}]", "a transcript part", part)
+        if self.meta is not None:
+            if type(self.meta) is not dict:
+                _fail("Message", "meta", "a JSON object (dict) or None", self.meta)
+            _check_json("Message", "meta", self.meta)
