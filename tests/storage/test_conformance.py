@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,15 @@ class TestMemoryStore(StoreConformance):
             return shared
 
         return open_store
+
+
+@pytest.fixture(scope="module")
+def sqlite_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One database file for the SQLite class, held open by a keeper handle."""
+    path = tmp_path_factory.mktemp("sqlite") / "conformance.db"
+    keeper = asyncio.run(SQLiteStore.open(path, durability="normal"))
+    yield path
+    asyncio.run(keeper.close())
 
 
 class TestSQLiteStore(StoreConformance):

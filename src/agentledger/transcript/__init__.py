@@ -37,6 +37,7 @@ from agentledger.transcript.parts import (
     ToolResultPart,
     ToolUsePart,
 )
+from agentledger.transcript.validate import validate_bedrock, validate_planner_transcript
 
 __all__ = [
     "CacheCheckpointPart",
@@ -56,4 +57,6 @@ __all__ = [
     "decode_messages",
     "encode_message",
     "encode_messages",
+    "validate_bedrock",
+    "validate_planner_transcript",
 ]

@@ -1,0 +1,287 @@
+"""Transcript validators: can a planner ([T5]) or Bedrock ([T6]) use this transcript?
+
+A transcript that breaks these rules is refused by providers with an opaque
+error, or worse, silently misread; checking before the call names the message,
+part and tool-use ids to blame. Validators only read: they never modify,
+reorder or copy-and-fix their input.
+
+`validate_planner_transcript` enforces, in this order of reading:
+
+1. Every element is a `Message` with at least one part (providers reject empty
+   messages).
+2. System messages come only before the first non-system message and hold only
+   `TextPart` and `CacheCheckpointPart`. Anthropic and Bedrock take the system
+   prompt as a separate request field, so a later system message could only be
+   sent by moving it, which [T3] forbids.
+3. `ThinkingPart`, `CitationsPart` and `ToolUsePart` are model output and appear
+   only in assistant messages; `ToolResultPart` appears only in user messages.
+4. [T3] An assistant message with a tool use is: `ThinkingPart`\\ s, then other
+   content (text, citations, images), then its `ToolUsePart`\\ s; nothing but a
+   `CacheCheckpointPart` (allowed anywhere) follows a tool use.
+5. [T5] Consecutive assistant messages form a group. A group with tool uses is
+   followed immediately by one user message holding exactly one `ToolResultPart`
+   per tool-use id of the group (none missing, extra or duplicated); its results
+   come first, then optional user content.
+6. A `ToolResultPart` that answers no immediately preceding tool-use group is
+   an error (including a second answer to an already answered call).
+7. Tool-use ids are non-empty (a part invariant) and unique across the transcript.
+8. A trailing assistant group with tool uses and no results yet is valid: the
+   run is waiting for those results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agentledger.errors import TranscriptError
+from agentledger.transcript.messages import Message
+from agentledger.transcript.parts import (
+    CacheCheckpointPart,
+    CitationsPart,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+
+__all__ = ["validate_bedrock", "validate_planner_transcript"]
+
+_SYSTEM_PARTS = (TextPart, CacheCheckpointPart)
+_ASSISTANT_ONLY = (ThinkingPart, CitationsPart, ToolUsePart)
+
+
+def _kind(part: Part) -> str:
+    """The JSON ``kind`` tag of a part, for error messages."""
+    return str(part.__struct_config__.tag)
+
+
+def _check_roles(index: int, message: Message) -> None:
+    """Rules 2 and 3: which parts each role may hold."""
+    for part_index, part in enumerate(message.parts):
+        if message.role == "system":
+            allowed = isinstance(part, _SYSTEM_PARTS)
+        elif message.role == "user":
+            allowed = not isinstance(part, _ASSISTANT_ONLY)
+        else:
+            allowed = not isinstance(part, ToolResultPart)
+        if not allowed:
+            raise TranscriptError(
+                field=f"parts[{part_index}]",
+                expected=f"a part a {message.role} message may hold",
+                got=_kind(part),
+                message=f"a {message.role} message cannot hold a {_kind(part)} part",
+                message_index=index,
+                part_index=part_index,
+                tool_use_ids=_ids_of(part),
+            )
+
+
+def _ids_of(part: Part) -> tuple[str, ...]:
+    """The tool-use id a part refers to, if any."""
+    if isinstance(part, ToolUsePart):
+        return (part.id,)
+    if isinstance(part, ToolResultPart):
+        return (part.tool_use_id,)
+    return ()
+
+
+def _check_assistant(index: int, message: Message, seen: dict[str, int]) -> list[str]:
+    """Rules 4 and 7 for one assistant message; return its tool-use ids in order."""
+    ids: list[str] = []
+    for part_index, part in enumerate(message.parts):
+        if isinstance(part, ToolUsePart):
+            if part.id in seen:
+                raise TranscriptError(
+                    field=f"parts[{part_index}].id",
+                    expected="a tool-use id unique in the transcript",
+                    got=part.id,
+                    message=f"tool-use id {part.id!r} already used in messages[{seen[part.id]}]",
+                    message_index=index,
+                    part_index=part_index,
+                    tool_use_ids=(part.id,),
+                )
+            seen[part.id] = index
+            ids.append(part.id)
+    if not ids:
+        return ids
+    phase = 0  # 0: thinking, 1: other content, 2: tool uses
+    for part_index, part in enumerate(message.parts):
+        if isinstance(part, CacheCheckpointPart):
+            continue
+        step = 2 if isinstance(part, ToolUsePart) else 0 if isinstance(part, ThinkingPart) else 1
+        if step < phase:
+            after = "a tool_use" if phase == 2 else "text or other content"
+            raise TranscriptError(
+                field=f"parts[{part_index}]",
+                expected="thinking, then text, then tool_use parts ([T3])",
+                got=_kind(part),
+                message=f"a {_kind(part)} part cannot follow {after} in a tool-use message",
+                message_index=index,
+                part_index=part_index,
+                tool_use_ids=ids,
+            )
+        phase = step
+    return ids
+
+
+def _answer_error(
+    index: int, expected: str, problem: str, ids: list[str], part_index: int | None
+) -> TranscriptError:
+    """The error for a user message that answers its tool-use group wrongly."""
+    return TranscriptError(
+        field="parts" if part_index is None else f"parts[{part_index}]",
+        expected=expected,
+        got=ids,
+        message=problem,
+        message_index=index,
+        part_index=part_index,
+        tool_use_ids=ids,
+    )
+
+
+def _check_answer(index: int, message: Message, group_ids: list[str]) -> None:
+    """Rules 5 and 6: ``message`` (a user message) answers the tool uses in ``group_ids``."""
+    expected = set(group_ids)
+    answered: set[str] = set()
+    duplicated: list[str] = []
+    extra: list[str] = []
+    first_duplicate = first_extra = first_out_of_order = None
+    content_seen = False
+    for part_index, part in enumerate(message.parts):
+        if isinstance(part, CacheCheckpointPart):
+            continue
+        if not isinstance(part, ToolResultPart):
+            content_seen = True
+            continue
+        tool_use_id = part.tool_use_id
+        if content_seen and first_out_of_order is None:
+            first_out_of_order = part_index
+        if tool_use_id not in expected:
+            extra.append(tool_use_id)
+            first_extra = part_index if first_extra is None else first_extra
+        elif tool_use_id in answered:
+            duplicated.append(tool_use_id)
+            first_duplicate = part_index if first_duplicate is None else first_duplicate
+        answered.add(tool_use_id)
+    if duplicated:
+        raise _answer_error(
+            index,
+            "one result per tool use",
+            f"duplicate tool results for {duplicated}",
+            duplicated,
+            first_duplicate,
+        )
+    if extra:
+        raise _answer_error(
+            index,
+            "results only for the tool uses of the preceding assistant group",
+            f"tool results {extra} answer no tool use of the preceding assistant group",
+            extra,
+            first_extra,
+        )
+    missing = [i for i in group_ids if i not in answered]
+    if missing:
+        raise _answer_error(
+            index,
+            "a result for every tool use of the preceding assistant group",
+            f"missing tool results for {missing}",
+            missing,
+            None,
+        )
+    if first_out_of_order is not None:
+        raise _answer_error(
+            index,
+            "tool results first, then user content ([T3])",
+            "a tool_result part cannot follow user content",
+            list(group_ids),
+            first_out_of_order,
+        )
+
+
+def validate_planner_transcript(messages: Iterable[Message]) -> None:
+    """Check that a planner can send this transcript to any provider ([T3], [T5]).
+
+    The rules are listed in the module docstring. ``messages`` is only read.
+
+    Raises:
+        TranscriptError: the first rule broken, with ``message_index``,
+            ``part_index`` (when one part is to blame) and ``tool_use_ids``.
+    """
+    seen: dict[str, int] = {}
+    group_ids: list[str] = []
+    system_allowed = True
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TranscriptError(
+                field=f"messages[{index}]", expected="a Message", got=message, message_index=index
+            )
+        if not message.parts:
+            raise TranscriptError(
+                field="parts", expected="at least one part", got=(), message_index=index
+            )
+        _check_roles(index, message)
+        if message.role == "system":
+            if not system_allowed:
+                raise TranscriptError(
+                    field="role",
+                    expected="system messages only before the first user or assistant message",
+                    got="system",
+                    message_index=index,
+                )
+            continue
+        system_allowed = False
+        if message.role == "assistant":
+            group_ids.extend(_check_assistant(index, message, seen))
+            continue
+        if group_ids:
+            _check_answer(index, message, group_ids)
+        else:
+            stray = [(p, i) for p, part in enumerate(message.parts) for i in _ids_of(part)]
+            if stray:
+                ids = [i for _, i in stray]
+                raise TranscriptError(
+                    field=f"parts[{stray[0][0]}]",
+                    expected="tool results only right after an assistant group with tool uses",
+                    got=ids,
+                    message=f"tool results {ids} answer no immediately preceding tool use",
+                    message_index=index,
+                    part_index=stray[0][0],
+                    tool_use_ids=ids,
+                )
+        group_ids = []
+
+
+def validate_bedrock(messages: Iterable[Message], thinking_enabled: bool) -> None:
+    """Check that Bedrock Converse accepts this transcript ([T6]).
+
+    Runs `validate_planner_transcript` first, since Bedrock refuses the same
+    structural errors. Then, with extended thinking enabled, every assistant
+    message holding a tool use must start with a `ThinkingPart` (Bedrock rejects
+    a tool-use turn whose reasoning was dropped). ``messages`` is only read.
+
+    Raises:
+        TranscriptError: a planner rule is broken, or a tool-use message does not
+            start with thinking (``part_index`` 0, ``tool_use_ids`` its calls).
+    """
+    items = tuple(messages)
+    validate_planner_transcript(items)
+    if not thinking_enabled:
+        return
+    for index, message in enumerate(items):
+        if message.role != "assistant":
+            continue
+        ids = [part.id for part in message.parts if isinstance(part, ToolUsePart)]
+        if ids and not isinstance(message.parts[0], ThinkingPart):
+            raise TranscriptError(
+                field="parts[0]",
+                expected="a thinking part first (Bedrock, thinking enabled)",
+                got=_kind(message.parts[0]),
+                message=(
+                    "with thinking enabled, an assistant message with tool uses must start "
+                    f"with a thinking part, not {_kind(message.parts[0])}"
+                ),
+                message_index=index,
+                part_index=0,
+                tool_use_ids=ids,
+            )
