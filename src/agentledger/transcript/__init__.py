@@ -37,6 +37,7 @@ from agentledger.transcript.parts import (
     ToolResultPart,
     ToolUsePart,
 )
+from agentledger.transcript.replay import build_messages_from_run_log, replay_run_log_events
 from agentledger.transcript.validate import validate_bedrock, validate_planner_transcript
 
 __all__ = [
@@ -53,10 +54,12 @@ __all__ = [
     "ThinkingPart",
     "ToolResultPart",
     "ToolUsePart",
+    "build_messages_from_run_log",
     "decode_message",
     "decode_messages",
     "encode_message",
     "encode_messages",
+    "replay_run_log_events",
     "validate_bedrock",
     "validate_planner_transcript",
 ]

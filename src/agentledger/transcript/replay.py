@@ -1,0 +1,56 @@
+"""Rebuild a run's transcript from its log [R1]/[R2].
+
+The runtime stores canonical messages as ordinary records:
+``transcript_messages_seeded`` (messages that existed before the run) and
+``transcript_messages_appended`` (messages accepted during it), each a JSON
+array of messages. Replaying them in saved order gives the exact transcript
+the provider saw; anything that cannot be decoded is reported, never skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agentledger.errors import CorruptRecordError, TranscriptError
+from agentledger.storage.payloads import TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
+from agentledger.storage.protocol import Store
+from agentledger.storage.types import Record
+from agentledger.storage.validation import MAX_PAGE_LIMIT
+from agentledger.transcript.codec import decode_messages
+from agentledger.transcript.messages import Message
+
+__all__ = ["TRANSCRIPT_RECORD_TYPES", "build_messages_from_run_log", "replay_run_log_events"]
+
+TRANSCRIPT_RECORD_TYPES = frozenset({TRANSCRIPT_SEEDED, TRANSCRIPT_APPENDED})
+"""The record types that carry transcript messages."""
+
+
+def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
+    """[R2] The messages of loaded records, in saved order; other records are skipped.
+
+    Raises:
+        CorruptRecordError: a transcript record whose payload is not a message array.
+    """
+    messages: list[Message] = []
+    for record in records:
+        if record.type not in TRANSCRIPT_RECORD_TYPES:
+            continue
+        try:
+            messages.extend(decode_messages(record.payload))
+        except TranscriptError as e:
+            raise CorruptRecordError(
+                run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
+            ) from e
+    return messages
+
+
+async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message]:
+    """[R2] Page through a run's records and replay its transcript."""
+    records: list[Record] = []
+    cursor = ""
+    while True:
+        page = await store.list_run_records(run_id, cursor=cursor, limit=MAX_PAGE_LIMIT)
+        records.extend(page.records)
+        if not page.next_cursor:
+            return replay_run_log_events(records)
+        cursor = page.next_cursor

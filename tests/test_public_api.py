@@ -1,0 +1,75 @@
+"""The public surface, pinned: what each area exports is a decision, not an accident."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import agentledger
+
+PUBLIC = {
+    "agentledger": ["__version__"],
+    "agentledger.transcript": [
+        "CacheCheckpointPart", "Citation", "CitationsPart", "DocumentPart", "ImagePart",
+        "JsonNumber", "Message", "Part", "Role", "TextPart", "ThinkingPart", "ToolResultPart",
+        "ToolUsePart", "build_messages_from_run_log", "decode_message", "decode_messages",
+        "encode_message", "encode_messages", "replay_run_log_events", "validate_bedrock",
+        "validate_planner_transcript",
+    ],
+    "agentledger.errors": [
+        "AgentledgerError", "ConflictError", "ContractError", "CorruptRecordError",
+        "NotFoundError", "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
+        "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
+        "RunNotActiveError", "RunNotFoundError", "RunSessionMismatchError",
+        "RunSuspensionConflictError", "RunTerminalConflictError", "SessionActiveError",
+        "SessionEndedError", "SessionHasActiveRunsError", "SessionNotFoundError",
+        "SessionPurgedError", "SuspensionNotFoundError", "TranscriptError", "TransientError",
+        "ValidationError",
+    ],
+    "agentledger.storage": [
+        "AppendResult", "Checkpoint", "ChildRunStart", "MemoryStore", "OneShotChildRunStart",
+        "OneShotRunStart", "Page", "Record", "RecordBuilder", "RepairOutcome", "RepairResult",
+        "RootRunStart", "RunCancellation", "RunMeta", "RunStart", "RunStatus", "RunSuspension",
+        "RunTerminal", "Session", "SessionAdmin", "SessionStatus", "StartOutcome", "StartResult",
+        "Store", "payloads",
+    ],
+    "agentledger.storage.payloads": [
+        "CANCELLATION_INTENT", "CHILD_RUN_LINKED", "ENGINE_CANCELED", "LIFECYCLE_TYPES",
+        "PROMPT_RENDERED", "RUN_COMPLETED", "RUN_STARTED", "RUN_SUSPENDED", "SESSION_ENDED",
+        "TRANSCRIPT_APPENDED", "TRANSCRIPT_SEEDED", "CancellationIntent", "CancellationNote",
+        "ChildRunLinked", "Failure", "RunCompleted", "RunStarted", "RunSuspended",
+    ],
+    "agentledger.storage.conformance": ["StoreConformance", "StoreFactory", "World", "dump_store"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module_name", sorted(PUBLIC))
+def test_exports_are_pinned(module_name: str) -> None:
+    """Each area exports exactly its documented names, and each of them exists."""
+    module = importlib.import_module(module_name)
+    assert sorted(module.__all__) == sorted(PUBLIC[module_name])
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+
+
+def test_record_type_constants_match_the_design() -> None:
+    """[J1] the record type strings are part of the durable format."""
+    from agentledger.storage import payloads
+
+    assert (payloads.RUN_STARTED, payloads.RUN_COMPLETED, payloads.RUN_SUSPENDED) == (
+        "run_started",
+        "run_completed",
+        "run_suspended",
+    )
+    assert payloads.CHILD_RUN_LINKED == "child_run_linked"
+    assert payloads.CANCELLATION_INTENT == "runtime.cancellation_intent"
+    assert payloads.PROMPT_RENDERED == "prompt_rendered"
+    assert payloads.TRANSCRIPT_SEEDED == "transcript_messages_seeded"
+    assert payloads.TRANSCRIPT_APPENDED == "transcript_messages_appended"
+
+
+def test_version_is_the_installed_one() -> None:
+    from importlib.metadata import version
+
+    assert agentledger.__version__ == version("agentledger")
