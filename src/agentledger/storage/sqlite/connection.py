@@ -34,8 +34,11 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 
 # Primary result codes (https://sqlite.org/rescode.html).
-_BUSY, _LOCKED = 5, 6
-_READONLY, _CORRUPT, _CANTOPEN, _NOTADB, _PERM, _AUTH = 8, 11, 14, 26, 3, 23
+_ERROR, _PERM, _BUSY, _LOCKED, _READONLY = 1, 3, 5, 6, 8
+_CORRUPT, _CANTOPEN, _SCHEMA, _TOOBIG, _CONSTRAINT = 11, 14, 17, 18, 19
+_MISMATCH, _AUTH, _FORMAT, _NOTADB = 20, 23, 24, 26
+_DAMAGED = frozenset({_ERROR, _CORRUPT, _SCHEMA, _CONSTRAINT, _MISMATCH, _FORMAT, _NOTADB})
+"""Codes that mean the file or its schema does not hold what the store wrote."""
 
 
 def check_durability(durability: object) -> str:
@@ -120,16 +123,23 @@ def map_error(error: sqlite3.Error, operation: str) -> AgentledgerError:
 
     ``SQLITE_BUSY``/``SQLITE_LOCKED`` reach us only once the busy timeout has
     expired (every write starts with ``BEGIN IMMEDIATE``, so SQLite's busy
-    handler always runs): they become :class:`TransientError`. A damaged file
-    or a broken constraint is :class:`CorruptRecordError` (permanent). Any
-    other failure (disk full, I/O error) may pass: :class:`TransientError`.
+    handler always runs): :class:`TransientError`, retry later. A damaged
+    file, a missing table or a broken constraint means the file does not hold
+    what the store wrote: :class:`CorruptRecordError`, permanent. A value
+    over SQLite's size limit is the caller's: :class:`ValidationError`. Any
+    other failure (disk full, I/O error, out of memory) may pass:
+    :class:`TransientError`.
     """
     code = _code(error)
-    if isinstance(error, sqlite3.IntegrityError) or code in (_CORRUPT, _NOTADB):
-        return CorruptRecordError(run_id="", record_id="", reason=f"{operation}: {error}")
     if code in (_BUSY, _LOCKED):
         return TransientError(
             f"database is busy (busy timeout expired): {error}", operation=operation
+        )
+    if code in _DAMAGED or isinstance(error, sqlite3.IntegrityError):
+        return CorruptRecordError(run_id="", record_id="", reason=f"{operation}: {error}")
+    if code == _TOOBIG:
+        return ValidationError(
+            field=operation, expected="values within SQLite's size limit", got=str(error)
         )
     return TransientError(f"{type(error).__name__}: {error}", operation=operation)
 
