@@ -1,0 +1,180 @@
+"""Schema migrations: recorded, atomic, read-only inspection, and a real version-1 file."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agentledger.errors import SessionPurgedError
+from agentledger.storage import RecordBuilder, RunStart, RunStatus, SessionStatus
+from agentledger.storage.sqlite import LATEST_VERSION, MIGRATIONS, SQLiteStore, check_invariants
+from agentledger.storage.sqlite.schema import Migration, applied, check_migrations, migrate, pending
+
+FIXTURE = Path(__file__).with_name("fixtures") / "ledger_v1.db"
+AT = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+@pytest.fixture
+def v1_copy(tmp_path: Path) -> Path:
+    """The committed version-1 database, copied so tests can migrate it."""
+    target = tmp_path / "ledger_v1.db"
+    shutil.copyfile(FIXTURE, target)
+    return target
+
+
+def test_migrations_are_numbered_without_gaps_and_named_once() -> None:
+    check_migrations(MIGRATIONS)
+    assert [m.version for m in MIGRATIONS] == list(range(1, LATEST_VERSION + 1))
+    assert LATEST_VERSION >= 2
+
+
+def test_a_bad_migration_list_is_rejected() -> None:
+    base = MIGRATIONS[0]
+    with pytest.raises(ValueError, match="without gaps"):
+        check_migrations([base, Migration(version=3, name="skips", statements=())])
+    with pytest.raises(ValueError, match=r"duplicate migration names: \['base_schema'\]"):
+        check_migrations([base, Migration(version=2, name="base_schema", statements=())])
+
+
+def test_the_fixture_is_at_version_1_and_pending_never_writes(v1_copy: Path) -> None:
+    before = v1_copy.read_bytes()
+    conn = _connect(v1_copy)
+    try:
+        assert applied(conn) == [(1, "base_schema")]
+        assert [m.name for m in pending(conn)] == [m.name for m in MIGRATIONS[1:]]
+        assert conn.total_changes == 0
+    finally:
+        conn.close()
+    assert v1_copy.read_bytes() == before
+
+
+def test_a_new_database_has_everything_pending_and_pending_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    conn = _connect(tmp_path / "new.db")
+    try:
+        assert pending(conn) == list(MIGRATIONS)
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
+    finally:
+        conn.close()
+
+
+def test_opening_the_v1_fixture_migrates_it_and_keeps_its_data(v1_copy: Path) -> None:
+    asyncio.run(_open_v1_and_use_it(v1_copy))
+    conn = _connect(v1_copy)
+    try:
+        assert applied(conn) == [(m.version, m.name) for m in MIGRATIONS]
+        assert pending(conn) == []
+        indexes = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        assert "runs_by_session_status" in indexes
+    finally:
+        conn.close()
+    assert check_invariants(v1_copy) == []
+
+
+async def _open_v1_and_use_it(path: Path) -> None:
+    async with await SQLiteStore.open(path) as store:
+        assert [(s.id, s.status) for s in await store.list_sessions()] == [
+            ("s-active", SessionStatus.ACTIVE),
+            ("s-ended", SessionStatus.ENDED),
+        ]
+        root = await store.load_run("r-root")
+        assert root.status is RunStatus.RUNNING
+        assert root.labels == {"tier": "gold"}
+        assert root.started_at == datetime(2026, 1, 1, 0, 0, 0, 10_000, tzinfo=UTC)
+        assert root.started_at.tzinfo is UTC
+        page = await store.list_run_records("r-root", limit=100)
+        assert [(r.id, r.type) for r in page.records] == [
+            ("1", "run_started"),
+            ("2", "planner_note"),
+            ("3", "planner_note"),
+            ("4", "planner_note"),
+            ("5", "child_run_linked"),
+        ]
+        assert page.records[1].payload == b'{"step": 0}'
+        assert (await store.load_run("r-child")).status is RunStatus.COMPLETED
+        assert (await store.load_run_suspension("r-waiting")).data == b"\x00state\xff"
+        late = await store.load_run("r-late")
+        assert (late.status, late.cancellation_reason) == (RunStatus.CANCELED, "session_ended")
+        assert (await store.load_run("r-canceled")).cancellation_reason == "user"
+        assert (await store.load_run("r-solo")).session_id == ""
+        with pytest.raises(SessionPurgedError):
+            await store.load_run("r-gone")
+        with pytest.raises(SessionPurgedError):
+            await store.create_session("s-purged", created_at=AT)
+        session_log = await store.list_session_run_records("s-active", limit=100)
+        assert [r.run_id for r in session_log.records][:2] == ["r-root", "r-root"]
+
+        # The migrated file takes new writes where version 1 left off.
+        builder = RecordBuilder(
+            RunStart(run_id="r-root", agent_id="agent", session_id="s-active", started_at=AT)
+        )
+        note = builder.record("planner_note", b"{}", event_key="after-migration", at=AT)
+        assert (await store.append_run_record(note)).id == "6"
+        successor = RecordBuilder(
+            RunStart(
+                run_id="r-next",
+                agent_id="agent",
+                session_id="s-active",
+                predecessor_run_id="r-waiting",
+                started_at=AT,
+            )
+        )
+        assert (await store.start_root_run(successor.root_start())).started.inserted
+        assert (await store.load_run("r-waiting")).successor_run_id == "r-next"
+
+
+def test_each_migration_commits_with_its_record_or_not_at_all(tmp_path: Path) -> None:
+    conn = _connect(tmp_path / "atomic.db")
+    broken = Migration(
+        version=LATEST_VERSION + 1,
+        name="half_done",
+        statements=("CREATE TABLE extra (a INTEGER) STRICT", "CREATE INDEX nope ON missing (a)"),
+    )
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            migrate(conn, [*MIGRATIONS, broken])
+        assert applied(conn) == [(m.version, m.name) for m in MIGRATIONS]
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        assert "extra" not in tables
+        assert not conn.in_transaction
+    finally:
+        conn.close()
+
+
+def test_migrate_applies_each_migration_once(tmp_path: Path) -> None:
+    conn = _connect(tmp_path / "once.db")
+    try:
+        assert migrate(conn, upto=1) == [MIGRATIONS[0]]
+        assert migrate(conn) == list(MIGRATIONS[1:])
+        assert migrate(conn) == []
+        rows = conn.execute("SELECT version, applied_at FROM _agentledger_migrations").fetchall()
+        assert [version for version, _ in rows] == [m.version for m in MIGRATIONS]
+        assert all(applied_at > 1_700_000_000_000 for _, applied_at in rows)  # ms since epoch
+    finally:
+        conn.close()
+
+
+async def test_handles_opening_a_new_file_together_migrate_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "together.db"
+    stores = await asyncio.gather(*(SQLiteStore.open(path) for _ in range(4)))
+    try:
+        await stores[0].create_session("s", created_at=AT)
+        assert (await stores[3].load_session("s")).id == "s"
+    finally:
+        for store in stores:
+            await store.close()
+    conn = _connect(path)
+    try:
+        assert applied(conn) == [(m.version, m.name) for m in MIGRATIONS]
+    finally:
+        conn.close()
