@@ -119,7 +119,9 @@ def _check(conn: sqlite3.Connection) -> list[str]:
         if message != "ok"
     ]
     if not schema.applied(conn):
-        problems.append("schema: no agentledger migrations recorded")
+        (tables,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if tables:  # an empty file is a store not yet created: nothing to violate
+            problems.append("schema: no agentledger migrations recorded")
         return problems
     schema.pending(conn)  # a version this code does not know is reported, not guessed at
     for row in conn.execute(_RUNS):
