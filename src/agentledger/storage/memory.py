@@ -35,7 +35,7 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import check_limit
+from agentledger.storage.validation import check_limit, check_statuses
 
 __all__ = ["MemoryStore"]
 
@@ -212,7 +212,7 @@ class MemoryStore:
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()
     ) -> list[RunMeta]:
-        wanted = frozenset(RunStatus(s) for s in statuses)
+        wanted = check_statuses(statuses, RunStatus)
 
         def read(s: _State) -> list[RunMeta]:
             lifecycle.require_session(s, session_id)
@@ -222,7 +222,7 @@ class MemoryStore:
         return self._read(read)
 
     async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
-        wanted = frozenset(SessionStatus(s) for s in statuses)
+        wanted = check_statuses(statuses, SessionStatus)
         return self._read(
             lambda s: [
                 row.public() for row in s.sessions.values() if not wanted or row.status in wanted

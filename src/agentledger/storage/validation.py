@@ -8,7 +8,9 @@ store does not fit its contract [J1].
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import TypeVar
 
 import msgspec
@@ -20,6 +22,7 @@ from agentledger.storage.types import Record, RunStart
 __all__ = [
     "MAX_PAGE_LIMIT",
     "check_limit",
+    "check_statuses",
     "check_timestamp",
     "decode_payload",
     "decode_stored_payload",
@@ -34,6 +37,7 @@ MAX_PAGE_LIMIT = 1000
 """Largest page a listing returns; bigger limits are capped to it."""
 
 _P = TypeVar("_P", bound="payloads._Payload")
+_S = TypeVar("_S", bound=StrEnum)
 _ZERO = timedelta(0)
 _JSON_VALUE = msgspec.json.Decoder()
 
@@ -70,6 +74,23 @@ def check_limit(limit: object) -> int:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
         raise ValidationError(field="limit", expected="a positive integer", got=limit)
     return min(limit, MAX_PAGE_LIMIT)
+
+
+def check_statuses(values: Iterable[object], kind: type[_S]) -> frozenset[_S]:
+    """A listing's status filter: members of ``kind`` (or their values), else a ValidationError."""
+    if isinstance(values, str | bytes):
+        raise ValidationError(
+            field="statuses", expected=f"a collection of {kind.__name__}", got=values
+        )
+    wanted: set[_S] = set()
+    names = {m.value: m for m in kind}
+    for value in values:
+        member = names.get(value) if isinstance(value, str) else None
+        if member is None:
+            expected = f"one of {', '.join(names)}"
+            raise ValidationError(field="statuses", expected=expected, got=value)
+        wanted.add(member)
+    return frozenset(wanted)
 
 
 def validate_record(record: object, field: str = "record") -> Record:
