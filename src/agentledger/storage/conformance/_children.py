@@ -488,6 +488,9 @@ class ChildrenConformance(ConformanceBase):
         link = cmd.parent_linked
         later = child.run.started_at + timedelta(seconds=1)
         changed: ChildRunStart
+        field: str
+        expected: object
+        got: object
         if change == "tool_call_id":
             changed = child.child_start(
                 parent_agent_id=pa, tool_name="agent_tool", tool_call_id="c2"
