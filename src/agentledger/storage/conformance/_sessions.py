@@ -7,6 +7,7 @@ start, and read them back; workers only read a session's status.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, cast
 
 import pytest
 
@@ -329,3 +330,20 @@ class SessionConformance(ConformanceBase):
             (run.run.run_id, RunStatus.RUNNING, StartOutcome.PROCEED),
             (late.run.run_id, RunStatus.CANCELED, StartOutcome.STOP),
         ]
+
+    async def test_list_filters_refuse_unknown_statuses(self, world: World) -> None:
+        """[D1] a status filter naming no known status is a ValidationError, not an empty list.
+
+        ``purged`` in particular is a tombstone, not a session status.
+        """
+        sid = await world.session("s")
+        await world.root("r", session=sid)
+        for bad in (["paused"], [RunStatus.RUNNING, "pending"]):
+            async with world.unchanged():
+                with pytest.raises(ValidationError) as e:
+                    await world.store.list_runs_by_session(sid, statuses=cast(Any, bad))
+            assert (e.value.field, e.value.got) == ("statuses", bad[-1])
+        async with world.unchanged():
+            with pytest.raises(ValidationError) as e:
+                await world.store.list_sessions(statuses=cast(Any, ["purged"]))
+        assert (e.value.field, e.value.got) == ("statuses", "purged")
