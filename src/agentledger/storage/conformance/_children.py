@@ -143,6 +143,11 @@ _BAD_LINKS: dict[str, tuple[Callable[[Record, str], Record], type[Exception], st
         RecordOwnerMismatchError,
         "run_id",
     ),
+    "parent_session": (
+        lambda r, cid: _with(r, session_id="elsewhere"),
+        RecordOwnerMismatchError,
+        "session_id",
+    ),
     "parent_agent": (
         lambda r, cid: _with(r, agent_id="child-agent"),
         RecordOwnerMismatchError,

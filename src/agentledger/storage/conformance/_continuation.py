@@ -362,8 +362,9 @@ class ContinuationConformance(ConformanceBase):
         cmd = winner.root_start()
         await world.store.start_root_run(cmd)
         loser = _successor(world, "loser", pred)
-        with pytest.raises(RunConflictError):
-            await world.store.start_root_run(loser.root_start())
+        async with world.unchanged():
+            with pytest.raises(RunConflictError):
+                await world.store.start_root_run(loser.root_start())
         async with world.unchanged():
             retry = await other_store.start_root_run(cmd)
         assert retry == StartResult(

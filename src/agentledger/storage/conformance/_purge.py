@@ -130,12 +130,14 @@ class PurgeConformance(ConformanceBase):
         sid = await world.session("s")
         run = await world.root("r", session=sid)
         await world.store.end_session(sid, ended_at=world.now())
-        with pytest.raises(SessionHasActiveRunsError):
-            await world.store.purge_session(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionHasActiveRunsError):
+                await world.store.purge_session(sid)
         await world.finish(run, RunStatus.CANCELED)
         await world.store.purge_session(sid)
-        with pytest.raises(SessionPurgedError):
-            await world.store.load_session(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionPurgedError):
+                await world.store.load_session(sid)
 
     async def test_purge_allows_suspended_runs(self, world: World) -> None:
         """[D3] a suspended run is terminal: its session can be purged, checkpoint and all."""
@@ -144,8 +146,9 @@ class PurgeConformance(ConformanceBase):
         await world.suspend(run)
         await world.store.end_session(sid, ended_at=world.now())
         await world.store.purge_session(sid)
-        with pytest.raises(SessionPurgedError) as e:
-            await world.store.load_run_suspension(run.run.run_id)
+        async with world.unchanged():
+            with pytest.raises(SessionPurgedError) as e:
+                await world.store.load_run_suspension(run.run.run_id)
         assert (e.value.session_id, e.value.run_id) == (sid, run.run.run_id)
 
     async def test_purge_of_an_unknown_session(self, world: World) -> None:
@@ -184,8 +187,9 @@ class PurgeConformance(ConformanceBase):
                 lambda st: st.list_session_run_records(sid),
             ]
             for read in session_reads:
-                with pytest.raises(SessionPurgedError) as e:
-                    await read(store)
+                async with world.unchanged():
+                    with pytest.raises(SessionPurgedError) as e:
+                        await read(store)
                 assert (e.value.session_id, e.value.run_id) == (sid, "")
             for run in doomed.runs:
                 rid = run.run.run_id
@@ -195,8 +199,9 @@ class PurgeConformance(ConformanceBase):
                     store.load_run_suspension,
                 ]
                 for run_read in run_reads:
-                    with pytest.raises(SessionPurgedError) as e:
-                        await run_read(rid)
+                    async with world.unchanged():
+                        with pytest.raises(SessionPurgedError) as e:
+                            await run_read(rid)
                     assert (e.value.session_id, e.value.run_id) == (sid, rid)
 
     async def test_purge_of_an_empty_session(self, world: World) -> None:
@@ -204,8 +209,9 @@ class PurgeConformance(ConformanceBase):
         sid = await world.session("s")
         await world.store.end_session(sid, ended_at=world.now())
         await world.store.purge_session(sid)
-        with pytest.raises(SessionPurgedError) as e:
-            await world.store.load_session_status(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionPurgedError) as e:
+                await world.store.load_session_status(sid)
         assert e.value.session_id == sid
 
     async def test_purge_leaves_everything_else_alone(self, world: World) -> None:
@@ -426,5 +432,6 @@ class PurgeConformance(ConformanceBase):
         await world.finish(root)
         await world.store.end_session(sid, ended_at=world.now())
         await world.store.purge_session(sid)
-        with pytest.raises(SessionPurgedError):
-            await versions(world.store, root.run.run_id)
+        async with world.unchanged():
+            with pytest.raises(SessionPurgedError):
+                await versions(world.store, root.run.run_id)

@@ -207,17 +207,21 @@ class SessionConformance(ConformanceBase):
     async def test_load_unknown_session_is_not_found(self, world: World) -> None:
         """[D1] reading a session nobody created is SessionNotFoundError, for host and worker."""
         sid = world.track_session("missing")
-        with pytest.raises(SessionNotFoundError) as e:
-            await world.store.load_session(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionNotFoundError) as e:
+                await world.store.load_session(sid)
         assert e.value.session_id == sid
-        with pytest.raises(SessionNotFoundError) as e:
-            await world.store.load_session_status(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionNotFoundError) as e:
+                await world.store.load_session_status(sid)
         assert e.value.session_id == sid
-        with pytest.raises(SessionNotFoundError) as e:
-            await world.store.list_runs_by_session(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionNotFoundError) as e:
+                await world.store.list_runs_by_session(sid)
         assert e.value.session_id == sid
-        with pytest.raises(SessionNotFoundError) as e:
-            await world.store.list_session_run_records(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionNotFoundError) as e:
+                await world.store.list_session_run_records(sid)
         assert e.value.session_id == sid
 
     async def test_start_needs_a_created_session(self, world: World) -> None:

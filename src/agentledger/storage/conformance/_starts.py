@@ -167,6 +167,16 @@ _BAD_CANCELED: dict[str, tuple[Callable[[Record, RootRunStart], Record], type[Ex
         "canceled.payload.labels",
     ),
     "garbage": (lambda r, _: _with(r, payload=b"{not json"), ValidationError, "canceled.payload"),
+    "failure": (
+        lambda r, cmd: RecordBuilder(cmd.run).completed(
+            RunStatus.CANCELED,
+            at=cmd.run.started_at,
+            reason=payloads.SESSION_ENDED,
+            failure=payloads.Failure(message="boom"),
+        ),
+        ValidationError,
+        "canceled.payload.failure",
+    ),
 }
 
 
@@ -398,8 +408,9 @@ class StartConformance(ConformanceBase):
             cancellation=payloads.CancellationNote(reason="session_ended"),
             labels={"team": "a"},
         )
-        with pytest.raises(SuspensionNotFoundError):
-            await other_store.load_run_suspension(rid)
+        async with world.unchanged():
+            with pytest.raises(SuspensionNotFoundError):
+                await other_store.load_run_suspension(rid)
 
     async def test_root_stopped_run_takes_no_more_work(self, world: World) -> None:
         """[C2] a stopped run accepts no record, cancellation, suspension or other terminal."""
@@ -611,16 +622,34 @@ class StartConformance(ConformanceBase):
                 await world.store.start_root_run(moved)
         assert (e.value.field, e.value.expected, e.value.got) == ("run.session_id", "", sid)
 
+    async def test_root_child_run_id_cannot_become_a_root(self, world: World) -> None:
+        """[X3] a run started as a child cannot be started again as a root run."""
+        sid = await world.session("s")
+        parent = await world.root("parent", session=sid)
+        child, _ = await world.child("child", parent=parent)
+        as_root = _rebuilt(child, parent_run_id="").root_start()
+        async with world.unchanged():
+            with pytest.raises(RunConflictError) as e:
+                await world.store.start_root_run(as_root)
+        assert (e.value.run_id, e.value.field, e.value.expected, e.value.got) == (
+            child.run.run_id,
+            "run.parent_run_id",
+            parent.run.run_id,
+            "",
+        )
+
     async def test_root_rejected_start_leaves_no_run(self, world: World) -> None:
         """[L1] a refused first start leaves no run and no record behind."""
         sid = await world.session("s")
         run = world.run("r", session=sid)
         cmd = run.root_start()
         bad = msgspec.structs.replace(cmd, started=_with(cmd.started, type="planner_note"))
-        with pytest.raises(ValidationError):
-            await world.store.start_root_run(bad)
-        with pytest.raises(RunNotFoundError) as e:
-            await world.store.load_run(run.run.run_id)
+        async with world.unchanged():
+            with pytest.raises(ValidationError):
+                await world.store.start_root_run(bad)
+        async with world.unchanged():
+            with pytest.raises(RunNotFoundError) as e:
+                await world.store.load_run(run.run.run_id)
         assert e.value.run_id == run.run.run_id
         assert await world.store.list_runs_by_session(sid) == []
         assert (await world.store.list_session_run_records(sid)).records == ()
