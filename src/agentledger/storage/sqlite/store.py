@@ -55,6 +55,7 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
+from agentledger.storage.validation import check_statuses
 
 __all__ = ["SQLiteStore", "default_path"]
 
@@ -341,11 +342,11 @@ class SQLiteStore:
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()
     ) -> list[RunMeta]:
-        wanted = frozenset(RunStatus(s) for s in statuses)
+        wanted = check_statuses(statuses, RunStatus)
         return await self._read(
             "list_runs_by_session", lambda r: r.session_runs(session_id, wanted)
         )
 
     async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
-        wanted = frozenset(SessionStatus(s) for s in statuses)
+        wanted = check_statuses(statuses, SessionStatus)
         return await self._read("list_sessions", lambda r: r.sessions(wanted))
