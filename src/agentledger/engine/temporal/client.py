@@ -1,0 +1,59 @@
+"""Connecting to Temporal with agentledger's data converter.
+
+Every client that starts runs and every worker that runs them must encode
+payloads the same way; :func:`connect` is ``Client.connect`` with
+:data:`~agentledger.engine.temporal.converter.data_converter` set, and
+:func:`check_client` refuses a client connected without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from agentledger.engine.temporal.converter import MsgspecPayloadConverter, data_converter
+from agentledger.errors import TransientError, ValidationError
+
+__all__ = ["check_client", "connect"]
+
+
+async def connect(target_host: str, *, namespace: str = "default", **options: Any) -> Client:
+    """Connect to the Temporal frontend at ``target_host`` (``HOST:PORT``).
+
+    Args:
+        target_host: e.g. ``"127.0.0.1:7233"``.
+        namespace: the Temporal namespace runs live in.
+        **options: passed to ``temporalio.client.Client.connect`` (TLS, API key ...).
+
+    Raises:
+        TransientError: the server cannot be reached.
+    """
+    if not isinstance(target_host, str) or not target_host:
+        raise ValidationError(field="target_host", expected="HOST:PORT", got=target_host)
+    try:
+        return await Client.connect(
+            target_host, namespace=namespace, data_converter=data_converter, **options
+        )
+    except RPCError as e:
+        raise TransientError(f"temporal at {target_host}: {e}", operation="connect") from e
+    except RuntimeError as e:  # the SDK reports a refused connection as a RuntimeError
+        raise TransientError(f"temporal at {target_host}: {e}", operation="connect") from e
+
+
+def check_client(client: Client) -> None:
+    """Refuse a client whose payloads agentledger's workers could not read.
+
+    Raises:
+        ValidationError: the client was connected without agentledger's data converter.
+    """
+    converter = client.data_converter.payload_converter_class
+    if not (isinstance(converter, type) and issubclass(converter, MsgspecPayloadConverter)):
+        raise ValidationError(
+            field="client",
+            expected="a Temporal client connected with agentledger's data converter "
+            "(agentledger.engine.temporal.connect, or Client.connect(..., "
+            "data_converter=agentledger.engine.temporal.data_converter))",
+            got=getattr(converter, "__name__", converter),
+        )

@@ -1,0 +1,64 @@
+"""What a run's workflow needs to know of its engine, and Temporal's hard limits.
+
+:class:`EngineOptions` travels in the workflow input next to the run's
+:class:`~agentledger.runtime.wire.RunInput`, so a replay of an old history
+uses the options it was started with (changing them never breaks
+determinism), and a child workflow inherits its parent's. Pure data: the
+workflow sandbox imports this module.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from agentledger.engine.base import RetryPolicy
+
+__all__ = [
+    "BLOB_SIZE_LIMIT",
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "HISTORY_EVENTS_LIMIT",
+    "HISTORY_EVENTS_WARNING",
+    "HISTORY_SIZE_LIMIT",
+    "HISTORY_SIZE_WARNING",
+    "PAYLOAD_TOO_LARGE",
+    "EngineOptions",
+]
+
+BLOB_SIZE_LIMIT = 2 * 1024 * 1024
+"""The server refuses a payload set (an input, a result) above this (``limit.blobSize.error``)."""
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+"""Our guard: the largest encoded workflow or activity input or result we send."""
+HISTORY_EVENTS_LIMIT = 51_200
+"""The server ends a workflow at this many history events (``limit.historyCount.error``)."""
+HISTORY_EVENTS_WARNING = 10_240
+"""The server logs a warning from this many events on (``limit.historyCount.warn``)."""
+HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
+"""The server ends a workflow at this many history bytes (``limit.historySize.error``)."""
+HISTORY_SIZE_WARNING = 10 * 1024 * 1024
+"""The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
+PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
+"""The error type of an activity whose input or result is over the guard."""
+
+
+class EngineOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Activity options of one run's workflow (and of its child workflows)."""
+
+    retry: RetryPolicy = RetryPolicy()
+    """How activities are retried: only a TransientError; ContractError never."""
+    activity_timeout: float = 600.0
+    """Seconds one attempt of an activity (a planner turn, a tool call) may take."""
+    heartbeat_timeout: float = 30.0
+    """Seconds without a heartbeat before an attempt counts as lost (its worker died).
+
+    The worker heartbeats every running activity on its own, a third of this
+    apart, so a crashed worker's activities are retried on another worker
+    after about this long.
+    """
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    """The largest encoded activity input or result; larger ones fail the activity for good."""
+
+    def __post_init__(self) -> None:
+        if self.activity_timeout <= 0 or self.heartbeat_timeout <= 0:
+            raise ValueError("timeouts must be > 0")
+        if not 0 < self.max_payload_bytes <= BLOB_SIZE_LIMIT:
+            raise ValueError(f"max_payload_bytes must be in 1..{BLOB_SIZE_LIMIT}")

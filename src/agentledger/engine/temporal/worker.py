@@ -1,0 +1,168 @@
+"""The worker: a runtime's activities and the run workflow, polling one task queue.
+
+:func:`create_worker` takes a configured :class:`~agentledger.runtime.Runtime`
+(its store, agents, toolsets, models, stream) and returns a Temporal
+``Worker`` that runs :class:`~agentledger.engine.temporal.workflows.AgentRunWorkflow`
+and every activity of the runtime. Each activity is wrapped so that:
+
+* a :class:`~agentledger.errors.TransientError` is raised as a retryable
+  ``ApplicationError`` (Temporal retries it with the run's retry policy) and
+  every other error as a non-retryable one (a
+  :class:`~agentledger.errors.ContractError` is permanent), carrying the
+  error's fields so the workflow gets the same error back;
+* it heartbeats while it runs, so a worker that dies is noticed within the
+  heartbeat timeout and the attempt is retried on another worker, and a
+  cancellation (an interrupted planner turn or tool call) reaches it;
+* a result too large to send fails it for good instead of wedging the
+  workflow (:data:`~agentledger.engine.temporal.options.PAYLOAD_TOO_LARGE`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from agentledger.engine.base import Activity
+from agentledger.engine.temporal.client import check_client
+from agentledger.engine.temporal.failures import error_details
+from agentledger.engine.temporal.options import DEFAULT_MAX_PAYLOAD_BYTES, PAYLOAD_TOO_LARGE
+from agentledger.engine.temporal.workflows import AgentRunWorkflow
+from agentledger.errors import TransientError, ValidationError
+
+if TYPE_CHECKING:
+    from agentledger.runtime.runtime import Runtime
+
+__all__ = ["activity_definitions", "create_worker"]
+
+_MAX_HEARTBEAT_INTERVAL = 1.0
+"""Seconds between heartbeats at most: how long a cancellation may take to reach an activity."""
+
+
+async def _heartbeat(interval: float) -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(interval)
+
+
+def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awaitable[Any]]:
+    """``fn`` as a Temporal activity named ``name``, typed by ``fn``'s own hints."""
+    hints = typing.get_type_hints(fn)
+    params = [p for p in hints if p != "return"]
+    if len(params) != 1:
+        raise ValidationError(
+            field=f"activity {name}", expected="one typed parameter", got=list(hints)
+        )
+    arg_type, result_type = hints[params[0]], hints.get("return", type(None))
+
+    async def run(arg: Any) -> Any:
+        info = activity.info()
+        timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else 0.0
+        interval = min(timeout / 3, _MAX_HEARTBEAT_INTERVAL) if timeout else _MAX_HEARTBEAT_INTERVAL
+        beating = asyncio.ensure_future(_heartbeat(interval))
+        try:
+            result = await fn(arg)
+        except TransientError as e:
+            raise ApplicationError(
+                str(e), error_details(e, attempt=info.attempt), type=type(e).__name__
+            ) from e
+        except Exception as e:
+            raise ApplicationError(
+                str(e),
+                error_details(e, attempt=info.attempt),
+                type=type(e).__name__,
+                non_retryable=True,
+            ) from e
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+        size = sum(p.ByteSize() for p in activity.payload_converter().to_payloads([result]))
+        if size > max_payload_bytes:
+            message = (
+                f"the result of {name} is {size} bytes encoded, over the "
+                f"{max_payload_bytes}-byte payload limit"
+            )
+            details = {
+                "error_type": PAYLOAD_TOO_LARGE,
+                "message": message,
+                "retryable": False,
+                "attempts": info.attempt,
+                "state": {},
+            }
+            raise ApplicationError(message, details, type=PAYLOAD_TOO_LARGE, non_retryable=True)
+        return result
+
+    run.__name__ = run.__qualname__ = name.rpartition(".")[2]
+    run.__annotations__ = {"arg": arg_type, "return": result_type}
+    return activity.defn(name=name)(run)
+
+
+def activity_definitions(
+    activities: Mapping[str, Activity], *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+) -> list[Callable[..., Awaitable[Any]]]:
+    """The runtime's activities as Temporal activities (what a worker registers)."""
+    return [_wrap(name, fn, max_payload_bytes) for name, fn in activities.items()]
+
+
+def _runtime_activities(runtime: Runtime) -> Mapping[str, Activity]:
+    """Close the runtime's registration and take its activity table.
+
+    The runtime binds its engine when registration closes (at its first
+    run); a worker needs the same table without starting a run.
+    """
+    runtime._close_registration()
+    return runtime._activities.table()
+
+
+def create_worker(
+    runtime: Runtime,
+    client: Client,
+    task_queue: str,
+    *,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    **worker_options: Any,
+) -> Worker:
+    """A Temporal worker for ``runtime``'s runs on ``task_queue``.
+
+    Run it with ``await worker.run()`` (stop with ``await worker.shutdown()``)
+    or ``async with worker: ...``. Any number of workers, in any number of
+    processes, may poll one task queue; they must share one store.
+
+    Args:
+        runtime: the configured runtime whose activities this worker runs.
+        client: a Temporal client connected with agentledger's data converter.
+        task_queue: the queue the engine starts runs on.
+        max_payload_bytes: the largest activity result sent back to Temporal.
+        **worker_options: passed to ``temporalio.worker.Worker`` (e.g.
+            ``max_concurrent_activities``, ``graceful_shutdown_timeout``).
+
+    Raises:
+        ValidationError: the client lacks agentledger's data converter.
+    """
+    check_client(client)
+    if not isinstance(task_queue, str) or not task_queue:
+        raise ValidationError(field="task_queue", expected="a non-empty string", got=task_queue)
+    worker_options.setdefault(
+        "max_heartbeat_throttle_interval", timedelta(seconds=_MAX_HEARTBEAT_INTERVAL)
+    )
+    worker_options.setdefault(
+        "default_heartbeat_throttle_interval", timedelta(seconds=_MAX_HEARTBEAT_INTERVAL)
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentRunWorkflow],
+        activities=activity_definitions(
+            _runtime_activities(runtime), max_payload_bytes=max_payload_bytes
+        ),
+        **worker_options,
+    )

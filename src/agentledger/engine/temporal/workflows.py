@@ -1,0 +1,277 @@
+"""The run's Temporal workflow: the runtime's run loop over a Temporal ``WorkflowContext``.
+
+Deterministic code only, because Temporal replays it: no I/O, no wall clock
+(time is ``workflow.now()``), no randomness, no threads. The sandbox
+re-imports this module for every workflow run; everything it uses from
+outside comes through ``workflow.unsafe.imports_passed_through()`` and is
+itself pure (models, the engine boundary, the run loop).
+
+How the engine boundary maps onto Temporal:
+
+* ``ctx.activity`` schedules a Temporal activity with the run's
+  :class:`~agentledger.engine.temporal.options.EngineOptions` (timeouts,
+  retry policy mirrored from :class:`~agentledger.engine.RetryPolicy`).
+  A final failure becomes :class:`~agentledger.engine.ActivityFailed`,
+  carrying the rebuilt :mod:`agentledger.errors` error.
+* Cancellation: the run loop runs in its own task, shielded from Temporal's
+  cancellation. A cancel request (``RunHandle.cancel`` after [C1] was
+  recorded, or one sent straight to Temporal, [C3]) only sets a flag:
+  ``ctx.cancel_requested()`` turns true, a store write in flight still runs
+  to its end, and an interruptible activity or child workflow in flight is
+  canceled (its worker learns it from the next heartbeat) and raises
+  :class:`~agentledger.engine.WorkflowCanceled`. The loop then writes the
+  canceled ending itself, so the workflow completes normally with a canceled
+  :class:`~agentledger.runtime.wire.RunOutput`.
+* ``ctx.child`` starts a child workflow (workflow id = the child's run id)
+  with parent close policy TERMINATE: if the parent closes first, Temporal
+  ends the child and ``ensure_run_completion`` gives it its [C3] ending [E2].
+* ``ctx.now()`` is ``workflow.now()`` truncated to milliseconds: the same
+  value on every replay, so record timestamps of a retried or replayed
+  activity are identical [X1].
+* A payload over ``max_payload_bytes`` is never sent: the activity fails
+  for good (:data:`~agentledger.engine.temporal.options.PAYLOAD_TOO_LARGE`)
+  and the loop ends the run as failed, instead of Temporal failing the
+  workflow task over and over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy as TemporalRetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from agentledger.engine.base import ActivityFailed, ChildFailed, WorkflowCanceled
+    from agentledger.engine.temporal.failures import (
+        ACTIVITY_FAILED,
+        error_details,
+        rebuild_error,
+    )
+    from agentledger.engine.temporal.options import PAYLOAD_TOO_LARGE, EngineOptions
+    from agentledger.errors import AgentledgerError
+    from agentledger.runtime.wire import RunInput, RunOutput
+    from agentledger.runtime.workflow import run_workflow
+
+__all__ = [
+    "WORKFLOW_NAME",
+    "AgentRunWorkflow",
+    "TemporalContext",
+    "activity_failed",
+    "activity_failed_details",
+    "drive",
+]
+
+T = TypeVar("T")
+
+WORKFLOW_NAME = "agentledger.run"
+"""The Temporal workflow type of a run (roots, children and continuations alike)."""
+
+
+def activity_failed_details(error: ActivityFailed) -> dict[str, Any]:
+    """What a workflow that ended on ``error`` carries in its failure."""
+    details: dict[str, Any] = {
+        "activity": error.activity,
+        "error_type": error.error_type,
+        "message": error.message,
+        "retryable": error.retryable,
+        "attempts": error.attempts,
+        "state": {},
+    }
+    if isinstance(error.error, AgentledgerError):
+        details["state"] = error_details(error.error, attempt=error.attempts)["state"]
+    return details
+
+
+def activity_failed(details: Any, *, activity: str = "") -> ActivityFailed:
+    """An :class:`ActivityFailed` from failure details (an activity's or a workflow's)."""
+    d: dict[str, Any] = details if isinstance(details, dict) else {}
+    return ActivityFailed(
+        activity=str(d.get("activity", activity)),
+        error_type=str(d.get("error_type", "")),
+        message=str(d.get("message", "")),
+        retryable=bool(d.get("retryable", False)),
+        attempts=int(d.get("attempts", 0)),
+        error=rebuild_error(d),
+    )
+
+
+def _from_activity_error(name: str, error: ActivityError) -> ActivityFailed:
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        if cause.details and isinstance(cause.details[0], dict):
+            return activity_failed(cause.details[0], activity=name)
+        return ActivityFailed(
+            activity=name,
+            error_type=cause.type or "ApplicationError",
+            message=cause.message,
+            retryable=not cause.non_retryable,
+            attempts=0,
+        )
+    # A timeout (the attempts ran out on lost workers) or another Temporal failure.
+    message = str(cause) if cause is not None else str(error)
+    return ActivityFailed(
+        activity=name,
+        error_type=type(cause).__name__ if cause is not None else type(error).__name__,
+        message=message,
+        retryable=True,
+        attempts=0,
+    )
+
+
+def _payload_size(value: Any) -> int:
+    return sum(p.ByteSize() for p in workflow.payload_converter().to_payloads([value]))
+
+
+class TemporalContext:
+    """The :class:`~agentledger.engine.WorkflowContext` of one run's Temporal workflow."""
+
+    def __init__(self, options: EngineOptions) -> None:
+        self.options = options
+        self._canceled = asyncio.Event()
+        self._last = datetime.min.replace(tzinfo=workflow.now().tzinfo)
+
+    @property
+    def workflow_id(self) -> str:
+        return workflow.info().workflow_id
+
+    def now(self) -> datetime:
+        now = workflow.now()
+        now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+        self._last = max(self._last, now)
+        return self._last
+
+    def cancel_requested(self) -> bool:
+        return self._canceled.is_set()
+
+    def request_cancel(self) -> None:
+        """Temporal asked this workflow to cancel (called by :func:`drive`)."""
+        self._canceled.set()
+
+    def _retry_policy(self) -> TemporalRetryPolicy:
+        retry = self.options.retry
+        return TemporalRetryPolicy(
+            initial_interval=timedelta(seconds=retry.initial_interval),
+            backoff_coefficient=retry.backoff_coefficient,
+            maximum_interval=timedelta(seconds=retry.maximum_interval),
+            maximum_attempts=retry.maximum_attempts,
+        )
+
+    async def activity(
+        self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
+    ) -> T:
+        if interruptible and self.cancel_requested():
+            raise WorkflowCanceled()
+        size = _payload_size(arg)
+        if size > self.options.max_payload_bytes:
+            raise ActivityFailed(
+                activity=name,
+                error_type=PAYLOAD_TOO_LARGE,
+                message=f"the input of {name} is {size} bytes encoded, over the "
+                f"{self.options.max_payload_bytes}-byte payload limit",
+                retryable=False,
+                attempts=0,
+            )
+        handle = workflow.start_activity(
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=timedelta(seconds=self.options.activity_timeout),
+            heartbeat_timeout=timedelta(seconds=self.options.heartbeat_timeout),
+            retry_policy=self._retry_policy(),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        if interruptible:
+            await self._until_done_or_canceled(handle)
+            if not handle.done():
+                handle.cancel()
+                await _settle(handle)
+                raise WorkflowCanceled()
+        try:
+            result: T = await handle
+        except ActivityError as e:
+            raise _from_activity_error(name, e) from None
+        return result
+
+    async def child(self, workflow_id: str, arg: Any, result_type: type[T]) -> T:
+        if self.cancel_requested():
+            raise WorkflowCanceled()
+        handle = await workflow.start_child_workflow(
+            WORKFLOW_NAME,
+            args=[arg, self.options],
+            id=workflow_id,
+            task_queue=workflow.info().task_queue,
+            result_type=result_type,
+            cancellation_type=workflow.ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+            parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+        )
+        await self._until_done_or_canceled(handle)
+        if not handle.done():
+            # The child closes on its own (writing its own ending), then we stop.
+            handle.cancel()
+            await _settle(handle)
+            raise WorkflowCanceled()
+        try:
+            result: T = await handle
+        except ChildWorkflowError as e:
+            cause = e.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or e)
+            inner: BaseException | None = None
+            if isinstance(cause, ApplicationError) and cause.type == ACTIVITY_FAILED:
+                inner = activity_failed(cause.details[0] if cause.details else {})
+            raise ChildFailed(workflow_id=workflow_id, message=message, error=inner) from None
+        return result
+
+    async def _until_done_or_canceled(self, job: asyncio.Future[Any]) -> None:
+        canceled = asyncio.ensure_future(self._canceled.wait())
+        try:
+            await workflow.wait([job, canceled], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            canceled.cancel()
+
+
+async def _settle(job: asyncio.Future[Any]) -> None:
+    """Wait for a canceled activity or child to close, whatever it ended with."""
+    with contextlib.suppress(asyncio.CancelledError, ActivityError, ChildWorkflowError):
+        await job
+
+
+async def drive(ctx: TemporalContext, loop: Coroutine[Any, Any, T]) -> T:
+    """Run ``loop`` in its own task, turning Temporal's cancellation into ``ctx``'s flag.
+
+    The loop's own failure fails the workflow (not just the workflow task),
+    as an in-process engine would: a failed activity as an ``ApplicationError``
+    of type :data:`~agentledger.engine.temporal.failures.ACTIVITY_FAILED`.
+    """
+    task = asyncio.ensure_future(loop)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done() or workflow.cancellation_reason() is None:
+                raise  # not a cancel request (e.g. the worker evicting this workflow)
+            ctx.request_cancel()
+        except ActivityFailed as e:
+            raise ApplicationError(
+                str(e), activity_failed_details(e), type=ACTIVITY_FAILED, non_retryable=True
+            ) from None
+        except AgentledgerError as e:
+            raise ApplicationError(
+                str(e), error_details(e, attempt=0), type=type(e).__name__, non_retryable=True
+            ) from None
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class AgentRunWorkflow:
+    """One run: its start, planner turns, tool calls, child runs and its ending."""
+
+    @workflow.run
+    async def run(self, inp: RunInput, options: EngineOptions) -> RunOutput:
+        """Run the runtime's run loop for ``inp`` and return how the run ended."""
+        ctx = TemporalContext(options)
+        return await drive(ctx, run_workflow(ctx, inp))

@@ -1,0 +1,141 @@
+"""SQLiteMemory: product memory in an SQLite file (standard library ``sqlite3``).
+
+Its table is its own (``agentledger_memory_events``, STRICT), so it can share
+a file with :class:`~agentledger.storage.sqlite.SQLiteStore` or live in
+another; either way the product, not the runtime, owns retention and deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from typing import Any
+
+import msgspec
+
+from agentledger.errors import RecordConflictError, TransientError, ValidationError
+from agentledger.memory.types import MemoryEvent, Snapshot
+from agentledger.transcript import JsonNumber
+
+__all__ = ["SQLiteMemory"]
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS agentledger_memory_events (
+        agent_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        type TEXT NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY (agent_id, run_id, key)
+    ) STRICT""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS agentledger_memory_events_order
+        ON agentledger_memory_events (agent_id, run_id, seq)""",
+)
+
+
+def _enc_hook(value: Any) -> Any:
+    if isinstance(value, JsonNumber):
+        return msgspec.Raw(value.literal.encode("ascii"))
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="number")
+_DECODER = msgspec.json.Decoder(MemoryEvent, float_hook=JsonNumber)
+
+
+class SQLiteMemory:
+    """A product-memory ``MemoryStore`` in one SQLite file.
+
+    Open with :meth:`open`, close with :meth:`close`. Each append is one
+    transaction: all its events are stored, or none.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        """Use :meth:`open`."""
+        self.path = path
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    @classmethod
+    async def open(cls, path: str | os.PathLike[str]) -> SQLiteMemory:
+        """Open (creating its table if needed) the memory at ``path``."""
+        name = os.fspath(path)
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(name, isolation_level=None, check_same_thread=False, timeout=30)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+            except sqlite3.Error as e:
+                conn.close()
+                raise ValidationError(field="path", expected="an SQLite database", got=name) from e
+            return conn
+
+        return cls(await asyncio.to_thread(connect), name)
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await asyncio.to_thread(self._conn.close)
+
+    def _append(self, agent_id: str, run_id: str, events: tuple[MemoryEvent, ...]) -> None:
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                (seq,) = conn.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM agentledger_memory_events"
+                    " WHERE agent_id = ? AND run_id = ?",
+                    (agent_id, run_id),
+                ).fetchone()
+                for event in events:
+                    payload = _ENCODER.encode(event)
+                    row = conn.execute(
+                        "SELECT payload FROM agentledger_memory_events"
+                        " WHERE agent_id = ? AND run_id = ? AND key = ?",
+                        (agent_id, run_id, event.key),
+                    ).fetchone()
+                    if row is not None:
+                        if _DECODER.decode(row[0]) != event:
+                            raise RecordConflictError(
+                                run_id=run_id,
+                                field=f"memory event {event.key}",
+                                expected=bytes(row[0]).decode(),
+                                got=payload.decode(),
+                            )
+                        continue
+                    seq += 1
+                    conn.execute(
+                        "INSERT INTO agentledger_memory_events"
+                        " (agent_id, run_id, seq, key, type, payload) VALUES (?, ?, ?, ?, ?, ?)",
+                        (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    async def append_events(self, agent_id: str, run_id: str, /, *events: MemoryEvent) -> None:
+        try:
+            await asyncio.to_thread(self._append, agent_id, run_id, events)
+        except sqlite3.OperationalError as e:
+            raise TransientError(str(e), operation="append_events") from e
+
+    def _load(self, agent_id: str, run_id: str) -> Snapshot:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT payload FROM agentledger_memory_events"
+                " WHERE agent_id = ? AND run_id = ? ORDER BY seq",
+                (agent_id, run_id),
+            ).fetchall()
+        events = tuple(_DECODER.decode(row[0]) for row in rows)
+        return Snapshot(agent_id=agent_id, run_id=run_id, events=events)
+
+    async def load_run(self, agent_id: str, run_id: str, /) -> Snapshot:
+        try:
+            return await asyncio.to_thread(self._load, agent_id, run_id)
+        except sqlite3.OperationalError as e:
+            raise TransientError(str(e), operation="load_run") from e

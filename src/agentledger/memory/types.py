@@ -1,0 +1,115 @@
+"""Product memory's vocabulary: the events of a run, a run's snapshot, the protocol.
+
+Product memory is the transcript the product shows, searches, retains and
+deletes (DESIGN section 6). It is a second owner of data, apart from the
+runtime store: the runtime feeds it when configured, and the product decides
+how long it lives. Events carry a stable ``key`` so feeding them again (a
+retried activity) changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+import msgspec
+
+__all__ = [
+    "AssistantMessage",
+    "MemoryEvent",
+    "MemoryStore",
+    "PlannerNote",
+    "Snapshot",
+    "Thinking",
+    "ToolCall",
+    "ToolResult",
+    "UserMessage",
+]
+
+
+class _Event(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"
+):
+    """Fields of every memory event: a stable key, when it happened, which turn."""
+
+    key: str
+    timestamp: datetime
+    turn_id: str = ""
+
+
+class UserMessage(_Event, frozen=True, kw_only=True, tag="user_message"):
+    """Text the user wrote."""
+
+    text: str
+
+
+class AssistantMessage(_Event, frozen=True, kw_only=True, tag="assistant_message"):
+    """Text the assistant wrote."""
+
+    text: str
+
+
+class ToolCall(_Event, frozen=True, kw_only=True, tag="tool_call"):
+    """A tool call the assistant made."""
+
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+
+
+class ToolResult(_Event, frozen=True, kw_only=True, tag="tool_result"):
+    """What a tool call returned (error text when ``is_error``)."""
+
+    tool_call_id: str
+    content: Any
+    is_error: bool = False
+
+
+class PlannerNote(_Event, frozen=True, kw_only=True, tag="planner_note"):
+    """A planner's remark."""
+
+    text: str
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Thinking(_Event, frozen=True, kw_only=True, tag="thinking"):
+    """Model reasoning text (not user-facing; kept for review)."""
+
+    text: str
+
+
+MemoryEvent: TypeAlias = (
+    UserMessage | AssistantMessage | ToolCall | ToolResult | PlannerNote | Thinking
+)
+"""Any product-memory event (tagged by ``type`` in JSON)."""
+
+
+class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything product memory holds for one run, in append order."""
+
+    agent_id: str
+    run_id: str
+    events: tuple[MemoryEvent, ...]
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Product memory: per-run transcript events (not the runtime store).
+
+    Not to be confused with :class:`agentledger.storage.MemoryStore`, the
+    in-process backend of the runtime store; implementations here are
+    :class:`~agentledger.memory.InMemoryMemory` and
+    :class:`~agentledger.memory.SQLiteMemory`.
+    """
+
+    async def append_events(self, agent_id: str, run_id: str, /, *events: MemoryEvent) -> None:
+        """Add events to a run; a key already stored with the same content is skipped.
+
+        Raises:
+            RecordConflictError: a key is stored with different content.
+        """
+        ...
+
+    async def load_run(self, agent_id: str, run_id: str, /) -> Snapshot:
+        """The run's events in append order (none if nothing was stored)."""
+        ...

@@ -1,0 +1,75 @@
+"""The runtime: agents that plan, call tools and other agents, wait, get canceled, recover.
+
+Every step of a run is a record in the store (DESIGN sections 4-5), so a run
+can be rebuilt, inspected and continued from its log. Build a ``Runtime``
+over a store, register agents, and run them through ``agent_client(...)``.
+"""
+
+from agentledger.runtime import events
+from agentledger.runtime.agent import Agent
+from agentledger.runtime.client import AgentClient, RunHandle
+from agentledger.runtime.completion import Completion
+from agentledger.runtime.model_planner import ModelPlanner
+from agentledger.runtime.planner import (
+    Answer,
+    AwaitClarification,
+    AwaitConfirmation,
+    AwaitExternalTools,
+    ModelUsage,
+    Note,
+    PlanInput,
+    Planner,
+    PlanResult,
+    PlanResumeInput,
+    RenderedPrompt,
+    RunContext,
+    ToolCall,
+    ToolOutcome,
+)
+from agentledger.runtime.records import Phase
+from agentledger.runtime.runtime import Runtime
+from agentledger.runtime.stream import QueueSink, StreamSink
+from agentledger.runtime.tools import AgentTool, Tool, ToolContext, Toolset, agent_tool, tool
+from agentledger.runtime.wire import Awaiting, RunOutput
+from agentledger.transcript import Message, TextPart
+
+__all__ = [
+    "Agent",
+    "AgentClient",
+    "AgentTool",
+    "Answer",
+    "AwaitClarification",
+    "AwaitConfirmation",
+    "AwaitExternalTools",
+    "Awaiting",
+    "Completion",
+    "ModelPlanner",
+    "ModelUsage",
+    "Note",
+    "Phase",
+    "PlanInput",
+    "PlanResult",
+    "PlanResumeInput",
+    "Planner",
+    "QueueSink",
+    "RenderedPrompt",
+    "RunContext",
+    "RunHandle",
+    "RunOutput",
+    "Runtime",
+    "StreamSink",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolOutcome",
+    "Toolset",
+    "agent_tool",
+    "events",
+    "tool",
+    "user_message",
+]
+
+
+def user_message(text: str) -> Message:
+    """A user message of plain text: the usual new input of a run."""
+    return Message(role="user", parts=(TextPart(text=text),))

@@ -1,0 +1,417 @@
+"""The activities: every piece of work the run loop delegates, and all its I/O.
+
+Each activity takes and returns a msgspec Struct (:mod:`agentledger.runtime.wire`)
+and may run more than once: store writes are built from their input alone
+(deterministic event keys, the workflow's timestamps), so a retry is an
+exact retry [X1]; stream events derive from the stored record and keep its
+key. Every store write goes through the ``Store``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+
+from agentledger.engine.base import Activity
+from agentledger.errors import (
+    CorruptRecordError,
+    TransientError,
+    ValidationError,
+)
+from agentledger.memory.types import (
+    AssistantMessage,
+    MemoryEvent,
+    MemoryStore,
+    PlannerNote,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from agentledger.runtime import records as rt
+from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
+from agentledger.runtime.events import event_from_record
+from agentledger.runtime.planner import (
+    AwaitClarification,
+    PlanInput,
+    PlanResult,
+    PlanResumeInput,
+    PromptRenderer,
+    RunContext,
+    ToolOutcome,
+)
+from agentledger.runtime.registry import Registry
+from agentledger.runtime.stream import StreamSink
+from agentledger.runtime.tools import ToolContext
+from agentledger.runtime.wire import (
+    APPEND_RECORDS,
+    COMPLETE_RUN,
+    PLAN_TURN,
+    PREPARE_RUN,
+    START_RUN,
+    SUSPEND_RUN,
+    TOOL_CALL,
+    AgentPlan,
+    AppendRecordsInput,
+    AppendRecordsOutput,
+    CompleteRunInput,
+    CompleteRunOutput,
+    PlanTurnInput,
+    PlanTurnOutput,
+    PrepareRunInput,
+    PrepareRunOutput,
+    StartRunInput,
+    StartRunOutput,
+    SuspendRunInput,
+    ToolCallInput,
+)
+from agentledger.storage import payloads
+from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.protocol import Store
+from agentledger.storage.types import Checkpoint, Record, RunStart, RunStatus, SessionStatus
+from agentledger.transcript import (
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+    decode_messages,
+    validate_planner_transcript,
+)
+from agentledger.transcript.replay import build_messages_from_run_log
+
+__all__ = ["Activities", "check_plan"]
+
+
+def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
+    """Why ``plan`` cannot be carried out on ``transcript`` ("" when it can).
+
+    A plan is exactly one of tool calls, a final message or an await; its
+    assistant message must hold exactly its calls, with ids new to the
+    transcript, and the transcript with that message must stay valid [T5].
+    """
+    if not isinstance(plan, PlanResult):
+        return f"the planner returned {type(plan).__name__}, not a PlanResult"
+    chosen = [bool(plan.tool_calls), plan.final is not None, plan.await_ is not None]
+    if sum(chosen) != 1:
+        return "a plan needs exactly one of tool_calls, final or await_"
+    if plan.final is not None:
+        message = plan.final
+        if message.role != "assistant" or not message.parts:
+            return "the final message must be a non-empty assistant message"
+        if any(isinstance(p, ToolUsePart) for p in message.parts):
+            return "the final message cannot hold tool uses"
+    elif isinstance(plan.await_, AwaitClarification):
+        if not plan.await_.question:
+            return "a clarification needs a question"
+        message = plan.message or Message(
+            role="assistant", parts=(TextPart(text=plan.await_.question),)
+        )
+        if any(isinstance(p, ToolUsePart) for p in message.parts):
+            return "a clarification message cannot hold tool uses"
+    else:
+        calls = plan.tool_calls or (plan.await_.calls if plan.await_ is not None else ())
+        if not calls:
+            return "an await for tool calls needs at least one call"
+        message = plan.message or Message(role="assistant", parts=tuple(c.part() for c in calls))
+        uses = [p for p in message.parts if isinstance(p, ToolUsePart)]
+        if uses != [c.part() for c in calls]:
+            return "the assistant message must hold exactly the plan's tool calls, in order"
+    if message.role != "assistant":
+        return "the plan's message must be an assistant message"
+    try:
+        validate_planner_transcript([*transcript, message])
+    except ValidationError as e:
+        return f"the plan would make the transcript invalid: {e}"
+    return ""
+
+
+def _jsonable(value: Any) -> Any:
+    """A tool's return value as plain JSON (Structs and tuples become dicts and lists)."""
+    return msgspec.to_builtins(value, builtin_types=(Decimal,))
+
+
+def _memory_events(record: Record) -> list[MemoryEvent]:
+    """What product memory keeps of one stored record."""
+    at, turn = record.timestamp, record.turn_id
+    if record.type == rt.PLANNER_NOTE:
+        note = rt.decode_json(record.payload, rt.NotePayload)
+        return [
+            PlannerNote(
+                key=record.event_key, text=note.text, labels=note.labels, timestamp=at, turn_id=turn
+            )
+        ]
+    if record.type != rt.TRANSCRIPT_APPENDED:
+        return []
+    events: list[MemoryEvent] = []
+    for m, message in enumerate(decode_messages(record.payload)):
+        for p, part in enumerate(message.parts):
+            key = f"{record.event_key}:{m}:{p}"
+            if isinstance(part, TextPart) and part.text:
+                kind = UserMessage if message.role == "user" else AssistantMessage
+                events.append(kind(key=key, text=part.text, timestamp=at, turn_id=turn))
+            elif isinstance(part, ThinkingPart) and part.text:
+                events.append(Thinking(key=key, text=part.text, timestamp=at, turn_id=turn))
+            elif isinstance(part, ToolUsePart):
+                events.append(
+                    ToolCall(
+                        key=key,
+                        tool_call_id=part.id,
+                        tool_name=part.name,
+                        input=part.input,
+                        timestamp=at,
+                        turn_id=turn,
+                    )
+                )
+            elif isinstance(part, ToolResultPart):
+                events.append(
+                    ToolResult(
+                        key=key,
+                        tool_call_id=part.tool_use_id,
+                        content=part.content,
+                        is_error=part.is_error,
+                        timestamp=at,
+                        turn_id=turn,
+                    )
+                )
+    return events
+
+
+class Activities:
+    """The runtime's activities, bound to its store, registry, stream and memory."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        stream: StreamSink | None = None,
+        memory: MemoryStore | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.stream = stream
+        self.memory = memory
+
+    def table(self) -> dict[str, Activity]:
+        """Every activity by the name the workflow calls it."""
+        return {
+            START_RUN: self.start_run,
+            PREPARE_RUN: self.prepare_run,
+            APPEND_RECORDS: self.append_records,
+            PLAN_TURN: self.plan_turn,
+            TOOL_CALL: self.tool_call,
+            SUSPEND_RUN: self.suspend_run,
+            COMPLETE_RUN: self.complete_run,
+        }
+
+    # ------------------------------------------------------------- publishing
+
+    async def publish(self, records: Iterable[Record]) -> None:
+        """Send each stored record's event to the stream and its content to product memory."""
+        for record in records:
+            if self.stream is not None:
+                event = event_from_record(record)
+                if event is not None:
+                    await self.stream.send(event)
+            if self.memory is not None:
+                events = _memory_events(record)
+                if events:
+                    await self.memory.append_events(record.agent_id, record.run_id, *events)
+
+    # ------------------------------------------------------------- activities
+
+    async def start_run(self, arg: StartRunInput) -> StartRunOutput:
+        """[L1]-[L4] start the run (or [C2] stop it) in the store."""
+        self.registry.agent(arg.run.agent_id)
+        builder = RecordBuilder(arg.run, turn_id=arg.turn_id)
+        written: list[Record] = []
+        if arg.mode == "root":
+            root = builder.root_start()
+            result = await self.store.start_root_run(root)
+            written = [root.started, *([root.canceled] if result.canceled else [])]
+        elif arg.mode == "child":
+            child = builder.child_start(
+                parent_agent_id=arg.parent_agent_id,
+                tool_name=arg.tool_name,
+                tool_call_id=arg.tool_call_id,
+            )
+            result = await self.store.start_child_run(child)
+            written = [
+                child.parent_linked,
+                child.started,
+                *([child.canceled] if result.canceled else []),
+            ]
+        elif arg.mode == "one_shot":
+            one = builder.one_shot_start()
+            result = await self.store.start_one_shot_run(one)
+            written = [one.started]
+        else:
+            sub = builder.one_shot_child_start(
+                parent_agent_id=arg.parent_agent_id,
+                tool_name=arg.tool_name,
+                tool_call_id=arg.tool_call_id,
+            )
+            result = await self.store.start_one_shot_child_run(sub)
+            written = [sub.parent_linked, sub.started]
+        await self.publish(written)
+        return StartRunOutput(outcome=result.outcome, run_status=result.run_status)
+
+    async def prepare_run(self, arg: PrepareRunInput) -> PrepareRunOutput:
+        """Record the rendered prompt and the seeded transcript; hand the loop its plan."""
+        resolved = self.registry.agent(arg.run.agent_id)
+        planner = resolved.agent.planner
+        prompt = (
+            planner.render_prompt(arg.run.agent_id) if isinstance(planner, PromptRenderer) else None
+        )
+        checkpoint = None
+        history = arg.history
+        if arg.run.predecessor_run_id:
+            checkpoint = await self._checkpoint(arg.run.predecessor_run_id)
+            history = tuple(
+                await build_messages_from_run_log(self.store, arg.run.predecessor_run_id)
+            )
+        specs = []
+        if prompt is not None:
+            specs.append(rt.RecordSpec.prompt(prompt.prompt_id, prompt.version, prompt.text))
+        if history:
+            specs.append(rt.RecordSpec.seeded(history))
+        await self._append(arg.run, arg.turn_id, arg.at, specs)
+        plan = AgentPlan(max_turns=resolved.agent.max_turns, agent_tools=dict(resolved.agent_tools))
+        return PrepareRunOutput(agent=plan, prompt=prompt, checkpoint=checkpoint)
+
+    async def _checkpoint(self, run_id: str) -> RunCheckpoint:
+        stored = await self.store.load_run_suspension(run_id)
+        try:
+            return RunCheckpoint.decode(stored.data)
+        except ValidationError as e:
+            raise CorruptRecordError(run_id=run_id, record_id="", reason=f"checkpoint: {e}") from e
+
+    async def append_records(self, arg: AppendRecordsInput) -> AppendRecordsOutput:
+        """Append ordinary records in order [L8]; say whether the session has ended."""
+        ended = await self._append(arg.run, arg.turn_id, arg.at, arg.records)
+        return AppendRecordsOutput(session_ended=ended)
+
+    async def _append(
+        self, run: RunStart, turn_id: str, at: Any, specs: Iterable[rt.RecordSpec]
+    ) -> bool:
+        builder = RecordBuilder(run, turn_id=turn_id)
+        ended = False
+        for spec in specs:
+            record = builder.record(spec.type, spec.payload, event_key=spec.event_key, at=at)
+            result = await self.store.append_run_record(record)
+            ended = ended or result.session_status is SessionStatus.ENDED
+            await self.publish([record])
+        return ended
+
+    async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
+        """One planner turn; a planner error becomes a failure (TransientError is retried)."""
+        resolved = self.registry.agent(arg.run.agent_id)
+        run = arg.run
+        context = RunContext(
+            run_id=run.run_id,
+            agent_id=run.agent_id,
+            session_id=run.session_id,
+            turn_id=arg.turn_id,
+            parent_run_id=run.parent_run_id,
+            labels=dict(run.labels),
+            turn=arg.turn,
+        )
+
+        async def load() -> tuple[Message, ...]:
+            messages = tuple(await build_messages_from_run_log(self.store, run.run_id))
+            validate_planner_transcript(messages)
+            return messages
+
+        common: dict[str, Any] = {
+            "run": context,
+            "tools": resolved.definitions,
+            "prompt": arg.prompt,
+            "load_messages": load,
+            "models": self.registry.model,
+            "confirm_tools": frozenset(n for n, t in resolved.tools.items() if t.confirm),
+        }
+        planner = resolved.agent.planner
+        try:
+            if arg.resume:
+                resume = PlanResumeInput(tool_results=arg.tool_results, answer=arg.answer, **common)
+                inputs: PlanInput = resume
+                result = await planner.plan_resume(resume)
+            else:
+                inputs = PlanInput(**common)
+                result = await planner.plan_start(inputs)
+            problem = check_plan(result, await inputs.prepare_messages())
+        except TransientError:
+            raise
+        except Exception as e:
+            failure = payloads.Failure(
+                message=f"{type(e).__name__}: {e}", kind="planner_error", code=type(e).__name__
+            )
+            return PlanTurnOutput(failure=failure)
+        if problem:
+            return PlanTurnOutput(failure=payloads.Failure(message=problem, kind="invalid_plan"))
+        return PlanTurnOutput(result=result)
+
+    async def tool_call(self, arg: ToolCallInput) -> ToolOutcome:
+        """Run one tool call; anything but a TransientError becomes an error result."""
+        call = arg.call
+        resolved = self.registry.agent(arg.run.agent_id)
+
+        def error(text: str) -> ToolOutcome:
+            return ToolOutcome(
+                tool_call_id=call.id, tool_name=call.name, content=text, is_error=True
+            )
+
+        found = resolved.tools.get(call.name)
+        if found is None:
+            return error(f"unknown tool {call.name!r}; available: {sorted(resolved.tools)}")
+        context = ToolContext(
+            run_id=arg.run.run_id,
+            agent_id=arg.run.agent_id,
+            session_id=arg.run.session_id,
+            turn_id=arg.turn_id,
+            tool_call_id=call.id,
+        )
+        try:
+            value = await found.invoke(call.input, context)
+        except TransientError:
+            raise
+        except ValidationError as e:
+            return error(str(e))
+        except Exception as e:
+            return error(f"{type(e).__name__}: {e}")
+        try:
+            content = _jsonable(value)
+            ToolResultPart(tool_use_id=call.id, content=content)
+        except (ValidationError, msgspec.EncodeError, TypeError) as e:
+            return error(f"tool {call.name} returned a value that is not JSON: {e}")
+        return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=content)
+
+    async def suspend_run(self, arg: SuspendRunInput) -> None:
+        """[L6] store the checkpoint, ``suspended`` status and ``run_suspended`` together."""
+        checkpoint = arg.checkpoint
+        pending = checkpoint.pending
+        cmd = RecordBuilder(arg.run, turn_id=arg.turn_id).suspension(
+            Checkpoint(id=f"{arg.run.run_id}:suspension", data=checkpoint.encode()),
+            at=arg.at,
+            pending_count=len(pending) or 1,
+            required_tools=tuple(c.name for c in pending),
+            version=CHECKPOINT_VERSION,
+        )
+        await self.store.record_run_suspension(cmd)
+        await self.publish([cmd.record])
+
+    async def complete_run(self, arg: CompleteRunInput) -> CompleteRunOutput:
+        """[L7] the terminal record; a canceled run repeats its recorded reason [C1]/[C3]."""
+        reason = ""
+        if arg.status is RunStatus.CANCELED:
+            meta = await self.store.load_run(arg.run.run_id)
+            reason = meta.cancellation_reason or payloads.ENGINE_CANCELED
+        cmd = RecordBuilder(arg.run, turn_id=arg.turn_id).terminal(
+            arg.status, at=arg.at, reason=reason, failure=arg.failure
+        )
+        await self.store.record_run_terminal(cmd)
+        await self.publish([cmd.record])
+        return CompleteRunOutput(cancellation_reason=reason)

@@ -1,0 +1,61 @@
+"""Agents: an id, a planner and the tools it may call.
+
+An agent is configuration; the runtime resolves its tools (toolsets by name,
+other agents as tools) when registration closes, so a typo fails before the
+first run instead of in the middle of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agentledger.errors import ValidationError
+from agentledger.runtime.planner import Planner
+from agentledger.runtime.tools import AgentTool, Tool, Toolset, agent_tool
+
+__all__ = ["Agent", "ToolSource"]
+
+ToolSource = str | Tool | Toolset | AgentTool
+"""A toolset name, a tool, a toolset, or an agent offered as a tool."""
+
+
+class Agent:
+    """A named agent.
+
+    Args:
+        id: the agent id (also its tool name when another agent calls it).
+        planner: decides each step (e.g. a :class:`~agentledger.runtime.ModelPlanner`).
+        tools: toolset names registered with the runtime, :class:`Tool` or
+            :class:`Toolset` objects, and :func:`agent_tool` specs.
+        agents: ids of registered agents this agent may call as tools; each
+            call runs a child run [L2]/[L4].
+        description: what the agent does (shown to a parent agent's model).
+        max_turns: planner turns a run may take before it fails.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        planner: Planner,
+        *,
+        tools: Iterable[ToolSource] = (),
+        agents: Iterable[str] = (),
+        description: str = "",
+        max_turns: int = 16,
+    ) -> None:
+        if not isinstance(id, str) or not id:
+            raise ValidationError(field="agent.id", expected="a non-empty string", got=id)
+        if not hasattr(planner, "plan_start") or not hasattr(planner, "plan_resume"):
+            raise ValidationError(
+                field=f"agent {id}.planner", expected="a Planner", got=type(planner).__name__
+            )
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise ValidationError(field=f"agent {id}.max_turns", expected=">= 1", got=max_turns)
+        self.id = id
+        self.planner = planner
+        self.tools: tuple[ToolSource, ...] = (*tools, *(agent_tool(a) for a in agents))
+        self.description = description
+        self.max_turns = max_turns
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.id}>"

@@ -1,0 +1,228 @@
+"""AgentClient: how a host starts, waits for, cancels and resumes runs of one agent.
+
+Input is checked here, before the engine accepts anything, so a bad call
+raises at once and leaves no workflow and no record behind.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentledger.engine.base import ActivityFailed
+from agentledger.errors import AgentledgerError, TranscriptError, ValidationError
+from agentledger.runtime.planner import Answer
+from agentledger.runtime.wire import RunInput, RunOutput
+from agentledger.transcript import Message, ToolResultPart, validate_planner_transcript
+
+if TYPE_CHECKING:
+    from agentledger.runtime.runtime import Runtime
+
+__all__ = ["AgentClient", "RunHandle"]
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _check_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
+    items = tuple(messages)
+    if not items:
+        raise ValidationError(field="messages", expected="at least one message", got=items)
+    validate_planner_transcript(items)
+    if items[-1].role != "user":
+        raise ValidationError(
+            field="messages",
+            expected="the last message to be the user's new message",
+            got=items[-1].role,
+        )
+    return items
+
+
+def _check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
+    out = dict(labels or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in out.items()):
+        raise ValidationError(field="labels", expected="a mapping of str to str", got=labels)
+    return out
+
+
+def _check_id(field: str, value: str | None) -> str:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValidationError(field=field, expected="a non-empty string or None", got=value)
+    return value or ""
+
+
+class RunHandle:
+    """A started run: wait for its output or cancel it."""
+
+    def __init__(self, runtime: Runtime, run_id: str) -> None:
+        self._runtime = runtime
+        self.run_id = run_id
+        """The run's id (also its workflow id)."""
+
+    async def wait(self) -> RunOutput:
+        """Wait for the run to end (or suspend) and return how it ended.
+
+        Raises:
+            AgentledgerError: the run could not start (unknown session, ended
+                agent ...), or its final record could not be written.
+        """
+        try:
+            output: RunOutput = await self._runtime.engine.result(self.run_id)
+        except ActivityFailed as e:
+            if isinstance(e.error, AgentledgerError):
+                raise e.error from None
+            raise
+        return output
+
+    async def cancel(self, reason: str) -> None:
+        """Cancel the run [C1]: record ``reason``, then stop it at its next safe point."""
+        await self._runtime.cancel_run(self.run_id, reason)
+
+    def __repr__(self) -> str:
+        return f"<RunHandle {self.run_id}>"
+
+
+class AgentClient:
+    """Runs of one registered agent. Get one from ``runtime.agent_client(agent_id)``."""
+
+    def __init__(self, runtime: Runtime, agent_id: str) -> None:
+        self._runtime = runtime
+        self.agent_id = agent_id
+
+    async def _start(self, inp: RunInput) -> RunHandle:
+        self._runtime._close_registration()
+        self._runtime._registry.agent(self.agent_id)
+        await self._runtime.engine.start(inp.run_id, inp)
+        return RunHandle(self._runtime, inp.run_id)
+
+    async def start(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        turn_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+    ) -> RunHandle:
+        """Start a run in ``session_id``; ``messages`` is the history then the new user message.
+
+        Messages before the last are recorded as seeded, the last as appended [R1].
+        """
+        if not isinstance(session_id, str) or not session_id:
+            raise ValidationError(field="session_id", expected="a non-empty string", got=session_id)
+        inp = RunInput(
+            run_id=_check_id("run_id", run_id) or _new_id("run"),
+            agent_id=self.agent_id,
+            session_id=session_id,
+            turn_id=_check_id("turn_id", turn_id) or _new_id("turn"),
+            labels=_check_labels(labels),
+            messages=_check_messages(messages),
+        )
+        return await self._start(inp)
+
+    async def run(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        turn_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+    ) -> RunOutput:
+        """Start a run and wait for it (see :meth:`start`)."""
+        handle = await self.start(
+            session_id, messages, turn_id=turn_id, labels=labels, run_id=run_id
+        )
+        return await handle.wait()
+
+    async def start_one_shot(
+        self,
+        messages: Sequence[Message],
+        *,
+        turn_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+    ) -> RunHandle:
+        """Start a run that belongs to no session [L3]."""
+        inp = RunInput(
+            run_id=_check_id("run_id", run_id) or _new_id("run"),
+            agent_id=self.agent_id,
+            turn_id=_check_id("turn_id", turn_id) or _new_id("turn"),
+            labels=_check_labels(labels),
+            messages=_check_messages(messages),
+        )
+        return await self._start(inp)
+
+    async def run_one_shot(
+        self,
+        messages: Sequence[Message],
+        *,
+        turn_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+    ) -> RunOutput:
+        """Start a sessionless run and wait for it."""
+        handle = await self.start_one_shot(messages, turn_id=turn_id, labels=labels, run_id=run_id)
+        return await handle.wait()
+
+    async def start_resume(
+        self,
+        session_id: str,
+        previous_run_id: str,
+        answer: Answer | str,
+        *,
+        turn_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+    ) -> RunHandle:
+        """Start the continuation of the suspended run ``previous_run_id`` [K1]-[K3].
+
+        The continuation seeds the predecessor's transcript and appends the
+        answer; it keeps the predecessor's turn id and labels unless given.
+        """
+        if not isinstance(previous_run_id, str) or not previous_run_id:
+            raise ValidationError(
+                field="previous_run_id", expected="a non-empty string", got=previous_run_id
+            )
+        if isinstance(answer, str):
+            answer = Answer(text=answer)
+        if not isinstance(answer, Answer):
+            raise ValidationError(field="answer", expected="an Answer or a str", got=answer)
+        for call_id, content in answer.tool_results.items():
+            try:
+                ToolResultPart(tool_use_id=call_id, content=content)
+            except TranscriptError as e:
+                raise ValidationError(
+                    field=f"answer.tool_results[{call_id!r}]", expected="plain JSON", got=content
+                ) from e
+        store = self._runtime.store
+        meta = await store.load_run(previous_run_id)
+        if not turn_id:
+            first = await store.list_run_records(previous_run_id, limit=1)
+            turn_id = first.records[0].turn_id if first.records else ""
+        inp = RunInput(
+            run_id=_check_id("run_id", run_id) or _new_id("run"),
+            agent_id=self.agent_id,
+            session_id=session_id or "",
+            turn_id=turn_id or _new_id("turn"),
+            labels=_check_labels(labels) if labels is not None else dict(meta.labels),
+            predecessor_run_id=previous_run_id,
+            answer=answer,
+        )
+        return await self._start(inp)
+
+    async def resume(
+        self,
+        session_id: str,
+        previous_run_id: str,
+        answer: Answer | str,
+        **kwargs: Any,
+    ) -> RunOutput:
+        """Continue a suspended run with ``answer`` and wait for it (see :meth:`start_resume`)."""
+        handle = await self.start_resume(session_id, previous_run_id, answer, **kwargs)
+        return await handle.wait()
+
+    def __repr__(self) -> str:
+        return f"<AgentClient {self.agent_id}>"

@@ -1,0 +1,255 @@
+"""Stream events: what a run tells its listeners, one event per stored record.
+
+Every event is derived from the record that was stored (:func:`event_from_record`),
+and its ``key`` is ``"<run_id>/<event_key>"``. A retried activity, or
+``ensure_run_completion`` redelivering a final record [E2], therefore sends
+an event with the same key and the same content: consumers drop keys they
+have seen, and redelivery is safe.
+
+Seeded transcript messages are not published: they existed before the run
+and are never new output [R1].
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, TypeAlias
+
+import msgspec
+
+from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
+from agentledger.runtime import records as rt
+from agentledger.storage import payloads
+from agentledger.storage.types import Record
+from agentledger.transcript import Message, decode_messages
+
+__all__ = [
+    "CancellationRequested",
+    "ChildRunLinked",
+    "MessagesAppended",
+    "ModelUsageReported",
+    "PhaseChanged",
+    "PlannerNoted",
+    "PromptRendered",
+    "RunCompleted",
+    "RunEvent",
+    "RunStarted",
+    "RunSuspended",
+    "ToolCallScheduled",
+    "ToolResultReceived",
+    "event_from_record",
+]
+
+
+class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Fields every event has: its stable key and the run it belongs to."""
+
+    key: str
+    run_id: str
+    agent_id: str
+    session_id: str
+    turn_id: str
+    timestamp: datetime
+
+
+class RunStarted(_Event, frozen=True, kw_only=True, tag="run_started"):
+    """A run started (a child names its parent, a continuation its predecessor)."""
+
+    parent_run_id: str = ""
+    predecessor_run_id: str = ""
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class PromptRendered(_Event, frozen=True, kw_only=True, tag="prompt_rendered"):
+    """The run rendered a prompt."""
+
+    prompt_id: str
+    version: str
+
+
+class PhaseChanged(_Event, frozen=True, kw_only=True, tag="run_phase_changed"):
+    """The run entered a non-terminal phase."""
+
+    phase: rt.Phase
+
+
+class MessagesAppended(_Event, frozen=True, kw_only=True, tag="transcript_messages_appended"):
+    """New transcript messages: the user's input, an assistant message, tool results."""
+
+    messages: tuple[Message, ...]
+
+
+class ToolCallScheduled(_Event, frozen=True, kw_only=True, tag="tool_call_scheduled"):
+    """A tool call (or a child run) is about to run."""
+
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+
+
+class ToolResultReceived(_Event, frozen=True, kw_only=True, tag="tool_result_received"):
+    """A tool call finished (``is_error`` when it failed or was interrupted)."""
+
+    tool_call_id: str
+    tool_name: str
+    content: Any
+    is_error: bool = False
+
+
+class PlannerNoted(_Event, frozen=True, kw_only=True, tag="planner_note"):
+    """A planner remark."""
+
+    text: str
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class ModelUsageReported(_Event, frozen=True, kw_only=True, tag="model_usage"):
+    """Tokens used by one model call."""
+
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class ChildRunLinked(_Event, frozen=True, kw_only=True, tag="child_run_linked"):
+    """A tool call of this run started a child run."""
+
+    tool_name: str
+    tool_call_id: str
+    child_run_id: str
+    child_agent_id: str
+
+
+class CancellationRequested(_Event, frozen=True, kw_only=True, tag="cancellation_requested"):
+    """Someone asked to cancel the run [C1]."""
+
+    reason: str
+
+
+class RunSuspended(_Event, frozen=True, kw_only=True, tag="run_suspended"):
+    """The run is waiting for outside input (phase ``suspended``)."""
+
+    suspension_id: str
+    pending_count: int
+    required_tools: tuple[str, ...]
+
+
+class RunCompleted(_Event, frozen=True, kw_only=True, tag="run_completed"):
+    """The run ended: ``phase`` is ``completed``, ``failed`` or ``canceled``."""
+
+    status: str
+    phase: str
+    failure: payloads.Failure | None = None
+    reason: str = ""
+
+
+RunEvent: TypeAlias = (
+    RunStarted
+    | PromptRendered
+    | PhaseChanged
+    | MessagesAppended
+    | ToolCallScheduled
+    | ToolResultReceived
+    | PlannerNoted
+    | ModelUsageReported
+    | ChildRunLinked
+    | CancellationRequested
+    | RunSuspended
+    | RunCompleted
+)
+"""Any stream event (tagged by ``type`` in JSON)."""
+
+
+def _base(record: Record) -> dict[str, Any]:
+    return {
+        "key": f"{record.run_id}/{record.event_key}",
+        "run_id": record.run_id,
+        "agent_id": record.agent_id,
+        "session_id": record.session_id,
+        "turn_id": record.turn_id,
+        "timestamp": record.timestamp,
+    }
+
+
+def _project(record: Record) -> RunEvent | None:
+    base = _base(record)
+    match record.type:
+        case payloads.RUN_STARTED:
+            started = payloads.RunStarted.decode(record.payload)
+            return RunStarted(
+                **base,
+                parent_run_id=started.parent_run_id,
+                predecessor_run_id=started.predecessor_run_id,
+                labels=started.labels,
+            )
+        case payloads.RUN_COMPLETED:
+            done = payloads.RunCompleted.decode(record.payload)
+            reason = done.cancellation.reason if done.cancellation else ""
+            return RunCompleted(
+                **base, status=done.status, phase=done.phase, failure=done.failure, reason=reason
+            )
+        case payloads.RUN_SUSPENDED:
+            held = payloads.RunSuspended.decode(record.payload)
+            return RunSuspended(
+                **base,
+                suspension_id=held.suspension_id,
+                pending_count=held.pending_count,
+                required_tools=held.required_tools,
+            )
+        case payloads.CHILD_RUN_LINKED:
+            link = payloads.ChildRunLinked.decode(record.payload)
+            return ChildRunLinked(
+                **base,
+                tool_name=link.tool_name,
+                tool_call_id=link.tool_call_id,
+                child_run_id=link.child_run_id,
+                child_agent_id=link.child_agent_id,
+            )
+        case payloads.CANCELLATION_INTENT:
+            intent = payloads.CancellationIntent.decode(record.payload)
+            return CancellationRequested(**base, reason=intent.reason)
+        case rt.TRANSCRIPT_APPENDED:
+            return MessagesAppended(**base, messages=tuple(decode_messages(record.payload)))
+        case rt.RUN_PHASE_CHANGED:
+            phase = rt.decode_json(record.payload, rt.PhasePayload)
+            return PhaseChanged(**base, phase=phase.phase)
+        case rt.PROMPT_RENDERED:
+            prompt = rt.decode_json(record.payload, rt.PromptPayload)
+            return PromptRendered(**base, prompt_id=prompt.prompt_id, version=prompt.version)
+        case rt.TOOL_CALL_SCHEDULED:
+            call = rt.decode_json(record.payload, rt.ToolScheduledPayload)
+            return ToolCallScheduled(
+                **base, tool_call_id=call.tool_call_id, tool_name=call.tool_name, input=call.input
+            )
+        case rt.TOOL_RESULT_RECEIVED:
+            res = rt.decode_json(record.payload, rt.ToolResultPayload)
+            return ToolResultReceived(
+                **base,
+                tool_call_id=res.tool_call_id,
+                tool_name=res.tool_name,
+                content=res.content,
+                is_error=res.is_error,
+            )
+        case rt.PLANNER_NOTE:
+            note = rt.decode_json(record.payload, rt.NotePayload)
+            return PlannerNoted(**base, text=note.text, labels=note.labels)
+        case rt.MODEL_USAGE:
+            usage = rt.decode_json(record.payload, rt.UsagePayload)
+            return ModelUsageReported(**base, **msgspec.structs.asdict(usage))
+    return None
+
+
+def event_from_record(record: Record) -> RunEvent | None:
+    """The stream event of a stored record, or None for records that publish nothing.
+
+    Raises:
+        CorruptRecordError: the record's payload does not fit its type.
+    """
+    try:
+        return _project(record)
+    except (ValidationError, TranscriptError, msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise CorruptRecordError(
+            run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
+        ) from e

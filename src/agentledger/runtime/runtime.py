@@ -1,0 +1,140 @@
+"""Runtime: the store, the engine and everything registered, in one object.
+
+A host builds one ``Runtime`` per process, registers agents, toolsets and
+models, then runs agents through ``agent_client(...)``. Registration closes
+at the first run. The engine is whatever was given (``InProcessEngine`` by
+default); the runtime talks to it only through the ``Engine`` protocol.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from agentledger.engine.base import Engine
+from agentledger.engine.inprocess import InProcessEngine
+from agentledger.errors import ValidationError
+from agentledger.memory.types import MemoryStore
+from agentledger.providers.model import ModelClient
+from agentledger.runtime.activities import Activities
+from agentledger.runtime.agent import Agent
+from agentledger.runtime.client import AgentClient
+from agentledger.runtime.completion import Completion, ensure_run_completion
+from agentledger.runtime.registry import Registry
+from agentledger.runtime.stream import StreamSink
+from agentledger.runtime.tools import Toolset
+from agentledger.runtime.workflow import run_workflow
+from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.protocol import Store
+from agentledger.storage.types import RunStart, SessionStatus
+from agentledger.transcript import Message
+from agentledger.transcript.replay import build_messages_from_run_log
+
+__all__ = ["Runtime"]
+
+
+def _now_ms() -> datetime:
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+
+
+class Runtime:
+    """Agents, their tools and models, run on an engine over one store.
+
+    Args:
+        store: the runtime store every write goes through.
+        engine: runs the workflows (default: a new ``InProcessEngine``).
+        memory: product memory to feed with each run's transcript events.
+        stream: where run events go (required by ``ensure_run_completion``
+            for runs of active sessions).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        engine: Engine | None = None,
+        memory: MemoryStore | None = None,
+        stream: StreamSink | None = None,
+    ) -> None:
+        self.store = store
+        self.engine: Engine = engine if engine is not None else InProcessEngine()
+        self.memory = memory
+        self.stream = stream
+        self._registry = Registry()
+        self._activities = Activities(store, self._registry, stream, memory)
+
+    # ------------------------------------------------------------ registration
+
+    def register_agent(self, agent: Agent) -> None:
+        """Register an agent.
+
+        Raises:
+            RegistrationClosedError: a run has already started.
+        """
+        self._registry.add_agent(agent)
+
+    def register_toolset(self, toolset: Toolset) -> None:
+        """Register a toolset agents can name in ``tools=``."""
+        self._registry.add_toolset(toolset)
+
+    def register_model(self, model_id: str, client: ModelClient) -> None:
+        """Register a model client under ``model_id`` (what ``ModelPlanner(model_id)`` uses)."""
+        self._registry.add_model(model_id, client)
+
+    def _close_registration(self) -> None:
+        if not self._registry.closed:
+            self._registry.close()
+            self.engine.bind(run_workflow, self._activities.table())
+
+    # ------------------------------------------------------------------- runs
+
+    def agent_client(self, agent_id: str) -> AgentClient:
+        """A client for runs of ``agent_id`` (checked when the first run starts)."""
+        if not isinstance(agent_id, str) or not agent_id:
+            raise ValidationError(field="agent_id", expected="a non-empty string", got=agent_id)
+        return AgentClient(self, agent_id)
+
+    async def cancel_run(self, run_id: str, reason: str) -> None:
+        """[C1] record the cancellation intent, then ask the engine to cancel the run.
+
+        The run stops at its next safe point; its terminal record repeats
+        ``reason``. Asking again with the same reason is a no-op.
+
+        Raises:
+            RunNotActiveError: the run already ended.
+            RunCancellationConflictError: another reason was recorded first.
+        """
+        meta = await self.store.load_run(run_id)
+        if meta.cancellation_reason != reason:
+            run = RunStart(
+                run_id=meta.run_id,
+                agent_id=meta.agent_id,
+                session_id=meta.session_id,
+                parent_run_id=meta.parent_run_id,
+                started_at=meta.started_at,
+                labels=dict(meta.labels),
+            )
+            cmd = RecordBuilder(run).cancellation(reason, at=_now_ms())
+            await self.store.record_run_cancellation(cmd)
+            await self._activities.publish([cmd.record])
+        await self.engine.cancel(run_id)
+
+    async def load_session_status(self, session_id: str) -> SessionStatus:
+        """Whether the session still accepts new work."""
+        return await self.store.load_session_status(session_id)
+
+    async def ensure_run_completion(self, run_id: str) -> Completion:
+        """[E2] close a run whose workflow is gone; redeliver a closed run's final event.
+
+        Raises:
+            ValidationError: the session is active and the runtime has no stream.
+            CorruptRecordError: stored data contradicts the contract.
+        """
+        return await ensure_run_completion(self.store, self.engine, self.stream, run_id)
+
+    async def transcript(self, run_id: str) -> list[Message]:
+        """The run's transcript, rebuilt from its records [R2]."""
+        return await build_messages_from_run_log(self.store, run_id)
+
+    async def close(self) -> None:
+        """Cancel runs still going in this runtime's engine and wait for them to end."""
+        await self.engine.close()

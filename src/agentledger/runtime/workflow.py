@@ -1,0 +1,482 @@
+"""THE run loop: one run, from its start to its terminal or suspension record.
+
+Written once, as orchestration over :class:`~agentledger.engine.WorkflowContext`,
+so any engine runs it: it does no I/O, reads time only from ``ctx.now()``,
+and does every piece of work through an activity (store writes, planner
+turns, tool calls) or a child workflow (an agent used as a tool). What it
+decides depends only on its input and on activity results, which is what a
+replaying engine (Temporal) requires.
+
+A run's records, in order::
+
+    run_started                          start_run            [L1]-[L4]
+    prompt_rendered                      prepare_run (if the planner renders one)
+    transcript_messages_seeded           prepare_run (history given to the run) [R1]
+    transcript_messages_appended         the user's new message (or the resume answer)
+    run_phase_changed  prompted
+    run_phase_changed  planning          turn 1 (synthesizing on later turns)
+    planner_note / model_usage           what the planner reported
+    transcript_messages_appended         the assistant message
+    run_phase_changed  executing_tools
+    tool_call_scheduled ...              one per call (child runs link here [L2])
+    tool_result_received ...             one per call, in call order
+    transcript_messages_appended         the user message holding every result
+    ...                                  more turns
+    run_completed | run_suspended        complete_run [L7] / suspend_run [L6]
+
+Cancellation [C1]/[C3] reaches the loop at interruptible awaits and at the
+safe points between steps. Tool calls in flight are interrupted and get an
+error result, so every tool_use in the transcript has its tool_result; the
+terminal record then repeats the recorded reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+
+import msgspec
+
+from agentledger.engine.base import (
+    ActivityFailed,
+    ChildFailed,
+    WorkflowCanceled,
+    WorkflowContext,
+)
+from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
+from agentledger.runtime.planner import (
+    Answer,
+    Await,
+    AwaitClarification,
+    AwaitConfirmation,
+    ModelUsage,
+    PlanResult,
+    RenderedPrompt,
+    ToolCall,
+    ToolOutcome,
+)
+from agentledger.runtime.records import Phase, RecordSpec, UsagePayload
+from agentledger.runtime.wire import (
+    APPEND_RECORDS,
+    COMPLETE_RUN,
+    PLAN_TURN,
+    PREPARE_RUN,
+    START_RUN,
+    SUSPEND_RUN,
+    TOOL_CALL,
+    AgentPlan,
+    AppendRecordsInput,
+    AppendRecordsOutput,
+    Awaiting,
+    CompleteRunInput,
+    CompleteRunOutput,
+    PlanTurnInput,
+    PlanTurnOutput,
+    PrepareRunInput,
+    PrepareRunOutput,
+    RunInput,
+    RunOutput,
+    StartRunInput,
+    StartRunOutput,
+    SuspendRunInput,
+    ToolCallInput,
+)
+from agentledger.storage.payloads import SESSION_ENDED, Failure
+from agentledger.storage.types import RunStart, RunStatus, StartOutcome
+from agentledger.transcript import Message, TextPart, ToolResultPart
+
+__all__ = ["INTERRUPTED", "run_workflow"]
+
+INTERRUPTED = "interrupted: the run was canceled before this tool call finished"
+"""Content of the error result a tool call in flight gets when its run is canceled."""
+
+_NOT_RUN = "not run: the run failed before this tool call finished"
+
+
+async def run_workflow(ctx: WorkflowContext, inp: RunInput) -> RunOutput:
+    """Run one run to its end and say how it ended.
+
+    Raises:
+        ActivityFailed: the start itself failed (nothing was written), or the
+            run's final record could not be written (``ensure_run_completion``
+            closes such a run later [E2]).
+    """
+    return await _Loop(ctx, inp).run()
+
+
+class _Fail(Exception):
+    """The run fails with ``failure`` (planner error, invalid plan, too many turns)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _activity_failure(kind: str, error: ActivityFailed) -> Failure:
+    return Failure(
+        message=error.message, kind=kind, code=error.error_type, retryable=error.retryable
+    )
+
+
+def _interrupted(call: ToolCall, text: str = INTERRUPTED) -> ToolOutcome:
+    return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=text, is_error=True)
+
+
+def _await_message(awaiting: Await) -> Message:
+    """The assistant message of a suspension, when the planner gave none."""
+    if isinstance(awaiting, AwaitClarification):
+        return Message(role="assistant", parts=(TextPart(text=awaiting.question),))
+    return Message(role="assistant", parts=tuple(c.part() for c in awaiting.calls))
+
+
+def _awaiting(awaiting: Await) -> Awaiting:
+    if isinstance(awaiting, AwaitClarification):
+        return Awaiting(kind="clarification", question=awaiting.question)
+    if isinstance(awaiting, AwaitConfirmation):
+        return Awaiting(kind="confirmation", question=awaiting.prompt, calls=awaiting.calls)
+    return Awaiting(kind="external_tools", calls=awaiting.calls)
+
+
+class _Loop:
+    """The state of one run's workflow: its identity, turn and unanswered tool calls."""
+
+    def __init__(self, ctx: WorkflowContext, inp: RunInput) -> None:
+        self.ctx = ctx
+        self.inp = inp
+        self.run_start = RunStart(
+            run_id=inp.run_id,
+            agent_id=inp.agent_id,
+            session_id=inp.session_id,
+            parent_run_id=inp.parent_run_id,
+            predecessor_run_id=inp.predecessor_run_id,
+            started_at=ctx.now(),
+            labels=dict(inp.labels),
+        )
+        self.turn = 0
+        self.agent = AgentPlan(max_turns=1)
+        self.prompt: RenderedPrompt | None = None
+        self.pending: tuple[ToolCall, ...] = ()  # tool uses recorded without results yet
+        self.pending_step = ""
+        self.session_ended = False
+
+    # ------------------------------------------------------------------ helpers
+
+    def _output(self, status: RunStatus, **fields: object) -> RunOutput:
+        return RunOutput(
+            run_id=self.inp.run_id,
+            agent_id=self.inp.agent_id,
+            session_id=self.inp.session_id,
+            turn_id=self.inp.turn_id,
+            status=status,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    async def _append(self, specs: Iterable[RecordSpec]) -> None:
+        records = tuple(specs)
+        if records:
+            arg = AppendRecordsInput(
+                run=self.run_start, turn_id=self.inp.turn_id, at=self.ctx.now(), records=records
+            )
+            out = await self.ctx.activity(APPEND_RECORDS, arg, AppendRecordsOutput)
+            self.session_ended = self.session_ended or out.session_ended
+
+    def _check_cancel(self) -> None:
+        """A safe point: stop here if the run is being canceled or its session ended [D2]."""
+        if self.ctx.cancel_requested():
+            raise WorkflowCanceled()
+        if self.session_ended:
+            raise _Fail(
+                Failure(message="the session ended while the run was going", kind="session_ended")
+            )
+
+    # --------------------------------------------------------------------- run
+
+    async def run(self) -> RunOutput:
+        start = await self.ctx.activity(
+            START_RUN,
+            StartRunInput(
+                run=self.run_start,
+                turn_id=self.inp.turn_id,
+                mode=self.inp.mode,
+                parent_agent_id=self.inp.parent_agent_id,
+                tool_name=self.inp.tool_name,
+                tool_call_id=self.inp.tool_call_id,
+            ),
+            StartRunOutput,
+        )
+        if start.outcome is StartOutcome.STOP:  # [C2]: no planner or tool work at all
+            return self._output(RunStatus.CANCELED, cancellation_reason=SESSION_ENDED)
+        try:
+            return await self._drive()
+        except WorkflowCanceled:
+            return await self._end_canceled()
+        except _Fail as failed:
+            return await self._end_failed(failed.failure)
+        except ActivityFailed as e:
+            return await self._end_failed(_activity_failure("activity_failed", e))
+
+    async def _drive(self) -> RunOutput:
+        continuation = bool(self.inp.predecessor_run_id)
+        prep = await self.ctx.activity(
+            PREPARE_RUN,
+            PrepareRunInput(
+                run=self.run_start,
+                turn_id=self.inp.turn_id,
+                at=self.ctx.now(),
+                history=() if continuation else self.inp.messages[:-1],
+            ),
+            PrepareRunOutput,
+        )
+        self.agent = prep.agent
+        self.prompt = prep.prompt
+        if prep.checkpoint is None:
+            await self._append(
+                [
+                    RecordSpec.appended("input", self.inp.messages[-1]),
+                    RecordSpec.phase(Phase.PROMPTED),
+                ]
+            )
+            return await self._plan_loop(resume=False, results=(), answer=None)
+        answer = self.inp.answer or Answer()
+        results = await self._take_answer(prep.checkpoint, answer)
+        return await self._plan_loop(resume=True, results=results, answer=answer)
+
+    async def _take_answer(
+        self, checkpoint: RunCheckpoint, answer: Answer
+    ) -> tuple[ToolOutcome, ...]:
+        """Put the outside input into the transcript: text, tool results, or run the calls."""
+        if checkpoint.kind == "clarification":
+            reply = Message(role="user", parts=(TextPart(text=answer.text),))
+            await self._append(
+                [RecordSpec.appended("resume:answer", reply), RecordSpec.phase(Phase.PROMPTED)]
+            )
+            return ()
+        calls = checkpoint.pending
+        self.pending, self.pending_step = calls, "resume"
+        await self._append([RecordSpec.phase(Phase.PROMPTED)])
+        if checkpoint.kind == "confirmation" and answer.approved:
+            return await self._execute(calls, "resume", answer.text)
+        if checkpoint.kind == "confirmation":
+            why = f"declined by the user: {answer.text}" if answer.text else "declined by the user"
+            outcomes = tuple(_interrupted(c, why) for c in calls)
+            await self._record_results("resume", calls, outcomes)
+            return outcomes
+        outcomes = tuple(
+            ToolOutcome(tool_call_id=c.id, tool_name=c.name, content=answer.tool_results[c.id])
+            if c.id in answer.tool_results
+            else _interrupted(c, "no result was provided for this call")
+            for c in calls
+        )
+        await self._record_results("resume", calls, outcomes, answer.text)
+        return outcomes
+
+    async def _plan_loop(
+        self, *, resume: bool, results: tuple[ToolOutcome, ...], answer: Answer | None
+    ) -> RunOutput:
+        while True:
+            self._check_cancel()
+            self.turn += 1
+            if self.turn > self.agent.max_turns:
+                raise _Fail(
+                    Failure(
+                        message=f"the agent took more than {self.agent.max_turns} planner turns",
+                        kind="max_turns_exceeded",
+                    )
+                )
+            phase = Phase.SYNTHESIZING if resume else Phase.PLANNING
+            await self._append([RecordSpec.phase(phase, self.turn)])
+            plan = await self._plan(resume, results, answer)
+            self._check_cancel()  # a safe point: nothing of this turn is recorded yet
+            step = f"turn:{self.turn}"
+            specs = [
+                RecordSpec.note(self.turn, i, n.text, n.labels) for i, n in enumerate(plan.notes)
+            ]
+            specs += [RecordSpec.usage(self.turn, i, _usage(u)) for i, u in enumerate(plan.usage)]
+            if plan.final is not None:
+                await self._append([*specs, RecordSpec.appended(f"{step}:final", plan.final)])
+                return await self._end_completed(plan.final)
+            if plan.await_ is not None:
+                message = plan.message or _await_message(plan.await_)
+                await self._append([*specs, RecordSpec.appended(f"{step}:assistant", message)])
+                if not isinstance(plan.await_, AwaitClarification):
+                    self.pending, self.pending_step = plan.await_.calls, step
+                return await self._suspend(plan.await_)
+            message = plan.message or Message(
+                role="assistant", parts=tuple(c.part() for c in plan.tool_calls)
+            )
+            await self._append([*specs, RecordSpec.appended(f"{step}:assistant", message)])
+            self.pending, self.pending_step = plan.tool_calls, step
+            results = await self._execute(plan.tool_calls, step)
+            resume, answer = True, None
+
+    async def _plan(
+        self, resume: bool, results: tuple[ToolOutcome, ...], answer: Answer | None
+    ) -> PlanResult:
+        arg = PlanTurnInput(
+            run=self.run_start,
+            turn_id=self.inp.turn_id,
+            turn=self.turn,
+            resume=resume,
+            prompt=self.prompt,
+            tool_results=results,
+            answer=answer,
+        )
+        try:
+            out = await self.ctx.activity(PLAN_TURN, arg, PlanTurnOutput, interruptible=True)
+        except ActivityFailed as e:
+            raise _Fail(_activity_failure("planner_error", e)) from e
+        if out.failure is not None:
+            raise _Fail(out.failure)
+        if out.result is None:
+            raise _Fail(Failure(message="the planner returned nothing", kind="invalid_plan"))
+        return out.result
+
+    # ------------------------------------------------------------------- tools
+
+    async def _execute(
+        self, calls: tuple[ToolCall, ...], step: str, text: str = ""
+    ) -> tuple[ToolOutcome, ...]:
+        """Run the calls concurrently; record every result (interrupted ones too)."""
+        await self._append(
+            [
+                RecordSpec.phase(Phase.EXECUTING_TOOLS, self.turn),
+                *(RecordSpec.scheduled(step, c.id, c.name, c.input) for c in calls),
+            ]
+        )
+        outcomes = await asyncio.gather(*(self._call(c) for c in calls))
+        final = tuple(
+            o if o is not None else _interrupted(c) for c, o in zip(calls, outcomes, strict=True)
+        )
+        await self._record_results(step, calls, final, text)
+        if any(o is None for o in outcomes):
+            raise WorkflowCanceled()
+        return final
+
+    async def _call(self, call: ToolCall) -> ToolOutcome | None:
+        """One call's outcome; None when cancellation interrupted it."""
+        try:
+            if call.name in self.agent.agent_tools:
+                return await self._child(call)
+            arg = ToolCallInput(run=self.run_start, turn_id=self.inp.turn_id, call=call)
+            return await self.ctx.activity(TOOL_CALL, arg, ToolOutcome, interruptible=True)
+        except WorkflowCanceled:
+            return None
+        except ActivityFailed as e:
+            return _interrupted(call, f"tool {call.name} failed: {e.message}")
+        except ChildFailed as e:
+            return _interrupted(call, f"agent {call.name} failed: {e.message}")
+
+    async def _child(self, call: ToolCall) -> ToolOutcome:
+        """Run the agent behind ``call`` as a child run; its final answer is the result."""
+        request = call.input.get("request")
+        if not isinstance(request, str) or not request:
+            return _interrupted(
+                call, f'invalid input for agent {call.name}: expected {{"request": "<text>"}}'
+            )
+        child_id = f"{self.inp.run_id}.{call.id}"
+        child = RunInput(
+            run_id=child_id,
+            agent_id=self.agent.agent_tools[call.name],
+            session_id=self.inp.session_id,
+            turn_id=self.inp.turn_id,
+            messages=(Message(role="user", parts=(TextPart(text=request),)),),
+            parent_run_id=self.inp.run_id,
+            parent_agent_id=self.inp.agent_id,
+            tool_name=call.name,
+            tool_call_id=call.id,
+        )
+        out = await self.ctx.child(child_id, child, RunOutput)
+        if out.status is RunStatus.COMPLETED:
+            return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=out.text)
+        if out.status is RunStatus.FAILED:
+            why = out.failure.message if out.failure else "no reason given"
+            return _interrupted(call, f"agent {call.name} failed: {why}")
+        if out.status is RunStatus.CANCELED:
+            return _interrupted(call, f"agent {call.name} was canceled: {out.cancellation_reason}")
+        return _interrupted(
+            call, f"agent {call.name} is waiting for outside input and cannot answer"
+        )
+
+    async def _record_results(
+        self,
+        step: str,
+        calls: tuple[ToolCall, ...],
+        outcomes: tuple[ToolOutcome, ...],
+        text: str = "",
+    ) -> None:
+        """Each result as a record, then one user message holding them all (then ``text``)."""
+        parts: list[TextPart | ToolResultPart] = [
+            ToolResultPart(tool_use_id=o.tool_call_id, content=o.content, is_error=o.is_error)
+            for o in outcomes
+        ]
+        if text:
+            parts.append(TextPart(text=text))
+        await self._append(
+            [
+                *(
+                    RecordSpec.result(step, c.id, c.name, o.content, o.is_error)
+                    for c, o in zip(calls, outcomes, strict=True)
+                ),
+                RecordSpec.appended(
+                    f"{step}:tool_results", Message(role="user", parts=tuple(parts))
+                ),
+            ]
+        )
+        self.pending = ()
+
+    async def _close_pending(self, text: str) -> None:
+        """Give every unanswered tool_use an error result, so the transcript stays valid."""
+        if not self.pending:
+            return
+        calls = self.pending
+        # the terminal matters more; ensure_run_completion reports the rest [E2]
+        with contextlib.suppress(ActivityFailed):
+            await self._record_results(
+                self.pending_step, calls, tuple(_interrupted(c, text) for c in calls)
+            )
+
+    # ------------------------------------------------------------------ endings
+
+    async def _suspend(self, awaiting: Await) -> RunOutput:
+        self._check_cancel()
+        checkpoint = RunCheckpoint(
+            version=CHECKPOINT_VERSION,
+            agent_id=self.inp.agent_id,
+            turn=self.turn,
+            awaiting=awaiting,
+        )
+        arg = SuspendRunInput(
+            run=self.run_start, turn_id=self.inp.turn_id, at=self.ctx.now(), checkpoint=checkpoint
+        )
+        await self.ctx.activity(SUSPEND_RUN, arg, type(None))
+        return self._output(RunStatus.SUSPENDED, awaiting=_awaiting(awaiting))
+
+    async def _complete(self, status: RunStatus, failure: Failure | None = None) -> str:
+        arg = CompleteRunInput(
+            run=self.run_start,
+            turn_id=self.inp.turn_id,
+            at=self.ctx.now(),
+            status=status,
+            failure=failure,
+        )
+        out = await self.ctx.activity(COMPLETE_RUN, arg, CompleteRunOutput)
+        return out.cancellation_reason
+
+    async def _end_completed(self, final: Message) -> RunOutput:
+        await self._complete(RunStatus.COMPLETED)
+        return self._output(RunStatus.COMPLETED, final=final)
+
+    async def _end_canceled(self) -> RunOutput:
+        await self._close_pending(INTERRUPTED)
+        reason = await self._complete(RunStatus.CANCELED)
+        return self._output(RunStatus.CANCELED, cancellation_reason=reason)
+
+    async def _end_failed(self, failure: Failure) -> RunOutput:
+        await self._close_pending(_NOT_RUN)
+        await self._complete(RunStatus.FAILED, failure)
+        return self._output(RunStatus.FAILED, failure=failure)
+
+
+def _usage(usage: ModelUsage) -> UsagePayload:
+    return UsagePayload(**msgspec.structs.asdict(usage))
