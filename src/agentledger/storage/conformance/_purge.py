@@ -204,6 +204,43 @@ class PurgeConformance(ConformanceBase):
                             await run_read(rid)
                     assert (e.value.session_id, e.value.run_id) == (sid, rid)
 
+    async def test_purge_invalidates_page_cursors(
+        self, world: World, other_store: AdminStore
+    ) -> None:
+        """[D3] [L9] a cursor handed out before the purge reaches nothing afterwards."""
+        doomed = await _fill_and_end(world)
+        sid = doomed.session_id
+        rid = doomed.child.run.run_id
+        session_page = await world.store.list_session_run_records(sid, limit=2)
+        run_page = await world.store.list_run_records(rid, limit=1)
+        assert session_page.next_cursor
+        assert run_page.next_cursor
+        await other_store.purge_session(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionPurgedError) as e:
+                await world.store.list_session_run_records(sid, cursor=session_page.next_cursor)
+        assert (e.value.session_id, e.value.run_id) == (sid, "")
+        async with world.unchanged():
+            with pytest.raises(SessionPurgedError) as e:
+                await world.store.list_run_records(rid, cursor=run_page.next_cursor)
+        assert (e.value.session_id, e.value.run_id) == (sid, rid)
+
+    async def test_purge_once_a_running_run_suspends(self, world: World) -> None:
+        """[D3] runs going at the end may still finish by suspending; then purge proceeds."""
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+        await world.store.end_session(sid, ended_at=world.now())
+        async with world.unchanged():
+            with pytest.raises(SessionHasActiveRunsError) as e:
+                await world.store.purge_session(sid)
+        assert e.value.run_ids == (run.run.run_id,)
+        await world.suspend(run)
+        await world.store.purge_session(sid)
+        async with world.unchanged():
+            with pytest.raises(SessionPurgedError) as p:
+                await world.store.load_run(run.run.run_id)
+        assert (p.value.session_id, p.value.run_id) == (sid, run.run.run_id)
+
     async def test_purge_of_an_empty_session(self, world: World) -> None:
         """[D3] an ended session with no runs purges to a tombstone too."""
         sid = await world.session("s")
