@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
+from typing import Any
 
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
@@ -23,7 +24,7 @@ from agentledger.storage.sqlite.rows import (
     decode_run,
     decode_session,
 )
-from agentledger.storage.state import RunRow, SessionRow, StateReader
+from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
     Page,
     Record,
@@ -34,7 +35,7 @@ from agentledger.storage.types import (
 )
 from agentledger.storage.validation import check_limit
 
-__all__ = ["SQLiteReader"]
+__all__ = ["RowCache", "SQLiteReader"]
 
 _SESSION = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
 _SESSION_PURGED = "SELECT 1 FROM session_tombstones WHERE id = ?"
@@ -57,25 +58,74 @@ _SESSION_PAGE = (
 )
 
 
+class RowCache:
+    """Run and session rows the write connection saw, kept while nobody else commits.
+
+    ``PRAGMA data_version`` changes exactly when another connection, in any
+    process, has committed since this connection last looked. Until then the
+    rows this connection read under its write lock, or committed itself, are
+    what the file holds, so an append need not read and decode its run and
+    session again. Records are never cached: lifecycle checks always read
+    them back from the file [J1].
+    """
+
+    __slots__ = ("_version", "limit", "runs", "sessions")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._version: object = None
+        self.limit = limit
+        """Forget everything beyond this many runs (a bound, not an LRU)."""
+        self.runs: dict[str, RunRow] = {}
+        self.sessions: dict[str, SessionRow] = {}
+
+    def validate(self, conn: sqlite3.Connection) -> None:
+        """Drop every row if another connection committed; call right after BEGIN."""
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        if version != self._version or len(self.runs) > self.limit:
+            self.runs.clear()
+            self.sessions.clear()
+            self._version = version
+
+    def committed(self, plan: Plan[Any]) -> None:
+        """Keep the rows ``plan`` wrote; call only once its COMMIT succeeded."""
+        if plan.purge_session:
+            self.runs.clear()
+            self.sessions.clear()
+            return
+        if plan.session is not None:
+            self.sessions[plan.session.id] = plan.session
+        for row in plan.runs:
+            self.runs[row.run_id] = row
+
+
 class SQLiteReader(StateReader):
     """Reads of one transaction on ``conn``; run rows are remembered for the writer.
 
     Within a transaction nothing else can change what was read (the write
     lock, or the read snapshot, is held), so a run read once is read once.
+    The writer passes its :class:`RowCache` (already validated for this
+    transaction); readers on other connections pass none.
     """
 
-    __slots__ = ("_conn", "runs_read")
+    __slots__ = ("_cache", "_conn", "runs_read")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, cache: RowCache | None = None) -> None:
         self._conn = conn
+        self._cache = cache
         self.runs_read: dict[str, RunRow | None] = {}
         """Every run this transaction looked up, as found (None: absent)."""
 
     # StateReader -------------------------------------------------------------
 
     def session(self, session_id: str) -> SessionRow | None:
+        cache = self._cache
+        if cache is not None and session_id in cache.sessions:
+            return cache.sessions[session_id]
         row = self._conn.execute(_SESSION, (session_id,)).fetchone()
-        return None if row is None else decode_session(row)
+        session = None if row is None else decode_session(row)
+        if cache is not None and session is not None:
+            cache.sessions[session_id] = session
+        return session
 
     def session_purged(self, session_id: str) -> bool:
         return self._conn.execute(_SESSION_PURGED, (session_id,)).fetchone() is not None
@@ -85,8 +135,13 @@ class SQLiteReader(StateReader):
             return self.runs_read[run_id]
         except KeyError:
             pass
-        row = self._conn.execute(_RUN, (run_id,)).fetchone()
-        run = None if row is None else decode_run(row)
+        cache = self._cache
+        run = None if cache is None else cache.runs.get(run_id)
+        if run is None:
+            row = self._conn.execute(_RUN, (run_id,)).fetchone()
+            run = None if row is None else decode_run(row)
+            if cache is not None and run is not None:
+                cache.runs[run_id] = run
         self.runs_read[run_id] = run
         return run
 

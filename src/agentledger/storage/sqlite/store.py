@@ -33,7 +33,7 @@ from agentledger.storage.sqlite.connection import (
     map_error,
     map_open_error,
 )
-from agentledger.storage.sqlite.reader import SQLiteReader
+from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
 from agentledger.storage.sqlite.threads import ReaderPool, WriterThread
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
@@ -79,7 +79,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 def _write_job(
-    operation: str, decide: Callable[[StateReader], Plan[R]]
+    operation: str, decide: Callable[[StateReader], Plan[R]], cache: RowCache | None = None
 ) -> Callable[[sqlite3.Connection], R]:
     """One whole lifecycle operation: decide and apply inside ``BEGIN IMMEDIATE``."""
 
@@ -87,7 +87,9 @@ def _write_job(
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                reader = SQLiteReader(conn)
+                if cache is not None:
+                    cache.validate(conn)
+                reader = SQLiteReader(conn, cache)
                 plan = decide(reader)
                 if plan.writes:
                     apply_plan(conn, reader, plan)
@@ -97,6 +99,8 @@ def _write_job(
                 raise
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
+        if cache is not None and plan.writes:
+            cache.committed(plan)
         return plan.result
 
     return job
@@ -177,6 +181,7 @@ class SQLiteStore:
         """The database file."""
         self._writer = writer
         self._readers = readers
+        self._rows = RowCache()  # used on the writer thread only
         self._closed = False
 
     @classmethod
@@ -238,7 +243,7 @@ class SQLiteStore:
 
     async def _write(self, operation: str, decide: Callable[[StateReader], Plan[R]]) -> R:
         self._check_open()
-        return await self._writer.submit(_write_job(operation, decide))
+        return await self._writer.submit(_write_job(operation, decide, self._rows))
 
     async def _read(self, operation: str, read: Callable[[SQLiteReader], R]) -> R:
         self._check_open()
