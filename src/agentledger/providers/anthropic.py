@@ -720,7 +720,7 @@ class AnthropicClient:
             except Exception:
                 body = str(error.body)
             return by_status(PROVIDER, operation, error.status_code, body)
-        if isinstance(error, sdk.APIConnectionError | transport_errors()):
+        if isinstance(error, (sdk.APIConnectionError, *transport_errors())):
             return connection_lost(PROVIDER, operation, error)
         return None
 
@@ -731,7 +731,7 @@ class AnthropicClient:
         create = cast(Callable[..., Awaitable[Any]], self._sdk.messages.with_raw_response.create)
         try:
             raw = await create(**sdk_kwargs(payload, request))
-            body = await raw.read()
+            body = await raw.http_response.aread()
         except Exception as error:
             mapped = self._map(error, "messages.create")
             if mapped is None:

@@ -92,7 +92,7 @@ class _OpenAIClient:
             except Exception:
                 body = str(error.body)
             return by_status(PROVIDER, operation, error.status_code, body)
-        if isinstance(error, sdk.APIConnectionError | transport_errors()):
+        if isinstance(error, (sdk.APIConnectionError, *transport_errors())):
             return connection_lost(PROVIDER, operation, error)
         return None
 
@@ -100,7 +100,7 @@ class _OpenAIClient:
         call = cast(Callable[..., Awaitable[Any]], create)
         try:
             raw = await call(**kwargs)
-            return loads(await raw.read())
+            return loads(await raw.http_response.aread())
         except Exception as error:
             mapped = self._map(error, operation)
             if mapped is None:
