@@ -1,0 +1,128 @@
+"""Writing a decision's :class:`~agentledger.storage.state.Plan` in its transaction.
+
+Rows the decision saw as absent are INSERTed, rows it read are UPDATEd: a
+unique violation therefore means another writer created the row first, and
+the operation is retried from scratch rather than overwriting anything.
+
+Records get their per-run id from the decision. Records of a session also
+get a per-session position: the session row's ``last_seq`` plus one, two ...,
+written back as the new ``last_seq``. That row is locked ``FOR UPDATE`` by
+every writer to the session (see :mod:`._reader`) and held to commit, so
+positions are handed out in commit order, without gaps: a reader never sees
+position ``n + 1`` before ``n``, and the session log pages like a run log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncCursor
+from psycopg.rows import TupleRow
+
+from agentledger.storage.postgres._reader import Loader
+from agentledger.storage.postgres._rows import (
+    RECORD_COLUMNS,
+    RUN_COLUMNS,
+    record_params,
+    run_params,
+)
+from agentledger.storage.state import Plan
+
+__all__ = ["StaleWrite", "apply_plan"]
+
+
+class StaleWrite(Exception):
+    """An UPDATE matched no row: the state changed under the decision; retry it."""
+
+
+_RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
+_INSERT_RUN = (
+    f"INSERT INTO agentledger_runs ({RUN_COLUMNS}) VALUES ({', '.join(['%s'] * len(_RUN_FIELDS))})"
+)
+_UPDATE_RUN = (
+    "UPDATE agentledger_runs SET "
+    + ", ".join(f"{c} = %s" for c in _RUN_FIELDS[1:])
+    + " WHERE run_id = %s"
+)
+_INSERT_SESSION = (
+    "INSERT INTO agentledger_sessions (id, status, created_at, ended_at) VALUES (%s, %s, %s, %s)"
+)
+_UPDATE_SESSION = (
+    "UPDATE agentledger_sessions SET status = %s, created_at = %s, ended_at = %s WHERE id = %s"
+)
+_RECORD_FIELDS = len(RECORD_COLUMNS.split(",")) + 1
+_INSERT_RECORDS = f"INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq) VALUES "
+_RECORD_VALUES = "(" + ", ".join(["%s"] * _RECORD_FIELDS) + ")"
+_ALLOCATE = "UPDATE agentledger_sessions SET last_seq = %s WHERE id = %s AND last_seq = %s"
+_PURGE = (
+    "INSERT INTO agentledger_purged_runs (run_id, session_id) "
+    "SELECT run_id, session_id FROM agentledger_runs WHERE session_id = %(s)s",
+    "DELETE FROM agentledger_records WHERE run_id IN "
+    "(SELECT run_id FROM agentledger_runs WHERE session_id = %(s)s)",
+    "DELETE FROM agentledger_runs WHERE session_id = %(s)s",
+    "DELETE FROM agentledger_sessions WHERE id = %(s)s",
+    "INSERT INTO agentledger_purged_sessions (id) VALUES (%(s)s)",
+)
+
+
+async def _session_positions(
+    loader: Loader, plan: Plan[Any]
+) -> tuple[list[int | None], dict[str, tuple[int, int]]]:
+    """Each record's session position (None if sessionless), and each session's (old, new) end."""
+    newest = loader.cache.session_seq
+    for record in plan.records:
+        if record.session_id and record.session_id not in newest:
+            await loader.session(record.session_id)  # every writer locked it already
+            if record.session_id not in newest:
+                raise StaleWrite(record.session_id)
+    ends: dict[str, int] = {}
+    positions: list[int | None] = []
+    for record in plan.records:
+        if record.session_id:
+            ends[record.session_id] = ends.get(record.session_id, newest[record.session_id]) + 1
+            positions.append(ends[record.session_id])
+        else:
+            positions.append(None)
+    return positions, {sid: (newest[sid], end) for sid, end in ends.items()}
+
+
+async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
+    """Write ``plan`` (session, runs, records, purge, in that order) in the loader's transaction.
+
+    Every UPDATE must match its row, or the transaction is retried
+    (:class:`StaleWrite`): the rows are locked, so that never happens unless
+    the locking is wrong, and then nothing is overwritten.
+    """
+    conn, cache = loader.conn, loader.cache
+    positions, allocations = await _session_positions(loader, plan)
+    row = plan.session
+    if row is not None:
+        if cache.sessions.get(row.id) is None:
+            insert = (row.id, row.status.value, row.created_at, row.ended_at)
+            await conn.execute(_INSERT_SESSION, insert)
+        else:
+            update = (row.status.value, row.created_at, row.ended_at, row.id)
+            _check(row.id, await conn.execute(_UPDATE_SESSION, update))
+    for run in plan.runs:
+        values = run_params(run)
+        if cache.runs.get(run.run_id) is None:
+            await conn.execute(_INSERT_RUN, values)
+        else:
+            changed = (*values[1:], run.run_id)
+            _check(run.run_id, await conn.execute(_UPDATE_RUN, changed))
+    if plan.records:
+        for session_id, (old, new) in allocations.items():
+            _check(session_id, await conn.execute(_ALLOCATE, (new, session_id, old)))
+        flat: list[object] = []
+        for record, position in zip(plan.records, positions, strict=True):
+            flat.extend(record_params(record, position))
+        values_sql = ", ".join([_RECORD_VALUES] * len(plan.records))
+        await conn.execute(_INSERT_RECORDS + values_sql, flat)
+    if plan.purge_session:
+        for query in _PURGE:
+            await conn.execute(query, {"s": plan.purge_session})
+
+
+def _check(name: str, cur: AsyncCursor[TupleRow]) -> None:
+    if cur.rowcount != 1:
+        raise StaleWrite(name)

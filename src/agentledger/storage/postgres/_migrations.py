@@ -1,0 +1,210 @@
+"""The PostgreSQL schema as named, versioned migrations recorded in ``_agentledger_migrations``.
+
+Each migration and its row are written in one transaction, under a
+transaction-level advisory lock, so concurrent openers never race: the second
+waits, then finds the migration applied. :func:`applied` and :func:`pending`
+only read. A database whose schema is newer than this code is refused with a
+:class:`~agentledger.errors.ValidationError` on ``schema_version`` rather
+than used half-understood.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from agentledger.errors import ValidationError
+
+__all__ = [
+    "MIGRATIONS",
+    "MIGRATIONS_TABLE",
+    "SCHEMA_VERSION",
+    "AppliedMigration",
+    "Migration",
+    "applied",
+    "migrate",
+    "pending",
+]
+
+MIGRATIONS_TABLE = "_agentledger_migrations"
+
+# One advisory-lock key (single bigint form) for schema changes; row locks use the
+# two-int4 form, which PostgreSQL keeps in a separate key space.
+_MIGRATION_LOCK = 0x61676C6D  # "aglm"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step: applied once, in order, with its row in the same transaction."""
+
+    version: int
+    """Position in the sequence, from 1; the schema version once applied."""
+    name: str
+    """What the step does, recorded beside the version."""
+    sql: str
+    """The statements, run as one script inside the migration's transaction."""
+
+
+@dataclass(frozen=True)
+class AppliedMigration:
+    """A row of ``_agentledger_migrations``."""
+
+    version: int
+    """The migration's version."""
+    name: str
+    """The name recorded when it was applied."""
+    applied_at: datetime
+    """When it was applied (server time, UTC)."""
+
+
+_INITIAL = """
+CREATE TABLE agentledger_sessions (
+    id          text PRIMARY KEY,
+    ord         bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    status      text NOT NULL CHECK (status IN ('active', 'ended')),
+    created_at  timestamptz NOT NULL,
+    ended_at    timestamptz,
+    last_seq    bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE agentledger_purged_sessions (
+    id          text PRIMARY KEY
+);
+CREATE TABLE agentledger_runs (
+    run_id              text PRIMARY KEY,
+    ord                 bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    agent_id            text NOT NULL,
+    session_id          text NOT NULL,
+    parent_run_id       text NOT NULL,
+    status              text NOT NULL
+        CHECK (status IN ('running', 'suspended', 'completed', 'failed', 'canceled')),
+    start_outcome       text NOT NULL CHECK (start_outcome IN ('proceed', 'stop')),
+    started_at          timestamptz NOT NULL,
+    updated_at          timestamptz NOT NULL,
+    labels              jsonb NOT NULL,
+    cancellation_reason text NOT NULL,
+    successor_run_id    text NOT NULL,
+    started_key         text NOT NULL,
+    link_key            text NOT NULL,
+    cancel_key          text NOT NULL,
+    suspension_key      text NOT NULL,
+    terminal_key        text NOT NULL,
+    checkpoint_id       text,
+    checkpoint_data     bytea,
+    last_seq            bigint NOT NULL,
+    CHECK ((checkpoint_id IS NULL) = (checkpoint_data IS NULL))
+);
+CREATE INDEX agentledger_runs_by_session ON agentledger_runs (session_id, ord)
+    WHERE session_id <> '';
+CREATE TABLE agentledger_purged_runs (
+    run_id      text PRIMARY KEY,
+    session_id  text NOT NULL
+);
+CREATE TABLE agentledger_records (
+    run_id      text NOT NULL REFERENCES agentledger_runs (run_id),
+    seq         bigint NOT NULL,
+    event_key   text NOT NULL,
+    agent_id    text NOT NULL,
+    session_id  text NOT NULL,
+    session_seq bigint,
+    turn_id     text NOT NULL,
+    type        text NOT NULL,
+    ts          timestamptz NOT NULL,
+    payload     bytea NOT NULL,
+    PRIMARY KEY (run_id, seq),
+    UNIQUE (run_id, event_key),
+    CHECK ((session_id = '') = (session_seq IS NULL))
+);
+CREATE UNIQUE INDEX agentledger_records_by_session
+    ON agentledger_records (session_id, session_seq) WHERE session_seq IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _INITIAL),)
+"""Every migration this code knows, in order."""
+
+SCHEMA_VERSION = MIGRATIONS[-1].version
+"""The schema version this code reads and writes."""
+
+_Conn = AsyncConnection[TupleRow]
+
+
+async def _table_exists(conn: _Conn) -> bool:
+    cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", (MIGRATIONS_TABLE,))
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def applied(conn: _Conn) -> list[AppliedMigration]:
+    """The migrations recorded in the database, oldest first. Never writes."""
+    if not await _table_exists(conn):
+        return []
+    cur = await conn.execute(
+        f"SELECT version, name, applied_at FROM {MIGRATIONS_TABLE} ORDER BY version"
+    )
+    return [AppliedMigration(v, n, at) for v, n, at in await cur.fetchall()]
+
+
+def _check_known(done: list[AppliedMigration]) -> None:
+    """Refuse a database written by newer (or different) code."""
+    known = {m.version: m for m in MIGRATIONS}
+    for row in done:
+        ours = known.get(row.version)
+        if ours is None:
+            raise ValidationError(
+                field="schema_version",
+                expected=f"at most {SCHEMA_VERSION} (this agentledger's schema)",
+                got=max(r.version for r in done),
+                message=(
+                    f"the database schema is version {max(r.version for r in done)}, newer "
+                    f"than this agentledger understands ({SCHEMA_VERSION}); upgrade agentledger"
+                ),
+            )
+        if ours.name != row.name:
+            raise ValidationError(
+                field="schema_version",
+                expected=f"migration {row.version} named {ours.name!r}",
+                got=row.name,
+            )
+
+
+async def pending(conn: _Conn) -> list[Migration]:
+    """The migrations not yet applied, in order. Never writes.
+
+    Raises:
+        ValidationError: the database was migrated by newer code (``schema_version``).
+    """
+    done = await applied(conn)
+    _check_known(done)
+    versions = {row.version for row in done}
+    return [m for m in MIGRATIONS if m.version not in versions]
+
+
+async def migrate(conn: _Conn) -> list[int]:
+    """Apply every pending migration, each with its row in one transaction.
+
+    ``conn`` must be in autocommit mode (no transaction open). Returns the
+    versions this call applied (empty when another opener got there first).
+    """
+    if not await pending(conn):  # the usual case: read only, no lock
+        return []
+    done: list[int] = []
+    while True:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+                " version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            todo = await pending(conn)
+            if not todo:
+                return done
+            step = todo[0]
+            await conn.execute(step.sql)
+            await conn.execute(
+                f"INSERT INTO {MIGRATIONS_TABLE} (version, name) VALUES (%s, %s)",
+                (step.version, step.name),
+            )
+        done.append(step.version)

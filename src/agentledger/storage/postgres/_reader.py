@@ -1,0 +1,291 @@
+"""Serving the sync decisions from an async transaction: a cache that misses loudly.
+
+The decisions in :mod:`agentledger.storage.lifecycle` are sync and read
+through a :class:`~agentledger.storage.state.StateReader`; a PostgreSQL read
+is a coroutine. :class:`CachedReader` answers from a cache and raises
+:class:`Missing` for anything it has not loaded; the operation then awaits
+:meth:`Loader.load` for that item and reruns the decision, which is pure and
+cheap, until it returns a plan. Each item is read once per transaction, so
+every rerun sees the same state.
+
+Locking (write transactions, ``READ COMMITTED``):
+
+* Every session a write touches is locked with ``SELECT ... FOR UPDATE``
+  before any run of that session, so writers to one session serialize on its
+  row (this is what makes per-session record order commit order) and all
+  locks are taken in one order: session, then runs, then records.
+* A run is read once without a lock to learn its session (immutable), the
+  session is locked, then the run is read ``FOR UPDATE``.
+* A row that does not exist cannot be locked, so before concluding "absent"
+  the loader takes a transaction-level advisory lock on the id
+  (``pg_advisory_xact_lock(kind, hashtext(id))``) and reads again: two
+  creators of one new session or run serialize there, and the second sees
+  the first's committed row.
+* Records, tombstones and running-run lists are read after the run or
+  session that guards them is locked, so they cannot change under the
+  decision: every writer of them holds that same lock.
+
+Read-only operations use the same loader with ``lock=False`` inside a
+``REPEATABLE READ READ ONLY`` transaction: one snapshot, no locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from agentledger.storage.postgres._rows import (
+    RECORD_COLUMNS,
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    record_from_row,
+    run_from_row,
+    session_from_row,
+)
+from agentledger.storage.state import RunRow, SessionRow, StateReader
+from agentledger.storage.types import Record
+
+__all__ = ["CachedReader", "Key", "Loader", "Missing"]
+
+Kind = Literal["session", "session_purged", "run", "purged_run", "record", "running"]
+Key = tuple[Kind, str, str]
+"""``(kind, id, event_key)``; the event key is "" for every kind but ``record``."""
+
+# Advisory-lock classes (first int4 of the two-key form).
+_RUN_LOCK = 1
+_SESSION_LOCK = 2
+
+_SELECT_SESSION = f"SELECT {SESSION_COLUMNS}, last_seq FROM agentledger_sessions WHERE id = %s"
+# Locks the session of a run without knowing its id first: one statement, no round trip.
+_LOCK_SESSION_OF_RUN = (
+    f"SELECT {SESSION_COLUMNS}, last_seq FROM agentledger_sessions "
+    "WHERE id = (SELECT session_id FROM agentledger_runs WHERE run_id = %s) FOR UPDATE"
+)
+_SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE run_id = %s"
+_SELECT_RUN_SESSION = "SELECT session_id FROM agentledger_runs WHERE run_id = %s"
+_SELECT_RECORD = (
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = %s"
+)
+_SELECT_SESSION_PURGED = "SELECT 1 FROM agentledger_purged_sessions WHERE id = %s"
+_SELECT_PURGED_RUN = "SELECT session_id FROM agentledger_purged_runs WHERE run_id = %s"
+_SELECT_RUNNING = (
+    "SELECT run_id FROM agentledger_runs WHERE session_id = %s AND status = 'running' ORDER BY ord"
+)
+_ADVISORY = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+
+
+class Missing(Exception):
+    """The decision asked for ``key``, which is not loaded yet."""
+
+    def __init__(self, key: Key) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class CachedReader(StateReader):
+    """A StateReader over what :class:`Loader` has loaded; raises Missing otherwise."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, SessionRow | None] = {}
+        self.purged_sessions: dict[str, bool] = {}
+        self.runs: dict[str, RunRow | None] = {}
+        self.purged_runs: dict[str, str | None] = {}
+        self.records: dict[tuple[str, str], Record | None] = {}
+        self.running: dict[str, list[str]] = {}
+        self.session_seq: dict[str, int] = {}  # newest position in each loaded session's log
+
+    def session(self, session_id: str) -> SessionRow | None:
+        try:
+            return self.sessions[session_id]
+        except KeyError:
+            raise Missing(("session", session_id, "")) from None
+
+    def session_purged(self, session_id: str) -> bool:
+        try:
+            return self.purged_sessions[session_id]
+        except KeyError:
+            raise Missing(("session_purged", session_id, "")) from None
+
+    def run(self, run_id: str) -> RunRow | None:
+        try:
+            return self.runs[run_id]
+        except KeyError:
+            raise Missing(("run", run_id, "")) from None
+
+    def purged_run_session(self, run_id: str) -> str | None:
+        try:
+            return self.purged_runs[run_id]
+        except KeyError:
+            raise Missing(("purged_run", run_id, "")) from None
+
+    def record(self, run_id: str, event_key: str) -> Record | None:
+        try:
+            return self.records[(run_id, event_key)]
+        except KeyError:
+            raise Missing(("record", run_id, event_key)) from None
+
+    def running_run_ids(self, session_id: str) -> list[str]:
+        try:
+            return list(self.running[session_id])
+        except KeyError:
+            raise Missing(("running", session_id, "")) from None
+
+
+class Loader:
+    """Loads items into a :class:`CachedReader` from one open transaction.
+
+    With ``lock=True`` (write transactions) it takes the locks described in
+    the module docstring; with ``lock=False`` it only reads.
+    """
+
+    def __init__(self, conn: AsyncConnection[TupleRow], cache: CachedReader, *, lock: bool) -> None:
+        self.conn = conn
+        self.cache = cache
+        self.lock = lock
+        self._for_update = " FOR UPDATE" if lock else ""
+
+    async def _one(self, query: str, params: tuple[object, ...]) -> TupleRow | None:
+        cur = await self.conn.execute(query, params)
+        return await cur.fetchone()
+
+    async def _advisory(self, kind: int, key: str) -> None:
+        await self.conn.execute(_ADVISORY, (kind, key))
+
+    def _keep_session(self, row: TupleRow) -> SessionRow:
+        """Cache a ``SESSION_COLUMNS, last_seq`` row."""
+        found = session_from_row(row[:4])
+        self.cache.sessions[found.id] = found
+        self.cache.session_seq[found.id] = int(row[4])
+        return found
+
+    def has(self, key: Key) -> bool:
+        """Whether ``key`` is already in the cache."""
+        c = self.cache
+        kind, ident, event_key = key
+        if kind == "record":
+            return (ident, event_key) in c.records
+        tables: dict[str, dict[str, Any]] = {
+            "session": c.sessions,
+            "session_purged": c.purged_sessions,
+            "run": c.runs,
+            "purged_run": c.purged_runs,
+            "running": c.running,
+        }
+        return ident in tables[kind]
+
+    async def load(self, key: Key) -> None:
+        """Load ``key`` (and whatever must be locked before it) into the cache."""
+        kind, ident, event_key = key
+        if kind == "record":
+            await self.record(ident, event_key)
+        elif kind == "session":
+            await self.session(ident)
+        elif kind == "session_purged":
+            await self.session_purged(ident)
+        elif kind == "run":
+            await self.run(ident)
+        elif kind == "purged_run":
+            await self.purged_run(ident)
+        else:
+            await self.running(ident)
+
+    async def prefetch(self, keys: Iterable[Key]) -> None:
+        """Load the keys a decision will most likely ask for, before it asks.
+
+        Saves reruns of the decision, and a round trip per run: the run's
+        session is locked by a subquery, without first reading its id. What
+        one pass cannot settle (an absent session or run, which needs its
+        advisory lock) is left for :meth:`load`.
+        """
+        for key in keys:
+            if self.has(key):
+                continue
+            kind, ident, event_key = key
+            if kind == "run" and self.lock:
+                row = await self._one(_LOCK_SESSION_OF_RUN, (ident,))
+                if row is not None:
+                    self._keep_session(row)
+                row = await self._one(_SELECT_RUN + " FOR UPDATE", (ident,))
+                if row is not None:
+                    run = run_from_row(row)
+                    if run.session_id and run.session_id not in self.cache.sessions:
+                        # Created between the two statements: lock its session now.
+                        await self.session(run.session_id)
+                    self.cache.runs[ident] = run
+            elif kind == "record" and self.lock:
+                if self.cache.runs.get(ident) is not None:  # only once its run is locked
+                    await self.record(ident, event_key)
+            elif kind == "session" and self.lock:
+                row = await self._one(_SELECT_SESSION + " FOR UPDATE", (ident,))
+                if row is not None:
+                    self._keep_session(row)
+            elif kind in ("session", "run", "record", "purged_run"):
+                await self.load(key)
+
+    async def session(self, session_id: str) -> SessionRow | None:
+        """The session, locked ``FOR UPDATE`` in write transactions."""
+        if session_id in self.cache.sessions:
+            return self.cache.sessions[session_id]
+        query = _SELECT_SESSION + self._for_update
+        row = await self._one(query, (session_id,))
+        if row is None and self.lock:
+            await self._advisory(_SESSION_LOCK, session_id)
+            row = await self._one(query, (session_id,))
+        if row is None:
+            self.cache.sessions[session_id] = None
+            return None
+        return self._keep_session(row)
+
+    async def session_purged(self, session_id: str) -> None:
+        """Whether the session id is a tombstone (read after the session is locked)."""
+        await self.session(session_id)
+        row = await self._one(_SELECT_SESSION_PURGED, (session_id,))
+        self.cache.purged_sessions[session_id] = row is not None
+
+    async def run(self, run_id: str) -> RunRow | None:
+        """The run, locked ``FOR UPDATE`` (after its session) in write transactions."""
+        if run_id in self.cache.runs:
+            return self.cache.runs[run_id]
+        if not self.lock:
+            row = await self._one(_SELECT_RUN, (run_id,))
+            found = None if row is None else run_from_row(row)
+            self.cache.runs[run_id] = found
+            return found
+        guarded = False
+        while True:
+            head = await self._one(_SELECT_RUN_SESSION, (run_id,))
+            if head is None:
+                if guarded:
+                    self.cache.runs[run_id] = None
+                    return None
+                await self._advisory(_RUN_LOCK, run_id)
+                guarded = True
+                continue
+            if head[0]:
+                await self.session(head[0])
+            row = await self._one(_SELECT_RUN + " FOR UPDATE", (run_id,))
+            if row is not None:
+                found = run_from_row(row)
+                self.cache.runs[run_id] = found
+                return found
+            # Purged between the two reads: look again (now it is absent).
+
+    async def purged_run(self, run_id: str) -> None:
+        """The session of a purged run, or None. Tombstones are never removed."""
+        row = await self._one(_SELECT_PURGED_RUN, (run_id,))
+        self.cache.purged_runs[run_id] = None if row is None else row[0]
+
+    async def record(self, run_id: str, event_key: str) -> None:
+        """A run's record by event key (read after the run is locked)."""
+        await self.run(run_id)
+        row = await self._one(_SELECT_RECORD, (run_id, event_key))
+        self.cache.records[(run_id, event_key)] = None if row is None else record_from_row(row)
+
+    async def running(self, session_id: str) -> None:
+        """The session's running runs (read after the session is locked)."""
+        await self.session(session_id)
+        cur = await self.conn.execute(_SELECT_RUNNING, (session_id,))
+        self.cache.running[session_id] = [row[0] for row in await cur.fetchall()]

@@ -1,0 +1,496 @@
+"""PostgresStore: the production backend, shared by many workers on many hosts.
+
+Every operation is one transaction on a pooled connection. A write runs the
+shared decision from :mod:`agentledger.storage.lifecycle` against a
+:class:`._reader.CachedReader`; each cache miss is loaded (and locked, see
+:mod:`._reader`) and the decision rerun, then the plan is applied in the same
+transaction (:mod:`._apply`). Concurrency failures are retried with the
+decision rerun on fresh state (:mod:`._retry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection, conninfo
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
+
+from agentledger.errors import ValidationError
+from agentledger.storage import lifecycle
+from agentledger.storage.cursor import decode_cursor, encode_cursor
+from agentledger.storage.postgres import _migrations
+from agentledger.storage.postgres._apply import apply_plan
+from agentledger.storage.postgres._reader import CachedReader, Key, Loader, Missing
+from agentledger.storage.postgres._retry import MAX_ATTEMPTS, backoff, is_retryable, transient
+from agentledger.storage.postgres._rows import (
+    RECORD_COLUMNS,
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    record_from_row,
+    run_from_row,
+    session_from_row,
+)
+from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.state import Plan, StateReader
+from agentledger.storage.types import (
+    AppendResult,
+    Checkpoint,
+    ChildRunStart,
+    OneShotChildRunStart,
+    OneShotRunStart,
+    Page,
+    Record,
+    RepairResult,
+    RootRunStart,
+    RunCancellation,
+    RunMeta,
+    RunStatus,
+    RunSuspension,
+    RunTerminal,
+    Session,
+    SessionStatus,
+    StartResult,
+)
+from agentledger.storage.validation import check_limit, check_statuses, require_id
+
+__all__ = ["PostgresStore"]
+
+R = TypeVar("R")
+Conn = AsyncConnection[TupleRow]
+
+_MAX_RERUNS = 10_000  # a decision reads a handful of items; more means a loader bug
+_POOL_ERRORS = (PoolClosed, PoolTimeout, TooManyRequests)
+
+
+def _prefixed(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+_RUN_PAGE = (
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records "
+    "WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
+)
+_SESSION_PAGE = (
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records "
+    "WHERE session_id = %s AND session_seq > %s AND session_seq <= %s "
+    "ORDER BY session_seq LIMIT %s"
+)
+_SESSION_WITH_RUNS = (
+    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, {_prefixed('r', RUN_COLUMNS)} "
+    "FROM agentledger_sessions s LEFT JOIN agentledger_runs r ON r.session_id = s.id "
+    "WHERE s.id = %s ORDER BY r.ord"
+)
+_SESSIONS = f"SELECT {SESSION_COLUMNS} FROM agentledger_sessions ORDER BY ord"
+
+
+def _ids(*pairs: tuple[Literal["session", "run"], object]) -> list[Key]:
+    """Prefetch keys for the well-formed ids among ``pairs`` (the decision checks the rest)."""
+    return [(kind, value, "") for kind, value in pairs if isinstance(value, str) and value]
+
+
+def _record_key(record: object) -> list[Key]:
+    run_id = getattr(record, "run_id", None)
+    event_key = getattr(record, "event_key", None)
+    if isinstance(run_id, str) and run_id and isinstance(event_key, str) and event_key:
+        return [("run", run_id, ""), ("record", run_id, event_key)]
+    return []
+
+
+def _check_pool_sizes(min_size: object, max_size: object) -> tuple[int, int]:
+    for field, value in (("min_size", min_size), ("max_size", max_size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValidationError(field=field, expected="a non-negative integer", got=value)
+    assert isinstance(min_size, int)
+    assert isinstance(max_size, int)
+    if max_size < 1 or max_size < min_size:
+        raise ValidationError(field="max_size", expected=f">= max(1, {min_size})", got=max_size)
+    return min_size, max_size
+
+
+async def _decide(loader: Loader, decide: Callable[[StateReader], R]) -> R:
+    """Run ``decide`` until it needs nothing the cache lacks."""
+    for _ in range(_MAX_RERUNS):
+        try:
+            return decide(loader.cache)
+        except Missing as miss:
+            await loader.load(miss.key)
+    raise RuntimeError("decision kept asking for unloaded state")
+
+
+async def _prepare(dsn: str, extra: dict[str, Any], migrate: bool) -> None:
+    """Check the server and the schema on a connection of its own; apply migrations."""
+    async with await AsyncConnection.connect(dsn, **extra) as conn:
+        if migrate:
+            await _migrations.migrate(conn)
+            return
+        todo = await _migrations.pending(conn)
+        if todo:
+            raise ValidationError(
+                field="schema_version",
+                expected=f"{_migrations.SCHEMA_VERSION} (migrated)",
+                got=todo[0].version - 1,
+            )
+
+
+class PostgresStore:
+    """A ``Store`` and ``SessionAdmin`` on a PostgreSQL database, via a connection pool.
+
+    Open it with :meth:`open` (which applies pending migrations) and close it
+    with :meth:`close`, or use it as an async context manager. Any number of
+    stores, in any number of processes and hosts, may share one database.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+        """Wrap an open pool; use :meth:`open` instead."""
+        self._pool = pool
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        pool_timeout: float = 30.0,
+        migrate: bool = True,
+    ) -> PostgresStore:
+        """Connect, bring the schema up to date and open the pool.
+
+        Args:
+            dsn: a libpq connection string or ``postgresql://`` URI.
+            min_size: connections the pool keeps open.
+            max_size: most connections the pool opens at once.
+            pool_timeout: seconds to wait for a connection (on open and per operation).
+            migrate: apply pending migrations; with False a database that needs
+                them is refused (for deployments that migrate separately).
+
+        Raises:
+            ValidationError: a malformed ``dsn`` or pool size, or a database schema
+                this code cannot use (``schema_version``).
+            TransientError: the server cannot be reached or refuses the connection.
+        """
+        if not isinstance(dsn, str):
+            raise ValidationError(field="dsn", expected="a connection string", got=type(dsn))
+        min_size, max_size = _check_pool_sizes(min_size, max_size)
+        try:
+            params = conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as e:
+            raise ValidationError(
+                field="dsn", expected="a libpq connection string or URI", got=str(e)
+            ) from e
+        extra: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            extra["connect_timeout"] = max(1, round(pool_timeout))
+        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=extra,
+            timeout=pool_timeout,
+            name="agentledger",
+            open=False,
+        )
+        await pool.open(wait=False)  # connects in the background while we migrate
+        try:
+            await _prepare(dsn, extra, migrate)
+            await pool.wait(timeout=pool_timeout)
+        except BaseException as e:
+            await pool.close()
+            if isinstance(e, psycopg.Error | PoolTimeout):
+                raise transient(e, "open") from e
+            raise
+        return cls(pool)
+
+    async def close(self) -> None:
+        """Close every pooled connection. Idempotent; later calls fail with TransientError."""
+        if not self._closed:
+            self._closed = True
+            await self._pool.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # Transactions ------------------------------------------------------------
+
+    async def _write(
+        self, operation: str, decide: Callable[[StateReader], Plan[R]], prefetch: Sequence[Key]
+    ) -> R:
+        """One locking transaction: load, decide, apply; retried on concurrency failures."""
+        attempt = 0
+        while True:
+            attempt += 1
+            writing = False
+            try:
+                async with self._pool.connection() as conn, conn.transaction():
+                    loader = Loader(conn, CachedReader(), lock=True)
+                    await loader.prefetch(prefetch)
+                    plan = await _decide(loader, decide)
+                    if plan.writes:
+                        writing = True
+                        await apply_plan(loader, plan)
+                return plan.result
+            except Exception as e:
+                if not self._retry(e, writing, attempt, operation):
+                    raise
+            await backoff(attempt)
+
+    async def _read(
+        self, operation: str, read: Callable[[Loader], Awaitable[R]], prefetch: Sequence[Key]
+    ) -> R:
+        """A read without locks or transaction (autocommit statements); retried if cut off.
+
+        Stored rows only ever grow, except by purge, so a read that needs two
+        statements checks that the second agrees with the first (see ``_page``)
+        instead of paying for a snapshot transaction.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self._pool.connection() as conn:
+                    loader = Loader(conn, CachedReader(), lock=False)
+                    await loader.prefetch(prefetch)
+                    return await read(loader)
+            except Exception as e:
+                if not self._retry(e, False, attempt, operation):
+                    raise
+            await backoff(attempt)
+
+    def _retry(self, error: Exception, writing: bool, attempt: int, operation: str) -> bool:
+        """True to try again; False to re-raise ``error`` unchanged; else raises TransientError.
+
+        A connection failure is retried only while nothing was written (``writing``
+        is False): once writes or the commit were sent, the outcome is unknown and
+        the caller must retry the command itself.
+        """
+        if isinstance(error, PoolClosed) or self._closed:
+            raise transient(PoolClosed(), operation) from error
+        if isinstance(error, _POOL_ERRORS):
+            raise transient(error, operation) from error
+        if not isinstance(error, psycopg.Error) and not is_retryable(error):
+            return False  # a contract error from the decision, or a bug: unchanged
+        lost = isinstance(error, psycopg.OperationalError) and not is_retryable(error)
+        if attempt < MAX_ATTEMPTS and (is_retryable(error) or (lost and not writing)):
+            return True
+        raise transient(error, operation) from error
+
+    async def _load(
+        self, operation: str, read: Callable[[StateReader], R], prefetch: Sequence[Key]
+    ) -> R:
+        async def run(loader: Loader) -> R:
+            return await _decide(loader, read)
+
+        return await self._read(operation, run, prefetch)
+
+    # Store -------------------------------------------------------------------
+
+    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
+        run = getattr(cmd, "run", None)
+        keys = _ids(
+            ("session", getattr(run, "session_id", None)), ("run", getattr(run, "run_id", None))
+        )
+        return await self._write(
+            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd), keys
+        )
+
+    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
+        run = getattr(cmd, "run", None)
+        keys = _ids(
+            ("session", getattr(run, "session_id", None)),
+            ("run", getattr(run, "parent_run_id", None)),
+            ("run", getattr(run, "run_id", None)),
+        )
+        return await self._write(
+            "start_child_run", lambda r: lifecycle.plan_child_start(r, cmd), keys
+        )
+
+    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
+        keys = _ids(("run", getattr(getattr(cmd, "run", None), "run_id", None)))
+        return await self._write(
+            "start_one_shot_run", lambda r: lifecycle.plan_one_shot_start(r, cmd), keys
+        )
+
+    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
+        run = getattr(cmd, "run", None)
+        keys = _ids(
+            ("run", getattr(run, "parent_run_id", None)), ("run", getattr(run, "run_id", None))
+        )
+        return await self._write(
+            "start_one_shot_child_run", lambda r: lifecycle.plan_one_shot_child_start(r, cmd), keys
+        )
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        return await self._write(
+            "append_run_record", lambda r: lifecycle.plan_append(r, record), _record_key(record)
+        )
+
+    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
+        keys = _record_key(getattr(cmd, "record", None))
+        return await self._write(
+            "record_run_cancellation", lambda r: lifecycle.plan_cancellation(r, cmd), keys
+        )
+
+    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
+        keys = _record_key(getattr(cmd, "record", None))
+        return await self._write(
+            "record_run_suspension", lambda r: lifecycle.plan_suspension(r, cmd), keys
+        )
+
+    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
+        keys = _record_key(getattr(cmd, "record", None))
+        return await self._write(
+            "record_run_terminal", lambda r: lifecycle.plan_terminal(r, cmd), keys
+        )
+
+    async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
+        keys = _record_key(getattr(cmd, "record", None))
+        return await self._write(
+            "repair_run_suspension", lambda r: lifecycle.plan_repair_suspension(r, cmd), keys
+        )
+
+    async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
+        keys = _record_key(getattr(cmd, "record", None))
+        return await self._write(
+            "repair_run_terminal", lambda r: lifecycle.plan_repair_terminal(r, cmd), keys
+        )
+
+    async def load_run(self, run_id: str, /) -> RunMeta:
+        return await self._load(
+            "load_run", lambda r: lifecycle.load_run(r, run_id), _ids(("run", run_id))
+        )
+
+    async def load_session_status(self, session_id: str, /) -> SessionStatus:
+        return await self._load(
+            "load_session_status",
+            lambda r: lifecycle.load_session_status(r, session_id),
+            _ids(("session", session_id)),
+        )
+
+    async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
+        return await self._load(
+            "load_run_suspension",
+            lambda r: lifecycle.load_run_suspension(r, run_id),
+            _ids(("run", run_id)),
+        )
+
+    async def list_run_records(
+        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    ) -> Page:
+        async def read(loader: Loader) -> Page:
+            while True:
+                run = await _decide(loader, lambda r: lifecycle.require_run(r, run_id))
+                page = await _page(
+                    loader.conn, _RUN_PAGE, "run", run_id, run.last_seq, cursor, limit
+                )
+                if page is not None:
+                    return page
+                loader.cache = CachedReader()  # purged meanwhile: look again
+
+        return await self._read("list_run_records", read, _ids(("run", run_id)))
+
+    async def list_session_run_records(
+        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    ) -> Page:
+        async def read(loader: Loader) -> Page:
+            while True:
+                await _decide(loader, lambda r: lifecycle.require_session(r, session_id))
+                newest = loader.cache.session_seq[session_id]
+                page = await _page(
+                    loader.conn, _SESSION_PAGE, "session", session_id, newest, cursor, limit
+                )
+                if page is not None:
+                    return page
+                loader.cache = CachedReader()  # purged meanwhile: look again
+
+        return await self._read("list_session_run_records", read, _ids(("session", session_id)))
+
+    # SessionAdmin ------------------------------------------------------------
+
+    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
+        return await self._write(
+            "create_session",
+            lambda r: lifecycle.plan_create_session(r, session_id, created_at),
+            _ids(("session", session_id)),
+        )
+
+    async def load_session(self, session_id: str, /) -> Session:
+        return await self._load(
+            "load_session",
+            lambda r: lifecycle.load_session(r, session_id),
+            _ids(("session", session_id)),
+        )
+
+    async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
+        return await self._write(
+            "end_session",
+            lambda r: lifecycle.plan_end_session(r, session_id, ended_at),
+            _ids(("session", session_id)),
+        )
+
+    async def purge_session(self, session_id: str, /) -> None:
+        await self._write(
+            "purge_session",
+            lambda r: lifecycle.plan_purge_session(r, session_id),
+            _ids(("session", session_id)),
+        )
+
+    async def list_runs_by_session(
+        self, session_id: str, /, statuses: Iterable[RunStatus] = ()
+    ) -> list[RunMeta]:
+        wanted = check_statuses(statuses, RunStatus)
+
+        async def read(loader: Loader) -> list[RunMeta]:
+            require_id("session_id", session_id)
+            # One statement: the session and its runs from one snapshot.
+            cur = await loader.conn.execute(_SESSION_WITH_RUNS, (session_id,))
+            rows = await cur.fetchall()
+            loader.cache.sessions[session_id] = session_from_row(rows[0][:4]) if rows else None
+            await _decide(loader, lambda r: lifecycle.require_session(r, session_id))
+            runs = [run_from_row(row[4:]) for row in rows if row[4] is not None]
+            return [run.meta() for run in runs if not wanted or run.status in wanted]
+
+        return await self._read("list_runs_by_session", read, ())
+
+    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
+        wanted = check_statuses(statuses, SessionStatus)
+
+        async def read(loader: Loader) -> list[Session]:
+            cur = await loader.conn.execute(_SESSIONS)
+            rows = [session_from_row(row) for row in await cur.fetchall()]
+            return [row.public() for row in rows if not wanted or row.status in wanted]
+
+        return await self._read("list_sessions", read, ())
+
+
+async def _page(
+    conn: Conn, query: str, scope: str, scope_id: str, newest: int, cursor: str, limit: int
+) -> Page | None:
+    """One page after the cursor's position; positions are gap-free ``1..newest``.
+
+    The query is bounded by ``newest`` (read just before), so records committed
+    since cannot slip in. A short page means the scope was purged between the
+    two statements: None, and the caller reads again (and gets the purge).
+    """
+    size = check_limit(limit)
+    start = decode_cursor(cursor, scope, scope_id, newest)
+    cur = await conn.execute(query, (scope_id, start, newest, size))
+    records = tuple(record_from_row(row) for row in await cur.fetchall())
+    if len(records) != min(size, newest - start):
+        return None
+    end = start + len(records)
+    next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
+    return Page(records=records, next_cursor=next_cursor)
