@@ -10,6 +10,7 @@ import pytest
 
 from agentledger.storage import MemoryStore
 from agentledger.storage.conformance import StoreConformance, StoreFactory
+from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.sqlite import SQLiteStore
 
 
@@ -53,6 +54,26 @@ class TestSQLiteStore(StoreConformance):
 
         async def open_store() -> SQLiteStore:
             handles.append(await SQLiteStore.open(sqlite_path, durability="normal"))
+            return handles[-1]
+
+        yield open_store
+        for handle in handles:
+            await handle.close()
+
+
+class TestPostgresStore(StoreConformance):
+    """Every handle is its own connection pool on the session's database."""
+
+    # Each stateful step re-reads the whole model (~30 round trips); 10 sequences
+    # keep the class within the PostgreSQL test budget on two cores.
+    stateful_examples = 10
+
+    @pytest.fixture
+    async def store_factory(self, postgres_dsn: str) -> AsyncIterator[StoreFactory]:
+        handles: list[PostgresStore] = []
+
+        async def open_store() -> PostgresStore:
+            handles.append(await PostgresStore.open(postgres_dsn, min_size=1, max_size=4))
             return handles[-1]
 
         yield open_store
