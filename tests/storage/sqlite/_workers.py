@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import traceback
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -93,10 +92,10 @@ def race_worker(path: str, me: int, barrier: Any, plan: list[tuple[str, str]], o
 # ------------------------------------------------------------------------ crashes
 
 
-async def _lifecycle_stream(path: str, tag: str) -> None:
+async def _lifecycle_stream(path: str, tag: str, ready: Any) -> None:
     """Start, append, suspend, continue, cancel, end and purge, forever, as fast as it goes."""
     async with await SQLiteStore.open(path) as store:
-        print("ready", flush=True)
+        ready.set()
         clock = 0
 
         def tick() -> datetime:
@@ -150,11 +149,6 @@ async def _lifecycle_stream(path: str, tag: str) -> None:
                 await store.purge_session(sid)
 
 
-def crash_worker() -> None:
-    """Entry point of the process the crash test kills: ``path tag`` on the command line."""
-    path, tag = sys.argv[1], sys.argv[2]
-    asyncio.run(_lifecycle_stream(path, tag))
-
-
-if __name__ == "__main__":
-    crash_worker()
+def crash_worker(path: str, tag: str, ready: Any) -> None:
+    """Entry point of the process the crash test kills; sets ``ready`` once the store is open."""
+    asyncio.run(_lifecycle_stream(path, tag, ready))
