@@ -98,13 +98,12 @@ def connect(
     """
     conn = sqlite3.connect(
         path,
-        timeout=busy_timeout,
+        timeout=busy_timeout,  # sqlite3_busy_timeout: SQLite's own wait-and-retry
         isolation_level=None,
         check_same_thread=False,
         cached_statements=256,
     )
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         if read_only:
             conn.execute("PRAGMA query_only = ON")
