@@ -7,6 +7,7 @@ changes once returned.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -359,6 +360,50 @@ class PagingConformance(ConformanceBase):
         assert again.records[:1] == second.records
         assert _keys(again.records)[1][1] == "run_started"
         assert (await world.store.list_session_run_records(sid, limit=2)).records == first.records
+
+    async def test_paging_pages_stay_stable_under_concurrent_writes(
+        self, world: World, other_store: AdminStore
+    ) -> None:
+        """[L9] pages read while two handles write read back the same once writes settle."""
+        sid = await world.session("s")
+        runs = [await world.root(name, session=sid) for name in ("a", "b", "c")]
+        seen: dict[tuple[str, int], tuple[Record, ...]] = {}
+        done = asyncio.Event()
+
+        async def write(handle: AdminStore, tag: str) -> None:
+            for i in range(24):
+                run = runs[i % len(runs)]
+                await handle.append_run_record(world.note(run, f"{tag}{i}"))
+                await asyncio.sleep(0)
+
+        async def read() -> None:
+            while not done.is_set():
+                cursor = ""
+                while True:
+                    page = await world.store.list_session_run_records(sid, cursor=cursor, limit=4)
+                    seen[(cursor, len(page.records))] = page.records
+                    if not page.next_cursor:
+                        break
+                    cursor = page.next_cursor
+                await asyncio.sleep(0)
+
+        async def writers() -> None:
+            await asyncio.gather(write(world.store, "x"), write(other_store, "y"))
+            done.set()
+
+        await asyncio.gather(writers(), read())
+        assert seen
+        for (cursor, _), records in seen.items():
+            again = await world.store.list_session_run_records(sid, cursor=cursor, limit=4)
+            assert again.records[: len(records)] == records, cursor
+        final = [
+            r for p in await _pages(world.store.list_session_run_records, sid, 7) for r in p.records
+        ]
+        assert len(final) == 3 + 48
+        assert len({(r.run_id, r.event_key) for r in final}) == len(final)
+        for run in runs:
+            ids = [int(r.id) for r in final if r.run_id == run.run.run_id]
+            assert ids == list(range(1, len(ids) + 1))
 
     async def test_paging_sessionless_runs_stay_out_of_session_logs(self, world: World) -> None:
         """[L9] a one-shot run's records are in its own log only."""
