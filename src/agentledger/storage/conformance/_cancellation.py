@@ -262,6 +262,16 @@ class CancellationConformance(ConformanceBase):
             assert (info.value.run_id, info.value.field) == (other.run.run_id, "run_id")
             assert info.value.got == run.run.run_id
 
+    async def test_cancel_run_id_is_required(self, world: World) -> None:
+        """[L5] a RunCancellation without a run id is a ValidationError."""
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+        cmd = replace(run.cancellation(REASON, at=world.now()), run_id="")
+        async with world.unchanged():
+            with pytest.raises(ValidationError) as info:
+                await world.store.record_run_cancellation(cmd)
+        assert (info.value.field, info.value.got) == ("run_id", "")
+
     async def test_cancel_unknown_run_is_not_found(self, world: World) -> None:
         """[L5] a request for a run that was never started is RunNotFoundError."""
         sid = await world.session("s")

@@ -100,6 +100,7 @@ class RecordConformance(ConformanceBase):
             b'"caf\xc3\xa9 e\\u0301 \xf0\x9f\x99\x82"',
             b"42",
             b'{"nested":{"z":null,"a":[true,false]}}',
+            b'{"ctl":"\\u0000\\n\\t","rep":"\\ufffd","slash":"\\/"}',
         ],
     )
     async def test_record_payload_is_stored_byte_for_byte(
@@ -142,6 +143,17 @@ class RecordConformance(ConformanceBase):
                 await world.store.append_run_record(bad)
         assert info.value.field == f"record.{field}"
         assert info.value.got == ""
+
+    @pytest.mark.parametrize("field", ["session_id", "turn_id"])
+    async def test_record_session_and_turn_must_be_strings(self, world: World, field: str) -> None:
+        """[L8] session and turn ids may be "" but must be strings."""
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+        bad = replace(world.note(run, "k"), **{field: None})
+        async with world.unchanged():
+            with pytest.raises(ValidationError) as info:
+                await world.store.append_run_record(bad)
+        assert info.value.field == f"record.{field}"
 
     @pytest.mark.parametrize("payload", [b"", "{}", None])
     async def test_record_payload_must_be_non_empty_bytes(

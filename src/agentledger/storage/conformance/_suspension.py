@@ -342,6 +342,16 @@ class SuspensionConformance(ConformanceBase):
                     await world.store.record_run_suspension(bad)
                 assert (info.value.run_id, info.value.field) == (rid, field)
 
+    async def test_suspension_run_id_is_required(self, world: World) -> None:
+        """[L6] a RunSuspension without a run id is a ValidationError."""
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+        cmd = replace(_suspension(world, run), run_id="")
+        async with world.unchanged():
+            with pytest.raises(ValidationError) as info:
+                await world.store.record_run_suspension(cmd)
+        assert (info.value.field, info.value.got) == ("run_id", "")
+
     async def test_suspension_of_unknown_run_is_not_found(self, world: World) -> None:
         """[L6] suspending a run that was never started is RunNotFoundError."""
         sid = await world.session("s")

@@ -289,6 +289,15 @@ class TerminalConformance(ConformanceBase):
                     await world.store.record_run_terminal(bad)
                 assert (info.value.run_id, info.value.field) == (rid, field)
 
+    async def test_terminal_run_id_is_required(self, world: World) -> None:
+        """[L7] a RunTerminal without a run id is a ValidationError."""
+        run = await _start(world)
+        cmd = replace(_end(world, run, RunStatus.COMPLETED), run_id="")
+        async with world.unchanged():
+            with pytest.raises(ValidationError) as info:
+                await world.store.record_run_terminal(cmd)
+        assert (info.value.field, info.value.got) == ("run_id", "")
+
     async def test_terminal_of_unknown_run_is_not_found(self, world: World) -> None:
         """[L7] ending a run that was never started is RunNotFoundError."""
         sid = await world.session("s")
