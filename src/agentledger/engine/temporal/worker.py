@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -34,9 +35,14 @@ from temporalio.worker import Worker
 from agentledger.engine.base import Activity
 from agentledger.engine.temporal.client import check_client
 from agentledger.engine.temporal.failures import error_details
-from agentledger.engine.temporal.options import DEFAULT_MAX_PAYLOAD_BYTES, PAYLOAD_TOO_LARGE
+from agentledger.engine.temporal.options import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    PAYLOAD_TOO_LARGE,
+    EngineOptions,
+)
 from agentledger.engine.temporal.workflows import AgentRunWorkflow
 from agentledger.errors import TransientError, ValidationError
+from agentledger.runtime.wire import RunInput, RunOutput
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
@@ -62,6 +68,7 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
             field=f"activity {name}", expected="one typed parameter", got=list(hints)
         )
     arg_type, result_type = hints[params[0]], hints.get("return", type(None))
+    _warm(arg_type, result_type)
 
     async def run(arg: Any) -> Any:
         info = activity.info()
@@ -104,6 +111,18 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
     run.__name__ = run.__qualname__ = name.rpartition(".")[2]
     run.__annotations__ = {"arg": arg_type, "return": result_type}
     return activity.defn(name=name)(run)
+
+
+def _warm(*types: Any) -> None:
+    """Have msgspec resolve these types' annotations now, outside the workflow sandbox.
+
+    msgspec resolves a Struct's string annotations in its module's globals
+    the first time a decoder for it is built; inside the sandbox those
+    globals are not the module's, so every type a workflow decodes is
+    resolved here first (msgspec caches the result on the class).
+    """
+    for hint in types:
+        msgspec.json.Decoder(hint)
 
 
 def activity_definitions(
@@ -149,6 +168,7 @@ def create_worker(
         ValidationError: the client lacks agentledger's data converter.
     """
     check_client(client)
+    _warm(RunInput, RunOutput, EngineOptions)
     if not isinstance(task_queue, str) or not task_queue:
         raise ValidationError(field="task_queue", expected="a non-empty string", got=task_queue)
     worker_options.setdefault(

