@@ -32,7 +32,7 @@ or ``"adaptive"``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, assert_never, cast
+from typing import Any, Self, assert_never, cast
 
 from agentledger.errors import TranscriptError, ValidationError
 from agentledger.providers._errors import (
@@ -711,6 +711,16 @@ class AnthropicClient:
         self._sdk: Any = client or anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
         )
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections."""
+        await self._sdk.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def _map(self, error: Exception, operation: str) -> Exception | None:
         sdk = self._sdk_module

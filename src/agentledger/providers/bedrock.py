@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Self
 
 from agentledger.errors import TransientError
 from agentledger.providers._bedrock_encode import encode
@@ -372,6 +372,7 @@ class BedrockClient:
             boto3: Any = importlib.import_module("boto3")
             config_module: Any = importlib.import_module("botocore.config")
             self._exceptions: Any = importlib.import_module("botocore.exceptions")
+            self._urllib3: Any = importlib.import_module("urllib3.exceptions")
         except ImportError as error:
             raise missing_sdk("boto3", "bedrock") from error
         if client is None:
@@ -391,6 +392,16 @@ class BedrockClient:
             )
         self._client: Any = client
 
+    async def aclose(self) -> None:
+        """Close the boto3 client and its connections."""
+        await asyncio.to_thread(self._client.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     def _map(self, error: Exception, operation: str) -> Exception | None:
         exceptions = self._exceptions
         if isinstance(error, exceptions.ClientError):
@@ -407,6 +418,7 @@ class BedrockClient:
             exceptions.ReadTimeoutError,
             exceptions.ResponseStreamingError,
             exceptions.IncompleteReadError,
+            self._urllib3.HTTPError,  # a stream cut mid-read surfaces as urllib3's ProtocolError
         )
         if isinstance(error, connection):
             return connection_lost(PROVIDER, operation, error)

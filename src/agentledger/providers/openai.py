@@ -14,7 +14,7 @@ with a `TranscriptError` unless ``options["drop_foreign_reasoning"]`` is set.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Self, cast
 
 from agentledger.providers import openai_chat, openai_responses
 from agentledger.providers._errors import by_status, connection_lost, missing_sdk, transport_errors
@@ -83,6 +83,16 @@ class _OpenAIClient:
             max_retries=max_retries,
             timeout=timeout,
         )
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connections."""
+        await self._sdk.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def _map(self, error: Exception, operation: str) -> Exception | None:
         sdk = self._sdk_module
