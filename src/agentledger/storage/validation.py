@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from enum import StrEnum
 from typing import TypeVar
 
@@ -20,6 +21,7 @@ from agentledger.storage import payloads
 from agentledger.storage.types import Record, RunStart
 
 __all__ = [
+    "MAX_ID_LENGTH",
     "MAX_PAGE_LIMIT",
     "check_limit",
     "check_statuses",
@@ -39,13 +41,29 @@ MAX_PAGE_LIMIT = 1000
 _P = TypeVar("_P", bound="payloads._Payload")
 _S = TypeVar("_S", bound=StrEnum)
 _ZERO = timedelta(0)
-_JSON_VALUE = msgspec.json.Decoder()
+# Numbers are checked for syntax only: 1e400 is valid JSON (and a valid exact
+# transcript number [T4]) even though no float can hold it.
+_JSON_VALUE = msgspec.json.Decoder(float_hook=Decimal)
+
+
+MAX_ID_LENGTH = 512
+"""Longest id (or event key, or record type) a store accepts, in characters."""
 
 
 def require_id(field: str, value: object) -> str:
-    """A non-empty string id, or a ValidationError naming ``field``."""
+    """A non-empty, printable string id of at most :data:`MAX_ID_LENGTH` characters.
+
+    Control characters and lone surrogates are refused: they cannot be stored
+    by every backend (PostgreSQL text holds no NUL) nor carried in a cursor.
+    """
     if not isinstance(value, str) or not value:
         raise ValidationError(field=field, expected="a non-empty string", got=value)
+    if len(value) > MAX_ID_LENGTH or not value.isprintable():
+        raise ValidationError(
+            field=field,
+            expected=f"printable text of at most {MAX_ID_LENGTH} characters",
+            got=value,
+        )
     return value
 
 
