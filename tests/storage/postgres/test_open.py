@@ -1,0 +1,198 @@
+"""Opening and closing a PostgresStore, its migrations, and what it stores byte for byte.
+
+Each migration test gets a schema of its own (``search_path`` in the DSN),
+so it sees a database no other test has touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import conninfo, sql
+
+from agentledger.errors import TransientError, ValidationError
+from agentledger.storage.conformance import World
+from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import _migrations as migrations
+
+
+@pytest.fixture
+async def admin(postgres_dsn: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+async def fresh_dsn(postgres_dsn: str, admin: psycopg.AsyncConnection[Any]) -> AsyncIterator[str]:
+    """A DSN whose tables live in a new, empty schema."""
+    schema = f"fresh_{uuid.uuid4().hex[:8]}"
+    await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    yield conninfo.make_conninfo(postgres_dsn, options=f"-c search_path={schema}")
+    await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+async def _applied(dsn: str) -> list[tuple[int, str]]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        return [(m.version, m.name) for m in await migrations.applied(conn)]
+
+
+# ---------------------------------------------------------------- open / close
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens once the socket is closed
+
+
+async def test_unreachable_server_is_transient() -> None:
+    dsn = f"host=127.0.0.1 port={_closed_port()} user=postgres dbname=x connect_timeout=2"
+    with pytest.raises(TransientError) as e:
+        await PostgresStore.open(dsn)
+    assert e.value.operation == "open"
+    assert "refused" in str(e.value).lower() or "connect" in str(e.value).lower()
+
+
+async def test_unknown_database_is_transient_with_the_reason(postgres_dsn: str) -> None:
+    dsn = conninfo.make_conninfo(postgres_dsn, dbname=f"nope_{uuid.uuid4().hex[:6]}")
+    with pytest.raises(TransientError, match="does not exist"):
+        await PostgresStore.open(dsn)
+
+
+@pytest.mark.parametrize("dsn", ["host=127.0.0.1 port", "postgresql://[::1", "nokey"])
+async def test_malformed_dsn_is_a_validation_error(dsn: str) -> None:
+    with pytest.raises(ValidationError) as e:
+        await PostgresStore.open(dsn)
+    assert e.value.field == "dsn"
+
+
+@pytest.mark.parametrize(
+    ("sizes", "field"),
+    [
+        ({"min_size": -1}, "min_size"),
+        ({"max_size": 0}, "max_size"),
+        ({"min_size": 5, "max_size": 2}, "max_size"),
+        ({"max_size": True}, "max_size"),
+    ],
+)
+async def test_bad_pool_sizes_are_validation_errors(
+    postgres_dsn: str, sizes: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValidationError) as e:
+        await PostgresStore.open(postgres_dsn, **sizes)
+    assert e.value.field == field
+
+
+async def test_close_is_idempotent_and_a_closed_store_refuses_work(postgres_dsn: str) -> None:
+    async with await PostgresStore.open(postgres_dsn, max_size=1) as store:
+        world = World(store)
+        sid = await world.session("s")
+    await store.close()  # already closed by the context manager: fine
+    with pytest.raises(TransientError, match="closed"):
+        await store.load_session(sid)
+    with pytest.raises(TransientError, match="closed"):
+        await store.create_session(world.id("t"), created_at=world.now())
+
+
+# ------------------------------------------------------------------ migrations
+
+
+async def test_pending_and_applied_never_write(fresh_dsn: str) -> None:
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        assert await migrations.applied(conn) == []
+        assert [m.version for m in await migrations.pending(conn)] == [
+            m.version for m in migrations.MIGRATIONS
+        ]
+        cur = await conn.execute("SELECT to_regclass(%s)", (migrations.MIGRATIONS_TABLE,))
+        assert await cur.fetchone() == (None,)
+
+
+async def test_open_applies_each_migration_once_and_records_it(fresh_dsn: str) -> None:
+    async with await PostgresStore.open(fresh_dsn):
+        pass
+    expected = [(m.version, m.name) for m in migrations.MIGRATIONS]
+    assert await _applied(fresh_dsn) == expected
+    async with await PostgresStore.open(fresh_dsn):
+        pass
+    assert await _applied(fresh_dsn) == expected
+
+
+async def test_concurrent_openers_do_not_race_the_migration(fresh_dsn: str) -> None:
+    stores = await asyncio.gather(
+        *(PostgresStore.open(fresh_dsn, min_size=1, max_size=1) for _ in range(8))
+    )
+    await asyncio.gather(*(s.close() for s in stores))
+    assert await _applied(fresh_dsn) == [(m.version, m.name) for m in migrations.MIGRATIONS]
+
+
+async def test_a_newer_schema_is_refused(fresh_dsn: str) -> None:
+    async with await PostgresStore.open(fresh_dsn):
+        pass
+    future = migrations.SCHEMA_VERSION + 1
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        await conn.execute(
+            f"INSERT INTO {migrations.MIGRATIONS_TABLE} (version, name) VALUES (%s, 'future')",
+            (future,),
+        )
+    with pytest.raises(ValidationError) as e:
+        await PostgresStore.open(fresh_dsn)
+    assert (e.value.field, e.value.got) == ("schema_version", future)
+    assert "upgrade agentledger" in str(e.value)
+
+
+async def test_a_renamed_migration_is_refused(fresh_dsn: str) -> None:
+    async with await PostgresStore.open(fresh_dsn):
+        pass
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        await conn.execute(f"UPDATE {migrations.MIGRATIONS_TABLE} SET name = 'other'")
+    with pytest.raises(ValidationError) as e:
+        await PostgresStore.open(fresh_dsn)
+    assert e.value.field == "schema_version"
+
+
+async def test_migrate_false_refuses_an_unmigrated_database_and_writes_nothing(
+    fresh_dsn: str,
+) -> None:
+    with pytest.raises(ValidationError) as e:
+        await PostgresStore.open(fresh_dsn, migrate=False)
+    assert (e.value.field, e.value.got) == ("schema_version", 0)
+    assert await _applied(fresh_dsn) == []
+    async with await PostgresStore.open(fresh_dsn):
+        pass
+    async with await PostgresStore.open(fresh_dsn, migrate=False) as store:
+        assert await store.list_sessions() == []
+
+
+# ------------------------------------------------------------- stored values
+
+
+async def test_bytes_and_times_round_trip_exactly_whatever_the_server_time_zone(
+    postgres_dsn: str,
+) -> None:
+    """Payloads and checkpoints are ``bytea`` as given; times come back in ``datetime.UTC``."""
+    dsn = conninfo.make_conninfo(postgres_dsn, options="-c TimeZone=Asia/Kathmandu")
+    async with await PostgresStore.open(dsn, max_size=1) as store:
+        world = World(store)
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+        body = b'{ "z":1,\t"a" : "\\u00e9\xc3\xa9", "n": 1.50e+1 }'
+        note = world.note(run, "odd", body)
+        await store.append_run_record(note)
+        checkpoint = await world.suspend(run, "cp")
+        page = await store.list_run_records(run.run.run_id)
+        stored = page.records[1]
+        assert stored.payload == body
+        assert stored.timestamp == note.timestamp
+        assert stored.timestamp.tzinfo is UTC
+        assert (await store.load_run_suspension(run.run.run_id)) == checkpoint
+        meta = await store.load_run(run.run.run_id)
+        assert meta.started_at.tzinfo is UTC
+        assert meta.updated_at.tzinfo is UTC
+        assert (await store.load_session(sid)).created_at.tzinfo is UTC
