@@ -56,8 +56,8 @@ def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) 
         _put_session(conn, plan.session)
     for row in plan.runs:
         _put_run(conn, reader, row)
-    if plan.records:
-        conn.executemany(_INSERT_RECORD, [record_values(r) for r in plan.records])
+    for record in plan.records:  # one or two: execute is cheaper than executemany
+        conn.execute(_INSERT_RECORD, record_values(record))
     if plan.purge_session:
         for statement in _PURGE:
             conn.execute(statement, {"id": plan.purge_session})
