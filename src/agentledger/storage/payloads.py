@@ -7,6 +7,7 @@ UTF-8 are all rejected with a :class:`~agentledger.errors.ValidationError`.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Literal, Self
 
 import msgspec
@@ -79,7 +80,7 @@ class _Payload(
                 field=f"{cls.record_type}.payload", expected="valid UTF-8", got=f"byte {e.start}"
             ) from e
         try:
-            return decoder.decode(data)
+            payload = decoder.decode(data)
         except msgspec.ValidationError as e:
             raise ValidationError(
                 field=f"{cls.record_type}.payload",
@@ -90,6 +91,28 @@ class _Payload(
             raise ValidationError(
                 field=f"{cls.record_type}.payload", expected="exactly one JSON value", got=str(e)
             ) from e
+        duplicate = _duplicate_key(data)
+        if duplicate:
+            raise ValidationError(
+                field=f"{cls.record_type}.payload",
+                expected="each key at most once per object",
+                got=f"{duplicate!r} repeated",
+            )
+        return payload
+
+
+def _duplicate_key(data: bytes) -> str:
+    """The first key repeated inside one JSON object, or "" (msgspec keeps the last)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in items]
+        if not found and len(set(keys)) != len(keys):
+            found.append(next(k for k in keys if keys.count(k) > 1))
+        return dict(items)
+
+    json.loads(data, object_pairs_hook=pairs)
+    return found[0] if found else ""
 
 
 _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}

@@ -290,6 +290,19 @@ class PayloadConformance(ConformanceBase):
         tails = [b" {}", b"{}", b"\n1", b' "x"', b" null", b" " + good]
         await _refused(world, case, [good + tail for tail in tails], "exactly one JSON value")
 
+    @pytest.mark.parametrize("kind", [k for k in KINDS if REQUIRED[k]])
+    async def test_payload_repeated_key_is_refused(self, world: World, kind: str) -> None:
+        """[J1] a key repeated in one object is refused, never resolved to its last value."""
+        case = await _case(world, kind)
+        name = REQUIRED[kind][0]
+        key, value = json.dumps(name).encode(), json.dumps(case.valid[name]).encode()
+        body = _encode(case.valid)
+        bodies = [
+            body[:-1] + b"," + key + b":" + value + b"}",  # repeated at the end
+            b"{" + key + b":" + value + b"," + body[1:],  # repeated at the start
+        ]
+        await _refused(world, case, bodies, "each key at most once per object")
+
     @pytest.mark.parametrize("kind", KINDS)
     async def test_payload_invalid_utf8_is_refused(self, world: World, kind: str) -> None:
         """[J1] a payload that is not valid UTF-8 is refused."""

@@ -144,6 +144,28 @@ class RecordConformance(ConformanceBase):
         assert info.value.field == f"record.{field}"
         assert info.value.got == ""
 
+    @pytest.mark.parametrize("field", ["event_key", "type"])
+    @pytest.mark.parametrize("value", ["a\x00b", "line\nbreak", "lone\ud800", "k" * 513])
+    async def test_record_ids_must_be_printable_and_bounded(
+        self, world: World, field: str, value: str
+    ) -> None:
+        """[L8] ids, keys and types are printable text of bounded length, on every backend."""
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+        bad = replace(world.note(run, "k"), **{field: value})
+        async with world.unchanged():
+            with pytest.raises(ValidationError) as info:
+                await world.store.append_run_record(bad)
+        assert info.value.field == f"record.{field}"
+
+    @pytest.mark.parametrize("value", ["s\x00", "tab\tbed", "\udfff"])
+    async def test_record_session_ids_must_be_printable(self, world: World, value: str) -> None:
+        """[D4] a session id that no backend could store or page is refused up front."""
+        async with world.unchanged():
+            with pytest.raises(ValidationError) as info:
+                await world.store.create_session(world.id(value), created_at=world.now())
+        assert info.value.field == "session_id"
+
     @pytest.mark.parametrize("field", ["session_id", "turn_id"])
     async def test_record_session_and_turn_must_be_strings(self, world: World, field: str) -> None:
         """[L8] session and turn ids may be "" but must be strings."""
