@@ -131,7 +131,11 @@ def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
 
 def _jsonable(value: Any) -> Any:
     """A tool's return value as plain JSON (Structs and tuples become dicts and lists)."""
-    return msgspec.to_builtins(value, builtin_types=(Decimal,))
+    try:
+        ToolResultPart(tool_use_id="-", content=value)
+    except ValidationError:
+        return msgspec.to_builtins(value, builtin_types=(Decimal,))
+    return value  # already plain JSON: keep it as is (JsonNumbers included)
 
 
 def _memory_events(record: Record) -> list[MemoryEvent]:

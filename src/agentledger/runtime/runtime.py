@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from agentledger.engine.base import Engine
 from agentledger.engine.inprocess import InProcessEngine
-from agentledger.errors import ValidationError
+from agentledger.errors import RunNotActiveError, ValidationError
 from agentledger.memory.types import MemoryStore
 from agentledger.providers.model import ModelClient
 from agentledger.runtime.activities import Activities
@@ -25,7 +25,7 @@ from agentledger.runtime.tools import Toolset
 from agentledger.runtime.workflow import run_workflow
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import Store
-from agentledger.storage.types import RunStart, SessionStatus
+from agentledger.storage.types import RunStart, RunStatus, SessionStatus
 from agentledger.transcript import Message
 from agentledger.transcript.replay import build_messages_from_run_log
 
@@ -104,6 +104,8 @@ class Runtime:
             RunCancellationConflictError: another reason was recorded first.
         """
         meta = await self.store.load_run(run_id)
+        if meta.status is not RunStatus.RUNNING:
+            raise RunNotActiveError(run_id=run_id, expected="running", got=meta.status.value)
         if meta.cancellation_reason != reason:
             run = RunStart(
                 run_id=meta.run_id,

@@ -1,0 +1,81 @@
+"""Helpers shared by the runtime tests: record sequences, transcript checks, small agents."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime
+from agentledger.storage import MemoryStore, Record
+from agentledger.storage.sqlite import SQLiteStore
+from agentledger.transcript import Message, validate_planner_transcript
+from agentledger.transcript.replay import build_messages_from_run_log
+
+AnyStore = MemoryStore | SQLiteStore
+
+ONE_CALL = [  # a tool loop with one tool call, as record types
+    "run_started",
+    "prompt_rendered",
+    "transcript_messages_appended",
+    "phase:prompted",
+    "phase:planning",
+    "model_usage",
+    "transcript_messages_appended",
+    "phase:executing_tools",
+    "tool_call_scheduled",
+    "tool_result_received",
+    "transcript_messages_appended",
+    "phase:synthesizing",
+    "model_usage",
+    "transcript_messages_appended",
+    "run_completed",
+]
+"""The record types of a run whose model calls one tool once, then answers."""
+
+
+def now_ms() -> datetime:
+    """Now, in UTC, with millisecond precision (what stores accept)."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+
+
+async def records(store: Any, run_id: str) -> list[Record]:
+    """Every record of a run, in commit order."""
+    out: list[Record] = []
+    cursor = ""
+    while True:
+        page = await store.list_run_records(run_id, cursor=cursor, limit=1000)
+        out.extend(page.records)
+        if not page.next_cursor:
+            return out
+        cursor = page.next_cursor
+
+
+async def types(store: Any, run_id: str) -> list[str]:
+    """The record types of a run, in order; phase changes show as ``phase:<name>``."""
+    out = []
+    for record in await records(store, run_id):
+        if record.type == "run_phase_changed":
+            out.append("phase:" + record.payload.decode().split('"phase":"')[1].split('"')[0])
+        else:
+            out.append(record.type)
+    return out
+
+
+async def valid_transcript(store: Any, run_id: str) -> list[Message]:
+    """The run's transcript rebuilt from its log, checked with the planner validator [R2] [T5]."""
+    messages = await build_messages_from_run_log(store, run_id)
+    validate_planner_transcript(messages)
+    return messages
+
+
+def chat_runtime(
+    store: Any, model: Any, *, tools: Any = (), stream: QueueSink | None = None, **agent: Any
+) -> Runtime:
+    """A runtime with one ModelPlanner agent ``chat`` over ``model``."""
+    runtime = Runtime(store, stream=stream if stream is not None else QueueSink())
+    runtime.register_model("m", model)
+    runtime.register_agent(
+        Agent("chat", ModelPlanner("m", system="Be brief."), tools=tools, **agent)
+    )
+    return runtime

@@ -1,0 +1,186 @@
+"""End to end: cancellation provenance [C1] [C2] [C3] and interrupted tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentledger.errors import RunNotActiveError
+from agentledger.runtime import QueueSink, events, tool, user_message
+from agentledger.runtime.workflow import INTERRUPTED
+from agentledger.storage import RunStatus, StartOutcome, payloads
+from agentledger.testing import ScriptedModel, reply, tool_calls
+from agentledger.transcript import ToolResultPart
+from tests.runtime.support import AnyStore, chat_runtime, now_ms, records, types, valid_transcript
+
+
+def _blocking_tools() -> tuple[asyncio.Event, list[object]]:
+    return asyncio.Event(), []
+
+
+async def _start_blocked(store: AnyStore, session: str, sink: QueueSink | None = None):  # type: ignore[no-untyped-def]
+    running = asyncio.Event()
+    never = asyncio.Event()
+
+    @tool
+    async def quick(x: int) -> int:
+        return x * 2
+
+    @tool
+    async def slow(topic: str) -> str:
+        running.set()
+        await never.wait()
+        return "never"
+
+    model = ScriptedModel(
+        [tool_calls(("q1", "quick", {"x": 21}), ("s1", "slow", {"topic": "everything"}))]
+    )
+    runtime = chat_runtime(store, model, tools=[quick, slow], stream=sink)
+    handle = await runtime.agent_client("chat").start(session, [user_message("research")])
+    await asyncio.wait_for(running.wait(), 5)
+    return runtime, handle
+
+
+async def test_cancel_while_a_tool_runs(store: AnyStore, session: str) -> None:
+    """[C1] the intent is recorded, the tool in flight gets an interrupted result, the
+    finished one keeps its result, and run_completed repeats the reason."""
+    sink = QueueSink()
+    runtime, handle = await _start_blocked(store, session, sink)
+    await handle.cancel("user pressed stop")
+    out = await asyncio.wait_for(handle.wait(), 5)
+    assert out.status is RunStatus.CANCELED
+    assert out.cancellation_reason == "user pressed stop"
+    assert await types(store, handle.run_id) == [
+        "run_started",
+        "prompt_rendered",
+        "transcript_messages_appended",
+        "phase:prompted",
+        "phase:planning",
+        "model_usage",
+        "transcript_messages_appended",
+        "phase:executing_tools",
+        "tool_call_scheduled",
+        "tool_call_scheduled",
+        "runtime.cancellation_intent",
+        "tool_result_received",
+        "tool_result_received",
+        "transcript_messages_appended",
+        "run_completed",
+    ]
+    stored = await records(store, handle.run_id)
+    done = payloads.RunCompleted.decode(stored[-1].payload)
+    assert done.status == "canceled"
+    assert done.cancellation is not None
+    assert done.cancellation.reason == "user pressed stop"
+    meta = await store.load_run(handle.run_id)
+    assert meta.status is RunStatus.CANCELED
+    assert meta.cancellation_reason == "user pressed stop"
+    quick, slow = (await valid_transcript(store, handle.run_id))[2].parts
+    assert isinstance(quick, ToolResultPart)
+    assert quick.content == 42
+    assert not quick.is_error
+    assert isinstance(slow, ToolResultPart)
+    assert slow.is_error
+    assert slow.content == INTERRUPTED
+    intents = [
+        e for e in sink.for_run(handle.run_id) if isinstance(e, events.CancellationRequested)
+    ]
+    assert [e.reason for e in intents] == ["user pressed stop"]
+    with pytest.raises(RunNotActiveError):  # the run is over: nothing left to cancel
+        await runtime.cancel_run(handle.run_id, "again")
+
+
+async def test_cancel_twice_with_the_same_reason(store: AnyStore, session: str) -> None:
+    """[C1] asking again with the same reason is not a second intent."""
+    runtime, handle = await _start_blocked(store, session)
+    await runtime.cancel_run(handle.run_id, "stop")
+    await runtime.cancel_run(handle.run_id, "stop")
+    out = await asyncio.wait_for(handle.wait(), 5)
+    assert out.cancellation_reason == "stop"
+    kinds = await types(store, handle.run_id)
+    assert kinds.count("runtime.cancellation_intent") == 1
+    await valid_transcript(store, handle.run_id)
+
+
+async def test_engine_cancellation_without_a_request(store: AnyStore, session: str) -> None:
+    """[C3] the engine cancels with no recorded request: no intent, reason engine_canceled."""
+    runtime, handle = await _start_blocked(store, session)
+    assert await runtime.engine.cancel(handle.run_id)
+    out = await asyncio.wait_for(handle.wait(), 5)
+    assert out.status is RunStatus.CANCELED
+    assert out.cancellation_reason == payloads.ENGINE_CANCELED
+    kinds = await types(store, handle.run_id)
+    assert "runtime.cancellation_intent" not in kinds
+    assert kinds[-1] == "run_completed"
+    assert (await store.load_run(handle.run_id)).cancellation_reason == ""
+    done = payloads.RunCompleted.decode((await records(store, handle.run_id))[-1].payload)
+    assert done.cancellation is not None
+    assert done.cancellation.reason == "engine_canceled"
+    await valid_transcript(store, handle.run_id)
+
+
+async def test_cancel_during_the_planner_turn(store: AnyStore, session: str) -> None:
+    """[C1] a model call in flight is interrupted; nothing of that turn is recorded."""
+    thinking = asyncio.Event()
+
+    class SlowModel(ScriptedModel):
+        async def complete(self, request):  # type: ignore[no-untyped-def]
+            thinking.set()
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+    runtime = chat_runtime(store, SlowModel([]))
+    handle = await runtime.agent_client("chat").start(session, [user_message("hi")])
+    await asyncio.wait_for(thinking.wait(), 5)
+    await handle.cancel("changed my mind")
+    out = await asyncio.wait_for(handle.wait(), 5)
+    assert out.cancellation_reason == "changed my mind"
+    assert (await types(store, handle.run_id))[-3:] == [
+        "phase:planning",
+        "runtime.cancellation_intent",
+        "run_completed",
+    ]
+    await valid_transcript(store, handle.run_id)
+
+
+async def test_a_run_in_an_ended_session_does_no_work(store: AnyStore, session: str) -> None:
+    """[C2] the start finds the session ended: run_started + canceled run_completed, no
+    planner call, no tool call."""
+    model = ScriptedModel([reply("should not be asked")])
+    runtime = chat_runtime(store, model)
+    await store.end_session(session, ended_at=now_ms())
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.CANCELED
+    assert out.cancellation_reason == payloads.SESSION_ENDED
+    assert await types(store, out.run_id) == ["run_started", "run_completed"]
+    meta = await store.load_run(out.run_id)
+    assert meta.start_outcome is StartOutcome.STOP
+    assert meta.cancellation_reason == "session_ended"
+    assert model.requests == []
+    assert await valid_transcript(store, out.run_id) == []
+
+
+async def test_a_session_ended_mid_run_stops_new_work(store: AnyStore, session: str) -> None:
+    """[D2] once the session ends, the run writes its final record but plans no more."""
+    running = asyncio.Event()
+    release = asyncio.Event()
+
+    @tool
+    async def wait_here() -> str:
+        running.set()
+        await release.wait()
+        return "done"
+
+    model = ScriptedModel([tool_calls(("w1", "wait_here", {})), reply("never asked")])
+    runtime = chat_runtime(store, model, tools=[wait_here])
+    handle = await runtime.agent_client("chat").start(session, [user_message("go")])
+    await asyncio.wait_for(running.wait(), 5)
+    await store.end_session(session, ended_at=now_ms())
+    release.set()
+    out = await asyncio.wait_for(handle.wait(), 5)
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.kind == "session_ended"
+    assert len(model.requests) == 1
+    await valid_transcript(store, handle.run_id)

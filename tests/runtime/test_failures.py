@@ -1,0 +1,306 @@
+"""End to end: planner failures, store faults, retries, and refused input."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from agentledger.engine import InProcessEngine, RetryPolicy
+from agentledger.errors import (
+    ContractError,
+    RegistrationClosedError,
+    SessionNotFoundError,
+    TransientError,
+    ValidationError,
+)
+from agentledger.runtime import (
+    Agent,
+    ModelPlanner,
+    PlanInput,
+    PlanResult,
+    PlanResumeInput,
+    QueueSink,
+    Runtime,
+    ToolCall,
+    Toolset,
+    tool,
+    user_message,
+)
+from agentledger.storage import RunStatus, payloads
+from agentledger.testing import ScriptedModel, reply, tool_calls
+from agentledger.transcript import Message, TextPart
+from tests.runtime.support import ONE_CALL, AnyStore, chat_runtime, records, types, valid_transcript
+
+FAST = RetryPolicy(initial_interval=0.001, maximum_interval=0.01)
+
+
+class Faulty:
+    """A real store whose ``method`` raises ``error`` on its first ``failures`` calls.
+
+    With ``after=True`` the call reaches the store first and the error is
+    raised afterwards, as when a write commits but its answer is lost.
+    """
+
+    def __init__(
+        self, inner: Any, method: str, failures: int, error: Exception, *, after: bool = False
+    ) -> None:
+        self._inner = inner
+        self._method = method
+        self._left = failures
+        self._error = error
+        self._after = after
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name != self._method:
+            return attr
+
+        async def faulty(arg: Any, /, *rest: Any, **kw: Any) -> Any:
+            self.calls[getattr(arg, "event_key", name)] += 1
+            if self._left <= 0:
+                return await attr(arg, *rest, **kw)
+            self._left -= 1
+            if self._after:
+                await attr(arg, *rest, **kw)
+            raise self._error
+
+        return faulty
+
+
+def _runtime(store: Any, model: Any, **agent: Any) -> Runtime:
+    runtime = Runtime(store, engine=InProcessEngine(FAST), stream=QueueSink())
+    runtime.register_model("m", model)
+    runtime.register_agent(Agent("chat", ModelPlanner("m"), **agent))
+    return runtime
+
+
+@tool
+async def ping() -> str:
+    return "pong"
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["lost-request", "lost-answer"])
+async def test_transient_store_failures_are_retried_exactly(
+    store: AnyStore, session: str, after: bool
+) -> None:
+    """[X1] TransientError from the store is retried; a write that landed is an exact retry,
+    so the log is the same as without faults."""
+    faulty = Faulty(store, "append_run_record", 3, TransientError("db busy"), after=after)
+    model = ScriptedModel([tool_calls(("p1", "ping", {})), reply("pong received")])
+    runtime = _runtime(faulty, model, tools=[ping])
+    out = await runtime.agent_client("chat").run(session, [user_message("ping")])
+    assert out.status is RunStatus.COMPLETED
+    assert await types(store, out.run_id) == ONE_CALL
+    assert faulty.calls["prompt:chat.system"] == 4  # three failures, then success
+    await valid_transcript(store, out.run_id)
+
+
+async def test_transient_failures_past_the_attempts_fail_the_run(
+    store: AnyStore, session: str
+) -> None:
+    """Attempts run out -> the run fails with a retryable failure; its terminal is stored."""
+    faulty = Faulty(store, "append_run_record", 10**6, TransientError("db down"))
+    runtime = _runtime(faulty, ScriptedModel([reply("never")]))
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.retryable
+    assert out.failure.code == "TransientError"
+    assert faulty.calls["prompt:chat.system"] == FAST.maximum_attempts
+    assert await types(store, out.run_id) == ["run_started", "run_completed"]
+
+
+async def test_a_contract_error_is_not_retried(store: AnyStore, session: str) -> None:
+    """A ContractError is permanent: tried once, then the run fails."""
+    faulty = Faulty(store, "append_run_record", 1, ValidationError(field="x", expected="y"))
+    runtime = _runtime(faulty, ScriptedModel([reply("never")]))
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert faulty.calls["prompt:chat.system"] == 1
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.kind == "activity_failed"
+    assert not out.failure.retryable
+    assert await types(store, out.run_id) == ["run_started", "run_completed"]
+    await valid_transcript(store, out.run_id)
+
+
+async def test_a_transient_model_error_is_retried(store: AnyStore, session: str) -> None:
+    """A TransientError from the model retries the planner turn."""
+
+    class Flaky(ScriptedModel):
+        failed = 0
+
+        async def complete(self, request):  # type: ignore[no-untyped-def]
+            if self.failed < 2:
+                self.failed += 1
+                raise TransientError("429 slow down")
+            return await super().complete(request)
+
+    runtime = _runtime(store, Flaky([reply("finally")]))
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.COMPLETED
+    assert out.text == "finally"
+
+
+class Broken:
+    """A planner that raises."""
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        raise RuntimeError("planner exploded")
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        raise AssertionError("unreachable")
+
+
+async def test_a_planner_that_raises_fails_the_run(store: AnyStore, session: str) -> None:
+    """A planner error fails the run with a failure in run_completed."""
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_agent(Agent("chat", Broken()))
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.kind == "planner_error"
+    assert "planner exploded" in out.failure.message
+    stored = await records(store, out.run_id)
+    done = payloads.RunCompleted.decode(stored[-1].payload)
+    assert done.status == "failed"
+    assert done.failure == out.failure
+    assert await types(store, out.run_id) == [
+        "run_started",
+        "transcript_messages_appended",
+        "phase:prompted",
+        "phase:planning",
+        "run_completed",
+    ]
+    await valid_transcript(store, out.run_id)
+
+
+async def test_prepare_messages_failing_fails_the_turn(store: AnyStore, session: str) -> None:
+    """[R3] an error from prepare_messages fails the turn (here: a corrupt log)."""
+
+    class Corrupting:
+        async def plan_start(self, input: PlanInput) -> PlanResult:
+            await store.append_run_record(  # an unreadable transcript record
+                (await records(store, input.run.run_id))[0].__class__(
+                    run_id=input.run.run_id,
+                    agent_id="chat",
+                    session_id=session,
+                    turn_id=input.run.turn_id,
+                    event_key="bad",
+                    type="transcript_messages_appended",
+                    timestamp=(await records(store, input.run.run_id))[0].timestamp,
+                    payload=b'{"not": "messages"}',
+                )
+            )
+            await input.prepare_messages()
+            raise AssertionError("unreachable")
+
+        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+            raise AssertionError("unreachable")
+
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_agent(Agent("chat", Corrupting()))
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.code == "CorruptRecordError"
+
+
+_X = (TextPart(text="x"),)
+_CALL = ToolCall(id="c", name="ping")
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        PlanResult(),
+        PlanResult.call(_CALL, final=Message(role="assistant", parts=_X)),
+        PlanResult(final=Message(role="user", parts=_X)),
+        PlanResult.call(_CALL, message=Message(role="assistant", parts=_X)),
+    ],
+    ids=["empty", "two-choices", "user-final", "message-without-calls"],
+)
+async def test_an_invalid_plan_fails_the_run(
+    store: AnyStore, session: str, plan: PlanResult
+) -> None:
+    """A plan that is not exactly one coherent step fails the run (invalid_plan)."""
+
+    class Fixed:
+        async def plan_start(self, input: PlanInput) -> PlanResult:
+            return plan
+
+        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+            return plan
+
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_agent(Agent("chat", Fixed(), tools=[ping]))
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.kind == "invalid_plan"
+    await valid_transcript(store, out.run_id)
+
+
+async def test_reused_tool_call_ids_are_an_invalid_plan(store: AnyStore, session: str) -> None:
+    """[T5] a call id already in the transcript would break it: the run fails instead."""
+    model = ScriptedModel([tool_calls(("p1", "ping", {})), tool_calls(("p1", "ping", {}))])
+    runtime = _runtime(store, model, tools=[ping])
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.kind == "invalid_plan"
+    assert "p1" in out.failure.message
+    await valid_transcript(store, out.run_id)
+
+
+async def test_max_turns(store: AnyStore, session: str) -> None:
+    """A run that keeps calling tools fails after max_turns planner turns."""
+    model = ScriptedModel([tool_calls((f"p{i}", "ping", {})) for i in range(3)])
+    runtime = _runtime(store, model, tools=[ping], max_turns=2)
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.failure is not None
+    assert out.failure.kind == "max_turns_exceeded"
+    assert len(model.requests) == 2
+    await valid_transcript(store, out.run_id)
+
+
+async def test_registration_closes_at_the_first_run(store: AnyStore, session: str) -> None:
+    """Agents, toolsets and models cannot be registered once a run started."""
+    runtime = chat_runtime(store, ScriptedModel([reply("hi")]))
+    runtime.register_toolset(Toolset("extra", [ping]))
+    await runtime.agent_client("chat").run(session, [user_message("hi")])
+    with pytest.raises(RegistrationClosedError):
+        runtime.register_agent(Agent("other", ModelPlanner("m")))
+    with pytest.raises(RegistrationClosedError):
+        runtime.register_toolset(Toolset("more", []))
+    with pytest.raises(RegistrationClosedError):
+        runtime.register_model("m2", ScriptedModel([]))
+
+
+async def test_bad_calls_raise_before_anything_is_written(store: AnyStore, session: str) -> None:
+    """Unknown sessions, agents and malformed input raise; no run is left behind."""
+    runtime = chat_runtime(store, ScriptedModel([]))
+    client = runtime.agent_client("chat")
+    with pytest.raises(SessionNotFoundError):
+        await client.run("no-such-session", [user_message("hi")])
+    with pytest.raises(ValidationError):
+        await runtime.agent_client("nobody").run(session, [user_message("hi")])
+    with pytest.raises(ValidationError):
+        await client.run(session, [])
+    with pytest.raises(ValidationError):
+        await client.run(session, [reply("assistant last").message])
+    with pytest.raises(ContractError):
+        await client.run(session, [user_message("hi")], labels={"a": 1})  # type: ignore[dict-item]
+    assert await store.list_runs_by_session(session) == []
+
+
+async def test_unknown_toolset_is_refused_at_the_first_run(store: AnyStore, session: str) -> None:
+    """A typo in an agent's tools fails before any run, naming what is registered."""
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_model("m", ScriptedModel([]))
+    runtime.register_agent(Agent("chat", ModelPlanner("m"), tools=["nope"]))
+    with pytest.raises(ValidationError, match="registered toolset"):
+        await runtime.agent_client("chat").run(session, [user_message("hi")])
