@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -11,6 +12,7 @@ from temporalio.client import Client
 from agentledger.engine.temporal import connect
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.sqlite import SQLiteStore
+from tests.engine.temporal.harness import now_ms
 from tests.engine.temporal.server import TemporalDevServer
 
 TEMPORAL_ENV = "AGENTLEDGER_TEST_TEMPORAL"
@@ -65,3 +67,11 @@ async def store(
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture
+async def session(store: SQLiteStore | PostgresStore) -> str:
+    """An active session of its own in ``store``."""
+    session_id = f"s-{uuid.uuid4().hex}"
+    await store.create_session(session_id, created_at=now_ms())
+    return session_id

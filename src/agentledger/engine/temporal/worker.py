@@ -30,10 +30,12 @@ import msgspec
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentledger.engine.base import Activity
 from agentledger.engine.temporal.client import check_client
+from agentledger.engine.temporal.converter import data_converter
 from agentledger.engine.temporal.failures import error_details
 from agentledger.engine.temporal.options import (
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -42,12 +44,19 @@ from agentledger.engine.temporal.options import (
 )
 from agentledger.engine.temporal.workflows import AgentRunWorkflow
 from agentledger.errors import TransientError, ValidationError
-from agentledger.runtime.wire import RunInput, RunOutput
+from agentledger.runtime import wire
+from agentledger.runtime.planner import ToolOutcome
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
 
-__all__ = ["activity_definitions", "create_worker"]
+__all__ = [
+    "activity_definitions",
+    "create_replayer",
+    "create_worker",
+    "warm_types",
+    "workflow_runner",
+]
 
 _MAX_HEARTBEAT_INTERVAL = 1.0
 """Seconds between heartbeats at most: how long a cancellation may take to reach an activity."""
@@ -125,6 +134,34 @@ def _warm(*types: Any) -> None:
         msgspec.json.Decoder(hint)
 
 
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandbox our workflow runs in: agentledger and msgspec passed through.
+
+    The sandbox still re-imports the workflow module itself
+    (:mod:`~agentledger.engine.temporal.workflows`) for every run; everything
+    else of agentledger is pure or unused there, and passing it through keeps
+    one copy of each class (an error raised by the workflow module is the
+    very class the run loop catches).
+    """
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("agentledger", "msgspec")
+    return SandboxedWorkflowRunner(restrictions=restrictions)
+
+
+def warm_types() -> None:
+    """Resolve every type a run workflow decodes (see :func:`_warm`)."""
+    structs = [
+        v for v in vars(wire).values() if isinstance(v, type) and issubclass(v, msgspec.Struct)
+    ]
+    _warm(EngineOptions, ToolOutcome, *structs)
+
+
+def create_replayer(**replayer_options: Any) -> Replayer:
+    """A ``temporalio.worker.Replayer`` for run histories, set up like a worker."""
+    warm_types()
+    replayer_options.setdefault("workflow_runner", workflow_runner())
+    return Replayer(workflows=[AgentRunWorkflow], data_converter=data_converter, **replayer_options)
+
+
 def activity_definitions(
     activities: Mapping[str, Activity], *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
 ) -> list[Callable[..., Awaitable[Any]]]:
@@ -168,9 +205,10 @@ def create_worker(
         ValidationError: the client lacks agentledger's data converter.
     """
     check_client(client)
-    _warm(RunInput, RunOutput, EngineOptions)
+    warm_types()
     if not isinstance(task_queue, str) or not task_queue:
         raise ValidationError(field="task_queue", expected="a non-empty string", got=task_queue)
+    worker_options.setdefault("workflow_runner", workflow_runner())
     worker_options.setdefault(
         "max_heartbeat_throttle_interval", timedelta(seconds=_MAX_HEARTBEAT_INTERVAL)
     )
