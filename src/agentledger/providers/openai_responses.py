@@ -140,7 +140,7 @@ class _Encoder:
             return
         why = "a cache checkpoint needs content before it"
         if self.last_output:
-            why = f"the Responses API cannot put a cache breakpoint after output ({self.last_output})"
+            why = f"no cache breakpoint can follow an output item ({self.last_output})"
         raise refuse(
             _LABEL,
             index,
