@@ -452,6 +452,16 @@ class LedgerMachine(RuleBasedStateMachine):
         kind: StartKind = "child" if session else "one_shot_child"
         return self.perform(Start(kind, run, session, parent, "", v))
 
+    @rule(target=commands, r=RUN, p=st.integers(0, RUNS - 1), v=st.integers(0, 1))
+    def late_child(self, r: int, p: int, v: int) -> Command:
+        """[L2] [L4] a child start arriving after its parent stopped running."""
+        runs = self.model.runs
+        stopped = [x for x in sorted(runs) if runs[x].status is not RunStatus.RUNNING]
+        parent = stopped[p % len(stopped)] if stopped else self.rid(p)
+        session = self.run_session(parent, self.sid(0))
+        kind: StartKind = "child" if session else "one_shot_child"
+        return self.perform(Start(kind, self.pick_new_run(r), session, parent, "", v))
+
     @rule(target=commands, r=RUN, v=st.integers(0, 1))
     def start_one_shot(self, r: int, v: int) -> Command:
         return self.perform(Start("one_shot", self.pick_new_run(r), "", "", "", v))
