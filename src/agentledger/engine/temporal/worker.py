@@ -33,6 +33,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from agentledger import __version__
 from agentledger.engine.base import Activity
 from agentledger.engine.temporal.client import check_client
 from agentledger.engine.temporal.converter import data_converter
@@ -209,6 +210,8 @@ def create_worker(
     if not isinstance(task_queue, str) or not task_queue:
         raise ValidationError(field="task_queue", expected="a non-empty string", got=task_queue)
     worker_options.setdefault("workflow_runner", workflow_runner())
+    # Temporal's default build id hashes the code of every loaded module (seconds).
+    worker_options.setdefault("build_id", f"agentledger-{__version__}")
     worker_options.setdefault(
         "max_heartbeat_throttle_interval", timedelta(seconds=_MAX_HEARTBEAT_INTERVAL)
     )
