@@ -2,9 +2,12 @@
 
 Adapters re-encode transcript parts into provider payloads in order, never
 reordering or dropping, and decode responses (streamed too) back into parts
-[T7]. Each provider SDK is an optional extra.
+[T7]. Each provider SDK is an optional extra, imported only when a client is
+built: ``agentledger.providers.openai`` (Chat Completions and Responses),
+``.anthropic`` (Messages), ``.bedrock`` (Converse). See docs/providers.md.
 """
 
+from agentledger.providers._environment import client_from_environment
 from agentledger.providers.model import (
     ModelClient,
     ModelRequest,
@@ -35,4 +38,5 @@ __all__ = [
     "ToolInputDelta",
     "ToolUseStart",
     "Usage",
+    "client_from_environment",
 ]
