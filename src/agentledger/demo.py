@@ -1,178 +1,234 @@
-"""The ``agentledger demo`` job: a realistic transcript built, validated, encoded and read back.
+"""The ``agentledger demo`` job: a real multi-turn session, persisted in SQLite.
 
-It exercises every part kind end to end, so a fresh checkout can show in one
-command that the transcript model and its codec work ([T1]-[T5]).
+A travel concierge agent, with a research agent it can delegate to, runs
+four turns in one session: parallel tool calls, a child run, a booking that
+waits for the user's confirmation and is resumed, and a search the user
+cancels. Every step lands in ``./agentledger.db`` (or ``--db``); the demo
+prints the conversation as it happens and ends with the commands that show
+what was recorded.
 """
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
+from rich.console import Console
+from rich.table import Table
 
-from agentledger.transcript import (
-    CacheCheckpointPart,
-    Citation,
-    CitationsPart,
-    DocumentPart,
-    ImagePart,
-    JsonNumber,
-    Message,
-    Part,
-    TextPart,
-    ThinkingPart,
-    ToolResultPart,
-    ToolUsePart,
-    decode_messages,
-    encode_messages,
-    validate_planner_transcript,
+from agentledger.demo_model import DemoModel
+from agentledger.memory import SQLiteMemory
+from agentledger.providers.model import ModelClient
+from agentledger.runtime import (
+    Agent,
+    Answer,
+    ModelPlanner,
+    RunOutput,
+    Runtime,
+    events,
+    tool,
+    user_message,
 )
+from agentledger.storage.sqlite import SQLiteStore, default_path
+from agentledger.transcript import Message, TextPart
 
-__all__ = ["build_demo_transcript", "run_demo"]
+__all__ = ["run_demo"]
 
-# A 1x1 transparent PNG: small, but real image bytes.
-_PNG = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
-)
+CONCIERGE = "You are a travel concierge. Use tools for facts; ask before booking anything."
+RESEARCH = "You are a research assistant. Answer with one well-sourced paragraph."
+WEATHER = {
+    "Paris": (18, "light rain"),
+    "Tokyo": (24, "sunny"),
+    "Lisbon": (22, "clear"),
+    "New York": (15, "windy"),
+}
 
 
-def build_demo_transcript() -> list[Message]:
-    """A support-agent exchange using every part kind, in provider-valid order.
+def _pick_model(console: Console) -> ModelClient:
+    """The model the demo talks to.
 
-    Returned as a function so tests and the CLI share one realistic example.
+    Hook for real providers: once provider clients exist, return one here when
+    its key is configured (OPENAI_API_KEY, ANTHROPIC_API_KEY, AWS credentials).
+    Until then the demo always runs offline.
     """
-    return [
-        Message(
-            role="system",
-            parts=(
-                TextPart(text="You are a support agent for Acme. Cite the policy when you refund."),
-                CacheCheckpointPart(),  # the system prompt is stable: cache up to here
-            ),
-        ),
-        Message(
-            role="user",
-            parts=(
-                TextPart(text="My order A-1042 arrived broken. Photo and receipt attached."),
-                ImagePart(format="png", data=_PNG),
-                DocumentPart(
-                    name="receipt-A-1042",
-                    format="txt",
-                    text="Order A-1042\nKettle x1  49.90 EUR\nShipping  4.95 EUR\nTotal  54.85 EUR",
-                    cite=True,
-                ),
-            ),
-        ),
-        Message(
-            role="assistant",
-            parts=(
-                ThinkingPart(
-                    text="I need the order record and the refund policy before answering.",
-                    signature="EqQBCkYIBRgCIkB6c2lnbmF0dXJl",
-                    final=True,
-                ),
-                TextPart(text="Let me look up your order and our refund policy."),
-                ToolUsePart(id="toolu_01", name="orders.lookup", input={"order_id": "A-1042"}),
-                ToolUsePart(
-                    id="toolu_02",
-                    name="policy.search",
-                    input={"query": "damaged item refund", "top_k": 3, "min_score": 0.75},
-                ),
-            ),
-        ),
-        Message(
-            role="user",
-            parts=(
-                ToolResultPart(
-                    tool_use_id="toolu_01",
-                    content={
-                        "order_id": "A-1042",
-                        "total": JsonNumber("54.85"),
-                        "currency": "EUR",
-                        "delivered": True,
-                    },
-                ),
-                ToolResultPart(
-                    tool_use_id="toolu_02",
-                    content="policy index unavailable: timeout after 5s",
-                    is_error=True,
-                ),
-                TextPart(text="Also, can I get the refund to my original card?"),
-            ),
-        ),
-        Message(
-            role="assistant",
-            parts=(
-                CitationsPart(
-                    text="Your receipt shows a total of 54.85 EUR for order A-1042.",
-                    citations=(
-                        Citation(
-                            title="receipt-A-1042",
-                            source="receipt-A-1042",
-                            location={"start_char": 0, "end_char": 64},
-                            source_content=("Total  54.85 EUR",),
-                        ),
-                    ),
-                ),
-                TextPart(
-                    text="I have issued a full refund of 54.85 EUR to your original card; "
-                    "expect it within 5 business days."
-                ),
-            ),
-            meta={"provider": "anthropic", "stop_reason": "end_turn"},
-        ),
-    ]
+    console.print(
+        "[bold yellow]Using the offline demo model[/] (deterministic; no provider key is "
+        "configured), so this demo needs no network."
+    )
+    return DemoModel()
 
 
-def _literal(value: Any) -> Any:
-    """Show a JsonNumber as the JSON it came from."""
-    if isinstance(value, JsonNumber):
-        return msgspec.Raw(value.literal.encode())
-    raise TypeError(type(value).__name__)
+class ConsoleSink:
+    """Prints run events as they arrive: the conversation, tool calls and run endings."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.depth: dict[str, int] = {}
+        self.agents: dict[str, str] = {}
+        self.seen: set[str] = set()
+
+    def _say(self, run_id: str, text: str) -> None:
+        self.console.print("    " * self.depth.get(run_id, 0) + text, highlight=False)
+
+    async def send(self, event: events.RunEvent, /) -> None:
+        if event.key in self.seen:
+            return
+        self.seen.add(event.key)
+        run = event.run_id
+        match event:
+            case events.RunStarted():
+                self.depth[run] = self.depth.get(event.parent_run_id, -1) + 1
+                self.agents[run] = event.agent_id
+                if event.parent_run_id:
+                    self._say(run, f"[magenta]↳ child run of agent {event.agent_id}[/] ({run})")
+                elif event.predecessor_run_id:
+                    self._say(run, f"[dim]continuation run {run} of {event.predecessor_run_id}[/]")
+            case events.MessagesAppended():
+                for message in event.messages:
+                    self._message(run, message)
+            case events.ToolCallScheduled():
+                args = ", ".join(f"{k}={v!r}" for k, v in event.input.items())
+                self._say(run, f"  [cyan]→ {event.tool_name}({args})[/]")
+            case events.ToolResultReceived():
+                mark = "[red]✗[/]" if event.is_error else "[green]←[/]"
+                self._say(run, f"  {mark} [cyan]{event.tool_name}[/]: {event.content}")
+            case events.CancellationRequested():
+                self._say(run, f"[red]■ cancel requested:[/] {event.reason}")
+            case events.RunSuspended():
+                self._say(run, "[yellow]⏸ run suspended, waiting for the user's confirmation[/]")
+            case events.RunCompleted():
+                if event.status == "success":
+                    self._say(run, f"[dim]✓ run {run} completed[/]")
+                elif event.status == "canceled":
+                    self._say(run, f"[red]✗ run {run} canceled ({event.reason})[/]")
+                else:
+                    why = event.failure.message if event.failure else ""
+                    self._say(run, f"[red]✗ run {run} failed: {why}[/]")
+            case _:
+                pass
+
+    def _message(self, run_id: str, message: Message) -> None:
+        text = " ".join(p.text for p in message.parts if isinstance(p, TextPart) and p.text)
+        agent = self.agents.get(run_id, "assistant")
+        if message.role == "assistant" and text:
+            self._say(run_id, f"[bold green]{agent}:[/] {text}")
+        elif message.role == "user" and text and self.depth.get(run_id, 0) == 0:
+            self._say(run_id, f"[bold blue]you:[/] {text}")
+        elif message.role == "user" and text:
+            self._say(run_id, f"[magenta]request:[/] {text}")
+
+    async def close(self) -> None:
+        return None
 
 
-def _json(value: Any) -> str:
-    """A JSON value on one line, as stored."""
-    return msgspec.json.encode(value, enc_hook=_literal).decode()
+def _now() -> datetime:
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
 
 
-def _summary(part: Part) -> str:
-    """One short line describing a part."""
-    match part:
-        case ThinkingPart():
-            body = part.text or f"<redacted {len(part.redacted)} bytes>"
-            text = f"{body!r} signed={bool(part.signature)}"
-        case TextPart():
-            text = repr(part.text)
-        case ImagePart():
-            where = f"{len(part.data)} bytes" if part.data else part.url
-            text = f"{part.format}, {where}"
-        case DocumentPart():
-            text = f"{part.name!r} ({part.format or 'unknown format'}) cite={part.cite}"
-        case CitationsPart():
-            text = f"{part.text!r} [{len(part.citations)} citation(s)]"
-        case ToolUsePart():
-            text = f"{part.name}({_json(part.input)}) id={part.id}"
-        case ToolResultPart():
-            text = (
-                f"for {part.tool_use_id}{' ERROR' if part.is_error else ''}: {_json(part.content)}"
-            )
-        case CacheCheckpointPart():
-            text = "-- prompt cache boundary --"
-    return text if len(text) <= 90 else text[:87] + "..."
+async def _demo(path: str, console: Console) -> int:
+    model = _pick_model(console)
+    store = await SQLiteStore.open(path)
+    memory = await SQLiteMemory.open(path)
+    searching = asyncio.Event()
 
+    @tool
+    async def get_weather(city: str) -> dict[str, Any]:
+        """Current weather in a city."""
+        await asyncio.sleep(0.05)
+        temp, conditions = WEATHER.get(city, (20, "mild"))
+        return {"city": city, "temp_c": temp, "conditions": conditions}
 
-def run_demo() -> int:
-    """Build, validate, encode, decode and print the demo transcript; return the exit status."""
-    messages = build_demo_transcript()
-    validate_planner_transcript(messages)
-    encoded = encode_messages(messages)
-    decoded = decode_messages(encoded)
-    if decoded != messages or encode_messages(decoded) != encoded:
-        raise AssertionError("demo transcript did not round-trip exactly")
-    for index, message in enumerate(decoded):
-        for part in message.parts:
-            kind = part.__struct_config__.tag
-            print(f"{index:>2}  {message.role:<9}  {kind:<16}  {_summary(part)}")
-    print(f"{len(decoded)} messages valid; JSON {len(encoded)} bytes; decoded copy is identical")
+    @tool(confirm=True)
+    async def book_table(restaurant: str, people: int, time: str) -> str:
+        """Book a restaurant table (asks the user first)."""
+        return f"table for {people} at {restaurant}, {time}, confirmation AL-{people}{time[:2]}"
+
+    @tool
+    async def search_flights(origin: str, destination: str) -> str:
+        """Search flights (slow: asks every airline)."""
+        searching.set()
+        await asyncio.sleep(60)
+        return "no flights"
+
+    sink = ConsoleSink(console)
+    runtime = Runtime(store, stream=sink, memory=memory)
+    runtime.register_model("demo", model)
+    runtime.register_agent(
+        Agent(
+            "research",
+            ModelPlanner("demo", system=RESEARCH, model="demo-research", prompt_version="2"),
+            description="Researches a question and answers in one paragraph.",
+        )
+    )
+    runtime.register_agent(
+        Agent(
+            "concierge",
+            ModelPlanner("demo", system=CONCIERGE, model="demo-concierge", prompt_version="3"),
+            tools=[get_weather, book_table, search_flights],
+            agents=["research"],
+        )
+    )
+    session_id = f"demo-{uuid.uuid4().hex[:8]}"
+    await store.create_session(session_id, created_at=_now())
+    console.print(f"Session [bold]{session_id}[/] in {path}\n")
+    client = runtime.agent_client("concierge")
+    history: list[Message] = []
+    runs: list[tuple[str, RunOutput]] = []
+
+    async def turn(title: str, text: str) -> RunOutput:
+        console.rule(title)
+        out = await client.run(session_id, [*history, user_message(text)])
+        runs.append((title, out))
+        return out
+
+    try:
+        out = await turn("Turn 1: two tool calls at once", "What's the weather in Paris and Tokyo?")
+        history = await runtime.transcript(out.run_id)
+        out = await turn(
+            "Turn 2: delegating to another agent (a child run)",
+            "Please research: when was the Eiffel Tower built?",
+        )
+        history = await runtime.transcript(out.run_id)
+        out = await turn(
+            "Turn 3: a booking that needs confirmation",
+            "Book a table for 2 at Le Jules Verne at 20:00.",
+        )
+        console.print("[dim](the user approves; the demo resumes the suspended run)[/]")
+        out = await client.resume(session_id, out.run_id, Answer.approve("Yes, book it."))
+        runs.append(("Turn 3 (resumed)", out))
+        history = await runtime.transcript(out.run_id)
+        console.rule("Turn 4: a search the user cancels")
+        handle = await client.start(
+            session_id, [*history, user_message("Find me flights from Paris to Tokyo.")]
+        )
+        await asyncio.wait_for(searching.wait(), 10)
+        await handle.cancel("user pressed stop")
+        runs.append(("Turn 4 (canceled)", await handle.wait()))
+        remembered = await memory.load_run("concierge", runs[0][1].run_id)
+    finally:
+        await runtime.close()
+        await memory.close()
+        await store.close()
+    console.rule("Recorded")
+    table = Table("turn", "run", "status", box=None)
+    for title, output in runs:
+        table.add_row(title.split(":")[0], output.run_id, str(output.status))
+    console.print(table)
+    console.print(f"Product memory kept {len(remembered.events)} events of turn 1.\n")
+    db = "" if path == default_path() else f" --db {path}"
+    console.print("Inspect it:")
+    console.print(f"  agentledger{db} sessions")
+    console.print(f"  agentledger{db} runs {session_id}")
+    console.print(f"  agentledger{db} records {runs[0][1].run_id}")
+    console.print(f"  agentledger{db} transcript {runs[-1][1].run_id}")
+    console.print(f"  agentledger{db} --json runs {session_id}")
     return 0
+
+
+def run_demo(path: str | None = None) -> int:
+    """Run the demo session against the SQLite file ``path`` (default: ``default_path()``)."""
+    console = Console(highlight=False)
+    return asyncio.run(_demo(path or default_path(), console))
