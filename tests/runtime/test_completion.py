@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -181,20 +180,20 @@ async def test_a_killed_worker_is_recovered(tmp_path: Path) -> None:
     try:
         await store.create_session("s1", created_at=now_ms())
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "tests.runtime.crash_worker", str(path), "s1", "crash-1"],
+        worker = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-m", "tests.runtime.crash_worker", str(path), "s1", "crash-1"],
             cwd=ROOT,
             env=env,
         )
         try:
             deadline = time.monotonic() + 20
             while "tool_call_scheduled" not in await _types_or_none(store, "crash-1"):
-                assert worker.poll() is None, "the worker died on its own"
+                assert worker.returncode is None, "the worker died on its own"
                 assert time.monotonic() < deadline, "the worker never reached its tool"
                 await asyncio.sleep(0.05)
         finally:
             worker.send_signal(signal.SIGKILL)
-            worker.wait(10)
+            await asyncio.wait_for(worker.wait(), 10)
         assert (await store.load_run("crash-1")).status is RunStatus.RUNNING
         runtime = Runtime(store, stream=QueueSink())
         first = await runtime.ensure_run_completion("crash-1")
