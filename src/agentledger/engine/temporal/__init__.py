@@ -69,12 +69,18 @@ Payload discipline and limits (Temporal server defaults):
   deployed; the run stays ``running`` meanwhile.
 """
 
-from agentledger.engine.temporal.client import check_client, connect
-from agentledger.engine.temporal.converter import data_converter
-from agentledger.engine.temporal.engine import TemporalEngine
-from agentledger.engine.temporal.options import EngineOptions
-from agentledger.engine.temporal.worker import create_worker
-from agentledger.engine.temporal.workflows import WORKFLOW_NAME, AgentRunWorkflow
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentledger.engine.temporal.client import check_client, connect
+    from agentledger.engine.temporal.converter import data_converter
+    from agentledger.engine.temporal.engine import TemporalEngine
+    from agentledger.engine.temporal.options import EngineOptions
+    from agentledger.engine.temporal.worker import create_replayer, create_worker
+    from agentledger.engine.temporal.workflows import WORKFLOW_NAME, AgentRunWorkflow
 
 __all__ = [
     "WORKFLOW_NAME",
@@ -83,6 +89,34 @@ __all__ = [
     "TemporalEngine",
     "check_client",
     "connect",
+    "create_replayer",
     "create_worker",
     "data_converter",
 ]
+
+_HOMES = {
+    "WORKFLOW_NAME": "workflows",
+    "AgentRunWorkflow": "workflows",
+    "EngineOptions": "options",
+    "TemporalEngine": "engine",
+    "check_client": "client",
+    "connect": "client",
+    "create_replayer": "worker",
+    "create_worker": "worker",
+    "data_converter": "converter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: importing temporalio takes seconds, and ``agentledger`` commands
+    # other than ``worker`` must not pay for it.
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,242 @@
+"""``agentledger worker``: a Temporal worker process for agentledger runs.
+
+::
+
+    agentledger worker --temporal 127.0.0.1:7233 --db ledger.db --task-queue agentledger \\
+        --app myapp.agents:setup
+
+``--app MODULE:FUNCTION`` names a function that registers the agents,
+toolsets and models on the runtime (``setup(runtime)``, may be async); the
+default is the ``adder`` example (:mod:`agentledger.engine.temporal.example`).
+``--db`` is a SQLite file (a path, or ``sqlite:///path``) or a PostgreSQL
+DSN (``postgresql://...``); every worker of a task queue must share it.
+
+The worker prints one ``agentledger worker: polling ...`` line once it
+polls, and stops on SIGINT or SIGTERM: it finishes (or, after
+``--grace`` seconds, cancels) the activities in flight, closes the store
+and exits 0. Temporal retries whatever did not finish on another worker.
+The process ends with ``os._exit`` after flushing its output, because the
+Temporal client's native threads can abort the interpreter during its
+teardown (temporalio/sdk-python#300).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import inspect
+import os
+import signal
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from agentledger.errors import AgentledgerError, ValidationError
+
+if TYPE_CHECKING:
+    from agentledger.runtime.runtime import Runtime
+
+# Everything Temporal is imported inside the functions: ``agentledger`` builds
+# this parser for every command, and importing temporalio takes seconds.
+
+__all__ = ["DEFAULT_APP", "add_worker_command", "exit_now", "load_app", "open_store", "serve"]
+
+DEFAULT_APP = "agentledger.engine.temporal.example:setup"
+_POSTGRES = ("postgres://", "postgresql://")
+
+
+async def open_store(dsn: str) -> Any:
+    """Open the store named by ``dsn``: a PostgreSQL DSN, or a SQLite file.
+
+    Raises:
+        ValidationError: an empty DSN (or what the store refuses).
+        TransientError: the database cannot be reached.
+    """
+    if not dsn:
+        raise ValidationError(field="db", expected="a SQLite path or a PostgreSQL DSN", got=dsn)
+    if dsn.startswith(_POSTGRES) or "dbname=" in dsn or "host=" in dsn:
+        from agentledger.storage.postgres import PostgresStore
+
+        return await PostgresStore.open(dsn)
+    from agentledger.storage.sqlite import SQLiteStore
+
+    return await SQLiteStore.open(dsn.removeprefix("sqlite:///") if dsn != "sqlite:///" else dsn)
+
+
+def load_app(spec: str) -> Callable[[Runtime], Any]:
+    """The ``setup(runtime)`` function named ``MODULE:FUNCTION``.
+
+    Raises:
+        ValidationError: the spec is malformed or names nothing callable.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValidationError(field="app", expected="MODULE:FUNCTION", got=spec)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValidationError(field="app", expected="an importable module", got=spec) from e
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValidationError(field="app", expected="a setup(runtime) function", got=spec)
+    setup: Callable[[Runtime], Any] = fn
+    return setup
+
+
+def _redact(dsn: str) -> str:
+    """The DSN without its password, for the log line."""
+    if "@" in dsn and dsn.startswith(_POSTGRES):
+        scheme, _, rest = dsn.partition("://")
+        credentials, _, host = rest.rpartition("@")
+        user = credentials.partition(":")[0]
+        return f"{scheme}://{user}@{host}"
+    return dsn
+
+
+async def serve(
+    *,
+    temporal: str,
+    db: str,
+    task_queue: str,
+    app: str = DEFAULT_APP,
+    namespace: str = "default",
+    heartbeat_timeout: float = 30.0,
+    grace: float = 10.0,
+    max_concurrent_activities: int | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Run a worker until ``stop`` is set (or SIGINT/SIGTERM arrives); return 0."""
+    from agentledger.engine.temporal.client import connect
+    from agentledger.engine.temporal.engine import TemporalEngine
+    from agentledger.engine.temporal.worker import create_worker
+    from agentledger.runtime.runtime import Runtime
+
+    setup = load_app(app)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, stop.set)
+    store = await open_store(db)
+    try:
+        client = await connect(temporal, namespace=namespace)
+        engine = TemporalEngine(client, task_queue=task_queue, heartbeat_timeout=heartbeat_timeout)
+        runtime = Runtime(store, engine=engine)
+        done = setup(runtime)
+        if inspect.isawaitable(done):
+            await done
+        options: dict[str, Any] = {"graceful_shutdown_timeout": timedelta(seconds=grace)}
+        if max_concurrent_activities:
+            options["max_concurrent_activities"] = max_concurrent_activities
+        worker = create_worker(runtime, client, task_queue, **options)
+        async with worker:
+            print(
+                f"agentledger worker: polling {task_queue!r} on {temporal} "
+                f"(namespace {namespace}, store {_redact(db)}, pid {os.getpid()})",
+                flush=True,
+            )
+            await stop.wait()
+            print("agentledger worker: stopping", flush=True)
+    finally:
+        await store.close()
+    print("agentledger worker: stopped", flush=True)
+    return 0
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush stdout and stderr and end the process without interpreter teardown.
+
+    The Temporal client's native threads can abort a finalizing interpreter
+    (temporalio/sdk-python#300); skipping the teardown avoids it. Call it only
+    at the very end of a command-line process.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        code = asyncio.run(
+            serve(
+                temporal=args.temporal,
+                db=args.db,
+                task_queue=args.task_queue,
+                app=args.app,
+                namespace=args.namespace,
+                heartbeat_timeout=args.heartbeat_timeout,
+                grace=args.grace,
+                max_concurrent_activities=args.max_concurrent_activities,
+            )
+        )
+    except AgentledgerError as e:
+        print(f"agentledger worker: {e}", file=sys.stderr)
+        code = 1
+    except ImportError as e:
+        print(
+            f"agentledger worker: {e}; install the Temporal engine with "
+            "pip install 'agentledger[temporal]'",
+            file=sys.stderr,
+        )
+        code = 1
+    exit_now(code)
+
+
+def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``worker`` to the ``agentledger`` command's subparsers; returns its parser.
+
+    The parser sets ``handler`` to the function that runs the command
+    (``args.handler(args)``); it never returns (see :func:`exit_now`).
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "worker",
+        help="run a Temporal worker for agentledger runs",
+        description="Run a Temporal worker for agentledger runs until SIGINT or SIGTERM.",
+    )
+    parser.add_argument("--temporal", required=True, metavar="HOST:PORT", help="Temporal frontend")
+    parser.add_argument(
+        "--db",
+        required=True,
+        metavar="DSN",
+        help="the store: a SQLite file (path or sqlite:///path) or a postgresql:// DSN",
+    )
+    parser.add_argument(
+        "--task-queue", default="agentledger", help="the queue to poll (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--app",
+        default=DEFAULT_APP,
+        metavar="MODULE:FUNCTION",
+        help="setup(runtime) registering agents and tools (default: %(default)s)",
+    )
+    parser.add_argument("--namespace", default="default", help="Temporal namespace")
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="an activity whose worker stops heartbeating this long is retried elsewhere",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on shutdown, how long activities in flight may finish",
+    )
+    parser.add_argument(
+        "--max-concurrent-activities", type=int, default=None, metavar="N", help=argparse.SUPPRESS
+    )
+    parser.set_defaults(handler=_run)
+    return parser
+
+
+if __name__ == "__main__":  # python -m agentledger.engine.temporal.cli worker ...
+    _top = argparse.ArgumentParser(prog="agentledger")
+    add_worker_command(_top.add_subparsers(dest="command", required=True))
+    _args = _top.parse_args()
+    _args.handler(_args)
