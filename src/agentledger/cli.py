@@ -83,6 +83,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ):
         action = actions.add_parser(name, parents=[shared], help=text)
         action.add_argument("session_id")
+    from agentledger.engine.temporal.cli import add_worker_command
+
+    add_worker_command(commands)  # `agentledger worker`: needs the temporal extra to run
     return parser
 
 
@@ -307,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
+        if args.command == "worker":
+            return int(args.handler(args))
         asyncio.run(_run(_COMMANDS[args.command], path, args))
     except AgentledgerError as e:
         print(f"agentledger: error: {e}", file=sys.stderr)
