@@ -1,0 +1,89 @@
+"""Product memory (DESIGN section 6): in-memory and SQLite, idempotent appends by key."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agentledger.errors import RecordConflictError
+from agentledger.memory import (
+    AssistantMessage,
+    InMemoryMemory,
+    MemoryStore,
+    PlannerNote,
+    SQLiteMemory,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from agentledger.storage.sqlite import SQLiteStore
+from agentledger.transcript import JsonNumber
+
+BIG = JsonNumber("1e400")
+AT = datetime(2026, 1, 2, 3, 4, 5, 6000, tzinfo=UTC)
+EVENTS = (
+    UserMessage(key="k1", timestamp=AT, turn_id="t", text="hi"),
+    Thinking(key="k2", timestamp=AT, text="hmm"),
+    ToolCall(key="k3", timestamp=AT, tool_call_id="c1", tool_name="f", input={"x": BIG}),
+    ToolResult(key="k4", timestamp=AT, tool_call_id="c1", content=[1, "two"], is_error=False),
+    PlannerNote(key="k5", timestamp=AT, text="note", labels={"a": "b"}),
+    AssistantMessage(key="k6", timestamp=AT, text="bye"),
+)  # fmt: skip
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
+    """Each product-memory backend."""
+    if request.param == "memory":
+        yield InMemoryMemory()
+        return
+    sqlite = await SQLiteMemory.open(tmp_path / "memory.db")
+    try:
+        yield sqlite
+    finally:
+        await sqlite.close()
+
+
+async def test_events_round_trip_in_order(memory: MemoryStore) -> None:
+    """Every event type reads back exactly, in append order, per (agent, run)."""
+    await memory.append_events("agent", "run-1", *EVENTS[:3])
+    await memory.append_events("agent", "run-1", *EVENTS[3:])
+    await memory.append_events("agent", "run-2", EVENTS[0])
+    snapshot = await memory.load_run("agent", "run-1")
+    assert snapshot.events == EVENTS
+    assert (await memory.load_run("agent", "run-2")).events == (EVENTS[0],)
+    assert (await memory.load_run("other", "run-1")).events == ()
+
+
+async def test_appending_again_is_idempotent_and_changes_conflict(memory: MemoryStore) -> None:
+    """A retried feed changes nothing; the same key with other content is a conflict."""
+    await memory.append_events("agent", "run-1", *EVENTS)
+    await memory.append_events("agent", "run-1", *EVENTS)
+    assert (await memory.load_run("agent", "run-1")).events == EVENTS
+    changed = UserMessage(key="k1", timestamp=AT, turn_id="t", text="hello")
+    with pytest.raises(RecordConflictError):
+        await memory.append_events("agent", "run-1", changed)
+    assert (await memory.load_run("agent", "run-1")).events == EVENTS
+
+
+async def test_sqlite_memory_shares_a_file_with_the_runtime_store(tmp_path: Path) -> None:
+    """SQLiteMemory keeps its own STRICT table, so it can live in the store's database."""
+    path = tmp_path / "shared.db"
+    store = await SQLiteStore.open(path)
+    memory = await SQLiteMemory.open(path)
+    try:
+        await memory.append_events("agent", "run-1", *EVENTS)
+        await store.create_session("s1", created_at=AT.replace(microsecond=6000))
+        assert [s.id for s in await store.list_sessions()] == ["s1"]
+    finally:
+        await memory.close()
+        await store.close()
+    reopened = await SQLiteMemory.open(path)
+    try:
+        assert (await reopened.load_run("agent", "run-1")).events == EVENTS
+    finally:
+        await reopened.close()
