@@ -98,7 +98,7 @@ class Tool:
                     got=str(param.kind),
                 )
             hint = hints.get(param.name, Any)
-            if hint is ToolContext:
+            if hint is ToolContext or ToolContext in typing.get_args(hint):
                 self._context_param = param.name
                 continue
             if param.default is inspect.Parameter.empty:
