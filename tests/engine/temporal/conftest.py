@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -75,3 +76,13 @@ async def session(store: SQLiteStore | PostgresStore) -> str:
     session_id = f"s-{uuid.uuid4().hex}"
     await store.create_session(session_id, created_at=now_ms())
     return session_id
+
+
+@pytest.fixture
+def worker_db(store_kind: str, store: Any, request: pytest.FixtureRequest) -> str:
+    """The ``--db`` of a worker process sharing ``store``."""
+    if store_kind == "sqlite":
+        path: str = store.path
+        return path
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return dsn

@@ -106,6 +106,7 @@ async def serve(
     heartbeat_timeout: float = 30.0,
     grace: float = 10.0,
     max_concurrent_activities: int | None = None,
+    sticky_timeout: float | None = None,
     stop: asyncio.Event | None = None,
 ) -> int:
     """Run a worker until ``stop`` is set (or SIGINT/SIGTERM arrives); return 0."""
@@ -131,6 +132,8 @@ async def serve(
         options: dict[str, Any] = {"graceful_shutdown_timeout": timedelta(seconds=grace)}
         if max_concurrent_activities:
             options["max_concurrent_activities"] = max_concurrent_activities
+        if sticky_timeout:
+            options["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=sticky_timeout)
         worker = create_worker(runtime, client, task_queue, **options)
         async with worker:
             print(
@@ -171,6 +174,7 @@ def _run(args: argparse.Namespace) -> int:
                 heartbeat_timeout=args.heartbeat_timeout,
                 grace=args.grace,
                 max_concurrent_activities=args.max_concurrent_activities,
+                sticky_timeout=args.sticky_timeout,
             )
         )
     except AgentledgerError as e:
@@ -230,6 +234,9 @@ def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--max-concurrent-activities", type=int, default=None, metavar="N", help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--sticky-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS
     )
     parser.set_defaults(handler=_run)
     return parser

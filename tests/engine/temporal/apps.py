@@ -1,0 +1,66 @@
+"""Apps for worker processes started by the tests (``agentledger worker --app ...``).
+
+Their planners are deterministic functions of the transcript (no scripted
+model whose position a crashed process would lose), and their tools leave
+marker files in ``$AGENTLEDGER_TEST_MARKERS`` so a test can see, from
+another process, that a tool started and how often it ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+
+from agentledger.runtime import (
+    Agent,
+    PlanInput,
+    PlanResult,
+    PlanResumeInput,
+    Runtime,
+    ToolCall,
+    ToolContext,
+    tool,
+)
+from agentledger.transcript import TextPart
+
+MARKERS_ENV = "AGENTLEDGER_TEST_MARKERS"
+SLOW_SECONDS_ENV = "AGENTLEDGER_TEST_SLOW_SECONDS"
+
+
+def _mark(name: str) -> None:
+    folder = os.environ.get(MARKERS_ENV)
+    if folder:
+        Path(folder, f"{name}.{uuid.uuid4().hex[:8]}").touch()
+
+
+@tool
+async def slow_step(label: str, ctx: ToolContext) -> str:
+    """Take a while (``$AGENTLEDGER_TEST_SLOW_SECONDS``), leaving a marker when it starts."""
+    _mark(f"started-{ctx.run_id}")
+    await asyncio.sleep(float(os.environ.get(SLOW_SECONDS_ENV, "0")))
+    _mark(f"finished-{ctx.run_id}")
+    return f"{label} done"
+
+
+class TwoStepPlanner:
+    """Calls ``slow_step`` once with the user's text, then answers with its result."""
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        messages = await input.prepare_messages()
+        text = "".join(p.text for p in messages[-1].parts if isinstance(p, TextPart))
+        return PlanResult.call(ToolCall(id="step-1", name="slow_step", input={"label": text}))
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return PlanResult.answer(f"finished: {input.tool_results[0].content}")
+
+
+def setup(runtime: Runtime) -> None:
+    """One agent, ``stepper``, with the slow tool."""
+    runtime.register_agent(Agent("stepper", TwoStepPlanner(), tools=[slow_step]))
+
+
+def markers(folder: Path, prefix: str) -> list[Path]:
+    """The marker files whose name starts with ``prefix``."""
+    return sorted(p for p in folder.iterdir() if p.name.startswith(prefix + "."))

@@ -1,0 +1,100 @@
+"""A worker killed mid-run: another worker finishes the run, exactly once.
+
+The worker runs in a subprocess (the real ``agentledger worker`` command);
+it is SIGKILLed while a slow tool runs. Temporal notices the lost attempt by
+its missing heartbeat and retries the tool on a second worker process; the
+run completes once, with the very records an uninterrupted run writes [X1].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from temporalio.client import Client
+
+from agentledger.engine.temporal import TemporalEngine
+from agentledger.runtime import Runtime, user_message
+from agentledger.runtime.completion import check_lifecycle
+from agentledger.storage import RunStatus
+from agentledger.storage.protocol import Store
+from tests.engine.temporal import apps
+from tests.engine.temporal.harness import FAST_RETRY, now_ms
+from tests.engine.temporal.processes import WorkerProcess
+from tests.runtime.support import records, types, valid_transcript
+
+STEPPER = [
+    "run_started",
+    "transcript_messages_appended",
+    "phase:prompted",
+    "phase:planning",
+    "transcript_messages_appended",
+    "phase:executing_tools",
+    "tool_call_scheduled",
+    "tool_result_received",
+    "transcript_messages_appended",
+    "phase:synthesizing",
+    "transcript_messages_appended",
+    "run_completed",
+]
+
+
+async def _wait_for_markers(folder: Path, prefix: str, count: int, within: float = 60) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while len(apps.markers(folder, prefix)) < count:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no {count} {prefix} markers within {within}s")
+        await asyncio.sleep(0.05)
+
+
+async def test_worker_killed_mid_tool_run_completes_exactly_once(
+    temporal_address: str, temporal_client: Client, store: Store, worker_db: str, tmp_path: Path
+) -> None:
+    """SIGKILL the worker inside a tool; a new worker completes the run with no lost records."""
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    env = {apps.MARKERS_ENV: str(folder), apps.SLOW_SECONDS_ENV: "2"}
+    queue = f"crash-{uuid.uuid4().hex[:12]}"
+    options = ("--sticky-timeout", "1")
+    first = WorkerProcess(
+        temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options
+    ).start()
+    second: WorkerProcess | None = None
+    try:
+        engine = TemporalEngine(
+            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=2.0
+        )
+        runtime = Runtime(store, engine=engine)
+        apps.setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        client = runtime.agent_client("stepper")
+        handle = await client.start(session, [user_message("crash me")])
+        await _wait_for_markers(folder, f"started-{handle.run_id}", 1)
+        first.kill()
+        second = WorkerProcess(
+            temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options
+        ).start()
+        out = await asyncio.wait_for(handle.wait(), 90)
+        assert out.status is RunStatus.COMPLETED, out.failure
+        assert out.text == "finished: crash me done"
+        # The tool ran again on the second worker (tools are at least once) ...
+        assert len(apps.markers(folder, f"started-{handle.run_id}")) == 2
+        assert len(apps.markers(folder, f"finished-{handle.run_id}")) == 1
+        # ... and the run's log is exactly that of an uninterrupted run.
+        reference = await client.run(session, [user_message("crash me")])
+        assert await types(store, out.run_id) == STEPPER
+        crashed, clean = await records(store, out.run_id), await records(store, reference.run_id)
+        assert [(r.id, r.type, r.event_key) for r in crashed] == [
+            (r.id, r.type, r.event_key) for r in clean
+        ]
+        assert [r.id for r in crashed] == [str(i) for i in range(1, len(STEPPER) + 1)]
+        check_lifecycle(await store.load_run(out.run_id), crashed)
+        messages = await valid_transcript(store, out.run_id)
+        assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+        assert second.stop() == 0, second.output()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
