@@ -230,5 +230,5 @@ async def _demo(path: str, console: Console) -> int:
 
 def run_demo(path: str | None = None) -> int:
     """Run the demo session against the SQLite file ``path`` (default: ``default_path()``)."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # commands must stay copyable
     return asyncio.run(_demo(path or default_path(), console))
