@@ -46,17 +46,13 @@ WEATHER = {
 }
 
 
-def _pick_model(console: Console) -> ModelClient:
+def _pick_model() -> ModelClient:
     """The model the demo talks to.
 
     Hook for real providers: once provider clients exist, return one here when
     its key is configured (OPENAI_API_KEY, ANTHROPIC_API_KEY, AWS credentials).
-    Until then the demo always runs offline.
+    Until then the demo always runs offline on :class:`DemoModel`.
     """
-    console.print(
-        "[bold yellow]Using the offline demo model[/] (deterministic; no provider key is "
-        "configured), so this demo needs no network."
-    )
     return DemoModel()
 
 
@@ -129,7 +125,12 @@ def _now() -> datetime:
 
 
 async def _demo(path: str, console: Console) -> int:
-    model = _pick_model(console)
+    model = _pick_model()
+    if isinstance(model, DemoModel):
+        console.print(
+            "[bold yellow]Using the offline demo model[/] (deterministic; no provider key is "
+            "configured), so this demo needs no network."
+        )
     store = await SQLiteStore.open(path)
     memory = await SQLiteMemory.open(path)
     searching = asyncio.Event()

@@ -252,3 +252,49 @@ async def test_one_shot_run_has_no_session(store: AnyStore) -> None:
     assert meta.session_id == ""
     assert meta.status is RunStatus.COMPLETED
     await valid_transcript(store, out.run_id)
+
+
+async def test_planner_notes_are_recorded_and_remembered(store: AnyStore, session: str) -> None:
+    """Planner notes become planner_note records, stream events and memory events."""
+    from agentledger.runtime import Note
+
+    class Noting:
+        async def plan_start(self, input: PlanInput) -> PlanResult:
+            return PlanResult.answer("ok", notes=(Note(text="easy one", labels={"k": "v"}),))
+
+        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+            raise AssertionError("unreachable")
+
+    sink, memory = QueueSink(), InMemoryMemory()
+    runtime = Runtime(store, stream=sink, memory=memory)
+    runtime.register_agent(Agent("chat", Noting()))
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert (await types(store, out.run_id))[-3:] == [
+        "planner_note",
+        "transcript_messages_appended",
+        "run_completed",
+    ]
+    noted = [e for e in sink.events if isinstance(e, events.PlannerNoted)]
+    assert [(e.text, e.labels) for e in noted] == [("easy one", {"k": "v"})]
+    remembered = (await memory.load_run("chat", out.run_id)).events
+    assert [type(e).__name__ for e in remembered] == [
+        "UserMessage",
+        "PlannerNote",
+        "AssistantMessage",
+    ]
+
+
+async def test_model_planner_can_stream(store: AnyStore, session: str) -> None:
+    """ModelPlanner(stream=True) assembles the streamed response (StreamEnd) into the turn."""
+    from agentledger.runtime import ModelPlanner
+
+    model = ScriptedModel(
+        [tool_calls(("c1", "weather", {"city": "Nice"})), reply("Sunny in Nice.")]
+    )
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_model("m", model)
+    runtime.register_agent(Agent("chat", ModelPlanner("m", stream=True), tools=[weather]))
+    out = await runtime.agent_client("chat").run(session, [user_message("Nice?")])
+    assert out.text == "Sunny in Nice."
+    assert model.remaining == 0
+    await valid_transcript(store, out.run_id)

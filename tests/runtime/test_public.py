@@ -1,0 +1,67 @@
+"""The runtime's public surface, pinned: what each area exports is a decision."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "agentledger.runtime": [
+        "Agent", "AgentClient", "AgentTool", "Answer", "AwaitClarification", "AwaitConfirmation",
+        "AwaitExternalTools", "Awaiting", "Completion", "ModelPlanner", "ModelUsage", "Note",
+        "Phase", "PlanInput", "PlanResult", "PlanResumeInput", "Planner", "QueueSink",
+        "RenderedPrompt", "RunContext", "RunHandle", "RunOutput", "Runtime", "StreamSink", "Tool",
+        "ToolCall", "ToolContext", "ToolOutcome", "Toolset", "agent_tool", "events", "tool",
+        "user_message",
+    ],
+    "agentledger.engine": [
+        "ActivityFailed", "ChildFailed", "Engine", "InProcessEngine", "RetryPolicy",
+        "WorkflowCanceled", "WorkflowContext", "WorkflowInfo", "WorkflowStatus",
+    ],
+    "agentledger.memory": [
+        "AssistantMessage", "InMemoryMemory", "MemoryEvent", "MemoryStore", "PlannerNote",
+        "SQLiteMemory", "Snapshot", "Thinking", "ToolCall", "ToolResult", "UserMessage",
+    ],
+    "agentledger.runtime.records": [
+        "MODEL_USAGE", "PLANNER_NOTE", "PROMPT_RENDERED", "RUN_PHASE_CHANGED",
+        "TOOL_CALL_SCHEDULED", "TOOL_RESULT_RECEIVED", "TRANSCRIPT_APPENDED", "TRANSCRIPT_SEEDED",
+        "NotePayload", "Phase", "PhasePayload", "PromptPayload", "RecordSpec",
+        "ToolResultPayload", "ToolScheduledPayload", "UsagePayload", "decode_json", "encode_json",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module_name", sorted(PUBLIC))
+def test_exports_are_pinned(module_name: str) -> None:
+    """Each area exports exactly these names, and each exists."""
+    module = importlib.import_module(module_name)
+    assert sorted(module.__all__) == sorted(PUBLIC[module_name])
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+
+
+def test_testing_exports_include_the_scripted_model() -> None:
+    """agentledger.testing ships ScriptedModel (other doubles may join it later)."""
+    import agentledger.testing as testing
+
+    assert {"ScriptedModel", "ScriptExhaustedError", "reply", "tool_calls"} <= set(testing.__all__)
+
+
+def test_record_type_names_are_the_durable_format() -> None:
+    """The ordinary record types the runtime writes are part of the stored format."""
+    from agentledger.runtime import records
+
+    assert (
+        records.RUN_PHASE_CHANGED,
+        records.TOOL_CALL_SCHEDULED,
+        records.TOOL_RESULT_RECEIVED,
+        records.PLANNER_NOTE,
+        records.MODEL_USAGE,
+    ) == (
+        "run_phase_changed",
+        "tool_call_scheduled",
+        "tool_result_received",
+        "planner_note",
+        "model_usage",
+    )
