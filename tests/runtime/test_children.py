@@ -136,3 +136,45 @@ async def test_a_failing_child_is_an_error_result_for_the_parent(
     assert "ScriptedModel" in result.content
     child = next(r for r in await store.list_runs_by_session(session) if r.parent_run_id)
     assert child.status is RunStatus.FAILED
+
+
+async def test_canceling_the_parent_cancels_the_child(store: AnyStore, session: str) -> None:
+    """[C1] [C3] [O2] the parent's cancellation reaches its child run, which ends
+    engine_canceled; the parent's call gets an interrupted result; both transcripts hold."""
+    import asyncio
+
+    from agentledger.runtime import PlanInput, PlanResult, PlanResumeInput
+
+    thinking = asyncio.Event()
+
+    class Stuck:
+        async def plan_start(self, input: PlanInput) -> PlanResult:
+            thinking.set()
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+            raise AssertionError("unreachable")
+
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_model(
+        "boss", ScriptedModel([tool_calls(("d1", "slowpoke", {"request": "?"}))])
+    )
+    runtime.register_agent(Agent("slowpoke", Stuck()))
+    runtime.register_agent(Agent("chat", ModelPlanner("boss"), agents=["slowpoke"]))
+    handle = await runtime.agent_client("chat").start(session, [user_message("go")])
+    await asyncio.wait_for(thinking.wait(), 5)
+    await handle.cancel("user left")
+    out = await asyncio.wait_for(handle.wait(), 5)
+    assert out.status is RunStatus.CANCELED
+    assert out.cancellation_reason == "user left"
+    child = next(r for r in await store.list_runs_by_session(session) if r.parent_run_id)
+    assert child.status is RunStatus.CANCELED
+    assert child.cancellation_reason == ""
+    done = payloads.RunCompleted.decode((await records(store, child.run_id))[-1].payload)
+    assert done.cancellation is not None
+    assert done.cancellation.reason == payloads.ENGINE_CANCELED
+    result = (await valid_transcript(store, out.run_id))[-1].parts[0]
+    assert isinstance(result, ToolResultPart)
+    assert result.is_error
+    await valid_transcript(store, child.run_id)
