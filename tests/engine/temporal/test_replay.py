@@ -1,0 +1,74 @@
+"""Replay: the checked-in histories of every scenario replay on today's workflow code.
+
+Each file in ``histories/`` is a run recorded by ``histories/regenerate.py``
+on the real server. ``Replayer`` runs the current workflow code against it
+with no server and no activities: any change in what the code asks for, in
+what order (a new activity, a moved one, a child started differently, a
+timestamp taken elsewhere), is a nondeterminism error, meaning runs in
+flight during a deploy would break. If such a change is intended, say so in
+the commit and regenerate the histories.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+from temporalio.workflow import NondeterminismError
+
+from agentledger.engine.temporal import create_replayer, data_converter
+from agentledger.engine.temporal.worker import warm_types, workflow_runner
+from tests.engine.temporal.broken_workflows import ReorderedRunWorkflow
+
+HISTORIES = Path(__file__).resolve().parent / "histories"
+SCENARIOS = {
+    "tool_loop",
+    "child_run",
+    "suspend_resume",
+    "cancel_with_reason",
+    "engine_cancel",
+    "ended_session",
+    "planner_failure",
+    "failed_start",
+}
+REGENERATE = "python -m tests.engine.temporal.histories.regenerate"
+
+
+def _load(path: Path) -> WorkflowHistory:
+    document = json.loads(path.read_text())
+    return WorkflowHistory.from_json(document["workflow_id"], document["history"])
+
+
+FILES = sorted(HISTORIES.glob("*.json"))
+
+
+def test_every_scenario_has_a_recorded_history() -> None:
+    """The histories cover the runtime's scenarios (and child and continuation workflows)."""
+    recorded = {json.loads(p.read_text())["scenario"] for p in FILES}
+    assert recorded == SCENARIOS, f"missing histories: run {REGENERATE}"
+    assert len(FILES) >= len(SCENARIOS) + 2  # a child and a continuation have their own
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+async def test_history_replays_on_current_code(path: Path) -> None:
+    """Today's workflow code makes exactly the recorded decisions [X1]."""
+    result = await create_replayer().replay_workflow(_load(path), raise_on_replay_failure=False)
+    assert result.replay_failure is None, (
+        f"{path.name} no longer replays: {result.replay_failure!r}. If the workflow change is "
+        f"intended (no runs in flight must survive it), run {REGENERATE} and commit the files."
+    )
+
+
+async def test_a_nondeterministic_change_fails_replay() -> None:
+    """The guard works: a workflow that moved one activity cannot replay the tool loop."""
+    warm_types()
+    replayer = Replayer(
+        workflows=[ReorderedRunWorkflow],
+        data_converter=data_converter,
+        workflow_runner=workflow_runner(),
+    )
+    with pytest.raises(NondeterminismError):
+        await replayer.replay_workflow(_load(HISTORIES / "tool_loop__root.json"))
