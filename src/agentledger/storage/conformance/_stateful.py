@@ -332,13 +332,17 @@ class LedgerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.store: AdminStore | None = None
-        self.store = self.loop.run_until_complete(type(self).open_store())
+        try:
+            self.store: AdminStore = self.loop.run_until_complete(type(self).open_store())
+        except BaseException:
+            self.loop.close()
+            raise
         self.model = Model()
         self.ns = uuid.uuid4().hex[:12]
         self.clock = 0
 
     def teardown(self) -> None:
+        """Close the handle (if it has an async ``close``) and this machine's loop."""
         try:
             close = getattr(self.store, "close", None)
             if close is not None and inspect.iscoroutinefunction(close):
@@ -390,7 +394,7 @@ class LedgerMachine(RuleBasedStateMachine):
     # the one step ------------------------------------------------------------
 
     def perform(self, command: Command) -> Command:
-        assert self.store is not None
+        """Send ``command`` to the store and the model; both must give the same answer."""
         name, args = command.call()
         expected = _expect(getattr(self.model, name), *args)
         actual = self.loop.run_until_complete(_outcome(getattr(self.store, name), *args))
@@ -547,7 +551,6 @@ class LedgerMachine(RuleBasedStateMachine):
 
     async def _store_view(self) -> dict[str, Any]:
         store = self.store
-        assert store is not None
         sids = [self.sid(i) for i in range(SESSIONS)]
         view: dict[str, Any] = {
             "sessions": ("ok", [s for s in await store.list_sessions() if s.id in sids])

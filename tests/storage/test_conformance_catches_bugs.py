@@ -1,0 +1,420 @@
+"""The conformance suite can fail: deliberately broken stores must not pass it.
+
+Each broken store below is a MemoryStore with one contract rule broken. The
+suite runs against it in a subprocess, exactly as a third party would run it
+(a module subclassing ``StoreConformance`` with a ``store_factory``), and the
+run must fail in the tests named for that bug. The unbroken MemoryStore must
+pass the same run, so it is the bug that fails, not the harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+
+from agentledger.errors import RecordConflictError
+from agentledger.storage import MemoryStore, lifecycle, payloads
+from agentledger.storage.state import Plan, StateReader
+from agentledger.storage.types import (
+    AppendResult,
+    ChildRunStart,
+    OneShotChildRunStart,
+    OneShotRunStart,
+    Record,
+    RootRunStart,
+    RunCancellation,
+    RunStatus,
+    RunSuspension,
+    RunTerminal,
+    StartResult,
+)
+
+R = TypeVar("R")
+ROOT = Path(__file__).resolve().parents[2]
+
+# --------------------------------------------------------------- broken stores
+
+
+class OverwritesChangedRetries(MemoryStore):
+    """[X3] a changed retry of ``append_run_record`` replaces the stored record."""
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        try:
+            return await super().append_run_record(record)
+        except RecordConflictError:
+            with self._lock:
+                state = self._state
+                old = state.keys[(record.run_id, record.event_key)]
+                new = msgspec.structs.replace(record, id=old.id)
+                state.keys[(record.run_id, record.event_key)] = new
+                log = state.logs[record.run_id]
+                log[log.index(old)] = new
+                if record.session_id in state.session_logs:
+                    session_log = state.session_logs[record.session_id]
+                    session_log[session_log.index(old)] = new
+            return await super().append_run_record(record)
+
+
+class ForgetsPurgeTombstones(MemoryStore):
+    """[D3] a purged session id (and its runs' ids) can be used again."""
+
+    async def purge_session(self, session_id: str, /) -> None:
+        await super().purge_session(session_id)
+        with self._lock:
+            self._state.purged_sessions.discard(session_id)
+            for run_id, owner in list(self._state.purged_runs.items()):
+                if owner == session_id:
+                    del self._state.purged_runs[run_id]
+
+
+class AcceptsChildrenOfFinishedParents(MemoryStore):
+    """[L2] [L4] a new child starts under a parent that is no longer running."""
+
+    async def _as_if_running(self, parent_run_id: str, start: Any) -> StartResult:
+        with self._lock:
+            parent = self._state.runs.get(parent_run_id)
+            if parent is not None:
+                running = msgspec.structs.replace(parent, status=RunStatus.RUNNING)
+                self._state.runs[parent_run_id] = running
+        try:
+            result: StartResult = await start
+            return result
+        finally:
+            with self._lock:
+                now = self._state.runs.get(parent_run_id)
+                if parent is not None and now is not None:
+                    restored = msgspec.structs.replace(now, status=parent.status)
+                    self._state.runs[parent_run_id] = restored
+
+    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
+        return await self._as_if_running(cmd.run.parent_run_id, super().start_child_run(cmd))
+
+    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
+        return await self._as_if_running(
+            cmd.run.parent_run_id, super().start_one_shot_child_run(cmd)
+        )
+
+
+def _all_inserted(result: StartResult) -> StartResult:
+    def mark(r: AppendResult | None) -> AppendResult | None:
+        return None if r is None else msgspec.structs.replace(r, inserted=True)
+
+    return msgspec.structs.replace(
+        result,
+        started=msgspec.structs.replace(result.started, inserted=True),
+        canceled=mark(result.canceled),
+        parent_record=mark(result.parent_record),
+    )
+
+
+class ReportsRetriesAsInserted(MemoryStore):
+    """[X1] exact retries answer ``inserted=True`` as if they had written again."""
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        return msgspec.structs.replace(await super().append_run_record(record), inserted=True)
+
+    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
+        return _all_inserted(await super().start_root_run(cmd))
+
+    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
+        return _all_inserted(await super().start_one_shot_run(cmd))
+
+
+class SkipsRecordIds(MemoryStore):
+    """[L8] ordinary records get ids with gaps ("1", "3", "5" ...)."""
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        with self._lock:
+            row = self._state.runs.get(record.run_id)
+            if row is not None and (record.run_id, record.event_key) not in self._state.keys:
+                self._state.runs[record.run_id] = msgspec.structs.replace(
+                    row, last_seq=row.last_seq + 1
+                )
+        return await super().append_run_record(record)
+
+
+_KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    cls.record_type: frozenset(cls.__struct_fields__)
+    for cls in (
+        payloads.RunStarted,
+        payloads.RunCompleted,
+        payloads.RunSuspended,
+        payloads.ChildRunLinked,
+        payloads.CancellationIntent,
+    )
+}
+
+
+def _drop_unknown(record: Record) -> Record:
+    """The record with every top-level payload field its type does not know removed."""
+    known = _KNOWN_FIELDS.get(record.type)
+    if known is None:
+        return record
+    body = msgspec.json.decode(record.payload)
+    if not isinstance(body, dict) or set(body) <= known:
+        return record
+    kept = {k: v for k, v in body.items() if k in known}
+    return msgspec.structs.replace(record, payload=msgspec.json.encode(kept))
+
+
+class AcceptsUnknownPayloadFields(MemoryStore):
+    """[J1] lifecycle payloads with unknown fields are accepted (the fields dropped)."""
+
+    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
+        return await super().start_root_run(
+            msgspec.structs.replace(
+                cmd, started=_drop_unknown(cmd.started), canceled=_drop_unknown(cmd.canceled)
+            )
+        )
+
+    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
+        return await super().start_child_run(
+            msgspec.structs.replace(
+                cmd,
+                started=_drop_unknown(cmd.started),
+                canceled=_drop_unknown(cmd.canceled),
+                parent_linked=_drop_unknown(cmd.parent_linked),
+            )
+        )
+
+    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
+        return await super().start_one_shot_run(
+            msgspec.structs.replace(cmd, started=_drop_unknown(cmd.started))
+        )
+
+    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
+        return await super().start_one_shot_child_run(
+            msgspec.structs.replace(
+                cmd,
+                started=_drop_unknown(cmd.started),
+                parent_linked=_drop_unknown(cmd.parent_linked),
+            )
+        )
+
+    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
+        return await super().record_run_cancellation(
+            msgspec.structs.replace(cmd, record=_drop_unknown(cmd.record))
+        )
+
+    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
+        return await super().record_run_suspension(
+            msgspec.structs.replace(cmd, record=_drop_unknown(cmd.record))
+        )
+
+    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
+        return await super().record_run_terminal(
+            msgspec.structs.replace(cmd, record=_drop_unknown(cmd.record))
+        )
+
+
+class DecidesThenYields(MemoryStore):
+    """[X5] no transaction: each write decides, yields to the event loop, then applies.
+
+    Sequentially it is a perfect store; only concurrent writers can tell.
+    """
+
+    async def _racy(self, decide: Callable[[StateReader], Plan[R]]) -> R:
+        with self._lock:
+            plan = decide(self._state)
+        await asyncio.sleep(0)
+        with self._lock:
+            self._state.apply(plan)
+        return plan.result
+
+    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
+        return await self._racy(lambda r: lifecycle.plan_root_start(r, cmd))
+
+    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
+        return await self._racy(lambda r: lifecycle.plan_child_start(r, cmd))
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        return await self._racy(lambda r: lifecycle.plan_append(r, record))
+
+    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
+        return await self._racy(lambda r: lifecycle.plan_cancellation(r, cmd))
+
+    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
+        return await self._racy(lambda r: lifecycle.plan_suspension(r, cmd))
+
+    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
+        return await self._racy(lambda r: lifecycle.plan_terminal(r, cmd))
+
+
+# --------------------------------------------------------------------- harness
+
+MINE = "test_race_ or test_state_machine"
+"""The capabilities this file relies on: races and the stateful model."""
+
+
+@dataclass(frozen=True)
+class Case:
+    store: str  # a class name in this module
+    select: str  # a -k expression; "" runs the whole suite
+    must_fail: tuple[str, ...]  # test names that must be among the failures
+
+
+CASES = (
+    Case("ForgetsPurgeTombstones", "", ("test_state_machine",)),
+    Case("OverwritesChangedRetries", MINE, ("test_state_machine", "test_race_appends_of_one_key")),
+    Case(
+        "AcceptsChildrenOfFinishedParents",
+        MINE,
+        ("test_state_machine", "test_race_child_starts_against_parent_terminal"),
+    ),
+    Case(
+        "ReportsRetriesAsInserted",
+        MINE,
+        ("test_state_machine", "test_race_identical_root_starts"),
+    ),
+    Case("SkipsRecordIds", MINE, ("test_state_machine", "test_race_appends_of_distinct_keys")),
+    Case("AcceptsUnknownPayloadFields", MINE, ("test_state_machine",)),
+    Case(
+        "DecidesThenYields",
+        "test_race_",
+        (
+            "test_race_identical_root_starts",
+            "test_race_conflicting_root_starts",
+            "test_race_successors_of_one_suspension",
+            "test_race_cancellations_with_different_reasons",
+            "test_race_terminals_with_different_statuses",
+            "test_race_suspensions_with_different_checkpoints",
+            "test_race_appends_of_distinct_keys",
+            "test_race_appends_of_one_key",
+        ),
+    ),
+)
+
+_HEADER = """
+from hypothesis import Phase, settings
+
+# A failing run stops at its first counterexample: shrinking it is not the point here.
+settings.register_profile("catches-bugs", database=None, phases=[Phase.explicit, Phase.generate])
+settings.load_profile("catches-bugs")
+
+import pytest
+
+import {module} as stores
+from agentledger.storage.conformance import StoreConformance
+"""
+
+_CLASS = """
+
+class Test{store}(StoreConformance):
+    @pytest.fixture
+    async def store_factory(self):
+        shared = stores.{store}()
+
+        async def open_store():
+            return shared
+
+        return open_store
+"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    returncode: int
+    passed: frozenset[str]
+    failed: frozenset[str]
+    output: str
+
+
+Run = tuple[subprocess.Popen[str], Path, list[str]]
+
+
+def _launch(directory: Path, cases: dict[str, str]) -> Run:
+    """Run the suite against each store (name -> ``-k`` selection, "" = all) in one process.
+
+    The module is what a third party writes, one ``StoreConformance`` subclass
+    with a ``store_factory`` per store, run by plain pytest with the project's
+    settings.
+    """
+    directory.mkdir()
+    module = directory / "test_stores_under_suite.py"
+    source = _HEADER.format(module=__name__)
+    source += "".join(_CLASS.format(store=store) for store in cases)
+    module.write_text(source)
+    report = directory / "report.xml"
+    select = " or ".join(
+        f"(Test{store} and ({expr}))" if expr else f"Test{store}" for store, expr in cases.items()
+    )
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(module),
+        "-c",
+        str(ROOT / "pyproject.toml"),
+        "--rootdir",
+        str(directory),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={report}",
+        "-k",
+        select,
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    process = subprocess.Popen(
+        args, cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    return process, report, list(cases)
+
+
+def _collect(process: subprocess.Popen[str], report: Path, stores: list[str]) -> dict[str, Outcome]:
+    """Each store's passed and failed test names, read from the JUnit report."""
+    output, _ = process.communicate(timeout=600)
+    passed: dict[str, set[str]] = {store: set() for store in stores}
+    failed: dict[str, set[str]] = {store: set() for store in stores}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        store = case.get("classname", "").rpartition(".Test")[2]
+        name = case.get("name", "")
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed[store].add(name)
+        elif case.find("skipped") is None:
+            passed[store].add(name)
+    return {
+        store: Outcome(
+            process.returncode, frozenset(passed[store]), frozenset(failed[store]), output
+        )
+        for store in stores
+    }
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """The unbroken run and the broken runs, side by side in two processes."""
+    tmp_path = tmp_path_factory.mktemp("catches-bugs")
+    unbroken = _launch(tmp_path / "unbroken", {"MemoryStore": ""})
+    broken = _launch(tmp_path / "broken", {case.store: case.select for case in CASES})
+    return {**_collect(*unbroken), **_collect(*broken)}
+
+
+def test_unbroken_store_passes_the_same_run(outcomes: dict[str, Outcome]) -> None:
+    """The harness itself is sound: MemoryStore passes the whole suite run this way."""
+    outcome = outcomes["MemoryStore"]
+    assert outcome.returncode == 0, outcome.output[-5000:]
+    assert outcome.failed == frozenset()
+    assert {"test_state_machine", "test_race_identical_root_starts"} <= outcome.passed
+    assert len(outcome.passed) > 100, "the suite ran suspiciously few tests"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.store for c in CASES])
+def test_broken_store_fails_the_suite(case: Case, outcomes: dict[str, Outcome]) -> None:
+    """Each deliberately broken store fails, in the tests that guard the rule it breaks."""
+    outcome = outcomes[case.store]
+    assert outcome.returncode == 1, outcome.output[-5000:]
+    missing = set(case.must_fail) - outcome.failed
+    assert not missing, (
+        f"{case.store} was not caught by {sorted(missing)}; failed: {sorted(outcome.failed)}"
+    )
