@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentledger.demo_model import DemoModel
+from agentledger.demo_transcript import build_demo_transcript, transcript_tour
 from agentledger.memory import SQLiteMemory
 from agentledger.providers.model import ModelClient
 from agentledger.runtime import (
@@ -34,7 +35,7 @@ from agentledger.runtime import (
 from agentledger.storage.sqlite import SQLiteStore, default_path
 from agentledger.transcript import Message, TextPart
 
-__all__ = ["run_demo"]
+__all__ = ["build_demo_transcript", "run_demo", "transcript_tour"]
 
 CONCIERGE = "You are a travel concierge. Use tools for facts; ask before booking anything."
 RESEARCH = "You are a research assistant. Answer with one well-sourced paragraph."

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from agentledger.demo import build_demo_transcript, run_demo
+from agentledger.demo import build_demo_transcript, transcript_tour
 from agentledger.errors import TranscriptError
 from agentledger.transcript import (
     CacheCheckpointPart,
@@ -284,8 +284,8 @@ def test_invariant_errors_are_transcript_errors_with_data() -> None:
 
 
 def test_demo_prints_every_part_and_returns_zero(capsys: pytest.CaptureFixture[str]) -> None:
-    """[T1]-[T5] the demo job validates, round-trips and prints one line per part."""
-    assert run_demo() == 0
+    """[T1]-[T5] the transcript tour validates, round-trips and prints one line per part."""
+    assert transcript_tour() == 0
     out = capsys.readouterr().out
     part_lines = [s for s in out.splitlines() if re.match(r" ?\d+  (system|user|assistant) ", s)]
     assert len(part_lines) == sum(len(m.parts) for m in build_demo_transcript())
