@@ -12,7 +12,7 @@ $(UV):
 	$(VENV)/bin/python -m pip install --quiet uv
 
 $(VENV)/.installed: pyproject.toml | $(UV)
-	$(UV) pip install --quiet --python $(PY) -e .
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(UV)
