@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml | $(UV)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(UV)
-	$(UV) pip install --quiet --python $(PY) -e '.[test]'
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -e '.[test]'
 	touch $@
 
 demo: $(VENV)/.installed
