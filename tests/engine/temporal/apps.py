@@ -39,6 +39,7 @@ def _mark(name: str) -> None:
 async def slow_step(label: str, ctx: ToolContext) -> str:
     """Take a while (``$AGENTLEDGER_TEST_SLOW_SECONDS``), leaving a marker when it starts."""
     _mark(f"started-{ctx.run_id}")
+    _mark(f"worker-{os.getpid()}")
     await asyncio.sleep(float(os.environ.get(SLOW_SECONDS_ENV, "0")))
     _mark(f"finished-{ctx.run_id}")
     return f"{label} done"
