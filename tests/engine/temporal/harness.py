@@ -43,12 +43,20 @@ async def temporal_runtime(
     task_queue: str | None = None,
     worker: bool = True,
     heartbeat_timeout: float = 2.0,
+    max_payload_bytes: int | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Runtime]:
     """A runtime whose runs go through Temporal, with a worker running while in use."""
     queue = task_queue or f"test-{uuid.uuid4().hex[:12]}"
+    limits: dict[str, Any] = {}
+    if max_payload_bytes is not None:
+        limits["max_payload_bytes"] = worker_options["max_payload_bytes"] = max_payload_bytes
     engine = TemporalEngine(
-        client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=heartbeat_timeout
+        client,
+        task_queue=queue,
+        retry_policy=FAST_RETRY,
+        heartbeat_timeout=heartbeat_timeout,
+        **limits,
     )
     runtime = Runtime(store, engine=engine, stream=QueueSink())
     setup(runtime)
