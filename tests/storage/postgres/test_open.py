@@ -19,8 +19,7 @@ from psycopg import conninfo, sql
 
 from agentledger.errors import TransientError, ValidationError
 from agentledger.storage.conformance import World
-from agentledger.storage.postgres import PostgresStore
-from agentledger.storage.postgres import _migrations as migrations
+from agentledger.storage.postgres import PostgresStore, migrations
 
 
 @pytest.fixture

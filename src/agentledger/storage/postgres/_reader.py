@@ -77,6 +77,24 @@ _SELECT_RUNNING = (
 _ADVISORY = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
 
 
+def _prefixed(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+# Reads without locks fetch a row and its tombstone in one statement.
+_READ_RUN = (
+    f"SELECT {_prefixed('r', RUN_COLUMNS)}, p.session_id FROM (SELECT %s::text AS id) k "
+    "LEFT JOIN agentledger_runs r ON r.run_id = k.id "
+    "LEFT JOIN agentledger_purged_runs p ON p.run_id = k.id"
+)
+_READ_SESSION = (
+    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, t.id IS NOT NULL "
+    "FROM (SELECT %s::text AS id) k "
+    "LEFT JOIN agentledger_sessions s ON s.id = k.id "
+    "LEFT JOIN agentledger_purged_sessions t ON t.id = k.id"
+)
+
+
 class Missing(Exception):
     """The decision asked for ``key``, which is not loaded yet."""
 
@@ -154,7 +172,7 @@ class Loader:
     async def _advisory(self, kind: int, key: str) -> None:
         await self.conn.execute(_ADVISORY, (kind, key))
 
-    def _keep_session(self, row: TupleRow) -> SessionRow:
+    def keep_session(self, row: TupleRow) -> SessionRow:
         """Cache a ``SESSION_COLUMNS, last_seq`` row."""
         found = session_from_row(row[:4])
         self.cache.sessions[found.id] = found
@@ -207,7 +225,7 @@ class Loader:
             if kind == "run" and self.lock:
                 row = await self._one(_LOCK_SESSION_OF_RUN, (ident,))
                 if row is not None:
-                    self._keep_session(row)
+                    self.keep_session(row)
                 row = await self._one(_SELECT_RUN + " FOR UPDATE", (ident,))
                 if row is not None:
                     run = run_from_row(row)
@@ -221,8 +239,21 @@ class Loader:
             elif kind == "session" and self.lock:
                 row = await self._one(_SELECT_SESSION + " FOR UPDATE", (ident,))
                 if row is not None:
-                    self._keep_session(row)
-            elif kind in ("session", "run", "record", "purged_run"):
+                    self.keep_session(row)
+            elif kind == "run":
+                row = await self._one(_READ_RUN, (ident,))
+                assert row is not None
+                self.cache.runs[ident] = None if row[0] is None else run_from_row(row[:-1])
+                self.cache.purged_runs[ident] = row[-1]
+            elif kind == "session":
+                row = await self._one(_READ_SESSION, (ident,))
+                assert row is not None
+                if row[0] is None:
+                    self.cache.sessions[ident] = None
+                else:
+                    self.keep_session(row[:-1])
+                self.cache.purged_sessions[ident] = bool(row[-1])
+            elif kind in ("record", "purged_run"):
                 await self.load(key)
 
     async def session(self, session_id: str) -> SessionRow | None:
@@ -237,7 +268,7 @@ class Loader:
         if row is None:
             self.cache.sessions[session_id] = None
             return None
-        return self._keep_session(row)
+        return self.keep_session(row)
 
     async def session_purged(self, session_id: str) -> None:
         """Whether the session id is a tombstone (read after the session is locked)."""

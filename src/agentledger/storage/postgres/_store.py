@@ -10,10 +10,11 @@ decision rerun on fresh state (:mod:`._retry`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncConnection, conninfo
@@ -23,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
-from agentledger.storage.postgres import _migrations
+from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
 from agentledger.storage.postgres._reader import CachedReader, Key, Loader, Missing
 from agentledger.storage.postgres._retry import MAX_ATTEMPTS, backoff, is_retryable, transient
@@ -71,15 +72,23 @@ def _prefixed(alias: str, columns: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
 
 
-_RUN_PAGE = (
-    f"SELECT {RECORD_COLUMNS} FROM agentledger_records "
-    "WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
+# A log's owner and one page of it, in one statement (one snapshot).
+_RUN_WITH_PAGE = (
+    f"SELECT {_prefixed('r', RUN_COLUMNS)}, {_prefixed('x', RECORD_COLUMNS)} "
+    "FROM agentledger_runs r LEFT JOIN LATERAL ("
+    f" SELECT {RECORD_COLUMNS} FROM agentledger_records"
+    " WHERE run_id = r.run_id AND seq > %s ORDER BY seq LIMIT %s) x ON true "
+    "WHERE r.run_id = %s ORDER BY x.seq"
 )
-_SESSION_PAGE = (
-    f"SELECT {RECORD_COLUMNS} FROM agentledger_records "
-    "WHERE session_id = %s AND session_seq > %s AND session_seq <= %s "
-    "ORDER BY session_seq LIMIT %s"
+_SESSION_WITH_PAGE = (
+    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, {_prefixed('x', RECORD_COLUMNS)} "
+    "FROM agentledger_sessions s LEFT JOIN LATERAL ("
+    f" SELECT {RECORD_COLUMNS}, session_seq FROM agentledger_records"
+    " WHERE session_id = s.id AND session_seq > %s ORDER BY session_seq LIMIT %s) x ON true "
+    "WHERE s.id = %s ORDER BY x.session_seq"
 )
+_RUN_WIDTH = len(RUN_COLUMNS.split(","))
+_SESSION_WIDTH = len(SESSION_COLUMNS.split(",")) + 1
 _SESSION_WITH_RUNS = (
     f"SELECT {_prefixed('s', SESSION_COLUMNS)}, {_prefixed('r', RUN_COLUMNS)} "
     "FROM agentledger_sessions s LEFT JOIN agentledger_runs r ON r.session_id = s.id "
@@ -88,15 +97,27 @@ _SESSION_WITH_RUNS = (
 _SESSIONS = f"SELECT {SESSION_COLUMNS} FROM agentledger_sessions ORDER BY ord"
 
 
+def _valid_id(value: object) -> str:
+    """``value`` if it passes the shared id check, else "" (the decision reports it)."""
+    try:
+        return require_id("id", value)
+    except ValidationError:
+        return ""
+
+
 def _ids(*pairs: tuple[Literal["session", "run"], object]) -> list[Key]:
-    """Prefetch keys for the well-formed ids among ``pairs`` (the decision checks the rest)."""
-    return [(kind, value, "") for kind, value in pairs if isinstance(value, str) and value]
+    """Prefetch keys for the well-formed ids among ``pairs``.
+
+    Only ids the shared checks accept reach SQL; the decision refuses the rest
+    with the contract's error before anything is read.
+    """
+    return [(kind, ident, "") for kind, value in pairs if (ident := _valid_id(value))]
 
 
 def _record_key(record: object) -> list[Key]:
-    run_id = getattr(record, "run_id", None)
-    event_key = getattr(record, "event_key", None)
-    if isinstance(run_id, str) and run_id and isinstance(event_key, str) and event_key:
+    run_id = _valid_id(getattr(record, "run_id", None))
+    event_key = _valid_id(getattr(record, "event_key", None))
+    if run_id and event_key:
         return [("run", run_id, ""), ("record", run_id, event_key)]
     return []
 
@@ -253,9 +274,9 @@ class PostgresStore:
     ) -> R:
         """A read without locks or transaction (autocommit statements); retried if cut off.
 
-        Stored rows only ever grow, except by purge, so a read that needs two
-        statements checks that the second agrees with the first (see ``_page``)
-        instead of paying for a snapshot transaction.
+        Every read that must be consistent across rows (a log page and its
+        owner, a session and its runs) is one statement, so one snapshot,
+        without paying for a transaction.
         """
         attempt = 0
         while True:
@@ -390,33 +411,22 @@ class PostgresStore:
     async def list_run_records(
         self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
     ) -> Page:
-        async def read(loader: Loader) -> Page:
-            while True:
-                run = await _decide(loader, lambda r: lifecycle.require_run(r, run_id))
-                page = await _page(
-                    loader.conn, _RUN_PAGE, "run", run_id, run.last_seq, cursor, limit
-                )
-                if page is not None:
-                    return page
-                loader.cache = CachedReader()  # purged meanwhile: look again
+        def require(r: StateReader) -> int:
+            return lifecycle.require_run(r, run_id).last_seq
 
-        return await self._read("list_run_records", read, _ids(("run", run_id)))
+        return await self._read(
+            "list_run_records", _lister(_RUN_WITH_PAGE, "run", run_id, require, cursor, limit), ()
+        )
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
     ) -> Page:
-        async def read(loader: Loader) -> Page:
-            while True:
-                await _decide(loader, lambda r: lifecycle.require_session(r, session_id))
-                newest = loader.cache.session_seq[session_id]
-                page = await _page(
-                    loader.conn, _SESSION_PAGE, "session", session_id, newest, cursor, limit
-                )
-                if page is not None:
-                    return page
-                loader.cache = CachedReader()  # purged meanwhile: look again
+        def require(r: StateReader) -> int:
+            lifecycle.require_session(r, session_id)
+            return cast(CachedReader, r).session_seq[session_id]
 
-        return await self._read("list_session_run_records", read, _ids(("session", session_id)))
+        lister = _lister(_SESSION_WITH_PAGE, "session", session_id, require, cursor, limit)
+        return await self._read("list_session_run_records", lister, ())
 
     # SessionAdmin ------------------------------------------------------------
 
@@ -476,21 +486,48 @@ class PostgresStore:
         return await self._read("list_sessions", read, ())
 
 
-async def _page(
-    conn: Conn, query: str, scope: str, scope_id: str, newest: int, cursor: str, limit: int
-) -> Page | None:
-    """One page after the cursor's position; positions are gap-free ``1..newest``.
+def _lister(
+    query: str,
+    scope: Literal["run", "session"],
+    scope_id: str,
+    require: Callable[[StateReader], int],
+    cursor: str,
+    limit: int,
+) -> Callable[[Loader], Awaitable[Page]]:
+    """A read of one page of a run's or session's log, positions gap-free ``1..newest``.
 
-    The query is bounded by ``newest`` (read just before), so records committed
-    since cannot slip in. A short page means the scope was purged between the
-    two statements: None, and the caller reads again (and gets the purge).
+    One statement returns the owner's row (its ``newest`` position) and the
+    page after the cursor, from one snapshot. The shared checks then run in
+    the contract's order: the owner exists, the limit, the cursor (which must
+    not point past ``newest``). Bad input is refused before any SQL is sent.
     """
-    size = check_limit(limit)
-    start = decode_cursor(cursor, scope, scope_id, newest)
-    cur = await conn.execute(query, (scope_id, start, newest, size))
-    records = tuple(record_from_row(row) for row in await cur.fetchall())
-    if len(records) != min(size, newest - start):
-        return None
-    end = start + len(records)
-    next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
-    return Page(records=records, next_cursor=next_cursor)
+
+    async def read(loader: Loader) -> Page:
+        try:
+            require_id(f"{scope}_id", scope_id)
+            size = check_limit(limit)
+            start = decode_cursor(cursor, scope, scope_id, sys.maxsize)
+        except ValidationError:
+            await _decide(loader, require)  # a missing owner is the first error to report
+            raise
+        cur = await loader.conn.execute(query, (start, size, scope_id))
+        rows = await cur.fetchall()
+        cache = loader.cache
+        if not rows:
+            if scope == "run":
+                cache.runs[scope_id] = None
+            else:
+                cache.sessions[scope_id] = None
+        elif scope == "run":
+            cache.runs[scope_id] = run_from_row(rows[0][:_RUN_WIDTH])
+        else:
+            loader.keep_session(rows[0][:_SESSION_WIDTH])
+        newest = await _decide(loader, require)
+        decode_cursor(cursor, scope, scope_id, newest)
+        width = _RUN_WIDTH if scope == "run" else _SESSION_WIDTH
+        records = tuple(record_from_row(row[width:]) for row in rows if row[width] is not None)
+        end = start + len(records)
+        next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
+        return Page(records=records, next_cursor=next_cursor)
+
+    return read
