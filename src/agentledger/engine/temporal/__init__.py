@@ -52,18 +52,22 @@ Payload discipline and limits (Temporal server defaults):
   one plan, one batch of tool calls or results, one batch of records at a
   time. The transcript itself is read from the store by the planner
   activity, never carried by the workflow.
-* History: a workflow is terminated at 51,200 events or 50 MiB of history
+* History: Temporal ends a workflow at 51,200 events or 50 MiB of history
   (warnings from 10,240 events / 10 MiB). A run is one bounded workflow
   (``Agent.max_turns``, default 16), so it never needs continue-as-new.
-  Measured on the dev server (``tests/engine/temporal/test_limits.py``), a
-  run costs 29 events plus 30 events per tool turn with one tool call, and
-  6 more events per extra parallel call in the turn: about 1,700 one-call
-  tool turns before the history count limit and 340 before the warning,
-  far beyond ``max_turns``. By size, each turn's payloads appear in the
-  history about 5 times (the plan result, its records base64-encoded, the
-  tool result, its records and the next plan input): a run whose turns
-  carry 100 KB of tool output each reaches the 50 MiB limit after about
-  100 turns.
+  Measured on the dev server (``tests/engine/temporal/test_limits.py``,
+  constants in :mod:`~agentledger.engine.temporal.options`): a run that
+  answers at once costs 47 events; each planner turn with one tool call
+  adds 36 (six activities, each 3 events plus the workflow task that
+  follows it), each extra parallel call in a turn 3 to 6 more. That is
+  1,420 one-call tool turns before the event limit (283 before the
+  warning); with 4 parallel calls per turn, 947.
+  By size, a turn without large payloads adds about 7 KB; a tool's output
+  is copied into the history about 5 times (the activity result, its
+  ``tool_result_received`` record and the results message, both
+  base64-encoded, and the next planner turn's input), so turns that each
+  return 100 KB reach the 50 MiB limit after about 100 turns and the
+  10 MiB warning after about 20.
 * Failures of the run loop's own code (a bug, a sandbox violation) fail
   the workflow *task*, which Temporal retries until a fixed worker is
   deployed; the run stays ``running`` meanwhile.

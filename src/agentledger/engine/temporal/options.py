@@ -16,12 +16,16 @@ from agentledger.engine.base import RetryPolicy
 __all__ = [
     "BLOB_SIZE_LIMIT",
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "EVENTS_PER_EXTRA_CALL",
+    "EVENTS_PER_RUN",
+    "EVENTS_PER_TOOL_TURN",
     "HISTORY_EVENTS_LIMIT",
     "HISTORY_EVENTS_WARNING",
     "HISTORY_SIZE_LIMIT",
     "HISTORY_SIZE_WARNING",
     "PAYLOAD_TOO_LARGE",
     "EngineOptions",
+    "tool_turns_before_history_limit",
 ]
 
 BLOB_SIZE_LIMIT = 2 * 1024 * 1024
@@ -36,8 +40,26 @@ HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 """The server ends a workflow at this many history bytes (``limit.historySize.error``)."""
 HISTORY_SIZE_WARNING = 10 * 1024 * 1024
 """The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
+EVENTS_PER_RUN = 47
+"""History events of a run that answers at once (start, prepare, input, one planner turn, end)."""
+EVENTS_PER_TOOL_TURN = 36
+"""History events each planner turn with one tool call adds (6 activities, each with its task)."""
+EVENTS_PER_EXTRA_CALL = 6
+"""At most this many more events per extra parallel tool call in a turn (3 when batched)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
 """The error type of an activity whose input or result is over the guard."""
+
+
+def tool_turns_before_history_limit(
+    calls_per_turn: int = 1, *, limit: int = HISTORY_EVENTS_LIMIT
+) -> int:
+    """How many tool turns a run can take before its history reaches ``limit`` events.
+
+    With the defaults: 1,420 one-call turns (283 before the warning at
+    10,240), far more than ``Agent.max_turns`` allows.
+    """
+    per_turn = EVENTS_PER_TOOL_TURN + EVENTS_PER_EXTRA_CALL * max(0, calls_per_turn - 1)
+    return (limit - EVENTS_PER_RUN) // per_turn
 
 
 class EngineOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
