@@ -228,3 +228,18 @@ async def test_scripted_model_streams_and_runs_out_loudly() -> None:
     with pytest.raises(ScriptExhaustedError, match="1 scripted response"):
         await model.complete(request)
     assert len(model.requests) == 2
+
+
+async def test_an_answer_must_fit_what_the_run_waits_for(store: AnyStore, session: str) -> None:
+    """A confirmation needs approved set; external results only for pending calls. Refused
+    before anything starts: the suspended run keeps waiting."""
+    runtime = chat_runtime(store, _booking_model(reply("never")), tools=[book_table])
+    client = runtime.agent_client("chat")
+    first = await client.run(session, [user_message("Book it")])
+    with pytest.raises(ValidationError, match="confirmation"):
+        await client.resume(session, first.run_id, "sure")
+    with pytest.raises(ValidationError, match="pending calls"):
+        await client.resume(session, first.run_id, Answer(approved=True, tool_results={"zz": 1}))
+    meta = await store.load_run(first.run_id)
+    assert meta.status is RunStatus.SUSPENDED
+    assert meta.successor_run_id == ""

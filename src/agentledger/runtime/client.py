@@ -11,9 +11,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentledger.engine.base import ActivityFailed
-from agentledger.errors import AgentledgerError, TranscriptError, ValidationError
+from agentledger.errors import (
+    AgentledgerError,
+    CorruptRecordError,
+    TranscriptError,
+    ValidationError,
+)
+from agentledger.runtime.checkpoint import RunCheckpoint
 from agentledger.runtime.planner import Answer
 from agentledger.runtime.wire import RunInput, RunOutput
+from agentledger.storage.protocol import Store
 from agentledger.transcript import Message, ToolResultPart, validate_planner_transcript
 
 if TYPE_CHECKING:
@@ -51,6 +58,32 @@ def _check_id(field: str, value: str | None) -> str:
     if value is not None and (not isinstance(value, str) or not value):
         raise ValidationError(field=field, expected="a non-empty string or None", got=value)
     return value or ""
+
+
+async def _load_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
+    stored = await store.load_run_suspension(run_id)
+    try:
+        return RunCheckpoint.decode(stored.data)
+    except ValidationError as e:
+        raise CorruptRecordError(run_id=run_id, record_id="", reason=f"checkpoint: {e}") from e
+
+
+def _check_answer(checkpoint: RunCheckpoint, answer: Answer) -> None:
+    """The answer must answer what the run waits for; refuse it before starting anything."""
+    if checkpoint.kind == "confirmation" and answer.approved is None:
+        raise ValidationError(
+            field="answer.approved",
+            expected="True or False: the run waits for a confirmation",
+            got=None,
+        )
+    pending = {c.id for c in checkpoint.pending}
+    unknown = sorted(set(answer.tool_results) - pending)
+    if unknown:
+        raise ValidationError(
+            field="answer.tool_results",
+            expected=f"results only for the pending calls {sorted(pending)}",
+            got=unknown,
+        )
 
 
 class RunHandle:
@@ -199,6 +232,7 @@ class AgentClient:
                 ) from e
         store = self._runtime.store
         meta = await store.load_run(previous_run_id)
+        _check_answer(await _load_checkpoint(store, previous_run_id), answer)
         if not turn_id:
             first = await store.list_run_records(previous_run_id, limit=1)
             turn_id = first.records[0].turn_id if first.records else ""

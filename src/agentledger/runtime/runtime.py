@@ -138,5 +138,7 @@ class Runtime:
         return await build_messages_from_run_log(self.store, run_id)
 
     async def close(self) -> None:
-        """Cancel runs still going in this runtime's engine and wait for them to end."""
+        """Cancel runs still going in this runtime's engine, wait for them, close the stream."""
         await self.engine.close()
+        if self.stream is not None:
+            await self.stream.close()
