@@ -73,6 +73,20 @@ def _require_str(field: str, value: object) -> str:
     return value
 
 
+def _storable(value: str) -> bool:
+    """Whether every backend can store ``value`` as text: no NUL, no lone surrogate."""
+    return "\x00" not in value and not any("\ud800" <= c <= "\udfff" for c in value)
+
+
+def _require_text(field: str, value: object) -> str:
+    """A string (maybe empty) that every backend can store as text."""
+    if not isinstance(value, str) or not _storable(value):
+        raise ValidationError(
+            field=field, expected="text without NUL or lone surrogates", got=value
+        )
+    return value
+
+
 def check_timestamp(field: str, value: object) -> datetime:
     """A timezone-aware UTC datetime with millisecond precision, normalised to ``UTC``."""
     if not isinstance(value, datetime):
@@ -118,7 +132,7 @@ def validate_record(record: object, field: str = "record") -> Record:
     require_id(f"{field}.run_id", record.run_id)
     require_id(f"{field}.agent_id", record.agent_id)
     _require_str(f"{field}.session_id", record.session_id)
-    _require_str(f"{field}.turn_id", record.turn_id)
+    _require_text(f"{field}.turn_id", record.turn_id)
     require_id(f"{field}.event_key", record.event_key)
     require_id(f"{field}.type", record.type)
     if record.id != "":
@@ -172,6 +186,10 @@ def validate_run_start(run: object) -> RunStart:
         isinstance(k, str) and isinstance(v, str) for k, v in run.labels.items()
     ):
         raise ValidationError(field="run.labels", expected="a dict of str to str", got=run.labels)
+    if not all(_storable(k) and _storable(v) for k, v in run.labels.items()):
+        raise ValidationError(
+            field="run.labels", expected="text without NUL or lone surrogates", got=run.labels
+        )
     return run
 
 
