@@ -195,3 +195,25 @@ async def test_bytes_and_times_round_trip_exactly_whatever_the_server_time_zone(
         assert meta.started_at.tzinfo is UTC
         assert meta.updated_at.tzinfo is UTC
         assert (await store.load_session(sid)).created_at.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    ("field", "kw"),
+    [
+        ("started.turn_id", {"turn_id": "t\x00"}),
+        ("started.turn_id", {"turn_id": "t\ud800"}),
+        ("run.labels", {"labels": {"k": "v\x00"}}),
+        ("run.labels", {"labels": {"k\x00": "v"}}),
+    ],
+)
+async def test_text_postgres_cannot_store_is_a_validation_error(
+    postgres_dsn: str, field: str, kw: dict[str, Any]
+) -> None:
+    """A NUL or lone surrogate is refused as bad input, never a TransientError."""
+    async with await PostgresStore.open(postgres_dsn, max_size=1) as store:
+        world = World(store)
+        sid = await world.session("s")
+        run = world.run("r", session=sid, **kw)
+        with pytest.raises(ValidationError) as e:
+            await store.start_root_run(run.root_start())
+        assert e.value.field == field
