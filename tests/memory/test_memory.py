@@ -35,17 +35,29 @@ EVENTS = (
 )  # fmt: skip
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    """Each product-memory backend."""
+    """Each product-memory backend (PostgreSQL in a fresh database of the test server)."""
     if request.param == "memory":
         yield InMemoryMemory()
         return
-    sqlite = await SQLiteMemory.open(tmp_path / "memory.db")
+    if request.param == "sqlite":
+        sqlite = await SQLiteMemory.open(tmp_path / "memory.db")
+        try:
+            yield sqlite
+        finally:
+            await sqlite.close()
+        return
+    from agentledger.memory.postgres import PostgresMemory
+
+    dsn = request.getfixturevalue("postgres_dsn")
+    postgres = await PostgresMemory.open(dsn)
     try:
-        yield sqlite
+        await postgres._conn.execute("TRUNCATE agentledger_memory_events")
+        await postgres._conn.commit()
+        yield postgres
     finally:
-        await sqlite.close()
+        await postgres.close()
 
 
 async def test_events_round_trip_in_order(memory: MemoryStore) -> None:

@@ -3,7 +3,8 @@
 Distinct from the runtime store: ``agentledger.memory.MemoryStore`` is the
 product-memory protocol, while ``agentledger.storage.MemoryStore`` is the
 in-process backend of the runtime store. Implementations here are
-``InMemoryMemory`` and ``SQLiteMemory``; ``Runtime(memory=...)`` feeds one.
+``InMemoryMemory``, ``SQLiteMemory`` and (with the postgres extra)
+``agentledger.memory.postgres.PostgresMemory``; ``Runtime(memory=...)`` feeds one.
 """
 
 from agentledger.memory.inmemory import InMemoryMemory
