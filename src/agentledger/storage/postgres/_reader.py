@@ -14,8 +14,9 @@ Locking (write transactions, ``READ COMMITTED``):
   before any run of that session, so writers to one session serialize on its
   row (this is what makes per-session record order commit order) and all
   locks are taken in one order: session, then runs, then records.
-* A run is read once without a lock to learn its session (immutable), the
-  session is locked, then the run is read ``FOR UPDATE``.
+* A run's session (immutable) is locked first, by a subquery on the run
+  (``WHERE id = (SELECT session_id FROM agentledger_runs ...) FOR UPDATE``)
+  or after a plain read of the run; then the run is read ``FOR UPDATE``.
 * A row that does not exist cannot be locked, so before concluding "absent"
   the loader takes a transaction-level advisory lock on the id
   (``pg_advisory_xact_lock(kind, hashtext(id))``) and reads again: two
@@ -25,8 +26,8 @@ Locking (write transactions, ``READ COMMITTED``):
   session that guards them is locked, so they cannot change under the
   decision: every writer of them holds that same lock.
 
-Read-only operations use the same loader with ``lock=False`` inside a
-``REPEATABLE READ READ ONLY`` transaction: one snapshot, no locks.
+Read-only operations use the same loader with ``lock=False`` on autocommit
+statements, no locks; a read that spans rows is one statement (one snapshot).
 """
 
 from __future__ import annotations

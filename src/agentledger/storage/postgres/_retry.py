@@ -5,13 +5,14 @@
   a fresh transaction a bounded number of times: the decision is rerun on
   the new state, so the outcome is what a serial order would give. When the
   attempts run out the caller gets :class:`~agentledger.errors.TransientError`.
-* A connection that fails before its transaction began (a pooled connection
-  the server closed while idle) is replaced and the operation retried:
-  nothing was sent.
-* Any other connection failure is :class:`~agentledger.errors.TransientError`
-  at once. The transaction may or may not have committed, and the caller's
-  retry of the same command settles it: an exact retry returns the ids the
-  first attempt was given.
+* A connection that fails before the operation sent any write (a pooled
+  connection the server closed while idle, or one killed while the operation
+  was still reading or waiting for a lock) is replaced and the operation
+  retried: nothing it did can have committed.
+* A connection that fails after the writes (or the commit) were sent is
+  :class:`~agentledger.errors.TransientError` at once. The transaction may or
+  may not have committed, and the caller's retry of the same command settles
+  it: an exact retry returns the ids the first attempt was given.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ decision rerun on fresh state (:mod:`._retry`).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -23,16 +22,15 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 
 from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
-from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
-from agentledger.storage.postgres._reader import CachedReader, Key, Loader, Missing
+from agentledger.storage.postgres._pages import decide as _decide
+from agentledger.storage.postgres._pages import page_reader
+from agentledger.storage.postgres._reader import CachedReader, Key, Loader
 from agentledger.storage.postgres._retry import MAX_ATTEMPTS, backoff, is_retryable, transient
 from agentledger.storage.postgres._rows import (
-    RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
-    record_from_row,
     run_from_row,
     session_from_row,
 )
@@ -57,14 +55,13 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import check_limit, check_statuses, require_id
+from agentledger.storage.validation import check_statuses, require_id
 
 __all__ = ["PostgresStore"]
 
 R = TypeVar("R")
 Conn = AsyncConnection[TupleRow]
 
-_MAX_RERUNS = 10_000  # a decision reads a handful of items; more means a loader bug
 _POOL_ERRORS = (PoolClosed, PoolTimeout, TooManyRequests)
 
 
@@ -72,23 +69,6 @@ def _prefixed(alias: str, columns: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
 
 
-# A log's owner and one page of it, in one statement (one snapshot).
-_RUN_WITH_PAGE = (
-    f"SELECT {_prefixed('r', RUN_COLUMNS)}, {_prefixed('x', RECORD_COLUMNS)} "
-    "FROM agentledger_runs r LEFT JOIN LATERAL ("
-    f" SELECT {RECORD_COLUMNS} FROM agentledger_records"
-    " WHERE run_id = r.run_id AND seq > %s ORDER BY seq LIMIT %s) x ON true "
-    "WHERE r.run_id = %s ORDER BY x.seq"
-)
-_SESSION_WITH_PAGE = (
-    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, {_prefixed('x', RECORD_COLUMNS)} "
-    "FROM agentledger_sessions s LEFT JOIN LATERAL ("
-    f" SELECT {RECORD_COLUMNS}, session_seq FROM agentledger_records"
-    " WHERE session_id = s.id AND session_seq > %s ORDER BY session_seq LIMIT %s) x ON true "
-    "WHERE s.id = %s ORDER BY x.session_seq"
-)
-_RUN_WIDTH = len(RUN_COLUMNS.split(","))
-_SESSION_WIDTH = len(SESSION_COLUMNS.split(",")) + 1
 _SESSION_WITH_RUNS = (
     f"SELECT {_prefixed('s', SESSION_COLUMNS)}, {_prefixed('r', RUN_COLUMNS)} "
     "FROM agentledger_sessions s LEFT JOIN agentledger_runs r ON r.session_id = s.id "
@@ -131,16 +111,6 @@ def _check_pool_sizes(min_size: object, max_size: object) -> tuple[int, int]:
     if max_size < 1 or max_size < min_size:
         raise ValidationError(field="max_size", expected=f">= max(1, {min_size})", got=max_size)
     return min_size, max_size
-
-
-async def _decide(loader: Loader, decide: Callable[[StateReader], R]) -> R:
-    """Run ``decide`` until it needs nothing the cache lacks."""
-    for _ in range(_MAX_RERUNS):
-        try:
-            return decide(loader.cache)
-        except Missing as miss:
-            await loader.load(miss.key)
-    raise RuntimeError("decision kept asking for unloaded state")
 
 
 async def _prepare(dsn: str, extra: dict[str, Any], migrate: bool) -> None:
@@ -298,7 +268,7 @@ class PostgresStore:
         is False): once writes or the commit were sent, the outcome is unknown and
         the caller must retry the command itself.
         """
-        if isinstance(error, PoolClosed) or self._closed:
+        if isinstance(error, PoolClosed) or (self._closed and isinstance(error, psycopg.Error)):
             raise transient(PoolClosed(), operation) from error
         if isinstance(error, _POOL_ERRORS):
             raise transient(error, operation) from error
@@ -415,7 +385,7 @@ class PostgresStore:
             return lifecycle.require_run(r, run_id).last_seq
 
         return await self._read(
-            "list_run_records", _lister(_RUN_WITH_PAGE, "run", run_id, require, cursor, limit), ()
+            "list_run_records", page_reader("run", run_id, require, cursor, limit), ()
         )
 
     async def list_session_run_records(
@@ -425,7 +395,7 @@ class PostgresStore:
             lifecycle.require_session(r, session_id)
             return cast(CachedReader, r).session_seq[session_id]
 
-        lister = _lister(_SESSION_WITH_PAGE, "session", session_id, require, cursor, limit)
+        lister = page_reader("session", session_id, require, cursor, limit)
         return await self._read("list_session_run_records", lister, ())
 
     # SessionAdmin ------------------------------------------------------------
@@ -484,50 +454,3 @@ class PostgresStore:
             return [row.public() for row in rows if not wanted or row.status in wanted]
 
         return await self._read("list_sessions", read, ())
-
-
-def _lister(
-    query: str,
-    scope: Literal["run", "session"],
-    scope_id: str,
-    require: Callable[[StateReader], int],
-    cursor: str,
-    limit: int,
-) -> Callable[[Loader], Awaitable[Page]]:
-    """A read of one page of a run's or session's log, positions gap-free ``1..newest``.
-
-    One statement returns the owner's row (its ``newest`` position) and the
-    page after the cursor, from one snapshot. The shared checks then run in
-    the contract's order: the owner exists, the limit, the cursor (which must
-    not point past ``newest``). Bad input is refused before any SQL is sent.
-    """
-
-    async def read(loader: Loader) -> Page:
-        try:
-            require_id(f"{scope}_id", scope_id)
-            size = check_limit(limit)
-            start = decode_cursor(cursor, scope, scope_id, sys.maxsize)
-        except ValidationError:
-            await _decide(loader, require)  # a missing owner is the first error to report
-            raise
-        cur = await loader.conn.execute(query, (start, size, scope_id))
-        rows = await cur.fetchall()
-        cache = loader.cache
-        if not rows:
-            if scope == "run":
-                cache.runs[scope_id] = None
-            else:
-                cache.sessions[scope_id] = None
-        elif scope == "run":
-            cache.runs[scope_id] = run_from_row(rows[0][:_RUN_WIDTH])
-        else:
-            loader.keep_session(rows[0][:_SESSION_WIDTH])
-        newest = await _decide(loader, require)
-        decode_cursor(cursor, scope, scope_id, newest)
-        width = _RUN_WIDTH if scope == "run" else _SESSION_WIDTH
-        records = tuple(record_from_row(row[width:]) for row in rows if row[width] is not None)
-        end = start + len(records)
-        next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
-        return Page(records=records, next_cursor=next_cursor)
-
-    return read
