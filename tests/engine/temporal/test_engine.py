@@ -9,7 +9,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from agentledger.engine import ChildFailed
-from agentledger.engine.temporal import TemporalEngine, connect
+from agentledger.engine.temporal import TemporalEngine, connect, create_worker
 from agentledger.errors import RunNotFoundError, ValidationError
 from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
 from agentledger.runtime.completion import check_lifecycle
@@ -156,3 +156,25 @@ def test_engine_options_are_checked() -> None:
         EngineOptions(max_payload_bytes=3 * 1024 * 1024)
     with pytest.raises(ValueError, match="timeouts"):
         EngineOptions(heartbeat_timeout=0)
+
+
+async def test_a_cancel_right_after_start_still_starts_the_run(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """[O1] [O2] [C3] a workflow canceled before its first task still writes run_started."""
+    model = ScriptedModel([reply("never asked")])
+    async with temporal_runtime(temporal_client, store, chat(model), worker=False) as runtime:
+        # No worker polls yet: the cancel request is in the history before the first task.
+        handle = await runtime.agent_client("chat").start(session, [user_message("hi")])
+        await temporal_client.get_workflow_handle(handle.run_id).cancel()
+        engine = runtime.engine
+        assert isinstance(engine, TemporalEngine)
+        async with create_worker(runtime, temporal_client, engine.task_queue):
+            out = await asyncio.wait_for(handle.wait(), 30)
+    assert out.status is RunStatus.CANCELED
+    assert out.cancellation_reason == ENGINE_CANCELED
+    stored = await records(store, handle.run_id)
+    assert stored[0].type == "run_started"
+    assert stored[-1].type == "run_completed"
+    check_lifecycle(await store.load_run(handle.run_id), stored)
+    assert model.requests == []
