@@ -7,7 +7,6 @@ its own (so tests never pick up each other's work).
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,12 +17,11 @@ from temporalio.client import Client
 
 from agentledger.engine.base import RetryPolicy
 from agentledger.engine.temporal import TemporalEngine, create_worker
-from agentledger.errors import RunNotFoundError
 from agentledger.runtime.runtime import Runtime
 from agentledger.runtime.stream import QueueSink
 from agentledger.storage.protocol import Store
 
-__all__ = ["FAST_RETRY", "now_ms", "temporal_runtime", "wait_for_record"]
+__all__ = ["FAST_RETRY", "now_ms", "temporal_runtime"]
 
 FAST_RETRY = RetryPolicy(initial_interval=0.05, maximum_interval=0.2, maximum_attempts=4)
 
@@ -65,18 +63,3 @@ async def temporal_runtime(
         return
     async with create_worker(runtime, client, queue, **worker_options):
         yield runtime
-
-
-async def wait_for_record(store: Store, run_id: str, type: str, within: float = 30.0) -> None:
-    """Wait until ``run_id`` has a record of ``type`` (the run may not exist yet)."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            page = await store.list_run_records(run_id, limit=1000)
-            if any(r.type == type for r in page.records):
-                return
-        except RunNotFoundError:
-            pass
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"run {run_id} wrote no {type} record within {within}s")
-        await asyncio.sleep(0.05)
