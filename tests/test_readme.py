@@ -18,7 +18,8 @@ def test_readme_has_examples() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_example(index: int) -> None:
+def test_readme_example(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # examples may write files (quickstart.db)
     source = BLOCKS[index]
     code = compile(source, f"README.md block {index}", "exec")
     if any(name in source for name in PLACEHOLDERS):
