@@ -30,6 +30,7 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(PY) bench/transcript_codec.py
 	$(PY) bench/sqlite_store.py
+	$(PY) bench/postgres_store.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,449 @@
+"""Benchmark: PostgresStore against raw psycopg doing the same work on the same server.
+
+Run as ``.venv/bin/python bench/postgres_store.py`` (or ``make bench``). It is not a
+test: it prints a table of medians over five interleaved repetitions and the
+ratio of ours to raw. The raw side is the physical limit: the same statements
+on the same schema, over one async psycopg connection, with no store around it.
+
+- appends: ``append_run_record``, one ~500-byte record per call on one running
+  run of a session, against a loop of one transaction per record holding the
+  writes the store makes for an append (UPDATE the run, UPDATE the session's
+  ``last_seq``, INSERT the record; the SQL of ``_apply``). The store also reads
+  and locks the session, the run and the event key first: that is its overhead;
+- reload: a 10,000-record run (the store's rows, bulk-written) paged to the end
+  with ``limit=1000`` (records rebuilt), against SELECTs of the same rows (tuples);
+- load: 16 workers, each with its own store (a pool of one connection), each
+  running ``--runs`` runs (start, 20 appends, terminal) in four shared sessions,
+  as ``tests/storage/postgres/test_load.py``; afterwards the totals are checked
+  to be exact (nothing lost, duplicated or out of order).
+
+The server is ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is created on
+it and dropped afterwards), else a throwaway cluster from
+``tests/storage/postgres/server.py``, which runs with ``fsync=off``: the figures
+are round trips and CPU, not disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psycopg
+from psycopg import AsyncConnection
+
+from agentledger.storage import RecordBuilder, RunStart
+from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres._apply import (
+    _ALLOCATE,
+    _INSERT_RECORDS,
+    _RECORD_VALUES,
+    _UPDATE_RUN,
+)
+from agentledger.storage.postgres._rows import (
+    RECORD_COLUMNS,
+    RUN_COLUMNS,
+    record_params,
+    run_from_row,
+    run_params,
+)
+from agentledger.storage.state import RunRow
+from agentledger.storage.types import RunStatus
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_DSN_ENV = "AGENTLEDGER_TEST_PG_DSN"
+REPETITIONS = 5
+APPENDS = 500
+RELOAD_RECORDS = 10_000
+WORKERS = 16
+SESSIONS = 4  # four workers share each session, so they contend for its lock
+LOAD_APPENDS = 20
+_FILLER = b"the ledger keeps every record in commit order. " * 11
+PAYLOAD = b'{"text": "' + _FILLER[:488] + b'"}'  # 500 bytes of JSON
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+_INSERT_RECORD = _INSERT_RECORDS + _RECORD_VALUES
+_SELECT_RUN = f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE run_id = %s"
+_SELECT_SESSION_SEQ = "SELECT last_seq FROM agentledger_sessions WHERE id = %s"
+_PAGE = (
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records "
+    "WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
+
+
+class Clock:
+    """Strictly increasing millisecond timestamps."""
+
+    def __init__(self) -> None:
+        self.ms = 0
+
+    def __call__(self) -> datetime:
+        self.ms += 1
+        return T0 + timedelta(milliseconds=self.ms)
+
+
+@contextmanager
+def _database() -> Iterator[str]:
+    """A fresh database on the configured or a throwaway server; dropped afterwards."""
+    sys.path.insert(0, str(ROOT))
+    from tests.storage.postgres.server import PostgresServer, create_database, drop_database
+
+    server = None
+    base = os.environ.get(PG_DSN_ENV, "")
+    if not base:
+        server = PostgresServer()
+        base = server.start()
+    try:
+        dsn = create_database(base, prefix="agentledger_bench")
+        try:
+            yield dsn
+        finally:
+            drop_database(dsn)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+async def _started_run(store: PostgresStore, run_id: str, clock: Clock) -> RecordBuilder:
+    session = f"{run_id}-session"
+    await store.create_session(session, created_at=clock())
+    run = RecordBuilder(
+        RunStart(run_id=run_id, agent_id="agent", session_id=session, started_at=clock()),
+        turn_id="turn-1",
+    )
+    await store.start_root_run(run.root_start())
+    return run
+
+
+# Appends ---------------------------------------------------------------------
+
+
+async def _ours_appends(store: PostgresStore, run: RecordBuilder, n: int, clock: Clock) -> float:
+    records = [
+        run.record("planner_note", PAYLOAD, event_key=f"note-{clock.ms}-{i}", at=clock())
+        for i in range(n)
+    ]
+    started = time.perf_counter()
+    for record in records:
+        await store.append_run_record(record)
+    return n / (time.perf_counter() - started)
+
+
+class RawRun:
+    """The state a raw appender keeps: the run row and the session's newest position."""
+
+    def __init__(self, run: RecordBuilder, row: RunRow, session_seq: int) -> None:
+        self.run = run
+        self.row = row
+        self.session_seq = session_seq
+
+
+async def _raw_run(conn: AsyncConnection[Any], run: RecordBuilder) -> RawRun:
+    cur = await conn.execute(_SELECT_RUN, (run.run.run_id,))
+    row = await cur.fetchone()
+    assert row is not None
+    cur = await conn.execute(_SELECT_SESSION_SEQ, (run.run.session_id,))
+    seq = await cur.fetchone()
+    assert seq is not None
+    return RawRun(run, run_from_row(row), int(seq[0]))
+
+
+async def _raw_appends(conn: AsyncConnection[Any], state: RawRun, n: int, clock: Clock) -> float:
+    """``n`` transactions of the store's append writes; parameters built beforehand."""
+    plans = []
+    session_id = state.run.run.session_id
+    for i in range(n):
+        record = state.run.record(
+            "planner_note", PAYLOAD, event_key=f"note-{clock.ms}-{i}", at=clock()
+        )
+        state.row = msgspec.structs.replace(state.row, last_seq=state.row.last_seq + 1)
+        record = msgspec.structs.replace(record, id=str(state.row.last_seq))
+        old = state.session_seq
+        state.session_seq += 1
+        update_run = (*run_params(state.row)[1:], state.row.run_id)
+        allocate = (state.session_seq, session_id, old)
+        plans.append((update_run, allocate, record_params(record, state.session_seq)))
+    started = time.perf_counter()
+    for update_run, allocate, insert in plans:
+        async with conn.transaction():
+            cur = await conn.execute(_UPDATE_RUN, update_run)
+            assert cur.rowcount == 1
+            cur = await conn.execute(_ALLOCATE, allocate)
+            assert cur.rowcount == 1
+            await conn.execute(_INSERT_RECORD, insert)
+    return n / (time.perf_counter() - started)
+
+
+async def _bench_appends(dsn: str) -> tuple[list[float], list[float]]:
+    clock = Clock()
+    ours: list[float] = []
+    raw: list[float] = []
+    async with (
+        await PostgresStore.open(dsn, min_size=1, max_size=1) as store,
+        await AsyncConnection.connect(dsn, autocommit=True) as conn,
+    ):
+        run = await _started_run(store, "bench-run", clock)
+        state = await _raw_run(conn, await _started_run(store, "raw-run", clock))
+        await _ours_appends(store, run, APPENDS // 5, clock)  # warm up both
+        await _raw_appends(conn, state, APPENDS // 5, clock)
+        for rep in range(REPETITIONS):
+            if rep % 2 == 0:
+                ours.append(await _ours_appends(store, run, APPENDS, clock))
+                raw.append(await _raw_appends(conn, state, APPENDS, clock))
+            else:
+                raw.append(await _raw_appends(conn, state, APPENDS, clock))
+                ours.append(await _ours_appends(store, run, APPENDS, clock))
+        for name in ("bench-run", "raw-run"):  # both logs are whole and gap-free
+            cur = await conn.execute(
+                "SELECT count(*), max(seq), max(session_seq) FROM agentledger_records "
+                "WHERE run_id = %s",
+                (name,),
+            )
+            total = 1 + APPENDS // 5 + REPETITIONS * APPENDS
+            assert await cur.fetchone() == (total, total, total), name
+    return ours, raw
+
+
+# Reload ----------------------------------------------------------------------
+
+
+async def _seed_reload_run(store: PostgresStore, conn: AsyncConnection[Any]) -> str:
+    """A 10,000-record run: started by the store, its records bulk-written in one transaction.
+
+    The rows are the ones the store would write (its parameters, its INSERT); writing
+    them one append at a time would only make the benchmark slower.
+    """
+    clock = Clock()
+    run = await _started_run(store, "reload-run", clock)
+    state = await _raw_run(conn, run)
+    params = []
+    for i in range(1, RELOAD_RECORDS):
+        record = run.record("planner_note", PAYLOAD, event_key=f"note-{i}", at=clock())
+        record = msgspec.structs.replace(record, id=str(state.row.last_seq + i))
+        params.append(record_params(record, state.session_seq + i))
+    added = len(params)
+    final = msgspec.structs.replace(state.row, last_seq=state.row.last_seq + added)
+    async with conn.transaction():
+        async with conn.cursor() as cur:
+            await cur.executemany(_INSERT_RECORD, params)
+        await conn.execute(_UPDATE_RUN, (*run_params(final)[1:], final.run_id))
+        allocate = (state.session_seq + added, run.run.session_id, state.session_seq)
+        await conn.execute(_ALLOCATE, allocate)
+    return run.run.run_id
+
+
+async def _ours_full_reload(store: PostgresStore, run_id: str) -> float:
+    started = time.perf_counter()
+    cursor, count = "", 0
+    while True:
+        page = await store.list_run_records(run_id, cursor=cursor, limit=1000)
+        count += len(page.records)
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
+    elapsed = time.perf_counter() - started
+    assert count == RELOAD_RECORDS, count
+    return count / elapsed
+
+
+async def _raw_full_reload(conn: AsyncConnection[Any], run_id: str) -> float:
+    started = time.perf_counter()
+    after, count = 0, 0
+    while True:
+        cur = await conn.execute(_PAGE, (run_id, after, 1000))
+        rows = await cur.fetchall()
+        count += len(rows)
+        if len(rows) < 1000:
+            break
+        after = rows[-1][8]
+    elapsed = time.perf_counter() - started
+    assert count == RELOAD_RECORDS, count
+    return count / elapsed
+
+
+async def _bench_reload(dsn: str) -> tuple[list[float], list[float]]:
+    ours: list[float] = []
+    raw: list[float] = []
+    async with (
+        await PostgresStore.open(dsn, min_size=1, max_size=1) as store,
+        await AsyncConnection.connect(dsn, autocommit=True) as conn,
+    ):
+        run_id = await _seed_reload_run(store, conn)
+        await conn.execute("VACUUM ANALYZE agentledger_records")
+        pair: tuple[Callable[[], Awaitable[float]], Callable[[], Awaitable[float]]] = (
+            lambda: _ours_full_reload(store, run_id),
+            lambda: _raw_full_reload(conn, run_id),
+        )
+        for measure in pair:  # warm up
+            await measure()
+        for rep in range(REPETITIONS):
+            first, second = pair if rep % 2 == 0 else pair[::-1]
+            a, b = await first(), await second()
+            ours.append(a if rep % 2 == 0 else b)
+            raw.append(b if rep % 2 == 0 else a)
+    return ours, raw
+
+
+# Load ------------------------------------------------------------------------
+
+
+async def _load_once(
+    stores: list[PostgresStore], conn: AsyncConnection[Any], rep: int, runs: int
+) -> tuple[float, float]:
+    """One round of the 16-worker load; (writes/s, runs/s), after checking the totals."""
+    clock = Clock()
+    admin = stores[0]
+    sids = [f"load{rep}-s{i}" for i in range(SESSIONS)]
+    for sid in sids:
+        await admin.create_session(sid, created_at=clock())
+
+    async def worker(w: int) -> None:
+        store, sid = stores[w], sids[w % SESSIONS]
+        for n in range(runs):
+            run = RecordBuilder(
+                RunStart(
+                    run_id=f"load{rep}-w{w}-r{n}",
+                    agent_id="agent",
+                    session_id=sid,
+                    started_at=clock(),
+                ),
+                turn_id="turn-1",
+            )
+            assert (await store.start_root_run(run.root_start())).started.id == "1"
+            for i in range(LOAD_APPENDS):
+                note = run.record("planner_note", PAYLOAD, event_key=f"n{i}", at=clock())
+                assert (await store.append_run_record(note)).id == str(i + 2)
+            end = run.terminal(RunStatus.COMPLETED, at=clock())
+            assert (await store.record_run_terminal(end)).id == str(LOAD_APPENDS + 2)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(WORKERS)))
+    seconds = time.perf_counter() - began
+    _check_load(await _load_totals(conn, rep), runs)
+    total_runs = WORKERS * runs
+    return total_runs * (LOAD_APPENDS + 2) / seconds, total_runs / seconds
+
+
+async def _load_totals(conn: AsyncConnection[Any], rep: int) -> list[tuple[Any, ...]]:
+    pattern = f"load{rep}-%"
+    cur = await conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE last_seq = %s AND status = %s), "
+        "(SELECT count(*) FROM agentledger_records WHERE run_id LIKE %s), "
+        "(SELECT count(DISTINCT (run_id, seq)) FROM agentledger_records WHERE run_id LIKE %s), "
+        "(SELECT count(DISTINCT (run_id, event_key)) FROM agentledger_records "
+        " WHERE run_id LIKE %s AND seq BETWEEN 1 AND %s) "
+        "FROM agentledger_runs WHERE run_id LIKE %s",
+        (
+            LOAD_APPENDS + 2,
+            RunStatus.COMPLETED.value,
+            pattern,
+            pattern,
+            pattern,
+            LOAD_APPENDS + 2,
+            pattern,
+        ),
+    )
+    rows = [tuple(r) for r in await cur.fetchall()]
+    cur = await conn.execute(
+        "SELECT s.last_seq, count(x.session_seq), max(x.session_seq) "
+        "FROM agentledger_sessions s LEFT JOIN agentledger_records x ON x.session_id = s.id "
+        "WHERE s.id LIKE %s GROUP BY s.id ORDER BY s.id",
+        (pattern,),
+    )
+    rows.extend(tuple(r) for r in await cur.fetchall())
+    return rows
+
+
+def _check_load(rows: list[tuple[Any, ...]], runs: int) -> None:
+    """Every run complete with ids 1..22, every session log gap-free and whole."""
+    total_runs, per_run = WORKERS * runs, LOAD_APPENDS + 2
+    records = total_runs * per_run
+    expected_runs = (total_runs, total_runs, records, records, records)
+    assert rows[0] == expected_runs, (rows[0], expected_runs)
+    per_session = records // SESSIONS
+    assert rows[1:] == [(per_session, per_session, per_session)] * SESSIONS, rows[1:]
+
+
+async def _bench_load(dsn: str, runs: int) -> tuple[list[float], list[float]]:
+    writes: list[float] = []
+    rates: list[float] = []
+    stores = list(
+        await asyncio.gather(
+            *(PostgresStore.open(dsn, min_size=1, max_size=1) for _ in range(WORKERS))
+        )
+    )
+    try:
+        async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await _load_once(stores, conn, 0, 1)  # warm up
+            for rep in range(1, REPETITIONS + 1):
+                w, r = await _load_once(stores, conn, rep, runs)
+                writes.append(w)
+                rates.append(r)
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+    return writes, rates
+
+
+# Report ----------------------------------------------------------------------
+
+
+def _row(name: str, unit: str, ours: list[float], raw: list[float]) -> list[str]:
+    o, r = statistics.median(ours), statistics.median(raw)
+    return [name, f"{o:,.0f} {unit}", f"{r:,.0f} {unit}", f"{o / r:.2f}x"]
+
+
+async def _server_version(dsn: str) -> str:
+    async with await AsyncConnection.connect(dsn) as conn:
+        cur = await conn.execute("SHOW server_version")
+        row = await cur.fetchone()
+        assert row is not None
+        return str(row[0]).split()[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--runs", type=int, default=10, help="runs per worker in the 16-worker load (default 10)"
+    )
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    rows: list[list[str]] = []
+    with _database() as dsn:
+        versions = (
+            f"PostgreSQL {asyncio.run(_server_version(dsn))}, psycopg {psycopg.__version__}, "
+            f"Python {sys.version.split()[0]}"
+        )
+        print(f"PostgresStore vs raw psycopg ({versions}, {os.cpu_count()} CPUs)")
+        print(f"{REPETITIONS} interleaved repetitions, medians; payload {len(PAYLOAD)} bytes\n")
+        ours, raw = asyncio.run(_bench_appends(dsn))
+        rows.append(_row(f"append_run_record (x{APPENDS})", "rec/s", ours, raw))
+        ours, raw = asyncio.run(_bench_reload(dsn))
+        rows.append(_row(f"reload {RELOAD_RECORDS:,} records (limit 1000)", "rec/s", ours, raw))
+        writes, rates = asyncio.run(_bench_load(dsn, args.runs))
+    header = ["operation", "agentledger", "raw psycopg", "ratio"]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for line in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    ops = WORKERS * args.runs * (LOAD_APPENDS + 2)
+    print(
+        f"\n{WORKERS} workers x {args.runs} runs (start, {LOAD_APPENDS} appends, terminal; "
+        f"{SESSIONS} shared sessions): {ops:,} writes per repetition"
+    )
+    print(
+        f"  {statistics.median(writes):,.0f} writes/s, {statistics.median(rates):,.1f} runs/s; "
+        f"totals exact in all {REPETITIONS} repetitions"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
