@@ -17,12 +17,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from agentledger.errors import TranscriptError
 from agentledger.providers._json import dumps
 from agentledger.providers._names import ToolNames
-from agentledger.providers.model import ToolDefinition
+from agentledger.providers.model import ModelStreamEvent, ToolDefinition
 from agentledger.transcript import (
     Message,
     Part,
@@ -35,7 +35,9 @@ from agentledger.transcript import (
 __all__ = [
     "DOCUMENT_MIME",
     "IMAGE_MIME",
+    "assistant_message",
     "check_sendable",
+    "drain_stream",
     "foreign_reasoning",
     "kind",
     "own_reasoning",
@@ -191,3 +193,32 @@ def tool_names_for(messages: Iterable[Message], tools: Iterable[ToolDefinition])
             if isinstance(part, ToolUsePart):
                 names.add(part.name)
     return names
+
+
+def assistant_message(provider: str, parts: Sequence[Part]) -> Message:
+    """A decoded assistant message, marking its `ThinkingPart`\\ s as ``provider``'s own."""
+    reasoning = [i for i, part in enumerate(parts) if isinstance(part, ThinkingPart)]
+    return Message(
+        role="assistant",
+        parts=tuple(parts),
+        meta={provider: {"reasoning": reasoning}} if reasoning else None,
+    )
+
+
+_E_contra = TypeVar("_E_contra", contravariant=True)
+
+
+class _StreamDecoder(Protocol[_E_contra]):
+    def feed(self, event: _E_contra, /) -> list[ModelStreamEvent]: ...
+
+    def end(self) -> list[ModelStreamEvent]: ...
+
+
+def drain_stream(
+    decoder: _StreamDecoder[_E_contra], events: Iterable[_E_contra]
+) -> list[ModelStreamEvent]:
+    """Every event a whole recorded stream yields through ``decoder``, ending with `StreamEnd`."""
+    out: list[ModelStreamEvent] = []
+    for event in events:
+        out += decoder.feed(event)
+    return out + decoder.end()

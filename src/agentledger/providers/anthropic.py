@@ -55,7 +55,9 @@ from agentledger.providers._options import (
 from agentledger.providers._sse import read_events
 from agentledger.providers._transcript import (
     IMAGE_MIME,
+    assistant_message,
     check_sendable,
+    drain_stream,
     foreign_reasoning,
     kind,
     own_reasoning,
@@ -539,20 +541,10 @@ def decode(response: Mapping[str, Any], tool_names: ToolNames | None = None) -> 
     content = response.get("content")
     if not isinstance(content, list):
         raise _bad_response("content", "a list of content blocks", content)
-    parts: list[Part] = []
-    reasoning: list[int] = []
-    for index, block in enumerate(content):
-        part = _part(index, block, names)
-        if isinstance(part, ThinkingPart):
-            reasoning.append(len(parts))
-        parts.append(part)
+    parts = [_part(index, block, names) for index, block in enumerate(content)]
     usage = response.get("usage") or {}
     return ModelResponse(
-        message=Message(
-            role="assistant",
-            parts=tuple(parts),
-            meta={PROVIDER: {"reasoning": reasoning}} if reasoning else None,
-        ),
+        message=assistant_message(PROVIDER, parts),
         stop_reason=_STOP.get(response.get("stop_reason") or "", "other"),
         usage=Usage(
             input_tokens=usage.get("input_tokens") or 0,
@@ -672,11 +664,7 @@ def decode_stream(
     events: Iterable[Mapping[str, Any]], tool_names: ToolNames | None = None
 ) -> list[ModelStreamEvent]:
     """All events a whole recorded stream yields, ending with `StreamEnd`."""
-    decoder = StreamDecoder(tool_names)
-    out: list[ModelStreamEvent] = []
-    for event in events:
-        out += decoder.feed(event)
-    return out + decoder.end()
+    return drain_stream(StreamDecoder(tool_names), events)
 
 
 class AnthropicClient:

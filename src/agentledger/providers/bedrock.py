@@ -53,7 +53,7 @@ from agentledger.providers._errors import (
 from agentledger.providers._json import b64decode, loads
 from agentledger.providers._names import ToolNames
 from agentledger.providers._options import options_for
-from agentledger.providers._transcript import tool_names_for
+from agentledger.providers._transcript import assistant_message, drain_stream, tool_names_for
 from agentledger.providers.model import (
     ModelRequest,
     ModelResponse,
@@ -69,7 +69,6 @@ from agentledger.providers.model import (
 from agentledger.transcript import (
     Citation,
     CitationsPart,
-    Message,
     Part,
     TextPart,
     ThinkingPart,
@@ -168,20 +167,10 @@ def decode(
     content = message.get("content")
     if not isinstance(content, list):
         raise bad_response(PROVIDER, "output.message.content", "a list of blocks", content)
-    parts: list[Part] = []
-    reasoning: list[int] = []
-    for index, block in enumerate(content):
-        part = _part(index, block, names)
-        if isinstance(part, ThinkingPart):
-            reasoning.append(len(parts))
-        parts.append(part)
+    parts = [_part(index, block, names) for index, block in enumerate(content)]
     usage = response.get("usage") or {}
     return ModelResponse(
-        message=Message(
-            role="assistant",
-            parts=tuple(parts),
-            meta={PROVIDER: {"reasoning": reasoning}} if reasoning else None,
-        ),
+        message=assistant_message(PROVIDER, parts),
         stop_reason=_STOP.get(response.get("stopReason") or "", "other"),
         usage=Usage(
             input_tokens=usage.get("inputTokens") or 0,
@@ -330,11 +319,7 @@ def decode_stream(
     events: Iterable[Mapping[str, Any]], tool_names: ToolNames | None = None, model: str = ""
 ) -> list[ModelStreamEvent]:
     """All events a whole recorded Converse stream yields, ending with `StreamEnd`."""
-    decoder = StreamDecoder(tool_names, model)
-    out: list[ModelStreamEvent] = []
-    for event in events:
-        out += decoder.feed(event)
-    return out + decoder.end()
+    return drain_stream(StreamDecoder(tool_names, model), events)
 
 
 _DONE = object()

@@ -50,6 +50,7 @@ from agentledger.providers._transcript import (
     DOCUMENT_MIME,
     IMAGE_MIME,
     check_sendable,
+    drain_stream,
     foreign_reasoning,
     kind,
     refuse,
@@ -537,8 +538,4 @@ def decode_stream(
     chunks: Iterable[Mapping[str, Any] | str], tool_names: ToolNames | None = None
 ) -> list[ModelStreamEvent]:
     """All events a whole recorded stream yields, ending with `StreamEnd`."""
-    decoder = StreamDecoder(tool_names)
-    out: list[ModelStreamEvent] = []
-    for chunk in chunks:
-        out += decoder.feed(chunk)
-    return out + decoder.end()
+    return drain_stream(StreamDecoder(tool_names), chunks)

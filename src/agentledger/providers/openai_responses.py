@@ -60,6 +60,7 @@ from agentledger.providers._transcript import (
     DOCUMENT_MIME,
     IMAGE_MIME,
     check_sendable,
+    drain_stream,
     foreign_reasoning,
     kind,
     own_reasoning,
@@ -572,8 +573,4 @@ def decode_stream(
     events: Iterable[Mapping[str, Any]], tool_names: ToolNames | None = None
 ) -> list[ModelStreamEvent]:
     """All events a whole recorded stream yields, ending with `StreamEnd`."""
-    decoder = StreamDecoder(tool_names)
-    out: list[ModelStreamEvent] = []
-    for event in events:
-        out += decoder.feed(event)
-    return out + decoder.end()
+    return drain_stream(StreamDecoder(tool_names), events)
