@@ -24,9 +24,9 @@ from agentledger.errors import (
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import AdminStore, World, _all_pages
+from agentledger.storage.conformance._world import AdminStore, World
+from agentledger.storage.conformance._world import run_log as _log
 from agentledger.storage.types import (
-    Record,
     RunStatus,
     RunTerminal,
     SessionStatus,
@@ -36,11 +36,6 @@ from agentledger.storage.types import (
 __all__ = ["CancellationConformance"]
 
 REASON = "user_requested"
-
-
-async def _log(store: AdminStore, run_id: str) -> list[Record]:
-    records: list[Record] = await _all_pages(store.list_run_records, run_id)
-    return records
 
 
 def _canceled(world: World, run: RecordBuilder, reason: str) -> RunTerminal:

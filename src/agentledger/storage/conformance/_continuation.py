@@ -25,10 +25,10 @@ from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._world import AdminStore, World
+from agentledger.storage.conformance._world import short_run_log as _log
 from agentledger.storage.types import (
     AppendResult,
     ChildRunStart,
-    Record,
     RunStatus,
     SessionStatus,
     StartOutcome,
@@ -56,12 +56,6 @@ def _child_cmd(run: RecordBuilder, parent: RecordBuilder, call: str = "call-1") 
     return run.child_start(
         parent_agent_id=parent.run.agent_id, tool_name="agent_tool", tool_call_id=call
     )
-
-
-async def _log(store: AdminStore, run_id: str) -> list[Record]:
-    page = await store.list_run_records(run_id)
-    assert page.next_cursor == ""
-    return list(page.records)
 
 
 async def _predecessor_in_log(store: AdminStore, run_id: str) -> str:

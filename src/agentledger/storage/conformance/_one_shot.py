@@ -27,6 +27,9 @@ from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._world import AdminStore, World
+from agentledger.storage.conformance._world import changed as _with
+from agentledger.storage.conformance._world import rebuilt as _rebuilt
+from agentledger.storage.conformance._world import short_run_log as _log
 from agentledger.storage.types import (
     AppendResult,
     OneShotChildRunStart,
@@ -49,20 +52,6 @@ def _child(
         parent_agent_id=parent.run.agent_id, tool_name="agent_tool", tool_call_id=call
     )
     return run, cmd
-
-
-def _rebuilt(run: RecordBuilder, **changes: Any) -> RecordBuilder:
-    return RecordBuilder(msgspec.structs.replace(run.run, **changes), turn_id=run.turn_id)
-
-
-def _with(record: Record, **changes: Any) -> Record:
-    return msgspec.structs.replace(record, **changes)
-
-
-async def _log(store: AdminStore, run_id: str) -> list[Record]:
-    page = await store.list_run_records(run_id)
-    assert page.next_cursor == ""
-    return list(page.records)
 
 
 async def _stop(world: World, run: RecordBuilder, status: RunStatus) -> None:

@@ -29,10 +29,10 @@ from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._world import AdminStore, World, _all_pages
+from agentledger.storage.conformance._world import run_log as _log
 from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
-    Record,
     RunStart,
     RunStatus,
     StartOutcome,
@@ -88,11 +88,6 @@ def assert_losers(losses: Sequence[tuple[int, BaseException]], error: type[Excep
     """Every losing writer got exactly ``error`` (not a subclass, not a crash)."""
     wrong = [(i, type(e).__name__, e) for i, e in losses if type(e) is not error]
     assert not wrong, f"expected only {error.__name__} from the losers, got {wrong}"
-
-
-async def _log(store: AdminStore, run_id: str) -> list[Record]:
-    records: list[Record] = await _all_pages(store.list_run_records, run_id)
-    return records
 
 
 class RaceConformance(ConformanceBase):

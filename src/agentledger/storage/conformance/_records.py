@@ -23,8 +23,9 @@ from agentledger.errors import (
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import AdminStore, World, _all_pages
-from agentledger.storage.types import Checkpoint, Record, RunStatus, SessionStatus
+from agentledger.storage.conformance._world import AdminStore, World
+from agentledger.storage.conformance._world import run_log as _log
+from agentledger.storage.types import Checkpoint, RunStatus, SessionStatus
 
 __all__ = ["RecordConformance"]
 
@@ -39,11 +40,6 @@ _LIFECYCLE_PAYLOADS = {
     ),
     payloads.CANCELLATION_INTENT: b'{"reason":"user"}',
 }
-
-
-async def _log(store: AdminStore, run_id: str) -> list[Record]:
-    records: list[Record] = await _all_pages(store.list_run_records, run_id)
-    return records
 
 
 async def _stop(world: World, run: RecordBuilder, status: RunStatus) -> None:

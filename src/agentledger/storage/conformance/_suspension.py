@@ -26,10 +26,10 @@ from agentledger.errors import (
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import AdminStore, World, _all_pages
+from agentledger.storage.conformance._world import AdminStore, World
+from agentledger.storage.conformance._world import run_log as _log
 from agentledger.storage.types import (
     Checkpoint,
-    Record,
     RepairOutcome,
     RunStatus,
     RunSuspension,
@@ -39,11 +39,6 @@ from agentledger.storage.types import (
 __all__ = ["SuspensionConformance"]
 
 _DATA = b"\x00\xff\xfe binary \x80 not utf-8 \x00"
-
-
-async def _log(store: AdminStore, run_id: str) -> list[Record]:
-    records: list[Record] = await _all_pages(store.list_run_records, run_id)
-    return records
 
 
 def _suspension(

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+import msgspec
+
 from agentledger.errors import AgentledgerError
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import SessionAdmin, Store
@@ -20,7 +22,15 @@ from agentledger.storage.types import (
     StartResult,
 )
 
-__all__ = ["AdminStore", "World", "dump_store"]
+__all__ = [
+    "AdminStore",
+    "World",
+    "changed",
+    "dump_store",
+    "rebuilt",
+    "run_log",
+    "short_run_log",
+]
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -38,6 +48,28 @@ async def _all_pages(list_page: Any, scope_id: str) -> list[Record]:
         if not page.next_cursor:
             return records
         cursor = page.next_cursor
+
+
+async def run_log(store: AdminStore, run_id: str) -> list[Record]:
+    """A run's whole log, paging to the end."""
+    return await _all_pages(store.list_run_records, run_id)
+
+
+async def short_run_log(store: AdminStore, run_id: str) -> list[Record]:
+    """A run's log read as one page, checking that the page is the whole log."""
+    page = await store.list_run_records(run_id)
+    assert page.next_cursor == ""
+    return list(page.records)
+
+
+def rebuilt(run: RecordBuilder, **changes: Any) -> RecordBuilder:
+    """The same run with some identity fields changed (its records follow the change)."""
+    return RecordBuilder(msgspec.structs.replace(run.run, **changes), turn_id=run.turn_id)
+
+
+def changed(record: Record, **changes: Any) -> Record:
+    """The record with some fields changed."""
+    return msgspec.structs.replace(record, **changes)
 
 
 async def _outcome(call: Any, *args: Any) -> Any:
