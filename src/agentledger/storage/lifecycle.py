@@ -777,6 +777,16 @@ def _terminal_retry(reader: StateReader, run: RunRow, cmd: RunTerminal) -> Recor
     return None if record_difference(stored, cmd.record) else stored
 
 
+def _end(run: RunRow, cmd: RunTerminal) -> tuple[RunRow, Record]:
+    return _append_to(
+        run,
+        cmd.record,
+        status=RunStatus(cmd.status),
+        terminal_key=cmd.record.event_key,
+        updated_at=check_timestamp("record.timestamp", cmd.record.timestamp),
+    )
+
+
 def plan_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[AppendResult]:
     """[L7] the final status and its ``run_completed`` record, together."""
     run = _check_terminal(reader, cmd)
@@ -788,13 +798,7 @@ def plan_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[AppendResult]:
         return Plan(AppendResult(id=stored.id, inserted=False, session_status=status))
     _require_running(run)
     _require_fresh_key(reader, run, cmd.record)
-    row, new = _append_to(
-        run,
-        cmd.record,
-        status=RunStatus(cmd.status),
-        terminal_key=cmd.record.event_key,
-        updated_at=check_timestamp("record.timestamp", cmd.record.timestamp),
-    )
+    row, new = _end(run, cmd)
     return Plan(
         AppendResult(id=new.id, inserted=True, session_status=status), runs=[row], records=[new]
     )
@@ -844,13 +848,7 @@ def plan_repair_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[RepairRe
     run = _check_terminal(reader, cmd)
     if run.status is RunStatus.RUNNING:
         _require_fresh_key(reader, run, cmd.record)
-        row, new = _append_to(
-            run,
-            cmd.record,
-            status=RunStatus(cmd.status),
-            terminal_key=cmd.record.event_key,
-            updated_at=check_timestamp("record.timestamp", cmd.record.timestamp),
-        )
+        row, new = _end(run, cmd)
         return Plan(
             RepairResult(outcome=RepairOutcome.STORED, status=row.status, record=new),
             runs=[row],
