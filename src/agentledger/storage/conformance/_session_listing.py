@@ -228,6 +228,39 @@ class SessionListingConformance(ConformanceBase):
         keys = [(s.created_at, s.id) for s in unfiltered]
         assert keys == sorted(keys, reverse=True)
 
+    async def test_list_order_holds_for_any_time_and_any_id(self, world: World) -> None:
+        """[D6] times before 1970 and far ahead, and ids tied on time, compare the same in every
+        backend: time, then id in code-point order (UTF-8 byte order), both descending."""
+        labels = _mine(world)
+        times = {
+            "year-1": datetime(1, 1, 1, tzinfo=UTC),
+            "before-epoch": datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC),
+            "epoch": datetime(1970, 1, 1, tzinfo=UTC),
+            "year-9999": datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC),
+        }
+        for name, at in times.items():
+            await world.session(name, labels=labels, at=at)
+        tied = ["Z", "a", "z", "é", "\uff5a", "😀", "a b", "a-b"]
+        for name in tied:
+            await world.session(f"tie {name}", labels=labels, at=_at(0))
+        expected = [
+            world.id("year-9999"),
+            *sorted((world.id(f"tie {name}") for name in tied), reverse=True),
+            world.id("epoch"),
+            world.id("before-epoch"),
+            world.id("year-1"),
+        ]
+        seen: list[str] = []
+        cursor = ""
+        while True:
+            page = await world.store.list_sessions(labels=labels, cursor=cursor, limit=1)
+            seen.extend(s.id for s in page.sessions)
+            if not page.next_cursor:
+                break
+            cursor = page.next_cursor
+        assert seen == expected
+        assert (await world.store.load_session(world.id("year-1"))).created_at == times["year-1"]
+
     async def test_paging_has_no_gap_and_no_duplicate(
         self, world: World, other_store: AdminStore
     ) -> None:
