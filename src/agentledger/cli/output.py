@@ -60,7 +60,9 @@ def payload_value(payload: bytes) -> Any:
 def jsonable(value: Any) -> Any:
     """``value`` in the CLI's JSON style: structs as objects, times with milliseconds."""
     if isinstance(value, msgspec.Struct):
-        return {name: jsonable(getattr(value, name)) for name in value.__struct_fields__}
+        config = value.__struct_config__
+        tag = {config.tag_field: config.tag} if config.tag_field and config.tag else {}
+        return tag | {name: jsonable(getattr(value, name)) for name in value.__struct_fields__}
     if isinstance(value, datetime):
         return when(value)
     if isinstance(value, enum.Enum):
