@@ -82,7 +82,8 @@ def test_tail_text_of_an_ended_run(demo: Demo) -> None:
     done = run_cli("--db", str(demo.db), "tail", run_id)
     assert done.code == 0
     lines = done.out.splitlines()
-    assert lines[0].split()[:2] == ["1", "run_started"]
+    assert lines[0].split() == ["ID", "TYPE", "EVENT", "KEY", "TIME", "PAYLOAD"]
+    assert lines[1].split()[:2] == ["1", "run_started"]
     assert lines[-1].split()[:2] == ["14", "run_completed"]
     assert done.err == f"run {run_id} canceled\n"
 
@@ -92,6 +93,7 @@ async def test_tail_forever_keeps_going_until_ctrl_c(demo: Demo) -> None:
     proc = await _spawn("--db", str(demo.db), "tail", demo.runs[0]["run_id"], "--forever")
     try:
         assert proc.stdout is not None
+        await asyncio.wait_for(proc.stdout.readline(), 30)  # the header
         first = await asyncio.wait_for(proc.stdout.readline(), 30)
         assert first.split()[:2] == [b"1", b"run_started"]
         await asyncio.sleep(1.0)

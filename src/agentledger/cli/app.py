@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -99,6 +100,7 @@ def run(main: Awaitable[T]) -> T:
 
 def display(target: str) -> str:
     """``target`` as shown in messages: a DSN or URL without its password."""
+    target = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", target)
     scheme, sep, rest = target.partition("://")
     if sep and "@" in rest:
         credentials, _, host = rest.rpartition("@")

@@ -8,7 +8,7 @@ transcript numbers keep their literal.
 
 Text: aligned columns and trees, each row on one line however long, so ids
 stay whole and copyable; only payload previews are shortened, to the
-terminal's width (or 100 characters when the output is not a terminal).
+terminal's width (or 60 characters when the output is not a terminal).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ __all__ = [
     "jsonable",
     "payload_value",
     "preview",
+    "preview_room",
     "when",
-    "width",
 ]
 
 _PAYLOAD = msgspec.json.Decoder(float_hook=JsonNumber)
-_PIPE_WIDTH = 100
-"""Preview width when stdout is not a terminal (there is no width to fit)."""
+_PIPE_PREVIEW = 60
+"""Preview length when stdout is not a terminal (there is no width to fit)."""
 
 
 def when(value: datetime | None) -> str | None:
@@ -99,24 +99,33 @@ def echo_json(value: Any) -> None:
     echo(dump(value))
 
 
-def width() -> int:
-    """Columns to fit previews into: the terminal's, or a fixed width when piped."""
-    if sys.stdout.isatty():
-        return shutil.get_terminal_size((_PIPE_WIDTH, 24)).columns
-    return _PIPE_WIDTH
+def preview_room(used: int) -> int:
+    """Characters left for a preview on a line whose other columns take ``used``.
+
+    On a terminal the line fits its width (at least 20 characters of preview);
+    piped output has no width to fit, so previews get a fixed 60 characters.
+    """
+    if not sys.stdout.isatty():
+        return _PIPE_PREVIEW
+    return max(20, shutil.get_terminal_size((80, 24)).columns - used)
 
 
 def preview(text: str, room: int) -> str:
     """``text`` on one line, cut to ``room`` characters with an ellipsis."""
     text = " ".join(text.split())
-    room = max(room, 10)
     return text if len(text) <= room else text[: room - 1] + "…"
 
 
-def columns(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """Rows as aligned columns under a header; the last column is not padded."""
+def columns(
+    header: Sequence[str], rows: Iterable[Sequence[str]], minimum: Sequence[int] = ()
+) -> list[str]:
+    """Rows as aligned columns under a header; the last column is not padded.
+
+    ``minimum`` widths keep rows printed one at a time (``tail``) aligned.
+    """
     table = [list(header), *(list(row) for row in rows)]
-    sizes = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    least = [*minimum, *([0] * len(header))]
+    sizes = [max(least[i], *(len(row[i]) for row in table)) for i in range(len(header) - 1)]
     return [
         "  ".join(
             [*(cell.ljust(size) for cell, size in zip(row, sizes, strict=False)), row[-1]]

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
     from agentledger.storage.types import Record
 
-__all__ = ["Selection", "record_json", "record_lines", "records", "select_records"]
+__all__ = ["TAIL_WIDTHS", "Selection", "record_json", "record_lines", "records", "select_records"]
 
 _PAGE = 1000
 """Records fetched per request (the stores' largest page)."""
@@ -106,9 +106,16 @@ def _pretty(payload: bytes) -> str:
         return payload.decode("utf-8", "replace")
 
 
-def record_lines(found: Sequence[Record], *, full: bool, header: bool = True) -> list[str]:
+_HEADER = ["ID", "TYPE", "EVENT KEY", "TIME", "PAYLOAD"]
+TAIL_WIDTHS = (3, 28, 28, 24)
+"""Column widths ``tail`` keeps, so lines printed one by one stay aligned."""
+
+
+def record_lines(
+    found: Sequence[Record], *, full: bool, header: bool = True, minimum: Sequence[int] = ()
+) -> list[str]:
     """Records as text: one aligned line each with a payload preview, or whole blocks."""
-    from agentledger.cli.output import columns, preview, when, width
+    from agentledger.cli.output import columns, preview, preview_room, when
 
     if full:
         lines: list[str] = []
@@ -118,12 +125,12 @@ def record_lines(found: Sequence[Record], *, full: bool, header: bool = True) ->
             lines.extend(_pretty(r.payload).splitlines())
         return lines
     rows = [[r.id, r.type, r.event_key, when(r.timestamp) or "", ""] for r in found]
-    head = ["ID", "TYPE", "EVENT KEY", "TIME", "PAYLOAD"]
-    fixed = [max(len(row[i]) for row in [head, *rows]) + 2 for i in range(4)]
-    room = width() - sum(fixed)
+    least = [*minimum, 0, 0, 0, 0]
+    fixed = [max(least[i], *(len(row[i]) for row in [_HEADER, *rows])) + 2 for i in range(4)]
+    room = preview_room(sum(fixed))
     for row, r in zip(rows, found, strict=True):
         row[4] = preview(r.payload.decode("utf-8", "replace"), room)
-    table = columns(head, rows)
+    table = columns(_HEADER, rows, minimum)
     return table if header else table[1:]
 
 

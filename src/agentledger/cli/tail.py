@@ -56,14 +56,17 @@ def tail(
 
     async def use(store: AdminStore) -> None:
         from agentledger.cli.output import echo, echo_json
-        from agentledger.cli.records import record_json, record_lines
+        from agentledger.cli.records import TAIL_WIDTHS, record_json, record_lines
+
+        header = [not settings.json and not full]
 
         def emit(record: Record) -> None:
             if settings.json:
                 echo_json(record_json(record))
-            else:
-                for line in record_lines([record], full=full, header=False):
-                    echo(line)
+                return
+            for line in record_lines([record], full=full, header=header[0], minimum=TAIL_WIDTHS):
+                echo(line)
+            header[0] = False
 
         status = await follow(
             store, run_id, emit, cursor=cursor, after=after, interval=interval, forever=forever
