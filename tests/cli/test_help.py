@@ -98,8 +98,8 @@ def test_help_imports_no_store_and_no_temporal() -> None:
     """`agentledger --help` stays cheap: no backend, no rich, no Temporal SDK."""
     code = (
         "import sys; from agentledger.cli import main; main(['--help']); "
-        "print(sorted(m for m in ('temporalio', 'psycopg', 'rich', 'agentledger.storage') "
-        "if m in sys.modules))"
+        "heavy = ('temporalio', 'psycopg', 'rich', 'asyncio', 'agentledger.storage'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -9,7 +9,6 @@ agentledger refuses (one line on stderr, no traceback), 2 for usage errors
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import sys
@@ -90,7 +89,8 @@ def settings_options(command: F) -> F:
 
 
 def run(main: Awaitable[T]) -> T:
-    """Run a command's coroutine to completion."""
+    """Run a command's coroutine to completion (asyncio is imported only when one runs)."""
+    import asyncio
 
     async def wrapper() -> T:
         return await main
