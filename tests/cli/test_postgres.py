@@ -113,11 +113,11 @@ def test_check_on_postgres(ledger: tuple[str, str], postgres_dsn: str) -> None:
     assert run_cli("--db", dsn, "check").code == 0
 
 
-def test_reads_never_migrate_a_database(postgres_dsn: str) -> None:
-    """A database without the schema is refused by read commands, and left empty."""
+def test_the_cli_never_migrates_a_database(postgres_dsn: str) -> None:
+    """A database without the schema is refused by every command, and left empty."""
     dsn = create_database(postgres_dsn, prefix="agentledger_cli_empty")
     try:
-        for args in (["sessions"], ["check"]):
+        for args in (["sessions"], ["check"], ["session", "end", "s"]):
             done = run_cli("--db", dsn, *args)
             assert done.code == 1
             assert done.err.count("\n") == 1
@@ -128,3 +128,17 @@ def test_reads_never_migrate_a_database(postgres_dsn: str) -> None:
         assert tables == (0,)
     finally:
         drop_database(dsn)
+
+
+def test_repair_and_session_admin_on_postgres(ledger: tuple[str, str]) -> None:
+    """Runs last in this module: it ends and purges the module's session."""
+    dsn, run_id = ledger
+    checked = run_cli("--db", dsn, "repair", run_id)
+    assert checked.code == 0, checked.err
+    assert f"run {run_id} is completed; its lifecycle checks out" in checked.out
+    assert run_cli("--db", dsn, "session", "purge", SESSION).code == 1
+    ended = run_cli("--db", dsn, "--json", "session", "end", SESSION).json()
+    assert ended["status"] == "ended"
+    assert run_cli("--db", dsn, "session", "purge", SESSION).code == 0
+    assert run_cli("--db", dsn, "--json", "sessions").json()["sessions"] == []
+    assert run_cli("--db", dsn, "check").code == 0

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import re
+import shutil
 from typing import Any
 
+import pytest
+
+from agentledger.cli import main
 from agentledger.transcript import decode_messages, validate_planner_transcript
 from tests.cli.conftest import Demo, run_cli
 
@@ -130,3 +137,31 @@ def test_unknown_ids_are_one_line_errors(demo: Demo) -> None:
         done = run_cli("--db", str(demo.db), *args)
         assert done.code == 1
         assert done.err == f"agentledger: error: {message}\n"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_narrow_terminal_cuts_previews_never_ids(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids used to fold mid-id at 100 columns: now a row is one line, ids whole; only the
+    payload preview shrinks to the terminal's width."""
+    monkeypatch.setattr(
+        shutil, "get_terminal_size", lambda fallback=(80, 24): os.terminal_size((60, 20))
+    )
+    for args in (["runs", demo.session], ["records", demo.runs[2]["run_id"]]):
+        out = _Terminal()
+        with contextlib.redirect_stdout(out):
+            assert main(["--db", str(demo.db), *args]) == 0
+        lines = out.getvalue().splitlines()
+        for run in demo.runs:
+            if run["run_id"] in out.getvalue():
+                assert any(run["run_id"] in line for line in lines)
+        assert re.search(r"run-[0-9a-f]{1,31}$", out.getvalue(), re.M) is None  # no cut id
+    records = [line for line in lines[1:] if line.split()[1] != "run_started"]
+    previews = [line.split("  ")[-1] for line in records]
+    assert max(len(p) for p in previews) == 20  # the least a preview gets
+    assert any(p.endswith("…") for p in previews)

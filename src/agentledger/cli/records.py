@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -55,12 +56,12 @@ def records(
     )
 
 
+@dataclass(frozen=True)
 class Selection:
     """What one listing found: the records, and the cursor to go on from (``""``: done)."""
 
-    def __init__(self, found: list[Record], next_cursor: str) -> None:
-        self.records = found
-        self.next_cursor = next_cursor
+    records: list[Record]
+    next_cursor: str
 
 
 async def select_records(

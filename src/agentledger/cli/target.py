@@ -3,8 +3,8 @@
 :func:`open_store` is the one place that turns ``--db`` into an open store.
 Read commands open it read-only: a SQLite file with ``mode=ro`` (a read-only
 file can be read; a file that is not an agentledger database is refused
-unchanged), a PostgreSQL database without migrating it. No command but
-``demo`` creates a database.
+unchanged). A PostgreSQL database is never migrated by the CLI. No command
+but ``demo`` creates a database.
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ async def open_store(target: str, *, read_only: bool) -> AdminStore:
     if kind == "postgres":
         from agentledger.storage.postgres import PostgresStore
 
-        # Read commands never migrate: a database that needs it is refused, not changed.
-        return await PostgresStore.open(target, min_size=1, max_size=4, migrate=not read_only)
+        # The CLI never migrates (workers and deploy steps do): a database that needs
+        # it is refused, not changed.
+        return await PostgresStore.open(target, min_size=1, max_size=4, migrate=False)
     from agentledger.storage.sqlite import SQLiteStore
 
     path = sqlite_path(target)
