@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = ["follow", "tail"]
 
-_PAGE = 1000
+_PAGE = 100
+"""Records per poll: at the end of the log the last page is read again, so keep it small."""
 
 
 @click.command(short_help="follow a run's records live")

@@ -148,7 +148,8 @@ def _open_writer(path: str, busy_timeout: float, synchronous: str) -> sqlite3.Co
 class SQLiteStore:
     """A complete ``Store`` and ``SessionAdmin`` in one SQLite file (WAL mode).
 
-    Open it with :meth:`open`; close it with :meth:`close` or ``async with``.
+    Open it with :meth:`open` (or :meth:`open_read_only`, for inspection that must
+    never write); close it with :meth:`close` or ``async with``.
     Any number of handles, in any number of processes, may share the file:
     each lifecycle method is one ``BEGIN IMMEDIATE`` transaction, and a
     writer that cannot get the lock within ``busy_timeout`` seconds gets a
