@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agentledger.storage import RecordBuilder, RunStart, RunStatus
+from agentledger.storage import Record, RecordBuilder, RunStart, RunStatus
 from agentledger.storage.sqlite import SQLiteStore
 from tests.cli.conftest import ROOT, Demo, run_cli
 
@@ -106,3 +106,35 @@ async def test_tail_forever_keeps_going_until_ctrl_c(demo: Demo) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_follow_crosses_pages_and_emits_each_record_once(tmp_path: Path) -> None:
+    """Past a page boundary (100 records a poll) and while records keep coming."""
+    from agentledger.cli.tail import follow
+
+    async with await SQLiteStore.open(tmp_path / "long.db") as store:
+        await store.create_session("s", created_at=AT)
+        run = RecordBuilder(RunStart(run_id="r", agent_id="a", session_id="s", started_at=AT))
+        await store.start_root_run(run.root_start())
+
+        async def note(n: int) -> None:
+            at = AT + timedelta(milliseconds=n)
+            await store.append_run_record(run.record("n", b"{}", event_key=f"n{n}", at=at))
+
+        for n in range(250):
+            await note(n)
+        seen: list[str] = []
+        caught_up = asyncio.Event()
+
+        def emit(record: Record) -> None:
+            seen.append(record.id)
+            if len(seen) == 251:
+                caught_up.set()
+
+        task = asyncio.create_task(follow(store, "r", emit, interval=0.01))
+        await asyncio.wait_for(caught_up.wait(), 30)
+        for n in range(250, 260):
+            await note(n)
+        await store.record_run_terminal(run.terminal(RunStatus.FAILED, at=AT + timedelta(1)))
+        assert await asyncio.wait_for(task, 30) is RunStatus.FAILED
+        assert seen == [str(i) for i in range(1, 263)]
