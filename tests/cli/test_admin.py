@@ -112,3 +112,12 @@ def test_repair_of_a_closed_run_checks_and_writes_nothing(demo: Demo, tmp_path: 
         assert done.code == 0, done.err
         assert f"is {run['status']}; its lifecycle checks out" in done.out
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_sessions_status_filter(demo: Demo, tmp_path: Path) -> None:
+    db = str(demo.copy(tmp_path))
+    assert run_cli("--db", db, "session", "end", demo.session).code == 0
+    for status, expected in (("active", []), ("ended", [demo.session])):
+        listed = run_cli("--db", db, "--json", "sessions", "--status", status).json()
+        assert [s["id"] for s in listed["sessions"]] == expected
+    assert run_cli("--db", db, "sessions", "--status", "purged").code == 2

@@ -9,7 +9,7 @@ import click
 import pytest
 
 from agentledger.cli.app import COMMANDS, cli
-from tests.cli.conftest import run_cli, run_process
+from tests.cli.conftest import Demo, run_cli, run_process
 
 
 def _paths(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -111,3 +111,28 @@ def test_python_dash_m_and_worker_help_run() -> None:
     assert done.returncode == 0, done.stderr
     assert "--temporal HOST:PORT" in done.stdout
     assert "--task-queue" in done.stdout
+
+
+def test_completion_offers_stored_ids(demo: Demo) -> None:
+    """`agentledger --db DB runs demo-<TAB>` offers the session; `records run-<TAB>` its runs;
+    a missing database completes nothing (and creates nothing)."""
+
+    def complete(*words: str) -> list[str]:
+        done = run_process(
+            env={
+                "_AGENTLEDGER_COMPLETE": "bash_complete",
+                "COMP_WORDS": " ".join(("agentledger", *words)),
+                "COMP_CWORD": str(len(words)),
+            }
+        )
+        assert done.returncode == 0, done.stderr
+        return [line.split(",", 1)[1] for line in done.stdout.splitlines() if line]
+
+    assert complete("--db", str(demo.db), "runs", "demo-") == [demo.session]
+    first = demo.runs[0]["run_id"]
+    assert complete("--db", str(demo.db), "records", first[:6]) == [
+        r["run_id"] for r in demo.runs if r["run_id"].startswith(first[:6])
+    ]
+    missing = demo.db.parent / "missing.db"
+    assert complete("--db", str(missing), "records", "run-") == []
+    assert not missing.exists()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -21,7 +22,7 @@ _PAGE = 1000
 
 
 @click.command(short_help="a run's records in commit order")
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=run_ids)
 @click.option(
     "--type", "types", multiple=True, metavar="TYPE", help="only records of this type (repeatable)"
 )

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import click
 
 from agentledger.cli.app import CommandError, Settings, run, settings_options, with_store
+from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -34,7 +35,7 @@ __all__ = ["repair"]
 
 
 @click.command(short_help="close a run whose workflow is gone; check a closed run")
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=run_ids)
 @click.option(
     "--workflow-gone",
     is_flag=True,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.complete import session_ids
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -16,7 +17,7 @@ __all__ = ["predecessor", "run_tree", "runs"]
 
 
 @click.command(short_help="a session's runs, as a tree")
-@click.argument("session_id")
+@click.argument("session_id", shell_complete=session_ids)
 @settings_options
 def runs(settings: Settings, session_id: str) -> None:
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a

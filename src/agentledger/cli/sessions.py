@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.complete import session_ids
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -15,22 +17,34 @@ if TYPE_CHECKING:
 __all__ = ["list_all_sessions", "session", "sessions"]
 
 
-async def list_all_sessions(store: AdminStore) -> list[Session]:
-    """Every session, oldest first: the CLI's one call to ``list_sessions``."""
-    return list(await store.list_sessions())
+async def list_all_sessions(store: AdminStore, statuses: Sequence[str] = ()) -> list[Session]:
+    """Every session (with one of ``statuses``, if any), oldest first.
+
+    The CLI's one call to ``list_sessions``.
+    """
+    from agentledger.storage.types import SessionStatus
+
+    return list(await store.list_sessions([SessionStatus(s) for s in statuses]))
 
 
 @click.command(short_help="list sessions")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["active", "ended"]),
+    help="only sessions with this status (repeatable)",
+)
 @settings_options
-def sessions(settings: Settings) -> None:
+def sessions(settings: Settings, statuses: tuple[str, ...]) -> None:
     """List every session: its status, when it was created and ended, and its run count."""
-    run(with_store(settings, lambda store: _sessions(store, settings)))
+    run(with_store(settings, lambda store: _sessions(store, settings, statuses)))
 
 
-async def _sessions(store: AdminStore, settings: Settings) -> None:
+async def _sessions(store: AdminStore, settings: Settings, statuses: Sequence[str]) -> None:
     from agentledger.cli.output import columns, echo, echo_json, when
 
-    found = await list_all_sessions(store)
+    found = await list_all_sessions(store, statuses)
     if settings.json:
         echo_json({"sessions": found})
         return
@@ -49,7 +63,7 @@ def session() -> None:
 
 
 @session.command(short_help="end a session (no new work)")
-@click.argument("session_id")
+@click.argument("session_id", shell_complete=session_ids)
 @settings_options
 def end(settings: Settings, session_id: str) -> None:
     """[D2] End SESSION_ID: no new run or tool work starts in it; idempotent."""
@@ -72,7 +86,7 @@ async def _end(store: AdminStore, settings: Settings, session_id: str) -> None:
 
 
 @session.command(short_help="delete an ended session")
-@click.argument("session_id")
+@click.argument("session_id", shell_complete=session_ids)
 @settings_options
 def purge(settings: Settings, session_id: str) -> None:
     """[D3] Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.

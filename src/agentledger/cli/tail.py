@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -20,7 +21,7 @@ _PAGE = 100
 
 
 @click.command(short_help="follow a run's records live")
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=run_ids)
 @click.option("--cursor", default="", metavar="CURSOR", help="start after this cursor")
 @click.option(
     "--after",

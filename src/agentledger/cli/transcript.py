@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -16,7 +17,7 @@ __all__ = ["message_lines", "transcript"]
 
 
 @click.command(short_help="a run's transcript, rebuilt from its records")
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=run_ids)
 @settings_options
 def transcript(settings: Settings, run_id: str) -> None:
     """RUN_ID's transcript rebuilt from its records ([R2]), as a conversation.
