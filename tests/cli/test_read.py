@@ -125,6 +125,10 @@ def test_transcript(demo: Demo) -> None:
     assert "    → get_weather(" in shown.out
     assert "[call_1]" in shown.out  # tool ids verbatim, not eaten as markup
     assert "#14 user" in shown.out
+    # Piped output is not forced to 160 columns: a long message stays one whole line.
+    answer = next(line for line in shown.out.splitlines() if "From the research agent" in line)
+    assert len(answer) > 160
+    assert answer.endswith("until 1930.")
 
 
 def test_unknown_ids_are_one_line_errors(demo: Demo) -> None:
