@@ -238,11 +238,11 @@ class SQLiteStore:
         """
         timeout = check_busy_timeout(busy_timeout)
         name = check_existing_path(path)
-        first = await asyncio.to_thread(open_checked, name, busy_timeout=timeout)
-        opened = [first]
+        probe = await asyncio.to_thread(open_checked, name, busy_timeout=timeout)
+        probe.close()  # refusals surface here, from open; readers connect on first use
 
         def open_reader() -> sqlite3.Connection:
-            return opened.pop() if opened else open_checked(name, busy_timeout=timeout)
+            return open_checked(name, busy_timeout=timeout)
 
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
