@@ -9,6 +9,7 @@ but ``demo`` creates a database.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import os
@@ -82,7 +83,14 @@ async def open_store(target: str, *, read_only: bool) -> AdminStore:
     from agentledger.storage.sqlite import SQLiteStore
 
     path = sqlite_path(target)
-    # Opening read-only first refuses a missing, empty or foreign file before any write.
+    if not await asyncio.to_thread(os.path.exists, path):
+        raise ValidationError(
+            field="--db",
+            expected="an existing agentledger database",
+            got=path,
+            message=f"no database at {path} (run `agentledger demo` first, or pass --db)",
+        )
+    # Opening read-only first refuses an empty, foreign or damaged file before any write.
     reader = await SQLiteStore.open_read_only(path)
     if read_only:
         return reader
