@@ -145,7 +145,12 @@ async def _all_records(store: AdminStore, run_id: str) -> list[Record]:
 
 
 async def _check_run(store: AdminStore, run_id: str, result: Audit) -> list[str]:
-    from agentledger.errors import AgentledgerError, CorruptRecordError
+    from agentledger.errors import (
+        AgentledgerError,
+        CorruptRecordError,
+        NotFoundError,
+        SessionPurgedError,
+    )
     from agentledger.runtime.completion import check_lifecycle
     from agentledger.storage.types import RunStatus
     from agentledger.transcript.replay import replay_run_log_events
@@ -155,6 +160,9 @@ async def _check_run(store: AdminStore, run_id: str, result: Audit) -> list[str]
         records = await _all_records(store, run_id)
     except CorruptRecordError as e:
         return [str(e)]
+    except (NotFoundError, SessionPurgedError):  # purged while the audit ran
+        result.runs -= 1
+        return []
     result.records += len(records)
     findings = _check_records(meta, records)
     try:
