@@ -10,6 +10,7 @@ import agentledger
 
 PUBLIC = {
     "agentledger": ["__version__"],
+    "agentledger.cli": ["main"],
     "agentledger.transcript": [
         "CacheCheckpointPart", "Citation", "CitationsPart", "DocumentPart", "ImagePart",
         "JsonNumber", "Message", "Part", "Role", "TextPart", "ThinkingPart", "ToolResultPart",

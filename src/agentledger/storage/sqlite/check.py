@@ -18,7 +18,7 @@ from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record
 from agentledger.storage.validation import decode_stored_payload
 
-__all__ = ["check_invariants"]
+__all__ = ["check_invariants", "stored_run_ids"]
 
 _TERMINAL = ("completed", "failed", "canceled")
 _PAYLOADS: dict[str, type[Any]] = {
@@ -95,7 +95,7 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     name = os.fspath(path)
     if not os.path.isfile(name):
         return [f"{name}: no such database file"]
-    uri = f"file:{urllib.parse.quote(os.path.abspath(name))}?mode=rw"
+    uri = f"file:{urllib.parse.quote(os.path.abspath(name))}?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     except sqlite3.Error as e:
@@ -108,6 +108,20 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
         return [f"{name}: {type(e).__name__}: {e}"]
     except AgentledgerError as e:
         return [f"{name}: {e}"]
+    finally:
+        conn.close()
+
+
+def stored_run_ids(path: str | os.PathLike[str]) -> list[str]:
+    """Every run id in the database at ``path`` in start order, one-shot runs included.
+
+    For audits that walk every run through the ``Store`` protocol, which lists
+    runs by session only. Only reads.
+    """
+    uri = f"file:{urllib.parse.quote(os.path.abspath(os.fspath(path)))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        return [str(run_id) for (run_id,) in conn.execute("SELECT run_id FROM runs ORDER BY pos")]
     finally:
         conn.close()
 

@@ -35,6 +35,7 @@ from agentledger.storage.sqlite.connection import (
     map_open_error,
 )
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
+from agentledger.storage.sqlite.readonly import check_existing_path, open_checked
 from agentledger.storage.sqlite.threads import ConnectionThreads
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
@@ -149,7 +150,8 @@ def _open_writer(path: str, busy_timeout: float, synchronous: str) -> sqlite3.Co
 class SQLiteStore:
     """A complete ``Store`` and ``SessionAdmin`` in one SQLite file (WAL mode).
 
-    Open it with :meth:`open`; close it with :meth:`close` or ``async with``.
+    Open it with :meth:`open` (or :meth:`open_read_only`, for inspection that must
+    never write); close it with :meth:`close` or ``async with``.
     Any number of handles, in any number of processes, may share the file:
     each lifecycle method is one ``BEGIN IMMEDIATE`` transaction, and a
     writer that cannot get the lock within ``busy_timeout`` seconds gets a
@@ -177,11 +179,14 @@ class SQLiteStore:
         An older schema is migrated (see :mod:`.schema`).
     """
 
-    def __init__(self, *, path: str, writer: ConnectionThreads, readers: ConnectionThreads) -> None:
+    def __init__(
+        self, *, path: str, writer: ConnectionThreads | None, readers: ConnectionThreads
+    ) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
         """The database file."""
         self._writer = writer
+        """None for a handle opened with :meth:`open_read_only`."""
         self._readers = readers
         self._rows = RowCache()  # used on the writer thread only
         self._closed = False
@@ -219,12 +224,40 @@ class SQLiteStore:
         )
         return cls(path=name, writer=writer, readers=readers)
 
+    @classmethod
+    async def open_read_only(
+        cls, path: str | os.PathLike[str], *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+    ) -> SQLiteStore:
+        """Open an existing database for reads only; nothing is ever written to the file.
+
+        The file may be read-only. Every write method raises ``ValidationError``
+        (``field="store"``).
+
+        Raises:
+            ValidationError: no such file, not an agentledger database (a 0-byte
+                or foreign file is refused unchanged), or a schema version other
+                than this code's.
+        """
+        timeout = check_busy_timeout(busy_timeout)
+        name = check_existing_path(path)
+        probe = await asyncio.to_thread(open_checked, name, busy_timeout=timeout)
+        probe.close()  # refusals surface here, from open; readers connect on first use
+
+        def open_reader() -> sqlite3.Connection:
+            return open_checked(name, busy_timeout=timeout)
+
+        readers = ConnectionThreads(
+            open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
+        )
+        return cls(path=name, writer=None, readers=readers)
+
     async def close(self) -> None:
         """Finish queued writes and close every connection; closing twice is a no-op."""
         if self._closed:
             return
         self._closed = True
-        await asyncio.to_thread(self._writer.stop)
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.stop)
         await asyncio.to_thread(self._readers.stop)
 
     async def __aenter__(self) -> SQLiteStore:
@@ -248,6 +281,10 @@ class SQLiteStore:
 
     async def _write(self, operation: str, decide: Callable[[StateReader], Plan[R]]) -> R:
         self._check_open()
+        if self._writer is None:
+            raise ValidationError(
+                field="store", expected="a store opened for writing", got="read-only"
+            )
         try:
             return await self._writer.submit(_write_job(decide, self._rows))
         except sqlite3.Error as e:

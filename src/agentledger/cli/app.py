@@ -1,0 +1,195 @@
+"""The root ``agentledger`` group, its command registry, shared options and exit codes.
+
+Commands are registered by name in :data:`COMMANDS` as ``module:attribute``
+and imported only when used (or listed by ``--help``), so every command
+pays only for what it imports. Exit status: 0 on success, 1 when
+agentledger refuses (one line on stderr, no traceback), 2 for usage errors
+(a bare ``agentledger`` prints its usage and exits 2), 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from agentledger.errors import AgentledgerError, CorruptRecordError
+
+if TYPE_CHECKING:
+    from agentledger.cli.target import AdminStore
+
+__all__ = ["COMMANDS", "CommandError", "Settings", "cli", "main", "settings_options", "with_store"]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+COMMANDS: dict[str, str] = {
+    "demo": "agentledger.cli.demo:demo",
+    "sessions": "agentledger.cli.sessions:sessions",
+    "runs": "agentledger.cli.runs:runs",
+    "records": "agentledger.cli.records:records",
+    "transcript": "agentledger.cli.transcript:transcript",
+    "tail": "agentledger.cli.tail:tail",
+    "check": "agentledger.cli.check:check",
+    "repair": "agentledger.cli.repair:repair",
+    "session": "agentledger.cli.sessions:session",
+    "worker": "agentledger.cli.worker:worker",
+}
+"""Every command, in the order ``--help`` lists them: name -> ``module:attribute``."""
+
+TARGET_HELP = (
+    "the store: a SQLite file (default: $AGENTLEDGER_DB, else ./agentledger.db), "
+    "a postgresql:// DSN, or an http(s):// service URL (token in $AGENTLEDGER_TOKEN)"
+)
+
+
+class CommandError(Exception):
+    """A refusal the CLI words itself (exit 1), e.g. naming the damaged file."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The options every store command shares (given on the command or before it)."""
+
+    target: str
+    """What ``--db``/``--store`` named (a path, a DSN or a URL)."""
+    json: bool
+    """Print JSON instead of text."""
+
+
+def _default_target() -> str:
+    return os.environ.get("AGENTLEDGER_DB") or os.path.join(".", "agentledger.db")
+
+
+def settings_options(command: F) -> F:
+    """Add ``--db``/``--store`` and ``--json`` to a command; it receives ``settings``.
+
+    A value given on the command wins over one given before it
+    (``agentledger --json records RUN`` and ``agentledger records RUN --json``).
+    """
+
+    def merged(*args: Any, target: str | None, json: bool, **kwargs: Any) -> Any:
+        root = click.get_current_context().find_root().obj
+        outer = root if isinstance(root, Settings) else Settings(target="", json=False)
+        kwargs["settings"] = Settings(
+            target=target or outer.target or _default_target(), json=json or outer.json
+        )
+        return command(*args, **kwargs)
+
+    merged.__name__ = command.__name__
+    merged.__doc__ = command.__doc__
+    merged = click.option("--json", is_flag=True, help="print JSON instead of text")(merged)
+    merged = click.option("--db", "--store", "target", metavar="TARGET", help=TARGET_HELP)(merged)
+    return merged  # type: ignore[return-value]
+
+
+def run(main: Awaitable[T]) -> T:
+    """Run a command's coroutine to completion (asyncio is imported only when one runs)."""
+    import asyncio
+
+    async def wrapper() -> T:
+        return await main
+
+    return asyncio.run(wrapper())
+
+
+def display(target: str) -> str:
+    """``target`` as shown in messages: a DSN or URL without its password."""
+    target = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", target)
+    scheme, sep, rest = target.partition("://")
+    if sep and "@" in rest:
+        credentials, _, host = rest.rpartition("@")
+        return f"{scheme}://{credentials.partition(':')[0]}@{host}"
+    return target
+
+
+async def with_store(
+    settings: Settings, use: Callable[[AdminStore], Awaitable[T]], *, read_only: bool = True
+) -> T:
+    """Open the store ``settings`` names, run ``use`` on it and close it.
+
+    A damaged database (an error with no run to blame) is reported with the
+    file or DSN it came from.
+    """
+    from agentledger.cli.target import open_store
+
+    try:
+        store = await open_store(settings.target, read_only=read_only)
+        try:
+            return await use(store)
+        finally:
+            await store.close()
+    except CorruptRecordError as e:
+        if e.run_id or e.record_id:
+            raise
+        raise CommandError(
+            f"{display(settings.target)}: the database is damaged ({e.reason})"
+        ) from e
+
+
+class _Registry(click.Group):
+    """A group whose commands are imported on first use, from :data:`COMMANDS`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        import importlib
+
+        module, _, attribute = spec.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command), spec
+        return command
+
+
+def _version() -> str:
+    from agentledger import __version__
+
+    return __version__
+
+
+@click.group(
+    cls=_Registry,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option("--db", "--store", "target", metavar="TARGET", help=TARGET_HELP)
+@click.option("--json", is_flag=True, help="print JSON instead of text")
+@click.version_option(version=None, package_name="agentledger", message="agentledger %(version)s")
+@click.pass_context
+def cli(ctx: click.Context, target: str | None, json: bool) -> None:
+    """Durable memory, sessions and runs for AI agents: inspect and administer a store.
+
+    Exit status: 0 on success, 1 when agentledger refuses (one line on stderr),
+    2 for usage errors. Shell completion (bash, zsh, fish):
+    eval "$(_AGENTLEDGER_COMPLETE=bash_source agentledger)".
+    """
+    ctx.obj = Settings(target=target or "", json=json)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI with ``argv`` (default: ``sys.argv[1:]``) and return its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = cli.main(args=args, prog_name="agentledger", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:  # usage errors (2), and click's own refusals (1)
+        e.show()
+        return e.exit_code
+    except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+        return 130
+    except (AgentledgerError, CommandError) as e:
+        print(f"agentledger: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # e.g. `agentledger records RUN | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return code if isinstance(code, int) else 0

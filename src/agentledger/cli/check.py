@@ -1,0 +1,205 @@
+"""``agentledger check``: every invariant of a store, and strict decoding of every record.
+
+Two layers, both read-only:
+
+* the backend's own audit, on its tables: for SQLite
+  :func:`agentledger.storage.sqlite.check_invariants` (``integrity_check``,
+  one final record per closed run, checkpoints only on suspended runs, ids
+  1..N without gaps, lifecycle keys naming their records, no orphans, nothing
+  left of a purged session), for PostgreSQL the same checks in
+  :mod:`agentledger.storage.postgres.check`;
+* through the ``Store`` protocol, for every run (every session's, and the
+  one-shot runs the backend lists): its meta and records read back strictly,
+  record ids 1..N owned by the run, each payload exactly one JSON value, each
+  known record type decoding as its typed event, a closed run's lifecycle
+  (one final record at the end, cancellation provenance [C1]-[C3], a valid
+  transcript), a running run's transcript decoding, a suspended run's checkpoint.
+
+A service URL gets the protocol layer only (its sessions' runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import click
+
+from agentledger.cli.app import Settings, display, run, settings_options, with_store
+
+if TYPE_CHECKING:
+    from agentledger.cli.target import AdminStore
+    from agentledger.storage.types import Record, RunMeta
+
+__all__ = ["Audit", "audit", "check"]
+
+
+@click.command(short_help="check every invariant and decode every stored record")
+@settings_options
+def check(settings: Settings) -> int:
+    """Check every invariant of the store and decode every stored record strictly.
+
+    Prints each finding on a line (or, with --json, {"target", "sessions",
+    "runs", "records", "findings", "ok"}) and exits 1 if there is any, 0 if none.
+    """
+
+    async def use(store: AdminStore) -> int:
+        from agentledger.cli.output import echo, echo_json
+
+        result = await audit(store, settings.target)
+        if settings.json:
+            echo_json(
+                {
+                    "target": display(settings.target),
+                    "sessions": result.sessions,
+                    "runs": result.runs,
+                    "records": result.records,
+                    "findings": result.findings,
+                    "ok": not result.findings,
+                }
+            )
+        else:
+            for finding in result.findings:
+                echo(finding)
+            verdict = f"{len(result.findings)} finding(s)" if result.findings else "no findings"
+            echo(
+                f"checked {result.sessions} session(s), {result.runs} run(s), "
+                f"{result.records} record(s): {verdict}"
+            )
+        return 1 if result.findings else 0
+
+    return run(with_store(settings, use))
+
+
+@dataclass
+class Audit:
+    """What :func:`audit` looked at and found."""
+
+    sessions: int = 0
+    runs: int = 0
+    records: int = 0
+    findings: list[str] = field(default_factory=list)
+
+
+async def _backend(target: str) -> tuple[list[str], list[str]]:
+    """The backend's own findings and every run id it holds (empty for a service)."""
+    import asyncio
+
+    from agentledger.cli.target import kind_of, sqlite_path
+
+    kind = kind_of(target)
+    if kind == "sqlite":
+        from agentledger.storage.sqlite.check import check_invariants, stored_run_ids
+
+        path = sqlite_path(target)
+        findings = await asyncio.to_thread(check_invariants, path)
+        return findings, await asyncio.to_thread(stored_run_ids, path)
+    if kind == "postgres":
+        from agentledger.storage.postgres import check as postgres_check
+
+        return await postgres_check.check_invariants(target), await postgres_check.stored_run_ids(
+            target
+        )
+    return [], []
+
+
+async def audit(store: AdminStore, target: str) -> Audit:
+    """Every finding about the store ``target`` names, opened as ``store``."""
+    from agentledger.cli.sessions import list_all_sessions
+    from agentledger.errors import CorruptRecordError
+
+    result = Audit()
+    result.findings, run_ids = await _backend(target)
+    try:
+        sessions, _ = await list_all_sessions(store)
+    except CorruptRecordError as e:
+        result.findings.append(f"sessions: {e}")
+        sessions = []
+    result.sessions = len(sessions)
+    seen = set(run_ids)
+    for session in sessions:
+        try:
+            metas = await store.list_runs_by_session(session.id)
+        except CorruptRecordError as e:
+            result.findings.append(f"session {session.id!r}: {e}")
+            continue
+        for meta in metas:
+            if meta.run_id not in seen:
+                seen.add(meta.run_id)
+                run_ids.append(meta.run_id)
+    for run_id in run_ids:
+        result.runs += 1
+        result.findings.extend(await _check_run(store, run_id, result))
+    return result
+
+
+async def _all_records(store: AdminStore, run_id: str) -> list[Record]:
+    records: list[Record] = []
+    cursor = ""
+    while True:
+        page = await store.list_run_records(run_id, cursor=cursor, limit=1000)
+        records.extend(page.records)
+        if not page.next_cursor:
+            return records
+        cursor = page.next_cursor
+
+
+async def _check_run(store: AdminStore, run_id: str, result: Audit) -> list[str]:
+    from agentledger.errors import (
+        AgentledgerError,
+        CorruptRecordError,
+        NotFoundError,
+        SessionPurgedError,
+    )
+    from agentledger.runtime.completion import check_lifecycle
+    from agentledger.storage.types import RunStatus
+    from agentledger.transcript.replay import replay_run_log_events
+
+    try:
+        meta = await store.load_run(run_id)
+        records = await _all_records(store, run_id)
+    except CorruptRecordError as e:
+        return [str(e)]
+    except (NotFoundError, SessionPurgedError):  # purged while the audit ran
+        result.runs -= 1
+        return []
+    result.records += len(records)
+    findings = _check_records(meta, records)
+    try:
+        if meta.status is RunStatus.RUNNING:
+            replay_run_log_events(records)
+        else:
+            check_lifecycle(meta, records)
+        if meta.status is RunStatus.SUSPENDED:
+            await store.load_run_suspension(run_id)
+    except AgentledgerError as e:
+        findings.append(f"run {run_id!r}: {e}")
+    return findings
+
+
+def _check_records(meta: RunMeta, records: list[Record]) -> list[str]:
+    """Ids, owners, JSON and typed payloads of one run's records."""
+    import msgspec
+
+    from agentledger.errors import CorruptRecordError
+    from agentledger.runtime.events import event_from_record
+
+    strict = msgspec.json.Decoder(float_hook=str)  # JSON syntax only; numbers stay text
+    findings: list[str] = []
+    owner = (meta.run_id, meta.agent_id, meta.session_id)
+    for position, record in enumerate(records, start=1):
+        where = f"record {record.id!r} of run {meta.run_id!r}"
+        if record.id != str(position):
+            findings.append(f"{where}: id {record.id!r} at position {position}")
+        if (record.run_id, record.agent_id, record.session_id) != owner:
+            findings.append(f"{where}: names another run, agent or session than its run")
+        try:
+            strict.decode(record.payload)
+        except msgspec.DecodeError as e:
+            findings.append(f"{where}: payload is not one JSON value ({e})")
+            continue
+        try:
+            event_from_record(record)
+        except CorruptRecordError as e:
+            findings.append(str(e))
+    return findings

@@ -1,0 +1,60 @@
+"""``agentledger demo``: run the demo session into a SQLite database."""
+
+from __future__ import annotations
+
+import click
+
+from agentledger.cli.app import Settings, run, settings_options
+
+__all__ = ["demo"]
+
+
+@click.command(short_help="run a real multi-turn agent session into the database")
+@settings_options
+def demo(settings: Settings) -> int:
+    """Run a four-turn travel-concierge session into the SQLite file --db (created if
+    missing): parallel tool calls, a child run, a suspension resumed, a cancellation.
+
+    With --json the narration goes to stderr and stdout gets
+    {"db", "session", "runs"} describing what was recorded.
+    """
+    from agentledger.cli.target import kind_of, sqlite_path
+    from agentledger.errors import ValidationError
+
+    if kind_of(settings.target) != "sqlite":
+        raise ValidationError(field="--db", expected="a SQLite file", got=settings.target)
+    path = sqlite_path(settings.target)
+    if not settings.json:
+        from agentledger.demo import run_demo
+
+        return run_demo(path)
+    return run(_demo_json(path))
+
+
+async def _demo_json(path: str) -> int:
+    """The demo with its narration on stderr, then what it recorded as JSON on stdout."""
+    import asyncio
+    import contextlib
+    import os
+    import sys
+
+    from agentledger.cli.output import echo_json, jsonable
+    from agentledger.cli.runs import predecessor
+    from agentledger.cli.sessions import list_all_sessions
+    from agentledger.demo import run_demo
+    from agentledger.storage.sqlite import SQLiteStore
+
+    before: set[str] = set()
+    if await asyncio.to_thread(os.path.exists, path):
+        async with await SQLiteStore.open_read_only(path) as store:
+            before = {s.id for s in (await list_all_sessions(store))[0]}
+    with contextlib.redirect_stdout(sys.stderr):
+        code = await asyncio.to_thread(run_demo, path)
+    async with await SQLiteStore.open_read_only(path) as store:
+        (session,) = [s for s in (await list_all_sessions(store))[0] if s.id not in before]
+        metas = await store.list_runs_by_session(session.id)
+        rows = [
+            {**jsonable(r), "predecessor_run_id": await predecessor(store, r.run_id)} for r in metas
+        ]
+    echo_json({"db": path, "session": session, "runs": rows})
+    return code

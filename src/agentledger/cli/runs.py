@@ -1,0 +1,81 @@
+"""``agentledger runs SESSION_ID``: a session's runs as a tree (children, continuations)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.complete import session_ids
+
+if TYPE_CHECKING:
+    from agentledger.cli.target import AdminStore
+    from agentledger.storage.types import RunMeta
+
+__all__ = ["predecessor", "run_tree", "runs"]
+
+
+@click.command(short_help="a session's runs, as a tree")
+@click.argument("session_id", shell_complete=session_ids)
+@settings_options
+def runs(settings: Settings, session_id: str) -> None:
+    """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
+    continuation under the suspended run it resumed ([L2] [K2])."""
+    run(with_store(settings, lambda store: _runs(store, settings, session_id)))
+
+
+async def predecessor(store: AdminStore, run_id: str) -> str:
+    """[K2] the run a continuation resumed: it is kept only in its ``run_started`` record."""
+    from agentledger.storage import payloads
+    from agentledger.storage.validation import decode_stored_payload
+
+    page = await store.list_run_records(run_id, limit=1)
+    if not page.records or page.records[0].type != payloads.RUN_STARTED:
+        return ""
+    return decode_stored_payload(page.records[0], payloads.RunStarted).predecessor_run_id
+
+
+async def _runs(store: AdminStore, settings: Settings, session_id: str) -> None:
+    from agentledger.cli.output import echo, echo_json, jsonable, when
+
+    found = await store.load_session(session_id)
+    metas = await store.list_runs_by_session(session_id)
+    predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
+    if settings.json:
+        rows = [{**jsonable(r), "predecessor_run_id": predecessors[r.run_id]} for r in metas]
+        echo_json({"session": found, "runs": rows})
+        return
+    echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
+    for line in run_tree(metas, predecessors):
+        echo(line)
+
+
+def run_tree(metas: list[RunMeta], predecessors: dict[str, str]) -> list[str]:
+    """Tree lines: children under their parent, a continuation under its predecessor."""
+    from agentledger.cli.output import when
+
+    kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
+    known = {r.run_id for r in metas}
+    for r in metas:  # start order: a parent or predecessor always comes first
+        if r.parent_run_id in known:
+            kids.setdefault(r.parent_run_id, []).append(("child: ", r))
+        elif predecessors.get(r.run_id, "") in known:
+            kids.setdefault(predecessors[r.run_id], []).append(("continued by: ", r))
+        else:
+            kids[""].append(("", r))
+    lines: list[str] = []
+
+    def walk(parent: str, indent: str) -> None:
+        entries = kids.get(parent, [])
+        for index, (how, r) in enumerate(entries):
+            last = index == len(entries) - 1
+            reason = f"  ({r.cancellation_reason})" if r.cancellation_reason else ""
+            lines.append(
+                f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
+                f"{r.status}{reason}  started {when(r.started_at)}"
+            )
+            walk(r.run_id, indent + ("    " if last else "│   "))
+
+    walk("", "")
+    return lines

@@ -1,0 +1,159 @@
+"""``agentledger sessions`` (list) and ``agentledger session end|purge`` (administer)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.complete import session_ids
+
+if TYPE_CHECKING:
+    from agentledger.cli.target import AdminStore
+    from agentledger.storage.types import Session
+
+__all__ = ["list_all_sessions", "session", "sessions"]
+
+
+async def list_all_sessions(
+    store: AdminStore,
+    statuses: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
+    cursor: str = "",
+    limit: int = 0,
+) -> tuple[list[Session], str]:
+    """[D6] Sessions newest first, filtered; every page, or one page of ``limit``.
+
+    The CLI's one call to ``list_sessions``. Returns the sessions and the cursor
+    after them (``""`` when there are no more).
+    """
+    from agentledger.storage.types import SessionStatus
+    from agentledger.storage.validation import MAX_PAGE_LIMIT
+
+    wanted = [SessionStatus(s) for s in statuses]
+    found: list[Session] = []
+    while True:
+        size = min(limit - len(found), MAX_PAGE_LIMIT) if limit else MAX_PAGE_LIMIT
+        page = await store.list_sessions(wanted, labels=labels, cursor=cursor, limit=size)
+        found.extend(page.sessions)
+        cursor = page.next_cursor
+        if not cursor or (limit and len(found) >= limit):
+            return found, cursor
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--label")
+    return key, value
+
+
+@click.command(short_help="list sessions")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["active", "ended"]),
+    help="only sessions with this status (repeatable)",
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="only sessions carrying this label (repeatable; all must match)",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="at most this many sessions")
+@click.option("--cursor", default="", help="resume after a previous listing's next_cursor")
+@settings_options
+def sessions(
+    settings: Settings,
+    statuses: tuple[str, ...],
+    labels: tuple[str, ...],
+    limit: int | None,
+    cursor: str,
+) -> None:
+    """List sessions newest first: status, labels, when created and ended, and run count."""
+    wanted = dict(_label(text) for text in labels)
+    run(
+        with_store(
+            settings, lambda store: _sessions(store, settings, statuses, wanted, limit, cursor)
+        )
+    )
+
+
+async def _sessions(
+    store: AdminStore,
+    settings: Settings,
+    statuses: Sequence[str],
+    labels: Mapping[str, str],
+    limit: int | None,
+    cursor: str,
+) -> None:
+    from agentledger.cli.output import columns, echo, echo_json, when
+
+    found, next_cursor = await list_all_sessions(store, statuses, labels, cursor, limit or 0)
+    if settings.json:
+        echo_json({"sessions": found, "next_cursor": next_cursor})
+        return
+    rows = []
+    for s in found:
+        count = len(await store.list_runs_by_session(s.id))
+        tags = " ".join(f"{k}={v}" for k, v in s.labels.items()) or "-"
+        rows.append([s.id, str(s.status), when(s.created_at) or "", when(s.ended_at) or "-",
+                     tags, str(count)])  # fmt: skip
+    for line in columns(["SESSION", "STATUS", "CREATED", "ENDED", "LABELS", "RUNS"], rows):
+        echo(line)
+    if next_cursor:
+        echo(f"more: --cursor {next_cursor}")
+
+
+@click.group(short_help="end or purge a session")
+def session() -> None:
+    """Administer one session: end it (no new work), then purge it (delete its data)."""
+
+
+@session.command(short_help="end a session (no new work)")
+@click.argument("session_id", shell_complete=session_ids)
+@settings_options
+def end(settings: Settings, session_id: str) -> None:
+    """[D2] End SESSION_ID: no new run or tool work starts in it; idempotent."""
+    run(with_store(settings, lambda store: _end(store, settings, session_id), read_only=False))
+
+
+async def _end(store: AdminStore, settings: Settings, session_id: str) -> None:
+    from datetime import UTC, datetime
+
+    from agentledger.cli.output import echo, echo_json, when
+
+    now = datetime.now(UTC)
+    ended = await store.end_session(
+        session_id, ended_at=now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+    )
+    if settings.json:
+        echo_json(ended)
+    else:
+        echo(f"session {ended.id} ended at {when(ended.ended_at)}")
+
+
+@session.command(short_help="delete an ended session")
+@click.argument("session_id", shell_complete=session_ids)
+@settings_options
+def purge(settings: Settings, session_id: str) -> None:
+    """[D3] Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.
+
+    The session must be ended and have no running run; purging again is a no-op.
+    """
+    run(with_store(settings, lambda store: _purge(store, settings, session_id), read_only=False))
+
+
+async def _purge(store: AdminStore, settings: Settings, session_id: str) -> None:
+    from agentledger.cli.output import echo, echo_json
+
+    await store.purge_session(session_id)
+    if settings.json:
+        echo_json({"id": session_id, "purged": True})
+    else:
+        echo(f"session {session_id} purged")

@@ -1,0 +1,119 @@
+"""What a command works on: a SQLite file, a PostgreSQL DSN or a store service URL.
+
+:func:`open_store` is the one place that turns ``--db`` into an open store.
+Read commands open it read-only: a SQLite file with ``mode=ro`` (a read-only
+file can be read; a file that is not an agentledger database is refused
+unchanged). A PostgreSQL database is never migrated by the CLI. No command
+but ``demo`` creates a database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import os
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentledger.errors import ValidationError
+
+if TYPE_CHECKING:
+    from agentledger.storage.protocol import SessionAdmin, Store
+
+__all__ = ["AdminStore", "Kind", "kind_of", "open_store", "sqlite_path"]
+
+TOKEN_VARIABLE = "AGENTLEDGER_TOKEN"
+"""The environment variable holding the bearer token for a service URL."""
+
+_POSTGRES = ("postgres://", "postgresql://")
+_SERVICE = ("http://", "https://")
+_SQLITE = "sqlite:///"
+
+Kind = str
+"""``"sqlite"``, ``"postgres"`` or ``"service"``."""
+
+
+if TYPE_CHECKING:
+
+    class AdminStore(Store, SessionAdmin, Protocol):
+        """A store with session administration that can be closed: what commands use."""
+
+        async def close(self) -> None: ...
+
+else:
+    AdminStore = Any
+
+
+def kind_of(target: str) -> Kind:
+    """Which backend ``target`` names (a path is SQLite)."""
+    if target.startswith(_SERVICE):
+        return "service"
+    if target.startswith(_POSTGRES) or "dbname=" in target or "host=" in target:
+        return "postgres"
+    return "sqlite"
+
+
+def sqlite_path(target: str) -> str:
+    """The file of a SQLite target (a path, or ``sqlite:///path``)."""
+    return target.removeprefix(_SQLITE) if target != _SQLITE else target
+
+
+async def open_store(target: str, *, read_only: bool) -> AdminStore:
+    """Open the store ``target`` names, for reads only or for writes too.
+
+    Raises:
+        ValidationError: an empty target, a missing file or one that is not an
+            agentledger database, a service URL while ``agentledger.service``
+            is not installed.
+        TransientError: the database or service cannot be reached.
+    """
+    if not target:
+        raise ValidationError(
+            field="--db", expected="a SQLite path, a PostgreSQL DSN or a service URL", got=target
+        )
+    kind = kind_of(target)
+    if kind == "service":
+        return await _open_service(target)
+    if kind == "postgres":
+        from agentledger.storage.postgres import PostgresStore
+
+        # The CLI never migrates (workers and deploy steps do): a database that needs
+        # it is refused, not changed.
+        return await PostgresStore.open(target, min_size=1, max_size=4, migrate=False)
+    from agentledger.storage.sqlite import SQLiteStore
+
+    path = sqlite_path(target)
+    if not await asyncio.to_thread(os.path.exists, path):
+        raise ValidationError(
+            field="--db",
+            expected="an existing agentledger database",
+            got=path,
+            message=f"no database at {path} (run `agentledger demo` first, or pass --db)",
+        )
+    # Opening read-only first refuses an empty, foreign or damaged file before any write.
+    reader = await SQLiteStore.open_read_only(path)
+    if read_only:
+        return reader
+    await reader.close()
+    return await SQLiteStore.open(path)
+
+
+async def _open_service(url: str) -> AdminStore:
+    """A ``StoreClient`` for ``url``, with the token from ``$AGENTLEDGER_TOKEN``."""
+    try:
+        service = importlib.import_module("agentledger.service")
+    except ImportError as e:
+        raise ValidationError(
+            field="--db",
+            expected="a SQLite path or a PostgreSQL DSN",
+            got=url,
+            message=(
+                f"{url}: a service URL needs agentledger.service, which this "
+                f"installation does not have ({e})"
+            ),
+        ) from e
+    client: Any = service.StoreClient(url, token=os.environ.get(TOKEN_VARIABLE, ""))
+    if inspect.isawaitable(client):
+        client = await client
+    store: AdminStore = client
+    return store

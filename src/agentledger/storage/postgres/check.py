@@ -1,0 +1,193 @@
+"""An invariant checker for a PostgreSQL store: the SQLite checker's twin.
+
+It only reads, in one ``REPEATABLE READ READ ONLY`` transaction (one
+snapshot), and returns the violations it found as sentences (an empty list
+means consistent). The same checks as :mod:`agentledger.storage.sqlite.check`,
+on this backend's tables: a checkpoint lives on its run row, a record's
+session position is ``session_seq``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from agentledger.errors import AgentledgerError, CorruptRecordError
+from agentledger.storage import payloads
+from agentledger.storage.postgres import migrations
+from agentledger.storage.postgres._rows import RECORD_COLUMNS, record_from_row
+from agentledger.storage.validation import decode_stored_payload
+
+__all__ = ["check_invariants", "stored_run_ids"]
+
+_TERMINAL = ("completed", "failed", "canceled")
+_PAYLOADS: dict[str, type[Any]] = {
+    payloads.RUN_STARTED: payloads.RunStarted,
+    payloads.RUN_COMPLETED: payloads.RunCompleted,
+    payloads.RUN_SUSPENDED: payloads.RunSuspended,
+    payloads.CHILD_RUN_LINKED: payloads.ChildRunLinked,
+    payloads.CANCELLATION_INTENT: payloads.CancellationIntent,
+}
+
+_RUNS = """
+SELECT r.run_id, r.status, r.last_seq, r.session_id, r.parent_run_id,
+       count(rec.seq), coalesce(min(rec.seq), 0), coalesce(max(rec.seq), 0),
+       count(*) FILTER (WHERE rec.type = 'run_started' AND rec.seq = 1
+                        AND rec.event_key = r.started_key),
+       count(*) FILTER (WHERE rec.type = 'run_started'),
+       count(*) FILTER (WHERE rec.type = 'run_completed'),
+       count(*) FILTER (WHERE rec.type = 'run_suspended'),
+       r.checkpoint_id IS NOT NULL,
+       EXISTS (SELECT 1 FROM agentledger_sessions s WHERE s.id = r.session_id),
+       EXISTS (SELECT 1 FROM agentledger_runs p WHERE p.run_id = r.parent_run_id)
+FROM agentledger_runs r LEFT JOIN agentledger_records rec ON rec.run_id = r.run_id
+GROUP BY r.run_id ORDER BY r.ord
+"""
+
+_KEYS = (
+    ("terminal_key", "run_completed", "r.run_id"),
+    ("suspension_key", "run_suspended", "r.run_id"),
+    ("cancel_key", "runtime.cancellation_intent", "r.run_id"),
+    ("link_key", "child_run_linked", "r.parent_run_id"),
+)
+
+_ORPHANS = (
+    (
+        "record naming another agent or session than its run",
+        "SELECT DISTINCT rec.run_id FROM agentledger_records rec "
+        "JOIN agentledger_runs r ON r.run_id = rec.run_id "
+        "WHERE rec.agent_id <> r.agent_id OR rec.session_id <> r.session_id",
+    ),
+    (
+        "run of a purged session",
+        "SELECT run_id FROM agentledger_runs WHERE session_id IN "
+        "(SELECT id FROM agentledger_purged_sessions) "
+        "OR run_id IN (SELECT run_id FROM agentledger_purged_runs)",
+    ),
+    (
+        "session that is also a tombstone",
+        "SELECT id FROM agentledger_sessions WHERE id IN "
+        "(SELECT id FROM agentledger_purged_sessions)",
+    ),
+    (
+        "session records whose positions repeat or pass the session's last_seq",
+        "SELECT rec.session_id FROM agentledger_records rec "
+        "JOIN agentledger_sessions s ON s.id = rec.session_id "
+        "GROUP BY rec.session_id, s.last_seq "
+        "HAVING count(DISTINCT rec.session_seq) <> count(*) OR max(rec.session_seq) > s.last_seq",
+    ),
+)
+
+
+async def stored_run_ids(dsn: str) -> list[str]:
+    """Every run id in the database in start order, one-shot runs included; only reads."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT run_id FROM agentledger_runs ORDER BY ord")
+        return [str(run_id) for (run_id,) in await cur.fetchall()]
+
+
+async def check_invariants(dsn: str) -> list[str]:
+    """Every violation of the store's invariants in the database ``dsn`` names.
+
+    Checked: a schema version this code knows and has fully applied; every
+    terminal run has exactly one ``run_completed`` record and no other run
+    has one; every suspended run has a checkpoint and one ``run_suspended``
+    record, and no other run has either; every run starts with its
+    ``run_started`` at id 1 and its ids run 1..``last_seq`` without gaps;
+    each lifecycle key names a record of its type; stored lifecycle payloads
+    decode strictly; no run without its session or parent, records owned by
+    their run's agent and session, session positions unique, nothing left of
+    a purged session.
+    """
+    try:
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            await conn.set_read_only(True)
+            await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+            async with conn.transaction():
+                return await _check(conn)
+    except psycopg.Error as e:
+        return [f"{type(e).__name__}: {e}"]
+    except AgentledgerError as e:
+        return [str(e)]
+
+
+async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
+    if not await migrations.applied(conn):
+        return ["schema: no agentledger migrations recorded"]
+    missing = await migrations.pending(conn)  # a version this code does not know raises
+    problems = [f"schema: migration {m.version} ({m.name}) not applied" for m in missing]
+    if missing:
+        return problems
+    cur = await conn.execute(_RUNS)
+    for row in await cur.fetchall():
+        problems.extend(_check_run(*row))
+    for what, record_type, owner in _KEYS:
+        cur = await conn.execute(
+            f"SELECT r.run_id, r.{what} FROM agentledger_runs r WHERE r.{what} <> '' "
+            f"AND NOT EXISTS (SELECT 1 FROM agentledger_records rec WHERE rec.run_id = {owner} "
+            f"AND rec.event_key = r.{what} AND rec.type = %s)",
+            (record_type,),
+        )
+        for run_id, event_key in await cur.fetchall():
+            problems.append(f"run {run_id!r}: {what} {event_key!r} names no {record_type} record")
+    for what, query in _ORPHANS:
+        cur = await conn.execute(query)
+        problems.extend(f"{what}: {value!r}" for (value,) in await cur.fetchall())
+    cur = await conn.execute(
+        f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE type = ANY(%s)",
+        (list(_PAYLOADS),),
+    )
+    for row in await cur.fetchall():
+        try:
+            record = record_from_row(row)
+            decode_stored_payload(record, _PAYLOADS[record.type])
+        except CorruptRecordError as e:
+            problems.append(str(e))
+    return problems
+
+
+def _check_run(
+    run_id: str,
+    status: str,
+    last_seq: int,
+    session_id: str,
+    parent_run_id: str,
+    count: int,
+    first: int,
+    newest: int,
+    started_first: int,
+    started: int,
+    completed: int,
+    suspended: int,
+    has_checkpoint: bool,
+    has_session: bool,
+    has_parent: bool,
+) -> list[str]:
+    problems: list[str] = []
+    say = problems.append
+    terminal = status in _TERMINAL
+    if terminal and completed != 1:
+        say(f"run {run_id!r}: {status} with {completed} run_completed records (want 1)")
+    if not terminal and completed:
+        say(f"run {run_id!r}: {status} but has {completed} run_completed records")
+    if status == "suspended" and not (has_checkpoint and suspended == 1):
+        say(
+            f"run {run_id!r}: suspended with checkpoint={has_checkpoint} "
+            f"and {suspended} run_suspended records (want a checkpoint and 1)"
+        )
+    if status != "suspended" and (has_checkpoint or suspended):
+        say(f"run {run_id!r}: {status} but holds a checkpoint or a run_suspended record")
+    if started != 1 or not started_first:
+        say(f"run {run_id!r}: want one run_started record at id 1 with its started_key")
+    if not (count == last_seq == newest and first == (1 if count else 0)):
+        say(
+            f"run {run_id!r}: ids not 1..last_seq without gaps "
+            f"(last_seq={last_seq}, count={count}, min={first}, max={newest})"
+        )
+    if session_id and not has_session:
+        say(f"run {run_id!r}: its session {session_id!r} is missing")
+    if parent_run_id and not has_parent:
+        say(f"run {run_id!r}: its parent {parent_run_id!r} is missing")
+    return problems

@@ -1,0 +1,138 @@
+"""Every command's ``--help`` works, usage errors exit 2, and completion is wired."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+
+from agentledger.cli.app import COMMANDS, cli
+from tests.cli.conftest import Demo, run_cli, run_process
+
+
+def _paths(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command path, read from the CLI itself (a new command is covered at once)."""
+    ctx = click.Context(group)
+    paths: list[tuple[str, ...]] = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
+        paths.append((*prefix, name))
+        if isinstance(command, click.Group):
+            paths.extend(_paths(command, (*prefix, name)))
+    return paths
+
+
+PATHS = _paths(cli)
+
+
+def test_every_registered_command_is_listed() -> None:
+    assert {p[0] for p in PATHS} == set(COMMANDS)
+    assert ("session", "end") in PATHS
+    assert ("session", "purge") in PATHS
+
+
+@pytest.mark.parametrize("path", PATHS, ids=" ".join)
+def test_help(path: tuple[str, ...]) -> None:
+    """`agentledger ... --help` exits 0 and prints the command's usage (no KeyError)."""
+    done = run_cli(*path, "--help")
+    assert done.code == 0, done.err
+    assert f"agentledger {' '.join(path)}" in done.out
+    assert "usage" in done.out.lower()
+    assert done.err == ""
+
+
+def test_root_help_lists_every_command() -> None:
+    done = run_cli("--help")
+    assert done.code == 0
+    for name in COMMANDS:
+        assert f"  {name} " in done.out
+
+
+def test_bare_agentledger_prints_usage_and_exits_2() -> None:
+    """The README's promise: usage errors exit 2, a bare command is one."""
+    done = run_process()
+    assert done.returncode == 2
+    assert "Usage: agentledger" in done.stderr
+    assert "Commands:" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["records"], "Missing argument 'RUN_ID'"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["records", "r", "--limit", "0"], "Invalid value for '--limit'"),
+        (["session"], "Usage: agentledger session"),
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], message: str) -> None:
+    done = run_cli(*args)
+    assert done.code == 2
+    assert message in done.err
+    assert "Traceback" not in done.err
+
+
+def test_version() -> None:
+    done = run_cli("--version")
+    assert done.code == 0
+    assert done.out.startswith("agentledger ")
+
+
+def test_shell_completion_completes_commands() -> None:
+    """click's completion protocol: `agentledger rec<TAB>` offers `records`."""
+    done = run_process(
+        env={
+            "_AGENTLEDGER_COMPLETE": "bash_complete",
+            "COMP_WORDS": "agentledger rec",
+            "COMP_CWORD": "1",
+        }
+    )
+    assert done.returncode == 0, done.stderr
+    assert "records" in done.stdout
+
+
+def test_help_imports_no_store_and_no_temporal() -> None:
+    """`agentledger --help` stays cheap: no backend, no rich, no Temporal SDK."""
+    code = (
+        "import sys; from agentledger.cli import main; main(['--help']); "
+        "heavy = ('temporalio', 'psycopg', 'rich', 'asyncio', 'agentledger.storage'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_python_dash_m_and_worker_help_run() -> None:
+    """`python -m agentledger` is the console script; `worker --help` is the worker's own."""
+    done = run_process("worker", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "--temporal HOST:PORT" in done.stdout
+    assert "--task-queue" in done.stdout
+
+
+def test_completion_offers_stored_ids(demo: Demo) -> None:
+    """`agentledger --db DB runs demo-<TAB>` offers the session; `records run-<TAB>` its runs;
+    a missing database completes nothing (and creates nothing)."""
+
+    def complete(*words: str) -> list[str]:
+        done = run_process(
+            env={
+                "_AGENTLEDGER_COMPLETE": "bash_complete",
+                "COMP_WORDS": " ".join(("agentledger", *words)),
+                "COMP_CWORD": str(len(words)),
+            }
+        )
+        assert done.returncode == 0, done.stderr
+        return [line.split(",", 1)[1] for line in done.stdout.splitlines() if line]
+
+    assert complete("--db", str(demo.db), "runs", "demo-") == [demo.session]
+    first = demo.runs[0]["run_id"]
+    assert complete("--db", str(demo.db), "records", first[:6]) == [
+        r["run_id"] for r in demo.runs if r["run_id"].startswith(first[:6])
+    ]
+    missing = demo.db.parent / "missing.db"
+    assert complete("--db", str(missing), "records", "run-") == []
+    assert not missing.exists()

@@ -1,0 +1,144 @@
+"""The read commands, `check` and `tail` on PostgreSQL: the same views from a DSN."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
+from agentledger.storage.postgres import PostgresStore
+from agentledger.testing import ScriptedModel, reply, tool_calls
+from agentledger.transcript import decode_messages
+from tests.cli.conftest import run_cli
+from tests.storage.postgres.server import create_database, drop_database
+
+SESSION = "pg-session"
+
+
+@tool
+async def get_weather(city: str) -> dict[str, object]:
+    """Current weather in a city."""
+    return {"city": city, "temp_c": 18}
+
+
+async def _populate(dsn: str) -> str:
+    store = await PostgresStore.open(dsn)
+    runtime = Runtime(store)
+    try:
+        model = ScriptedModel(
+            [tool_calls(("call_1", "get_weather", {"city": "Paris"})), reply("18°C.")]
+        )
+        runtime.register_model("model", model)
+        runtime.register_agent(Agent("weather", ModelPlanner("model"), tools=[get_weather]))
+        await store.create_session(SESSION, created_at=datetime(2026, 1, 1, tzinfo=UTC))
+        out = await runtime.agent_client("weather").run(SESSION, [user_message("Paris?")])
+        return out.run_id
+    finally:
+        await runtime.close()
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def ledger(postgres_dsn: str) -> Iterator[tuple[str, str]]:
+    """A database of its own (other tests' data would be in the listings): DSN and run id."""
+    dsn = create_database(postgres_dsn, prefix="agentledger_cli")
+    try:
+        yield dsn, asyncio.run(_populate(dsn))
+    finally:
+        drop_database(dsn)
+
+
+def test_sessions_runs_records_transcript(ledger: tuple[str, str]) -> None:
+    dsn, run_id = ledger
+    (session,) = run_cli("--db", dsn, "--json", "sessions").json()["sessions"]
+    assert session["id"] == SESSION
+    assert session["created_at"] == "2026-01-01T00:00:00.000Z"
+    runs = run_cli("--db", dsn, "--json", "runs", SESSION).json()["runs"]
+    assert [(r["run_id"], r["status"]) for r in runs] == [(run_id, "completed")]
+    tree = run_cli("--db", dsn, "runs", SESSION)
+    assert f"└── {run_id}  weather  completed" in tree.out
+    records = run_cli("--db", dsn, "--json", "records", run_id).json()["records"]
+    assert records[0]["type"] == "run_started"
+    assert records[-1]["type"] == "run_completed"
+    page = run_cli("--db", dsn, "--json", "records", run_id, "--limit", "2").json()
+    rest = run_cli(
+        "--db", dsn, "--json", "records", run_id, "--cursor", page["next_cursor"]
+    ).json()  # fmt: skip
+    assert page["records"] + rest["records"] == records
+    tools = run_cli("--db", dsn, "--json", "records", run_id, "--type", "tool_result_received")
+    assert len(tools.json()["records"]) == 1
+    done = run_cli("--db", dsn, "--json", "transcript", run_id)
+    assert len(decode_messages(done.out.strip().encode())) == 4
+    assert "→ get_weather(" in run_cli("--db", dsn, "transcript", run_id).out
+    tailed = run_cli("--db", dsn, "--json", "tail", run_id)
+    assert [json.loads(line)["id"] for line in tailed.out.splitlines()] == [
+        r["id"] for r in records
+    ]
+
+
+def test_check_on_postgres(ledger: tuple[str, str], postgres_dsn: str) -> None:
+    """No findings on a sound database; damage in a copy is found by both layers."""
+    dsn, run_id = ledger
+    clean = run_cli("--db", dsn, "--json", "check").json()
+    assert clean == {
+        "target": dsn,
+        "sessions": 1,
+        "runs": 1,
+        "records": clean["records"],
+        "findings": [],
+        "ok": True,
+    }
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE agentledger_records SET payload = %s WHERE run_id = %s AND type = %s",
+            (b'{"status":"bogus"}', run_id, "run_completed"),
+        )
+    try:
+        done = run_cli("--db", dsn, "check")
+        assert done.code == 1
+        findings = done.out.splitlines()[:-1]
+        assert len(findings) >= 2  # the table audit and the protocol audit both see it
+        assert all("corrupt record" in f or "run_completed" in f for f in findings)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE agentledger_records SET payload = %s WHERE run_id = %s AND type = %s",
+                (b'{"status":"success","phase":"completed"}', run_id, "run_completed"),
+            )
+    assert run_cli("--db", dsn, "check").code == 0
+
+
+def test_the_cli_never_migrates_a_database(postgres_dsn: str) -> None:
+    """A database without the schema is refused by every command, and left empty."""
+    dsn = create_database(postgres_dsn, prefix="agentledger_cli_empty")
+    try:
+        for args in (["sessions"], ["check"], ["session", "end", "s"]):
+            done = run_cli("--db", dsn, *args)
+            assert done.code == 1
+            assert done.err.count("\n") == 1
+        with psycopg.connect(dsn) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchone()
+        assert tables == (0,)
+    finally:
+        drop_database(dsn)
+
+
+def test_repair_and_session_admin_on_postgres(ledger: tuple[str, str]) -> None:
+    """Runs last in this module: it ends and purges the module's session."""
+    dsn, run_id = ledger
+    checked = run_cli("--db", dsn, "repair", run_id)
+    assert checked.code == 0, checked.err
+    assert f"run {run_id} is completed; its lifecycle checks out" in checked.out
+    assert run_cli("--db", dsn, "session", "purge", SESSION).code == 1
+    ended = run_cli("--db", dsn, "--json", "session", "end", SESSION).json()
+    assert ended["status"] == "ended"
+    assert run_cli("--db", dsn, "session", "purge", SESSION).code == 0
+    assert run_cli("--db", dsn, "--json", "sessions").json()["sessions"] == []
+    assert run_cli("--db", dsn, "check").code == 0
