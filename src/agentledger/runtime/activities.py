@@ -123,7 +123,7 @@ def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
     if message.role != "assistant":
         return "the plan's message must be an assistant message"
     try:
-        validate_planner_transcript([*transcript, message])
+        validate_planner_transcript([*transcript, message], allow_pending=True)
     except ValidationError as e:
         return f"the plan would make the transcript invalid: {e}"
     return ""

@@ -67,10 +67,11 @@ def _corrupt(run_id: str, record_id: str, reason: str) -> CorruptRecordError:
     return CorruptRecordError(run_id=run_id, record_id=record_id, reason=reason)
 
 
-def _transcript(run_id: str, records: list[Record]) -> list[Message]:
+def _transcript(run_id: str, records: list[Record], *, pending: bool) -> list[Message]:
+    """The run's transcript, valid [T5]; ``pending``: tool uses may still wait for results."""
     messages = replay_run_log_events(records)
     try:
-        validate_planner_transcript(messages)
+        validate_planner_transcript(messages, allow_pending=pending)
     except TranscriptError as e:
         raise _corrupt(run_id, "", f"transcript: {e}") from e
     return messages
@@ -115,7 +116,7 @@ def check_lifecycle(meta: RunMeta, records: list[Record]) -> Record:
             )
         if done.status == "canceled":
             _check_provenance(meta, records, final, done, intent is not None)
-    _transcript(run_id, records)
+    _transcript(run_id, records, pending=final.type == payloads.RUN_SUSPENDED)
     return final
 
 
@@ -169,7 +170,7 @@ async def _repair(
         if canceled
         else f"interrupted: {LOST}"
     )
-    dangling = _dangling(_transcript(meta.run_id, records))
+    dangling = _dangling(_transcript(meta.run_id, records, pending=True))
     if dangling:
         results = tuple(
             ToolResultPart(tool_use_id=u.id, content=text, is_error=True) for u in dangling
