@@ -304,3 +304,52 @@ async def test_unknown_toolset_is_refused_at_the_first_run(store: AnyStore, sess
     runtime.register_agent(Agent("chat", ModelPlanner("m"), tools=["nope"]))
     with pytest.raises(ValidationError, match="registered toolset"):
         await runtime.agent_client("chat").run(session, [user_message("hi")])
+
+
+async def test_a_bare_function_as_a_tool_is_refused_at_registration(
+    store: AnyStore, session: str
+) -> None:
+    """Registration checks what it can at once: a plain async function is not a Tool,
+    and refusing it leaves the runtime usable for the agents that are fine."""
+
+    async def lookup(city: str) -> str:
+        return city
+
+    runtime = chat_runtime(store, ScriptedModel([reply("hi")]))
+    with pytest.raises(ValidationError, match="@tool"):
+        runtime.register_agent(Agent("bad", ModelPlanner("m"), tools=[lookup]))  # type: ignore[list-item]
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.COMPLETED
+
+
+async def test_an_unknown_agent_is_refused_by_agent_client(store: AnyStore) -> None:
+    """agent_client names the registered agents instead of failing at run time."""
+    runtime = chat_runtime(store, ScriptedModel([]))
+    with pytest.raises(ValidationError, match="registered agent") as e:
+        runtime.agent_client("nobody")
+    assert e.value.field == "agent_id"
+
+
+async def test_a_missing_toolset_is_reported_by_agent_client(store: AnyStore) -> None:
+    """agent_client checks the whole registration, so a typo surfaces before any run."""
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_model("m", ScriptedModel([]))
+    runtime.register_agent(Agent("chat", ModelPlanner("m"), tools=["nope"]))
+    with pytest.raises(ValidationError, match="registered toolset"):
+        runtime.agent_client("chat")
+    runtime.register_toolset(Toolset("nope", [ping]))  # registration is still open: fix it
+    assert runtime.agent_client("chat").agent_id == "chat"
+
+
+async def test_a_string_is_one_user_message(store: AnyStore, session: str) -> None:
+    """client.run(session_id, "text") sends the text as one user message."""
+    model = ScriptedModel([reply("hello"), reply("again")])
+    runtime = chat_runtime(store, model)
+    client = runtime.agent_client("chat")
+    out = await client.run(session, "hi there")
+    assert out.text == "hello"
+    assert model.requests[0].messages[-1] == user_message("hi there")
+    one = await client.run_one_shot("again please")
+    assert one.text == "again"
+    with pytest.raises(ValidationError):
+        await client.run(session, "")

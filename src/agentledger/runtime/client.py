@@ -14,6 +14,7 @@ from agentledger.engine.base import ActivityFailed
 from agentledger.errors import (
     AgentledgerError,
     CorruptRecordError,
+    RunNotActiveError,
     TranscriptError,
     ValidationError,
 )
@@ -21,7 +22,8 @@ from agentledger.runtime.checkpoint import RunCheckpoint
 from agentledger.runtime.planner import Answer
 from agentledger.runtime.wire import RunInput, RunOutput
 from agentledger.storage.protocol import Store
-from agentledger.transcript import Message, ToolResultPart, validate_planner_transcript
+from agentledger.storage.types import RunStatus
+from agentledger.transcript import Message, TextPart, ToolResultPart, validate_planner_transcript
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
@@ -33,7 +35,12 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def _check_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
+def _check_messages(messages: Sequence[Message] | str) -> tuple[Message, ...]:
+    """The run's messages; a string is one user message."""
+    if isinstance(messages, str):
+        if not messages:
+            raise ValidationError(field="messages", expected="a non-empty text", got=messages)
+        messages = (Message(role="user", parts=(TextPart(text=messages),)),)
     items = tuple(messages)
     if not items:
         raise ValidationError(field="messages", expected="at least one message", got=items)
@@ -133,7 +140,7 @@ class AgentClient:
     async def start(
         self,
         session_id: str,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | str,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -141,6 +148,7 @@ class AgentClient:
         """Start a run in ``session_id``; ``messages`` is the history then the new user message.
 
         Messages before the last are recorded as seeded, the last as appended [R1].
+        A string is one user message.
         """
         if not isinstance(session_id, str) or not session_id:
             raise ValidationError(field="session_id", expected="a non-empty string", got=session_id)
@@ -157,7 +165,7 @@ class AgentClient:
     async def run(
         self,
         session_id: str,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | str,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -170,7 +178,7 @@ class AgentClient:
 
     async def start_one_shot(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | str,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -187,7 +195,7 @@ class AgentClient:
 
     async def run_one_shot(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | str,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -227,6 +235,10 @@ class AgentClient:
                 ) from e
         store = self._runtime.store
         meta = await store.load_run(previous_run_id)
+        if meta.status is not RunStatus.SUSPENDED:
+            raise RunNotActiveError(
+                run_id=previous_run_id, expected="suspended", got=meta.status.value
+            )
         _check_answer(await _load_checkpoint(store, previous_run_id), answer)
         if not turn_id:
             first = await store.list_run_records(previous_run_id, limit=1)

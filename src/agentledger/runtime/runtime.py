@@ -23,6 +23,7 @@ from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
 from agentledger.runtime.tools import Toolset
 from agentledger.runtime.workflow import run_workflow
+from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import Store
 from agentledger.storage.types import RunStart, RunStatus, SessionStatus
@@ -30,6 +31,9 @@ from agentledger.transcript import Message
 from agentledger.transcript.replay import build_messages_from_run_log
 
 __all__ = ["Runtime"]
+
+_RESERVED_REASONS = frozenset({payloads.SESSION_ENDED, payloads.ENGINE_CANCELED})
+"""Reasons the runtime writes itself ([C2], [C3]); a caller cannot give them."""
 
 
 def _now_ms() -> datetime:
@@ -68,6 +72,8 @@ class Runtime:
         """Register an agent.
 
         Raises:
+            ValidationError: not an Agent, a duplicate id, or a tool that is not a
+                toolset name, ``Tool``, ``Toolset`` or ``agent_tool``.
             RegistrationClosedError: a run has already started.
         """
         self._registry.add_agent(agent)
@@ -88,9 +94,15 @@ class Runtime:
     # ------------------------------------------------------------------- runs
 
     def agent_client(self, agent_id: str) -> AgentClient:
-        """A client for runs of ``agent_id`` (checked when the first run starts)."""
+        """A client for runs of ``agent_id``.
+
+        Raises:
+            ValidationError: no agent ``agent_id`` is registered, or the
+                registration does not resolve (an unknown toolset or agent).
+        """
         if not isinstance(agent_id, str) or not agent_id:
             raise ValidationError(field="agent_id", expected="a non-empty string", got=agent_id)
+        self._registry.check(agent_id)
         return AgentClient(self, agent_id)
 
     async def cancel_run(self, run_id: str, reason: str) -> None:
@@ -100,9 +112,18 @@ class Runtime:
         ``reason``. Asking again with the same reason is a no-op.
 
         Raises:
+            ValidationError: ``reason`` is empty or reserved (``session_ended``,
+                ``engine_canceled``); nothing is recorded and nothing canceled.
             RunNotActiveError: the run already ended.
             RunCancellationConflictError: another reason was recorded first.
         """
+        if not isinstance(reason, str) or not reason or reason in _RESERVED_REASONS:
+            raise ValidationError(
+                field="reason",
+                expected="a non-empty reason other than the reserved "
+                f"{sorted(_RESERVED_REASONS)} (an explicit cancel is recorded [C1])",
+                got=reason,
+            )
         meta = await self.store.load_run(run_id)
         if meta.status is not RunStatus.RUNNING:
             raise RunNotActiveError(run_id=run_id, expected="running", got=meta.status.value)
