@@ -75,6 +75,19 @@ async def _load_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
         raise CorruptRecordError(run_id=run_id, record_id="", reason=f"checkpoint: {e}") from e
 
 
+async def _innermost_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
+    """The checkpoint of the run that asked: ``run_id``'s, or its first waiting child's, down."""
+    checkpoint = await _load_checkpoint(store, run_id)
+    seen = {run_id}
+    while checkpoint.children:
+        child = checkpoint.children[0].run_id
+        if child in seen:
+            raise CorruptRecordError(run_id=child, record_id="", reason="checkpoint: a cycle")
+        seen.add(child)
+        checkpoint = await _load_checkpoint(store, child)
+    return checkpoint
+
+
 def _check_answer(checkpoint: RunCheckpoint, answer: Answer) -> None:
     """The answer must answer what the run waits for; refuse it before starting anything."""
     if checkpoint.kind == "confirmation" and answer.approved is None:
@@ -217,6 +230,9 @@ class AgentClient:
 
         The continuation seeds the predecessor's transcript and appends the
         answer; it keeps the predecessor's turn id and labels unless given.
+        When a child run suspended the run, ``answer`` answers that child's
+        question (``RunOutput.awaiting`` names the run that asked): the child
+        is continued first, then this run.
         """
         if not isinstance(previous_run_id, str) or not previous_run_id:
             raise ValidationError(
@@ -239,7 +255,7 @@ class AgentClient:
             raise RunNotActiveError(
                 run_id=previous_run_id, expected="suspended", got=meta.status.value
             )
-        _check_answer(await _load_checkpoint(store, previous_run_id), answer)
+        _check_answer(await _innermost_checkpoint(store, previous_run_id), answer)
         if not turn_id:
             first = await store.list_run_records(previous_run_id, limit=1)
             turn_id = first.records[0].turn_id if first.records else ""
