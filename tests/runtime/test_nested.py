@@ -71,9 +71,7 @@ def _runtime(store: AnyStore, sink: QueueSink, boss: list[Any], child: Any) -> R
     runtime = Runtime(store, stream=sink)
     runtime.register_model("boss", ScriptedModel(boss))
     runtime.register_agent(Agent("helper", child, description="Asks the user."))
-    runtime.register_agent(
-        Agent("chat", ModelPlanner("boss"), tools=[weather], agents=["helper"])
-    )
+    runtime.register_agent(Agent("chat", ModelPlanner("boss"), tools=[weather], agents=["helper"]))
     return runtime
 
 
