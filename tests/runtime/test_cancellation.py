@@ -130,6 +130,9 @@ async def test_cancel_during_the_planner_turn(store: AnyStore, session: str) -> 
             await asyncio.Event().wait()
             raise AssertionError("unreachable")
 
+        async def stream(self, request):  # type: ignore[no-untyped-def,override]
+            yield await self.complete(request)
+
     runtime = chat_runtime(store, SlowModel([]))
     handle = await runtime.agent_client("chat").start(session, [user_message("hi")])
     await asyncio.wait_for(thinking.wait(), 5)

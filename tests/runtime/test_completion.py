@@ -65,6 +65,11 @@ async def test_a_run_still_going_is_left_alone(store: AnyStore, session: str) ->
             await release.wait()
             return await super().complete(request)
 
+        async def stream(self, request):  # type: ignore[no-untyped-def,override]
+            await release.wait()
+            async for event in super().stream(request):
+                yield event
+
     runtime = chat_runtime(store, Waiting([reply("late")]))
     handle = await runtime.agent_client("chat").start(session, [user_message("hi")])
     await asyncio.sleep(0.05)

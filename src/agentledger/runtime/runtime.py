@@ -109,7 +109,8 @@ class Runtime:
         """[C1] record the cancellation intent, then ask the engine to cancel the run.
 
         The run stops at its next safe point; its terminal record repeats
-        ``reason``. Asking again with the same reason is a no-op.
+        ``reason``. Asking again with the same reason is a no-op, also once
+        the run has ended canceled with it.
 
         Raises:
             ValidationError: ``reason`` is empty or reserved (``session_ended``,
@@ -125,6 +126,8 @@ class Runtime:
                 got=reason,
             )
         meta = await self.store.load_run(run_id)
+        if meta.status is RunStatus.CANCELED and meta.cancellation_reason == reason:
+            return  # asked again after the first request already ended the run
         if meta.status is not RunStatus.RUNNING:
             raise RunNotActiveError(run_id=run_id, expected="running", got=meta.status.value)
         if meta.cancellation_reason != reason:
