@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -28,6 +29,7 @@ from agentledger.runtime import (
     tool,
     user_message,
 )
+from agentledger.runtime.wire import RunInput, RunOutput
 from agentledger.storage import RunStatus, payloads
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart
@@ -353,3 +355,28 @@ async def test_a_string_is_one_user_message(store: AnyStore, session: str) -> No
     assert one.text == "again"
     with pytest.raises(ValidationError):
         await client.run(session, "")
+
+
+async def test_a_bug_in_the_run_loop_fails_the_run(store: AnyStore, session: str) -> None:
+    """An unexpected error in the loop itself (here: a new run started straight on the
+    engine with no message, which the loop indexes) ends the run failed with a recorded
+    run_completed, as on Temporal, instead of leaving it running."""
+    runtime = chat_runtime(store, ScriptedModel([reply("never")]))
+    out = await run_with_a_loop_bug(runtime, session)
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert (out.failure.kind, out.failure.code) == ("workflow_error", "IndexError")
+    done = payloads.RunCompleted.decode((await records(store, out.run_id))[-1].payload)
+    assert done.failure == out.failure
+    assert (await store.load_run(out.run_id)).status is RunStatus.FAILED
+
+
+async def run_with_a_loop_bug(runtime: Runtime, session: str) -> RunOutput:
+    """Start a run whose input the client would refuse, straight on the engine."""
+    runtime.agent_client("chat")  # checks the registration
+    runtime._close_registration()
+    run_id = f"run-with-a-loop-bug-{uuid.uuid4().hex[:8]}"
+    inp = RunInput(run_id=run_id, agent_id="chat", session_id=session, turn_id="t1")
+    await runtime.engine.start(run_id, inp)
+    out: RunOutput = await runtime.engine.result(run_id)
+    return out

@@ -236,6 +236,11 @@ class _Loop:
             return await self._end_failed(failed.failure)
         except ActivityFailed as e:
             return await self._end_failed(_activity_failure("activity_failed", e))
+        except Exception as e:  # a bug in this loop: end the run, the same on every engine
+            failure = Failure(
+                message=f"{type(e).__name__}: {e}", kind="workflow_error", code=type(e).__name__
+            )
+            return await self._end_failed(failure)
 
     async def _drive(self) -> RunOutput:
         try:
