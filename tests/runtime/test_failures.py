@@ -373,8 +373,7 @@ async def test_a_bug_in_the_run_loop_fails_the_run(store: AnyStore, session: str
 
 async def run_with_a_loop_bug(runtime: Runtime, session: str) -> RunOutput:
     """Start a run whose input the client would refuse, straight on the engine."""
-    runtime.agent_client("chat")  # checks the registration
-    runtime._close_registration()
+    runtime.activity_table()  # closes registration, as a first run would
     run_id = f"run-with-a-loop-bug-{uuid.uuid4().hex[:8]}"
     inp = RunInput(run_id=run_id, agent_id="chat", session_id=session, turn_id="t1")
     await runtime.engine.start(run_id, inp)

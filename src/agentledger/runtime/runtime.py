@@ -8,9 +8,10 @@ default); the runtime talks to it only through the ``Engine`` protocol.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from agentledger.engine.base import Engine
+from agentledger.engine.base import Activity, Engine
 from agentledger.engine.inprocess import InProcessEngine
 from agentledger.errors import RunNotActiveError, ValidationError
 from agentledger.memory.types import MemoryStore
@@ -90,6 +91,18 @@ class Runtime:
         if not self._registry.closed:
             self._registry.close()
             self.engine.bind(run_workflow, self._activities.table())
+
+    def activity_table(self) -> Mapping[str, Activity]:
+        """Close registration and return every activity by name: what a worker runs.
+
+        A worker process (e.g. a Temporal worker) registers these without
+        starting a run; the runtime's first run would close registration too.
+
+        Raises:
+            ValidationError: the registration does not resolve.
+        """
+        self._close_registration()
+        return self._activities.table()
 
     # ------------------------------------------------------------------- runs
 
