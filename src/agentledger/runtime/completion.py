@@ -208,9 +208,16 @@ async def ensure_run_completion(
         if active and stream is None:
             raise ValidationError(
                 field="stream",
-                expected="a stream sink (Runtime(stream=...)) to deliver the final event "
-                "of a run whose session is active",
+                expected="a stream sink",
                 got=None,
+                message=(
+                    f"ensure_run_completion({run_id!r}) needs a stream: session "
+                    f"{meta.session_id!r} is active, so someone may still be waiting for "
+                    "this run's final event, and it must be delivered [E2]. Build the runtime "
+                    "with Runtime(store, stream=...) (e.g. a QueueSink, or the sink your UI "
+                    "reads); once the session is over (store.end_session), no stream is needed "
+                    "and the records are kept without delivery."
+                ),
             )
         deliver = active
     else:
