@@ -230,3 +230,32 @@ async def test_a_child_that_asks_twice_suspends_the_parent_twice(
     assert last[-1].parts[0].text == "You said Rome and May."  # type: ignore[union-attr]
     for run_id in [*chain, *helper_runs]:
         await valid_transcript(store, run_id)
+
+
+class _Recorder:
+    """A parent planner that calls the helper, then reports what its resume turn got."""
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        from agentledger.runtime import ToolCall
+
+        return PlanResult.call(ToolCall(id="h1", name="helper", input={"request": "Where?"}))
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        got = [(o.tool_call_id, o.content) for o in input.tool_results]
+        return PlanResult.answer(f"answer={input.answer!r} results={got}")
+
+
+async def test_one_shot_parent_and_what_the_parent_planner_sees(store: AnyStore) -> None:
+    """Without a session too [L4]: the answer goes to the child; the parent's planner
+    gets the step's results, not the child's answer."""
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_agent(Agent("helper", _Asker("Which city?")))
+    runtime.register_agent(Agent("boss", _Recorder(), agents=["helper"]))
+    client = runtime.agent_client("boss")
+    first = await client.run_one_shot("Plan")
+    assert first.status is RunStatus.SUSPENDED
+    second = await client.resume("", first.run_id, "Oslo")
+    assert second.text == "answer=None results=[('h1', 'You said Oslo.')]"
+    (child,) = await _children(store, second.run_id)
+    assert (await store.load_run(child)).session_id == ""
+    await valid_transcript(store, child)

@@ -272,7 +272,9 @@ class _Loop:
             return await self._plan_loop(resume=False, results=(), answer=None)
         answer = self.inp.answer or Answer()
         results = await self._take_answer(prep.checkpoint, answer)
-        return await self._plan_loop(resume=True, results=results, answer=answer)
+        # a child's answer went to the child: this planner sees the step's results
+        mine = None if prep.checkpoint.kind == "child" else answer
+        return await self._plan_loop(resume=True, results=results, answer=mine)
 
     async def _take_answer(
         self, checkpoint: RunCheckpoint, answer: Answer
