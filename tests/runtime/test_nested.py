@@ -259,3 +259,35 @@ async def test_one_shot_parent_and_what_the_parent_planner_sees(store: AnyStore)
     (child,) = await _children(store, second.run_id)
     assert (await store.load_run(child)).session_id == ""
     await valid_transcript(store, child)
+
+
+async def test_two_children_asking_at_once_are_answered_one_resume_each(
+    store: AnyStore, session: str
+) -> None:
+    """Two parallel children suspend: the first resume answers the first (the parent
+    suspends again with the second's question), the next answers the second, whose
+    continuation runs two parent continuations after its predecessor's parent [K1]."""
+    boss = [
+        tool_calls(("h1", "helper", {"request": "A?"}), ("h2", "helper", {"request": "B?"})),
+        reply("Both answered."),
+    ]
+    runtime = _runtime(store, QueueSink(), boss, _Asker("Which city?"))
+    client = runtime.agent_client("chat")
+    first = await client.run(session, "Ask twice")
+    assert first.awaiting is not None
+    assert first.awaiting.run_id == f"{first.run_id}.h1"
+    second = await client.resume(session, first.run_id, "Paris")
+    assert second.status is RunStatus.SUSPENDED
+    assert second.awaiting is not None
+    assert second.awaiting.run_id == f"{first.run_id}.h2"  # still the first parent's child
+    third = await client.resume(session, second.run_id, "Rome")
+    assert third.text == "Both answered."
+    h2_next = (await _chain(store, f"{first.run_id}.h2"))[1]
+    assert (await store.load_run(h2_next)).parent_run_id == third.run_id
+    results = (await valid_transcript(store, third.run_id))[-2]
+    assert [(p.tool_use_id, p.content) for p in results.parts if isinstance(p, ToolResultPart)] == [
+        ("h1", "You said Paris."),
+        ("h2", "You said Rome."),
+    ]
+    for run_id in await _chain(store, first.run_id):
+        await valid_transcript(store, run_id)
