@@ -136,10 +136,12 @@ def test_worker_help_shows_the_recovery_options() -> None:
     assert "TemporalEngine(heartbeat_timeout" in text
 
 
-def test_worker_refuses_a_heartbeat_timeout_it_cannot_apply() -> None:
+def test_worker_refuses_a_heartbeat_timeout_it_cannot_apply(tmp_path: Path) -> None:
     """The heartbeat timeout of a run is the host's TemporalEngine(heartbeat_timeout=...);
     the worker says so instead of silently ignoring --heartbeat-timeout."""
-    done = _worker("--temporal", "127.0.0.1:1", "--db", "x.db", "--heartbeat-timeout", "5")
+    db = tmp_path / "never.db"
+    done = _worker("--temporal", "127.0.0.1:1", "--db", str(db), "--heartbeat-timeout", "5")
+    assert not db.exists()  # refused before anything is opened
     assert done.returncode == 2
     assert "TemporalEngine(heartbeat_timeout" in done.stderr
     assert "Traceback" not in done.stderr
