@@ -65,16 +65,44 @@ def _pick_model() -> tuple[ModelClient, str, str]:
 
 
 class ConsoleSink:
-    """Prints run events as they arrive: the conversation, tool calls and run endings."""
+    """Prints run events as they arrive: the conversation, tool calls and run endings.
+
+    Assistant text is printed token by token from ``model_delta`` events while
+    the model answers; the recorded message then only ends the line.
+    """
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.depth: dict[str, int] = {}
         self.agents: dict[str, str] = {}
         self.seen: set[str] = set()
+        self.streamed: dict[str, tuple[str, int]] = {}  # run -> (model call, part) printed live
+        self.open_line = ""  # the run whose streamed line is on screen, unfinished
+
+    def _end_line(self) -> None:
+        if self.open_line:
+            self.console.print()
+            self.open_line = ""
 
     def _say(self, run_id: str, text: str) -> None:
+        self._end_line()
         self.console.print("    " * self.depth.get(run_id, 0) + text, highlight=False)
+
+    def _delta(self, event: events.ModelDelta) -> None:
+        """Print one fragment of assistant text where the run's line is."""
+        run = event.run_id
+        before = self.streamed.get(run)
+        if self.open_line != run or before is None or before[0] != event.attempt:
+            self._end_line()
+            agent = self.agents.get(run, "assistant")
+            self.console.print(
+                "    " * self.depth.get(run, 0) + f"[bold green]{agent}:[/] ", end=""
+            )
+            self.open_line = run
+        elif before[1] != event.index:
+            self.console.print(" ", end="")
+        self.console.print(event.text, end="", markup=False, highlight=False)
+        self.streamed[run] = (event.attempt, event.index)
 
     async def send(self, event: events.RunEvent, /) -> None:
         if event.key in self.seen:
@@ -82,6 +110,17 @@ class ConsoleSink:
         self.seen.add(event.key)
         run = event.run_id
         match event:
+            case events.ModelDelta(kind="text") if event.text:
+                self._delta(event)
+            case events.ModelDelta() | events.ModelUsageReported():
+                pass  # thinking and tool-call input are not shown; usage is not news
+            case events.MessagesAppended() if run in self.streamed:
+                del self.streamed[run]  # its text is on screen already
+                if self.open_line == run:
+                    self._end_line()
+                for message in event.messages:
+                    if message.role != "assistant":
+                        self._message(run, message)
             case events.RunStarted():
                 self.depth[run] = self.depth.get(event.parent_run_id, -1) + 1
                 self.agents[run] = event.agent_id

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime
-from agentledger.storage import MemoryStore, Record
+from agentledger.storage import MemoryStore, Record, RunStatus
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.transcript import Message, validate_planner_transcript
 from agentledger.transcript.replay import build_messages_from_run_log
@@ -63,9 +63,13 @@ async def types(store: Any, run_id: str) -> list[str]:
 
 
 async def valid_transcript(store: Any, run_id: str) -> list[Message]:
-    """The run's transcript rebuilt from its log, checked with the planner validator [R2] [T5]."""
+    """The run's transcript rebuilt from its log, checked with the planner validator [R2] [T5].
+
+    Only a suspended run may end with tool uses that wait for their results.
+    """
     messages = await build_messages_from_run_log(store, run_id)
-    validate_planner_transcript(messages)
+    suspended = (await store.load_run(run_id)).status is RunStatus.SUSPENDED
+    validate_planner_transcript(messages, allow_pending=suspended)
     return messages
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agentledger.errors import RunNotActiveError
+from agentledger.errors import RunNotActiveError, ValidationError
 from agentledger.runtime import QueueSink, events, tool, user_message
 from agentledger.runtime.workflow import INTERRUPTED
 from agentledger.storage import RunStatus, StartOutcome, payloads
@@ -130,6 +130,9 @@ async def test_cancel_during_the_planner_turn(store: AnyStore, session: str) -> 
             await asyncio.Event().wait()
             raise AssertionError("unreachable")
 
+        async def stream(self, request):  # type: ignore[no-untyped-def,override]
+            yield await self.complete(request)
+
     runtime = chat_runtime(store, SlowModel([]))
     handle = await runtime.agent_client("chat").start(session, [user_message("hi")])
     await asyncio.wait_for(thinking.wait(), 5)
@@ -184,3 +187,23 @@ async def test_a_session_ended_mid_run_stops_new_work(store: AnyStore, session: 
     assert out.failure.kind == "session_ended"
     assert len(model.requests) == 1
     await valid_transcript(store, handle.run_id)
+
+
+@pytest.mark.parametrize("reason", ["", payloads.SESSION_ENDED, payloads.ENGINE_CANCELED])
+async def test_an_empty_or_reserved_reason_is_refused_before_anything(
+    store: AnyStore, session: str, reason: str
+) -> None:
+    """[C1] [C3] cancel_run needs a real reason: an empty or reserved one is a
+    ValidationError, with no intent recorded and the engine not asked to cancel."""
+    runtime, handle = await _start_blocked(store, session)
+    before = await types(store, handle.run_id)
+    with pytest.raises(ValidationError) as e:
+        await runtime.cancel_run(handle.run_id, reason)
+    assert e.value.field == "reason"
+    info = await runtime.engine.describe(handle.run_id)
+    assert info is not None
+    assert not info.cancel_requested
+    assert await types(store, handle.run_id) == before
+    await runtime.cancel_run(handle.run_id, "a real reason")
+    out = await asyncio.wait_for(handle.wait(), 5)
+    assert out.cancellation_reason == "a real reason"

@@ -48,8 +48,14 @@ async def test_a_stream_is_required_while_the_session_is_active(
     """[E2] no stream and an active session is an error; an ended session skips delivery."""
     runtime = chat_runtime(store, ScriptedModel([reply("hi")]))
     out = await runtime.agent_client("chat").run(session, [user_message("hello")])
-    with pytest.raises(ValidationError, match="stream"):
+    with pytest.raises(ValidationError, match="stream") as e:
         await Runtime(store).ensure_run_completion(out.run_id)
+    why = str(e.value)  # says why, and what to pass
+    assert out.run_id in why
+    assert session in why
+    assert "Runtime(store, stream=" in why
+    assert "end_session" in why
+    assert e.value.field == "stream"
     await store.end_session(session, ended_at=now_ms())
     done = await Runtime(store).ensure_run_completion(out.run_id)
     assert done.record is not None
@@ -64,6 +70,11 @@ async def test_a_run_still_going_is_left_alone(store: AnyStore, session: str) ->
         async def complete(self, request):  # type: ignore[no-untyped-def]
             await release.wait()
             return await super().complete(request)
+
+        async def stream(self, request):  # type: ignore[no-untyped-def,override]
+            await release.wait()
+            async for event in super().stream(request):
+                yield event
 
     runtime = chat_runtime(store, Waiting([reply("late")]))
     handle = await runtime.agent_client("chat").start(session, [user_message("hi")])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -28,6 +29,7 @@ from agentledger.runtime import (
     tool,
     user_message,
 )
+from agentledger.runtime.wire import RunInput, RunOutput
 from agentledger.storage import RunStatus, payloads
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart
@@ -304,3 +306,76 @@ async def test_unknown_toolset_is_refused_at_the_first_run(store: AnyStore, sess
     runtime.register_agent(Agent("chat", ModelPlanner("m"), tools=["nope"]))
     with pytest.raises(ValidationError, match="registered toolset"):
         await runtime.agent_client("chat").run(session, [user_message("hi")])
+
+
+async def test_a_bare_function_as_a_tool_is_refused_at_registration(
+    store: AnyStore, session: str
+) -> None:
+    """Registration checks what it can at once: a plain async function is not a Tool,
+    and refusing it leaves the runtime usable for the agents that are fine."""
+
+    async def lookup(city: str) -> str:
+        return city
+
+    runtime = chat_runtime(store, ScriptedModel([reply("hi")]))
+    with pytest.raises(ValidationError, match="@tool"):
+        runtime.register_agent(Agent("bad", ModelPlanner("m"), tools=[lookup]))  # type: ignore[list-item]
+    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    assert out.status is RunStatus.COMPLETED
+
+
+async def test_an_unknown_agent_is_refused_by_agent_client(store: AnyStore) -> None:
+    """agent_client names the registered agents instead of failing at run time."""
+    runtime = chat_runtime(store, ScriptedModel([]))
+    with pytest.raises(ValidationError, match="registered agent") as e:
+        runtime.agent_client("nobody")
+    assert e.value.field == "agent_id"
+
+
+async def test_a_missing_toolset_is_reported_by_agent_client(store: AnyStore) -> None:
+    """agent_client checks the whole registration, so a typo surfaces before any run."""
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_model("m", ScriptedModel([]))
+    runtime.register_agent(Agent("chat", ModelPlanner("m"), tools=["nope"]))
+    with pytest.raises(ValidationError, match="registered toolset"):
+        runtime.agent_client("chat")
+    runtime.register_toolset(Toolset("nope", [ping]))  # registration is still open: fix it
+    assert runtime.agent_client("chat").agent_id == "chat"
+
+
+async def test_a_string_is_one_user_message(store: AnyStore, session: str) -> None:
+    """client.run(session_id, "text") sends the text as one user message."""
+    model = ScriptedModel([reply("hello"), reply("again")])
+    runtime = chat_runtime(store, model)
+    client = runtime.agent_client("chat")
+    out = await client.run(session, "hi there")
+    assert out.text == "hello"
+    assert model.requests[0].messages[-1] == user_message("hi there")
+    one = await client.run_one_shot("again please")
+    assert one.text == "again"
+    with pytest.raises(ValidationError):
+        await client.run(session, "")
+
+
+async def test_a_bug_in_the_run_loop_fails_the_run(store: AnyStore, session: str) -> None:
+    """An unexpected error in the loop itself (here: a new run started straight on the
+    engine with no message, which the loop indexes) ends the run failed with a recorded
+    run_completed, as on Temporal, instead of leaving it running."""
+    runtime = chat_runtime(store, ScriptedModel([reply("never")]))
+    out = await run_with_a_loop_bug(runtime, session)
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert (out.failure.kind, out.failure.code) == ("workflow_error", "IndexError")
+    done = payloads.RunCompleted.decode((await records(store, out.run_id))[-1].payload)
+    assert done.failure == out.failure
+    assert (await store.load_run(out.run_id)).status is RunStatus.FAILED
+
+
+async def run_with_a_loop_bug(runtime: Runtime, session: str) -> RunOutput:
+    """Start a run whose input the client would refuse, straight on the engine."""
+    runtime.activity_table()  # closes registration, as a first run would
+    run_id = f"run-with-a-loop-bug-{uuid.uuid4().hex[:8]}"
+    inp = RunInput(run_id=run_id, agent_id="chat", session_id=session, turn_id="t1")
+    await runtime.engine.start(run_id, inp)
+    out: RunOutput = await runtime.engine.result(run_id)
+    return out

@@ -23,6 +23,12 @@ PUBLIC = {
         "AssistantMessage", "InMemoryMemory", "MemoryEvent", "MemoryStore", "PlannerNote",
         "SQLiteMemory", "Snapshot", "Thinking", "ToolCall", "ToolResult", "UserMessage",
     ],
+    "agentledger.runtime.events": [
+        "CancellationRequested", "ChildRunLinked", "MessagesAppended", "ModelDelta",
+        "ModelUsageReported", "PhaseChanged", "PlannerNoted", "PromptRendered", "RunCompleted",
+        "RunEvent", "RunStarted", "RunSuspended", "ToolCallScheduled", "ToolResultReceived",
+        "delta_event", "event_from_record",
+    ],
     "agentledger.runtime.records": [
         "MODEL_USAGE", "PLANNER_NOTE", "PROMPT_RENDERED", "RUN_PHASE_CHANGED",
         "TOOL_CALL_SCHEDULED", "TOOL_RESULT_RECEIVED", "TRANSCRIPT_APPENDED", "TRANSCRIPT_SEEDED",

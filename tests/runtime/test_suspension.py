@@ -243,3 +243,19 @@ async def test_an_answer_must_fit_what_the_run_waits_for(store: AnyStore, sessio
     meta = await store.load_run(first.run_id)
     assert meta.status is RunStatus.SUSPENDED
     assert meta.successor_run_id == ""
+
+
+async def test_resuming_a_run_that_is_not_suspended_says_so(store: AnyStore, session: str) -> None:
+    """resume on a completed run names its status, not a missing suspension."""
+    runtime = chat_runtime(store, ScriptedModel([reply("hello")]))
+    client = runtime.agent_client("chat")
+    done = await client.run(session, "hi")
+    with pytest.raises(RunNotActiveError) as e:
+        await client.resume(session, done.run_id, "more")
+    assert (e.value.run_id, e.value.expected, e.value.got) == (
+        done.run_id,
+        "suspended",
+        "completed",
+    )
+    assert "is completed, expected suspended" in str(e.value)
+    assert [r.run_id for r in await store.list_runs_by_session(session)] == [done.run_id]

@@ -231,7 +231,7 @@ def planner_transcripts(draw: st.DrawFn, thinking_first: bool = False) -> list[M
 
     Leading system messages, then turns of (user message, assistant group); a
     group's tool uses are answered, results first and in any order, by the next
-    user message, and the last group may be left waiting for results. With
+    user message, the last group included. With
     ``thinking_first`` every assistant message starts with thinking ([T6]).
     """
     ids = itertools.count()
@@ -252,8 +252,7 @@ def planner_transcripts(draw: st.DrawFn, thinking_first: bool = False) -> list[M
             message, calls = draw(_assistant_message(ids, thinking_first))
             transcript.append(message)
             pending += calls
-    answer_last = draw(st.booleans())
-    if pending and answer_last:
+    if pending:  # [T5] a tool-use group is always followed by its results
         answers = [ToolResultPart(tool_use_id=i, content="ok") for i in pending]
         transcript.append(Message(role="user", parts=tuple(answers)))
     return transcript

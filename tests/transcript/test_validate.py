@@ -75,7 +75,6 @@ VALID: dict[str, list[Message]] = {
         assistant("also", call("b")),
         user(result("a"), result("b")),
     ],
-    "trailing tool uses await their results": [user("go"), assistant(THINK, call("a"))],
     "checkpoints anywhere": [
         Message(role="system", parts=(TextPart(text="s"), CacheCheckpointPart())),
         user("go", CacheCheckpointPart()),
@@ -94,10 +93,23 @@ VALID: dict[str, list[Message]] = {
 
 @pytest.mark.parametrize("messages", VALID.values(), ids=VALID.keys())
 def test_valid_transcripts_pass(messages: list[Message]) -> None:
-    """[T3][T5] transcripts following every rule (incl. a trailing unanswered group) pass."""
+    """[T3][T5] transcripts following every rule pass."""
     validate_planner_transcript(messages)
     validate_planner_transcript(tuple(messages))
     validate_planner_transcript(iter(messages))
+
+
+def test_a_trailing_group_without_results_is_refused_by_default() -> None:
+    """[T5] a tool-use group must be followed by its results: a transcript ending with
+    unanswered tool uses is an error unless the caller says a run waits for them."""
+    messages = [user("go"), assistant(THINK, "on it", call("a")), assistant(call("b"))]
+    error = _planner_error(messages)
+    assert error.tool_use_ids == ("a", "b")
+    assert error.message_index == 2
+    assert "no results" in str(error)
+    validate_planner_transcript(messages, allow_pending=True)
+    with pytest.raises(TranscriptError):  # the keyword never relaxes the other rules
+        validate_planner_transcript([*messages, user("no results")], allow_pending=True)
 
 
 def test_a_missing_result_is_named() -> None:
@@ -287,7 +299,7 @@ def test_bedrock_requires_thinking_first_when_enabled(first: Part) -> None:
 def test_bedrock_also_applies_the_planner_rules() -> None:
     """[T6] validate_bedrock runs validate_planner_transcript first (Bedrock refuses the same)."""
     messages = [user("go"), assistant(THINK, call("a"))]
-    validate_bedrock(messages, thinking_enabled=True)
+    validate_bedrock([*messages, user(result("a"))], thinking_enabled=True)
     with pytest.raises(TranscriptError) as info:
         validate_bedrock([*messages, user("no results")], thinking_enabled=False)
     assert info.value.tool_use_ids == ("a",)

@@ -9,7 +9,10 @@ key. Every store write goes through the ``Store``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -31,9 +34,10 @@ from agentledger.memory.types import (
     ToolResult,
     UserMessage,
 )
+from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
-from agentledger.runtime.events import event_from_record
+from agentledger.runtime.events import delta_event, event_from_record
 from agentledger.runtime.planner import (
     AwaitClarification,
     PlanInput,
@@ -123,7 +127,7 @@ def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
     if message.role != "assistant":
         return "the plan's message must be an assistant message"
     try:
-        validate_planner_transcript([*transcript, message])
+        validate_planner_transcript([*transcript, message], allow_pending=True)
     except ValidationError as e:
         return f"the plan would make the transcript invalid: {e}"
     return ""
@@ -330,6 +334,7 @@ class Activities:
             return messages
 
         common: dict[str, Any] = {
+            "deltas": self._delta_sender(arg) if self.stream is not None else None,
             "run": context,
             "tools": resolved.definitions,
             "prompt": arg.prompt,
@@ -357,6 +362,35 @@ class Activities:
         if problem:
             return PlanTurnOutput(failure=payloads.Failure(message=problem, kind="invalid_plan"))
         return PlanTurnOutput(result=result)
+
+    def _delta_sender(self, arg: PlanTurnInput) -> Callable[[ModelStreamEvent], Awaitable[None]]:
+        """Send one model call's streamed events to the stream as ``model_delta`` (no record)."""
+        attempt = uuid.uuid4().hex[:12]
+        seq = itertools.count()
+        run = arg.run
+        base = {
+            "run_id": run.run_id,
+            "agent_id": run.agent_id,
+            "session_id": run.session_id,
+            "turn_id": arg.turn_id,
+        }
+
+        async def send(delta: ModelStreamEvent) -> None:
+            if self.stream is None or isinstance(delta, StreamEnd):
+                return
+            now = datetime.now(UTC)
+            at = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+            event = delta_event(
+                {**base, "timestamp": at},
+                turn=arg.turn,
+                attempt=attempt,
+                seq=next(seq),
+                delta=delta,
+            )
+            if event is not None:
+                await self.stream.send(event)
+
+        return send
 
     async def tool_call(self, arg: ToolCallInput) -> ToolOutcome:
         """Run one tool call; anything but a TransientError becomes an error result."""

@@ -1,5 +1,11 @@
 """The suspension checkpoint: what a suspended run needs to be continued [L6].
 
+A run suspends either because its planner waits for outside input
+(``awaiting``), or because child runs it started did (``children``): then
+the checkpoint also keeps the whole tool step (its calls, the results that
+came in, the text that goes with them), so the continuation can answer the
+first child, continue it [K1], and finish the step.
+
 Stored as the private bytes of the store's ``Checkpoint``. It is versioned
 and decoded strictly: a checkpoint of an unknown version, with unknown or
 missing fields, or not JSON at all is refused, never guessed at, because a
@@ -13,17 +19,71 @@ from typing import Literal
 import msgspec
 
 from agentledger.errors import ValidationError
-from agentledger.runtime.planner import Await, AwaitClarification, ToolCall
+from agentledger.runtime.planner import (
+    Await,
+    AwaitClarification,
+    AwaitConfirmation,
+    ToolCall,
+    ToolOutcome,
+)
 from agentledger.runtime.records import decode_json, encode_json
 
-__all__ = ["CHECKPOINT_VERSION", "RunCheckpoint"]
+__all__ = ["CHECKPOINT_VERSION", "Awaiting", "ChildWait", "RunCheckpoint"]
 
 CHECKPOINT_VERSION = 1
 """The version this runtime writes and reads."""
 
 
+class Awaiting(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a suspended run waits for: the question a host answers with ``resume``.
+
+    For a run suspended by its child, this is the innermost question, and
+    ``run_id``/``agent_id`` name the run that asked it.
+    """
+
+    kind: Literal["clarification", "confirmation", "external_tools"]
+    question: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    run_id: str = ""
+    """The run that asked (this run, or a descendant that suspended it)."""
+    agent_id: str = ""
+    """The agent of that run."""
+
+    @classmethod
+    def of(cls, awaiting: Await, *, run_id: str, agent_id: str) -> Awaiting:
+        """What a planner's ``await_`` asks, as asked by ``run_id``."""
+        if isinstance(awaiting, AwaitClarification):
+            return cls(
+                kind="clarification", question=awaiting.question, run_id=run_id, agent_id=agent_id
+            )
+        if isinstance(awaiting, AwaitConfirmation):
+            return cls(
+                kind="confirmation",
+                question=awaiting.prompt,
+                calls=awaiting.calls,
+                run_id=run_id,
+                agent_id=agent_id,
+            )
+        return cls(kind="external_tools", calls=awaiting.calls, run_id=run_id, agent_id=agent_id)
+
+
+class ChildWait(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A tool call whose child run suspended: the run to continue and what it asks."""
+
+    call: ToolCall
+    run_id: str
+    """The suspended child run (the predecessor of its continuation [K1])."""
+    agent_id: str
+    awaiting: Awaiting
+    """The innermost question below this child."""
+
+
 class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Why a run suspended and which tool calls (if any) wait for an answer."""
+    """Why a run suspended and which tool calls (if any) wait for an answer.
+
+    Exactly one of ``awaiting`` (the planner waits) and ``children`` (child
+    runs wait) is set.
+    """
 
     version: int
     """Checkpoint format version; only :data:`CHECKPOINT_VERSION` is read."""
@@ -31,12 +91,26 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """The agent that suspended (a continuation must be the same agent [K1])."""
     turn: int
     """The planner turn that asked for outside input."""
-    awaiting: Await
-    """What the run waits for: a clarification, a confirmation or external tool results."""
+    awaiting: Await | None = None
+    """What the planner waits for: a clarification, a confirmation or external tool results."""
+    children: tuple[ChildWait, ...] = ()
+    """Suspended child runs, in call order; a resume answers the first."""
+    calls: tuple[ToolCall, ...] = ()
+    """With ``children``: every call of the suspended tool step, in order."""
+    results: tuple[ToolOutcome, ...] = ()
+    """With ``children``: the results of that step already in (recorded by this run)."""
+    text: str = ""
+    """With ``children``: user text that follows the step's results in the transcript."""
+
+    def __post_init__(self) -> None:
+        if (self.awaiting is None) == (not self.children):
+            raise ValueError("a checkpoint holds exactly one of awaiting and children")
 
     @property
-    def kind(self) -> Literal["clarification", "confirmation", "external_tools"]:
-        """The kind of input awaited."""
+    def kind(self) -> Literal["clarification", "confirmation", "external_tools", "child"]:
+        """The kind of input awaited (``child``: a child run waits for it)."""
+        if self.awaiting is None:
+            return "child"
         if isinstance(self.awaiting, AwaitClarification):
             return "clarification"
         return (
@@ -48,6 +122,9 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     @property
     def pending(self) -> tuple[ToolCall, ...]:
         """Tool calls whose tool_use is in the transcript without a result yet."""
+        if self.awaiting is None:
+            done = {o.tool_call_id for o in self.results}
+            return tuple(c for c in self.calls if c.id not in done)
         if isinstance(self.awaiting, AwaitClarification):
             return ()
         return self.awaiting.calls

@@ -14,6 +14,7 @@ from agentledger.engine.base import ActivityFailed
 from agentledger.errors import (
     AgentledgerError,
     CorruptRecordError,
+    RunNotActiveError,
     TranscriptError,
     ValidationError,
 )
@@ -21,7 +22,8 @@ from agentledger.runtime.checkpoint import RunCheckpoint
 from agentledger.runtime.planner import Answer
 from agentledger.runtime.wire import RunInput, RunOutput
 from agentledger.storage.protocol import Store
-from agentledger.transcript import Message, ToolResultPart, validate_planner_transcript
+from agentledger.storage.types import RunStatus
+from agentledger.transcript import Message, TextPart, ToolResultPart, validate_planner_transcript
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
@@ -33,7 +35,12 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def _check_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
+def _check_messages(messages: Sequence[Message] | str) -> tuple[Message, ...]:
+    """The run's messages; a string is one user message."""
+    if isinstance(messages, str):
+        if not messages:
+            raise ValidationError(field="messages", expected="a non-empty text", got=messages)
+        messages = (Message(role="user", parts=(TextPart(text=messages),)),)
     items = tuple(messages)
     if not items:
         raise ValidationError(field="messages", expected="at least one message", got=items)
@@ -66,6 +73,19 @@ async def _load_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
         return RunCheckpoint.decode(stored.data)
     except ValidationError as e:
         raise CorruptRecordError(run_id=run_id, record_id="", reason=f"checkpoint: {e}") from e
+
+
+async def _innermost_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
+    """The checkpoint of the run that asked: ``run_id``'s, or its first waiting child's, down."""
+    checkpoint = await _load_checkpoint(store, run_id)
+    seen = {run_id}
+    while checkpoint.children:
+        child = checkpoint.children[0].run_id
+        if child in seen:
+            raise CorruptRecordError(run_id=child, record_id="", reason="checkpoint: a cycle")
+        seen.add(child)
+        checkpoint = await _load_checkpoint(store, child)
+    return checkpoint
 
 
 def _check_answer(checkpoint: RunCheckpoint, answer: Answer) -> None:
@@ -133,7 +153,7 @@ class AgentClient:
     async def start(
         self,
         session_id: str,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | str,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -141,6 +161,7 @@ class AgentClient:
         """Start a run in ``session_id``; ``messages`` is the history then the new user message.
 
         Messages before the last are recorded as seeded, the last as appended [R1].
+        A string is one user message.
         """
         if not isinstance(session_id, str) or not session_id:
             raise ValidationError(field="session_id", expected="a non-empty string", got=session_id)
@@ -157,7 +178,7 @@ class AgentClient:
     async def run(
         self,
         session_id: str,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | str,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -170,7 +191,7 @@ class AgentClient:
 
     async def start_one_shot(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | str,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -187,7 +208,7 @@ class AgentClient:
 
     async def run_one_shot(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | str,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -209,6 +230,9 @@ class AgentClient:
 
         The continuation seeds the predecessor's transcript and appends the
         answer; it keeps the predecessor's turn id and labels unless given.
+        When a child run suspended the run, ``answer`` answers that child's
+        question (``RunOutput.awaiting`` names the run that asked): the child
+        is continued first, then this run.
         """
         if not isinstance(previous_run_id, str) or not previous_run_id:
             raise ValidationError(
@@ -227,7 +251,11 @@ class AgentClient:
                 ) from e
         store = self._runtime.store
         meta = await store.load_run(previous_run_id)
-        _check_answer(await _load_checkpoint(store, previous_run_id), answer)
+        if meta.status is not RunStatus.SUSPENDED:
+            raise RunNotActiveError(
+                run_id=previous_run_id, expected="suspended", got=meta.status.value
+            )
+        _check_answer(await _innermost_checkpoint(store, previous_run_id), answer)
         if not turn_id:
             first = await store.list_run_records(previous_run_id, limit=1)
             turn_id = first.records[0].turn_id if first.records else ""

@@ -67,10 +67,11 @@ def _corrupt(run_id: str, record_id: str, reason: str) -> CorruptRecordError:
     return CorruptRecordError(run_id=run_id, record_id=record_id, reason=reason)
 
 
-def _transcript(run_id: str, records: list[Record]) -> list[Message]:
+def _transcript(run_id: str, records: list[Record], *, pending: bool) -> list[Message]:
+    """The run's transcript, valid [T5]; ``pending``: tool uses may still wait for results."""
     messages = replay_run_log_events(records)
     try:
-        validate_planner_transcript(messages)
+        validate_planner_transcript(messages, allow_pending=pending)
     except TranscriptError as e:
         raise _corrupt(run_id, "", f"transcript: {e}") from e
     return messages
@@ -115,7 +116,7 @@ def check_lifecycle(meta: RunMeta, records: list[Record]) -> Record:
             )
         if done.status == "canceled":
             _check_provenance(meta, records, final, done, intent is not None)
-    _transcript(run_id, records)
+    _transcript(run_id, records, pending=final.type == payloads.RUN_SUSPENDED)
     return final
 
 
@@ -169,7 +170,7 @@ async def _repair(
         if canceled
         else f"interrupted: {LOST}"
     )
-    dangling = _dangling(_transcript(meta.run_id, records))
+    dangling = _dangling(_transcript(meta.run_id, records, pending=True))
     if dangling:
         results = tuple(
             ToolResultPart(tool_use_id=u.id, content=text, is_error=True) for u in dangling
@@ -207,9 +208,16 @@ async def ensure_run_completion(
         if active and stream is None:
             raise ValidationError(
                 field="stream",
-                expected="a stream sink (Runtime(stream=...)) to deliver the final event "
-                "of a run whose session is active",
+                expected="a stream sink",
                 got=None,
+                message=(
+                    f"ensure_run_completion({run_id!r}) needs a stream: session "
+                    f"{meta.session_id!r} is active, so someone may still be waiting for "
+                    "this run's final event, and it must be delivered [E2]. Build the runtime "
+                    "with Runtime(store, stream=...) (e.g. a QueueSink, or the sink your UI "
+                    "reads); once the session is over (store.end_session), no stream is needed "
+                    "and the records are kept without delivery."
+                ),
             )
         deliver = active
     else:

@@ -8,16 +8,30 @@ have seen, and redelivery is safe.
 
 Seeded transcript messages are not published: they existed before the run
 and are never new output [R1].
+
+One kind of event has no record: :class:`ModelDelta`, model output streamed
+while the model answers (text, thinking, tool calls and their input), so a
+UI can show tokens live. Its key names the planner turn, the model call
+(``attempt``: a retried turn streams again under a new one) and its place
+in that call. The assistant message it makes up is recorded once, as
+``transcript_messages_appended``, after the model finished.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
 from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
+from agentledger.providers.model import (
+    ModelStreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    ToolUseStart,
+)
 from agentledger.runtime import records as rt
 from agentledger.storage import payloads
 from agentledger.storage.types import Record
@@ -27,6 +41,7 @@ __all__ = [
     "CancellationRequested",
     "ChildRunLinked",
     "MessagesAppended",
+    "ModelDelta",
     "ModelUsageReported",
     "PhaseChanged",
     "PlannerNoted",
@@ -37,6 +52,7 @@ __all__ = [
     "RunSuspended",
     "ToolCallScheduled",
     "ToolResultReceived",
+    "delta_event",
     "event_from_record",
 ]
 
@@ -145,6 +161,28 @@ class RunCompleted(_Event, frozen=True, kw_only=True, tag="run_completed"):
     reason: str = ""
 
 
+class ModelDelta(_Event, frozen=True, kw_only=True, tag="model_delta"):
+    """Model output as it arrives (not a record; the assistant message is recorded once).
+
+    ``kind`` is ``text`` or ``thinking`` (``text`` holds the fragment),
+    ``tool_use`` (a tool call began: ``tool_call_id``, ``tool_name``) or
+    ``tool_input`` (``text`` is a fragment of that call's JSON input).
+    ``index`` is the part of the assistant message being built.
+    """
+
+    turn: int
+    """The planner turn (1, 2, ...) whose model call this is."""
+    attempt: str
+    """Identifies one model call; a retried turn streams again under another."""
+    seq: int
+    """0, 1, ... in the order this call produced them."""
+    kind: Literal["text", "thinking", "tool_use", "tool_input"]
+    index: int
+    text: str = ""
+    tool_call_id: str = ""
+    tool_name: str = ""
+
+
 RunEvent: TypeAlias = (
     RunStarted
     | PromptRendered
@@ -158,6 +196,7 @@ RunEvent: TypeAlias = (
     | CancellationRequested
     | RunSuspended
     | RunCompleted
+    | ModelDelta
 )
 """Any stream event (tagged by ``type`` in JSON)."""
 
@@ -253,3 +292,30 @@ def event_from_record(record: Record) -> RunEvent | None:
         raise CorruptRecordError(
             run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
         ) from e
+
+
+def delta_event(
+    base: dict[str, Any], *, turn: int, attempt: str, seq: int, delta: ModelStreamEvent
+) -> ModelDelta | None:
+    """The stream event of one model stream event (None for the final ``StreamEnd``).
+
+    ``base`` holds the run's identity and the time (``run_id``, ``agent_id``,
+    ``session_id``, ``turn_id``, ``timestamp``); the key is derived here.
+    """
+    common: dict[str, Any] = {
+        **base,
+        "key": f"{base['run_id']}/turn:{turn}:delta:{attempt}:{seq}",
+        "turn": turn,
+        "attempt": attempt,
+        "seq": seq,
+        "index": getattr(delta, "index", 0),
+    }
+    if isinstance(delta, TextDelta):
+        return ModelDelta(**common, kind="text", text=delta.text)
+    if isinstance(delta, ThinkingDelta):
+        return ModelDelta(**common, kind="thinking", text=delta.text)
+    if isinstance(delta, ToolUseStart):
+        return ModelDelta(**common, kind="tool_use", tool_call_id=delta.id, tool_name=delta.name)
+    if isinstance(delta, ToolInputDelta):
+        return ModelDelta(**common, kind="tool_input", text=delta.partial_json)
+    return None

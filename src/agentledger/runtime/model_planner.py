@@ -38,7 +38,9 @@ class ModelPlanner:
         temperature: sampling temperature (None: the provider's default).
         confirm: tool names whose calls need the user's approval first (in
             addition to tools declared with ``confirm=True``).
-        stream: call ``ModelClient.stream`` and assemble its final response.
+        stream: call ``ModelClient.stream``, pass each delta to the run's stream
+            (``model_delta`` events) and take the final response; None (the
+            default) streams when the runtime has a stream sink.
         options: provider-only request settings.
     """
 
@@ -53,7 +55,7 @@ class ModelPlanner:
         max_tokens: int = 1024,
         temperature: float | None = None,
         confirm: tuple[str, ...] = (),
-        stream: bool = False,
+        stream: bool | None = None,
         options: dict[str, Any] | None = None,
     ) -> None:
         self.model_id = model_id
@@ -96,8 +98,9 @@ class ModelPlanner:
             options=self.options,
         )
         client = input.model(self.model_id)
+        stream = input.live if self.stream is None else self.stream
         response = await (
-            self._streamed(client, request) if self.stream else client.complete(request)
+            self._streamed(client, request, input) if stream else client.complete(request)
         )
         usage = (
             ModelUsage(
@@ -124,9 +127,10 @@ class ModelPlanner:
         return PlanResult(tool_calls=calls, message=message, usage=usage)
 
     @staticmethod
-    async def _streamed(client: Any, request: ModelRequest) -> ModelResponse:
+    async def _streamed(client: Any, request: ModelRequest, input: PlanInput) -> ModelResponse:
         async for event in client.stream(request):
             if isinstance(event, StreamEnd):
                 response: ModelResponse = event.response
                 return response
+            await input.model_delta(event)
         raise ValueError("the model stream ended without a StreamEnd event")

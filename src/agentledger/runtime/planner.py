@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
-from agentledger.providers.model import ModelClient, ToolDefinition
+from agentledger.providers.model import ModelClient, ModelStreamEvent, ToolDefinition
 from agentledger.transcript import Message, TextPart, ToolUsePart
 
 __all__ = [
@@ -184,6 +184,7 @@ class PlanInput:
         load_messages: Callable[[], Awaitable[tuple[Message, ...]]],
         models: Callable[[str], ModelClient],
         confirm_tools: frozenset[str] = frozenset(),
+        deltas: Callable[[ModelStreamEvent], Awaitable[None]] | None = None,
     ) -> None:
         self.run = run
         self.tools = tools
@@ -194,6 +195,9 @@ class PlanInput:
         """Names of tools declared with ``confirm=True`` (calls need approval)."""
         self._load = load_messages
         self._models = models
+        self._deltas = deltas
+        self.live = deltas is not None
+        """Whether someone listens to model output as it arrives (the runtime has a stream)."""
         self._messages: asyncio.Future[tuple[Message, ...]] | None = None
 
     async def prepare_messages(self) -> tuple[Message, ...]:
@@ -201,6 +205,15 @@ class PlanInput:
         if self._messages is None:
             self._messages = asyncio.ensure_future(self._load())
         return await asyncio.shield(self._messages)
+
+    async def model_delta(self, event: ModelStreamEvent, /) -> None:
+        """Pass one streamed model event on to the run's stream, as a ``model_delta``.
+
+        Not a record: the assistant message is recorded once the turn is done.
+        A no-op when nobody listens (:attr:`live` is False) and for ``StreamEnd``.
+        """
+        if self._deltas is not None:
+            await self._deltas(event)
 
     def model(self, model_id: str) -> ModelClient:
         """The model client registered as ``model_id``.

@@ -60,6 +60,15 @@ class Registry:
             raise ValidationError(
                 field="agent.id", expected="an id not yet registered", got=agent.id
             )
+        for source in agent.tools:
+            if not isinstance(source, (str, Tool, Toolset, AgentTool)):
+                name = getattr(source, "__name__", type(source).__name__)
+                raise ValidationError(
+                    field=f"agent {agent.id}.tools",
+                    expected="a toolset name, Tool, Toolset or agent_tool "
+                    "(decorate an async function with @tool to make it a Tool)",
+                    got=name,
+                )
         self._agents[agent.id] = agent
 
     def add_toolset(self, toolset: Toolset) -> None:
@@ -87,6 +96,25 @@ class Registry:
                 field="model_id", expected="an id not yet registered", got=model_id
             )
         self._models[model_id] = client
+
+    def check(self, agent_id: str) -> None:
+        """Check that ``agent_id`` is registered and every agent's tools resolve.
+
+        Registration stays open (or closed) as it was.
+
+        Raises:
+            ValidationError: no such agent, or an unknown toolset or agent.
+        """
+        agents = self._resolved if self._resolved is not None else self._agents
+        if agent_id not in agents:
+            raise ValidationError(
+                field="agent_id",
+                expected=f"a registered agent ({sorted(agents)})",
+                got=agent_id,
+            )
+        if self._resolved is None:
+            for agent in self._agents.values():
+                self._resolve(agent)
 
     def close(self) -> None:
         """Resolve every agent's tools and refuse further registration (idempotent).

@@ -8,9 +8,10 @@ default); the runtime talks to it only through the ``Engine`` protocol.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from agentledger.engine.base import Engine
+from agentledger.engine.base import Activity, Engine
 from agentledger.engine.inprocess import InProcessEngine
 from agentledger.errors import RunNotActiveError, ValidationError
 from agentledger.memory.types import MemoryStore
@@ -23,6 +24,7 @@ from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
 from agentledger.runtime.tools import Toolset
 from agentledger.runtime.workflow import run_workflow
+from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import Store
 from agentledger.storage.types import RunStart, RunStatus, SessionStatus
@@ -30,6 +32,9 @@ from agentledger.transcript import Message
 from agentledger.transcript.replay import build_messages_from_run_log
 
 __all__ = ["Runtime"]
+
+_RESERVED_REASONS = frozenset({payloads.SESSION_ENDED, payloads.ENGINE_CANCELED})
+"""Reasons the runtime writes itself ([C2], [C3]); a caller cannot give them."""
 
 
 def _now_ms() -> datetime:
@@ -68,6 +73,8 @@ class Runtime:
         """Register an agent.
 
         Raises:
+            ValidationError: not an Agent, a duplicate id, or a tool that is not a
+                toolset name, ``Tool``, ``Toolset`` or ``agent_tool``.
             RegistrationClosedError: a run has already started.
         """
         self._registry.add_agent(agent)
@@ -85,25 +92,55 @@ class Runtime:
             self._registry.close()
             self.engine.bind(run_workflow, self._activities.table())
 
+    def activity_table(self) -> Mapping[str, Activity]:
+        """Close registration and return every activity by name: what a worker runs.
+
+        A worker process (e.g. a Temporal worker) registers these without
+        starting a run; the runtime's first run would close registration too.
+
+        Raises:
+            ValidationError: the registration does not resolve.
+        """
+        self._close_registration()
+        return self._activities.table()
+
     # ------------------------------------------------------------------- runs
 
     def agent_client(self, agent_id: str) -> AgentClient:
-        """A client for runs of ``agent_id`` (checked when the first run starts)."""
+        """A client for runs of ``agent_id``.
+
+        Raises:
+            ValidationError: no agent ``agent_id`` is registered, or the
+                registration does not resolve (an unknown toolset or agent).
+        """
         if not isinstance(agent_id, str) or not agent_id:
             raise ValidationError(field="agent_id", expected="a non-empty string", got=agent_id)
+        self._registry.check(agent_id)
         return AgentClient(self, agent_id)
 
     async def cancel_run(self, run_id: str, reason: str) -> None:
         """[C1] record the cancellation intent, then ask the engine to cancel the run.
 
         The run stops at its next safe point; its terminal record repeats
-        ``reason``. Asking again with the same reason is a no-op.
+        ``reason``. Asking again with the same reason is a no-op, also once
+        the run has ended canceled with it.
 
         Raises:
+            ValidationError: ``reason`` is empty or reserved (``session_ended``,
+                ``engine_canceled``); nothing is recorded and nothing canceled.
             RunNotActiveError: the run already ended.
             RunCancellationConflictError: another reason was recorded first.
         """
+        if not isinstance(reason, str) or not reason or reason in _RESERVED_REASONS:
+            raise ValidationError(
+                field="reason",
+                expected="a non-empty reason other than the reserved "
+                f"{sorted(_RESERVED_REASONS)} (an explicit cancel is recorded [C1])",
+                got=reason,
+            )
         meta = await self.store.load_run(run_id)
+        if meta.status is RunStatus.CANCELED and meta.cancellation_reason == reason:
+            return  # asked again after the first request already ended the run
         if meta.status is not RunStatus.RUNNING:
             raise RunNotActiveError(run_id=run_id, expected="running", got=meta.status.value)
         if meta.cancellation_reason != reason:

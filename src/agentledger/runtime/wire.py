@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from agentledger.runtime.checkpoint import RunCheckpoint
+from agentledger.runtime.checkpoint import Awaiting, RunCheckpoint
 from agentledger.runtime.planner import (
     Answer,
     PlanResult,
@@ -91,14 +91,6 @@ class RunInput(_Wire, frozen=True, kw_only=True):
         if self.parent_run_id:
             return "child" if self.session_id else "one_shot_child"
         return "root" if self.session_id else "one_shot"
-
-
-class Awaiting(_Wire, frozen=True, kw_only=True):
-    """What a suspended run waits for."""
-
-    kind: Literal["clarification", "confirmation", "external_tools"]
-    question: str = ""
-    calls: tuple[ToolCall, ...] = ()
 
 
 class RunOutput(_Wire, frozen=True, kw_only=True):

@@ -24,6 +24,14 @@ A run's records, in order::
     ...                                  more turns
     run_completed | run_suspended        complete_run [L7] / suspend_run [L6]
 
+A child run that suspends (an agent used as a tool waits for outside input)
+suspends its parent once the step's other calls are in: the parent keeps
+their results as records, and its checkpoint names the waiting children.
+The parent's continuation answers the first child by continuing it [K1]
+(under the continuation, as the child's new parent), then finishes the
+step with one user message holding every result, and plans on. A child
+that asks again suspends the parent's continuation again.
+
 Cancellation [C1]/[C3] reaches the loop at interruptible awaits and at the
 safe points between steps. Tool calls in flight are interrupted and get an
 error result, so every tool_use in the transcript has its tool_result; the
@@ -44,12 +52,16 @@ from agentledger.engine.base import (
     WorkflowCanceled,
     WorkflowContext,
 )
-from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
+from agentledger.runtime.checkpoint import (
+    CHECKPOINT_VERSION,
+    Awaiting,
+    ChildWait,
+    RunCheckpoint,
+)
 from agentledger.runtime.planner import (
     Answer,
     Await,
     AwaitClarification,
-    AwaitConfirmation,
     ModelUsage,
     PlanResult,
     RenderedPrompt,
@@ -68,7 +80,6 @@ from agentledger.runtime.wire import (
     AgentPlan,
     AppendRecordsInput,
     AppendRecordsOutput,
-    Awaiting,
     CompleteRunInput,
     CompleteRunOutput,
     PlanTurnInput,
@@ -113,6 +124,23 @@ class _Fail(Exception):
         self.failure = failure
 
 
+class _ChildrenWait(Exception):
+    """Child runs of a tool step suspended: the run suspends with the step's state."""
+
+    def __init__(
+        self,
+        calls: tuple[ToolCall, ...],
+        results: tuple[ToolOutcome, ...],
+        children: tuple[ChildWait, ...],
+        text: str,
+    ) -> None:
+        super().__init__(f"{len(children)} child run(s) wait for outside input")
+        self.calls = calls
+        self.results = results
+        self.children = children
+        self.text = text
+
+
 def _activity_failure(kind: str, error: ActivityFailed) -> Failure:
     return Failure(
         message=error.message, kind=kind, code=error.error_type, retryable=error.retryable
@@ -128,14 +156,6 @@ def _await_message(awaiting: Await) -> Message:
     if isinstance(awaiting, AwaitClarification):
         return Message(role="assistant", parts=(TextPart(text=awaiting.question),))
     return Message(role="assistant", parts=tuple(c.part() for c in awaiting.calls))
-
-
-def _awaiting(awaiting: Await) -> Awaiting:
-    if isinstance(awaiting, AwaitClarification):
-        return Awaiting(kind="clarification", question=awaiting.question)
-    if isinstance(awaiting, AwaitConfirmation):
-        return Awaiting(kind="confirmation", question=awaiting.prompt, calls=awaiting.calls)
-    return Awaiting(kind="external_tools", calls=awaiting.calls)
 
 
 class _Loop:
@@ -158,6 +178,7 @@ class _Loop:
         self.prompt: RenderedPrompt | None = None
         self.pending: tuple[ToolCall, ...] = ()  # tool uses recorded without results yet
         self.pending_step = ""
+        self.recorded: dict[str, ToolOutcome] = {}  # pending calls whose result is recorded
         self.session_ended = False
 
     # ------------------------------------------------------------------ helpers
@@ -215,8 +236,19 @@ class _Loop:
             return await self._end_failed(failed.failure)
         except ActivityFailed as e:
             return await self._end_failed(_activity_failure("activity_failed", e))
+        except Exception as e:  # a bug in this loop: end the run, the same on every engine
+            failure = Failure(
+                message=f"{type(e).__name__}: {e}", kind="workflow_error", code=type(e).__name__
+            )
+            return await self._end_failed(failure)
 
     async def _drive(self) -> RunOutput:
+        try:
+            return await self._prepare_and_plan()
+        except _ChildrenWait as waiting:
+            return await self._suspend_for_children(waiting)
+
+    async def _prepare_and_plan(self) -> RunOutput:
         continuation = bool(self.inp.predecessor_run_id)
         prep = await self.ctx.activity(
             PREPARE_RUN,
@@ -240,12 +272,16 @@ class _Loop:
             return await self._plan_loop(resume=False, results=(), answer=None)
         answer = self.inp.answer or Answer()
         results = await self._take_answer(prep.checkpoint, answer)
-        return await self._plan_loop(resume=True, results=results, answer=answer)
+        # a child's answer went to the child: this planner sees the step's results
+        mine = None if prep.checkpoint.kind == "child" else answer
+        return await self._plan_loop(resume=True, results=results, answer=mine)
 
     async def _take_answer(
         self, checkpoint: RunCheckpoint, answer: Answer
     ) -> tuple[ToolOutcome, ...]:
         """Put the outside input into the transcript: text, tool results, or run the calls."""
+        if checkpoint.kind == "child":
+            return await self._answer_child(checkpoint, answer)
         if checkpoint.kind == "clarification":
             reply = Message(role="user", parts=(TextPart(text=answer.text),))
             await self._append(
@@ -270,6 +306,33 @@ class _Loop:
         )
         await self._record_results("resume", calls, outcomes, answer.text)
         return outcomes
+
+    async def _answer_child(
+        self, checkpoint: RunCheckpoint, answer: Answer
+    ) -> tuple[ToolOutcome, ...]:
+        """Continue the first waiting child with ``answer``, then finish the suspended step."""
+        calls = checkpoint.calls
+        self.pending, self.pending_step = calls, "resume"
+        # recorded by the predecessor: the results message still needs them
+        self.recorded = {o.tool_call_id: o for o in checkpoint.results}
+        await self._append([RecordSpec.phase(Phase.PROMPTED)])
+        first, *rest = checkpoint.children
+        try:
+            outcome = await self._child(
+                first.call, first.agent_id, predecessor=first.run_id, answer=answer
+            )
+        except WorkflowCanceled:
+            outcome = None
+        except ChildFailed as e:
+            outcome = _interrupted(first.call, f"agent {first.call.name} failed: {e.message}")
+        waiting = {w.call.id: w for w in rest}
+        by_id: dict[str, ToolOutcome | ChildWait | None] = {
+            **self.recorded,
+            **waiting,
+            first.call.id: outcome,
+        }
+        outcomes = tuple(by_id[c.id] for c in calls)
+        return await self._settle("resume", calls, outcomes, checkpoint.text)
 
     async def _plan_loop(
         self, *, resume: bool, results: tuple[ToolOutcome, ...], answer: Answer | None
@@ -345,19 +408,50 @@ class _Loop:
             ]
         )
         outcomes = await asyncio.gather(*(self._call(c) for c in calls))
-        final = tuple(
-            o if o is not None else _interrupted(c) for c, o in zip(calls, outcomes, strict=True)
-        )
-        await self._record_results(step, calls, final, text)
-        if any(o is None for o in outcomes):
-            raise WorkflowCanceled()
-        return final
+        return await self._settle(step, calls, tuple(outcomes), text)
 
-    async def _call(self, call: ToolCall) -> ToolOutcome | None:
-        """One call's outcome; None when cancellation interrupted it."""
+    async def _settle(
+        self,
+        step: str,
+        calls: tuple[ToolCall, ...],
+        outcomes: tuple[ToolOutcome | ChildWait | None, ...],
+        text: str,
+    ) -> tuple[ToolOutcome, ...]:
+        """Record a finished step's results; or suspend for its waiting children.
+
+        Raises:
+            WorkflowCanceled: a call was interrupted (every call has its result).
+            _ChildrenWait: child runs wait for outside input (the other results
+                are recorded, the results message is not).
+        """
+        if any(o is None for o in outcomes):
+            final = tuple(
+                o if isinstance(o, ToolOutcome) else _interrupted(c)
+                for c, o in zip(calls, outcomes, strict=True)
+            )
+            await self._record_results(step, calls, final, text)
+            raise WorkflowCanceled()
+        children = tuple(o for o in outcomes if isinstance(o, ChildWait))
+        done = tuple(o for o in outcomes if isinstance(o, ToolOutcome))
+        if children:
+            fresh = [o for o in done if o.tool_call_id not in self.recorded]
+            by_id = {c.id: c for c in calls}
+            await self._append(
+                RecordSpec.result(
+                    step, o.tool_call_id, by_id[o.tool_call_id].name, o.content, o.is_error
+                )
+                for o in fresh
+            )
+            self.recorded.update((o.tool_call_id, o) for o in fresh)
+            raise _ChildrenWait(calls, done, children, text)
+        await self._record_results(step, calls, done, text)
+        return done
+
+    async def _call(self, call: ToolCall) -> ToolOutcome | ChildWait | None:
+        """One call's outcome; a waiting child; None when cancellation interrupted it."""
         try:
             if call.name in self.agent.agent_tools:
-                return await self._child(call)
+                return await self._child(call, self.agent.agent_tools[call.name])
             arg = ToolCallInput(run=self.run_start, turn_id=self.inp.turn_id, call=call)
             return await self.ctx.activity(TOOL_CALL, arg, ToolOutcome, interruptible=True)
         except WorkflowCanceled:
@@ -367,26 +461,46 @@ class _Loop:
         except ChildFailed as e:
             return _interrupted(call, f"agent {call.name} failed: {e.message}")
 
-    async def _child(self, call: ToolCall) -> ToolOutcome:
-        """Run the agent behind ``call`` as a child run; its final answer is the result."""
-        request = call.input.get("request")
-        if not isinstance(request, str) or not request:
-            return _interrupted(
-                call, f'invalid input for agent {call.name}: expected {{"request": "<text>"}}'
-            )
+    async def _child(
+        self,
+        call: ToolCall,
+        agent_id: str,
+        *,
+        predecessor: str = "",
+        answer: Answer | None = None,
+    ) -> ToolOutcome | ChildWait:
+        """Run the agent behind ``call`` as a child run; its final answer is the result.
+
+        With ``predecessor``, the child run continues that suspended child with
+        ``answer`` [K1]. A child that suspends comes back as a :class:`ChildWait`.
+        """
+        messages: tuple[Message, ...] = ()
+        if not predecessor:
+            request = call.input.get("request")
+            if not isinstance(request, str) or not request:
+                return _interrupted(
+                    call, f'invalid input for agent {call.name}: expected {{"request": "<text>"}}'
+                )
+            messages = (Message(role="user", parts=(TextPart(text=request),)),)
         child_id = f"{self.inp.run_id}.{call.id}"
         child = RunInput(
             run_id=child_id,
-            agent_id=self.agent.agent_tools[call.name],
+            agent_id=agent_id,
             session_id=self.inp.session_id,
             turn_id=self.inp.turn_id,
-            messages=(Message(role="user", parts=(TextPart(text=request),)),),
+            messages=messages,
             parent_run_id=self.inp.run_id,
             parent_agent_id=self.inp.agent_id,
             tool_name=call.name,
             tool_call_id=call.id,
+            predecessor_run_id=predecessor,
+            answer=answer,
         )
         out = await self.ctx.child(child_id, child, RunOutput)
+        if out.status is RunStatus.SUSPENDED and out.awaiting is not None:
+            return ChildWait(
+                call=call, run_id=out.run_id, agent_id=out.agent_id, awaiting=out.awaiting
+            )
         if out.status is RunStatus.COMPLETED:
             return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=out.text)
         if out.status is RunStatus.FAILED:
@@ -394,9 +508,7 @@ class _Loop:
             return _interrupted(call, f"agent {call.name} failed: {why}")
         if out.status is RunStatus.CANCELED:
             return _interrupted(call, f"agent {call.name} was canceled: {out.cancellation_reason}")
-        return _interrupted(
-            call, f"agent {call.name} is waiting for outside input and cannot answer"
-        )
+        return _interrupted(call, f"agent {call.name} suspended without saying why")
 
     async def _record_results(
         self,
@@ -405,7 +517,10 @@ class _Loop:
         outcomes: tuple[ToolOutcome, ...],
         text: str = "",
     ) -> None:
-        """Each result as a record, then one user message holding them all (then ``text``)."""
+        """Each result as a record, then one user message holding them all (then ``text``).
+
+        Results already recorded (``self.recorded``) are not written again.
+        """
         parts: list[TextPart | ToolResultPart] = [
             ToolResultPart(tool_use_id=o.tool_call_id, content=o.content, is_error=o.is_error)
             for o in outcomes
@@ -417,13 +532,14 @@ class _Loop:
                 *(
                     RecordSpec.result(step, c.id, c.name, o.content, o.is_error)
                     for c, o in zip(calls, outcomes, strict=True)
+                    if c.id not in self.recorded
                 ),
                 RecordSpec.appended(
                     f"{step}:tool_results", Message(role="user", parts=tuple(parts))
                 ),
             ]
         )
-        self.pending = ()
+        self.pending, self.recorded = (), {}
 
     async def _close_pending(self, text: str) -> None:
         """Give every unanswered tool_use an error result, so the transcript stays valid."""
@@ -433,7 +549,9 @@ class _Loop:
         # the terminal matters more; ensure_run_completion reports the rest [E2]
         with contextlib.suppress(ActivityFailed):
             await self._record_results(
-                self.pending_step, calls, tuple(_interrupted(c, text) for c in calls)
+                self.pending_step,
+                calls,
+                tuple(self.recorded.get(c.id) or _interrupted(c, text) for c in calls),
             )
 
     # ------------------------------------------------------------------ endings
@@ -450,7 +568,26 @@ class _Loop:
             run=self.run_start, turn_id=self.inp.turn_id, at=self.ctx.now(), checkpoint=checkpoint
         )
         await self.ctx.activity(SUSPEND_RUN, arg, type(None))
-        return self._output(RunStatus.SUSPENDED, awaiting=_awaiting(awaiting))
+        asked = Awaiting.of(awaiting, run_id=self.inp.run_id, agent_id=self.inp.agent_id)
+        return self._output(RunStatus.SUSPENDED, awaiting=asked)
+
+    async def _suspend_for_children(self, waiting: _ChildrenWait) -> RunOutput:
+        """Suspend because child runs wait; the first child's question is the run's."""
+        self._check_cancel()
+        checkpoint = RunCheckpoint(
+            version=CHECKPOINT_VERSION,
+            agent_id=self.inp.agent_id,
+            turn=self.turn,
+            children=waiting.children,
+            calls=waiting.calls,
+            results=waiting.results,
+            text=waiting.text,
+        )
+        arg = SuspendRunInput(
+            run=self.run_start, turn_id=self.inp.turn_id, at=self.ctx.now(), checkpoint=checkpoint
+        )
+        await self.ctx.activity(SUSPEND_RUN, arg, type(None))
+        return self._output(RunStatus.SUSPENDED, awaiting=waiting.children[0].awaiting)
 
     async def _complete(self, status: RunStatus, failure: Failure | None = None) -> str:
         arg = CompleteRunInput(

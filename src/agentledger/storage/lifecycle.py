@@ -328,6 +328,8 @@ def _check_predecessor(reader: StateReader, run: RunStart) -> RunRow | None:
             run_id=pred.run_id, expected=run.session_id, got=pred.session_id
         )
     for name in ("agent_id", "parent_run_id"):
+        if name == "parent_run_id" and _continues(reader, pred.parent_run_id, run.parent_run_id):
+            continue  # the parent suspended with its child; its continuation resumes it
         if getattr(pred, name) != getattr(run, name):
             raise RunConflictError(
                 run_id=run.run_id,
@@ -345,6 +347,22 @@ def _check_predecessor(reader: StateReader, run: RunStart) -> RunRow | None:
             got=run.run_id,
         )
     return pred
+
+
+def _continues(reader: StateReader, run_id: str, later: str) -> bool:
+    """Whether ``later`` is ``run_id`` or a continuation of it, through successors [K3].
+
+    A child that suspended suspended its parent; its own continuation then
+    runs under the parent's continuation, which counts as the same parent [K1].
+    """
+    seen: set[str] = set()
+    while run_id and later and run_id not in seen:
+        if run_id == later:
+            return True
+        seen.add(run_id)
+        row = reader.run(run_id)
+        run_id = row.successor_run_id if row is not None else ""
+    return False
 
 
 def _require_parent(reader: StateReader, run: RunStart) -> RunRow:

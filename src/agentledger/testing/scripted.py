@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-import msgspec
-
+from agentledger.providers._json import dumps
 from agentledger.providers.model import (
     ModelRequest,
     ModelResponse,
@@ -101,7 +100,5 @@ class ScriptedModel:
                     yield delta(index=index, text=part.text[start : start + self._chunk])
             elif isinstance(part, ToolUsePart):
                 yield ToolUseStart(index=index, id=part.id, name=part.name)
-                yield ToolInputDelta(
-                    index=index, partial_json=msgspec.json.encode(part.input).decode()
-                )
+                yield ToolInputDelta(index=index, partial_json=dumps(part.input))
         yield StreamEnd(response=response)

@@ -25,8 +25,9 @@ reorder or copy-and-fix their input.
 6. A `ToolResultPart` that answers no immediately preceding tool-use group is
    an error (including a second answer to an already answered call).
 7. Tool-use ids are non-empty (a part invariant) and unique across the transcript.
-8. A trailing assistant group with tool uses and no results yet is valid: the
-   run is waiting for those results.
+8. A trailing assistant group with tool uses and no results is an error (rule 5),
+   unless the caller passes ``allow_pending=True``: a run that is suspended, or
+   about to run those calls, legitimately waits for their results.
 """
 
 from __future__ import annotations
@@ -199,10 +200,14 @@ def _check_answer(index: int, message: Message, group_ids: list[str]) -> None:
         )
 
 
-def validate_planner_transcript(messages: Iterable[Message]) -> None:
+def validate_planner_transcript(
+    messages: Iterable[Message], *, allow_pending: bool = False
+) -> None:
     """Check that a planner can send this transcript to any provider ([T3], [T5]).
 
     The rules are listed in the module docstring. ``messages`` is only read.
+    ``allow_pending`` accepts a trailing tool-use group whose results are still
+    to come (a run waiting for them); every other rule holds regardless.
 
     Raises:
         TranscriptError: the first rule broken, with ``message_index``,
@@ -211,7 +216,9 @@ def validate_planner_transcript(messages: Iterable[Message]) -> None:
     seen: dict[str, int] = {}
     group_ids: list[str] = []
     system_allowed = True
+    last = -1
     for index, message in enumerate(messages):
+        last = index
         if not isinstance(message, Message):
             raise TranscriptError(
                 field=f"messages[{index}]", expected="a Message", got=message, message_index=index
@@ -250,6 +257,15 @@ def validate_planner_transcript(messages: Iterable[Message]) -> None:
                     tool_use_ids=ids,
                 )
         group_ids = []
+    if group_ids and not allow_pending:
+        raise TranscriptError(
+            field="messages",
+            expected="one user message with the results of the last tool-use group",
+            got="the end of the transcript",
+            message=f"the transcript ends with tool uses {group_ids} and no results for them",
+            message_index=last,
+            tool_use_ids=group_ids,
+        )
 
 
 def validate_bedrock(messages: Iterable[Message], thinking_enabled: bool) -> None:

@@ -111,3 +111,37 @@ def test_worker_help_lists_its_options() -> None:
     assert done.returncode == 0
     for option in ("--temporal", "--db", "--task-queue", "--app"):
         assert option in done.stdout
+
+
+def _worker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentledger", "worker", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_worker_help_shows_the_recovery_options() -> None:
+    """--sticky-timeout decides how soon another worker takes over a dead worker's runs:
+    --help shows it and says what recovery takes (issue 14, defect 7)."""
+    done = _worker("--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    for option in ("--sticky-timeout", "--max-concurrent-activities", "--grace"):
+        assert option in text
+    assert "recover" in text
+    assert "TemporalEngine(heartbeat_timeout" in text
+
+
+def test_worker_refuses_a_heartbeat_timeout_it_cannot_apply(tmp_path: Path) -> None:
+    """The heartbeat timeout of a run is the host's TemporalEngine(heartbeat_timeout=...);
+    the worker says so instead of silently ignoring --heartbeat-timeout."""
+    db = tmp_path / "never.db"
+    done = _worker("--temporal", "127.0.0.1:1", "--db", str(db), "--heartbeat-timeout", "5")
+    assert not db.exists()  # refused before anything is opened
+    assert done.returncode == 2
+    assert "TemporalEngine(heartbeat_timeout" in done.stderr
+    assert "Traceback" not in done.stderr

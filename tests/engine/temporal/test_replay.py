@@ -33,6 +33,8 @@ SCENARIOS = {
     "ended_session",
     "planner_failure",
     "failed_start",
+    "nested_suspension",
+    "loop_bug",
 }
 REGENERATE = "python -m tests.engine.temporal.histories.regenerate"
 

@@ -103,7 +103,6 @@ async def serve(
     task_queue: str,
     app: str = DEFAULT_APP,
     namespace: str = "default",
-    heartbeat_timeout: float = 30.0,
     grace: float = 10.0,
     max_concurrent_activities: int | None = None,
     sticky_timeout: float | None = None,
@@ -124,7 +123,9 @@ async def serve(
     store = await open_store(db)
     try:
         client = await connect(temporal, namespace=namespace)
-        engine = TemporalEngine(client, task_queue=task_queue, heartbeat_timeout=heartbeat_timeout)
+        # Runs take their activity options from the host that starts them; this
+        # engine only lets the worker's runtime register (it starts no runs).
+        engine = TemporalEngine(client, task_queue=task_queue)
         runtime = Runtime(store, engine=engine)
         done = setup(runtime)
         if inspect.isawaitable(done):
@@ -171,7 +172,6 @@ def _run(args: argparse.Namespace) -> int:
                 task_queue=args.task_queue,
                 app=args.app,
                 namespace=args.namespace,
-                heartbeat_timeout=args.heartbeat_timeout,
                 grace=args.grace,
                 max_concurrent_activities=args.max_concurrent_activities,
                 sticky_timeout=args.sticky_timeout,
@@ -190,6 +190,25 @@ def _run(args: argparse.Namespace) -> int:
     exit_now(code)
 
 
+_RECOVERY = (
+    "Recovery after a worker dies: a run whose workflow task was on it moves to another "
+    "worker after --sticky-timeout (default 10 s); an activity in flight on it is retried "
+    "elsewhere after the heartbeat timeout, which the host sets for the runs it starts "
+    "(TemporalEngine(heartbeat_timeout=...), default 30 s), not the worker. Runs recover "
+    "within the larger of the two."
+)
+
+
+class _MovedToHost(argparse.Action):
+    """``--heartbeat-timeout``: refused with where the setting lives now."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.error(
+            "--heartbeat-timeout: a run's heartbeat timeout is set by the host that starts it, "
+            "TemporalEngine(heartbeat_timeout=SECONDS); a worker cannot change it"
+        )
+
+
 def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``worker`` to the ``agentledger`` command's subparsers; returns its parser.
 
@@ -200,6 +219,7 @@ def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
         "worker",
         help="run a Temporal worker for agentledger runs",
         description="Run a Temporal worker for agentledger runs until SIGINT or SIGTERM.",
+        epilog=_RECOVERY,
     )
     parser.add_argument("--temporal", required=True, metavar="HOST:PORT", help="Temporal frontend")
     parser.add_argument(
@@ -219,11 +239,7 @@ def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--namespace", default="default", help="Temporal namespace")
     parser.add_argument(
-        "--heartbeat-timeout",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="an activity whose worker stops heartbeating this long is retried elsewhere",
+        "--heartbeat-timeout", action=_MovedToHost, nargs="?", help=argparse.SUPPRESS
     )
     parser.add_argument(
         "--grace",
@@ -233,10 +249,20 @@ def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
         help="on shutdown, how long activities in flight may finish",
     )
     parser.add_argument(
-        "--max-concurrent-activities", type=int, default=None, metavar="N", help=argparse.SUPPRESS
+        "--max-concurrent-activities",
+        type=int,
+        default=None,
+        metavar="N",
+        help="activities (planner turns, tool calls, store writes) this worker runs at once "
+        "(default: Temporal's, 100)",
     )
     parser.add_argument(
-        "--sticky-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS
+        "--sticky-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a run's next workflow task waits for this worker before any worker "
+        "may take it: the delay before a dead worker's runs move on (default: Temporal's, 10)",
     )
     parser.set_defaults(handler=_run)
     return parser

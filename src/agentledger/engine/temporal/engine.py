@@ -79,7 +79,8 @@ class TemporalEngine:
             the same policy the in-process engine uses.
         activity_timeout: seconds one activity attempt may run.
         heartbeat_timeout: seconds after which an attempt whose worker stopped
-            heartbeating is retried elsewhere.
+            heartbeating is retried elsewhere. It travels with each run this
+            engine starts (and its children): workers cannot change it.
         max_payload_bytes: the largest encoded workflow input or activity
             input; larger ones are refused (Temporal's own limit is 2 MiB).
     """

@@ -172,16 +172,6 @@ def activity_definitions(
     return [_wrap(name, fn, max_payload_bytes) for name, fn in activities.items()]
 
 
-def _runtime_activities(runtime: Runtime) -> Mapping[str, Activity]:
-    """Close the runtime's registration and take its activity table.
-
-    The runtime binds its engine when registration closes (at its first
-    run); a worker needs the same table without starting a run.
-    """
-    runtime._close_registration()
-    return runtime._activities.table()
-
-
 def create_worker(
     runtime: Runtime,
     client: Client,
@@ -225,7 +215,7 @@ def create_worker(
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
         activities=activity_definitions(
-            _runtime_activities(runtime), max_payload_bytes=max_payload_bytes
+            runtime.activity_table(), max_payload_bytes=max_payload_bytes
         ),
         **worker_options,
     )

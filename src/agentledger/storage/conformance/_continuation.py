@@ -173,6 +173,45 @@ class ContinuationConformance(ConformanceBase):
         assert (await other_store.load_run(first.run.run_id)).successor_run_id == again.run.run_id
         assert await _predecessor_in_log(other_store, again.run.run_id) == first.run.run_id
 
+    async def test_continuation_of_a_child_under_the_parents_continuation(
+        self, world: World, other_store: AdminStore
+    ) -> None:
+        """[K1] [K3] a child that suspended its parent is continued under the parent's
+        continuation (the same parent, one chain on), even two continuations on."""
+        sid = await world.session("s")
+        parent = await world.root("parent", session=sid)
+        first = world.run("first", session=sid, parent=parent.run.run_id, agent="helper")
+        await world.store.start_child_run(_child_cmd(first, parent))
+        await world.suspend(first, "cp-first")
+        await world.suspend(parent, "cp-parent")
+        parent2 = await world.root("parent2", session=sid, predecessor=parent.run.run_id)
+        await world.suspend(parent2, "cp-parent2")
+        parent3 = await world.root("parent3", session=sid, predecessor=parent2.run.run_id)
+        again = world.run(
+            "again",
+            session=sid,
+            parent=parent3.run.run_id,
+            agent="helper",
+            predecessor=first.run.run_id,
+        )
+        result = await world.store.start_child_run(_child_cmd(again, parent3))
+        assert result.started.inserted
+        assert (await other_store.load_run(first.run.run_id)).successor_run_id == again.run.run_id
+        assert (await other_store.load_run(again.run.run_id)).parent_run_id == parent3.run.run_id
+        stranger = await world.root("stranger", session=sid)  # not in the parent's chain
+        late = world.run(
+            "late",
+            session=sid,
+            parent=stranger.run.run_id,
+            agent="helper",
+            predecessor=again.run.run_id,
+        )
+        await world.suspend(again, "cp-again")
+        async with world.unchanged():
+            with pytest.raises(RunConflictError) as e:
+                await world.store.start_child_run(_child_cmd(late, stranger))
+        assert e.value.field == "predecessor.parent_run_id"
+
     # ------------------------------------------------------------ mismatches
 
     async def test_continuation_predecessor_missing(self, world: World) -> None:

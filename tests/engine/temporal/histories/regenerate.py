@@ -135,6 +135,45 @@ async def failed_start(client: Client, store: SQLiteStore, session: str) -> dict
     return {"root": handle.run_id}
 
 
+async def nested_suspension(client: Client, store: SQLiteStore, session: str) -> dict[str, str]:
+    from agentledger.runtime import ModelPlanner
+    from tests.runtime.test_nested import _Asker
+
+    boss = ScriptedModel(
+        [
+            tool_calls(
+                ("c1", "helper", {"request": "Where?"}), ("w1", "weather", {"city": "Oslo"})
+            ),
+            reply("Planned."),
+        ]
+    )
+
+    def setup(runtime: Runtime) -> None:
+        runtime.register_model("boss", boss)
+        runtime.register_agent(Agent("helper", _Asker("Which city?")))
+        runtime.register_agent(
+            Agent("boss", ModelPlanner("boss"), tools=[weather], agents=["helper"])
+        )
+
+    async with temporal_runtime(client, store, setup) as runtime:
+        first = await runtime.agent_client("boss").run(session, "Plan a trip")
+        second = await runtime.agent_client("boss").resume(session, first.run_id, "Rome")
+    return {
+        "suspended_parent": first.run_id,
+        "suspended_child": f"{first.run_id}.c1",
+        "resumed_parent": second.run_id,
+        "resumed_child": f"{second.run_id}.c1",
+    }
+
+
+async def loop_bug(client: Client, store: SQLiteStore, session: str) -> dict[str, str]:
+    from tests.runtime.test_failures import run_with_a_loop_bug
+
+    async with temporal_runtime(client, store, _chat(ScriptedModel([]))) as runtime:
+        out = await run_with_a_loop_bug(runtime, session)
+    return {"root": out.run_id}
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tool_loop": tool_loop,
     "child_run": child_run,
@@ -144,6 +183,8 @@ SCENARIOS: dict[str, Scenario] = {
     "ended_session": ended_session,
     "planner_failure": planner_failure,
     "failed_start": failed_start,
+    "nested_suspension": nested_suspension,
+    "loop_bug": loop_bug,
 }
 
 
