@@ -86,7 +86,8 @@ def test_readme_snippet_passes_in_a_fresh_project(tmp_path: Path, backend: str) 
     done = _pytest(project, "-rA", *select)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert " passed" in summary and "skipped" not in summary, summary
+    assert " passed" in summary, summary
+    assert "skipped" not in summary, summary
     assert "PASSED test_mystore.py::TestMyStore::test_state_machine" in done.stdout
     processes = "PASSED test_mystore.py::TestMyStore::test_races_across_processes" in done.stdout
     assert processes is (backend == "sqlite"), done.stdout[-4000:]
