@@ -43,6 +43,7 @@ PUBLIC = {
     "agentledger.storage.conformance": [
         "StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store",
     ],
+    "agentledger.sync": ["SyncStore", "open_postgres", "open_sqlite"],
     "agentledger.providers": [
         "AnthropicClient", "BedrockClient", "ModelClient", "ModelRequest", "ModelResponse",
         "ModelStreamEvent", "OpenAIChatClient", "OpenAIResponsesClient", "StopReason", "StreamEnd",
