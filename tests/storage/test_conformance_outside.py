@@ -53,7 +53,10 @@ class MyStore(MemoryStore):
 # The whole suite for the fast MemoryStore; for SQLite (a fresh file per test) the
 # tests that lean on what the snippet sets up: a sync test on the async fixture,
 # two handles, and processes opened by the opener.
-SELECT = {"sqlite": "state_machine or race", "memory": ""}
+SELECT = {
+    "sqlite": "state_machine or races_across_processes or test_race_identical_root_starts",
+    "memory": "",
+}
 # Appended after the snippet: fewer random sequences keep this test lean.
 TUNING = "\n\nTestMyStore.stateful_examples = 5\n"
 
