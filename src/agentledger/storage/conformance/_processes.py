@@ -31,7 +31,6 @@ from agentledger.errors import (
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._opener import StoreOpener
-from agentledger.storage.conformance._process_worker import encode_plays
 from agentledger.storage.conformance._world import AdminStore, World, run_log
 from agentledger.storage.types import RunStart, RunStatus
 
@@ -139,6 +138,9 @@ def _child_environment() -> dict[str, str]:
 
 
 async def _spawn(opener: StoreOpener, plays: list[tuple[str, Any]]) -> asyncio.subprocess.Process:
+    # Imported here, not above: the package must not import the module ``-m`` runs.
+    from agentledger.storage.conformance._process_worker import encode_plays
+
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", _WORKER, opener.encode(), encode_plays(plays),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=_child_environment(),
