@@ -96,16 +96,6 @@ def test_readme_snippet_passes_in_a_fresh_project(tmp_path: Path, backend: str) 
     assert processes is (backend == "sqlite"), done.stdout[-4000:]
 
 
-def test_a_broken_opener_fails_the_process_races(tmp_path: Path) -> None:
-    """Processes that open a different database each must not pass as one winner."""
-    project = _project(tmp_path, "sqlite")
-    test = project / "test_mystore.py"
-    test.write_text(test.read_text().replace('str(tmp_path / "ledger.db")', "':memory:'"))
-    done = _pytest(project, "-k", "test_races_across_processes")
-    assert done.returncode == 1, done.stdout[-4000:]
-    assert "1 failed" in done.stdout
-
-
 def test_import_without_pytest_names_the_extra(tmp_path: Path) -> None:
     """Without pytest, importing the suite is a ModuleNotFoundError with the install hint."""
     code = (
