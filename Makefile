@@ -1,6 +1,6 @@
 # Two commands on a fresh machine with only python3 and make:
 #   make demo   set up .venv and run the main job
-#   make test   set up .venv with the test extras and run ruff, mypy --strict and pytest
+#   make test   set up .venv with every extra and the test group, run ruff, mypy --strict, pytest
 VENV ?= .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
@@ -15,8 +15,10 @@ $(VENV)/.installed: pyproject.toml | $(UV)
 	$(UV) pip install --quiet --compile-bytecode --python $(PY) -e .
 	touch $@
 
+# The extras the tests exercise, and the test tools from the PEP 735 dependency group.
 $(VENV)/.installed-test: pyproject.toml | $(UV)
-	$(UV) pip install --quiet --compile-bytecode --python $(PY) -e '.[test]'
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) \
+		-e '.[all,conformance,temporal-dev]' --group test
 	touch $@
 
 demo: $(VENV)/.installed
@@ -31,6 +33,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/transcript_codec.py
 	$(PY) bench/sqlite_store.py
 	$(PY) bench/postgres_store.py
+	$(PY) bench/import_time.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

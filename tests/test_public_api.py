@@ -41,7 +41,16 @@ PUBLIC = {
         "TRANSCRIPT_APPENDED", "TRANSCRIPT_SEEDED", "CancellationIntent", "CancellationNote",
         "ChildRunLinked", "Failure", "RunCompleted", "RunStarted", "RunSuspended",
     ],
-    "agentledger.storage.conformance": ["StoreConformance", "StoreFactory", "World", "dump_store"],
+    "agentledger.storage.conformance": [
+        "StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store",
+    ],
+    "agentledger.sync": ["SyncStore", "open_postgres", "open_sqlite"],
+    "agentledger.providers": [
+        "AnthropicClient", "BedrockClient", "ModelClient", "ModelRequest", "ModelResponse",
+        "ModelStreamEvent", "OpenAIChatClient", "OpenAIResponsesClient", "StopReason", "StreamEnd",
+        "TextDelta", "ThinkingConfig", "ThinkingDelta", "ToolDefinition", "ToolInputDelta",
+        "ToolUseStart", "Usage", "client_from_environment",
+    ],
 }  # fmt: skip
 
 

