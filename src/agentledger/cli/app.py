@@ -151,9 +151,9 @@ class _Registry(click.Group):
 
 
 def _version() -> str:
-    from agentledger import __version__
+    import agentledger
 
-    return __version__
+    return str(agentledger.__version__)
 
 
 @click.group(
