@@ -57,6 +57,9 @@ _DELETE = (
 )
 
 
+_SCHEMA_LOCK = "agentledger_memory_events schema"
+
+
 def _enc_hook(value: Any) -> Any:
     if isinstance(value, JsonNumber):
         return msgspec.Raw(value.literal.encode("ascii"))
@@ -88,6 +91,11 @@ class PostgresMemory:
         try:
             conn = await psycopg.AsyncConnection.connect(dsn)
             async with conn.transaction():
+                # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the
+                # catalog (a unique violation): openers take turns.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_SCHEMA_LOCK,)
+                )
                 for statement in _SCHEMA:
                     await conn.execute(statement)
         except psycopg.OperationalError as e:
