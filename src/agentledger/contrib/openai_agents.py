@@ -26,14 +26,6 @@ import msgspec
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
-# Only the SDK's types are used, so importing it (seconds of start-up) is left to the
-# caller, who runs it anyway; a missing SDK still fails here, with the install hint.
-if importlib.util.find_spec("agents") is None:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "agentledger.contrib.openai_agents needs the OpenAI Agents SDK:"
-        " pip install 'agentledger[openai-agents]'"
-    )
-
 from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
 from agentledger.memory.types import FrameworkItem, MemoryEvent, MemoryStore
 from agentledger.providers import openai_responses
@@ -46,6 +38,22 @@ from agentledger.transcript import (
     TextPart,
     ToolResultPart,
 )
+
+
+# Only the SDK's types are used, so importing it (seconds of start-up) is left to the
+# caller, who runs it anyway; a missing SDK still fails here, with the install hint.
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+if not _installed("agents"):
+    raise ImportError(
+        "agentledger.contrib.openai_agents needs the OpenAI Agents SDK:"
+        " pip install 'agentledger[openai-agents]'"
+    )
 
 __all__ = ["FRAMEWORK", "MemorySession", "items_to_messages"]
 
