@@ -41,6 +41,9 @@ PUBLIC = {
         "ChildRunLinked", "Failure", "RunCompleted", "RunStarted", "RunSuspended",
     ],
     "agentledger.storage.conformance": ["StoreConformance", "StoreFactory", "World", "dump_store"],
+    "agentledger.contrib": [],
+    "agentledger.contrib.openai_agents": ["FRAMEWORK", "MemorySession", "items_to_messages"],
+    "agentledger.contrib.pydantic_ai": ["from_pydantic_ai", "to_pydantic_ai"],
 }  # fmt: skip
 
 

@@ -312,6 +312,13 @@ async def test_a_foreign_event_in_the_session_is_reported(memory: Any) -> None:
     assert ours[-1].framework == FRAMEWORK
 
 
+def test_it_is_an_agents_sdk_session() -> None:
+    """The SDK's runtime-checkable Session protocol recognises it."""
+    from agents.memory import Session
+
+    assert isinstance(MemorySession("chat", InMemoryMemory()), Session)
+
+
 def test_session_ids_must_be_given() -> None:
     with pytest.raises(ValidationError):
         MemorySession("", InMemoryMemory())
