@@ -467,3 +467,12 @@ def test_malformed_saved_fields_are_a_transcript_error() -> None:
     with pytest.raises(TranscriptError) as caught:
         to_pydantic_ai([wrong])
     assert caught.value.field == "messages[0].meta.pydantic_ai.message.no_such_field"
+
+    for saved in ({"items": 5}, {"items": "x"}, {"str": True}, {"item": {"ttl": "2h"}}):
+        meta = {"pydantic_ai": {"parts": {"0": saved}}}
+        parts = (TextPart(text="a"), CacheCheckpointPart())
+        if "item" in saved:
+            parts = (CacheCheckpointPart(),)
+        with pytest.raises(TranscriptError) as caught:
+            to_pydantic_ai([Message(role="user", parts=parts, meta=meta)])
+        assert caught.value.message_index == 0

@@ -288,7 +288,12 @@ def _user_item(m: int, p: int, part: Part, saved: Mapping[str, Any]) -> Any:
         return _image(part, saved)
     if isinstance(part, DocumentPart):
         return _document(m, p, part, saved)
-    return pai.CachePoint(ttl=saved.get("ttl", "5m"))
+    if isinstance(part, CacheCheckpointPart):
+        ttl = saved.get("ttl", "5m")
+        if ttl not in ("5m", "1h"):
+            raise _ours(m, p, part, f"its saved cache TTL {ttl!r} is not 5m or 1h")
+        return pai.CachePoint(ttl=ttl)
+    raise _ours(m, p, part, "a user prompt holds text, images, documents and cache points")
 
 
 class _Encoder:
@@ -355,12 +360,18 @@ class _Encoder:
                     while end < len(message.parts) and self.plain_content(message, ours, end):
                         end += 1
                 else:
-                    end = p + count
+                    end = p + count if type(count) is int and count > 0 else p
+                    if not all(isinstance(q, _USER_CONTENT) for q in message.parts[p:end]) or (
+                        end <= p or end > len(message.parts)
+                    ):
+                        raise _ours(m, p, part, f"its saved prompt of {count!r} parts does not fit")
                 items = [
                     _user_item(m, q, message.parts[q], ours.parts.get(str(q), {}).get("item", {}))
                     for q in range(p, end)
                 ]
                 as_str = len(items) == 1 and isinstance(items[0], str)
+                if saved.get("str", as_str) and not as_str:
+                    raise _ours(m, p, part, "it was saved as a text prompt but is not one text")
                 content = items[0] if saved.get("str", as_str) else items
                 prompt = pai.UserPromptPart(content, timestamp=self.stamp)
                 parts.append(_restore(prompt, saved.get("part", {}), where))
@@ -464,7 +475,15 @@ def to_pydantic_ai(
     """
     encoder = _Encoder(timestamp or datetime.now(UTC))
     for m, message in enumerate(messages):
-        encoder.message(m, message)
+        try:
+            encoder.message(m, message)
+        except pydantic.ValidationError as e:  # saved fields pydantic-ai refuses
+            raise TranscriptError(
+                field=f"messages[{m}].meta.{META}",
+                expected="pydantic-ai fields pydantic-ai accepts",
+                got=str(e),
+                message_index=m,
+            ) from e
     return encoder.out
 
 
