@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool
+from agents import (
+    Agent,
+    RunConfig,
+    Runner,
+    SQLiteSession,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.memory import SessionSettings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -90,6 +97,12 @@ async def memory(backend: Backend) -> AsyncIterator[Any]:
         yield handle
     finally:
         await close()
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing() -> None:
+    """The SDK exports traces to OpenAI unless told not to: never leave loopback."""
+    set_tracing_disabled(True)
 
 
 def fresh_id() -> str:
@@ -319,9 +332,12 @@ def test_it_is_an_agents_sdk_session() -> None:
     assert isinstance(MemorySession("chat", InMemoryMemory()), Session)
 
 
-def test_session_ids_must_be_given() -> None:
+async def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValidationError):
         MemorySession("", InMemoryMemory())
+    with pytest.raises(ValidationError) as caught:
+        await MemorySession("chat", InMemoryMemory()).get_items("3")  # type: ignore[arg-type]
+    assert caught.value.field == "limit"
 
 
 # ------------------------------------------------------------------ concurrent writers

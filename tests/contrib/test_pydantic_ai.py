@@ -476,3 +476,33 @@ def test_malformed_saved_fields_are_a_transcript_error() -> None:
         with pytest.raises(TranscriptError) as caught:
             to_pydantic_ai([Message(role="user", parts=parts, meta=meta)])
         assert caught.value.message_index == 0
+
+
+def test_a_legacy_retry_prompt_is_read_as_pydantic_ai_reads_it() -> None:
+    """The deprecated RetryPromptPart: a tool's is its call's retried result, else feedback."""
+    with pytest.warns(Warning, match="RetryPromptPart. is deprecated"):
+        for_tool = pai.RetryPromptPart("missing b", tool_name="add", tool_call_id="call-1")
+    with pytest.warns(Warning, match="RetryPromptPart. is deprecated"):
+        for_output = pai.RetryPromptPart("say it politely")
+    history = [
+        pai.ModelRequest(parts=[pai.UserPromptPart("add")]),
+        pai.ModelResponse(parts=[pai.ToolCallPart("add", {"a": 1}, "call-1")]),
+        pai.ModelRequest(parts=[for_tool]),
+        pai.ModelResponse(parts=[pai.TextPart("rude")]),
+        pai.ModelRequest(parts=[for_output]),
+    ]
+    transcript = from_pydantic_ai(history)
+    validate_planner_transcript(transcript)
+    assert transcript[2].parts == (
+        ToolResultPart(tool_use_id="call-1", content="missing b", is_error=True),
+    )
+    (feedback,) = transcript[4].parts
+    assert isinstance(feedback, TextPart)
+    assert "say it politely" in feedback.text
+    back = to_pydantic_ai(transcript)
+    (retried,) = back[2].parts
+    assert isinstance(retried, pai.ToolReturnPart)
+    assert (retried.outcome, retried.content) == ("retried", "missing b")
+    (again,) = back[4].parts
+    assert isinstance(again, pai.RetryFeedbackPart)
+    assert again.content == "say it politely"

@@ -134,7 +134,12 @@ class MemorySession:
 
         As the SDK's own sessions: ``limit=None`` falls back to
         ``session_settings.limit``, 0 returns nothing, a negative limit returns everything.
+
+        Raises:
+            ValidationError: ``limit`` is not None or an int.
         """
+        if limit is not None and (type(limit) is not int):
+            raise ValidationError(field="limit", expected="None or an int", got=limit)
         resolved = limit
         if resolved is None and self.session_settings is not None:
             resolved = self.session_settings.limit
