@@ -48,7 +48,8 @@ def _shared_part(role: str, part: Part, draw: st.DrawFn) -> Part:
         return TextPart(text=part.text)
     if isinstance(part, DocumentPart):
         if part.data is None and part.uri is None:
-            return DocumentPart(name=part.name, format=draw(st.sampled_from(_FORMATS)), data=b"%")
+            source = draw(st.sampled_from([{"data": b"%"}, {"uri": "s3://bucket/doc"}]))
+            return DocumentPart(name=part.name, format=draw(st.sampled_from(_FORMATS)), **source)
         return DocumentPart(
             name=part.name,
             format=part.format or "pdf",
@@ -57,6 +58,8 @@ def _shared_part(role: str, part: Part, draw: st.DrawFn) -> Part:
         )
     if role == "assistant" and isinstance(part, ImagePart) and part.data is None:
         return ImagePart(format=part.format, data=b"\x89PNG")
+    if role == "user" and isinstance(part, ImagePart) and draw(st.booleans()):
+        return ImagePart(format="gif", url="https://example.com/x")
     return part
 
 
