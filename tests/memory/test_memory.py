@@ -108,6 +108,7 @@ async def test_last_returns_the_latest_events_in_order(memory: MemoryStore) -> N
     await memory.append_events("agent", "run-1", *EVENTS)
     assert (await memory.load_run("agent", "run-1", last=2)).events == EVENTS[-2:]
     assert (await memory.load_run("agent", "run-1", last=0)).events == ()
+    assert (await memory.load_run("agent", "run-1", last=len(EVENTS) + 1)).events == EVENTS
     assert (await memory.load_run("agent", "run-1", last=99)).events == EVENTS
     assert (await memory.load_run("agent", "nothing", last=3)).events == ()
     for bad in (-1, 1.5, True):

@@ -46,7 +46,7 @@ class InMemoryMemory:
         with self._lock:
             events = tuple(self._runs.get((agent_id, run_id), {}).values())
         if last is not None:
-            events = events[len(events) - last :] if last else ()
+            events = events[max(len(events) - last, 0) :] if last else ()
         return Snapshot(agent_id=agent_id, run_id=run_id, events=events)
 
     async def pop_event(self, agent_id: str, run_id: str, /) -> MemoryEvent | None:
