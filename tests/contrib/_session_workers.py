@@ -17,13 +17,12 @@ from agentledger.memory import SQLiteMemory
 
 
 async def churn(session: MemorySession, writer: int, rounds: int) -> list[Any]:
-    """Add two items per round and pop one every other round; returns what was popped."""
+    """Add two items and pop one per round; returns what was popped."""
     popped: list[Any] = []
     for i in range(rounds):
         await session.add_items([{"w": writer, "i": 2 * i}, {"w": writer, "i": 2 * i + 1}])
-        if i % 2:
-            popped.append(await session.pop_item())
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.001)  # let the other writers in between our calls
+        popped.append(await session.pop_item())
     return popped
 
 
