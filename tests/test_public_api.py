@@ -51,6 +51,9 @@ PUBLIC = {
         "TextDelta", "ThinkingConfig", "ThinkingDelta", "ToolDefinition", "ToolInputDelta",
         "ToolUseStart", "Usage", "client_from_environment",
     ],
+    "agentledger.contrib": [],
+    "agentledger.contrib.openai_agents": ["FRAMEWORK", "MemorySession", "items_to_messages"],
+    "agentledger.contrib.pydantic_ai": ["from_pydantic_ai", "to_pydantic_ai"],
 }  # fmt: skip
 
 

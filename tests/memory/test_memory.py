@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agentledger.errors import RecordConflictError
+from agentledger.errors import RecordConflictError, ValidationError
 from agentledger.memory import (
     AssistantMessage,
+    FrameworkItem,
     InMemoryMemory,
     MemoryStore,
     PlannerNote,
@@ -32,6 +33,7 @@ EVENTS = (
     ToolResult(key="k4", timestamp=AT, tool_call_id="c1", content=[1, "two"], is_error=False),
     PlannerNote(key="k5", timestamp=AT, text="note", labels={"a": "b"}),
     AssistantMessage(key="k6", timestamp=AT, text="bye"),
+    FrameworkItem(key="k7", timestamp=AT, framework="f", item={"role": "user", "n": [1, BIG]}),
 )  # fmt: skip
 
 
@@ -99,3 +101,45 @@ async def test_sqlite_memory_shares_a_file_with_the_runtime_store(tmp_path: Path
         assert (await reopened.load_run("agent", "run-1")).events == EVENTS
     finally:
         await reopened.close()
+
+
+async def test_last_returns_the_latest_events_in_order(memory: MemoryStore) -> None:
+    """``load_run(last=n)`` is the tail of the run, still in append order; 0 is none."""
+    await memory.append_events("agent", "run-1", *EVENTS)
+    assert (await memory.load_run("agent", "run-1", last=2)).events == EVENTS[-2:]
+    assert (await memory.load_run("agent", "run-1", last=0)).events == ()
+    assert (await memory.load_run("agent", "run-1", last=len(EVENTS) + 1)).events == EVENTS
+    assert (await memory.load_run("agent", "run-1", last=99)).events == EVENTS
+    assert (await memory.load_run("agent", "nothing", last=3)).events == ()
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValidationError) as caught:
+            await memory.load_run("agent", "run-1", last=bad)  # type: ignore[arg-type]
+        assert caught.value.field == "last"
+
+
+async def test_pop_removes_the_latest_event_and_delete_empties_the_run(
+    memory: MemoryStore,
+) -> None:
+    """Pop returns and removes the last event (None when empty); delete counts what it removed."""
+    await memory.append_events("agent", "run-1", *EVENTS)
+    await memory.append_events("agent", "run-2", EVENTS[0])
+    assert await memory.pop_event("agent", "run-1") == EVENTS[-1]
+    assert await memory.pop_event("agent", "run-1") == EVENTS[-2]
+    assert (await memory.load_run("agent", "run-1")).events == EVENTS[:-2]
+    # an append after a pop goes after what is left, and the popped key can come back
+    await memory.append_events("agent", "run-1", EVENTS[-1])
+    assert (await memory.load_run("agent", "run-1")).events == (*EVENTS[:-2], EVENTS[-1])
+    assert await memory.delete_run("agent", "run-1") == len(EVENTS) - 1
+    assert await memory.delete_run("agent", "run-1") == 0
+    assert await memory.pop_event("agent", "run-1") is None
+    assert (await memory.load_run("agent", "run-1")).events == ()
+    assert (await memory.load_run("agent", "run-2")).events == (EVENTS[0],)
+
+
+async def test_a_conflicting_append_stores_none_of_its_events(memory: MemoryStore) -> None:
+    """All or nothing: a conflict anywhere in one append leaves the run unchanged."""
+    await memory.append_events("agent", "run-1", EVENTS[0])
+    changed = UserMessage(key="k1", timestamp=AT, turn_id="t", text="hello")
+    with pytest.raises(RecordConflictError):
+        await memory.append_events("agent", "run-1", EVENTS[1], changed)
+    assert (await memory.load_run("agent", "run-1")).events == (EVENTS[0],)

@@ -20,7 +20,8 @@ PUBLIC = {
         "WorkflowCanceled", "WorkflowContext", "WorkflowInfo", "WorkflowStatus",
     ],
     "agentledger.memory": [
-        "AssistantMessage", "InMemoryMemory", "MemoryEvent", "MemoryStore", "PlannerNote",
+        "AssistantMessage", "FrameworkItem", "InMemoryMemory", "MemoryEvent", "MemoryStore",
+        "PlannerNote",
         "SQLiteMemory", "Snapshot", "Thinking", "ToolCall", "ToolResult", "UserMessage",
     ],
     "agentledger.runtime.events": [

@@ -11,6 +11,7 @@ from agentledger.memory.inmemory import InMemoryMemory
 from agentledger.memory.sqlite import SQLiteMemory
 from agentledger.memory.types import (
     AssistantMessage,
+    FrameworkItem,
     MemoryEvent,
     MemoryStore,
     PlannerNote,
@@ -23,6 +24,7 @@ from agentledger.memory.types import (
 
 __all__ = [
     "AssistantMessage",
+    "FrameworkItem",
     "InMemoryMemory",
     "MemoryEvent",
     "MemoryStore",

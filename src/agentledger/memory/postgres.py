@@ -26,7 +26,7 @@ import asyncio
 import msgspec
 
 from agentledger.errors import RecordConflictError, TransientError
-from agentledger.memory.types import MemoryEvent, Snapshot
+from agentledger.memory.types import MemoryEvent, Snapshot, check_last
 from agentledger.transcript import JsonNumber
 
 __all__ = ["PostgresMemory"]
@@ -45,6 +45,21 @@ _SCHEMA = (
 )
 
 
+_POP = (
+    "DELETE FROM agentledger_memory_events"
+    " WHERE agent_id = %(agent)s AND run_id = %(run)s AND seq = ("
+    " SELECT MAX(seq) FROM agentledger_memory_events"
+    " WHERE agent_id = %(agent)s AND run_id = %(run)s) RETURNING payload"
+)
+_DELETE = (
+    "DELETE FROM agentledger_memory_events"
+    " WHERE agent_id = %(agent)s AND run_id = %(run)s RETURNING seq"
+)
+
+
+_SCHEMA_LOCK = "agentledger_memory_events schema"
+
+
 def _enc_hook(value: Any) -> Any:
     if isinstance(value, JsonNumber):
         return msgspec.Raw(value.literal.encode("ascii"))
@@ -58,7 +73,10 @@ _DECODER = msgspec.json.Decoder(MemoryEvent, float_hook=JsonNumber)
 class PostgresMemory:
     """A product-memory ``MemoryStore`` in PostgreSQL; open with :meth:`open`.
 
-    Each append is one transaction: all its events are stored, or none.
+    Each append, pop and delete is one transaction holding the run's advisory
+    lock, so writers in many processes (each with its own ``PostgresMemory``)
+    are serialised per run. One instance is one connection, used from one event
+    loop; threads each open their own.
     Connection trouble is a :class:`~agentledger.errors.TransientError`.
     """
 
@@ -73,6 +91,11 @@ class PostgresMemory:
         try:
             conn = await psycopg.AsyncConnection.connect(dsn)
             async with conn.transaction():
+                # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the
+                # catalog (a unique violation): openers take turns.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_SCHEMA_LOCK,)
+                )
                 for statement in _SCHEMA:
                     await conn.execute(statement)
         except psycopg.OperationalError as e:
@@ -90,11 +113,15 @@ class PostgresMemory:
         except psycopg.OperationalError as e:
             raise TransientError(str(e), operation="append_events") from e
 
-    async def _append(self, agent_id: str, run_id: str, events: tuple[MemoryEvent, ...]) -> None:
-        conn = self._conn
-        await conn.execute(
+    async def _lock_run(self, agent_id: str, run_id: str) -> None:
+        """Take the run's advisory lock for the rest of the transaction."""
+        await self._conn.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{agent_id}\x1f{run_id}",)
         )
+
+    async def _append(self, agent_id: str, run_id: str, events: tuple[MemoryEvent, ...]) -> None:
+        conn = self._conn
+        await self._lock_run(agent_id, run_id)
         cursor = await conn.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM agentledger_memory_events"
             " WHERE agent_id = %s AND run_id = %s",
@@ -126,17 +153,43 @@ class PostgresMemory:
                 (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload),
             )
 
-    async def load_run(self, agent_id: str, run_id: str, /) -> Snapshot:
+    async def load_run(self, agent_id: str, run_id: str, /, *, last: int | None = None) -> Snapshot:
+        check_last(last)
         try:
             async with self._lock:
-                cursor = await self._conn.execute(
-                    "SELECT payload FROM agentledger_memory_events"
-                    " WHERE agent_id = %s AND run_id = %s ORDER BY seq",
-                    (agent_id, run_id),
-                )
-                rows = await cursor.fetchall()
+                if last is None:
+                    cursor = await self._conn.execute(
+                        "SELECT payload FROM agentledger_memory_events"
+                        " WHERE agent_id = %s AND run_id = %s ORDER BY seq",
+                        (agent_id, run_id),
+                    )
+                    rows = await cursor.fetchall()
+                else:
+                    cursor = await self._conn.execute(
+                        "SELECT payload FROM agentledger_memory_events"
+                        " WHERE agent_id = %s AND run_id = %s ORDER BY seq DESC LIMIT %s",
+                        (agent_id, run_id, last),
+                    )
+                    rows = (await cursor.fetchall())[::-1]
                 await self._conn.rollback()
         except psycopg.OperationalError as e:
             raise TransientError(str(e), operation="load_run") from e
         events = tuple(_DECODER.decode(bytes(row[0])) for row in rows)
         return Snapshot(agent_id=agent_id, run_id=run_id, events=events)
+
+    async def _delete(self, sql: str, agent_id: str, run_id: str, operation: str) -> list[Any]:
+        """Run one DELETE ... RETURNING under the run's advisory lock."""
+        try:
+            async with self._lock, self._conn.transaction():
+                await self._lock_run(agent_id, run_id)
+                cursor = await self._conn.execute(sql, {"agent": agent_id, "run": run_id})
+                return await cursor.fetchall()
+        except psycopg.OperationalError as e:
+            raise TransientError(str(e), operation=operation) from e
+
+    async def pop_event(self, agent_id: str, run_id: str, /) -> MemoryEvent | None:
+        rows = await self._delete(_POP, agent_id, run_id, "pop_event")
+        return _DECODER.decode(bytes(rows[0][0])) if rows else None
+
+    async def delete_run(self, agent_id: str, run_id: str, /) -> int:
+        return len(await self._delete(_DELETE, agent_id, run_id, "delete_run"))

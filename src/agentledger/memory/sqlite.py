@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from agentledger.errors import RecordConflictError, TransientError, ValidationError
-from agentledger.memory.types import MemoryEvent, Snapshot
+from agentledger.memory.types import MemoryEvent, Snapshot, check_last
 from agentledger.transcript import JsonNumber
 
 __all__ = ["SQLiteMemory"]
@@ -36,6 +36,14 @@ _SCHEMA = (
 )
 
 
+_POP = (
+    "DELETE FROM agentledger_memory_events WHERE agent_id = ?1 AND run_id = ?2 AND seq = ("
+    " SELECT MAX(seq) FROM agentledger_memory_events WHERE agent_id = ?1 AND run_id = ?2)"
+    " RETURNING payload"
+)
+_DELETE = "DELETE FROM agentledger_memory_events WHERE agent_id = ? AND run_id = ? RETURNING seq"
+
+
 def _enc_hook(value: Any) -> Any:
     if isinstance(value, JsonNumber):
         return msgspec.Raw(value.literal.encode("ascii"))
@@ -49,8 +57,10 @@ _DECODER = msgspec.json.Decoder(MemoryEvent, float_hook=JsonNumber)
 class SQLiteMemory:
     """A product-memory ``MemoryStore`` in one SQLite file.
 
-    Open with :meth:`open`, close with :meth:`close`. Each append is one
-    transaction: all its events are stored, or none.
+    Open with :meth:`open`, close with :meth:`close`. Each append, pop and
+    delete is one ``BEGIN IMMEDIATE`` transaction, so writers in other threads
+    and processes (each with its own ``SQLiteMemory`` on the file, or threads
+    sharing one) are serialised by SQLite itself.
     """
 
     def __init__(self, conn: sqlite3.Connection, path: str) -> None:
@@ -124,18 +134,53 @@ class SQLiteMemory:
         except sqlite3.OperationalError as e:
             raise TransientError(str(e), operation="append_events") from e
 
-    def _load(self, agent_id: str, run_id: str) -> Snapshot:
+    def _load(self, agent_id: str, run_id: str, last: int | None) -> Snapshot:
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT payload FROM agentledger_memory_events"
-                " WHERE agent_id = ? AND run_id = ? ORDER BY seq",
-                (agent_id, run_id),
-            ).fetchall()
+            if last is None:
+                rows = self._conn.execute(
+                    "SELECT payload FROM agentledger_memory_events"
+                    " WHERE agent_id = ? AND run_id = ? ORDER BY seq",
+                    (agent_id, run_id),
+                ).fetchall()
+            else:
+                rows = self._conn.execute(
+                    "SELECT payload FROM agentledger_memory_events"
+                    " WHERE agent_id = ? AND run_id = ? ORDER BY seq DESC LIMIT ?",
+                    (agent_id, run_id, last),
+                ).fetchall()[::-1]
         events = tuple(_DECODER.decode(row[0]) for row in rows)
         return Snapshot(agent_id=agent_id, run_id=run_id, events=events)
 
-    async def load_run(self, agent_id: str, run_id: str, /) -> Snapshot:
+    async def load_run(self, agent_id: str, run_id: str, /, *, last: int | None = None) -> Snapshot:
+        check_last(last)
         try:
-            return await asyncio.to_thread(self._load, agent_id, run_id)
+            return await asyncio.to_thread(self._load, agent_id, run_id, last)
         except sqlite3.OperationalError as e:
             raise TransientError(str(e), operation="load_run") from e
+
+    def _write(self, sql: str, agent_id: str, run_id: str) -> list[Any]:
+        """Run one DELETE ... RETURNING in its own immediate transaction."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(sql, (agent_id, run_id)).fetchall()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return rows
+
+    async def pop_event(self, agent_id: str, run_id: str, /) -> MemoryEvent | None:
+        try:
+            rows = await asyncio.to_thread(self._write, _POP, agent_id, run_id)
+        except sqlite3.OperationalError as e:
+            raise TransientError(str(e), operation="pop_event") from e
+        return _DECODER.decode(rows[0][0]) if rows else None
+
+    async def delete_run(self, agent_id: str, run_id: str, /) -> int:
+        try:
+            rows = await asyncio.to_thread(self._write, _DELETE, agent_id, run_id)
+        except sqlite3.OperationalError as e:
+            raise TransientError(str(e), operation="delete_run") from e
+        return len(rows)

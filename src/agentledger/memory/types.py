@@ -14,8 +14,11 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
+from agentledger.errors import ValidationError
+
 __all__ = [
     "AssistantMessage",
+    "FrameworkItem",
     "MemoryEvent",
     "MemoryStore",
     "PlannerNote",
@@ -78,8 +81,20 @@ class Thinking(_Event, frozen=True, kw_only=True, tag="thinking"):
     text: str
 
 
+class FrameworkItem(_Event, frozen=True, kw_only=True, tag="framework_item"):
+    """An item in another agent framework's own format, kept verbatim.
+
+    For adapters (``agentledger.contrib``) whose framework owns the item shape,
+    e.g. an OpenAI Agents SDK session item: storing it as written is the only
+    way to hand it back exactly. ``framework`` names the format.
+    """
+
+    framework: str
+    item: dict[str, Any]
+
+
 MemoryEvent: TypeAlias = (
-    UserMessage | AssistantMessage | ToolCall | ToolResult | PlannerNote | Thinking
+    UserMessage | AssistantMessage | ToolCall | ToolResult | PlannerNote | Thinking | FrameworkItem
 )
 """Any product-memory event (tagged by ``type`` in JSON)."""
 
@@ -90,6 +105,12 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     agent_id: str
     run_id: str
     events: tuple[MemoryEvent, ...]
+
+
+def check_last(last: int | None) -> None:
+    """Refuse a ``last`` that is not None or an int >= 0 (shared by every backend)."""
+    if last is not None and (type(last) is not int or last < 0):
+        raise ValidationError(field="last", expected="None or an int >= 0", got=last)
 
 
 @runtime_checkable
@@ -110,6 +131,23 @@ class MemoryStore(Protocol):
         """
         ...
 
-    async def load_run(self, agent_id: str, run_id: str, /) -> Snapshot:
-        """The run's events in append order (none if nothing was stored)."""
+    async def load_run(self, agent_id: str, run_id: str, /, *, last: int | None = None) -> Snapshot:
+        """The run's events in append order (none if nothing was stored).
+
+        With ``last``, only the latest ``last`` events (still in append order).
+
+        Raises:
+            ValidationError: ``last`` is negative.
+        """
+        ...
+
+    async def pop_event(self, agent_id: str, run_id: str, /) -> MemoryEvent | None:
+        """Remove and return the run's latest event (None if it has none).
+
+        Atomic: concurrent callers never receive the same event.
+        """
+        ...
+
+    async def delete_run(self, agent_id: str, run_id: str, /) -> int:
+        """Delete every event of the run; returns how many were deleted."""
         ...

@@ -1,0 +1,289 @@
+"""An OpenAI Agents SDK ``Session`` on agentledger product memory (DESIGN section 13).
+
+``MemorySession(session_id, memory)`` keeps a conversation's items in any
+product-memory backend (`~agentledger.memory.InMemoryMemory`,
+`~agentledger.memory.SQLiteMemory`, ``PostgresMemory``), each item one
+`~agentledger.memory.FrameworkItem` under ``(agent_id, session_id)``. Items come
+back exactly as they were added (fresh copies: floats as floats, nothing
+reordered); one ``add_items`` call is one transaction, and ``pop_item`` is an
+atomic delete in the backend, so concurrent writers on one session, in threads
+or processes, lose nothing, duplicate nothing, and never pop the same item
+twice. `items_to_messages` reads the items back as a transcript.
+
+Needs the SDK: ``pip install 'agentledger[openai-agents]'``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from agents.memory import SessionSettings
+
+from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
+from agentledger.memory.types import FrameworkItem, MemoryEvent, MemoryStore
+from agentledger.providers import openai_responses
+from agentledger.providers._json import b64decode
+from agentledger.transcript import (
+    ImagePart,
+    JsonNumber,
+    Message,
+    Part,
+    TextPart,
+    ToolResultPart,
+)
+
+
+# Only the SDK's types are used, so importing it (seconds of start-up) is left to the
+# caller, who runs it anyway; a missing SDK still fails here, with the install hint.
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+if not _installed("agents"):
+    raise ImportError(
+        "agentledger.contrib.openai_agents needs the OpenAI Agents SDK:"
+        " pip install 'agentledger[openai-agents]'"
+    )
+
+__all__ = ["FRAMEWORK", "MemorySession", "items_to_messages"]
+
+FRAMEWORK = "openai-agents"
+"""The ``framework`` of the `FrameworkItem`\\ s a `MemorySession` stores."""
+
+
+def _enc_hook(value: Any) -> Any:
+    if isinstance(value, JsonNumber):  # how SQL backends hand back a stored float
+        return msgspec.Raw(value.literal.encode("ascii"))
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
+
+
+def _copy(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A fresh plain copy of a JSON object, every fractional number a float."""
+    copied: dict[str, Any] = msgspec.json.decode(_ENCODER.encode(item))
+    return copied
+
+
+def _checked(index: int, item: object) -> dict[str, Any]:
+    """A plain copy of ``item``, refused unless it reads back equal (JSON, nothing changed)."""
+    if not isinstance(item, Mapping):
+        raise ValidationError(field=f"items[{index}]", expected="a JSON object (dict)", got=item)
+    try:
+        copied = _copy(item)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValidationError(field=f"items[{index}]", expected="plain JSON", got=item) from e
+    if copied != item:  # a tuple, NaN, a non-str key... would not come back as written
+        raise ValidationError(
+            field=f"items[{index}]", expected="JSON that reads back unchanged", got=item
+        )
+    return copied
+
+
+class MemorySession:
+    """An OpenAI Agents SDK session (the ``agents.memory.Session`` protocol) on product memory.
+
+    Pass it as ``Runner.run(agent, input, session=MemorySession("chat-1", memory))``.
+    The session's items live in ``memory`` under ``(agent_id, session_id)``;
+    the memory stays the caller's to open and close.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        memory: MemoryStore,
+        *,
+        agent_id: str = FRAMEWORK,
+        session_settings: SessionSettings | None = None,
+    ) -> None:
+        """Keep the items of ``session_id`` in ``memory`` (``session_settings`` as in the SDK).
+
+        Raises:
+            ValidationError: ``session_id`` or ``agent_id`` is empty.
+        """
+        for name, value in (("session_id", session_id), ("agent_id", agent_id)):
+            if not isinstance(value, str) or not value:
+                raise ValidationError(field=name, expected="a non-empty str", got=value)
+        self.session_id = session_id
+        self.agent_id = agent_id
+        self.memory = memory
+        self.session_settings = session_settings
+
+    def _item(self, event: MemoryEvent) -> dict[str, Any]:
+        if not isinstance(event, FrameworkItem) or event.framework != FRAMEWORK:
+            raise CorruptRecordError(
+                run_id=self.session_id,
+                record_id=event.key,
+                reason=f"expected a {FRAMEWORK} item, found a {event.__struct_config__.tag} event",
+            )
+        return _copy(event.item)
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The session's items, oldest first; with ``limit``, only the latest ``limit``.
+
+        As the SDK's own sessions: ``limit=None`` falls back to
+        ``session_settings.limit``, 0 returns nothing, a negative limit returns everything.
+
+        Raises:
+            ValidationError: ``limit`` is not None or an int.
+        """
+        if limit is not None and (type(limit) is not int):
+            raise ValidationError(field="limit", expected="None or an int", got=limit)
+        resolved = limit
+        if resolved is None and self.session_settings is not None:
+            resolved = self.session_settings.limit
+        if resolved == 0:
+            return []
+        last = resolved if resolved is not None and resolved > 0 else None
+        snapshot = await self.memory.load_run(self.agent_id, self.session_id, last=last)
+        return [self._item(event) for event in snapshot.events]
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append ``items`` in order, all in one transaction.
+
+        Raises:
+            ValidationError: an item is not plain JSON that reads back unchanged
+                (nothing is stored then).
+        """
+        if not items:
+            return
+        now = datetime.now(UTC)
+        events = [
+            FrameworkItem(
+                key=uuid.uuid4().hex, timestamp=now, framework=FRAMEWORK, item=_checked(i, item)
+            )
+            for i, item in enumerate(items)
+        ]
+        await self.memory.append_events(self.agent_id, self.session_id, *events)
+
+    async def pop_item(self) -> Any | None:
+        """Remove and return the latest item (None if the session is empty)."""
+        event = await self.memory.pop_event(self.agent_id, self.session_id)
+        return None if event is None else self._item(event)
+
+    async def clear_session(self) -> None:
+        """Delete every item of the session."""
+        await self.memory.delete_run(self.agent_id, self.session_id)
+
+    async def messages(self) -> list[Message]:
+        """The session's items read back as a transcript (see `items_to_messages`)."""
+        return items_to_messages(await self.get_items(-1))
+
+
+_ASSISTANT_OUTPUT = frozenset(("reasoning", "function_call"))
+_IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
+
+
+def _unsupported(index: int, field: str, expected: str, got: object) -> TranscriptError:
+    return TranscriptError(
+        field=f"items[{index}].{field}",
+        expected=expected,
+        got=got,
+        message=f"items[{index}]: the transcript view has no part for {field}={got!r}",
+    )
+
+
+def _image(index: int, content: Mapping[str, Any]) -> ImagePart:
+    url = content.get("image_url")
+    if not isinstance(url, str) or not url.startswith("data:"):
+        raise _unsupported(index, "content.image_url", "an inline data: URL", url)
+    header, _, data = url[5:].partition(",")
+    media_type, _, encoding = header.partition(";")
+    image_format = _IMAGE_TYPES.get(media_type)
+    if image_format is None or encoding != "base64":
+        raise _unsupported(index, "content.image_url", "base64 png, jpeg, gif or webp", header)
+    return ImagePart(format=image_format, data=b64decode(data))  # type: ignore[arg-type]
+
+
+def _user_parts(index: int, content: object) -> list[Part]:
+    if isinstance(content, str):
+        return [TextPart(text=content)]
+    if not isinstance(content, list):
+        raise _unsupported(index, "content", "text or a list of input content", content)
+    parts: list[Part] = []
+    for piece in content:
+        kind = piece.get("type") if isinstance(piece, Mapping) else None
+        if kind in ("input_text", "output_text"):
+            parts.append(TextPart(text=piece["text"]))
+        elif kind == "input_image":
+            parts.append(_image(index, piece))
+        else:
+            raise _unsupported(index, "content.type", "input_text or input_image", kind)
+    return parts
+
+
+def _assistant_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An assistant message item in the Responses output shape (easy messages hold a str)."""
+    if item.get("type") == "message":
+        return dict(item)
+    content = item.get("content")
+    if isinstance(content, str):
+        content = [{"type": "output_text", "text": content}]
+    return {"type": "message", "role": "assistant", "content": content}
+
+
+def items_to_messages(items: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Read OpenAI Agents SDK session items as agentledger `Message`\\ s, in order.
+
+    Consecutive model output (reasoning, assistant messages, function calls)
+    becomes one assistant message, decoded as agentledger decodes a Responses
+    API answer; function-call outputs become the tool results of the user
+    message that follows, with any user input right after them; system and
+    developer messages become system messages. The result is the transcript the
+    conversation was, ready for `~agentledger.transcript.validate_planner_transcript`.
+
+    Raises:
+        TranscriptError: an item the transcript has no part for (e.g. a hosted
+            tool call), named by its index.
+    """
+    messages: list[Message] = []
+    output: list[dict[str, Any]] = []
+    results: list[Part] = []
+
+    def flush_output() -> None:
+        if output:
+            response = openai_responses.decode({"status": "completed", "output": list(output)})
+            messages.append(response.message)
+            output.clear()
+
+    def flush_results(extra: Sequence[Part] = ()) -> None:
+        if results or extra:
+            messages.append(Message(role="user", parts=(*results, *extra)))
+            results.clear()
+
+    for index, item in enumerate(items):
+        kind = item.get("type", "message")
+        role = item.get("role")
+        if kind in _ASSISTANT_OUTPUT or (kind == "message" and role == "assistant"):
+            flush_results()
+            output.append(dict(item) if kind != "message" else _assistant_item(item))
+        elif kind == "function_call_output":
+            flush_output()
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id or "output" not in item:
+                raise _unsupported(index, "call_id", "a function call output with an id", call_id)
+            results.append(ToolResultPart(tool_use_id=call_id, content=item["output"]))
+        elif kind == "message" and role == "user":
+            flush_output()
+            flush_results(_user_parts(index, item.get("content")))
+        elif kind == "message" and role in ("system", "developer"):
+            flush_output()
+            flush_results()
+            parts = tuple(_user_parts(index, item.get("content")))
+            messages.append(Message(role="system", parts=parts))
+        else:
+            raise _unsupported(index, "type", "a message, reasoning or function call item", kind)
+    flush_output()
+    flush_results()
+    return messages

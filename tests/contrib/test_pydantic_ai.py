@@ -1,0 +1,511 @@
+"""pydantic-ai message history <-> transcripts: lossless both ways, loud where it cannot be.
+
+Property tests draw transcripts from ``tests/transcript/strategies.py`` (moved
+into the part kinds both sides have); real ``Agent`` runs with pydantic-ai's
+``FunctionModel`` and ``TestModel`` provide histories as pydantic-ai writes them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai import messages as pai
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+from agentledger.contrib.pydantic_ai import from_pydantic_ai, to_pydantic_ai
+from agentledger.errors import TranscriptError
+from agentledger.transcript import (
+    CacheCheckpointPart,
+    Citation,
+    CitationsPart,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+    validate_planner_transcript,
+)
+from tests.transcript import strategies as ts
+
+AT = datetime(2026, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+_FORMATS = ("pdf", "csv", "docx", "html", "txt", "md")
+
+
+def _shared_part(role: str, part: Part, draw: st.DrawFn) -> Part:
+    """``part`` moved into what both sides carry (same kind wherever one exists)."""
+    if isinstance(part, ThinkingPart) and part.redacted:
+        return ThinkingPart(signature=part.signature or "sig", index=part.index, final=part.final)
+    if isinstance(part, CitationsPart):
+        return TextPart(text=part.text)
+    if isinstance(part, DocumentPart):
+        if part.data is None and part.uri is None:
+            source = draw(st.sampled_from([{"data": b"%"}, {"uri": "s3://bucket/doc"}]))
+            return DocumentPart(name=part.name, format=draw(st.sampled_from(_FORMATS)), **source)
+        return DocumentPart(
+            name=part.name,
+            format=part.format or "pdf",
+            data=part.data,
+            uri=part.uri,
+        )
+    if role == "assistant" and isinstance(part, ImagePart) and part.data is None:
+        return ImagePart(format=part.format, data=b"\x89PNG")
+    if role == "user" and isinstance(part, ImagePart) and draw(st.booleans()):
+        return ImagePart(format="gif", url="https://example.com/x")
+    return part
+
+
+@st.composite
+def shared_transcripts(draw: st.DrawFn) -> list[Message]:
+    """Valid planner transcripts of parts both sides carry, with thinking in any index/final
+    state, tool inputs and results of any JSON (exact numbers included), and foreign meta."""
+    transcript = draw(ts.planner_transcripts())
+    out: list[Message] = []
+    for message in transcript:
+        parts = tuple(_shared_part(message.role, part, draw) for part in message.parts)
+        if message.role == "assistant":
+            parts = tuple(
+                draw(
+                    st.builds(
+                        ThinkingPart,
+                        text=st.just(p.text),
+                        signature=st.just(p.signature),
+                        index=st.integers(0, 5),
+                        final=st.booleans(),
+                    )
+                )
+                if isinstance(p, ThinkingPart)
+                else ToolUsePart(
+                    id=p.id,
+                    name=p.name,
+                    input=draw(ts.json_objects),
+                    thought_signature=draw(ts.texts),
+                )
+                if isinstance(p, ToolUsePart)
+                else p
+                for p in parts
+            )
+            parts = tuple(p for p in parts if not isinstance(p, CacheCheckpointPart))
+            if draw(st.booleans()):  # a generated image, after any thinking, before any call
+                at = sum(isinstance(p, ThinkingPart) for p in parts)
+                parts = (*parts[:at], ImagePart(format="webp", data=b"RIFF"), *parts[at:])
+        if message.role == "user":
+            parts = tuple(
+                ToolResultPart(
+                    tool_use_id=p.tool_use_id, content=draw(ts.json_values), is_error=p.is_error
+                )
+                if isinstance(p, ToolResultPart)
+                else p
+                for p in parts
+            )
+        meta = draw(st.none() | st.dictionaries(st.sampled_from(["openai", "x"]), ts.json_objects))
+        out.append(Message(role=message.role, parts=parts, meta=meta or None))
+    validate_planner_transcript(out)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(transcript=shared_transcripts())
+def test_transcripts_survive_pydantic_ai_unchanged(transcript: list[Message]) -> None:
+    """Transcript -> pydantic-ai -> transcript is the identity on the shared subset."""
+    history = to_pydantic_ai(transcript, timestamp=AT)
+    assert from_pydantic_ai(history, timestamps=False) == transcript
+    # and the way pydantic-ai -> transcript -> pydantic-ai is exact too, timestamps included
+    assert to_pydantic_ai(from_pydantic_ai(history)) == history
+
+
+@settings(max_examples=25, deadline=None)
+@given(transcript=shared_transcripts())
+def test_history_survives_pydantic_ai_serialisation(transcript: list[Message]) -> None:
+    """The history is pydantic-ai's own: it dumps and loads with ModelMessagesTypeAdapter."""
+    history = to_pydantic_ai(transcript, timestamp=AT)
+    loaded = pai.ModelMessagesTypeAdapter.validate_json(
+        pai.ModelMessagesTypeAdapter.dump_json(history)
+    )
+    again = from_pydantic_ai(loaded, timestamps=False)
+    assert [m.role for m in again] == [m.role for m in transcript]
+    assert [[p.__struct_config__.tag for p in m.parts] for m in again] == [
+        [p.__struct_config__.tag for p in m.parts] for m in transcript
+    ]
+
+
+def test_the_mapping_part_for_part() -> None:
+    """Each shared kind lands on its pydantic-ai counterpart, ids and signatures kept."""
+    transcript = [
+        Message(role="system", parts=(TextPart(text="be brief"),)),
+        Message(
+            role="user",
+            parts=(
+                TextPart(text="look"),
+                ImagePart(format="png", data=b"\x89PNG"),
+                ImagePart(format="jpeg", url="https://example.com/a.jpg"),
+                DocumentPart(name="report", format="pdf", data=b"%PDF"),
+                DocumentPart(name="sheet", format="csv", uri="https://example.com/s.csv"),
+                CacheCheckpointPart(),
+            ),
+        ),
+        Message(
+            role="assistant",
+            parts=(
+                ThinkingPart(text="plan", signature="sig-1", index=0, final=True),
+                TextPart(text="calling"),
+                ToolUsePart(id="call-1", name="lookup", input={"q": "x"}),
+            ),
+        ),
+        Message(
+            role="user",
+            parts=(ToolResultPart(tool_use_id="call-1", content="boom", is_error=True),),
+        ),
+    ]
+    system, user, response, result = to_pydantic_ai(transcript, timestamp=AT)
+    assert system == pai.ModelRequest(parts=[pai.SystemPromptPart("be brief", timestamp=AT)])
+    (prompt,) = user.parts
+    assert isinstance(prompt, pai.UserPromptPart)
+    text, image, url, pdf, sheet, cache = prompt.content
+    assert text == "look"
+    assert image == pai.BinaryContent(b"\x89PNG", media_type="image/png")
+    assert url == pai.ImageUrl("https://example.com/a.jpg", media_type="image/jpeg")
+    assert (pdf.data, pdf.media_type, pdf.identifier) == (b"%PDF", "application/pdf", "report")
+    assert (sheet.url, sheet.media_type, sheet.identifier) == (
+        "https://example.com/s.csv",
+        "text/csv",
+        "sheet",
+    )
+    assert cache == pai.CachePoint()
+    assert isinstance(response, pai.ModelResponse)
+    assert response.parts == [
+        pai.ThinkingPart("plan", signature="sig-1"),
+        pai.TextPart("calling"),
+        pai.ToolCallPart("lookup", {"q": "x"}, "call-1"),
+    ]
+    assert result.parts == [
+        pai.ToolReturnPart("lookup", "boom", "call-1", timestamp=AT, outcome="failed")
+    ]
+    assert from_pydantic_ai([system, user, response, result], timestamps=False) == transcript
+
+
+# ------------------------------------------------------------------ real Agent runs
+
+
+def _script() -> list[pai.ModelResponse]:
+    """Thinking with signatures, parallel calls (one with bad arguments), a fix, an answer the
+    output validator refuses, the right answer; then the answer to a second run."""
+    return [
+        pai.ModelResponse(
+            parts=[
+                pai.ThinkingPart(
+                    "two sums", signature="sig-1", id="th-1", provider_name="anthropic"
+                ),
+                pai.ToolCallPart("add", {"a": 2, "b": 2.5}, tool_call_id="call-1"),
+                pai.ToolCallPart("add", {"a": 1}, tool_call_id="call-2"),
+            ],
+            model_name="scripted",
+            provider_response_id="resp-1",
+        ),
+        pai.ModelResponse(
+            parts=[
+                pai.ThinkingPart("fix the call", signature="sig-2", provider_name="anthropic"),
+                pai.ToolCallPart("add", '{"a": 1, "b": 2}', tool_call_id="call-3"),
+            ]
+        ),
+        pai.ModelResponse(parts=[pai.TextPart("total: 7.5")]),
+        pai.ModelResponse(parts=[pai.TextPart("The total is 7.5.")]),
+        pai.ModelResponse(parts=[pai.TextPart("The total is still 7.5.")]),
+    ]
+
+
+def _function_agent() -> Agent[None, str]:
+    script = _script()
+
+    def scripted(messages: list[pai.ModelMessage], info: AgentInfo) -> pai.ModelResponse:
+        return script.pop(0)
+
+    agent = Agent(FunctionModel(scripted), system_prompt="You add.", instructions="Be exact.")
+
+    @agent.tool_plain(retries=2)
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        return a + b
+
+    @agent.output_validator
+    def must_say_the_total(output: str) -> str:
+        if not output.startswith("The total"):
+            raise ModelRetry("Start with 'The total'.")
+        return output
+
+    return agent
+
+
+def _assert_lossless(history: list[pai.ModelMessage]) -> list[Message]:
+    transcript = from_pydantic_ai(history)
+    validate_planner_transcript(transcript)
+    assert to_pydantic_ai(transcript) == history
+    dumped = pai.ModelMessagesTypeAdapter.dump_json(to_pydantic_ai(transcript))
+    assert dumped == pai.ModelMessagesTypeAdapter.dump_json(history)
+    return transcript
+
+
+async def test_a_function_model_run_converts_and_validates() -> None:
+    """Thinking, parallel calls, a retried call, retry feedback, an image and a document."""
+    agent = _function_agent()
+    prompt = [
+        "Add these.",
+        pai.BinaryContent(b"\x89PNG", media_type="image/png"),
+        pai.BinaryContent(b"%PDF", media_type="application/pdf", identifier="sums.pdf"),
+    ]
+    run = await agent.run(prompt)
+    assert run.output == "The total is 7.5."
+    history = run.all_messages()
+    transcript = _assert_lossless(history)
+    assert [m.role for m in transcript] == [
+        "system", "user", "assistant", "user", "assistant", "user", "assistant", "user",
+        "assistant",
+    ]  # fmt: skip
+    assert transcript[1].parts == (
+        TextPart(text="Add these."),
+        ImagePart(format="png", data=b"\x89PNG"),
+        DocumentPart(name="sums.pdf", format="pdf", data=b"%PDF"),
+    )
+    thinking, first, second = transcript[2].parts
+    assert thinking == ThinkingPart(text="two sums", signature="sig-1", final=True)
+    assert first == ToolUsePart(id="call-1", name="add", input={"a": 2, "b": 2.5})
+    assert second == ToolUsePart(id="call-2", name="add", input={"a": 1})
+    ok, retried = transcript[3].parts
+    assert ok == ToolResultPart(tool_use_id="call-1", content=4.5)
+    assert isinstance(retried, ToolResultPart)
+    assert retried.is_error
+    assert transcript[3].meta is not None
+    assert transcript[3].meta["pydantic_ai"]["parts"]["1"]["part"]["outcome"] == "retried"
+    (feedback,) = transcript[7].parts
+    assert isinstance(feedback, TextPart)
+    assert "Start with 'The total'." in feedback.text
+    # the converted history carries on: a second run continues from it
+    again = await agent.run("Again?", message_history=to_pydantic_ai(transcript))
+    assert again.output == "The total is still 7.5."
+    _assert_lossless(again.all_messages())
+
+
+async def test_a_test_model_run_with_tools_converts_and_validates() -> None:
+    """pydantic-ai's TestModel calls every tool, then answers; both turns convert."""
+    agent = Agent(TestModel(), system_prompt="Use the tools.")
+
+    @agent.tool_plain
+    def weather(city: str) -> str:
+        """The weather."""
+        return f"sunny in {city}"
+
+    @agent.tool_plain
+    def population(city: str, year: int) -> dict[str, Any]:
+        """A population figure."""
+        return {"city": city, "year": year, "millions": 2.1}
+
+    first = await agent.run("Tell me about Paris.")
+    history = first.all_messages()
+    transcript = _assert_lossless(history)
+    calls = [p for m in transcript for p in m.parts if isinstance(p, ToolUsePart)]
+    results = [p for m in transcript for p in m.parts if isinstance(p, ToolResultPart)]
+    assert sorted(c.name for c in calls) == ["population", "weather"]
+    assert {r.tool_use_id for r in results} == {c.id for c in calls}
+    second = await agent.run("And Oslo?", message_history=to_pydantic_ai(transcript))
+    _assert_lossless(second.all_messages())
+
+
+# ------------------------------------------------------------------ what one side cannot carry
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        (Message(role="assistant", parts=(ThinkingPart(redacted=b"x"),)), "thinking"),
+        (
+            Message(role="assistant", parts=(CitationsPart(text="t", citations=(Citation(),)),)),
+            "citations",
+        ),
+        (Message(role="user", parts=(DocumentPart(name="d", text="body"),)), "document"),
+        (
+            Message(
+                role="user", parts=(DocumentPart(name="d", format="pdf", data=b"x", cite=True),)
+            ),
+            "document",
+        ),
+        (Message(role="user", parts=(DocumentPart(name="d", data=b"x"),)), "document"),
+        (Message(role="system", parts=(CacheCheckpointPart(),)), "cache_checkpoint"),
+        (Message(role="assistant", parts=(CacheCheckpointPart(),)), "cache_checkpoint"),
+        (Message(role="assistant", parts=(ImagePart(format="png", url="u"),)), "image"),
+        (
+            Message(role="user", parts=(ToolResultPart(tool_use_id="nobody", content=1),)),
+            "tool_result",
+        ),
+    ],
+)
+def test_parts_pydantic_ai_cannot_carry_are_named(message: Message, kind: str) -> None:
+    transcript = [Message(role="user", parts=(TextPart(text="hi"),)), message]
+    with pytest.raises(TranscriptError) as caught:
+        to_pydantic_ai(transcript)
+    assert (caught.value.message_index, caught.value.part_index) == (1, 0)
+    assert caught.value.got == kind
+    assert caught.value.field == "messages[1].parts[0]"
+
+
+@pytest.mark.parametrize(
+    ("part", "kind"),
+    [
+        (pai.UserPromptPart([pai.BinaryContent(b"RIFF", media_type="audio/wav")]), "binary"),
+        (pai.UserPromptPart([pai.VideoUrl("https://example.com/v.mp4")]), "video-url"),
+        (pai.UserPromptPart([pai.TextContent("note", metadata={"k": 1})]), "text-content"),
+        (pai.ToolReturnPart("clock", AT, "call-1"), "tool-return"),
+    ],
+)
+def test_pydantic_ai_parts_agentledger_cannot_carry_are_named(part: Any, kind: str) -> None:
+    call = pai.ModelResponse(parts=[pai.ToolCallPart("clock", {}, "call-1")])
+    history = [pai.ModelRequest(parts=[pai.UserPromptPart("hi")]), call, pai.ModelRequest([part])]
+    with pytest.raises(TranscriptError) as caught:
+        from_pydantic_ai(history)
+    assert (caught.value.message_index, caught.value.part_index) == (2, 0)
+    assert kind in str(caught.value.got)
+    assert caught.value.field == "model_messages[2].parts[0]"
+
+
+def test_a_native_tool_call_is_named() -> None:
+    history = [
+        pai.ModelResponse(
+            parts=[pai.TextPart("ok"), pai.NativeToolCallPart("web_search", {"q": "x"}, "ws-1")]
+        )
+    ]
+    with pytest.raises(TranscriptError) as caught:
+        from_pydantic_ai(history)
+    assert (caught.value.message_index, caught.value.part_index) == (0, 1)
+    assert caught.value.got == "builtin-tool-call"
+
+
+def test_edited_text_that_no_longer_matches_its_saved_form_is_refused() -> None:
+    """Saved pydantic-ai fields never silently override what the transcript says."""
+    history = [
+        pai.ModelRequest(parts=[pai.UserPromptPart("add")]),
+        pai.ModelResponse(parts=[pai.ToolCallPart("add", '{"a": 1}', "call-1")]),
+    ]
+    user, assistant = from_pydantic_ai(history)
+    edited = Message(
+        role="assistant",
+        parts=(ToolUsePart(id="call-1", name="add", input={"a": 2}),),
+        meta=assistant.meta,
+    )
+    with pytest.raises(TranscriptError) as caught:
+        to_pydantic_ai([user, edited])
+    assert (caught.value.message_index, caught.value.part_index) == (1, 0)
+
+
+def test_pydantic_ai_shapes_come_back_exactly() -> None:
+    """Prompt boundaries, str-or-list content, inferred media types, identifiers, vendor
+    metadata, cache TTLs, provider details and message metadata all survive the trip."""
+    image_url = pai.ImageUrl("https://example.com/cat.png", vendor_metadata={"detail": "low"})
+    document_url = pai.DocumentUrl("https://example.com/a.pdf", force_download=True)
+    narrowed = pai.BinaryContent.narrow_type(pai.BinaryContent(b"GIF8", media_type="image/gif"))
+    unnamed = pai.BinaryContent(b"a,b", media_type="text/csv")
+    history: list[Any] = [
+        pai.ModelRequest(
+            parts=[
+                pai.SystemPromptPart("sys", timestamp=AT, dynamic_ref="r"),
+                pai.UserPromptPart(["a"], timestamp=AT),
+                pai.UserPromptPart("b", timestamp=AT),
+                pai.UserPromptPart(
+                    [image_url, document_url, narrowed, unnamed, pai.CachePoint(ttl="1h")],
+                    timestamp=AT,
+                ),
+            ],
+            metadata={"tenant": "acme", "agentledger_meta": {"openai": {"id": "resp-9"}}},
+            instructions="Be exact.",
+        ),
+        pai.ModelResponse(
+            parts=[
+                pai.ThinkingPart("", signature="", provider_details={"raw": [1]}),
+                pai.TextPart("hi", id="msg-1", provider_name="openai"),
+                pai.ToolCallPart("now", None, "call-1", id="fc-1"),
+                pai.FilePart(pai.BinaryContent(b"\x89PNG", media_type="image/png")),
+            ],
+            timestamp=AT,
+            finish_reason="tool_call",
+        ),
+        pai.ModelRequest(parts=[pai.ToolReturnPart("now", "12:00", "call-1", timestamp=AT)]),
+    ]
+    with pytest.raises(TranscriptError):
+        from_pydantic_ai(history)  # empty thinking: agentledger needs text or a signature
+    history[1].parts[0] = pai.ThinkingPart("", signature="s", provider_details={"raw": [1]})
+    transcript = from_pydantic_ai(history)
+    assert [m.role for m in transcript] == ["system", "user", "assistant", "user"]
+    assert transcript[0].meta is not None
+    assert transcript[0].meta["openai"] == {"id": "resp-9"}  # foreign meta back where it was
+    back = to_pydantic_ai(transcript)
+    assert back == history
+    (_, _, _, prompt) = back[0].parts
+    url, doc, gif, csv, _ = prompt.content
+    assert (url._media_type, url.vendor_metadata) == (None, {"detail": "low"})
+    assert (doc._media_type, doc.force_download, doc._identifier) == (None, True, None)
+    assert type(gif) is pai.BinaryImage
+    assert csv._identifier is None
+    assert transcript[1].parts[-2] == DocumentPart(
+        name=unnamed.identifier, format="csv", data=b"a,b"
+    )
+
+
+def test_malformed_saved_fields_are_a_transcript_error() -> None:
+    """``meta["pydantic_ai"]`` is read strictly: an unknown shape is refused, not guessed at."""
+    bad = Message(role="user", parts=(TextPart(text="hi"),), meta={"pydantic_ai": {"oops": 1}})
+    with pytest.raises(TranscriptError) as caught:
+        to_pydantic_ai([bad])
+    assert caught.value.field == "messages[0].meta.pydantic_ai"
+    wrong = Message(
+        role="user",
+        parts=(TextPart(text="hi"),),
+        meta={"pydantic_ai": {"message": {"no_such_field": 1}}},
+    )
+    with pytest.raises(TranscriptError) as caught:
+        to_pydantic_ai([wrong])
+    assert caught.value.field == "messages[0].meta.pydantic_ai.message.no_such_field"
+
+    for saved in ({"items": 5}, {"items": "x"}, {"str": True}, {"item": {"ttl": "2h"}}):
+        meta = {"pydantic_ai": {"parts": {"0": saved}}}
+        parts = (TextPart(text="a"), CacheCheckpointPart())
+        if "item" in saved:
+            parts = (CacheCheckpointPart(),)
+        with pytest.raises(TranscriptError) as caught:
+            to_pydantic_ai([Message(role="user", parts=parts, meta=meta)])
+        assert caught.value.message_index == 0
+
+
+def test_a_legacy_retry_prompt_is_read_as_pydantic_ai_reads_it() -> None:
+    """The deprecated RetryPromptPart: a tool's is its call's retried result, else feedback."""
+    with pytest.warns(Warning, match="RetryPromptPart. is deprecated"):
+        for_tool = pai.RetryPromptPart("missing b", tool_name="add", tool_call_id="call-1")
+    with pytest.warns(Warning, match="RetryPromptPart. is deprecated"):
+        for_output = pai.RetryPromptPart("say it politely")
+    history = [
+        pai.ModelRequest(parts=[pai.UserPromptPart("add")]),
+        pai.ModelResponse(parts=[pai.ToolCallPart("add", {"a": 1}, "call-1")]),
+        pai.ModelRequest(parts=[for_tool]),
+        pai.ModelResponse(parts=[pai.TextPart("rude")]),
+        pai.ModelRequest(parts=[for_output]),
+    ]
+    transcript = from_pydantic_ai(history)
+    validate_planner_transcript(transcript)
+    assert transcript[2].parts == (
+        ToolResultPart(tool_use_id="call-1", content="missing b", is_error=True),
+    )
+    (feedback,) = transcript[4].parts
+    assert isinstance(feedback, TextPart)
+    assert "say it politely" in feedback.text
+    back = to_pydantic_ai(transcript)
+    (retried,) = back[2].parts
+    assert isinstance(retried, pai.ToolReturnPart)
+    assert (retried.outcome, retried.content) == ("retried", "missing b")
+    (again,) = back[4].parts
+    assert isinstance(again, pai.RetryFeedbackPart)
+    assert again.content == "say it politely"
