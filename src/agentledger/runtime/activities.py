@@ -31,6 +31,7 @@ from agentledger.memory.types import (
     ToolResult,
     UserMessage,
 )
+from agentledger.observability.tracing import traced_tool_call, traced_turn
 from agentledger.runtime import records as rt
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
 from agentledger.runtime.events import event_from_record
@@ -310,6 +311,7 @@ class Activities:
             await self.publish([record])
         return ended
 
+    @traced_turn
     async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
         """One planner turn; a planner error becomes a failure (TransientError is retried)."""
         resolved = self.registry.agent(arg.run.agent_id)
@@ -358,6 +360,7 @@ class Activities:
             return PlanTurnOutput(failure=payloads.Failure(message=problem, kind="invalid_plan"))
         return PlanTurnOutput(result=result)
 
+    @traced_tool_call
     async def tool_call(self, arg: ToolCallInput) -> ToolOutcome:
         """Run one tool call; anything but a TransientError becomes an error result."""
         call = arg.call

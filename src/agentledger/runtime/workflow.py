@@ -44,6 +44,7 @@ from agentledger.engine.base import (
     WorkflowCanceled,
     WorkflowContext,
 )
+from agentledger.observability import tracing
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
 from agentledger.runtime.planner import (
     Answer,
@@ -102,7 +103,10 @@ async def run_workflow(ctx: WorkflowContext, inp: RunInput) -> RunOutput:
             run's final record could not be written (``ensure_run_completion``
             closes such a run later [E2]).
     """
-    return await _Loop(ctx, inp).run()
+    with tracing.run_span(inp) as span:
+        out = await _Loop(ctx, inp).run()
+        span.ended(out)
+    return out
 
 
 class _Fail(Exception):
@@ -357,7 +361,10 @@ class _Loop:
         """One call's outcome; None when cancellation interrupted it."""
         try:
             if call.name in self.agent.agent_tools:
-                return await self._child(call)
+                with tracing.agent_tool_span(self.inp.run_id, call) as span:
+                    outcome = await self._child(call)
+                    span.outcome(outcome)
+                return outcome
             arg = ToolCallInput(run=self.run_start, turn_id=self.inp.turn_id, call=call)
             return await self.ctx.activity(TOOL_CALL, arg, ToolOutcome, interruptible=True)
         except WorkflowCanceled:

@@ -1,0 +1,359 @@
+"""OpenTelemetry spans for runs, planner turns, tool calls, model calls and store operations.
+
+The one module the runtime and the engines call. Tracing is on when the
+``opentelemetry-api`` package is importable and a global tracer provider is
+set (``opentelemetry.trace.set_tracer_provider``); otherwise every entry
+point here returns at once (a shared no-op, or the very object it was given),
+so a run pays a few attribute lookups and nothing else.
+
+The span tree of a run (attribute names in ``docs/observability.md``)::
+
+    agentledger.run                      the whole run (the workflow)
+    ├── agentledger.turn                 one planner turn (per attempt)
+    │   └── chat {model}                 one model call (GenAI conventions)
+    ├── execute_tool {tool}              one tool call (per attempt)
+    ├── execute_tool {agent}             an agent used as a tool ...
+    │   └── agentledger.run              ... whose child run nests here
+    └── agentledger.store {method}       one store operation, with the ids it wrote
+
+Spans in workflow code (the run and an agent-tool call) are only made where
+they survive replay: in-process, or inside a Temporal workflow whose global
+provider is Temporal's ``ReplaySafeTracerProvider``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentledger import __version__
+from agentledger.engine.base import WorkflowCanceled
+
+try:
+    from opentelemetry import trace as _otel
+except ImportError:  # pragma: no cover - exercised in a subprocess without the package
+    _otel = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.util.types import AttributeValue
+
+    from agentledger.runtime.planner import ToolCall, ToolOutcome
+    from agentledger.runtime.wire import (
+        PlanTurnInput,
+        PlanTurnOutput,
+        RunInput,
+        RunOutput,
+        ToolCallInput,
+    )
+
+__all__ = [
+    "TRACER_NAME",
+    "RunSpan",
+    "ToolSpan",
+    "agent_tool_span",
+    "available",
+    "record_error",
+    "run_span",
+    "span",
+    "traced_tool_call",
+    "traced_turn",
+    "tracer",
+]
+
+TRACER_NAME = "agentledger"
+"""The instrumentation scope of every agentledger span."""
+
+S = TypeVar("S")
+
+
+class _State:
+    tracer: Tracer | None = None
+
+
+_state = _State()
+
+
+def tracer() -> Tracer | None:
+    """agentledger's tracer, or None while tracing is off (no API, or no provider set)."""
+    found = _state.tracer
+    if found is not None:
+        return found
+    if _otel is None:
+        return None
+    provider = _otel.get_tracer_provider()
+    if isinstance(provider, _otel.ProxyTracerProvider | _otel.NoOpTracerProvider):
+        return None
+    # OpenTelemetry sets the global provider once, so the tracer can be kept.
+    found = _state.tracer = provider.get_tracer(TRACER_NAME, __version__)
+    return found
+
+
+def available() -> bool:
+    """Whether the OpenTelemetry API can be imported here."""
+    return _otel is not None
+
+
+def _workflow_tracer() -> Tracer | None:
+    """The tracer for spans made in workflow code: None where replay would duplicate them."""
+    found = tracer()
+    if found is None:
+        return None
+    workflow = sys.modules.get("temporalio.workflow")
+    if workflow is not None and workflow.in_workflow():
+        contrib = sys.modules.get("temporalio.contrib.opentelemetry")
+        replay_safe = getattr(contrib, "ReplaySafeTracerProvider", None)
+        if replay_safe is None or not isinstance(_otel.get_tracer_provider(), replay_safe):
+            return None
+    return found
+
+
+def error_type(error: BaseException) -> str:
+    """The typed class an error stands for (an ActivityFailed names its cause's class)."""
+    carried = getattr(error, "error_type", "")
+    return carried if isinstance(carried, str) and carried else type(error).__name__
+
+
+def record_error(target: Span, error: BaseException) -> None:
+    """Mark ``target`` failed with ``error``: ``error.type``, an exception event, ERROR status."""
+    kind = error_type(error)
+    target.set_attribute("error.type", kind)
+    target.record_exception(error, attributes={"exception.type": kind})
+    target.set_status(_otel.Status(_otel.StatusCode.ERROR, f"{kind}: {error}"))
+
+
+@contextlib.contextmanager
+def span(
+    found: Tracer,
+    name: str,
+    attributes: dict[str, AttributeValue],
+    *,
+    kind: str = "internal",
+    current: bool = True,
+    parent: Context | None = None,
+) -> Iterator[Span]:
+    """A span around the block; errors recorded with their class, interruptions marked.
+
+    ``kind`` is a ``SpanKind`` name (``"client"``, ``"server"`` ...);
+    ``current=False`` keeps the span out of the context (for async
+    generators, whose context is their consumer's); ``parent`` is a context
+    to open it in (one extracted from a request) instead of the current one.
+    """
+    opened = found.start_span(
+        name, context=parent, kind=_otel.SpanKind[kind.upper()], attributes=attributes
+    )
+    try:
+        if current:
+            with _otel.use_span(
+                opened, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ):
+                yield opened
+        else:
+            yield opened
+    except (asyncio.CancelledError, GeneratorExit) as e:
+        # Interrupted, not failed. Recording it also tells Temporal's replay-safe
+        # span not to end a workflow span its worker is evicting (replay ends it).
+        opened.set_attribute("agentledger.interrupted", True)
+        opened.record_exception(e)
+        raise
+    except BaseException as e:
+        if isinstance(e, WorkflowCanceled):
+            opened.set_attribute("agentledger.interrupted", True)
+        else:
+            record_error(opened, e)
+        raise
+    finally:
+        opened.end()
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+class RunSpan:
+    """The ``agentledger.run`` span of one run; a no-op while tracing is off."""
+
+    __slots__ = ("_cm", "_span")
+
+    def __init__(self, cm: contextlib.AbstractContextManager[Span] | None = None) -> None:
+        self._cm = cm
+        self._span: Span | None = None
+
+    def __enter__(self) -> RunSpan:
+        if self._cm is not None:
+            self._span = self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        if self._cm is not None:
+            return self._cm.__exit__(*exc)
+        return None
+
+    def ended(self, out: RunOutput) -> None:
+        """Say how the run ended: its status, cancellation reason or failure."""
+        target = self._span
+        if target is None:
+            return
+        target.set_attribute("agentledger.run.status", out.status.value)
+        if out.cancellation_reason:
+            target.set_attribute("agentledger.run.cancellation_reason", out.cancellation_reason)
+        if out.failure is not None:
+            kind = out.failure.code or out.failure.kind
+            target.set_attribute("error.type", kind)
+            target.set_attribute("agentledger.run.failure_kind", out.failure.kind)
+            target.set_status(_otel.Status(_otel.StatusCode.ERROR, out.failure.message))
+
+
+_RUN_OFF = RunSpan()
+
+
+def run_span(inp: RunInput) -> RunSpan:
+    """The span of the run ``inp`` starts (use as ``with run_span(inp) as s: ... s.ended(out)``)."""
+    found = _workflow_tracer()
+    if found is None:
+        return _RUN_OFF
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": inp.agent_id,
+        "agentledger.run.id": inp.run_id,
+        "agentledger.agent.id": inp.agent_id,
+        "agentledger.session.id": inp.session_id,
+        "agentledger.turn.id": inp.turn_id,
+        "agentledger.run.mode": inp.mode,
+    }
+    if inp.session_id:
+        attributes["gen_ai.conversation.id"] = inp.session_id
+    if inp.parent_run_id:
+        attributes["agentledger.parent_run.id"] = inp.parent_run_id
+    if inp.predecessor_run_id:
+        attributes["agentledger.predecessor_run.id"] = inp.predecessor_run_id
+    return RunSpan(span(found, "agentledger.run", attributes))
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _tool_attributes(run_id: str, call: ToolCall, kind: str) -> dict[str, AttributeValue]:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.type": kind,
+        "agentledger.run.id": run_id,
+    }
+
+
+def _tool_outcome(target: Span, outcome: ToolOutcome | None) -> None:
+    if outcome is None:
+        target.set_attribute("agentledger.interrupted", True)
+        return
+    target.set_attribute("agentledger.tool.is_error", outcome.is_error)
+    if outcome.is_error:
+        target.set_attribute("error.type", "tool_error")
+        target.set_status(_otel.Status(_otel.StatusCode.ERROR, "the tool returned an error"))
+
+
+class ToolSpan:
+    """The ``execute_tool`` span of an agent used as a tool; a no-op while tracing is off."""
+
+    __slots__ = ("_cm", "_span")
+
+    def __init__(self, cm: contextlib.AbstractContextManager[Span] | None = None) -> None:
+        self._cm = cm
+        self._span: Span | None = None
+
+    def __enter__(self) -> ToolSpan:
+        if self._cm is not None:
+            self._span = self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        if self._cm is not None:
+            return self._cm.__exit__(*exc)
+        return None
+
+    def outcome(self, outcome: ToolOutcome | None) -> None:
+        """The call's result (None: interrupted by cancellation)."""
+        if self._span is not None:
+            _tool_outcome(self._span, outcome)
+
+
+_TOOL_OFF = ToolSpan()
+
+
+def agent_tool_span(run_id: str, call: ToolCall) -> ToolSpan:
+    """The span of a tool call answered by a child run (whose run span nests under it)."""
+    found = _workflow_tracer()
+    if found is None:
+        return _TOOL_OFF
+    return ToolSpan(
+        span(found, f"execute_tool {call.name}", _tool_attributes(run_id, call, "agent"))
+    )
+
+
+def traced_tool_call(
+    fn: Callable[[S, ToolCallInput], Awaitable[ToolOutcome]],
+) -> Callable[[S, ToolCallInput], Awaitable[ToolOutcome]]:
+    """The tool-call activity with one ``execute_tool`` span per attempt."""
+
+    @functools.wraps(fn)
+    async def traced(self: S, arg: ToolCallInput) -> ToolOutcome:
+        found = tracer()
+        if found is None:
+            return await fn(self, arg)
+        attributes = _tool_attributes(arg.run.run_id, arg.call, "function")
+        with span(found, f"execute_tool {arg.call.name}", attributes) as opened:
+            outcome = await fn(self, arg)
+            _tool_outcome(opened, outcome)
+            return outcome
+
+    return traced
+
+
+# --------------------------------------------------------------------------- turns
+
+
+def traced_turn(
+    fn: Callable[[S, PlanTurnInput], Awaitable[PlanTurnOutput]],
+) -> Callable[[S, PlanTurnInput], Awaitable[PlanTurnOutput]]:
+    """The planner-turn activity with one ``agentledger.turn`` span per attempt."""
+
+    @functools.wraps(fn)
+    async def traced(self: S, arg: PlanTurnInput) -> PlanTurnOutput:
+        found = tracer()
+        if found is None:
+            return await fn(self, arg)
+        attributes: dict[str, AttributeValue] = {
+            "agentledger.run.id": arg.run.run_id,
+            "agentledger.agent.id": arg.run.agent_id,
+            "agentledger.turn.number": arg.turn,
+            "agentledger.turn.resume": arg.resume,
+        }
+        with span(found, "agentledger.turn", attributes) as opened:
+            out = await fn(self, arg)
+            failure = out.failure
+            if failure is not None:
+                kind = failure.code or failure.kind
+                opened.set_attribute("error.type", kind)
+                opened.set_attribute("agentledger.turn.failure_kind", failure.kind)
+                opened.set_status(_otel.Status(_otel.StatusCode.ERROR, failure.message))
+            elif out.result is not None:
+                opened.set_attribute("agentledger.turn.plan", _plan_kind(out))
+            return out
+
+    return traced
+
+
+def _plan_kind(out: PlanTurnOutput) -> str:
+    plan = out.result
+    if plan is None:
+        return ""
+    if plan.final is not None:
+        return "final"
+    if plan.await_ is not None:
+        return "await"
+    return "tool_calls"
