@@ -87,7 +87,7 @@ def one_trace(spans: Sequence[ReadableSpan]) -> int:
 
 
 async def check_store_spans(spans: Sequence[ReadableSpan], store: Any, runs: Iterable[str]) -> None:
-    """Store spans hang off a run, a turn or the caller, and point at exactly the ledger's records."""
+    """Store spans hang off a run, a turn or the caller; their events name exactly the records."""
     by_id = {s.context.span_id: s for s in spans}
     named: set[tuple[str, str]] = set()
     for s in spans:
@@ -241,7 +241,10 @@ def child_run() -> Scenario:
 
 def suspend_resume() -> Scenario:
     model = ScriptedModel(
-        [tool_calls(("b1", "book_table", {"restaurant": "Chez Nous"}), text="Book?"), reply("Done.")]
+        [
+            tool_calls(("b1", "book_table", {"restaurant": "Chez Nous"}), text="Book?"),
+            reply("Done."),
+        ]
     )
 
     async def drive(runtime: Runtime, session: str) -> list[str]:
