@@ -81,3 +81,9 @@ async def session(store: SQLiteStore) -> str:
     session_id = f"s-{uuid.uuid4().hex}"
     await store.create_session(session_id, created_at=now_ms())
     return session_id
+
+
+# The Temporal dev server fixtures of the engine tests (a server of this directory's own).
+from tests.engine.temporal.conftest import temporal_address, temporal_client  # noqa: E402
+
+__all__ = ["Spans", "temporal_address", "temporal_client"]

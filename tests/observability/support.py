@@ -37,6 +37,9 @@ __all__ = ["SCENARIOS", "Scenario", "check_store_spans", "draw", "one_trace"]
 
 TEST_SPAN = "test"
 
+SPANS_ENV = "AGENTLEDGER_TEST_SPANS"
+"""Where a traced worker process (``apps.py``) writes its spans, one JSON line each."""
+
 _MARKS = (
     ("agentledger.run.status", "status={}"),
     ("agentledger.run.cancellation_reason", "reason={!r}"),
