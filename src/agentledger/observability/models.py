@@ -99,12 +99,18 @@ class TracedModel:
         found = tracer()
         assert found is not None
         name = f"chat {request.model}"
-        # Not made current: an async generator runs in its consumer's context.
+        end: StreamEnd | None = None
+        # Not made current: an async generator runs in its consumer's context. The span
+        # ends at StreamEnd (the last event), before a consumer that stops there lets go.
         with span(found, name, self._attributes(request), kind="client", current=False) as opened:
             async for event in self.inner.stream(request):
                 if isinstance(event, StreamEnd):
                     _response(opened, event.response)
+                    end = event
+                    break
                 yield event
+        if end is not None:
+            yield end
 
 
 def _response(target: Span, response: ModelResponse) -> None:
