@@ -30,7 +30,6 @@ def test_nothing_is_recorded_without_a_provider(tmp_path: Path) -> None:
     result = _untraced("no-provider", tmp_path)
     assert result["status"] == "completed"
     assert result["api_calls"] == {}
-    assert result["provider_lookups"] > 0  # the check ran (and found no provider)
     assert result["echoed_traceparent"] == ""
     assert result["traced_status"] == "completed"
     assert result["spans_once_configured"] > 10

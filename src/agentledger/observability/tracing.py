@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -78,13 +79,22 @@ class _State:
 
 _state = _State()
 
+# While no provider is set, the API's global holds None: one attribute lookup says "off"
+# (``get_tracer_provider()`` also reads the environment, microseconds a call). A provider
+# named in the environment is loaded by that call, so then it is always made.
+_GLOBAL_SLOT = (
+    _otel is not None
+    and hasattr(_otel, "_TRACER_PROVIDER")
+    and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
+)
+
 
 def tracer() -> Tracer | None:
     """agentledger's tracer, or None while tracing is off (no API, or no provider set)."""
     found = _state.tracer
     if found is not None:
         return found
-    if _otel is None:
+    if _otel is None or (_GLOBAL_SLOT and _otel._TRACER_PROVIDER is None):
         return None
     provider = _otel.get_tracer_provider()
     if isinstance(provider, _otel.ProxyTracerProvider | _otel.NoOpTracerProvider):
