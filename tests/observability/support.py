@@ -202,7 +202,7 @@ def tool_loop() -> Scenario:
             "  agentledger.run chat status=completed",
             "    agentledger.turn #1 resume=False",
             "      chat m",
-            "    execute_tool weather is_error=False",
+            "      execute_tool weather is_error=False",
             "    agentledger.turn #2 resume=True",
             "      chat m",
         ],
@@ -232,10 +232,10 @@ def child_run() -> Scenario:
             "  agentledger.run boss status=completed",
             "    agentledger.turn #1 resume=False",
             "      chat boss",
-            "    execute_tool helper is_error=False",
-            "      agentledger.run helper status=completed",
-            "        agentledger.turn #1 resume=False",
-            "          chat helper",
+            "      execute_tool helper is_error=False",
+            "        agentledger.run helper status=completed",
+            "          agentledger.turn #1 resume=False",
+            "            chat helper",
             "    agentledger.turn #2 resume=True",
             "      chat boss",
         ],
@@ -298,7 +298,7 @@ def canceled() -> Scenario:
             "  agentledger.run chat status=canceled reason='user pressed stop'",
             "    agentledger.turn #1 resume=False",
             "      chat m",
-            "    execute_tool slow interrupted=True",
+            "      execute_tool slow interrupted=True",
         ],
     )
 
@@ -317,9 +317,8 @@ def failed_turn() -> Scenario:
         [
             "test",
             "  agentledger.run chat status=failed error=ProviderError",
-            "    agentledger.turn #1 resume=False error=TransientError",
-            "      chat m error=TransientError",
             "    agentledger.turn #1 resume=False error=ProviderError",
+            "      chat m error=TransientError",
             "      chat m error=ProviderError",
         ],
     )

@@ -31,7 +31,7 @@ from agentledger.memory.types import (
     ToolResult,
     UserMessage,
 )
-from agentledger.observability.tracing import traced_tool_call, traced_turn
+from agentledger.observability.tracing import traced_tool_call
 from agentledger.runtime import records as rt
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
 from agentledger.runtime.events import event_from_record
@@ -311,7 +311,6 @@ class Activities:
             await self.publish([record])
         return ended
 
-    @traced_turn
     async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
         """One planner turn; a planner error becomes a failure (TransientError is retried)."""
         resolved = self.registry.agent(arg.run.agent_id)

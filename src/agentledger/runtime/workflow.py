@@ -103,8 +103,8 @@ async def run_workflow(ctx: WorkflowContext, inp: RunInput) -> RunOutput:
             run's final record could not be written (``ensure_run_completion``
             closes such a run later [E2]).
     """
-    with tracing.run_span(inp) as span:
-        out = await _Loop(ctx, inp).run()
+    with tracing.run_span(inp) as span:  # turns and agent tools: span.traced(ctx)
+        out = await _Loop(span.traced(ctx), inp).run()
         span.ended(out)
     return out
 
@@ -361,10 +361,7 @@ class _Loop:
         """One call's outcome; None when cancellation interrupted it."""
         try:
             if call.name in self.agent.agent_tools:
-                with tracing.agent_tool_span(self.inp.run_id, call) as span:
-                    outcome = await self._child(call)
-                    span.outcome(outcome)
-                return outcome
+                return await self._child(call)
             arg = ToolCallInput(run=self.run_start, turn_id=self.inp.turn_id, call=call)
             return await self.ctx.activity(TOOL_CALL, arg, ToolOutcome, interruptible=True)
         except WorkflowCanceled:
