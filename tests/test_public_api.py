@@ -41,6 +41,10 @@ PUBLIC = {
         "ChildRunLinked", "Failure", "RunCompleted", "RunStarted", "RunSuspended",
     ],
     "agentledger.storage.conformance": ["StoreConformance", "StoreFactory", "World", "dump_store"],
+    "agentledger.observability": [
+        "CAPTURE_CONTENT_ENV", "RECORD_EVENT", "TraceMiddleware", "TracedModel", "TracedStore",
+        "inject_trace_context", "temporal_plugins", "trace_headers",
+    ],
 }  # fmt: skip
 
 
