@@ -6,17 +6,18 @@ set (``opentelemetry.trace.set_tracer_provider``); otherwise every entry
 point here returns at once (a shared no-op, or the very object it was given),
 so a run pays a few attribute lookups and nothing else.
 
-The span tree of a run (attribute names in ``docs/observability.md``)::
+The span tree of a run (every attribute in ``docs/observability.md``)::
 
     agentledger.run                      the whole run (the workflow)
-    ├── agentledger.turn                 one planner turn (per attempt)
-    │   └── chat {model}                 one model call (GenAI conventions)
-    ├── execute_tool {tool}              one tool call (per attempt)
-    ├── execute_tool {agent}             an agent used as a tool ...
-    │   └── agentledger.run              ... whose child run nests here
-    └── agentledger.store {method}       one store operation, with the ids it wrote
+    ├── agentledger.turn                 a planner turn and what its plan causes
+    │   ├── chat {model}                 one model call, per attempt (GenAI conventions)
+    │   ├── execute_tool {tool}          one tool call, per attempt
+    │   ├── execute_tool {agent}         an agent used as a tool ...
+    │   │   └── agentledger.run          ... whose child run nests here
+    │   └── agentledger.store {method}   a store operation, with the ids it wrote
+    └── agentledger.store {method}       the run's start and ending
 
-Spans in workflow code (the run and an agent-tool call) are only made where
+Spans in workflow code (the run, its turns, an agent-tool call) are only made where
 they survive replay: in-process, or inside a Temporal workflow whose global
 provider is Temporal's ``ReplaySafeTracerProvider``.
 """
