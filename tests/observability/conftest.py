@@ -9,7 +9,9 @@ provider, which the Temporal engine needs and the in-process engine accepts.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 
@@ -17,8 +19,11 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from temporalio.client import Client
 from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider, create_tracer_provider
 
+from agentledger.engine.temporal import connect
+from agentledger.errors import TransientError
 from agentledger.storage.sqlite import SQLiteStore
 from tests.runtime.support import now_ms
 
@@ -83,7 +88,24 @@ async def session(store: SQLiteStore) -> str:
     return session_id
 
 
-# The Temporal dev server fixtures of the engine tests (a server of this directory's own).
-from tests.engine.temporal.conftest import temporal_address, temporal_client  # noqa: E402
+@pytest.fixture
+async def temporal_client(spans: Spans, temporal_address: str) -> Client:
+    """A client of the dev server, connected once tracing is on (so it carries the context).
+
+    The server fixture waits for its port only; a frontend that is not healthy yet
+    is waited for here (bounded), instead of failing the first test.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return await connect(temporal_address)
+        except TransientError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+# The Temporal dev server of the engine tests (a server of this directory's own).
+from tests.engine.temporal.conftest import temporal_address  # noqa: E402
 
 __all__ = ["Spans", "temporal_address", "temporal_client"]
