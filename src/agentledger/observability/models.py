@@ -9,8 +9,8 @@ is ``true`` (the conventions' own switch), as agentledger transcript JSON.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from agentledger.observability.tracing import available, span, tracer
 from agentledger.providers.model import (
@@ -23,7 +23,7 @@ from agentledger.providers.model import (
 from agentledger.transcript import encode_messages
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
+    from opentelemetry.trace import Span, Tracer
     from opentelemetry.util.types import AttributeValue
 
 __all__ = ["CAPTURE_CONTENT_ENV", "TracedModel", "traced_model"]
@@ -79,10 +79,14 @@ class TracedModel:
             attributes["gen_ai.input.messages"] = encode_messages(request.messages).decode()
         return attributes
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    def complete(self, request: ModelRequest) -> Coroutine[Any, Any, ModelResponse]:
+        # While off, the inner client's own coroutine: no frame of ours in between.
         found = tracer()
         if found is None:
-            return await self.inner.complete(request)
+            return self.inner.complete(request)
+        return self._complete(found, request)
+
+    async def _complete(self, found: Tracer, request: ModelRequest) -> ModelResponse:
         name = f"chat {request.model}"
         with span(found, name, self._attributes(request), kind="client") as opened:
             response = await self.inner.complete(request)

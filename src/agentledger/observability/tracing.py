@@ -422,10 +422,13 @@ def traced_tool_call(
     """The tool-call activity with one ``execute_tool`` span per attempt."""
 
     @functools.wraps(fn)
-    async def traced(self: S, arg: ToolCallInput) -> ToolOutcome:
+    def traced(self: S, arg: ToolCallInput) -> Awaitable[ToolOutcome]:
         found = tracer()
         if found is None:
-            return await fn(self, arg)
+            return fn(self, arg)  # the activity's own coroutine: nothing in between
+        return attempt(found, self, arg)
+
+    async def attempt(found: Tracer, self: S, arg: ToolCallInput) -> ToolOutcome:
         call = arg.call
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "execute_tool",
