@@ -31,6 +31,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/transcript_codec.py
 	$(PY) bench/sqlite_store.py
 	$(PY) bench/postgres_store.py
+	$(PY) bench/tracing_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
