@@ -34,6 +34,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/sqlite_store.py
 	$(PY) bench/postgres_store.py
 	$(PY) bench/import_time.py
+	$(PY) bench/tracing_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

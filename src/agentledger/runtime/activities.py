@@ -34,6 +34,7 @@ from agentledger.memory.types import (
     ToolResult,
     UserMessage,
 )
+from agentledger.observability.tracing import traced_tool_call
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
@@ -392,6 +393,7 @@ class Activities:
 
         return send
 
+    @traced_tool_call
     async def tool_call(self, arg: ToolCallInput) -> ToolOutcome:
         """Run one tool call; anything but a TransientError becomes an error result."""
         call = arg.call

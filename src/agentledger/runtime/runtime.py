@@ -15,6 +15,8 @@ from agentledger.engine.base import Activity, Engine
 from agentledger.engine.inprocess import InProcessEngine
 from agentledger.errors import RunNotActiveError, ValidationError
 from agentledger.memory.types import MemoryStore
+from agentledger.observability.models import traced_model
+from agentledger.observability.store import traced_store
 from agentledger.providers.model import ModelClient
 from agentledger.runtime.activities import Activities
 from agentledger.runtime.agent import Agent
@@ -65,7 +67,7 @@ class Runtime:
         self.memory = memory
         self.stream = stream
         self._registry = Registry()
-        self._activities = Activities(store, self._registry, stream, memory)
+        self._activities = Activities(traced_store(store), self._registry, stream, memory)
 
     # ------------------------------------------------------------ registration
 
@@ -85,7 +87,7 @@ class Runtime:
 
     def register_model(self, model_id: str, client: ModelClient) -> None:
         """Register a model client under ``model_id`` (what ``ModelPlanner(model_id)`` uses)."""
-        self._registry.add_model(model_id, client)
+        self._registry.add_model(model_id, traced_model(client, model_id))
 
     def _close_registration(self) -> None:
         if not self._registry.closed:
@@ -153,7 +155,7 @@ class Runtime:
                 labels=dict(meta.labels),
             )
             cmd = RecordBuilder(run).cancellation(reason, at=_now_ms())
-            await self.store.record_run_cancellation(cmd)
+            await self._activities.store.record_run_cancellation(cmd)  # traced
             await self._activities.publish([cmd.record])
         await self.engine.cancel(run_id)
 

@@ -52,6 +52,7 @@ from agentledger.engine.base import (
     WorkflowCanceled,
     WorkflowContext,
 )
+from agentledger.observability import tracing
 from agentledger.runtime.checkpoint import (
     CHECKPOINT_VERSION,
     Awaiting,
@@ -113,7 +114,10 @@ async def run_workflow(ctx: WorkflowContext, inp: RunInput) -> RunOutput:
             run's final record could not be written (``ensure_run_completion``
             closes such a run later [E2]).
     """
-    return await _Loop(ctx, inp).run()
+    with tracing.run_span(inp) as span:  # turns and agent tools: span.traced(ctx)
+        out = await _Loop(span.traced(ctx), inp).run()
+        span.ended(out)
+    return out
 
 
 class _Fail(Exception):

@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentledger.errors import AgentledgerError, ValidationError
+from agentledger.observability import tracing
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
@@ -157,6 +158,7 @@ def exit_now(code: int) -> NoReturn:
     (temporalio/sdk-python#300); skipping the teardown avoids it. Call it only
     at the very end of a command-line process.
     """
+    tracing.flush()  # the spans still queued, which atexit would have exported
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

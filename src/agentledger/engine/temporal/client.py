@@ -15,6 +15,7 @@ from temporalio.service import RPCError
 
 from agentledger.engine.temporal.converter import MsgspecPayloadConverter, data_converter
 from agentledger.errors import TransientError, ValidationError
+from agentledger.observability.propagation import temporal_plugins
 
 __all__ = ["check_client", "connect"]
 
@@ -32,6 +33,8 @@ async def connect(target_host: str, *, namespace: str = "default", **options: An
     """
     if not isinstance(target_host, str) or not target_host:
         raise ValidationError(field="target_host", expected="HOST:PORT", got=target_host)
+    # With tracing on (a replay-safe provider), Temporal's plugin carries the trace context.
+    options["plugins"] = temporal_plugins(options.get("plugins", ()))
     try:
         return await Client.connect(
             target_host, namespace=namespace, data_converter=data_converter, **options
