@@ -294,7 +294,8 @@ async def _lg_append(workdir: Path, n: int) -> float:
 
 async def _lg_fill(workdir: Path, n: int) -> None:
     graph, conn = _lg_graph(workdir / "lg.db")
-    graph.update_state(_LG_CONFIG, {"messages": [_lg_message(i) for i in range(n)]}, as_node="agent")
+    messages = [_lg_message(i) for i in range(n)]
+    graph.update_state(_LG_CONFIG, {"messages": messages}, as_node="agent")
     conn.close()
 
 
