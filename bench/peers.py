@@ -402,9 +402,7 @@ def main() -> None:
         print(f"| figure | {' | '.join(SYSTEMS['append'])} |")
         print("|---|---|---|---|")
         for workload, systems in SYSTEMS.items():
-            cells = [
-                _fmt(rates[workload, s]) if s in systems else "-" for s in SYSTEMS["append"]
-            ]
+            cells = [_fmt(rates[workload, s]) if s in systems else "-" for s in SYSTEMS["append"]]
             label = f"{workload} {sizes[workload]:,} ({UNITS[workload]})"
             print(f"| {label} | {' | '.join(cells)} |")
         cells = [_fmt(rss[s]) for s in SYSTEMS["append"]]
