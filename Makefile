@@ -29,11 +29,16 @@ test: $(VENV)/.installed-test
 	$(VENV)/bin/mypy --strict src
 	$(VENV)/bin/pytest
 
-bench: $(VENV)/.installed-test
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-test
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) --group bench
+	touch $@
+
+bench: $(VENV)/.installed-bench
 	$(PY) bench/transcript_codec.py
 	$(PY) bench/sqlite_store.py
 	$(PY) bench/postgres_store.py
 	$(PY) bench/import_time.py
+	$(PY) bench/peers.py
 	$(PY) bench/tracing_overhead.py
 
 clean:
