@@ -22,6 +22,7 @@ Tests namespace every id they use, so one database may serve many tests.
 """
 
 from agentledger.storage.conformance._base import ConformanceBase, StoreFactory
+from agentledger.storage.conformance._batches import BatchConformance
 from agentledger.storage.conformance._cancellation import CancellationConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
@@ -49,6 +50,7 @@ class StoreConformance(
     ContinuationConformance,
     PurgeConformance,
     RecordConformance,
+    BatchConformance,
     CancellationConformance,
     SuspensionConformance,
     TerminalConformance,

@@ -329,6 +329,16 @@ class PostgresStore:
             "append_run_record", lambda r: lifecycle.plan_append(r, record), _record_key(record)
         )
 
+    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
+        keys: list[Key] = []
+        if isinstance(records, Sequence):
+            for record in records[:1]:
+                keys.extend(_record_key(record))
+            keys.extend(key for record in records[1:] for key in _record_key(record)[1:])
+        return await self._write(
+            "append_run_records", lambda r: lifecycle.plan_append_batch(r, records), keys
+        )
+
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(

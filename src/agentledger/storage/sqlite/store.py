@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
@@ -278,6 +278,11 @@ class SQLiteStore:
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
         return await self._write("append_run_record", lambda r: lifecycle.plan_append(r, record))
+
+    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
+        return await self._write(
+            "append_run_records", lambda r: lifecycle.plan_append_batch(r, records)
+        )
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
         return await self._write(
