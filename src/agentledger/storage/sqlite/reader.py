@@ -86,8 +86,18 @@ class RowCache:
             self.sessions.clear()
             self._version = version
 
+    def clear(self) -> None:
+        """Forget every row: the transaction that read or wrote them failed."""
+        self.runs.clear()
+        self.sessions.clear()
+        self._version = None
+
     def committed(self, plan: Plan[Any]) -> None:
-        """Keep the rows ``plan`` wrote; call only once its COMMIT succeeded."""
+        """Keep the rows ``plan`` wrote in the open transaction.
+
+        The writer runs later operations of the same transaction through this
+        cache, and calls :meth:`clear` if that transaction fails.
+        """
         if plan.purge_session:
             self.runs.clear()
             self.sessions.clear()

@@ -1,8 +1,10 @@
 """SQLiteStore: the embedded default backend, one SQLite file shared by processes.
 
-Every lifecycle method is one ``BEGIN IMMEDIATE`` transaction: the shared
-decision reads through :class:`SQLiteReader` and its plan is applied before
-``COMMIT``, so a refused or crashed operation writes nothing. Writers in all
+Every lifecycle method is one operation in a ``BEGIN IMMEDIATE``
+transaction: the shared decision reads through :class:`SQLiteReader` and its
+plan is applied before ``COMMIT``, so a refused or crashed operation writes
+nothing. Operations waiting for the writer share one transaction, each under
+its own savepoint, and one commit [B2] (:mod:`.group`). Writers in all
 processes are serialized by SQLite's write lock, which is what makes races
 across processes resolve to exactly one winner [X5].
 """
@@ -33,6 +35,7 @@ from agentledger.storage.sqlite.connection import (
     map_error,
     map_open_error,
 )
+from agentledger.storage.sqlite.group import GroupWriter
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
 from agentledger.storage.sqlite.threads import ConnectionThreads
 from agentledger.storage.state import Plan, StateReader
@@ -81,29 +84,28 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
-def _write_job(
-    decide: Callable[[StateReader], Plan[R]], cache: RowCache | None = None
-) -> Callable[[sqlite3.Connection], R]:
-    """One whole lifecycle operation: decide and apply inside ``BEGIN IMMEDIATE``."""
+def _write_op(
+    decide: Callable[[StateReader], Plan[R]],
+) -> Callable[[sqlite3.Connection, RowCache], R]:
+    """One whole lifecycle operation inside the group's transaction: decide and apply."""
 
-    def job(conn: sqlite3.Connection) -> R:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if cache is not None:
-                cache.validate(conn)
-            reader = SQLiteReader(conn, cache)
-            plan = decide(reader)
-            if plan.writes:
-                apply_plan(conn, reader, plan)
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
-        if cache is not None and plan.writes:
-            cache.committed(plan)
+    def operation(conn: sqlite3.Connection, cache: RowCache) -> R:
+        reader = SQLiteReader(conn, cache)
+        plan = decide(reader)
+        if plan.writes:
+            apply_plan(conn, reader, plan)
+            cache.committed(plan)  # later operations of the group read through it
         return plan.result
 
-    return job
+    return operation
+
+
+def _begin(cache: RowCache) -> Callable[[sqlite3.Connection], RowCache]:
+    def begin(conn: sqlite3.Connection) -> RowCache:
+        cache.validate(conn)
+        return cache
+
+    return begin
 
 
 def _read_job(
@@ -149,13 +151,15 @@ class SQLiteStore:
 
     Open it with :meth:`open`; close it with :meth:`close` or ``async with``.
     Any number of handles, in any number of processes, may share the file:
-    each lifecycle method is one ``BEGIN IMMEDIATE`` transaction, and a
-    writer that cannot get the lock within ``busy_timeout`` seconds gets a
+    writes run in ``BEGIN IMMEDIATE`` transactions, and a writer that cannot
+    get the lock within ``busy_timeout`` seconds gets a
     :class:`~agentledger.errors.TransientError` (retry it).
 
     Each operation leaves the event loop once: writes run on this handle's
-    writer thread, in call order; reads run on its reader threads, each with
-    its own connection, and never wait for a writer.
+    writer thread, in call order, the ones waiting together sharing one
+    transaction and one commit (group commit: each under its own savepoint,
+    none answered before the commit); reads run on its reader threads, each
+    with its own connection, and never wait for a writer.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -175,13 +179,14 @@ class SQLiteStore:
         An older schema is migrated (see :mod:`.schema`).
     """
 
-    def __init__(self, *, path: str, writer: ConnectionThreads, readers: ConnectionThreads) -> None:
+    def __init__(
+        self, *, path: str, writer: GroupWriter[RowCache], readers: ConnectionThreads
+    ) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
         """The database file."""
         self._writer = writer
         self._readers = readers
-        self._rows = RowCache()  # used on the writer thread only
         self._closed = False
 
     @classmethod
@@ -211,7 +216,13 @@ class SQLiteStore:
         def open_reader() -> sqlite3.Connection:
             return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
 
-        writer = ConnectionThreads(lambda: conn, count=1, name=f"agentledger-sqlite-writer:{name}")
+        rows = RowCache()  # used on the writer thread only
+        writer = GroupWriter(
+            lambda: conn,
+            begin=_begin(rows),
+            lost=RowCache.clear,
+            name=f"agentledger-sqlite-writer:{name}",
+        )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
         )
@@ -247,7 +258,7 @@ class SQLiteStore:
     async def _write(self, operation: str, decide: Callable[[StateReader], Plan[R]]) -> R:
         self._check_open()
         try:
-            return await self._writer.submit(_write_job(decide, self._rows))
+            return await self._writer.submit(_write_op(decide))
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
