@@ -1,8 +1,9 @@
 """Applying a Plan to SQLite inside the transaction that decided it.
 
 The plan says what the rows become; this module only stores it. A run the
-decision read is updated in the columns that changed (an append changes only
-``last_seq``), so the hot path writes one small UPDATE and one INSERT.
+decision read is updated in the columns that changed. An append changes only
+``last_seq``, which is not stored (it is the run's newest record id), so the
+hot path writes its INSERTs and nothing else.
 """
 
 from __future__ import annotations

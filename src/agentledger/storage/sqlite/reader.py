@@ -117,11 +117,16 @@ class SQLiteReader(StateReader):
     transaction); readers on other connections pass none.
     """
 
-    __slots__ = ("_cache", "_conn", "runs_read")
+    __slots__ = ("_cache", "_conn", "_fresh_keys", "runs_read")
 
-    def __init__(self, conn: sqlite3.Connection, cache: RowCache | None = None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, cache: RowCache | None = None, *, fresh_keys: bool = False
+    ) -> None:
         self._conn = conn
         self._cache = cache
+        self._fresh_keys = fresh_keys
+        """Answer every record lookup "absent" without reading: the caller's
+        INSERT must then prove it (see ``SQLiteStore``'s insert-first appends)."""
         self.runs_read: dict[str, RunRow | None] = {}
         """Every run this transaction looked up, as found (None: absent)."""
 
@@ -160,6 +165,8 @@ class SQLiteReader(StateReader):
         return None if row is None else str(row[0])
 
     def record(self, run_id: str, event_key: str) -> Record | None:
+        if self._fresh_keys:
+            return None
         row = self._conn.execute(_RECORD, (run_id, event_key)).fetchone()
         return None if row is None else decode_record(row)
 

@@ -73,12 +73,16 @@ RUN_FIELDS = (
     "cancel_key",
     "suspension_key",
     "terminal_key",
-    "last_seq",
 )
-"""RunRow fields stored as columns of ``runs`` (the checkpoint has its own table)."""
+"""RunRow fields stored as columns of ``runs`` (the checkpoint has its own table, and
+``last_seq`` is derived from the run's records)."""
 
-RUN_COLUMNS = ", ".join(f"runs.{name}" for name in RUN_FIELDS)
-"""Columns of ``runs`` in the order :func:`decode_run` expects, before the checkpoint's."""
+RUN_COLUMNS = (
+    ", ".join(f"runs.{name}" for name in RUN_FIELDS)
+    + ", (SELECT coalesce(max(seq), 0) FROM records WHERE records.run_id = runs.run_id)"
+)
+"""Columns of ``runs`` and the newest record id, in the order :func:`decode_run`
+expects, before the checkpoint's."""
 
 RECORD_COLUMNS = "run_id, seq, agent_id, session_id, turn_id, event_key, type, timestamp, payload"
 """Columns of ``records`` in the order :func:`decode_record` expects."""

@@ -112,6 +112,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         # Purge asks for a session's running runs; list_runs_by_session filters by status.
         statements=("CREATE INDEX runs_by_session_status ON runs (session_id, status)",),
     ),
+    Migration(
+        version=3,
+        name="runs_last_seq_derived",
+        # A run's newest id is max(seq) through UNIQUE (run_id, seq): an append
+        # writes its record only, not the runs row too [B2].
+        statements=("ALTER TABLE runs DROP COLUMN last_seq",),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

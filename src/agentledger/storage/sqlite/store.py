@@ -20,7 +20,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
 
-from agentledger.errors import ValidationError
+from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.sqlite import schema
@@ -85,11 +85,22 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 def _write_op(
-    decide: Callable[[StateReader], Plan[R]],
+    decide: Callable[[StateReader], Plan[R]], *, insert_first: bool = False
 ) -> Callable[[sqlite3.Connection, RowCache], R]:
-    """One whole lifecycle operation inside the group's transaction: decide and apply."""
+    """One whole lifecycle operation inside the group's transaction: decide and apply.
+
+    With ``insert_first`` (appends), the decision first runs as if none of its
+    event keys were stored, without reading them; the plan is kept only if its
+    INSERTs then succeed, which proves the keys were indeed new. Any refusal,
+    or a unique-key conflict, and the decision runs again on what is stored.
+    Either way the decision is the shared one: this only skips a read.
+    """
 
     def operation(conn: sqlite3.Connection, cache: RowCache) -> R:
+        if insert_first:
+            guessed = _insert_first(conn, cache, decide)
+            if guessed is not None:
+                return guessed.result
         reader = SQLiteReader(conn, cache)
         plan = decide(reader)
         if plan.writes:
@@ -98,6 +109,31 @@ def _write_op(
         return plan.result
 
     return operation
+
+
+def _insert_first(
+    conn: sqlite3.Connection, cache: RowCache, decide: Callable[[StateReader], Plan[R]]
+) -> Plan[R] | None:
+    """The plan of an append whose keys are new, applied; None if they may not be."""
+    reader = SQLiteReader(conn, cache, fresh_keys=True)
+    try:
+        plan = decide(reader)
+    except AgentledgerError:
+        return None  # maybe a retry of a stored record: decide again on stored state
+    several = len(plan.records) > 1
+    if several:
+        conn.execute("SAVEPOINT insert_first")
+    try:
+        apply_plan(conn, reader, plan)
+    except sqlite3.IntegrityError:
+        if several:
+            conn.execute("ROLLBACK TO insert_first")
+            conn.execute("RELEASE insert_first")
+        return None
+    if several:
+        conn.execute("RELEASE insert_first")
+    cache.committed(plan)
+    return plan
 
 
 def _begin(cache: RowCache) -> Callable[[sqlite3.Connection], RowCache]:
@@ -255,10 +291,16 @@ class SQLiteStore:
         if self._closed:
             raise ValidationError(field="store", expected="an open SQLiteStore", got="closed")
 
-    async def _write(self, operation: str, decide: Callable[[StateReader], Plan[R]]) -> R:
+    async def _write(
+        self,
+        operation: str,
+        decide: Callable[[StateReader], Plan[R]],
+        *,
+        insert_first: bool = False,
+    ) -> R:
         self._check_open()
         try:
-            return await self._writer.submit(_write_op(decide))
+            return await self._writer.submit(_write_op(decide, insert_first=insert_first))
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
@@ -288,11 +330,15 @@ class SQLiteStore:
         )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
-        return await self._write("append_run_record", lambda r: lifecycle.plan_append(r, record))
+        return await self._write(
+            "append_run_record", lambda r: lifecycle.plan_append(r, record), insert_first=True
+        )
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
         return await self._write(
-            "append_run_records", lambda r: lifecycle.plan_append_batch(r, records)
+            "append_run_records",
+            lambda r: lifecycle.plan_append_batch(r, records),
+            insert_first=True,
         )
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
