@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import msgspec
+
 from agentledger.storage.sqlite.reader import SQLiteReader
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
@@ -71,6 +73,9 @@ def _put_session(conn: sqlite3.Connection, row: SessionRow) -> None:
 
 def _put_run(conn: sqlite3.Connection, reader: SQLiteReader, row: RunRow) -> None:
     before = reader.runs_read.get(row.run_id)
+    if before is not None and row == msgspec.structs.replace(before, last_seq=row.last_seq):
+        reader.runs_read[row.run_id] = row  # an append: last_seq is not stored
+        return
     if before is None:
         conn.execute(_UPSERT_RUN, [run_value(name, getattr(row, name)) for name in RUN_FIELDS])
     else:
