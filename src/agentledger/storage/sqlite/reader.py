@@ -18,10 +18,12 @@ from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
+    RUN_PAGE_COLUMNS,
     SESSION_COLUMNS,
     decode_record,
     decode_records,
     decode_run,
+    decode_run_page,
     decode_session,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
@@ -33,7 +35,7 @@ from agentledger.storage.types import (
     Session,
     SessionStatus,
 )
-from agentledger.storage.validation import check_limit
+from agentledger.storage.validation import check_limit, require_id
 
 __all__ = ["RowCache", "SQLiteReader"]
 
@@ -48,8 +50,13 @@ _RECORD = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND event_key 
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
 _SESSIONS = f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY pos"
+_RUN_HEAD = (
+    "SELECT agent_id, session_id, "
+    "(SELECT coalesce(max(seq), 0) FROM records WHERE records.run_id = runs.run_id) "
+    "FROM runs WHERE run_id = ?"
+)
 _RUN_PAGE = (
-    f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq"
+    f"SELECT {RUN_PAGE_COLUMNS} FROM records WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq"
 )
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
@@ -177,12 +184,19 @@ class SQLiteReader(StateReader):
 
     def run_page(self, run_id: str, cursor: str, limit: int) -> Page:
         """[L9] records after the cursor on one run's log; positions are seqs."""
-        run = lifecycle.require_run(self, run_id)
+        # Only what paging needs of the run: its constant ids and newest seq.
+        require_id("run_id", run_id)
+        head = self._conn.execute(_RUN_HEAD, (run_id,)).fetchone()
+        if head is None:
+            lifecycle.require_run(self, run_id)  # raises the error that says why
+            raise AssertionError("require_run found a run the head query did not")
+        agent_id, session_id, last_seq = head
         size = check_limit(limit)
-        start = decode_cursor(cursor, "run", run_id, run.last_seq)
-        end = min(start + size, run.last_seq)
-        records = decode_records(self._conn.execute(_RUN_PAGE, (run_id, start, end)).fetchall())
-        next_cursor = encode_cursor("run", run_id, end) if end < run.last_seq else ""
+        start = decode_cursor(cursor, "run", run_id, last_seq)
+        end = min(start + size, last_seq)
+        rows = self._conn.execute(_RUN_PAGE, (run_id, start, end)).fetchall()
+        records = decode_run_page(run_id, agent_id, session_id, rows)
+        next_cursor = encode_cursor("run", run_id, end) if end < last_seq else ""
         return Page(records=records, next_cursor=next_cursor)
 
     def session_page(self, session_id: str, cursor: str, limit: int) -> Page:
