@@ -3,10 +3,11 @@
 Every write of a handle queues for its one writer thread. The thread takes
 the first waiting operation, opens ``BEGIN IMMEDIATE`` (waiting, across
 processes, for SQLite's write lock), then takes every operation that queued
-meanwhile, up to :data:`MAX_GROUP`. Each runs under its own ``SAVEPOINT``: a
-refused or failed operation rolls back to it and leaves the others' writes
-alone. One ``COMMIT`` (one fsync at ``synchronous=FULL``) then answers the
-whole group, and only then does any caller hear its answer: nobody is told
+meanwhile, and those that queue while the group runs, up to
+:data:`MAX_GROUP`. Each runs under its own ``SAVEPOINT``: a refused or failed
+operation rolls back to it and leaves the others' writes alone. One
+``COMMIT`` (one fsync at ``synchronous=FULL``) then answers the whole group,
+and only then does any caller hear its answer: nobody is told
 "stored" before the commit that stores it, and a refusal decided on top of
 an uncommitted write is not reported before that write is durable either.
 If the commit (or a statement that aborts the whole transaction) fails,
@@ -72,6 +73,7 @@ class GroupWriter(Generic[C]):
         self._begin = begin
         self._lost = lost
         self._jobs: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._stopping = False
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
@@ -91,9 +93,9 @@ class GroupWriter(Generic[C]):
 
     def _serve(self) -> None:
         conn: sqlite3.Connection | None = None
-        stopping = False
+        self._stopping = False
         try:
-            while not stopping:
+            while not self._stopping:
                 first = self._jobs.get()
                 if first is None:
                     break
@@ -103,55 +105,66 @@ class GroupWriter(Generic[C]):
                         conn = self._open()
                     conn.execute("BEGIN IMMEDIATE")
                 except BaseException as e:
-                    group, stopping = self._drain(group)
+                    group.extend(self._drain(len(group)))
                     self._answer([(item, None, e) for item in group])
                     continue
-                group, stopping = self._drain(group)
                 self._answer(self._run_group(conn, group))
         finally:
             if conn is not None:
                 conn.close()
 
-    def _drain(self, group: list[_Item]) -> tuple[list[_Item], bool]:
-        """Add every operation already waiting, up to MAX_GROUP; True once told to stop."""
-        while len(group) < MAX_GROUP:
+    def _drain(self, size: int) -> list[_Item]:
+        """Operations already waiting, so the group stays within MAX_GROUP; notes a stop."""
+        found: list[_Item] = []
+        while not self._stopping and size + len(found) < MAX_GROUP:
             try:
                 item = self._jobs.get_nowait()
             except queue.Empty:
-                return group, False
+                break
             if item is None:
-                return group, True
-            group.append(item)
-        return group, False
+                self._stopping = True
+            else:
+                found.append(item)
+        return found
 
     def _run_group(
         self, conn: sqlite3.Connection, group: list[_Item]
     ) -> list[tuple[_Item, Any, BaseException | None]]:
-        """Run ``group`` in the open transaction and commit it; one answer per operation."""
+        """Run ``group`` in the open transaction and commit it; one answer per operation.
+
+        Operations that queue while the group runs join it, up to MAX_GROUP:
+        the transaction stays open while work keeps arriving.
+        """
         answers: list[tuple[_Item, Any, BaseException | None]] = []
         context: C | None = None
-        alone = len(group) == 1  # a group of one needs no savepoint: ROLLBACK is enough
         try:
             context = self._begin(conn)
-            for item in group:
-                operation = item[0]
-                if not alone:
-                    conn.execute("SAVEPOINT op")
-                try:
-                    result = operation(conn, context)
-                except BaseException as e:
-                    if not conn.in_transaction:
-                        raise  # SQLite rolled the whole transaction back: the group fails
-                    if alone:
-                        conn.execute("ROLLBACK")
-                        return [(item, None, e)]
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                    answers.append((item, None, e))
-                    continue
-                if not alone:
-                    conn.execute("RELEASE op")
-                answers.append((item, result, None))
+            pending = group + self._drain(len(group))
+            group[:] = pending
+            while pending:
+                for item in pending:
+                    # The first operation, with nobody else waiting, needs no
+                    # savepoint: if it fails, ROLLBACK undoes it alone.
+                    alone = len(group) == 1
+                    if not alone:
+                        conn.execute("SAVEPOINT op")
+                    try:
+                        result = item[0](conn, context)
+                    except BaseException as e:
+                        if not conn.in_transaction:
+                            raise  # SQLite rolled the whole transaction back: the group fails
+                        if alone:
+                            conn.execute("ROLLBACK")
+                            return [(item, None, e)]
+                        conn.execute("ROLLBACK TO op")
+                        conn.execute("RELEASE op")
+                        answers.append((item, None, e))
+                        continue
+                    if not alone:
+                        conn.execute("RELEASE op")
+                    answers.append((item, result, None))
+                pending = self._drain(len(group))
+                group.extend(pending)
             conn.execute("COMMIT")
         except BaseException as e:
             if conn.in_transaction:
