@@ -36,6 +36,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
 from agentledger.storage import Record, RecordBuilder, RunStart
@@ -227,7 +228,7 @@ async def _bench_concurrent(workdir: str) -> tuple[list[float], list[float]]:
 
 def _message_payload(i: int) -> bytes:
     """One transcript message of about 250 bytes, user and assistant in turn."""
-    role = "user" if i % 2 else "assistant"
+    role: Literal["user", "assistant"] = "user" if i % 2 else "assistant"
     text = "the ledger keeps every record in commit order. " * 4
     return encode_messages([Message(role=role, parts=(TextPart(text=f"{i}: {text}"),))])
 

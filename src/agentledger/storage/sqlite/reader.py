@@ -10,15 +10,16 @@ being smoothed over here.
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Collection
 from typing import Any
 
+from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
-    RUN_PAGE_COLUMNS,
     SESSION_COLUMNS,
     decode_record,
     decode_records,
@@ -50,13 +51,16 @@ _RECORD = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND event_key 
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
 _SESSIONS = f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY pos"
-_RUN_HEAD = (
-    "SELECT agent_id, session_id, "
-    "(SELECT coalesce(max(seq), 0) FROM records WHERE records.run_id = runs.run_id) "
-    "FROM runs WHERE run_id = ?"
-)
+# A run's constant ids, its newest seq and one page of its log: one statement, so
+# one snapshot without a transaction around it.
 _RUN_PAGE = (
-    f"SELECT {RUN_PAGE_COLUMNS} FROM records WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq"
+    "SELECT head.agent_id, head.session_id, head.newest, "
+    "records.seq, records.turn_id, records.event_key, records.type, records.timestamp, "
+    "records.payload FROM (SELECT agent_id, session_id, "
+    "(SELECT coalesce(max(seq), 0) FROM records WHERE records.run_id = runs.run_id) AS newest "
+    "FROM runs WHERE run_id = :run) AS head "
+    "LEFT JOIN records ON records.run_id = :run AND records.seq > :start "
+    "AND records.seq <= min(:start + :size, head.newest) ORDER BY records.seq"
 )
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
@@ -183,20 +187,28 @@ class SQLiteReader(StateReader):
     # Listings ----------------------------------------------------------------
 
     def run_page(self, run_id: str, cursor: str, limit: int) -> Page:
-        """[L9] records after the cursor on one run's log; positions are seqs."""
-        # Only what paging needs of the run: its constant ids and newest seq.
+        """[L9] records after the cursor on one run's log; positions are seqs.
+
+        Needs no transaction: the run's head and the page are one statement.
+        """
         require_id("run_id", run_id)
-        head = self._conn.execute(_RUN_HEAD, (run_id,)).fetchone()
-        if head is None:
+        try:
+            size = check_limit(limit)
+            start = decode_cursor(cursor, "run", run_id, sys.maxsize)  # checked again below
+        except ValidationError:
+            lifecycle.require_run(self, run_id)  # a missing run is the first error to report
+            raise
+        query = {"run": run_id, "start": start, "size": size}
+        rows = self._conn.execute(_RUN_PAGE, query).fetchall()
+        if not rows:
             lifecycle.require_run(self, run_id)  # raises the error that says why
-            raise AssertionError("require_run found a run the head query did not")
-        agent_id, session_id, last_seq = head
-        size = check_limit(limit)
-        start = decode_cursor(cursor, "run", run_id, last_seq)
-        end = min(start + size, last_seq)
-        rows = self._conn.execute(_RUN_PAGE, (run_id, start, end)).fetchall()
-        records = decode_run_page(run_id, agent_id, session_id, rows)
-        next_cursor = encode_cursor("run", run_id, end) if end < last_seq else ""
+            raise AssertionError("require_run found a run the page query did not")
+        agent_id, session_id, newest = rows[0][:3]
+        decode_cursor(cursor, "run", run_id, newest)
+        page = [row[3:] for row in rows] if rows[0][3] is not None else []
+        records = decode_run_page(run_id, agent_id, session_id, page)
+        end = start + len(records)
+        next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 
     def session_page(self, session_id: str, cursor: str, limit: int) -> Page:

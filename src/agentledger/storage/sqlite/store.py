@@ -145,11 +145,17 @@ def _begin(cache: RowCache) -> Callable[[sqlite3.Connection], RowCache]:
 
 
 def _read_job(
-    read: Callable[[SQLiteReader], R],
+    read: Callable[[SQLiteReader], R], *, one_statement: bool = False
 ) -> Callable[[sqlite3.Connection], R]:
-    """One whole read in one read transaction, so all its statements see one snapshot."""
+    """One whole read in one read transaction, so all its statements see one snapshot.
+
+    A read that is ``one_statement`` (apart from the lookups that explain an
+    error) needs no transaction: a statement always reads one snapshot.
+    """
 
     def job(conn: sqlite3.Connection) -> R:
+        if one_statement:
+            return read(SQLiteReader(conn))
         conn.execute("BEGIN")
         try:
             return read(SQLiteReader(conn))
@@ -304,10 +310,12 @@ class SQLiteStore:
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
-    async def _read(self, operation: str, read: Callable[[SQLiteReader], R]) -> R:
+    async def _read(
+        self, operation: str, read: Callable[[SQLiteReader], R], *, one_statement: bool = False
+    ) -> R:
         self._check_open()
         try:
-            return await self._readers.submit(_read_job(read))
+            return await self._readers.submit(_read_job(read, one_statement=one_statement))
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
@@ -380,7 +388,9 @@ class SQLiteStore:
     async def list_run_records(
         self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
     ) -> Page:
-        return await self._read("list_run_records", lambda r: r.run_page(run_id, cursor, limit))
+        return await self._read(
+            "list_run_records", lambda r: r.run_page(run_id, cursor, limit), one_statement=True
+        )
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
