@@ -54,14 +54,16 @@ _SESSIONS = f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY pos"
 # A run's constant ids, its newest seq and one page of its log: one statement, so
 # one snapshot without a transaction around it.
 _RUN_PAGE = (
+    "WITH head AS MATERIALIZED (SELECT agent_id, session_id, coalesce(("
+    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+    "), 0) AS newest FROM runs WHERE run_id = :run) "
     "SELECT head.agent_id, head.session_id, head.newest, "
     "records.seq, records.turn_id, records.event_key, records.type, records.timestamp, "
-    "records.payload FROM (SELECT agent_id, session_id, "
-    "(SELECT coalesce(max(seq), 0) FROM records WHERE records.run_id = runs.run_id) AS newest "
-    "FROM runs WHERE run_id = :run) AS head "
-    "LEFT JOIN records ON records.run_id = :run AND records.seq > :start "
-    "AND records.seq <= min(:start + :size, head.newest) ORDER BY records.seq"
+    "records.payload FROM head LEFT JOIN records ON records.run_id = :run "
+    "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
 )
+"""No ORDER BY: the rows come in index order, which :meth:`SQLiteReader.run_page`
+checks (and restores if ever needed) instead of paying for a sort."""
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
     f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id = ? AND pos > ? "
@@ -204,10 +206,13 @@ class SQLiteReader(StateReader):
             lifecycle.require_run(self, run_id)  # raises the error that says why
             raise AssertionError("require_run found a run the page query did not")
         agent_id, session_id, newest = rows[0][:3]
-        decode_cursor(cursor, "run", run_id, newest)
+        if start > newest:
+            decode_cursor(cursor, "run", run_id, newest)  # raises: past the end of the log
         page = [row[3:] for row in rows] if rows[0][3] is not None else []
+        if page and (page[0][0] != start + 1 or page[-1][0] != start + len(page)):
+            page.sort(key=lambda row: row[0])
         records = decode_run_page(run_id, agent_id, session_id, page)
-        end = start + len(records)
+        end = min(start + size, newest)
         next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 

@@ -81,7 +81,8 @@ RUN_FIELDS = (
 
 RUN_COLUMNS = (
     ", ".join(f"runs.{name}" for name in RUN_FIELDS)
-    + ", (SELECT coalesce(max(seq), 0) FROM records WHERE records.run_id = runs.run_id)"
+    + ", coalesce((SELECT seq FROM records WHERE records.run_id = runs.run_id "
+    "ORDER BY seq DESC LIMIT 1), 0)"
 )
 """Columns of ``runs`` and the newest record id, in the order :func:`decode_run`
 expects, before the checkpoint's."""
