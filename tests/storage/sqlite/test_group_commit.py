@@ -12,16 +12,20 @@ import sqlite3
 import struct
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentledger.errors import RecordConflictError, RunNotActiveError
+from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import run_log
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
 from agentledger.storage.types import AppendResult
+from agentledger.testing import ScriptedModel, reply, tool_calls
+from agentledger.transcript import Message, TextPart
 
 
 def wal_commits(db_path: Path) -> int:
@@ -161,3 +165,29 @@ async def test_group_answers_come_after_the_commit(db_path: Path, durability: An
             return int(count)
 
         assert await asyncio.gather(*(append_and_look(i) for i in range(8))) == [1] * 8
+
+
+@tool
+async def ping() -> str:
+    """A tool with nothing to do."""
+    return "pong"
+
+
+async def test_an_agent_run_commits_once_per_activity_not_per_record(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    """[B1] a one-tool agent run: each activity's records share one transaction."""
+    await store.create_session("agent-session", created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_model("m", ScriptedModel([tool_calls(("p1", "ping", {})), reply("ok")]))
+    runtime.register_agent(Agent("chat", ModelPlanner("m", system="Be brief."), tools=[ping]))
+    before = wal_commits(db_path)
+
+    out = await runtime.agent_client("chat").run(
+        "agent-session", [Message(role="user", parts=(TextPart(text="ping"),))]
+    )
+
+    commits = wal_commits(db_path) - before
+    records = await run_log(store, out.run_id)
+    assert len(records) == 15
+    assert commits <= 10, commits  # one per writing activity; 15 before [B1]
