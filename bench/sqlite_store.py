@@ -1,7 +1,7 @@
 """Benchmark: SQLiteStore against raw sqlite3 doing the same work on the same machine.
 
 Run as ``.venv/bin/python bench/sqlite_store.py`` (or ``make bench``). It is not a
-test: it prints a table of medians over five interleaved repetitions; each ratio
+test: it prints a table of medians over seven interleaved repetitions; each ratio
 is the median of the per-repetition ratios. The raw side is the physical limit:
 the same INSERT (or SELECT) on the same schema with the same pragmas, with no
 store around it, at the same ``synchronous`` setting.
@@ -47,7 +47,7 @@ from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart, encode_messages
 from agentledger.transcript.replay import build_messages_from_run_log
 
-REPETITIONS = 5
+REPETITIONS = 7
 APPENDS = {"full": 200, "normal": 1000}
 CONCURRENT_RUNS = 16
 CONCURRENT_APPENDS = 25  # per run and repetition: 400 records
