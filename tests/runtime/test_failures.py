@@ -61,7 +61,8 @@ class Faulty:
             return attr
 
         async def faulty(arg: Any, /, *rest: Any, **kw: Any) -> Any:
-            self.calls[getattr(arg, "event_key", name)] += 1
+            first = arg[0] if isinstance(arg, list) and arg else arg
+            self.calls[getattr(first, "event_key", name)] += 1
             if self._left <= 0:
                 return await attr(arg, *rest, **kw)
             self._left -= 1
@@ -90,7 +91,7 @@ async def test_transient_store_failures_are_retried_exactly(
 ) -> None:
     """[X1] TransientError from the store is retried; a write that landed is an exact retry,
     so the log is the same as without faults."""
-    faulty = Faulty(store, "append_run_record", 3, TransientError("db busy"), after=after)
+    faulty = Faulty(store, "append_run_records", 3, TransientError("db busy"), after=after)
     model = ScriptedModel([tool_calls(("p1", "ping", {})), reply("pong received")])
     runtime = _runtime(faulty, model, tools=[ping])
     out = await runtime.agent_client("chat").run(session, [user_message("ping")])
@@ -104,7 +105,7 @@ async def test_transient_failures_past_the_attempts_fail_the_run(
     store: AnyStore, session: str
 ) -> None:
     """Attempts run out -> the run fails with a retryable failure; its terminal is stored."""
-    faulty = Faulty(store, "append_run_record", 10**6, TransientError("db down"))
+    faulty = Faulty(store, "append_run_records", 10**6, TransientError("db down"))
     runtime = _runtime(faulty, ScriptedModel([reply("never")]))
     out = await runtime.agent_client("chat").run(session, [user_message("hi")])
     assert out.status is RunStatus.FAILED
@@ -117,7 +118,7 @@ async def test_transient_failures_past_the_attempts_fail_the_run(
 
 async def test_a_contract_error_is_not_retried(store: AnyStore, session: str) -> None:
     """A ContractError is permanent: tried once, then the run fails."""
-    faulty = Faulty(store, "append_run_record", 1, ValidationError(field="x", expected="y"))
+    faulty = Faulty(store, "append_run_records", 1, ValidationError(field="x", expected="y"))
     runtime = _runtime(faulty, ScriptedModel([reply("never")]))
     out = await runtime.agent_client("chat").run(session, [user_message("hi")])
     assert faulty.calls["prompt:chat.system"] == 1

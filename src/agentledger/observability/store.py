@@ -7,7 +7,7 @@ store's own coroutine, so the wrapper costs one call and one lookup.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentledger.observability.tracing import available, span, tracer
@@ -66,6 +66,21 @@ def _appended(record: Record) -> Callable[[Span, AppendResult], None]:
     def describe(target: Span, result: AppendResult) -> None:
         _inserted(target, result)
         _record_event(target, record, result)
+
+    return describe
+
+
+def _batch_appended(records: Sequence[Record]) -> Callable[[Span, list[AppendResult]], None]:
+    """[B1] A batch: ``inserted``, ``retried`` or ``mixed``, and one event per record."""
+
+    def describe(target: Span, results: list[AppendResult]) -> None:
+        inserted = {result.inserted for result in results}
+        outcome = "mixed" if len(inserted) > 1 else "inserted" if True in inserted else "retried"
+        target.set_attribute("agentledger.store.inserted", True in inserted)
+        target.set_attribute("agentledger.store.outcome", outcome)
+        target.set_attribute("agentledger.store.records", len(results))
+        for record, result in zip(records, results, strict=True):
+            _record_event(target, record, result)
 
     return describe
 
@@ -187,6 +202,16 @@ class TracedStore:
             return job
         run_id = ("agentledger.run.id", record.run_id)
         return self._traced(found, "append_run_record", run_id, job, _appended(record))
+
+    def append_run_records(
+        self, records: Sequence[Record], /
+    ) -> Coroutine[Any, Any, list[AppendResult]]:
+        found = tracer()
+        job = self.inner.append_run_records(records)
+        if found is None:
+            return job
+        run_id = ("agentledger.run.id", records[0].run_id if records else "")
+        return self._traced(found, "append_run_records", run_id, job, _batch_appended(records))
 
     def record_run_cancellation(self, cmd: RunCancellation, /) -> Coroutine[Any, Any, AppendResult]:
         found = tracer()

@@ -307,13 +307,15 @@ class Activities:
         self, run: RunStart, turn_id: str, at: Any, specs: Iterable[rt.RecordSpec]
     ) -> bool:
         builder = RecordBuilder(run, turn_id=turn_id)
-        ended = False
-        for spec in specs:
-            record = builder.record(spec.type, spec.payload, event_key=spec.event_key, at=at)
-            result = await self.store.append_run_record(record)
-            ended = ended or result.session_status is SessionStatus.ENDED
-            await self.publish([record])
-        return ended
+        records = [
+            builder.record(spec.type, spec.payload, event_key=spec.event_key, at=at)
+            for spec in specs
+        ]
+        if not records:
+            return False
+        results = await self.store.append_run_records(records)  # one transaction [B1]
+        await self.publish(records)
+        return any(r.session_status is SessionStatus.ENDED for r in results)
 
     async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
         """One planner turn; a planner error becomes a failure (TransientError is retried)."""

@@ -179,10 +179,9 @@ async def _repair(
         specs.append(
             RecordSpec.appended("repair:tool_results", Message(role="user", parts=results))
         )
-        for spec in specs:
-            await store.append_run_record(
-                builder.record(spec.type, spec.payload, event_key=spec.event_key, at=at)
-            )
+        await store.append_run_records(
+            [builder.record(s.type, s.payload, event_key=s.event_key, at=at) for s in specs]
+        )
     if canceled:
         cmd = builder.terminal(RunStatus.CANCELED, at=at, reason=meta.cancellation_reason)
     else:

@@ -8,7 +8,7 @@ the plan in the same transaction, so a refused command changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NoReturn
 
@@ -75,6 +75,7 @@ __all__ = [
     "load_session",
     "load_session_status",
     "plan_append",
+    "plan_append_batch",
     "plan_cancellation",
     "plan_child_start",
     "plan_create_session",
@@ -621,15 +622,19 @@ def _owned_run(reader: StateReader, run_id: str, record: Record) -> RunRow:
     return run
 
 
-def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:
-    """[L8]/[X1] append an ordinary record; an exact repeat returns its original id."""
-    validate_record(record)
+def _check_ordinary(record: Record, field: str) -> None:
+    validate_record(record, field)
     if record.type in payloads.LIFECYCLE_TYPES:
         raise ValidationError(
-            field="record.type",
+            field=f"{field}.type",
             expected="an ordinary (non-lifecycle) record type",
             got=record.type,
         )
+
+
+def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:
+    """[L8]/[X1] append an ordinary record; an exact repeat returns its original id."""
+    _check_ordinary(record, "record")
     run = _owned_run(reader, record.run_id, record)
     status = _session_status(reader, run)
     stored = reader.record(run.run_id, record.event_key)
@@ -641,6 +646,57 @@ def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:
     return Plan(
         AppendResult(id=new.id, inserted=True, session_status=status), runs=[row], records=[new]
     )
+
+
+def _check_batch(records: object) -> list[Record]:
+    """[B1] a non-empty sequence of ordinary records of one run, each valid as given."""
+    if not isinstance(records, Sequence) or isinstance(records, str | bytes):
+        raise ValidationError(
+            field="records", expected="a sequence of Records", got=type(records).__name__
+        )
+    if not records:
+        raise ValidationError(field="records", expected="at least one record", got=0)
+    batch = list(records)
+    for i, record in enumerate(batch):
+        _check_ordinary(record, f"records[{i}]")
+        if record.run_id != batch[0].run_id:
+            raise ValidationError(
+                field=f"records[{i}].run_id",
+                expected=f"{batch[0].run_id!r} (one run per batch)",
+                got=record.run_id,
+            )
+    return batch
+
+
+def plan_append_batch(reader: StateReader, records: Sequence[Record]) -> Plan[list[AppendResult]]:
+    """[B1] append ordinary records of one run, in order, all or none.
+
+    Each record is inserted or is an exact retry [X1] (of a stored record, or of
+    an earlier record of the same batch); the first refusal is raised and
+    nothing is written.
+    """
+    batch = _check_batch(records)
+    run = _owned_run(reader, batch[0].run_id, batch[0])
+    for record in batch[1:]:
+        _check_owner(record, run.run_id, run.agent_id, run.session_id)
+    status = _session_status(reader, run)
+    results: list[AppendResult] = []
+    written: list[Record] = []
+    fresh: dict[str, Record] = {}  # event key -> record this batch inserts
+    for record in batch:
+        stored = fresh.get(record.event_key) or reader.record(run.run_id, record.event_key)
+        if stored is not None:
+            _same_or_conflict(RecordConflictError, run.run_id, "record", stored, record)
+            results.append(AppendResult(id=stored.id, inserted=False, session_status=status))
+            continue
+        _require_running(run)
+        run, new = _append_to(run, record)
+        fresh[record.event_key] = new
+        written.append(new)
+        results.append(AppendResult(id=new.id, inserted=True, session_status=status))
+    if not written:
+        return Plan(results)
+    return Plan(results, runs=[run], records=written)
 
 
 def plan_cancellation(reader: StateReader, cmd: RunCancellation) -> Plan[AppendResult]:

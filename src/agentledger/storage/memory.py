@@ -8,7 +8,7 @@ Nothing survives the process.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -154,6 +154,9 @@ class MemoryStore:
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
         return self._write(lambda r: lifecycle.plan_append(r, record))
+
+    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
+        return self._write(lambda r: lifecycle.plan_append_batch(r, records))
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
         return self._write(lambda r: lifecycle.plan_cancellation(r, cmd))

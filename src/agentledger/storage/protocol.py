@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -59,6 +59,14 @@ class Store(Protocol):
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
         """[L8] Append an ordinary record to a running run's log."""
+        ...
+
+    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
+        """[B1] Append ordinary records of one run, in order, in one transaction.
+
+        All are accepted (each inserted or an exact retry) or none: the first
+        refusal is raised and the store is unchanged. One result per record.
+        """
         ...
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from enum import StrEnum
 from typing import TypeVar
 
@@ -45,9 +44,12 @@ MAX_PAGE_LIMIT = 1000
 _P = TypeVar("_P", bound="payloads._Payload")
 _S = TypeVar("_S", bound=StrEnum)
 _ZERO = timedelta(0)
-# Numbers are checked for syntax only: 1e400 is valid JSON (and a valid exact
-# transcript number [T4]) even though no float can hold it.
-_JSON_VALUE = msgspec.json.Decoder(float_hook=Decimal)
+# Syntax only, without building a value: decoding into Raw parses the whole
+# document (one value, nothing after it) but allocates nothing per element,
+# about four times faster on message arrays. Numbers are checked for syntax
+# only: 1e400 is valid JSON (and a valid exact transcript number [T4]) even
+# though no float can hold it. UTF-8 is checked separately, before.
+_JSON_VALUE = msgspec.json.Decoder(msgspec.Raw)
 
 
 MAX_ID_LENGTH = 512
@@ -207,9 +209,13 @@ def validate_record(record: object, field: str = "record") -> Record:
 
 
 def normalize_record(record: Record, record_id: str) -> Record:
-    """The record as stored: its assigned id and a ``UTC`` timestamp object."""
+    """The record as stored: its assigned id and a ``UTC`` timestamp object.
+
+    The record was checked by :func:`validate_record` already.
+    """
+    at = record.timestamp
     return msgspec.structs.replace(
-        record, id=record_id, timestamp=check_timestamp("record.timestamp", record.timestamp)
+        record, id=record_id, timestamp=at if at.tzinfo is UTC else at.replace(tzinfo=UTC)
     )
 
 

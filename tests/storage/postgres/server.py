@@ -7,9 +7,9 @@ its own for poking at a store by hand::
 
 The cluster lives in a temporary directory, listens on 127.0.0.1 on a free
 port (its unix socket stays inside the directory), runs without fsync (it is
-thrown away) and is stopped and deleted by :meth:`PostgresServer.stop`. A
-small watchdog process does the same if the owning process dies first (a
-killed test run), so no server outlives its run.
+thrown away; benchmarks ask for ``fsync=True``) and is stopped and deleted by
+:meth:`PostgresServer.stop`. A small watchdog process does the same if the
+owning process dies first (a killed test run), so no server outlives its run.
 ``initdb`` refuses to run as root, so as root the cluster belongs to the
 ``postgres`` user and every server command runs through ``runuser``.
 
@@ -112,7 +112,9 @@ def _free_port() -> int:
 class PostgresServer:
     """One throwaway cluster. :meth:`start` returns a DSN; :meth:`stop` deletes everything."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fsync: bool = False) -> None:
+        """``fsync=True`` makes commits durable (for benchmarks); tests run without."""
+        self.fsync = fsync
         self.root: Path | None = None
         self.port = 0
         self._bin: Path | None = None
@@ -159,8 +161,12 @@ class PostgresServer:
             self.port = _free_port()
             options = (
                 f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                "-c max_connections=200 -c shared_buffers=64MB"
+                "-c max_connections=200 -c shared_buffers=64MB "
+                + (
+                    "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+                    if self.fsync
+                    else "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+                )
             )
             done = self._run(
                 "pg_ctl", "-D", str(self._data), "-l", str(self._log), "-o", options, "-w",

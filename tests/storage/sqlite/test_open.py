@@ -43,7 +43,7 @@ async def _session_status(path: Path, session_id: str) -> SessionStatus:
 
 async def _pragma(store: SQLiteStore, name: str) -> object:
     """A pragma as the store's write connection sees it."""
-    return await store._writer.submit(lambda c: c.execute(f"PRAGMA {name}").fetchone()[0])
+    return await store._writer.submit(lambda c, _: c.execute(f"PRAGMA {name}").fetchone()[0])
 
 
 def test_public_names() -> None:
@@ -330,7 +330,7 @@ async def test_a_value_over_the_size_limit_is_a_validation_error(store: SQLiteSt
     world = World(store)
     sid = await world.session("s")
     run = await world.root("r", session=sid)
-    await store._writer.submit(lambda c: c.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000))
+    await store._writer.submit(lambda c, _: c.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000))
     big = world.note(run, "big", b'{"text": "' + b"x" * 2000 + b'"}')
     with pytest.raises(ValidationError) as caught:
         await store.append_run_record(big)

@@ -40,6 +40,7 @@ except ImportError as e:
     ) from e
 
 from agentledger.storage.conformance._base import ConformanceBase, StoreFactory
+from agentledger.storage.conformance._batches import BatchConformance
 from agentledger.storage.conformance._cancellation import CancellationConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
@@ -71,6 +72,7 @@ class StoreConformance(
     ContinuationConformance,
     PurgeConformance,
     RecordConformance,
+    BatchConformance,
     CancellationConformance,
     SuspensionConformance,
     TerminalConformance,

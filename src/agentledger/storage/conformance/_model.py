@@ -421,6 +421,34 @@ class Model:
             raise Refused(RunNotActiveError)
         return AppendResult(id=self._write(run, record).id, inserted=True, session_status=status)
 
+    def append_run_records(self, records: list[Record]) -> list[AppendResult]:
+        """[B1] check the whole batch first, then write it: all or nothing."""
+        if not records or any(r.type in _FIELDS or r.run_id != records[0].run_id for r in records):
+            raise Refused(ValidationError)
+        run = self._owned(records[0].run_id, records[0])
+        for record in records[1:]:
+            self._owned(run.start.run_id, record)
+        status = self._status(run)
+        pending: dict[str, Record] = {}
+        for record in records:
+            seen = pending.get(record.event_key) or run.keys.get(record.event_key)
+            if seen is not None:
+                if not _same(seen, record):
+                    raise Refused(RecordConflictError)
+            elif run.status is not RunStatus.RUNNING:
+                raise Refused(RunNotActiveError)
+            else:
+                pending[record.event_key] = record
+        results: list[AppendResult] = []
+        for record in records:
+            stored = run.keys.get(record.event_key)
+            if stored is not None:
+                results.append(AppendResult(id=stored.id, inserted=False, session_status=status))
+            else:
+                new = self._write(run, record)
+                results.append(AppendResult(id=new.id, inserted=True, session_status=status))
+        return results
+
     def _fresh(self, run: _Run, record: Record) -> None:
         if run.status is not RunStatus.RUNNING:
             raise Refused(RunNotActiveError)

@@ -202,6 +202,23 @@ class Append:
         return dataclasses.replace(self, variant=1 - self.variant)
 
 
+@dataclass(frozen=True)
+class AppendBatch:
+    """[B1] a batch of ``keys`` (in order), each with the payload variant of its key."""
+
+    run: str
+    session: str
+    keys: tuple[str, ...]
+    variant: int
+
+    def call(self) -> tuple[str, tuple[Any, ...]]:
+        appends = [Append(self.run, self.session, key, self.variant) for key in self.keys]
+        return "append_run_records", ([a.call()[1][0] for a in appends],)
+
+    def changed(self, k: int) -> AppendBatch:
+        return dataclasses.replace(self, variant=1 - self.variant)
+
+
 def _builder(run: str, session: str, labels: tuple[tuple[str, str], ...] = ()) -> RecordBuilder:
     return RecordBuilder(
         RunStart(
@@ -294,7 +311,15 @@ class Terminal:
 
 
 Command: TypeAlias = (
-    CreateSession | EndSession | PurgeSession | Start | Append | Cancel | Suspend | Terminal
+    CreateSession
+    | EndSession
+    | PurgeSession
+    | Start
+    | Append
+    | AppendBatch
+    | Cancel
+    | Suspend
+    | Terminal
 )
 
 
@@ -498,6 +523,16 @@ class LedgerMachine(RuleBasedStateMachine):
     def append(self, r: int, k: str, v: int) -> Command:
         run = self.pick_run(r, RunStatus.RUNNING)
         return self.perform(Append(run, self.model.session_of(run), k, v))
+
+    @rule(
+        target=commands,
+        r=RUN,
+        keys=st.lists(st.sampled_from(APPEND_KEYS), min_size=1, max_size=3),
+        v=st.integers(0, 1),
+    )
+    def append_batch(self, r: int, keys: list[str], v: int) -> Command:
+        run = self.pick_run(r, RunStatus.RUNNING)
+        return self.perform(AppendBatch(run, self.model.session_of(run), tuple(keys), v))
 
     @rule(
         target=commands,

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from psycopg import AsyncCursor
-from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
 from agentledger.storage.postgres._reader import Loader
@@ -40,17 +38,9 @@ _RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
 _INSERT_RUN = (
     f"INSERT INTO agentledger_runs ({RUN_COLUMNS}) VALUES ({', '.join(['%s'] * len(_RUN_FIELDS))})"
 )
-_UPDATE_RUN = (
-    "UPDATE agentledger_runs SET "
-    + ", ".join(f"{c} = %s" for c in _RUN_FIELDS[1:])
-    + " WHERE run_id = %s"
-)
 _INSERT_SESSION = (
     "INSERT INTO agentledger_sessions (id, status, created_at, ended_at, labels) "
     "VALUES (%s, %s, %s, %s, %s)"
-)
-_UPDATE_SESSION = (
-    "UPDATE agentledger_sessions SET status = %s, created_at = %s, ended_at = %s WHERE id = %s"
 )
 _RECORD_FIELDS = len(RECORD_COLUMNS.split(",")) + 1
 _INSERT_RECORDS = f"INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq) VALUES "
@@ -88,33 +78,68 @@ async def _session_positions(
     return positions, {sid: (newest[sid], end) for sid, end in ends.items()}
 
 
+def _one_row(update: str) -> str:
+    """``update`` as a statement that fails unless it changed exactly one row.
+
+    The failure (division by zero, seen as :class:`StaleWrite`) aborts the
+    transaction in the same round trip, so a pipelined COMMIT after it never
+    commits a partial plan; no result has to be awaited before the COMMIT.
+    """
+    return f"WITH changed AS ({update} RETURNING 1) SELECT 1 / count(*)::int FROM changed"
+
+
+def _plain(value: object) -> object:
+    return value.obj if isinstance(value, Jsonb) else value
+
+
+def _changed(new: tuple[object, ...], old: tuple[object, ...]) -> list[int]:
+    """Positions (past the key) of the parameters that differ."""
+    return [i for i in range(1, len(new)) if _plain(new[i]) != _plain(old[i])]
+
+
 async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     """Write ``plan`` (session, runs, records, purge, in that order) in the loader's transaction.
 
-    Every UPDATE must match its row, or the transaction is retried
-    (:class:`StaleWrite`): the rows are locked, so that never happens unless
-    the locking is wrong, and then nothing is overwritten.
+    Statements are only sent, never awaited for a result, so on a connection
+    in pipeline mode the whole plan and its COMMIT share one round trip.
+    Every UPDATE names the columns that changed, and must match its row or
+    the transaction fails (:class:`StaleWrite`, retried): the rows are
+    locked, so that never happens unless the locking is wrong, and then
+    nothing is overwritten.
     """
     conn, cache = loader.conn, loader.cache
     positions, allocations = await _session_positions(loader, plan)
     row = plan.session
     if row is not None:
-        if cache.sessions.get(row.id) is None:
+        before = cache.sessions.get(row.id)
+        if before is None:
             insert = (row.id, row.status.value, row.created_at, row.ended_at, Jsonb(row.labels))
             await conn.execute(_INSERT_SESSION, insert)
         else:
-            update = (row.status.value, row.created_at, row.ended_at, row.id)
-            _check(row.id, await conn.execute(_UPDATE_SESSION, update))
+            columns = {
+                "status": (row.status.value, before.status.value),
+                "created_at": (row.created_at, before.created_at),
+                "ended_at": (row.ended_at, before.ended_at),
+            }
+            sets = {name: new for name, (new, old) in columns.items() if new != old}
+            if sets:
+                assignments = ", ".join(f"{name} = %s" for name in sets)
+                update = f"UPDATE agentledger_sessions SET {assignments} WHERE id = %s"
+                await conn.execute(_one_row(update), (*sets.values(), row.id))
     for run in plan.runs:
         values = run_params(run)
-        if cache.runs.get(run.run_id) is None:
+        previous = cache.runs.get(run.run_id)
+        if previous is None:
             await conn.execute(_INSERT_RUN, values)
-        else:
-            changed = (*values[1:], run.run_id)
-            _check(run.run_id, await conn.execute(_UPDATE_RUN, changed))
+            continue
+        changed = _changed(values, run_params(previous))
+        if changed:
+            assignments = ", ".join(f"{_RUN_FIELDS[i]} = %s" for i in changed)
+            update = f"UPDATE agentledger_runs SET {assignments} WHERE run_id = %s"
+            await conn.execute(_one_row(update), (*(values[i] for i in changed), run.run_id))
     if plan.records:
         for session_id, (old, new) in allocations.items():
-            _check(session_id, await conn.execute(_ALLOCATE, (new, session_id, old)))
+            await conn.execute(_one_row(_ALLOCATE), (new, session_id, old))
         flat: list[object] = []
         for record, position in zip(plan.records, positions, strict=True):
             flat.extend(record_params(record, position))
@@ -123,8 +148,3 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     if plan.purge_session:
         for query in _PURGE:
             await conn.execute(query, {"s": plan.purge_session})
-
-
-def _check(name: str, cur: AsyncCursor[TupleRow]) -> None:
-    if cur.rowcount != 1:
-        raise StaleWrite(name)

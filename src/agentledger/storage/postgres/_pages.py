@@ -7,9 +7,13 @@ cursor is just the last position returned and a page is a range query.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Literal, TypeVar
+
+import psycopg
+from psycopg import pq
 
 from agentledger.errors import ValidationError
 from agentledger.storage.cursor import decode_cursor, encode_cursor
@@ -20,9 +24,10 @@ from agentledger.storage.postgres._rows import (
     SESSION_COLUMNS,
     record_from_row,
     run_from_row,
+    utc,
 )
 from agentledger.storage.state import StateReader
-from agentledger.storage.types import Page
+from agentledger.storage.types import Page, Record
 from agentledger.storage.validation import check_limit, require_id
 
 __all__ = ["decide", "page_reader"]
@@ -36,14 +41,7 @@ def _prefixed(alias: str, columns: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
 
 
-# A log's owner and one page of it, in one statement (one snapshot).
-_RUN_WITH_PAGE = (
-    f"SELECT {_prefixed('r', RUN_COLUMNS)}, {_prefixed('x', RECORD_COLUMNS)} "
-    "FROM agentledger_runs r LEFT JOIN LATERAL ("
-    f" SELECT {RECORD_COLUMNS} FROM agentledger_records"
-    " WHERE run_id = r.run_id AND seq > %s ORDER BY seq LIMIT %s) x ON true "
-    "WHERE r.run_id = %s ORDER BY x.seq"
-)
+# A session and one page of its log, in one statement (one snapshot).
 _SESSION_WITH_PAGE = (
     f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, {_prefixed('x', RECORD_COLUMNS)} "
     "FROM agentledger_sessions s LEFT JOIN LATERAL ("
@@ -51,7 +49,13 @@ _SESSION_WITH_PAGE = (
     " WHERE session_id = s.id AND session_seq > %s ORDER BY session_seq LIMIT %s) x ON true "
     "WHERE s.id = %s ORDER BY x.session_seq"
 )
-_RUN_WIDTH = len(RUN_COLUMNS.split(","))
+# A run's own row and its page: two statements, one snapshot (REPEATABLE READ),
+# one round trip (pipelined). The page fetches only what varies within a run.
+_RUN_ROW = f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE run_id = %s"
+_RUN_PAGE = (
+    "SELECT seq, turn_id, event_key, type, ts, payload FROM agentledger_records "
+    "WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
 _SESSION_WIDTH = len(SESSION_COLUMNS.split(",")) + 1
 
 
@@ -74,8 +78,8 @@ def page_reader(
 ) -> Callable[[Loader], Awaitable[Page]]:
     """A read of one page of a run's or session's log, positions gap-free ``1..newest``.
 
-    One statement returns the owner's row (its ``newest`` position) and the
-    page after the cursor, from one snapshot. The shared checks then run in
+    The owner's row (its ``newest`` position) and the page after the cursor
+    come from one snapshot in one round trip. The shared checks then run in
     the contract's order: the owner exists, the limit, the cursor (which must
     not point past ``newest``). Bad input is refused before any SQL is sent.
     """
@@ -88,25 +92,70 @@ def page_reader(
         except ValidationError:
             await decide(loader, require)  # a missing owner is the first error to report
             raise
-        query = _RUN_WITH_PAGE if scope == "run" else _SESSION_WITH_PAGE
-        cur = await loader.conn.execute(query, (start, size, scope_id))
+        if scope == "run":
+            return await _run_page(loader, scope_id, require, cursor, start, size)
+        cur = await loader.conn.execute(_SESSION_WITH_PAGE, (start, size, scope_id))
         rows = await cur.fetchall()
-        cache = loader.cache
-        if not rows:
-            if scope == "run":
-                cache.runs[scope_id] = None
-            else:
-                cache.sessions[scope_id] = None
-        elif scope == "run":
-            cache.runs[scope_id] = run_from_row(rows[0][:_RUN_WIDTH])
-        else:
+        if rows:
             loader.keep_session(rows[0][:_SESSION_WIDTH])
+        else:
+            loader.cache.sessions[scope_id] = None
         newest = await decide(loader, require)
         decode_cursor(cursor, scope, scope_id, newest)
-        width = _RUN_WIDTH if scope == "run" else _SESSION_WIDTH
+        width = _SESSION_WIDTH
         records = tuple(record_from_row(row[width:]) for row in rows if row[width] is not None)
         end = start + len(records)
         next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 
     return read
+
+
+async def _run_page(
+    loader: Loader,
+    run_id: str,
+    require: Callable[[StateReader], int],
+    cursor: str,
+    start: int,
+    size: int,
+) -> Page:
+    """One page of a run's log: the run's row once, then only the columns that vary."""
+    conn = loader.conn
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            run_cur = await conn.execute(_RUN_ROW, (run_id,))
+            page_cur = await conn.execute(_RUN_PAGE, (run_id, start, size))
+            await conn.execute("COMMIT")
+            run_row = await run_cur.fetchone()
+            rows = await page_cur.fetchall()
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("ROLLBACK")
+        raise
+    run = None if run_row is None else run_from_row(run_row)
+    loader.cache.runs[run_id] = run
+    newest = await decide(loader, require)
+    decode_cursor(cursor, "run", run_id, newest)
+    assert run is not None  # require() raised otherwise
+    agent_id, session_id = run.agent_id, run.session_id
+    records = tuple(
+        [
+            Record(
+                run_id=run_id,
+                agent_id=agent_id,
+                session_id=session_id,
+                turn_id=turn_id,
+                event_key=event_key,
+                type=type_,
+                timestamp=utc(ts),
+                payload=bytes(payload),
+                id=str(seq),
+            )
+            for seq, turn_id, event_key, type_, ts, payload in rows
+        ]
+    )
+    end = start + len(records)
+    next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
+    return Page(records=records, next_cursor=next_cursor)

@@ -71,6 +71,9 @@ _SELECT_RUN_SESSION = "SELECT session_id FROM agentledger_runs WHERE run_id = %s
 _SELECT_RECORD = (
     f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = %s"
 )
+_SELECT_RECORDS = (
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = ANY(%s)"
+)
 _SELECT_SESSION_PURGED = "SELECT 1 FROM agentledger_purged_sessions WHERE id = %s"
 _SELECT_PURGED_RUN = "SELECT session_id FROM agentledger_purged_runs WHERE run_id = %s"
 _SELECT_RUNNING = (
@@ -257,6 +260,43 @@ class Loader:
                 self.cache.purged_sessions[ident] = bool(row[-1])
             elif kind in ("record", "purged_run"):
                 await self.load(key)
+
+    async def run_with_records(self, run_id: str, event_keys: list[str]) -> None:
+        """Lock a run (its session first) and read its records with ``event_keys``.
+
+        The three statements are sent together: on a connection in pipeline
+        mode they cost one round trip (with the transaction's BEGIN). Every
+        key is cached, found or not, once the run is found; an absent run is
+        left to :meth:`load`, which takes the advisory lock a new id needs.
+        """
+        if not self.lock or run_id in self.cache.runs:
+            for key in event_keys:
+                await self.load(("record", run_id, key))
+            return
+        session_cur = await self.conn.execute(_LOCK_SESSION_OF_RUN, (run_id,))
+        run_cur = await self.conn.execute(_SELECT_RUN + " FOR UPDATE", (run_id,))
+        records_cur = await self.conn.execute(_SELECT_RECORDS, (run_id, event_keys))
+        session_row = await session_cur.fetchone()
+        run_row = await run_cur.fetchone()
+        record_rows = await records_cur.fetchall()
+        if session_row is not None:
+            self.keep_session(session_row)
+        if run_row is None:
+            return
+        run = run_from_row(run_row)
+        if run.session_id and run.session_id not in self.cache.sessions:
+            # Created between the statements: lock its session, then read it all again.
+            await self.session(run.session_id)
+            await self.run(run_id)
+            for key in event_keys:
+                await self.record(run_id, key)
+            return
+        self.cache.runs[run_id] = run
+        for key in event_keys:
+            self.cache.records[(run_id, key)] = None
+        for row in record_rows:
+            found = record_from_row(row)
+            self.cache.records[(run_id, found.event_key)] = found
 
     async def session(self, session_id: str) -> SessionRow | None:
         """The session, locked ``FOR UPDATE`` in write transactions."""

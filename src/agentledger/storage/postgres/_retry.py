@@ -37,6 +37,7 @@ CONFLICTS: tuple[type[BaseException], ...] = (
     pg_errors.DeadlockDetected,
     pg_errors.LockNotAvailable,
     pg_errors.UniqueViolation,
+    pg_errors.DivisionByZero,  # an UPDATE that matched no row: a StaleWrite raised in SQL
     StaleWrite,
 )
 """Concurrency failures: the transaction was rolled back and may simply be run again."""

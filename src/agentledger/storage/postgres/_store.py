@@ -10,13 +10,14 @@ decision rerun on fresh state (:mod:`._retry`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast
 
 import psycopg
-from psycopg import AsyncConnection, conninfo
+from psycopg import AsyncConnection, conninfo, pq
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
@@ -107,6 +108,25 @@ def _record_key(record: object) -> list[Key]:
     if run_id and event_key:
         return [("run", run_id, ""), ("record", run_id, event_key)]
     return []
+
+
+async def _abandon(conn: Conn) -> None:
+    """Roll back whatever transaction a failed operation left open on ``conn``."""
+    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error):
+        await conn.execute("ROLLBACK")
+
+
+def _appended(records: object) -> tuple[str, list[str]] | None:
+    """The run and event keys an append will read, if the input is well-formed enough."""
+    if not isinstance(records, Sequence) or not records:
+        return None
+    run_id = _valid_id(getattr(records[0], "run_id", None))
+    keys = [_valid_id(getattr(record, "event_key", None)) for record in records]
+    if not run_id or not all(keys):
+        return None
+    return run_id, list(dict.fromkeys(keys))
 
 
 def _check_pool_sizes(min_size: object, max_size: object) -> tuple[int, int]:
@@ -225,21 +245,42 @@ class PostgresStore:
     # Transactions ------------------------------------------------------------
 
     async def _write(
-        self, operation: str, decide: Callable[[StateReader], Plan[R]], prefetch: Sequence[Key]
+        self,
+        operation: str,
+        decide: Callable[[StateReader], Plan[R]],
+        prefetch: Sequence[Key],
+        appends: tuple[str, list[str]] | None = None,
     ) -> R:
-        """One locking transaction: load, decide, apply; retried on concurrency failures."""
+        """One locking transaction: load, decide, apply; retried on concurrency failures.
+
+        The connection is in pipeline mode: statements are sent without
+        waiting, and only reading a result waits. An append to a running run
+        (``appends``: its run id and event keys) costs two round trips: BEGIN
+        and the locking reads, then the writes and COMMIT [B3].
+        """
         attempt = 0
         while True:
             attempt += 1
             writing = False
             try:
-                async with self._pool.connection() as conn, conn.transaction():
-                    loader = Loader(conn, CachedReader(), lock=True)
-                    await loader.prefetch(prefetch)
-                    plan = await _decide(loader, decide)
-                    if plan.writes:
-                        writing = True
-                        await apply_plan(loader, plan)
+                async with self._pool.connection() as conn:
+                    try:
+                        async with conn.pipeline():
+                            # BEGIN and COMMIT are statements of the pipeline, not a
+                            # psycopg transaction block, which would wait for each.
+                            await conn.execute("BEGIN")
+                            loader = Loader(conn, CachedReader(), lock=True)
+                            if appends is not None:
+                                await loader.run_with_records(*appends)
+                            await loader.prefetch(prefetch)
+                            plan = await _decide(loader, decide)
+                            if plan.writes:
+                                writing = True
+                                await apply_plan(loader, plan)
+                            await conn.execute("COMMIT")
+                    except BaseException:
+                        await _abandon(conn)
+                        raise
                 return plan.result
             except Exception as e:
                 if not self._retry(e, writing, attempt, operation):
@@ -333,7 +374,18 @@ class PostgresStore:
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
         return await self._write(
-            "append_run_record", lambda r: lifecycle.plan_append(r, record), _record_key(record)
+            "append_run_record",
+            lambda r: lifecycle.plan_append(r, record),
+            (),
+            _appended([record]),
+        )
+
+    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
+        return await self._write(
+            "append_run_records",
+            lambda r: lifecycle.plan_append_batch(r, records),
+            (),
+            _appended(records),
         )
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:

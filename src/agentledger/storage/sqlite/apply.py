@@ -1,14 +1,17 @@
 """Applying a Plan to SQLite inside the transaction that decided it.
 
 The plan says what the rows become; this module only stores it. A run the
-decision read is updated in the columns that changed (an append changes only
-``last_seq``), so the hot path writes one small UPDATE and one INSERT.
+decision read is updated in the columns that changed. An append changes only
+``last_seq``, which is not stored (it is the run's newest record id), so the
+hot path writes its INSERTs and nothing else.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
+
+import msgspec
 
 from agentledger.storage.sqlite.reader import SQLiteReader
 from agentledger.storage.sqlite.rows import (
@@ -72,6 +75,9 @@ def _put_session(conn: sqlite3.Connection, row: SessionRow) -> None:
 
 def _put_run(conn: sqlite3.Connection, reader: SQLiteReader, row: RunRow) -> None:
     before = reader.runs_read.get(row.run_id)
+    if before is not None and row == msgspec.structs.replace(before, last_seq=row.last_seq):
+        reader.runs_read[row.run_id] = row  # an append: last_seq is not stored
+        return
     if before is None:
         conn.execute(_UPSERT_RUN, [run_value(name, getattr(row, name)) for name in RUN_FIELDS])
     else:

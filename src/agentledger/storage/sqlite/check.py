@@ -30,7 +30,8 @@ _PAYLOADS: dict[str, type[Any]] = {
 }
 
 _RUNS = """
-SELECT runs.run_id, runs.status, runs.last_seq, runs.session_id, runs.parent_run_id,
+SELECT runs.run_id, runs.status, coalesce(max(records.seq), 0), runs.session_id,
+       runs.parent_run_id,
        count(records.pos), coalesce(min(records.seq), 0), coalesce(max(records.seq), 0),
        coalesce(sum(records.type = 'run_started' AND records.seq = 1
                     AND records.event_key = runs.started_key), 0),

@@ -10,9 +10,11 @@ being smoothed over here.
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Collection
 from typing import Any
 
+from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import SessionQuery, session_page
@@ -23,6 +25,7 @@ from agentledger.storage.sqlite.rows import (
     decode_record,
     decode_records,
     decode_run,
+    decode_run_page,
     decode_session,
     to_ms,
 )
@@ -34,7 +37,7 @@ from agentledger.storage.types import (
     RunStatus,
     SessionPage,
 )
-from agentledger.storage.validation import check_limit
+from agentledger.storage.validation import check_limit, require_id
 
 __all__ = ["RowCache", "SQLiteReader"]
 
@@ -52,9 +55,19 @@ _LABEL_MATCHES = (
     "EXISTS (SELECT 1 FROM json_each(sessions.labels) WHERE json_each.key = ? "
     "AND json_each.value = ?)"
 )
+# A run's constant ids, its newest seq and one page of its log: one statement, so
+# one snapshot without a transaction around it.
 _RUN_PAGE = (
-    f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq"
+    "WITH head AS MATERIALIZED (SELECT agent_id, session_id, coalesce(("
+    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+    "), 0) AS newest FROM runs WHERE run_id = :run) "
+    "SELECT head.agent_id, head.session_id, head.newest, "
+    "records.seq, records.turn_id, records.event_key, records.type, records.timestamp, "
+    "records.payload FROM head LEFT JOIN records ON records.run_id = :run "
+    "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
 )
+"""No ORDER BY: the rows come in index order, which :meth:`SQLiteReader.run_page`
+checks (and restores if ever needed) instead of paying for a sort."""
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
     f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id = ? AND pos > ? "
@@ -90,8 +103,18 @@ class RowCache:
             self.sessions.clear()
             self._version = version
 
+    def clear(self) -> None:
+        """Forget every row: the transaction that read or wrote them failed."""
+        self.runs.clear()
+        self.sessions.clear()
+        self._version = None
+
     def committed(self, plan: Plan[Any]) -> None:
-        """Keep the rows ``plan`` wrote; call only once its COMMIT succeeded."""
+        """Keep the rows ``plan`` wrote in the open transaction.
+
+        The writer runs later operations of the same transaction through this
+        cache, and calls :meth:`clear` if that transaction fails.
+        """
         if plan.purge_session:
             self.runs.clear()
             self.sessions.clear()
@@ -111,11 +134,16 @@ class SQLiteReader(StateReader):
     transaction); readers on other connections pass none.
     """
 
-    __slots__ = ("_cache", "_conn", "runs_read")
+    __slots__ = ("_cache", "_conn", "_fresh_keys", "runs_read")
 
-    def __init__(self, conn: sqlite3.Connection, cache: RowCache | None = None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, cache: RowCache | None = None, *, fresh_keys: bool = False
+    ) -> None:
         self._conn = conn
         self._cache = cache
+        self._fresh_keys = fresh_keys
+        """Answer every record lookup "absent" without reading: the caller's
+        INSERT must then prove it (see ``SQLiteStore``'s insert-first appends)."""
         self.runs_read: dict[str, RunRow | None] = {}
         """Every run this transaction looked up, as found (None: absent)."""
 
@@ -154,6 +182,8 @@ class SQLiteReader(StateReader):
         return None if row is None else str(row[0])
 
     def record(self, run_id: str, event_key: str) -> Record | None:
+        if self._fresh_keys:
+            return None
         row = self._conn.execute(_RECORD, (run_id, event_key)).fetchone()
         return None if row is None else decode_record(row)
 
@@ -163,13 +193,31 @@ class SQLiteReader(StateReader):
     # Listings ----------------------------------------------------------------
 
     def run_page(self, run_id: str, cursor: str, limit: int) -> Page:
-        """[L9] records after the cursor on one run's log; positions are seqs."""
-        run = lifecycle.require_run(self, run_id)
-        size = check_limit(limit)
-        start = decode_cursor(cursor, "run", run_id, run.last_seq)
-        end = min(start + size, run.last_seq)
-        records = decode_records(self._conn.execute(_RUN_PAGE, (run_id, start, end)).fetchall())
-        next_cursor = encode_cursor("run", run_id, end) if end < run.last_seq else ""
+        """[L9] records after the cursor on one run's log; positions are seqs.
+
+        Needs no transaction: the run's head and the page are one statement.
+        """
+        require_id("run_id", run_id)
+        try:
+            size = check_limit(limit)
+            start = decode_cursor(cursor, "run", run_id, sys.maxsize)  # checked again below
+        except ValidationError:
+            lifecycle.require_run(self, run_id)  # a missing run is the first error to report
+            raise
+        query = {"run": run_id, "start": start, "size": size}
+        rows = self._conn.execute(_RUN_PAGE, query).fetchall()
+        if not rows:
+            lifecycle.require_run(self, run_id)  # raises the error that says why
+            raise AssertionError("require_run found a run the page query did not")
+        agent_id, session_id, newest = rows[0][:3]
+        if start > newest:
+            decode_cursor(cursor, "run", run_id, newest)  # raises: past the end of the log
+        page = [row[3:] for row in rows] if rows[0][3] is not None else []
+        if page and (page[0][0] != start + 1 or page[-1][0] != start + len(page)):
+            page.sort(key=lambda row: row[0])
+        records = decode_run_page(run_id, agent_id, session_id, page)
+        end = min(start + size, newest)
+        next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 
     def session_page(self, session_id: str, cursor: str, limit: int) -> Page:

@@ -31,10 +31,12 @@ __all__ = [
     "RECORD_COLUMNS",
     "RUN_COLUMNS",
     "RUN_FIELDS",
+    "RUN_PAGE_COLUMNS",
     "SESSION_COLUMNS",
     "decode_record",
     "decode_records",
     "decode_run",
+    "decode_run_page",
     "decode_session",
     "encode_labels",
     "from_ms",
@@ -73,15 +75,23 @@ RUN_FIELDS = (
     "cancel_key",
     "suspension_key",
     "terminal_key",
-    "last_seq",
 )
-"""RunRow fields stored as columns of ``runs`` (the checkpoint has its own table)."""
+"""RunRow fields stored as columns of ``runs`` (the checkpoint has its own table, and
+``last_seq`` is derived from the run's records)."""
 
-RUN_COLUMNS = ", ".join(f"runs.{name}" for name in RUN_FIELDS)
-"""Columns of ``runs`` in the order :func:`decode_run` expects, before the checkpoint's."""
+RUN_COLUMNS = (
+    ", ".join(f"runs.{name}" for name in RUN_FIELDS)
+    + ", coalesce((SELECT seq FROM records WHERE records.run_id = runs.run_id "
+    "ORDER BY seq DESC LIMIT 1), 0)"
+)
+"""Columns of ``runs`` and the newest record id, in the order :func:`decode_run`
+expects, before the checkpoint's."""
 
 RECORD_COLUMNS = "run_id, seq, agent_id, session_id, turn_id, event_key, type, timestamp, payload"
 """Columns of ``records`` in the order :func:`decode_record` expects."""
+
+RUN_PAGE_COLUMNS = "seq, turn_id, event_key, type, timestamp, payload"
+"""Columns of ``records`` that vary within one run, as :func:`decode_run_page` expects."""
 
 
 def to_ms(value: datetime) -> int:
@@ -256,3 +266,47 @@ def decode_records(rows: list[Any]) -> tuple[Record, ...]:
         pass
     # Slow path: find the damaged row and name it.
     return tuple(decode_record(row) for row in rows)
+
+
+def decode_run_page(
+    run_id: str, agent_id: str, session_id: str, rows: list[Any]
+) -> tuple[Record, ...]:
+    """A page of one run's records from :data:`RUN_PAGE_COLUMNS` rows.
+
+    What is the same for every record of a run (its run, agent and session
+    ids, checked against the run on write) comes from the run, not from each
+    row; consecutive records often share a timestamp (one activity's
+    records), so an unchanged one is reused rather than built again.
+    """
+    records: list[Record] = []
+    append = records.append
+    last_ms: object = None
+    last_at = _EPOCH
+    try:
+        for seq, turn_id, event_key, type_, timestamp, payload in rows:
+            if timestamp != last_ms:
+                last_at = (
+                    _FROM_SECONDS(timestamp / 1000, UTC)
+                    if 0 <= timestamp < _FAST_MS
+                    else _EPOCH + _MS * timestamp
+                )
+                last_ms = timestamp
+            append(
+                Record(
+                    run_id=run_id,
+                    agent_id=agent_id,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    event_key=event_key,
+                    type=type_,
+                    timestamp=last_at,
+                    payload=payload,
+                    id=str(seq),
+                )
+            )
+    except (TypeError, OverflowError):
+        # Slow path: find the damaged row and name it.
+        return tuple(
+            decode_record((run_id, row[0], agent_id, session_id, *row[1:])) for row in rows
+        )
+    return tuple(records)

@@ -122,6 +122,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX sessions_newest_first ON sessions (created_at DESC, id DESC)",
         ),
     ),
+    Migration(
+        version=4,
+        name="runs_last_seq_derived",
+        # A run's newest id is max(seq) through UNIQUE (run_id, seq): an append
+        # writes its record only, not the runs row too [B2].
+        statements=("ALTER TABLE runs DROP COLUMN last_seq",),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

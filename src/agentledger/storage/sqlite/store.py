@@ -1,8 +1,10 @@
 """SQLiteStore: the embedded default backend, one SQLite file shared by processes.
 
-Every lifecycle method is one ``BEGIN IMMEDIATE`` transaction: the shared
-decision reads through :class:`SQLiteReader` and its plan is applied before
-``COMMIT``, so a refused or crashed operation writes nothing. Writers in all
+Every lifecycle method is one operation in a ``BEGIN IMMEDIATE``
+transaction: the shared decision reads through :class:`SQLiteReader` and its
+plan is applied before ``COMMIT``, so a refused or crashed operation writes
+nothing. Operations waiting for the writer share one transaction, each under
+its own savepoint, and one commit [B2] (:mod:`.group`). Writers in all
 processes are serialized by SQLite's write lock, which is what makes races
 across processes resolve to exactly one winner [X5].
 """
@@ -13,12 +15,12 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
 
-from agentledger.errors import ValidationError
+from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
@@ -34,6 +36,7 @@ from agentledger.storage.sqlite.connection import (
     map_error,
     map_open_error,
 )
+from agentledger.storage.sqlite.group import GroupWriter
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
 from agentledger.storage.sqlite.readonly import check_existing_path, open_checked
 from agentledger.storage.sqlite.threads import ConnectionThreads
@@ -84,37 +87,78 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
-def _write_job(
-    decide: Callable[[StateReader], Plan[R]], cache: RowCache | None = None
-) -> Callable[[sqlite3.Connection], R]:
-    """One whole lifecycle operation: decide and apply inside ``BEGIN IMMEDIATE``."""
+def _write_op(
+    decide: Callable[[StateReader], Plan[R]], *, insert_first: bool = False
+) -> Callable[[sqlite3.Connection, RowCache], R]:
+    """One whole lifecycle operation inside the group's transaction: decide and apply.
 
-    def job(conn: sqlite3.Connection) -> R:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if cache is not None:
-                cache.validate(conn)
-            reader = SQLiteReader(conn, cache)
-            plan = decide(reader)
-            if plan.writes:
-                apply_plan(conn, reader, plan)
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
-        if cache is not None and plan.writes:
-            cache.committed(plan)
+    With ``insert_first`` (appends), the decision first runs as if none of its
+    event keys were stored, without reading them; the plan is kept only if its
+    INSERTs then succeed, which proves the keys were indeed new. Any refusal,
+    or a unique-key conflict, and the decision runs again on what is stored.
+    Either way the decision is the shared one: this only skips a read.
+    """
+
+    def operation(conn: sqlite3.Connection, cache: RowCache) -> R:
+        if insert_first:
+            guessed = _insert_first(conn, cache, decide)
+            if guessed is not None:
+                return guessed.result
+        reader = SQLiteReader(conn, cache)
+        plan = decide(reader)
+        if plan.writes:
+            apply_plan(conn, reader, plan)
+            cache.committed(plan)  # later operations of the group read through it
         return plan.result
 
-    return job
+    return operation
+
+
+def _insert_first(
+    conn: sqlite3.Connection, cache: RowCache, decide: Callable[[StateReader], Plan[R]]
+) -> Plan[R] | None:
+    """The plan of an append whose keys are new, applied; None if they may not be."""
+    reader = SQLiteReader(conn, cache, fresh_keys=True)
+    try:
+        plan = decide(reader)
+    except AgentledgerError:
+        return None  # maybe a retry of a stored record: decide again on stored state
+    several = len(plan.records) > 1
+    if several:
+        conn.execute("SAVEPOINT insert_first")
+    try:
+        apply_plan(conn, reader, plan)
+    except sqlite3.IntegrityError:
+        if several:
+            conn.execute("ROLLBACK TO insert_first")
+            conn.execute("RELEASE insert_first")
+        return None
+    if several:
+        conn.execute("RELEASE insert_first")
+    cache.committed(plan)
+    return plan
+
+
+def _begin(cache: RowCache) -> Callable[[sqlite3.Connection], RowCache]:
+    def begin(conn: sqlite3.Connection) -> RowCache:
+        cache.validate(conn)
+        return cache
+
+    return begin
 
 
 def _read_job(
-    read: Callable[[SQLiteReader], R],
+    read: Callable[[SQLiteReader], R], *, one_statement: bool = False
 ) -> Callable[[sqlite3.Connection], R]:
-    """One whole read in one read transaction, so all its statements see one snapshot."""
+    """One whole read in one read transaction, so all its statements see one snapshot.
+
+    A read that is ``one_statement`` (apart from the lookups that explain an
+    error) needs no transaction: a statement always reads one snapshot.
+    """
 
     def job(conn: sqlite3.Connection) -> R:
+        if one_statement:
+            return read(SQLiteReader(conn))
         conn.execute("BEGIN")
         try:
             return read(SQLiteReader(conn))
@@ -153,13 +197,15 @@ class SQLiteStore:
     Open it with :meth:`open` (or :meth:`open_read_only`, for inspection that must
     never write); close it with :meth:`close` or ``async with``.
     Any number of handles, in any number of processes, may share the file:
-    each lifecycle method is one ``BEGIN IMMEDIATE`` transaction, and a
-    writer that cannot get the lock within ``busy_timeout`` seconds gets a
+    writes run in ``BEGIN IMMEDIATE`` transactions, and a writer that cannot
+    get the lock within ``busy_timeout`` seconds gets a
     :class:`~agentledger.errors.TransientError` (retry it).
 
     Each operation leaves the event loop once: writes run on this handle's
-    writer thread, in call order; reads run on its reader threads, each with
-    its own connection, and never wait for a writer.
+    writer thread, in call order, the ones waiting together sharing one
+    transaction and one commit (group commit: each under its own savepoint,
+    none answered before the commit); reads run on its reader threads, each
+    with its own connection, and never wait for a writer.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -180,7 +226,7 @@ class SQLiteStore:
     """
 
     def __init__(
-        self, *, path: str, writer: ConnectionThreads | None, readers: ConnectionThreads
+        self, *, path: str, writer: GroupWriter[RowCache] | None, readers: ConnectionThreads
     ) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
@@ -188,7 +234,6 @@ class SQLiteStore:
         self._writer = writer
         """None for a handle opened with :meth:`open_read_only`."""
         self._readers = readers
-        self._rows = RowCache()  # used on the writer thread only
         self._closed = False
 
     @classmethod
@@ -218,7 +263,13 @@ class SQLiteStore:
         def open_reader() -> sqlite3.Connection:
             return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
 
-        writer = ConnectionThreads(lambda: conn, count=1, name=f"agentledger-sqlite-writer:{name}")
+        rows = RowCache()  # used on the writer thread only
+        writer = GroupWriter(
+            lambda: conn,
+            begin=_begin(rows),
+            lost=RowCache.clear,
+            name=f"agentledger-sqlite-writer:{name}",
+        )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
         )
@@ -279,21 +330,29 @@ class SQLiteStore:
         if self._closed:
             raise ValidationError(field="store", expected="an open SQLiteStore", got="closed")
 
-    async def _write(self, operation: str, decide: Callable[[StateReader], Plan[R]]) -> R:
+    async def _write(
+        self,
+        operation: str,
+        decide: Callable[[StateReader], Plan[R]],
+        *,
+        insert_first: bool = False,
+    ) -> R:
         self._check_open()
         if self._writer is None:
             raise ValidationError(
                 field="store", expected="a store opened for writing", got="read-only"
             )
         try:
-            return await self._writer.submit(_write_job(decide, self._rows))
+            return await self._writer.submit(_write_op(decide, insert_first=insert_first))
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
-    async def _read(self, operation: str, read: Callable[[SQLiteReader], R]) -> R:
+    async def _read(
+        self, operation: str, read: Callable[[SQLiteReader], R], *, one_statement: bool = False
+    ) -> R:
         self._check_open()
         try:
-            return await self._readers.submit(_read_job(read))
+            return await self._readers.submit(_read_job(read, one_statement=one_statement))
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
@@ -316,7 +375,16 @@ class SQLiteStore:
         )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
-        return await self._write("append_run_record", lambda r: lifecycle.plan_append(r, record))
+        return await self._write(
+            "append_run_record", lambda r: lifecycle.plan_append(r, record), insert_first=True
+        )
+
+    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
+        return await self._write(
+            "append_run_records",
+            lambda r: lifecycle.plan_append_batch(r, records),
+            insert_first=True,
+        )
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
         return await self._write(
@@ -357,7 +425,9 @@ class SQLiteStore:
     async def list_run_records(
         self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
     ) -> Page:
-        return await self._read("list_run_records", lambda r: r.run_page(run_id, cursor, limit))
+        return await self._read(
+            "list_run_records", lambda r: r.run_page(run_id, cursor, limit), one_statement=True
+        )
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

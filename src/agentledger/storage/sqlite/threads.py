@@ -1,10 +1,9 @@
-"""The threads behind SQLiteStore: each owns one connection and runs whole operations.
+"""The reader threads behind SQLiteStore: each owns one connection and runs whole reads.
 
 sqlite3 blocks, so every operation leaves the event loop exactly once, for
-the whole operation rather than per statement. Writes queue for the single
-writer thread (one transaction at a time, in call order). Reads queue for a
-few reader threads with their own connections: under WAL they see the last
-commit and never wait behind the writer. A queue and a future per call cost
+the whole operation rather than per statement. Reads queue for a few reader
+threads with their own connections: under WAL they see the last commit and
+never wait behind the writer (writes go to :mod:`.group`). A queue and a future per call cost
 about half of what a hop through the default executor costs.
 """
 

@@ -1,0 +1,193 @@
+"""Group commit [B2]: concurrent operations share a transaction, each under its savepoint.
+
+Commits are counted from the write-ahead log itself: every committed
+transaction ends with exactly one WAL frame whose "database size after
+commit" field is non-zero, so counting those frames counts commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import struct
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentledger.errors import RecordConflictError, RunNotActiveError
+from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
+from agentledger.storage.conformance import World
+from agentledger.storage.conformance._world import run_log
+from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.types import AppendResult
+from agentledger.testing import ScriptedModel, reply, tool_calls
+from agentledger.transcript import Message, TextPart
+
+
+def wal_commits(db_path: Path) -> int:
+    """How many commit frames the WAL file holds (frames of the current WAL generation)."""
+    wal = Path(f"{db_path}-wal").read_bytes()
+    if len(wal) < 32:
+        return 0
+    page_size = struct.unpack(">I", wal[8:12])[0]
+    salts = wal[16:24]
+    commits = 0
+    offset = 32
+    while offset + 24 + page_size <= len(wal):
+        header = wal[offset : offset + 24]
+        if header[8:16] != salts:
+            break  # a frame left over from an earlier generation: the log ends here
+        if struct.unpack(">I", header[4:8])[0]:
+            commits += 1
+        offset += 24 + page_size
+    return commits
+
+
+@contextmanager
+def write_lock_held(db_path: Path) -> Iterator[None]:
+    """Hold SQLite's write lock from another connection, so the store's writer waits."""
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        yield
+        blocker.execute("ROLLBACK")  # releases the lock without a commit frame
+    finally:
+        blocker.close()
+
+
+async def _queued(calls: list[Awaitable[Any]], db_path: Path) -> list[Any]:
+    """Start every call while the write lock is held, then release it: one group."""
+    with write_lock_held(db_path):
+        tasks = [asyncio.ensure_future(c) for c in calls]
+        await asyncio.sleep(0.3)  # every call has reached the writer's queue
+        assert not any(t.done() for t in tasks), "a write finished while the lock was held"
+    return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+
+async def test_waiting_operations_share_one_commit(
+    store: SQLiteStore, world: World, db_path: Path
+) -> None:
+    """[B2] 16 appends to 16 runs queued together are stored by a single commit."""
+    sid = await world.session("s")
+    runs = [await world.root(f"r{i}", session=sid) for i in range(16)]
+    before = wal_commits(db_path)
+
+    results = await _queued(
+        [store.append_run_record(world.note(run, "k")) for run in runs],
+        db_path,
+    )
+
+    assert all(isinstance(r, AppendResult) and r.inserted and r.id == "2" for r in results)
+    assert wal_commits(db_path) - before == 1
+    for run in runs:
+        assert [r.event_key for r in await run_log(store, run.run.run_id)] == ["run_started", "k"]
+
+
+async def test_a_refused_operation_in_a_group_leaves_the_others_alone(
+    store: SQLiteStore, world: World, db_path: Path
+) -> None:
+    """[B2] refusals roll back to their own savepoint; the group's other writes commit."""
+    sid = await world.session("s")
+    a = await world.root("a", session=sid)
+    b = await world.root("b", session=sid)
+    done = await world.root("done", session=sid)
+    await world.finish(done)
+    taken = world.note(b, "taken")
+    await store.append_run_record(taken)
+    before = wal_commits(db_path)
+
+    results = await _queued(
+        [
+            store.append_run_records([world.note(a, "a1"), world.note(a, "a2")]),
+            # refused after writing its first record: that write must be undone alone
+            store.append_run_records(
+                [world.note(b, "b1"), world.note(b, "taken", body=b'{"other":1}')]
+            ),
+            store.append_run_record(world.note(done, "late")),
+            store.append_run_record(world.note(a, "a3")),
+            store.append_run_record(world.note(b, "b1")),
+        ],
+        db_path,
+    )
+
+    assert [(r.id, r.inserted) for r in results[0]] == [("2", True), ("3", True)]
+    assert type(results[1]) is RecordConflictError
+    assert type(results[2]) is RunNotActiveError
+    assert (results[3].id, results[3].inserted) == ("4", True)
+    assert (results[4].id, results[4].inserted) == ("3", True)
+    assert wal_commits(db_path) - before == 1
+    log_a = [r.event_key for r in await run_log(store, a.run.run_id)]
+    log_b = [r.event_key for r in await run_log(store, b.run.run_id)]
+    assert log_a == ["run_started", "a1", "a2", "a3"]
+    assert log_b == ["run_started", "taken", "b1"]
+    assert check_invariants(db_path) == []
+
+
+async def test_concurrent_runs_commit_fewer_times_than_they_write(
+    store: SQLiteStore, world: World, db_path: Path
+) -> None:
+    """[B2] 16 runs appending concurrently, no lock held: groups form on their own."""
+    sid = await world.session("s")
+    runs = [await world.root(f"r{i}", session=sid) for i in range(16)]
+    before = wal_commits(db_path)
+
+    async def writer(i: int) -> None:
+        for k in range(8):
+            await store.append_run_record(world.note(runs[i], f"k{k}"))
+
+    await asyncio.gather(*(writer(i) for i in range(16)))
+
+    commits = wal_commits(db_path) - before
+    assert commits < 16 * 8 // 2, commits
+    for run in runs:
+        assert len(await run_log(store, run.run.run_id)) == 9
+
+
+@pytest.mark.parametrize("durability", ["full", "normal"])
+async def test_group_answers_come_after_the_commit(db_path: Path, durability: Any) -> None:
+    """[B2] a caller told "inserted" finds its record from a fresh connection at once."""
+    async with await SQLiteStore.open(db_path, durability=durability) as store:
+        world = World(store)
+        sid = await world.session("s")
+        runs = [await world.root(f"r{i}", session=sid) for i in range(8)]
+
+        async def append_and_look(i: int) -> int:
+            await store.append_run_record(world.note(runs[i], "k"))
+            with sqlite3.connect(db_path) as other:
+                (count,) = other.execute(
+                    "SELECT count(*) FROM records WHERE run_id = ? AND event_key = 'k'",
+                    (runs[i].run.run_id,),
+                ).fetchone()
+            return int(count)
+
+        assert await asyncio.gather(*(append_and_look(i) for i in range(8))) == [1] * 8
+
+
+@tool
+async def ping() -> str:
+    """A tool with nothing to do."""
+    return "pong"
+
+
+async def test_an_agent_run_commits_once_per_activity_not_per_record(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    """[B1] a one-tool agent run: each activity's records share one transaction."""
+    await store.create_session("agent-session", created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_model("m", ScriptedModel([tool_calls(("p1", "ping", {})), reply("ok")]))
+    runtime.register_agent(Agent("chat", ModelPlanner("m", system="Be brief."), tools=[ping]))
+    before = wal_commits(db_path)
+
+    out = await runtime.agent_client("chat").run(
+        "agent-session", [Message(role="user", parts=(TextPart(text="ping"),))]
+    )
+
+    commits = wal_commits(db_path) - before
+    records = await run_log(store, out.run_id)
+    assert len(records) == 15
+    assert commits <= 10, commits  # one per writing activity; 15 before [B1]
