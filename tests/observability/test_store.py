@@ -62,6 +62,25 @@ async def test_writes_name_their_records(spans: Spans, store: SQLiteStore, sessi
     assert [e["agentledger.record.id"] for s in appended for e in _events(s)] == [first.id] * 2
 
 
+async def test_a_batch_names_each_record(spans: Spans, store: SQLiteStore, session: str) -> None:
+    """[B1] One span per batch: ``mixed`` when some records were stored before, one event each."""
+    traced = TracedStore(store)
+    run = RunStart(run_id="r3", agent_id="a", session_id=session, started_at=now_ms())
+    builder = RecordBuilder(run)
+    await traced.start_root_run(builder.root_start())
+    one = builder.record("note", b'{"n":1}', event_key="k1", at=now_ms())
+    two = builder.record("note", b'{"n":2}', event_key="k2", at=now_ms())
+    await traced.append_run_records([one])
+    results = await traced.append_run_records([one, two])
+    assert [r.inserted for r in results] == [False, True]
+    first, batch = _store_spans(spans, "append_run_records")
+    assert (first.attributes or {})["agentledger.store.outcome"] == "inserted"
+    assert (batch.attributes or {})["agentledger.store.outcome"] == "mixed"
+    assert (batch.attributes or {})["agentledger.store.records"] == 2
+    assert [(e["agentledger.record.event_key"], e["agentledger.record.inserted"])
+            for e in _events(batch)] == [("k1", False), ("k2", True)]  # fmt: skip
+
+
 async def test_errors_carry_their_class(spans: Spans, store: SQLiteStore, session: str) -> None:
     """A conflicting write fails its span with ``error.type`` RecordConflictError, unchanged."""
     traced = TracedStore(store)
@@ -84,7 +103,7 @@ async def test_retries_are_separate_attempts(
     spans: Spans, store: SQLiteStore, session: str
 ) -> None:
     """A write whose answer is lost: a failed TransientError span, then a retried one."""
-    faulty = Faulty(store, "append_run_record", 1, TransientError("db busy"), after=True)
+    faulty = Faulty(store, "append_run_records", 1, TransientError("db busy"), after=True)
     runtime = Runtime(faulty, engine=InProcessEngine(RetryPolicy(initial_interval=0.001)))
     runtime.register_model(
         "m", ScriptedModel([tool_calls(("c1", "weather", {"city": "Oslo"})), reply("Cold.")])
@@ -92,9 +111,9 @@ async def test_retries_are_separate_attempts(
     runtime.register_agent(Agent("chat", ModelPlanner("m", system="Be brief."), tools=[weather]))
     out = await runtime.agent_client("chat").run(session, [user_message("Oslo?")])
     assert out.status is RunStatus.COMPLETED
-    first, second = _store_spans(spans, "append_run_record")[:2]
+    first, second = _store_spans(spans, "append_run_records")[:2]
     assert (first.attributes or {})["error.type"] == "TransientError"
     assert (second.attributes or {})["agentledger.store.outcome"] == "retried"
-    [event] = _events(second)
-    assert event["agentledger.record.event_key"] == "prompt:chat.system"
-    assert event["agentledger.record.inserted"] is False
+    events = _events(second)
+    assert events[0]["agentledger.record.event_key"] == "prompt:chat.system"
+    assert [e["agentledger.record.inserted"] for e in events] == [False] * len(events)

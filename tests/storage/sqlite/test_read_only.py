@@ -20,9 +20,9 @@ async def test_reads_follow_a_writer_and_writes_are_refused(tmp_path: Path) -> N
     reader = await SQLiteStore.open_read_only(path)
     try:
         await writer.create_session("s-1", created_at=AT)
-        assert [s.id for s in await reader.list_sessions()] == ["s-1"]
+        assert [s.id for s in (await reader.list_sessions()).sessions] == ["s-1"]
         await writer.create_session("s-2", created_at=AT)  # a commit after the reader opened
-        assert [s.id for s in await reader.list_sessions()] == ["s-1", "s-2"]
+        assert [s.id for s in (await reader.list_sessions()).sessions] == ["s-2", "s-1"]
         with pytest.raises(ValidationError) as refused:
             await reader.end_session("s-1", ended_at=AT)
         assert refused.value.field == "store"
