@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,6 +63,13 @@ class OverwritesChangedRetries(MemoryStore):
                     session_log = state.session_logs[record.session_id]
                     session_log[session_log.index(old)] = new
             return await super().append_run_record(record)
+
+
+class KeepsPartOfARefusedBatch(MemoryStore):
+    """[B1] a batch is appended one record at a time: a refusal keeps the records before it."""
+
+    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
+        return [await self.append_run_record(record) for record in records]
 
 
 class ForgetsPurgeTombstones(MemoryStore):
@@ -278,6 +285,14 @@ CASES = (
     ),
     Case("SkipsRecordIds", MINE, ("test_state_machine", "test_race_appends_of_distinct_keys")),
     Case("AcceptsUnknownPayloadFields", MINE, ("test_state_machine",)),
+    Case(
+        "KeepsPartOfARefusedBatch",
+        "test_batch_",
+        (
+            "test_batch_whose_third_record_conflicts_changes_nothing",
+            "test_batch_repeating_a_key_inside_is_a_retry_or_a_conflict",
+        ),
+    ),
     Case(
         "DecidesThenYields",
         "test_race_",
