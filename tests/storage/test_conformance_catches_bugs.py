@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -69,6 +69,13 @@ class OverwritesChangedRetries(MemoryStore):
                     session_log = state.session_logs[record.session_id]
                     session_log[session_log.index(old)] = new
             return await super().append_run_record(record)
+
+
+class KeepsPartOfARefusedBatch(MemoryStore):
+    """[B1] a batch is appended one record at a time: a refusal keeps the records before it."""
+
+    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
+        return [await self.append_run_record(record) for record in records]
 
 
 class ForgetsPurgeTombstones(MemoryStore):
@@ -334,6 +341,14 @@ CASES = (
         ),
     ),
     Case("PagesSessionsByOffset", "session", ("test_paging_has_no_gap_and_no_duplicate",)),
+    Case(
+        "KeepsPartOfARefusedBatch",
+        "test_batch_",
+        (
+            "test_batch_whose_third_record_conflicts_changes_nothing",
+            "test_batch_repeating_a_key_inside_is_a_retry_or_a_conflict",
+        ),
+    ),
     Case(
         "DecidesThenYields",
         "test_race_",
