@@ -8,6 +8,7 @@ import pytest
 
 from agentledger import errors
 from agentledger.errors import (
+    AccessDeniedError,
     AgentledgerError,
     ConflictError,
     ContractError,
@@ -61,6 +62,7 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     RunTerminalConflictError: ConflictError,
     CorruptRecordError: ContractError,
     RegistrationClosedError: ContractError,
+    AccessDeniedError: ContractError,
 }
 
 
@@ -103,6 +105,7 @@ SAMPLES: list[AgentledgerError] = [
     RunTerminalConflictError(run_id="r1", field="status", expected="completed", got="failed"),
     CorruptRecordError(run_id="r1", record_id="3", reason="unknown field"),
     RegistrationClosedError(name="chat"),
+    AccessDeniedError(operation="end_session", status=403, reason="role worker"),
     TransientError("database is locked", operation="append_run_record"),
     ProviderError(provider="openai", status=400, body="bad request"),
 ]

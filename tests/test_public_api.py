@@ -18,7 +18,7 @@ PUBLIC = {
         "validate_planner_transcript",
     ],
     "agentledger.errors": [
-        "AgentledgerError", "ConflictError", "ContractError", "CorruptRecordError",
+        "AccessDeniedError", "AgentledgerError", "ConflictError", "ContractError", "CorruptRecordError",
         "NotFoundError", "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
         "RunNotActiveError", "RunNotFoundError", "RunSessionMismatchError",

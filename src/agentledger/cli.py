@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from rich.console import Console
@@ -43,11 +43,15 @@ from agentledger.transcript.replay import build_messages_from_run_log
 __all__ = ["main"]
 
 
+_STORE_HELP = "a store service instead of --db (token from $AGENTLEDGER_TOKEN)"
+
+
 def _options(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument(
         "--db", default=default, metavar="PATH", help="SQLite database (default: %(default)s)"
     )
     parser.add_argument("--json", action="store_true", default=default, help="print JSON")
+    parser.add_argument("--store", default=default, metavar="URL", help=_STORE_HELP)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -58,6 +62,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", default=None, metavar="PATH", help="SQLite database (default: "
                         "$AGENTLEDGER_DB or ./agentledger.db)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--store", default=None, metavar="URL", help=_STORE_HELP)
     shared = argparse.ArgumentParser(add_help=False)
     _options(shared, argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -86,6 +91,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from agentledger.engine.temporal.cli import add_worker_command
 
     add_worker_command(commands)  # `agentledger worker`: needs the temporal extra to run
+    from agentledger.service.commands import add_service_commands
+
+    add_service_commands(commands)  # `agentledger serve`, `token new`: the service extra
     return parser
 
 
@@ -283,6 +291,12 @@ _COMMANDS: dict[str, Command] = {
 
 
 async def _run(command: Command, path: str, args: argparse.Namespace) -> None:
+    if args.store:
+        from agentledger.service import StoreClient
+
+        async with StoreClient(args.store) as client:
+            await command(cast(Any, client), args, _console())
+        return
     if not await asyncio.to_thread(os.path.exists, path):
         raise ValidationError(
             field="--db",
@@ -310,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
-        if args.command == "worker":
+        if args.command in ("worker", "serve", "token"):
             return int(args.handler(args))
         asyncio.run(_run(_COMMANDS[args.command], path, args))
     except AgentledgerError as e:
