@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,9 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> Tokens:
 
 
 @pytest.fixture(scope="module")
-def sqlite_service(tmp_path_factory: pytest.TempPathFactory, tokens: Tokens) -> Iterator[ServiceProcess]:
+def sqlite_service(
+    tmp_path_factory: pytest.TempPathFactory, tokens: Tokens
+) -> Iterator[ServiceProcess]:
     """``agentledger serve`` in front of a fresh SQLite file."""
     db = tmp_path_factory.mktemp("served") / "store.db"
     with ServiceProcess(str(db), tokens.path) as service:
@@ -29,7 +30,3 @@ def postgres_service(postgres_dsn: str, tokens: Tokens) -> Iterator[ServiceProce
     """``agentledger serve`` in front of the session's PostgreSQL database."""
     with ServiceProcess(postgres_dsn, tokens.path) as service:
         yield service
-
-
-def sqlite_db(service: ServiceProcess) -> Path:
-    return Path(service.db)

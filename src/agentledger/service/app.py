@@ -13,6 +13,7 @@ streaming responses the service needs.
 
 from __future__ import annotations
 
+import ast
 import logging
 import re
 import time
@@ -65,22 +66,51 @@ class ServiceState:
 _AT = re.compile(r"^(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 _EXPECTED = re.compile(r"^Expected `(?P<expected>.+?)`, got `(?P<got>.+?)`$", re.S)
 _FIELD = re.compile(r"^Object (?P<what>missing required|contains unknown) field `(?P<name>.+)`$")
+_STEP = re.compile(r"\.(?P<name>[^.\[]+)|\[(?P<index>\d+)\]|\[(?P<key>'.*?')\]")
+_MISSING = object()
 
 
-def invalid_body(error: msgspec.DecodeError) -> ValidationError:
-    """A msgspec decoding error as the typed :class:`ValidationError` (dotted field path)."""
+def _value_at(body: bytes, path: str) -> Any:
+    """The raw JSON value at a msgspec error path (``.run.labels['k']``), if there is one."""
+    try:
+        value: Any = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return _MISSING
+    for step in _STEP.finditer(path):
+        try:
+            if step["name"] is not None:
+                value = value[step["name"]]
+            elif step["index"] is not None:
+                value = value[int(step["index"])]
+            else:
+                value = value[ast.literal_eval(step["key"])]
+        except (KeyError, IndexError, TypeError, ValueError, SyntaxError):
+            return _MISSING
+    return value
+
+
+def invalid_body(error: msgspec.DecodeError, body: bytes) -> ValidationError:
+    """A msgspec decoding error as the typed :class:`ValidationError`.
+
+    ``field`` is the dotted path of the offending value and ``got`` the value
+    as sent, so a refusal by the wire reads like the store's own.
+    """
     found = _AT.match(str(error))
     text, path = (found["text"], found["path"] or "") if found else (str(error), "")
-    field = path.lstrip(".")
+    field = path.lstrip(".") or "body"
     if (named := _FIELD.match(text)) is not None:
-        field = f"{field}.{named['name']}".lstrip(".")
+        field = f"{path.lstrip('.')}.{named['name']}".lstrip(".")
         if named["what"] == "missing required":
             return ValidationError(field=field, expected="a value (required)", got=None)
         return ValidationError(field=field, expected="no such field", got=named["name"])
-    if (typed := _EXPECTED.match(text)) is not None:
-        return ValidationError(field=field or "body", expected=typed["expected"], got=typed["got"])
-    return ValidationError(field=field or "body", expected="valid JSON of the method's type",
-                           got=text)  # fmt: skip
+    got = _value_at(body, path) if path else _MISSING
+    typed = _EXPECTED.match(text)
+    expected = typed["expected"] if typed else text
+    if text.startswith("Invalid enum value"):
+        expected = "one of the known values"
+    if got is _MISSING:
+        got = typed["got"] if typed else None
+    return ValidationError(field=field, expected=expected, got=got)
 
 
 async def _answer(
@@ -122,7 +152,7 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
         try:
             call = method.decoder.decode(body)
         except msgspec.DecodeError as e:
-            raise invalid_body(e) from None
+            raise invalid_body(e, body) from None
         await check_scope(state.store, principal, method.name, method.subjects(call))
         result = await method.call(state.store, call)
         if method.writes:
