@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -12,7 +13,15 @@ from types import TracebackType
 
 from agentledger.service.auth import add_token
 
-__all__ = ["ServiceProcess", "Tokens"]
+__all__ = ["ServiceProcess", "Tokens", "free_port"]
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (for a service restarted on one address)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 class Tokens:
@@ -32,9 +41,17 @@ class Tokens:
 class ServiceProcess:
     """``python -m agentledger serve`` in a subprocess; ``url`` once it listens."""
 
-    def __init__(self, db: str, tokens: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        db: str,
+        tokens: Path,
+        *,
+        listen: str = "127.0.0.1:0",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.db = db
         self.tokens = tokens
+        self.listen = listen
         self.env = env
         self.url = ""
         self.process: subprocess.Popen[str] | None = None
@@ -42,7 +59,7 @@ class ServiceProcess:
     def start(self, timeout: float = 60.0) -> ServiceProcess:
         """Start the server and wait for its ``listening on URL`` line."""
         cmd = [sys.executable, "-m", "agentledger", "serve", "--db", self.db,
-               "--listen", "127.0.0.1:0", "--tokens", str(self.tokens)]  # fmt: skip
+               "--listen", self.listen, "--tokens", str(self.tokens)]  # fmt: skip
         self.process = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,

@@ -219,11 +219,13 @@ class StoreClient:
         return self._follow(f"/v1/sessions/{session_id}/records", "follow_session_records", after)
 
     async def _follow(
-        self, path: str, operation: str, after: str, *, attempts: int = 5
+        self, path: str, operation: str, after: str, *, attempts: int = 30
     ) -> AsyncIterator[FollowedRecord]:
         """Server-sent events of one log; reconnects from the last cursor seen.
 
-        Gives up with ``TransientError`` after ``attempts`` failed reconnections in a row.
+        A stream the service ends (it is stopping) or a lost connection is
+        resumed; ``TransientError`` after ``attempts`` failed reconnections in
+        a row (about 25 seconds).
         """
         failures = 0
         while True:
@@ -245,7 +247,7 @@ class StoreClient:
                     if isinstance(e, TransientError):
                         raise
                     raise TransientError(f"{type(e).__name__}: {e}", operation=operation) from e
-                await asyncio.sleep(0.05 * 2**failures)
+                await asyncio.sleep(min(0.05 * 2**failures, 1.0))
 
 
 _RECORD = msgspec.json.Decoder(Record)
