@@ -55,6 +55,7 @@ class ServiceProcess:
         self.env = env
         self.url = ""
         self.process: subprocess.Popen[str] | None = None
+        self.terminated = False
 
     def start(self, timeout: float = 60.0) -> ServiceProcess:
         """Start the server and wait for its ``listening on URL`` line."""
@@ -84,11 +85,17 @@ class ServiceProcess:
         assert self.process is not None
         return self.process.pid
 
-    def stop(self, timeout: float = 30.0) -> tuple[int, str, str]:
-        """SIGTERM, then wait; (exit status, stdout, stderr)."""
+    def terminate(self) -> None:
+        """SIGTERM (once): begin a graceful shutdown."""
         assert self.process is not None
-        if self.process.poll() is None:
+        if not self.terminated and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
+        self.terminated = True
+
+    def stop(self, timeout: float = 30.0) -> tuple[int, str, str]:
+        """SIGTERM (unless sent already), then wait; (exit status, stdout, stderr)."""
+        assert self.process is not None
+        self.terminate()
         try:
             out, err = self.process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
