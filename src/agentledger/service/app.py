@@ -32,6 +32,7 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.service.auth import Principal, TokenTable
+from agentledger.service.carriage import field_path
 from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.follow import Notifier, follow
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
@@ -89,7 +90,7 @@ def _value_at(body: bytes, path: str) -> Any:
     return value
 
 
-def invalid_body(error: msgspec.DecodeError, body: bytes) -> ValidationError:
+def invalid_body(error: msgspec.DecodeError, body: bytes, prefix: str = "") -> ValidationError:
     """A msgspec decoding error as the typed :class:`ValidationError`.
 
     ``field`` is the dotted path of the offending value and ``got`` the value
@@ -97,9 +98,9 @@ def invalid_body(error: msgspec.DecodeError, body: bytes) -> ValidationError:
     """
     found = _AT.match(str(error))
     text, path = (found["text"], found["path"] or "") if found else (str(error), "")
-    field = path.lstrip(".") or "body"
+    field = field_path(prefix, path)
     if (named := _FIELD.match(text)) is not None:
-        field = f"{path.lstrip('.')}.{named['name']}".lstrip(".")
+        field = field_path(prefix, f"{path}.{named['name']}")
         if named["what"] == "missing required":
             return ValidationError(field=field, expected="a value (required)", got=None)
         return ValidationError(field=field, expected="no such field", got=named["name"])
@@ -152,7 +153,7 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
         try:
             call = method.decoder.decode(body)
         except msgspec.DecodeError as e:
-            raise invalid_body(e, body) from None
+            raise invalid_body(e, body, method.prefix) from None
         await check_scope(state.store, principal, method.name, method.subjects(call))
         result = await method.call(state.store, call)
         if method.writes:

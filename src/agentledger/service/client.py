@@ -22,6 +22,7 @@ import msgspec
 
 from agentledger.errors import AgentledgerError, ContractError, TransientError
 from agentledger.service import wire
+from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.types import (
@@ -115,6 +116,7 @@ class StoreClient:
         await self.close()
 
     async def _call(self, method: wire.Method[Req, Resp], request: Req) -> Resp:
+        check_carriable(request, method.request, method.prefix)
         try:
             body = _ENCODER.encode(request)
         except (TypeError, msgspec.EncodeError) as e:

@@ -161,12 +161,14 @@ class Method(Generic[Req, Resp]):
         writes: whether it may change the store (followers are woken after it).
         subjects: what a label-scoped token must be allowed to touch.
         call: the backend call for a decoded request.
+        prefix: the backend's name for the body in error fields (``"record"``), if any.
     """
 
     __slots__ = (
         "call",
         "decoder",
         "name",
+        "prefix",
         "request",
         "response",
         "response_decoder",
@@ -186,6 +188,7 @@ class Method(Generic[Req, Resp]):
         writes: bool,
         subjects: Callable[[Req], tuple[Subject, ...]],
         call: Callable[[Any, Req], Awaitable[Resp]],
+        prefix: str = "",
     ) -> None:
         self.name = name
         self.route = f"/v1/{name}"
@@ -195,6 +198,7 @@ class Method(Generic[Req, Resp]):
         self.writes = writes
         self.subjects = subjects
         self.call = call
+        self.prefix = prefix
         self.decoder: msgspec.json.Decoder[Req] = msgspec.json.Decoder(request)
         self.response_decoder: msgspec.json.Decoder[Resp] = msgspec.json.Decoder(response)
 
@@ -224,7 +228,7 @@ START_ONE_SHOT_CHILD_RUN: Method[OneShotChildRunStart, StartResult] = Method(
 APPEND_RUN_RECORD: Method[Record, AppendResult] = Method(
     "append_run_record", Record, AppendResult, roles=WORKERS, writes=True,
     subjects=lambda r: (_run(r.run_id),),
-    call=lambda s, r: s.append_run_record(r),
+    call=lambda s, r: s.append_run_record(r), prefix="record",
 )  # fmt: skip
 RECORD_RUN_CANCELLATION: Method[RunCancellation, AppendResult] = Method(
     "record_run_cancellation", RunCancellation, AppendResult, roles=WORKERS, writes=True,
