@@ -26,6 +26,7 @@ from agentledger.errors import (
     RunSuspensionConflictError,
     RunTerminalConflictError,
     SessionActiveError,
+    SessionConflictError,
     SessionEndedError,
     SessionHasActiveRunsError,
     SessionNotFoundError,
@@ -60,6 +61,7 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     RunCancellationConflictError: ConflictError,
     RunSuspensionConflictError: ConflictError,
     RunTerminalConflictError: ConflictError,
+    SessionConflictError: ConflictError,
     CorruptRecordError: ContractError,
     RegistrationClosedError: ContractError,
     AccessDeniedError: ContractError,
@@ -103,6 +105,7 @@ SAMPLES: list[AgentledgerError] = [
     RecordOwnerMismatchError(run_id="r1", field="agent_id", expected="a", got="b"),
     RunSessionMismatchError(run_id="r1", expected="s1", got="s2"),
     RunTerminalConflictError(run_id="r1", field="status", expected="completed", got="failed"),
+    SessionConflictError(session_id="s1", field="labels", expected={"a": "1"}, got={}),
     CorruptRecordError(run_id="r1", record_id="3", reason="unknown field"),
     RegistrationClosedError(name="chat"),
     AccessDeniedError(operation="end_session", status=403, reason="role worker"),
@@ -141,3 +144,11 @@ def test_messages_name_the_data() -> None:
     assert str(located).startswith("messages[2].parts[0]: ")
     assert isinstance(RunNotFoundError(run_id="x"), NotFoundError)
     assert RunNotFoundError(run_id="x").kind == "run"
+    session = SessionConflictError(
+        session_id="s7", field="labels", expected={"tenant": "acme"}, got={"tenant": "other"}
+    )
+    assert (session.session_id, session.run_id, session.field) == ("s7", "", "labels")
+    assert (session.expected, session.got) == ({"tenant": "acme"}, {"tenant": "other"})
+    assert "session 's7'" in str(session)
+    assert "'acme'" in str(session)
+    assert "'other'" in str(session)

@@ -25,7 +25,8 @@ from agentledger import __version__
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.storage import payloads
 from agentledger.storage.sqlite import SQLiteStore, default_path
-from agentledger.storage.types import Record, RunMeta
+from agentledger.storage.types import Record, RunMeta, Session
+from agentledger.storage.validation import MAX_PAGE_LIMIT
 from agentledger.transcript import (
     CitationsPart,
     ImagePart,
@@ -171,14 +172,24 @@ def _payload(record: Record) -> Any:
 
 
 async def _sessions(store: SQLiteStore, args: argparse.Namespace, out: Console) -> None:
-    sessions = await store.list_sessions()
+    """[D6] every session, newest first, read page by page."""
+    sessions: list[Session] = []
+    cursor = ""
+    while True:
+        page = await store.list_sessions(cursor=cursor, limit=MAX_PAGE_LIMIT)
+        sessions.extend(page.sessions)
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
     if args.json:
         print(_dump([msgspec.structs.asdict(s) for s in sessions]))
         return
-    table = _table("sessions", "session", "status", "created", "ended", "runs")
+    table = _table("sessions", "session", "status", "created", "ended", "labels", "runs")
     for s in sessions:
         count = len(await store.list_runs_by_session(s.id))
-        table.row(s.id, str(s.status), _when(s.created_at), _when(s.ended_at), str(count))
+        labels = " ".join(f"{k}={v}" for k, v in s.labels.items())
+        created, ended = _when(s.created_at), _when(s.ended_at)
+        table.row(s.id, str(s.status), created, ended, labels, str(count))
     out.print(table)
 
 

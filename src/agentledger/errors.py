@@ -23,7 +23,8 @@ keyword-only attributes; the message is derived from them.
     │   │   ├── RunConflictError
     │   │   ├── RunCancellationConflictError
     │   │   ├── RunSuspensionConflictError
-    │   │   └── RunTerminalConflictError
+    │   │   ├── RunTerminalConflictError
+    │   │   └── SessionConflictError    (+ session_id; run_id is "")
     │   ├── CorruptRecordError          (run_id, record_id, reason)
     │   ├── RegistrationClosedError     (name)
     │   └── AccessDeniedError           (operation, status, reason) the store service refused
@@ -54,6 +55,7 @@ __all__ = [
     "RunSuspensionConflictError",
     "RunTerminalConflictError",
     "SessionActiveError",
+    "SessionConflictError",
     "SessionEndedError",
     "SessionHasActiveRunsError",
     "SessionNotFoundError",
@@ -311,6 +313,26 @@ class RunSuspensionConflictError(ConflictError):
 
 class RunTerminalConflictError(ConflictError):
     """The run already ended with another status or completion record."""
+
+
+class SessionConflictError(ConflictError):
+    """A ``create_session`` retry differs from the session the first create stored [D6].
+
+    ``session_id`` names the session; ``run_id`` is ``""`` (no run is involved),
+    so code that handles every :class:`ConflictError` alike still works.
+    """
+
+    def __init__(self, *, session_id: str, field: str, expected: object, got: object) -> None:
+        ContractError.__init__(
+            self,
+            f"SessionConflictError on session {session_id!r}: {field} is {_show(expected)} "
+            f"in the store, got {_show(got)}",
+        )
+        self.session_id = session_id
+        self.run_id = ""
+        self.field = field
+        self.expected = expected
+        self.got = got
 
 
 class CorruptRecordError(ContractError):

@@ -90,7 +90,7 @@ async def test_sqlite_memory_shares_a_file_with_the_runtime_store(tmp_path: Path
     try:
         await memory.append_events("agent", "run-1", *EVENTS)
         await store.create_session("s1", created_at=AT.replace(microsecond=6000))
-        assert [s.id for s in await store.list_sessions()] == ["s1"]
+        assert [s.id for s in (await store.list_sessions()).sessions] == ["s1"]
     finally:
         await memory.close()
         await store.close()

@@ -14,16 +14,19 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 import pytest
 
-from agentledger.errors import RecordConflictError
+from agentledger.errors import RecordConflictError, SessionConflictError
 from agentledger.storage import MemoryStore, lifecycle, payloads
+from agentledger.storage.listing import session_query
+from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -36,6 +39,9 @@ from agentledger.storage.types import (
     RunStatus,
     RunSuspension,
     RunTerminal,
+    Session,
+    SessionPage,
+    SessionStatus,
     StartResult,
 )
 
@@ -141,6 +147,46 @@ class SkipsRecordIds(MemoryStore):
                     row, last_seq=row.last_seq + 1
                 )
         return await super().append_run_record(record)
+
+
+class IgnoresChangedSessionLabels(MemoryStore):
+    """[D6] a create retry with other labels returns the stored session instead of a conflict."""
+
+    async def create_session(
+        self,
+        session_id: str,
+        /,
+        created_at: datetime | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Session:
+        try:
+            return await super().create_session(session_id, created_at, labels)
+        except SessionConflictError:
+            return await self.load_session(session_id)
+
+
+class PagesSessionsByOffset(MemoryStore):
+    """[D6] ``list_sessions`` cursors are positions, so sessions created between pages
+    shift the rest: a session is listed twice (or skipped, after a purge)."""
+
+    async def list_sessions(
+        self,
+        statuses: Iterable[SessionStatus] = (),
+        labels: Mapping[str, str] | None = None,
+        cursor: str = "",
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> SessionPage:
+        query = session_query(statuses, labels or {}, "", limit)
+        start = int(cursor) if cursor.isdigit() else 0
+        with self._lock:
+            found = [row.public() for row in self._state.sessions.values()]
+        found = sorted(
+            (s for s in found if query.matches(s)), key=lambda s: (s.created_at, s.id), reverse=True
+        )
+        end = start + query.limit
+        return SessionPage(
+            sessions=found[start:end], next_cursor=str(end) if end < len(found) else ""
+        )
 
 
 _KNOWN_FIELDS: dict[str, frozenset[str]] = {
@@ -278,6 +324,16 @@ CASES = (
     ),
     Case("SkipsRecordIds", MINE, ("test_state_machine", "test_race_appends_of_distinct_keys")),
     Case("AcceptsUnknownPayloadFields", MINE, ("test_state_machine",)),
+    Case(
+        "IgnoresChangedSessionLabels",
+        "test_state_machine or test_race_creates or test_retry_with_other_labels",
+        (
+            "test_state_machine",
+            "test_race_creates_with_different_labels",
+            "test_retry_with_other_labels_is_a_conflict",
+        ),
+    ),
+    Case("PagesSessionsByOffset", "session", ("test_paging_has_no_gap_and_no_duplicate",)),
     Case(
         "DecidesThenYields",
         "test_race_",

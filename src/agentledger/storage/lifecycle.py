@@ -8,7 +8,8 @@ the plan in the same transaction, so a refused command changes nothing.
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import NoReturn
 
 import msgspec
@@ -25,6 +26,7 @@ from agentledger.errors import (
     RunSuspensionConflictError,
     RunTerminalConflictError,
     SessionActiveError,
+    SessionConflictError,
     SessionEndedError,
     SessionHasActiveRunsError,
     SessionNotFoundError,
@@ -56,6 +58,7 @@ from agentledger.storage.types import (
     StartResult,
 )
 from agentledger.storage.validation import (
+    check_labels,
     check_timestamp,
     decode_payload,
     decode_stored_payload,
@@ -170,20 +173,42 @@ def _stored(reader: StateReader, run: RunRow, key: str, what: str) -> Record:
 
 
 def plan_create_session(
-    reader: StateReader, session_id: str, created_at: datetime
+    reader: StateReader,
+    session_id: str,
+    created_at: datetime | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Plan[Session]:
-    """[D4] create, or return the active session unchanged; an ended one is an error."""
+    """[D4] [D6] create, or return the active session unchanged; an ended one is an error.
+
+    Labels are fixed by the first create: a retry must repeat them, else
+    :class:`SessionConflictError`. The creation time is the first create's
+    too, but it is not compared: a retry that omits it (the store's clock,
+    now to the millisecond) or gives another returns the stored session.
+    """
     require_id("session_id", session_id)
-    created_at = check_timestamp("created_at", created_at)
+    created_at = _now_ms() if created_at is None else check_timestamp("created_at", created_at)
+    wanted = check_labels("labels", {} if labels is None else labels)
     if reader.session_purged(session_id):
         raise SessionPurgedError(session_id=session_id)
     existing = reader.session(session_id)
     if existing is not None:
         if existing.status is SessionStatus.ENDED:
             raise SessionEndedError(session_id=session_id)
+        if existing.labels != wanted:
+            raise SessionConflictError(
+                session_id=session_id, field="labels", expected=existing.labels, got=wanted
+            )
         return Plan(existing.public())
-    row = SessionRow(id=session_id, status=SessionStatus.ACTIVE, created_at=created_at)
+    row = SessionRow(
+        id=session_id, status=SessionStatus.ACTIVE, created_at=created_at, labels=wanted
+    )
     return Plan(row.public(), session=row)
+
+
+def _now_ms() -> datetime:
+    """The store's clock for an omitted creation time: now, UTC, to the millisecond."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def plan_end_session(reader: StateReader, session_id: str, ended_at: datetime) -> Plan[Session]:

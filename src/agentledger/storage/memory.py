@@ -8,12 +8,13 @@ Nothing survives the process.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TypeVar
 
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
+from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
@@ -32,6 +33,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionPage,
     SessionStatus,
     StartResult,
 )
@@ -197,8 +199,16 @@ class MemoryStore:
 
     # SessionAdmin ------------------------------------------------------------
 
-    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
-        return self._write(lambda r: lifecycle.plan_create_session(r, session_id, created_at))
+    async def create_session(
+        self,
+        session_id: str,
+        /,
+        created_at: datetime | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Session:
+        return self._write(
+            lambda r: lifecycle.plan_create_session(r, session_id, created_at, labels)
+        )
 
     async def load_session(self, session_id: str, /) -> Session:
         return self._read(lambda s: lifecycle.load_session(s, session_id))
@@ -221,10 +231,19 @@ class MemoryStore:
 
         return self._read(read)
 
-    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
-        wanted = check_statuses(statuses, SessionStatus)
-        return self._read(
-            lambda s: [
-                row.public() for row in s.sessions.values() if not wanted or row.status in wanted
-            ]
-        )
+    async def list_sessions(
+        self,
+        statuses: Iterable[SessionStatus] = (),
+        labels: Mapping[str, str] | None = None,
+        cursor: str = "",
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> SessionPage:
+        query = session_query(statuses, {} if labels is None else labels, cursor, limit)
+
+        def read(s: _State) -> SessionPage:
+            found = [row.public() for row in s.sessions.values()]
+            found = [session for session in found if query.matches(session)]
+            found.sort(key=lambda session: (session.created_at, session.id), reverse=True)
+            return session_page(query, found[: query.fetch])
+
+        return self._read(read)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -22,6 +22,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionPage,
     SessionStatus,
     StartResult,
 )
@@ -109,8 +110,19 @@ class Store(Protocol):
 class SessionAdmin(Protocol):
     """Session administration: the host's, never a worker's [D1]."""
 
-    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
-        """[D4] Create a session; idempotent while it is active."""
+    async def create_session(
+        self,
+        session_id: str,
+        /,
+        created_at: datetime | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Session:
+        """[D4] [D6] Create a session with fixed labels; an exact retry returns it unchanged.
+
+        Omitted, ``created_at`` is the store's clock (UTC, to the millisecond).
+        A retry must repeat the labels (else ``SessionConflictError``); the
+        creation time of the first create stays, whatever a retry gives.
+        """
         ...
 
     async def load_session(self, session_id: str, /) -> Session:
@@ -131,6 +143,16 @@ class SessionAdmin(Protocol):
         """The session's runs in start order, optionally only those with these statuses."""
         ...
 
-    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
-        """Every session in creation order, optionally only those with these statuses."""
+    async def list_sessions(
+        self,
+        statuses: Iterable[SessionStatus] = (),
+        labels: Mapping[str, str] | None = None,
+        cursor: str = "",
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> SessionPage:
+        """[D6] One page of sessions, newest first (``created_at``, then id, descending).
+
+        Only sessions with one of ``statuses`` (if any) carrying every one of
+        ``labels``; ``cursor`` is a ``next_cursor`` of the same filter.
+        """
         ...

@@ -35,11 +35,16 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     status: SessionStatus
     created_at: datetime
     ended_at: datetime | None = None
+    labels: dict[str, str] = msgspec.field(default_factory=dict)  # fixed at creation [D6]
 
     def public(self) -> Session:
         """The session as callers see it."""
         return Session(
-            id=self.id, status=self.status, created_at=self.created_at, ended_at=self.ended_at
+            id=self.id,
+            status=self.status,
+            created_at=self.created_at,
+            ended_at=self.ended_at,
+            labels=self.labels,
         )
 
 

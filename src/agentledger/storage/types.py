@@ -30,6 +30,7 @@ __all__ = [
     "RunSuspension",
     "RunTerminal",
     "Session",
+    "SessionPage",
     "SessionStatus",
     "StartOutcome",
     "StartResult",
@@ -69,12 +70,28 @@ class RepairOutcome(StrEnum):
 
 
 class Session(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A conversation or workflow over time; owns many runs."""
+    """A conversation or workflow over time; owns many runs.
+
+    ``labels`` are fixed when the session is created [D6]: hosts filter
+    listings by them (``tenant=acme``), and they never change afterwards.
+    """
 
     id: str
     status: SessionStatus
     created_at: datetime
     ended_at: datetime | None = None  # None while the session is active
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class SessionPage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One page of ``list_sessions``, newest first [D6].
+
+    ``next_cursor`` is opaque and bound to the listing's filter; ``""`` means
+    there is nothing more.
+    """
+
+    sessions: list[Session]
+    next_cursor: str
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -8,7 +8,7 @@ store does not fit its contract [J1].
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -22,7 +22,11 @@ from agentledger.storage.types import Record, RunStart
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "MAX_LABELS",
+    "MAX_LABEL_KEY_LENGTH",
+    "MAX_LABEL_VALUE_LENGTH",
     "MAX_PAGE_LIMIT",
+    "check_labels",
     "check_limit",
     "check_statuses",
     "check_timestamp",
@@ -99,6 +103,50 @@ def check_timestamp(field: str, value: object) -> datetime:
     if value.microsecond % 1000:
         raise ValidationError(field=field, expected="millisecond precision", got=value)
     return value if value.tzinfo is UTC else value.replace(tzinfo=UTC)
+
+
+MAX_LABELS = 64
+"""Most labels one session carries (or one listing filters by)."""
+
+MAX_LABEL_KEY_LENGTH = 256
+"""Longest label key, in characters."""
+
+MAX_LABEL_VALUE_LENGTH = 1024
+"""Longest label value, in characters."""
+
+
+def check_labels(field: str, labels: object) -> dict[str, str]:
+    """Session labels, or a listing's label filter [D6], as a new dict sorted by key.
+
+    Like run labels, keys and values are text every backend can store (no
+    NUL, no lone surrogate); session labels are also bounded, because they are
+    indexed, filtered on and matched against token scopes: at most
+    :data:`MAX_LABELS` labels, keys non-empty and at most
+    :data:`MAX_LABEL_KEY_LENGTH` characters, values at most
+    :data:`MAX_LABEL_VALUE_LENGTH`.
+    """
+    if not isinstance(labels, Mapping):
+        raise ValidationError(field=field, expected="a mapping of str to str", got=labels)
+    if len(labels) > MAX_LABELS:
+        raise ValidationError(
+            field=field, expected=f"at most {MAX_LABELS} labels", got=f"{len(labels)} labels"
+        )
+    checked: dict[str, str] = {}
+    for key, value in labels.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValidationError(field=field, expected="a mapping of str to str", got=labels)
+        if not key or len(key) > MAX_LABEL_KEY_LENGTH:
+            expected = f"label keys of 1 to {MAX_LABEL_KEY_LENGTH} characters"
+            raise ValidationError(field=field, expected=expected, got=key)
+        if len(value) > MAX_LABEL_VALUE_LENGTH:
+            expected = f"label values of at most {MAX_LABEL_VALUE_LENGTH} characters"
+            raise ValidationError(field=field, expected=expected, got=value)
+        if not (_storable(key) and _storable(value)):
+            raise ValidationError(
+                field=field, expected="text without NUL or lone surrogates", got={key: value}
+            )
+        checked[key] = value
+    return dict(sorted(checked.items()))
 
 
 def check_limit(limit: object) -> int:

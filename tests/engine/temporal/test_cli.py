@@ -66,7 +66,7 @@ async def test_worker_command_and_example_script_exit_zero(
         worker.kill()
     store = await SQLiteStore.open(db)
     try:
-        sessions = await store.list_sessions()
+        sessions = (await store.list_sessions()).sessions
         assert len(sessions) == 1
         runs = await store.list_runs_by_session(sessions[0].id)
         assert [r.status for r in runs] == [RunStatus.COMPLETED]

@@ -10,14 +10,14 @@ import asyncio
 import socket
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import conninfo, sql
 
-from agentledger.errors import TransientError, ValidationError
+from agentledger.errors import SessionConflictError, TransientError, ValidationError
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore, migrations
 
@@ -123,6 +123,38 @@ async def test_open_applies_each_migration_once_and_records_it(fresh_dsn: str) -
     assert await _applied(fresh_dsn) == expected
 
 
+async def test_migration_2_gives_version_1_sessions_empty_labels(fresh_dsn: str) -> None:
+    """[D6] a database at version 1 migrates to session labels; old sessions have none."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        assert await migrations.migrate(conn, upto=1) == [1]
+        assert [m.version for m in await migrations.pending(conn)] == [2]
+        await conn.execute(
+            "INSERT INTO agentledger_sessions (id, status, created_at, ended_at) VALUES "
+            "('old', 'active', %s, NULL), ('old-ended', 'ended', %s, %s)",
+            (at, at + timedelta(milliseconds=1), at + timedelta(milliseconds=2)),
+        )
+    async with await PostgresStore.open(fresh_dsn) as store:
+        assert (await store.load_session("old")).labels == {}
+        with pytest.raises(SessionConflictError):
+            await store.create_session("old", labels={"tenant": "acme"})
+        new = await store.create_session("new", labels={"tenant": "acme", "tier": "gold"})
+        assert new.labels == {"tenant": "acme", "tier": "gold"}
+        first = await store.list_sessions(limit=2)
+        rest = await store.list_sessions(cursor=first.next_cursor, limit=2)
+        assert [s.id for s in first.sessions + rest.sessions] == ["new", "old-ended", "old"]
+        assert rest.next_cursor == ""
+        acme = await store.list_sessions(labels={"tenant": "acme"})
+        assert acme.sessions == [new]
+    assert await _applied(fresh_dsn) == [(1, "initial schema"), (2, "session labels")]
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'agentledger_sessions'"
+        )
+        names = {row[0] for row in await cur.fetchall()}
+    assert {"agentledger_sessions_newest_first", "agentledger_sessions_by_labels"} <= names
+
+
 async def test_concurrent_openers_do_not_race_the_migration(fresh_dsn: str) -> None:
     stores = await asyncio.gather(
         *(PostgresStore.open(fresh_dsn, min_size=1, max_size=1) for _ in range(8))
@@ -166,7 +198,7 @@ async def test_migrate_false_refuses_an_unmigrated_database_and_writes_nothing(
     async with await PostgresStore.open(fresh_dsn):
         pass
     async with await PostgresStore.open(fresh_dsn, migrate=False) as store:
-        assert await store.list_sessions() == []
+        assert (await store.list_sessions()).sessions == []
 
 
 # ------------------------------------------------------------- stored values

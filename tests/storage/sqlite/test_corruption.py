@@ -113,6 +113,19 @@ async def test_a_corrupt_session_row(store: SQLiteStore, world: World) -> None:
         await store.list_sessions()
 
 
+async def test_corrupt_session_labels(store: SQLiteStore, world: World) -> None:
+    """[D6] stored labels that are not a JSON object of strings are corruption, not labels."""
+    sid = await world.session("s", labels={"tenant": "acme"})
+    for damaged in ('["tenant"]', '{"tenant": 1}', "not json"):
+        _raw(store, "UPDATE sessions SET labels = ? WHERE id = ?", damaged, sid)
+        with pytest.raises(CorruptRecordError, match="session"):
+            await store.load_session(sid)
+        with pytest.raises(CorruptRecordError):
+            await store.list_sessions()
+    with pytest.raises(CorruptRecordError):  # the filter reads the damaged JSON too
+        await store.list_sessions(labels={"tenant": "acme"})
+
+
 async def test_a_retried_terminal_over_a_corrupt_run_completed(
     store: SQLiteStore, world: World
 ) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentledger.errors import SessionPurgedError
+from agentledger.errors import SessionConflictError, SessionPurgedError
 from agentledger.storage import RecordBuilder, RunStart, RunStatus, SessionStatus
 from agentledger.storage.sqlite import LATEST_VERSION, MIGRATIONS, SQLiteStore, check_invariants
 from agentledger.storage.sqlite.schema import Migration, applied, check_migrations, migrate, pending
@@ -83,9 +83,10 @@ def test_opening_the_v1_fixture_migrates_it_and_keeps_its_data(v1_copy: Path) ->
 
 async def _open_v1_and_use_it(path: Path) -> None:
     async with await SQLiteStore.open(path) as store:
-        assert [(s.id, s.status) for s in await store.list_sessions()] == [
-            ("s-active", SessionStatus.ACTIVE),
-            ("s-ended", SessionStatus.ENDED),
+        listed = (await store.list_sessions()).sessions  # [D6] newest first
+        assert [(s.id, s.status, s.labels) for s in listed] == [
+            ("s-ended", SessionStatus.ENDED, {}),
+            ("s-active", SessionStatus.ACTIVE, {}),
         ]
         root = await store.load_run("r-root")
         assert root.status is RunStatus.RUNNING
@@ -131,6 +132,47 @@ async def _open_v1_and_use_it(path: Path) -> None:
         )
         assert (await store.start_root_run(successor.root_start())).started.inserted
         assert (await store.load_run("r-waiting")).successor_run_id == "r-next"
+
+
+def test_a_version_2_file_gains_session_labels(v1_copy: Path) -> None:
+    """Migration 3 from version 2: existing sessions get no labels, new ones keep theirs [D6]."""
+    conn = _connect(v1_copy)
+    try:
+        migrate(conn, upto=2)
+        assert [m.name for m in pending(conn)] == ["session_labels"]
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(sessions)")]
+        assert "labels" not in columns
+    finally:
+        conn.close()
+    asyncio.run(_label_the_v2_file(v1_copy))
+    conn = _connect(v1_copy)
+    try:
+        assert applied(conn)[-1] == (3, "session_labels")
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT id FROM sessions ORDER BY created_at DESC, id DESC"
+            )
+        )
+        assert "sessions_newest_first" in plan
+    finally:
+        conn.close()
+    assert check_invariants(v1_copy) == []
+
+
+async def _label_the_v2_file(path: Path) -> None:
+    async with await SQLiteStore.open(path) as store:
+        assert (await store.load_session("s-active")).labels == {}
+        assert await store.create_session("s-active") == await store.load_session("s-active")
+        with pytest.raises(SessionConflictError):
+            await store.create_session("s-active", labels={"tenant": "acme"})
+        await store.create_session("s-new", created_at=AT, labels={"tenant": "acme"})
+        page = await store.list_sessions(labels={"tenant": "acme"})
+        assert [(s.id, s.labels) for s in page.sessions] == [("s-new", {"tenant": "acme"})]
+        everything = await store.list_sessions(limit=1)
+        rest = await store.list_sessions(cursor=everything.next_cursor, limit=5)
+        ids = [s.id for s in everything.sessions + rest.sessions]
+        assert ids == ["s-new", "s-ended", "s-active"]
 
 
 def test_each_migration_commits_with_its_record_or_not_at_all(tmp_path: Path) -> None:

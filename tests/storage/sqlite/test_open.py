@@ -276,7 +276,7 @@ async def test_readers_do_not_wait_behind_a_writer(db_path: Path) -> None:
             started = time.monotonic()
             for _ in range(5):
                 assert (await store.load_session("s")).id == "s"
-                assert [s.id for s in await store.list_sessions()] == ["s"]
+                assert [s.id for s in (await store.list_sessions()).sessions] == ["s"]
             assert time.monotonic() - started < 1.0
             assert not blocked.done()
         finally:
@@ -309,7 +309,7 @@ async def test_close_finishes_queued_writes(db_path: Path) -> None:
     await store.close()
     assert [w.result().id for w in writes] == [f"s{i}" for i in range(20)]
     async with await SQLiteStore.open(db_path) as again:
-        assert len(await again.list_sessions()) == 20
+        assert len((await again.list_sessions()).sessions) == 20
 
 
 async def test_a_damaged_schema_is_corruption_not_a_raw_error(store: SQLiteStore) -> None:

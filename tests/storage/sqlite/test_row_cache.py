@@ -67,6 +67,6 @@ async def test_a_purged_session_is_forgotten(
     await world.finish(run)
     await store.end_session(sid, ended_at=world.now())
     await store.purge_session(sid)
-    assert (await other.list_sessions()) == []
+    assert (await other.list_sessions()).sessions == []
     with pytest.raises(SessionPurgedError):
         await store.append_run_record(world.note(run, "late"))

@@ -31,6 +31,7 @@ from agentledger.storage.conformance._payloads import PayloadConformance
 from agentledger.storage.conformance._purge import PurgeConformance
 from agentledger.storage.conformance._races import RaceConformance
 from agentledger.storage.conformance._records import RecordConformance
+from agentledger.storage.conformance._session_listing import SessionListingConformance
 from agentledger.storage.conformance._sessions import SessionConformance
 from agentledger.storage.conformance._starts import StartConformance
 from agentledger.storage.conformance._stateful import StatefulConformance
@@ -43,6 +44,7 @@ __all__ = ["StoreConformance", "StoreFactory", "World", "dump_store"]
 
 class StoreConformance(
     SessionConformance,
+    SessionListingConformance,
     StartConformance,
     ChildrenConformance,
     OneShotConformance,

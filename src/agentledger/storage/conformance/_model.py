@@ -34,6 +34,7 @@ from agentledger.errors import (
     RunSuspensionConflictError,
     RunTerminalConflictError,
     SessionActiveError,
+    SessionConflictError,
     SessionEndedError,
     SessionHasActiveRunsError,
     SessionNotFoundError,
@@ -121,12 +122,17 @@ class _Session:
     status: SessionStatus
     created_at: datetime
     ended_at: datetime | None = None
+    labels: dict[str, str] = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)  # start order
     log: list[Record] = field(default_factory=list)  # commit order over all its runs
 
     def public(self) -> Session:
         return Session(
-            id=self.id, status=self.status, created_at=self.created_at, ended_at=self.ended_at
+            id=self.id,
+            status=self.status,
+            created_at=self.created_at,
+            ended_at=self.ended_at,
+            labels=dict(self.labels),
         )
 
 
@@ -220,15 +226,21 @@ class Model:
 
     # ----------------------------------------------------------------- sessions
 
-    def create_session(self, session_id: str, created_at: datetime) -> Session:
+    def create_session(
+        self, session_id: str, created_at: datetime, labels: dict[str, str] | None = None
+    ) -> Session:
         if session_id in self.purged_sessions:
             raise Refused(SessionPurgedError)
         existing = self.sessions.get(session_id)
         if existing is not None:
             if existing.status is SessionStatus.ENDED:
                 raise Refused(SessionEndedError)
+            if existing.labels != (labels or {}):
+                raise Refused(SessionConflictError)
             return existing.public()
-        self.sessions[session_id] = _Session(session_id, SessionStatus.ACTIVE, created_at)
+        self.sessions[session_id] = _Session(
+            session_id, SessionStatus.ACTIVE, created_at, labels=dict(labels or {})
+        )
         return self.sessions[session_id].public()
 
     def end_session(self, session_id: str, ended_at: datetime) -> Session:
@@ -497,7 +509,9 @@ class Model:
         return self._session(session_id).status
 
     def list_sessions(self) -> list[Session]:
-        return [s.public() for s in self.sessions.values()]
+        """Every session, newest first: ``created_at``, then id, descending [D6]."""
+        ordered = sorted(self.sessions.values(), key=lambda s: (s.created_at, s.id), reverse=True)
+        return [s.public() for s in ordered]
 
     def list_runs_by_session(
         self, session_id: str, statuses: tuple[RunStatus, ...] = ()

@@ -25,7 +25,7 @@ from agentledger.errors import (
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import AdminStore, World, dump_store
+from agentledger.storage.conformance._world import AdminStore, World, all_sessions, dump_store
 from agentledger.storage.types import (
     Checkpoint,
     ChildRunStart,
@@ -178,7 +178,7 @@ class PurgeConformance(ConformanceBase):
         sid = doomed.session_id
         await other_store.purge_session(sid)
         for store in (world.store, other_store):
-            assert sid not in {s.id for s in await store.list_sessions()}
+            assert sid not in {s.id for s in await all_sessions(store)}
             session_reads: list[Callable[[AdminStore], Awaitable[object]]] = [
                 lambda st: st.load_session(sid),
                 lambda st: st.load_session_status(sid),

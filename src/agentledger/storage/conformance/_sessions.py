@@ -18,7 +18,7 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import AdminStore, World
+from agentledger.storage.conformance._world import AdminStore, World, all_sessions
 from agentledger.storage.types import (
     AppendResult,
     RunMeta,
@@ -32,9 +32,9 @@ __all__ = ["SessionConformance"]
 
 
 async def _mine(store: AdminStore, world: World, *statuses: SessionStatus) -> list[str]:
-    """Ids of this world's sessions that ``list_sessions`` returns, in its order."""
+    """Ids of this world's sessions that ``list_sessions`` returns (all pages), in its order."""
     known = set(world.session_ids)
-    return [s.id for s in await store.list_sessions(statuses) if s.id in known]
+    return [s.id for s in await all_sessions(store, statuses) if s.id in known]
 
 
 async def _run_ids(store: AdminStore, session_id: str, *statuses: RunStatus) -> list[str]:
@@ -53,7 +53,7 @@ class SessionConformance(ConformanceBase):
         sid = world.track_session("s")
         created_at = world.now()
         session = await world.store.create_session(sid, created_at=created_at)
-        expected = Session(id=sid, status=SessionStatus.ACTIVE, created_at=created_at)
+        expected = Session(id=sid, status=SessionStatus.ACTIVE, created_at=created_at, labels={})
         assert session == expected
         assert session.ended_at is None
         assert await world.store.load_session(sid) == expected
@@ -244,33 +244,31 @@ class SessionConformance(ConformanceBase):
 
     # ------------------------------------------------------------ list sessions
 
-    async def test_list_sessions_in_creation_order(
-        self, world: World, other_store: AdminStore
-    ) -> None:
-        """[D1] list_sessions returns every session in creation order, ended ones included."""
+    async def test_list_sessions_newest_first(self, world: World, other_store: AdminStore) -> None:
+        """[D1] [D6] list_sessions returns every session newest first, ended ones included."""
         a = await world.session("a")
         b = await world.session("b")
         c = await world.session("c")
         await world.store.end_session(b, ended_at=world.now())
-        assert await _mine(world.store, world) == [a, b, c]
-        assert await _mine(other_store, world) == [a, b, c]
-        listed = {s.id: s for s in await world.store.list_sessions()}
+        assert await _mine(world.store, world) == [c, b, a]
+        assert await _mine(other_store, world) == [c, b, a]
+        listed = {s.id: s for s in await all_sessions(world.store)}
         assert listed[b] == await world.store.load_session(b)
         assert listed[a].status is SessionStatus.ACTIVE
 
     async def test_list_sessions_filters_by_status(self, world: World) -> None:
-        """[D1] [D2] a status filter keeps only sessions with those statuses."""
+        """[D1] [D2] [D6] a status filter keeps only sessions with those statuses."""
         a = await world.session("a")
         b = await world.session("b")
         c = await world.session("c")
         await world.store.end_session(a, ended_at=world.now())
         await world.store.end_session(c, ended_at=world.now())
         assert await _mine(world.store, world, SessionStatus.ACTIVE) == [b]
-        assert await _mine(world.store, world, SessionStatus.ENDED) == [a, c]
+        assert await _mine(world.store, world, SessionStatus.ENDED) == [c, a]
         assert await _mine(world.store, world, SessionStatus.ACTIVE, SessionStatus.ENDED) == [
-            a,
-            b,
             c,
+            b,
+            a,
         ]
 
     # ---------------------------------------------------------------- list runs

@@ -45,13 +45,14 @@ from agentledger.errors import AgentledgerError
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase, StoreFactory
 from agentledger.storage.conformance._model import Model, Refused
-from agentledger.storage.conformance._world import AdminStore
+from agentledger.storage.conformance._world import AdminStore, all_sessions
 from agentledger.storage.types import (
     Checkpoint,
     Page,
     Record,
     RunStart,
     RunStatus,
+    SessionStatus,
 )
 
 __all__ = ["LedgerMachine", "StatefulConformance"]
@@ -65,6 +66,7 @@ CANCEL_KEYS = ("cancellation_intent", "cancel-b", "k0")
 SUSPEND_KEYS = ("run_suspended", "suspend-b", "k0")
 TERMINAL_KEYS = ("run_completed", "end-b", "k0")
 REASONS = ("stop-a", "stop-b")
+TEAMS = ("red", "blue")
 FINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED)
 PAGE = 3  # small pages, so listings cross cursors
 RUN = st.integers(0, 4 * RUNS - 1)  # < RUNS: that pool run; above: a live (or fresh) one
@@ -93,12 +95,17 @@ def _with_unknown_field(record: Record) -> Record:
 class CreateSession:
     session: str
     tick: int
+    machine: str  # every session carries {"machine": ns}, so listings can filter on it
+    variant: int = 0
 
     def call(self) -> tuple[str, tuple[Any, ...]]:
-        return "create_session", (self.session, _ms(self.tick))
+        labels = {"machine": self.machine, "team": TEAMS[self.variant]}
+        return "create_session", (self.session, _ms(self.tick), labels)
 
     def changed(self, k: int) -> CreateSession:
-        return dataclasses.replace(self, tick=self.tick + 1000)
+        if k == 0:  # another time is no conflict: the first create's time stays [D4]
+            return dataclasses.replace(self, tick=self.tick + 1000)
+        return dataclasses.replace(self, variant=1 - self.variant)  # other labels [D6]
 
 
 @dataclass(frozen=True)
@@ -407,14 +414,14 @@ class LedgerMachine(RuleBasedStateMachine):
     def a_running_root(self) -> MultipleResults[Command]:
         """Most calls need a session and a run: two sessions (of three) and one root run."""
         return multiple(
-            self.perform(CreateSession(self.sid(0), self.tick())),
-            self.perform(CreateSession(self.sid(1), self.tick())),
+            self.perform(CreateSession(self.sid(0), self.tick(), self.ns)),
+            self.perform(CreateSession(self.sid(1), self.tick(), self.ns, 1)),
             self.perform(Start("root", self.rid(0), self.sid(0), "", "", 0)),
         )
 
-    @rule(target=commands, s=st.integers(0, SESSIONS - 1))
-    def create_session(self, s: int) -> Command:
-        return self.perform(CreateSession(self.sid(s), self.tick()))
+    @rule(target=commands, s=st.integers(0, SESSIONS - 1), v=st.integers(0, 1))
+    def create_session(self, s: int, v: int) -> Command:
+        return self.perform(CreateSession(self.sid(s), self.tick(), self.ns, v))
 
     @rule(target=commands, s=st.integers(0, SESSIONS - 1))
     def end_session(self, s: int) -> Command:
@@ -552,9 +559,19 @@ class LedgerMachine(RuleBasedStateMachine):
     async def _store_view(self) -> dict[str, Any]:
         store = self.store
         sids = [self.sid(i) for i in range(SESSIONS)]
+        mine = {"machine": self.ns}
         view: dict[str, Any] = {
-            "sessions": ("ok", [s for s in await store.list_sessions() if s.id in sids])
+            "sessions": ("ok", await all_sessions(store, (), mine, limit=PAGE - 1)),
+            "sessions ended": (
+                "ok",
+                await all_sessions(store, (SessionStatus.ENDED,), mine, limit=PAGE - 1),
+            ),
         }
+        for team in TEAMS:
+            view[f"sessions {team}"] = (
+                "ok",
+                [s.id for s in await all_sessions(store, (), {**mine, "team": team}, limit=1)],
+            )
         for sid in sids:
             view[f"load_session {sid}"] = await _outcome(store.load_session, sid)
             view[f"load_session_status {sid}"] = await _outcome(store.load_session_status, sid)
@@ -574,9 +591,13 @@ class LedgerMachine(RuleBasedStateMachine):
     def _model_view(self) -> dict[str, Any]:
         model = self.model
         sids = [self.sid(i) for i in range(SESSIONS)]
+        listed = model.list_sessions()  # newest first
         view: dict[str, Any] = {
-            "sessions": ("ok", [s for s in model.list_sessions() if s.id in sids])
+            "sessions": ("ok", listed),
+            "sessions ended": ("ok", [s for s in listed if s.status is SessionStatus.ENDED]),
         }
+        for team in TEAMS:
+            view[f"sessions {team}"] = ("ok", [s.id for s in listed if s.labels["team"] == team])
         for sid in sids:
             view[f"load_session {sid}"] = _expect(model.load_session, sid)
             view[f"load_session_status {sid}"] = _expect(model.load_session_status, sid)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -19,12 +19,15 @@ from agentledger.storage.types import (
     Record,
     RunStart,
     RunStatus,
+    Session,
+    SessionStatus,
     StartResult,
 )
 
 __all__ = [
     "AdminStore",
     "World",
+    "all_sessions",
     "changed",
     "dump_store",
     "rebuilt",
@@ -47,6 +50,23 @@ async def _all_pages(list_page: Any, scope_id: str) -> list[Record]:
         records.extend(page.records)
         if not page.next_cursor:
             return records
+        cursor = page.next_cursor
+
+
+async def all_sessions(
+    store: AdminStore,
+    statuses: Iterable[SessionStatus] = (),
+    labels: Mapping[str, str] | None = None,
+    limit: int = 1000,
+) -> list[Session]:
+    """Every session ``list_sessions`` returns for this filter, paging to the end [D6]."""
+    sessions: list[Session] = []
+    cursor = ""
+    while True:
+        page = await store.list_sessions(statuses, labels=labels, cursor=cursor, limit=limit)
+        sessions.extend(page.sessions)
+        if not page.next_cursor:
+            return sessions
         cursor = page.next_cursor
 
 
@@ -91,7 +111,7 @@ async def dump_store(
     runs = sorted(set(run_ids))
     known = set(sessions)
     dump: dict[str, Any] = {
-        "sessions": [s for s in await store.list_sessions() if s.id in known],
+        "sessions": [s for s in await all_sessions(store) if s.id in known],
     }
     for sid in sessions:
         dump[f"session:{sid}"] = await _outcome(store.load_session, sid)
@@ -139,10 +159,12 @@ class World:
             self.run_ids.append(rid)
         return rid
 
-    async def session(self, name: str) -> str:
-        """Create a session and return its id."""
+    async def session(
+        self, name: str, *, labels: Mapping[str, str] | None = None, at: datetime | None = None
+    ) -> str:
+        """Create a session (at ``at``, else the next tick) and return its id."""
         sid = self.track_session(name)
-        await self.store.create_session(sid, created_at=self.now())
+        await self.store.create_session(sid, created_at=at or self.now(), labels=labels)
         return sid
 
     def run(

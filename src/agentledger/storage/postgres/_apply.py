@@ -18,6 +18,7 @@ from typing import Any
 
 from psycopg import AsyncCursor
 from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
 
 from agentledger.storage.postgres._reader import Loader
 from agentledger.storage.postgres._rows import (
@@ -45,7 +46,8 @@ _UPDATE_RUN = (
     + " WHERE run_id = %s"
 )
 _INSERT_SESSION = (
-    "INSERT INTO agentledger_sessions (id, status, created_at, ended_at) VALUES (%s, %s, %s, %s)"
+    "INSERT INTO agentledger_sessions (id, status, created_at, ended_at, labels) "
+    "VALUES (%s, %s, %s, %s, %s)"
 )
 _UPDATE_SESSION = (
     "UPDATE agentledger_sessions SET status = %s, created_at = %s, ended_at = %s WHERE id = %s"
@@ -98,7 +100,7 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     row = plan.session
     if row is not None:
         if cache.sessions.get(row.id) is None:
-            insert = (row.id, row.status.value, row.created_at, row.ended_at)
+            insert = (row.id, row.status.value, row.created_at, row.ended_at, Jsonb(row.labels))
             await conn.execute(_INSERT_SESSION, insert)
         else:
             update = (row.status.value, row.created_at, row.ended_at, row.id)

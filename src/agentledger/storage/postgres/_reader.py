@@ -42,6 +42,7 @@ from agentledger.storage.postgres._rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
+    SESSION_WIDTH,
     record_from_row,
     run_from_row,
     session_from_row,
@@ -175,9 +176,9 @@ class Loader:
 
     def keep_session(self, row: TupleRow) -> SessionRow:
         """Cache a ``SESSION_COLUMNS, last_seq`` row."""
-        found = session_from_row(row[:4])
+        found = session_from_row(row[:SESSION_WIDTH])
         self.cache.sessions[found.id] = found
-        self.cache.session_seq[found.id] = int(row[4])
+        self.cache.session_seq[found.id] = int(row[SESSION_WIDTH])
         return found
 
     def has(self, key: Key) -> bool:

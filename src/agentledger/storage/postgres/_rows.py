@@ -25,6 +25,7 @@ __all__ = [
     "RECORD_COLUMNS",
     "RUN_COLUMNS",
     "SESSION_COLUMNS",
+    "SESSION_WIDTH",
     "record_from_row",
     "record_params",
     "run_from_row",
@@ -35,7 +36,9 @@ __all__ = [
 
 Row = tuple[Any, ...]
 
-SESSION_COLUMNS = "id, status, created_at, ended_at"
+SESSION_COLUMNS = "id, status, created_at, ended_at, labels"
+SESSION_WIDTH = len(SESSION_COLUMNS.split(","))
+"""How many values of a row are the session's (``row[:SESSION_WIDTH]``)."""
 
 RUN_COLUMNS = (
     "run_id, agent_id, session_id, parent_run_id, status, start_outcome, started_at, "
@@ -53,12 +56,13 @@ def utc(value: datetime) -> datetime:
 
 def session_from_row(row: Row) -> SessionRow:
     """A ``SESSION_COLUMNS`` row as a SessionRow."""
-    sid, status, created_at, ended_at = row
+    sid, status, created_at, ended_at, labels = row
     return SessionRow(
         id=sid,
         status=SessionStatus(status),
         created_at=utc(created_at),
         ended_at=None if ended_at is None else utc(ended_at),
+        labels=dict(sorted(labels.items())),  # jsonb keeps its own key order
     )
 
 

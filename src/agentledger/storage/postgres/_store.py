@@ -10,7 +10,7 @@ decision rerun on fresh state (:mod:`._retry`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast
@@ -18,10 +18,12 @@ from typing import Any, Literal, Self, TypeVar, cast
 import psycopg
 from psycopg import AsyncConnection, conninfo
 from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
+from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
 from agentledger.storage.postgres._pages import decide as _decide
@@ -31,6 +33,7 @@ from agentledger.storage.postgres._retry import MAX_ATTEMPTS, backoff, is_retrya
 from agentledger.storage.postgres._rows import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
+    SESSION_WIDTH,
     run_from_row,
     session_from_row,
 )
@@ -52,6 +55,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionPage,
     SessionStatus,
     StartResult,
 )
@@ -74,7 +78,10 @@ _SESSION_WITH_RUNS = (
     "FROM agentledger_sessions s LEFT JOIN agentledger_runs r ON r.session_id = s.id "
     "WHERE s.id = %s ORDER BY r.ord"
 )
-_SESSIONS = f"SELECT {SESSION_COLUMNS} FROM agentledger_sessions ORDER BY ord"
+# [D6] newest first; ids compare byte-wise (COLLATE "C"), as in every backend.
+_SESSIONS = f"SELECT {SESSION_COLUMNS} FROM agentledger_sessions"
+_SESSIONS_ORDER = ' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT %s'
+_SESSIONS_AFTER = '(created_at < %s OR (created_at = %s AND id COLLATE "C" < %s))'
 
 
 def _valid_id(value: object) -> str:
@@ -400,10 +407,16 @@ class PostgresStore:
 
     # SessionAdmin ------------------------------------------------------------
 
-    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
+    async def create_session(
+        self,
+        session_id: str,
+        /,
+        created_at: datetime | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Session:
         return await self._write(
             "create_session",
-            lambda r: lifecycle.plan_create_session(r, session_id, created_at),
+            lambda r: lifecycle.plan_create_session(r, session_id, created_at, labels),
             _ids(("session", session_id)),
         )
 
@@ -438,19 +451,40 @@ class PostgresStore:
             # One statement: the session and its runs from one snapshot.
             cur = await loader.conn.execute(_SESSION_WITH_RUNS, (session_id,))
             rows = await cur.fetchall()
-            loader.cache.sessions[session_id] = session_from_row(rows[0][:4]) if rows else None
+            session = session_from_row(rows[0][:SESSION_WIDTH]) if rows else None
+            loader.cache.sessions[session_id] = session
             await _decide(loader, lambda r: lifecycle.require_session(r, session_id))
-            runs = [run_from_row(row[4:]) for row in rows if row[4] is not None]
+            width = SESSION_WIDTH
+            runs = [run_from_row(row[width:]) for row in rows if row[width] is not None]
             return [run.meta() for run in runs if not wanted or run.status in wanted]
 
         return await self._read("list_runs_by_session", read, ())
 
-    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
-        wanted = check_statuses(statuses, SessionStatus)
+    async def list_sessions(
+        self,
+        statuses: Iterable[SessionStatus] = (),
+        labels: Mapping[str, str] | None = None,
+        cursor: str = "",
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> SessionPage:
+        query = session_query(statuses, {} if labels is None else labels, cursor, limit)
+        where: list[str] = []
+        params: list[object] = []
+        if query.statuses:
+            where.append("status = ANY(%s)")
+            params.append(sorted(str(status) for status in query.statuses))
+        if query.labels:
+            where.append("labels @> %s")
+            params.append(Jsonb(query.labels))
+        if query.after is not None:
+            where.append(_SESSIONS_AFTER)
+            params.extend((query.after[0], query.after[0], query.after[1]))
+        sql = _SESSIONS + (" WHERE " + " AND ".join(where) if where else "") + _SESSIONS_ORDER
+        params.append(query.fetch)
 
-        async def read(loader: Loader) -> list[Session]:
-            cur = await loader.conn.execute(_SESSIONS)
-            rows = [session_from_row(row) for row in await cur.fetchall()]
-            return [row.public() for row in rows if not wanted or row.status in wanted]
+        async def read(loader: Loader) -> SessionPage:
+            cur = await loader.conn.execute(sql, params)
+            rows = [session_from_row(row).public() for row in await cur.fetchall()]
+            return session_page(query, rows)
 
         return await self._read("list_sessions", read, ())

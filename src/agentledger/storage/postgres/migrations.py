@@ -121,7 +121,23 @@ CREATE UNIQUE INDEX agentledger_records_by_session
     ON agentledger_records (session_id, session_seq) WHERE session_seq IS NOT NULL;
 """
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _INITIAL),)
+# [D6] labels fixed at creation; list_sessions pages newest first by (created_at, id),
+# ids compared byte-wise (COLLATE "C") as every backend does, and filters by
+# label containment (@>), which the GIN index serves.
+_SESSION_LABELS = """
+ALTER TABLE agentledger_sessions
+    ADD COLUMN labels jsonb NOT NULL DEFAULT '{}'::jsonb
+    CHECK (jsonb_typeof(labels) = 'object');
+CREATE INDEX agentledger_sessions_newest_first
+    ON agentledger_sessions (created_at DESC, id COLLATE "C" DESC);
+CREATE INDEX agentledger_sessions_by_labels
+    ON agentledger_sessions USING gin (labels jsonb_path_ops);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _INITIAL),
+    Migration(2, "session labels", _SESSION_LABELS),
+)
 """Every migration this code knows, in order."""
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
@@ -181,8 +197,8 @@ async def pending(conn: _Conn) -> list[Migration]:
     return [m for m in MIGRATIONS if m.version not in versions]
 
 
-async def migrate(conn: _Conn) -> list[int]:
-    """Apply every pending migration, each with its row in one transaction.
+async def migrate(conn: _Conn, upto: int | None = None) -> list[int]:
+    """Apply every pending migration (up to version ``upto``), each with its row in one transaction.
 
     ``conn`` must be in autocommit mode (no transaction open). Returns the
     versions this call applied (empty when another opener got there first).
@@ -199,7 +215,7 @@ async def migrate(conn: _Conn) -> list[int]:
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
             todo = await pending(conn)
-            if not todo:
+            if not todo or (upto is not None and todo[0].version > upto):
                 return done
             step = todo[0]
             await conn.execute(step.sql)

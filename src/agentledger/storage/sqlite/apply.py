@@ -14,6 +14,7 @@ from agentledger.storage.sqlite.reader import SQLiteReader
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_FIELDS,
+    encode_labels,
     record_values,
     run_value,
     to_ms,
@@ -23,7 +24,7 @@ from agentledger.storage.state import Plan, RunRow, SessionRow
 __all__ = ["apply_plan"]
 
 _UPSERT_SESSION = (
-    "INSERT INTO sessions (id, status, created_at, ended_at) VALUES (?, ?, ?, ?) "
+    "INSERT INTO sessions (id, status, created_at, ended_at, labels) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
     "created_at = excluded.created_at, ended_at = excluded.ended_at"
 )
@@ -65,7 +66,8 @@ def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) 
 
 def _put_session(conn: sqlite3.Connection, row: SessionRow) -> None:
     ended_at = None if row.ended_at is None else to_ms(row.ended_at)
-    conn.execute(_UPSERT_SESSION, (row.id, str(row.status), to_ms(row.created_at), ended_at))
+    values = (row.id, str(row.status), to_ms(row.created_at), ended_at, encode_labels(row.labels))
+    conn.execute(_UPSERT_SESSION, values)
 
 
 def _put_run(conn: sqlite3.Connection, reader: SQLiteReader, row: RunRow) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
+from agentledger.storage.listing import SessionQuery, session_page
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -23,6 +24,7 @@ from agentledger.storage.sqlite.rows import (
     decode_records,
     decode_run,
     decode_session,
+    to_ms,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
@@ -30,8 +32,7 @@ from agentledger.storage.types import (
     Record,
     RunMeta,
     RunStatus,
-    Session,
-    SessionStatus,
+    SessionPage,
 )
 from agentledger.storage.validation import check_limit
 
@@ -47,7 +48,10 @@ _RUN_PURGED = "SELECT session_id FROM run_tombstones WHERE run_id = ?"
 _RECORD = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND event_key = ?"
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
-_SESSIONS = f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY pos"
+_LABEL_MATCHES = (
+    "EXISTS (SELECT 1 FROM json_each(sessions.labels) WHERE json_each.key = ? "
+    "AND json_each.value = ?)"
+)
 _RUN_PAGE = (
     f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq"
 )
@@ -187,7 +191,22 @@ class SQLiteReader(StateReader):
         rows = (decode_run(row) for row in self._conn.execute(_SESSION_RUNS, (session_id,)))
         return [run.meta() for run in rows if not statuses or run.status in statuses]
 
-    def sessions(self, statuses: Collection[SessionStatus]) -> list[Session]:
-        """Every session in creation order, only those with ``statuses`` if any."""
-        rows = (decode_session(row) for row in self._conn.execute(_SESSIONS))
-        return [s.public() for s in rows if not statuses or s.status in statuses]
+    def session_list(self, query: SessionQuery) -> SessionPage:
+        """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..listing`)."""
+        where: list[str] = []
+        params: list[object] = []
+        if query.statuses:
+            where.append(f"status IN ({', '.join('?' * len(query.statuses))})")
+            params.extend(str(status) for status in sorted(query.statuses))
+        for key, value in query.labels.items():
+            where.append(_LABEL_MATCHES)
+            params.extend((key, value))
+        if query.after is not None:
+            where.append("(created_at, id) < (?, ?)")
+            params.extend((to_ms(query.after[0]), query.after[1]))
+        sql = f"SELECT {SESSION_COLUMNS} FROM sessions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        rows = self._conn.execute(sql, (*params, query.fetch)).fetchall()
+        return session_page(query, [decode_session(row).public() for row in rows])

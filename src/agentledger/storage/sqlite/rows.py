@@ -53,7 +53,7 @@ is about twice as fast as the integer arithmetic used outside that range."""
 _LABELS = msgspec.json.Decoder(dict[str, str])
 _ENCODER = msgspec.json.Encoder()
 
-SESSION_COLUMNS = "id, status, created_at, ended_at"
+SESSION_COLUMNS = "id, status, created_at, ended_at, labels"
 """Columns of ``sessions`` in the order :func:`decode_session` expects."""
 
 RUN_FIELDS = (
@@ -97,7 +97,7 @@ def from_ms(value: int) -> datetime:
 
 
 def encode_labels(labels: dict[str, str]) -> str:
-    """Labels as the JSON text stored in ``runs.labels``."""
+    """Labels as the JSON text stored in ``runs.labels`` and ``sessions.labels``."""
     return _ENCODER.encode(labels).decode()
 
 
@@ -129,15 +129,16 @@ def record_values(record: Record) -> tuple[object, ...]:
 
 def decode_session(row: Sequence[Any]) -> SessionRow:
     """A ``sessions`` row; anything out of shape is corruption."""
-    session_id, status, created_at, ended_at = row
+    session_id, status, created_at, ended_at, labels = row
     try:
         return SessionRow(
             id=session_id,
             status=SessionStatus(status),
             created_at=from_ms(created_at),
             ended_at=None if ended_at is None else from_ms(ended_at),
+            labels=_LABELS.decode(labels),
         )
-    except (ValueError, TypeError, OverflowError) as e:
+    except (ValueError, TypeError, OverflowError, msgspec.DecodeError) as e:
         raise CorruptRecordError(
             run_id="", record_id="", reason=f"session {session_id!r}: {e}"
         ) from e

@@ -112,6 +112,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         # Purge asks for a session's running runs; list_runs_by_session filters by status.
         statements=("CREATE INDEX runs_by_session_status ON runs (session_id, status)",),
     ),
+    Migration(
+        version=3,
+        name="session_labels",
+        # [D6] labels fixed at creation (JSON text, like runs.labels); list_sessions
+        # pages newest first by (created_at, id), which this index serves.
+        statements=(
+            "ALTER TABLE sessions ADD COLUMN labels TEXT NOT NULL DEFAULT '{}'",
+            "CREATE INDEX sessions_newest_first ON sessions (created_at DESC, id DESC)",
+        ),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

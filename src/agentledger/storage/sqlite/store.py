@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
 
 from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
+from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.apply import apply_plan
@@ -52,6 +53,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionPage,
     SessionStatus,
     StartResult,
 )
@@ -329,9 +331,16 @@ class SQLiteStore:
 
     # SessionAdmin ------------------------------------------------------------
 
-    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
+    async def create_session(
+        self,
+        session_id: str,
+        /,
+        created_at: datetime | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Session:
         return await self._write(
-            "create_session", lambda r: lifecycle.plan_create_session(r, session_id, created_at)
+            "create_session",
+            lambda r: lifecycle.plan_create_session(r, session_id, created_at, labels),
         )
 
     async def load_session(self, session_id: str, /) -> Session:
@@ -353,6 +362,12 @@ class SQLiteStore:
             "list_runs_by_session", lambda r: r.session_runs(session_id, wanted)
         )
 
-    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
-        wanted = check_statuses(statuses, SessionStatus)
-        return await self._read("list_sessions", lambda r: r.sessions(wanted))
+    async def list_sessions(
+        self,
+        statuses: Iterable[SessionStatus] = (),
+        labels: Mapping[str, str] | None = None,
+        cursor: str = "",
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> SessionPage:
+        query = session_query(statuses, {} if labels is None else labels, cursor, limit)
+        return await self._read("list_sessions", lambda r: r.session_list(query))
