@@ -154,6 +154,8 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
             call = method.decoder.decode(body)
         except msgspec.DecodeError as e:
             raise invalid_body(e, body, method.prefix) from None
+        if principal.labels and method.narrow is not None:
+            call = method.narrow(call, principal.labels)
         await check_scope(state.store, principal, method.name, method.subjects(call))
         result = await method.call(state.store, call)
         if method.writes:

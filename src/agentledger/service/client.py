@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -41,6 +41,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionPage,
     SessionStatus,
     StartResult,
 )
@@ -59,6 +60,11 @@ class FollowedRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     record: Record
     cursor: str
+
+
+def _labels(labels: Any) -> Any:
+    """Labels as sent: any mapping as a dict; anything else as given, for the check to refuse."""
+    return dict(labels) if isinstance(labels, Mapping) else labels
 
 
 def _statuses(statuses: Iterable[Any]) -> list[str] | str:
@@ -184,8 +190,15 @@ class StoreClient:
 
     # ----------------------------------------------------- SessionAdmin
 
-    async def create_session(self, session_id: str, /, created_at: datetime) -> Session:
-        call = wire.SessionCreate(session_id=session_id, created_at=created_at)
+    async def create_session(
+        self,
+        session_id: str,
+        /,
+        created_at: datetime | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Session:
+        call = wire.SessionCreate(session_id=session_id, created_at=created_at,
+                                  labels=_labels(labels))  # fmt: skip
         return await self._call(wire.CREATE_SESSION, call)
 
     async def load_session(self, session_id: str, /) -> Session:
@@ -204,8 +217,16 @@ class StoreClient:
         query = wire.RunsBySessionQuery(session_id=session_id, statuses=_statuses(statuses))
         return await self._call(wire.LIST_RUNS_BY_SESSION, query)
 
-    async def list_sessions(self, statuses: Iterable[SessionStatus] = ()) -> list[Session]:
-        query = wire.SessionsQuery(statuses=_statuses(statuses))
+    async def list_sessions(
+        self,
+        statuses: Iterable[SessionStatus] = (),
+        labels: Mapping[str, str] | None = None,
+        cursor: str = "",
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> SessionPage:
+        query = wire.SessionsQuery(
+            statuses=_statuses(statuses), labels=_labels(labels), cursor=cursor, limit=limit
+        )
         return await self._call(wire.LIST_SESSIONS, query)
 
     # ----------------------------------------------------------- follow

@@ -15,6 +15,7 @@ from typing import Any
 from agentledger.errors import AccessDeniedError, NotFoundError, SessionPurgedError
 from agentledger.service.auth import Principal
 from agentledger.service.wire import Subject
+from agentledger.storage.types import RunMeta, Session
 
 __all__ = ["check_scope"]
 
@@ -25,14 +26,12 @@ async def _labels_of(store: Any, subject: Subject) -> Mapping[str, str] | None:
         return subject.labels
     try:
         if subject.kind == "session":
-            session = await store.load_session(subject.id)
-            labels: Mapping[str, str] = getattr(session, "labels", {})
-            return labels
-        run = await store.load_run(subject.id)
+            session: Session = await store.load_session(subject.id)
+            return session.labels
+        run: RunMeta = await store.load_run(subject.id)
         if run.session_id:
             return await _labels_of(store, Subject("session", run.session_id))
-        meta_labels: Mapping[str, str] = run.labels
-        return meta_labels
+        return run.labels
     except (NotFoundError, SessionPurgedError):
         return None  # the store itself answers for what does not exist
 

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from agentledger.errors import AccessDeniedError
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.types import (
     AppendResult,
@@ -33,6 +34,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionPage,
     SessionStatus,
     StartResult,
 )
@@ -99,10 +101,11 @@ class SessionPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
 
 class SessionCreate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Create a session [D4]."""
+    """Create a session with its fixed labels [D4] [D6]; no ``created_at``: the store's clock."""
 
     session_id: str
-    created_at: datetime
+    created_at: datetime | None = None
+    labels: dict[str, str] | None = None
 
 
 class SessionEnd(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -121,9 +124,12 @@ class RunsBySessionQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
 
 
 class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Sessions, optionally only those with these statuses."""
+    """One page of sessions, newest first, filtered by statuses and labels [D6]."""
 
     statuses: list[str] | str = msgspec.field(default_factory=list)
+    labels: dict[str, str] | None = None
+    cursor: str = ""
+    limit: int = DEFAULT_PAGE_LIMIT
 
 
 class Subject(msgspec.Struct, frozen=True):
@@ -150,6 +156,22 @@ def _labels(labels: dict[str, str]) -> Subject:
     return Subject("labels", labels=labels)
 
 
+def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
+    """A label filter narrowed to a token's scope.
+
+    Raises:
+        AccessDeniedError: (403) the filter asks for labels outside the scope.
+    """
+    clash = {k: v for k, v in labels.items() if k in scope and scope[k] != v}
+    if clash:
+        raise AccessDeniedError(
+            operation="list_sessions",
+            status=403,
+            reason=f"labels {clash} are outside the token's scope {scope}",
+        )
+    return {**labels, **scope}
+
+
 class Method(Generic[Req, Resp]):
     """One store method on the wire.
 
@@ -162,12 +184,14 @@ class Method(Generic[Req, Resp]):
         subjects: what a label-scoped token must be allowed to touch.
         call: the backend call for a decoded request.
         prefix: the backend's name for the body in error fields (``"record"``), if any.
+        narrow: for a listing, the request a label-scoped token may make instead.
     """
 
     __slots__ = (
         "call",
         "decoder",
         "name",
+        "narrow",
         "prefix",
         "request",
         "response",
@@ -189,6 +213,7 @@ class Method(Generic[Req, Resp]):
         subjects: Callable[[Req], tuple[Subject, ...]],
         call: Callable[[Any, Req], Awaitable[Resp]],
         prefix: str = "",
+        narrow: Callable[[Req, dict[str, str]], Req] | None = None,
     ) -> None:
         self.name = name
         self.route = f"/v1/{name}"
@@ -199,6 +224,7 @@ class Method(Generic[Req, Resp]):
         self.subjects = subjects
         self.call = call
         self.prefix = prefix
+        self.narrow = narrow
         self.decoder: msgspec.json.Decoder[Req] = msgspec.json.Decoder(request)
         self.response_decoder: msgspec.json.Decoder[Resp] = msgspec.json.Decoder(response)
 
@@ -285,8 +311,8 @@ LIST_SESSION_RUN_RECORDS: Method[SessionPageQuery, Page] = Method(
 
 CREATE_SESSION: Method[SessionCreate, Session] = Method(
     "create_session", SessionCreate, Session, roles=HOSTS, writes=True,
-    subjects=lambda q: (_labels({}),),
-    call=lambda s, q: s.create_session(q.session_id, created_at=q.created_at),
+    subjects=lambda q: (_labels(q.labels or {}),),
+    call=lambda s, q: s.create_session(q.session_id, created_at=q.created_at, labels=q.labels),
 )  # fmt: skip
 LOAD_SESSION: Method[SessionRef, Session] = Method(
     "load_session", SessionRef, Session, roles=ADMIN_READERS, writes=False,
@@ -309,10 +335,12 @@ LIST_RUNS_BY_SESSION: Method[RunsBySessionQuery, list[RunMeta]] = Method(
     subjects=lambda q: (_session(q.session_id),),
     call=lambda s, q: s.list_runs_by_session(q.session_id, statuses=q.statuses),
 )  # fmt: skip
-LIST_SESSIONS: Method[SessionsQuery, list[Session]] = Method(
-    "list_sessions", SessionsQuery, list[Session], roles=ADMIN_READERS, writes=False,
-    subjects=lambda q: (),
-    call=lambda s, q: s.list_sessions(statuses=q.statuses),
+LIST_SESSIONS: Method[SessionsQuery, SessionPage] = Method(
+    "list_sessions", SessionsQuery, SessionPage, roles=ADMIN_READERS, writes=False,
+    subjects=lambda q: (), narrow=lambda q, scope: msgspec.structs.replace(
+        q, labels=within(scope, q.labels or {})),
+    call=lambda s, q: s.list_sessions(
+        statuses=q.statuses, labels=q.labels, cursor=q.cursor, limit=q.limit),
 )  # fmt: skip
 
 METHODS: tuple[Method[Any, Any], ...] = (
