@@ -32,10 +32,8 @@ class Tokens:
         self.host = add_token(path, "host")
         self.worker = add_token(path, "worker")
         self.reader = add_token(path, "reader")
-
-    def scoped(self, role: str, **labels: str) -> str:
-        """A new token of ``role`` scoped to ``labels`` (a running service will not see it)."""
-        return add_token(self.path, role, labels)
+        # Scoped to tenant=acme, for the label-scope tests.
+        self.acme = {role: add_token(path, role, {"tenant": "acme"}) for role in ("host", "reader")}
 
 
 class ServiceProcess:
