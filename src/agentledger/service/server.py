@@ -16,7 +16,7 @@ import fcntl
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +172,16 @@ def _redact(db: str) -> str:
     return db
 
 
+def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
+    """uvloop's runner when it is installed (the ``service`` extra), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    runner: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
+    return runner
+
+
 def run_serve(db: str, listen: str, tokens: str) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status."""
 
@@ -182,7 +192,7 @@ def run_serve(db: str, listen: str, tokens: str) -> int:
         )
 
     try:
-        asyncio.run(serve(db, listen, tokens, on_ready=ready))
+        _event_loop_runner()(serve(db, listen, tokens, on_ready=ready))
     except AgentledgerError as e:
         print(f"agentledger serve: error: {e}", file=sys.stderr)
         return 1
