@@ -18,8 +18,9 @@ PUBLIC = {
         "validate_planner_transcript",
     ],
     "agentledger.errors": [
-        "AccessDeniedError", "AgentledgerError", "ConflictError", "ContractError", "CorruptRecordError",
-        "NotFoundError", "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
+        "AccessDeniedError", "AgentledgerError", "ConflictError", "ContractError",
+        "CorruptRecordError", "NotFoundError", "ProviderError", "RecordConflictError",
+        "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
         "RunNotActiveError", "RunNotFoundError", "RunSessionMismatchError",
         "RunSuspensionConflictError", "RunTerminalConflictError", "SessionActiveError",
@@ -39,6 +40,9 @@ PUBLIC = {
         "PROMPT_RENDERED", "RUN_COMPLETED", "RUN_STARTED", "RUN_SUSPENDED", "SESSION_ENDED",
         "TRANSCRIPT_APPENDED", "TRANSCRIPT_SEEDED", "CancellationIntent", "CancellationNote",
         "ChildRunLinked", "Failure", "RunCompleted", "RunStarted", "RunSuspended",
+    ],
+    "agentledger.service": [
+        "FollowedRecord", "Role", "StoreClient", "TokenTable", "add_token", "create_app", "serve",
     ],
     "agentledger.storage.conformance": ["StoreConformance", "StoreFactory", "World", "dump_store"],
 }  # fmt: skip

@@ -133,3 +133,28 @@ async def test_graceful_shutdown_finishes_the_call_in_flight(
     with ServiceProcess(str(db), tokens.path) as again:  # the lock was released
         async with StoreClient(again.url, token=tokens.reader) as reader:
             assert await reader.load_session_status("graceful-s") is SessionStatus.ACTIVE
+
+
+async def test_the_cli_reads_through_the_service(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """``agentledger --store URL`` wherever ``--db`` is taken; the token from the environment."""
+    async with StoreClient(sqlite_service.url, token=tokens.host) as host:
+        await host.create_session("cli-through", created_at=AT, labels={"via": "service"})
+    env = {**os.environ, "AGENTLEDGER_TOKEN": tokens.reader}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentledger", "--json", "--store", sqlite_service.url, "sessions"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = {s["id"]: s for s in json.loads(done.stdout)}
+    assert listed["cli-through"]["labels"] == {"via": "service"}
+    env["AGENTLEDGER_TOKEN"] = ""
+    denied = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentledger", "--store", sqlite_service.url, "sessions"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert denied.returncode == 1
+    assert "401" in denied.stderr
