@@ -13,9 +13,7 @@ streaming responses the service needs.
 
 from __future__ import annotations
 
-import ast
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -29,10 +27,9 @@ from agentledger.errors import (
     AccessDeniedError,
     AgentledgerError,
     TransientError,
-    ValidationError,
 )
 from agentledger.service.auth import Principal, TokenTable
-from agentledger.service.carriage import field_path
+from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.follow import Notifier, follow
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
@@ -62,56 +59,6 @@ class ServiceState:
         self.metrics = ServiceMetrics()
         self.notifier = Notifier()
         self.stopping = False
-
-
-_AT = re.compile(r"^(?P<text>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_EXPECTED = re.compile(r"^Expected `(?P<expected>.+?)`, got `(?P<got>.+?)`$", re.S)
-_FIELD = re.compile(r"^Object (?P<what>missing required|contains unknown) field `(?P<name>.+)`$")
-_STEP = re.compile(r"\.(?P<name>[^.\[]+)|\[(?P<index>\d+)\]|\[(?P<key>'.*?')\]")
-_MISSING = object()
-
-
-def _value_at(body: bytes, path: str) -> Any:
-    """The raw JSON value at a msgspec error path (``.run.labels['k']``), if there is one."""
-    try:
-        value: Any = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return _MISSING
-    for step in _STEP.finditer(path):
-        try:
-            if step["name"] is not None:
-                value = value[step["name"]]
-            elif step["index"] is not None:
-                value = value[int(step["index"])]
-            else:
-                value = value[ast.literal_eval(step["key"])]
-        except (KeyError, IndexError, TypeError, ValueError, SyntaxError):
-            return _MISSING
-    return value
-
-
-def invalid_body(error: msgspec.DecodeError, body: bytes, prefix: str = "") -> ValidationError:
-    """A msgspec decoding error as the typed :class:`ValidationError`.
-
-    ``field`` is the dotted path of the offending value and ``got`` the value
-    as sent, so a refusal by the wire reads like the store's own.
-    """
-    found = _AT.match(str(error))
-    text, path = (found["text"], found["path"] or "") if found else (str(error), "")
-    field = field_path(prefix, path)
-    if (named := _FIELD.match(text)) is not None:
-        field = field_path(prefix, f"{path}.{named['name']}")
-        if named["what"] == "missing required":
-            return ValidationError(field=field, expected="a value (required)", got=None)
-        return ValidationError(field=field, expected="no such field", got=named["name"])
-    got = _value_at(body, path) if path else _MISSING
-    typed = _EXPECTED.match(text)
-    expected = typed["expected"] if typed else text
-    if text.startswith("Invalid enum value"):
-        expected = "one of the known values"
-    if got is _MISSING:
-        got = typed["got"] if typed else None
-    return ValidationError(field=field, expected=expected, got=got)
 
 
 async def _answer(

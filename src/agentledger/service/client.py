@@ -129,11 +129,14 @@ class StoreClient:
             raise ContractError(f"{method.name}: the call cannot be encoded: {e}") from e
         try:
             response = await self._http.post(method.route, content=body)
-        except httpx.TransportError as e:
+        except httpx.RequestError as e:  # refused, reset, timed out, cut short
             raise TransientError(f"{type(e).__name__}: {e}", operation=method.name) from e
-        if response.status_code == 200:
+        if response.status_code != 200:
+            raise _refusal(method.name, response)
+        try:
             return method.response_decoder.decode(response.content)
-        raise _refusal(method.name, response)
+        except msgspec.DecodeError as e:  # not an agentledger service of this version
+            raise ContractError(f"{method.name}: unexpected answer from {self.url}: {e}") from e
 
     # ------------------------------------------------------------ Store
 
@@ -264,7 +267,7 @@ class StoreClient:
                     async for cursor, data in _events(response.aiter_lines()):
                         after = cursor
                         yield FollowedRecord(record=_RECORD.decode(data), cursor=cursor)
-            except (httpx.TransportError, TransientError) as e:
+            except (httpx.RequestError, TransientError) as e:
                 failures += 1
                 if failures > attempts:
                     if isinstance(e, TransientError):
