@@ -47,7 +47,8 @@ async def test_workers_reach_the_store_only_through_the_service(
             for worker in workers:
                 worker.kill()
         async with StoreClient(service.url, token=tokens.reader) as reader:
-            (session,) = [s for s in await reader.list_sessions() if s.id.startswith("example-")]
+            sessions = (await reader.list_sessions()).sessions
+            (session,) = [s for s in sessions if s.id.startswith("example-")]
             (run,) = await reader.list_runs_by_session(session.id)
             assert run.status is RunStatus.COMPLETED
             records = (await reader.list_run_records(run.run_id)).records
