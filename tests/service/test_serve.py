@@ -158,3 +158,18 @@ async def test_the_cli_reads_through_the_service(
     )  # fmt: skip
     assert denied.returncode == 1
     assert "401" in denied.stderr
+
+
+async def test_replicas_may_share_one_postgres_database(
+    postgres_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """[S1] no lock for PostgreSQL: a second service on the same database serves the same data."""
+    with ServiceProcess(postgres_service.db, tokens.path) as replica:
+        async with (
+            StoreClient(postgres_service.url, token=tokens.host) as one,
+            StoreClient(replica.url, token=tokens.host) as other,
+        ):
+            await one.create_session("replica-s", created_at=AT, labels={"via": "one"})
+            assert (await other.load_session("replica-s")).labels == {"via": "one"}
+            ended = await other.end_session("replica-s", ended_at=AT)
+            assert (await one.load_session("replica-s")) == ended
