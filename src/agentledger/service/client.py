@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 import msgspec
@@ -236,13 +237,15 @@ class StoreClient:
 
     def follow_run_records(self, run_id: str, /, after: str = "") -> AsyncIterator[FollowedRecord]:
         """[S5] A run's records from ``after`` on, as they commit; resumes after a disconnect."""
-        return self._follow(f"/v1/runs/{run_id}/records", "follow_run_records", after)
+        path = f"/v1/runs/{quote(run_id, safe='')}/records"
+        return self._follow(path, "follow_run_records", after)
 
     def follow_session_run_records(
         self, session_id: str, /, after: str = ""
     ) -> AsyncIterator[FollowedRecord]:
         """[S5] A session's records from ``after`` on, as they commit; resumes likewise."""
-        return self._follow(f"/v1/sessions/{session_id}/records", "follow_session_records", after)
+        path = f"/v1/sessions/{quote(session_id, safe='')}/records"
+        return self._follow(path, "follow_session_records", after)
 
     async def _follow(
         self, path: str, operation: str, after: str, *, attempts: int = 30
