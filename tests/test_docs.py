@@ -15,7 +15,10 @@ from tests.markdown import ROOT, CodeBlock, python_blocks
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 # Docs whose runnable blocks change process-wide state run in their own test, a process each.
-OWN_TEST = {"observability.md": "tests/observability/test_docs.py"}
+OWN_TEST = {
+    "observability.md": "tests/observability/test_docs.py",  # sets a global tracer provider
+    "service.md": "tests/service/test_docs.py",  # runs against a real service process
+}
 BLOCKS = [block for doc in DOCS if doc.name not in OWN_TEST for block in python_blocks(doc)]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from agentledger import errors
 from agentledger.errors import (
+    AccessDeniedError,
     AgentledgerError,
     ConflictError,
     ContractError,
@@ -63,6 +64,7 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     SessionConflictError: ConflictError,
     CorruptRecordError: ContractError,
     RegistrationClosedError: ContractError,
+    AccessDeniedError: ContractError,
 }
 
 
@@ -106,6 +108,7 @@ SAMPLES: list[AgentledgerError] = [
     SessionConflictError(session_id="s1", field="labels", expected={"a": "1"}, got={}),
     CorruptRecordError(run_id="r1", record_id="3", reason="unknown field"),
     RegistrationClosedError(name="chat"),
+    AccessDeniedError(operation="end_session", status=403, reason="role worker"),
     TransientError("database is locked", operation="append_run_record"),
     ProviderError(provider="openai", status=400, body="bad request"),
 ]

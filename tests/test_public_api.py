@@ -19,8 +19,9 @@ PUBLIC = {
         "validate_planner_transcript",
     ],
     "agentledger.errors": [
-        "AgentledgerError", "ConflictError", "ContractError", "CorruptRecordError",
-        "NotFoundError", "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
+        "AccessDeniedError", "AgentledgerError", "ConflictError", "ContractError",
+        "CorruptRecordError", "NotFoundError", "ProviderError", "RecordConflictError",
+        "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
         "RunNotActiveError", "RunNotFoundError", "RunSessionMismatchError",
         "RunSuspensionConflictError", "RunTerminalConflictError", "SessionActiveError",
@@ -57,6 +58,9 @@ PUBLIC = {
     "agentledger.observability": [
         "CAPTURE_CONTENT_ENV", "RECORD_EVENT", "TraceMiddleware", "TracedModel", "TracedStore",
         "inject_trace_context", "temporal_plugins", "trace_headers",
+    ],
+    "agentledger.service": [
+        "FollowedRecord", "Role", "StoreClient", "TokenTable", "add_token", "create_app", "serve",
     ],
 }  # fmt: skip
 

@@ -26,7 +26,8 @@ keyword-only attributes; the message is derived from them.
     │   │   ├── RunTerminalConflictError
     │   │   └── SessionConflictError    (+ session_id; run_id is "")
     │   ├── CorruptRecordError          (run_id, record_id, reason)
-    │   └── RegistrationClosedError     (name)
+    │   ├── RegistrationClosedError     (name)
+    │   └── AccessDeniedError           (operation, status, reason) the store service refused
     ├── TransientError                  database or network trouble; may be retried
     └── ProviderError                   (provider, status, body) a model provider refused
 """
@@ -36,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "AccessDeniedError",
     "AgentledgerError",
     "ConflictError",
     "ContractError",
@@ -349,3 +351,19 @@ class RegistrationClosedError(ContractError):
     def __init__(self, *, name: str) -> None:
         super().__init__(f"cannot register {name!r}: registration closed at the first run")
         self.name = name
+
+
+class AccessDeniedError(ContractError):
+    """The store service refused the caller [S4]; nothing was read or written.
+
+    Attributes:
+        operation: the method that was called (``"end_session"``).
+        status: 401 (no or unknown token) or 403 (role or label scope does not allow it).
+        reason: what was missing, in words.
+    """
+
+    def __init__(self, *, operation: str, status: int, reason: str) -> None:
+        super().__init__(f"{operation}: access denied ({status}): {reason}")
+        self.operation = operation
+        self.status = status
+        self.reason = reason

@@ -39,6 +39,8 @@ COMMANDS: dict[str, str] = {
     "repair": "agentledger.cli.repair:repair",
     "session": "agentledger.cli.sessions:session",
     "worker": "agentledger.cli.worker:worker",
+    "serve": "agentledger.cli.service:serve",
+    "token": "agentledger.cli.service:token",
 }
 """Every command, in the order ``--help`` lists them: name -> ``module:attribute``."""
 

@@ -10,6 +10,8 @@ toolsets and models on the runtime (``setup(runtime)``, may be async); the
 default is the ``adder`` example (:mod:`agentledger.engine.temporal.example`).
 ``--db`` is a SQLite file (a path, or ``sqlite:///path``) or a PostgreSQL
 DSN (``postgresql://...``); every worker of a task queue must share it.
+``--store http://...`` reaches the store through ``agentledger serve``
+instead (the bearer token comes from ``$AGENTLEDGER_TOKEN``).
 
 The worker prints one ``agentledger worker: polling ...`` line once it
 polls, and stops on SIGINT or SIGTERM: it finishes (or, after
@@ -58,6 +60,10 @@ async def open_store(dsn: str) -> Any:
     """
     if not dsn:
         raise ValidationError(field="db", expected="a SQLite path or a PostgreSQL DSN", got=dsn)
+    if dsn.startswith(("http://", "https://")):  # a store service; token from $AGENTLEDGER_TOKEN
+        from agentledger.service import StoreClient
+
+        return StoreClient(dsn)
     if dsn.startswith(_POSTGRES) or "dbname=" in dsn or "host=" in dsn:
         from agentledger.storage.postgres import PostgresStore
 
@@ -170,7 +176,7 @@ def _run(args: argparse.Namespace) -> int:
         code = asyncio.run(
             serve(
                 temporal=args.temporal,
-                db=args.db,
+                db=args.store or args.db,
                 task_queue=args.task_queue,
                 app=args.app,
                 namespace=args.namespace,
@@ -224,11 +230,14 @@ def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
         epilog=_RECOVERY,
     )
     parser.add_argument("--temporal", required=True, metavar="HOST:PORT", help="Temporal frontend")
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument(
         "--db",
-        required=True,
         metavar="DSN",
         help="the store: a SQLite file (path or sqlite:///path) or a postgresql:// DSN",
+    )
+    where.add_argument(
+        "--store", metavar="URL", help="a store service instead (token from $AGENTLEDGER_TOKEN)"
     )
     parser.add_argument(
         "--task-queue", default="agentledger", help="the queue to poll (default: %(default)s)"

@@ -99,14 +99,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description="Start one adder run through Temporal.")
     parser.add_argument("--temporal", required=True, metavar="HOST:PORT")
-    parser.add_argument("--db", required=True, metavar="DSN", help="the worker's store")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--db", metavar="DSN", help="the worker's store")
+    where.add_argument("--store", metavar="URL", help="a store service ($AGENTLEDGER_TOKEN)")
     parser.add_argument("--task-queue", default="agentledger")
     parser.add_argument("question", nargs="?", default="what is 2 + 3 + 4?")
     args = parser.parse_args(argv)
     try:
-        code = asyncio.run(
-            run_once(args.temporal, args.db, args.question, task_queue=args.task_queue)
-        )
+        store, queue = args.store or args.db, args.task_queue
+        code = asyncio.run(run_once(args.temporal, store, args.question, task_queue=queue))
     except Exception as e:  # a one-line reason, as the CLI does
         print(f"agentledger example: {type(e).__name__}: {e}", file=sys.stderr)
         code = 1

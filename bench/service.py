@@ -1,0 +1,196 @@
+"""Benchmark: StoreClient through ``agentledger serve`` on loopback vs the same backend in process.
+
+Run as ``.venv/bin/python bench/service.py [--backend sqlite|postgres]``. It is
+not a test: it prints medians over interleaved repetitions and the ratios
+service / in-process. Both sides use the same backend class with the same
+durability (SQLite ``full``, as ``serve`` opens it; PostgreSQL as the test
+cluster runs it), each on its own fresh database.
+
+- append, 1 worker: ``append_run_record`` one ~300-byte record at a time on
+  one running run; appends/s and the median latency of one call (the
+  service's overhead is the difference of the medians; goal < 0.3 ms);
+- append, 16 workers: 16 concurrent workers, each appending to its own run
+  (in process: 16 tasks on one store; through the service: 16 StoreClients);
+  appends/s (goal: service >= 0.8x in process);
+- reload: a 10,000-record run paged to the end with ``limit=1000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.service.process import ServiceProcess
+
+from agentledger.service import StoreClient
+from agentledger.service.auth import add_token
+from agentledger.service.server import open_backend
+from agentledger.storage import RecordBuilder, RunStart
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+PAYLOAD = b'{"text": "' + b"x" * 280 + b'"}'
+
+
+def _at(i: int) -> datetime:
+    return T0 + timedelta(milliseconds=i)
+
+
+class Side:
+    """One way to reach a backend: in process, or through the service."""
+
+    def __init__(self, name: str, open_handle: Callable[[], Awaitable[Any]]) -> None:
+        self.name = name
+        self.open_handle = open_handle
+        self.runs = 0
+
+    async def run(self, store: Any, session: str) -> RecordBuilder:
+        self.runs += 1
+        run = RecordBuilder(RunStart(run_id=f"{self.name}-{self.runs}", agent_id="bench",
+                                     session_id=session, started_at=T0))  # fmt: skip
+        await store.start_root_run(run.root_start())
+        return run
+
+
+async def appends_one(side: Side, store: Any, count: int) -> tuple[float, float]:
+    """(appends/s, median seconds per append) of one worker."""
+    run = await side.run(store, "bench")
+    times = []
+    for i in range(count):
+        record = run.record("note", PAYLOAD, event_key=f"n{i}", at=_at(i))
+        started = time.perf_counter()
+        await store.append_run_record(record)
+        times.append(time.perf_counter() - started)
+    return count / sum(times), statistics.median(times)
+
+
+async def appends_many(side: Side, stores: list[Any], count: int) -> float:
+    """Appends/s of len(stores) concurrent workers, ``count`` appends each."""
+    runs = [await side.run(stores[0], "bench") for _ in stores]
+
+    async def worker(store: Any, run: RecordBuilder) -> None:
+        for i in range(count):
+            await store.append_run_record(run.record("note", PAYLOAD, event_key=f"n{i}",
+                                                     at=_at(i)))  # fmt: skip
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(s, r) for s, r in zip(stores, runs, strict=True)))
+    return len(stores) * count / (time.perf_counter() - started)
+
+
+async def reload(store: Any, run_id: str) -> float:
+    """Seconds to page a run's whole log with limit=1000."""
+    started = time.perf_counter()
+    cursor, total = "", 0
+    while True:
+        page = await store.list_run_records(run_id, cursor=cursor, limit=1000)
+        total += len(page.records)
+        if not (cursor := page.next_cursor):
+            break
+    assert total == 10_001, total
+    return time.perf_counter() - started
+
+
+async def fill(side: Side, store: Any) -> str:
+    run = await side.run(store, "bench")
+    for i in range(10_000):
+        await store.append_run_record(run.record("note", PAYLOAD, event_key=f"f{i}", at=_at(i)))
+    return run.run.run_id
+
+
+@contextmanager
+def databases(backend: str, tmp: Path) -> Iterator[tuple[str, str]]:
+    """Two fresh databases of ``backend``: one in process, one served."""
+    if backend == "sqlite":
+        yield str(tmp / "inprocess.db"), str(tmp / "served.db")
+        return
+    from tests.storage.postgres.server import PostgresServer, create_database, drop_database
+
+    server = None
+    base = os.environ.get("AGENTLEDGER_TEST_PG_DSN", "")
+    if not base:
+        server = PostgresServer()
+        base = server.start()
+    dsns = [create_database(base, prefix="agentledger_bench") for _ in range(2)]
+    try:
+        yield dsns[0], dsns[1]
+    finally:
+        for dsn in dsns:
+            drop_database(dsn)
+        if server is not None:
+            server.stop()
+
+
+async def bench(inproc_db: str, served_url: str, token: str, args: argparse.Namespace) -> None:
+    store = await open_backend(inproc_db)
+    clients = [StoreClient(served_url, token=token) for _ in range(16)]
+    try:
+        inproc = Side("inproc", lambda: asyncio.sleep(0))
+        served = Side("served", lambda: asyncio.sleep(0))
+        for handle in (store, clients[0]):
+            await handle.create_session("bench", created_at=T0)
+        one: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": []}
+        many: dict[str, list[float]] = {"inproc": [], "served": []}
+        loads: dict[str, list[float]] = {"inproc": [], "served": []}
+        filled = {"inproc": await fill(inproc, store), "served": await fill(served, clients[0])}
+        for _ in range(args.repeat):  # interleaved: in process, then through the service
+            one["inproc"].append(await appends_one(inproc, store, args.appends))
+            one["served"].append(await appends_one(served, clients[0], args.appends))
+            many["inproc"].append(await appends_many(inproc, [store] * 16, args.appends // 4))
+            many["served"].append(await appends_many(served, clients, args.appends // 4))
+            loads["inproc"].append(await reload(store, filled["inproc"]))
+            loads["served"].append(await reload(clients[0], filled["served"]))
+    finally:
+        await store.close()
+        for client in clients:
+            await client.close()
+
+    def med(values: list[float]) -> float:
+        return statistics.median(values)
+
+    rate1 = {k: med([r for r, _ in v]) for k, v in one.items()}
+    lat1 = {k: med([m for _, m in v]) * 1000 for k, v in one.items()}
+    rate16 = {k: med(v) for k, v in many.items()}
+    load = {k: med(v) * 1000 for k, v in loads.items()}
+    rows = [
+        ("append, 1 worker (appends/s)", rate1, "{:12.0f}"),
+        ("  median latency (ms)", lat1, "{:12.3f}"),
+        ("append, 16 workers (appends/s)", rate16, "{:12.0f}"),
+        ("reload 10,000 records (ms)", load, "{:12.1f}"),
+    ]
+    print(f"\n{'':30} {'in process':>12} {'service':>12} {'service/in':>11}")
+    for name, values, cell in rows:
+        ratio = values["served"] / values["inproc"]
+        print(f"{name:30} {cell.format(values['inproc'])} {cell.format(values['served'])} "
+              f"{ratio:11.2f}")  # fmt: skip
+    print(f"one worker's median append overhead: {lat1['served'] - lat1['inproc']:+.3f} ms")
+    print(f"\nload average: {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} cores")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--appends", type=int, default=400, help="appends per 1-worker round")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, databases(args.backend, Path(tmp)) as dbs:
+        tokens = Path(tmp) / "tokens.json"
+        token = add_token(tokens, "host")
+        with ServiceProcess(dbs[1], tokens) as service:
+            print(f"{args.backend}: agentledger serve at {service.url} (pid {service.pid})")
+            asyncio.run(bench(dbs[0], service.url, token, args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""``agentledger serve`` and ``agentledger token new``: the store service (DESIGN section 9).
+
+The work lives in :mod:`agentledger.service` (``run_serve``, ``run_token_new``);
+these commands only parse arguments, and import the service extra on use.
+"""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["serve", "token"]
+
+
+@click.command(short_help="serve a store over HTTP to workers and hosts")
+@click.option(
+    "--db", required=True, metavar="PATH_OR_DSN", help="a SQLite file or a postgresql:// DSN"
+)
+@click.option(
+    "--listen", default="127.0.0.1:8470", show_default=True, metavar="HOST:PORT",
+    help="where to listen (put TLS termination in front; see docs/service.md)",
+)  # fmt: skip
+@click.option(
+    "--tokens", required=True, metavar="FILE", help="the token file (hashes, roles, labels)"
+)
+def serve(db: str, listen: str, tokens: str) -> int:
+    """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
+    web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
+    refused. A second serve on the same SQLite file is refused."""
+    from agentledger.service.server import run_serve
+
+    return run_serve(db, listen, tokens)
+
+
+@click.group(short_help="manage the store service's bearer tokens")
+def token() -> None:
+    """Manage the store service's bearer tokens (the file holds only their sha256)."""
+
+
+@token.command(short_help="print a new token once and add its hash to the token file")
+@click.option("--role", required=True, type=click.Choice(["worker", "host", "reader"]))
+@click.option(
+    "--label", "labels", multiple=True, metavar="K=V",
+    help="scope the token to sessions with this label (repeatable)",
+)  # fmt: skip
+@click.option("--tokens", required=True, metavar="FILE", help="the token file")
+def new(role: str, labels: tuple[str, ...], tokens: str) -> int:
+    """Print a new random bearer token once and add its sha256 (role, labels) to FILE."""
+    from agentledger.service.commands import run_token_new
+
+    return run_token_new(role, list(labels), tokens)

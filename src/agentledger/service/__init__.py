@@ -1,0 +1,54 @@
+"""The store service: one process owns the database, workers call it (DESIGN section 9).
+
+``agentledger serve`` runs :func:`create_app` over a SQLite file or a
+PostgreSQL database; :class:`StoreClient` implements ``Store`` and
+``SessionAdmin`` by calling it, with the backend's results and typed errors.
+
+Names load on first use, so ``agentledger`` can list its commands without the
+``service`` extra (litestar, uvicorn, httpx) installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentledger.service.app import create_app
+    from agentledger.service.auth import TokenTable, add_token
+    from agentledger.service.client import FollowedRecord, StoreClient
+    from agentledger.service.server import serve
+    from agentledger.service.wire import Role
+
+__all__ = [
+    "FollowedRecord",
+    "Role",
+    "StoreClient",
+    "TokenTable",
+    "add_token",
+    "create_app",
+    "serve",
+]
+
+_HOMES = {
+    "FollowedRecord": "client",
+    "Role": "wire",
+    "StoreClient": "client",
+    "TokenTable": "auth",
+    "add_token": "auth",
+    "create_app": "app",
+    "serve": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agentledger.service' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(f"agentledger.service.{home}")
+    except ImportError as e:
+        raise ImportError(
+            f"{e}; the store service needs its extra: pip install 'agentledger[service]'"
+        ) from e
+    return getattr(module, name)

@@ -1,0 +1,192 @@
+"""The store service as an ASGI app: HTTP in, one backend call, typed answer out [S1].
+
+Every store method is ``POST /v1/<name>`` with a msgspec-typed JSON body
+(:mod:`agentledger.service.wire`). A call is authenticated, checked against
+the token's role and label scope, decoded, handed to the backend, and its
+result or typed error encoded; the service decides nothing else, the
+backend's shared lifecycle code decides.
+
+Built on Litestar: it is msgspec-native (our types are msgspec Structs, so
+there is no second model layer), small, fast, and has the lifespan hooks and
+streaming responses the service needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgspec
+from litestar import Litestar, Request, Response, get, post
+from litestar.handlers import HTTPRouteHandler
+from litestar.response import Stream
+
+from agentledger.errors import (
+    AccessDeniedError,
+    AgentledgerError,
+    TransientError,
+)
+from agentledger.service.auth import Principal, TokenTable
+from agentledger.service.carriage import invalid_body
+from agentledger.service.error_codec import encode_error, http_status
+from agentledger.service.follow import Notifier, follow
+from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from agentledger.service.openapi import openapi_document
+from agentledger.service.scope import check_scope
+from agentledger.service.wire import METHODS, STORE_READERS, Method, Role, Subject
+
+__all__ = ["ServiceState", "create_app"]
+
+_log = logging.getLogger("agentledger.service")
+_JSON = "application/json"
+_ENCODER = msgspec.json.Encoder()
+_ANY = Request[Any, Any, Any]
+
+
+class ServiceState:
+    """What every request of one service shares: the backend, tokens, metrics, followers.
+
+    ``stopping`` is set when a graceful shutdown begins: calls still arriving
+    are refused as transient (the client retries elsewhere or later) and
+    follow streams end, while calls already running finish.
+    """
+
+    def __init__(self, store: Any, tokens: TokenTable) -> None:
+        self.store = store
+        self.tokens = tokens
+        self.metrics = ServiceMetrics()
+        self.notifier = Notifier()
+        self.stopping = False
+
+
+async def _answer(
+    state: ServiceState,
+    operation: str,
+    request: _ANY,
+    roles: frozenset[Role],
+    work: Callable[[Principal], Awaitable[Response[Any]]],
+) -> Response[Any]:
+    """Authenticate, authorize, run ``work``; typed errors become their HTTP answers."""
+    started = time.perf_counter()
+    state.metrics.in_flight.inc()
+    try:
+        if state.stopping:
+            raise TransientError("the service is shutting down", operation=operation)
+        principal = state.tokens.authenticate(request.headers.get("authorization"), operation)
+        if principal.role not in roles:
+            raise AccessDeniedError(
+                operation=operation,
+                status=403,
+                reason=f"a {principal.role} token may not call {operation}",
+            )
+        response = await work(principal)
+    except AgentledgerError as e:
+        response = Response(encode_error(e), status_code=http_status(e), media_type=_JSON)
+    except Exception:
+        _log.exception("store service: %s failed", operation)
+        failure = TransientError("internal error in the store service", operation=operation)
+        response = Response(encode_error(failure), status_code=500, media_type=_JSON)
+    finally:
+        state.metrics.in_flight.dec()
+    status = response.status_code or 200
+    state.metrics.observe(operation, status, time.perf_counter() - started)
+    return response
+
+
+def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHandler:
+    async def work(principal: Principal, body: bytes) -> Response[Any]:
+        try:
+            call = method.decoder.decode(body)
+        except msgspec.DecodeError as e:
+            raise invalid_body(e, body, method.prefix) from None
+        if principal.labels and method.narrow is not None:
+            call = method.narrow(call, principal.labels)
+        await check_scope(state.store, principal, method.name, method.subjects(call))
+        result = await method.call(state.store, call)
+        if method.writes:
+            state.notifier.notify()
+        return Response(_ENCODER.encode(result), media_type=_JSON)
+
+    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
+        body = await request.body()
+        return await _answer(state, method.name, request, method.roles, lambda p: work(p, body))
+
+    return post(method.route, name=method.name, include_in_schema=False, status_code=200)(handle)
+
+
+def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
+    """``GET /v1/{runs|sessions}/{id}/records``: follow a log as server-sent events [S5]."""
+    name = scope.removesuffix("s")
+    operation = f"follow_{name}_records"
+
+    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
+        scope_id = str(request.path_params["scope_id"])
+        after = request.headers.get("last-event-id") or request.query_params.get("after") or ""
+
+        async def work(principal: Principal) -> Response[Any]:
+            await check_scope(state.store, principal, operation, (Subject(name, scope_id),))
+            list_page = (
+                state.store.list_run_records
+                if name == "run"
+                else state.store.list_session_run_records
+            )
+            events: AsyncIterator[bytes] = await follow(
+                list_page,
+                scope_id,
+                after,
+                notifier=state.notifier,
+                stopping=lambda: state.stopping,
+            )
+            return Stream(
+                events,
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+
+        return await _answer(state, operation, request, STORE_READERS, work)
+
+    path = f"/v1/{scope}/{{scope_id:str}}/records"
+    return get(path, name=operation, include_in_schema=False)(handle)
+
+
+def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = None) -> Litestar:
+    """The ASGI app serving ``store`` (any ``Store`` + ``SessionAdmin``) to ``tokens``' holders.
+
+    Pass ``state`` to keep a handle on it (e.g. to begin a graceful shutdown).
+    """
+    state = state or ServiceState(store, tokens)
+    document = _ENCODER.encode(openapi_document())
+
+    @get("/healthz", include_in_schema=False)
+    async def healthz() -> Response[Any]:
+        status = 503 if state.stopping else 200
+        return Response(b"ok\n", media_type="text/plain", status_code=status)
+
+    @get("/readyz", include_in_schema=False)
+    async def readyz() -> Response[Any]:
+        if state.stopping:
+            return Response(b"stopping\n", media_type="text/plain", status_code=503)
+        try:  # any answer from the store, even "not found", means it is reachable
+            await state.store.load_session_status("agentledger-readyz-probe")
+        except TransientError as e:
+            return Response(f"{e}\n".encode(), media_type="text/plain", status_code=503)
+        except AgentledgerError:
+            pass
+        return Response(b"ready\n", media_type="text/plain")
+
+    @get("/metrics", include_in_schema=False)
+    async def metrics() -> Response[Any]:
+        return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @get("/openapi.json", include_in_schema=False)
+    async def openapi() -> Response[Any]:
+        return Response(document, media_type=_JSON)
+
+    handlers: list[HTTPRouteHandler] = [healthz, readyz, metrics, openapi]
+    handlers += [_method_route(state, m) for m in METHODS]
+    handlers += [_follow_route(state, s) for s in ("runs", "sessions")]
+    app = Litestar(route_handlers=handlers, openapi_config=None, logging_config=None)
+    app.state["agentledger"] = state
+    return app

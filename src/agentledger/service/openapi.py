@@ -1,0 +1,97 @@
+"""The OpenAPI 3.1 document of the store service, built from the method table [S6].
+
+Schemas come from msgspec itself (:func:`msgspec.json.schema_components`),
+so the document describes exactly what the service decodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from agentledger import __version__
+from agentledger.service.error_codec import ErrorBody
+from agentledger.service.wire import METHODS
+
+__all__ = ["openapi_document"]
+
+_REF = "#/components/schemas/{name}"
+
+
+def _json(schema: Any, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _parameter(name: str, where: str, *, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "schema": {"type": "string"}}
+
+
+def openapi_document() -> dict[str, Any]:
+    """Every route of the service: one POST per store method, follow streams, probes."""
+    types: list[Any] = [ErrorBody]
+    for method in METHODS:
+        types += [method.request, method.response]
+    schemas, components = msgspec.json.schema_components(types, ref_template=_REF)
+    error = schemas[0]
+    refusals = {
+        "401": _json(error, "no bearer token, or an unknown one"),
+        "403": _json(error, "the token's role or label scope does not allow this call"),
+        "4XX": _json(error, "the store refused the call; the body names the typed error"),
+        "5XX": _json(error, "transient trouble: the call may be retried as it was"),
+    }
+    paths: dict[str, Any] = {}
+    for i, method in enumerate(METHODS):
+        request, response = schemas[1 + 2 * i], schemas[2 + 2 * i]
+        paths[method.route] = {
+            "post": {
+                "operationId": method.name,
+                "summary": f"Store.{method.name}; roles: {', '.join(sorted(method.roles))}",
+                "security": [{"bearer": []}],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": request}},
+                },
+                "responses": {"200": _json(response, "the call's result"), **refusals},
+            }
+        }
+    for scope in ("runs", "sessions"):
+        name = scope.removesuffix("s")
+        paths[f"/v1/{scope}/{{{name}_id}}/records"] = {
+            "get": {
+                "operationId": f"follow_{name}_records",
+                "summary": f"Follow a {name}'s records as server-sent events, from a cursor",
+                "security": [{"bearer": []}],
+                "parameters": [
+                    _parameter(f"{name}_id", "path", required=True),
+                    _parameter("after", "query"),
+                    _parameter("Last-Event-ID", "header"),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "one `record` event per record; its id resumes after it",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **refusals,
+                },
+            }
+        }
+    for probe, text in (("/healthz", "the process is up"), ("/readyz", "the store answers")):
+        paths[probe] = {"get": {"operationId": probe[1:], "summary": text,
+                                "responses": {"200": {"description": text}}}}  # fmt: skip
+    paths["/metrics"] = {
+        "get": {
+            "operationId": "metrics",
+            "summary": "Prometheus metrics: requests and latency per method",
+            "responses": {"200": {"description": "text exposition format"}},
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "agentledger store service", "version": __version__},
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,202 @@
+"""``agentledger serve``: one process owns the database and serves it over HTTP [S1].
+
+A SQLite file is served by one process: ``serve`` holds an exclusive lock on
+``<file>.serve.lock`` for as long as it runs, and a second ``serve`` on the
+same file is refused with a clear error. Several replicas may serve one
+PostgreSQL database. On SIGINT or SIGTERM the service stops accepting
+connections, refuses calls still arriving as transient, lets calls in flight
+finish (up to ``grace`` seconds), ends follow streams and closes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from agentledger.errors import AgentledgerError, ValidationError
+from agentledger.service.app import ServiceState, create_app
+from agentledger.service.auth import TokenTable
+
+__all__ = ["DEFAULT_LISTEN", "open_backend", "parse_listen", "run_serve", "serve"]
+
+DEFAULT_LISTEN = "127.0.0.1:8470"
+_POSTGRES = ("postgres://", "postgresql://")
+
+
+def is_postgres(db: str) -> bool:
+    """Whether ``db`` names a PostgreSQL database rather than a SQLite file."""
+    return db.startswith(_POSTGRES) or "dbname=" in db or "host=" in db
+
+
+def sqlite_path(db: str) -> str:
+    """The file of a SQLite ``db`` (a path or ``sqlite:///path``)."""
+    return db.removeprefix("sqlite:///") if db != "sqlite:///" else db
+
+
+async def open_backend(db: str) -> Any:
+    """Open the backend named by ``db``: a PostgreSQL DSN, or a SQLite file.
+
+    Raises:
+        ValidationError: an empty ``db`` (or what the backend refuses).
+        TransientError: the database cannot be reached.
+    """
+    if not db:
+        raise ValidationError(field="db", expected="a SQLite path or a PostgreSQL DSN", got=db)
+    if is_postgres(db):
+        from agentledger.storage.postgres import PostgresStore
+
+        return await PostgresStore.open(db)
+    from agentledger.storage.sqlite import SQLiteStore
+
+    return await SQLiteStore.open(sqlite_path(db))
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` as (host, port); port 0 picks a free one.
+
+    Raises:
+        ValidationError: not ``HOST:PORT``.
+    """
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ValidationError(field="listen", expected="HOST:PORT", got=listen)
+    return host.strip("[]"), int(port)
+
+
+@contextlib.contextmanager
+def _sole_server(db: str) -> Iterator[None]:
+    """Hold ``<file>.serve.lock`` while serving a SQLite file; refuse if another holds it."""
+    if is_postgres(db):
+        yield
+        return
+    lock = Path(sqlite_path(db)).resolve().with_name(Path(sqlite_path(db)).name + ".serve.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise ValidationError(
+                field="db",
+                expected="a SQLite file no other `agentledger serve` is serving",
+                got=sqlite_path(db),
+                message=f"{sqlite_path(db)} is already served by another `agentledger serve` "
+                f"(pid {holder}, lock {lock}); a SQLite file is served by one process",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the app when a graceful shutdown begins."""
+
+    def __init__(self, config: uvicorn.Config, state: ServiceState) -> None:
+        super().__init__(config)
+        self.agentledger = state
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        # Like uvicorn's, minus re-raising the signal once stopped: the store
+        # must still be closed, and the process exit 0.
+        self.agentledger.stopping = True
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+
+async def serve(
+    db: str,
+    listen: str,
+    tokens: str | os.PathLike[str],
+    *,
+    grace: int = 30,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``db`` on ``listen`` until SIGINT or SIGTERM; ``on_ready(url)`` once listening.
+
+    Raises:
+        ValidationError: a bad ``listen``, token file or ``db``, or a SQLite
+            file another ``serve`` is serving.
+        TransientError: the database cannot be reached.
+    """
+    host, port = parse_listen(listen)
+    table = TokenTable.load(tokens)
+    with _sole_server(db):
+        store = await open_backend(db)
+        try:
+            state = ServiceState(store, table)
+            config = uvicorn.Config(
+                create_app(store, table, state=state),
+                host=host,
+                port=port,
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=max(1, grace),
+                server_header=False,
+            )
+            server = _Server(config, state)
+            task = asyncio.create_task(server.serve())
+            while not server.started and not task.done():  # noqa: ASYNC110 (a flag, no event)
+                await asyncio.sleep(0.01)
+            if server.started and on_ready is not None:
+                bound = server.servers[0].sockets[0].getsockname()
+                on_ready(f"http://{host if ':' not in host else f'[{host}]'}:{bound[1]}")
+            try:
+                await task
+            except SystemExit:  # uvicorn exits when it cannot bind
+                raise ValidationError(
+                    field="listen", expected="an address this process can listen on", got=listen
+                ) from None
+        finally:
+            await store.close()
+
+
+def _redact(db: str) -> str:
+    if "@" in db and db.startswith(_POSTGRES):
+        scheme, _, rest = db.partition("://")
+        credentials, _, host = rest.rpartition("@")
+        return f"{scheme}://{credentials.partition(':')[0]}@{host}"
+    return db
+
+
+def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
+    """uvloop's runner when it is installed (the ``service`` extra), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    runner: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
+    return runner
+
+
+def run_serve(db: str, listen: str, tokens: str) -> int:
+    """The ``agentledger serve`` command: serve until stopped; the exit status."""
+
+    def ready(url: str) -> None:
+        print(
+            f"agentledger serve: listening on {url} (store {_redact(db)}, pid {os.getpid()})",
+            flush=True,
+        )
+
+    try:
+        _event_loop_runner()(serve(db, listen, tokens, on_ready=ready))
+    except AgentledgerError as e:
+        print(f"agentledger serve: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    print("agentledger serve: stopped", flush=True)
+    return 0

@@ -1,0 +1,381 @@
+"""The protocol on the wire: one declaration per store method [S2].
+
+Each :class:`Method` names its route (``POST /v1/<name>``), the msgspec type
+of its request body and of its response, the roles that may call it [S4],
+the sessions or runs its label scope is checked against, and how the
+service turns a decoded request into the backend call. The app, the client
+and the OpenAPI document are all built from :data:`METHODS`, so adding a
+method is one entry here and one line in the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from agentledger.errors import AccessDeniedError
+from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.types import (
+    AppendResult,
+    Checkpoint,
+    ChildRunStart,
+    OneShotChildRunStart,
+    OneShotRunStart,
+    Page,
+    Record,
+    RepairResult,
+    RootRunStart,
+    RunCancellation,
+    RunMeta,
+    RunSuspension,
+    RunTerminal,
+    Session,
+    SessionPage,
+    SessionStatus,
+    StartResult,
+)
+
+__all__ = [
+    "METHODS",
+    "Method",
+    "RecordBatch",
+    "Role",
+    "RunPageQuery",
+    "RunRef",
+    "RunsBySessionQuery",
+    "SessionCreate",
+    "SessionEnd",
+    "SessionPageQuery",
+    "SessionRef",
+    "SessionsQuery",
+    "Subject",
+]
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+class Role(StrEnum):
+    """What a token may do [S4]."""
+
+    WORKER = "worker"  # the Store methods
+    HOST = "host"  # Store and SessionAdmin
+    READER = "reader"  # loads and listings only
+
+
+WORKERS = frozenset({Role.WORKER, Role.HOST})
+HOSTS = frozenset({Role.HOST})
+STORE_READERS = frozenset({Role.WORKER, Role.HOST, Role.READER})
+ADMIN_READERS = frozenset({Role.HOST, Role.READER})
+
+
+class RunRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Names one run."""
+
+    run_id: str
+
+
+class RecordBatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[B1] Ordinary records of one run, in order, stored all or none."""
+
+    records: list[Record]
+
+
+class SessionRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Names one session."""
+
+    session_id: str
+
+
+class RunPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One page of a run's records [L9]."""
+
+    run_id: str
+    cursor: str = ""
+    limit: int = DEFAULT_PAGE_LIMIT
+
+
+class SessionPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One page of a session's records [L9]."""
+
+    session_id: str
+    cursor: str = ""
+    limit: int = DEFAULT_PAGE_LIMIT
+
+
+class SessionCreate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Create a session with its fixed labels [D4] [D6]; no ``created_at``: the store's clock."""
+
+    session_id: str
+    created_at: datetime | None = None
+    labels: dict[str, str] | None = None
+
+
+class SessionEnd(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """End a session [D2]."""
+
+    session_id: str
+    ended_at: datetime
+
+
+# Status filters travel as strings: the store, not the wire, refuses unknown ones.
+class RunsBySessionQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A session's runs, optionally only those with these statuses."""
+
+    session_id: str
+    statuses: list[str] | str = msgspec.field(default_factory=list)
+
+
+class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One page of sessions, newest first, filtered by statuses and labels [D6]."""
+
+    statuses: list[str] | str = msgspec.field(default_factory=list)
+    labels: dict[str, str] | None = None
+    cursor: str = ""
+    limit: int = DEFAULT_PAGE_LIMIT
+
+
+class Subject(msgspec.Struct, frozen=True):
+    """What a label-scoped token must be allowed to touch for a call to proceed [S4].
+
+    ``kind`` is ``"session"`` or ``"run"`` (an existing one, named by ``id``)
+    or ``"labels"`` (something being created with these labels).
+    """
+
+    kind: str
+    id: str = ""
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+def _session(session_id: str) -> Subject:
+    return Subject("session", session_id)
+
+
+def _run(run_id: str) -> Subject:
+    return Subject("run", run_id)
+
+
+def _labels(labels: dict[str, str]) -> Subject:
+    return Subject("labels", labels=labels)
+
+
+def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
+    """A label filter narrowed to a token's scope.
+
+    Raises:
+        AccessDeniedError: (403) the filter asks for labels outside the scope.
+    """
+    clash = {k: v for k, v in labels.items() if k in scope and scope[k] != v}
+    if clash:
+        raise AccessDeniedError(
+            operation="list_sessions",
+            status=403,
+            reason=f"labels {clash} are outside the token's scope {scope}",
+        )
+    return {**labels, **scope}
+
+
+class Method(Generic[Req, Resp]):
+    """One store method on the wire.
+
+    Attributes:
+        name: the protocol method's name; the route is ``POST /v1/<name>``.
+        request: the msgspec type of the request body.
+        response: the msgspec type of the response body.
+        roles: the roles allowed to call it.
+        writes: whether it may change the store (followers are woken after it).
+        subjects: what a label-scoped token must be allowed to touch.
+        call: the backend call for a decoded request.
+        prefix: the backend's name for the body in error fields (``"record"``), if any.
+        narrow: for a listing, the request a label-scoped token may make instead.
+    """
+
+    __slots__ = (
+        "call",
+        "decoder",
+        "name",
+        "narrow",
+        "prefix",
+        "request",
+        "response",
+        "response_decoder",
+        "roles",
+        "route",
+        "subjects",
+        "writes",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        request: type[Req],
+        response: Any,
+        *,
+        roles: frozenset[Role],
+        writes: bool,
+        subjects: Callable[[Req], tuple[Subject, ...]],
+        call: Callable[[Any, Req], Awaitable[Resp]],
+        prefix: str = "",
+        narrow: Callable[[Req, dict[str, str]], Req] | None = None,
+    ) -> None:
+        self.name = name
+        self.route = f"/v1/{name}"
+        self.request = request
+        self.response: Any = response
+        self.roles = roles
+        self.writes = writes
+        self.subjects = subjects
+        self.call = call
+        self.prefix = prefix
+        self.narrow = narrow
+        self.decoder: msgspec.json.Decoder[Req] = msgspec.json.Decoder(request)
+        self.response_decoder: msgspec.json.Decoder[Resp] = msgspec.json.Decoder(response)
+
+
+# ------------------------------------------------------------------ Store
+
+START_ROOT_RUN: Method[RootRunStart, StartResult] = Method(
+    "start_root_run", RootRunStart, StartResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_session(c.run.session_id),),
+    call=lambda s, c: s.start_root_run(c),
+)  # fmt: skip
+START_CHILD_RUN: Method[ChildRunStart, StartResult] = Method(
+    "start_child_run", ChildRunStart, StartResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_session(c.run.session_id), _run(c.run.parent_run_id)),
+    call=lambda s, c: s.start_child_run(c),
+)  # fmt: skip
+START_ONE_SHOT_RUN: Method[OneShotRunStart, StartResult] = Method(
+    "start_one_shot_run", OneShotRunStart, StartResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_labels(c.run.labels),),
+    call=lambda s, c: s.start_one_shot_run(c),
+)  # fmt: skip
+START_ONE_SHOT_CHILD_RUN: Method[OneShotChildRunStart, StartResult] = Method(
+    "start_one_shot_child_run", OneShotChildRunStart, StartResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_run(c.run.parent_run_id), _labels(c.run.labels)),
+    call=lambda s, c: s.start_one_shot_child_run(c),
+)  # fmt: skip
+APPEND_RUN_RECORD: Method[Record, AppendResult] = Method(
+    "append_run_record", Record, AppendResult, roles=WORKERS, writes=True,
+    subjects=lambda r: (_run(r.run_id),),
+    call=lambda s, r: s.append_run_record(r), prefix="record",
+)  # fmt: skip
+APPEND_RUN_RECORDS: Method[RecordBatch, list[AppendResult]] = Method(
+    "append_run_records", RecordBatch, list[AppendResult], roles=WORKERS, writes=True,
+    subjects=lambda b: tuple(_run(run_id) for run_id in dict.fromkeys(r.run_id for r in b.records)),
+    call=lambda s, b: s.append_run_records(b.records),
+)  # fmt: skip
+RECORD_RUN_CANCELLATION: Method[RunCancellation, AppendResult] = Method(
+    "record_run_cancellation", RunCancellation, AppendResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_run(c.run_id),),
+    call=lambda s, c: s.record_run_cancellation(c),
+)  # fmt: skip
+RECORD_RUN_SUSPENSION: Method[RunSuspension, AppendResult] = Method(
+    "record_run_suspension", RunSuspension, AppendResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_run(c.run_id),),
+    call=lambda s, c: s.record_run_suspension(c),
+)  # fmt: skip
+RECORD_RUN_TERMINAL: Method[RunTerminal, AppendResult] = Method(
+    "record_run_terminal", RunTerminal, AppendResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_run(c.run_id),),
+    call=lambda s, c: s.record_run_terminal(c),
+)  # fmt: skip
+REPAIR_RUN_SUSPENSION: Method[RunSuspension, RepairResult] = Method(
+    "repair_run_suspension", RunSuspension, RepairResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_run(c.run_id),),
+    call=lambda s, c: s.repair_run_suspension(c),
+)  # fmt: skip
+REPAIR_RUN_TERMINAL: Method[RunTerminal, RepairResult] = Method(
+    "repair_run_terminal", RunTerminal, RepairResult, roles=WORKERS, writes=True,
+    subjects=lambda c: (_run(c.run_id),),
+    call=lambda s, c: s.repair_run_terminal(c),
+)  # fmt: skip
+LOAD_RUN: Method[RunRef, RunMeta] = Method(
+    "load_run", RunRef, RunMeta, roles=STORE_READERS, writes=False,
+    subjects=lambda q: (_run(q.run_id),),
+    call=lambda s, q: s.load_run(q.run_id),
+)  # fmt: skip
+LOAD_SESSION_STATUS: Method[SessionRef, SessionStatus] = Method(
+    "load_session_status", SessionRef, SessionStatus, roles=STORE_READERS, writes=False,
+    subjects=lambda q: (_session(q.session_id),),
+    call=lambda s, q: s.load_session_status(q.session_id),
+)  # fmt: skip
+LOAD_RUN_SUSPENSION: Method[RunRef, Checkpoint] = Method(
+    "load_run_suspension", RunRef, Checkpoint, roles=STORE_READERS, writes=False,
+    subjects=lambda q: (_run(q.run_id),),
+    call=lambda s, q: s.load_run_suspension(q.run_id),
+)  # fmt: skip
+LIST_RUN_RECORDS: Method[RunPageQuery, Page] = Method(
+    "list_run_records", RunPageQuery, Page, roles=STORE_READERS, writes=False,
+    subjects=lambda q: (_run(q.run_id),),
+    call=lambda s, q: s.list_run_records(q.run_id, cursor=q.cursor, limit=q.limit),
+)  # fmt: skip
+LIST_SESSION_RUN_RECORDS: Method[SessionPageQuery, Page] = Method(
+    "list_session_run_records", SessionPageQuery, Page, roles=STORE_READERS, writes=False,
+    subjects=lambda q: (_session(q.session_id),),
+    call=lambda s, q: s.list_session_run_records(q.session_id, cursor=q.cursor, limit=q.limit),
+)  # fmt: skip
+
+# ---------------------------------------------------------- SessionAdmin
+
+CREATE_SESSION: Method[SessionCreate, Session] = Method(
+    "create_session", SessionCreate, Session, roles=HOSTS, writes=True,
+    subjects=lambda q: (_labels(q.labels or {}),),
+    call=lambda s, q: s.create_session(q.session_id, created_at=q.created_at, labels=q.labels),
+)  # fmt: skip
+LOAD_SESSION: Method[SessionRef, Session] = Method(
+    "load_session", SessionRef, Session, roles=ADMIN_READERS, writes=False,
+    subjects=lambda q: (_session(q.session_id),),
+    call=lambda s, q: s.load_session(q.session_id),
+)  # fmt: skip
+END_SESSION: Method[SessionEnd, Session] = Method(
+    "end_session", SessionEnd, Session, roles=HOSTS, writes=True,
+    subjects=lambda q: (_session(q.session_id),),
+    call=lambda s, q: s.end_session(q.session_id, ended_at=q.ended_at),
+)  # fmt: skip
+PURGE_SESSION: Method[SessionRef, None] = Method(
+    "purge_session", SessionRef, None, roles=HOSTS, writes=True,
+    subjects=lambda q: (_session(q.session_id),),
+    call=lambda s, q: s.purge_session(q.session_id),
+)  # fmt: skip
+LIST_RUNS_BY_SESSION: Method[RunsBySessionQuery, list[RunMeta]] = Method(
+    "list_runs_by_session", RunsBySessionQuery, list[RunMeta], roles=ADMIN_READERS,
+    writes=False,
+    subjects=lambda q: (_session(q.session_id),),
+    call=lambda s, q: s.list_runs_by_session(q.session_id, statuses=q.statuses),
+)  # fmt: skip
+LIST_SESSIONS: Method[SessionsQuery, SessionPage] = Method(
+    "list_sessions", SessionsQuery, SessionPage, roles=ADMIN_READERS, writes=False,
+    subjects=lambda q: (), narrow=lambda q, scope: msgspec.structs.replace(
+        q, labels=within(scope, q.labels or {})),
+    call=lambda s, q: s.list_sessions(
+        statuses=q.statuses, labels=q.labels, cursor=q.cursor, limit=q.limit),
+)  # fmt: skip
+
+METHODS: tuple[Method[Any, Any], ...] = (
+    START_ROOT_RUN,
+    START_CHILD_RUN,
+    START_ONE_SHOT_RUN,
+    START_ONE_SHOT_CHILD_RUN,
+    APPEND_RUN_RECORD,
+    APPEND_RUN_RECORDS,
+    RECORD_RUN_CANCELLATION,
+    RECORD_RUN_SUSPENSION,
+    RECORD_RUN_TERMINAL,
+    REPAIR_RUN_SUSPENSION,
+    REPAIR_RUN_TERMINAL,
+    LOAD_RUN,
+    LOAD_SESSION_STATUS,
+    LOAD_RUN_SUSPENSION,
+    LIST_RUN_RECORDS,
+    LIST_SESSION_RUN_RECORDS,
+    CREATE_SESSION,
+    LOAD_SESSION,
+    END_SESSION,
+    PURGE_SESSION,
+    LIST_RUNS_BY_SESSION,
+    LIST_SESSIONS,
+)

@@ -1,0 +1,96 @@
+"""[S5] Live follow over server-sent events: no gap and no duplicate across disconnects.
+
+A follower that breaks off resumes from the cursor of the last record it
+saw; another one keeps iterating while the service is stopped and started
+again on the same address, and reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agentledger.errors import AccessDeniedError, RunNotFoundError, ValidationError
+from agentledger.service import FollowedRecord, StoreClient
+from agentledger.storage import RecordBuilder, RunStart
+from tests.service.process import ServiceProcess, Tokens, free_port
+
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+async def _append(client: StoreClient, run: RecordBuilder, first: int, last: int) -> None:
+    for i in range(first, last):
+        at = T0 + timedelta(milliseconds=i)
+        note = run.record("note", b'{"i": %d}' % i, event_key=f"n{i}", at=at)
+        await client.append_run_record(note)
+
+
+async def _take(follow: object, count: int, into: list[FollowedRecord]) -> None:
+    async for item in follow:  # type: ignore[attr-defined]
+        into.append(item)
+        if len(into) >= count:
+            return
+
+
+async def test_follow_resumes_without_gap_or_duplicate(tmp_path: Path, tokens: Tokens) -> None:
+    """[S5] [L9] records stream as they commit, across page boundaries, a break and a restart."""
+    db = str(tmp_path / "follow.db")
+    listen = f"127.0.0.1:{free_port()}"
+    first: list[FollowedRecord] = []
+    through: list[FollowedRecord] = []
+    with ServiceProcess(db, tokens.path, listen=listen) as service:
+        host = StoreClient(service.url, token=tokens.host)
+        reader = StoreClient(service.url, token=tokens.reader)
+        await host.create_session("follow-s", created_at=T0)
+        run = RecordBuilder(RunStart(run_id="follow-r", agent_id="a", session_id="follow-s",
+                                     started_at=T0))  # fmt: skip
+        await host.start_root_run(run.root_start())
+        # One follower breaks off after 60 records; one follows the session throughout.
+        session_follower = asyncio.create_task(
+            _take(reader.follow_session_run_records("follow-s"), 161, through)
+        )
+        await asyncio.gather(
+            _take(reader.follow_run_records("follow-r"), 60, first), _append(host, run, 2, 122)
+        )
+        cursor = first[-1].cursor
+        await host.close()
+    # The service stopped (its streams ended); the same file is served again.
+    with ServiceProcess(db, tokens.path, listen=listen) as service:
+        async with StoreClient(service.url, token=tokens.host) as host:
+            await _append(host, run, 122, 162)
+            rest: list[FollowedRecord] = []
+            await _take(reader.follow_run_records("follow-r", after=cursor), 161 - 60, rest)
+            await asyncio.wait_for(session_follower, 60)
+            log = []
+            page_cursor = ""
+            while True:
+                page = await host.list_run_records("follow-r", cursor=page_cursor, limit=50)
+                log.extend(page.records)
+                if not (page_cursor := page.next_cursor):
+                    break
+        await reader.close()
+    assert [r.id for r in log] == [str(i) for i in range(1, 162)]
+    assert [f.record for f in first + rest] == log
+    assert [f.record for f in through] == log
+
+
+async def test_follow_refusals_are_typed(sqlite_service: ServiceProcess, tokens: Tokens) -> None:
+    """[S5] [S4] an unknown run, a forged cursor or no token: typed errors, no stream."""
+    async with StoreClient(sqlite_service.url, token=tokens.host) as host:
+        await host.create_session("follow-known", created_at=T0)
+    async with StoreClient(sqlite_service.url, token=tokens.reader) as reader:
+        with pytest.raises(RunNotFoundError):
+            await anext(reader.follow_run_records("follow-nobody"))
+        with pytest.raises(ValidationError) as info:
+            await anext(reader.follow_session_run_records("follow-known", after="forged.3"))
+        assert info.value.field == "cursor"
+        with pytest.raises(ValidationError) as info:
+            await anext(reader.follow_session_run_records("follow-known", after=".3"))
+        assert info.value.field == "after"
+    async with StoreClient(sqlite_service.url, token="") as anonymous:
+        with pytest.raises(AccessDeniedError) as denied:
+            await anext(anonymous.follow_run_records("follow-nobody"))
+        assert denied.value.status == 401

@@ -1,0 +1,175 @@
+"""[S1] ``agentledger serve`` and ``agentledger token new`` as real processes.
+
+One process per SQLite file (a second ``serve`` is refused), and a graceful
+shutdown: the call in flight finishes, new connections are refused, the
+process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentledger.errors import TransientError
+from agentledger.service import StoreClient
+from agentledger.storage import Session, SessionStatus
+from tests.service.process import ServiceProcess, Tokens
+
+AT = datetime(2026, 7, 1, tzinfo=UTC)
+
+
+def _agentledger(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentledger", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "AGENTLEDGER_TOKEN"},
+    )
+
+
+@pytest.mark.parametrize("command", [("serve",), ("token", "new")])
+def test_help_lists_the_options(command: tuple[str, ...]) -> None:
+    done = _agentledger(*command, "--help")
+    assert done.returncode == 0, done.stderr
+    options = ("--tokens", "--db", "--listen") if command == ("serve",) else ("--role", "--label")
+    for option in options:
+        assert option in done.stdout
+
+
+def test_token_new_prints_the_token_once_and_stores_its_hash(tmp_path: Path) -> None:
+    """[S4] the file gets the sha256, role and labels; the token is only printed."""
+    file = tmp_path / "tokens.json"
+    done = _agentledger("token", "new", "--role", "worker", "--label", "tenant=acme",
+                        "--label", "team=a=b", "--tokens", str(file))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip()
+    assert len(token) > 40
+    text = file.read_text()
+    assert token not in text
+    assert json.loads(text) == {"tokens": [{
+        "sha256": hashlib.sha256(token.encode()).hexdigest(),
+        "role": "worker",
+        "labels": {"tenant": "acme", "team": "a=b"},
+    }]}  # fmt: skip
+    assert oct(file.stat().st_mode & 0o777) == "0o600"
+    again = _agentledger("token", "new", "--role", "host", "--tokens", str(file))
+    assert len(json.loads(file.read_text())["tokens"]) == 2
+    assert again.stdout.strip() != token
+    bad = _agentledger("token", "new", "--role", "host", "--label", "nokey", "--tokens", str(file))
+    assert bad.returncode == 1
+    assert "K=V" in bad.stderr
+
+
+def test_a_second_serve_on_one_sqlite_file_is_refused(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """[S1] a SQLite file is served by one process."""
+    done = _agentledger("serve", "--db", sqlite_service.db, "--listen", "127.0.0.1:0",
+                        "--tokens", str(tokens.path))  # fmt: skip
+    assert done.returncode == 1
+    assert "already served by another `agentledger serve`" in done.stderr
+    assert f"pid {sqlite_service.pid}" in done.stderr
+
+
+def test_serve_refuses_a_missing_token_file(tmp_path: Path) -> None:
+    done = _agentledger("serve", "--db", str(tmp_path / "x.db"), "--listen", "127.0.0.1:0",
+                        "--tokens", str(tmp_path / "none.json"))  # fmt: skip
+    assert done.returncode == 1
+    assert "agentledger token new" in done.stderr
+
+
+async def _in_flight(url: str) -> float:
+    async with httpx.AsyncClient(base_url=url) as http:
+        text = (await http.get("/metrics")).text
+    line = next(x for x in text.splitlines() if x.startswith("agentledger_requests_in_flight "))
+    return float(line.split()[1])
+
+
+async def test_graceful_shutdown_finishes_the_call_in_flight(
+    tmp_path: Path, tokens: Tokens
+) -> None:
+    """[S1] SIGTERM: the call in flight completes, new connections are refused, exit 0."""
+    db = tmp_path / "graceful.db"
+    service = ServiceProcess(str(db), tokens.path).start()
+    try:
+        async with StoreClient(service.url, token=tokens.host) as client:
+            await client.create_session("graceful-warm", created_at=AT)
+            holder = sqlite3.connect(db, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")  # the service's write now waits for this lock
+            call = asyncio.create_task(client.create_session("graceful-s", created_at=AT))
+            deadline = time.monotonic() + 3
+            while await _in_flight(service.url) < 1:
+                assert time.monotonic() < deadline, "the call never reached the service"
+            service.terminate()
+            refused = False
+            async with StoreClient(service.url, token=tokens.host) as newcomer:
+                while not refused and time.monotonic() < deadline + 2:
+                    try:
+                        await newcomer.load_session_status("graceful-warm")
+                    except TransientError:
+                        refused = True
+            assert not call.done()
+            holder.rollback()
+            holder.close()
+            assert refused, "a new call was still served after SIGTERM"
+            session = await call
+        assert session == Session(id="graceful-s", status=SessionStatus.ACTIVE, created_at=AT)
+    finally:
+        code, out, err = service.stop()
+    assert code == 0, err
+    assert "agentledger serve: stopped" in out
+    with ServiceProcess(str(db), tokens.path) as again:  # the lock was released
+        async with StoreClient(again.url, token=tokens.reader) as reader:
+            assert await reader.load_session_status("graceful-s") is SessionStatus.ACTIVE
+
+
+async def test_the_cli_reads_through_the_service(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """``agentledger --store URL`` wherever ``--db`` is taken; the token from the environment."""
+    async with StoreClient(sqlite_service.url, token=tokens.host) as host:
+        await host.create_session("cli-through", created_at=AT, labels={"via": "service"})
+    env = {**os.environ, "AGENTLEDGER_TOKEN": tokens.reader}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentledger", "--json", "--store", sqlite_service.url, "sessions"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = {s["id"]: s for s in json.loads(done.stdout)}
+    assert listed["cli-through"]["labels"] == {"via": "service"}
+    env["AGENTLEDGER_TOKEN"] = ""
+    denied = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentledger", "--store", sqlite_service.url, "sessions"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert denied.returncode == 1
+    assert "401" in denied.stderr
+
+
+async def test_replicas_may_share_one_postgres_database(
+    postgres_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """[S1] no lock for PostgreSQL: a second service on the same database serves the same data."""
+    with ServiceProcess(postgres_service.db, tokens.path) as replica:
+        async with (
+            StoreClient(postgres_service.url, token=tokens.host) as one,
+            StoreClient(replica.url, token=tokens.host) as other,
+        ):
+            await one.create_session("replica-s", created_at=AT, labels={"via": "one"})
+            assert (await other.load_session("replica-s")).labels == {"via": "one"}
+            ended = await other.end_session("replica-s", ended_at=AT)
+            assert (await one.load_session("replica-s")) == ended
