@@ -74,24 +74,23 @@ def cookie_header(token: str, *, secure: bool) -> str:
 def same_origin(request: Request[Any, Any, Any]) -> bool:
     """Whether a form post comes from a page of this service (login CSRF guard).
 
-    Browsers send ``Origin`` (and ``Sec-Fetch-Site``) with every POST; a
-    client that sends neither (curl, a test) is not a cross-site page.
+    Browsers send ``Sec-Fetch-Site`` (or at least ``Origin``) with every
+    POST; a client that sends neither (curl, a test) is not a cross-site page.
     """
     site = request.headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        return False
+    if site is not None:
+        return site in ("same-origin", "none")
     origin = request.headers.get("origin")
-    if origin is None or origin == "null":
-        return origin is None
-    host = request.headers.get("host", "")
-    return urlsplit(origin).netloc == host
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == request.headers.get("host", "")
 
 
 def safe_next(target: str) -> str:
     """``target`` if it is a path of the inspector, else the inspector's home (no open redirect)."""
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not target.startswith(_PATH) or "\\" in target:
-        return f"{_PATH}/"
+        return _PATH
     if target != _PATH and not target.startswith((f"{_PATH}/", f"{_PATH}?")):
-        return f"{_PATH}/"
+        return _PATH
     return target
