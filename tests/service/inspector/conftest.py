@@ -126,7 +126,7 @@ async def _seed(db: Path) -> Demo:
         await store.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     """``agentledger demo`` into a fresh file, plus the tests' own sessions."""
     db = tmp_path_factory.mktemp("inspector") / "agentledger.db"
@@ -134,7 +134,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     return asyncio.run(_seed(db))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tokens(tmp_path_factory: pytest.TempPathFactory) -> Tokens:
     """A token per role, plus a reader scoped to ``tenant=acme`` (``tokens.acme``)."""
     table = Tokens(tmp_path_factory.mktemp("tokens") / "tokens.json")
@@ -142,14 +142,14 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> Tokens:
     return table
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def service(demo: Demo, tokens: Tokens) -> Iterator[ServiceProcess]:
     """``agentledger serve`` over the demo database."""
     with ServiceProcess(str(demo.db), tokens.path) as process:
         yield process
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where screenshots go (``$AGENTLEDGER_ARTIFACTS`` if set)."""
     where = os.environ.get("AGENTLEDGER_ARTIFACTS")
