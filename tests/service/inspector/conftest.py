@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 
 from agentledger.storage import RecordBuilder, RunStart
@@ -158,9 +159,9 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def browser() -> AsyncIterator[Browser]:
-    """Headless Debian Chromium."""
+    """Headless Debian Chromium, one for the whole run (each test gets its own context)."""
     async with async_playwright() as playwright:
         launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -169,7 +170,7 @@ async def browser() -> AsyncIterator[Browser]:
             await launched.close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def page(browser: Browser) -> AsyncIterator[Page]:
     """A fresh browser context (no cookies) on a laptop-sized screen."""
     context = await browser.new_context(viewport={"width": 1280, "height": 800})

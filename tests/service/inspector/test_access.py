@@ -9,10 +9,14 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 from playwright.async_api import Page, expect
 
 from tests.service.inspector.conftest import Demo, log_in
 from tests.service.process import ServiceProcess, Tokens
+
+# One event loop for the whole run, shared with the one browser.
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 async def test_no_token_is_sent_to_log_in(page: Page, service: ServiceProcess, demo: Demo) -> None:

@@ -12,10 +12,14 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 from playwright.async_api import Page, expect
 
 from tests.service.inspector.conftest import HOSTILE, Demo, log_in
 from tests.service.process import ServiceProcess, Tokens
+
+# One event loop for the whole run, shared with the one browser.
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 DOCS_PNG = Path(__file__).parents[3] / "docs" / "inspector.png"
 

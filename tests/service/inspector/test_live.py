@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from playwright.async_api import Page, expect
 
 from agentledger.service import StoreClient
@@ -17,6 +18,9 @@ from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.transcript import Message, TextPart, encode_messages
 from tests.service.inspector.conftest import log_in
 from tests.service.process import ServiceProcess, Tokens
+
+# One event loop for the whole run, shared with the one browser.
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 def _said(role: str, text: str) -> bytes:
