@@ -114,6 +114,7 @@ async def _seed(db: Path) -> Demo:
         await store.create_session(
             "globex-1", created_at=T0 + timedelta(seconds=1), labels={"tenant": "globex"}
         )
+        await store.end_session("globex-1", ended_at=T0 + timedelta(seconds=5))
         run = RecordBuilder(
             RunStart(run_id="acme-report", agent_id="analyst", session_id="acme-1", started_at=T0)
         )

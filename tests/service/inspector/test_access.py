@@ -19,7 +19,9 @@ from tests.service.process import ServiceProcess, Tokens
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
-async def test_no_token_is_sent_to_log_in(page: Page, service: ServiceProcess, demo: Demo) -> None:
+async def test_no_token_is_sent_to_log_in(
+    page: Page, service: ServiceProcess, tokens: Tokens, demo: Demo
+) -> None:
     """Every page without a token leads to the login form; fragments and streams answer 401."""
     await page.goto(f"{service.url}/ui/session?id={demo.session_id}")
     await expect(page).to_have_url(re.compile(r"/ui/login\?next="))
@@ -27,6 +29,10 @@ async def test_no_token_is_sent_to_log_in(page: Page, service: ServiceProcess, d
     for path in ("/ui/run/events?id=x", "/ui/session/tree?id=x", "/ui/run/rows?id=x"):
         answer = await page.request.get(f"{service.url}{path}")
         assert answer.status == 401, path
+    # Logging in from there leads back to the page asked for.
+    await page.get_by_label("Token").fill(tokens.reader)
+    await page.get_by_role("button", name="Log in").click()
+    await expect(page.get_by_role("heading", level=1)).to_contain_text(demo.session_id)
 
 
 async def test_wrong_or_worker_token_is_refused(

@@ -74,6 +74,30 @@ async def test_sessions_run_tree_child_records_transcript(
     await page.screenshot(path=artifacts / "4-child-transcript.png", full_page=True)
 
 
+async def test_sessions_filter_by_status_and_labels_and_page(
+    page: Page, service: ServiceProcess, tokens: Tokens, demo: Demo
+) -> None:
+    """[D6] Status and label filters, and paging newest first one session at a time."""
+    await log_in(page, service.url, tokens.reader)
+    ids = page.locator("table tbody th a")
+    await page.get_by_label("Status").select_option("ended")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(ids).to_have_text([demo.globex_session])
+    await page.get_by_label("Status").select_option("")
+    await page.get_by_label("Labels").fill("tenant=acme")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(ids).to_have_text([demo.acme_session])
+    await page.goto(f"{service.url}/ui?limit=1")
+    seen = []
+    for _ in range(10):
+        seen += await ids.all_inner_texts()
+        older = page.get_by_role("link", name="Older sessions →")
+        if not await older.count():
+            break
+        await older.click()
+    assert seen == [demo.session_id, demo.globex_session, demo.acme_session]
+
+
 async def test_transcript_shows_every_kind(
     page: Page, service: ServiceProcess, tokens: Tokens, demo: Demo, artifacts: Path
 ) -> None:
