@@ -35,6 +35,7 @@ from agentledger.service.error_codec import http_status
 from agentledger.service.follow import follow
 from agentledger.service.inspector.conversation import arrange
 from agentledger.service.inspector.login import (
+    COOKIE,
     authenticate,
     check_token,
     cookie_header,
@@ -145,22 +146,23 @@ class _Inspector:
         return response
 
     def refused(self, request: _ANY, error: AccessDeniedError, *, page: bool) -> Response[Any]:
+        """401: to the login form (clearing a cookie that failed); 403: why, as a page."""
         if not page:
             return Response(f"{error}\n", status_code=error.status, media_type="text/plain")
-        if error.status == 401 and not request.cookies and "authorization" not in request.headers:
-            target = page_url(
-                "/ui/login",
-                next=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
-            )
-            return Redirect(target, status_code=303, headers=_HEADERS)
-        body = render("login.html", error=str(error.reason), next=safe_next(str(request.url.path)))
+        if error.status != 401:
+            return _html(render("error.html", error=error, kind="Not allowed", login=True), 403)
+        asked = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+        if COOKIE not in request.cookies and "authorization" not in request.headers:
+            return Redirect(page_url("/ui/login", next=asked), status_code=303, headers=_HEADERS)
+        body = render("login.html", error=str(error.reason), next=safe_next(asked))
         clear = {"Set-Cookie": cookie_header("", secure=request.url.scheme == "https")}
-        return _html(body, error.status, clear if error.status == 401 else None)
+        return _html(body, 401, clear)
 
     def failed(self, error: AgentledgerError, status: int, *, page: bool) -> Response[Any]:
         if not page:
             return Response(f"{error}\n", status_code=status, media_type="text/plain")
-        return _html(render("error.html", error=error, kind=type(error).__name__), status)
+        kind = type(error).__name__
+        return _html(render("error.html", error=error, kind=kind, login=False), status)
 
     async def in_scope(self, principal: Principal, operation: str, kind: str, id: str) -> None:
         if not id:
