@@ -12,7 +12,7 @@ $(UV):
 	$(VENV)/bin/python -m pip install --quiet uv
 
 $(VENV)/.installed: pyproject.toml | $(UV)
-	$(UV) pip install --quiet --compile-bytecode --python $(PY) -e .
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -e '.[service]'  # serve + /ui after the demo
 	touch $@
 
 # The extras the tests exercise, and the test tools from the PEP 735 dependency group.

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import uuid
 from datetime import UTC, datetime
+from pathlib import PurePath
 from typing import Any
 
 from rich.console import Console
@@ -279,6 +280,10 @@ async def _demo(path: str, console: Console) -> int:
     console.print(f"  agentledger{db} records {runs[0][1].run_id}")
     console.print(f"  agentledger{db} transcript {runs[-1][1].run_id}")
     console.print(f"  agentledger{db} --json runs {session_id}")
+    console.print("\nSee it in the browser (the web inspector, read-only):")
+    console.print("  agentledger token new --role reader --tokens tokens.json   # prints a token")
+    console.print(f"  agentledger serve --db {PurePath(path)} --tokens tokens.json")
+    console.print(f"  then open http://127.0.0.1:8470/ui, log in with the token, open {session_id}")
     return 0
 
 

@@ -40,6 +40,7 @@ def test_the_python_example_runs_against_a_service(
 
 def _parse(args: list[str]) -> list[str]:
     """Parse ``agentledger ARGS`` as click would, without running it; the command path."""
+
     def unparsed(ctx: click.Context) -> list[str]:
         with warnings.catch_warnings():  # click 8.2 deprecates protected_args for 9.0
             warnings.simplefilter("ignore", DeprecationWarning)

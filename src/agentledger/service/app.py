@@ -32,6 +32,7 @@ from agentledger.service.auth import Principal, TokenTable
 from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.follow import Notifier, follow
+from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope
@@ -187,6 +188,7 @@ def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = N
     handlers: list[HTTPRouteHandler] = [healthz, readyz, metrics, openapi]
     handlers += [_method_route(state, m) for m in METHODS]
     handlers += [_follow_route(state, s) for s in ("runs", "sessions")]
+    handlers += inspector_handlers(state)  # the web inspector at /ui [DESIGN 11]
     app = Litestar(route_handlers=handlers, openapi_config=None, logging_config=None)
     app.state["agentledger"] = state
     return app

@@ -1,0 +1,131 @@
+"""A replayed transcript as the inspector shows it: messages, each tool call beside its result.
+
+The transcript comes from the run log ([R2], ``build_messages_from_run_log``);
+this module only arranges it for reading. A tool result is shown beside the
+call it answers (the first unanswered call with its id before it) and not
+again in the user message that carried it; a result that answers no call is
+shown on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from agentledger.transcript import (
+    CitationsPart,
+    DocumentPart,
+    ImagePart,
+    JsonNumber,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+
+__all__ = ["Bubble", "Exchange", "arrange", "data_uri", "kind_of", "pretty_json"]
+
+
+@dataclass
+class Exchange:
+    """A tool call and the result that answered it (None while unanswered)."""
+
+    call: ToolUsePart
+    result: ToolResultPart | None = None
+
+
+Item = Part | Exchange
+
+
+@dataclass
+class Bubble:
+    """One message of the conversation: its role, what it shows, and provider metadata."""
+
+    index: int
+    role: str
+    items: list[Item] = field(default_factory=list)
+    meta: Any = None
+
+
+def arrange(messages: Sequence[Message]) -> list[Bubble]:
+    """The messages as bubbles, tool results moved beside their calls.
+
+    A user message that held only results already shown beside their calls is
+    left out; its results are not lost, they are shown with the calls.
+    """
+    open_calls: dict[str, list[Exchange]] = {}
+    bubbles: list[Bubble] = []
+    for index, message in enumerate(messages):
+        bubble = Bubble(index=index, role=message.role, meta=message.meta)
+        for part in message.parts:
+            if isinstance(part, ToolUsePart):
+                exchange = Exchange(part)
+                open_calls.setdefault(part.id, []).append(exchange)
+                bubble.items.append(exchange)
+            elif isinstance(part, ToolResultPart) and open_calls.get(part.tool_use_id):
+                open_calls[part.tool_use_id].pop(0).result = part
+            else:
+                bubble.items.append(part)
+        if bubble.items or message.meta is not None or not message.parts:
+            bubbles.append(bubble)
+    return bubbles
+
+
+_KINDS: dict[type, str] = {
+    ThinkingPart: "thinking",
+    TextPart: "text",
+    ImagePart: "image",
+    DocumentPart: "document",
+    CitationsPart: "citations",
+    ToolUsePart: "tool_use",
+    ToolResultPart: "tool_result",
+    Exchange: "exchange",
+}
+
+
+def kind_of(item: object) -> str:
+    """The template's name for what ``item`` is (``text``, ``exchange``, ...)."""
+    return _KINDS.get(type(item), "cache_checkpoint")
+
+
+def _exact(value: Any) -> Any:
+    if isinstance(value, JsonNumber):
+        return msgspec.Raw(value.literal.encode("ascii"))
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_exact, decimal_format="number")
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` (or JSON bytes) as indented JSON text, every number spelled as stored."""
+    raw = value if isinstance(value, bytes) else _ENCODER.encode(value)
+    try:
+        return msgspec.json.format(raw, indent=2).decode("utf-8", errors="replace")
+    except msgspec.DecodeError:
+        return raw.decode("utf-8", errors="replace")
+
+
+_MEDIA = {
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+    "pdf": "application/pdf",
+    "csv": "text/csv",
+    "html": "text/plain",
+    "txt": "text/plain",
+    "md": "text/plain",
+}
+
+
+def data_uri(data: bytes, format: str) -> str:
+    """A ``data:`` URI for inline bytes (HTML is offered as plain text, never rendered)."""
+    media = _MEDIA.get(format, "application/octet-stream")
+    return f"data:{media};base64,{base64.b64encode(data).decode('ascii')}"

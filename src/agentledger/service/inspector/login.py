@@ -1,0 +1,96 @@
+"""How a browser proves it holds a token: a login form and an HttpOnly cookie [S4].
+
+A browser cannot send an ``Authorization`` header on its own, so the login
+form takes the token once and the answer stores it in a cookie that scripts
+cannot read (``HttpOnly``), that no other site's page can make the browser
+send (``SameSite=Strict``), scoped to ``/ui`` and ``Secure`` over HTTPS. Each
+request then presents the cookie's token to the same :class:`TokenTable` check
+as a bearer token (SHA-256, constant-time compare, same role and label
+scope), so revoking a token in the token file locks its browsers out too. A
+bearer header, when present, is used instead of the cookie.
+
+Only roles that may read sessions use the inspector: ``reader`` and ``host``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from litestar import Request
+
+from agentledger.errors import AccessDeniedError
+from agentledger.service.auth import Principal, TokenTable
+from agentledger.service.wire import ADMIN_READERS
+
+__all__ = ["COOKIE", "authenticate", "check_token", "cookie_header", "safe_next", "same_origin"]
+
+COOKIE = "agentledger_inspector"
+"""The cookie holding the inspector's token."""
+
+_PATH = "/ui"
+
+
+def authenticate(tokens: TokenTable, request: Request[Any, Any, Any], operation: str) -> Principal:
+    """The principal of a browser request (its bearer header, else its cookie).
+
+    Raises:
+        AccessDeniedError: see :func:`check_token`.
+    """
+    header = request.headers.get("authorization")
+    if header is None:
+        token = unquote(request.cookies.get(COOKIE, ""))
+        header = f"Bearer {token}" if token else None
+    return check_token(tokens, header, operation)
+
+
+def check_token(tokens: TokenTable, authorization: str | None, operation: str) -> Principal:
+    """The principal of an ``Authorization`` value, if it may use the inspector.
+
+    Raises:
+        AccessDeniedError: (401) no token or an unknown one; (403) a role that
+            may not read sessions (a ``worker`` token).
+    """
+    principal = tokens.authenticate(authorization, operation)
+    if principal.role not in ADMIN_READERS:
+        raise AccessDeniedError(
+            operation=operation,
+            status=403,
+            reason=f"a {principal.role} token may not use the inspector (reader or host)",
+        )
+    return principal
+
+
+def cookie_header(token: str, *, secure: bool) -> str:
+    """The ``Set-Cookie`` value storing ``token`` (or clearing it when ``token`` is empty)."""
+    parts = [f"{COOKIE}={quote(token, safe='')}", f"Path={_PATH}", "HttpOnly", "SameSite=Strict"]
+    if not token:
+        parts.append("Max-Age=0")
+    if secure:
+        parts.append("Secure")
+    return "; ".join(parts)
+
+
+def same_origin(request: Request[Any, Any, Any]) -> bool:
+    """Whether a form post comes from a page of this service (login CSRF guard).
+
+    Browsers send ``Sec-Fetch-Site`` (or at least ``Origin``) with every
+    POST; a client that sends neither (curl, a test) is not a cross-site page.
+    """
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def safe_next(target: str) -> str:
+    """``target`` if it is a path of the inspector, else the inspector's home (no open redirect)."""
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith(_PATH) or "\\" in target:
+        return _PATH
+    if target != _PATH and not target.startswith((f"{_PATH}/", f"{_PATH}?")):
+        return _PATH
+    return target
