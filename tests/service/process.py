@@ -35,6 +35,10 @@ class Tokens:
         # Scoped to tenant=acme, for the label-scope tests.
         self.acme = {role: add_token(path, role, {"tenant": "acme"}) for role in ("host", "reader")}
 
+    def scoped(self, role: str, **labels: str) -> str:
+        """A new token of ``role`` scoped to ``labels`` (a running service will not see it)."""
+        return add_token(self.path, role, labels)
+
 
 class ServiceProcess:
     """``python -m agentledger serve`` in a subprocess; ``url`` once it listens."""

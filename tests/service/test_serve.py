@@ -148,7 +148,7 @@ async def test_the_cli_reads_through_the_service(
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    listed = {s["id"]: s for s in json.loads(done.stdout)}
+    listed = {s["id"]: s for s in json.loads(done.stdout)["sessions"]}
     assert listed["cli-through"]["labels"] == {"via": "service"}
     env["AGENTLEDGER_TOKEN"] = ""
     denied = await asyncio.to_thread(
