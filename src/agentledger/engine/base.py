@@ -24,7 +24,9 @@ Contract every engine keeps:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -44,9 +46,32 @@ __all__ = [
     "WorkflowContext",
     "WorkflowInfo",
     "WorkflowStatus",
+    "activity_attempt",
+    "attempt_of",
 ]
 
 T = TypeVar("T")
+
+_ATTEMPT: ContextVar[int] = ContextVar("agentledger_activity_attempt", default=1)
+
+
+def activity_attempt() -> int:
+    """Which attempt of the running activity this is: 1 first, 2 and on for retries.
+
+    An activity that may have done its work before (a lost completion) reads
+    what it stored instead of doing it again when this is over 1.
+    """
+    return _ATTEMPT.get()
+
+
+@contextmanager
+def attempt_of(attempt: int) -> Iterator[None]:
+    """Engines: run an activity's attempt ``attempt`` inside this block."""
+    token = _ATTEMPT.set(attempt)
+    try:
+        yield
+    finally:
+        _ATTEMPT.reset(token)
 
 
 class WorkflowCanceled(Exception):
