@@ -1,8 +1,8 @@
 """A run workflow whose code changed incompatibly: what the replay test must catch.
 
 Same workflow type name as the real one; its loop writes (no) records
-*before* starting the run, i.e. it issues
-its first activity in a different order than the recorded histories. The
+through a task-queue activity *before* starting the run, i.e. its first
+command differs from the recorded histories'. The
 sandbox re-imports this module; it imports only pure code.
 """
 
@@ -36,6 +36,7 @@ async def _reordered(ctx: TemporalContext, inp: RunInput) -> RunOutput:
         APPEND_RECORDS,
         AppendRecordsInput(run=run, turn_id=inp.turn_id, at=ctx.now(), records=()),
         AppendRecordsOutput,
+        interruptible=True,  # so a (remote) activity, where the history has begin_run's marker
     )
     return await run_workflow(ctx, inp)
 
