@@ -48,6 +48,7 @@ __all__ = [
     "WorkflowStatus",
     "activity_attempt",
     "attempt_of",
+    "result_problem",
 ]
 
 T = TypeVar("T")
@@ -64,13 +65,30 @@ def activity_attempt() -> int:
     return _ATTEMPT.get()
 
 
+_RESULT_CHECK: ContextVar[Callable[[Any], str] | None] = ContextVar(
+    "agentledger_activity_result_check", default=None
+)
+
+
+def result_problem(result: Any) -> str:
+    """Why the engine could not carry ``result`` back from the running activity ("" if it can).
+
+    An activity that records its result checks first: a result the workflow
+    never gets must not be in the log either.
+    """
+    check = _RESULT_CHECK.get()
+    return check(result) if check is not None else ""
+
+
 @contextmanager
-def attempt_of(attempt: int) -> Iterator[None]:
-    """Engines: run an activity's attempt ``attempt`` inside this block."""
+def attempt_of(attempt: int, check: Callable[[Any], str] | None = None) -> Iterator[None]:
+    """Engines: run an activity's attempt ``attempt`` (results judged by ``check``) here."""
     token = _ATTEMPT.set(attempt)
+    checked = _RESULT_CHECK.set(check)
     try:
         yield
     finally:
+        _RESULT_CHECK.reset(checked)
         _ATTEMPT.reset(token)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from agentledger.engine.base import Activity, activity_attempt
+from agentledger.engine.base import Activity, activity_attempt, result_problem
 from agentledger.errors import (
     CorruptRecordError,
     TransientError,
@@ -378,6 +378,12 @@ class Activities:
         plan = out.result
         if plan is None or plan.await_ is not None:
             return out
+        problem = result_problem(PlanTurnOutput(result=plan, recorded=True, session_ended=True))
+        if problem:  # the loop could not get this plan: it is not recorded either
+            failure = payloads.Failure(
+                message=problem, kind="planner_error", code="PayloadTooLargeError"
+            )
+            return PlanTurnOutput(failure=failure)
         await _finish(self._append(run, arg.turn_id, arg.at, plan_records(arg.turn, plan)))
         return PlanTurnOutput(result=plan, recorded=True)
 
@@ -512,6 +518,14 @@ class Activities:
         outcome = await self._invoke(arg)
         if arg.at is None:
             return ToolCallOutput(outcome=outcome)
+        problem = result_problem(ToolCallOutput(outcome=outcome, session_ended=True))
+        if problem:  # the loop could not get it: record what it will see
+            outcome = ToolOutcome(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=f"tool {call.name} failed: {problem}",
+                is_error=True,
+            )
         spec = rt.RecordSpec.result(arg.step, call.id, call.name, outcome.content, outcome.is_error)
         ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
         return ToolCallOutput(outcome=outcome, session_ended=ended)

@@ -90,8 +90,18 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
         interval = min(timeout / 3, _MAX_HEARTBEAT_INTERVAL) if timeout else _MAX_HEARTBEAT_INTERVAL
         # Local activities (store-only steps) do not heartbeat: they are short.
         beating = asyncio.ensure_future(asyncio.sleep(0) if info.is_local else _heartbeat(interval))
+
+        def oversized(value: Any) -> str:
+            size = sum(p.ByteSize() for p in activity.payload_converter().to_payloads([value]))
+            if size <= max_payload_bytes:
+                return ""
+            return (
+                f"the result of {name} is {size} bytes encoded, over the "
+                f"{max_payload_bytes}-byte payload limit"
+            )
+
         try:
-            with attempt_of(info.attempt):
+            with attempt_of(info.attempt, oversized):
                 result = await fn(arg)
         except TransientError as e:
             raise ApplicationError(
@@ -108,12 +118,8 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beating
-        size = sum(p.ByteSize() for p in activity.payload_converter().to_payloads([result]))
-        if size > max_payload_bytes:
-            message = (
-                f"the result of {name} is {size} bytes encoded, over the "
-                f"{max_payload_bytes}-byte payload limit"
-            )
+        message = oversized(result)
+        if message:
             details = {
                 "error_type": PAYLOAD_TOO_LARGE,
                 "message": message,
