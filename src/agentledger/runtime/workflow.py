@@ -297,8 +297,7 @@ class _Loop:
         self.agent = begin.agent
         self.prompt = begin.prompt
         if begin.checkpoint is None:
-            if not self.inp.messages:  # the client never starts one so: a bug
-                raise IndexError("a new run has no message")
+            _ = self.inp.messages[-1]  # begin_run recorded it (no message: a bug, IndexError)
             return await self._plan_loop(resume=False, results=(), answer=None)
         answer = self.inp.answer or Answer()
         results = await self._take_answer(begin.checkpoint, answer)
