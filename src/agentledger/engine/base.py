@@ -229,6 +229,9 @@ class WorkflowContext(Protocol):
     ) -> T:
         """Run activity ``name`` with ``arg`` under the retry policy and return its result.
 
+        An interruptible activity that finished its work while its cancellation
+        was on the way returns its result (what it recorded is in the log).
+
         Raises:
             ActivityFailed: the activity failed for good.
             WorkflowCanceled: ``interruptible`` and cancellation arrived first.
