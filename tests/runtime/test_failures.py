@@ -380,3 +380,50 @@ async def run_with_a_loop_bug(runtime: Runtime, session: str) -> RunOutput:
     await runtime.engine.start(run_id, inp)
     out: RunOutput = await runtime.engine.result(run_id)
     return out
+
+
+class LoseAnswerOnce:
+    """A real store whose ``append_run_records`` commits the write holding record ``key``
+    and then, once, raises a TransientError: the write is in, its activity does not know."""
+
+    def __init__(self, inner: Any, key: str) -> None:
+        self._inner = inner
+        self._key = key
+        self.lost = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def append_run_records(self, records: Any) -> Any:
+        results = await self._inner.append_run_records(records)
+        if not self.lost and any(r.event_key == self._key for r in records):
+            self.lost += 1
+            raise TransientError("the answer was lost", operation="append_run_records")
+        return results
+
+
+@pytest.mark.parametrize("key", ["turn:1:assistant:messages", "turn:1:tool:c1:result"])
+async def test_a_retry_after_a_lost_write_answer_reads_instead_of_working_again(
+    store: AnyStore, session: str, key: str
+) -> None:
+    """The planner turn (or tool call) stored its records, then failed: its retry reads them,
+    so the model and the tool are each called once per turn; the log is a clean run's."""
+    ran: list[str] = []
+
+    @tool
+    async def weather(city: str) -> str:
+        """The weather."""
+        ran.append(city)
+        return f"{city}: 21C"
+
+    model = ScriptedModel([tool_calls(("c1", "weather", {"city": "Oslo"})), reply("Warm.")])
+    lossy = LoseAnswerOnce(store, key)
+    runtime = _runtime(lossy, model, tools=[weather])
+    out = await runtime.agent_client("chat").run(session, [user_message("Oslo?")])
+    assert lossy.lost == 1
+    assert out.status is RunStatus.COMPLETED, out.failure
+    assert out.text == "Warm."
+    assert len(model.requests) == 2  # one per turn: a re-asked model would exhaust the script
+    assert ran == ["Oslo"]
+    assert await types(store, out.run_id) == ONE_CALL
+    await valid_transcript(store, out.run_id)

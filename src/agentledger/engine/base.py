@@ -24,7 +24,9 @@ Contract every engine keeps:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -44,9 +46,50 @@ __all__ = [
     "WorkflowContext",
     "WorkflowInfo",
     "WorkflowStatus",
+    "activity_attempt",
+    "attempt_of",
+    "result_problem",
 ]
 
 T = TypeVar("T")
+
+_ATTEMPT: ContextVar[int] = ContextVar("agentledger_activity_attempt", default=1)
+
+
+def activity_attempt() -> int:
+    """Which attempt of the running activity this is: 1 first, 2 and on for retries.
+
+    An activity that may have done its work before (a lost completion) reads
+    what it stored instead of doing it again when this is over 1.
+    """
+    return _ATTEMPT.get()
+
+
+_RESULT_CHECK: ContextVar[Callable[[Any], str] | None] = ContextVar(
+    "agentledger_activity_result_check", default=None
+)
+
+
+def result_problem(result: Any) -> str:
+    """Why the engine could not carry ``result`` back from the running activity ("" if it can).
+
+    An activity that records its result checks first: a result the workflow
+    never gets must not be in the log either.
+    """
+    check = _RESULT_CHECK.get()
+    return check(result) if check is not None else ""
+
+
+@contextmanager
+def attempt_of(attempt: int, check: Callable[[Any], str] | None = None) -> Iterator[None]:
+    """Engines: run an activity's attempt ``attempt`` (results judged by ``check``) here."""
+    token = _ATTEMPT.set(attempt)
+    checked = _RESULT_CHECK.set(check)
+    try:
+        yield
+    finally:
+        _RESULT_CHECK.reset(checked)
+        _ATTEMPT.reset(token)
 
 
 class WorkflowCanceled(Exception):
@@ -185,6 +228,9 @@ class WorkflowContext(Protocol):
         self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
     ) -> T:
         """Run activity ``name`` with ``arg`` under the retry policy and return its result.
+
+        An interruptible activity that finished its work while its cancellation
+        was on the way returns its result (what it recorded is in the log).
 
         Raises:
             ActivityFailed: the activity failed for good.

@@ -25,6 +25,7 @@ from agentledger.engine.base import (
     WorkflowCanceled,
     WorkflowInfo,
     WorkflowStatus,
+    attempt_of,
 )
 from agentledger.errors import TransientError, ValidationError
 
@@ -111,6 +112,8 @@ class _Context:
             job.cancel()
             with contextlib.suppress(BaseException):
                 await job
+            if not job.cancelled() and job.exception() is None:
+                return job.result()  # it finished its work anyway (its records are in)
         else:
             # The child closes on its own (writing its own ending), then we stop.
             await self._engine.cancel(child_id)
@@ -240,7 +243,8 @@ class InProcessEngine:
         while True:
             attempt += 1
             try:
-                return await fn(arg)
+                with attempt_of(attempt):
+                    return await fn(arg)
             except asyncio.CancelledError:
                 raise
             except Exception as e:

@@ -5,20 +5,27 @@ and may run more than once: store writes are built from their input alone
 (deterministic event keys, the workflow's timestamps), so a retry is an
 exact retry [X1]; stream events derive from the stored record and keep its
 key. Every store write goes through the ``Store``.
+
+Work that is not deterministic (a model call, a tool) is recorded by the
+activity that does it. A retried attempt (its predecessor may have stored
+its records and then lost its completion) reads first: a planner turn whose
+plan is stored returns it without asking the planner again, and a tool call
+whose result is stored returns it without running the tool again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import msgspec
 
-from agentledger.engine.base import Activity
+from agentledger.engine.base import Activity, activity_attempt, result_problem
 from agentledger.errors import (
     CorruptRecordError,
     TransientError,
@@ -48,35 +55,43 @@ from agentledger.runtime.planner import (
     RunContext,
     ToolOutcome,
 )
+from agentledger.runtime.planner import ToolCall as PlannedCall
 from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
 from agentledger.runtime.tools import ToolContext
 from agentledger.runtime.wire import (
     APPEND_RECORDS,
+    BEGIN_RUN,
     COMPLETE_RUN,
     PLAN_TURN,
-    PREPARE_RUN,
-    START_RUN,
     SUSPEND_RUN,
     TOOL_CALL,
     AgentPlan,
     AppendRecordsInput,
     AppendRecordsOutput,
+    BeginRunInput,
+    BeginRunOutput,
     CompleteRunInput,
     CompleteRunOutput,
     PlanTurnInput,
     PlanTurnOutput,
-    PrepareRunInput,
-    PrepareRunOutput,
-    StartRunInput,
-    StartRunOutput,
     SuspendRunInput,
     ToolCallInput,
+    ToolCallOutput,
 )
+from agentledger.runtime.workflow import plan_records
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import Store
-from agentledger.storage.types import Checkpoint, Record, RunStart, RunStatus, SessionStatus
+from agentledger.storage.types import (
+    Checkpoint,
+    Record,
+    RunStart,
+    RunStatus,
+    SessionStatus,
+    StartOutcome,
+    StartResult,
+)
 from agentledger.transcript import (
     Message,
     TextPart,
@@ -207,8 +222,7 @@ class Activities:
     def table(self) -> dict[str, Activity]:
         """Every activity by the name the workflow calls it."""
         return {
-            START_RUN: self.start_run,
-            PREPARE_RUN: self.prepare_run,
+            BEGIN_RUN: self.begin_run,
             APPEND_RECORDS: self.append_records,
             PLAN_TURN: self.plan_turn,
             TOOL_CALL: self.tool_call,
@@ -232,9 +246,8 @@ class Activities:
 
     # ------------------------------------------------------------- activities
 
-    async def start_run(self, arg: StartRunInput) -> StartRunOutput:
+    async def _start(self, arg: BeginRunInput) -> StartResult:
         """[L1]-[L4] start the run (or [C2] stop it) in the store."""
-        self.registry.agent(arg.run.agent_id)
         builder = RecordBuilder(arg.run, turn_id=arg.turn_id)
         written: list[Record] = []
         if arg.mode == "root":
@@ -266,30 +279,60 @@ class Activities:
             result = await self.store.start_one_shot_child_run(sub)
             written = [sub.parent_linked, sub.started]
         await self.publish(written)
-        return StartRunOutput(outcome=result.outcome, run_status=result.run_status)
+        return result
 
-    async def prepare_run(self, arg: PrepareRunInput) -> PrepareRunOutput:
-        """Record the rendered prompt and the seeded transcript; hand the loop its plan."""
+    async def begin_run(self, arg: BeginRunInput) -> BeginRunOutput:
+        """Start the run, then record its prompt, seeded history and new message.
+
+        A start that fails writes nothing and raises; once the run is started,
+        a failure to prepare it (other than a TransientError, retried) comes
+        back as ``failure`` so the loop ends the run failed.
+        """
         resolved = self.registry.agent(arg.run.agent_id)
-        planner = resolved.agent.planner
-        prompt = (
-            planner.render_prompt(arg.run.agent_id) if isinstance(planner, PromptRenderer) else None
-        )
-        checkpoint = None
-        history = arg.history
-        if arg.run.predecessor_run_id:
-            checkpoint = await self._checkpoint(arg.run.predecessor_run_id)
-            history = tuple(
-                await build_messages_from_run_log(self.store, arg.run.predecessor_run_id)
+        started = await self._start(arg)
+        if started.outcome is StartOutcome.STOP:  # [C2]
+            return BeginRunOutput(outcome=started.outcome, run_status=started.run_status)
+        try:
+            planner = resolved.agent.planner
+            prompt = (
+                planner.render_prompt(arg.run.agent_id)
+                if isinstance(planner, PromptRenderer)
+                else None
             )
-        specs = []
-        if prompt is not None:
-            specs.append(rt.RecordSpec.prompt(prompt.prompt_id, prompt.version, prompt.text))
-        if history:
-            specs.append(rt.RecordSpec.seeded(history))
-        await self._append(arg.run, arg.turn_id, arg.at, specs)
+            checkpoint = None
+            history = arg.history
+            if arg.run.predecessor_run_id:
+                checkpoint = await self._checkpoint(arg.run.predecessor_run_id)
+                history = tuple(
+                    await build_messages_from_run_log(self.store, arg.run.predecessor_run_id)
+                )
+            specs = []
+            if prompt is not None:
+                specs.append(rt.RecordSpec.prompt(prompt.prompt_id, prompt.version, prompt.text))
+            if history:
+                specs.append(rt.RecordSpec.seeded(history))
+            if arg.message is not None and checkpoint is None:
+                specs.append(rt.RecordSpec.appended("input", arg.message))
+                specs.append(rt.RecordSpec.phase(rt.Phase.PROMPTED))
+            ended = await self._append(arg.run, arg.turn_id, arg.at, specs)
+        except TransientError:
+            raise
+        except Exception as e:
+            failure = payloads.Failure(
+                message=str(e), kind="activity_failed", code=type(e).__name__, retryable=False
+            )
+            return BeginRunOutput(
+                outcome=started.outcome, run_status=started.run_status, failure=failure
+            )
         plan = AgentPlan(max_turns=resolved.agent.max_turns, agent_tools=dict(resolved.agent_tools))
-        return PrepareRunOutput(agent=plan, prompt=prompt, checkpoint=checkpoint)
+        return BeginRunOutput(
+            outcome=started.outcome,
+            run_status=started.run_status,
+            agent=plan,
+            prompt=prompt,
+            checkpoint=checkpoint,
+            session_ended=ended,
+        )
 
     async def _checkpoint(self, run_id: str) -> RunCheckpoint:
         stored = await self.store.load_run_suspension(run_id)
@@ -318,7 +361,65 @@ class Activities:
         return any(r.session_status is SessionStatus.ENDED for r in results)
 
     async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
-        """One planner turn; a planner error becomes a failure (TransientError is retried)."""
+        """One planner turn, recorded: what the loop owes and the phase, then the plan.
+
+        A planner error becomes a failure (a TransientError is retried). A
+        retried attempt whose plan is already stored returns it without
+        asking the planner again.
+        """
+        run = arg.run
+        if await self._append(run, arg.turn_id, arg.at, arg.records):
+            return PlanTurnOutput(session_ended=True)  # no new planner work [D2]
+        if activity_attempt() > 1:
+            stored = await self._stored_plan(run.run_id, arg.turn)
+            if stored is not None:
+                return PlanTurnOutput(result=stored, recorded=True)
+        out = await self._plan(arg)
+        plan = out.result
+        if plan is None or plan.await_ is not None:
+            return out
+        problem = result_problem(PlanTurnOutput(result=plan, recorded=True, session_ended=True))
+        if problem:  # the loop could not get this plan: it is not recorded either
+            failure = payloads.Failure(
+                message=problem, kind="planner_error", code="PayloadTooLargeError"
+            )
+            return PlanTurnOutput(failure=failure)
+        await _finish(self._append(run, arg.turn_id, arg.at, plan_records(arg.turn, plan)))
+        return PlanTurnOutput(result=plan, recorded=True)
+
+    async def _stored_plan(self, run_id: str, turn: int) -> PlanResult | None:
+        """The plan of turn ``turn`` as an earlier attempt recorded it (None if it did not)."""
+        step = f"turn:{turn}"
+        final = rt.RecordSpec.appended(f"{step}:final").event_key
+        asked = rt.RecordSpec.appended(f"{step}:assistant").event_key
+        async for record in self._records(run_id):
+            if record.type != rt.TRANSCRIPT_APPENDED:
+                continue
+            if record.event_key == final:
+                return PlanResult(final=decode_messages(record.payload)[0])
+            if record.event_key == asked:
+                message = decode_messages(record.payload)[0]
+                calls = tuple(
+                    PlannedCall(id=p.id, name=p.name, input=p.input)
+                    for p in message.parts
+                    if isinstance(p, ToolUsePart)
+                )
+                return PlanResult(tool_calls=calls, message=message)
+        return None
+
+    async def _records(self, run_id: str) -> AsyncIterator[Record]:
+        """Every record of the run, in commit order."""
+        cursor = ""
+        while True:
+            page = await self.store.list_run_records(run_id, cursor=cursor)
+            for record in page.records:
+                yield record
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def _plan(self, arg: PlanTurnInput) -> PlanTurnOutput:
+        """Ask the planner; a planner error becomes a failure (TransientError is retried)."""
         resolved = self.registry.agent(arg.run.agent_id)
         run = arg.run
         context = RunContext(
@@ -395,8 +496,42 @@ class Activities:
 
         return send
 
+    async def tool_call(self, arg: ToolCallInput) -> ToolCallOutput:
+        """Run one tool call and record its result (``arg.at`` set).
+
+        A retried attempt whose result is already stored returns it without
+        running the tool again.
+        """
+        call, run = arg.call, arg.run
+        key = rt.RecordSpec.result(arg.step, call.id, call.name, None, False).event_key
+        if arg.at is not None and activity_attempt() > 1:
+            async for record in self._records(run.run_id):
+                if record.type == rt.TOOL_RESULT_RECEIVED and record.event_key == key:
+                    got = rt.decode_json(record.payload, rt.ToolResultPayload)
+                    outcome = ToolOutcome(
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        content=got.content,
+                        is_error=got.is_error,
+                    )
+                    return ToolCallOutput(outcome=outcome)
+        outcome = await self._invoke(arg)
+        if arg.at is None:
+            return ToolCallOutput(outcome=outcome)
+        problem = result_problem(ToolCallOutput(outcome=outcome, session_ended=True))
+        if problem:  # the loop could not get it: record what it will see
+            outcome = ToolOutcome(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=f"tool {call.name} failed: {problem}",
+                is_error=True,
+            )
+        spec = rt.RecordSpec.result(arg.step, call.id, call.name, outcome.content, outcome.is_error)
+        ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
+        return ToolCallOutput(outcome=outcome, session_ended=ended)
+
     @traced_tool_call
-    async def tool_call(self, arg: ToolCallInput) -> ToolOutcome:
+    async def _invoke(self, arg: ToolCallInput) -> ToolOutcome:
         """Run one tool call; anything but a TransientError becomes an error result."""
         call = arg.call
         resolved = self.registry.agent(arg.run.agent_id)
@@ -432,7 +567,8 @@ class Activities:
         return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=content)
 
     async def suspend_run(self, arg: SuspendRunInput) -> None:
-        """[L6] store the checkpoint, ``suspended`` status and ``run_suspended`` together."""
+        """Write ``arg.records``, then [L6] checkpoint, status and ``run_suspended`` at once."""
+        await self._append(arg.run, arg.turn_id, arg.records_at or arg.at, arg.records)
         checkpoint = arg.checkpoint
         pending = checkpoint.pending
         cmd = RecordBuilder(arg.run, turn_id=arg.turn_id).suspension(
@@ -446,7 +582,11 @@ class Activities:
         await self.publish([cmd.record])
 
     async def complete_run(self, arg: CompleteRunInput) -> CompleteRunOutput:
-        """[L7] the terminal record; a canceled run repeats its recorded reason [C1]/[C3]."""
+        """Write ``arg.records``; then [L7] the terminal record.
+
+        A canceled run repeats its recorded reason [C1]/[C3].
+        """
+        await self._append(arg.run, arg.turn_id, arg.records_at or arg.at, arg.records)
         reason = ""
         if arg.status is RunStatus.CANCELED:
             meta = await self.store.load_run(arg.run.run_id)
@@ -457,3 +597,20 @@ class Activities:
         await self.store.record_run_terminal(cmd)
         await self.publish([cmd.record])
         return CompleteRunOutput(cancellation_reason=reason)
+
+
+async def _finish(write: Awaitable[bool]) -> bool:
+    """Await a store write to its end even if the activity is canceled meanwhile.
+
+    The work it records is done: the activity then completes with its result
+    (the loop learns what was recorded) instead of leaving records the loop
+    does not know about.
+    """
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        return await task

@@ -4,6 +4,13 @@ All are msgspec Structs, so a durable engine can serialise them between the
 workflow and its activities (or another process). Timestamps are chosen in
 the workflow (``ctx.now()``) and carried here, so a retried activity writes
 byte-identical records [X1].
+
+Each activity writes the records of the work it does, with one
+``append_run_records`` per write [B1]: ``begin_run`` starts the run and
+records its prompt, history and input; ``plan_turn`` records its phase and
+then its plan; ``tool_call`` its result. Records the loop decides on its own
+(a tool step's results message, interrupted calls) ride along, as
+``records``, with the next activity that writes.
 """
 
 from __future__ import annotations
@@ -28,37 +35,39 @@ from agentledger.transcript import Message, TextPart
 
 __all__ = [
     "APPEND_RECORDS",
+    "BEGIN_RUN",
     "COMPLETE_RUN",
     "PLAN_TURN",
-    "PREPARE_RUN",
-    "START_RUN",
+    "STORE_ONLY",
     "SUSPEND_RUN",
     "TOOL_CALL",
     "AgentPlan",
     "AppendRecordsInput",
     "AppendRecordsOutput",
     "Awaiting",
+    "BeginRunInput",
+    "BeginRunOutput",
     "CompleteRunInput",
     "CompleteRunOutput",
     "PlanTurnInput",
     "PlanTurnOutput",
-    "PrepareRunInput",
-    "PrepareRunOutput",
     "RunInput",
     "RunOutput",
-    "StartRunInput",
-    "StartRunOutput",
     "SuspendRunInput",
     "ToolCallInput",
+    "ToolCallOutput",
 ]
 
-START_RUN = "agentledger.start_run"
-PREPARE_RUN = "agentledger.prepare_run"
+BEGIN_RUN = "agentledger.begin_run"
 APPEND_RECORDS = "agentledger.append_records"
 PLAN_TURN = "agentledger.plan_turn"
 TOOL_CALL = "agentledger.tool_call"
 SUSPEND_RUN = "agentledger.suspend_run"
 COMPLETE_RUN = "agentledger.complete_run"
+
+STORE_ONLY = frozenset({BEGIN_RUN, APPEND_RECORDS, SUSPEND_RUN, COMPLETE_RUN})
+"""Activities that only talk to the store (short, never interrupted): an engine
+may run them next to the workflow (Temporal local activities)."""
 
 StartMode = Literal["root", "child", "one_shot", "one_shot_child"]
 
@@ -116,32 +125,20 @@ class RunOutput(_Wire, frozen=True, kw_only=True):
         return "".join(p.text for p in self.final.parts if isinstance(p, TextPart))
 
 
-class StartRunInput(_Wire, frozen=True, kw_only=True):
-    """Start the run in the store: [L1], [L2], [L3] or [L4] by ``mode``."""
+class BeginRunInput(_Wire, frozen=True, kw_only=True):
+    """Start the run ([L1]-[L4] by ``mode``), then record its prompt, history and input."""
 
     run: RunStart
     turn_id: str
     mode: StartMode
+    at: datetime
     parent_agent_id: str = ""
     tool_name: str = ""
     tool_call_id: str = ""
-
-
-class StartRunOutput(_Wire, frozen=True, kw_only=True):
-    """The start's decision: proceed, or stop because the session ended [C2]."""
-
-    outcome: StartOutcome
-    run_status: RunStatus
-
-
-class PrepareRunInput(_Wire, frozen=True, kw_only=True):
-    """Record the prompt and the seeded transcript; load what the loop needs."""
-
-    run: RunStart
-    turn_id: str
-    at: datetime
     history: tuple[Message, ...] = ()
     """Messages given to a new run that existed before it (seeded)."""
+    message: Message | None = None
+    """A new run's new user message (appended, then the ``prompted`` phase)."""
 
 
 class AgentPlan(_Wire, frozen=True, kw_only=True):
@@ -152,12 +149,19 @@ class AgentPlan(_Wire, frozen=True, kw_only=True):
     """Tool name -> agent id, for tools that run a child run."""
 
 
-class PrepareRunOutput(_Wire, frozen=True, kw_only=True):
-    """The agent's plan, its rendered prompt and (for a continuation) the checkpoint."""
+class BeginRunOutput(_Wire, frozen=True, kw_only=True):
+    """The start's decision [C2]; then the agent's plan, prompt and (continuations) checkpoint.
 
-    agent: AgentPlan
+    ``failure`` says why preparing a started run failed (the loop ends it failed).
+    """
+
+    outcome: StartOutcome
+    run_status: RunStatus
+    agent: AgentPlan | None = None
     prompt: RenderedPrompt | None = None
     checkpoint: RunCheckpoint | None = None
+    failure: Failure | None = None
+    session_ended: bool = False
 
 
 class AppendRecordsInput(_Wire, frozen=True, kw_only=True):
@@ -176,49 +180,81 @@ class AppendRecordsOutput(_Wire, frozen=True, kw_only=True):
 
 
 class PlanTurnInput(_Wire, frozen=True, kw_only=True):
-    """Ask the planner for the next step (``resume`` picks ``plan_resume``)."""
+    """One planner turn (``resume`` picks ``plan_resume``), recorded at ``at``.
+
+    First ``records`` (what the loop still owes the log) and the turn's phase
+    are written; then the planner runs and its plan is written: notes, usage
+    and the assistant message, and for tool calls the ``executing_tools``
+    phase and one ``tool_call_scheduled`` per call. A plan that awaits
+    outside input is left to the loop to record.
+    """
 
     run: RunStart
     turn_id: str
     turn: int
     resume: bool
+    at: datetime
+    records: tuple[RecordSpec, ...] = ()
     prompt: RenderedPrompt | None = None
     tool_results: tuple[ToolOutcome, ...] = ()
     answer: Answer | None = None
 
 
 class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
-    """The planner's result, or why the planner failed (never retried)."""
+    """The planner's result, or why the planner failed (never retried).
+
+    ``recorded`` is True when the plan's records were written (final answers
+    and tool calls); ``session_ended`` when the session ended before the
+    planner was asked (then there is neither result nor failure) [D2].
+    """
 
     result: PlanResult | None = None
     failure: Failure | None = None
+    recorded: bool = False
+    session_ended: bool = False
 
 
 class ToolCallInput(_Wire, frozen=True, kw_only=True):
-    """Run one tool call."""
+    """Run one tool call of step ``step`` and record its result at ``at``."""
 
     run: RunStart
     turn_id: str
     call: ToolCall
+    step: str = ""
+    at: datetime | None = None
+    """When set, the result is recorded (``tool_result_received``) by the activity."""
+
+
+class ToolCallOutput(_Wire, frozen=True, kw_only=True):
+    """One call's outcome, as recorded; whether the session has ended [D2]."""
+
+    outcome: ToolOutcome
+    session_ended: bool = False
 
 
 class SuspendRunInput(_Wire, frozen=True, kw_only=True):
-    """Suspend the run with its checkpoint [L6]."""
+    """Write ``records``, then suspend the run with its checkpoint [L6]."""
 
     run: RunStart
     turn_id: str
     at: datetime
     checkpoint: RunCheckpoint
+    records: tuple[RecordSpec, ...] = ()
+    records_at: datetime | None = None
+    """When ``records`` were decided (their timestamp; ``at`` when unset)."""
 
 
 class CompleteRunInput(_Wire, frozen=True, kw_only=True):
-    """End the run [L7]; a canceled run repeats its recorded reason [C1] or [C3]."""
+    """Write ``records``, then end the run [L7]; a canceled run repeats its reason [C1]/[C3]."""
 
     run: RunStart
     turn_id: str
     at: datetime
     status: RunStatus
     failure: Failure | None = None
+    records: tuple[RecordSpec, ...] = ()
+    records_at: datetime | None = None
+    """When ``records`` were decided (their timestamp; ``at`` when unset)."""
 
 
 class CompleteRunOutput(_Wire, frozen=True, kw_only=True):

@@ -7,22 +7,28 @@ turns, tool calls) or a child workflow (an agent used as a tool). What it
 decides depends only on its input and on activity results, which is what a
 replaying engine (Temporal) requires.
 
-A run's records, in order::
+A run's records, in order, and the activity that writes them::
 
-    run_started                          start_run            [L1]-[L4]
-    prompt_rendered                      prepare_run (if the planner renders one)
-    transcript_messages_seeded           prepare_run (history given to the run) [R1]
-    transcript_messages_appended         the user's new message (or the resume answer)
-    run_phase_changed  prompted
-    run_phase_changed  planning          turn 1 (synthesizing on later turns)
-    planner_note / model_usage           what the planner reported
-    transcript_messages_appended         the assistant message
-    run_phase_changed  executing_tools
-    tool_call_scheduled ...              one per call (child runs link here [L2])
-    tool_result_received ...             one per call, in call order
-    transcript_messages_appended         the user message holding every result
+    run_started                          begin_run            [L1]-[L4]
+    prompt_rendered                      begin_run (if the planner renders one)
+    transcript_messages_seeded           begin_run (history given to the run) [R1]
+    transcript_messages_appended         begin_run: the user's new message (or the resume answer)
+    run_phase_changed  prompted          begin_run
+    run_phase_changed  planning          plan_turn: turn 1 (synthesizing on later turns)
+    planner_note / model_usage           plan_turn: what the planner reported
+    transcript_messages_appended         plan_turn: the assistant message
+    run_phase_changed  executing_tools   plan_turn
+    tool_call_scheduled ...              plan_turn: one per call (child runs link here [L2])
+    tool_result_received ...             one per call, in call order (tool_call, for a lone call)
+    transcript_messages_appended         the next activity: the user message holding every result
     ...                                  more turns
     run_completed | run_suspended        complete_run [L7] / suspend_run [L6]
+
+So a one-tool run takes five activities: begin, plan, tool, plan, complete
+(the first and last only talk to the store; an engine may run them as
+local activities). Records the loop decides itself (a results message, the
+results of interrupted calls) are *owed*: they ride along with the next
+activity that writes, stamped with the time they were decided.
 
 A child run that suspends (an agent used as a tool waits for outside input)
 suspends its parent once the step's other calls are in: the parent keeps
@@ -41,8 +47,8 @@ terminal record then repeats the recorded reason.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable
+from datetime import datetime
 
 import msgspec
 
@@ -63,7 +69,6 @@ from agentledger.runtime.planner import (
     Answer,
     Await,
     AwaitClarification,
-    ModelUsage,
     PlanResult,
     RenderedPrompt,
     ToolCall,
@@ -72,33 +77,31 @@ from agentledger.runtime.planner import (
 from agentledger.runtime.records import Phase, RecordSpec, UsagePayload
 from agentledger.runtime.wire import (
     APPEND_RECORDS,
+    BEGIN_RUN,
     COMPLETE_RUN,
     PLAN_TURN,
-    PREPARE_RUN,
-    START_RUN,
     SUSPEND_RUN,
     TOOL_CALL,
     AgentPlan,
     AppendRecordsInput,
     AppendRecordsOutput,
+    BeginRunInput,
+    BeginRunOutput,
     CompleteRunInput,
     CompleteRunOutput,
     PlanTurnInput,
     PlanTurnOutput,
-    PrepareRunInput,
-    PrepareRunOutput,
     RunInput,
     RunOutput,
-    StartRunInput,
-    StartRunOutput,
     SuspendRunInput,
     ToolCallInput,
+    ToolCallOutput,
 )
 from agentledger.storage.payloads import SESSION_ENDED, Failure
 from agentledger.storage.types import RunStart, RunStatus, StartOutcome
 from agentledger.transcript import Message, TextPart, ToolResultPart
 
-__all__ = ["INTERRUPTED", "run_workflow"]
+__all__ = ["INTERRUPTED", "plan_records", "run_workflow"]
 
 INTERRUPTED = "interrupted: the run was canceled before this tool call finished"
 """Content of the error result a tool call in flight gets when its run is canceled."""
@@ -184,6 +187,8 @@ class _Loop:
         self.pending_step = ""
         self.recorded: dict[str, ToolOutcome] = {}  # pending calls whose result is recorded
         self.session_ended = False
+        self.owed: list[RecordSpec] = []  # decided, not yet written
+        self.owed_at: datetime | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -197,13 +202,29 @@ class _Loop:
             **fields,  # type: ignore[arg-type]
         )
 
-    async def _append(self, specs: Iterable[RecordSpec]) -> None:
-        records = tuple(specs)
-        if records:
+    def _owe(self, specs: Iterable[RecordSpec]) -> None:
+        """Records to write with the next activity that writes (stamped now)."""
+        records = list(specs)
+        if records and not self.owed:
+            self.owed_at = self.ctx.now()
+        self.owed += records
+
+    def _paid(self) -> None:
+        """The owed records are written."""
+        self.owed, self.owed_at = [], None
+
+    async def _flush(self) -> None:
+        """Write the owed records now (before work that needs them in the log)."""
+        if self.owed:
+            assert self.owed_at is not None
             arg = AppendRecordsInput(
-                run=self.run_start, turn_id=self.inp.turn_id, at=self.ctx.now(), records=records
+                run=self.run_start,
+                turn_id=self.inp.turn_id,
+                at=self.owed_at,
+                records=tuple(self.owed),
             )
             out = await self.ctx.activity(APPEND_RECORDS, arg, AppendRecordsOutput)
+            self._paid()
             self.session_ended = self.session_ended or out.session_ended
 
     def _check_cancel(self) -> None:
@@ -218,22 +239,22 @@ class _Loop:
     # --------------------------------------------------------------------- run
 
     async def run(self) -> RunOutput:
-        start = await self.ctx.activity(
-            START_RUN,
-            StartRunInput(
-                run=self.run_start,
-                turn_id=self.inp.turn_id,
-                mode=self.inp.mode,
-                parent_agent_id=self.inp.parent_agent_id,
-                tool_name=self.inp.tool_name,
-                tool_call_id=self.inp.tool_call_id,
-            ),
-            StartRunOutput,
-        )
-        if start.outcome is StartOutcome.STOP:  # [C2]: no planner or tool work at all
+        try:
+            begin = await self._begin()
+        except ActivityFailed as e:
+            if not e.retryable:
+                raise  # the start was refused: nothing was written
+            try:  # the attempts ran out, maybe after the start: end the run if it is there
+                return await self._end_failed(_activity_failure("activity_failed", e))
+            except ActivityFailed:
+                raise e from None
+        if begin.outcome is StartOutcome.STOP:  # [C2]: no planner or tool work at all
             return self._output(RunStatus.CANCELED, cancellation_reason=SESSION_ENDED)
         try:
-            return await self._drive()
+            if begin.failure is not None or begin.agent is None:
+                raise _Fail(begin.failure or Failure(message="no agent", kind="activity_failed"))
+            self.session_ended = begin.session_ended
+            return await self._drive(begin)
         except WorkflowCanceled:
             return await self._end_canceled()
         except _Fail as failed:
@@ -246,38 +267,42 @@ class _Loop:
             )
             return await self._end_failed(failure)
 
-    async def _drive(self) -> RunOutput:
+    async def _begin(self) -> BeginRunOutput:
+        """Start the run and record what it begins with (prompt, history, new message)."""
+        continuation = bool(self.inp.predecessor_run_id) or not self.inp.messages
+        return await self.ctx.activity(
+            BEGIN_RUN,
+            BeginRunInput(
+                run=self.run_start,
+                turn_id=self.inp.turn_id,
+                mode=self.inp.mode,
+                at=self.ctx.now(),
+                parent_agent_id=self.inp.parent_agent_id,
+                tool_name=self.inp.tool_name,
+                tool_call_id=self.inp.tool_call_id,
+                history=() if continuation else self.inp.messages[:-1],
+                message=None if continuation else self.inp.messages[-1],
+            ),
+            BeginRunOutput,
+        )
+
+    async def _drive(self, begin: BeginRunOutput) -> RunOutput:
         try:
-            return await self._prepare_and_plan()
+            return await self._prepare_and_plan(begin)
         except _ChildrenWait as waiting:
             return await self._suspend_for_children(waiting)
 
-    async def _prepare_and_plan(self) -> RunOutput:
-        continuation = bool(self.inp.predecessor_run_id)
-        prep = await self.ctx.activity(
-            PREPARE_RUN,
-            PrepareRunInput(
-                run=self.run_start,
-                turn_id=self.inp.turn_id,
-                at=self.ctx.now(),
-                history=() if continuation else self.inp.messages[:-1],
-            ),
-            PrepareRunOutput,
-        )
-        self.agent = prep.agent
-        self.prompt = prep.prompt
-        if prep.checkpoint is None:
-            await self._append(
-                [
-                    RecordSpec.appended("input", self.inp.messages[-1]),
-                    RecordSpec.phase(Phase.PROMPTED),
-                ]
-            )
+    async def _prepare_and_plan(self, begin: BeginRunOutput) -> RunOutput:
+        assert begin.agent is not None
+        self.agent = begin.agent
+        self.prompt = begin.prompt
+        if begin.checkpoint is None:
+            _ = self.inp.messages[-1]  # begin_run recorded it (no message: a bug, IndexError)
             return await self._plan_loop(resume=False, results=(), answer=None)
         answer = self.inp.answer or Answer()
-        results = await self._take_answer(prep.checkpoint, answer)
+        results = await self._take_answer(begin.checkpoint, answer)
         # a child's answer went to the child: this planner sees the step's results
-        mine = None if prep.checkpoint.kind == "child" else answer
+        mine = None if begin.checkpoint.kind == "child" else answer
         return await self._plan_loop(resume=True, results=results, answer=mine)
 
     async def _take_answer(
@@ -288,13 +313,13 @@ class _Loop:
             return await self._answer_child(checkpoint, answer)
         if checkpoint.kind == "clarification":
             reply = Message(role="user", parts=(TextPart(text=answer.text),))
-            await self._append(
+            self._owe(
                 [RecordSpec.appended("resume:answer", reply), RecordSpec.phase(Phase.PROMPTED)]
             )
             return ()
         calls = checkpoint.pending
         self.pending, self.pending_step = calls, "resume"
-        await self._append([RecordSpec.phase(Phase.PROMPTED)])
+        self._owe([RecordSpec.phase(Phase.PROMPTED)])
         if checkpoint.kind == "confirmation" and answer.approved:
             return await self._execute(calls, "resume", answer.text)
         if checkpoint.kind == "confirmation":
@@ -319,7 +344,7 @@ class _Loop:
         self.pending, self.pending_step = calls, "resume"
         # recorded by the predecessor: the results message still needs them
         self.recorded = {o.tool_call_id: o for o in checkpoint.results}
-        await self._append([RecordSpec.phase(Phase.PROMPTED)])
+        self._owe([RecordSpec.phase(Phase.PROMPTED)])
         first, *rest = checkpoint.children
         try:
             outcome = await self._child(
@@ -352,39 +377,34 @@ class _Loop:
                     )
                 )
             phase = Phase.SYNTHESIZING if resume else Phase.PLANNING
-            await self._append([RecordSpec.phase(phase, self.turn)])
-            plan = await self._plan(resume, results, answer)
-            self._check_cancel()  # a safe point: nothing of this turn is recorded yet
+            plan, recorded = await self._plan(resume, results, answer, phase)
             step = f"turn:{self.turn}"
-            specs = [
-                RecordSpec.note(self.turn, i, n.text, n.labels) for i, n in enumerate(plan.notes)
-            ]
-            specs += [RecordSpec.usage(self.turn, i, _usage(u)) for i, u in enumerate(plan.usage)]
+            if recorded and plan.tool_calls:  # its tool uses are in the log
+                self.pending, self.pending_step = plan.tool_calls, step
+            self._check_cancel()  # a safe point
             if plan.final is not None:
-                await self._append([*specs, RecordSpec.appended(f"{step}:final", plan.final)])
                 return await self._end_completed(plan.final)
             if plan.await_ is not None:
-                message = plan.message or _await_message(plan.await_)
-                await self._append([*specs, RecordSpec.appended(f"{step}:assistant", message)])
+                self._owe(plan_records(self.turn, plan))
                 if not isinstance(plan.await_, AwaitClarification):
                     self.pending, self.pending_step = plan.await_.calls, step
                 return await self._suspend(plan.await_)
-            message = plan.message or Message(
-                role="assistant", parts=tuple(c.part() for c in plan.tool_calls)
-            )
-            await self._append([*specs, RecordSpec.appended(f"{step}:assistant", message)])
-            self.pending, self.pending_step = plan.tool_calls, step
-            results = await self._execute(plan.tool_calls, step)
+            results = await self._execute(plan.tool_calls, step, scheduled=True)
             resume, answer = True, None
 
     async def _plan(
-        self, resume: bool, results: tuple[ToolOutcome, ...], answer: Answer | None
-    ) -> PlanResult:
+        self, resume: bool, results: tuple[ToolOutcome, ...], answer: Answer | None, phase: Phase
+    ) -> tuple[PlanResult, bool]:
+        """One planner turn: the owed records and the phase, then the plan (recorded or not)."""
+        self._owe([RecordSpec.phase(phase, self.turn)])
+        assert self.owed_at is not None
         arg = PlanTurnInput(
             run=self.run_start,
             turn_id=self.inp.turn_id,
             turn=self.turn,
             resume=resume,
+            at=self.owed_at,
+            records=tuple(self.owed),
             prompt=self.prompt,
             tool_results=results,
             answer=answer,
@@ -393,25 +413,36 @@ class _Loop:
             out = await self.ctx.activity(PLAN_TURN, arg, PlanTurnOutput, interruptible=True)
         except ActivityFailed as e:
             raise _Fail(_activity_failure("planner_error", e)) from e
+        self._paid()
+        if out.session_ended:
+            self.session_ended = True
+            self._check_cancel()
         if out.failure is not None:
             raise _Fail(out.failure)
         if out.result is None:
             raise _Fail(Failure(message="the planner returned nothing", kind="invalid_plan"))
-        return out.result
+        return out.result, out.recorded
 
     # ------------------------------------------------------------------- tools
 
     async def _execute(
-        self, calls: tuple[ToolCall, ...], step: str, text: str = ""
+        self, calls: tuple[ToolCall, ...], step: str, text: str = "", *, scheduled: bool = False
     ) -> tuple[ToolOutcome, ...]:
-        """Run the calls concurrently; record every result (interrupted ones too)."""
-        await self._append(
-            [
-                RecordSpec.phase(Phase.EXECUTING_TOOLS, self.turn),
-                *(RecordSpec.scheduled(step, c.id, c.name, c.input) for c in calls),
-            ]
-        )
-        outcomes = await asyncio.gather(*(self._call(c) for c in calls))
+        """Run the calls concurrently; record every result (interrupted ones too).
+
+        Unless the planner turn ``scheduled`` them, the calls are recorded first.
+        """
+        if not scheduled:
+            self._owe(
+                [
+                    RecordSpec.phase(Phase.EXECUTING_TOOLS, self.turn),
+                    *(RecordSpec.scheduled(step, c.id, c.name, c.input) for c in calls),
+                ]
+            )
+            await self._flush()
+        # A lone call records its own result; several record theirs together, in call order.
+        at = self.ctx.now() if len(calls) == 1 else None
+        outcomes = await asyncio.gather(*(self._call(c, step, at) for c in calls))
         return await self._settle(step, calls, tuple(outcomes), text)
 
     async def _settle(
@@ -440,7 +471,7 @@ class _Loop:
         if children:
             fresh = [o for o in done if o.tool_call_id not in self.recorded]
             by_id = {c.id: c for c in calls}
-            await self._append(
+            self._owe(
                 RecordSpec.result(
                     step, o.tool_call_id, by_id[o.tool_call_id].name, o.content, o.is_error
                 )
@@ -451,13 +482,21 @@ class _Loop:
         await self._record_results(step, calls, done, text)
         return done
 
-    async def _call(self, call: ToolCall) -> ToolOutcome | ChildWait | None:
-        """One call's outcome; a waiting child; None when cancellation interrupted it."""
+    async def _call(
+        self, call: ToolCall, step: str, at: datetime | None
+    ) -> ToolOutcome | ChildWait | None:
+        """One call's outcome (a tool records its own); a waiting child; None if interrupted."""
         try:
             if call.name in self.agent.agent_tools:
                 return await self._child(call, self.agent.agent_tools[call.name])
-            arg = ToolCallInput(run=self.run_start, turn_id=self.inp.turn_id, call=call)
-            return await self.ctx.activity(TOOL_CALL, arg, ToolOutcome, interruptible=True)
+            arg = ToolCallInput(
+                run=self.run_start, turn_id=self.inp.turn_id, call=call, step=step, at=at
+            )
+            out = await self.ctx.activity(TOOL_CALL, arg, ToolCallOutput, interruptible=True)
+            if at is not None:
+                self.recorded[call.id] = out.outcome
+            self.session_ended = self.session_ended or out.session_ended
+            return out.outcome
         except WorkflowCanceled:
             return None
         except ActivityFailed as e:
@@ -486,6 +525,7 @@ class _Loop:
                     call, f'invalid input for agent {call.name}: expected {{"request": "<text>"}}'
                 )
             messages = (Message(role="user", parts=(TextPart(text=request),)),)
+        await self._flush()  # the parent's log comes first
         child_id = f"{self.inp.run_id}.{call.id}"
         child = RunInput(
             run_id=child_id,
@@ -531,7 +571,7 @@ class _Loop:
         ]
         if text:
             parts.append(TextPart(text=text))
-        await self._append(
+        self._owe(
             [
                 *(
                     RecordSpec.result(step, c.id, c.name, o.content, o.is_error)
@@ -550,13 +590,11 @@ class _Loop:
         if not self.pending:
             return
         calls = self.pending
-        # the terminal matters more; ensure_run_completion reports the rest [E2]
-        with contextlib.suppress(ActivityFailed):
-            await self._record_results(
-                self.pending_step,
-                calls,
-                tuple(self.recorded.get(c.id) or _interrupted(c, text) for c in calls),
-            )
+        await self._record_results(
+            self.pending_step,
+            calls,
+            tuple(self.recorded.get(c.id) or _interrupted(c, text) for c in calls),
+        )
 
     # ------------------------------------------------------------------ endings
 
@@ -569,9 +607,15 @@ class _Loop:
             awaiting=awaiting,
         )
         arg = SuspendRunInput(
-            run=self.run_start, turn_id=self.inp.turn_id, at=self.ctx.now(), checkpoint=checkpoint
+            run=self.run_start,
+            turn_id=self.inp.turn_id,
+            at=self.ctx.now(),
+            checkpoint=checkpoint,
+            records=tuple(self.owed),
+            records_at=self.owed_at,
         )
         await self.ctx.activity(SUSPEND_RUN, arg, type(None))
+        self._paid()
         asked = Awaiting.of(awaiting, run_id=self.inp.run_id, agent_id=self.inp.agent_id)
         return self._output(RunStatus.SUSPENDED, awaiting=asked)
 
@@ -588,9 +632,15 @@ class _Loop:
             text=waiting.text,
         )
         arg = SuspendRunInput(
-            run=self.run_start, turn_id=self.inp.turn_id, at=self.ctx.now(), checkpoint=checkpoint
+            run=self.run_start,
+            turn_id=self.inp.turn_id,
+            at=self.ctx.now(),
+            checkpoint=checkpoint,
+            records=tuple(self.owed),
+            records_at=self.owed_at,
         )
         await self.ctx.activity(SUSPEND_RUN, arg, type(None))
+        self._paid()
         return self._output(RunStatus.SUSPENDED, awaiting=waiting.children[0].awaiting)
 
     async def _complete(self, status: RunStatus, failure: Failure | None = None) -> str:
@@ -600,8 +650,11 @@ class _Loop:
             at=self.ctx.now(),
             status=status,
             failure=failure,
+            records=tuple(self.owed),
+            records_at=self.owed_at,
         )
         out = await self.ctx.activity(COMPLETE_RUN, arg, CompleteRunOutput)
+        self._paid()
         return out.cancellation_reason
 
     async def _end_completed(self, final: Message) -> RunOutput:
@@ -619,5 +672,30 @@ class _Loop:
         return self._output(RunStatus.FAILED, failure=failure)
 
 
-def _usage(usage: ModelUsage) -> UsagePayload:
-    return UsagePayload(**msgspec.structs.asdict(usage))
+def plan_records(turn: int, plan: PlanResult) -> list[RecordSpec]:
+    """What plan ``plan`` of turn ``turn`` records, in order (the planner turn writes these).
+
+    Notes and model usage; then the final message, or the assistant message,
+    the ``executing_tools`` phase and one ``tool_call_scheduled`` per call, or
+    (an await) the assistant message of the question.
+    """
+    step = f"turn:{turn}"
+    specs = [RecordSpec.note(turn, i, n.text, n.labels) for i, n in enumerate(plan.notes)]
+    specs += [
+        RecordSpec.usage(turn, i, UsagePayload(**msgspec.structs.asdict(u)))
+        for i, u in enumerate(plan.usage)
+    ]
+    if plan.final is not None:
+        return [*specs, RecordSpec.appended(f"{step}:final", plan.final)]
+    if plan.await_ is not None:
+        message = plan.message or _await_message(plan.await_)
+        return [*specs, RecordSpec.appended(f"{step}:assistant", message)]
+    message = plan.message or Message(
+        role="assistant", parts=tuple(c.part() for c in plan.tool_calls)
+    )
+    return [
+        *specs,
+        RecordSpec.appended(f"{step}:assistant", message),
+        RecordSpec.phase(Phase.EXECUTING_TOOLS, turn),
+        *(RecordSpec.scheduled(step, c.id, c.name, c.input) for c in plan.tool_calls),
+    ]

@@ -27,9 +27,11 @@ from agentledger.transcript import TextPart
 
 MARKERS_ENV = "AGENTLEDGER_TEST_MARKERS"
 SLOW_SECONDS_ENV = "AGENTLEDGER_TEST_SLOW_SECONDS"
+PAUSE_KEY_ENV = "AGENTLEDGER_TEST_PAUSE_KEY"
+"""The event key of the record after whose write ``pausing:setup`` workers freeze."""
 
 
-def _mark(name: str) -> None:
+def mark(name: str) -> None:
     folder = os.environ.get(MARKERS_ENV)
     if folder:
         Path(folder, f"{name}.{uuid.uuid4().hex[:8]}").touch()
@@ -38,22 +40,27 @@ def _mark(name: str) -> None:
 @tool
 async def slow_step(label: str, ctx: ToolContext) -> str:
     """Take a while (``$AGENTLEDGER_TEST_SLOW_SECONDS``), leaving a marker when it starts."""
-    _mark(f"started-{ctx.run_id}")
-    _mark(f"worker-{os.getpid()}")
+    mark(f"started-{ctx.run_id}")
+    mark(f"worker-{os.getpid()}")
     await asyncio.sleep(float(os.environ.get(SLOW_SECONDS_ENV, "0")))
-    _mark(f"finished-{ctx.run_id}")
+    mark(f"finished-{ctx.run_id}")
     return f"{label} done"
 
 
 class TwoStepPlanner:
-    """Calls ``slow_step`` once with the user's text, then answers with its result."""
+    """Calls ``slow_step`` once with the user's text, then answers with its result.
+
+    Each call leaves a ``planned-<run>-<turn>`` marker: how often the "model" was asked.
+    """
 
     async def plan_start(self, input: PlanInput) -> PlanResult:
+        mark(f"planned-{input.run.run_id}-{input.run.turn}")
         messages = await input.prepare_messages()
         text = "".join(p.text for p in messages[-1].parts if isinstance(p, TextPart))
         return PlanResult.call(ToolCall(id="step-1", name="slow_step", input={"label": text}))
 
     async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        mark(f"planned-{input.run.run_id}-{input.run.turn}")
         return PlanResult.answer(f"finished: {input.tool_results[0].content}")
 
 

@@ -1,8 +1,8 @@
 """A run workflow whose code changed incompatibly: what the replay test must catch.
 
-Same workflow type name as the real one; its loop asks the store for the
-run's checkpoint-free preparation *before* starting the run, i.e. it issues
-its first activity in a different order than the recorded histories. The
+Same workflow type name as the real one; its loop writes (no) records
+through a task-queue activity *before* starting the run, i.e. its first
+command differs from the recorded histories'. The
 sandbox re-imports this module; it imports only pure code.
 """
 
@@ -14,9 +14,9 @@ with workflow.unsafe.imports_passed_through():
     from agentledger.engine.temporal.options import EngineOptions
     from agentledger.engine.temporal.workflows import WORKFLOW_NAME, TemporalContext, drive
     from agentledger.runtime.wire import (
-        PREPARE_RUN,
-        PrepareRunInput,
-        PrepareRunOutput,
+        APPEND_RECORDS,
+        AppendRecordsInput,
+        AppendRecordsOutput,
         RunInput,
         RunOutput,
     )
@@ -33,7 +33,10 @@ async def _reordered(ctx: TemporalContext, inp: RunInput) -> RunOutput:
         labels=dict(inp.labels),
     )
     await ctx.activity(
-        PREPARE_RUN, PrepareRunInput(run=run, turn_id=inp.turn_id, at=ctx.now()), PrepareRunOutput
+        APPEND_RECORDS,
+        AppendRecordsInput(run=run, turn_id=inp.turn_id, at=ctx.now(), records=()),
+        AppendRecordsOutput,
+        interruptible=True,  # so a (remote) activity, where the history has begin_run's marker
     )
     return await run_workflow(ctx, inp)
 

@@ -1,5 +1,9 @@
 """A worker killed mid-run: another worker finishes the run, exactly once.
 
+Killed inside a tool, the tool runs again (tools are at least once). Killed
+after an activity stored its records but before its completion reached
+Temporal, the retry reads them: the model and the tool are not called again.
+
 The worker runs in a subprocess (the real ``agentledger worker`` command);
 it is SIGKILLed while a slow tool runs. Temporal notices the lost attempt by
 its missing heartbeat and retries the tool on a second worker process; the
@@ -12,6 +16,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 from agentledger.engine.temporal import TemporalEngine
@@ -93,6 +98,74 @@ async def test_worker_killed_mid_tool_run_completes_exactly_once(
         check_lifecycle(await store.load_run(out.run_id), crashed)
         messages = await valid_transcript(store, out.run_id)
         assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+        assert second.stop() == 0, second.output()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+
+
+@pytest.mark.parametrize(
+    ("key", "what"),
+    [
+        ("turn:1:assistant:messages", "the planner turn's plan"),
+        ("turn:1:tool:step-1:result", "the tool call's result"),
+    ],
+)
+async def test_a_retry_after_a_lost_completion_reads_instead_of_working_again(
+    key: str,
+    what: str,
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    tmp_path: Path,
+) -> None:
+    """The worker dies after an activity stored its records and before Temporal heard it
+    finished: the retry on another worker finds them, so the model and the tool are each
+    called exactly once per turn, and the run's log is that of an uninterrupted run."""
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    env = {apps.MARKERS_ENV: str(folder), apps.PAUSE_KEY_ENV: key}
+    queue = f"lost-{uuid.uuid4().hex[:12]}"
+    options = ("--sticky-timeout", "1")
+    first = WorkerProcess(
+        temporal=temporal_address,
+        db=worker_db,
+        task_queue=queue,
+        env=env,
+        extra=options,
+        app="tests.engine.temporal.pausing:setup",
+    ).start()
+    second: WorkerProcess | None = None
+    try:
+        engine = TemporalEngine(
+            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=2.0
+        )
+        runtime = Runtime(store, engine=engine)
+        apps.setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        client = runtime.agent_client("stepper")
+        handle = await client.start(session, [user_message("once")])
+        await _wait_for_markers(folder, "paused", 1)  # stored; the activity never completes
+        first.kill()
+        second = WorkerProcess(
+            temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options
+        ).start()
+        out = await asyncio.wait_for(handle.wait(), 90)
+        assert out.status is RunStatus.COMPLETED, out.failure
+        assert out.text == "finished: once done"
+        run = handle.run_id
+        assert len(apps.markers(folder, f"planned-{run}-1")) == 1, what
+        assert len(apps.markers(folder, f"planned-{run}-2")) == 1, what
+        assert len(apps.markers(folder, f"started-{run}")) == 1, what
+        assert await types(store, run) == STEPPER
+        reference = await client.run(session, [user_message("once")])
+        lost, clean = await records(store, run), await records(store, reference.run_id)
+        assert [(r.type, r.event_key) for r in lost] == [(r.type, r.event_key) for r in clean]
+        check_lifecycle(await store.load_run(run), lost)
+        await valid_transcript(store, run)
         assert second.stop() == 0, second.output()
     finally:
         first.kill()

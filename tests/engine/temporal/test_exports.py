@@ -36,12 +36,12 @@ def test_create_worker_uses_the_runtimes_public_activity_table() -> None:
     ``Runtime.activity_table()`` closes registration and names every activity."""
     from agentledger.engine.temporal.worker import activity_definitions, create_worker
     from agentledger.runtime import Runtime
-    from agentledger.runtime.wire import START_RUN
+    from agentledger.runtime.wire import BEGIN_RUN
     from agentledger.storage import MemoryStore
 
     runtime = Runtime(MemoryStore())
     table = runtime.activity_table()
-    assert START_RUN in table
+    assert BEGIN_RUN in table
     assert runtime.activity_table().keys() == table.keys()
     from temporalio.activity import _Definition
 

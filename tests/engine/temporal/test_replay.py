@@ -45,6 +45,8 @@ def _load(path: Path) -> WorkflowHistory:
 
 
 FILES = sorted(HISTORIES.glob("*.json"))
+RETIRED = HISTORIES / "v1" / "tool_loop__root.json"
+"""A run of the retired ``agentledger.run`` shape (13 activities for a one-tool run)."""
 
 
 def test_every_scenario_has_a_recorded_history() -> None:
@@ -74,3 +76,20 @@ async def test_a_nondeterministic_change_fails_replay() -> None:
     )
     with pytest.raises(NondeterminismError):
         await replayer.replay_workflow(_load(HISTORIES / "tool_loop__root.json"))
+
+
+async def test_a_history_of_the_retired_shape_is_refused_clearly() -> None:
+    """A run started by the old shape is not half-replayed: its workflow task fails with
+    an error naming its type and what to do (finish it on an old worker, or close it)."""
+    assert (
+        json.loads(RETIRED.read_text())["history"]["events"][0][
+            "workflowExecutionStartedEventAttributes"
+        ]["workflowType"]["name"]
+        == "agentledger.run"
+    )
+    result = await create_replayer().replay_workflow(_load(RETIRED), raise_on_replay_failure=False)
+    failure = result.replay_failure
+    assert failure is not None
+    assert "RetiredWorkflowType" in str(failure), repr(failure)
+    assert "agentledger.run.v2" in str(failure)
+    assert "ensure_run_completion" in str(failure)

@@ -57,17 +57,19 @@ Payload discipline and limits (Temporal server defaults):
   (``Agent.max_turns``, default 16), so it never needs continue-as-new.
   Measured on the dev server (``tests/engine/temporal/test_limits.py``,
   constants in :mod:`~agentledger.engine.temporal.options`): a run that
-  answers at once costs 47 events; each planner turn with one tool call
-  adds 36 (six activities, each 3 events plus the workflow task that
-  follows it), each extra parallel call in a turn 3 to 6 more. That is
-  1,420 one-call tool turns before the event limit (283 before the
-  warning); with 4 parallel calls per turn, 947.
-  By size, a turn without large payloads adds about 7 KB; a tool's output
-  is copied into the history about 5 times (the activity result, its
-  ``tool_result_received`` record and the results message, both
-  base64-encoded, and the next planner turn's input), so turns that each
-  return 100 KB reach the 50 MiB limit after about 100 turns and the
-  10 MiB warning after about 20.
+  answers at once costs 13 events (a local activity marker to begin, the
+  planner's activity, a marker to end, and their workflow tasks); each
+  planner turn with one tool call adds 12 (the tool call and the next
+  planner turn, each 3 events plus the workflow task that follows it),
+  each extra parallel call in a turn 3 to 6 more. That is 4,265 one-call
+  tool turns before the event limit (852 before the warning); with 4
+  parallel calls per turn, 1,706.
+  By size, a turn without large payloads adds about 3 KB; a tool's output
+  is copied into the history about 3 times (the activity result, then in
+  the next planner turn's input both as a result and, base64-encoded, in
+  the results message it records), so turns that each return 100 KB reach
+  the 50 MiB limit after about 150 turns and the 10 MiB warning after
+  about 30.
 * Failures of the run loop's own code (a bug, a sandbox violation) fail
   the workflow *task*, which Temporal retries until a fixed worker is
   deployed; the run stays ``running`` meanwhile.

@@ -40,10 +40,10 @@ HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 """The server ends a workflow at this many history bytes (``limit.historySize.error``)."""
 HISTORY_SIZE_WARNING = 10 * 1024 * 1024
 """The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
-EVENTS_PER_RUN = 47
-"""History events of a run that answers at once (start, prepare, input, one planner turn, end)."""
-EVENTS_PER_TOOL_TURN = 36
-"""History events each planner turn with one tool call adds (6 activities, each with its task)."""
+EVENTS_PER_RUN = 13
+"""History events of a run that answers at once (begin marker, one planner turn, end marker)."""
+EVENTS_PER_TOOL_TURN = 12
+"""History events each planner turn with one tool call adds (2 activities, each with its task)."""
 EVENTS_PER_EXTRA_CALL = 6
 """At most this many more events per extra parallel tool call in a turn (3 when batched)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -55,7 +55,7 @@ def tool_turns_before_history_limit(
 ) -> int:
     """How many tool turns a run can take before its history reaches ``limit`` events.
 
-    With the defaults: 1,420 one-call turns (283 before the warning at
+    With the defaults: 4,265 one-call turns (852 before the warning at
     10,240), far more than ``Agent.max_turns`` allows.
     """
     per_turn = EVENTS_PER_TOOL_TURN + EVENTS_PER_EXTRA_CALL * max(0, calls_per_turn - 1)

@@ -34,7 +34,7 @@ from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentledger import __version__
-from agentledger.engine.base import Activity
+from agentledger.engine.base import Activity, attempt_of
 from agentledger.engine.temporal.client import check_client
 from agentledger.engine.temporal.converter import data_converter
 from agentledger.engine.temporal.failures import error_details
@@ -43,7 +43,7 @@ from agentledger.engine.temporal.options import (
     PAYLOAD_TOO_LARGE,
     EngineOptions,
 )
-from agentledger.engine.temporal.workflows import AgentRunWorkflow
+from agentledger.engine.temporal.workflows import AgentRunWorkflow, RetiredRunWorkflow
 from agentledger.errors import TransientError, ValidationError
 from agentledger.runtime import wire
 from agentledger.runtime.planner import ToolOutcome
@@ -58,6 +58,8 @@ __all__ = [
     "warm_types",
     "workflow_runner",
 ]
+
+_WORKFLOWS = [AgentRunWorkflow, RetiredRunWorkflow]
 
 _MAX_HEARTBEAT_INTERVAL = 1.0
 """Seconds between heartbeats at most: how long a cancellation may take to reach an activity."""
@@ -86,9 +88,21 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
         info = activity.info()
         timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else 0.0
         interval = min(timeout / 3, _MAX_HEARTBEAT_INTERVAL) if timeout else _MAX_HEARTBEAT_INTERVAL
-        beating = asyncio.ensure_future(_heartbeat(interval))
+        # Local activities (store-only steps) do not heartbeat: they are short.
+        beating = asyncio.ensure_future(asyncio.sleep(0) if info.is_local else _heartbeat(interval))
+
+        def oversized(value: Any) -> str:
+            size = sum(p.ByteSize() for p in activity.payload_converter().to_payloads([value]))
+            if size <= max_payload_bytes:
+                return ""
+            return (
+                f"the result of {name} is {size} bytes encoded, over the "
+                f"{max_payload_bytes}-byte payload limit"
+            )
+
         try:
-            result = await fn(arg)
+            with attempt_of(info.attempt, oversized):
+                result = await fn(arg)
         except TransientError as e:
             raise ApplicationError(
                 str(e), error_details(e, attempt=info.attempt), type=type(e).__name__
@@ -104,12 +118,8 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beating
-        size = sum(p.ByteSize() for p in activity.payload_converter().to_payloads([result]))
-        if size > max_payload_bytes:
-            message = (
-                f"the result of {name} is {size} bytes encoded, over the "
-                f"{max_payload_bytes}-byte payload limit"
-            )
+        message = oversized(result)
+        if message:
             details = {
                 "error_type": PAYLOAD_TOO_LARGE,
                 "message": message,
@@ -162,7 +172,7 @@ def create_replayer(**replayer_options: Any) -> Replayer:
     """A ``temporalio.worker.Replayer`` for run histories, set up like a worker."""
     warm_types()
     replayer_options.setdefault("workflow_runner", workflow_runner())
-    return Replayer(workflows=[AgentRunWorkflow], data_converter=data_converter, **replayer_options)
+    return Replayer(workflows=_WORKFLOWS, data_converter=data_converter, **replayer_options)
 
 
 def activity_definitions(
@@ -213,7 +223,7 @@ def create_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentRunWorkflow],
+        workflows=_WORKFLOWS,
         activities=activity_definitions(
             runtime.activity_table(), max_payload_bytes=max_payload_bytes
         ),

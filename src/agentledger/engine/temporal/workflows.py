@@ -12,7 +12,12 @@ How the engine boundary maps onto Temporal:
   :class:`~agentledger.engine.temporal.options.EngineOptions` (timeouts,
   retry policy mirrored from :class:`~agentledger.engine.RetryPolicy`).
   A final failure becomes :class:`~agentledger.engine.ActivityFailed`,
-  carrying the rebuilt :mod:`agentledger.errors` error.
+  carrying the rebuilt :mod:`agentledger.errors` error. Activities that
+  only talk to the store (:data:`~agentledger.runtime.wire.STORE_ONLY`) run
+  as local activities, on the worker that runs the workflow task: no task
+  queue round trip, one marker event in the history.
+* An interruptible activity that finished its work while its cancellation
+  was on the way returns its result (its records are in the log).
 * Cancellation: the run loop runs in its own task, shielded from Temporal's
   cancellation. A cancel request (``RunHandle.cancel`` after [C1] was
   recorded, or one sent straight to Temporal, [C3]) only sets a flag:
@@ -44,7 +49,12 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy as TemporalRetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from agentledger.engine.base import ActivityFailed, ChildFailed, WorkflowCanceled
@@ -55,12 +65,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentledger.engine.temporal.options import PAYLOAD_TOO_LARGE, EngineOptions
     from agentledger.errors import AgentledgerError
-    from agentledger.runtime.wire import RunInput, RunOutput
+    from agentledger.runtime.wire import STORE_ONLY, RunInput, RunOutput
     from agentledger.runtime.workflow import run_workflow
 
 __all__ = [
+    "RETIRED_WORKFLOW_NAMES",
     "WORKFLOW_NAME",
     "AgentRunWorkflow",
+    "RetiredRunWorkflow",
     "TemporalContext",
     "activity_failed",
     "activity_failed_details",
@@ -69,8 +81,18 @@ __all__ = [
 
 T = TypeVar("T")
 
-WORKFLOW_NAME = "agentledger.run"
-"""The Temporal workflow type of a run (roots, children and continuations alike)."""
+WORKFLOW_NAME = "agentledger.run.v2"
+"""The Temporal workflow type of a run (roots, children and continuations alike).
+
+The version names the shape of the run's history (which activities, in
+which order): a change that old histories cannot replay gets a new name.
+"""
+
+RETIRED_WORKFLOW_NAMES = ("agentledger.run",)
+"""Earlier workflow types: this code refuses their runs (see :class:`RetiredRunWorkflow`)."""
+
+RETIRED = "RetiredWorkflowType"
+"""The error type of a workflow task refused by :class:`RetiredRunWorkflow`."""
 
 
 def activity_failed_details(error: ActivityFailed) -> dict[str, Any]:
@@ -101,8 +123,9 @@ def activity_failed(details: Any, *, activity: str = "") -> ActivityFailed:
     )
 
 
-def _from_activity_error(name: str, error: ActivityError) -> ActivityFailed:
-    cause = error.cause
+def _from_activity_error(name: str, error: FailureError) -> ActivityFailed:
+    # A local activity's failure comes unwrapped (no ActivityError around it).
+    cause = error.cause if isinstance(error, ActivityError) else error
     if isinstance(cause, ApplicationError):
         if cause.details and isinstance(cause.details[0], dict):
             return activity_failed(cause.details[0], activity=name)
@@ -177,24 +200,35 @@ class TemporalContext:
                 retryable=False,
                 attempts=0,
             )
-        handle = workflow.start_activity(
-            name,
-            arg,
-            result_type=result_type,
-            start_to_close_timeout=timedelta(seconds=self.options.activity_timeout),
-            heartbeat_timeout=timedelta(seconds=self.options.heartbeat_timeout),
-            retry_policy=self._retry_policy(),
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        )
+        handle: asyncio.Future[T]
+        if name in STORE_ONLY and not interruptible:
+            handle = workflow.start_local_activity(
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=self.options.activity_timeout),
+                retry_policy=self._retry_policy(),
+            )
+        else:
+            handle = workflow.start_activity(
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=self.options.activity_timeout),
+                heartbeat_timeout=timedelta(seconds=self.options.heartbeat_timeout),
+                retry_policy=self._retry_policy(),
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
         if interruptible:
             await self._until_done_or_canceled(handle)
             if not handle.done():
                 handle.cancel()
                 await _settle(handle)
-                raise WorkflowCanceled()
+                if handle.cancelled() or handle.exception() is not None:
+                    raise WorkflowCanceled()
         try:
             result: T = await handle
-        except ActivityError as e:
+        except FailureError as e:
             raise _from_activity_error(name, e) from None
         return result
 
@@ -275,3 +309,27 @@ class AgentRunWorkflow:
         """Run the runtime's run loop for ``inp`` and return how the run ended."""
         ctx = TemporalContext(options)
         return await drive(ctx, run_workflow(ctx, inp))
+
+
+class RetiredWorkflowTypeError(RuntimeError):
+    """A run of a retired workflow type reached this worker (its workflow task fails)."""
+
+
+@workflow.defn(name=RETIRED_WORKFLOW_NAMES[0])
+class RetiredRunWorkflow:
+    """Runs started by agentledger before the v2 shape: refused, clearly, and kept waiting.
+
+    Its workflow task fails (it is not the workflow that fails), so Temporal
+    keeps the run and retries the task: a worker of the earlier version can
+    still finish it, and ``ensure_run_completion`` can close it [E2].
+    """
+
+    @workflow.run
+    async def run(self, inp: RunInput, options: EngineOptions) -> RunOutput:
+        """Refuse the run."""
+        raise RetiredWorkflowTypeError(
+            f"{RETIRED}: run {workflow.info().workflow_id} was started as workflow type "
+            f"{workflow.info().workflow_type!r}, whose history this agentledger cannot "
+            f"replay (it runs {WORKFLOW_NAME!r}); finish it with a worker of the earlier "
+            "agentledger version, or close it with ensure_run_completion"
+        )
