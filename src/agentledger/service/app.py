@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from litestar import Litestar, Request, Response, get, post
@@ -28,6 +28,7 @@ from agentledger.errors import (
     AgentledgerError,
     TransientError,
 )
+from agentledger.observability.propagation import TraceMiddleware
 from agentledger.service.auth import Principal, TokenTable
 from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
@@ -189,6 +190,12 @@ def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = N
     handlers += [_method_route(state, m) for m in METHODS]
     handlers += [_follow_route(state, s) for s in ("runs", "sessions")]
     handlers += inspector_handlers(state)  # the web inspector at /ui [DESIGN 11]
-    app = Litestar(route_handlers=handlers, openapi_config=None, logging_config=None)
+    app = Litestar(
+        route_handlers=handlers,
+        openapi_config=None,
+        logging_config=None,
+        # A SERVER span continuing the caller's trace [DESIGN 14] (a plain ASGI middleware).
+        middleware=[cast(Any, TraceMiddleware)],
+    )
     app.state["agentledger"] = state
     return app

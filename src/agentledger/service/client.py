@@ -22,6 +22,7 @@ import httpx
 import msgspec
 
 from agentledger.errors import AgentledgerError, ContractError, TransientError
+from agentledger.observability.propagation import inject_trace_context
 from agentledger.service import wire
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
@@ -105,6 +106,7 @@ class StoreClient:
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),
+            event_hooks={"request": [inject_trace_context]},  # W3C traceparent [DESIGN 14]
         )
 
     async def close(self) -> None:

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.handlers import HTTPRouteHandler
+from litestar.params import FromPath
 from litestar.response import Redirect, Stream
 
 from agentledger.errors import (
@@ -356,7 +357,7 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
         return get(path, name=operation, include_in_schema=False)(handle)
 
     @get("/ui/static/{name:str}", include_in_schema=False)
-    async def static(name: str) -> Response[Any]:
+    async def static(name: FromPath[str]) -> Response[Any]:
         if name not in files:
             return Response(b"not found\n", status_code=404, media_type="text/plain")
         return Response(
