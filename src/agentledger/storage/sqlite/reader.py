@@ -63,7 +63,7 @@ _RUN_PAGE = (
     "), 0) AS newest FROM runs WHERE run_id = :run) "
     "SELECT head.agent_id, head.session_id, head.newest, "
     "records.seq, records.turn_id, records.event_key, records.type, records.timestamp, "
-    "records.payload FROM head LEFT JOIN records ON records.run_id = :run "
+    "records.payload, records.checksum FROM head LEFT JOIN records ON records.run_id = :run "
     "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
 )
 """No ORDER BY: the rows come in index order, which :meth:`SQLiteReader.run_page`
