@@ -12,16 +12,19 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Literal, TypeVar
 
+import msgspec
 import psycopg
 from psycopg import pq
 
-from agentledger.errors import ValidationError
+from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage.cursor import decode_cursor, encode_cursor
+from agentledger.storage.integrity import mismatch, record_checksum, run_seed
 from agentledger.storage.postgres._reader import Loader, Missing
 from agentledger.storage.postgres._rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
+    micros,
     record_from_row,
     run_from_row,
     utc,
@@ -53,7 +56,7 @@ _SESSION_WITH_PAGE = (
 # one round trip (pipelined). The page fetches only what varies within a run.
 _RUN_ROW = f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE run_id = %s"
 _RUN_PAGE = (
-    "SELECT seq, turn_id, event_key, type, ts, payload FROM agentledger_records "
+    "SELECT seq, turn_id, event_key, type, ts, payload, checksum FROM agentledger_records "
     "WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 )
 _SESSION_WIDTH = len(SESSION_COLUMNS.split(",")) + 1
@@ -140,22 +143,30 @@ async def _run_page(
     decode_cursor(cursor, "run", run_id, newest)
     assert run is not None  # require() raised otherwise
     agent_id, session_id = run.agent_id, run.session_id
-    records = tuple(
-        [
-            Record(
-                run_id=run_id,
-                agent_id=agent_id,
-                session_id=session_id,
-                turn_id=turn_id,
-                event_key=event_key,
-                type=type_,
-                timestamp=utc(ts),
-                payload=bytes(payload),
-                id=str(seq),
+    seed = run_seed(run_id, agent_id, session_id)
+    records: list[Record] = []
+    append = records.append
+    try:
+        for seq, turn_id, event_key, type_, ts, payload, checksum in rows:
+            payload = bytes(payload)
+            us = micros(ts)
+            if record_checksum(seed, seq, turn_id, event_key, type_, us, payload) != checksum:
+                raise mismatch(run_id, seq)
+            append(
+                Record(
+                    run_id=run_id,
+                    agent_id=agent_id,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    event_key=event_key,
+                    type=type_,
+                    timestamp=utc(ts),
+                    payload=payload,
+                    id=str(seq),
+                )
             )
-            for seq, turn_id, event_key, type_, ts, payload in rows
-        ]
-    )
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as e:
+        raise CorruptRecordError(run_id=run_id, record_id="", reason=str(e)) from e
     end = start + len(records)
     next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
-    return Page(records=records, next_cursor=next_cursor)
+    return Page(records=tuple(records), next_cursor=next_cursor)
