@@ -22,7 +22,7 @@ import msgspec
 
 from agentledger.errors import CorruptRecordError
 
-__all__ = ["mismatch", "record_checksum", "run_seed", "verify"]
+__all__ = ["mismatch", "record_checksum", "run_seed", "sequence_gap", "verify"]
 
 _ENCODE = msgspec.json.encode
 _CRC = zlib.crc32
@@ -69,3 +69,24 @@ def verify(
         raise CorruptRecordError(
             run_id=str(run_id), record_id="", reason=f"unreadable record values: {e}"
         ) from e
+
+
+def sequence_gap(run_id: str, start: int, seqs: Sequence[int]) -> CorruptRecordError:
+    """The error for a page of a log that is not the consecutive ids after ``start``.
+
+    A log's ids are gap-free ``1..newest``; a page that skips, repeats or
+    reorders one would make a client skip, repeat or loop, so it is refused.
+    """
+    expected = start + 1
+    for seq in seqs:
+        if seq != expected:
+            break
+        expected += 1
+    return CorruptRecordError(
+        run_id=str(run_id),
+        record_id=str(expected),
+        reason=(
+            f"sequence gap: record {expected} is missing or out of order "
+            f"(the page after {start} holds ids {list(seqs)[:8]})"
+        ),
+    )

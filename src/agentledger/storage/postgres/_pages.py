@@ -18,7 +18,7 @@ from psycopg import pq
 
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage.cursor import decode_cursor, encode_cursor
-from agentledger.storage.integrity import mismatch, record_checksum, run_seed
+from agentledger.storage.integrity import mismatch, record_checksum, run_seed, sequence_gap
 from agentledger.storage.postgres._reader import Loader, Missing
 from agentledger.storage.postgres._rows import (
     RECORD_COLUMNS,
@@ -46,7 +46,8 @@ def _prefixed(alias: str, columns: str) -> str:
 
 # A session and one page of its log, in one statement (one snapshot).
 _SESSION_WITH_PAGE = (
-    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, {_prefixed('x', RECORD_COLUMNS)} "
+    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, {_prefixed('x', RECORD_COLUMNS)}, "
+    "x.session_seq "
     "FROM agentledger_sessions s LEFT JOIN LATERAL ("
     f" SELECT {RECORD_COLUMNS}, session_seq FROM agentledger_records"
     " WHERE session_id = s.id AND session_seq > %s ORDER BY session_seq LIMIT %s) x ON true "
@@ -106,12 +107,26 @@ def page_reader(
         newest = await decide(loader, require)
         decode_cursor(cursor, scope, scope_id, newest)
         width = _SESSION_WIDTH
-        records = tuple(record_from_row(row[width:]) for row in rows if row[width] is not None)
-        end = start + len(records)
+        page = [row[width:] for row in rows if row[width] is not None]
+        end = min(start + size, newest)
+        positions = [row[-1] for row in page]
+        if positions != list(range(start + 1, end + 1)):
+            raise _session_gap(scope_id, start, positions)
+        records = tuple(record_from_row(row[:-1]) for row in page)
         next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 
     return read
+
+
+def _session_gap(session_id: str, start: int, positions: list[int]) -> CorruptRecordError:
+    """A session page whose positions are not the consecutive ones after ``start``."""
+    error = sequence_gap("", start, positions)
+    return CorruptRecordError(
+        run_id="",
+        record_id=error.record_id,
+        reason=f"session {session_id!r}, by position: {error.reason}",
+    )
 
 
 async def _run_page(
@@ -167,6 +182,8 @@ async def _run_page(
             )
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as e:
         raise CorruptRecordError(run_id=run_id, record_id="", reason=str(e)) from e
-    end = start + len(records)
+    end = min(start + size, newest)
+    if len(records) != end - start or (records and int(records[-1].id) != end):
+        raise sequence_gap(run_id, start, [int(record.id) for record in records])
     next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
     return Page(records=tuple(records), next_cursor=next_cursor)

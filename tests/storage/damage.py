@@ -1,0 +1,112 @@
+"""A small log to damage behind a store's back, and every read path that must refuse it [J1].
+
+Both backends' damage tests write the same log (a started run, four notes,
+its ``run_completed``: ids 1..6), damage it with raw SQL of their own dialect,
+then assert that each read path reaching the damage raises
+:class:`~agentledger.errors.CorruptRecordError` naming the run and the record,
+and that paging over the damage terminates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import pytest
+
+from agentledger.errors import CorruptRecordError
+from agentledger.storage import Page, Record, RunStatus, RunTerminal
+from agentledger.storage.conformance import World
+from agentledger.storage.protocol import SessionAdmin, Store
+
+NOTES = 4
+LAST = NOTES + 2
+"""The id of the run_completed record."""
+MAX_PAGES = 100
+"""A paging loop over a six-record log that needs more pages than this is looping."""
+
+
+class AdminStore(Store, SessionAdmin):
+    """What the damage tests call."""
+
+
+@dataclass(frozen=True)
+class Log:
+    """The damaged log's ids and the records written to it."""
+
+    run_id: str
+    session_id: str
+    notes: list[Record]
+    """Records 2..5."""
+    end: RunTerminal
+    """Record 6."""
+
+
+async def write_log(world: World) -> Log:
+    """A completed run with records 1..6 in its own session."""
+    sid = await world.session("s")
+    run = await world.root("r", session=sid)
+    notes = [world.note(run, f"n{i}", body=b'{"note": %d}' % i) for i in range(NOTES)]
+    await world.store.append_run_records(notes)
+    end = run.terminal(RunStatus.COMPLETED, at=world.now())
+    await world.store.record_run_terminal(end)
+    return Log(run_id=run.run.run_id, session_id=sid, notes=notes, end=end)
+
+
+async def _pages(list_page: Callable[..., Awaitable[object]], scope: str, limit: int) -> None:
+    cursor = ""
+    for _ in range(MAX_PAGES):
+        page = await list_page(scope, cursor=cursor, limit=limit)
+        assert isinstance(page, Page)
+        if not page.next_cursor:
+            return
+        assert page.next_cursor != cursor, "a page returned the cursor it was given"
+        cursor = page.next_cursor
+    raise AssertionError(f"paging {scope!r} did not terminate in {MAX_PAGES} pages")
+
+
+def read_paths(
+    store: AdminStore, log: Log, seq: int, *, by_key: bool = True
+) -> dict[str, Callable[[], Awaitable[object]]]:
+    """Every read path that reaches record ``seq`` of ``log``.
+
+    ``by_key``: retries find the record by its event key (not when the damage
+    changed the key: a retry then finds no record of that key, which is not a read
+    of the damaged one).
+    """
+    paths: dict[str, Callable[[], Awaitable[object]]] = {
+        "list_run_records": lambda: _pages(store.list_run_records, log.run_id, 1000),
+        "list_run_records by 2": lambda: _pages(store.list_run_records, log.run_id, 2),
+        "list_run_records by 1": lambda: _pages(store.list_run_records, log.run_id, 1),
+        "list_session_run_records": lambda: _pages(
+            store.list_session_run_records, log.session_id, 1000
+        ),
+        "list_session_run_records by 2": lambda: _pages(
+            store.list_session_run_records, log.session_id, 2
+        ),
+    }
+    if not by_key:
+        return paths
+    if 2 <= seq < LAST:
+        note = log.notes[seq - 2]
+        paths["exact append retry"] = lambda: store.append_run_record(note)
+        paths["exact batch retry"] = lambda: store.append_run_records([note])
+    if seq == LAST:
+        paths["exact terminal retry"] = lambda: store.record_run_terminal(log.end)
+        paths["repair_run_terminal"] = lambda: store.repair_run_terminal(log.end)
+    return paths
+
+
+async def assert_every_read_refuses(
+    store: AdminStore, log: Log, seq: int, reason: str, *, named: bool = True, by_key: bool = True
+) -> None:
+    """Each read path reaching record ``seq`` raises CorruptRecordError matching ``reason``.
+
+    ``named``: the error names the run and record ``seq`` (a session listing
+    that finds a position missing can name neither).
+    """
+    for name, read in read_paths(store, log, seq, by_key=by_key).items():
+        with pytest.raises(CorruptRecordError, match=reason) as caught:
+            await read()
+        if named and not (name.startswith("list_session") and caught.value.run_id == ""):
+            assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(seq)), name

@@ -1,0 +1,50 @@
+"""Each damage class, done by raw SQL to a SQLite file, is refused on every read path [J1]."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from agentledger.storage.conformance import World
+from agentledger.storage.sqlite import SQLiteStore
+from tests.storage.damage import LAST, assert_every_read_refuses, write_log
+
+BYTES = {
+    "payload of invalid UTF-8": "payload = X'7B2278223AFFFE7D'",
+    "payload not JSON": "payload = CAST('not json' AS BLOB)",
+    "payload emptied": "payload = X''",
+    "turn id": "turn_id = 'other-turn'",
+    "event key": "event_key = event_key || '-edited'",
+    "type": "type = 'planner_note_2'",
+    "timestamp": "timestamp = timestamp + 1",
+    "checksum": "checksum = checksum + 1",
+}
+
+
+def _raw(store: SQLiteStore, sql: str, *args: object) -> None:
+    conn = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        assert conn.execute(sql, args).rowcount == 1
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("seq", [1, 3, LAST])
+@pytest.mark.parametrize("column", list(BYTES))
+async def test_a_damaged_record_is_refused_on_every_read_path(
+    store: SQLiteStore, world: World, column: str, seq: int
+) -> None:
+    log = await write_log(world)
+    _raw(store, f"UPDATE records SET {BYTES[column]} WHERE run_id = ? AND seq = ?", log.run_id, seq)
+    by_key = column != "event key"
+    await assert_every_read_refuses(store, log, seq, "checksum mismatch", by_key=by_key)
+
+
+@pytest.mark.parametrize("seq", [1, 3, LAST - 1])
+async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
+    store: SQLiteStore, world: World, seq: int
+) -> None:
+    log = await write_log(world)
+    _raw(store, "DELETE FROM records WHERE run_id = ? AND seq = ?", log.run_id, seq)
+    await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
