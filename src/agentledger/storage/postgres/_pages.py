@@ -12,7 +12,6 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Literal, TypeVar
 
-import msgspec
 import psycopg
 from psycopg import pq
 
@@ -180,7 +179,7 @@ async def _run_page(
                     id=str(seq),
                 )
             )
-    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise CorruptRecordError(run_id=run_id, record_id="", reason=str(e)) from e
     end = min(start + size, newest)
     if len(records) != end - start or (records and int(records[-1].id) != end):

@@ -255,7 +255,7 @@ def decode_records(rows: list[Any]) -> tuple[Record, ...]:
                 seed = seeds[ids] = run_seed(run_id, agent_id, session_id)
             if record_checksum(seed, seq, turn_id, event_key, type_, ms, payload) != cs:
                 raise mismatch(run_id, seq)
-    except (TypeError, ValueError, msgspec.EncodeError):
+    except (TypeError, ValueError):
         return tuple(decode_record(row) for row in rows)
     try:
         return tuple(
