@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 
-from agentledger.errors import CorruptRecordError
-from agentledger.storage import Page, Record, RunStatus, RunTerminal
+from agentledger.errors import CorruptRecordError, RecordConflictError
+from agentledger.storage import Page, Record, RecordBuilder, RunStart, RunStatus, RunTerminal
 from agentledger.storage.conformance import World
 from agentledger.storage.protocol import SessionAdmin, Store
 
@@ -40,6 +41,8 @@ class Log:
     """Records 2..5."""
     end: RunTerminal
     """Record 6."""
+    end_run: RunStart
+    """The run as started."""
 
 
 async def write_log(world: World) -> Log:
@@ -50,7 +53,7 @@ async def write_log(world: World) -> Log:
     await world.store.append_run_records(notes)
     end = run.terminal(RunStatus.COMPLETED, at=world.now())
     await world.store.record_run_terminal(end)
-    return Log(run_id=run.run.run_id, session_id=sid, notes=notes, end=end)
+    return Log(run_id=run.run.run_id, session_id=sid, notes=notes, end=end, end_run=run.run)
 
 
 async def _pages(list_page: Callable[..., Awaitable[object]], scope: str, limit: int) -> None:
@@ -110,3 +113,29 @@ async def assert_every_read_refuses(
             await read()
         if named and not (name.startswith("list_session") and caught.value.run_id == ""):
             assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(seq)), name
+
+
+async def assert_meaning_damage_is_corruption(
+    store: AdminStore, world: World, log: Log, damage: Callable[[str, bytes], Awaitable[None]]
+) -> None:
+    """[J1] a stored record whose bytes are intact (checksum rewritten) but whose meaning
+    is damaged is corruption on retries and repairs; a real difference stays a conflict.
+
+    ``damage(event_key, payload)`` overwrites the payload of ``log``'s record with that
+    key and recomputes the checksums, as a buggy writer would leave it.
+    """
+    note = log.notes[1]  # record 3
+    other = msgspec.structs.replace(note, payload=b'{"note": "different"}')
+    with pytest.raises(RecordConflictError):  # intact: a real difference is a conflict
+        await store.append_run_record(other)
+    await damage(note.event_key, b"not json")
+    for retry in (store.append_run_record(note), store.append_run_records([note])):
+        with pytest.raises(CorruptRecordError, match="payload") as caught:
+            await retry
+        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, "3")
+    failed = RecordBuilder(log.end_run).completed(RunStatus.FAILED, at=log.end.record.timestamp)
+    await damage(log.end.record.event_key, failed.payload)
+    for read in (store.record_run_terminal, store.repair_run_terminal):
+        with pytest.raises(CorruptRecordError, match="contradicts its run") as caught:
+            await read(log.end)
+        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(LAST))

@@ -59,6 +59,7 @@ from agentledger.storage.types import (
 )
 from agentledger.storage.validation import (
     check_labels,
+    check_stored_record,
     check_timestamp,
     decode_payload,
     decode_stored_payload,
@@ -439,6 +440,7 @@ def _same_or_conflict(
 ) -> None:
     differs = record_difference(stored, given)
     if differs:
+        check_stored_record(stored)  # damage is corruption; only a sound record conflicts
         raise error(
             run_id=run_id,
             field=f"{what}.{differs}",
@@ -871,9 +873,37 @@ def _terminal_retry(reader: StateReader, run: RunRow, cmd: RunTerminal) -> Recor
     """The stored terminal record if ``cmd`` repeats it exactly; None if it differs."""
     if run.status != cmd.status or cmd.record.event_key != run.terminal_key:
         return None
-    stored = _stored(reader, run, run.terminal_key, payloads.RUN_COMPLETED)
-    decode_stored_payload(stored, payloads.RunCompleted)
+    stored = _stored_terminal(reader, run)
     return None if record_difference(stored, cmd.record) else stored
+
+
+def _stored_terminal(reader: StateReader, run: RunRow) -> Record:
+    """The run's ``run_completed``, decoded strictly and checked against the run [J1].
+
+    A stored record that contradicts its run (another status, labels or reason)
+    is corruption, not a conflict: an operator should restore it, not retry.
+    """
+    stored = _stored(reader, run, run.terminal_key, payloads.RUN_COMPLETED)
+    payload = decode_stored_payload(stored, payloads.RunCompleted)
+    if run.status not in _TERMINAL_STATUSES:
+        raise CorruptRecordError(
+            run_id=run.run_id,
+            record_id=stored.id,
+            reason=f"a run_completed record on a run that is {run.status.value}",
+        )
+    reason = run.cancellation_reason or payloads.ENGINE_CANCELED
+    try:
+        _check_completed_payload(payload, run.status, run.labels, reason, "record")
+    except ValidationError as e:
+        raise CorruptRecordError(
+            run_id=run.run_id,
+            record_id=stored.id,
+            reason=(
+                f"contradicts its run ({run.status.value}): {e.field} should be "
+                f"{e.expected}, found {e.got!r}"
+            ),
+        ) from e
+    return stored
 
 
 def _end(run: RunRow, cmd: RunTerminal) -> tuple[RunRow, Record]:
@@ -915,7 +945,7 @@ def _raise_terminal_conflict(reader: StateReader, run: RunRow, cmd: RunTerminal)
             expected=run.terminal_key,
             got=cmd.record.event_key,
         )
-    stored = _stored(reader, run, run.terminal_key, payloads.RUN_COMPLETED)
+    stored = _stored_terminal(reader, run)
     differs = record_difference(stored, cmd.record) or "payload"
     raise RunTerminalConflictError(
         run_id=run.run_id,
@@ -928,9 +958,7 @@ def _raise_terminal_conflict(reader: StateReader, run: RunRow, cmd: RunTerminal)
 def _standing_record(reader: StateReader, run: RunRow) -> Record:
     """The lifecycle record that ended a run: its terminal or its suspension."""
     if run.terminal_key:
-        record = _stored(reader, run, run.terminal_key, payloads.RUN_COMPLETED)
-        decode_stored_payload(record, payloads.RunCompleted)
-        return record
+        return _stored_terminal(reader, run)
     if run.suspension_key:
         record = _stored(reader, run, run.suspension_key, payloads.RUN_SUSPENDED)
         decode_stored_payload(record, payloads.RunSuspended)

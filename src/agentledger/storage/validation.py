@@ -28,6 +28,7 @@ __all__ = [
     "check_labels",
     "check_limit",
     "check_statuses",
+    "check_stored_record",
     "check_timestamp",
     "decode_payload",
     "decode_stored_payload",
@@ -206,6 +207,22 @@ def validate_record(record: object, field: str = "record") -> Record:
             field=f"{field}.payload", expected="exactly one JSON value", got=str(e)
         ) from e
     return record
+
+
+def check_stored_record(record: Record) -> None:
+    """A stored record must still be one a store would accept; a misfit is corruption [J1].
+
+    Read paths that compare a stored record (exact retries, repairs) call this
+    before calling a difference a conflict.
+    """
+    try:
+        validate_record(msgspec.structs.replace(record, id=""))
+    except ValidationError as e:
+        raise CorruptRecordError(
+            run_id=str(record.run_id),
+            record_id=str(record.id),
+            reason=f"{e.field.removeprefix('record.')}: expected {e.expected}, found {e.got!r}",
+        ) from e
 
 
 def normalize_record(record: Record, record_id: str) -> Record:

@@ -9,7 +9,13 @@ import pytest
 
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
-from tests.storage.damage import LAST, assert_every_read_refuses, write_log
+from agentledger.storage.postgres.migrations import _backfill_checksums
+from tests.storage.damage import (
+    LAST,
+    assert_every_read_refuses,
+    assert_meaning_damage_is_corruption,
+    write_log,
+)
 
 BYTES = {
     "payload of invalid UTF-8": "payload = '\\x7B2278223AFFFE7D'::bytea",
@@ -57,3 +63,22 @@ async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
     delete = "DELETE FROM agentledger_records WHERE run_id = %s AND seq = %s"
     await _raw(postgres_dsn, delete, log.run_id, seq)
     await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
+
+
+async def test_retries_and_repairs_call_damaged_meaning_corruption(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    world = World(store)
+    log = await write_log(world)
+
+    async def damage(event_key: str, payload: bytes) -> None:
+        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+            update = (
+                "UPDATE agentledger_records SET payload = %s WHERE run_id = %s AND event_key = %s"
+            )
+            cur = await conn.execute(update, (payload, log.run_id, event_key))
+            assert cur.rowcount == 1
+            async with conn.transaction():
+                await _backfill_checksums(conn)
+
+    await assert_meaning_damage_is_corruption(store, world, log, damage)

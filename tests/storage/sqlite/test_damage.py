@@ -8,7 +8,13 @@ import pytest
 
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import SQLiteStore
-from tests.storage.damage import LAST, assert_every_read_refuses, write_log
+from agentledger.storage.sqlite.schema import _backfill_checksums
+from tests.storage.damage import (
+    LAST,
+    assert_every_read_refuses,
+    assert_meaning_damage_is_corruption,
+    write_log,
+)
 
 BYTES = {
     "payload of invalid UTF-8": "payload = X'7B2278223AFFFE7D'",
@@ -48,3 +54,20 @@ async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
     log = await write_log(world)
     _raw(store, "DELETE FROM records WHERE run_id = ? AND seq = ?", log.run_id, seq)
     await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
+
+
+async def test_retries_and_repairs_call_damaged_meaning_corruption(
+    store: SQLiteStore, world: World
+) -> None:
+    log = await write_log(world)
+
+    async def damage(event_key: str, payload: bytes) -> None:
+        conn = sqlite3.connect(store.path, isolation_level=None)
+        try:
+            update = "UPDATE records SET payload = ? WHERE run_id = ? AND event_key = ?"
+            assert conn.execute(update, (payload, log.run_id, event_key)).rowcount == 1
+            _backfill_checksums(conn)
+        finally:
+            conn.close()
+
+    await assert_meaning_damage_is_corruption(store, world, log, damage)
