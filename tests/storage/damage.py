@@ -139,3 +139,28 @@ async def assert_meaning_damage_is_corruption(
         with pytest.raises(CorruptRecordError, match="contradicts its run") as caught:
             await read(log.end)
         assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(LAST))
+
+
+async def assert_lifecycle_damage_refused_on_listings(
+    store: AdminStore, world: World, log: Log, damage: Callable[[str, bytes], Awaitable[None]]
+) -> None:
+    """[J1] lifecycle payloads are decoded strictly on listings, and must fit their run.
+
+    ``damage`` as for :func:`assert_meaning_damage_is_corruption` (checksums rewritten).
+    """
+    listed = (await store.list_run_records(log.run_id)).records
+    started, completed = listed[0], listed[-1]
+    failed = RecordBuilder(log.end_run).completed(RunStatus.FAILED, at=completed.timestamp)
+    cases = [
+        (started, b'{"surprise": 1, ' + started.payload[1:], "unknown field"),
+        (completed, completed.payload + b" {}", "JSON value"),
+        (completed, failed.payload, "contradicts its run"),
+    ]
+    for record, damaged, reason in cases:
+        await damage(record.event_key, damaged)
+        for name, read in read_paths(store, log, int(record.id), by_key=False).items():
+            with pytest.raises(CorruptRecordError, match=reason) as caught:
+                await read()
+            assert (caught.value.run_id, caught.value.record_id) == (log.run_id, record.id), name
+        await damage(record.event_key, record.payload)
+        assert (await store.list_run_records(log.run_id)).records == listed

@@ -71,6 +71,8 @@ from agentledger.storage.validation import (
 )
 
 __all__ = [
+    "check_listed",
+    "completed_runs",
     "load_run",
     "load_run_suspension",
     "load_session",
@@ -169,6 +171,80 @@ def _stored(reader: StateReader, run: RunRow, key: str, what: str) -> Record:
             run_id=run.run_id, record_id="", reason=f"{what} record {key!r} is missing"
         )
     return record
+
+
+# ----------------------------------------------------------------------- listings
+
+_LIFECYCLE_PAYLOADS: dict[
+    str,
+    type[payloads.RunStarted]
+    | type[payloads.RunCompleted]
+    | type[payloads.RunSuspended]
+    | type[payloads.ChildRunLinked]
+    | type[payloads.CancellationIntent],
+] = {
+    payloads.RUN_STARTED: payloads.RunStarted,
+    payloads.RUN_COMPLETED: payloads.RunCompleted,
+    payloads.RUN_SUSPENDED: payloads.RunSuspended,
+    payloads.CHILD_RUN_LINKED: payloads.ChildRunLinked,
+    payloads.CANCELLATION_INTENT: payloads.CancellationIntent,
+}
+
+
+def completed_runs(records: Sequence[Record]) -> set[str]:
+    """The runs whose ``run_completed`` is among ``records``: :func:`check_listed` needs
+    their statuses."""
+    return {record.run_id for record in records if record.type == payloads.RUN_COMPLETED}
+
+
+def check_listed(
+    records: Sequence[Record],
+    statuses: Mapping[str, RunStatus | None],
+    *,
+    ends_log: bool = False,
+) -> None:
+    """[J1] a listed page's lifecycle records decode strictly and fit their runs.
+
+    Ordinary records are checked by their checksum; only the few lifecycle
+    records are decoded here. ``statuses`` holds the status of each run of
+    :func:`completed_runs` (None: purged since), which its ``run_completed``
+    must agree with. ``ends_log``: the page (of one run) reaches the run's
+    newest record, which for an ended run must be its ``run_completed``.
+
+    Raises:
+        CorruptRecordError: naming the run, the record and what is wrong.
+    """
+    for record in records:
+        cls = _LIFECYCLE_PAYLOADS.get(record.type)
+        if cls is None:
+            continue
+        payload = decode_stored_payload(record, cls)
+        if isinstance(payload, payloads.RunCompleted):
+            status = statuses.get(record.run_id)
+            if status is None:  # purged since the page was read
+                continue
+            if _TERMINAL_STATUSES.get(status) != (payload.status, payload.phase):
+                raise CorruptRecordError(
+                    run_id=record.run_id,
+                    record_id=record.id,
+                    reason=(
+                        f"contradicts its run ({status.value}): run_completed says "
+                        f"status {payload.status!r}, phase {payload.phase!r}"
+                    ),
+                )
+    if not (ends_log and records):
+        return
+    last = records[-1]
+    status = statuses.get(last.run_id)
+    if status in _TERMINAL_STATUSES and last.type != payloads.RUN_COMPLETED:
+        raise CorruptRecordError(
+            run_id=last.run_id,
+            record_id=last.id,
+            reason=(
+                f"the run is {status.value} but its log ends with this {last.type!r} "
+                "record, not its run_completed"
+            ),
+        )
 
 
 # ----------------------------------------------------------------------- sessions

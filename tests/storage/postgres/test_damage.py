@@ -13,6 +13,7 @@ from agentledger.storage.postgres.migrations import _backfill_checksums
 from tests.storage.damage import (
     LAST,
     assert_every_read_refuses,
+    assert_lifecycle_damage_refused_on_listings,
     assert_meaning_damage_is_corruption,
     write_log,
 )
@@ -65,7 +66,7 @@ async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
     await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
 
 
-async def test_retries_and_repairs_call_damaged_meaning_corruption(
+async def test_retries_and_repairs_call_damaged_meaning_corruption_and_listings_too(
     store: PostgresStore, postgres_dsn: str
 ) -> None:
     world = World(store)
@@ -81,4 +82,5 @@ async def test_retries_and_repairs_call_damaged_meaning_corruption(
             async with conn.transaction():
                 await _backfill_checksums(conn)
 
+    await assert_lifecycle_damage_refused_on_listings(store, world, log, damage)
     await assert_meaning_damage_is_corruption(store, world, log, damage)

@@ -6,12 +6,14 @@ import sqlite3
 
 import pytest
 
+from agentledger.errors import CorruptRecordError
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.schema import _backfill_checksums
 from tests.storage.damage import (
     LAST,
     assert_every_read_refuses,
+    assert_lifecycle_damage_refused_on_listings,
     assert_meaning_damage_is_corruption,
     write_log,
 )
@@ -56,7 +58,7 @@ async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
     await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
 
 
-async def test_retries_and_repairs_call_damaged_meaning_corruption(
+async def test_retries_and_repairs_call_damaged_meaning_corruption_and_listings_too(
     store: SQLiteStore, world: World
 ) -> None:
     log = await write_log(world)
@@ -70,4 +72,26 @@ async def test_retries_and_repairs_call_damaged_meaning_corruption(
         finally:
             conn.close()
 
+    await assert_lifecycle_damage_refused_on_listings(store, world, log, damage)
     await assert_meaning_damage_is_corruption(store, world, log, damage)
+
+
+async def test_a_completed_run_missing_its_run_completed(store: SQLiteStore, world: World) -> None:
+    """SQLite derives a run's newest id from its records, so the log just looks shorter:
+    a completed run whose log does not end with run_completed is corruption."""
+    log = await write_log(world)
+    _raw(store, "DELETE FROM records WHERE run_id = ? AND seq = ?", log.run_id, LAST)
+    for limit in (1000, 2, 1):
+        with pytest.raises(CorruptRecordError, match="not its run_completed") as caught:
+            await _page_through(store, log.run_id, limit)
+        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(LAST - 1))
+    for retry in (store.record_run_terminal, store.repair_run_terminal):
+        with pytest.raises(CorruptRecordError, match="missing"):
+            await retry(log.end)
+
+
+async def _page_through(store: SQLiteStore, run_id: str, limit: int) -> None:
+    cursor = ""
+    for _ in range(LAST):
+        page = await store.list_run_records(run_id, cursor=cursor, limit=limit)
+        cursor = page.next_cursor

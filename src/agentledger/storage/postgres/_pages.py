@@ -16,6 +16,7 @@ import psycopg
 from psycopg import pq
 
 from agentledger.errors import CorruptRecordError, ValidationError
+from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import mismatch, record_checksum, run_seed, sequence_gap
 from agentledger.storage.postgres._reader import Loader, Missing
@@ -112,6 +113,16 @@ def page_reader(
         if positions != list(range(start + 1, end + 1)):
             raise _session_gap(scope_id, start, positions)
         records = tuple(record_from_row(row[:-1]) for row in page)
+        completed = lifecycle.completed_runs(records)
+        if completed:
+            runs = await decide(loader, lambda reader: [reader.run(r) for r in sorted(completed)])
+            statuses = {
+                r: None if run is None else run.status
+                for r, run in zip(sorted(completed), runs, strict=True)
+            }
+        else:
+            statuses = {}
+        lifecycle.check_listed(records, statuses)
         next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 
@@ -184,5 +195,6 @@ async def _run_page(
     end = min(start + size, newest)
     if len(records) != end - start or (records and int(records[-1].id) != end):
         raise sequence_gap(run_id, start, [int(record.id) for record in records])
+    lifecycle.check_listed(records, {run_id: run.status}, ends_log=end == newest)
     next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
     return Page(records=tuple(records), next_cursor=next_cursor)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Collection
 from typing import Any
 
-from agentledger.errors import ValidationError
+from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap
@@ -59,10 +59,10 @@ _LABEL_MATCHES = (
 # A run's constant ids, its newest seq and one page of its log: one statement, so
 # one snapshot without a transaction around it.
 _RUN_PAGE = (
-    "WITH head AS MATERIALIZED (SELECT agent_id, session_id, coalesce(("
+    "WITH head AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
     "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
     "), 0) AS newest FROM runs WHERE run_id = :run) "
-    "SELECT head.agent_id, head.session_id, head.newest, "
+    "SELECT head.agent_id, head.session_id, head.newest, head.status, "
     "records.seq, records.turn_id, records.event_key, records.type, records.timestamp, "
     "records.payload, records.checksum FROM head LEFT JOIN records ON records.run_id = :run "
     "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
@@ -211,16 +211,21 @@ class SQLiteReader(StateReader):
         if not rows:
             lifecycle.require_run(self, run_id)  # raises the error that says why
             raise AssertionError("require_run found a run the page query did not")
-        agent_id, session_id, newest = rows[0][:3]
+        agent_id, session_id, newest, status = rows[0][:4]
         if start > newest:
             decode_cursor(cursor, "run", run_id, newest)  # raises: past the end of the log
-        page = [row[3:] for row in rows] if rows[0][3] is not None else []
+        page = [row[4:] for row in rows] if rows[0][4] is not None else []
         end = min(start + size, newest)
         if page and (page[0][0] != start + 1 or page[-1][0] != start + len(page)):
             page.sort(key=lambda row: row[0])
         if len(page) != end - start or (page and page[-1][0] != end):
             raise sequence_gap(run_id, start, [row[0] for row in page])
         records = decode_run_page(run_id, agent_id, session_id, page)
+        try:
+            run_status = RunStatus(status)
+        except ValueError as e:
+            raise CorruptRecordError(run_id=run_id, record_id="", reason=f"run row: {e}") from e
+        lifecycle.check_listed(records, {run_id: run_status}, ends_log=end == newest)
         next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 
@@ -234,6 +239,11 @@ class SQLiteReader(StateReader):
         rows = self._conn.execute(_SESSION_PAGE, (session_id, start, size)).fetchall()
         self._check_session_order(rows)
         records = decode_records([row[1:] for row in rows])
+        statuses = {}
+        for run_id in lifecycle.completed_runs(records):
+            run = self.run(run_id)
+            statuses[run_id] = None if run is None else run.status
+        lifecycle.check_listed(records, statuses)
         end = rows[-1][0] if rows else start
         next_cursor = encode_cursor("session", session_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
