@@ -75,6 +75,11 @@ def _record_pages(data: bytes) -> list[int]:
     ]
 
 
+def _remove(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
 async def test_random_scribbles_into_record_pages_never_read_back_silently(
     tmp_path: Path,
 ) -> None:
@@ -103,6 +108,5 @@ async def test_random_scribbles_into_record_pages_never_read_back_silently(
         else:
             assert got == expected, f"trial {trial}: scribble at {at} read back silently"
             outcomes["intact"] += 1
-        for stale in tmp_path.glob("scribbled-*"):
-            stale.unlink()
+        _remove(target)
     assert outcomes["refused"] > TRIALS // 2, outcomes  # the scribbles did land on records
