@@ -58,6 +58,7 @@ from agentledger.storage.types import (
     StartResult,
 )
 from agentledger.storage.validation import (
+    MAX_CHECKPOINT_BYTES,
     check_labels,
     check_stored_record,
     check_timestamp,
@@ -833,6 +834,12 @@ def _check_suspension(reader: StateReader, cmd: RunSuspension) -> RunRow:
     require_id("checkpoint.id", cmd.checkpoint.id)
     if not isinstance(cmd.checkpoint.data, bytes):
         raise ValidationError(field="checkpoint.data", expected="bytes", got=cmd.checkpoint.data)
+    if len(cmd.checkpoint.data) > MAX_CHECKPOINT_BYTES:
+        raise ValidationError(
+            field="checkpoint.data",
+            expected=f"at most {MAX_CHECKPOINT_BYTES} bytes",
+            got=f"{len(cmd.checkpoint.data)} bytes",
+        )
     validate_record(cmd.record)
     payload = decode_payload(cmd.record, payloads.RunSuspended, "record")
     if payload.suspension_id != cmd.checkpoint.id:
