@@ -11,6 +11,7 @@ instead of being handed to the shared decisions as if it were sound.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,6 +54,7 @@ _FAST_MS = 8_000_000_000_000
 """Below 2**33 seconds (year 2242) a float of seconds is within half a microsecond
 of the exact value, so ``fromtimestamp`` rounds back to the exact millisecond; it
 is about twice as fast as the integer arithmetic used outside that range."""
+_CRC = zlib.crc32
 _LABELS = msgspec.json.Decoder(dict[str, str])
 _ENCODER = msgspec.json.Encoder()
 
@@ -304,15 +306,20 @@ def decode_run_page(
     ids, checked against the run on write) comes from the run, not from each
     row; consecutive records often share a timestamp (one activity's
     records), so an unchanged one is reused rather than built again. Every
-    row's checksum is verified (with the run's ids) before anything is built.
+    row's checksum is verified (with the run's ids) as it is built.
     """
-    verify(run_id, agent_id, session_id, rows)
     records: list[Record] = []
     append = records.append
     last_ms: object = None
     last_at = _EPOCH
+    crc = _CRC
     try:
-        for seq, turn_id, event_key, type_, timestamp, payload, _ in rows:
+        seed = run_seed(run_id, agent_id, session_id)
+        for seq, turn_id, event_key, type_, timestamp, payload, checksum in rows:
+            # The checksum inline (see integrity.record_checksum): a call per row costs more.
+            head = f"{seq}\x00{turn_id}\x00{event_key}\x00{type_}\x00{timestamp}\x00"
+            if crc(payload, crc(head.encode(), seed)) != checksum:
+                raise mismatch(run_id, seq)
             if timestamp != last_ms:
                 last_at = (
                     _FROM_SECONDS(timestamp / 1000, UTC)
@@ -333,7 +340,7 @@ def decode_run_page(
                     id=str(seq),
                 )
             )
-    except (TypeError, OverflowError):
+    except (TypeError, ValueError, OverflowError):
         # Slow path: find the damaged row and name it.
         return tuple(
             decode_record((run_id, row[0], agent_id, session_id, *row[1:])) for row in rows
