@@ -11,6 +11,7 @@ import pytest
 
 from agentledger.storage import RecordBuilder, RunStart
 from agentledger.storage.sqlite import SQLiteStore
+from agentledger.storage.sqlite.schema import _backfill_checksums
 from tests.cli.conftest import Demo, run_cli
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -58,9 +59,28 @@ def test_a_sound_database_has_no_findings(demo: Demo) -> None:
             "run_phase_changed",
         ),
         ("DELETE FROM records WHERE run_id = :run AND seq = 3", "without gaps"),
+        ("DELETE FROM records WHERE run_id = :run AND seq = 3", "sequence gap"),
         ("DELETE FROM checkpoints WHERE run_id = :suspended", "suspended with checkpoint=False"),
+        (
+            "UPDATE records SET payload = X'7B2278223AFFFE7D' WHERE run_id = :run AND seq = 3",
+            "checksum mismatch",
+        ),
+        (
+            "UPDATE records SET turn_id = 'scribbled' WHERE run_id = :run AND seq = 2",
+            "corrupt record '2'",
+        ),
     ],
-    ids=["lifecycle", "transcript", "not-json", "typed-event", "gap", "checkpoint"],
+    ids=[
+        "lifecycle",
+        "transcript",
+        "not-json",
+        "typed-event",
+        "gap",
+        "sequence-gap",
+        "checkpoint",
+        "bytes",
+        "turn-id",
+    ],
 )
 def test_damage_is_found_and_exits_1(demo: Demo, tmp_path: Path, damage: str, finding: str) -> None:
     db = demo.copy(tmp_path)
@@ -68,6 +88,9 @@ def test_damage_is_found_and_exits_1(demo: Demo, tmp_path: Path, damage: str, fi
         changed = conn.execute(
             damage, {"run": demo.runs[0]["run_id"], "suspended": demo.runs[3]["run_id"]}
         ).rowcount
+        if "payload = CAST" in damage:
+            # Damage to meaning, not bytes: as a buggy writer would leave it, checksum and all.
+            _backfill_checksums(conn)
     conn.close()
     assert changed >= 1
     done = run_cli("--db", str(db), "check")

@@ -123,6 +123,7 @@ async def audit(store: AdminStore, target: str) -> Audit:
         except CorruptRecordError as e:
             result.findings.append(f"session {session.id!r}: {e}")
             continue
+        result.findings.extend(await _check_session_log(store, session.id))
         for meta in metas:
             if meta.run_id not in seen:
                 seen.add(meta.run_id)
@@ -131,6 +132,23 @@ async def audit(store: AdminStore, target: str) -> Audit:
         result.runs += 1
         result.findings.extend(await _check_run(store, run_id, result))
     return result
+
+
+async def _check_session_log(store: AdminStore, session_id: str) -> list[str]:
+    """Page through a session's log: every record verified as a listing verifies it."""
+    from agentledger.errors import CorruptRecordError, NotFoundError, SessionPurgedError
+
+    cursor = ""
+    try:
+        while True:
+            page = await store.list_session_run_records(session_id, cursor=cursor, limit=1000)
+            if not page.next_cursor:
+                return []
+            cursor = page.next_cursor
+    except CorruptRecordError as e:
+        return [f"session {session_id!r}: {e}"]
+    except (NotFoundError, SessionPurgedError):  # purged while the audit ran
+        return []
 
 
 async def _all_records(store: AdminStore, run_id: str) -> list[Record]:

@@ -7,9 +7,13 @@ agreement with the contract (timestamps, labels, reasons) [J1].
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
+import msgspec
+
+from agentledger.errors import ValidationError
 from agentledger.storage import payloads
 from agentledger.storage.types import (
     Checkpoint,
@@ -24,6 +28,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
 )
+from agentledger.storage.validation import validate_run_start
 
 __all__ = ["RecordBuilder"]
 
@@ -61,15 +66,34 @@ class RecordBuilder:
             payload=payload,
         )
 
+    def _encode(self, build: Callable[[], payloads._Payload]) -> bytes:
+        """A lifecycle payload's bytes; what cannot be encoded raises the store's typed error."""
+        try:
+            return build().encode()
+        except (TypeError, ValueError, msgspec.EncodeError) as e:  # incl. UnicodeEncodeError
+            validate_run_start(self.run)  # raises the store's own error for a bad run
+            raise ValidationError(
+                field="payload", expected="text without lone surrogates", got=str(e)
+            ) from e
+
+    def _labels(self) -> dict[str, str]:
+        try:
+            return dict(self.run.labels)
+        except (TypeError, ValueError) as e:
+            validate_run_start(self.run)
+            raise ValidationError(field="run.labels", expected="a dict", got=str(e)) from e
+
     def _started(self) -> Record:
-        payload = payloads.RunStarted(
-            parent_run_id=self.run.parent_run_id,
-            predecessor_run_id=self.run.predecessor_run_id,
-            labels=dict(self.run.labels),
+        encoded = self._encode(
+            lambda: payloads.RunStarted(
+                parent_run_id=self.run.parent_run_id,
+                predecessor_run_id=self.run.predecessor_run_id,
+                labels=dict(self.run.labels),
+            )
         )
         return self.record(
             payloads.RUN_STARTED,
-            payload.encode(),
+            encoded,
             event_key="run_started",
             at=self.run.started_at,
         )
@@ -96,7 +120,7 @@ class RecordBuilder:
             event_key=f"child_run_linked:{self.run.run_id}",
             type=payloads.CHILD_RUN_LINKED,
             timestamp=at or self.run.started_at,
-            payload=payload.encode(),
+            payload=self._encode(lambda: payload),
         )
 
     def root_start(self) -> RootRunStart:
@@ -144,7 +168,7 @@ class RecordBuilder:
         """[L5] record ``reason`` as this run's cancellation request."""
         payload = payloads.CancellationIntent(reason=reason)
         record = self.record(
-            payloads.CANCELLATION_INTENT, payload.encode(), event_key=event_key, at=at
+            payloads.CANCELLATION_INTENT, self._encode(lambda: payload), event_key=event_key, at=at
         )
         return RunCancellation(run_id=self.run.run_id, reason=reason, record=record)
 
@@ -165,7 +189,9 @@ class RecordBuilder:
             pending_count=pending_count,
             required_tools=required_tools,
         )
-        record = self.record(payloads.RUN_SUSPENDED, payload.encode(), event_key=event_key, at=at)
+        record = self.record(
+            payloads.RUN_SUSPENDED, self._encode(lambda: payload), event_key=event_key, at=at
+        )
         return RunSuspension(run_id=self.run.run_id, checkpoint=checkpoint, record=record)
 
     def completed(
@@ -191,9 +217,11 @@ class RecordBuilder:
             phase=phase,
             failure=failure,
             cancellation=note,
-            labels=dict(self.run.labels),
+            labels=self._labels(),
         )
-        return self.record(payloads.RUN_COMPLETED, payload.encode(), event_key=event_key, at=at)
+        return self.record(
+            payloads.RUN_COMPLETED, self._encode(lambda: payload), event_key=event_key, at=at
+        )
 
     def terminal(
         self,

@@ -58,7 +58,9 @@ from agentledger.storage.types import (
     StartResult,
 )
 from agentledger.storage.validation import (
+    MAX_CHECKPOINT_BYTES,
     check_labels,
+    check_stored_record,
     check_timestamp,
     decode_payload,
     decode_stored_payload,
@@ -70,6 +72,8 @@ from agentledger.storage.validation import (
 )
 
 __all__ = [
+    "check_listed",
+    "completed_runs",
     "load_run",
     "load_run_suspension",
     "load_session",
@@ -168,6 +172,80 @@ def _stored(reader: StateReader, run: RunRow, key: str, what: str) -> Record:
             run_id=run.run_id, record_id="", reason=f"{what} record {key!r} is missing"
         )
     return record
+
+
+# ----------------------------------------------------------------------- listings
+
+_LIFECYCLE_PAYLOADS: dict[
+    str,
+    type[payloads.RunStarted]
+    | type[payloads.RunCompleted]
+    | type[payloads.RunSuspended]
+    | type[payloads.ChildRunLinked]
+    | type[payloads.CancellationIntent],
+] = {
+    payloads.RUN_STARTED: payloads.RunStarted,
+    payloads.RUN_COMPLETED: payloads.RunCompleted,
+    payloads.RUN_SUSPENDED: payloads.RunSuspended,
+    payloads.CHILD_RUN_LINKED: payloads.ChildRunLinked,
+    payloads.CANCELLATION_INTENT: payloads.CancellationIntent,
+}
+
+
+def completed_runs(records: Sequence[Record]) -> set[str]:
+    """The runs whose ``run_completed`` is among ``records``: :func:`check_listed` needs
+    their statuses."""
+    return {record.run_id for record in records if record.type == payloads.RUN_COMPLETED}
+
+
+def check_listed(
+    records: Sequence[Record],
+    statuses: Mapping[str, RunStatus | None],
+    *,
+    ends_log: bool = False,
+) -> None:
+    """[J1] a listed page's lifecycle records decode strictly and fit their runs.
+
+    Ordinary records are checked by their checksum; only the few lifecycle
+    records are decoded here. ``statuses`` holds the status of each run of
+    :func:`completed_runs` (None: purged since), which its ``run_completed``
+    must agree with. ``ends_log``: the page (of one run) reaches the run's
+    newest record, which for an ended run must be its ``run_completed``.
+
+    Raises:
+        CorruptRecordError: naming the run, the record and what is wrong.
+    """
+    for record in records:
+        cls = _LIFECYCLE_PAYLOADS.get(record.type)
+        if cls is None:
+            continue
+        payload = decode_stored_payload(record, cls)
+        if isinstance(payload, payloads.RunCompleted):
+            status = statuses.get(record.run_id)
+            if status is None:  # purged since the page was read
+                continue
+            if _TERMINAL_STATUSES.get(status) != (payload.status, payload.phase):
+                raise CorruptRecordError(
+                    run_id=record.run_id,
+                    record_id=record.id,
+                    reason=(
+                        f"contradicts its run ({status.value}): run_completed says "
+                        f"status {payload.status!r}, phase {payload.phase!r}"
+                    ),
+                )
+    if not (ends_log and records):
+        return
+    last = records[-1]
+    status = statuses.get(last.run_id)
+    if status in _TERMINAL_STATUSES and last.type != payloads.RUN_COMPLETED:
+        raise CorruptRecordError(
+            run_id=last.run_id,
+            record_id=last.id,
+            reason=(
+                f"the run is {status.value} but its log ends with this {last.type!r} "
+                "record, not its run_completed"
+            ),
+        )
 
 
 # ----------------------------------------------------------------------- sessions
@@ -439,6 +517,7 @@ def _same_or_conflict(
 ) -> None:
     differs = record_difference(stored, given)
     if differs:
+        check_stored_record(stored)  # damage is corruption; only a sound record conflicts
         raise error(
             run_id=run_id,
             field=f"{what}.{differs}",
@@ -755,6 +834,12 @@ def _check_suspension(reader: StateReader, cmd: RunSuspension) -> RunRow:
     require_id("checkpoint.id", cmd.checkpoint.id)
     if not isinstance(cmd.checkpoint.data, bytes):
         raise ValidationError(field="checkpoint.data", expected="bytes", got=cmd.checkpoint.data)
+    if len(cmd.checkpoint.data) > MAX_CHECKPOINT_BYTES:
+        raise ValidationError(
+            field="checkpoint.data",
+            expected=f"at most {MAX_CHECKPOINT_BYTES} bytes",
+            got=f"{len(cmd.checkpoint.data)} bytes",
+        )
     validate_record(cmd.record)
     payload = decode_payload(cmd.record, payloads.RunSuspended, "record")
     if payload.suspension_id != cmd.checkpoint.id:
@@ -871,9 +956,37 @@ def _terminal_retry(reader: StateReader, run: RunRow, cmd: RunTerminal) -> Recor
     """The stored terminal record if ``cmd`` repeats it exactly; None if it differs."""
     if run.status != cmd.status or cmd.record.event_key != run.terminal_key:
         return None
-    stored = _stored(reader, run, run.terminal_key, payloads.RUN_COMPLETED)
-    decode_stored_payload(stored, payloads.RunCompleted)
+    stored = _stored_terminal(reader, run)
     return None if record_difference(stored, cmd.record) else stored
+
+
+def _stored_terminal(reader: StateReader, run: RunRow) -> Record:
+    """The run's ``run_completed``, decoded strictly and checked against the run [J1].
+
+    A stored record that contradicts its run (another status, labels or reason)
+    is corruption, not a conflict: an operator should restore it, not retry.
+    """
+    stored = _stored(reader, run, run.terminal_key, payloads.RUN_COMPLETED)
+    payload = decode_stored_payload(stored, payloads.RunCompleted)
+    if run.status not in _TERMINAL_STATUSES:
+        raise CorruptRecordError(
+            run_id=run.run_id,
+            record_id=stored.id,
+            reason=f"a run_completed record on a run that is {run.status.value}",
+        )
+    reason = run.cancellation_reason or payloads.ENGINE_CANCELED
+    try:
+        _check_completed_payload(payload, run.status, run.labels, reason, "record")
+    except ValidationError as e:
+        raise CorruptRecordError(
+            run_id=run.run_id,
+            record_id=stored.id,
+            reason=(
+                f"contradicts its run ({run.status.value}): {e.field} should be "
+                f"{e.expected}, found {e.got!r}"
+            ),
+        ) from e
+    return stored
 
 
 def _end(run: RunRow, cmd: RunTerminal) -> tuple[RunRow, Record]:
@@ -915,7 +1028,7 @@ def _raise_terminal_conflict(reader: StateReader, run: RunRow, cmd: RunTerminal)
             expected=run.terminal_key,
             got=cmd.record.event_key,
         )
-    stored = _stored(reader, run, run.terminal_key, payloads.RUN_COMPLETED)
+    stored = _stored_terminal(reader, run)
     differs = record_difference(stored, cmd.record) or "payload"
     raise RunTerminalConflictError(
         run_id=run.run_id,
@@ -928,9 +1041,7 @@ def _raise_terminal_conflict(reader: StateReader, run: RunRow, cmd: RunTerminal)
 def _standing_record(reader: StateReader, run: RunRow) -> Record:
     """The lifecycle record that ended a run: its terminal or its suspension."""
     if run.terminal_key:
-        record = _stored(reader, run, run.terminal_key, payloads.RUN_COMPLETED)
-        decode_stored_payload(record, payloads.RunCompleted)
-        return record
+        return _stored_terminal(reader, run)
     if run.suspension_key:
         record = _stored(reader, run, run.suspension_key, payloads.RUN_SUSPENDED)
         decode_stored_payload(record, payloads.RunSuspended)

@@ -20,14 +20,17 @@ from agentledger.storage import payloads
 from agentledger.storage.types import Record, RunStart
 
 __all__ = [
+    "MAX_CHECKPOINT_BYTES",
     "MAX_ID_LENGTH",
     "MAX_LABELS",
     "MAX_LABEL_KEY_LENGTH",
     "MAX_LABEL_VALUE_LENGTH",
     "MAX_PAGE_LIMIT",
+    "MAX_PAYLOAD_BYTES",
     "check_labels",
     "check_limit",
     "check_statuses",
+    "check_stored_record",
     "check_timestamp",
     "decode_payload",
     "decode_stored_payload",
@@ -53,7 +56,16 @@ _JSON_VALUE = msgspec.json.Decoder(msgspec.Raw)
 
 
 MAX_ID_LENGTH = 512
-"""Longest id (or event key, or record type) a store accepts, in characters."""
+"""Longest id, event key, record type, turn id or reason a store accepts, in characters
+(label keys and values have their own limits, below)."""
+
+MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+"""Largest record payload a store accepts (16 MiB); a bigger one is refused before any
+write. A transcript message or tool result beyond it belongs in a blob store, named by
+the record."""
+
+MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
+"""Largest checkpoint a suspension may store (64 MiB), refused before any write."""
 
 
 def require_id(field: str, value: object) -> str:
@@ -85,10 +97,12 @@ def _storable(value: str) -> bool:
 
 
 def _require_text(field: str, value: object) -> str:
-    """A string (maybe empty) that every backend can store as text."""
-    if not isinstance(value, str) or not _storable(value):
+    """A string (maybe empty) every backend can store, of at most :data:`MAX_ID_LENGTH`."""
+    if not isinstance(value, str) or not _storable(value) or len(value) > MAX_ID_LENGTH:
         raise ValidationError(
-            field=field, expected="text without NUL or lone surrogates", got=value
+            field=field,
+            expected=f"text of at most {MAX_ID_LENGTH} characters without NUL or lone surrogates",
+            got=value if not isinstance(value, str) else value[:64],
         )
     return value
 
@@ -193,6 +207,12 @@ def validate_record(record: object, field: str = "record") -> Record:
     payload = record.payload
     if not isinstance(payload, bytes) or not payload:
         raise ValidationError(field=f"{field}.payload", expected="non-empty bytes", got=payload)
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise ValidationError(
+            field=f"{field}.payload",
+            expected=f"at most {MAX_PAYLOAD_BYTES} bytes",
+            got=f"{len(payload)} bytes",
+        )
     try:
         payload.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -206,6 +226,22 @@ def validate_record(record: object, field: str = "record") -> Record:
             field=f"{field}.payload", expected="exactly one JSON value", got=str(e)
         ) from e
     return record
+
+
+def check_stored_record(record: Record) -> None:
+    """A stored record must still be one a store would accept; a misfit is corruption [J1].
+
+    Read paths that compare a stored record (exact retries, repairs) call this
+    before calling a difference a conflict.
+    """
+    try:
+        validate_record(msgspec.structs.replace(record, id=""))
+    except ValidationError as e:
+        raise CorruptRecordError(
+            run_id=str(record.run_id),
+            record_id=str(record.id),
+            reason=f"{e.field.removeprefix('record.')}: expected {e.expected}, found {e.got!r}",
+        ) from e
 
 
 def normalize_record(record: Record, record_id: str) -> Record:
@@ -236,14 +272,9 @@ def validate_run_start(run: object) -> RunStart:
             field="run.predecessor_run_id", expected="another run's id", got=run.run_id
         )
     check_timestamp("run.started_at", run.started_at)
-    if not isinstance(run.labels, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in run.labels.items()
-    ):
+    if not isinstance(run.labels, dict):
         raise ValidationError(field="run.labels", expected="a dict of str to str", got=run.labels)
-    if not all(_storable(k) and _storable(v) for k, v in run.labels.items()):
-        raise ValidationError(
-            field="run.labels", expected="text without NUL or lone surrogates", got=run.labels
-        )
+    check_labels("run.labels", run.labels)
     return run
 
 

@@ -17,7 +17,12 @@ import psycopg
 import pytest
 from psycopg import conninfo, sql
 
-from agentledger.errors import SessionConflictError, TransientError, ValidationError
+from agentledger.errors import (
+    CorruptRecordError,
+    SessionConflictError,
+    TransientError,
+    ValidationError,
+)
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore, migrations
 
@@ -128,7 +133,7 @@ async def test_migration_2_gives_version_1_sessions_empty_labels(fresh_dsn: str)
     at = datetime(2026, 1, 1, tzinfo=UTC)
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
         assert await migrations.migrate(conn, upto=1) == [1]
-        assert [m.version for m in await migrations.pending(conn)] == [2]
+        assert [m.version for m in await migrations.pending(conn)] == [2, 3]
         await conn.execute(
             "INSERT INTO agentledger_sessions (id, status, created_at, ended_at) VALUES "
             "('old', 'active', %s, NULL), ('old-ended', 'ended', %s, %s)",
@@ -146,13 +151,43 @@ async def test_migration_2_gives_version_1_sessions_empty_labels(fresh_dsn: str)
         assert rest.next_cursor == ""
         acme = await store.list_sessions(labels={"tenant": "acme"})
         assert acme.sessions == [new]
-    assert await _applied(fresh_dsn) == [(1, "initial schema"), (2, "session labels")]
+    assert (await _applied(fresh_dsn))[:2] == [(1, "initial schema"), (2, "session labels")]
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
         cur = await conn.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'agentledger_sessions'"
         )
         names = {row[0] for row in await cur.fetchall()}
     assert {"agentledger_sessions_newest_first", "agentledger_sessions_by_labels"} <= names
+
+
+async def test_migration_3_checksums_every_existing_record(fresh_dsn: str) -> None:
+    """[J1] records written at version 2 get their checksum, then every read verifies it."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    async with await PostgresStore.open(fresh_dsn) as store:
+        world = World(store)
+        sid = await world.session("s", at=at)
+        run = await world.root("r", session=sid)
+        await store.append_run_records([world.note(run, f"n{i}") for i in range(3)])
+        await world.finish(run)
+        before = await store.list_run_records(run.run.run_id)
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        # Back to exactly what version 2 was: no checksum column, migration 3 not recorded.
+        await conn.execute("ALTER TABLE agentledger_records DROP COLUMN checksum")
+        await conn.execute(f"DELETE FROM {migrations.MIGRATIONS_TABLE} WHERE version = 3")
+        assert [m.version for m in await migrations.pending(conn)] == [3]
+    async with await PostgresStore.open(fresh_dsn) as store:
+        assert await store.list_run_records(run.run.run_id) == before
+        assert await store.list_session_run_records(sid) == before
+    assert (await _applied(fresh_dsn))[-1] == (3, "record checksums")
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT count(*) FROM agentledger_records WHERE checksum = -1")
+        assert await cur.fetchone() == (0,)
+        await conn.execute(
+            "UPDATE agentledger_records SET payload = '\\x7B2278223AFFFE7D' WHERE seq = 2"
+        )
+    async with await PostgresStore.open(fresh_dsn) as store:
+        with pytest.raises(CorruptRecordError, match=r"record '2' of run .*checksum mismatch"):
+            await store.list_run_records(run.run.run_id)
 
 
 async def test_concurrent_openers_do_not_race_the_migration(fresh_dsn: str) -> None:

@@ -10,13 +10,20 @@ from agentledger.errors import CorruptRecordError
 from agentledger.storage import RecordBuilder, RunStatus
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.sqlite.schema import _backfill_checksums
 
 
 def _raw(store: SQLiteStore, sql: str, *args: object) -> None:
-    """Damage the file with a statement outside the store, as a bug or a person might."""
+    """Damage the file with a statement outside the store, as a bug or a person might.
+
+    The checksums are then recomputed (as a buggy writer, or a migration over damage
+    done before checksums existed, would leave them), so what is tested here is the
+    check of the record's meaning; ``test_checksums`` covers damage to its bytes.
+    """
     conn = sqlite3.connect(store.path, isolation_level=None)
     try:
         conn.execute(sql, args)
+        _backfill_checksums(conn)
     finally:
         conn.close()
 

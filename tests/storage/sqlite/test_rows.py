@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agentledger.storage.integrity import record_checksum, run_seed
 from agentledger.storage.sqlite.rows import decode_records, from_ms, to_ms
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -37,8 +38,20 @@ def test_the_fast_path_agrees_with_exact_arithmetic() -> None:
 
 
 def test_pages_decode_timestamps_like_single_rows() -> None:
+    seed = run_seed("r", "a", "s")
     rows = [
-        ("r", seq, "a", "s", "t", f"k{seq}", "note", ms, b"{}")
+        (
+            "r",
+            seq,
+            "a",
+            "s",
+            "t",
+            f"k{seq}",
+            "note",
+            ms,
+            b"{}",
+            record_checksum(seed, seq, "t", f"k{seq}", "note", ms, b"{}"),
+        )
         for seq, ms in enumerate([-5, 0, 1_767_225_600_123, 8_000_000_000_000, 2**47], start=1)
     ]
     records = decode_records(rows)

@@ -15,13 +15,16 @@ from typing import Literal, TypeVar
 import psycopg
 from psycopg import pq
 
-from agentledger.errors import ValidationError
+from agentledger.errors import CorruptRecordError, ValidationError
+from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
+from agentledger.storage.integrity import mismatch, record_checksum, run_seed, sequence_gap
 from agentledger.storage.postgres._reader import Loader, Missing
 from agentledger.storage.postgres._rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
+    micros,
     record_from_row,
     run_from_row,
     utc,
@@ -43,7 +46,8 @@ def _prefixed(alias: str, columns: str) -> str:
 
 # A session and one page of its log, in one statement (one snapshot).
 _SESSION_WITH_PAGE = (
-    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, {_prefixed('x', RECORD_COLUMNS)} "
+    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, {_prefixed('x', RECORD_COLUMNS)}, "
+    "x.session_seq "
     "FROM agentledger_sessions s LEFT JOIN LATERAL ("
     f" SELECT {RECORD_COLUMNS}, session_seq FROM agentledger_records"
     " WHERE session_id = s.id AND session_seq > %s ORDER BY session_seq LIMIT %s) x ON true "
@@ -53,7 +57,7 @@ _SESSION_WITH_PAGE = (
 # one round trip (pipelined). The page fetches only what varies within a run.
 _RUN_ROW = f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE run_id = %s"
 _RUN_PAGE = (
-    "SELECT seq, turn_id, event_key, type, ts, payload FROM agentledger_records "
+    "SELECT seq, turn_id, event_key, type, ts, payload, checksum FROM agentledger_records "
     "WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 )
 _SESSION_WIDTH = len(SESSION_COLUMNS.split(",")) + 1
@@ -103,12 +107,36 @@ def page_reader(
         newest = await decide(loader, require)
         decode_cursor(cursor, scope, scope_id, newest)
         width = _SESSION_WIDTH
-        records = tuple(record_from_row(row[width:]) for row in rows if row[width] is not None)
-        end = start + len(records)
+        page = [row[width:] for row in rows if row[width] is not None]
+        end = min(start + size, newest)
+        positions = [row[-1] for row in page]
+        if positions != list(range(start + 1, end + 1)):
+            raise _session_gap(scope_id, start, positions)
+        records = tuple(record_from_row(row[:-1]) for row in page)
+        completed = lifecycle.completed_runs(records)
+        if completed:
+            runs = await decide(loader, lambda reader: [reader.run(r) for r in sorted(completed)])
+            statuses = {
+                r: None if run is None else run.status
+                for r, run in zip(sorted(completed), runs, strict=True)
+            }
+        else:
+            statuses = {}
+        lifecycle.check_listed(records, statuses)
         next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 
     return read
+
+
+def _session_gap(session_id: str, start: int, positions: list[int]) -> CorruptRecordError:
+    """A session page whose positions are not the consecutive ones after ``start``."""
+    error = sequence_gap("", start, positions)
+    return CorruptRecordError(
+        run_id="",
+        record_id=error.record_id,
+        reason=f"session {session_id!r}, by position: {error.reason}",
+    )
 
 
 async def _run_page(
@@ -140,22 +168,33 @@ async def _run_page(
     decode_cursor(cursor, "run", run_id, newest)
     assert run is not None  # require() raised otherwise
     agent_id, session_id = run.agent_id, run.session_id
-    records = tuple(
-        [
-            Record(
-                run_id=run_id,
-                agent_id=agent_id,
-                session_id=session_id,
-                turn_id=turn_id,
-                event_key=event_key,
-                type=type_,
-                timestamp=utc(ts),
-                payload=bytes(payload),
-                id=str(seq),
+    seed = run_seed(run_id, agent_id, session_id)
+    records: list[Record] = []
+    append = records.append
+    try:
+        for seq, turn_id, event_key, type_, ts, payload, checksum in rows:
+            payload = bytes(payload)
+            us = micros(ts)
+            if record_checksum(seed, seq, turn_id, event_key, type_, us, payload) != checksum:
+                raise mismatch(run_id, seq)
+            append(
+                Record(
+                    run_id=run_id,
+                    agent_id=agent_id,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    event_key=event_key,
+                    type=type_,
+                    timestamp=utc(ts),
+                    payload=payload,
+                    id=str(seq),
+                )
             )
-            for seq, turn_id, event_key, type_, ts, payload in rows
-        ]
-    )
-    end = start + len(records)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise CorruptRecordError(run_id=run_id, record_id="", reason=str(e)) from e
+    end = min(start + size, newest)
+    if len(records) != end - start or (records and int(records[-1].id) != end):
+        raise sequence_gap(run_id, start, [int(record.id) for record in records])
+    lifecycle.check_listed(records, {run_id: run.status}, ends_log=end == newest)
     next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
-    return Page(records=records, next_cursor=next_cursor)
+    return Page(records=tuple(records), next_cursor=next_cursor)

@@ -7,11 +7,13 @@ are ``bytea``, returned byte for byte as given.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from agentledger.errors import CorruptRecordError
+from agentledger.storage.integrity import record_checksum, run_seed, verify
 from agentledger.storage.state import RunRow, SessionRow
 from agentledger.storage.types import (
     Checkpoint,
@@ -26,6 +28,7 @@ __all__ = [
     "RUN_COLUMNS",
     "SESSION_COLUMNS",
     "SESSION_WIDTH",
+    "micros",
     "record_from_row",
     "record_params",
     "run_from_row",
@@ -46,7 +49,20 @@ RUN_COLUMNS = (
     "cancel_key, suspension_key, terminal_key, checkpoint_id, checkpoint_data, last_seq"
 )
 
-RECORD_COLUMNS = "run_id, agent_id, session_id, turn_id, event_key, type, ts, payload, seq"
+RECORD_COLUMNS = (
+    "run_id, agent_id, session_id, turn_id, event_key, type, ts, payload, seq, checksum"
+)
+"""Columns of ``agentledger_records`` as :func:`record_from_row` reads them; the
+checksum (see :mod:`agentledger.storage.integrity`) hashes ``ts`` as
+microseconds since the epoch, the column's own precision."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+
+
+def micros(value: datetime) -> int:
+    """Microseconds since the epoch: what a record's checksum hashes of ``ts``."""
+    return (value - _EPOCH) // _US
 
 
 def utc(value: datetime) -> datetime:
@@ -118,7 +134,13 @@ def run_params(run: RunRow) -> tuple[object, ...]:
 
 
 def record_from_row(row: Row) -> Record:
-    """A ``RECORD_COLUMNS`` row as a Record (its id is the decimal sequence)."""
+    """A ``RECORD_COLUMNS`` row as a Record (its id is the decimal sequence), checksum verified."""
+    run_id, agent_id, session_id, turn_id, event_key, type_, ts, payload, seq, checksum = row
+    try:
+        us = micros(ts)
+    except (TypeError, OverflowError) as e:
+        raise CorruptRecordError(run_id=str(run_id), record_id=str(seq), reason=str(e)) from e
+    verify(run_id, agent_id, session_id, [(seq, turn_id, event_key, type_, us, payload, checksum)])
     return Record(
         run_id=row[0],
         agent_id=row[1],
@@ -134,6 +156,17 @@ def record_from_row(row: Row) -> Record:
 
 def record_params(record: Record, session_seq: int | None) -> tuple[object, ...]:
     """A stored Record (id set) as ``RECORD_COLUMNS`` + ``session_seq`` parameters."""
+    seq = int(record.id)
+    seed = run_seed(record.run_id, record.agent_id, record.session_id)
+    checksum = record_checksum(
+        seed,
+        seq,
+        record.turn_id,
+        record.event_key,
+        record.type,
+        micros(record.timestamp),
+        record.payload,
+    )
     return (
         record.run_id,
         record.agent_id,
@@ -143,6 +176,7 @@ def record_params(record: Record, session_seq: int | None) -> tuple[object, ...]
         record.type,
         record.timestamp,
         record.payload,
-        int(record.id),
+        seq,
+        checksum,
         session_seq,
     )

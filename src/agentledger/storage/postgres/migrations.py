@@ -10,6 +10,7 @@ than used half-understood.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,6 +18,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.errors import ValidationError
+from agentledger.storage.integrity import record_checksum, run_seed
+from agentledger.storage.postgres._rows import micros
 
 __all__ = [
     "MIGRATIONS",
@@ -46,6 +49,8 @@ class Migration:
     """What the step does, recorded beside the version."""
     sql: str
     """The statements, run as one script inside the migration's transaction."""
+    backfill: Callable[[AsyncConnection[TupleRow]], Awaitable[None]] | None = None
+    """Computes values for existing rows after ``sql``, in the same transaction."""
 
 
 @dataclass(frozen=True)
@@ -134,9 +139,50 @@ CREATE INDEX agentledger_sessions_by_labels
     ON agentledger_sessions USING gin (labels jsonb_path_ops);
 """
 
+# [J1] a CRC-32 over each record's identity and bytes, verified on every read.
+_RECORD_CHECKSUMS = """
+ALTER TABLE agentledger_records ADD COLUMN checksum bigint NOT NULL DEFAULT -1;
+"""
+
+
+async def _backfill_checksums(conn: AsyncConnection[TupleRow]) -> None:
+    """Checksum every existing record as it is stored now (see :mod:`..integrity`)."""
+    cur = await conn.execute(
+        "SELECT run_id, seq, agent_id, session_id, turn_id, event_key, type, ts, payload "
+        "FROM agentledger_records"
+    )
+    run_ids: list[str] = []
+    seqs: list[int] = []
+    sums: list[int] = []
+    for (
+        run_id,
+        seq,
+        agent_id,
+        session_id,
+        turn_id,
+        event_key,
+        type_,
+        ts,
+        payload,
+    ) in await cur.fetchall():
+        seed = run_seed(run_id, agent_id, session_id)
+        run_ids.append(run_id)
+        seqs.append(seq)
+        sums.append(
+            record_checksum(seed, seq, turn_id, event_key, type_, micros(ts), bytes(payload))
+        )
+    await conn.execute(
+        "UPDATE agentledger_records r SET checksum = v.checksum "
+        "FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS v(run_id, seq, checksum) "
+        "WHERE r.run_id = v.run_id AND r.seq = v.seq",
+        (run_ids, seqs, sums),
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
+    Migration(3, "record checksums", _RECORD_CHECKSUMS, _backfill_checksums),
 )
 """Every migration this code knows, in order."""
 
@@ -219,6 +265,8 @@ async def migrate(conn: _Conn, upto: int | None = None) -> list[int]:
                 return done
             step = todo[0]
             await conn.execute(step.sql)
+            if step.backfill is not None:
+                await step.backfill(conn)
             await conn.execute(
                 f"INSERT INTO {MIGRATIONS_TABLE} (version, name) VALUES (%s, %s)",
                 (step.version, step.name),

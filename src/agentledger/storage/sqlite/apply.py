@@ -41,7 +41,7 @@ _UPSERT_CHECKPOINT = (
     "ON CONFLICT (run_id) DO UPDATE SET id = excluded.id, data = excluded.data"
 )
 _DELETE_CHECKPOINT = "DELETE FROM checkpoints WHERE run_id = ?"
-_INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
 _PURGE = (
     "INSERT INTO run_tombstones (run_id, session_id) "

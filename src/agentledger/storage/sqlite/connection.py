@@ -117,6 +117,11 @@ def _code(error: sqlite3.Error) -> int:
     return int(getattr(error, "sqlite_errorcode", -1)) & 0xFF
 
 
+def _undecodable(error: sqlite3.Error) -> bool:
+    """sqlite3's own error for stored text that is not UTF-8: damage, like SQLITE_CORRUPT."""
+    return str(error).startswith("Could not decode to UTF-8")
+
+
 def map_error(error: sqlite3.Error, operation: str) -> AgentledgerError:
     """The agentledger error for a sqlite3 error raised while doing ``operation``.
 
@@ -134,7 +139,7 @@ def map_error(error: sqlite3.Error, operation: str) -> AgentledgerError:
         return TransientError(
             f"database is busy (busy timeout expired): {error}", operation=operation
         )
-    if code in _DAMAGED or isinstance(error, sqlite3.IntegrityError):
+    if code in _DAMAGED or isinstance(error, sqlite3.IntegrityError) or _undecodable(error):
         return CorruptRecordError(run_id="", record_id="", reason=f"{operation}: {error}")
     if code == _TOOBIG:
         return ValidationError(

@@ -14,9 +14,10 @@ import sys
 from collections.abc import Collection
 from typing import Any
 
-from agentledger.errors import ValidationError
+from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
+from agentledger.storage.integrity import sequence_gap
 from agentledger.storage.listing import SessionQuery, session_page
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
@@ -58,16 +59,17 @@ _LABEL_MATCHES = (
 # A run's constant ids, its newest seq and one page of its log: one statement, so
 # one snapshot without a transaction around it.
 _RUN_PAGE = (
-    "WITH head AS MATERIALIZED (SELECT agent_id, session_id, coalesce(("
+    "WITH head AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
     "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
     "), 0) AS newest FROM runs WHERE run_id = :run) "
-    "SELECT head.agent_id, head.session_id, head.newest, "
+    "SELECT head.agent_id, head.session_id, head.newest, head.status, "
     "records.seq, records.turn_id, records.event_key, records.type, records.timestamp, "
-    "records.payload FROM head LEFT JOIN records ON records.run_id = :run "
+    "records.payload, records.checksum FROM head LEFT JOIN records ON records.run_id = :run "
     "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
 )
 """No ORDER BY: the rows come in index order, which :meth:`SQLiteReader.run_page`
 checks (and restores if ever needed) instead of paying for a sort."""
+_RECORD_POS = "SELECT pos FROM records WHERE run_id = ? AND seq = ?"
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
     f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id = ? AND pos > ? "
@@ -209,14 +211,21 @@ class SQLiteReader(StateReader):
         if not rows:
             lifecycle.require_run(self, run_id)  # raises the error that says why
             raise AssertionError("require_run found a run the page query did not")
-        agent_id, session_id, newest = rows[0][:3]
+        agent_id, session_id, newest, status = rows[0][:4]
         if start > newest:
             decode_cursor(cursor, "run", run_id, newest)  # raises: past the end of the log
-        page = [row[3:] for row in rows] if rows[0][3] is not None else []
+        page = [row[4:] for row in rows] if rows[0][4] is not None else []
+        end = min(start + size, newest)
         if page and (page[0][0] != start + 1 or page[-1][0] != start + len(page)):
             page.sort(key=lambda row: row[0])
+        if len(page) != end - start or (page and page[-1][0] != end):
+            raise sequence_gap(run_id, start, [row[0] for row in page])
         records = decode_run_page(run_id, agent_id, session_id, page)
-        end = min(start + size, newest)
+        try:
+            run_status = RunStatus(status)
+        except ValueError as e:
+            raise CorruptRecordError(run_id=run_id, record_id="", reason=f"run row: {e}") from e
+        lifecycle.check_listed(records, {run_id: run_status}, ends_log=end == newest)
         next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
 
@@ -228,10 +237,34 @@ class SQLiteReader(StateReader):
         newest = newest or 0
         start = decode_cursor(cursor, "session", session_id, newest)
         rows = self._conn.execute(_SESSION_PAGE, (session_id, start, size)).fetchall()
+        self._check_session_order(rows)
         records = decode_records([row[1:] for row in rows])
+        statuses = {}
+        for run_id in lifecycle.completed_runs(records):
+            run = self.run(run_id)
+            statuses[run_id] = None if run is None else run.status
+        lifecycle.check_listed(records, statuses)
         end = rows[-1][0] if rows else start
         next_cursor = encode_cursor("session", session_id, end) if end < newest else ""
         return Page(records=records, next_cursor=next_cursor)
+
+    def _check_session_order(self, rows: list[Any]) -> None:
+        """Each run's records on a session page follow its sequence without a gap.
+
+        Session positions have gaps by design (they are commit order across all
+        sessions), so the check is per run: consecutive ids within the page, and
+        the record before a run's first one on the page committed before it.
+        """
+        newest: dict[str, int] = {}
+        for pos, run_id, seq, *_ in rows:
+            before = newest.get(run_id)
+            if before is None and seq > 1:
+                found = self._conn.execute(_RECORD_POS, (run_id, seq - 1)).fetchone()
+                if found is None or found[0] >= pos:
+                    raise sequence_gap(run_id, seq - 2, [seq])
+            elif before is not None and seq != before + 1:
+                raise sequence_gap(run_id, before, [seq])
+            newest[run_id] = seq
 
     def session_runs(self, session_id: str, statuses: Collection[RunStatus]) -> list[RunMeta]:
         """The session's runs in start order, only those with ``statuses`` if any."""

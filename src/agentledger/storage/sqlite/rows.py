@@ -11,6 +11,7 @@ instead of being handed to the shared decisions as if it were sound.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import msgspec
 
 from agentledger.errors import CorruptRecordError
+from agentledger.storage.integrity import mismatch, record_checksum, run_seed, verify
 from agentledger.storage.state import RunRow, SessionRow
 from agentledger.storage.types import (
     Checkpoint,
@@ -52,6 +54,7 @@ _FAST_MS = 8_000_000_000_000
 """Below 2**33 seconds (year 2242) a float of seconds is within half a microsecond
 of the exact value, so ``fromtimestamp`` rounds back to the exact millisecond; it
 is about twice as fast as the integer arithmetic used outside that range."""
+_CRC = zlib.crc32
 _LABELS = msgspec.json.Decoder(dict[str, str])
 _ENCODER = msgspec.json.Encoder()
 
@@ -87,10 +90,12 @@ RUN_COLUMNS = (
 """Columns of ``runs`` and the newest record id, in the order :func:`decode_run`
 expects, before the checkpoint's."""
 
-RECORD_COLUMNS = "run_id, seq, agent_id, session_id, turn_id, event_key, type, timestamp, payload"
+RECORD_COLUMNS = (
+    "run_id, seq, agent_id, session_id, turn_id, event_key, type, timestamp, payload, checksum"
+)
 """Columns of ``records`` in the order :func:`decode_record` expects."""
 
-RUN_PAGE_COLUMNS = "seq, turn_id, event_key, type, timestamp, payload"
+RUN_PAGE_COLUMNS = "seq, turn_id, event_key, type, timestamp, payload, checksum"
 """Columns of ``records`` that vary within one run, as :func:`decode_run_page` expects."""
 
 
@@ -123,17 +128,23 @@ def run_value(name: str, value: Any) -> Any:
 
 
 def record_values(record: Record) -> tuple[object, ...]:
-    """A record as the values of :data:`RECORD_COLUMNS`."""
+    """A record as the values of :data:`RECORD_COLUMNS`, its checksum computed."""
+    seq = int(record.id)
+    ms = to_ms(record.timestamp)
+    seed = run_seed(record.run_id, record.agent_id, record.session_id)
     return (
         record.run_id,
-        int(record.id),
+        seq,
         record.agent_id,
         record.session_id,
         record.turn_id,
         record.event_key,
         record.type,
-        to_ms(record.timestamp),
+        ms,
         record.payload,
+        record_checksum(
+            seed, seq, record.turn_id, record.event_key, record.type, ms, record.payload
+        ),
     )
 
 
@@ -207,8 +218,14 @@ def decode_run(row: Sequence[Any]) -> RunRow:
 
 
 def decode_record(row: Sequence[Any]) -> Record:
-    """A ``records`` row, exactly as stored; an unreadable value is corruption."""
-    run_id, seq, agent_id, session_id, turn_id, event_key, type_, timestamp, payload = row
+    """A ``records`` row, exactly as stored, its checksum verified; damage is corruption."""
+    run_id, seq, agent_id, session_id, turn_id, event_key, type_, timestamp, payload, checksum = row
+    verify(
+        run_id,
+        agent_id,
+        session_id,
+        [(seq, turn_id, event_key, type_, timestamp, payload, checksum)],
+    )
     try:
         return Record(
             run_id=run_id,
@@ -221,7 +238,7 @@ def decode_record(row: Sequence[Any]) -> Record:
             payload=payload,
             id=str(seq),
         )
-    except (TypeError, OverflowError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise CorruptRecordError(run_id=str(run_id), record_id=str(seq), reason=str(e)) from e
 
 
@@ -231,6 +248,17 @@ def decode_records(rows: list[Any]) -> tuple[Record, ...]:
     It repeats :func:`decode_record` inline on purpose: a function call per row
     costs about a third more on a 10,000-record reload.
     """
+    seeds: dict[tuple[object, object, object], int] = {}
+    try:
+        for run_id, seq, agent_id, session_id, turn_id, event_key, type_, ms, payload, cs in rows:
+            ids = (run_id, agent_id, session_id)
+            seed = seeds.get(ids)
+            if seed is None:
+                seed = seeds[ids] = run_seed(run_id, agent_id, session_id)
+            if record_checksum(seed, seq, turn_id, event_key, type_, ms, payload) != cs:
+                raise mismatch(run_id, seq)
+    except (TypeError, ValueError):
+        return tuple(decode_record(row) for row in rows)
     try:
         return tuple(
             [
@@ -259,6 +287,7 @@ def decode_records(rows: list[Any]) -> tuple[Record, ...]:
                     type_,
                     timestamp,
                     payload,
+                    _,
                 ) in rows
             ]
         )
@@ -276,14 +305,21 @@ def decode_run_page(
     What is the same for every record of a run (its run, agent and session
     ids, checked against the run on write) comes from the run, not from each
     row; consecutive records often share a timestamp (one activity's
-    records), so an unchanged one is reused rather than built again.
+    records), so an unchanged one is reused rather than built again. Every
+    row's checksum is verified (with the run's ids) as it is built.
     """
     records: list[Record] = []
     append = records.append
     last_ms: object = None
     last_at = _EPOCH
+    crc = _CRC
     try:
-        for seq, turn_id, event_key, type_, timestamp, payload in rows:
+        seed = run_seed(run_id, agent_id, session_id)
+        for seq, turn_id, event_key, type_, timestamp, payload, checksum in rows:
+            # The checksum inline (see integrity.record_checksum): a call per row costs more.
+            head = f"{seq}\x00{turn_id}\x00{event_key}\x00{type_}\x00{timestamp}\x00"
+            if crc(payload, crc(head.encode(), seed)) != checksum:
+                raise mismatch(run_id, seq)
             if timestamp != last_ms:
                 last_at = (
                     _FROM_SECONDS(timestamp / 1000, UTC)
@@ -304,7 +340,7 @@ def decode_run_page(
                     id=str(seq),
                 )
             )
-    except (TypeError, OverflowError):
+    except (TypeError, ValueError, OverflowError):
         # Slow path: find the damaged row and name it.
         return tuple(
             decode_record((run_id, row[0], agent_id, session_id, *row[1:])) for row in rows

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentledger.errors import ValidationError
+from agentledger.storage.integrity import record_checksum, run_seed
 
 __all__ = [
     "LATEST_VERSION",
@@ -41,6 +42,8 @@ class Migration:
     """Stable identity, checked against what a database recorded."""
     statements: tuple[str, ...]
     """DDL run in order inside the migration's transaction."""
+    backfill: Callable[[sqlite3.Connection], None] | None = None
+    """Computes values for existing rows after the DDL, in the same transaction."""
 
 
 _BASE_SCHEMA = (
@@ -104,6 +107,24 @@ _BASE_SCHEMA = (
     "CREATE INDEX records_by_session ON records (session_id, pos)",
 )
 
+
+def _backfill_checksums(conn: sqlite3.Connection) -> None:
+    """Checksum every existing record as it is stored now (see :mod:`..integrity`).
+
+    Damage done before this migration cannot be told from intact data; ``agentledger
+    check`` still validates what it can (lifecycle payloads, run consistency).
+    """
+    rows = conn.execute(
+        "SELECT pos, run_id, seq, agent_id, session_id, turn_id, event_key, type, "
+        "timestamp, payload FROM records"
+    ).fetchall()
+    sums = []
+    for pos, run_id, seq, agent_id, session_id, turn_id, event_key, type_, ms, payload in rows:
+        seed = run_seed(run_id, agent_id, session_id)
+        sums.append((record_checksum(seed, seq, turn_id, event_key, type_, ms, payload), pos))
+    conn.executemany("UPDATE records SET checksum = ? WHERE pos = ?", sums)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="base_schema", statements=_BASE_SCHEMA),
     Migration(
@@ -128,6 +149,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         # A run's newest id is max(seq) through UNIQUE (run_id, seq): an append
         # writes its record only, not the runs row too [B2].
         statements=("ALTER TABLE runs DROP COLUMN last_seq",),
+    ),
+    Migration(
+        version=5,
+        name="record_checksums",
+        # [J1] a CRC-32 over each record's identity and bytes, verified on every read.
+        statements=("ALTER TABLE records ADD COLUMN checksum INTEGER NOT NULL DEFAULT -1",),
+        backfill=_backfill_checksums,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
@@ -226,6 +254,8 @@ def migrate(
             if migration in pending(conn, migrations):
                 for statement in migration.statements:
                     conn.execute(statement)
+                if migration.backfill is not None:
+                    migration.backfill(conn)
                 conn.execute(
                     f"INSERT INTO {MIGRATIONS_TABLE} (version, name, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.name, time.time_ns() // 1_000_000),
