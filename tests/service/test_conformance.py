@@ -11,8 +11,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentledger.service import StoreClient
-from agentledger.storage.conformance import StoreConformance, StoreFactory
+from agentledger.storage.conformance import StoreConformance, StoreFactory, StoreOpener
 from tests.service.process import ServiceProcess, Tokens
+
+
+def _opener(service: ServiceProcess, token: str) -> StoreOpener:
+    """Racing processes reach the store the way workers do: a StoreClient each."""
+    return StoreOpener("agentledger.service:StoreClient", service.url, token=token)
 
 
 def _factory(service: ServiceProcess, token: str) -> tuple[StoreFactory, list[StoreClient]]:
@@ -43,6 +48,10 @@ class TestStoreClientOverSQLite(StoreConformance):
         for handle in handles:
             await handle.close()
 
+    @pytest.fixture
+    def store_opener(self, sqlite_service: ServiceProcess, tokens: Tokens) -> StoreOpener:
+        return _opener(sqlite_service, tokens.host)
+
 
 class TestStoreClientOverPostgres(StoreConformance):
     """StoreClient -> agentledger serve -> PostgresStore."""
@@ -57,3 +66,7 @@ class TestStoreClientOverPostgres(StoreConformance):
         yield open_store
         for handle in handles:
             await handle.close()
+
+    @pytest.fixture
+    def store_opener(self, postgres_service: ServiceProcess, tokens: Tokens) -> StoreOpener:
+        return _opener(postgres_service, tokens.host)

@@ -26,6 +26,7 @@ from agentledger.observability.propagation import inject_trace_context
 from agentledger.service import wire
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
+from agentledger.storage import lifecycle
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.types import (
     AppendResult,
@@ -159,7 +160,8 @@ class StoreClient:
         return await self._call(wire.APPEND_RUN_RECORD, record)
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        return await self._call(wire.APPEND_RUN_RECORDS, wire.RecordBatch(records=list(records)))
+        batch = lifecycle.check_batch(records)  # refused as the store refuses it
+        return await self._call(wire.APPEND_RUN_RECORDS, wire.RecordBatch(records=batch))
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
         return await self._call(wire.RECORD_RUN_CANCELLATION, cmd)

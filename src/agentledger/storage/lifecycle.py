@@ -72,6 +72,7 @@ from agentledger.storage.validation import (
 )
 
 __all__ = [
+    "check_batch",
     "check_listed",
     "completed_runs",
     "load_run",
@@ -727,8 +728,12 @@ def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:
     )
 
 
-def _check_batch(records: object) -> list[Record]:
-    """[B1] a non-empty sequence of ordinary records of one run, each valid as given."""
+def check_batch(records: object) -> list[Record]:
+    """[B1] a non-empty sequence of ordinary records of one run, each valid as given.
+
+    The first check of :func:`plan_append_batch`; a remote client (``StoreClient``)
+    runs it before sending, so what the wire cannot carry is refused as the store would.
+    """
     if not isinstance(records, Sequence) or isinstance(records, str | bytes):
         raise ValidationError(
             field="records", expected="a sequence of Records", got=type(records).__name__
@@ -754,7 +759,7 @@ def plan_append_batch(reader: StateReader, records: Sequence[Record]) -> Plan[li
     an earlier record of the same batch); the first refusal is raised and
     nothing is written.
     """
-    batch = _check_batch(records)
+    batch = check_batch(records)
     run = _owned_run(reader, batch[0].run_id, batch[0])
     for record in batch[1:]:
         _check_owner(record, run.run_id, run.agent_id, run.session_id)
