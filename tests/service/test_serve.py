@@ -173,3 +173,41 @@ async def test_replicas_may_share_one_postgres_database(
             assert (await other.load_session("replica-s")).labels == {"via": "one"}
             ended = await other.end_session("replica-s", ended_at=AT)
             assert (await one.load_session("replica-s")) == ended
+
+
+async def _a_finished_run(url: str, token: str) -> None:
+    from agentledger.storage import RecordBuilder, RunStart, RunStatus
+
+    async with StoreClient(url, token=token) as host:
+        await host.create_session("cli-reads", created_at=AT)
+        run = RecordBuilder(
+            RunStart(run_id="cli-run", agent_id="a", session_id="cli-reads", started_at=AT)
+        )
+        await host.start_root_run(run.root_start())
+        await host.append_run_records(
+            [run.record("note", b'{"n":%d}' % n, event_key=f"n{n}", at=AT) for n in range(3)]
+        )
+        await host.record_run_terminal(run.terminal(RunStatus.COMPLETED, at=AT))
+
+
+def test_the_read_commands_work_through_the_service(
+    sqlite_service: ServiceProcess, tokens: Tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[DESIGN 11] runs, records, tail, transcript and check read a store through its service."""
+    from tests.cli.conftest import run_cli
+
+    asyncio.run(_a_finished_run(sqlite_service.url, tokens.host))
+    monkeypatch.setenv("AGENTLEDGER_TOKEN", tokens.reader)
+    via = ("--store", sqlite_service.url, "--json")
+    runs = run_cli(*via, "runs", "cli-reads").json()
+    assert [(r["run_id"], r["status"]) for r in runs["runs"]] == [("cli-run", "completed")]
+    records = run_cli(*via, "records", "cli-run", "--type", "note").json()["records"]
+    assert [r["payload"] for r in records] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    tailed = run_cli(*via, "tail", "cli-run")
+    assert tailed.code == 0, tailed.err
+    assert [json.loads(line)["type"] for line in tailed.out.splitlines()] == [
+        "run_started", "note", "note", "note", "run_completed",
+    ]  # fmt: skip
+    assert run_cli(*via, "transcript", "cli-run").json() == []
+    checked = run_cli(*via, "check")
+    assert checked.code == 0, checked.out + checked.err
