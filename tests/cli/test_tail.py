@@ -90,7 +90,13 @@ def test_tail_text_of_an_ended_run(demo: Demo) -> None:
 
 async def test_tail_forever_keeps_going_until_ctrl_c(demo: Demo) -> None:
     """--forever does not stop at the run's end; Ctrl-C ends it with 130, no traceback."""
-    proc = await _spawn("--db", str(demo.db), "tail", demo.runs[0]["run_id"], "--forever")
+    # A child inherits an ignored SIGINT (as under `make test &`, or any background job), so
+    # the tail would rightly ignore Ctrl-C; a handled SIGINT is reset to the default by exec.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = await _spawn("--db", str(demo.db), "tail", demo.runs[0]["run_id"], "--forever")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         assert proc.stdout is not None
         await asyncio.wait_for(proc.stdout.readline(), 30)  # the header
