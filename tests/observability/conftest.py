@@ -105,7 +105,4 @@ async def temporal_client(spans: Spans, temporal_address: str) -> Client:
             await asyncio.sleep(0.5)
 
 
-# The Temporal dev server of the engine tests (a server of this directory's own).
-from tests.engine.temporal.conftest import temporal_address  # noqa: E402
-
-__all__ = ["Spans", "temporal_address", "temporal_client"]
+__all__ = ["Spans", "temporal_client"]  # temporal_address: tests/conftest.py

