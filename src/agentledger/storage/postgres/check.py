@@ -16,13 +16,13 @@ from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError, CorruptRecordError
 from agentledger.storage import payloads
+from agentledger.storage.invariants import run_problems
 from agentledger.storage.postgres import migrations
 from agentledger.storage.postgres._rows import RECORD_COLUMNS, record_from_row
 from agentledger.storage.validation import decode_stored_payload
 
 __all__ = ["check_invariants", "stored_run_ids"]
 
-_TERMINAL = ("completed", "failed", "canceled")
 _PAYLOADS: dict[str, type[Any]] = {
     payloads.RUN_STARTED: payloads.RunStarted,
     payloads.RUN_COMPLETED: payloads.RunCompleted,
@@ -122,7 +122,7 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
         return problems
     cur = await conn.execute(_RUNS)
     for row in await cur.fetchall():
-        problems.extend(_check_run(*row))
+        problems.extend(run_problems(*row))
     for what, record_type, owner in _KEYS:
         cur = await conn.execute(
             f"SELECT r.run_id, r.{what} FROM agentledger_runs r WHERE r.{what} <> '' "
@@ -145,49 +145,4 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
             decode_stored_payload(record, _PAYLOADS[record.type])
         except CorruptRecordError as e:
             problems.append(str(e))
-    return problems
-
-
-def _check_run(
-    run_id: str,
-    status: str,
-    last_seq: int,
-    session_id: str,
-    parent_run_id: str,
-    count: int,
-    first: int,
-    newest: int,
-    started_first: int,
-    started: int,
-    completed: int,
-    suspended: int,
-    has_checkpoint: bool,
-    has_session: bool,
-    has_parent: bool,
-) -> list[str]:
-    problems: list[str] = []
-    say = problems.append
-    terminal = status in _TERMINAL
-    if terminal and completed != 1:
-        say(f"run {run_id!r}: {status} with {completed} run_completed records (want 1)")
-    if not terminal and completed:
-        say(f"run {run_id!r}: {status} but has {completed} run_completed records")
-    if status == "suspended" and not (has_checkpoint and suspended == 1):
-        say(
-            f"run {run_id!r}: suspended with checkpoint={has_checkpoint} "
-            f"and {suspended} run_suspended records (want a checkpoint and 1)"
-        )
-    if status != "suspended" and (has_checkpoint or suspended):
-        say(f"run {run_id!r}: {status} but holds a checkpoint or a run_suspended record")
-    if started != 1 or not started_first:
-        say(f"run {run_id!r}: want one run_started record at id 1 with its started_key")
-    if not (count == last_seq == newest and first == (1 if count else 0)):
-        say(
-            f"run {run_id!r}: ids not 1..last_seq without gaps "
-            f"(last_seq={last_seq}, count={count}, min={first}, max={newest})"
-        )
-    if session_id and not has_session:
-        say(f"run {run_id!r}: its session {session_id!r} is missing")
-    if parent_run_id and not has_parent:
-        say(f"run {run_id!r}: its parent {parent_run_id!r} is missing")
     return problems
