@@ -27,7 +27,7 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy --strict src
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n 2 --dist worksteal
 
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-test
 	$(UV) pip install --quiet --compile-bytecode --python $(PY) --group bench
