@@ -66,6 +66,29 @@ def free_port() -> int:
         return port
 
 
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` itself listens on 127.0.0.1:``port`` (Linux ``/proc``).
+
+    A plain connect would also succeed against somebody else holding the port.
+    """
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.split(":")[1], 16) == port:
+                inodes.add(f"socket:[{inode}]")
+    if not inodes:
+        return False
+    fds = Path(f"/proc/{pid}/fd")
+    with contextlib.suppress(OSError):
+        for fd in fds.iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) in inodes:
+                    return True
+    return False
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -86,7 +109,24 @@ class TemporalDevServer:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
-        """Start the server and wait until it accepts connections; returns HOST:PORT."""
+        """Start the server and wait until it accepts connections; returns HOST:PORT.
+
+        A port taken between choosing it and binding it (another test worker
+        starting its own server) makes the server exit at once: start again on
+        fresh ports, up to three times.
+        """
+        for attempt in range(3):
+            if attempt:
+                self.port = free_port()
+                self.address = f"127.0.0.1:{self.port}"
+            if self._launch():
+                return self.address
+        raise ServerError(
+            f"temporal dev server exited three times while starting:\n{self.output()}"
+        )
+
+    def _launch(self) -> bool:
+        """One start: True once it listens, False if it exited while starting."""
         cmd = [
             str(self.binary),
             "server",
@@ -116,14 +156,10 @@ class TemporalDevServer:
         deadline = time.monotonic() + self._timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise ServerError(
-                    f"temporal dev server exited with {self._process.returncode}:\n{self.output()}"
-                )
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
-            ):
-                return self.address
+                self._process = None
+                return False
+            if _listens(self._process.pid, self.port):
+                return True
             time.sleep(0.05)
         self.stop()
         raise ServerError(
