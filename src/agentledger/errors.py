@@ -26,6 +26,7 @@ keyword-only attributes; the message is derived from them.
     │   │   ├── RunTerminalConflictError
     │   │   └── SessionConflictError    (+ session_id; run_id is "")
     │   ├── CorruptRecordError          (run_id, record_id, reason)
+    │   ├── SessionKeyErasedError       (session_id, run_id) its data key was destroyed [A2]
     │   ├── RegistrationClosedError     (name)
     │   └── AccessDeniedError           (operation, status, reason) the store service refused
     ├── TransientError                  database or network trouble; may be retried
@@ -58,6 +59,7 @@ __all__ = [
     "SessionConflictError",
     "SessionEndedError",
     "SessionHasActiveRunsError",
+    "SessionKeyErasedError",
     "SessionNotFoundError",
     "SessionPurgedError",
     "SuspensionNotFoundError",
@@ -343,6 +345,22 @@ class CorruptRecordError(ContractError):
         self.run_id = run_id
         self.record_id = record_id
         self.reason = reason
+
+
+class SessionKeyErasedError(ContractError):
+    """The session's data key was destroyed (crypto-erasure [A2]): its sealed data is unreadable.
+
+    Attributes:
+        session_id: the erased session ("" for a one-shot run, which has its own key).
+        run_id: the run whose record or checkpoint was asked for ("" if none).
+    """
+
+    def __init__(self, *, session_id: str, run_id: str = "") -> None:
+        owner = f"session {session_id!r}" if session_id else f"one-shot run {run_id!r}"
+        where = f" (run {run_id!r})" if session_id and run_id else ""
+        super().__init__(f"the data key of {owner} was erased{where}: its records are unreadable")
+        self.session_id = session_id
+        self.run_id = run_id
 
 
 class RegistrationClosedError(ContractError):

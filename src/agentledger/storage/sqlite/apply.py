@@ -60,7 +60,10 @@ def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) 
         _put_session(conn, plan.session)
     for row in plan.runs:
         _put_run(conn, reader, row)
+    sealer = reader.sealer
     for record in plan.records:  # one or two: execute is cheaper than executemany
+        if sealer is not None:
+            record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
         conn.execute(_INSERT_RECORD, record_values(record))
     if plan.purge_session:
         for statement in _PURGE:
@@ -90,5 +93,8 @@ def _put_run(conn: sqlite3.Connection, reader: SQLiteReader, row: RunRow) -> Non
         if row.checkpoint is None:
             conn.execute(_DELETE_CHECKPOINT, (row.run_id,))
         else:
-            conn.execute(_UPSERT_CHECKPOINT, (row.run_id, row.checkpoint.id, row.checkpoint.data))
+            data = row.checkpoint.data
+            if reader.sealer is not None:
+                data = reader.sealer.seal_checkpoint(row.session_id, row.run_id, row.checkpoint)
+            conn.execute(_UPSERT_CHECKPOINT, (row.run_id, row.checkpoint.id, data))
     reader.runs_read[row.run_id] = row

@@ -12,7 +12,9 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle
@@ -39,6 +41,9 @@ from agentledger.storage.types import (
     SessionPage,
 )
 from agentledger.storage.validation import check_limit, require_id
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
 
 __all__ = ["RowCache", "SQLiteReader"]
 
@@ -136,13 +141,21 @@ class SQLiteReader(StateReader):
     transaction); readers on other connections pass none.
     """
 
-    __slots__ = ("_cache", "_conn", "_fresh_keys", "runs_read")
+    __slots__ = ("_cache", "_conn", "_fresh_keys", "runs_read", "sealer")
 
     def __init__(
-        self, conn: sqlite3.Connection, cache: RowCache | None = None, *, fresh_keys: bool = False
+        self,
+        conn: sqlite3.Connection,
+        cache: RowCache | None = None,
+        *,
+        fresh_keys: bool = False,
+        sealer: Encryption | None = None,
     ) -> None:
         self._conn = conn
         self._cache = cache
+        self.sealer = sealer
+        """Encryption at rest [A2]: payloads and checkpoints are opened as read
+        (and sealed by :func:`~.apply.apply_plan` as written); None: plaintext."""
         self._fresh_keys = fresh_keys
         """Answer every record lookup "absent" without reading: the caller's
         INSERT must then prove it (see ``SQLiteStore``'s insert-first appends)."""
@@ -174,6 +187,9 @@ class SQLiteReader(StateReader):
         if run is None:
             row = self._conn.execute(_RUN, (run_id,)).fetchone()
             run = None if row is None else decode_run(row)
+            if run is not None and run.checkpoint is not None and self.sealer is not None:
+                opened = self.sealer.open_checkpoint(run.session_id, run_id, run.checkpoint)
+                run = msgspec.structs.replace(run, checkpoint=opened)
             if cache is not None and run is not None:
                 cache.runs[run_id] = run
         self.runs_read[run_id] = run
@@ -187,7 +203,10 @@ class SQLiteReader(StateReader):
         if self._fresh_keys:
             return None
         row = self._conn.execute(_RECORD, (run_id, event_key)).fetchone()
-        return None if row is None else decode_record(row)
+        if row is None:
+            return None
+        record = decode_record(row)
+        return record if self.sealer is None else self.sealer.open_record(record)
 
     def running_run_ids(self, session_id: str) -> list[str]:
         return [str(run_id) for (run_id,) in self._conn.execute(_RUNNING, (session_id,))]
@@ -221,6 +240,8 @@ class SQLiteReader(StateReader):
         if len(page) != end - start or (page and page[-1][0] != end):
             raise sequence_gap(run_id, start, [row[0] for row in page])
         records = decode_run_page(run_id, agent_id, session_id, page)
+        if self.sealer is not None:
+            records = self.sealer.open_records(records)
         try:
             run_status = RunStatus(status)
         except ValueError as e:
@@ -239,6 +260,8 @@ class SQLiteReader(StateReader):
         rows = self._conn.execute(_SESSION_PAGE, (session_id, start, size)).fetchall()
         self._check_session_order(rows)
         records = decode_records([row[1:] for row in rows])
+        if self.sealer is not None:
+            records = self.sealer.open_records(records)
         statuses = {}
         for run_id in lifecycle.completed_runs(records):
             run = self.run(run_id)

@@ -157,6 +157,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         statements=("ALTER TABLE records ADD COLUMN checksum INTEGER NOT NULL DEFAULT -1",),
         backfill=_backfill_checksums,
     ),
+    Migration(
+        version=6,
+        name="encryption_marker",
+        # [A2] an encrypted database records its scheme and vault (one row); a
+        # plaintext one leaves the table empty.
+        statements=(
+            "CREATE TABLE encryption (id INTEGER PRIMARY KEY CHECK (id = 1), "
+            "scheme TEXT NOT NULL, vault_id TEXT NOT NULL) STRICT",
+        ),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 
