@@ -55,9 +55,7 @@ class TestEncryptedSQLiteStore(StoreConformance):
             await handle.close()
 
     @pytest.fixture
-    def store_opener(
-        self, encrypted_sqlite: tuple[Path, Path], keyring_file: Path
-    ) -> StoreOpener:
+    def store_opener(self, encrypted_sqlite: tuple[Path, Path], keyring_file: Path) -> StoreOpener:
         path, vault = encrypted_sqlite
         return StoreOpener(
             "tests.storage.encryption.support:open_sqlite", str(path), str(keyring_file), str(vault)
