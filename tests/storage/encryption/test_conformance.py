@@ -10,7 +10,9 @@ import pytest
 
 from agentledger.storage.conformance import StoreConformance, StoreFactory, StoreOpener
 from agentledger.storage.encryption import Encryption, Keyring
+from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.sqlite import SQLiteStore
+from tests.storage.postgres.server import create_database, drop_database
 
 
 @pytest.fixture(scope="module")
@@ -59,4 +61,46 @@ class TestEncryptedSQLiteStore(StoreConformance):
         path, vault = encrypted_sqlite
         return StoreOpener(
             "tests.storage.encryption.support:open_sqlite", str(path), str(keyring_file), str(vault)
+        )
+
+
+@pytest.fixture(scope="module")
+def encrypted_postgres(
+    postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """A database of its own (the shared one holds plaintext data) and its vault."""
+    dsn = create_database(postgres_dsn, prefix="agentledger_encrypted")
+    try:
+        yield dsn, tmp_path_factory.mktemp("encrypted-postgres") / "keys.vault"
+    finally:
+        drop_database(dsn)
+
+
+class TestEncryptedPostgresStore(StoreConformance):
+    """Every handle is its own pool on the encrypted database; one Encryption per test."""
+
+    stateful_examples = 5
+
+    @pytest.fixture
+    async def store_factory(
+        self, encrypted_postgres: tuple[str, Path], keyring_file: Path
+    ) -> AsyncIterator[StoreFactory]:
+        dsn, vault = encrypted_postgres
+        shared = Encryption(Keyring.from_file(keyring_file), vault)
+        handles: list[PostgresStore] = []
+
+        async def open_store() -> PostgresStore:
+            handle = await PostgresStore.open(dsn, min_size=1, max_size=4, encryption=shared)
+            handles.append(handle)
+            return handle
+
+        yield open_store
+        for handle in handles:
+            await handle.close()
+
+    @pytest.fixture
+    def store_opener(self, encrypted_postgres: tuple[str, Path], keyring_file: Path) -> StoreOpener:
+        dsn, vault = encrypted_postgres
+        return StoreOpener(
+            "tests.storage.encryption.support:open_postgres", dsn, str(keyring_file), str(vault)
         )

@@ -33,8 +33,9 @@ statements, no locks; a read that spans rows is one statement (one snapshot).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
@@ -49,6 +50,9 @@ from agentledger.storage.postgres._rows import (
 )
 from agentledger.storage.state import RunRow, SessionRow, StateReader
 from agentledger.storage.types import Record
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
 
 __all__ = ["CachedReader", "Key", "Loader", "Missing"]
 
@@ -164,11 +168,34 @@ class Loader:
     the module docstring; with ``lock=False`` it only reads.
     """
 
-    def __init__(self, conn: AsyncConnection[TupleRow], cache: CachedReader, *, lock: bool) -> None:
+    def __init__(
+        self,
+        conn: AsyncConnection[TupleRow],
+        cache: CachedReader,
+        *,
+        lock: bool,
+        sealer: Encryption | None = None,
+    ) -> None:
         self.conn = conn
         self.cache = cache
         self.lock = lock
+        self.sealer = sealer
+        """Encryption at rest [A2]: what is read is opened here, what is written
+        sealed by :func:`~._apply.apply_plan`; None: plaintext."""
         self._for_update = " FOR UPDATE" if lock else ""
+
+    def decode_run(self, row: TupleRow) -> RunRow:
+        """A run row, its checkpoint data opened."""
+        run = run_from_row(row)
+        if self.sealer is None or run.checkpoint is None:
+            return run
+        opened = self.sealer.open_checkpoint(run.session_id, run.run_id, run.checkpoint)
+        return msgspec.structs.replace(run, checkpoint=opened)
+
+    def decode_record(self, row: TupleRow) -> Record:
+        """A record row, its payload opened."""
+        record = record_from_row(row)
+        return record if self.sealer is None else self.sealer.open_record(record)
 
     async def _one(self, query: str, params: tuple[object, ...]) -> TupleRow | None:
         cur = await self.conn.execute(query, params)
@@ -233,7 +260,7 @@ class Loader:
                     self.keep_session(row)
                 row = await self._one(_SELECT_RUN + " FOR UPDATE", (ident,))
                 if row is not None:
-                    run = run_from_row(row)
+                    run = self.decode_run(row)
                     if run.session_id and run.session_id not in self.cache.sessions:
                         # Created between the two statements: lock its session now.
                         await self.session(run.session_id)
@@ -248,7 +275,7 @@ class Loader:
             elif kind == "run":
                 row = await self._one(_READ_RUN, (ident,))
                 assert row is not None
-                self.cache.runs[ident] = None if row[0] is None else run_from_row(row[:-1])
+                self.cache.runs[ident] = None if row[0] is None else self.decode_run(row[:-1])
                 self.cache.purged_runs[ident] = row[-1]
             elif kind == "session":
                 row = await self._one(_READ_SESSION, (ident,))
@@ -283,7 +310,7 @@ class Loader:
             self.keep_session(session_row)
         if run_row is None:
             return
-        run = run_from_row(run_row)
+        run = self.decode_run(run_row)
         if run.session_id and run.session_id not in self.cache.sessions:
             # Created between the statements: lock its session, then read it all again.
             await self.session(run.session_id)
@@ -295,7 +322,7 @@ class Loader:
         for key in event_keys:
             self.cache.records[(run_id, key)] = None
         for row in record_rows:
-            found = record_from_row(row)
+            found = self.decode_record(row)
             self.cache.records[(run_id, found.event_key)] = found
 
     async def session(self, session_id: str) -> SessionRow | None:
@@ -324,7 +351,7 @@ class Loader:
             return self.cache.runs[run_id]
         if not self.lock:
             row = await self._one(_SELECT_RUN, (run_id,))
-            found = None if row is None else run_from_row(row)
+            found = None if row is None else self.decode_run(row)
             self.cache.runs[run_id] = found
             return found
         guarded = False
@@ -341,7 +368,7 @@ class Loader:
                 await self.session(head[0])
             row = await self._one(_SELECT_RUN + " FOR UPDATE", (run_id,))
             if row is not None:
-                found = run_from_row(row)
+                found = self.decode_run(row)
                 self.cache.runs[run_id] = found
                 return found
             # Purged between the two reads: look again (now it is absent).
@@ -355,7 +382,7 @@ class Loader:
         """A run's record by event key (read after the run is locked)."""
         await self.run(run_id)
         row = await self._one(_SELECT_RECORD, (run_id, event_key))
-        self.cache.records[(run_id, event_key)] = None if row is None else record_from_row(row)
+        self.cache.records[(run_id, event_key)] = None if row is None else self.decode_record(row)
 
     async def running(self, session_id: str) -> None:
         """The session's running runs (read after the session is locked)."""
