@@ -26,7 +26,7 @@ PUBLIC = {
         "RunNotActiveError", "RunNotFoundError", "RunSessionMismatchError",
         "RunSuspensionConflictError", "RunTerminalConflictError", "SessionActiveError",
         "SessionConflictError", "SessionEndedError", "SessionHasActiveRunsError",
-        "SessionNotFoundError", "SessionPurgedError", "SuspensionNotFoundError", "TranscriptError",
+        "SessionKeyErasedError", "SessionNotFoundError", "SessionPurgedError", "SuspensionNotFoundError", "TranscriptError",
         "TransientError", "ValidationError",
     ],
     "agentledger.storage": [
@@ -45,6 +45,7 @@ PUBLIC = {
     "agentledger.storage.conformance": [
         "StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store",
     ],
+    "agentledger.storage.encryption": ["KEYRING_ENV", "SCHEME", "Encryption", "Keyring"],
     "agentledger.sync": ["SyncStore", "open_postgres", "open_sqlite"],
     "agentledger.providers": [
         "AnthropicClient", "BedrockClient", "ModelClient", "ModelRequest", "ModelResponse",
