@@ -242,3 +242,16 @@ async def test_an_agent_run_on_an_encrypted_store(store: SQLiteStore, files: Fil
     again = await store.append_run_record(msgspec.structs.replace(retry, id=""))
     assert (again.id, again.inserted) == (retry.id, False)  # [X1] the exact retry on plaintext
     assert b"Oslo" not in raw_bytes(files.db)
+
+
+async def test_an_erasure_by_another_process_holds_for_a_running_store(files: Files) -> None:
+    """A store that already used a key stops reading it once another vault owner erased it."""
+    serving = await files.open()  # as `agentledger serve` would hold it
+    sid, run_id = await populate(serving, World(serving), "s")
+    assert len((await serving.list_run_records(run_id)).records) == 4  # the key is in memory
+    other = await files.open()  # its own Encryption: as `agentledger keys erase` in a shell
+    assert await other.erase_session_keys(sid)
+    await other.close()
+    with pytest.raises(SessionKeyErasedError):
+        await serving.list_run_records(run_id)
+    await serving.close()

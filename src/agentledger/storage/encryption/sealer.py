@@ -65,6 +65,7 @@ class Encryption:
         self.vault_path = os.fspath(vault_path)
         self._vault: KeyVault | None = None
         self._keys: dict[str, AESGCM] = {}
+        self._seen: tuple[int, int, int] | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -94,11 +95,16 @@ class Encryption:
 
     def seal_record(self, record: Record) -> bytes:
         """The sealed bytes stored for ``record``'s payload."""
+        self._refresh()
         key = self._key(record.session_id, record.run_id, create=True)
         return self._seal(key, record.payload, _record_aad(record))
 
     def open_record(self, record: Record) -> Record:
         """``record`` as read back (sealed payload) with its plaintext payload."""
+        self._refresh()
+        return self._open_record(record)
+
+    def _open_record(self, record: Record) -> Record:
         key = self._key(record.session_id, record.run_id, create=False, record_id=record.id)
         aad = _record_aad(record)
         plain = self._open(key, record.payload, aad, record.run_id, record.id)
@@ -106,15 +112,18 @@ class Encryption:
 
     def open_records(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
         """Every record of a page opened."""
-        return tuple([self.open_record(record) for record in records])
+        self._refresh()
+        return tuple([self._open_record(record) for record in records])
 
     def seal_checkpoint(self, session_id: str, run_id: str, checkpoint: Checkpoint) -> bytes:
         """The sealed bytes stored for a run's checkpoint data."""
+        self._refresh()
         key = self._key(session_id, run_id, create=True)
         return self._seal(key, checkpoint.data, _checkpoint_aad(session_id, run_id, checkpoint.id))
 
     def open_checkpoint(self, session_id: str, run_id: str, checkpoint: Checkpoint) -> Checkpoint:
         """A checkpoint as read back (sealed data) with its plaintext data."""
+        self._refresh()
         key = self._key(session_id, run_id, create=False, record_id="checkpoint")
         aad = _checkpoint_aad(session_id, run_id, checkpoint.id)
         return Checkpoint(
@@ -145,6 +154,25 @@ class Encryption:
                 field="encryption", expected="an Encryption attached to an open store", got="none"
             )
         return vault
+
+    def _refresh(self) -> None:
+        """Forget every data key in memory once the vault file changed (one ``stat``).
+
+        An erasure by another process (``agentledger keys erase`` beside a running
+        ``serve``) thus holds here from the next operation on.
+        """
+        try:
+            # The file change counter of the SQLite header: every vault commit bumps it.
+            with open(self.vault_path, "rb") as f:
+                header = f.read(28)
+                inode = os.fstat(f.fileno()).st_ino
+        except OSError:
+            return  # reported by the vault itself on the next key lookup
+        seen = (int.from_bytes(header[24:28], "big"), inode, len(header))
+        if seen != self._seen:
+            with self._lock:
+                self._keys.clear()
+                self._seen = seen
 
     def _key(self, session_id: str, run_id: str, *, create: bool, record_id: str = "") -> AESGCM:
         scope = _scope(session_id, run_id)
