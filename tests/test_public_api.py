@@ -26,8 +26,8 @@ PUBLIC = {
         "RunNotActiveError", "RunNotFoundError", "RunSessionMismatchError",
         "RunSuspensionConflictError", "RunTerminalConflictError", "SessionActiveError",
         "SessionConflictError", "SessionEndedError", "SessionHasActiveRunsError",
-        "SessionKeyErasedError", "SessionNotFoundError", "SessionPurgedError", "SuspensionNotFoundError", "TranscriptError",
-        "TransientError", "ValidationError",
+        "SessionKeyErasedError", "SessionNotFoundError", "SessionPurgedError",
+        "SuspensionNotFoundError", "TranscriptError", "TransientError", "ValidationError",
     ],
     "agentledger.storage": [
         "AppendResult", "Checkpoint", "ChildRunStart", "MemoryStore", "OneShotChildRunStart",
