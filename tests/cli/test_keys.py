@@ -33,7 +33,8 @@ def test_keys_rotate_and_erase_from_the_command_line(
 
     sid, run_id = asyncio.run(fill())
     plain = run_cli("--db", str(db), "records", run_id)
-    assert plain.code == 1 and "encrypted" in plain.err  # no keyring: a clear refusal
+    assert plain.code == 1
+    assert "encrypted" in plain.err  # no keyring: a clear refusal
 
     assert run_cli("keys", "add", "k2", "--keyring", str(ring)).code == 0
     keys = ["--keyring", str(ring), "--vault", str(vault)]
@@ -45,9 +46,12 @@ def test_keys_rotate_and_erase_from_the_command_line(
     monkeypatch.setenv("AGENTLEDGER_KEYRING_FILE", str(ring))
     monkeypatch.setenv("AGENTLEDGER_VAULT", str(vault))
     shown = run_cli("--db", str(db), "records", run_id, "--full")
-    assert shown.code == 0 and "PAYLOAD-SECRET-alpha" in shown.out, shown.err
+    assert shown.code == 0, shown.err
+    assert "PAYLOAD-SECRET-alpha" in shown.out
     assert run_cli("--db", str(db), "keys", "erase", sid).code == 0
     again = run_cli("--db", str(db), "keys", "erase", sid)
     assert "already erased" in again.out
     gone = run_cli("--db", str(db), "records", run_id)
-    assert gone.code == 1 and "erased" in gone.err and sid in gone.err
+    assert gone.code == 1
+    assert "erased" in gone.err
+    assert sid in gone.err
