@@ -48,7 +48,11 @@ def test_keys_rotate_and_erase_from_the_command_line(
     shown = run_cli("--db", str(db), "records", run_id, "--full")
     assert shown.code == 0, shown.err
     assert "PAYLOAD-SECRET-alpha" in shown.out
+    audit = run_cli("--db", str(db), "check")
+    assert (audit.code, audit.err) == (0, "")
+    assert "4 record(s): no findings" in audit.out  # sealed lifecycle payloads decode
     assert run_cli("--db", str(db), "keys", "erase", sid).code == 0
+    assert run_cli("--db", str(db), "check").code == 0  # an erased session is no finding
     again = run_cli("--db", str(db), "keys", "erase", sid)
     assert "already erased" in again.out
     gone = run_cli("--db", str(db), "records", run_id)
