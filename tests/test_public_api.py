@@ -42,6 +42,10 @@ PUBLIC = {
         "TRANSCRIPT_APPENDED", "TRANSCRIPT_SEEDED", "CancellationIntent", "CancellationNote",
         "ChildRunLinked", "Failure", "RunCompleted", "RunStarted", "RunSuspended",
     ],
+    "agentledger.storage.session_image": [
+        "IMAGE_FORMAT", "SessionImage", "SessionImageSource", "image_byte_total",
+        "read_session_image", "run_digest", "session_digest",
+    ],
     "agentledger.storage.conformance": [
         "StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store",
     ],
