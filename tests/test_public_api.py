@@ -31,7 +31,8 @@ PUBLIC = {
     ],
     "agentledger.storage": [
         "AppendResult", "Checkpoint", "ChildRunStart", "MemoryStore", "OneShotChildRunStart",
-        "OneShotRunStart", "Page", "Record", "RecordBuilder", "RepairOutcome", "RepairResult",
+        "OneShotRunStart", "Page", "PurgeReceipt", "Record", "RecordBuilder", "RepairOutcome",
+        "RepairResult",
         "RootRunStart", "RunCancellation", "RunMeta", "RunStart", "RunStatus", "RunSuspension",
         "RunTerminal", "Session", "SessionAdmin", "SessionPage", "SessionStatus", "StartOutcome",
         "StartResult", "Store", "payloads",

@@ -157,6 +157,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         statements=("ALTER TABLE records ADD COLUMN checksum INTEGER NOT NULL DEFAULT -1",),
         backfill=_backfill_checksums,
     ),
+    Migration(
+        version=6,
+        name="purge_receipts",
+        # [D7] the receipt a purge returned, kept with its tombstone (JSON text);
+        # NULL for a tombstone written before receipts: nothing about it is known.
+        statements=("ALTER TABLE session_tombstones ADD COLUMN receipt TEXT",),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 
