@@ -19,9 +19,9 @@ PUBLIC = {
         "validate_planner_transcript",
     ],
     "agentledger.errors": [
-        "AccessDeniedError", "AgentledgerError", "ConflictError", "ContractError",
-        "CorruptRecordError", "NotFoundError", "ProviderError", "RecordConflictError",
-        "RecordOwnerMismatchError",
+        "AccessDeniedError", "AgentledgerError", "ArchiveExistsError", "ConflictError",
+        "ContractError", "CorruptArchiveError", "CorruptRecordError", "NotFoundError",
+        "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
         "RunNotActiveError", "RunNotFoundError", "RunSessionMismatchError",
         "RunSuspensionConflictError", "RunTerminalConflictError", "SessionActiveError",
@@ -31,7 +31,8 @@ PUBLIC = {
     ],
     "agentledger.storage": [
         "AppendResult", "Checkpoint", "ChildRunStart", "MemoryStore", "OneShotChildRunStart",
-        "OneShotRunStart", "Page", "Record", "RecordBuilder", "RepairOutcome", "RepairResult",
+        "OneShotRunStart", "Page", "PurgeReceipt", "Record", "RecordBuilder", "RepairOutcome",
+        "RepairResult",
         "RootRunStart", "RunCancellation", "RunMeta", "RunStart", "RunStatus", "RunSuspension",
         "RunTerminal", "Session", "SessionAdmin", "SessionPage", "SessionStatus", "StartOutcome",
         "StartResult", "Store", "payloads",
@@ -41,6 +42,10 @@ PUBLIC = {
         "PROMPT_RENDERED", "RUN_COMPLETED", "RUN_STARTED", "RUN_SUSPENDED", "SESSION_ENDED",
         "TRANSCRIPT_APPENDED", "TRANSCRIPT_SEEDED", "CancellationIntent", "CancellationNote",
         "ChildRunLinked", "Failure", "RunCompleted", "RunStarted", "RunSuspended",
+    ],
+    "agentledger.storage.session_image": [
+        "IMAGE_FORMAT", "SessionImage", "SessionImageSource", "image_byte_total",
+        "read_session_image", "run_digest", "session_digest",
     ],
     "agentledger.storage.conformance": [
         "StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store",

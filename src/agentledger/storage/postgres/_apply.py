@@ -26,6 +26,7 @@ from agentledger.storage.postgres._rows import (
     record_params,
     run_params,
 )
+from agentledger.storage.receipts import encode_receipt
 from agentledger.storage.state import Plan
 
 __all__ = ["StaleWrite", "apply_plan"]
@@ -55,7 +56,7 @@ _PURGE = (
     "(SELECT run_id FROM agentledger_runs WHERE session_id = %(s)s)",
     "DELETE FROM agentledger_runs WHERE session_id = %(s)s",
     "DELETE FROM agentledger_sessions WHERE id = %(s)s",
-    "INSERT INTO agentledger_purged_sessions (id) VALUES (%(s)s)",
+    "INSERT INTO agentledger_purged_sessions (id, receipt) VALUES (%(s)s, %(receipt)s)",
 )
 
 
@@ -159,5 +160,7 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
         values_sql = ", ".join([_RECORD_VALUES] * len(plan.records))
         await conn.execute(_INSERT_RECORDS + values_sql, flat)
     if plan.purge_session:
+        assert plan.purge_receipt is not None
+        params = {"s": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
         for query in _PURGE:
-            await conn.execute(query, {"s": plan.purge_session})
+            await conn.execute(query, params)

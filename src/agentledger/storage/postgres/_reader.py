@@ -48,15 +48,16 @@ from agentledger.storage.postgres._rows import (
     run_from_row,
     session_from_row,
 )
+from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.state import RunRow, SessionRow, StateReader
-from agentledger.storage.types import Record
+from agentledger.storage.types import PurgeReceipt, Record
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
 
 __all__ = ["CachedReader", "Key", "Loader", "Missing"]
 
-Kind = Literal["session", "session_purged", "run", "purged_run", "record", "running"]
+Kind = Literal["session", "session_purged", "run", "purged_run", "record", "running", "contents"]
 Key = tuple[Kind, str, str]
 """``(kind, id, event_key)``; the event key is "" for every kind but ``record``."""
 
@@ -78,7 +79,13 @@ _SELECT_RECORD = (
 _SELECT_RECORDS = (
     f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = ANY(%s)"
 )
-_SELECT_SESSION_PURGED = "SELECT 1 FROM agentledger_purged_sessions WHERE id = %s"
+_SELECT_SESSION_PURGED = "SELECT receipt FROM agentledger_purged_sessions WHERE id = %s"
+_SELECT_CONTENT_RUNS = (
+    f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE session_id = %s ORDER BY ord"
+)
+_SELECT_CONTENT_RECORDS = (
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE session_id = %s ORDER BY session_seq"
+)
 _SELECT_PURGED_RUN = "SELECT session_id FROM agentledger_purged_runs WHERE run_id = %s"
 _SELECT_RUNNING = (
     "SELECT run_id FROM agentledger_runs WHERE session_id = %s AND status = 'running' ORDER BY ord"
@@ -122,6 +129,8 @@ class CachedReader(StateReader):
         self.purged_runs: dict[str, str | None] = {}
         self.records: dict[tuple[str, str], Record | None] = {}
         self.running: dict[str, list[str]] = {}
+        self.receipts: dict[str, PurgeReceipt] = {}  # of purged sessions [D7]
+        self.contents: dict[str, tuple[list[RunRow], list[Record]]] = {}
         self.session_seq: dict[str, int] = {}  # newest position in each loaded session's log
 
     def session(self, session_id: str) -> SessionRow | None:
@@ -159,6 +168,19 @@ class CachedReader(StateReader):
             return list(self.running[session_id])
         except KeyError:
             raise Missing(("running", session_id, "")) from None
+
+    def purge_receipt(self, session_id: str) -> PurgeReceipt:
+        try:
+            return self.receipts[session_id]
+        except KeyError:
+            raise Missing(("session_purged", session_id, "")) from None
+
+    def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
+        try:
+            runs, records = self.contents[session_id]
+        except KeyError:
+            raise Missing(("contents", session_id, "")) from None
+        return list(runs), list(records)
 
 
 class Loader:
@@ -223,6 +245,7 @@ class Loader:
             "run": c.runs,
             "purged_run": c.purged_runs,
             "running": c.running,
+            "contents": c.contents,
         }
         return ident in tables[kind]
 
@@ -239,6 +262,8 @@ class Loader:
             await self.run(ident)
         elif kind == "purged_run":
             await self.purged_run(ident)
+        elif kind == "contents":
+            await self.session_contents(ident)
         else:
             await self.running(ident)
 
@@ -344,6 +369,8 @@ class Loader:
         await self.session(session_id)
         row = await self._one(_SELECT_SESSION_PURGED, (session_id,))
         self.cache.purged_sessions[session_id] = row is not None
+        if row is not None:
+            self.cache.receipts[session_id] = decode_receipt(session_id, row[0])
 
     async def run(self, run_id: str) -> RunRow | None:
         """The run, locked ``FOR UPDATE`` (after its session) in write transactions."""
@@ -383,6 +410,15 @@ class Loader:
         await self.run(run_id)
         row = await self._one(_SELECT_RECORD, (run_id, event_key))
         self.cache.records[(run_id, event_key)] = None if row is None else self.decode_record(row)
+
+    async def session_contents(self, session_id: str) -> None:
+        """The session's runs and records (read after the session is locked) [D7]."""
+        await self.session(session_id)
+        runs_cur = await self.conn.execute(_SELECT_CONTENT_RUNS, (session_id,))
+        runs = [run_from_row(row) for row in await runs_cur.fetchall()]
+        records_cur = await self.conn.execute(_SELECT_CONTENT_RECORDS, (session_id,))
+        records = [record_from_row(row) for row in await records_cur.fetchall()]
+        self.cache.contents[session_id] = (runs, records)
 
     async def running(self, session_id: str) -> None:
         """The session's running runs (read after the session is locked)."""

@@ -49,6 +49,7 @@ from agentledger.storage.types import (
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
+    PurgeReceipt,
     Record,
     RepairResult,
     RootRunStart,
@@ -528,8 +529,8 @@ class PostgresStore:
             _ids(("session", session_id)),
         )
 
-    async def purge_session(self, session_id: str, /) -> None:
-        await self._write(
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        return await self._write(
             "purge_session",
             lambda r: lifecycle.plan_purge_session(r, session_id),
             _ids(("session", session_id)),

@@ -21,6 +21,7 @@ from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap
 from agentledger.storage.listing import SessionQuery, session_page
+from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -35,6 +36,7 @@ from agentledger.storage.sqlite.rows import (
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
     Page,
+    PurgeReceipt,
     Record,
     RunMeta,
     RunStatus,
@@ -49,6 +51,13 @@ __all__ = ["RowCache", "SQLiteReader"]
 
 _SESSION = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
 _SESSION_PURGED = "SELECT 1 FROM session_tombstones WHERE id = ?"
+_PURGE_RECEIPT = "SELECT receipt FROM session_tombstones WHERE id = ?"
+_SESSION_CONTENT_RUNS = (
+    f"SELECT {RUN_COLUMNS}, checkpoints.id, checkpoints.data FROM runs "
+    "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id "
+    "WHERE runs.session_id = ? ORDER BY runs.pos"
+)
+_SESSION_CONTENT_RECORDS = f"SELECT {RECORD_COLUMNS} FROM records WHERE session_id = ? ORDER BY pos"
 _RUN = (
     f"SELECT {RUN_COLUMNS}, checkpoints.id, checkpoints.data FROM runs "
     "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id WHERE runs.run_id = ?"
@@ -210,6 +219,17 @@ class SQLiteReader(StateReader):
 
     def running_run_ids(self, session_id: str) -> list[str]:
         return [str(run_id) for (run_id,) in self._conn.execute(_RUNNING, (session_id,))]
+
+    def purge_receipt(self, session_id: str) -> PurgeReceipt:
+        row = self._conn.execute(_PURGE_RECEIPT, (session_id,)).fetchone()
+        if row is None:
+            raise AssertionError(f"purge_receipt asked for session {session_id!r}, not purged")
+        return decode_receipt(session_id, row[0])
+
+    def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
+        runs = [decode_run(row) for row in self._conn.execute(_SESSION_CONTENT_RUNS, (session_id,))]
+        rows = self._conn.execute(_SESSION_CONTENT_RECORDS, (session_id,)).fetchall()
+        return runs, list(decode_records(rows))
 
     # Listings ----------------------------------------------------------------
 

@@ -159,6 +159,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         version=6,
+        name="purge_receipts",
+        # [D7] the receipt a purge returned, kept with its tombstone (JSON text);
+        # NULL for a tombstone written before receipts: nothing about it is known.
+        statements=("ALTER TABLE session_tombstones ADD COLUMN receipt TEXT",),
+    ),
+    Migration(
+        version=7,
         name="encryption_marker",
         # [A2] an encrypted database records its scheme and vault (one row); a
         # plaintext one leaves the table empty.

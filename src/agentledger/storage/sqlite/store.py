@@ -49,6 +49,7 @@ from agentledger.storage.types import (
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
+    PurgeReceipt,
     Record,
     RepairResult,
     RootRunStart,
@@ -518,8 +519,10 @@ class SQLiteStore:
             "end_session", lambda r: lifecycle.plan_end_session(r, session_id, ended_at)
         )
 
-    async def purge_session(self, session_id: str, /) -> None:
-        await self._write("purge_session", lambda r: lifecycle.plan_purge_session(r, session_id))
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        return await self._write(
+            "purge_session", lambda r: lifecycle.plan_purge_session(r, session_id)
+        )
 
     # Encryption at rest [A2] -------------------------------------------------
 
