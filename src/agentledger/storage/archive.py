@@ -7,6 +7,8 @@ An archive is, in order::
     zlib(msgpack(session image))           every run, record and checkpoint, bytes kept
     sha256:<64 hex digits>\\n               over every byte before it
 
+An archive of an encrypted store [A2] has its body sealed under the session's
+data key (``manifest.sealed``): erasing the key makes the archive unreadable too.
 The trailing checksum catches any damage or truncation; the manifest's
 digests are recomputed from the decoded image, so a file whose checksum was
 forged to fit still cannot restore anything but what its manifest claims.
@@ -28,16 +30,19 @@ import tempfile
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from agentledger.errors import (
     ArchiveExistsError,
     CorruptArchiveError,
+    CorruptRecordError,
     SessionActiveError,
     SessionHasActiveRunsError,
+    ValidationError,
 )
+from agentledger.storage.encryption.binding import SCHEME
 from agentledger.storage.session_image import (
     SessionImage,
     SessionImageSource,
@@ -47,6 +52,9 @@ from agentledger.storage.session_image import (
     session_digest,
 )
 from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, Session, SessionStatus
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
 
 __all__ = [
     "ARCHIVE_SUFFIX",
@@ -89,6 +97,10 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     session_digest: str
     compression: str
     created_at: datetime
+    sealed: str = ""
+    """[A2] ``""``: a plain body; else the scheme that sealed the body under the
+    session's data key (an archive of an encrypted store): erasing the key makes
+    the archive unreadable too."""
 
 
 class SessionImporter(Protocol):
@@ -122,7 +134,7 @@ def _now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-def manifest_of(image: SessionImage, created_at: datetime) -> ArchiveManifest:
+def manifest_of(image: SessionImage, created_at: datetime, sealed: str = "") -> ArchiveManifest:
     """The manifest describing ``image``, as an archive written at ``created_at`` carries."""
     session = image.session
     assert session.ended_at is not None
@@ -140,12 +152,15 @@ def manifest_of(image: SessionImage, created_at: datetime) -> ArchiveManifest:
         session_digest=session_digest(image),
         compression=_COMPRESSION,
         created_at=created_at,
+        sealed=sealed,
     )
 
 
-def encode_archive(image: SessionImage, created_at: datetime) -> tuple[bytes, ArchiveManifest]:
-    """The whole archive file for ``image``, and its manifest."""
-    manifest = manifest_of(image, created_at)
+def encode_archive(
+    image: SessionImage, created_at: datetime, encryption: Encryption | None = None
+) -> tuple[bytes, ArchiveManifest]:
+    """The whole archive file for ``image``, and its manifest; sealed with ``encryption``."""
+    manifest = manifest_of(image, created_at, "" if encryption is None else SCHEME)
     body = _Body(
         session=image.session,
         runs=list(image.runs),
@@ -156,13 +171,34 @@ def encode_archive(image: SessionImage, created_at: datetime) -> tuple[bytes, Ar
         (
             _MAGIC + str(FORMAT_VERSION).encode() + b"\n",
             msgspec.json.encode(manifest) + b"\n",
-            zlib.compress(msgspec.msgpack.encode(body), 6),
+            _sealed(encryption, image.session.id, zlib.compress(msgspec.msgpack.encode(body), 6)),
         )
     )
     return content + b"sha256:" + hashlib.sha256(content).hexdigest().encode() + b"\n", manifest
 
 
-def decode_archive(data: bytes, path: str) -> tuple[ArchiveManifest, SessionImage]:
+def _sealed(encryption: Encryption | None, session_id: str, body: bytes) -> bytes:
+    return body if encryption is None else encryption.seal_archive(session_id, body)
+
+
+def _opened(encryption: Encryption | None, manifest: ArchiveManifest, body: bytes) -> bytes:
+    """The plain body of a sealed archive [A2]; a plain archive's body unchanged."""
+    if not manifest.sealed:
+        return body
+    if encryption is None:
+        raise ValidationError(
+            field="encryption",
+            expected="the keyring and vault that sealed this archive (an encrypted store)",
+            got=None,
+        )
+    if manifest.sealed != SCHEME:
+        raise ValidationError(field="encryption", expected=f"scheme {SCHEME}", got=manifest.sealed)
+    return encryption.open_archive(manifest.session_id, body)
+
+
+def decode_archive(
+    data: bytes, path: str, encryption: Encryption | None = None
+) -> tuple[ArchiveManifest, SessionImage]:
     """The manifest and image of an archive's bytes, every check passed.
 
     Raises:
@@ -192,14 +228,17 @@ def decode_archive(data: bytes, path: str) -> tuple[ArchiveManifest, SessionImag
     manifest_line, newline, compressed = rest[: len(rest) - _TRAILER].partition(b"\n")
     try:
         manifest = msgspec.json.decode(manifest_line, type=ArchiveManifest)
+        compressed = _opened(encryption, manifest, compressed)
         body = msgspec.msgpack.decode(zlib.decompress(compressed), type=_Body)
+    except CorruptRecordError as e:
+        raise corrupt(f"sealed body: {e.reason}") from e
     except (msgspec.DecodeError, zlib.error) as e:
         raise corrupt(f"unreadable contents: {e}") from e
     image = SessionImage(
         session=body.session, runs=body.runs, records=body.records, checkpoints=body.checkpoints
     )
     try:
-        again = manifest_of(image, manifest.created_at)
+        again = manifest_of(image, manifest.created_at, manifest.sealed)
     except Exception as e:  # a digest cannot be computed over a malformed image
         raise corrupt(f"malformed session image: {e}") from e
     if again != manifest:
@@ -217,8 +256,12 @@ def _read(path: Path) -> bytes:
         raise CorruptArchiveError(path=str(path), reason="a directory, not a file") from e
 
 
-async def verify_archive(path: str | os.PathLike[str]) -> ArchiveManifest:
+async def verify_archive(
+    path: str | os.PathLike[str], encryption: Encryption | None = None
+) -> ArchiveManifest:
     """[A1] Read and check a whole archive; its manifest if every check passes.
+
+    A sealed archive [A2] needs the ``encryption`` of the store it came from.
 
     Raises:
         CorruptArchiveError: missing, damaged, truncated, tampered with, or of
@@ -227,7 +270,7 @@ async def verify_archive(path: str | os.PathLike[str]) -> ArchiveManifest:
     where = Path(path)
 
     def check() -> ArchiveManifest:
-        return decode_archive(_read(where), str(where))[0]
+        return decode_archive(_read(where), str(where), encryption)[0]
 
     return await asyncio.to_thread(check)
 
@@ -259,10 +302,12 @@ def _write_new(path: Path, data: bytes) -> bool:
         os.unlink(temporary)
 
 
-def _existing(path: Path, session_id: str, digest: str) -> ArchiveManifest:
+def _existing(
+    path: Path, session_id: str, digest: str, encryption: Encryption | None
+) -> ArchiveManifest:
     """The manifest of the archive at ``path`` if it is this session's same archive."""
     try:
-        manifest = decode_archive(_read(path), str(path))[0]
+        manifest = decode_archive(_read(path), str(path), encryption)[0]
     except CorruptArchiveError as e:
         raise ArchiveExistsError(path=str(path), session_id=session_id, reason=e.reason) from e
     if manifest.session_id != session_id:
@@ -297,11 +342,12 @@ async def archive_session(
     """
     where = Path(path)
     image = await _store_image(store, session_id)
-    data, manifest = encode_archive(image, _now())
+    encryption = _encryption_of(store)
+    data, manifest = await asyncio.to_thread(encode_archive, image, _now(), encryption)
 
     def write() -> ArchiveManifest:
         if where.exists() or not _write_new(where, data):
-            return _existing(where, session_id, manifest.session_digest)
+            return _existing(where, session_id, manifest.session_digest, encryption)
         return manifest
 
     return await asyncio.to_thread(write)
@@ -315,10 +361,21 @@ async def restore_archive(store: SessionImporter, path: str | os.PathLike[str]) 
 
     Raises:
         CorruptArchiveError: the file is damaged, truncated or of an unknown format.
+        SessionKeyErasedError: a sealed archive [A2] whose session key was erased.
+        ValidationError: a sealed archive and a store without its keyring and vault.
         SessionPurgedError: the store purged this session id.
         SessionConflictError: the store has a session with this id.
     """
     where = Path(path)
-    manifest, image = await asyncio.to_thread(lambda: decode_archive(_read(where), str(where)))
+    encryption = _encryption_of(store)
+    manifest, image = await asyncio.to_thread(
+        lambda: decode_archive(_read(where), str(where), encryption)
+    )
     await store.import_session(image)
     return manifest
+
+
+def _encryption_of(store: Any) -> Encryption | None:
+    """[A2] the store's encryption at rest: an encrypted store's archives are sealed too."""
+    encryption: Encryption | None = getattr(store, "encryption", None)
+    return encryption

@@ -48,6 +48,10 @@ def _checkpoint_aad(session_id: str, run_id: str, checkpoint_id: str) -> bytes:
     return f"checkpoint\x00{session_id}\x00{run_id}\x00{checkpoint_id}".encode()
 
 
+def _archive_aad(session_id: str) -> bytes:
+    return f"archive\x00{session_id}".encode()
+
+
 class Encryption:
     """Encryption at rest [A2] for a store: a keyring and the path of its data-key vault.
 
@@ -130,6 +134,18 @@ class Encryption:
             id=checkpoint.id, data=self._open(key, checkpoint.data, aad, run_id, "checkpoint")
         )
 
+    def seal_archive(self, session_id: str, body: bytes) -> bytes:
+        """An archive body sealed under the session's data key [A1]: erasure reaches it too."""
+        self._refresh()
+        key = self._key(session_id, "", create=True)
+        return self._seal(key, body, _archive_aad(session_id))
+
+    def open_archive(self, session_id: str, sealed: bytes) -> bytes:
+        """An archive body :meth:`seal_archive` sealed; ``SessionKeyErasedError`` once erased."""
+        self._refresh()
+        key = self._key(session_id, "", create=False, record_id="archive")
+        return self._open(key, sealed, _archive_aad(session_id), "", "archive")
+
     # Administration -----------------------------------------------------------
 
     def erase_session_keys(self, session_id: str) -> bool:
@@ -148,12 +164,11 @@ class Encryption:
     # Inside -------------------------------------------------------------------
 
     def _opened(self) -> KeyVault:
-        vault = self._vault
-        if vault is None:
-            raise ValidationError(
-                field="encryption", expected="an Encryption attached to an open store", got="none"
-            )
-        return vault
+        """The vault: attached by a store, else opened as it is (never created here)."""
+        with self._lock:
+            if self._vault is None:
+                self._vault = KeyVault.open(self.vault_path, self.keyring, create=False)
+            return self._vault
 
     def _refresh(self) -> None:
         """Forget every data key in memory once the vault file changed (one ``stat``).
