@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from agentledger.errors import CorruptRecordError, SessionKeyErasedError, ValidationError
 from agentledger.storage.encryption.keyring import Keyring
 from agentledger.storage.encryption.vault import ERASED, KeyVault
+from agentledger.storage.state import RunRow
 from agentledger.storage.types import Checkpoint, Record
 
 __all__ = ["Encryption"]
@@ -145,6 +146,24 @@ class Encryption:
         self._refresh()
         key = self._key(session_id, "", create=False, record_id="archive")
         return self._open(key, sealed, _archive_aad(session_id), "", "archive")
+
+    def open_contents(
+        self, runs: list[RunRow], records: list[Record]
+    ) -> tuple[list[RunRow], list[Record]]:
+        """A session's whole contents opened, for its purge receipt [D7]; once its key is
+        erased, the stored (sealed) bytes as they are, so an erased session can be purged."""
+        try:
+            opened = [
+                run
+                if run.checkpoint is None
+                else _replace(
+                    run, checkpoint=self.open_checkpoint(run.session_id, run.run_id, run.checkpoint)
+                )
+                for run in runs
+            ]
+            return opened, list(self.open_records(tuple(records)))
+        except SessionKeyErasedError:
+            return runs, records
 
     # Administration -----------------------------------------------------------
 

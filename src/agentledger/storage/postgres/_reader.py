@@ -418,6 +418,8 @@ class Loader:
         runs = [run_from_row(row) for row in await runs_cur.fetchall()]
         records_cur = await self.conn.execute(_SELECT_CONTENT_RECORDS, (session_id,))
         records = [record_from_row(row) for row in await records_cur.fetchall()]
+        if self.sealer is not None:
+            runs, records = self.sealer.open_contents(runs, records)
         self.cache.contents[session_id] = (runs, records)
 
     async def running(self, session_id: str) -> None:

@@ -229,7 +229,10 @@ class SQLiteReader(StateReader):
     def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
         runs = [decode_run(row) for row in self._conn.execute(_SESSION_CONTENT_RUNS, (session_id,))]
         rows = self._conn.execute(_SESSION_CONTENT_RECORDS, (session_id,)).fetchall()
-        return runs, list(decode_records(rows))
+        records = list(decode_records(rows))
+        if self.sealer is not None:
+            return self.sealer.open_contents(runs, records)
+        return runs, records
 
     # Listings ----------------------------------------------------------------
 
