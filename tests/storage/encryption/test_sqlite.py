@@ -127,6 +127,9 @@ async def test_erasure_reaches_backups_made_before(files: Files) -> None:
     late = world.run("gone-run", session=gone)
     with pytest.raises(SessionKeyErasedError):  # no new data under an erased session
         await store.append_run_record(late.record("note", b"{}", event_key="late", at=world.now()))
+    await store.end_session(gone, ended_at=world.now())
+    receipt = await store.purge_session(gone)  # erase, then purge: the GDPR order works
+    assert (receipt.runs, receipt.records, receipt.checkpoints) == (1, 4, 1)
     await store.close()
 
     restored = await files.open(backup)
