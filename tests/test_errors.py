@@ -10,8 +10,10 @@ from agentledger import errors
 from agentledger.errors import (
     AccessDeniedError,
     AgentledgerError,
+    ArchiveExistsError,
     ConflictError,
     ContractError,
+    CorruptArchiveError,
     CorruptRecordError,
     NotFoundError,
     ProviderError,
@@ -29,6 +31,7 @@ from agentledger.errors import (
     SessionConflictError,
     SessionEndedError,
     SessionHasActiveRunsError,
+    SessionKeyErasedError,
     SessionNotFoundError,
     SessionPurgedError,
     SuspensionNotFoundError,
@@ -63,6 +66,9 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     RunTerminalConflictError: ConflictError,
     SessionConflictError: ConflictError,
     CorruptRecordError: ContractError,
+    SessionKeyErasedError: ContractError,
+    CorruptArchiveError: CorruptRecordError,
+    ArchiveExistsError: ContractError,
     RegistrationClosedError: ContractError,
     AccessDeniedError: ContractError,
 }
@@ -107,6 +113,10 @@ SAMPLES: list[AgentledgerError] = [
     RunTerminalConflictError(run_id="r1", field="status", expected="completed", got="failed"),
     SessionConflictError(session_id="s1", field="labels", expected={"a": "1"}, got={}),
     CorruptRecordError(run_id="r1", record_id="3", reason="unknown field"),
+    SessionKeyErasedError(session_id="s1", run_id="r1"),
+    SessionKeyErasedError(session_id="", run_id="r1"),
+    CorruptArchiveError(path="/a/s1.alarchive", reason="checksum mismatch"),
+    ArchiveExistsError(path="/a/s1.alarchive", session_id="s1", reason="another digest"),
     RegistrationClosedError(name="chat"),
     AccessDeniedError(operation="end_session", status=403, reason="role worker"),
     TransientError("database is locked", operation="append_run_record"),
@@ -152,3 +162,14 @@ def test_messages_name_the_data() -> None:
     assert "session 's7'" in str(session)
     assert "'acme'" in str(session)
     assert "'other'" in str(session)
+    archive = CorruptArchiveError(path="/a/s1.alarchive", reason="truncated")
+    assert (archive.path, archive.reason, archive.run_id, archive.record_id) == (
+        "/a/s1.alarchive",
+        "truncated",
+        "",
+        "",
+    )
+    assert str(archive) == "archive /a/s1.alarchive: truncated"
+    exists = ArchiveExistsError(path="/a/s1.alarchive", session_id="s1", reason="other digest")
+    assert (exists.session_id, exists.reason) == ("s1", "other digest")
+    assert "'s1'" in str(exists)

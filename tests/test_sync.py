@@ -93,7 +93,9 @@ def test_a_host_session_from_start_to_purge(opened: Callable[[], sync.SyncStore]
         ended = store.end_session("sync-s1", ended_at=at(5))
         assert ended.status is SessionStatus.ENDED
         assert other.load_session("sync-s1") == ended
-        store.purge_session("sync-s1")
+        receipt = store.purge_session("sync-s1")
+        assert (receipt.session_id, receipt.runs) == ("sync-s1", 1)
+        assert other.purge_session("sync-s1") == receipt  # [D7] kept with the tombstone
         with pytest.raises(SessionPurgedError) as purged:
             other.create_session("sync-s1", created_at=at(6))
         assert purged.value.session_id == "sync-s1"

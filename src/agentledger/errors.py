@@ -26,6 +26,9 @@ keyword-only attributes; the message is derived from them.
     │   │   ├── RunTerminalConflictError
     │   │   └── SessionConflictError    (+ session_id; run_id is "")
     │   ├── CorruptRecordError          (run_id, record_id, reason)
+    │   │   └── CorruptArchiveError     (path, reason; run_id and record_id are "")
+    │   ├── ArchiveExistsError          (path, session_id, reason)
+    │   ├── SessionKeyErasedError       (session_id, run_id) its data key was destroyed [A2]
     │   ├── RegistrationClosedError     (name)
     │   └── AccessDeniedError           (operation, status, reason) the store service refused
     ├── TransientError                  database or network trouble; may be retried
@@ -39,8 +42,10 @@ from collections.abc import Sequence
 __all__ = [
     "AccessDeniedError",
     "AgentledgerError",
+    "ArchiveExistsError",
     "ConflictError",
     "ContractError",
+    "CorruptArchiveError",
     "CorruptRecordError",
     "NotFoundError",
     "ProviderError",
@@ -58,6 +63,7 @@ __all__ = [
     "SessionConflictError",
     "SessionEndedError",
     "SessionHasActiveRunsError",
+    "SessionKeyErasedError",
     "SessionNotFoundError",
     "SessionPurgedError",
     "SuspensionNotFoundError",
@@ -342,6 +348,50 @@ class CorruptRecordError(ContractError):
         super().__init__(f"corrupt record {record_id!r} of run {run_id!r}: {reason}")
         self.run_id = run_id
         self.record_id = record_id
+        self.reason = reason
+
+
+class SessionKeyErasedError(ContractError):
+    """The session's data key was destroyed (crypto-erasure [A2]): its sealed data is unreadable.
+
+    Attributes:
+        session_id: the erased session ("" for a one-shot run, which has its own key).
+        run_id: the run whose record or checkpoint was asked for ("" if none).
+    """
+
+    def __init__(self, *, session_id: str, run_id: str = "") -> None:
+        owner = f"session {session_id!r}" if session_id else f"one-shot run {run_id!r}"
+        where = f" (run {run_id!r})" if session_id and run_id else ""
+        super().__init__(f"the data key of {owner} was erased{where}: its records are unreadable")
+        self.session_id = session_id
+        self.run_id = run_id
+
+
+class CorruptArchiveError(CorruptRecordError):
+    """An archive file is damaged, truncated, tampered with or of an unknown format [A1].
+
+    Nothing was read from it into a store. ``run_id`` and ``record_id`` are
+    ``""``, so code that handles every :class:`CorruptRecordError` alike still works.
+    """
+
+    def __init__(self, *, path: str, reason: str) -> None:
+        ContractError.__init__(self, f"archive {path}: {reason}")
+        self.path = path
+        self.run_id = ""
+        self.record_id = ""
+        self.reason = reason
+
+
+class ArchiveExistsError(ContractError):
+    """A file already holds the archive's name and is not this session's same archive [A1].
+
+    It was left as it was: a matching archive is reused, anything else is refused.
+    """
+
+    def __init__(self, *, path: str, session_id: str, reason: str) -> None:
+        super().__init__(f"archive {path} of session {session_id!r} exists and differs: {reason}")
+        self.path = path
+        self.session_id = session_id
         self.reason = reason
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import re
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,11 +37,31 @@ def test_demo_twice_then_end_and_purge(tmp_path: Path) -> None:
     again = run_cli("--db", db, "--json", "session", "end", first).json()
     assert again["status"] == "ended"
     assert again["ended_at"].endswith("Z")
-    assert run_cli("--db", db, "session", "purge", first).code == 0
-    assert run_cli("--db", db, "--json", "session", "purge", first).json() == {
-        "id": first,
-        "purged": True,
-    }
+    runs = run_cli("--db", db, "--json", "runs", first).json()
+    purged = run_cli("--db", db, "session", "purge", first)
+    assert purged.code == 0, purged.err
+    # [D7] the receipt: what was deleted, and its digest; a repeat prints the same one.
+    head, digest = purged.out.splitlines()
+    assert re.fullmatch(
+        rf"session {first} purged at 20\S+Z: (\d+) runs, (\d+) records, (\d+) checkpoints, "
+        r"(\d+) bytes",
+        head,
+    ), head
+    assert re.fullmatch(r"digest sha256:[0-9a-f]{64}", digest)
+    receipt = run_cli("--db", db, "--json", "session", "purge", first).json()
+    assert set(receipt) == {
+        "session_id", "runs", "records", "checkpoints", "bytes", "digest", "purged_at"
+    }  # fmt: skip
+    assert receipt["session_id"] == first
+    assert receipt["digest"] == digest.removeprefix("digest ")
+    assert head == (
+        f"session {first} purged at {receipt['purged_at']}: {receipt['runs']} runs, "
+        f"{receipt['records']} records, {receipt['checkpoints']} checkpoints, "
+        f"{receipt['bytes']} bytes"
+    )
+    assert receipt["runs"] == len(runs["runs"]) > 0
+    assert receipt["records"] > receipt["runs"]
+    assert run_cli("--db", db, "session", "purge", first).out == purged.out
     assert [s["id"] for s in run_cli("--db", db, "--json", "sessions").json()["sessions"]] == [
         second
     ]
@@ -121,3 +144,25 @@ def test_sessions_status_filter(demo: Demo, tmp_path: Path) -> None:
         listed = run_cli("--db", db, "--json", "sessions", "--status", status).json()
         assert [s["id"] for s in listed["sessions"]] == expected
     assert run_cli("--db", db, "sessions", "--status", "purged").code == 2
+
+
+def test_purge_of_a_tombstone_older_than_receipts(tmp_path: Path) -> None:
+    """[D7] a tombstone migrated from before receipts (NULL receipt): nothing invented."""
+    db = tmp_path / "old.db"
+
+    async def purge() -> None:
+        async with await SQLiteStore.open(db) as store:
+            await store.create_session("old", created_at=AT)
+            await store.end_session("old", ended_at=AT)
+            await store.purge_session("old")
+
+    asyncio.run(purge())
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute("UPDATE session_tombstones SET receipt = NULL")
+    text = run_cli("--db", str(db), "session", "purge", "old")
+    assert text.code == 0, text.err
+    assert text.out == "session old purged (before receipts were kept: what it held is unknown)\n"
+    assert run_cli("--db", str(db), "--json", "session", "purge", "old").json() == {
+        "session_id": "old", "runs": None, "records": None, "checkpoints": None, "bytes": None,
+        "digest": "", "purged_at": None,
+    }  # fmt: skip

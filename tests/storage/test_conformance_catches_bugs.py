@@ -16,7 +16,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +33,7 @@ from agentledger.storage.types import (
     ChildRunStart,
     OneShotChildRunStart,
     OneShotRunStart,
+    PurgeReceipt,
     Record,
     RootRunStart,
     RunCancellation,
@@ -81,13 +82,26 @@ class KeepsPartOfARefusedBatch(MemoryStore):
 class ForgetsPurgeTombstones(MemoryStore):
     """[D3] a purged session id (and its runs' ids) can be used again."""
 
-    async def purge_session(self, session_id: str, /) -> None:
-        await super().purge_session(session_id)
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        receipt = await super().purge_session(session_id)
         with self._lock:
-            self._state.purged_sessions.discard(session_id)
+            self._state.purged_sessions.pop(session_id, None)
             for run_id, owner in list(self._state.purged_runs.items()):
                 if owner == session_id:
                     del self._state.purged_runs[run_id]
+        return receipt
+
+
+class RestampsRepeatedPurges(MemoryStore):
+    """[D7] a repeated purge returns a fresh receipt (new ``purged_at``), not the kept one."""
+
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        receipt = await super().purge_session(session_id)
+        with self._lock:
+            kept = self._state.purged_sessions[session_id]
+            later = kept.purged_at + timedelta(milliseconds=1) if kept.purged_at else None
+            self._state.purged_sessions[session_id] = msgspec.structs.replace(kept, purged_at=later)
+        return receipt
 
 
 class AcceptsChildrenOfFinishedParents(MemoryStore):
@@ -318,6 +332,11 @@ class Case:
 
 CASES = (
     Case("ForgetsPurgeTombstones", "", ("test_state_machine",)),
+    Case(
+        "RestampsRepeatedPurges",
+        "test_purge_ or test_state_machine",
+        ("test_state_machine", "test_purge_is_idempotent", "test_purge_race_returns_one_receipt"),
+    ),
     Case("OverwritesChangedRetries", MINE, ("test_state_machine", "test_race_appends_of_one_key")),
     Case(
         "AcceptsChildrenOfFinishedParents",

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "worker": "agentledger.cli.worker:worker",
     "serve": "agentledger.cli.service:serve",
     "token": "agentledger.cli.service:token",
+    "keys": "agentledger.cli.keys:keys",
 }
 """Every command, in the order ``--help`` lists them: name -> ``module:attribute``."""
 

@@ -136,7 +136,12 @@ async def audit(store: AdminStore, target: str) -> Audit:
 
 async def _check_session_log(store: AdminStore, session_id: str) -> list[str]:
     """Page through a session's log: every record verified as a listing verifies it."""
-    from agentledger.errors import CorruptRecordError, NotFoundError, SessionPurgedError
+    from agentledger.errors import (
+        CorruptRecordError,
+        NotFoundError,
+        SessionKeyErasedError,
+        SessionPurgedError,
+    )
 
     cursor = ""
     try:
@@ -148,6 +153,8 @@ async def _check_session_log(store: AdminStore, session_id: str) -> list[str]:
     except CorruptRecordError as e:
         return [f"session {session_id!r}: {e}"]
     except (NotFoundError, SessionPurgedError):  # purged while the audit ran
+        return []
+    except SessionKeyErasedError:  # [A2] erased on purpose: unreadable is correct
         return []
 
 
@@ -167,6 +174,7 @@ async def _check_run(store: AdminStore, run_id: str, result: Audit) -> list[str]
         AgentledgerError,
         CorruptRecordError,
         NotFoundError,
+        SessionKeyErasedError,
         SessionPurgedError,
     )
     from agentledger.runtime.completion import check_lifecycle
@@ -180,6 +188,8 @@ async def _check_run(store: AdminStore, run_id: str, result: Audit) -> list[str]
         return [str(e)]
     except (NotFoundError, SessionPurgedError):  # purged while the audit ran
         result.runs -= 1
+        return []
+    except SessionKeyErasedError:  # [A2] erased on purpose: its records are unreadable
         return []
     result.records += len(records)
     findings = _check_records(meta, records)

@@ -22,13 +22,22 @@ __all__ = ["serve", "token"]
 @click.option(
     "--tokens", required=True, metavar="FILE", help="the token file (hashes, roles, labels)"
 )
-def serve(db: str, listen: str, tokens: str) -> int:
+@click.option(
+    "--keyring", metavar="FILE", default=None,
+    help="encryption at rest: keyring file (or $AGENTLEDGER_KEYRING_FILE, $AGENTLEDGER_KEYRING)",
+)  # fmt: skip
+@click.option(
+    "--vault", metavar="FILE", default=None,
+    help="encryption at rest: the data-key vault file (or $AGENTLEDGER_VAULT)",
+)  # fmt: skip
+def serve(db: str, listen: str, tokens: str, keyring: str | None, vault: str | None) -> int:
     """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
-    refused. A second serve on the same SQLite file is refused."""
+    refused. A second serve on the same SQLite file is refused. With a keyring and a
+    vault, payloads and checkpoints are sealed at rest (docs/retention.md)."""
     from agentledger.service.server import run_serve
 
-    return run_serve(db, listen, tokens)
+    return run_serve(db, listen, tokens, keyring, vault)
 
 
 @click.group(short_help="manage the store service's bearer tokens")

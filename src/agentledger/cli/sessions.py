@@ -142,18 +142,26 @@ async def _end(store: AdminStore, settings: Settings, session_id: str) -> None:
 @click.argument("session_id", shell_complete=session_ids)
 @settings_options
 def purge(settings: Settings, session_id: str) -> None:
-    """[D3] Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.
+    """[D3] [D7] Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.
 
-    The session must be ended and have no running run; purging again is a no-op.
+    The session must be ended and have no running run. Prints the purge receipt:
+    what was deleted (counts, payload and checkpoint bytes) and a sha256 digest of
+    it; purging again deletes nothing and prints the same receipt.
     """
     run(with_store(settings, lambda store: _purge(store, settings, session_id), read_only=False))
 
 
 async def _purge(store: AdminStore, settings: Settings, session_id: str) -> None:
-    from agentledger.cli.output import echo, echo_json
+    from agentledger.cli.output import echo, echo_json, when
 
-    await store.purge_session(session_id)
+    receipt = await store.purge_session(session_id)
     if settings.json:
-        echo_json({"id": session_id, "purged": True})
+        echo_json(receipt)
+    elif not receipt.known:
+        echo(f"session {session_id} purged (before receipts were kept: what it held is unknown)")
     else:
-        echo(f"session {session_id} purged")
+        echo(
+            f"session {session_id} purged at {when(receipt.purged_at)}: {receipt.runs} runs, "
+            f"{receipt.records} records, {receipt.checkpoints} checkpoints, {receipt.bytes} bytes"
+        )
+        echo(f"digest {receipt.digest}")

@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentledger.errors import ValidationError
+from agentledger.storage.encryption.config import configured_encryption
 
 if TYPE_CHECKING:
     from agentledger.storage.protocol import SessionAdmin, Store
@@ -58,8 +59,13 @@ def sqlite_path(target: str) -> str:
     return target.removeprefix(_SQLITE) if target != _SQLITE else target
 
 
-async def open_store(target: str, *, read_only: bool) -> AdminStore:
+async def open_store(
+    target: str, *, read_only: bool, keyring: str | None = None, vault: str | None = None
+) -> AdminStore:
     """Open the store ``target`` names, for reads only or for writes too.
+
+    An encrypted database [A2] needs its keyring and vault: ``keyring`` and
+    ``vault`` (files), else the environment (see :mod:`agentledger.storage.encryption.config`).
 
     Raises:
         ValidationError: an empty target, a missing file or one that is not an
@@ -79,7 +85,13 @@ async def open_store(target: str, *, read_only: bool) -> AdminStore:
 
         # The CLI never migrates (workers and deploy steps do): a database that needs
         # it is refused, not changed.
-        return await PostgresStore.open(target, min_size=1, max_size=4, migrate=False)
+        return await PostgresStore.open(
+            target,
+            min_size=1,
+            max_size=4,
+            migrate=False,
+            encryption=configured_encryption(keyring, vault),
+        )
     from agentledger.storage.sqlite import SQLiteStore
 
     path = sqlite_path(target)
@@ -91,11 +103,12 @@ async def open_store(target: str, *, read_only: bool) -> AdminStore:
             message=f"no database at {path} (run `agentledger demo` first, or pass --db)",
         )
     # Opening read-only first refuses an empty, foreign or damaged file before any write.
-    reader = await SQLiteStore.open_read_only(path)
+    encryption = configured_encryption(keyring, vault)  # else the environment, like the token
+    reader = await SQLiteStore.open_read_only(path, encryption=encryption)
     if read_only:
         return reader
     await reader.close()
-    return await SQLiteStore.open(path)
+    return await SQLiteStore.open(path, encryption=encryption)
 
 
 async def _open_service(url: str) -> AdminStore:

@@ -35,6 +35,7 @@ from agentledger.storage.types import (
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
+    PurgeReceipt,
     Record,
     RepairResult,
     RootRunStart,
@@ -219,8 +220,8 @@ class StoreClient:
         call = wire.SessionEnd(session_id=session_id, ended_at=ended_at)
         return await self._call(wire.END_SESSION, call)
 
-    async def purge_session(self, session_id: str, /) -> None:
-        await self._call(wire.PURGE_SESSION, wire.SessionRef(session_id=session_id))
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        return await self._call(wire.PURGE_SESSION, wire.SessionRef(session_id=session_id))
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()

@@ -24,6 +24,7 @@ from agentledger.errors import (
     ConflictError,
     CorruptRecordError,
     NotFoundError,
+    SessionKeyErasedError,
     SessionPurgedError,
     TransientError,
     ValidationError,
@@ -56,7 +57,7 @@ def http_status(error: AgentledgerError) -> int:
         return 503
     if isinstance(error, CorruptRecordError):
         return 500
-    if isinstance(error, SessionPurgedError):
+    if isinstance(error, SessionPurgedError | SessionKeyErasedError):
         return 410
     if isinstance(error, NotFoundError):
         return 404

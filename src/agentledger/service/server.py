@@ -18,13 +18,17 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.service.app import ServiceState, create_app
 from agentledger.service.auth import TokenTable
+from agentledger.storage.encryption.config import configured_encryption
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
 
 __all__ = ["DEFAULT_LISTEN", "open_backend", "parse_listen", "run_serve", "serve"]
 
@@ -42,7 +46,7 @@ def sqlite_path(db: str) -> str:
     return db.removeprefix("sqlite:///") if db != "sqlite:///" else db
 
 
-async def open_backend(db: str) -> Any:
+async def open_backend(db: str, encryption: Encryption | None = None) -> Any:
     """Open the backend named by ``db``: a PostgreSQL DSN, or a SQLite file.
 
     Raises:
@@ -54,10 +58,10 @@ async def open_backend(db: str) -> Any:
     if is_postgres(db):
         from agentledger.storage.postgres import PostgresStore
 
-        return await PostgresStore.open(db)
+        return await PostgresStore.open(db, encryption=encryption)
     from agentledger.storage.sqlite import SQLiteStore
 
-    return await SQLiteStore.open(sqlite_path(db))
+    return await SQLiteStore.open(sqlite_path(db), encryption=encryption)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -123,6 +127,7 @@ async def serve(
     *,
     grace: int = 30,
     on_ready: Callable[[str], None] | None = None,
+    encryption: Encryption | None = None,
 ) -> None:
     """Serve ``db`` on ``listen`` until SIGINT or SIGTERM; ``on_ready(url)`` once listening.
 
@@ -134,7 +139,7 @@ async def serve(
     host, port = parse_listen(listen)
     table = TokenTable.load(tokens)
     with _sole_server(db):
-        store = await open_backend(db)
+        store = await open_backend(db, encryption)
         try:
             state = ServiceState(store, table)
             config = uvicorn.Config(
@@ -182,7 +187,9 @@ def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
     return runner
 
 
-def run_serve(db: str, listen: str, tokens: str) -> int:
+def run_serve(
+    db: str, listen: str, tokens: str, keyring: str | None = None, vault: str | None = None
+) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status."""
 
     def ready(url: str) -> None:
@@ -192,7 +199,8 @@ def run_serve(db: str, listen: str, tokens: str) -> int:
         )
 
     try:
-        _event_loop_runner()(serve(db, listen, tokens, on_ready=ready))
+        encryption = configured_encryption(keyring, vault)
+        _event_loop_runner()(serve(db, listen, tokens, on_ready=ready, encryption=encryption))
     except AgentledgerError as e:
         print(f"agentledger serve: error: {e}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ from agentledger.storage.types import (
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
+    PurgeReceipt,
     Record,
     RepairResult,
     RootRunStart,
@@ -336,8 +337,8 @@ END_SESSION: Method[SessionEnd, Session] = Method(
     subjects=lambda q: (_session(q.session_id),),
     call=lambda s, q: s.end_session(q.session_id, ended_at=q.ended_at),
 )  # fmt: skip
-PURGE_SESSION: Method[SessionRef, None] = Method(
-    "purge_session", SessionRef, None, roles=HOSTS, writes=True,
+PURGE_SESSION: Method[SessionRef, PurgeReceipt] = Method(
+    "purge_session", SessionRef, PurgeReceipt, roles=HOSTS, writes=True,
     subjects=lambda q: (_session(q.session_id),),
     call=lambda s, q: s.purge_session(q.session_id),
 )  # fmt: skip

@@ -35,6 +35,8 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.storage import payloads
+from agentledger.storage.receipts import purge_receipt
+from agentledger.storage.session_image import SessionImage
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -42,6 +44,7 @@ from agentledger.storage.types import (
     ChildRunStart,
     OneShotChildRunStart,
     OneShotRunStart,
+    PurgeReceipt,
     Record,
     RepairOutcome,
     RepairResult,
@@ -301,18 +304,30 @@ def plan_end_session(reader: StateReader, session_id: str, ended_at: datetime) -
     return Plan(row.public(), session=row)
 
 
-def plan_purge_session(reader: StateReader, session_id: str) -> Plan[None]:
-    """[D3] delete an ended session with no running run, leaving a tombstone."""
+def plan_purge_session(reader: StateReader, session_id: str) -> Plan[PurgeReceipt]:
+    """[D3] [D7] delete an ended session with no running run, leaving a tombstone.
+
+    The receipt is computed from what this transaction deletes and kept with
+    the tombstone; purging a purged session returns that same receipt.
+    """
     require_id("session_id", session_id)
     if reader.session_purged(session_id):
-        return Plan(None)
+        return Plan(reader.purge_receipt(session_id))
     session = require_session(reader, session_id)
     if session.status is not SessionStatus.ENDED:
         raise SessionActiveError(session_id=session_id)
     running = reader.running_run_ids(session_id)
     if running:
         raise SessionHasActiveRunsError(session_id=session_id, run_ids=running)
-    return Plan(None, purge_session=session_id)
+    runs, records = reader.session_contents(session_id)
+    image = SessionImage(
+        session=session.public(),
+        runs=[run.meta() for run in runs],
+        records=records,
+        checkpoints={run.run_id: run.checkpoint for run in runs if run.checkpoint is not None},
+    )
+    receipt = purge_receipt(image, purged_at=_now_ms())
+    return Plan(receipt, purge_session=session_id, purge_receipt=receipt)
 
 
 # ------------------------------------------------------------------------- starts

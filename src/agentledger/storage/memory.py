@@ -24,6 +24,7 @@ from agentledger.storage.types import (
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
+    PurgeReceipt,
     Record,
     RepairResult,
     RootRunStart,
@@ -49,7 +50,7 @@ class _State(StateReader):
 
     def __init__(self) -> None:
         self.sessions: dict[str, SessionRow] = {}
-        self.purged_sessions: set[str] = set()
+        self.purged_sessions: dict[str, PurgeReceipt] = {}  # tombstones [D7]
         self.runs: dict[str, RunRow] = {}
         self.purged_runs: dict[str, str] = {}
         self.logs: dict[str, list[Record]] = {}  # run id -> records, id = index + 1
@@ -65,6 +66,13 @@ class _State(StateReader):
 
     def run(self, run_id: str) -> RunRow | None:
         return self.runs.get(run_id)
+
+    def purge_receipt(self, session_id: str) -> PurgeReceipt:
+        return self.purged_sessions[session_id]
+
+    def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
+        runs = [self.runs[run_id] for run_id in self.session_runs.get(session_id, ())]
+        return runs, list(self.session_logs.get(session_id, ()))
 
     def purged_run_session(self, run_id: str) -> str | None:
         return self.purged_runs.get(run_id)
@@ -94,9 +102,10 @@ class _State(StateReader):
             if record.session_id:
                 self.session_logs.setdefault(record.session_id, []).append(record)
         if plan.purge_session:
-            self._purge(plan.purge_session)
+            assert plan.purge_receipt is not None
+            self._purge(plan.purge_session, plan.purge_receipt)
 
-    def _purge(self, session_id: str) -> None:
+    def _purge(self, session_id: str, receipt: PurgeReceipt) -> None:
         for run_id in self.session_runs.pop(session_id, []):
             del self.runs[run_id]
             for record in self.logs.pop(run_id):
@@ -104,7 +113,7 @@ class _State(StateReader):
             self.purged_runs[run_id] = session_id
         self.session_logs.pop(session_id, None)
         del self.sessions[session_id]
-        self.purged_sessions.add(session_id)
+        self.purged_sessions[session_id] = receipt
 
 
 def _page(records: list[Record], scope: str, scope_id: str, cursor: str, limit: int) -> Page:
@@ -219,8 +228,8 @@ class MemoryStore:
     async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
         return self._write(lambda r: lifecycle.plan_end_session(r, session_id, ended_at))
 
-    async def purge_session(self, session_id: str, /) -> None:
-        self._write(lambda r: lifecycle.plan_purge_session(r, session_id))
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        return self._write(lambda r: lifecycle.plan_purge_session(r, session_id))
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()

@@ -13,6 +13,7 @@ from agentledger.storage.types import (
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
+    PurgeReceipt,
     Record,
     RepairResult,
     RootRunStart,
@@ -141,8 +142,11 @@ class SessionAdmin(Protocol):
         """[D2] Stop new work in the session; idempotent."""
         ...
 
-    async def purge_session(self, session_id: str, /) -> None:
-        """[D3] Delete an ended session with no running run, leaving a tombstone."""
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        """[D3] [D7] Delete an ended session with no running run, leaving a tombstone.
+
+        Returns what was deleted; purging again returns the same receipt.
+        """
         ...
 
     async def list_runs_by_session(

@@ -15,6 +15,7 @@ import msgspec
 
 from agentledger.storage.types import (
     Checkpoint,
+    PurgeReceipt,
     Record,
     RunMeta,
     RunStatus,
@@ -114,6 +115,17 @@ class StateReader(Protocol):
         """Ids of the session's runs whose status is ``running``."""
         ...
 
+    def purge_receipt(self, session_id: str) -> PurgeReceipt:
+        """The receipt a purged session's tombstone keeps [D7] (asked only when purged)."""
+        ...
+
+    def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
+        """The session's runs in start order (checkpoints set) and its records in commit order.
+
+        Asked by a purge, under the same transaction that deletes them [D7].
+        """
+        ...
+
 
 @dataclass
 class Plan(Generic[R]):
@@ -127,6 +139,7 @@ class Plan(Generic[R]):
     runs: list[RunRow] = field(default_factory=list)  # insert or replace, in order
     records: list[Record] = field(default_factory=list)  # insert, in commit order, ids set
     purge_session: str = ""  # delete this session's data and leave tombstones
+    purge_receipt: PurgeReceipt | None = None  # kept with the tombstone of purge_session
 
     @property
     def writes(self) -> bool:

@@ -19,6 +19,7 @@ __all__ = [
     "OneShotChildRunStart",
     "OneShotRunStart",
     "Page",
+    "PurgeReceipt",
     "Record",
     "RepairOutcome",
     "RepairResult",
@@ -234,3 +235,28 @@ class Page(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 
     records: tuple[Record, ...]
     next_cursor: str
+
+
+class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[D7] What one purge deleted: counts, payload and checkpoint bytes, and a digest.
+
+    ``digest`` is the ``session_digest`` of the session's image as the purge
+    transaction read it (see :mod:`agentledger.storage.session_image`), so it
+    matches an archive of the same session. A repeated purge returns the same
+    receipt: the tombstone keeps it. A tombstone older than receipts keeps none:
+    its receipt has ``digest == ""`` and every count, ``bytes`` and
+    ``purged_at`` None (unknown, never invented).
+    """
+
+    session_id: str
+    runs: int | None  # runs deleted
+    records: int | None  # records deleted
+    checkpoints: int | None  # checkpoints deleted
+    bytes: int | None  # record payload bytes + checkpoint data bytes deleted
+    digest: str  # "sha256:<hex>", or "" when unknown
+    purged_at: datetime | None  # UTC, millisecond precision; None when unknown
+
+    @property
+    def known(self) -> bool:
+        """Whether the purge recorded what it deleted (False for a pre-receipt tombstone)."""
+        return bool(self.digest)

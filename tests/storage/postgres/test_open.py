@@ -25,6 +25,7 @@ from agentledger.errors import (
 )
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore, migrations
+from agentledger.storage.receipts import unknown_receipt
 
 
 @pytest.fixture
@@ -133,7 +134,7 @@ async def test_migration_2_gives_version_1_sessions_empty_labels(fresh_dsn: str)
     at = datetime(2026, 1, 1, tzinfo=UTC)
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
         assert await migrations.migrate(conn, upto=1) == [1]
-        assert [m.version for m in await migrations.pending(conn)] == [2, 3]
+        assert [m.version for m in await migrations.pending(conn)] == [2, 3, 4, 5]
         await conn.execute(
             "INSERT INTO agentledger_sessions (id, status, created_at, ended_at) VALUES "
             "('old', 'active', %s, NULL), ('old-ended', 'ended', %s, %s)",
@@ -178,7 +179,7 @@ async def test_migration_3_checksums_every_existing_record(fresh_dsn: str) -> No
     async with await PostgresStore.open(fresh_dsn) as store:
         assert await store.list_run_records(run.run.run_id) == before
         assert await store.list_session_run_records(sid) == before
-    assert (await _applied(fresh_dsn))[-1] == (3, "record checksums")
+    assert (3, "record checksums") in await _applied(fresh_dsn)
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
         cur = await conn.execute("SELECT count(*) FROM agentledger_records WHERE checksum = -1")
         assert await cur.fetchone() == (0,)
@@ -188,6 +189,30 @@ async def test_migration_3_checksums_every_existing_record(fresh_dsn: str) -> No
     async with await PostgresStore.open(fresh_dsn) as store:
         with pytest.raises(CorruptRecordError, match=r"record '2' of run .*checksum mismatch"):
             await store.list_run_records(run.run.run_id)
+
+
+async def test_migration_4_gives_old_tombstones_an_unknown_receipt(fresh_dsn: str) -> None:
+    """[D7] a tombstone written at version 3 has no receipt: it reads back as unknown."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    async with await PostgresStore.open(fresh_dsn) as store:
+        world = World(store)
+        old = await world.session("old", at=at)
+        await store.end_session(old, ended_at=at)
+        await store.purge_session(old)
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        # Back to exactly what version 3 was: no receipt column, migration 4 not recorded.
+        await conn.execute("ALTER TABLE agentledger_purged_sessions DROP COLUMN receipt")
+        await conn.execute(f"DELETE FROM {migrations.MIGRATIONS_TABLE} WHERE version = 4")
+        assert [m.version for m in await migrations.pending(conn)] == [4]
+    async with await PostgresStore.open(fresh_dsn) as store:
+        assert await store.purge_session(old) == unknown_receipt(old)
+        new = world.id("new")
+        await store.create_session(new, created_at=at)
+        await store.end_session(new, ended_at=at)
+        receipt = await store.purge_session(new)
+        assert receipt.known
+        assert await store.purge_session(new) == receipt
+    assert (4, "purge receipts") in await _applied(fresh_dsn)
 
 
 async def test_concurrent_openers_do_not_race_the_migration(fresh_dsn: str) -> None:

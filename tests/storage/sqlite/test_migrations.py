@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentledger.errors import CorruptRecordError, SessionConflictError, SessionPurgedError
-from agentledger.storage import RecordBuilder, RunStart, RunStatus, SessionStatus
+from agentledger.storage import PurgeReceipt, RecordBuilder, RunStart, RunStatus, SessionStatus
+from agentledger.storage.receipts import unknown_receipt
 from agentledger.storage.sqlite import LATEST_VERSION, MIGRATIONS, SQLiteStore, check_invariants
 from agentledger.storage.sqlite.schema import Migration, applied, check_migrations, migrate, pending
 
@@ -235,7 +236,7 @@ def test_a_version_4_file_gains_checksums_of_every_existing_record(v1_copy: Path
     asyncio.run(_read_every_run(v1_copy, count))
     conn = _connect(v1_copy)
     try:
-        assert applied(conn)[-1] == (5, "record_checksums")
+        assert (5, "record_checksums") in applied(conn)
         assert conn.execute("SELECT count(*) FROM records WHERE checksum = -1").fetchone() == (0,)
         conn.execute("UPDATE records SET payload = X'7B2278223AFFFE7D' WHERE seq = 1")
     finally:
@@ -256,3 +257,45 @@ async def _read_every_run(path: Path, count: int) -> None:
             page = await store.list_run_records(run_id, limit=1000)
             seen += len(page.records)
         assert seen == count
+
+
+def test_a_version_5_tombstone_gains_an_unknown_receipt(v1_copy: Path) -> None:
+    """Migration 6 [D7]: a tombstone from before receipts reads back as an unknown receipt
+    (no counts, digest ""); a purge after it keeps its real receipt; a damaged one is corrupt."""
+    conn = _connect(v1_copy)
+    try:
+        migrate(conn, upto=5)
+        conn.execute("INSERT INTO session_tombstones (id) VALUES ('gone-before')")
+    finally:
+        conn.close()
+
+    async def purge() -> tuple[PurgeReceipt, PurgeReceipt, PurgeReceipt]:
+        async with await SQLiteStore.open(v1_copy) as store:
+            old = await store.purge_session("gone-before")
+            with pytest.raises(SessionPurgedError):
+                await store.load_session("gone-before")
+            await store.create_session("fresh", created_at=AT)
+            await store.end_session("fresh", ended_at=AT)
+            new = await store.purge_session("fresh")
+            return old, new, await store.purge_session("fresh")
+
+    old, new, again = asyncio.run(purge())
+    assert old == unknown_receipt("gone-before")
+    assert not old.known
+    assert (old.runs, old.records, old.checkpoints, old.bytes, old.purged_at) == (None,) * 5
+    assert new.known
+    assert again == new
+    assert (new.runs, new.records, new.checkpoints, new.bytes) == (0, 0, 0, 0)
+    conn = _connect(v1_copy)
+    try:
+        assert (6, "purge_receipts") in applied(conn)
+        conn.execute("UPDATE session_tombstones SET receipt = '{\"session_id\": 1}'")
+    finally:
+        conn.close()
+
+    async def purge_damaged() -> None:
+        async with await SQLiteStore.open(v1_copy) as store:
+            await store.purge_session("fresh")
+
+    with pytest.raises(CorruptRecordError, match="purge receipt of session 'fresh'"):
+        asyncio.run(purge_damaged())

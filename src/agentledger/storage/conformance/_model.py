@@ -42,12 +42,14 @@ from agentledger.errors import (
     SuspensionNotFoundError,
     ValidationError,
 )
+from agentledger.storage.session_image import SessionImage, session_digest
 from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
     ChildRunStart,
     OneShotChildRunStart,
     OneShotRunStart,
+    PurgeReceipt,
     Record,
     RootRunStart,
     RunCancellation,
@@ -177,6 +179,7 @@ class Model:
         self.purged_sessions: set[str] = set()
         self.runs: dict[str, _Run] = {}
         self.purged_runs: dict[str, str] = {}  # run id -> its purged session
+        self.receipts: dict[str, PurgeReceipt] = {}  # purged session id -> its receipt [D7]
 
     # ------------------------------------------------------------------ lookups
 
@@ -249,19 +252,40 @@ class Model:
             session.status, session.ended_at = SessionStatus.ENDED, ended_at
         return session.public()
 
-    def purge_session(self, session_id: str) -> None:
+    def purge_session(self, session_id: str) -> PurgeReceipt:
+        """[D7] the receipt has ``purged_at=None`` on the first purge: that is the store's
+        clock, which the machine copies into :attr:`receipts` from the store's answer."""
         if session_id in self.purged_sessions:
-            return
+            return self.receipts[session_id]
         session = self._session(session_id)
         if session.status is SessionStatus.ACTIVE:
             raise Refused(SessionActiveError)
         if any(self.runs[r].status is RunStatus.RUNNING for r in session.runs):
             raise Refused(SessionHasActiveRunsError)
+        runs = [self.runs[r] for r in session.runs]
+        checkpoints = {r.start.run_id: r.checkpoint for r in runs if r.checkpoint is not None}
+        image = SessionImage(
+            session=session.public(),
+            runs=[r.meta() for r in runs],
+            records=list(session.log),
+            checkpoints=checkpoints,
+        )
+        self.receipts[session_id] = PurgeReceipt(
+            session_id=session_id,
+            runs=len(runs),
+            records=len(session.log),
+            checkpoints=len(checkpoints),
+            bytes=sum(len(r.payload) for r in session.log)
+            + sum(len(c.data) for c in checkpoints.values()),
+            digest=session_digest(image),
+            purged_at=None,
+        )
         for run_id in session.runs:
             del self.runs[run_id]
             self.purged_runs[run_id] = session_id
         del self.sessions[session_id]
         self.purged_sessions.add(session_id)
+        return self.receipts[session_id]
 
     # ------------------------------------------------------------------- starts
 

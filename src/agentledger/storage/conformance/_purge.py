@@ -1,16 +1,18 @@
-"""Conformance: purging sessions, and the tombstone they leave [D3] [D5].
+"""Conformance: purging sessions, the tombstone they leave and its receipt [D3] [D5] [D7].
 
 Purge needs an ended session with no running run. It deletes the session, its
 runs, checkpoints and records, and nothing else; afterwards every call that
 names the session or one of its runs is ``SessionPurgedError``, so a late
-retry cannot bring the data back. Purging again is a no-op.
+retry cannot bring the data back. Purging again is a no-op that returns the
+same receipt: counts, bytes and digest of what the first purge deleted.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import msgspec
 import pytest
@@ -26,6 +28,7 @@ from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._world import AdminStore, World, all_sessions, dump_store
+from agentledger.storage.session_image import image_byte_total, read_session_image, session_digest
 from agentledger.storage.types import (
     Checkpoint,
     ChildRunStart,
@@ -276,11 +279,75 @@ class PurgeConformance(ConformanceBase):
         assert [m.run_id for m in await world.store.list_runs_by_session(live)] == others[:2]
 
     async def test_purge_is_idempotent(self, world: World, other_store: AdminStore) -> None:
-        """[D3] purging a purged session succeeds and changes nothing."""
-        doomed = await _purged(world)
+        """[D3] [D7] purging a purged session changes nothing and returns the same receipt."""
+        doomed = await _fill_and_end(world)
+        first = await world.store.purge_session(doomed.session_id)
         async with world.unchanged():
-            await other_store.purge_session(doomed.session_id)
-            await world.store.purge_session(doomed.session_id)
+            assert await other_store.purge_session(doomed.session_id) == first
+            assert await world.store.purge_session(doomed.session_id) == first
+
+    # --------------------------------------------------------------- receipts
+
+    async def test_purge_receipt_is_what_was_deleted(self, world: World) -> None:
+        """[D7] the receipt's counts, bytes and digest are those of the session just before."""
+        doomed = await _fill_and_end(world)
+        image = await read_session_image(world.store, doomed.session_id)
+        receipt = await world.store.purge_session(doomed.session_id)
+        assert receipt.session_id == doomed.session_id
+        assert (receipt.runs, receipt.records, receipt.checkpoints) == (
+            len(image.runs),
+            len(image.records),
+            len(image.checkpoints),
+        )
+        assert (receipt.runs, receipt.checkpoints) == (4, 1)
+        assert receipt.bytes == image_byte_total(image) > 0
+        assert receipt.digest == session_digest(image)
+        assert receipt.known
+        assert receipt.purged_at is not None
+        assert receipt.purged_at.utcoffset() == timedelta(0)
+        assert receipt.purged_at.microsecond % 1000 == 0
+
+    async def test_purge_receipt_of_an_empty_session(self, world: World) -> None:
+        """[D7] an ended session with no runs: zero counts, the digest of its bare image."""
+        sid = await world.session("empty", labels={"tenant": "acme"})
+        await world.store.end_session(sid, ended_at=world.now())
+        image = await read_session_image(world.store, sid)
+        receipt = await world.store.purge_session(sid)
+        assert (receipt.runs, receipt.records, receipt.checkpoints, receipt.bytes) == (0, 0, 0, 0)
+        assert receipt.digest == session_digest(image)
+
+    async def test_purge_receipts_differ_between_sessions(self, world: World) -> None:
+        """[D7] the digest covers the session itself: two equal-shaped sessions differ."""
+        one = await _fill_and_end(world, "one")
+        two = await _fill_and_end(world, "two")
+        first = await world.store.purge_session(one.session_id)
+        second = await world.store.purge_session(two.session_id)
+        assert first.digest != second.digest
+        assert (first.runs, first.records) == (second.runs, second.records)
+
+    async def test_purge_refusals_return_no_receipt(self, world: World) -> None:
+        """[D7] a refused purge keeps its error (unknown, active): no tombstone, no receipt."""
+        unknown = world.track_session("unknown")
+        active = await world.session("active")
+        async with world.unchanged():
+            with pytest.raises(SessionNotFoundError):
+                await world.store.purge_session(unknown)
+            with pytest.raises(SessionActiveError):
+                await world.store.purge_session(active)
+
+    async def test_purge_race_returns_one_receipt(
+        self, world: World, other_store: AdminStore
+    ) -> None:
+        """[D7] two purges racing: one deletes, both return that purge's receipt."""
+        doomed = await _fill_and_end(world)
+        image = await read_session_image(world.store, doomed.session_id)
+        receipts = await asyncio.gather(
+            world.store.purge_session(doomed.session_id),
+            other_store.purge_session(doomed.session_id),
+        )
+        assert receipts[0] == receipts[1]
+        assert receipts[0].digest == session_digest(image)
+        assert await world.store.purge_session(doomed.session_id) == receipts[0]
 
     # -------------------------------------------------------------- tombstone
 

@@ -49,6 +49,7 @@ from agentledger.storage.conformance._world import AdminStore, all_sessions
 from agentledger.storage.types import (
     Checkpoint,
     Page,
+    PurgeReceipt,
     Record,
     RunStart,
     RunStatus,
@@ -430,8 +431,19 @@ class LedgerMachine(RuleBasedStateMachine):
         name, args = command.call()
         expected = _expect(getattr(self.model, name), *args)
         actual = self.loop.run_until_complete(_outcome(getattr(self.store, name), *args))
+        if name == "purge_session" and "ok" == expected[0] == actual[0]:
+            expected = ("ok", self._stamped(expected[1], actual[1]))
         assert actual == expected, f"{name} of {command}:\n  store: {actual}\n  model: {expected}"
         return command
+
+    def _stamped(self, expected: PurgeReceipt, actual: object) -> PurgeReceipt:
+        """[D7] the first receipt of a purge takes the store's clock; a repeat must not."""
+        if expected.purged_at is not None or not isinstance(actual, PurgeReceipt):
+            return expected
+        assert actual.purged_at is not None, f"a purge receipt without purged_at: {actual}"
+        stamped = msgspec.structs.replace(expected, purged_at=actual.purged_at)
+        self.model.receipts[expected.session_id] = stamped
+        return stamped
 
     # sessions ----------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from psycopg.types.json import Jsonb
 
 from agentledger.storage.postgres._reader import Loader
@@ -25,6 +26,7 @@ from agentledger.storage.postgres._rows import (
     record_params,
     run_params,
 )
+from agentledger.storage.receipts import encode_receipt
 from agentledger.storage.state import Plan
 
 __all__ = ["StaleWrite", "apply_plan"]
@@ -35,6 +37,7 @@ class StaleWrite(Exception):
 
 
 _RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
+_CHECKPOINT_DATA = _RUN_FIELDS.index("checkpoint_data")
 _INSERT_RUN = (
     f"INSERT INTO agentledger_runs ({RUN_COLUMNS}) VALUES ({', '.join(['%s'] * len(_RUN_FIELDS))})"
 )
@@ -53,7 +56,7 @@ _PURGE = (
     "(SELECT run_id FROM agentledger_runs WHERE session_id = %(s)s)",
     "DELETE FROM agentledger_runs WHERE session_id = %(s)s",
     "DELETE FROM agentledger_sessions WHERE id = %(s)s",
-    "INSERT INTO agentledger_purged_sessions (id) VALUES (%(s)s)",
+    "INSERT INTO agentledger_purged_sessions (id, receipt) VALUES (%(s)s, %(receipt)s)",
 )
 
 
@@ -126,13 +129,22 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                 assignments = ", ".join(f"{name} = %s" for name in sets)
                 update = f"UPDATE agentledger_sessions SET {assignments} WHERE id = %s"
                 await conn.execute(_one_row(update), (*sets.values(), row.id))
+    sealer = loader.sealer
     for run in plan.runs:
         values = run_params(run)
         previous = cache.runs.get(run.run_id)
-        if previous is None:
+        changed = None if previous is None else _changed(values, run_params(previous))
+        if sealer is not None and run.checkpoint is not None:  # compared plaintext, sent sealed
+            sealed = list(values)
+            sealed[_CHECKPOINT_DATA] = sealer.seal_checkpoint(
+                run.session_id, run.run_id, run.checkpoint
+            )
+            values = tuple(sealed)
+        if changed is None:
             await conn.execute(_INSERT_RUN, values)
             continue
-        changed = _changed(values, run_params(previous))
+        if sealer is not None and _CHECKPOINT_DATA - 1 in changed:
+            changed = sorted({*changed, _CHECKPOINT_DATA})  # the id is in the sealed data's AAD
         if changed:
             assignments = ", ".join(f"{_RUN_FIELDS[i]} = %s" for i in changed)
             update = f"UPDATE agentledger_runs SET {assignments} WHERE run_id = %s"
@@ -142,9 +154,13 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
             await conn.execute(_one_row(_ALLOCATE), (new, session_id, old))
         flat: list[object] = []
         for record, position in zip(plan.records, positions, strict=True):
+            if sealer is not None:
+                record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
             flat.extend(record_params(record, position))
         values_sql = ", ".join([_RECORD_VALUES] * len(plan.records))
         await conn.execute(_INSERT_RECORDS + values_sql, flat)
     if plan.purge_session:
+        assert plan.purge_receipt is not None
+        params = {"s": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
         for query in _PURGE:
-            await conn.execute(query, {"s": plan.purge_session})
+            await conn.execute(query, params)

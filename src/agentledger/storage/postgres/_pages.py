@@ -25,8 +25,6 @@ from agentledger.storage.postgres._rows import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
     micros,
-    record_from_row,
-    run_from_row,
     utc,
 )
 from agentledger.storage.state import StateReader
@@ -112,7 +110,7 @@ def page_reader(
         positions = [row[-1] for row in page]
         if positions != list(range(start + 1, end + 1)):
             raise _session_gap(scope_id, start, positions)
-        records = tuple(record_from_row(row[:-1]) for row in page)
+        records = tuple(loader.decode_record(row[:-1]) for row in page)
         completed = lifecycle.completed_runs(records)
         if completed:
             runs = await decide(loader, lambda reader: [reader.run(r) for r in sorted(completed)])
@@ -162,7 +160,7 @@ async def _run_page(
             with contextlib.suppress(psycopg.Error):
                 await conn.execute("ROLLBACK")
         raise
-    run = None if run_row is None else run_from_row(run_row)
+    run = None if run_row is None else loader.decode_run(run_row)
     loader.cache.runs[run_id] = run
     newest = await decide(loader, require)
     decode_cursor(cursor, "run", run_id, newest)
@@ -192,6 +190,8 @@ async def _run_page(
             )
     except (TypeError, ValueError, OverflowError) as e:
         raise CorruptRecordError(run_id=run_id, record_id="", reason=str(e)) from e
+    if loader.sealer is not None:
+        records = list(loader.sealer.open_records(tuple(records)))
     end = min(start + size, newest)
     if len(records) != end - start or (records and int(records[-1].id) != end):
         raise sequence_gap(run_id, start, [int(record.id) for record in records])

@@ -33,8 +33,9 @@ statements, no locks; a read that spans rows is one statement (one snapshot).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
@@ -47,12 +48,16 @@ from agentledger.storage.postgres._rows import (
     run_from_row,
     session_from_row,
 )
+from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.state import RunRow, SessionRow, StateReader
-from agentledger.storage.types import Record
+from agentledger.storage.types import PurgeReceipt, Record
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
 
 __all__ = ["CachedReader", "Key", "Loader", "Missing"]
 
-Kind = Literal["session", "session_purged", "run", "purged_run", "record", "running"]
+Kind = Literal["session", "session_purged", "run", "purged_run", "record", "running", "contents"]
 Key = tuple[Kind, str, str]
 """``(kind, id, event_key)``; the event key is "" for every kind but ``record``."""
 
@@ -74,7 +79,13 @@ _SELECT_RECORD = (
 _SELECT_RECORDS = (
     f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = ANY(%s)"
 )
-_SELECT_SESSION_PURGED = "SELECT 1 FROM agentledger_purged_sessions WHERE id = %s"
+_SELECT_SESSION_PURGED = "SELECT receipt FROM agentledger_purged_sessions WHERE id = %s"
+_SELECT_CONTENT_RUNS = (
+    f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE session_id = %s ORDER BY ord"
+)
+_SELECT_CONTENT_RECORDS = (
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE session_id = %s ORDER BY session_seq"
+)
 _SELECT_PURGED_RUN = "SELECT session_id FROM agentledger_purged_runs WHERE run_id = %s"
 _SELECT_RUNNING = (
     "SELECT run_id FROM agentledger_runs WHERE session_id = %s AND status = 'running' ORDER BY ord"
@@ -118,6 +129,8 @@ class CachedReader(StateReader):
         self.purged_runs: dict[str, str | None] = {}
         self.records: dict[tuple[str, str], Record | None] = {}
         self.running: dict[str, list[str]] = {}
+        self.receipts: dict[str, PurgeReceipt] = {}  # of purged sessions [D7]
+        self.contents: dict[str, tuple[list[RunRow], list[Record]]] = {}
         self.session_seq: dict[str, int] = {}  # newest position in each loaded session's log
 
     def session(self, session_id: str) -> SessionRow | None:
@@ -156,6 +169,19 @@ class CachedReader(StateReader):
         except KeyError:
             raise Missing(("running", session_id, "")) from None
 
+    def purge_receipt(self, session_id: str) -> PurgeReceipt:
+        try:
+            return self.receipts[session_id]
+        except KeyError:
+            raise Missing(("session_purged", session_id, "")) from None
+
+    def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
+        try:
+            runs, records = self.contents[session_id]
+        except KeyError:
+            raise Missing(("contents", session_id, "")) from None
+        return list(runs), list(records)
+
 
 class Loader:
     """Loads items into a :class:`CachedReader` from one open transaction.
@@ -164,11 +190,34 @@ class Loader:
     the module docstring; with ``lock=False`` it only reads.
     """
 
-    def __init__(self, conn: AsyncConnection[TupleRow], cache: CachedReader, *, lock: bool) -> None:
+    def __init__(
+        self,
+        conn: AsyncConnection[TupleRow],
+        cache: CachedReader,
+        *,
+        lock: bool,
+        sealer: Encryption | None = None,
+    ) -> None:
         self.conn = conn
         self.cache = cache
         self.lock = lock
+        self.sealer = sealer
+        """Encryption at rest [A2]: what is read is opened here, what is written
+        sealed by :func:`~._apply.apply_plan`; None: plaintext."""
         self._for_update = " FOR UPDATE" if lock else ""
+
+    def decode_run(self, row: TupleRow) -> RunRow:
+        """A run row, its checkpoint data opened."""
+        run = run_from_row(row)
+        if self.sealer is None or run.checkpoint is None:
+            return run
+        opened = self.sealer.open_checkpoint(run.session_id, run.run_id, run.checkpoint)
+        return msgspec.structs.replace(run, checkpoint=opened)
+
+    def decode_record(self, row: TupleRow) -> Record:
+        """A record row, its payload opened."""
+        record = record_from_row(row)
+        return record if self.sealer is None else self.sealer.open_record(record)
 
     async def _one(self, query: str, params: tuple[object, ...]) -> TupleRow | None:
         cur = await self.conn.execute(query, params)
@@ -196,6 +245,7 @@ class Loader:
             "run": c.runs,
             "purged_run": c.purged_runs,
             "running": c.running,
+            "contents": c.contents,
         }
         return ident in tables[kind]
 
@@ -212,6 +262,8 @@ class Loader:
             await self.run(ident)
         elif kind == "purged_run":
             await self.purged_run(ident)
+        elif kind == "contents":
+            await self.session_contents(ident)
         else:
             await self.running(ident)
 
@@ -233,7 +285,7 @@ class Loader:
                     self.keep_session(row)
                 row = await self._one(_SELECT_RUN + " FOR UPDATE", (ident,))
                 if row is not None:
-                    run = run_from_row(row)
+                    run = self.decode_run(row)
                     if run.session_id and run.session_id not in self.cache.sessions:
                         # Created between the two statements: lock its session now.
                         await self.session(run.session_id)
@@ -248,7 +300,7 @@ class Loader:
             elif kind == "run":
                 row = await self._one(_READ_RUN, (ident,))
                 assert row is not None
-                self.cache.runs[ident] = None if row[0] is None else run_from_row(row[:-1])
+                self.cache.runs[ident] = None if row[0] is None else self.decode_run(row[:-1])
                 self.cache.purged_runs[ident] = row[-1]
             elif kind == "session":
                 row = await self._one(_READ_SESSION, (ident,))
@@ -283,7 +335,7 @@ class Loader:
             self.keep_session(session_row)
         if run_row is None:
             return
-        run = run_from_row(run_row)
+        run = self.decode_run(run_row)
         if run.session_id and run.session_id not in self.cache.sessions:
             # Created between the statements: lock its session, then read it all again.
             await self.session(run.session_id)
@@ -295,7 +347,7 @@ class Loader:
         for key in event_keys:
             self.cache.records[(run_id, key)] = None
         for row in record_rows:
-            found = record_from_row(row)
+            found = self.decode_record(row)
             self.cache.records[(run_id, found.event_key)] = found
 
     async def session(self, session_id: str) -> SessionRow | None:
@@ -317,6 +369,8 @@ class Loader:
         await self.session(session_id)
         row = await self._one(_SELECT_SESSION_PURGED, (session_id,))
         self.cache.purged_sessions[session_id] = row is not None
+        if row is not None:
+            self.cache.receipts[session_id] = decode_receipt(session_id, row[0])
 
     async def run(self, run_id: str) -> RunRow | None:
         """The run, locked ``FOR UPDATE`` (after its session) in write transactions."""
@@ -324,7 +378,7 @@ class Loader:
             return self.cache.runs[run_id]
         if not self.lock:
             row = await self._one(_SELECT_RUN, (run_id,))
-            found = None if row is None else run_from_row(row)
+            found = None if row is None else self.decode_run(row)
             self.cache.runs[run_id] = found
             return found
         guarded = False
@@ -341,7 +395,7 @@ class Loader:
                 await self.session(head[0])
             row = await self._one(_SELECT_RUN + " FOR UPDATE", (run_id,))
             if row is not None:
-                found = run_from_row(row)
+                found = self.decode_run(row)
                 self.cache.runs[run_id] = found
                 return found
             # Purged between the two reads: look again (now it is absent).
@@ -355,7 +409,18 @@ class Loader:
         """A run's record by event key (read after the run is locked)."""
         await self.run(run_id)
         row = await self._one(_SELECT_RECORD, (run_id, event_key))
-        self.cache.records[(run_id, event_key)] = None if row is None else record_from_row(row)
+        self.cache.records[(run_id, event_key)] = None if row is None else self.decode_record(row)
+
+    async def session_contents(self, session_id: str) -> None:
+        """The session's runs and records (read after the session is locked) [D7]."""
+        await self.session(session_id)
+        runs_cur = await self.conn.execute(_SELECT_CONTENT_RUNS, (session_id,))
+        runs = [run_from_row(row) for row in await runs_cur.fetchall()]
+        records_cur = await self.conn.execute(_SELECT_CONTENT_RECORDS, (session_id,))
+        records = [record_from_row(row) for row in await records_cur.fetchall()]
+        if self.sealer is not None:
+            runs, records = self.sealer.open_contents(runs, records)
+        self.cache.contents[session_id] = (runs, records)
 
     async def running(self, session_id: str) -> None:
         """The session's running runs (read after the session is locked)."""

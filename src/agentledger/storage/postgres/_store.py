@@ -10,11 +10,12 @@ decision rerun on fresh state (:mod:`._retry`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncConnection, conninfo, pq
@@ -24,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 
 from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
+from agentledger.storage.encryption.binding import bind
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
@@ -47,6 +49,7 @@ from agentledger.storage.types import (
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
+    PurgeReceipt,
     Record,
     RepairResult,
     RootRunStart,
@@ -65,6 +68,9 @@ from agentledger.storage.validation import check_statuses, require_id
 __all__ = ["PostgresStore"]
 
 R = TypeVar("R")
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
+
 Conn = AsyncConnection[TupleRow]
 
 _POOL_ERRORS = (PoolClosed, PoolTimeout, TooManyRequests)
@@ -140,19 +146,49 @@ def _check_pool_sizes(min_size: object, max_size: object) -> tuple[int, int]:
     return min_size, max_size
 
 
-async def _prepare(dsn: str, extra: dict[str, Any], migrate: bool) -> None:
+_ENCRYPTION = "SELECT scheme, vault_id FROM agentledger_encryption WHERE id = 1"
+_HAS_DATA = (
+    "SELECT EXISTS (SELECT 1 FROM agentledger_records) "
+    "OR EXISTS (SELECT 1 FROM agentledger_runs WHERE checkpoint_id IS NOT NULL)"
+)
+_RECORD_ENCRYPTION = (
+    "INSERT INTO agentledger_encryption (id, scheme, vault_id) VALUES (1, %s, %s) "
+    "ON CONFLICT (id) DO NOTHING"
+)
+
+
+async def _prepare(
+    dsn: str, extra: dict[str, Any], migrate: bool, encryption: Encryption | None
+) -> None:
     """Check the server and the schema on a connection of its own; apply migrations."""
     async with await AsyncConnection.connect(dsn, **extra) as conn:
         if migrate:
             await _migrations.migrate(conn)
-            return
-        todo = await _migrations.pending(conn)
-        if todo:
-            raise ValidationError(
-                field="schema_version",
-                expected=f"{_migrations.SCHEMA_VERSION} (migrated)",
-                got=todo[0].version - 1,
-            )
+        else:
+            todo = await _migrations.pending(conn)
+            if todo:
+                raise ValidationError(
+                    field="schema_version",
+                    expected=f"{_migrations.SCHEMA_VERSION} (migrated)",
+                    got=todo[0].version - 1,
+                )
+        await _bind_encryption(conn, encryption)
+
+
+async def _bind_encryption(conn: AsyncConnection[TupleRow], encryption: Encryption | None) -> None:
+    """[A2] check the database's encryption marker against ``encryption``; record a new one."""
+    async with conn.transaction():
+        row = await (await conn.execute(_ENCRYPTION)).fetchone()
+        recorded = None if row is None else (str(row[0]), str(row[1]))
+        has_data = await (await conn.execute(_HAS_DATA)).fetchone()
+        assert has_data is not None
+        marker = await asyncio.to_thread(bind, encryption, recorded, has_data=bool(has_data[0]))
+        if marker is not None:
+            await conn.execute(_RECORD_ENCRYPTION, marker)
+    if marker is not None:  # a racing opener may have recorded another vault first
+        row = await (await conn.execute(_ENCRYPTION)).fetchone()
+        assert row is not None
+        await asyncio.to_thread(bind, encryption, (str(row[0]), str(row[1])), has_data=True)
 
 
 class PostgresStore:
@@ -163,9 +199,13 @@ class PostgresStore:
     stores, in any number of processes and hosts, may share one database.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool[Conn], encryption: Encryption | None = None
+    ) -> None:
         """Wrap an open pool; use :meth:`open` instead."""
         self._pool = pool
+        self.encryption = encryption
+        """Encryption at rest [A2], or None for a plaintext database."""
         self._closed = False
 
     @classmethod
@@ -177,6 +217,7 @@ class PostgresStore:
         max_size: int = 10,
         pool_timeout: float = 30.0,
         migrate: bool = True,
+        encryption: Encryption | None = None,
     ) -> PostgresStore:
         """Connect, bring the schema up to date and open the pool.
 
@@ -187,6 +228,8 @@ class PostgresStore:
             pool_timeout: seconds to wait for a connection (on open and per operation).
             migrate: apply pending migrations; with False a database that needs
                 them is refused (for deployments that migrate separately).
+            encryption: seal payloads and checkpoints at rest [A2]; required for a
+                database created with it, refused for a plaintext one holding data.
 
         Raises:
             ValidationError: a malformed ``dsn`` or pool size, or a database schema
@@ -216,14 +259,14 @@ class PostgresStore:
         )
         await pool.open(wait=False)  # connects in the background while we migrate
         try:
-            await _prepare(dsn, extra, migrate)
+            await _prepare(dsn, extra, migrate, encryption)
             await pool.wait(timeout=pool_timeout)
         except BaseException as e:
             await pool.close()
             if isinstance(e, psycopg.Error | PoolTimeout):
                 raise transient(e, "open") from e
             raise
-        return cls(pool)
+        return cls(pool, encryption)
 
     async def close(self) -> None:
         """Close every pooled connection. Idempotent; later calls fail with TransientError."""
@@ -269,7 +312,7 @@ class PostgresStore:
                             # BEGIN and COMMIT are statements of the pipeline, not a
                             # psycopg transaction block, which would wait for each.
                             await conn.execute("BEGIN")
-                            loader = Loader(conn, CachedReader(), lock=True)
+                            loader = Loader(conn, CachedReader(), lock=True, sealer=self.encryption)
                             if appends is not None:
                                 await loader.run_with_records(*appends)
                             await loader.prefetch(prefetch)
@@ -301,7 +344,7 @@ class PostgresStore:
             attempt += 1
             try:
                 async with self._pool.connection() as conn:
-                    loader = Loader(conn, CachedReader(), lock=False)
+                    loader = Loader(conn, CachedReader(), lock=False, sealer=self.encryption)
                     await loader.prefetch(prefetch)
                     return await read(loader)
             except Exception as e:
@@ -486,12 +529,34 @@ class PostgresStore:
             _ids(("session", session_id)),
         )
 
-    async def purge_session(self, session_id: str, /) -> None:
-        await self._write(
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        return await self._write(
             "purge_session",
             lambda r: lifecycle.plan_purge_session(r, session_id),
             _ids(("session", session_id)),
         )
+
+    # Encryption at rest [A2] -------------------------------------------------
+
+    async def erase_session_keys(self, session_id: str, /) -> bool:
+        """Destroy the session's data key (crypto-erasure); False if it was erased before.
+
+        Afterwards the session's records and checkpoints raise
+        :class:`~agentledger.errors.SessionKeyErasedError`, here, in every dump or
+        backup of the database and in archives made before; other sessions read intact.
+        """
+        return await asyncio.to_thread(self._require_encryption().erase_session_keys, session_id)
+
+    async def rotate_keys(self) -> int:
+        """Rewrap every data key under the keyring's current key; records are not rewritten."""
+        return await asyncio.to_thread(self._require_encryption().rotate_keys)
+
+    def _require_encryption(self) -> Encryption:
+        if self.encryption is None:
+            raise ValidationError(
+                field="encryption", expected="a store opened with encryption", got=None
+            )
+        return self.encryption
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()

@@ -139,10 +139,15 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
         f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE type = ANY(%s)",
         (list(_PAYLOADS),),
     )
-    for row in await cur.fetchall():
+    rows = await cur.fetchall()
+    # [A2] sealed payloads are decoded by the audit through an opened store, not here.
+    marker = await conn.execute("SELECT 1 FROM agentledger_encryption")
+    sealed = await marker.fetchone() is not None
+    for row in rows:
         try:
             record = record_from_row(row)
-            decode_stored_payload(record, _PAYLOADS[record.type])
+            if not sealed:
+                decode_stored_payload(record, _PAYLOADS[record.type])
         except CorruptRecordError as e:
             problems.append(str(e))
     return problems

@@ -179,10 +179,28 @@ async def _backfill_checksums(conn: AsyncConnection[TupleRow]) -> None:
     )
 
 
+# [D7] the receipt a purge returned, kept with its tombstone (JSON text); NULL
+# for a tombstone written before receipts: nothing about it is known.
+_PURGE_RECEIPTS = """
+ALTER TABLE agentledger_purged_sessions ADD COLUMN receipt text;
+"""
+
+# [A2] an encrypted database records its scheme and vault (one row); plaintext, none.
+_ENCRYPTION_MARKER = """
+CREATE TABLE agentledger_encryption (
+    id       integer PRIMARY KEY CHECK (id = 1),
+    scheme   text NOT NULL,
+    vault_id text NOT NULL
+);
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
     Migration(3, "record checksums", _RECORD_CHECKSUMS, _backfill_checksums),
+    Migration(4, "purge receipts", _PURGE_RECEIPTS),
+    Migration(5, "encryption marker", _ENCRYPTION_MARKER),
 )
 """Every migration this code knows, in order."""
 

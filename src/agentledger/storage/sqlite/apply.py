@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from agentledger.storage.receipts import encode_receipt
 from agentledger.storage.sqlite.reader import SQLiteReader
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
@@ -50,7 +51,7 @@ _PURGE = (
     "DELETE FROM records WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
     "DELETE FROM runs WHERE session_id = :id",
     "DELETE FROM sessions WHERE id = :id",
-    "INSERT INTO session_tombstones (id) VALUES (:id)",
+    "INSERT INTO session_tombstones (id, receipt) VALUES (:id, :receipt)",
 )
 
 
@@ -60,11 +61,16 @@ def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) 
         _put_session(conn, plan.session)
     for row in plan.runs:
         _put_run(conn, reader, row)
+    sealer = reader.sealer
     for record in plan.records:  # one or two: execute is cheaper than executemany
+        if sealer is not None:
+            record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
         conn.execute(_INSERT_RECORD, record_values(record))
     if plan.purge_session:
+        assert plan.purge_receipt is not None
+        params = {"id": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
         for statement in _PURGE:
-            conn.execute(statement, {"id": plan.purge_session})
+            conn.execute(statement, params)
 
 
 def _put_session(conn: sqlite3.Connection, row: SessionRow) -> None:
@@ -90,5 +96,8 @@ def _put_run(conn: sqlite3.Connection, reader: SQLiteReader, row: RunRow) -> Non
         if row.checkpoint is None:
             conn.execute(_DELETE_CHECKPOINT, (row.run_id,))
         else:
-            conn.execute(_UPSERT_CHECKPOINT, (row.run_id, row.checkpoint.id, row.checkpoint.data))
+            data = row.checkpoint.data
+            if reader.sealer is not None:
+                data = reader.sealer.seal_checkpoint(row.session_id, row.run_id, row.checkpoint)
+            conn.execute(_UPSERT_CHECKPOINT, (row.run_id, row.checkpoint.id, data))
     reader.runs_read[row.run_id] = row

@@ -12,13 +12,16 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap
 from agentledger.storage.listing import SessionQuery, session_page
+from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -33,6 +36,7 @@ from agentledger.storage.sqlite.rows import (
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
     Page,
+    PurgeReceipt,
     Record,
     RunMeta,
     RunStatus,
@@ -40,10 +44,20 @@ from agentledger.storage.types import (
 )
 from agentledger.storage.validation import check_limit, require_id
 
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
+
 __all__ = ["RowCache", "SQLiteReader"]
 
 _SESSION = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?"
 _SESSION_PURGED = "SELECT 1 FROM session_tombstones WHERE id = ?"
+_PURGE_RECEIPT = "SELECT receipt FROM session_tombstones WHERE id = ?"
+_SESSION_CONTENT_RUNS = (
+    f"SELECT {RUN_COLUMNS}, checkpoints.id, checkpoints.data FROM runs "
+    "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id "
+    "WHERE runs.session_id = ? ORDER BY runs.pos"
+)
+_SESSION_CONTENT_RECORDS = f"SELECT {RECORD_COLUMNS} FROM records WHERE session_id = ? ORDER BY pos"
 _RUN = (
     f"SELECT {RUN_COLUMNS}, checkpoints.id, checkpoints.data FROM runs "
     "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id WHERE runs.run_id = ?"
@@ -136,13 +150,21 @@ class SQLiteReader(StateReader):
     transaction); readers on other connections pass none.
     """
 
-    __slots__ = ("_cache", "_conn", "_fresh_keys", "runs_read")
+    __slots__ = ("_cache", "_conn", "_fresh_keys", "runs_read", "sealer")
 
     def __init__(
-        self, conn: sqlite3.Connection, cache: RowCache | None = None, *, fresh_keys: bool = False
+        self,
+        conn: sqlite3.Connection,
+        cache: RowCache | None = None,
+        *,
+        fresh_keys: bool = False,
+        sealer: Encryption | None = None,
     ) -> None:
         self._conn = conn
         self._cache = cache
+        self.sealer = sealer
+        """Encryption at rest [A2]: payloads and checkpoints are opened as read
+        (and sealed by :func:`~.apply.apply_plan` as written); None: plaintext."""
         self._fresh_keys = fresh_keys
         """Answer every record lookup "absent" without reading: the caller's
         INSERT must then prove it (see ``SQLiteStore``'s insert-first appends)."""
@@ -174,6 +196,9 @@ class SQLiteReader(StateReader):
         if run is None:
             row = self._conn.execute(_RUN, (run_id,)).fetchone()
             run = None if row is None else decode_run(row)
+            if run is not None and run.checkpoint is not None and self.sealer is not None:
+                opened = self.sealer.open_checkpoint(run.session_id, run_id, run.checkpoint)
+                run = msgspec.structs.replace(run, checkpoint=opened)
             if cache is not None and run is not None:
                 cache.runs[run_id] = run
         self.runs_read[run_id] = run
@@ -187,10 +212,27 @@ class SQLiteReader(StateReader):
         if self._fresh_keys:
             return None
         row = self._conn.execute(_RECORD, (run_id, event_key)).fetchone()
-        return None if row is None else decode_record(row)
+        if row is None:
+            return None
+        record = decode_record(row)
+        return record if self.sealer is None else self.sealer.open_record(record)
 
     def running_run_ids(self, session_id: str) -> list[str]:
         return [str(run_id) for (run_id,) in self._conn.execute(_RUNNING, (session_id,))]
+
+    def purge_receipt(self, session_id: str) -> PurgeReceipt:
+        row = self._conn.execute(_PURGE_RECEIPT, (session_id,)).fetchone()
+        if row is None:
+            raise AssertionError(f"purge_receipt asked for session {session_id!r}, not purged")
+        return decode_receipt(session_id, row[0])
+
+    def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
+        runs = [decode_run(row) for row in self._conn.execute(_SESSION_CONTENT_RUNS, (session_id,))]
+        rows = self._conn.execute(_SESSION_CONTENT_RECORDS, (session_id,)).fetchall()
+        records = list(decode_records(rows))
+        if self.sealer is not None:
+            return self.sealer.open_contents(runs, records)
+        return runs, records
 
     # Listings ----------------------------------------------------------------
 
@@ -221,6 +263,8 @@ class SQLiteReader(StateReader):
         if len(page) != end - start or (page and page[-1][0] != end):
             raise sequence_gap(run_id, start, [row[0] for row in page])
         records = decode_run_page(run_id, agent_id, session_id, page)
+        if self.sealer is not None:
+            records = self.sealer.open_records(records)
         try:
             run_status = RunStatus(status)
         except ValueError as e:
@@ -239,6 +283,8 @@ class SQLiteReader(StateReader):
         rows = self._conn.execute(_SESSION_PAGE, (session_id, start, size)).fetchall()
         self._check_session_order(rows)
         records = decode_records([row[1:] for row in rows])
+        if self.sealer is not None:
+            records = self.sealer.open_records(records)
         statuses = {}
         for run_id in lifecycle.completed_runs(records):
             run = self.run(run_id)

@@ -157,6 +157,23 @@ MIGRATIONS: tuple[Migration, ...] = (
         statements=("ALTER TABLE records ADD COLUMN checksum INTEGER NOT NULL DEFAULT -1",),
         backfill=_backfill_checksums,
     ),
+    Migration(
+        version=6,
+        name="purge_receipts",
+        # [D7] the receipt a purge returned, kept with its tombstone (JSON text);
+        # NULL for a tombstone written before receipts: nothing about it is known.
+        statements=("ALTER TABLE session_tombstones ADD COLUMN receipt TEXT",),
+    ),
+    Migration(
+        version=7,
+        name="encryption_marker",
+        # [A2] an encrypted database records its scheme and vault (one row); a
+        # plaintext one leaves the table empty.
+        statements=(
+            "CREATE TABLE encryption (id INTEGER PRIMARY KEY CHECK (id = 1), "
+            "scheme TEXT NOT NULL, vault_id TEXT NOT NULL) STRICT",
+        ),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

@@ -18,10 +18,11 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.storage import lifecycle
+from agentledger.storage.encryption.binding import bind
 from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.sqlite import schema
@@ -48,6 +49,7 @@ from agentledger.storage.types import (
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
+    PurgeReceipt,
     Record,
     RepairResult,
     RootRunStart,
@@ -62,6 +64,9 @@ from agentledger.storage.types import (
     StartResult,
 )
 from agentledger.storage.validation import check_statuses
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
 
 __all__ = ["SQLiteStore", "default_path"]
 
@@ -88,7 +93,10 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 def _write_op(
-    decide: Callable[[StateReader], Plan[R]], *, insert_first: bool = False
+    decide: Callable[[StateReader], Plan[R]],
+    *,
+    insert_first: bool = False,
+    sealer: Encryption | None = None,
 ) -> Callable[[sqlite3.Connection, RowCache], R]:
     """One whole lifecycle operation inside the group's transaction: decide and apply.
 
@@ -101,10 +109,10 @@ def _write_op(
 
     def operation(conn: sqlite3.Connection, cache: RowCache) -> R:
         if insert_first:
-            guessed = _insert_first(conn, cache, decide)
+            guessed = _insert_first(conn, cache, decide, sealer)
             if guessed is not None:
                 return guessed.result
-        reader = SQLiteReader(conn, cache)
+        reader = SQLiteReader(conn, cache, sealer=sealer)
         plan = decide(reader)
         if plan.writes:
             apply_plan(conn, reader, plan)
@@ -115,10 +123,13 @@ def _write_op(
 
 
 def _insert_first(
-    conn: sqlite3.Connection, cache: RowCache, decide: Callable[[StateReader], Plan[R]]
+    conn: sqlite3.Connection,
+    cache: RowCache,
+    decide: Callable[[StateReader], Plan[R]],
+    sealer: Encryption | None,
 ) -> Plan[R] | None:
     """The plan of an append whose keys are new, applied; None if they may not be."""
-    reader = SQLiteReader(conn, cache, fresh_keys=True)
+    reader = SQLiteReader(conn, cache, fresh_keys=True, sealer=sealer)
     try:
         plan = decide(reader)
     except AgentledgerError:
@@ -148,7 +159,10 @@ def _begin(cache: RowCache) -> Callable[[sqlite3.Connection], RowCache]:
 
 
 def _read_job(
-    read: Callable[[SQLiteReader], R], *, one_statement: bool = False
+    read: Callable[[SQLiteReader], R],
+    *,
+    one_statement: bool = False,
+    sealer: Encryption | None = None,
 ) -> Callable[[sqlite3.Connection], R]:
     """One whole read in one read transaction, so all its statements see one snapshot.
 
@@ -158,17 +172,33 @@ def _read_job(
 
     def job(conn: sqlite3.Connection) -> R:
         if one_statement:
-            return read(SQLiteReader(conn))
+            return read(SQLiteReader(conn, sealer=sealer))
         conn.execute("BEGIN")
         try:
-            return read(SQLiteReader(conn))
+            return read(SQLiteReader(conn, sealer=sealer))
         finally:
             _rollback(conn)
 
     return job
 
 
-def _open_writer(path: str, busy_timeout: float, synchronous: str) -> sqlite3.Connection:
+_ENCRYPTION = "SELECT scheme, vault_id FROM encryption WHERE id = 1"
+_HAS_DATA = "SELECT EXISTS (SELECT 1 FROM records) OR EXISTS (SELECT 1 FROM checkpoints)"
+
+
+def _bind_encryption(conn: sqlite3.Connection, encryption: Encryption | None) -> None:
+    """[A2] check the database's encryption marker against ``encryption``; record a new one."""
+    row = conn.execute(_ENCRYPTION).fetchone()
+    recorded = None if row is None else (str(row[0]), str(row[1]))
+    (has_data,) = conn.execute(_HAS_DATA).fetchone()
+    marker = bind(encryption, recorded, has_data=bool(has_data))
+    if marker is not None:
+        conn.execute("INSERT INTO encryption (id, scheme, vault_id) VALUES (1, ?, ?)", marker)
+
+
+def _open_writer(
+    path: str, busy_timeout: float, synchronous: str, encryption: Encryption | None
+) -> sqlite3.Connection:
     """The write connection: check the file and schema by reading, then WAL and migrate."""
     try:
         conn = connect(path, busy_timeout=busy_timeout, synchronous=synchronous, read_only=False)
@@ -182,6 +212,7 @@ def _open_writer(path: str, busy_timeout: float, synchronous: str) -> sqlite3.Co
         if str(mode).lower() != "wal":
             raise ValidationError(field="path", expected="a file that supports WAL", got=path)
         schema.migrate(conn)
+        _bind_encryption(conn, encryption)
     except sqlite3.Error as e:
         conn.close()
         raise map_open_error(e, path) from e
@@ -189,6 +220,14 @@ def _open_writer(path: str, busy_timeout: float, synchronous: str) -> sqlite3.Co
         conn.close()
         raise
     return conn
+
+
+def _check_read_only_encryption(conn: sqlite3.Connection, encryption: Encryption | None) -> None:
+    """[A2] a read-only handle checks the marker like a writer, and records nothing."""
+    row = conn.execute(_ENCRYPTION).fetchone()
+    recorded = None if row is None else (str(row[0]), str(row[1]))
+    (has_data,) = conn.execute(_HAS_DATA).fetchone()
+    bind(encryption, recorded, has_data=bool(has_data))
 
 
 class SQLiteStore:
@@ -226,11 +265,18 @@ class SQLiteStore:
     """
 
     def __init__(
-        self, *, path: str, writer: GroupWriter[RowCache] | None, readers: ConnectionThreads
+        self,
+        *,
+        path: str,
+        writer: GroupWriter[RowCache] | None,
+        readers: ConnectionThreads,
+        encryption: Encryption | None = None,
     ) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
         """The database file."""
+        self.encryption = encryption
+        """Encryption at rest [A2], or None for a plaintext database."""
         self._writer = writer
         """None for a handle opened with :meth:`open_read_only`."""
         self._readers = readers
@@ -243,6 +289,7 @@ class SQLiteStore:
         *,
         durability: Durability = "full",
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        encryption: Encryption | None = None,
     ) -> SQLiteStore:
         """Open (creating or migrating) the database at ``path``.
 
@@ -250,15 +297,18 @@ class SQLiteStore:
             path: the database file; created if missing (its directory must exist).
             durability: ``"full"`` or ``"normal"``; see the class docstring.
             busy_timeout: seconds to wait for another writer before TransientError.
+            encryption: seal payloads and checkpoints at rest [A2]; required for a
+                database created with it, refused for a plaintext one holding data.
 
         Raises:
-            ValidationError: a bad argument, path, file or schema version.
+            ValidationError: a bad argument, path, file or schema version, or an
+                ``encryption`` that does not fit the database.
             TransientError: the database stayed locked for ``busy_timeout``.
         """
         synchronous = check_durability(durability)
         timeout = check_busy_timeout(busy_timeout)
         name = check_path(path)
-        conn = await asyncio.to_thread(_open_writer, name, timeout, synchronous)
+        conn = await asyncio.to_thread(_open_writer, name, timeout, synchronous, encryption)
 
         def open_reader() -> sqlite3.Connection:
             return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
@@ -273,11 +323,15 @@ class SQLiteStore:
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
         )
-        return cls(path=name, writer=writer, readers=readers)
+        return cls(path=name, writer=writer, readers=readers, encryption=encryption)
 
     @classmethod
     async def open_read_only(
-        cls, path: str | os.PathLike[str], *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        encryption: Encryption | None = None,
     ) -> SQLiteStore:
         """Open an existing database for reads only; nothing is ever written to the file.
 
@@ -292,7 +346,10 @@ class SQLiteStore:
         timeout = check_busy_timeout(busy_timeout)
         name = check_existing_path(path)
         probe = await asyncio.to_thread(open_checked, name, busy_timeout=timeout)
-        probe.close()  # refusals surface here, from open; readers connect on first use
+        try:
+            await asyncio.to_thread(_check_read_only_encryption, probe, encryption)
+        finally:
+            probe.close()  # refusals surface here, from open; readers connect on first use
 
         def open_reader() -> sqlite3.Connection:
             return open_checked(name, busy_timeout=timeout)
@@ -300,7 +357,7 @@ class SQLiteStore:
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
         )
-        return cls(path=name, writer=None, readers=readers)
+        return cls(path=name, writer=None, readers=readers, encryption=encryption)
 
     async def close(self) -> None:
         """Finish queued writes and close every connection; closing twice is a no-op."""
@@ -343,7 +400,9 @@ class SQLiteStore:
                 field="store", expected="a store opened for writing", got="read-only"
             )
         try:
-            return await self._writer.submit(_write_op(decide, insert_first=insert_first))
+            return await self._writer.submit(
+                _write_op(decide, insert_first=insert_first, sealer=self.encryption)
+            )
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
@@ -352,7 +411,9 @@ class SQLiteStore:
     ) -> R:
         self._check_open()
         try:
-            return await self._readers.submit(_read_job(read, one_statement=one_statement))
+            return await self._readers.submit(
+                _read_job(read, one_statement=one_statement, sealer=self.encryption)
+            )
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
@@ -458,8 +519,38 @@ class SQLiteStore:
             "end_session", lambda r: lifecycle.plan_end_session(r, session_id, ended_at)
         )
 
-    async def purge_session(self, session_id: str, /) -> None:
-        await self._write("purge_session", lambda r: lifecycle.plan_purge_session(r, session_id))
+    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+        return await self._write(
+            "purge_session", lambda r: lifecycle.plan_purge_session(r, session_id)
+        )
+
+    # Encryption at rest [A2] -------------------------------------------------
+
+    async def erase_session_keys(self, session_id: str, /) -> bool:
+        """Destroy the session's data key (crypto-erasure); False if it was erased before.
+
+        Afterwards the session's records and checkpoints raise
+        :class:`~agentledger.errors.SessionKeyErasedError` here, in every backup of
+        the database file and in archives made before; other sessions read intact.
+        """
+        encryption = self._require_encryption()
+        erased = await asyncio.to_thread(encryption.erase_session_keys, session_id)
+        if self._writer is not None:  # forget decoded checkpoints of the writer's row cache
+            await self._writer.submit(lambda conn, cache: cache.clear())
+        return erased
+
+    async def rotate_keys(self) -> int:
+        """Rewrap every data key under the keyring's current key; records are not rewritten."""
+        encryption = self._require_encryption()
+        return await asyncio.to_thread(encryption.rotate_keys)
+
+    def _require_encryption(self) -> Encryption:
+        self._check_open()
+        if self.encryption is None:
+            raise ValidationError(
+                field="encryption", expected="a store opened with encryption", got=None
+            )
+        return self.encryption
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()

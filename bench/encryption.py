@@ -1,0 +1,133 @@
+"""Benchmark: what encryption at rest [A2] costs, on against off, same backend, one run.
+
+Run as ``.venv/bin/python bench/encryption.py [--rounds N] [--postgres DSN]``. It
+is not a test: it prints per-round ratios and their median. Each round measures,
+for encryption off and on (the order alternates between rounds), on a fresh
+database of the same backend and durability (SQLite ``full``; PostgreSQL if a
+DSN is given):
+
+- ``append``: wall seconds per single-record ``append_run_record`` (each one
+  commit), over ``APPENDS`` appends to one run;
+- ``reload``: wall seconds to read a 10,000-record run back, page by page
+  (``list_run_records``, 1,000 a page), opening (or not) every payload.
+
+Goal: the median on/off ratio <= 1.15 for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from agentledger.storage import RunStart  # noqa: E402
+from agentledger.storage.builders import RecordBuilder  # noqa: E402
+from agentledger.storage.encryption import Encryption, Keyring  # noqa: E402
+from agentledger.storage.postgres import PostgresStore  # noqa: E402
+from agentledger.storage.sqlite import SQLiteStore  # noqa: E402
+
+APPENDS = 200
+RELOAD = 10_000
+BATCH = 500
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+PAYLOAD = b'{"role": "assistant", "text": "%s"}' % (b"lorem ipsum dolor sit amet " * 12)
+
+
+async def _open(backend: str, where: Any, encrypted: bool, folder: Path) -> Any:
+    encryption = None
+    if encrypted:
+        encryption = Encryption(Keyring.generate(), folder / f"{uuid.uuid4().hex}.vault")
+    if backend == "sqlite":
+        db = folder / f"{uuid.uuid4().hex}.db"
+        return await SQLiteStore.open(db, durability="full", encryption=encryption)
+    from tests.storage.postgres.server import create_database
+
+    return await PostgresStore.open(create_database(where), encryption=encryption)
+
+
+def _run(session_id: str) -> RecordBuilder:
+    return RecordBuilder(
+        RunStart(
+            run_id=uuid.uuid4().hex,
+            agent_id="bench",
+            session_id=session_id,
+            parent_run_id="",
+            predecessor_run_id="",
+            started_at=EPOCH,
+            labels={},
+        )
+    )
+
+
+async def _measure(backend: str, where: Any, encrypted: bool, folder: Path) -> dict[str, float]:
+    store = await _open(backend, where, encrypted, folder)
+    try:
+        await store.create_session("s", created_at=EPOCH)
+        run = _run("s")
+        await store.start_root_run(run.root_start())
+        at = [EPOCH + timedelta(milliseconds=i + 1) for i in range(RELOAD)]
+        started = time.perf_counter()
+        for i in range(APPENDS):
+            await store.append_run_record(run.record("note", PAYLOAD, event_key=f"a{i}", at=at[i]))
+        append = (time.perf_counter() - started) / APPENDS
+
+        big = _run("s")
+        await store.start_root_run(big.root_start())
+        records = [big.record("note", PAYLOAD, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
+        for i in range(0, RELOAD, BATCH):
+            await store.append_run_records(records[i : i + BATCH])
+        started = time.perf_counter()
+        cursor, count = "", 0
+        while True:
+            page = await store.list_run_records(big.run.run_id, cursor=cursor, limit=1000)
+            count += len(page.records)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        reload = time.perf_counter() - started
+        assert count == RELOAD + 1, count
+        return {"append": append, "reload": reload}
+    finally:
+        await store.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--postgres", default="", help="a DSN whose user may CREATE DATABASE")
+    args = parser.parse_args()
+    backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for backend, where in backends:
+            ratios: dict[str, list[float]] = {"append": [], "reload": []}
+            await _measure(backend, where, True, folder)  # warm-up: imports, first keys
+            for n in range(args.rounds):
+                order = (False, True) if n % 2 == 0 else (True, False)
+                got = {mode: await _measure(backend, where, mode, folder) for mode in order}
+                for metric in ratios:
+                    ratios[metric].append(got[True][metric] / got[False][metric])
+                print(
+                    f"{backend} round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
+                    f"on {got[True]['append'] * 1e3:.2f} ms; reload off "
+                    f"{got[False]['reload'] * 1e3:.1f} ms on {got[True]['reload'] * 1e3:.1f} ms",
+                    flush=True,
+                )
+            for metric, values in ratios.items():
+                shown = " ".join(f"{v:.3f}" for v in values)
+                median = statistics.median(values)
+                print(f"{backend} {metric} on/off per round: {shown}; median {median:.3f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

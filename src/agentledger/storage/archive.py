@@ -1,0 +1,381 @@
+"""[A1] One self-verifying file per ended session: archive it, verify it, restore it.
+
+An archive is, in order::
+
+    agentledger-archive 1\\n              magic and format version
+    {manifest JSON}\\n                      counts, per-run digests, the session digest
+    zlib(msgpack(session image))           every run, record and checkpoint, bytes kept
+    sha256:<64 hex digits>\\n               over every byte before it
+
+An archive of an encrypted store [A2] has its body sealed under the session's
+data key (``manifest.sealed``): erasing the key makes the archive unreadable too.
+The trailing checksum catches any damage or truncation; the manifest's
+digests are recomputed from the decoded image, so a file whose checksum was
+forged to fit still cannot restore anything but what its manifest claims.
+The session digest is the one a :class:`PurgeReceipt` of the same session
+carries. Files are written to a temporary name, fsynced, then linked to the
+final name (which never exists half written) and are never overwritten.
+
+Compression is the standard library's zlib: an archive is written once and
+read rarely, the payloads are JSON that DEFLATE shrinks well, and the core
+install stays without a compiled dependency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import tempfile
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from agentledger.errors import (
+    ArchiveExistsError,
+    CorruptArchiveError,
+    CorruptRecordError,
+    SessionActiveError,
+    SessionHasActiveRunsError,
+    ValidationError,
+)
+from agentledger.storage.encryption.binding import SCHEME
+from agentledger.storage.session_image import (
+    SessionImage,
+    SessionImageSource,
+    image_byte_total,
+    read_session_image,
+    run_digest,
+    session_digest,
+)
+from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, Session, SessionStatus
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
+
+__all__ = [
+    "ARCHIVE_SUFFIX",
+    "FORMAT_VERSION",
+    "ArchiveManifest",
+    "archive_session",
+    "restore_archive",
+    "verify_archive",
+]
+
+FORMAT_VERSION = 1
+"""The archive format this agentledger writes and reads."""
+
+ARCHIVE_SUFFIX = ".alarchive"
+"""The file name ending the retention sweep gives archives."""
+
+_MAGIC = b"agentledger-archive "
+_TRAILER = len(b"sha256:") + 64 + 1
+_COMPRESSION = "zlib"
+
+
+class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What an archive holds, readable without decompressing it [A1].
+
+    ``session_digest`` equals the ``digest`` of the session's purge receipt;
+    ``run_digests`` maps each run id to its digest; ``byte_total`` counts
+    payload and checkpoint bytes as the receipt does.
+    """
+
+    format_version: int
+    session_id: str
+    labels: dict[str, str]
+    session_created_at: datetime
+    session_ended_at: datetime
+    runs: int
+    records: int
+    checkpoints: int
+    byte_total: int
+    run_digests: dict[str, str]
+    session_digest: str
+    compression: str
+    created_at: datetime
+    sealed: str = ""
+    """[A2] ``""``: a plain body; else the scheme that sealed the body under the
+    session's data key (an archive of an encrypted store): erasing the key makes
+    the archive unreadable too."""
+
+
+class SessionImporter(Protocol):
+    """A store a session can be restored into (every backend's ``SessionAdmin``)."""
+
+    async def import_session(self, image: SessionImage, /) -> None: ...
+
+
+class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The compressed part: the session image as stored, bytes for bytes."""
+
+    session: Session
+    runs: list[RunMeta]
+    records: list[Record]
+    checkpoints: dict[str, Checkpoint]
+
+
+async def _store_image(store: SessionImageSource, session_id: str) -> SessionImage:
+    """The ended session's image; refused while it is active or a run still runs."""
+    image = await read_session_image(store, session_id)
+    if image.session.status is not SessionStatus.ENDED:
+        raise SessionActiveError(session_id=session_id)
+    running = [r.run_id for r in image.runs if r.status is RunStatus.RUNNING]
+    if running:
+        raise SessionHasActiveRunsError(session_id=session_id, run_ids=running)
+    return image
+
+
+def _now() -> datetime:
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def manifest_of(image: SessionImage, created_at: datetime, sealed: str = "") -> ArchiveManifest:
+    """The manifest describing ``image``, as an archive written at ``created_at`` carries."""
+    session = image.session
+    assert session.ended_at is not None
+    return ArchiveManifest(
+        format_version=FORMAT_VERSION,
+        session_id=session.id,
+        labels=dict(session.labels),
+        session_created_at=session.created_at,
+        session_ended_at=session.ended_at,
+        runs=len(image.runs),
+        records=len(image.records),
+        checkpoints=len(image.checkpoints),
+        byte_total=image_byte_total(image),
+        run_digests={r.run_id: run_digest(image, r.run_id) for r in image.runs},
+        session_digest=session_digest(image),
+        compression=_COMPRESSION,
+        created_at=created_at,
+        sealed=sealed,
+    )
+
+
+def encode_archive(
+    image: SessionImage, created_at: datetime, encryption: Encryption | None = None
+) -> tuple[bytes, ArchiveManifest]:
+    """The whole archive file for ``image``, and its manifest; sealed with ``encryption``."""
+    manifest = manifest_of(image, created_at, "" if encryption is None else SCHEME)
+    body = _Body(
+        session=image.session,
+        runs=list(image.runs),
+        records=list(image.records),
+        checkpoints=dict(image.checkpoints),
+    )
+    content = b"".join(
+        (
+            _MAGIC + str(FORMAT_VERSION).encode() + b"\n",
+            msgspec.json.encode(manifest) + b"\n",
+            _sealed(encryption, image.session.id, zlib.compress(msgspec.msgpack.encode(body), 6)),
+        )
+    )
+    return content + b"sha256:" + hashlib.sha256(content).hexdigest().encode() + b"\n", manifest
+
+
+def _sealed(encryption: Encryption | None, session_id: str, body: bytes) -> bytes:
+    return body if encryption is None else encryption.seal_archive(session_id, body)
+
+
+def _opened(encryption: Encryption | None, manifest: ArchiveManifest, body: bytes) -> bytes:
+    """The plain body of a sealed archive [A2]; a plain archive's body unchanged."""
+    if not manifest.sealed:
+        return body
+    if encryption is None:
+        raise ValidationError(
+            field="encryption",
+            expected="the keyring and vault that sealed this archive (an encrypted store)",
+            got=None,
+        )
+    if manifest.sealed != SCHEME:
+        raise ValidationError(field="encryption", expected=f"scheme {SCHEME}", got=manifest.sealed)
+    return encryption.open_archive(manifest.session_id, body)
+
+
+def decode_archive(
+    data: bytes, path: str, encryption: Encryption | None = None
+) -> tuple[ArchiveManifest, SessionImage]:
+    """The manifest and image of an archive's bytes, every check passed.
+
+    Raises:
+        CorruptArchiveError: not an archive, an unknown format version, a
+            checksum mismatch (damage, truncation), or contents that do not
+            match their manifest.
+    """
+
+    def corrupt(reason: str) -> CorruptArchiveError:
+        return CorruptArchiveError(path=path, reason=reason)
+
+    first, newline, rest = data.partition(b"\n")
+    if not newline or not first.startswith(_MAGIC):
+        raise corrupt("not an agentledger archive")
+    version = first[len(_MAGIC) :]
+    if version != str(FORMAT_VERSION).encode():
+        raise corrupt(
+            f"format version {version.decode(errors='replace')!r} is not supported "
+            f"(this agentledger reads version {FORMAT_VERSION})"
+        )
+    if len(data) < len(first) + 1 + _TRAILER:
+        raise corrupt("truncated")
+    content, trailer = data[:-_TRAILER], data[-_TRAILER:]
+    expected = b"sha256:" + hashlib.sha256(content).hexdigest().encode() + b"\n"
+    if trailer != expected:
+        raise corrupt("checksum mismatch: the file is damaged or truncated")
+    manifest_line, newline, compressed = rest[: len(rest) - _TRAILER].partition(b"\n")
+    try:
+        manifest = msgspec.json.decode(manifest_line, type=ArchiveManifest)
+        compressed = _opened(encryption, manifest, compressed)
+        body = msgspec.msgpack.decode(zlib.decompress(compressed), type=_Body)
+    except CorruptRecordError as e:
+        raise corrupt(f"sealed body: {e.reason}") from e
+    except (msgspec.DecodeError, zlib.error) as e:
+        raise corrupt(f"unreadable contents: {e}") from e
+    image = SessionImage(
+        session=body.session, runs=body.runs, records=body.records, checkpoints=body.checkpoints
+    )
+    try:
+        again = manifest_of(image, manifest.created_at, manifest.sealed)
+    except Exception as e:  # a digest cannot be computed over a malformed image
+        raise corrupt(f"malformed session image: {e}") from e
+    if again != manifest:
+        wrong = [f for f in manifest.__struct_fields__ if getattr(again, f) != getattr(manifest, f)]
+        raise corrupt(f"contents do not match the manifest ({', '.join(wrong)})")
+    return manifest, image
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as e:
+        raise CorruptArchiveError(path=str(path), reason="no such file") from e
+    except IsADirectoryError as e:
+        raise CorruptArchiveError(path=str(path), reason="a directory, not a file") from e
+
+
+async def verify_archive(
+    path: str | os.PathLike[str], encryption: Encryption | None = None
+) -> ArchiveManifest:
+    """[A1] Read and check a whole archive; its manifest if every check passes.
+
+    A sealed archive [A2] needs the ``encryption`` of the store it came from.
+
+    Raises:
+        CorruptArchiveError: missing, damaged, truncated, tampered with, or of
+            an unknown format version.
+    """
+    where = Path(path)
+
+    def check() -> ArchiveManifest:
+        return decode_archive(_read(where), str(where), encryption)[0]
+
+    return await asyncio.to_thread(check)
+
+
+def _write_new(path: Path, data: bytes) -> bool:
+    """Write ``data`` as a new file at ``path``: True, or False if a file is there already.
+
+    The bytes go to a temporary file in the same directory and are fsynced
+    before a hard link gives them the final name (``link`` never replaces, unlike
+    ``rename``), so the final name only ever holds a whole file.
+    """
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return False
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        return True
+    finally:
+        os.unlink(temporary)
+
+
+def _existing(
+    path: Path, session_id: str, digest: str, encryption: Encryption | None
+) -> ArchiveManifest:
+    """The manifest of the archive at ``path`` if it is this session's same archive."""
+    try:
+        manifest = decode_archive(_read(path), str(path), encryption)[0]
+    except CorruptArchiveError as e:
+        raise ArchiveExistsError(path=str(path), session_id=session_id, reason=e.reason) from e
+    if manifest.session_id != session_id:
+        raise ArchiveExistsError(
+            path=str(path),
+            session_id=session_id,
+            reason=f"it archives session {manifest.session_id!r}",
+        )
+    if manifest.session_digest != digest:
+        raise ArchiveExistsError(
+            path=str(path),
+            session_id=session_id,
+            reason=f"its digest is {manifest.session_digest}, the session's is {digest}",
+        )
+    return manifest
+
+
+async def archive_session(
+    store: SessionImageSource, session_id: str, path: str | os.PathLike[str]
+) -> ArchiveManifest:
+    """[A1] Write the ended session to one self-verifying archive file at ``path``.
+
+    If ``path`` already holds a valid archive of this session with the same
+    digest, it is kept and its manifest returned (archiving is idempotent);
+    any other file there is refused and left alone.
+
+    Raises:
+        SessionNotFoundError, SessionPurgedError: nothing to archive.
+        SessionActiveError: the session has not ended.
+        SessionHasActiveRunsError: a run of the session is still running.
+        ArchiveExistsError: ``path`` holds something else.
+    """
+    where = Path(path)
+    image = await _store_image(store, session_id)
+    encryption = _encryption_of(store)
+    data, manifest = await asyncio.to_thread(encode_archive, image, _now(), encryption)
+
+    def write() -> ArchiveManifest:
+        if where.exists() or not _write_new(where, data):
+            return _existing(where, session_id, manifest.session_digest, encryption)
+        return manifest
+
+    return await asyncio.to_thread(write)
+
+
+async def restore_archive(store: SessionImporter, path: str | os.PathLike[str]) -> ArchiveManifest:
+    """[A1] Recreate the archived session in a store that never saw it, byte for byte.
+
+    The whole file is verified before anything is written, and the session is
+    imported in one transaction: a refusal changes nothing.
+
+    Raises:
+        CorruptArchiveError: the file is damaged, truncated or of an unknown format.
+        SessionKeyErasedError: a sealed archive [A2] whose session key was erased.
+        ValidationError: a sealed archive and a store without its keyring and vault.
+        SessionPurgedError: the store purged this session id.
+        SessionConflictError: the store has a session with this id.
+    """
+    where = Path(path)
+    encryption = _encryption_of(store)
+    manifest, image = await asyncio.to_thread(
+        lambda: decode_archive(_read(where), str(where), encryption)
+    )
+    await store.import_session(image)
+    return manifest
+
+
+def _encryption_of(store: Any) -> Encryption | None:
+    """[A2] the store's encryption at rest: an encrypted store's archives are sealed too."""
+    encryption: Encryption | None = getattr(store, "encryption", None)
+    return encryption

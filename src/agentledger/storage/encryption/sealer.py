@@ -1,0 +1,246 @@
+"""Sealing: record payloads and checkpoint data under their session's data key.
+
+A sealed value is ``0x01 || nonce (12 bytes) || AES-256-GCM ciphertext and tag``.
+Its associated data names its place (the run, the event key and type of a
+record, or the checkpoint id, and the session), so a ciphertext copied to
+another record or run does not open. Ids, types, keys, timestamps and labels
+stay plaintext: listings, paging and lifecycle decisions need them.
+
+Backends call :class:`Encryption` at their byte boundary only: they seal what
+they write and open what they read, so every decision (exact retries, the
+event JSON checks) sees plaintext and behaves as without encryption.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+
+import msgspec
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from agentledger.errors import CorruptRecordError, SessionKeyErasedError, ValidationError
+from agentledger.storage.encryption.keyring import Keyring
+from agentledger.storage.encryption.vault import ERASED, KeyVault
+from agentledger.storage.state import RunRow
+from agentledger.storage.types import Checkpoint, Record
+
+__all__ = ["Encryption"]
+
+_VERSION = b"\x01"
+_NONCE = 12
+_OVERHEAD = 1 + _NONCE + 16
+_replace = msgspec.structs.replace
+
+
+def _scope(session_id: str, run_id: str) -> str:
+    return f"session:{session_id}" if session_id else f"run:{run_id}"
+
+
+def _record_aad(record: Record) -> bytes:
+    return (
+        f"record\x00{record.session_id}\x00{record.run_id}\x00{record.event_key}\x00{record.type}"
+    ).encode()
+
+
+def _checkpoint_aad(session_id: str, run_id: str, checkpoint_id: str) -> bytes:
+    return f"checkpoint\x00{session_id}\x00{run_id}\x00{checkpoint_id}".encode()
+
+
+def _archive_aad(session_id: str) -> bytes:
+    return f"archive\x00{session_id}".encode()
+
+
+class Encryption:
+    """Encryption at rest [A2] for a store: a keyring and the path of its data-key vault.
+
+    Pass it to ``SQLiteStore.open(..., encryption=...)`` or
+    ``PostgresStore.open(..., encryption=...)``. Each session gets its own
+    random data key (a one-shot run, which has no session, its own); the vault
+    keeps it wrapped by the keyring's current key. One object may serve
+    several handles of one process; data keys are kept in memory once used.
+    """
+
+    def __init__(self, keyring: Keyring, vault_path: str | os.PathLike[str]) -> None:
+        if not isinstance(keyring, Keyring):
+            raise ValidationError(field="keyring", expected="a Keyring", got=type(keyring).__name__)
+        self.keyring = keyring
+        self.vault_path = os.fspath(vault_path)
+        self._vault: KeyVault | None = None
+        self._keys: dict[str, AESGCM] = {}
+        self._seen: tuple[int, int, int] | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<Encryption vault={self.vault_path!r} {self.keyring!r}>"
+
+    # For the backends ---------------------------------------------------------
+
+    def attach(self, recorded_vault_id: str | None) -> str:
+        """Open the vault for a database; returns the vault id the database must record.
+
+        ``recorded_vault_id`` is what the database recorded (None: not yet
+        encrypted); a database bound to another vault is refused.
+        """
+        with self._lock:
+            if self._vault is None:
+                self._vault = KeyVault.open(
+                    self.vault_path, self.keyring, create=recorded_vault_id is None
+                )
+            vault = self._vault
+        if recorded_vault_id is not None and recorded_vault_id != vault.vault_id:
+            raise ValidationError(
+                field="vault",
+                expected=f"the vault this database was encrypted with (id {recorded_vault_id})",
+                got=f"{self.vault_path} (id {vault.vault_id})",
+            )
+        return vault.vault_id
+
+    def seal_record(self, record: Record) -> bytes:
+        """The sealed bytes stored for ``record``'s payload."""
+        self._refresh()
+        key = self._key(record.session_id, record.run_id, create=True)
+        return self._seal(key, record.payload, _record_aad(record))
+
+    def open_record(self, record: Record) -> Record:
+        """``record`` as read back (sealed payload) with its plaintext payload."""
+        self._refresh()
+        return self._open_record(record)
+
+    def _open_record(self, record: Record) -> Record:
+        key = self._key(record.session_id, record.run_id, create=False, record_id=record.id)
+        aad = _record_aad(record)
+        plain = self._open(key, record.payload, aad, record.run_id, record.id)
+        return _replace(record, payload=plain)
+
+    def open_records(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
+        """Every record of a page opened."""
+        self._refresh()
+        return tuple([self._open_record(record) for record in records])
+
+    def seal_checkpoint(self, session_id: str, run_id: str, checkpoint: Checkpoint) -> bytes:
+        """The sealed bytes stored for a run's checkpoint data."""
+        self._refresh()
+        key = self._key(session_id, run_id, create=True)
+        return self._seal(key, checkpoint.data, _checkpoint_aad(session_id, run_id, checkpoint.id))
+
+    def open_checkpoint(self, session_id: str, run_id: str, checkpoint: Checkpoint) -> Checkpoint:
+        """A checkpoint as read back (sealed data) with its plaintext data."""
+        self._refresh()
+        key = self._key(session_id, run_id, create=False, record_id="checkpoint")
+        aad = _checkpoint_aad(session_id, run_id, checkpoint.id)
+        return Checkpoint(
+            id=checkpoint.id, data=self._open(key, checkpoint.data, aad, run_id, "checkpoint")
+        )
+
+    def seal_archive(self, session_id: str, body: bytes) -> bytes:
+        """An archive body sealed under the session's data key [A1]: erasure reaches it too."""
+        self._refresh()
+        key = self._key(session_id, "", create=True)
+        return self._seal(key, body, _archive_aad(session_id))
+
+    def open_archive(self, session_id: str, sealed: bytes) -> bytes:
+        """An archive body :meth:`seal_archive` sealed; ``SessionKeyErasedError`` once erased."""
+        self._refresh()
+        key = self._key(session_id, "", create=False, record_id="archive")
+        return self._open(key, sealed, _archive_aad(session_id), "", "archive")
+
+    def open_contents(
+        self, runs: list[RunRow], records: list[Record]
+    ) -> tuple[list[RunRow], list[Record]]:
+        """A session's whole contents opened, for its purge receipt [D7]; once its key is
+        erased, the stored (sealed) bytes as they are, so an erased session can be purged."""
+        try:
+            opened = [
+                run
+                if run.checkpoint is None
+                else _replace(
+                    run, checkpoint=self.open_checkpoint(run.session_id, run.run_id, run.checkpoint)
+                )
+                for run in runs
+            ]
+            return opened, list(self.open_records(tuple(records)))
+        except SessionKeyErasedError:
+            return runs, records
+
+    # Administration -----------------------------------------------------------
+
+    def erase_session_keys(self, session_id: str) -> bool:
+        """Destroy the session's data key; False if it was already erased."""
+        if not isinstance(session_id, str) or not session_id:
+            raise ValidationError(field="session_id", expected="a session id", got=session_id)
+        scope = _scope(session_id, "")
+        with self._lock:
+            self._keys.pop(scope, None)
+        return self._opened().erase(scope)
+
+    def rotate_keys(self) -> int:
+        """Rewrap every data key under the keyring's current key; how many were rewrapped."""
+        return self._opened().rotate(self.keyring)
+
+    # Inside -------------------------------------------------------------------
+
+    def _opened(self) -> KeyVault:
+        """The vault: attached by a store, else opened as it is (never created here)."""
+        with self._lock:
+            if self._vault is None:
+                self._vault = KeyVault.open(self.vault_path, self.keyring, create=False)
+            return self._vault
+
+    def _refresh(self) -> None:
+        """Forget every data key in memory once the vault file changed (one ``stat``).
+
+        An erasure by another process (``agentledger keys erase`` beside a running
+        ``serve``) thus holds here from the next operation on.
+        """
+        try:
+            # The file change counter of the SQLite header: every vault commit bumps it.
+            with open(self.vault_path, "rb") as f:
+                header = f.read(28)
+                inode = os.fstat(f.fileno()).st_ino
+        except OSError:
+            return  # reported by the vault itself on the next key lookup
+        seen = (int.from_bytes(header[24:28], "big"), inode, len(header))
+        if seen != self._seen:
+            with self._lock:
+                self._keys.clear()
+                self._seen = seen
+
+    def _key(self, session_id: str, run_id: str, *, create: bool, record_id: str = "") -> AESGCM:
+        scope = _scope(session_id, run_id)
+        key = self._keys.get(scope)
+        if key is not None:
+            return key
+        found = self._opened().data_key(scope, self.keyring, create=create)
+        if found is ERASED:
+            raise SessionKeyErasedError(session_id=session_id, run_id=run_id)
+        if found is None:
+            raise CorruptRecordError(
+                run_id=run_id, record_id=record_id, reason=f"the vault has no data key for {scope}"
+            )
+        key = AESGCM(found)
+        with self._lock:
+            self._keys[scope] = key
+        return key
+
+    @staticmethod
+    def _seal(key: AESGCM, plain: bytes, aad: bytes) -> bytes:
+        nonce = secrets.token_bytes(_NONCE)
+        return _VERSION + nonce + key.encrypt(nonce, plain, aad)
+
+    @staticmethod
+    def _open(key: AESGCM, sealed: bytes, aad: bytes, run_id: str, record_id: str) -> bytes:
+        if len(sealed) < _OVERHEAD or sealed[:1] != _VERSION:
+            raise CorruptRecordError(
+                run_id=run_id, record_id=record_id, reason="stored bytes are not a sealed value"
+            )
+        try:
+            return key.decrypt(sealed[1 : 1 + _NONCE], sealed[1 + _NONCE :], aad)
+        except InvalidTag:
+            raise CorruptRecordError(
+                run_id=run_id,
+                record_id=record_id,
+                reason="sealed bytes do not open: damaged, or moved from another record",
+            ) from None

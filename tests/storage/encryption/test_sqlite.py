@@ -1,0 +1,260 @@
+"""[A2] encryption at rest on SQLite: no plaintext in the file, erasure, rotation, refusals."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from agentledger.errors import CorruptRecordError, SessionKeyErasedError, ValidationError
+from agentledger.runtime import user_message
+from agentledger.storage import Checkpoint, RunStatus
+from agentledger.storage.conformance import World, dump_store
+from agentledger.storage.encryption import Encryption, Keyring
+from agentledger.storage.integrity import record_checksum, run_seed
+from agentledger.storage.sqlite import SQLiteStore
+from agentledger.testing import ScriptedModel, reply, tool_calls
+from tests.runtime.support import chat_runtime, valid_transcript
+from tests.runtime.test_tool_loop import weather
+
+SECRETS = [b"PAYLOAD-SECRET-alpha", b"PAYLOAD-SECRET-beta", b"CHECKPOINT-SECRET-gamma"]
+
+
+class Files:
+    """A database path, a keyring and a vault path in one temporary folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.db = folder / "ledger.db"
+        self.vault = folder / "keys.vault"
+        self.keyring = Keyring.generate("k1")
+
+    def encryption(self, keyring: Keyring | None = None) -> Encryption:
+        return Encryption(keyring or self.keyring, self.vault)
+
+    async def open(self, path: Path | None = None, keyring: Keyring | None = None) -> SQLiteStore:
+        return await SQLiteStore.open(path or self.db, encryption=self.encryption(keyring))
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    return Files(tmp_path)
+
+
+@pytest.fixture
+async def store(files: Files) -> AsyncIterator[SQLiteStore]:
+    handle = await files.open()
+    yield handle
+    await handle.close()
+
+
+async def populate(store: Any, world: World, name: str) -> tuple[str, str]:
+    """A session whose run holds the known secrets in payloads and its checkpoint."""
+    sid = await world.session(name)
+    run = await world.root(f"{name}-run", session=sid)
+    for i, secret in enumerate(SECRETS[:2]):
+        record = run.record("note", b'{"text": "%s"}' % secret, event_key=f"n{i}", at=world.now())
+        await store.append_run_record(record)
+    checkpoint = Checkpoint(id="cp", data=b'{"state": "%s"}' % SECRETS[2])
+    await store.record_run_suspension(run.suspension(checkpoint, at=world.now()))
+    return sid, run.run.run_id
+
+
+def raw_bytes(db: Path) -> bytes:
+    """Every byte of the database file and its WAL, as a thief would copy them."""
+    return b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
+
+
+async def test_the_file_holds_no_plaintext(tmp_path: Path) -> None:
+    """The grep finds the secrets in a plaintext database, and none in an encrypted one."""
+    for encrypted in (False, True):
+        files = Files(tmp_path / str(encrypted))
+        files.db.parent.mkdir()
+        store = await (files.open() if encrypted else SQLiteStore.open(files.db))
+        world = World(store)
+        _, run_id = await populate(store, world, "s")
+        assert (await store.load_run_suspension(run_id)).data.endswith(SECRETS[2] + b'"}')
+        await store.close()
+        found = [secret in raw_bytes(files.db) for secret in SECRETS]
+        assert found == [not encrypted] * len(SECRETS), encrypted
+        if encrypted:
+            assert not any(secret in files.vault.read_bytes() for secret in SECRETS)
+
+
+def wrapped_key(vault: Path, session_id: str) -> bytes:
+    with sqlite3.connect(vault) as conn:
+        (wrapped,) = conn.execute(
+            "SELECT wrapped FROM data_keys WHERE scope = ?", (f"session:{session_id}",)
+        ).fetchone()
+    conn.close()
+    assert isinstance(wrapped, bytes)
+    return wrapped
+
+
+async def erased_everywhere(store: SQLiteStore, sid: str, run_id: str) -> None:
+    for read in (
+        lambda: store.list_run_records(run_id),
+        lambda: store.list_session_run_records(sid),
+        lambda: store.load_run_suspension(run_id),
+    ):
+        with pytest.raises(SessionKeyErasedError) as caught:
+            await read()
+        assert caught.value.session_id == sid
+
+
+async def test_erasure_reaches_backups_made_before(files: Files) -> None:
+    """Erase one session's key: it is unreadable live and in an older backup; the other is not."""
+    store = await files.open()
+    world = World(store)
+    gone, gone_run = await populate(store, world, "gone")
+    kept, kept_run = await populate(store, world, "kept")
+    kept_before = await dump_store(store, [kept], [kept_run])
+    await store.close()
+    backup = files.db.with_name("backup.db")
+    shutil.copyfile(files.db, backup)
+    key_bytes = wrapped_key(files.vault, gone)
+    assert key_bytes in files.vault.read_bytes()
+
+    store = await files.open()
+    assert await store.erase_session_keys(gone) is True
+    assert await store.erase_session_keys(gone) is False
+    await erased_everywhere(store, gone, gone_run)
+    assert await dump_store(store, [kept], [kept_run]) == kept_before
+    late = world.run("gone-run", session=gone)
+    with pytest.raises(SessionKeyErasedError):  # no new data under an erased session
+        await store.append_run_record(late.record("note", b"{}", event_key="late", at=world.now()))
+    await store.end_session(gone, ended_at=world.now())
+    receipt = await store.purge_session(gone)  # erase, then purge: the GDPR order works
+    assert (receipt.runs, receipt.records, receipt.checkpoints) == (1, 4, 1)
+    await store.close()
+
+    restored = await files.open(backup)
+    await erased_everywhere(restored, gone, gone_run)
+    assert await dump_store(restored, [kept], [kept_run]) == kept_before
+    await restored.close()
+    assert key_bytes not in files.vault.read_bytes()
+
+
+async def test_rotation_rewraps_keys_and_rewrites_no_record(files: Files) -> None:
+    """Rotate to a new KEK, retire the old one: everything reads, no stored record changed."""
+    store = await files.open()
+    world = World(store)
+    sid, run_id = await populate(store, world, "s")
+    before = await dump_store(store, [sid], [run_id])
+    await store.close()
+
+    def stored() -> list[Any]:
+        with sqlite3.connect(files.db) as conn:
+            rows = conn.execute("SELECT run_id, seq, payload, checksum FROM records ORDER BY pos")
+            out: list[Any] = [*rows, *conn.execute("SELECT * FROM checkpoints")]
+        conn.close()
+        return out
+
+    raw = stored()
+    rotated = files.keyring.with_key("k2")
+    retired = rotated.without("k1")
+    with pytest.raises(ValidationError) as refused:  # k1 still wraps a data key
+        await files.open(keyring=retired)
+    assert refused.value.field == "keyring"
+    store = await files.open(keyring=rotated)
+    assert await store.rotate_keys() == 1
+    assert await store.rotate_keys() == 0
+    await store.close()
+
+    store = await files.open(keyring=retired)
+    assert await dump_store(store, [sid], [run_id]) == before
+    await store.close()
+    assert stored() == raw
+
+
+async def test_opening_refuses_a_mismatch(files: Files, tmp_path: Path) -> None:
+    """Encrypted without a keyring, plaintext data with one, another vault: clear refusals."""
+    store = await files.open()
+    await populate(store, World(store), "s")
+    await store.close()
+    with pytest.raises(ValidationError) as caught:
+        await SQLiteStore.open(files.db)
+    assert caught.value.field == "encryption"
+    with pytest.raises(ValidationError) as caught:
+        await SQLiteStore.open_read_only(files.db)
+    assert caught.value.field == "encryption"
+    with pytest.raises(ValidationError) as caught:
+        await SQLiteStore.open(files.db, encryption=Encryption(files.keyring, tmp_path / "other"))
+    assert caught.value.field == "vault"
+
+    plain = tmp_path / "plain.db"
+    store = await SQLiteStore.open(plain)
+    await populate(store, World(store), "s")
+    await store.close()
+    with pytest.raises(ValidationError) as caught:
+        await SQLiteStore.open(plain, encryption=files.encryption())
+    assert caught.value.field == "encryption"
+    store = await SQLiteStore.open(plain)  # refused unchanged: still a plaintext database
+    with pytest.raises(ValidationError):
+        await store.erase_session_keys("s")
+    await store.close()
+
+    reader = await SQLiteStore.open_read_only(files.db, encryption=files.encryption())
+    assert len((await reader.list_sessions()).sessions) == 1
+    await reader.close()
+
+
+async def test_a_moved_or_damaged_ciphertext_is_corrupt(store: SQLiteStore, files: Files) -> None:
+    """A sealed payload copied onto another record (checksum fixed) does not open: corrupt."""
+    world = World(store)
+    sid, run_id = await populate(store, world, "s")
+    await store.close()
+    with sqlite3.connect(files.db) as conn:
+        rows = conn.execute(
+            "SELECT seq, agent_id, turn_id, event_key, type, timestamp, payload FROM records "
+            "WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+        seq, agent_id, turn_id, event_key, type_, ms, _ = rows[2]
+        moved = rows[1][6]
+        checksum = record_checksum(
+            run_seed(run_id, agent_id, sid), seq, turn_id, event_key, type_, ms, moved
+        )
+        conn.execute(
+            "UPDATE records SET payload = ?, checksum = ? WHERE run_id = ? AND seq = ?",
+            (moved, checksum, run_id, seq),
+        )
+    conn.close()
+    reopened = await files.open()
+    with pytest.raises(CorruptRecordError) as caught:
+        await reopened.list_run_records(run_id)
+    assert (caught.value.run_id, caught.value.record_id) == (run_id, str(seq))
+    await reopened.close()
+
+
+async def test_an_agent_run_on_an_encrypted_store(store: SQLiteStore, files: Files) -> None:
+    """A tool loop runs, retries nothing twice, and its transcript replays from sealed records."""
+    await store.create_session("chat", created_at=World(store).now())
+    model = ScriptedModel([tool_calls(("c1", "weather", {"city": "Oslo"})), reply("Oslo: 21C.")])
+    runtime = chat_runtime(store, model, tools=[weather])
+    out = await runtime.agent_client("chat").run("chat", [user_message("Weather in Oslo?")])
+    assert out.status is RunStatus.COMPLETED
+    messages = await valid_transcript(store, out.run_id)
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    page = await store.list_run_records(out.run_id, limit=3)
+    retry = page.records[1]
+    again = await store.append_run_record(msgspec.structs.replace(retry, id=""))
+    assert (again.id, again.inserted) == (retry.id, False)  # [X1] the exact retry on plaintext
+    assert b"Oslo" not in raw_bytes(files.db)
+
+
+async def test_an_erasure_by_another_process_holds_for_a_running_store(files: Files) -> None:
+    """A store that already used a key stops reading it once another vault owner erased it."""
+    serving = await files.open()  # as `agentledger serve` would hold it
+    sid, run_id = await populate(serving, World(serving), "s")
+    assert len((await serving.list_run_records(run_id)).records) == 4  # the key is in memory
+    other = await files.open()  # its own Encryption: as `agentledger keys erase` in a shell
+    assert await other.erase_session_keys(sid)
+    await other.close()
+    with pytest.raises(SessionKeyErasedError):
+        await serving.list_run_records(run_id)
+    await serving.close()

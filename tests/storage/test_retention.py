@@ -1,0 +1,180 @@
+"""[A1] The retention sweep: archive then purge, idempotent, resumable after SIGKILL anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from agentledger.errors import ArchiveExistsError, SessionPurgedError
+from agentledger.storage.archive import verify_archive
+from agentledger.storage.conformance import World
+from agentledger.storage.conformance._world import EPOCH
+from agentledger.storage.retention import SweepOutcome, archive_path, sweep
+from agentledger.storage.session_image import read_session_image, session_digest
+from agentledger.storage.sqlite import SQLiteStore
+from tests.storage.archived import ended_session
+
+CUTOFF = EPOCH + timedelta(days=1)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    async with await SQLiteStore.open(tmp_path / "ledger.db") as opened:
+        yield opened
+
+
+async def _populate(world: World, old: int) -> tuple[list[str], dict[str, str]]:
+    """``old`` sessions ended before CUTOFF, and three that are not to be purged.
+
+    Returns the old sessions' ids and their digests before any sweep.
+    """
+    sids = [await ended_session(world, f"old{i}") for i in range(old)]
+    await ended_session(world, "recent", ended_at=CUTOFF + timedelta(hours=1))
+    await world.session("active")
+    busy = await world.session("busy")
+    await world.root("busy-run", session=busy)
+    await world.store.end_session(busy, ended_at=world.now())
+    digests = {sid: session_digest(await read_session_image(world.store, sid)) for sid in sids}
+    return sids, digests
+
+
+async def test_a_dry_run_changes_nothing(store: SQLiteStore, tmp_path: Path) -> None:
+    world = World(store)
+    sids, _ = await _populate(world, 2)
+    async with world.unchanged():
+        results = await sweep(store, CUTOFF, archive_to=tmp_path / "dir", dry_run=True)
+    assert [(r.session_id, r.outcome) for r in results] == [
+        *((sid, SweepOutcome.WOULD_PURGE) for sid in sids),
+        (world.id("busy"), SweepOutcome.SKIPPED),
+    ]
+    assert results[0].archive == str(archive_path(tmp_path / "dir", sids[0]))
+    assert results[0].receipt is None
+    assert "busy-run" in results[-1].reason
+    assert not (tmp_path / "dir").exists()
+
+
+async def test_a_sweep_archives_then_purges_and_a_second_does_nothing_new(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    world = World(store)
+    sids, digests = await _populate(world, 2)
+    results = await sweep(store, CUTOFF, archive_to=tmp_path / "dir")
+    purged = [r for r in results if r.outcome is SweepOutcome.PURGED]
+    assert [r.session_id for r in purged] == sids
+    for result in purged:
+        assert result.receipt is not None
+        assert result.receipt.digest == digests[result.session_id]
+        manifest = await verify_archive(result.archive)
+        assert (manifest.session_id, manifest.session_digest) == (
+            result.session_id,
+            digests[result.session_id],
+        )
+        with pytest.raises(SessionPurgedError):
+            await store.load_session(result.session_id)
+    assert (await store.load_session(world.id("recent"))).id == world.id("recent")
+    async with world.unchanged():
+        again = await sweep(store, CUTOFF, archive_to=tmp_path / "dir")
+    assert [r.outcome for r in again] == [SweepOutcome.SKIPPED]
+
+
+async def test_a_sweep_without_archives_purges(store: SQLiteStore) -> None:
+    world = World(store)
+    sids, digests = await _populate(world, 1)
+    results = await sweep(store, CUTOFF)
+    assert results[0].archive == ""
+    assert results[0].receipt is not None
+    assert results[0].receipt.digest == digests[sids[0]]
+
+
+async def test_a_different_file_under_an_archives_name_stops_the_sweep(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    world = World(store)
+    sids, _ = await _populate(world, 2)
+    directory = tmp_path / "dir"
+    directory.mkdir()
+    squatter = archive_path(directory, sids[1])
+    squatter.write_bytes(b"someone else's file")
+    with pytest.raises(ArchiveExistsError) as e:
+        await sweep(store, CUTOFF, archive_to=directory)
+    assert e.value.session_id == sids[1]
+    assert squatter.read_bytes() == b"someone else's file"
+    with pytest.raises(SessionPurgedError):
+        await store.load_session(sids[0])  # the one before it is done
+    assert (await store.load_session(sids[1])).id == sids[1]
+
+
+def _sweeper(db: Path, directory: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentledger", "--db", str(db), "retention",
+         "--ended-before", CUTOFF.isoformat(), "--archive-to", str(directory), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory)) if directory.exists() else []
+
+
+def _kill_somewhere(process: subprocess.Popen[str], directory: Path, rng: random.Random) -> bool:
+    """SIGKILL the sweep once it wrote 0-3 more files, a few random ms later; if still alive."""
+    goal = len(_files(directory)) + rng.randint(0, 3)
+    deadline = time.monotonic() + 30
+    while process.poll() is None and len(_files(directory)) < goal:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.002)
+    time.sleep(rng.uniform(0, 0.05))
+    if process.poll() is not None:
+        return False
+    process.send_signal(signal.SIGKILL)
+    return True
+
+
+async def test_a_sweep_killed_anywhere_resumes_to_each_archive_exactly_once(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL a real sweep process at random points; every final-named file always verifies."""
+    db, directory = tmp_path / "ledger.db", tmp_path / "dir"
+    async with await SQLiteStore.open(db) as store:
+        sids, digests = await _populate(World(store), 10)
+    rng = random.Random(1616)
+    kills = 0
+    for _ in range(3):
+        process = _sweeper(db, directory)
+        kills += _kill_somewhere(process, directory, rng)
+        process.communicate(timeout=30)
+        for name in _files(directory):
+            if not name.startswith("."):
+                await verify_archive(directory / name)  # never a half file under its name
+    assert kills >= 1
+    final = _sweeper(db, directory)
+    out, err = final.communicate(timeout=120)
+    assert final.returncode == 0, err
+    async with await SQLiteStore.open(db) as store:
+        for sid in sids:
+            with pytest.raises(SessionPurgedError):
+                await store.load_session(sid)
+        again = await sweep(store, CUTOFF, archive_to=directory)
+        assert [r.outcome for r in again] == [SweepOutcome.SKIPPED]
+    archives = [name for name in _files(directory) if not name.startswith(".")]
+    assert archives == sorted(archive_path(directory, sid).name for sid in sids)
+    for sid in sids:
+        manifest = await verify_archive(archive_path(directory, sid))
+        assert (manifest.session_id, manifest.session_digest) == (sid, digests[sid])
+    assert _files(directory) == archives  # no temporary file is left behind
+    printed = json.loads(out)["sessions"]
+    assert {r["outcome"] for r in printed} <= {"purged", "skipped"}
+    assert all(r["receipt"]["digest"] == digests[r["session_id"]] for r in printed[:-1])
