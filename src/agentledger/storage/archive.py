@@ -52,6 +52,7 @@ __all__ = [
     "ARCHIVE_SUFFIX",
     "FORMAT_VERSION",
     "ArchiveManifest",
+    "SessionImporter",
     "archive_session",
     "restore_archive",
     "verify_archive",
@@ -122,7 +123,7 @@ def _now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-def manifest_of(image: SessionImage, created_at: datetime) -> ArchiveManifest:
+def _manifest_of(image: SessionImage, created_at: datetime) -> ArchiveManifest:
     """The manifest describing ``image``, as an archive written at ``created_at`` carries."""
     session = image.session
     assert session.ended_at is not None
@@ -143,9 +144,9 @@ def manifest_of(image: SessionImage, created_at: datetime) -> ArchiveManifest:
     )
 
 
-def encode_archive(image: SessionImage, created_at: datetime) -> tuple[bytes, ArchiveManifest]:
+def _encode(image: SessionImage, created_at: datetime) -> tuple[bytes, ArchiveManifest]:
     """The whole archive file for ``image``, and its manifest."""
-    manifest = manifest_of(image, created_at)
+    manifest = _manifest_of(image, created_at)
     body = _Body(
         session=image.session,
         runs=list(image.runs),
@@ -162,7 +163,7 @@ def encode_archive(image: SessionImage, created_at: datetime) -> tuple[bytes, Ar
     return content + b"sha256:" + hashlib.sha256(content).hexdigest().encode() + b"\n", manifest
 
 
-def decode_archive(data: bytes, path: str) -> tuple[ArchiveManifest, SessionImage]:
+def _decode(data: bytes, path: str) -> tuple[ArchiveManifest, SessionImage]:
     """The manifest and image of an archive's bytes, every check passed.
 
     Raises:
@@ -199,7 +200,7 @@ def decode_archive(data: bytes, path: str) -> tuple[ArchiveManifest, SessionImag
         session=body.session, runs=body.runs, records=body.records, checkpoints=body.checkpoints
     )
     try:
-        again = manifest_of(image, manifest.created_at)
+        again = _manifest_of(image, manifest.created_at)
     except Exception as e:  # a digest cannot be computed over a malformed image
         raise corrupt(f"malformed session image: {e}") from e
     if again != manifest:
@@ -227,7 +228,7 @@ async def verify_archive(path: str | os.PathLike[str]) -> ArchiveManifest:
     where = Path(path)
 
     def check() -> ArchiveManifest:
-        return decode_archive(_read(where), str(where))[0]
+        return _decode(_read(where), str(where))[0]
 
     return await asyncio.to_thread(check)
 
@@ -262,7 +263,7 @@ def _write_new(path: Path, data: bytes) -> bool:
 def _existing(path: Path, session_id: str, digest: str) -> ArchiveManifest:
     """The manifest of the archive at ``path`` if it is this session's same archive."""
     try:
-        manifest = decode_archive(_read(path), str(path))[0]
+        manifest = _decode(_read(path), str(path))[0]
     except CorruptArchiveError as e:
         raise ArchiveExistsError(path=str(path), session_id=session_id, reason=e.reason) from e
     if manifest.session_id != session_id:
@@ -297,7 +298,7 @@ async def archive_session(
     """
     where = Path(path)
     image = await _store_image(store, session_id)
-    data, manifest = encode_archive(image, _now())
+    data, manifest = _encode(image, _now())
 
     def write() -> ArchiveManifest:
         if where.exists() or not _write_new(where, data):
@@ -319,6 +320,6 @@ async def restore_archive(store: SessionImporter, path: str | os.PathLike[str]) 
         SessionConflictError: the store has a session with this id.
     """
     where = Path(path)
-    manifest, image = await asyncio.to_thread(lambda: decode_archive(_read(where), str(where)))
+    manifest, image = await asyncio.to_thread(lambda: _decode(_read(where), str(where)))
     await store.import_session(image)
     return manifest
