@@ -39,6 +39,8 @@ from agentledger.storage.postgres._rows import (
     session_from_row,
 )
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.session_image import SessionImage
+from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -493,6 +495,12 @@ class PostgresStore:
             lambda r: lifecycle.plan_purge_session(r, session_id),
             _ids(("session", session_id)),
         )
+
+    async def import_session(self, image: SessionImage, /) -> None:
+        session = getattr(getattr(image, "session", None), "id", None)
+        runs = [getattr(run, "run_id", None) for run in getattr(image, "runs", ())]
+        keys = _ids(("session", session), *(("run", run_id) for run_id in runs))
+        await self._write("import_session", lambda r: plan_import_session(r, image), keys)
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()

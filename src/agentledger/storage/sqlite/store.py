@@ -24,6 +24,8 @@ from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.session_image import SessionImage
+from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.apply import apply_plan
 from agentledger.storage.sqlite.connection import (
@@ -463,6 +465,9 @@ class SQLiteStore:
         return await self._write(
             "purge_session", lambda r: lifecycle.plan_purge_session(r, session_id)
         )
+
+    async def import_session(self, image: SessionImage, /) -> None:
+        await self._write("import_session", lambda r: plan_import_session(r, image))
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()
