@@ -48,7 +48,7 @@ PUBLIC = {
         "read_session_image", "run_digest", "session_digest",
     ],
     "agentledger.storage.archive": [
-        "ARCHIVE_SUFFIX", "FORMAT_VERSION", "ArchiveManifest", "SessionImporter",
+        "ARCHIVE_SUFFIX", "FORMAT_VERSION", "ArchiveManifest",
         "archive_session", "restore_archive", "verify_archive",
     ],
     "agentledger.storage.retention": ["SweepOutcome", "SweepResult", "archive_path", "sweep"],

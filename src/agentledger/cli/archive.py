@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -104,7 +104,7 @@ async def _verify(settings: Settings, file: str) -> None:
         echo(f"{file} is a valid archive of {_describe(manifest)}")
 
 
-async def _restore(store: Any, settings: Settings, file: str) -> None:
+async def _restore(store: AdminStore, settings: Settings, file: str) -> None:
     from agentledger.cli.output import echo, echo_json
     from agentledger.storage.archive import restore_archive
 

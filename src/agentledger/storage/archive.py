@@ -28,7 +28,7 @@ import tempfile
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -48,11 +48,13 @@ from agentledger.storage.session_image import (
 )
 from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, Session, SessionStatus
 
+if TYPE_CHECKING:
+    from agentledger.storage.protocol import SessionAdmin
+
 __all__ = [
     "ARCHIVE_SUFFIX",
     "FORMAT_VERSION",
     "ArchiveManifest",
-    "SessionImporter",
     "archive_session",
     "restore_archive",
     "verify_archive",
@@ -90,12 +92,6 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     session_digest: str
     compression: str
     created_at: datetime
-
-
-class SessionImporter(Protocol):
-    """A store a session can be restored into (every backend's ``SessionAdmin``)."""
-
-    async def import_session(self, image: SessionImage, /) -> None: ...
 
 
 class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -308,7 +304,7 @@ async def archive_session(
     return await asyncio.to_thread(write)
 
 
-async def restore_archive(store: SessionImporter, path: str | os.PathLike[str]) -> ArchiveManifest:
+async def restore_archive(store: SessionAdmin, path: str | os.PathLike[str]) -> ArchiveManifest:
     """[A1] Recreate the archived session in a store that never saw it, byte for byte.
 
     The whole file is verified before anything is written, and the session is
@@ -318,6 +314,7 @@ async def restore_archive(store: SessionImporter, path: str | os.PathLike[str]) 
         CorruptArchiveError: the file is damaged, truncated or of an unknown format.
         SessionPurgedError: the store purged this session id.
         SessionConflictError: the store has a session with this id.
+        RunConflictError: the store has a run with one of the archive's run ids.
     """
     where = Path(path)
     manifest, image = await asyncio.to_thread(lambda: _decode(_read(where), str(where)))
