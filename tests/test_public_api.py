@@ -47,6 +47,11 @@ PUBLIC = {
         "IMAGE_FORMAT", "SessionImage", "SessionImageSource", "image_byte_total",
         "read_session_image", "run_digest", "session_digest",
     ],
+    "agentledger.storage.archive": [
+        "ARCHIVE_SUFFIX", "FORMAT_VERSION", "ArchiveManifest",
+        "archive_session", "restore_archive", "verify_archive",
+    ],
+    "agentledger.storage.retention": ["SweepOutcome", "SweepResult", "archive_path", "sweep"],
     "agentledger.storage.conformance": [
         "StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store",
     ],

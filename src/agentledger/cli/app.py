@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from agentledger.errors import AgentledgerError, CorruptRecordError
+from agentledger.errors import AgentledgerError, CorruptArchiveError, CorruptRecordError
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -38,6 +38,9 @@ COMMANDS: dict[str, str] = {
     "check": "agentledger.cli.check:check",
     "repair": "agentledger.cli.repair:repair",
     "session": "agentledger.cli.sessions:session",
+    "archive": "agentledger.cli.archive:archive",
+    "restore": "agentledger.cli.archive:restore",
+    "retention": "agentledger.cli.archive:retention",
     "worker": "agentledger.cli.worker:worker",
     "serve": "agentledger.cli.service:serve",
     "token": "agentledger.cli.service:token",
@@ -128,7 +131,7 @@ async def with_store(
         finally:
             await store.close()
     except CorruptRecordError as e:
-        if e.run_id or e.record_id:
+        if e.run_id or e.record_id or isinstance(e, CorruptArchiveError):
             raise
         raise CommandError(
             f"{display(settings.target)}: the database is damaged ({e.reason})"

@@ -28,6 +28,7 @@ from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
 from agentledger.storage import lifecycle
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
@@ -222,6 +223,9 @@ class StoreClient:
 
     async def purge_session(self, session_id: str, /) -> PurgeReceipt:
         return await self._call(wire.PURGE_SESSION, wire.SessionRef(session_id=session_id))
+
+    async def import_session(self, image: SessionImage, /) -> None:
+        await self._call(wire.IMPORT_SESSION, image)
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()

@@ -19,6 +19,7 @@ import msgspec
 
 from agentledger.errors import AccessDeniedError
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
@@ -342,6 +343,11 @@ PURGE_SESSION: Method[SessionRef, PurgeReceipt] = Method(
     subjects=lambda q: (_session(q.session_id),),
     call=lambda s, q: s.purge_session(q.session_id),
 )  # fmt: skip
+IMPORT_SESSION: Method[SessionImage, None] = Method(
+    "import_session", SessionImage, None, roles=HOSTS, writes=True,
+    subjects=lambda q: (_labels(q.session.labels),),
+    call=lambda s, q: s.import_session(q),
+)  # fmt: skip
 LIST_RUNS_BY_SESSION: Method[RunsBySessionQuery, list[RunMeta]] = Method(
     "list_runs_by_session", RunsBySessionQuery, list[RunMeta], roles=ADMIN_READERS,
     writes=False,
@@ -377,6 +383,7 @@ METHODS: tuple[Method[Any, Any], ...] = (
     LOAD_SESSION,
     END_SESSION,
     PURGE_SESSION,
+    IMPORT_SESSION,
     LIST_RUNS_BY_SESSION,
     LIST_SESSIONS,
 )

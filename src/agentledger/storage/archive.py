@@ -30,7 +30,7 @@ import tempfile
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -55,6 +55,7 @@ from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, Se
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
+    from agentledger.storage.protocol import SessionAdmin
 
 __all__ = [
     "ARCHIVE_SUFFIX",
@@ -101,12 +102,6 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """[A2] ``""``: a plain body; else the scheme that sealed the body under the
     session's data key (an archive of an encrypted store): erasing the key makes
     the archive unreadable too."""
-
-
-class SessionImporter(Protocol):
-    """A store a session can be restored into (every backend's ``SessionAdmin``)."""
-
-    async def import_session(self, image: SessionImage, /) -> None: ...
 
 
 class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -353,7 +348,7 @@ async def archive_session(
     return await asyncio.to_thread(write)
 
 
-async def restore_archive(store: SessionImporter, path: str | os.PathLike[str]) -> ArchiveManifest:
+async def restore_archive(store: SessionAdmin, path: str | os.PathLike[str]) -> ArchiveManifest:
     """[A1] Recreate the archived session in a store that never saw it, byte for byte.
 
     The whole file is verified before anything is written, and the session is
@@ -365,6 +360,7 @@ async def restore_archive(store: SessionImporter, path: str | os.PathLike[str]) 
         ValidationError: a sealed archive and a store without its keyring and vault.
         SessionPurgedError: the store purged this session id.
         SessionConflictError: the store has a session with this id.
+        RunConflictError: the store has a run with one of the archive's run ids.
     """
     where = Path(path)
     encryption = _encryption_of(store)

@@ -16,6 +16,8 @@ from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.session_image import SessionImage
+from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -230,6 +232,9 @@ class MemoryStore:
 
     async def purge_session(self, session_id: str, /) -> PurgeReceipt:
         return self._write(lambda r: lifecycle.plan_purge_session(r, session_id))
+
+    async def import_session(self, image: SessionImage, /) -> None:
+        self._write(lambda r: plan_import_session(r, image))
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()

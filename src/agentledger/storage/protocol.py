@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
@@ -146,6 +147,15 @@ class SessionAdmin(Protocol):
         """[D3] [D7] Delete an ended session with no running run, leaving a tombstone.
 
         Returns what was deleted; purging again returns the same receipt.
+        """
+        ...
+
+    async def import_session(self, image: SessionImage, /) -> None:
+        """[A1] Write an ended session exactly as imaged (a restore), in one transaction.
+
+        Refused, changing nothing, if the session id or any run id is held or
+        purged here, or the image contradicts itself (see
+        :func:`agentledger.storage.session_import.plan_import_session`).
         """
         ...
 

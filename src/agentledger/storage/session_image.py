@@ -32,7 +32,6 @@ from typing import Any, Protocol
 import msgspec
 
 from agentledger.errors import SuspensionNotFoundError
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.types import Checkpoint, Page, Record, RunMeta, Session
 from agentledger.storage.validation import MAX_PAGE_LIMIT
 
@@ -72,7 +71,7 @@ class SessionImageSource(Protocol):
     async def list_runs_by_session(self, session_id: str, /) -> list[RunMeta]: ...
 
     async def list_session_run_records(
-        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
+        self, session_id: str, /, cursor: str = "", limit: int = ...
     ) -> Page: ...
 
     async def load_run_suspension(self, run_id: str, /) -> Checkpoint: ...

@@ -44,6 +44,7 @@ from agentledger.storage.conformance._batches import BatchConformance
 from agentledger.storage.conformance._cancellation import CancellationConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
+from agentledger.storage.conformance._import import ImportConformance
 from agentledger.storage.conformance._one_shot import OneShotConformance
 from agentledger.storage.conformance._opener import StoreOpener
 from agentledger.storage.conformance._paging import PagingConformance
@@ -71,6 +72,7 @@ class StoreConformance(
     OneShotConformance,
     ContinuationConformance,
     PurgeConformance,
+    ImportConformance,
     RecordConformance,
     BatchConformance,
     CancellationConformance,

@@ -48,6 +48,7 @@ _INSERT_SESSION = (
 _RECORD_FIELDS = len(RECORD_COLUMNS.split(",")) + 1
 _INSERT_RECORDS = f"INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq) VALUES "
 _RECORD_VALUES = "(" + ", ".join(["%s"] * _RECORD_FIELDS) + ")"
+_RECORDS_PER_INSERT = 1000  # well below PostgreSQL's 65,535 parameters per statement
 _ALLOCATE = "UPDATE agentledger_sessions SET last_seq = %s WHERE id = %s AND last_seq = %s"
 _PURGE = (
     "INSERT INTO agentledger_purged_runs (run_id, session_id) "
@@ -111,6 +112,8 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     nothing is overwritten.
     """
     conn, cache = loader.conn, loader.cache
+    if plan.session is not None and cache.sessions.get(plan.session.id) is None:
+        cache.session_seq[plan.session.id] = 0  # inserted below, its log empty (an import)
     positions, allocations = await _session_positions(loader, plan)
     row = plan.session
     if row is not None:
@@ -152,13 +155,16 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     if plan.records:
         for session_id, (old, new) in allocations.items():
             await conn.execute(_one_row(_ALLOCATE), (new, session_id, old))
-        flat: list[object] = []
-        for record, position in zip(plan.records, positions, strict=True):
-            if sealer is not None:
-                record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
-            flat.extend(record_params(record, position))
-        values_sql = ", ".join([_RECORD_VALUES] * len(plan.records))
-        await conn.execute(_INSERT_RECORDS + values_sql, flat)
+        pairs = list(zip(plan.records, positions, strict=True))
+        for start in range(0, len(pairs), _RECORDS_PER_INSERT):  # an import may hold many
+            chunk = pairs[start : start + _RECORDS_PER_INSERT]
+            flat: list[object] = []
+            for record, position in chunk:
+                if sealer is not None:
+                    record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
+                flat.extend(record_params(record, position))
+            values_sql = ", ".join([_RECORD_VALUES] * len(chunk))
+            await conn.execute(_INSERT_RECORDS + values_sql, flat)
     if plan.purge_session:
         assert plan.purge_receipt is not None
         params = {"s": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}

@@ -41,6 +41,8 @@ from agentledger.storage.postgres._rows import (
     session_from_row,
 )
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.session_image import SessionImage
+from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -536,6 +538,11 @@ class PostgresStore:
             _ids(("session", session_id)),
         )
 
+    async def import_session(self, image: SessionImage, /) -> None:
+        session = getattr(getattr(image, "session", None), "id", None)
+        runs = [getattr(run, "run_id", None) for run in getattr(image, "runs", ())]
+        keys = _ids(("session", session), *(("run", run_id) for run_id in runs))
+        await self._write("import_session", lambda r: plan_import_session(r, image), keys)
     # Encryption at rest [A2] -------------------------------------------------
 
     async def erase_session_keys(self, session_id: str, /) -> bool:

@@ -25,6 +25,8 @@ from agentledger.storage import lifecycle
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.session_image import SessionImage
+from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.apply import apply_plan
 from agentledger.storage.sqlite.connection import (
@@ -524,6 +526,8 @@ class SQLiteStore:
             "purge_session", lambda r: lifecycle.plan_purge_session(r, session_id)
         )
 
+    async def import_session(self, image: SessionImage, /) -> None:
+        await self._write("import_session", lambda r: plan_import_session(r, image))
     # Encryption at rest [A2] -------------------------------------------------
 
     async def erase_session_keys(self, session_id: str, /) -> bool:

@@ -1,0 +1,188 @@
+"""``agentledger archive``, ``restore`` and ``retention`` [A1]: archive files and the sweep."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import click
+
+from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.complete import session_ids
+
+if TYPE_CHECKING:
+    from agentledger.cli.target import AdminStore
+    from agentledger.storage.archive import ArchiveManifest
+    from agentledger.storage.retention import SweepResult
+
+__all__ = ["archive", "parse_cutoff", "restore", "retention"]
+
+_AGE = re.compile(r"^(\d+)([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_cutoff(text: str, now: datetime) -> datetime:
+    """``30d`` (an age: s, m, h, d or w before ``now``) or an ISO 8601 time, as UTC."""
+    age = _AGE.match(text.strip())
+    if age:
+        return now - timedelta(**{_UNITS[age[2]]: int(age[1])})
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"expected an age like 30d, 12h, 90m or an ISO 8601 time, got {text!r}",
+            param_hint="--ended-before",
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _describe(manifest: ArchiveManifest) -> str:
+    return (
+        f"session {manifest.session_id}: {manifest.runs} runs, {manifest.records} records, "
+        f"{manifest.checkpoints} checkpoints, {manifest.byte_total} bytes, "
+        f"digest {manifest.session_digest}"
+    )
+
+
+@click.command(short_help="write an ended session to an archive file")
+@click.argument("session_id", shell_complete=session_ids)
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="the archive file to create (an existing file is kept if it is the same archive)",
+)
+@settings_options
+def archive(settings: Settings, session_id: str, out: str) -> None:
+    """[A1] Write the ended SESSION_ID (runs, records, checkpoints) to one self-verifying file.
+
+    The file is compressed and carries a manifest with counts and digests; it
+    is written whole or not at all. The session stays in the store (see
+    `agentledger session purge` and `agentledger retention`).
+    """
+    run(with_store(settings, lambda store: _archive(store, settings, session_id, out)))
+
+
+async def _archive(store: AdminStore, settings: Settings, session_id: str, out: str) -> None:
+    from agentledger.cli.output import echo, echo_json
+    from agentledger.storage.archive import archive_session
+
+    manifest = await archive_session(store, session_id, out)
+    if settings.json:
+        echo_json(manifest)
+    else:
+        echo(f"archived {_describe(manifest)} to {out}")
+
+
+@click.command(short_help="recreate a session from an archive file")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--verify-only", is_flag=True, help="check the file, write nothing to the store")
+@settings_options
+def restore(settings: Settings, file: str, verify_only: bool) -> None:
+    """[A1] Recreate the session archived in FILE, byte for byte, in a store that never had it.
+
+    The whole file is verified first: a damaged, truncated or tampered file,
+    a purged session id or a session the store already has is refused, and
+    nothing is written.
+    """
+    if verify_only:
+        run(_verify(settings, file))
+        return
+    run(with_store(settings, lambda store: _restore(store, settings, file), read_only=False))
+
+
+async def _verify(settings: Settings, file: str) -> None:
+    from agentledger.cli.output import echo, echo_json
+    from agentledger.storage.archive import verify_archive
+
+    manifest = await verify_archive(file)
+    if settings.json:
+        echo_json(manifest)
+    else:
+        echo(f"{file} is a valid archive of {_describe(manifest)}")
+
+
+async def _restore(store: AdminStore, settings: Settings, file: str) -> None:
+    from agentledger.cli.output import echo, echo_json
+    from agentledger.storage.archive import restore_archive
+
+    manifest = await restore_archive(store, file)
+    if settings.json:
+        echo_json(manifest)
+    else:
+        echo(f"restored {_describe(manifest)} from {file}")
+
+
+@click.command(short_help="archive then purge sessions ended before a cut-off")
+@click.option(
+    "--ended-before",
+    "ended_before",
+    required=True,
+    metavar="AGE|TIME",
+    help="sessions ended before this: an age (30d, 12h, 90m, 2w) or an ISO 8601 time",
+)
+@click.option(
+    "--archive-to",
+    "archive_to",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="archive each session to DIR/<session id>.alarchive before purging it",
+)
+@click.option("--dry-run", is_flag=True, help="say what would be done, change nothing")
+@settings_options
+def retention(settings: Settings, ended_before: str, archive_to: str | None, dry_run: bool) -> None:
+    """[A1] Archive (with --archive-to) then purge every session ended before the cut-off.
+
+    Prints each session's purge receipt. Safe to run again: a sweep that was
+    interrupted finishes what is left, and one with nothing left says so. An
+    archive already in DIR is verified and reused if it holds the session's same
+    digest; any other file under its name stops the sweep. Sessions with a
+    running run are skipped.
+    """
+    cutoff = parse_cutoff(ended_before, datetime.now(UTC))
+    run(
+        with_store(
+            settings,
+            lambda store: _retention(store, settings, cutoff, archive_to, dry_run),
+            read_only=dry_run,
+        )
+    )
+
+
+def _line(result: SweepResult) -> str:
+    from agentledger.cli.output import when
+
+    where = ""
+    if result.archive:
+        where = f", archive {result.archive}" + (" (reused)" if result.archive_reused else "")
+    if result.receipt is not None:
+        r = result.receipt
+        return (
+            f"purged {r.session_id}: {r.runs} runs, {r.records} records, "
+            f"{r.checkpoints} checkpoints, {r.bytes} bytes, digest {r.digest}{where}"
+        )
+    if result.reason:
+        return f"skipped {result.session_id}: {result.reason}"
+    return f"would purge {result.session_id} (ended {when(result.ended_at)}){where}"
+
+
+async def _retention(
+    store: AdminStore,
+    settings: Settings,
+    cutoff: datetime,
+    archive_to: str | None,
+    dry_run: bool,
+) -> None:
+    from agentledger.cli.output import echo, echo_json, when
+    from agentledger.storage.retention import sweep
+
+    results = await sweep(store, cutoff, archive_to=archive_to, dry_run=dry_run)
+    if settings.json:
+        echo_json({"ended_before": cutoff, "dry_run": dry_run, "sessions": results})
+        return
+    for result in results:
+        echo(_line(result))
+    if not results:
+        echo(f"nothing to do: no session ended before {when(cutoff)} is left")

@@ -1,0 +1,178 @@
+"""Conformance: importing a whole ended session verbatim, the restore path [A1].
+
+An image read from one session, with its namespace renamed to ids this store
+never saw (a byte-for-byte rename inside the msgpack encoding, payloads and
+checkpoints included), is a session exported from another store. Importing it
+must recreate exactly what the public API showed of the original, and every
+refused import must change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import msgspec
+import pytest
+
+from agentledger.errors import (
+    AgentledgerError,
+    CorruptRecordError,
+    RunConflictError,
+    RunNotActiveError,
+    RunNotFoundError,
+    SessionActiveError,
+    SessionConflictError,
+    SessionNotFoundError,
+    SessionPurgedError,
+)
+from agentledger.storage.conformance._base import ConformanceBase
+from agentledger.storage.conformance._world import AdminStore, World, dump_store
+from agentledger.storage.session_image import (
+    SessionImage,
+    read_session_image,
+    session_digest,
+)
+from agentledger.storage.types import Checkpoint, RunStatus, StartOutcome
+
+__all__ = ["ImportConformance"]
+
+
+async def _exported(world: World) -> SessionImage:
+    """An ended session with a suspended root and its continuation, a child, a failed run,
+    a [C2] stop after the end and a checkpoint: everything an image can carry."""
+    sid = await world.session("src", labels={"tenant": "acme", "tier": "gold"})
+    root = await world.root("root", session=sid, labels={"v": "1"})
+    child, _ = await world.child("child", parent=root)
+    await world.store.append_run_records(
+        [world.note(child, f"n{i}", b'{"i":%d,"s":"\\u00e9"}' % i) for i in range(3)]
+    )
+    await world.finish(child)
+    await world.store.append_run_record(world.note(root, "mine"))
+    await world.store.record_run_suspension(
+        root.suspension(Checkpoint(id="cp-1", data=b"\x00\xffsecret"), at=world.now())
+    )
+    successor = await world.root("next", session=sid, predecessor=root.run.run_id)
+    await world.store.append_run_record(world.note(successor, "after"))
+    await world.finish(successor)
+    failed = await world.root("failed", session=sid)
+    await world.finish(failed, RunStatus.FAILED)
+    await world.store.end_session(sid, ended_at=world.now())
+    stopped = world.run("stopped", session=sid)
+    assert (await world.store.start_root_run(stopped.root_start())).outcome is StartOutcome.STOP
+    return await read_session_image(world.store, sid)
+
+
+def _renamed(value: Any, old: str, new: str, into: type[Any]) -> Any:
+    """``value`` with the namespace ``old`` replaced by ``new`` (same length) in every byte."""
+    assert len(old) == len(new)
+    encoded = msgspec.msgpack.encode(value).replace(old.encode(), new.encode())
+    return msgspec.msgpack.decode(encoded, type=into)
+
+
+def _fresh_ns(world: World) -> str:
+    return uuid.uuid4().hex[: len(world.ns)]
+
+
+def _ids(image: SessionImage) -> tuple[list[str], list[str]]:
+    return [image.session.id], [run.run_id for run in image.runs]
+
+
+class ImportConformance(ConformanceBase):
+    """Capability: ``import_session`` writes an ended session verbatim, or nothing."""
+
+    async def test_import_recreates_the_session_exactly(self, world: World) -> None:
+        """[A1] an imported session dumps equal to the one exported, byte for byte."""
+        image = await _exported(world)
+        before = await world.dump()
+        ns = _fresh_ns(world)
+        copy = _renamed(image, world.ns, ns, SessionImage)
+        await world.store.import_session(copy)
+        after = await dump_store(world.store, *_ids(copy))
+        assert msgspec.msgpack.encode(after) == msgspec.msgpack.encode(
+            _renamed(before, world.ns, ns, Any)
+        )
+        again = await read_session_image(world.store, copy.session.id)
+        assert again == copy
+        assert session_digest(again) == session_digest(copy)
+        assert (await world.store.purge_session(copy.session.id)).digest == session_digest(copy)
+
+    async def test_an_imported_run_keeps_its_lifecycle(self, world: World) -> None:
+        """[A1] imported runs are ended: writes to them are refused as on the original."""
+        image = await _exported(world)
+        copy = _renamed(image, world.ns, _fresh_ns(world), SessionImage)
+        await world.store.import_session(copy)
+        child = next(run for run in copy.runs if run.run_id.endswith("-child"))
+        note = next(r for r in copy.records if r.run_id == child.run_id and r.event_key == "n0")
+        unsaved = msgspec.structs.replace(note, id="", event_key="late")
+        with pytest.raises(RunNotActiveError):
+            await world.store.append_run_record(unsaved)
+        retry = await world.store.append_run_record(msgspec.structs.replace(note, id=""))
+        assert (retry.id, retry.inserted) == (note.id, False)  # an exact retry, as before
+
+    async def test_import_refusals_change_nothing(self, world: World) -> None:
+        """[A1] every refused import leaves the store as it was; a good one then succeeds."""
+        image = await _exported(world)
+        copy = _renamed(image, world.ns, _fresh_ns(world), SessionImage)
+        sid = copy.session.id
+        runs = copy.runs
+        suspended = next(run for run in runs if run.status is RunStatus.SUSPENDED)
+        completed = next(run for run in runs if run.status is RunStatus.COMPLETED)
+        middle = next(r for r in copy.records if r.id == "2" and r.run_id == completed.run_id)
+        cases: list[tuple[type[AgentledgerError], SessionImage]] = [
+            (SessionConflictError, image),  # the original is still here
+            (SessionActiveError, msgspec.structs.replace(
+                copy, session=msgspec.structs.replace(
+                    copy.session, status="active", ended_at=None))),
+            (CorruptRecordError, msgspec.structs.replace(copy, runs=runs[:-1])),
+            (CorruptRecordError, msgspec.structs.replace(
+                copy, records=[r for r in copy.records if r is not middle])),
+            (CorruptRecordError, msgspec.structs.replace(copy, runs=[
+                msgspec.structs.replace(run, status=RunStatus.FAILED)
+                if run is completed else run for run in runs])),
+            (CorruptRecordError, msgspec.structs.replace(copy, checkpoints={})),
+            (CorruptRecordError, msgspec.structs.replace(copy, checkpoints={
+                **copy.checkpoints, completed.run_id: Checkpoint(id="x", data=b"x")})),
+        ]  # fmt: skip
+        taken = _renamed(image, image.session.id, sid, SessionImage)  # new session, old run ids
+        cases.append((RunConflictError, taken))
+        tracked = World(world.store, namespace=world.ns)
+        tracked.session_ids = [*world.session_ids, sid]
+        tracked.run_ids = [*world.run_ids, *(run.run_id for run in runs)]
+        for error, bad in cases:
+            async with tracked.unchanged():
+                with pytest.raises(error) as caught:
+                    await world.store.import_session(bad)
+            assert bad.session.id in str(caught.value) or any(
+                run.run_id in str(caught.value) for run in [*copy.runs, *image.runs]
+            ), caught.value
+        with pytest.raises(SessionNotFoundError):
+            await world.store.load_session(sid)
+        with pytest.raises(RunNotFoundError):
+            await world.store.load_run(suspended.run_id)
+        await world.store.import_session(copy)
+        assert await read_session_image(world.store, sid) == copy
+
+    async def test_import_of_a_purged_id_is_refused(self, world: World) -> None:
+        """[A1] a purged session id stays a tombstone: its image cannot come back."""
+        image = await _exported(world)
+        await world.store.purge_session(image.session.id)
+        async with world.unchanged():
+            with pytest.raises(SessionPurgedError) as caught:
+                await world.store.import_session(image)
+        assert caught.value.session_id == image.session.id
+
+    async def test_race_imports_of_one_image(self, world: World, other_store: AdminStore) -> None:
+        """[A1] two imports of the same image at once: exactly one writes it."""
+        image = await _exported(world)
+        copy = _renamed(image, world.ns, _fresh_ns(world), SessionImage)
+        results = await asyncio.gather(
+            world.store.import_session(copy),
+            other_store.import_session(copy),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert len(errors) == 1, results
+        assert isinstance(errors[0], SessionConflictError | RunConflictError), errors[0]
+        assert await read_session_image(other_store, copy.session.id) == copy

@@ -1,0 +1,230 @@
+"""The decision to import a whole ended session verbatim (for restore [A1]), written once.
+
+:func:`plan_import_session` checks a :class:`SessionImage` against the store
+(through the backend's transaction) and against itself, then returns a
+:class:`Plan` that writes the session row, its runs (with the lifecycle keys
+derived from their records) and every record with its id, in session order.
+A backend applies it like any other plan, so a refused import changes nothing.
+It lives beside :mod:`agentledger.storage.lifecycle` only because that module
+is long enough already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentledger.errors import (
+    CorruptRecordError,
+    RunConflictError,
+    SessionActiveError,
+    SessionConflictError,
+    SessionPurgedError,
+    ValidationError,
+)
+from agentledger.storage import payloads
+from agentledger.storage.invariants import run_problems
+from agentledger.storage.lifecycle import check_listed
+from agentledger.storage.session_image import SessionImage
+from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
+from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, SessionStatus
+from agentledger.storage.validation import (
+    MAX_CHECKPOINT_BYTES,
+    check_labels,
+    check_stored_record,
+    check_timestamp,
+    decode_stored_payload,
+    normalize_record,
+    require_id,
+)
+
+__all__ = ["plan_import_session"]
+
+
+def _bad(run_id: str, record_id: str, reason: str) -> CorruptRecordError:
+    return CorruptRecordError(run_id=run_id, record_id=record_id, reason=f"in the image: {reason}")
+
+
+def _check_session(image: SessionImage) -> str:
+    if not isinstance(image, SessionImage):
+        raise ValidationError(field="image", expected="a SessionImage", got=type(image).__name__)
+    session = image.session
+    session_id = require_id("image.session.id", session.id)
+    if session.status is not SessionStatus.ENDED or session.ended_at is None:
+        raise SessionActiveError(session_id=session_id)  # only ended sessions are imported
+    check_timestamp("image.session.created_at", session.created_at)
+    check_timestamp("image.session.ended_at", session.ended_at)
+    check_labels("image.session.labels", session.labels)
+    return session_id
+
+
+def _check_against_store(reader: StateReader, image: SessionImage, session_id: str) -> None:
+    if reader.session_purged(session_id):
+        raise SessionPurgedError(session_id=session_id)
+    existing = reader.session(session_id)
+    if existing is not None:
+        raise SessionConflictError(
+            session_id=session_id,
+            field="id",
+            expected="a session this store never held",
+            got=session_id,
+        )
+    for run in image.runs:
+        purged = reader.purged_run_session(run.run_id)
+        if purged is not None:
+            raise SessionPurgedError(session_id=purged, run_id=run.run_id)
+        if reader.run(run.run_id) is not None:
+            raise RunConflictError(
+                run_id=run.run_id,
+                field="run_id",
+                expected="a run id this store never held",
+                got=run.run_id,
+            )
+
+
+def _run_row(run: RunMeta, log: Sequence[Record], link_key: str, cp: Checkpoint | None) -> RunRow:
+    """The stored run: its meta plus the lifecycle keys its records carry [X2]."""
+    keys = {"started_key": "", "cancel_key": "", "suspension_key": "", "terminal_key": ""}
+    by_type = {
+        payloads.RUN_STARTED: "started_key",
+        payloads.CANCELLATION_INTENT: "cancel_key",
+        payloads.RUN_SUSPENDED: "suspension_key",
+        payloads.RUN_COMPLETED: "terminal_key",
+    }
+    for record in log:
+        name = by_type.get(record.type)
+        if name is None:
+            continue
+        if keys[name]:
+            raise _bad(run.run_id, record.id, f"a second {record.type} record")
+        keys[name] = record.event_key
+    return RunRow(
+        run_id=run.run_id,
+        agent_id=run.agent_id,
+        session_id=run.session_id,
+        parent_run_id=run.parent_run_id,
+        status=run.status,
+        start_outcome=run.start_outcome,
+        started_at=run.started_at,
+        updated_at=run.updated_at,
+        labels=run.labels,
+        cancellation_reason=run.cancellation_reason,
+        successor_run_id=run.successor_run_id,
+        link_key=link_key,
+        checkpoint=cp,
+        last_seq=len(log),
+        **keys,
+    )
+
+
+def _check_runs(image: SessionImage, session_id: str) -> dict[str, list[Record]]:
+    """Each run belongs to the session, once, with a parent before it; its log as imaged."""
+    logs: dict[str, list[Record]] = {}
+    for i, run in enumerate(image.runs):
+        require_id(f"image.runs[{i}].run_id", run.run_id)
+        if run.run_id in logs:
+            raise _bad(run.run_id, "", "the run is listed twice")
+        if run.session_id != session_id:
+            raise _bad(run.run_id, "", f"session_id is {run.session_id!r}, not {session_id!r}")
+        if run.parent_run_id and run.parent_run_id not in logs:
+            raise _bad(run.run_id, "", f"parent {run.parent_run_id!r} is not an earlier run")
+        if run.status is RunStatus.RUNNING:
+            raise _bad(run.run_id, "", "status is running in an ended session")
+        check_timestamp(f"image.runs[{i}].started_at", run.started_at)
+        check_timestamp(f"image.runs[{i}].updated_at", run.updated_at)
+        check_labels(f"image.runs[{i}].labels", run.labels)
+        logs[run.run_id] = []
+    for run_id, checkpoint in image.checkpoints.items():
+        if run_id not in logs:
+            raise _bad(run_id, "", "a checkpoint of a run that is not in the image")
+        if len(checkpoint.data) > MAX_CHECKPOINT_BYTES:
+            raise _bad(run_id, "", f"checkpoint larger than {MAX_CHECKPOINT_BYTES} bytes")
+    for record in image.records:
+        log = logs.get(record.run_id)
+        if log is None:
+            raise _bad(record.run_id, record.id, "a record of a run that is not in the image")
+        if record.session_id != session_id:
+            raise _bad(record.run_id, record.id, f"session_id is {record.session_id!r}")
+        if record.id != str(len(log) + 1):
+            raise _bad(record.run_id, record.id, f"record ids skip: want {len(log) + 1}")
+        check_stored_record(record)
+        log.append(record)
+    return logs
+
+
+def _check_run_log(run: RunMeta, log: list[Record], checkpoint: Checkpoint | None) -> None:
+    """The run's status agrees with its records: the checks ``agentledger check`` makes."""
+    agents = {record.agent_id for record in log}
+    if agents - {run.agent_id}:
+        raise _bad(run.run_id, "", f"records of another agent: {sorted(agents - {run.agent_id})}")
+    keys = [record.event_key for record in log]
+    if len(set(keys)) != len(keys):
+        raise _bad(run.run_id, "", "two records share an event key")
+    types = [record.type for record in log]
+    problems = run_problems(
+        run.run_id,
+        run.status.value,
+        len(log),
+        run.session_id,
+        run.parent_run_id,
+        count=len(log),
+        first=1 if log else 0,
+        newest=len(log),
+        started_first=int(bool(log) and log[0].type == payloads.RUN_STARTED),
+        started=types.count(payloads.RUN_STARTED),
+        completed=types.count(payloads.RUN_COMPLETED),
+        suspended=types.count(payloads.RUN_SUSPENDED),
+        has_checkpoint=int(checkpoint is not None),
+        has_session=1,
+        has_parent=1,
+    )
+    if problems:
+        raise _bad(run.run_id, "", "; ".join(problems))
+    check_listed(log, {run.run_id: run.status}, ends_log=True)
+    started = decode_stored_payload(log[0], payloads.RunStarted)
+    if started.parent_run_id != run.parent_run_id:
+        raise _bad(run.run_id, "1", f"run_started names parent {started.parent_run_id!r}")
+
+
+def _link_keys(logs: dict[str, list[Record]]) -> dict[str, str]:
+    """Each child's ``child_run_linked`` key on its parent's log."""
+    links: dict[str, str] = {}
+    for log in logs.values():
+        for record in log:
+            if record.type == payloads.CHILD_RUN_LINKED:
+                link = decode_stored_payload(record, payloads.ChildRunLinked)
+                links[link.child_run_id] = record.event_key
+    return links
+
+
+def plan_import_session(reader: StateReader, image: SessionImage) -> Plan[None]:
+    """Write an ended session exactly as imaged: session, runs, checkpoints, records.
+
+    Refused, changing nothing: a session that is not ended
+    (:class:`SessionActiveError`); a session id this store holds
+    (:class:`SessionConflictError`) or purged (:class:`SessionPurgedError`); a
+    run id it holds (:class:`RunConflictError`) or purged; an image that
+    contradicts itself (:class:`CorruptRecordError` naming the run and record,
+    or :class:`ValidationError` naming the field).
+    """
+    session_id = _check_session(image)
+    logs = _check_runs(image, session_id)
+    links = _link_keys(logs)
+    rows: list[RunRow] = []
+    for run in image.runs:
+        checkpoint = image.checkpoints.get(run.run_id)
+        _check_run_log(run, logs[run.run_id], checkpoint)
+        link_key = links.get(run.run_id, "")
+        if run.parent_run_id and not link_key:
+            raise _bad(run.run_id, "", "no child_run_linked on its parent's log")
+        rows.append(_run_row(run, logs[run.run_id], link_key, checkpoint))
+    _check_against_store(reader, image, session_id)
+    session = image.session
+    row = SessionRow(
+        id=session_id,
+        status=session.status,
+        created_at=check_timestamp("image.session.created_at", session.created_at),
+        ended_at=check_timestamp("image.session.ended_at", session.ended_at),
+        labels=dict(session.labels),
+    )
+    records = [normalize_record(r, r.id) for r in image.records]
+    return Plan(None, session=row, runs=rows, records=records)

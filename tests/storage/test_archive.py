@@ -1,0 +1,203 @@
+"""[A1] Archive files: byte-for-byte restore, self-verification, refusals that change nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agentledger.errors import (
+    ArchiveExistsError,
+    CorruptArchiveError,
+    SessionActiveError,
+    SessionConflictError,
+    SessionHasActiveRunsError,
+    SessionPurgedError,
+)
+from agentledger.storage.archive import (
+    FORMAT_VERSION,
+    archive_session,
+    restore_archive,
+    verify_archive,
+)
+from agentledger.storage.conformance import World
+from agentledger.storage.sqlite import SQLiteStore
+from tests.storage.archived import ended_session
+
+
+@pytest.fixture
+async def source(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    async with await SQLiteStore.open(tmp_path / "source.db") as store:
+        yield store
+
+
+@pytest.fixture
+async def target(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    async with await SQLiteStore.open(tmp_path / "target.db") as store:
+        yield store
+
+
+@pytest.fixture
+async def archived(source: SQLiteStore, tmp_path: Path) -> tuple[World, Path, bytes]:
+    """A rich ended session in ``source``, archived: its world, the file and its bytes."""
+    world = World(source)
+    await ended_session(world, "s")
+    path = tmp_path / "s.alarchive"
+    await archive_session(source, world.id("s"), path)
+    return world, path, path.read_bytes()
+
+
+def _rechecksummed(content: bytes) -> bytes:
+    """``content`` (everything but a trailer) with a valid trailing checksum."""
+    return content + b"sha256:" + hashlib.sha256(content).hexdigest().encode() + b"\n"
+
+
+async def test_restore_recreates_the_session_byte_for_byte(
+    archived: tuple[World, Path, bytes], target: SQLiteStore
+) -> None:
+    world, path, _ = archived
+    before = await world.dump()
+    manifest = await verify_archive(path)
+    assert manifest.format_version == FORMAT_VERSION
+    assert manifest.session_id == world.id("s")
+    assert manifest.labels == {"tenant": "acme", "tier": "gold"}
+    assert (manifest.runs, manifest.checkpoints) == (4, 1)
+    assert set(manifest.run_digests) == set(world.run_ids)
+    assert manifest.session_digest.startswith("sha256:")
+
+    restored = await restore_archive(target, path)
+    assert restored == manifest
+    assert await dump_of(target, world) == before
+
+
+async def dump_of(store: SQLiteStore, world: World) -> dict[str, object]:
+    from agentledger.storage.conformance import dump_store
+
+    return await dump_store(store, world.session_ids, world.run_ids)
+
+
+async def test_the_session_digest_is_the_purge_receipts(
+    archived: tuple[World, Path, bytes],
+) -> None:
+    world, path, _ = archived
+    receipt = await world.store.purge_session(world.id("s"))
+    assert receipt.digest == (await verify_archive(path)).session_digest
+
+
+async def test_a_purged_session_is_not_restored(archived: tuple[World, Path, bytes]) -> None:
+    world, path, _ = archived
+    await world.store.purge_session(world.id("s"))
+    async with world.unchanged():
+        with pytest.raises(SessionPurgedError):
+            await restore_archive(world.store, path)
+
+
+async def test_an_existing_session_is_not_overwritten(
+    archived: tuple[World, Path, bytes],
+) -> None:
+    world, path, _ = archived
+    async with world.unchanged():
+        with pytest.raises(SessionConflictError):
+            await restore_archive(world.store, path)
+
+
+async def test_only_finished_sessions_are_archived(source: SQLiteStore, tmp_path: Path) -> None:
+    world = World(source)
+    active = await world.session("active")
+    with pytest.raises(SessionActiveError) as e:
+        await archive_session(source, active, tmp_path / "a.alarchive")
+    assert e.value.session_id == active
+    busy = await world.session("busy")
+    run = await world.root("busy-run", session=busy)
+    await source.end_session(busy, ended_at=world.now())
+    with pytest.raises(SessionHasActiveRunsError) as running:
+        await archive_session(source, busy, tmp_path / "b.alarchive")
+    assert running.value.run_ids == (run.run.run_id,)
+    assert sorted(os.listdir(tmp_path)) == ["source.db", "source.db-shm", "source.db-wal"]
+
+
+async def test_an_archive_is_reused_when_the_same_and_refused_when_not(
+    archived: tuple[World, Path, bytes], tmp_path: Path
+) -> None:
+    world, path, data = archived
+    again = await archive_session(world.store, world.id("s"), path)
+    assert again == await verify_archive(path)  # the first file, kept
+    assert path.read_bytes() == data
+    other = await ended_session(world, "other")
+    with pytest.raises(ArchiveExistsError) as e:
+        await archive_session(world.store, other, path)
+    assert (e.value.path, e.value.session_id) == (str(path), other)
+    assert path.read_bytes() == data
+    junk = tmp_path / "junk.alarchive"
+    junk.write_bytes(b"not an archive")
+    with pytest.raises(ArchiveExistsError):
+        await archive_session(world.store, other, junk)
+    assert junk.read_bytes() == b"not an archive"
+    assert [name for name in os.listdir(tmp_path) if name.startswith(".")] == []
+
+
+async def _refused(path: Path, store: SQLiteStore, world: World) -> CorruptArchiveError:
+    """Both verify and restore refuse ``path`` with a CorruptArchiveError; nothing lands."""
+    with pytest.raises(CorruptArchiveError) as verified:
+        await verify_archive(path)
+    before = await dump_of(store, world)
+    with pytest.raises(CorruptArchiveError) as restored:
+        await restore_archive(store, path)
+    assert await dump_of(store, world) == before
+    assert verified.value.path == str(path)
+    assert restored.value.reason == verified.value.reason
+    return verified.value
+
+
+async def test_any_flipped_byte_is_refused(
+    archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
+) -> None:
+    world, _, data = archived
+    rng = random.Random(16)
+    damaged = tmp_path / "damaged.alarchive"
+    # Every region: the magic line, the manifest, the compressed body, the checksum.
+    offsets = {0, 21, len(data) // 3, len(data) - 72, len(data) - 1}
+    offsets |= {rng.randrange(len(data)) for _ in range(150)}
+    for offset in sorted(offsets):
+        flipped = bytearray(data)
+        flipped[offset] ^= 1 << rng.randrange(8)
+        damaged.write_bytes(bytes(flipped))
+        await _refused(damaged, target, world)
+
+
+async def test_a_truncated_archive_is_refused(
+    archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
+) -> None:
+    world, _, data = archived
+    cut = tmp_path / "cut.alarchive"
+    for size in (0, 10, 22, len(data) // 2, len(data) - 72, len(data) - 1):
+        cut.write_bytes(data[:size])
+        await _refused(cut, target, world)
+    assert "no such file" in (await _refused(tmp_path / "absent", target, world)).reason
+
+
+async def test_another_format_version_is_refused(
+    archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
+) -> None:
+    world, _, data = archived
+    newer = tmp_path / "v2.alarchive"
+    newer.write_bytes(_rechecksummed(data[:-72].replace(b"archive 1\n", b"archive 2\n", 1)))
+    error = await _refused(newer, target, world)
+    assert "format version '2' is not supported" in error.reason
+
+
+async def test_a_checksum_forged_over_changed_contents_is_refused(
+    archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
+) -> None:
+    world, _, data = archived
+    forged = tmp_path / "forged.alarchive"
+    content = data[:-72]
+    forged.write_bytes(_rechecksummed(content.replace(b'"runs":4', b'"runs":3', 1)))
+    assert "do not match the manifest (runs)" in (await _refused(forged, target, world)).reason
+    tier = content.replace(b'"tier":"gold"', b'"tier":"gilt"', 1)
+    forged.write_bytes(_rechecksummed(tier))
+    assert "labels" in (await _refused(forged, target, world)).reason
