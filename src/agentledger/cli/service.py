@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import click
 
+from agentledger.storage.validation import DEFAULT_MAX_CHECKPOINT_BYTES, DEFAULT_MAX_PAYLOAD_BYTES
+
 __all__ = ["serve", "token"]
 
 
@@ -22,13 +24,31 @@ __all__ = ["serve", "token"]
 @click.option(
     "--tokens", required=True, metavar="FILE", help="the token file (hashes, roles, labels)"
 )
-def serve(db: str, listen: str, tokens: str) -> int:
+@click.option(
+    "--max-payload-bytes", type=int, default=DEFAULT_MAX_PAYLOAD_BYTES, show_default=True,
+    metavar="N",
+    help="refuse a write whose record payload is larger (ValidationError)",
+)  # fmt: skip
+@click.option(
+    "--max-checkpoint-bytes", type=int, default=DEFAULT_MAX_CHECKPOINT_BYTES,
+    show_default=True, metavar="N",
+    help="refuse a suspension whose checkpoint is larger (ValidationError)",
+)  # fmt: skip
+def serve(
+    db: str, listen: str, tokens: str, max_payload_bytes: int, max_checkpoint_bytes: int
+) -> int:
     """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
     refused. A second serve on the same SQLite file is refused."""
     from agentledger.service.server import run_serve
 
-    return run_serve(db, listen, tokens)
+    return run_serve(
+        db,
+        listen,
+        tokens,
+        max_payload_bytes=max_payload_bytes,
+        max_checkpoint_bytes=max_checkpoint_bytes,
+    )
 
 
 @click.group(short_help="manage the store service's bearer tokens")

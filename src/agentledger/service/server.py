@@ -20,11 +20,18 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import uvicorn
 
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.service.app import ServiceState, create_app
 from agentledger.service.auth import TokenTable
+from agentledger.storage.validation import (
+    DEFAULT_LIMITS,
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    SizeLimits,
+)
 
 __all__ = ["DEFAULT_LISTEN", "open_backend", "parse_listen", "run_serve", "serve"]
 
@@ -42,8 +49,10 @@ def sqlite_path(db: str) -> str:
     return db.removeprefix("sqlite:///") if db != "sqlite:///" else db
 
 
-async def open_backend(db: str) -> Any:
+async def open_backend(db: str, limits: SizeLimits = DEFAULT_LIMITS) -> Any:
     """Open the backend named by ``db``: a PostgreSQL DSN, or a SQLite file.
+
+    ``limits``: the payload and checkpoint caps the backend enforces on writes.
 
     Raises:
         ValidationError: an empty ``db`` (or what the backend refuses).
@@ -54,10 +63,10 @@ async def open_backend(db: str) -> Any:
     if is_postgres(db):
         from agentledger.storage.postgres import PostgresStore
 
-        return await PostgresStore.open(db)
+        return await PostgresStore.open(db, **msgspec.structs.asdict(limits))
     from agentledger.storage.sqlite import SQLiteStore
 
-    return await SQLiteStore.open(sqlite_path(db))
+    return await SQLiteStore.open(sqlite_path(db), **msgspec.structs.asdict(limits))
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -123,8 +132,11 @@ async def serve(
     *,
     grace: int = 30,
     on_ready: Callable[[str], None] | None = None,
+    limits: SizeLimits = DEFAULT_LIMITS,
 ) -> None:
     """Serve ``db`` on ``listen`` until SIGINT or SIGTERM; ``on_ready(url)`` once listening.
+
+    ``limits``: the payload and checkpoint caps the service enforces on writes.
 
     Raises:
         ValidationError: a bad ``listen``, token file or ``db``, or a SQLite
@@ -134,7 +146,7 @@ async def serve(
     host, port = parse_listen(listen)
     table = TokenTable.load(tokens)
     with _sole_server(db):
-        store = await open_backend(db)
+        store = await open_backend(db, limits)
         try:
             state = ServiceState(store, table)
             config = uvicorn.Config(
@@ -182,7 +194,14 @@ def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
     return runner
 
 
-def run_serve(db: str, listen: str, tokens: str) -> int:
+def run_serve(
+    db: str,
+    listen: str,
+    tokens: str,
+    *,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status."""
 
     def ready(url: str) -> None:
@@ -192,7 +211,10 @@ def run_serve(db: str, listen: str, tokens: str) -> int:
         )
 
     try:
-        _event_loop_runner()(serve(db, listen, tokens, on_ready=ready))
+        limits = SizeLimits(
+            max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
+        )
+        _event_loop_runner()(serve(db, listen, tokens, on_ready=ready, limits=limits))
     except AgentledgerError as e:
         print(f"agentledger serve: error: {e}", file=sys.stderr)
         return 1

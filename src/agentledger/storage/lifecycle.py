@@ -58,7 +58,8 @@ from agentledger.storage.types import (
     StartResult,
 )
 from agentledger.storage.validation import (
-    MAX_CHECKPOINT_BYTES,
+    DEFAULT_LIMITS,
+    SizeLimits,
     check_labels,
     check_stored_record,
     check_timestamp,
@@ -74,6 +75,7 @@ from agentledger.storage.validation import (
 __all__ = [
     "check_batch",
     "check_listed",
+    "check_sizes",
     "completed_runs",
     "load_run",
     "load_run_suspension",
@@ -173,6 +175,47 @@ def _stored(reader: StateReader, run: RunRow, key: str, what: str) -> Record:
             run_id=run.run_id, record_id="", reason=f"{what} record {key!r} is missing"
         )
     return record
+
+
+# -------------------------------------------------------------------------- sizes
+
+_RECORD_FIELDS = ("started", "canceled", "parent_linked", "record")
+
+
+def check_sizes(command: object, limits: SizeLimits) -> None:
+    """Every payload and checkpoint of a write command within the store's ``limits``.
+
+    ``command`` is any write command, a Record, a sequence of Records or
+    anything with a ``records`` sequence (a batch as sent); parts that are not
+    bytes are left to the other checks. Every plan runs this first, with the
+    limits its store was opened with; a client that knows them runs it before
+    sending.
+
+    Raises:
+        ValidationError: naming the field, the cap and the size found.
+    """
+    parts: list[tuple[str, object, int]] = []
+    if isinstance(command, Record):
+        parts.append(("record.payload", command.payload, limits.max_payload_bytes))
+    batch = getattr(command, "records", command)
+    if isinstance(batch, Sequence) and not isinstance(batch, str | bytes):
+        for i, record in enumerate(batch):
+            if isinstance(record, Record):
+                parts.append((f"records[{i}].payload", record.payload, limits.max_payload_bytes))
+    for name in _RECORD_FIELDS:
+        record = getattr(command, name, None)
+        if isinstance(record, Record):
+            parts.append((f"{name}.payload", record.payload, limits.max_payload_bytes))
+    checkpoint = getattr(command, "checkpoint", None)
+    if isinstance(checkpoint, Checkpoint):
+        parts.append(("checkpoint.data", checkpoint.data, limits.max_checkpoint_bytes))
+    for field, data, cap in parts:
+        if isinstance(data, bytes) and len(data) > cap:
+            raise ValidationError(
+                field=field,
+                expected=f"at most {cap} bytes (this store's limit)",
+                got=f"{len(data)} bytes",
+            )
 
 
 # ----------------------------------------------------------------------- listings
@@ -604,8 +647,11 @@ def _guard_new_run_id(reader: StateReader, run_id: str) -> None:
         raise SessionPurgedError(session_id=purged, run_id=run_id)
 
 
-def plan_root_start(reader: StateReader, cmd: RootRunStart) -> Plan[StartResult]:
+def plan_root_start(
+    reader: StateReader, cmd: RootRunStart, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[StartResult]:
     """[L1]/[O1]/[C2]/[K1] start a root run in a session."""
+    check_sizes(cmd, limits)
     run = cmd.run
     _check_root_shape(run, sessionful=True, child=False)
     _check_started(cmd.started, run)
@@ -618,8 +664,11 @@ def plan_root_start(reader: StateReader, cmd: RootRunStart) -> Plan[StartResult]
     return _new_start(reader, run, cmd.started, None, None, cmd.canceled)
 
 
-def plan_child_start(reader: StateReader, cmd: ChildRunStart) -> Plan[StartResult]:
+def plan_child_start(
+    reader: StateReader, cmd: ChildRunStart, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[StartResult]:
     """[L2]/[O2] link a child on its running parent's log and start it, together."""
+    check_sizes(cmd, limits)
     run = cmd.run
     _check_root_shape(run, sessionful=True, child=True)
     _check_started(cmd.started, run)
@@ -636,8 +685,11 @@ def plan_child_start(reader: StateReader, cmd: ChildRunStart) -> Plan[StartResul
     return _new_start(reader, run, cmd.started, cmd.parent_linked, parent, cmd.canceled)
 
 
-def plan_one_shot_start(reader: StateReader, cmd: OneShotRunStart) -> Plan[StartResult]:
+def plan_one_shot_start(
+    reader: StateReader, cmd: OneShotRunStart, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[StartResult]:
     """[L3] start a run that belongs to no session."""
+    check_sizes(cmd, limits)
     run = cmd.run
     _check_root_shape(run, sessionful=False, child=False)
     _check_started(cmd.started, run)
@@ -648,8 +700,11 @@ def plan_one_shot_start(reader: StateReader, cmd: OneShotRunStart) -> Plan[Start
     return _new_start(reader, run, cmd.started, None, None, None)
 
 
-def plan_one_shot_child_start(reader: StateReader, cmd: OneShotChildRunStart) -> Plan[StartResult]:
+def plan_one_shot_child_start(
+    reader: StateReader, cmd: OneShotChildRunStart, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[StartResult]:
     """[L4] link and start a sessionless child of a running sessionless parent."""
+    check_sizes(cmd, limits)
     run = cmd.run
     _check_root_shape(run, sessionful=False, child=True)
     _check_started(cmd.started, run)
@@ -712,8 +767,11 @@ def _check_ordinary(record: Record, field: str) -> None:
         )
 
 
-def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:
+def plan_append(
+    reader: StateReader, record: Record, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[AppendResult]:
     """[L8]/[X1] append an ordinary record; an exact repeat returns its original id."""
+    check_sizes(record, limits)
     _check_ordinary(record, "record")
     run = _owned_run(reader, record.run_id, record)
     status = _session_status(reader, run)
@@ -728,11 +786,13 @@ def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:
     )
 
 
-def check_batch(records: object) -> list[Record]:
+def check_batch(records: object, limits: SizeLimits | None = None) -> list[Record]:
     """[B1] a non-empty sequence of ordinary records of one run, each valid as given.
 
     The first check of :func:`plan_append_batch`; a remote client (``StoreClient``)
-    runs it before sending, so what the wire cannot carry is refused as the store would.
+    runs it before sending, so what the wire cannot carry is refused as the store would
+    (with the store's ``limits`` when the client knows them: one oversized record
+    refuses the whole batch).
     """
     if not isinstance(records, Sequence) or isinstance(records, str | bytes):
         raise ValidationError(
@@ -741,6 +801,8 @@ def check_batch(records: object) -> list[Record]:
     if not records:
         raise ValidationError(field="records", expected="at least one record", got=0)
     batch = list(records)
+    if limits is not None:
+        check_sizes(batch, limits)
     for i, record in enumerate(batch):
         _check_ordinary(record, f"records[{i}]")
         if record.run_id != batch[0].run_id:
@@ -752,14 +814,16 @@ def check_batch(records: object) -> list[Record]:
     return batch
 
 
-def plan_append_batch(reader: StateReader, records: Sequence[Record]) -> Plan[list[AppendResult]]:
+def plan_append_batch(
+    reader: StateReader, records: Sequence[Record], *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[list[AppendResult]]:
     """[B1] append ordinary records of one run, in order, all or none.
 
     Each record is inserted or is an exact retry [X1] (of a stored record, or of
     an earlier record of the same batch); the first refusal is raised and
     nothing is written.
     """
-    batch = check_batch(records)
+    batch = check_batch(records, limits)
     run = _owned_run(reader, batch[0].run_id, batch[0])
     for record in batch[1:]:
         _check_owner(record, run.run_id, run.agent_id, run.session_id)
@@ -783,8 +847,11 @@ def plan_append_batch(reader: StateReader, records: Sequence[Record]) -> Plan[li
     return Plan(results, runs=[run], records=written)
 
 
-def plan_cancellation(reader: StateReader, cmd: RunCancellation) -> Plan[AppendResult]:
+def plan_cancellation(
+    reader: StateReader, cmd: RunCancellation, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[AppendResult]:
     """[L5]/[C1] the first cancellation reason and its intent record, together."""
+    check_sizes(cmd, limits)
     reason = require_id("reason", cmd.reason)
     if reason in _RESERVED_REASONS:
         raise ValidationError(
@@ -839,12 +906,6 @@ def _check_suspension(reader: StateReader, cmd: RunSuspension) -> RunRow:
     require_id("checkpoint.id", cmd.checkpoint.id)
     if not isinstance(cmd.checkpoint.data, bytes):
         raise ValidationError(field="checkpoint.data", expected="bytes", got=cmd.checkpoint.data)
-    if len(cmd.checkpoint.data) > MAX_CHECKPOINT_BYTES:
-        raise ValidationError(
-            field="checkpoint.data",
-            expected=f"at most {MAX_CHECKPOINT_BYTES} bytes",
-            got=f"{len(cmd.checkpoint.data)} bytes",
-        )
     validate_record(cmd.record)
     payload = decode_payload(cmd.record, payloads.RunSuspended, "record")
     if payload.suspension_id != cmd.checkpoint.id:
@@ -890,8 +951,11 @@ def _suspend(run: RunRow, cmd: RunSuspension) -> tuple[RunRow, Record]:
     )
 
 
-def plan_suspension(reader: StateReader, cmd: RunSuspension) -> Plan[AppendResult]:
+def plan_suspension(
+    reader: StateReader, cmd: RunSuspension, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[AppendResult]:
     """[L6] checkpoint, ``suspended`` status and ``run_suspended`` record, together."""
+    check_sizes(cmd, limits)
     run = _check_suspension(reader, cmd)
     status = _session_status(reader, run)
     if run.suspension_key:
@@ -1004,8 +1068,11 @@ def _end(run: RunRow, cmd: RunTerminal) -> tuple[RunRow, Record]:
     )
 
 
-def plan_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[AppendResult]:
+def plan_terminal(
+    reader: StateReader, cmd: RunTerminal, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[AppendResult]:
     """[L7] the final status and its ``run_completed`` record, together."""
+    check_sizes(cmd, limits)
     run = _check_terminal(reader, cmd)
     status = _session_status(reader, run)
     if run.terminal_key:
@@ -1058,8 +1125,11 @@ def _standing_record(reader: StateReader, run: RunRow) -> Record:
     )
 
 
-def plan_repair_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[RepairResult]:
+def plan_repair_terminal(
+    reader: StateReader, cmd: RunTerminal, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[RepairResult]:
     """[E1] store a missing terminal only while running; never override another ending."""
+    check_sizes(cmd, limits)
     run = _check_terminal(reader, cmd)
     if run.status is RunStatus.RUNNING:
         _require_fresh_key(reader, run, cmd.record)
@@ -1084,8 +1154,11 @@ def plan_repair_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[RepairRe
     )
 
 
-def plan_repair_suspension(reader: StateReader, cmd: RunSuspension) -> Plan[RepairResult]:
+def plan_repair_suspension(
+    reader: StateReader, cmd: RunSuspension, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[RepairResult]:
     """[E1] store a missing suspension only while running; never override another ending."""
+    check_sizes(cmd, limits)
     run = _check_suspension(reader, cmd)
     if run.status is RunStatus.RUNNING:
         _require_fresh_key(reader, run, cmd.record)

@@ -37,7 +37,13 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import check_limit, check_statuses
+from agentledger.storage.validation import (
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    SizeLimits,
+    check_limit,
+    check_statuses,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -124,7 +130,17 @@ class MemoryStore:
     checked against.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+    ) -> None:
+        """An empty store; the caps bound each write's payloads and checkpoint (bytes)."""
+        self.limits = SizeLimits(
+            max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
+        )
+        """The payload and checkpoint caps this store enforces on writes."""
         self._lock = threading.Lock()
         self._state = _State()
 
@@ -141,37 +157,39 @@ class MemoryStore:
     # Store -------------------------------------------------------------------
 
     async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_root_start(r, cmd))
+        return self._write(lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits))
 
     async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_child_start(r, cmd))
+        return self._write(lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits))
 
     async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_one_shot_start(r, cmd))
+        return self._write(lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits))
 
     async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_one_shot_child_start(r, cmd))
+        return self._write(
+            lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits)
+        )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_append(r, record))
+        return self._write(lambda r: lifecycle.plan_append(r, record, limits=self.limits))
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        return self._write(lambda r: lifecycle.plan_append_batch(r, records))
+        return self._write(lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits))
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_cancellation(r, cmd))
+        return self._write(lambda r: lifecycle.plan_cancellation(r, cmd, limits=self.limits))
 
     async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_suspension(r, cmd))
+        return self._write(lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits))
 
     async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_terminal(r, cmd))
+        return self._write(lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits))
 
     async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
-        return self._write(lambda r: lifecycle.plan_repair_suspension(r, cmd))
+        return self._write(lambda r: lifecycle.plan_repair_suspension(r, cmd, limits=self.limits))
 
     async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
-        return self._write(lambda r: lifecycle.plan_repair_terminal(r, cmd))
+        return self._write(lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits))
 
     async def load_run(self, run_id: str, /) -> RunMeta:
         return self._read(lambda s: lifecycle.load_run(s, run_id))

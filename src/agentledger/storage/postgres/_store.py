@@ -60,7 +60,14 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import check_statuses, require_id
+from agentledger.storage.validation import (
+    DEFAULT_LIMITS,
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    SizeLimits,
+    check_statuses,
+    require_id,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -163,10 +170,14 @@ class PostgresStore:
     stores, in any number of processes and hosts, may share one database.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool[Conn], *, limits: SizeLimits = DEFAULT_LIMITS
+    ) -> None:
         """Wrap an open pool; use :meth:`open` instead."""
         self._pool = pool
         self._closed = False
+        self.limits = limits
+        """The payload and checkpoint caps this handle enforces on writes."""
 
     @classmethod
     async def open(
@@ -177,6 +188,8 @@ class PostgresStore:
         max_size: int = 10,
         pool_timeout: float = 30.0,
         migrate: bool = True,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
     ) -> PostgresStore:
         """Connect, bring the schema up to date and open the pool.
 
@@ -187,15 +200,20 @@ class PostgresStore:
             pool_timeout: seconds to wait for a connection (on open and per operation).
             migrate: apply pending migrations; with False a database that needs
                 them is refused (for deployments that migrate separately).
+            max_payload_bytes: largest record payload a write may carry (16 MiB).
+            max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
 
         Raises:
-            ValidationError: a malformed ``dsn`` or pool size, or a database schema
-                this code cannot use (``schema_version``).
+            ValidationError: a malformed ``dsn``, pool size or cap, or a database
+                schema this code cannot use (``schema_version``).
             TransientError: the server cannot be reached or refuses the connection.
         """
         if not isinstance(dsn, str):
             raise ValidationError(field="dsn", expected="a connection string", got=type(dsn))
         min_size, max_size = _check_pool_sizes(min_size, max_size)
+        limits = SizeLimits(
+            max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
+        )
         try:
             params = conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as e:
@@ -223,7 +241,7 @@ class PostgresStore:
             if isinstance(e, psycopg.Error | PoolTimeout):
                 raise transient(e, "open") from e
             raise
-        return cls(pool)
+        return cls(pool, limits=limits)
 
     async def close(self) -> None:
         """Close every pooled connection. Idempotent; later calls fail with TransientError."""
@@ -343,7 +361,7 @@ class PostgresStore:
             ("session", getattr(run, "session_id", None)), ("run", getattr(run, "run_id", None))
         )
         return await self._write(
-            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd), keys
+            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits), keys
         )
 
     async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
@@ -354,13 +372,17 @@ class PostgresStore:
             ("run", getattr(run, "run_id", None)),
         )
         return await self._write(
-            "start_child_run", lambda r: lifecycle.plan_child_start(r, cmd), keys
+            "start_child_run",
+            lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
         keys = _ids(("run", getattr(getattr(cmd, "run", None), "run_id", None)))
         return await self._write(
-            "start_one_shot_run", lambda r: lifecycle.plan_one_shot_start(r, cmd), keys
+            "start_one_shot_run",
+            lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
@@ -369,13 +391,15 @@ class PostgresStore:
             ("run", getattr(run, "parent_run_id", None)), ("run", getattr(run, "run_id", None))
         )
         return await self._write(
-            "start_one_shot_child_run", lambda r: lifecycle.plan_one_shot_child_start(r, cmd), keys
+            "start_one_shot_child_run",
+            lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
         return await self._write(
             "append_run_record",
-            lambda r: lifecycle.plan_append(r, record),
+            lambda r: lifecycle.plan_append(r, record, limits=self.limits),
             (),
             _appended([record]),
         )
@@ -383,7 +407,7 @@ class PostgresStore:
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
         return await self._write(
             "append_run_records",
-            lambda r: lifecycle.plan_append_batch(r, records),
+            lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
             (),
             _appended(records),
         )
@@ -391,31 +415,41 @@ class PostgresStore:
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "record_run_cancellation", lambda r: lifecycle.plan_cancellation(r, cmd), keys
+            "record_run_cancellation",
+            lambda r: lifecycle.plan_cancellation(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "record_run_suspension", lambda r: lifecycle.plan_suspension(r, cmd), keys
+            "record_run_suspension",
+            lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "record_run_terminal", lambda r: lifecycle.plan_terminal(r, cmd), keys
+            "record_run_terminal",
+            lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "repair_run_suspension", lambda r: lifecycle.plan_repair_suspension(r, cmd), keys
+            "repair_run_suspension",
+            lambda r: lifecycle.plan_repair_suspension(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "repair_run_terminal", lambda r: lifecycle.plan_repair_terminal(r, cmd), keys
+            "repair_run_terminal",
+            lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def load_run(self, run_id: str, /) -> RunMeta:
