@@ -58,6 +58,7 @@ from agentledger.storage.types import (
     StartResult,
 )
 from agentledger.storage.validation import (
+    COMPARED_FIELDS,
     DEFAULT_LIMITS,
     SizeLimits,
     check_labels,
@@ -171,10 +172,48 @@ def _stored(reader: StateReader, run: RunRow, key: str, what: str) -> Record:
     """A lifecycle record the run row points at; its absence is corruption."""
     record = reader.record(run.run_id, key)
     if record is None:
+        _raise_if_damaged(reader, run, key, what)
         raise CorruptRecordError(
             run_id=run.run_id, record_id="", reason=f"{what} record {key!r} is missing"
         )
     return record
+
+
+def _raise_if_damaged(
+    reader: StateReader, run: RunRow, key: str, what: str, given: Record | None = None
+) -> None:
+    """[J1] a record looked up by ``key`` is absent: if the run's log holds a damaged
+    record, report it (the one most like ``given``, else of type ``what``) instead of
+    refusing as if nothing were stored. Runs only on refusal paths.
+
+    Raises:
+        CorruptRecordError: naming the run, the damaged record and the fields in
+            which it differs from what was looked for.
+    """
+    damaged = reader.damaged_records(run.run_id)
+    if not damaged:
+        return
+    sought: dict[str, object] = {"type": what, "event_key": key}
+    if given is not None:
+        sought = {name: getattr(given, name) for name in COMPARED_FIELDS}
+
+    def differences(record: Record) -> list[str]:
+        return [name for name, value in sought.items() if getattr(record, name) != value]
+
+    found = min(damaged, key=lambda record: len(differences(record)))
+    fields = [
+        name if name == "payload" else f"{name} {getattr(found, name)!r}, not {sought[name]!r}"
+        for name in differences(found)
+    ]
+    differ = f"; it differs from it in {'; '.join(fields)}" if fields else ""
+    raise CorruptRecordError(
+        run_id=run.run_id,
+        record_id=found.id,
+        reason=(
+            "checksum mismatch: the stored record is not the bytes that were written; "
+            f"the {what} {key!r} is not on the log{differ}"
+        ),
+    )
 
 
 # -------------------------------------------------------------------------- sizes
@@ -745,6 +784,14 @@ def _require_running(run: RunRow) -> None:
         raise RunNotActiveError(run_id=run.run_id, expected="running", got=run.status.value)
 
 
+def _require_running_for(reader: StateReader, run: RunRow, record: Record) -> None:
+    """A new record needs a running run; on any other, a retry whose stored record was
+    damaged (its key no longer found) is corruption, not a refusal [J1]."""
+    if run.status is not RunStatus.RUNNING:
+        _raise_if_damaged(reader, run, record.event_key, "record", record)
+    _require_running(run)
+
+
 def _owned_run(reader: StateReader, run_id: str, record: Record) -> RunRow:
     """The run a lifecycle record belongs to, checking the record names it [L8]."""
     require_id("run_id", run_id)
@@ -779,7 +826,7 @@ def plan_append(
     if stored is not None:
         _same_or_conflict(RecordConflictError, run.run_id, "record", stored, record)
         return Plan(AppendResult(id=stored.id, inserted=False, session_status=status))
-    _require_running(run)
+    _require_running_for(reader, run, record)
     row, new = _append_to(run, record)
     return Plan(
         AppendResult(id=new.id, inserted=True, session_status=status), runs=[row], records=[new]
@@ -837,7 +884,7 @@ def plan_append_batch(
             _same_or_conflict(RecordConflictError, run.run_id, "record", stored, record)
             results.append(AppendResult(id=stored.id, inserted=False, session_status=status))
             continue
-        _require_running(run)
+        _require_running_for(reader, run, record)
         run, new = _append_to(run, record)
         fresh[record.event_key] = new
         written.append(new)

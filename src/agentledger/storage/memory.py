@@ -85,6 +85,9 @@ class _State(StateReader):
             if self.runs[run_id].status is RunStatus.RUNNING
         ]
 
+    def damaged_records(self, run_id: str) -> list[Record]:
+        return []  # nothing outside this process can reach the dictionaries
+
     def apply(self, plan: Plan[R]) -> None:
         if plan.session is not None:
             self.sessions[plan.session.id] = plan.session

@@ -20,6 +20,7 @@ from agentledger.storage import payloads
 from agentledger.storage.types import Record, RunStart
 
 __all__ = [
+    "COMPARED_FIELDS",
     "DEFAULT_LIMITS",
     "DEFAULT_MAX_CHECKPOINT_BYTES",
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -323,7 +324,7 @@ def decode_stored_payload(record: Record, cls: type[_P]) -> _P:
         ) from e
 
 
-_COMPARED = (
+COMPARED_FIELDS = (
     "run_id",
     "agent_id",
     "session_id",
@@ -333,11 +334,12 @@ _COMPARED = (
     "timestamp",
     "payload",
 )
+"""The fields an exact retry must repeat [X1] (the id is assigned by the store)."""
 
 
 def record_difference(stored: Record, given: Record) -> str:
     """The first field in which two records differ (ignoring the id), or ""."""
-    for name in _COMPARED:
+    for name in COMPARED_FIELDS:
         if getattr(stored, name) != getattr(given, name):
             return name
     return ""

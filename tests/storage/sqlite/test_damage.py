@@ -12,6 +12,7 @@ from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.schema import _backfill_checksums
 from tests.storage.damage import (
     LAST,
+    assert_damaged_keys_are_corruption_on_retries,
     assert_every_read_refuses,
     assert_lifecycle_damage_refused_on_listings,
     assert_meaning_damage_is_corruption,
@@ -56,6 +57,18 @@ async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
     log = await write_log(world)
     _raw(store, "DELETE FROM records WHERE run_id = ? AND seq = ?", log.run_id, seq)
     await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
+
+
+async def test_a_retry_over_a_damaged_event_key_is_corruption(
+    store: SQLiteStore, world: World
+) -> None:
+    log = await write_log(world)
+
+    async def damage_key(seq: int) -> None:
+        edit = "event_key = event_key || '-edited'"
+        _raw(store, f"UPDATE records SET {edit} WHERE run_id = ? AND seq = ?", log.run_id, seq)
+
+    await assert_damaged_keys_are_corruption_on_retries(store, log, damage_key)
 
 
 async def test_retries_and_repairs_call_damaged_meaning_corruption_and_listings_too(

@@ -46,13 +46,14 @@ from agentledger.storage.postgres._rows import (
     record_from_row,
     run_from_row,
     session_from_row,
+    unverified_record,
 )
 from agentledger.storage.state import RunRow, SessionRow, StateReader
 from agentledger.storage.types import Record
 
 __all__ = ["CachedReader", "Key", "Loader", "Missing"]
 
-Kind = Literal["session", "session_purged", "run", "purged_run", "record", "running"]
+Kind = Literal["session", "session_purged", "run", "purged_run", "record", "running", "damaged"]
 Key = tuple[Kind, str, str]
 """``(kind, id, event_key)``; the event key is "" for every kind but ``record``."""
 
@@ -74,6 +75,7 @@ _SELECT_RECORD = (
 _SELECT_RECORDS = (
     f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = ANY(%s)"
 )
+_SELECT_RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s ORDER BY seq"
 _SELECT_SESSION_PURGED = "SELECT 1 FROM agentledger_purged_sessions WHERE id = %s"
 _SELECT_PURGED_RUN = "SELECT session_id FROM agentledger_purged_runs WHERE run_id = %s"
 _SELECT_RUNNING = (
@@ -118,6 +120,7 @@ class CachedReader(StateReader):
         self.purged_runs: dict[str, str | None] = {}
         self.records: dict[tuple[str, str], Record | None] = {}
         self.running: dict[str, list[str]] = {}
+        self.damaged: dict[str, list[Record]] = {}
         self.session_seq: dict[str, int] = {}  # newest position in each loaded session's log
 
     def session(self, session_id: str) -> SessionRow | None:
@@ -155,6 +158,12 @@ class CachedReader(StateReader):
             return list(self.running[session_id])
         except KeyError:
             raise Missing(("running", session_id, "")) from None
+
+    def damaged_records(self, run_id: str) -> list[Record]:
+        try:
+            return list(self.damaged[run_id])
+        except KeyError:
+            raise Missing(("damaged", run_id, "")) from None
 
 
 class Loader:
@@ -196,6 +205,7 @@ class Loader:
             "run": c.runs,
             "purged_run": c.purged_runs,
             "running": c.running,
+            "damaged": c.damaged,
         }
         return ident in tables[kind]
 
@@ -212,6 +222,8 @@ class Loader:
             await self.run(ident)
         elif kind == "purged_run":
             await self.purged_run(ident)
+        elif kind == "damaged":
+            await self.damaged(ident)
         else:
             await self.running(ident)
 
@@ -356,6 +368,15 @@ class Loader:
         await self.run(run_id)
         row = await self._one(_SELECT_RECORD, (run_id, event_key))
         self.cache.records[(run_id, event_key)] = None if row is None else record_from_row(row)
+
+    async def damaged(self, run_id: str) -> None:
+        """The run's records that fail their checksum (read after the run is locked)."""
+        await self.run(run_id)
+        cur = await self.conn.execute(_SELECT_RUN_LOG, (run_id,))
+        rows = await cur.fetchall()
+        self.cache.damaged[run_id] = [
+            d for row in rows if (d := unverified_record(row)) is not None
+        ]
 
     async def running(self, session_id: str) -> None:
         """The session's running runs (read after the session is locked)."""

@@ -29,6 +29,7 @@ from agentledger.storage.sqlite.rows import (
     decode_run_page,
     decode_session,
     to_ms,
+    unverified_record,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
@@ -69,6 +70,7 @@ _RUN_PAGE = (
 )
 """No ORDER BY: the rows come in index order, which :meth:`SQLiteReader.run_page`
 checks (and restores if ever needed) instead of paying for a sort."""
+_RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
 _RECORD_POS = "SELECT pos FROM records WHERE run_id = ? AND seq = ?"
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
@@ -191,6 +193,15 @@ class SQLiteReader(StateReader):
 
     def running_run_ids(self, session_id: str) -> list[str]:
         return [str(run_id) for (run_id,) in self._conn.execute(_RUNNING, (session_id,))]
+
+    def damaged_records(self, run_id: str) -> list[Record]:
+        if self._fresh_keys:  # a guess: any refusal is decided again on what is stored
+            return []
+        return [
+            damaged
+            for row in self._conn.execute(_RUN_LOG, (run_id,))
+            if (damaged := unverified_record(row)) is not None
+        ]
 
     # Listings ----------------------------------------------------------------
 
