@@ -76,6 +76,7 @@ from agentledger.storage.validation import (
 __all__ = [
     "check_batch",
     "check_listed",
+    "check_log_end",
     "check_sizes",
     "completed_runs",
     "load_run",
@@ -320,13 +321,40 @@ def check_listed(
         return
     last = records[-1]
     status = statuses.get(last.run_id)
-    if status in _TERMINAL_STATUSES and last.type != payloads.RUN_COMPLETED:
+    if status is not None:
+        check_log_end(last.run_id, status, last)
+
+
+_ENDING_TYPES = {
+    **dict.fromkeys(_TERMINAL_STATUSES, payloads.RUN_COMPLETED),
+    RunStatus.SUSPENDED: payloads.RUN_SUSPENDED,
+}
+
+
+def check_log_end(run_id: str, status: RunStatus, last: Record | None) -> None:
+    """[J1] the newest record of a run that has ended is the record that ended it.
+
+    A deleted ``run_completed`` (or ``run_suspended``) leaves a log that merely
+    looks shorter; this is what makes it loud. ``last`` is None when the run
+    has no record at all.
+
+    Raises:
+        CorruptRecordError: naming the run, its newest record and what is wrong.
+    """
+    ending = _ENDING_TYPES.get(status)
+    if ending is None:
+        return
+    if last is None:
         raise CorruptRecordError(
-            run_id=last.run_id,
+            run_id=run_id, record_id="1", reason=f"the run is {status.value} but has no records"
+        )
+    if last.type != ending:
+        raise CorruptRecordError(
+            run_id=run_id,
             record_id=last.id,
             reason=(
                 f"the run is {status.value} but its log ends with this {last.type!r} "
-                "record, not its run_completed"
+                f"record, not its {ending}"
             ),
         )
 

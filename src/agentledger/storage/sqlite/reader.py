@@ -71,6 +71,14 @@ _RUN_PAGE = (
 """No ORDER BY: the rows come in index order, which :meth:`SQLiteReader.run_page`
 checks (and restores if ever needed) instead of paying for a sort."""
 _RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
+# The newest record of each ended run of a session: its log must end with what ended it.
+_SESSION_ENDS = (
+    "SELECT runs.run_id, runs.status, "
+    + ", ".join(f"records.{c.strip()}" for c in RECORD_COLUMNS.split(","))
+    + " FROM runs LEFT JOIN records ON records.run_id = runs.run_id AND records.seq = ("
+    "SELECT max(seq) FROM records AS newest WHERE newest.run_id = runs.run_id) "
+    "WHERE runs.session_id = ? AND runs.status != 'running'"
+)
 _RECORD_POS = "SELECT pos FROM records WHERE run_id = ? AND seq = ?"
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
@@ -256,8 +264,26 @@ class SQLiteReader(StateReader):
             statuses[run_id] = None if run is None else run.status
         lifecycle.check_listed(records, statuses)
         end = rows[-1][0] if rows else start
-        next_cursor = encode_cursor("session", session_id, end) if end < newest else ""
-        return Page(records=records, next_cursor=next_cursor)
+        if end < newest:
+            return Page(records=records, next_cursor=encode_cursor("session", session_id, end))
+        self._check_session_ends(session_id)
+        return Page(records=records, next_cursor="")
+
+    def _check_session_ends(self, session_id: str) -> None:
+        """At the end of a session listing: every ended run's log ends with what ended it.
+
+        Session positions have gaps by design, so a deleted last record of a run
+        leaves no gap to see; one indexed lookup per ended run, on the last page only.
+        """
+        for run_id, status, *last in self._conn.execute(_SESSION_ENDS, (session_id,)):
+            try:
+                run_status = RunStatus(status)
+            except ValueError as e:
+                raise CorruptRecordError(
+                    run_id=str(run_id), record_id="", reason=f"run row: {e}"
+                ) from e
+            newest = None if last[0] is None else decode_record(last)
+            lifecycle.check_log_end(str(run_id), run_status, newest)
 
     def _check_session_order(self, rows: list[Any]) -> None:
         """Each run's records on a session page follow its sequence without a gap.
