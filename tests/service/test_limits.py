@@ -86,3 +86,12 @@ async def test_a_client_that_knows_the_caps_refuses_before_sending() -> None:
         checkpoint = Checkpoint(id="cp", data=b"\x00" * 65)
         with pytest.raises(ValidationError, match="at most 64 bytes"):
             await client.record_run_suspension(run.suspension(checkpoint, at=AT))
+
+
+def test_serve_defaults_are_the_stores_defaults() -> None:
+    """``agentledger serve`` repeats the defaults (its --help imports no store)."""
+    from agentledger.cli.service import serve
+
+    defaults = {p.name: p.default for p in serve.params}
+    assert defaults["max_payload_bytes"] == SizeLimits().max_payload_bytes
+    assert defaults["max_checkpoint_bytes"] == SizeLimits().max_checkpoint_bytes

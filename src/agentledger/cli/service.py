@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import click
 
-from agentledger.storage.validation import DEFAULT_MAX_CHECKPOINT_BYTES, DEFAULT_MAX_PAYLOAD_BYTES
-
 __all__ = ["serve", "token"]
+
+# agentledger.storage.validation's defaults, repeated so that --help imports no store
+# (tests/service/test_limits.py pins them equal).
+_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+_MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
 
 
 @click.command(short_help="serve a store over HTTP to workers and hosts")
@@ -25,12 +28,12 @@ __all__ = ["serve", "token"]
     "--tokens", required=True, metavar="FILE", help="the token file (hashes, roles, labels)"
 )
 @click.option(
-    "--max-payload-bytes", type=int, default=DEFAULT_MAX_PAYLOAD_BYTES, show_default=True,
+    "--max-payload-bytes", type=int, default=_MAX_PAYLOAD_BYTES, show_default=True,
     metavar="N",
     help="refuse a write whose record payload is larger (ValidationError)",
 )  # fmt: skip
 @click.option(
-    "--max-checkpoint-bytes", type=int, default=DEFAULT_MAX_CHECKPOINT_BYTES,
+    "--max-checkpoint-bytes", type=int, default=_MAX_CHECKPOINT_BYTES,
     show_default=True, metavar="N",
     help="refuse a suspension whose checkpoint is larger (ValidationError)",
 )  # fmt: skip
