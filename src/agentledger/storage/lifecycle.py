@@ -322,7 +322,7 @@ def check_listed(
     last = records[-1]
     status = statuses.get(last.run_id)
     if status is not None:
-        check_log_end(last.run_id, status, last)
+        check_log_end(last.run_id, status, last.id, last.type)
 
 
 _ENDING_TYPES = {
@@ -331,12 +331,12 @@ _ENDING_TYPES = {
 }
 
 
-def check_log_end(run_id: str, status: RunStatus, last: Record | None) -> None:
+def check_log_end(run_id: str, status: RunStatus, last_id: str, last_type: str | None) -> None:
     """[J1] the newest record of a run that has ended is the record that ended it.
 
     A deleted ``run_completed`` (or ``run_suspended``) leaves a log that merely
-    looks shorter; this is what makes it loud. ``last`` is None when the run
-    has no record at all.
+    looks shorter; this is what makes it loud. ``last_id`` and ``last_type``
+    are the newest record's; ``last_type`` is None when the run has no record.
 
     Raises:
         CorruptRecordError: naming the run, its newest record and what is wrong.
@@ -344,16 +344,16 @@ def check_log_end(run_id: str, status: RunStatus, last: Record | None) -> None:
     ending = _ENDING_TYPES.get(status)
     if ending is None:
         return
-    if last is None:
+    if last_type is None:
         raise CorruptRecordError(
             run_id=run_id, record_id="1", reason=f"the run is {status.value} but has no records"
         )
-    if last.type != ending:
+    if last_type != ending:
         raise CorruptRecordError(
             run_id=run_id,
-            record_id=last.id,
+            record_id=last_id,
             reason=(
-                f"the run is {status.value} but its log ends with this {last.type!r} "
+                f"the run is {status.value} but its log ends with this {last_type!r} "
                 f"record, not its {ending}"
             ),
         )

@@ -73,12 +73,12 @@ checks (and restores if ever needed) instead of paying for a sort."""
 _RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
 # The newest record of each ended run of a session: its log must end with what ended it.
 _SESSION_ENDS = (
-    "SELECT runs.run_id, runs.status, "
-    + ", ".join(f"records.{c.strip()}" for c in RECORD_COLUMNS.split(","))
-    + " FROM runs LEFT JOIN records ON records.run_id = runs.run_id AND records.seq = ("
+    "SELECT runs.run_id, runs.status, records.seq, records.type FROM runs "
+    "LEFT JOIN records ON records.run_id = runs.run_id AND records.seq = ("
     "SELECT max(seq) FROM records AS newest WHERE newest.run_id = runs.run_id) "
     "WHERE runs.session_id = ? AND runs.status != 'running'"
 )
+"""The newest record of each ended run of a session, by id and type (pages verify its bytes)."""
 _RECORD_POS = "SELECT pos FROM records WHERE run_id = ? AND seq = ?"
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
@@ -275,15 +275,15 @@ class SQLiteReader(StateReader):
         Session positions have gaps by design, so a deleted last record of a run
         leaves no gap to see; one indexed lookup per ended run, on the last page only.
         """
-        for run_id, status, *last in self._conn.execute(_SESSION_ENDS, (session_id,)):
+        for run_id, status, seq, type_ in self._conn.execute(_SESSION_ENDS, (session_id,)):
             try:
                 run_status = RunStatus(status)
             except ValueError as e:
                 raise CorruptRecordError(
                     run_id=str(run_id), record_id="", reason=f"run row: {e}"
                 ) from e
-            newest = None if last[0] is None else decode_record(last)
-            lifecycle.check_log_end(str(run_id), run_status, newest)
+            last_type = None if type_ is None else str(type_)
+            lifecycle.check_log_end(str(run_id), run_status, str(seq), last_type)
 
     def _check_session_order(self, rows: list[Any]) -> None:
         """Each run's records on a session page follow its sequence without a gap.
