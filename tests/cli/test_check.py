@@ -69,6 +69,14 @@ def test_a_sound_database_has_no_findings(demo: Demo) -> None:
             "UPDATE records SET turn_id = 'scribbled' WHERE run_id = :run AND seq = 2",
             "corrupt record '2'",
         ),
+        (
+            "UPDATE records SET event_key = event_key || '-edited' WHERE run_id = :run AND seq = 2",
+            "checksum mismatch",
+        ),
+        (
+            "DELETE FROM records WHERE run_id = :run AND type = 'run_completed'",
+            "not its run_completed",
+        ),
     ],
     ids=[
         "lifecycle",
@@ -80,6 +88,8 @@ def test_a_sound_database_has_no_findings(demo: Demo) -> None:
         "checkpoint",
         "bytes",
         "turn-id",
+        "event-key",
+        "missing-last-record",
     ],
 )
 def test_damage_is_found_and_exits_1(demo: Demo, tmp_path: Path, damage: str, finding: str) -> None:

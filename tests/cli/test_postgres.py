@@ -81,6 +81,49 @@ def test_sessions_runs_records_transcript(ledger: tuple[str, str]) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("damage", "finding"),
+    [
+        ("UPDATE agentledger_records SET event_key = event_key || '-edited'", "checksum mismatch"),
+        (
+            "UPDATE agentledger_records SET payload = '\\x7B2278223AFFFE7D'::bytea",
+            "checksum mismatch",
+        ),
+        ("DELETE FROM agentledger_records", "sequence gap"),
+    ],
+    ids=["event-key", "payload-bytes", "missing-last-record"],
+)
+def test_check_on_postgres_reports_what_the_read_paths_report(
+    ledger: tuple[str, str], damage: str, finding: str
+) -> None:
+    """[J1] the damage the read paths refuse is a finding of `check`, naming the record."""
+    dsn, run_id = ledger
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        where = " WHERE run_id = %s AND seq = (SELECT max(seq) FROM agentledger_records"
+        where += " WHERE run_id = %s)"
+        cur = conn.execute(f"SELECT * FROM agentledger_records {where}", (run_id, run_id))
+        columns = [c.name for c in cur.description or ()]
+        saved = cur.fetchone()
+        assert saved is not None
+        conn.execute(damage + where, (run_id, run_id))
+    try:
+        done = run_cli("--db", dsn, "check")
+        assert done.code == 1
+        assert finding in done.out
+        seq = saved[columns.index("seq")]
+        assert f"'{seq}'" in done.out
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "DELETE FROM agentledger_records WHERE run_id = %s AND seq = %s",
+                (run_id, saved[columns.index("seq")]),
+            )
+            names = ", ".join(columns)
+            marks = ", ".join(["%s"] * len(columns))
+            conn.execute(f"INSERT INTO agentledger_records ({names}) VALUES ({marks})", saved)
+    assert run_cli("--db", dsn, "check").code == 0
+
+
 def test_check_on_postgres(ledger: tuple[str, str], postgres_dsn: str) -> None:
     """No findings on a sound database; damage in a copy is found by both layers."""
     dsn, run_id = ledger

@@ -50,8 +50,10 @@ class ServiceProcess:
         *,
         listen: str = "127.0.0.1:0",
         env: dict[str, str] | None = None,
+        options: tuple[str, ...] = (),
     ) -> None:
         self.db = db
+        self.options = options
         self.tokens = tokens
         self.listen = listen
         self.env = env
@@ -62,7 +64,7 @@ class ServiceProcess:
     def start(self, timeout: float = 60.0) -> ServiceProcess:
         """Start the server and wait for its ``listening on URL`` line."""
         cmd = [sys.executable, "-m", "agentledger", "serve", "--db", self.db,
-               "--listen", self.listen, "--tokens", str(self.tokens)]  # fmt: skip
+               "--listen", self.listen, "--tokens", str(self.tokens), *self.options]  # fmt: skip
         self.process = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,

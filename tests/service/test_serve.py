@@ -43,7 +43,8 @@ def _agentledger(*args: str) -> subprocess.CompletedProcess[str]:
 def test_help_lists_the_options(command: tuple[str, ...]) -> None:
     done = _agentledger(*command, "--help")
     assert done.returncode == 0, done.stderr
-    options = ("--tokens", "--db", "--listen") if command == ("serve",) else ("--role", "--label")
+    serve = ("--tokens", "--db", "--listen", "--max-payload-bytes", "--max-checkpoint-bytes")
+    options = serve if command == ("serve",) else ("--role", "--label")
     for option in options:
         assert option in done.stdout
 

@@ -164,3 +164,27 @@ async def assert_lifecycle_damage_refused_on_listings(
             assert (caught.value.run_id, caught.value.record_id) == (log.run_id, record.id), name
         await damage(record.event_key, record.payload)
         assert (await store.list_run_records(log.run_id)).records == listed
+
+
+async def assert_damaged_keys_are_corruption_on_retries(
+    store: AdminStore, log: Log, damage_key: Callable[[int], Awaitable[None]]
+) -> None:
+    """[J1] an exact retry of a record whose stored event key was damaged (so the key
+    finds nothing) is corruption naming the run, the record and the field, not
+    ``RunNotActiveError`` or a bare "missing": the operator restores, never retries.
+
+    ``damage_key(seq)`` appends ``-edited`` to the stored event key of record ``seq``
+    by raw SQL, leaving its checksum as written.
+    """
+    note = log.notes[1]  # record 3
+    await damage_key(3)
+    for retry in (store.append_run_record(note), store.append_run_records([note])):
+        with pytest.raises(CorruptRecordError, match="event_key") as caught:
+            await retry
+        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, "3")
+        assert f"{note.event_key}-edited" in caught.value.reason
+    await damage_key(LAST)
+    for read in (store.record_run_terminal, store.repair_run_terminal):
+        with pytest.raises(CorruptRecordError, match="event_key") as caught:
+            await read(log.end)
+        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(LAST))

@@ -10,6 +10,11 @@ import click
 
 __all__ = ["serve", "token"]
 
+# agentledger.storage.validation's defaults, repeated so that --help imports no store
+# (tests/service/test_limits.py pins them equal).
+_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+_MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
+
 
 @click.command(short_help="serve a store over HTTP to workers and hosts")
 @click.option(
@@ -30,14 +35,40 @@ __all__ = ["serve", "token"]
     "--vault", metavar="FILE", default=None,
     help="encryption at rest: the data-key vault file (or $AGENTLEDGER_VAULT)",
 )  # fmt: skip
-def serve(db: str, listen: str, tokens: str, keyring: str | None, vault: str | None) -> int:
+@click.option(
+    "--max-payload-bytes", type=int, default=_MAX_PAYLOAD_BYTES, show_default=True,
+    metavar="N",
+    help="refuse a write whose record payload is larger (ValidationError)",
+)  # fmt: skip
+@click.option(
+    "--max-checkpoint-bytes", type=int, default=_MAX_CHECKPOINT_BYTES,
+    show_default=True, metavar="N",
+    help="refuse a suspension whose checkpoint is larger (ValidationError)",
+)  # fmt: skip
+def serve(
+    db: str,
+    listen: str,
+    tokens: str,
+    keyring: str | None,
+    vault: str | None,
+    max_payload_bytes: int,
+    max_checkpoint_bytes: int,
+) -> int:
     """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
     refused. A second serve on the same SQLite file is refused. With a keyring and a
     vault, payloads and checkpoints are sealed at rest (docs/retention.md)."""
     from agentledger.service.server import run_serve
 
-    return run_serve(db, listen, tokens, keyring, vault)
+    return run_serve(
+        db,
+        listen,
+        tokens,
+        keyring,
+        vault,
+        max_payload_bytes=max_payload_bytes,
+        max_checkpoint_bytes=max_checkpoint_bytes,
+    )
 
 
 @click.group(short_help="manage the store service's bearer tokens")

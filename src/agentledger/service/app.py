@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import msgspec
 from litestar import Litestar, Request, Response, get, post
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
 
@@ -27,6 +28,7 @@ from agentledger.errors import (
     AccessDeniedError,
     AgentledgerError,
     TransientError,
+    ValidationError,
 )
 from agentledger.observability.propagation import TraceMiddleware
 from agentledger.service.auth import Principal, TokenTable
@@ -38,6 +40,7 @@ from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope
 from agentledger.service.wire import METHODS, STORE_READERS, Method, Role, Subject
+from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = ["ServiceState", "create_app"]
 
@@ -97,8 +100,32 @@ async def _answer(
     return response
 
 
+def body_cap(limits: SizeLimits) -> int:
+    """The largest request body the service reads: a suspension at the store's caps.
+
+    Bytes travel as base64 (4 bytes per 3), plus 1 MiB for everything else; a batch
+    whose records together pass it is refused whole, as a ValidationError.
+    """
+    largest = limits.max_checkpoint_bytes + limits.max_payload_bytes
+    return 4 * -(-largest // 3) + 1024 * 1024
+
+
+async def _body(request: _ANY, operation: str) -> bytes:
+    """The request body, or a ValidationError when it passes the service's body cap."""
+    try:
+        return await request.body()
+    except RequestEntityTooLarge:
+        cap = request.route_handler.resolve_request_max_body_size()
+        raise ValidationError(
+            field="body",
+            expected=f"a {operation} request of at most {cap} bytes (this service's limit)",
+            got="a larger body",
+        ) from None
+
+
 def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHandler:
-    async def work(principal: Principal, body: bytes) -> Response[Any]:
+    async def work(principal: Principal, request: _ANY) -> Response[Any]:
+        body = await _body(request, method.name)
         try:
             call = method.decoder.decode(body)
         except msgspec.DecodeError as e:
@@ -112,8 +139,8 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
         return Response(_ENCODER.encode(result), media_type=_JSON)
 
     async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
-        body = await request.body()
-        return await _answer(state, method.name, request, method.roles, lambda p: work(p, body))
+        # The body is read once the caller is authenticated and authorized.
+        return await _answer(state, method.name, request, method.roles, lambda p: work(p, request))
 
     return post(method.route, name=method.name, include_in_schema=False, status_code=200)(handle)
 
@@ -192,6 +219,7 @@ def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = N
     handlers += inspector_handlers(state)  # the web inspector at /ui [DESIGN 11]
     app = Litestar(
         route_handlers=handlers,
+        request_max_body_size=body_cap(getattr(store, "limits", DEFAULT_LIMITS)),
         openapi_config=None,
         logging_config=None,
         # A SERVER span continuing the caller's trace [DESIGN 14] (a plain ASGI middleware).

@@ -50,6 +50,7 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
+from agentledger.storage.validation import SizeLimits
 
 __all__ = ["FollowedRecord", "StoreClient"]
 
@@ -87,6 +88,9 @@ class StoreClient:
         token: the bearer token; defaults to ``$AGENTLEDGER_TOKEN``.
         timeout: seconds a call may take before it is a ``TransientError``.
         max_connections: connections kept in the pool (keep-alive).
+        limits: the service's payload and checkpoint caps, if known: a write
+            over them is refused here, before sending, as the service would
+            refuse it (without them, the service refuses).
     """
 
     def __init__(
@@ -96,12 +100,14 @@ class StoreClient:
         token: str | None = None,
         timeout: float = 60.0,
         max_connections: int = 64,
+        limits: SizeLimits | None = None,
     ) -> None:
         token = os.environ.get(_TOKEN_ENV, "") if token is None else token
         headers = {"content-type": "application/json"}
         if token:
             headers["authorization"] = f"Bearer {token}"
         self.url = url.rstrip("/")
+        self.limits = limits
         self._http = httpx.AsyncClient(
             base_url=self.url,
             headers=headers,
@@ -128,6 +134,8 @@ class StoreClient:
         await self.close()
 
     async def _call(self, method: wire.Method[Req, Resp], request: Req) -> Resp:
+        if self.limits is not None and method.writes:
+            lifecycle.check_sizes(request, self.limits)
         check_carriable(request, method.request, method.prefix)
         try:
             body = _ENCODER.encode(request)
@@ -162,7 +170,7 @@ class StoreClient:
         return await self._call(wire.APPEND_RUN_RECORD, record)
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        batch = lifecycle.check_batch(records)  # refused as the store refuses it
+        batch = lifecycle.check_batch(records, self.limits)  # refused as the store refuses it
         return await self._call(wire.APPEND_RUN_RECORDS, wire.RecordBatch(records=batch))
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:

@@ -20,12 +20,19 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import uvicorn
 
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.service.app import ServiceState, create_app
 from agentledger.service.auth import TokenTable
 from agentledger.storage.encryption.config import configured_encryption
+from agentledger.storage.validation import (
+    DEFAULT_LIMITS,
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    SizeLimits,
+)
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -46,8 +53,12 @@ def sqlite_path(db: str) -> str:
     return db.removeprefix("sqlite:///") if db != "sqlite:///" else db
 
 
-async def open_backend(db: str, encryption: Encryption | None = None) -> Any:
+async def open_backend(
+    db: str, encryption: Encryption | None = None, limits: SizeLimits = DEFAULT_LIMITS
+) -> Any:
     """Open the backend named by ``db``: a PostgreSQL DSN, or a SQLite file.
+
+    ``limits``: the payload and checkpoint caps the backend enforces on writes.
 
     Raises:
         ValidationError: an empty ``db`` (or what the backend refuses).
@@ -58,10 +69,12 @@ async def open_backend(db: str, encryption: Encryption | None = None) -> Any:
     if is_postgres(db):
         from agentledger.storage.postgres import PostgresStore
 
-        return await PostgresStore.open(db, encryption=encryption)
+        return await PostgresStore.open(db, encryption=encryption, **msgspec.structs.asdict(limits))
     from agentledger.storage.sqlite import SQLiteStore
 
-    return await SQLiteStore.open(sqlite_path(db), encryption=encryption)
+    return await SQLiteStore.open(
+        sqlite_path(db), encryption=encryption, **msgspec.structs.asdict(limits)
+    )
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -128,8 +141,11 @@ async def serve(
     grace: int = 30,
     on_ready: Callable[[str], None] | None = None,
     encryption: Encryption | None = None,
+    limits: SizeLimits = DEFAULT_LIMITS,
 ) -> None:
     """Serve ``db`` on ``listen`` until SIGINT or SIGTERM; ``on_ready(url)`` once listening.
+
+    ``limits``: the payload and checkpoint caps the service enforces on writes.
 
     Raises:
         ValidationError: a bad ``listen``, token file or ``db``, or a SQLite
@@ -139,7 +155,7 @@ async def serve(
     host, port = parse_listen(listen)
     table = TokenTable.load(tokens)
     with _sole_server(db):
-        store = await open_backend(db, encryption)
+        store = await open_backend(db, encryption, limits)
         try:
             state = ServiceState(store, table)
             config = uvicorn.Config(
@@ -188,7 +204,14 @@ def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
 
 
 def run_serve(
-    db: str, listen: str, tokens: str, keyring: str | None = None, vault: str | None = None
+    db: str,
+    listen: str,
+    tokens: str,
+    keyring: str | None = None,
+    vault: str | None = None,
+    *,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
 ) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status."""
 
@@ -200,7 +223,12 @@ def run_serve(
 
     try:
         encryption = configured_encryption(keyring, vault)
-        _event_loop_runner()(serve(db, listen, tokens, on_ready=ready, encryption=encryption))
+        limits = SizeLimits(
+            max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
+        )
+        _event_loop_runner()(
+            serve(db, listen, tokens, on_ready=ready, encryption=encryption, limits=limits)
+        )
     except AgentledgerError as e:
         print(f"agentledger serve: error: {e}", file=sys.stderr)
         return 1

@@ -61,7 +61,9 @@ from agentledger.storage.types import (
     StartResult,
 )
 from agentledger.storage.validation import (
-    MAX_CHECKPOINT_BYTES,
+    COMPARED_FIELDS,
+    DEFAULT_LIMITS,
+    SizeLimits,
     check_labels,
     check_stored_record,
     check_timestamp,
@@ -77,6 +79,8 @@ from agentledger.storage.validation import (
 __all__ = [
     "check_batch",
     "check_listed",
+    "check_log_end",
+    "check_sizes",
     "completed_runs",
     "load_run",
     "load_run_suspension",
@@ -172,10 +176,89 @@ def _stored(reader: StateReader, run: RunRow, key: str, what: str) -> Record:
     """A lifecycle record the run row points at; its absence is corruption."""
     record = reader.record(run.run_id, key)
     if record is None:
+        _raise_if_damaged(reader, run, key, what)
         raise CorruptRecordError(
             run_id=run.run_id, record_id="", reason=f"{what} record {key!r} is missing"
         )
     return record
+
+
+def _raise_if_damaged(
+    reader: StateReader, run: RunRow, key: str, what: str, given: Record | None = None
+) -> None:
+    """[J1] a record looked up by ``key`` is absent: if the run's log holds a damaged
+    record, report it (the one most like ``given``, else of type ``what``) instead of
+    refusing as if nothing were stored. Runs only on refusal paths.
+
+    Raises:
+        CorruptRecordError: naming the run, the damaged record and the fields in
+            which it differs from what was looked for.
+    """
+    damaged = reader.damaged_records(run.run_id)
+    if not damaged:
+        return
+    sought: dict[str, object] = {"type": what, "event_key": key}
+    if given is not None:
+        sought = {name: getattr(given, name) for name in COMPARED_FIELDS}
+
+    def differences(record: Record) -> list[str]:
+        return [name for name, value in sought.items() if getattr(record, name) != value]
+
+    found = min(damaged, key=lambda record: len(differences(record)))
+    fields = [
+        name if name == "payload" else f"{name} {getattr(found, name)!r}, not {sought[name]!r}"
+        for name in differences(found)
+    ]
+    differ = f"; it differs from it in {'; '.join(fields)}" if fields else ""
+    raise CorruptRecordError(
+        run_id=run.run_id,
+        record_id=found.id,
+        reason=(
+            "checksum mismatch: the stored record is not the bytes that were written; "
+            f"the {what} {key!r} is not on the log{differ}"
+        ),
+    )
+
+
+# -------------------------------------------------------------------------- sizes
+
+_RECORD_FIELDS = ("started", "canceled", "parent_linked", "record")
+
+
+def check_sizes(command: object, limits: SizeLimits) -> None:
+    """Every payload and checkpoint of a write command within the store's ``limits``.
+
+    ``command`` is any write command, a Record, a sequence of Records or
+    anything with a ``records`` sequence (a batch as sent); parts that are not
+    bytes are left to the other checks. Every plan runs this first, with the
+    limits its store was opened with; a client that knows them runs it before
+    sending.
+
+    Raises:
+        ValidationError: naming the field, the cap and the size found.
+    """
+    parts: list[tuple[str, object, int]] = []
+    if isinstance(command, Record):
+        parts.append(("record.payload", command.payload, limits.max_payload_bytes))
+    batch = getattr(command, "records", command)
+    if isinstance(batch, Sequence) and not isinstance(batch, str | bytes):
+        for i, record in enumerate(batch):
+            if isinstance(record, Record):
+                parts.append((f"records[{i}].payload", record.payload, limits.max_payload_bytes))
+    for name in _RECORD_FIELDS:
+        record = getattr(command, name, None)
+        if isinstance(record, Record):
+            parts.append((f"{name}.payload", record.payload, limits.max_payload_bytes))
+    checkpoint = getattr(command, "checkpoint", None)
+    if isinstance(checkpoint, Checkpoint):
+        parts.append(("checkpoint.data", checkpoint.data, limits.max_checkpoint_bytes))
+    for field, data, cap in parts:
+        if isinstance(data, bytes) and len(data) > cap:
+            raise ValidationError(
+                field=field,
+                expected=f"at most {cap} bytes (this store's limit)",
+                got=f"{len(data)} bytes",
+            )
 
 
 # ----------------------------------------------------------------------- listings
@@ -241,13 +324,40 @@ def check_listed(
         return
     last = records[-1]
     status = statuses.get(last.run_id)
-    if status in _TERMINAL_STATUSES and last.type != payloads.RUN_COMPLETED:
+    if status is not None:
+        check_log_end(last.run_id, status, last.id, last.type)
+
+
+_ENDING_TYPES = {
+    **dict.fromkeys(_TERMINAL_STATUSES, payloads.RUN_COMPLETED),
+    RunStatus.SUSPENDED: payloads.RUN_SUSPENDED,
+}
+
+
+def check_log_end(run_id: str, status: RunStatus, last_id: str, last_type: str | None) -> None:
+    """[J1] the newest record of a run that has ended is the record that ended it.
+
+    A deleted ``run_completed`` (or ``run_suspended``) leaves a log that merely
+    looks shorter; this is what makes it loud. ``last_id`` and ``last_type``
+    are the newest record's; ``last_type`` is None when the run has no record.
+
+    Raises:
+        CorruptRecordError: naming the run, its newest record and what is wrong.
+    """
+    ending = _ENDING_TYPES.get(status)
+    if ending is None:
+        return
+    if last_type is None:
         raise CorruptRecordError(
-            run_id=last.run_id,
-            record_id=last.id,
+            run_id=run_id, record_id="1", reason=f"the run is {status.value} but has no records"
+        )
+    if last_type != ending:
+        raise CorruptRecordError(
+            run_id=run_id,
+            record_id=last_id,
             reason=(
-                f"the run is {status.value} but its log ends with this {last.type!r} "
-                "record, not its run_completed"
+                f"the run is {status.value} but its log ends with this {last_type!r} "
+                f"record, not its {ending}"
             ),
         )
 
@@ -619,8 +729,11 @@ def _guard_new_run_id(reader: StateReader, run_id: str) -> None:
         raise SessionPurgedError(session_id=purged, run_id=run_id)
 
 
-def plan_root_start(reader: StateReader, cmd: RootRunStart) -> Plan[StartResult]:
+def plan_root_start(
+    reader: StateReader, cmd: RootRunStart, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[StartResult]:
     """[L1]/[O1]/[C2]/[K1] start a root run in a session."""
+    check_sizes(cmd, limits)
     run = cmd.run
     _check_root_shape(run, sessionful=True, child=False)
     _check_started(cmd.started, run)
@@ -633,8 +746,11 @@ def plan_root_start(reader: StateReader, cmd: RootRunStart) -> Plan[StartResult]
     return _new_start(reader, run, cmd.started, None, None, cmd.canceled)
 
 
-def plan_child_start(reader: StateReader, cmd: ChildRunStart) -> Plan[StartResult]:
+def plan_child_start(
+    reader: StateReader, cmd: ChildRunStart, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[StartResult]:
     """[L2]/[O2] link a child on its running parent's log and start it, together."""
+    check_sizes(cmd, limits)
     run = cmd.run
     _check_root_shape(run, sessionful=True, child=True)
     _check_started(cmd.started, run)
@@ -651,8 +767,11 @@ def plan_child_start(reader: StateReader, cmd: ChildRunStart) -> Plan[StartResul
     return _new_start(reader, run, cmd.started, cmd.parent_linked, parent, cmd.canceled)
 
 
-def plan_one_shot_start(reader: StateReader, cmd: OneShotRunStart) -> Plan[StartResult]:
+def plan_one_shot_start(
+    reader: StateReader, cmd: OneShotRunStart, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[StartResult]:
     """[L3] start a run that belongs to no session."""
+    check_sizes(cmd, limits)
     run = cmd.run
     _check_root_shape(run, sessionful=False, child=False)
     _check_started(cmd.started, run)
@@ -663,8 +782,11 @@ def plan_one_shot_start(reader: StateReader, cmd: OneShotRunStart) -> Plan[Start
     return _new_start(reader, run, cmd.started, None, None, None)
 
 
-def plan_one_shot_child_start(reader: StateReader, cmd: OneShotChildRunStart) -> Plan[StartResult]:
+def plan_one_shot_child_start(
+    reader: StateReader, cmd: OneShotChildRunStart, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[StartResult]:
     """[L4] link and start a sessionless child of a running sessionless parent."""
+    check_sizes(cmd, limits)
     run = cmd.run
     _check_root_shape(run, sessionful=False, child=True)
     _check_started(cmd.started, run)
@@ -705,6 +827,14 @@ def _require_running(run: RunRow) -> None:
         raise RunNotActiveError(run_id=run.run_id, expected="running", got=run.status.value)
 
 
+def _require_running_for(reader: StateReader, run: RunRow, record: Record) -> None:
+    """A new record needs a running run; on any other, a retry whose stored record was
+    damaged (its key no longer found) is corruption, not a refusal [J1]."""
+    if run.status is not RunStatus.RUNNING:
+        _raise_if_damaged(reader, run, record.event_key, "record", record)
+    _require_running(run)
+
+
 def _owned_run(reader: StateReader, run_id: str, record: Record) -> RunRow:
     """The run a lifecycle record belongs to, checking the record names it [L8]."""
     require_id("run_id", run_id)
@@ -727,8 +857,11 @@ def _check_ordinary(record: Record, field: str) -> None:
         )
 
 
-def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:
+def plan_append(
+    reader: StateReader, record: Record, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[AppendResult]:
     """[L8]/[X1] append an ordinary record; an exact repeat returns its original id."""
+    check_sizes(record, limits)
     _check_ordinary(record, "record")
     run = _owned_run(reader, record.run_id, record)
     status = _session_status(reader, run)
@@ -736,18 +869,20 @@ def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:
     if stored is not None:
         _same_or_conflict(RecordConflictError, run.run_id, "record", stored, record)
         return Plan(AppendResult(id=stored.id, inserted=False, session_status=status))
-    _require_running(run)
+    _require_running_for(reader, run, record)
     row, new = _append_to(run, record)
     return Plan(
         AppendResult(id=new.id, inserted=True, session_status=status), runs=[row], records=[new]
     )
 
 
-def check_batch(records: object) -> list[Record]:
+def check_batch(records: object, limits: SizeLimits | None = None) -> list[Record]:
     """[B1] a non-empty sequence of ordinary records of one run, each valid as given.
 
     The first check of :func:`plan_append_batch`; a remote client (``StoreClient``)
-    runs it before sending, so what the wire cannot carry is refused as the store would.
+    runs it before sending, so what the wire cannot carry is refused as the store would
+    (with the store's ``limits`` when the client knows them: one oversized record
+    refuses the whole batch).
     """
     if not isinstance(records, Sequence) or isinstance(records, str | bytes):
         raise ValidationError(
@@ -756,6 +891,8 @@ def check_batch(records: object) -> list[Record]:
     if not records:
         raise ValidationError(field="records", expected="at least one record", got=0)
     batch = list(records)
+    if limits is not None:
+        check_sizes(batch, limits)
     for i, record in enumerate(batch):
         _check_ordinary(record, f"records[{i}]")
         if record.run_id != batch[0].run_id:
@@ -767,14 +904,16 @@ def check_batch(records: object) -> list[Record]:
     return batch
 
 
-def plan_append_batch(reader: StateReader, records: Sequence[Record]) -> Plan[list[AppendResult]]:
+def plan_append_batch(
+    reader: StateReader, records: Sequence[Record], *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[list[AppendResult]]:
     """[B1] append ordinary records of one run, in order, all or none.
 
     Each record is inserted or is an exact retry [X1] (of a stored record, or of
     an earlier record of the same batch); the first refusal is raised and
     nothing is written.
     """
-    batch = check_batch(records)
+    batch = check_batch(records, limits)
     run = _owned_run(reader, batch[0].run_id, batch[0])
     for record in batch[1:]:
         _check_owner(record, run.run_id, run.agent_id, run.session_id)
@@ -788,7 +927,7 @@ def plan_append_batch(reader: StateReader, records: Sequence[Record]) -> Plan[li
             _same_or_conflict(RecordConflictError, run.run_id, "record", stored, record)
             results.append(AppendResult(id=stored.id, inserted=False, session_status=status))
             continue
-        _require_running(run)
+        _require_running_for(reader, run, record)
         run, new = _append_to(run, record)
         fresh[record.event_key] = new
         written.append(new)
@@ -798,8 +937,11 @@ def plan_append_batch(reader: StateReader, records: Sequence[Record]) -> Plan[li
     return Plan(results, runs=[run], records=written)
 
 
-def plan_cancellation(reader: StateReader, cmd: RunCancellation) -> Plan[AppendResult]:
+def plan_cancellation(
+    reader: StateReader, cmd: RunCancellation, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[AppendResult]:
     """[L5]/[C1] the first cancellation reason and its intent record, together."""
+    check_sizes(cmd, limits)
     reason = require_id("reason", cmd.reason)
     if reason in _RESERVED_REASONS:
         raise ValidationError(
@@ -854,12 +996,6 @@ def _check_suspension(reader: StateReader, cmd: RunSuspension) -> RunRow:
     require_id("checkpoint.id", cmd.checkpoint.id)
     if not isinstance(cmd.checkpoint.data, bytes):
         raise ValidationError(field="checkpoint.data", expected="bytes", got=cmd.checkpoint.data)
-    if len(cmd.checkpoint.data) > MAX_CHECKPOINT_BYTES:
-        raise ValidationError(
-            field="checkpoint.data",
-            expected=f"at most {MAX_CHECKPOINT_BYTES} bytes",
-            got=f"{len(cmd.checkpoint.data)} bytes",
-        )
     validate_record(cmd.record)
     payload = decode_payload(cmd.record, payloads.RunSuspended, "record")
     if payload.suspension_id != cmd.checkpoint.id:
@@ -905,8 +1041,11 @@ def _suspend(run: RunRow, cmd: RunSuspension) -> tuple[RunRow, Record]:
     )
 
 
-def plan_suspension(reader: StateReader, cmd: RunSuspension) -> Plan[AppendResult]:
+def plan_suspension(
+    reader: StateReader, cmd: RunSuspension, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[AppendResult]:
     """[L6] checkpoint, ``suspended`` status and ``run_suspended`` record, together."""
+    check_sizes(cmd, limits)
     run = _check_suspension(reader, cmd)
     status = _session_status(reader, run)
     if run.suspension_key:
@@ -1019,8 +1158,11 @@ def _end(run: RunRow, cmd: RunTerminal) -> tuple[RunRow, Record]:
     )
 
 
-def plan_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[AppendResult]:
+def plan_terminal(
+    reader: StateReader, cmd: RunTerminal, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[AppendResult]:
     """[L7] the final status and its ``run_completed`` record, together."""
+    check_sizes(cmd, limits)
     run = _check_terminal(reader, cmd)
     status = _session_status(reader, run)
     if run.terminal_key:
@@ -1073,8 +1215,11 @@ def _standing_record(reader: StateReader, run: RunRow) -> Record:
     )
 
 
-def plan_repair_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[RepairResult]:
+def plan_repair_terminal(
+    reader: StateReader, cmd: RunTerminal, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[RepairResult]:
     """[E1] store a missing terminal only while running; never override another ending."""
+    check_sizes(cmd, limits)
     run = _check_terminal(reader, cmd)
     if run.status is RunStatus.RUNNING:
         _require_fresh_key(reader, run, cmd.record)
@@ -1099,8 +1244,11 @@ def plan_repair_terminal(reader: StateReader, cmd: RunTerminal) -> Plan[RepairRe
     )
 
 
-def plan_repair_suspension(reader: StateReader, cmd: RunSuspension) -> Plan[RepairResult]:
+def plan_repair_suspension(
+    reader: StateReader, cmd: RunSuspension, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[RepairResult]:
     """[E1] store a missing suspension only while running; never override another ending."""
+    check_sizes(cmd, limits)
     run = _check_suspension(reader, cmd)
     if run.status is RunStatus.RUNNING:
         _require_fresh_key(reader, run, cmd.record)

@@ -40,7 +40,13 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import check_limit, check_statuses
+from agentledger.storage.validation import (
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    SizeLimits,
+    check_limit,
+    check_statuses,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -89,6 +95,9 @@ class _State(StateReader):
             if self.runs[run_id].status is RunStatus.RUNNING
         ]
 
+    def damaged_records(self, run_id: str) -> list[Record]:
+        return []  # nothing outside this process can reach the dictionaries
+
     def apply(self, plan: Plan[R]) -> None:
         if plan.session is not None:
             self.sessions[plan.session.id] = plan.session
@@ -135,7 +144,17 @@ class MemoryStore:
     checked against.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+    ) -> None:
+        """An empty store; the caps bound each write's payloads and checkpoint (bytes)."""
+        self.limits = SizeLimits(
+            max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
+        )
+        """The payload and checkpoint caps this store enforces on writes."""
         self._lock = threading.Lock()
         self._state = _State()
 
@@ -152,37 +171,39 @@ class MemoryStore:
     # Store -------------------------------------------------------------------
 
     async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_root_start(r, cmd))
+        return self._write(lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits))
 
     async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_child_start(r, cmd))
+        return self._write(lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits))
 
     async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_one_shot_start(r, cmd))
+        return self._write(lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits))
 
     async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_one_shot_child_start(r, cmd))
+        return self._write(
+            lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits)
+        )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_append(r, record))
+        return self._write(lambda r: lifecycle.plan_append(r, record, limits=self.limits))
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        return self._write(lambda r: lifecycle.plan_append_batch(r, records))
+        return self._write(lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits))
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_cancellation(r, cmd))
+        return self._write(lambda r: lifecycle.plan_cancellation(r, cmd, limits=self.limits))
 
     async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_suspension(r, cmd))
+        return self._write(lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits))
 
     async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_terminal(r, cmd))
+        return self._write(lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits))
 
     async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
-        return self._write(lambda r: lifecycle.plan_repair_suspension(r, cmd))
+        return self._write(lambda r: lifecycle.plan_repair_suspension(r, cmd, limits=self.limits))
 
     async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
-        return self._write(lambda r: lifecycle.plan_repair_terminal(r, cmd))
+        return self._write(lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits))
 
     async def load_run(self, run_id: str, /) -> RunMeta:
         return self._read(lambda s: lifecycle.load_run(s, run_id))
@@ -234,7 +255,7 @@ class MemoryStore:
         return self._write(lambda r: lifecycle.plan_purge_session(r, session_id))
 
     async def import_session(self, image: SessionImage, /) -> None:
-        self._write(lambda r: plan_import_session(r, image))
+        self._write(lambda r: plan_import_session(r, image, limits=self.limits))
 
     async def list_runs_by_session(
         self, session_id: str, /, statuses: Iterable[RunStatus] = ()

@@ -28,7 +28,8 @@ from agentledger.storage.session_image import SessionImage
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, SessionStatus
 from agentledger.storage.validation import (
-    MAX_CHECKPOINT_BYTES,
+    DEFAULT_LIMITS,
+    SizeLimits,
     check_labels,
     check_stored_record,
     check_timestamp,
@@ -116,7 +117,9 @@ def _run_row(run: RunMeta, log: Sequence[Record], link_key: str, cp: Checkpoint 
     )
 
 
-def _check_runs(image: SessionImage, session_id: str) -> dict[str, list[Record]]:
+def _check_runs(
+    image: SessionImage, session_id: str, limits: SizeLimits
+) -> dict[str, list[Record]]:
     """Each run belongs to the session, once, with a parent before it; its log as imaged."""
     logs: dict[str, list[Record]] = {}
     for i, run in enumerate(image.runs):
@@ -136,8 +139,12 @@ def _check_runs(image: SessionImage, session_id: str) -> dict[str, list[Record]]
     for run_id, checkpoint in image.checkpoints.items():
         if run_id not in logs:
             raise _bad(run_id, "", "a checkpoint of a run that is not in the image")
-        if len(checkpoint.data) > MAX_CHECKPOINT_BYTES:
-            raise _bad(run_id, "", f"checkpoint larger than {MAX_CHECKPOINT_BYTES} bytes")
+        if len(checkpoint.data) > limits.max_checkpoint_bytes:
+            raise ValidationError(
+                field=f"image.checkpoints[{run_id!r}].data",
+                expected=f"at most {limits.max_checkpoint_bytes} bytes (this store's cap)",
+                got=f"{len(checkpoint.data)} bytes",
+            )
     for record in image.records:
         log = logs.get(record.run_id)
         if log is None:
@@ -196,7 +203,9 @@ def _link_keys(logs: dict[str, list[Record]]) -> dict[str, str]:
     return links
 
 
-def plan_import_session(reader: StateReader, image: SessionImage) -> Plan[None]:
+def plan_import_session(
+    reader: StateReader, image: SessionImage, *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[None]:
     """Write an ended session exactly as imaged: session, runs, checkpoints, records.
 
     Refused, changing nothing: a session that is not ended
@@ -207,7 +216,7 @@ def plan_import_session(reader: StateReader, image: SessionImage) -> Plan[None]:
     or :class:`ValidationError` naming the field).
     """
     session_id = _check_session(image)
-    logs = _check_runs(image, session_id)
+    logs = _check_runs(image, session_id, limits)
     links = _link_keys(logs)
     rows: list[RunRow] = []
     for run in image.runs:

@@ -126,6 +126,15 @@ class StateReader(Protocol):
         """
         ...
 
+    def damaged_records(self, run_id: str) -> list[Record]:
+        """The records of this run's log whose stored bytes fail their checksum, as stored.
+
+        Read only where a decision is about to refuse because a record it looked
+        up by event key is absent, to tell damage (corruption) from a real
+        absence; a backend that cannot be damaged returns ``[]``.
+        """
+        ...
+
 
 @dataclass
 class Plan(Generic[R]):

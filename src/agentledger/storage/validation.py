@@ -20,13 +20,16 @@ from agentledger.storage import payloads
 from agentledger.storage.types import Record, RunStart
 
 __all__ = [
-    "MAX_CHECKPOINT_BYTES",
+    "COMPARED_FIELDS",
+    "DEFAULT_LIMITS",
+    "DEFAULT_MAX_CHECKPOINT_BYTES",
+    "DEFAULT_MAX_PAYLOAD_BYTES",
     "MAX_ID_LENGTH",
     "MAX_LABELS",
     "MAX_LABEL_KEY_LENGTH",
     "MAX_LABEL_VALUE_LENGTH",
     "MAX_PAGE_LIMIT",
-    "MAX_PAYLOAD_BYTES",
+    "SizeLimits",
     "check_labels",
     "check_limit",
     "check_statuses",
@@ -59,13 +62,36 @@ MAX_ID_LENGTH = 512
 """Longest id, event key, record type, turn id or reason a store accepts, in characters
 (label keys and values have their own limits, below)."""
 
-MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
-"""Largest record payload a store accepts (16 MiB); a bigger one is refused before any
-write. A transcript message or tool result beyond it belongs in a blob store, named by
-the record."""
+DEFAULT_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+"""The default largest record payload a store accepts (16 MiB). A transcript message or
+tool result beyond it belongs in a blob store, named by the record."""
 
-MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
-"""Largest checkpoint a suspension may store (64 MiB), refused before any write."""
+DEFAULT_MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
+"""The default largest checkpoint a suspension may store (64 MiB)."""
+
+
+class SizeLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """The byte caps one store enforces, set when it is opened (or served).
+
+    A payload or checkpoint over its cap is refused with a ValidationError
+    naming the cap and the size, before any write. Records stored under a
+    larger cap stay readable: the caps bound writes, not what is stored.
+    """
+
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    """Largest payload of any record, lifecycle records included."""
+    max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
+    """Largest checkpoint of a suspension."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_payload_bytes", "max_checkpoint_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValidationError(field=name, expected="a positive number of bytes", got=value)
+
+
+DEFAULT_LIMITS = SizeLimits()
+"""The caps of a store opened without its own."""
 
 
 def require_id(field: str, value: object) -> str:
@@ -207,12 +233,6 @@ def validate_record(record: object, field: str = "record") -> Record:
     payload = record.payload
     if not isinstance(payload, bytes) or not payload:
         raise ValidationError(field=f"{field}.payload", expected="non-empty bytes", got=payload)
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise ValidationError(
-            field=f"{field}.payload",
-            expected=f"at most {MAX_PAYLOAD_BYTES} bytes",
-            got=f"{len(payload)} bytes",
-        )
     try:
         payload.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -304,7 +324,7 @@ def decode_stored_payload(record: Record, cls: type[_P]) -> _P:
         ) from e
 
 
-_COMPARED = (
+COMPARED_FIELDS = (
     "run_id",
     "agent_id",
     "session_id",
@@ -314,11 +334,12 @@ _COMPARED = (
     "timestamp",
     "payload",
 )
+"""The fields an exact retry must repeat [X1] (the id is assigned by the store)."""
 
 
 def record_difference(stored: Record, given: Record) -> str:
     """The first field in which two records differ (ignoring the id), or ""."""
-    for name in _COMPARED:
+    for name in COMPARED_FIELDS:
         if getattr(stored, name) != getattr(given, name):
             return name
     return ""

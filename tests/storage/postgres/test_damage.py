@@ -12,6 +12,7 @@ from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres.migrations import _backfill_checksums
 from tests.storage.damage import (
     LAST,
+    assert_damaged_keys_are_corruption_on_retries,
     assert_every_read_refuses,
     assert_lifecycle_damage_refused_on_listings,
     assert_meaning_damage_is_corruption,
@@ -64,6 +65,21 @@ async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
     delete = "DELETE FROM agentledger_records WHERE run_id = %s AND seq = %s"
     await _raw(postgres_dsn, delete, log.run_id, seq)
     await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
+
+
+async def test_a_retry_over_a_damaged_event_key_is_corruption(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    log = await write_log(World(store))
+
+    async def damage_key(seq: int) -> None:
+        update = (
+            "UPDATE agentledger_records SET event_key = event_key || '-edited' "
+            "WHERE run_id = %s AND seq = %s"
+        )
+        await _raw(postgres_dsn, update, log.run_id, seq)
+
+    await assert_damaged_keys_are_corruption_on_retries(store, log, damage_key)
 
 
 async def test_retries_and_repairs_call_damaged_meaning_corruption_and_listings_too(

@@ -12,6 +12,7 @@ from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.schema import _backfill_checksums
 from tests.storage.damage import (
     LAST,
+    assert_damaged_keys_are_corruption_on_retries,
     assert_every_read_refuses,
     assert_lifecycle_damage_refused_on_listings,
     assert_meaning_damage_is_corruption,
@@ -58,6 +59,18 @@ async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
     await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
 
 
+async def test_a_retry_over_a_damaged_event_key_is_corruption(
+    store: SQLiteStore, world: World
+) -> None:
+    log = await write_log(world)
+
+    async def damage_key(seq: int) -> None:
+        edit = "event_key = event_key || '-edited'"
+        _raw(store, f"UPDATE records SET {edit} WHERE run_id = ? AND seq = ?", log.run_id, seq)
+
+    await assert_damaged_keys_are_corruption_on_retries(store, log, damage_key)
+
+
 async def test_retries_and_repairs_call_damaged_meaning_corruption_and_listings_too(
     store: SQLiteStore, world: World
 ) -> None:
@@ -78,20 +91,24 @@ async def test_retries_and_repairs_call_damaged_meaning_corruption_and_listings_
 
 async def test_a_completed_run_missing_its_run_completed(store: SQLiteStore, world: World) -> None:
     """SQLite derives a run's newest id from its records, so the log just looks shorter:
-    a completed run whose log does not end with run_completed is corruption."""
+    a completed run whose log does not end with run_completed is corruption, on run
+    listings and, at their end, session listings (whose positions have gaps by design)."""
     log = await write_log(world)
     _raw(store, "DELETE FROM records WHERE run_id = ? AND seq = ?", log.run_id, LAST)
-    for limit in (1000, 2, 1):
-        with pytest.raises(CorruptRecordError, match="not its run_completed") as caught:
-            await _page_through(store, log.run_id, limit)
-        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(LAST - 1))
+    await assert_every_read_refuses(store, log, LAST - 1, "not its run_completed", by_key=False)
     for retry in (store.record_run_terminal, store.repair_run_terminal):
         with pytest.raises(CorruptRecordError, match="missing"):
             await retry(log.end)
 
 
-async def _page_through(store: SQLiteStore, run_id: str, limit: int) -> None:
-    cursor = ""
-    for _ in range(LAST):
-        page = await store.list_run_records(run_id, cursor=cursor, limit=limit)
-        cursor = page.next_cursor
+async def test_a_suspended_run_missing_its_run_suspended(store: SQLiteStore, world: World) -> None:
+    sid = await world.session("s")
+    run = await world.root("r", session=sid)
+    await world.store.append_run_record(world.note(run, "n"))
+    await world.suspend(run)
+    _raw(store, "DELETE FROM records WHERE run_id = ? AND type = 'run_suspended'", run.run.run_id)
+    for read in (store.list_run_records, store.list_session_run_records):
+        scope = run.run.run_id if read == store.list_run_records else sid
+        with pytest.raises(CorruptRecordError, match="not its run_suspended") as caught:
+            await read(scope)
+        assert (caught.value.run_id, caught.value.record_id) == (run.run.run_id, "2")

@@ -47,6 +47,7 @@ from agentledger.storage.postgres._rows import (
     record_from_row,
     run_from_row,
     session_from_row,
+    unverified_record,
 )
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.state import RunRow, SessionRow, StateReader
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CachedReader", "Key", "Loader", "Missing"]
 
-Kind = Literal["session", "session_purged", "run", "purged_run", "record", "running", "contents"]
+Kind = Literal[
+    "session", "session_purged", "run", "purged_run", "record", "running", "contents", "damaged"
+]
 Key = tuple[Kind, str, str]
 """``(kind, id, event_key)``; the event key is "" for every kind but ``record``."""
 
@@ -79,6 +82,7 @@ _SELECT_RECORD = (
 _SELECT_RECORDS = (
     f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = ANY(%s)"
 )
+_SELECT_RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s ORDER BY seq"
 _SELECT_SESSION_PURGED = "SELECT receipt FROM agentledger_purged_sessions WHERE id = %s"
 _SELECT_CONTENT_RUNS = (
     f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE session_id = %s ORDER BY ord"
@@ -131,6 +135,7 @@ class CachedReader(StateReader):
         self.running: dict[str, list[str]] = {}
         self.receipts: dict[str, PurgeReceipt] = {}  # of purged sessions [D7]
         self.contents: dict[str, tuple[list[RunRow], list[Record]]] = {}
+        self.damaged: dict[str, list[Record]] = {}
         self.session_seq: dict[str, int] = {}  # newest position in each loaded session's log
 
     def session(self, session_id: str) -> SessionRow | None:
@@ -181,6 +186,12 @@ class CachedReader(StateReader):
         except KeyError:
             raise Missing(("contents", session_id, "")) from None
         return list(runs), list(records)
+
+    def damaged_records(self, run_id: str) -> list[Record]:
+        try:
+            return list(self.damaged[run_id])
+        except KeyError:
+            raise Missing(("damaged", run_id, "")) from None
 
 
 class Loader:
@@ -246,6 +257,7 @@ class Loader:
             "purged_run": c.purged_runs,
             "running": c.running,
             "contents": c.contents,
+            "damaged": c.damaged,
         }
         return ident in tables[kind]
 
@@ -264,6 +276,8 @@ class Loader:
             await self.purged_run(ident)
         elif kind == "contents":
             await self.session_contents(ident)
+        elif kind == "damaged":
+            await self.damaged(ident)
         else:
             await self.running(ident)
 
@@ -421,6 +435,15 @@ class Loader:
         if self.sealer is not None:
             runs, records = self.sealer.open_contents(runs, records)
         self.cache.contents[session_id] = (runs, records)
+
+    async def damaged(self, run_id: str) -> None:
+        """The run's records that fail their checksum (read after the run is locked)."""
+        await self.run(run_id)
+        cur = await self.conn.execute(_SELECT_RUN_LOG, (run_id,))
+        rows = await cur.fetchall()
+        self.cache.damaged[run_id] = [
+            d for row in rows if (d := unverified_record(row)) is not None
+        ]
 
     async def running(self, session_id: str) -> None:
         """The session's running runs (read after the session is locked)."""

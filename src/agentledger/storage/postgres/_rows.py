@@ -34,6 +34,7 @@ __all__ = [
     "run_from_row",
     "run_params",
     "session_from_row",
+    "unverified_record",
     "utc",
 ]
 
@@ -151,6 +152,31 @@ def record_from_row(row: Row) -> Record:
         timestamp=utc(row[6]),
         payload=bytes(row[7]),
         id=str(row[8]),
+    )
+
+
+def unverified_record(row: Row) -> Record | None:
+    """A ``RECORD_COLUMNS`` row that fails its checksum, as stored (None if it is intact).
+
+    For diagnosis only: its values are what the damage left.
+    """
+    try:
+        record_from_row(row)
+    except CorruptRecordError:
+        pass
+    else:
+        return None
+    run_id, agent_id, session_id, turn_id, event_key, type_, ts, payload, seq, _ = row
+    return Record(
+        run_id=str(run_id),
+        agent_id=str(agent_id),
+        session_id=str(session_id),
+        turn_id=str(turn_id),
+        event_key=str(event_key),
+        type=str(type_),
+        timestamp=utc(ts) if isinstance(ts, datetime) else _EPOCH,
+        payload=bytes(payload),
+        id=str(seq),
     )
 
 

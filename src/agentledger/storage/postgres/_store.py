@@ -65,7 +65,14 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import check_statuses, require_id
+from agentledger.storage.validation import (
+    DEFAULT_LIMITS,
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    SizeLimits,
+    check_statuses,
+    require_id,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -202,13 +209,19 @@ class PostgresStore:
     """
 
     def __init__(
-        self, pool: AsyncConnectionPool[Conn], encryption: Encryption | None = None
+        self,
+        pool: AsyncConnectionPool[Conn],
+        encryption: Encryption | None = None,
+        *,
+        limits: SizeLimits = DEFAULT_LIMITS,
     ) -> None:
         """Wrap an open pool; use :meth:`open` instead."""
         self._pool = pool
         self.encryption = encryption
         """Encryption at rest [A2], or None for a plaintext database."""
         self._closed = False
+        self.limits = limits
+        """The payload and checkpoint caps this handle enforces on writes."""
 
     @classmethod
     async def open(
@@ -220,6 +233,8 @@ class PostgresStore:
         pool_timeout: float = 30.0,
         migrate: bool = True,
         encryption: Encryption | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
     ) -> PostgresStore:
         """Connect, bring the schema up to date and open the pool.
 
@@ -232,15 +247,20 @@ class PostgresStore:
                 them is refused (for deployments that migrate separately).
             encryption: seal payloads and checkpoints at rest [A2]; required for a
                 database created with it, refused for a plaintext one holding data.
+            max_payload_bytes: largest record payload a write may carry (16 MiB).
+            max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
 
         Raises:
-            ValidationError: a malformed ``dsn`` or pool size, or a database schema
-                this code cannot use (``schema_version``).
+            ValidationError: a malformed ``dsn``, pool size or cap, or a database
+                schema this code cannot use (``schema_version``).
             TransientError: the server cannot be reached or refuses the connection.
         """
         if not isinstance(dsn, str):
             raise ValidationError(field="dsn", expected="a connection string", got=type(dsn))
         min_size, max_size = _check_pool_sizes(min_size, max_size)
+        limits = SizeLimits(
+            max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
+        )
         try:
             params = conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as e:
@@ -268,7 +288,7 @@ class PostgresStore:
             if isinstance(e, psycopg.Error | PoolTimeout):
                 raise transient(e, "open") from e
             raise
-        return cls(pool, encryption)
+        return cls(pool, encryption, limits=limits)
 
     async def close(self) -> None:
         """Close every pooled connection. Idempotent; later calls fail with TransientError."""
@@ -388,7 +408,7 @@ class PostgresStore:
             ("session", getattr(run, "session_id", None)), ("run", getattr(run, "run_id", None))
         )
         return await self._write(
-            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd), keys
+            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits), keys
         )
 
     async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
@@ -399,13 +419,17 @@ class PostgresStore:
             ("run", getattr(run, "run_id", None)),
         )
         return await self._write(
-            "start_child_run", lambda r: lifecycle.plan_child_start(r, cmd), keys
+            "start_child_run",
+            lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
         keys = _ids(("run", getattr(getattr(cmd, "run", None), "run_id", None)))
         return await self._write(
-            "start_one_shot_run", lambda r: lifecycle.plan_one_shot_start(r, cmd), keys
+            "start_one_shot_run",
+            lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
@@ -414,13 +438,15 @@ class PostgresStore:
             ("run", getattr(run, "parent_run_id", None)), ("run", getattr(run, "run_id", None))
         )
         return await self._write(
-            "start_one_shot_child_run", lambda r: lifecycle.plan_one_shot_child_start(r, cmd), keys
+            "start_one_shot_child_run",
+            lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
         return await self._write(
             "append_run_record",
-            lambda r: lifecycle.plan_append(r, record),
+            lambda r: lifecycle.plan_append(r, record, limits=self.limits),
             (),
             _appended([record]),
         )
@@ -428,7 +454,7 @@ class PostgresStore:
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
         return await self._write(
             "append_run_records",
-            lambda r: lifecycle.plan_append_batch(r, records),
+            lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
             (),
             _appended(records),
         )
@@ -436,31 +462,41 @@ class PostgresStore:
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "record_run_cancellation", lambda r: lifecycle.plan_cancellation(r, cmd), keys
+            "record_run_cancellation",
+            lambda r: lifecycle.plan_cancellation(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "record_run_suspension", lambda r: lifecycle.plan_suspension(r, cmd), keys
+            "record_run_suspension",
+            lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "record_run_terminal", lambda r: lifecycle.plan_terminal(r, cmd), keys
+            "record_run_terminal",
+            lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "repair_run_suspension", lambda r: lifecycle.plan_repair_suspension(r, cmd), keys
+            "repair_run_suspension",
+            lambda r: lifecycle.plan_repair_suspension(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
         keys = _record_key(getattr(cmd, "record", None))
         return await self._write(
-            "repair_run_terminal", lambda r: lifecycle.plan_repair_terminal(r, cmd), keys
+            "repair_run_terminal",
+            lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits),
+            keys,
         )
 
     async def load_run(self, run_id: str, /) -> RunMeta:
@@ -542,7 +578,10 @@ class PostgresStore:
         session = getattr(getattr(image, "session", None), "id", None)
         runs = [getattr(run, "run_id", None) for run in getattr(image, "runs", ())]
         keys = _ids(("session", session), *(("run", run_id) for run_id in runs))
-        await self._write("import_session", lambda r: plan_import_session(r, image), keys)
+        await self._write(
+            "import_session", lambda r: plan_import_session(r, image, limits=self.limits), keys
+        )
+
     # Encryption at rest [A2] -------------------------------------------------
 
     async def erase_session_keys(self, session_id: str, /) -> bool:

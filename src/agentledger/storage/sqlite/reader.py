@@ -32,6 +32,7 @@ from agentledger.storage.sqlite.rows import (
     decode_run_page,
     decode_session,
     to_ms,
+    unverified_record,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
@@ -83,6 +84,15 @@ _RUN_PAGE = (
 )
 """No ORDER BY: the rows come in index order, which :meth:`SQLiteReader.run_page`
 checks (and restores if ever needed) instead of paying for a sort."""
+_RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
+# The newest record of each ended run of a session: its log must end with what ended it.
+_SESSION_ENDS = (
+    "SELECT runs.run_id, runs.status, records.seq, records.type FROM runs "
+    "LEFT JOIN records ON records.run_id = runs.run_id AND records.seq = ("
+    "SELECT max(seq) FROM records AS newest WHERE newest.run_id = runs.run_id) "
+    "WHERE runs.session_id = ? AND runs.status != 'running'"
+)
+"""The newest record of each ended run of a session, by id and type (pages verify its bytes)."""
 _RECORD_POS = "SELECT pos FROM records WHERE run_id = ? AND seq = ?"
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
@@ -234,6 +244,15 @@ class SQLiteReader(StateReader):
             return self.sealer.open_contents(runs, records)
         return runs, records
 
+    def damaged_records(self, run_id: str) -> list[Record]:
+        if self._fresh_keys:  # a guess: any refusal is decided again on what is stored
+            return []
+        return [
+            damaged
+            for row in self._conn.execute(_RUN_LOG, (run_id,))
+            if (damaged := unverified_record(row)) is not None
+        ]
+
     # Listings ----------------------------------------------------------------
 
     def run_page(self, run_id: str, cursor: str, limit: int) -> Page:
@@ -291,8 +310,26 @@ class SQLiteReader(StateReader):
             statuses[run_id] = None if run is None else run.status
         lifecycle.check_listed(records, statuses)
         end = rows[-1][0] if rows else start
-        next_cursor = encode_cursor("session", session_id, end) if end < newest else ""
-        return Page(records=records, next_cursor=next_cursor)
+        if end < newest:
+            return Page(records=records, next_cursor=encode_cursor("session", session_id, end))
+        self._check_session_ends(session_id)
+        return Page(records=records, next_cursor="")
+
+    def _check_session_ends(self, session_id: str) -> None:
+        """At the end of a session listing: every ended run's log ends with what ended it.
+
+        Session positions have gaps by design, so a deleted last record of a run
+        leaves no gap to see; one indexed lookup per ended run, on the last page only.
+        """
+        for run_id, status, seq, type_ in self._conn.execute(_SESSION_ENDS, (session_id,)):
+            try:
+                run_status = RunStatus(status)
+            except ValueError as e:
+                raise CorruptRecordError(
+                    run_id=str(run_id), record_id="", reason=f"run row: {e}"
+                ) from e
+            last_type = None if type_ is None else str(type_)
+            lifecycle.check_log_end(str(run_id), run_status, str(seq), last_type)
 
     def _check_session_order(self, rows: list[Any]) -> None:
         """Each run's records on a session page follow its sequence without a gap.

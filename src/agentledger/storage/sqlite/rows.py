@@ -45,6 +45,7 @@ __all__ = [
     "record_values",
     "run_value",
     "to_ms",
+    "unverified_record",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -215,6 +216,36 @@ def decode_run(row: Sequence[Any]) -> RunRow:
         )
     except (ValueError, TypeError, OverflowError, msgspec.DecodeError) as e:
         raise CorruptRecordError(run_id=str(row[0]), record_id="", reason=f"run row: {e}") from e
+
+
+def unverified_record(row: Sequence[Any]) -> Record | None:
+    """A ``records`` row that fails its checksum, as stored (None if it is intact).
+
+    For diagnosis only: its values are what the damage left (a timestamp that
+    cannot be read is the epoch).
+    """
+    try:
+        decode_record(row)
+    except CorruptRecordError:
+        pass
+    else:
+        return None
+    run_id, seq, agent_id, session_id, turn_id, event_key, type_, timestamp, payload, _ = row
+    try:
+        at = from_ms(timestamp)
+    except (TypeError, ValueError, OverflowError):
+        at = _EPOCH
+    return Record(
+        run_id=str(run_id),
+        agent_id=str(agent_id),
+        session_id=str(session_id),
+        turn_id=str(turn_id),
+        event_key=str(event_key),
+        type=str(type_),
+        timestamp=at,
+        payload=payload if isinstance(payload, bytes) else str(payload).encode(),
+        id=str(seq),
+    )
 
 
 def decode_record(row: Sequence[Any]) -> Record:

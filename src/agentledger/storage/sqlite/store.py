@@ -65,7 +65,13 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import check_statuses
+from agentledger.storage.validation import (
+    DEFAULT_LIMITS,
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    SizeLimits,
+    check_statuses,
+)
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -273,12 +279,15 @@ class SQLiteStore:
         writer: GroupWriter[RowCache] | None,
         readers: ConnectionThreads,
         encryption: Encryption | None = None,
+        limits: SizeLimits = DEFAULT_LIMITS,
     ) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
         """The database file."""
         self.encryption = encryption
         """Encryption at rest [A2], or None for a plaintext database."""
+        self.limits = limits
+        """The payload and checkpoint caps this handle enforces on writes."""
         self._writer = writer
         """None for a handle opened with :meth:`open_read_only`."""
         self._readers = readers
@@ -292,6 +301,8 @@ class SQLiteStore:
         durability: Durability = "full",
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         encryption: Encryption | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
     ) -> SQLiteStore:
         """Open (creating or migrating) the database at ``path``.
 
@@ -301,6 +312,8 @@ class SQLiteStore:
             busy_timeout: seconds to wait for another writer before TransientError.
             encryption: seal payloads and checkpoints at rest [A2]; required for a
                 database created with it, refused for a plaintext one holding data.
+            max_payload_bytes: largest record payload a write may carry (16 MiB).
+            max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
 
         Raises:
             ValidationError: a bad argument, path, file or schema version, or an
@@ -309,6 +322,9 @@ class SQLiteStore:
         """
         synchronous = check_durability(durability)
         timeout = check_busy_timeout(busy_timeout)
+        limits = SizeLimits(
+            max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
+        )
         name = check_path(path)
         conn = await asyncio.to_thread(_open_writer, name, timeout, synchronous, encryption)
 
@@ -325,7 +341,7 @@ class SQLiteStore:
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
         )
-        return cls(path=name, writer=writer, readers=readers, encryption=encryption)
+        return cls(path=name, writer=writer, readers=readers, encryption=encryption, limits=limits)
 
     @classmethod
     async def open_read_only(
@@ -422,54 +438,67 @@ class SQLiteStore:
     # Store -------------------------------------------------------------------
 
     async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
-        return await self._write("start_root_run", lambda r: lifecycle.plan_root_start(r, cmd))
+        return await self._write(
+            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits)
+        )
 
     async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
-        return await self._write("start_child_run", lambda r: lifecycle.plan_child_start(r, cmd))
+        return await self._write(
+            "start_child_run", lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits)
+        )
 
     async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
         return await self._write(
-            "start_one_shot_run", lambda r: lifecycle.plan_one_shot_start(r, cmd)
+            "start_one_shot_run",
+            lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits),
         )
 
     async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
         return await self._write(
-            "start_one_shot_child_run", lambda r: lifecycle.plan_one_shot_child_start(r, cmd)
+            "start_one_shot_child_run",
+            lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits),
         )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
         return await self._write(
-            "append_run_record", lambda r: lifecycle.plan_append(r, record), insert_first=True
+            "append_run_record",
+            lambda r: lifecycle.plan_append(r, record, limits=self.limits),
+            insert_first=True,
         )
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
         return await self._write(
             "append_run_records",
-            lambda r: lifecycle.plan_append_batch(r, records),
+            lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
             insert_first=True,
         )
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
         return await self._write(
-            "record_run_cancellation", lambda r: lifecycle.plan_cancellation(r, cmd)
+            "record_run_cancellation",
+            lambda r: lifecycle.plan_cancellation(r, cmd, limits=self.limits),
         )
 
     async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
         return await self._write(
-            "record_run_suspension", lambda r: lifecycle.plan_suspension(r, cmd)
+            "record_run_suspension", lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits)
         )
 
     async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
-        return await self._write("record_run_terminal", lambda r: lifecycle.plan_terminal(r, cmd))
+        return await self._write(
+            "record_run_terminal", lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits)
+        )
 
     async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
         return await self._write(
-            "repair_run_suspension", lambda r: lifecycle.plan_repair_suspension(r, cmd)
+            "repair_run_suspension",
+            lambda r: lifecycle.plan_repair_suspension(r, cmd, limits=self.limits),
         )
 
     async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
         return await self._write(
-            "repair_run_terminal", lambda r: lifecycle.plan_repair_terminal(r, cmd)
+            "repair_run_terminal",
+            lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits),
         )
 
     async def load_run(self, run_id: str, /) -> RunMeta:
@@ -527,7 +556,10 @@ class SQLiteStore:
         )
 
     async def import_session(self, image: SessionImage, /) -> None:
-        await self._write("import_session", lambda r: plan_import_session(r, image))
+        await self._write(
+            "import_session", lambda r: plan_import_session(r, image, limits=self.limits)
+        )
+
     # Encryption at rest [A2] -------------------------------------------------
 
     async def erase_session_keys(self, session_id: str, /) -> bool:

@@ -1,0 +1,97 @@
+"""A service enforces its own payload and checkpoint caps (``agentledger serve --max-*``).
+
+A StoreClient that knows the caps refuses before sending; one that does not
+hears the service's typed refusal. A request body past what the caps allow is a
+typed ValidationError too, not a bare HTTP 413.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agentledger.errors import ValidationError
+from agentledger.service import StoreClient
+from agentledger.service.app import body_cap
+from agentledger.storage import Checkpoint, RecordBuilder, RunStart
+from agentledger.storage.validation import SizeLimits
+from tests.service.process import ServiceProcess, Tokens, free_port
+
+SMALL = SizeLimits(max_payload_bytes=256, max_checkpoint_bytes=64)
+AT = datetime(2026, 7, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def capped_service(
+    tmp_path_factory: pytest.TempPathFactory, tokens: Tokens
+) -> Iterator[ServiceProcess]:
+    db = tmp_path_factory.mktemp("capped") / "store.db"
+    options = ("--max-payload-bytes", "256", "--max-checkpoint-bytes", "64")
+    with ServiceProcess(str(db), tokens.path, options=options) as service:
+        yield service
+
+
+def _run(name: str) -> RecordBuilder:
+    return RecordBuilder(
+        RunStart(run_id=name, agent_id="a", session_id="s", parent_run_id="",
+                 predecessor_run_id="", started_at=AT, labels={})
+    )  # fmt: skip
+
+
+async def test_the_service_refuses_what_its_caps_exclude(
+    capped_service: ServiceProcess, tokens: Tokens
+) -> None:
+    run = _run("r")
+    at = AT + timedelta(seconds=1)
+    over = run.record("planner_note", b'"' + b"x" * 255 + b'"', event_key="over", at=at)
+    fits = run.record("planner_note", b'"' + b"x" * 254 + b'"', event_key="fits", at=at)
+    async with StoreClient(capped_service.url, token=tokens.host) as client:
+        await client.create_session("s", created_at=AT)
+        await client.start_root_run(run.root_start())
+        with pytest.raises(ValidationError, match="at most 256 bytes") as caught:
+            await client.append_run_record(over)
+        assert (caught.value.field, caught.value.got) == ("record.payload", "257 bytes")
+        with pytest.raises(ValidationError, match="at most 256 bytes") as caught:
+            await client.append_run_records([fits, over])
+        assert caught.value.field == "records[1].payload"
+        checkpoint = Checkpoint(id="cp", data=b"\x00" * 65)
+        with pytest.raises(ValidationError, match="at most 64 bytes"):
+            await client.record_run_suspension(run.suspension(checkpoint, at=at))
+        # A body past what the caps allow is refused as typed, whatever it holds.
+        many = [
+            run.record("planner_note", b'"' + b"x" * 200 + b'"', event_key=f"k{i}", at=at)
+            for i in range(body_cap(SMALL) // 250)
+        ]
+        with pytest.raises(ValidationError, match="this service's limit") as caught:
+            await client.append_run_records(many)
+        assert caught.value.field == "body"
+        listed = (await client.list_run_records("r")).records
+        assert [r.event_key for r in listed] == ["run_started"]
+        assert (await client.append_run_record(fits)).inserted
+
+
+async def test_a_client_that_knows_the_caps_refuses_before_sending() -> None:
+    """Nothing listens at the URL: only a refusal made here can be a ValidationError."""
+    run = _run("r")
+    over = run.record("planner_note", b'"' + b"x" * 255 + b'"', event_key="over", at=AT)
+    url = f"http://127.0.0.1:{free_port()}"
+    async with StoreClient(url, token="unused", limits=SMALL) as client:
+        with pytest.raises(ValidationError, match="at most 256 bytes"):
+            await client.append_run_record(over)
+        with pytest.raises(ValidationError, match="at most 256 bytes") as caught:
+            await client.append_run_records([over])
+        assert caught.value.field == "records[0].payload"
+        checkpoint = Checkpoint(id="cp", data=b"\x00" * 65)
+        with pytest.raises(ValidationError, match="at most 64 bytes"):
+            await client.record_run_suspension(run.suspension(checkpoint, at=AT))
+
+
+def test_serve_defaults_are_the_stores_defaults() -> None:
+    """``agentledger serve`` repeats the defaults (its --help imports no store)."""
+    from agentledger.cli.service import serve
+
+    defaults = {p.name: p.default for p in serve.params}
+    assert defaults["max_payload_bytes"] == SizeLimits().max_payload_bytes
+    assert defaults["max_checkpoint_bytes"] == SizeLimits().max_checkpoint_bytes
