@@ -153,6 +153,7 @@ class TemporalEngine:
                 task_queue=self.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                request_eager_start=True,
             )
         except WorkflowAlreadyStartedError as e:
             raise ValidationError(
