@@ -23,6 +23,11 @@ of the run in a SQLite file (WAL, ``synchronous=FULL``, fsync per commit);
 the peer stores nothing but Temporal's history. The peer re-calls the model
 when a model activity is retried after a lost completion; agentledger reads
 the stored plan instead (``tests/engine/temporal/test_crash.py``).
+
+agentledger's host runs its worker on the same client, so its starts are
+eager (the first workflow task comes back with the start request); the
+peer's ``execute_workflow`` does not ask for that. ``AGENTLEDGER_BENCH_EAGER=0``
+runs agentledger without it, to see the difference it makes.
 """
 
 from __future__ import annotations
@@ -129,7 +134,9 @@ async def _agentledger_trial(
         store = await SQLiteStore.open(Path(tmp) / "ledger.db", durability=durability)  # type: ignore[arg-type]
         client = await connect(address)
         queue = f"al-{uuid.uuid4().hex[:8]}"
-        runtime = Runtime(store, engine=TemporalEngine(client, task_queue=queue))
+        eager = os.environ.get("AGENTLEDGER_BENCH_EAGER", "1") != "0"
+        engine = TemporalEngine(client, task_queue=queue, eager_start=eager)
+        runtime = Runtime(store, engine=engine)
         runtime.register_model("m", Reactive())
         runtime.register_agent(Agent("weather", ModelPlanner("m"), tools=[weather]))
         agent = runtime.agent_client("weather")

@@ -427,3 +427,59 @@ async def test_a_retry_after_a_lost_write_answer_reads_instead_of_working_again(
     assert ran == ["Oslo"]
     assert await types(store, out.run_id) == ONE_CALL
     await valid_transcript(store, out.run_id)
+
+
+class LoseSuspensionAnswerOnce:
+    """A real store whose ``record_run_suspension`` commits, then once raises a TransientError."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.lost = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def record_run_suspension(self, cmd: Any) -> Any:
+        result = await self._inner.record_run_suspension(cmd)
+        if not self.lost:
+            self.lost += 1
+            raise TransientError("the answer was lost", operation="record_run_suspension")
+        return result
+
+
+async def test_a_retried_turn_that_waits_for_the_user_reads_its_suspension(
+    store: AnyStore, session: str
+) -> None:
+    """A plan that waits for confirmation is recorded and the run suspended by its planner
+    turn; when that answer is lost, the retry reads the checkpoint: one model call."""
+    ran: list[str] = []
+
+    @tool(confirm=True)
+    async def book(place: str) -> str:
+        """Book a table (needs the user's confirmation)."""
+        ran.append(place)
+        return "booked"
+
+    model = ScriptedModel([tool_calls(("b1", "book", {"place": "Chez Nous"}), text="Book it?")])
+    lossy = LoseSuspensionAnswerOnce(store)
+    runtime = _runtime(lossy, model, tools=[book])
+    out = await runtime.agent_client("chat").run(session, [user_message("Book Chez Nous")])
+    assert lossy.lost == 1
+    assert out.status is RunStatus.SUSPENDED, out.failure
+    assert out.awaiting is not None
+    assert out.awaiting.kind == "confirmation"
+    assert out.awaiting.question == "Book it?"
+    assert [c.id for c in out.awaiting.calls] == ["b1"]
+    assert len(model.requests) == 1  # the retry read the plan: the model was asked once
+    assert ran == []
+    assert await types(store, out.run_id) == [
+        "run_started",
+        "prompt_rendered",
+        "transcript_messages_appended",
+        "phase:prompted",
+        "phase:planning",
+        "model_usage",
+        "transcript_messages_appended",
+        "run_suspended",
+    ]
+    await valid_transcript(store, out.run_id)

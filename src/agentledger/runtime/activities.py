@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -104,6 +104,8 @@ from agentledger.transcript import (
 from agentledger.transcript.replay import build_messages_from_run_log
 
 __all__ = ["Activities", "check_plan"]
+
+T = TypeVar("T")
 
 
 def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
@@ -373,39 +375,80 @@ class Activities:
         if activity_attempt() > 1:
             stored = await self._stored_plan(run.run_id, arg.turn)
             if stored is not None:
-                return PlanTurnOutput(result=stored, recorded=True)
+                return stored
         out = await self._plan(arg)
         plan = out.result
-        if plan is None or plan.await_ is not None:
+        if plan is None:
             return out
-        problem = result_problem(PlanTurnOutput(result=plan, recorded=True, session_ended=True))
+        problem = result_problem(
+            PlanTurnOutput(result=plan, recorded=True, suspended=True, session_ended=True)
+        )
         if problem:  # the loop could not get this plan: it is not recorded either
             failure = payloads.Failure(
                 message=problem, kind="planner_error", code="PayloadTooLargeError"
             )
             return PlanTurnOutput(failure=failure)
-        await _finish(self._append(run, arg.turn_id, arg.at, plan_records(arg.turn, plan)))
-        return PlanTurnOutput(result=plan, recorded=True)
+        suspended = await _finish(self._record_plan(arg, plan))
+        return PlanTurnOutput(result=plan, recorded=True, suspended=suspended)
 
-    async def _stored_plan(self, run_id: str, turn: int) -> PlanResult | None:
-        """The plan of turn ``turn`` as an earlier attempt recorded it (None if it did not)."""
+    async def _record_plan(self, arg: PlanTurnInput, plan: PlanResult) -> bool:
+        """Write the plan's records; a plan that waits for outside input then suspends the run.
+
+        Unless a cancellation was recorded meanwhile [C1]: then the loop ends
+        the run canceled at its next safe point. Returns whether it suspended.
+        """
+        await self._append(arg.run, arg.turn_id, arg.at, plan_records(arg.turn, plan))
+        if plan.await_ is None:
+            return False
+        if (await self.store.load_run(arg.run.run_id)).cancellation_reason:
+            return False
+        checkpoint = RunCheckpoint(
+            version=CHECKPOINT_VERSION,
+            agent_id=arg.run.agent_id,
+            turn=arg.turn,
+            awaiting=plan.await_,
+        )
+        await self._suspend(arg.run, arg.turn_id, arg.at, checkpoint)
+        return True
+
+    async def _stored_plan(self, run_id: str, turn: int) -> PlanTurnOutput | None:
+        """The plan of turn ``turn`` as an earlier attempt recorded it (None if it did not).
+
+        A plan that waits for outside input is whole only with the run's
+        suspension: its checkpoint holds what the plan awaits. Without it, the
+        earlier attempt died between its two writes and this one finishes them.
+        """
         step = f"turn:{turn}"
         final = rt.RecordSpec.appended(f"{step}:final").event_key
         asked = rt.RecordSpec.appended(f"{step}:assistant").event_key
+        message: Message | None = None
+        scheduled = suspended = False
         async for record in self._records(run_id):
-            if record.type != rt.TRANSCRIPT_APPENDED:
-                continue
-            if record.event_key == final:
-                return PlanResult(final=decode_messages(record.payload)[0])
-            if record.event_key == asked:
+            if record.type == rt.TRANSCRIPT_APPENDED and record.event_key == final:
+                plan = PlanResult(final=decode_messages(record.payload)[0])
+                return PlanTurnOutput(result=plan, recorded=True)
+            if record.type == rt.TRANSCRIPT_APPENDED and record.event_key == asked:
                 message = decode_messages(record.payload)[0]
-                calls = tuple(
-                    PlannedCall(id=p.id, name=p.name, input=p.input)
-                    for p in message.parts
-                    if isinstance(p, ToolUsePart)
-                )
-                return PlanResult(tool_calls=calls, message=message)
-        return None
+            # written with a tool plan's message, in its transaction
+            scheduled = scheduled or (message is not None and record.type == rt.TOOL_CALL_SCHEDULED)
+            suspended = suspended or record.type == payloads.RUN_SUSPENDED
+        if message is None:
+            return None
+        if scheduled:
+            calls = tuple(
+                PlannedCall(id=p.id, name=p.name, input=p.input)
+                for p in message.parts
+                if isinstance(p, ToolUsePart)
+            )
+            return PlanTurnOutput(
+                result=PlanResult(tool_calls=calls, message=message), recorded=True
+            )
+        if suspended:
+            checkpoint = await self._checkpoint(run_id)
+            if checkpoint.turn == turn and checkpoint.awaiting is not None:
+                plan = PlanResult(await_=checkpoint.awaiting, message=message)
+                return PlanTurnOutput(result=plan, recorded=True, suspended=True)
+        return None  # an await's message without its suspension: ask again
 
     async def _records(self, run_id: str) -> AsyncIterator[Record]:
         """Every record of the run, in commit order."""
@@ -569,11 +612,16 @@ class Activities:
     async def suspend_run(self, arg: SuspendRunInput) -> None:
         """Write ``arg.records``, then [L6] checkpoint, status and ``run_suspended`` at once."""
         await self._append(arg.run, arg.turn_id, arg.records_at or arg.at, arg.records)
-        checkpoint = arg.checkpoint
+        await self._suspend(arg.run, arg.turn_id, arg.at, arg.checkpoint)
+
+    async def _suspend(
+        self, run: RunStart, turn_id: str, at: datetime, checkpoint: RunCheckpoint
+    ) -> None:
+        """[L6] the checkpoint, the status and ``run_suspended``, at once."""
         pending = checkpoint.pending
-        cmd = RecordBuilder(arg.run, turn_id=arg.turn_id).suspension(
-            Checkpoint(id=f"{arg.run.run_id}:suspension", data=checkpoint.encode()),
-            at=arg.at,
+        cmd = RecordBuilder(run, turn_id=turn_id).suspension(
+            Checkpoint(id=f"{run.run_id}:suspension", data=checkpoint.encode()),
+            at=at,
             pending_count=len(pending) or 1,
             required_tools=tuple(c.name for c in pending),
             version=CHECKPOINT_VERSION,
@@ -599,7 +647,7 @@ class Activities:
         return CompleteRunOutput(cancellation_reason=reason)
 
 
-async def _finish(write: Awaitable[bool]) -> bool:
+async def _finish(write: Awaitable[T]) -> T:
     """Await a store write to its end even if the activity is canceled meanwhile.
 
     The work it records is done: the activity then completes with its result

@@ -8,8 +8,9 @@ byte-identical records [X1].
 Each activity writes the records of the work it does, with one
 ``append_run_records`` per write [B1]: ``begin_run`` starts the run and
 records its prompt, history and input; ``plan_turn`` records its phase and
-then its plan; ``tool_call`` its result. Records the loop decides on its own
-(a tool step's results message, interrupted calls) ride along, as
+then its plan (and suspends the run when the plan waits for outside input);
+``tool_call`` its result (a lone call). Records the loop decides
+on its own (a tool step's results message, interrupted calls) ride along, as
 ``records``, with the next activity that writes.
 """
 
@@ -186,7 +187,8 @@ class PlanTurnInput(_Wire, frozen=True, kw_only=True):
     are written; then the planner runs and its plan is written: notes, usage
     and the assistant message, and for tool calls the ``executing_tools``
     phase and one ``tool_call_scheduled`` per call. A plan that awaits
-    outside input is left to the loop to record.
+    outside input records its assistant message, then suspends the run with
+    its checkpoint [L6] (the retry of a lost completion finds it there).
     """
 
     run: RunStart
@@ -203,14 +205,17 @@ class PlanTurnInput(_Wire, frozen=True, kw_only=True):
 class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
     """The planner's result, or why the planner failed (never retried).
 
-    ``recorded`` is True when the plan's records were written (final answers
-    and tool calls); ``session_ended`` when the session ended before the
-    planner was asked (then there is neither result nor failure) [D2].
+    ``recorded`` is True when the plan's records were written;
+    ``suspended`` when the plan waits for outside input and the run is
+    suspended with it (its checkpoint stored); ``session_ended`` when the
+    session ended before the planner was asked (then there is neither result
+    nor failure) [D2].
     """
 
     result: PlanResult | None = None
     failure: Failure | None = None
     recorded: bool = False
+    suspended: bool = False
     session_ended: bool = False
 
 

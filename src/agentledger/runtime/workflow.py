@@ -22,13 +22,20 @@ A run's records, in order, and the activity that writes them::
     tool_result_received ...             one per call, in call order (tool_call, for a lone call)
     transcript_messages_appended         the next activity: the user message holding every result
     ...                                  more turns
-    run_completed | run_suspended        complete_run [L7] / suspend_run [L6]
+    run_completed                        complete_run [L7]
+    run_suspended                        plan_turn, when its plan waits for outside input [L6]
+                                         (suspend_run, when child runs wait)
 
 So a one-tool run takes five activities: begin, plan, tool, plan, complete
 (the first and last only talk to the store; an engine may run them as
 local activities). Records the loop decides itself (a results message, the
-results of interrupted calls) are *owed*: they ride along with the next
-activity that writes, stamped with the time they were decided.
+results of interrupted calls or child runs) are *owed*: they ride along with
+the next activity that writes, stamped with the time they were decided.
+
+A model call is recorded by the planner turn that makes it, and a lone tool
+call by its activity, before the activity completes: a retry after a lost
+completion finds the record instead of doing the work again. The results of
+parallel calls are written together, in call order, after the last one.
 
 A child run that suspends (an agent used as a tool waits for outside input)
 suspends its parent once the step's other calls are in: the parent keeps
@@ -156,6 +163,13 @@ def _activity_failure(kind: str, error: ActivityFailed) -> Failure:
 
 def _interrupted(call: ToolCall, text: str = INTERRUPTED) -> ToolOutcome:
     return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=text, is_error=True)
+
+
+def _calls(awaiting: Await | None) -> tuple[ToolCall, ...]:
+    """The tool calls an await holds (a clarification holds none)."""
+    if awaiting is None or isinstance(awaiting, AwaitClarification):
+        return ()
+    return awaiting.calls
 
 
 def _await_message(awaiting: Await) -> Message:
@@ -377,15 +391,20 @@ class _Loop:
                     )
                 )
             phase = Phase.SYNTHESIZING if resume else Phase.PLANNING
-            plan, recorded = await self._plan(resume, results, answer, phase)
+            out = await self._plan(resume, results, answer, phase)
+            plan = out.result
+            assert plan is not None
+            if out.suspended and plan.await_ is not None:  # the turn suspended the run [L6]
+                return self._suspended(plan.await_)
             step = f"turn:{self.turn}"
-            if recorded and plan.tool_calls:  # its tool uses are in the log
-                self.pending, self.pending_step = plan.tool_calls, step
+            if out.recorded:  # its tool uses (if any) are in the log
+                self.pending, self.pending_step = plan.tool_calls or _calls(plan.await_), step
             self._check_cancel()  # a safe point
             if plan.final is not None:
                 return await self._end_completed(plan.final)
             if plan.await_ is not None:
-                self._owe(plan_records(self.turn, plan))
+                if not out.recorded:  # a planner turn of an earlier version left it to us
+                    self._owe(plan_records(self.turn, plan))
                 if not isinstance(plan.await_, AwaitClarification):
                     self.pending, self.pending_step = plan.await_.calls, step
                 return await self._suspend(plan.await_)
@@ -394,8 +413,12 @@ class _Loop:
 
     async def _plan(
         self, resume: bool, results: tuple[ToolOutcome, ...], answer: Answer | None, phase: Phase
-    ) -> tuple[PlanResult, bool]:
-        """One planner turn: the owed records and the phase, then the plan (recorded or not)."""
+    ) -> PlanTurnOutput:
+        """One planner turn: the owed records and the phase, then the plan, recorded.
+
+        A plan that waits for outside input comes back ``suspended``: the
+        turn recorded it and suspended the run.
+        """
         self._owe([RecordSpec.phase(phase, self.turn)])
         assert self.owed_at is not None
         arg = PlanTurnInput(
@@ -421,7 +444,7 @@ class _Loop:
             raise _Fail(out.failure)
         if out.result is None:
             raise _Fail(Failure(message="the planner returned nothing", kind="invalid_plan"))
-        return out.result, out.recorded
+        return out
 
     # ------------------------------------------------------------------- tools
 
@@ -598,6 +621,10 @@ class _Loop:
 
     # ------------------------------------------------------------------ endings
 
+    def _suspended(self, awaiting: Await) -> RunOutput:
+        asked = Awaiting.of(awaiting, run_id=self.inp.run_id, agent_id=self.inp.agent_id)
+        return self._output(RunStatus.SUSPENDED, awaiting=asked)
+
     async def _suspend(self, awaiting: Await) -> RunOutput:
         self._check_cancel()
         checkpoint = RunCheckpoint(
@@ -616,8 +643,7 @@ class _Loop:
         )
         await self.ctx.activity(SUSPEND_RUN, arg, type(None))
         self._paid()
-        asked = Awaiting.of(awaiting, run_id=self.inp.run_id, agent_id=self.inp.agent_id)
-        return self._output(RunStatus.SUSPENDED, awaiting=asked)
+        return self._suspended(awaiting)
 
     async def _suspend_for_children(self, waiting: _ChildrenWait) -> RunOutput:
         """Suspend because child runs wait; the first child's question is the run's."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from agentledger.runtime import (
     Agent,
+    AwaitConfirmation,
     PlanInput,
     PlanResult,
     PlanResumeInput,
@@ -64,9 +65,26 @@ class TwoStepPlanner:
         return PlanResult.answer(f"finished: {input.tool_results[0].content}")
 
 
+class AskingPlanner:
+    """Asks the user to confirm a ``slow_step`` call (the run suspends), then answers.
+
+    Leaves the same ``planned-<run>-<turn>`` markers as :class:`TwoStepPlanner`.
+    """
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        mark(f"planned-{input.run.run_id}-{input.run.turn}")
+        call = ToolCall(id="step-1", name="slow_step", input={"label": "asked"})
+        return PlanResult(await_=AwaitConfirmation(calls=(call,), prompt="Go ahead?"))
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        mark(f"planned-{input.run.run_id}-{input.run.turn}")
+        return PlanResult.answer(f"finished: {input.tool_results[0].content}")
+
+
 def setup(runtime: Runtime) -> None:
-    """One agent, ``stepper``, with the slow tool."""
+    """Two agents with the slow tool: ``stepper`` calls it, ``asker`` asks first."""
     runtime.register_agent(Agent("stepper", TwoStepPlanner(), tools=[slow_step]))
+    runtime.register_agent(Agent("asker", AskingPlanner(), tools=[slow_step]))
 
 
 def markers(folder: Path, prefix: str) -> list[Path]:

@@ -42,6 +42,7 @@ async def temporal_runtime(
     worker: bool = True,
     heartbeat_timeout: float = 2.0,
     max_payload_bytes: int | None = None,
+    eager_start: bool = True,
     **worker_options: Any,
 ) -> AsyncIterator[Runtime]:
     """A runtime whose runs go through Temporal, with a worker running while in use."""
@@ -54,6 +55,7 @@ async def temporal_runtime(
         task_queue=queue,
         retry_policy=FAST_RETRY,
         heartbeat_timeout=heartbeat_timeout,
+        eager_start=eager_start,
         **limits,
     )
     runtime = Runtime(store, engine=engine, stream=QueueSink())

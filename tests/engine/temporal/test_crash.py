@@ -105,15 +105,28 @@ async def test_worker_killed_mid_tool_run_completes_exactly_once(
             second.kill()
 
 
+ASKER = [
+    "run_started",
+    "transcript_messages_appended",
+    "phase:prompted",
+    "phase:planning",
+    "transcript_messages_appended",
+    "run_suspended",
+]
+
+
 @pytest.mark.parametrize(
-    ("key", "what"),
+    ("key", "agent", "what"),
     [
-        ("turn:1:assistant:messages", "the planner turn's plan"),
-        ("turn:1:tool:step-1:result", "the tool call's result"),
+        ("turn:1:assistant:messages", "stepper", "the planner turn's plan"),
+        ("turn:1:tool:step-1:result", "stepper", "the tool call's result"),
+        ("run_suspended", "asker", "the planner turn's plan that waits for the user"),
     ],
+    ids=["plan", "tool", "await"],
 )
 async def test_a_retry_after_a_lost_completion_reads_instead_of_working_again(
     key: str,
+    agent: str,
     what: str,
     temporal_address: str,
     temporal_client: Client,
@@ -121,7 +134,7 @@ async def test_a_retry_after_a_lost_completion_reads_instead_of_working_again(
     worker_db: str,
     tmp_path: Path,
 ) -> None:
-    """The worker dies after an activity stored its records and before Temporal heard it
+    """The worker dies after an activity stored its records but before Temporal heard it
     finished: the retry on another worker finds them, so the model and the tool are each
     called exactly once per turn, and the run's log is that of an uninterrupted run."""
     folder = tmp_path / "markers"
@@ -146,7 +159,7 @@ async def test_a_retry_after_a_lost_completion_reads_instead_of_working_again(
         apps.setup(runtime)
         session = f"s-{uuid.uuid4().hex}"
         await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
-        client = runtime.agent_client("stepper")
+        client = runtime.agent_client(agent)
         handle = await client.start(session, [user_message("once")])
         await _wait_for_markers(folder, "paused", 1)  # stored; the activity never completes
         first.kill()
@@ -154,13 +167,21 @@ async def test_a_retry_after_a_lost_completion_reads_instead_of_working_again(
             temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options
         ).start()
         out = await asyncio.wait_for(handle.wait(), 90)
-        assert out.status is RunStatus.COMPLETED, out.failure
-        assert out.text == "finished: once done"
         run = handle.run_id
         assert len(apps.markers(folder, f"planned-{run}-1")) == 1, what
-        assert len(apps.markers(folder, f"planned-{run}-2")) == 1, what
-        assert len(apps.markers(folder, f"started-{run}")) == 1, what
-        assert await types(store, run) == STEPPER
+        if agent == "stepper":
+            assert out.status is RunStatus.COMPLETED, out.failure
+            assert out.text == "finished: once done"
+            assert len(apps.markers(folder, f"planned-{run}-2")) == 1, what
+            assert len(apps.markers(folder, f"started-{run}")) == 1, what
+            assert await types(store, run) == STEPPER
+        else:
+            assert out.status is RunStatus.SUSPENDED, out.failure
+            assert out.awaiting is not None
+            assert out.awaiting.kind == "confirmation"
+            assert out.awaiting.question == "Go ahead?"
+            assert not apps.markers(folder, f"started-{run}"), what
+            assert await types(store, run) == ASKER
         reference = await client.run(session, [user_message("once")])
         lost, clean = await records(store, run), await records(store, reference.run_id)
         assert [(r.type, r.event_key) for r in lost] == [(r.type, r.event_key) for r in clean]

@@ -178,3 +178,27 @@ async def test_a_cancel_right_after_start_still_starts_the_run(
     assert stored[-1].type == "run_completed"
     check_lifecycle(await store.load_run(handle.run_id), stored)
     assert model.requests == []
+
+
+async def test_a_start_without_eager_dispatch_writes_the_same_run(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """``eager_start=False``: the first workflow task goes through the task queue; the
+    run is the same (every other test starts eagerly, the worker sharing the client)."""
+    model = ScriptedModel([tool_calls(("c1", "echo", {"text": "hi"})), reply("said hi")])
+
+    @tool
+    async def echo(text: str) -> str:
+        """Say it back."""
+        return text
+
+    async with temporal_runtime(
+        temporal_client, store, chat(model, tools=[echo]), eager_start=False
+    ) as runtime:
+        assert isinstance(runtime.engine, TemporalEngine)
+        assert not runtime.engine.eager_start
+        out = await runtime.agent_client("chat").run(session, [user_message("say hi")])
+    assert out.status is RunStatus.COMPLETED, out.failure
+    assert out.text == "said hi"
+    check_lifecycle(await store.load_run(out.run_id), await records(store, out.run_id))
+    await valid_transcript(store, out.run_id)

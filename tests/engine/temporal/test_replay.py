@@ -47,6 +47,9 @@ def _load(path: Path) -> WorkflowHistory:
 FILES = sorted(HISTORIES.glob("*.json"))
 RETIRED = HISTORIES / "v1" / "tool_loop__root.json"
 """A run of the retired ``agentledger.run`` shape (13 activities for a one-tool run)."""
+EARLIER = sorted((HISTORIES / "v2").glob("*.json"))
+"""Runs of ``agentledger.run.v2`` recorded before planner turns suspended the run themselves
+(the loop then suspended it with a ``suspend_run`` local activity)."""
 
 
 def test_every_scenario_has_a_recorded_history() -> None:
@@ -64,6 +67,17 @@ async def test_history_replays_on_current_code(path: Path) -> None:
         f"{path.name} no longer replays: {result.replay_failure!r}. If the workflow change is "
         f"intended (no runs in flight must survive it), run {REGENERATE} and commit the files."
     )
+
+
+@pytest.mark.parametrize("path", EARLIER, ids=[p.stem for p in EARLIER])
+async def test_a_history_of_the_earlier_v2_shape_still_replays(path: Path) -> None:
+    """A run in flight across the upgrade: its planner turn left the await to the loop
+    (its recorded output says so), and today's loop still suspends it the earlier way."""
+    history = _load(path)
+    kinds = [e.marker_recorded_event_attributes.marker_name for e in history.events]
+    assert kinds.count("core_local_activity") == 2  # begin_run, then suspend_run
+    result = await create_replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, repr(result.replay_failure)
 
 
 async def test_a_nondeterministic_change_fails_replay() -> None:

@@ -83,6 +83,10 @@ class TemporalEngine:
             engine starts (and its children): workers cannot change it.
         max_payload_bytes: the largest encoded workflow input or activity
             input; larger ones are refused (Temporal's own limit is 2 MiB).
+        eager_start: ask Temporal to hand a run's first workflow task back
+            with the start (eager workflow start) when a worker of this
+            client polls ``task_queue`` in this process; otherwise, or when
+            that worker is busy, the start is an ordinary one.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class TemporalEngine:
         activity_timeout: float = 600.0,
         heartbeat_timeout: float = 30.0,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        eager_start: bool = True,
     ) -> None:
         check_client(client)
         if not isinstance(task_queue, str) or not task_queue:
@@ -109,6 +114,7 @@ class TemporalEngine:
             )
         except ValueError as e:
             raise ValidationError(field="TemporalEngine", expected=str(e), got=None) from e
+        self.eager_start = bool(eager_start)
         self._bound = False
 
     @property
@@ -153,6 +159,7 @@ class TemporalEngine:
                 task_queue=self.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                request_eager_start=self.eager_start,
             )
         except WorkflowAlreadyStartedError as e:
             raise ValidationError(
