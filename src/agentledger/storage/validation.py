@@ -32,6 +32,7 @@ __all__ = [
     "check_statuses",
     "check_stored_record",
     "check_timestamp",
+    "check_transcript_payload",
     "decode_payload",
     "decode_stored_payload",
     "normalize_record",
@@ -226,6 +227,27 @@ def validate_record(record: object, field: str = "record") -> Record:
             field=f"{field}.payload", expected="exactly one JSON value", got=str(e)
         ) from e
     return record
+
+
+def check_transcript_payload(record: Record, field: str = "record") -> None:
+    """A transcript record's payload must decode strictly as messages [R1].
+
+    Checked once, on write, so that replay of a verified stored record can
+    trust what it reads (see ``integrity.verified_transcripts``).
+    """
+    if record.type not in payloads.TRANSCRIPT_TYPES:
+        return
+    from agentledger.errors import TranscriptError
+    from agentledger.transcript.codec import decode_messages
+
+    try:
+        decode_messages(record.payload)
+    except TranscriptError as e:
+        raise ValidationError(
+            field=f"{field}.payload{e.field.removeprefix('$')}",
+            expected=f"a {record.type} payload: {e.expected}",
+            got=e.got,
+        ) from e
 
 
 def check_stored_record(record: Record) -> None:

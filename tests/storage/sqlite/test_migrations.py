@@ -235,7 +235,7 @@ def test_a_version_4_file_gains_checksums_of_every_existing_record(v1_copy: Path
     asyncio.run(_read_every_run(v1_copy, count))
     conn = _connect(v1_copy)
     try:
-        assert applied(conn)[-1] == (5, "record_checksums")
+        assert (5, "record_checksums") in applied(conn)
         assert conn.execute("SELECT count(*) FROM records WHERE checksum = -1").fetchone() == (0,)
         conn.execute("UPDATE records SET payload = X'7B2278223AFFFE7D' WHERE seq = 1")
     finally:

@@ -140,19 +140,23 @@ def _check_pool_sizes(min_size: object, max_size: object) -> tuple[int, int]:
     return min_size, max_size
 
 
-async def _prepare(dsn: str, extra: dict[str, Any], migrate: bool) -> None:
-    """Check the server and the schema on a connection of its own; apply migrations."""
+async def _prepare(dsn: str, extra: dict[str, Any], migrate: bool) -> bool:
+    """Check the server and the schema on a connection of its own; apply migrations.
+
+    Returns whether every stored transcript record passed the strict decode.
+    """
     async with await AsyncConnection.connect(dsn, **extra) as conn:
         if migrate:
             await _migrations.migrate(conn)
-            return
-        todo = await _migrations.pending(conn)
-        if todo:
-            raise ValidationError(
-                field="schema_version",
-                expected=f"{_migrations.SCHEMA_VERSION} (migrated)",
-                got=todo[0].version - 1,
-            )
+        else:
+            todo = await _migrations.pending(conn)
+            if todo:
+                raise ValidationError(
+                    field="schema_version",
+                    expected=f"{_migrations.SCHEMA_VERSION} (migrated)",
+                    got=todo[0].version - 1,
+                )
+        return await _migrations.transcripts_checked(conn)
 
 
 class PostgresStore:
@@ -163,10 +167,15 @@ class PostgresStore:
     stores, in any number of processes and hosts, may share one database.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool[Conn], *, transcripts_verified: bool = False
+    ) -> None:
         """Wrap an open pool; use :meth:`open` instead."""
         self._pool = pool
         self._closed = False
+        self._transcripts_verified = transcripts_verified
+        """Every page is checksum-verified and every transcript record was checked
+        on write (see ``integrity.verified_transcripts``)."""
 
     @classmethod
     async def open(
@@ -216,14 +225,14 @@ class PostgresStore:
         )
         await pool.open(wait=False)  # connects in the background while we migrate
         try:
-            await _prepare(dsn, extra, migrate)
+            verified = await _prepare(dsn, extra, migrate)
             await pool.wait(timeout=pool_timeout)
         except BaseException as e:
             await pool.close()
             if isinstance(e, psycopg.Error | PoolTimeout):
                 raise transient(e, "open") from e
             raise
-        return cls(pool)
+        return cls(pool, transcripts_verified=verified)
 
     async def close(self) -> None:
         """Close every pooled connection. Idempotent; later calls fail with TransientError."""

@@ -168,8 +168,13 @@ def _read_job(
     return job
 
 
-def _open_writer(path: str, busy_timeout: float, synchronous: str) -> sqlite3.Connection:
-    """The write connection: check the file and schema by reading, then WAL and migrate."""
+def _open_writer(
+    path: str, busy_timeout: float, synchronous: str
+) -> tuple[sqlite3.Connection, bool]:
+    """The write connection: check the file and schema by reading, then WAL and migrate.
+
+    Also says whether every stored transcript record passed the strict decode.
+    """
     try:
         conn = connect(path, busy_timeout=busy_timeout, synchronous=synchronous, read_only=False)
     except sqlite3.Error as e:
@@ -182,13 +187,16 @@ def _open_writer(path: str, busy_timeout: float, synchronous: str) -> sqlite3.Co
         if str(mode).lower() != "wal":
             raise ValidationError(field="path", expected="a file that supports WAL", got=path)
         schema.migrate(conn)
+        (unchecked,) = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM unchecked_transcripts)"
+        ).fetchone()
     except sqlite3.Error as e:
         conn.close()
         raise map_open_error(e, path) from e
     except BaseException:
         conn.close()
         raise
-    return conn
+    return conn, not unchecked
 
 
 class SQLiteStore:
@@ -226,11 +234,19 @@ class SQLiteStore:
     """
 
     def __init__(
-        self, *, path: str, writer: GroupWriter[RowCache] | None, readers: ConnectionThreads
+        self,
+        *,
+        path: str,
+        writer: GroupWriter[RowCache] | None,
+        readers: ConnectionThreads,
+        transcripts_verified: bool = False,
     ) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
         """The database file."""
+        self._transcripts_verified = transcripts_verified
+        """Every page is checksum-verified and every transcript record was checked
+        on write (see ``integrity.verified_transcripts``)."""
         self._writer = writer
         """None for a handle opened with :meth:`open_read_only`."""
         self._readers = readers
@@ -258,7 +274,7 @@ class SQLiteStore:
         synchronous = check_durability(durability)
         timeout = check_busy_timeout(busy_timeout)
         name = check_path(path)
-        conn = await asyncio.to_thread(_open_writer, name, timeout, synchronous)
+        conn, verified = await asyncio.to_thread(_open_writer, name, timeout, synchronous)
 
         def open_reader() -> sqlite3.Connection:
             return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
@@ -273,7 +289,7 @@ class SQLiteStore:
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
         )
-        return cls(path=name, writer=writer, readers=readers)
+        return cls(path=name, writer=writer, readers=readers, transcripts_verified=verified)
 
     @classmethod
     async def open_read_only(
