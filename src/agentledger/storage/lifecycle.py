@@ -62,7 +62,6 @@ from agentledger.storage.validation import (
     check_labels,
     check_stored_record,
     check_timestamp,
-    check_transcript_payload,
     decode_payload,
     decode_stored_payload,
     normalize_record,
@@ -711,7 +710,6 @@ def _check_ordinary(record: Record, field: str) -> None:
             expected="an ordinary (non-lifecycle) record type",
             got=record.type,
         )
-    check_transcript_payload(record, field)
 
 
 def plan_append(reader: StateReader, record: Record) -> Plan[AppendResult]:

@@ -191,7 +191,10 @@ def check_statuses(values: Iterable[object], kind: type[_S]) -> frozenset[_S]:
 
 
 def validate_record(record: object, field: str = "record") -> Record:
-    """Check the fields every record needs before a store can accept it."""
+    """Check the fields every record needs before a store can accept it.
+
+    A transcript record's payload must also decode strictly as messages [R1].
+    """
     if not isinstance(record, Record):
         raise ValidationError(field=field, expected="a Record", got=type(record).__name__)
     require_id(f"{field}.run_id", record.run_id)
@@ -220,6 +223,9 @@ def validate_record(record: object, field: str = "record") -> Record:
         raise ValidationError(
             field=f"{field}.payload", expected="valid UTF-8", got=f"invalid byte at {e.start}"
         ) from e
+    if record.type in payloads.TRANSCRIPT_TYPES:
+        check_transcript_payload(record, field)  # also exactly one JSON value
+        return record
     try:
         _JSON_VALUE.decode(payload)
     except msgspec.DecodeError as e:
@@ -232,8 +238,9 @@ def validate_record(record: object, field: str = "record") -> Record:
 def check_transcript_payload(record: Record, field: str = "record") -> None:
     """A transcript record's payload must decode strictly as messages [R1].
 
-    Checked once, on write, so that replay of a verified stored record can
-    trust what it reads (see ``integrity.verified_transcripts``).
+    Part of :func:`validate_record`: checked on write, so that replay of a
+    verified stored record can trust what it reads (see
+    ``integrity.verified_transcripts``).
     """
     if record.type not in payloads.TRANSCRIPT_TYPES:
         return
