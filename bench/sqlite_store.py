@@ -1,8 +1,8 @@
 """Benchmark: SQLiteStore against raw sqlite3 doing the same work on the same machine.
 
 Run as ``.venv/bin/python bench/sqlite_store.py`` (or ``make bench``). It is not a
-test: it prints a table of medians over seven interleaved repetitions; each ratio
-is the median of the per-repetition ratios. The raw side is the physical limit:
+test: it prints a table of medians over seven interleaved repetitions (``--repetitions``);
+each ratio is the median of the per-repetition ratios. The raw side is the physical limit:
 the same INSERT (or SELECT) on the same schema with the same pragmas, with no
 store around it, at the same ``synchronous`` setting.
 
@@ -24,6 +24,7 @@ Targets (issue 11): appends >= 0.85x (``full``) and >= 0.6x (``normal``),
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -407,6 +408,10 @@ def _at_most(target: float) -> Callable[[float], bool]:
 
 
 def main() -> int:
+    global REPETITIONS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repetitions", type=int, default=REPETITIONS)
+    REPETITIONS = parser.parse_args().repetitions
     versions = f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}"
     print(f"SQLiteStore vs raw sqlite3 ({versions}, {os.cpu_count()} CPUs)")
     print(

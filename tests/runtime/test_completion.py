@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from agentledger.runtime import QueueSink, Runtime, events, user_message
 from agentledger.runtime.records import RecordSpec
 from agentledger.storage import RecordBuilder, RunStart, RunStatus, payloads
 from agentledger.storage.sqlite import SQLiteStore
+from agentledger.storage.sqlite.schema import _backfill_checksums
 from agentledger.testing import ScriptedModel, reply
 from agentledger.transcript import Message, TextPart, ToolResultPart, ToolUsePart
 from tests.runtime.support import AnyStore, chat_runtime, now_ms, records, types, valid_transcript
@@ -171,13 +173,27 @@ async def test_a_lost_workflow_gets_one_final_record(
 
 
 async def test_corrupt_stored_data_is_reported(store: AnyStore, session: str) -> None:
-    """[J1] [E2] a stored transcript record that does not decode raises CorruptRecordError."""
+    """[J1] [E2] a stored transcript record that does not decode raises CorruptRecordError.
+
+    A store refuses such a record on write [R1], so it is planted as a buggy
+    writer would leave it: in the file, checksum and all (SQLite only).
+    """
     run = RunStart(run_id="bad-1", agent_id="chat", session_id=session, started_at=now_ms())
     builder = RecordBuilder(run)
     await store.start_root_run(builder.root_start())
     bad = builder.record("transcript_messages_appended", b'{"x": 1}', event_key="bad", at=now_ms())
-    await store.append_run_record(bad)
+    with pytest.raises(ValidationError):
+        await store.append_run_record(bad)
+    good = builder.record("transcript_messages_appended", b"[]", event_key="bad", at=now_ms())
+    await store.append_run_record(good)
     await store.record_run_terminal(builder.terminal(RunStatus.COMPLETED, at=now_ms()))
+    if not isinstance(store, SQLiteStore):
+        return
+    with sqlite3.connect(store.path) as conn:
+        query = "UPDATE records SET payload = ? WHERE run_id = 'bad-1' AND seq = 2"
+        conn.execute(query, (b'{"x": 1}',))
+        _backfill_checksums(conn)
+    conn.close()
     with pytest.raises(CorruptRecordError):
         await Runtime(store, stream=QueueSink()).ensure_run_completion("bad-1")
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,9 +33,18 @@ from agentledger.runtime import (
 )
 from agentledger.runtime.wire import RunInput, RunOutput
 from agentledger.storage import RunStatus, payloads
+from agentledger.storage.sqlite import SQLiteStore
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart
-from tests.runtime.support import ONE_CALL, AnyStore, chat_runtime, records, types, valid_transcript
+from tests.runtime.support import (
+    ONE_CALL,
+    AnyStore,
+    chat_runtime,
+    now_ms,
+    records,
+    types,
+    valid_transcript,
+)
 
 FAST = RetryPolicy(initial_interval=0.001, maximum_interval=0.01)
 
@@ -181,32 +192,34 @@ async def test_a_planner_that_raises_fails_the_run(store: AnyStore, session: str
     await valid_transcript(store, out.run_id)
 
 
-async def test_prepare_messages_failing_fails_the_turn(store: AnyStore, session: str) -> None:
-    """[R3] an error from prepare_messages fails the turn (here: a corrupt log)."""
+async def test_prepare_messages_failing_fails_the_turn(tmp_path: Path) -> None:
+    """[R3] an error from prepare_messages fails the turn (here: a corrupt log).
+
+    Stores refuse an unreadable transcript on write [R1], so the planner damages
+    a stored one in the file (SQLite), which the read then finds.
+    """
+    store = await SQLiteStore.open(tmp_path / "runtime.db", durability="normal")
 
     class Corrupting:
         async def plan_start(self, input: PlanInput) -> PlanResult:
-            await store.append_run_record(  # an unreadable transcript record
-                (await records(store, input.run.run_id))[0].__class__(
-                    run_id=input.run.run_id,
-                    agent_id="chat",
-                    session_id=session,
-                    turn_id=input.run.turn_id,
-                    event_key="bad",
-                    type="transcript_messages_appended",
-                    timestamp=(await records(store, input.run.run_id))[0].timestamp,
-                    payload=b'{"not": "messages"}',
-                )
-            )
+            with sqlite3.connect(store.path) as conn:
+                query = "UPDATE records SET payload = ? WHERE run_id = ? AND type LIKE ?"
+                damage = (b'{"not": "messages"}', input.run.run_id, "transcript_messages_%")
+                assert conn.execute(query, damage).rowcount >= 1
+            conn.close()
             await input.prepare_messages()
             raise AssertionError("unreachable")
 
         async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
             raise AssertionError("unreachable")
 
-    runtime = Runtime(store, stream=QueueSink())
-    runtime.register_agent(Agent("chat", Corrupting()))
-    out = await runtime.agent_client("chat").run(session, [user_message("hi")])
+    try:
+        await store.create_session("s1", created_at=now_ms())
+        runtime = Runtime(store, stream=QueueSink())
+        runtime.register_agent(Agent("chat", Corrupting()))
+        out = await runtime.agent_client("chat").run("s1", [user_message("hi")])
+    finally:
+        await store.close()
     assert out.status is RunStatus.FAILED
     assert out.failure is not None
     assert out.failure.code == "CorruptRecordError"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
-from agentledger.errors import CorruptRecordError
+from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import MemoryStore, RecordBuilder, RunStart
 from agentledger.storage.payloads import PROMPT_RENDERED, TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
 from agentledger.transcript import (
@@ -75,15 +76,33 @@ async def test_replay_pages_through_long_logs() -> None:
     assert messages == [_user(f"m{n}") for n in range(1205)]
 
 
-async def test_replay_fails_loudly_on_a_record_it_cannot_decode() -> None:
-    """[R2] a transcript record that is not a message array is corruption, never skipped."""
+async def test_a_store_refuses_a_transcript_record_it_could_not_replay() -> None:
+    """[R1] a transcript payload that is not a valid message array is refused on write."""
     store, run = await _run()
+    bad = b'[{"role":"user","parts":[],"x":1}]'
+    with pytest.raises(ValidationError) as caught:
+        await store.append_run_record(
+            run.record(TRANSCRIPT_APPENDED, bad, event_key="b", at=_at(1))
+        )
+    assert caught.value.field == "record.payload[0].x"
+    assert len((await store.list_run_records("r")).records) == 1  # run_started only
+
+
+def test_replay_fails_loudly_on_a_record_it_cannot_decode() -> None:
+    """[R2] a transcript record that is not a message array is corruption, never skipped."""
+    run = RecordBuilder(RunStart(run_id="r", agent_id="chat", session_id="s", started_at=T0))
     good = encode_messages([_user("ok")])
     bad = b'[{"role":"user","parts":[],"x":1}]'
-    await store.append_run_record(run.record(TRANSCRIPT_APPENDED, good, event_key="a", at=_at(1)))
-    await store.append_run_record(run.record(TRANSCRIPT_APPENDED, bad, event_key="b", at=_at(2)))
+    records = [
+        msgspec.structs.replace(
+            run.record(TRANSCRIPT_APPENDED, good, event_key="a", at=_at(1)), id="2"
+        ),
+        msgspec.structs.replace(
+            run.record(TRANSCRIPT_APPENDED, bad, event_key="b", at=_at(2)), id="3"
+        ),
+    ]
     with pytest.raises(CorruptRecordError) as caught:
-        await build_messages_from_run_log(store, "r")
+        replay_run_log_events(records)
     assert caught.value.run_id == "r"
     assert caught.value.record_id == "3"
     assert TRANSCRIPT_APPENDED in caught.value.reason

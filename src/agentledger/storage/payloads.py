@@ -26,6 +26,7 @@ __all__ = [
     "SESSION_ENDED",
     "TRANSCRIPT_APPENDED",
     "TRANSCRIPT_SEEDED",
+    "TRANSCRIPT_TYPES",
     "CancellationIntent",
     "CancellationNote",
     "ChildRunLinked",
@@ -43,6 +44,8 @@ CANCELLATION_INTENT = "runtime.cancellation_intent"
 PROMPT_RENDERED = "prompt_rendered"
 TRANSCRIPT_SEEDED = "transcript_messages_seeded"
 TRANSCRIPT_APPENDED = "transcript_messages_appended"
+TRANSCRIPT_TYPES = frozenset({TRANSCRIPT_SEEDED, TRANSCRIPT_APPENDED})
+"""Record types whose payload is a JSON array of transcript messages [R1]."""
 
 LIFECYCLE_TYPES = frozenset(
     {RUN_STARTED, RUN_COMPLETED, RUN_SUSPENDED, CHILD_RUN_LINKED, CANCELLATION_INTENT}

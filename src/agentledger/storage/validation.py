@@ -35,6 +35,7 @@ __all__ = [
     "check_statuses",
     "check_stored_record",
     "check_timestamp",
+    "check_transcript_payload",
     "decode_payload",
     "decode_stored_payload",
     "normalize_record",
@@ -216,7 +217,10 @@ def check_statuses(values: Iterable[object], kind: type[_S]) -> frozenset[_S]:
 
 
 def validate_record(record: object, field: str = "record") -> Record:
-    """Check the fields every record needs before a store can accept it."""
+    """Check the fields every record needs before a store can accept it.
+
+    A transcript record's payload must also decode strictly as messages [R1].
+    """
     if not isinstance(record, Record):
         raise ValidationError(field=field, expected="a Record", got=type(record).__name__)
     require_id(f"{field}.run_id", record.run_id)
@@ -239,6 +243,9 @@ def validate_record(record: object, field: str = "record") -> Record:
         raise ValidationError(
             field=f"{field}.payload", expected="valid UTF-8", got=f"invalid byte at {e.start}"
         ) from e
+    if record.type in payloads.TRANSCRIPT_TYPES:
+        check_transcript_payload(record, field)  # also exactly one JSON value
+        return record
     try:
         _JSON_VALUE.decode(payload)
     except msgspec.DecodeError as e:
@@ -246,6 +253,28 @@ def validate_record(record: object, field: str = "record") -> Record:
             field=f"{field}.payload", expected="exactly one JSON value", got=str(e)
         ) from e
     return record
+
+
+def check_transcript_payload(record: Record, field: str = "record") -> None:
+    """A transcript record's payload must decode strictly as messages [R1].
+
+    Part of :func:`validate_record`: checked on write, so that replay of a
+    verified stored record can trust what it reads (see
+    ``integrity.verified_transcripts``).
+    """
+    if record.type not in payloads.TRANSCRIPT_TYPES:
+        return
+    from agentledger.errors import TranscriptError
+    from agentledger.transcript.codec import decode_messages
+
+    try:
+        decode_messages(record.payload)
+    except TranscriptError as e:
+        raise ValidationError(
+            field=f"{field}.payload{e.field.removeprefix('$')}",
+            expected=f"a {record.type} payload: {e.expected}",
+            got=e.got,
+        ) from e
 
 
 def check_stored_record(record: Record) -> None:

@@ -35,7 +35,7 @@ import msgspec
 from agentledger.errors import TranscriptError
 from agentledger.transcript.messages import Message
 from agentledger.transcript.numbers import JsonNumber
-from agentledger.transcript.parts import _InvariantError
+from agentledger.transcript.parts import _VERIFIED, _InvariantError
 
 __all__ = ["decode_message", "decode_messages", "encode_message", "encode_messages"]
 
@@ -221,4 +221,28 @@ def decode_messages(data: Buffer) -> list[Message]:
             the JSON path, ``message_index``/``part_index`` name the culprit.
     """
     messages: list[Message] = _decode(_MESSAGES_DECODER, data, True)
+    return messages
+
+
+def decode_verified_messages(payloads: Iterable[Buffer]) -> list[Message]:
+    """Decode stored message arrays whose invariants were checked when they were written.
+
+    Only for payloads a store returned after verifying their checksums, when
+    that store validated every transcript record on write (see
+    ``storage.integrity.verified_transcripts``). msgspec still checks every
+    field's type, every tag and every key, so a malformed array is still a
+    `TranscriptError`; what is skipped is re-running the parts'
+    ``__post_init__`` invariants on bytes that passed them once. Anything from
+    an untrusted source goes through :func:`decode_messages`.
+
+    Raises:
+        TranscriptError: a payload that is not a message array.
+    """
+    messages: list[Message] = []
+    token = _VERIFIED.set(True)
+    try:
+        for data in payloads:
+            messages.extend(_decode(_MESSAGES_DECODER, data, True))
+    finally:
+        _VERIFIED.reset(token)
     return messages

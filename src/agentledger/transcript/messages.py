@@ -10,7 +10,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from agentledger.transcript.parts import _PART_TYPES, Part, _check_json, _fail
+from agentledger.transcript.parts import _PART_TYPES, _VERIFIED, Part, _check_json, _fail
 
 __all__ = ["Message", "Role"]
 
@@ -42,6 +42,8 @@ class Message(
     """Provider replay data (a plain JSON object), or None."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         if not isinstance(self.role, str) or self.role not in _ROLES:
             _fail("Message", "role", "one of system, user, assistant", self.role)
         if type(self.parts) is not tuple:

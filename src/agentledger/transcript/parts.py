@@ -22,6 +22,7 @@ construction bypasses the check.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from decimal import Decimal
 from typing import Any, Literal, NoReturn, TypeAlias
 
@@ -41,6 +42,15 @@ __all__ = [
     "ToolResultPart",
     "ToolUsePart",
 ]
+
+
+_VERIFIED: ContextVar[bool] = ContextVar("agentledger_transcript_verified", default=False)
+"""True only while the codec decodes stored bytes already checked on write.
+
+Set and reset around one synchronous msgspec decode (see
+``codec.decode_verified_messages``), so no caller code runs while it is set;
+a context variable, so other threads and tasks never see it.
+"""
 
 
 class _InvariantError(TranscriptError, ValueError):
@@ -217,6 +227,8 @@ class ThinkingPart(_Part, tag="thinking", frozen=True):
     """True once the provider finished this block (streams deliver it in pieces)."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         _check_str("ThinkingPart", "text", self.text)
         _check_str("ThinkingPart", "signature", self.signature)
         if not isinstance(self.redacted, bytes):
@@ -240,6 +252,8 @@ class TextPart(_Part, tag="text", frozen=True):
     """The text, as written (may be empty)."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         _check_str("TextPart", "text", self.text)
 
 
@@ -261,6 +275,8 @@ class ImagePart(_Part, tag="image", frozen=True):
     """Where the image lives, non-empty; or None when ``data`` is set."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         if not isinstance(self.format, str) or self.format not in _IMAGE_FORMATS:
             _fail("ImagePart", "format", "one of png, jpeg, gif, webp", self.format)
         if (self.data is None) == (self.url is None):
@@ -299,6 +315,8 @@ class DocumentPart(_Part, tag="document", frozen=True):
     """Whether the model should cite this document."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         _check_str("DocumentPart", "name", self.name, non_empty=True)
         _check_str("DocumentPart", "format", self.format)
         _check_str("DocumentPart", "context", self.context)
@@ -343,6 +361,8 @@ class Citation(
     """The cited passages, verbatim."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         _check_str("Citation", "title", self.title)
         _check_str("Citation", "source", self.source)
         if self.location is not None:
@@ -367,6 +387,8 @@ class CitationsPart(_Part, tag="citations", frozen=True):
     """The sources supporting ``text``, in provider order."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         _check_str("CitationsPart", "text", self.text)
         if type(self.citations) is not tuple:
             _fail("CitationsPart", "citations", "a tuple of Citation", self.citations)
@@ -391,6 +413,8 @@ class ToolUsePart(_Part, tag="tool_use", frozen=True):
     """Provider signature tying the call to the model's reasoning (Gemini), replayed unchanged."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         _check_str("ToolUsePart", "id", self.id, non_empty=True)
         _check_str("ToolUsePart", "name", self.name, non_empty=True)
         _check_str("ToolUsePart", "thought_signature", self.thought_signature)
@@ -413,6 +437,8 @@ class ToolResultPart(_Part, tag="tool_result", frozen=True):
     """True when the tool failed and ``content`` describes the failure."""
 
     def __post_init__(self) -> None:
+        if _VERIFIED.get():
+            return
         _check_str("ToolResultPart", "tool_use_id", self.tool_use_id, non_empty=True)
         _check_bool("ToolResultPart", "is_error", self.is_error)
         _check_json("ToolResultPart", "content", self.content)

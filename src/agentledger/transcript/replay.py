@@ -12,16 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agentledger.errors import CorruptRecordError, TranscriptError
-from agentledger.storage.payloads import TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
+from agentledger.storage.integrity import verified_transcripts
+from agentledger.storage.payloads import TRANSCRIPT_TYPES
 from agentledger.storage.protocol import Store
 from agentledger.storage.types import Record
 from agentledger.storage.validation import MAX_PAGE_LIMIT
-from agentledger.transcript.codec import decode_messages
+from agentledger.transcript.codec import decode_messages, decode_verified_messages
 from agentledger.transcript.messages import Message
 
 __all__ = ["TRANSCRIPT_RECORD_TYPES", "build_messages_from_run_log", "replay_run_log_events"]
 
-TRANSCRIPT_RECORD_TYPES = frozenset({TRANSCRIPT_SEEDED, TRANSCRIPT_APPENDED})
+TRANSCRIPT_RECORD_TYPES = TRANSCRIPT_TYPES
 """The record types that carry transcript messages."""
 
 
@@ -45,12 +46,26 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
 
 
 async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message]:
-    """[R2] Page through a run's records and replay its transcript."""
+    """[R2] Page through a run's records and replay its transcript.
+
+    A store that verifies every record's checksum on read and validated every
+    transcript record on write (:func:`~agentledger.storage.integrity.verified_transcripts`)
+    returns bytes already known to decode, so they skip the parts' invariant
+    checks; every other store's records are decoded strictly.
+    """
     records: list[Record] = []
     cursor = ""
     while True:
         page = await store.list_run_records(run_id, cursor=cursor, limit=MAX_PAGE_LIMIT)
         records.extend(page.records)
         if not page.next_cursor:
-            return replay_run_log_events(records)
+            break
         cursor = page.next_cursor
+    if not verified_transcripts(store):
+        return replay_run_log_events(records)
+    try:
+        return decode_verified_messages(
+            [record.payload for record in records if record.type in TRANSCRIPT_RECORD_TYPES]
+        )
+    except TranscriptError:
+        return replay_run_log_events(records)  # raises, naming the record

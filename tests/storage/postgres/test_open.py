@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import psycopg
 import pytest
 from psycopg import conninfo, sql
@@ -24,8 +25,17 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.storage.conformance import World
+from agentledger.storage.integrity import record_checksum, run_seed, verified_transcripts
+from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.postgres import PostgresStore, migrations
+from agentledger.storage.postgres._rows import micros
 from agentledger.storage.receipts import unknown_receipt
+from agentledger.transcript import (
+    Message,
+    TextPart,
+    build_messages_from_run_log,
+    encode_messages,
+)
 
 
 @pytest.fixture
@@ -134,7 +144,7 @@ async def test_migration_2_gives_version_1_sessions_empty_labels(fresh_dsn: str)
     at = datetime(2026, 1, 1, tzinfo=UTC)
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
         assert await migrations.migrate(conn, upto=1) == [1]
-        assert [m.version for m in await migrations.pending(conn)] == [2, 3, 4, 5]
+        assert [m.version for m in await migrations.pending(conn)] == [2, 3, 4, 5, 6]
         await conn.execute(
             "INSERT INTO agentledger_sessions (id, status, created_at, ended_at) VALUES "
             "('old', 'active', %s, NULL), ('old-ended', 'ended', %s, %s)",
@@ -213,6 +223,40 @@ async def test_migration_4_gives_old_tombstones_an_unknown_receipt(fresh_dsn: st
         assert receipt.known
         assert await store.purge_session(new) == receipt
     assert (4, "purge receipts") in await _applied(fresh_dsn)
+
+
+async def test_migration_6_lists_old_transcripts_that_fail_the_write_check(
+    fresh_dsn: str,
+) -> None:
+    """[R2] a transcript stored before the write check, which fails it, keeps replay strict."""
+    broken = b'[{"role":"user","parts":[{"kind":"tool_use","id":"","name":"t","input":{}}]}]'
+    async with await PostgresStore.open(fresh_dsn) as store:
+        assert verified_transcripts(store)
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+        text = encode_messages([Message(role="user", parts=(TextPart(text="hi"),))])
+        note = world.note(run, "m", text)
+        await store.append_run_record(msgspec.structs.replace(note, type=TRANSCRIPT_APPENDED))
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        # As a writer from before the check could have stored it, checksum and all.
+        cur = await conn.execute(
+            "SELECT run_id, agent_id, session_id, turn_id, event_key, type, ts "
+            "FROM agentledger_records WHERE seq = 2"
+        )
+        run_id, agent_id, session_id, turn_id, key, type_, ts = await cur.fetchone()  # type: ignore[misc]
+        seed = run_seed(run_id, agent_id, session_id)
+        checksum = record_checksum(seed, 2, turn_id, key, type_, micros(ts), broken)
+        await conn.execute(
+            "UPDATE agentledger_records SET payload = %s, checksum = %s WHERE seq = 2",
+            (broken, checksum),
+        )
+        await conn.execute("DROP TABLE agentledger_unchecked_transcripts")
+        await conn.execute(f"DELETE FROM {migrations.MIGRATIONS_TABLE} WHERE version = 6")
+    async with await PostgresStore.open(fresh_dsn) as store:
+        assert not verified_transcripts(store)
+        with pytest.raises(CorruptRecordError) as caught:
+            await build_messages_from_run_log(store, run_id)
+        assert caught.value.record_id == "2"
 
 
 async def test_concurrent_openers_do_not_race_the_migration(fresh_dsn: str) -> None:

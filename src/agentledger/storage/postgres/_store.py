@@ -168,8 +168,11 @@ _RECORD_ENCRYPTION = (
 
 async def _prepare(
     dsn: str, extra: dict[str, Any], migrate: bool, encryption: Encryption | None
-) -> None:
-    """Check the server and the schema on a connection of its own; apply migrations."""
+) -> bool:
+    """Check the server and the schema on a connection of its own; apply migrations.
+
+    Returns whether every stored transcript record passed the strict decode.
+    """
     async with await AsyncConnection.connect(dsn, **extra) as conn:
         if migrate:
             await _migrations.migrate(conn)
@@ -182,6 +185,7 @@ async def _prepare(
                     got=todo[0].version - 1,
                 )
         await _bind_encryption(conn, encryption)
+        return await _migrations.transcripts_checked(conn)
 
 
 async def _bind_encryption(conn: AsyncConnection[TupleRow], encryption: Encryption | None) -> None:
@@ -214,6 +218,7 @@ class PostgresStore:
         encryption: Encryption | None = None,
         *,
         limits: SizeLimits = DEFAULT_LIMITS,
+        transcripts_verified: bool = False,
     ) -> None:
         """Wrap an open pool; use :meth:`open` instead."""
         self._pool = pool
@@ -222,6 +227,9 @@ class PostgresStore:
         self._closed = False
         self.limits = limits
         """The payload and checkpoint caps this handle enforces on writes."""
+        self._transcripts_verified = transcripts_verified
+        """Every page is checksum-verified and every transcript record was checked
+        on write (see ``integrity.verified_transcripts``)."""
 
     @classmethod
     async def open(
@@ -281,14 +289,14 @@ class PostgresStore:
         )
         await pool.open(wait=False)  # connects in the background while we migrate
         try:
-            await _prepare(dsn, extra, migrate, encryption)
+            verified = await _prepare(dsn, extra, migrate, encryption)
             await pool.wait(timeout=pool_timeout)
         except BaseException as e:
             await pool.close()
             if isinstance(e, psycopg.Error | PoolTimeout):
                 raise transient(e, "open") from e
             raise
-        return cls(pool, encryption, limits=limits)
+        return cls(pool, encryption, limits=limits, transcripts_verified=verified)
 
     async def close(self) -> None:
         """Close every pooled connection. Idempotent; later calls fail with TransientError."""

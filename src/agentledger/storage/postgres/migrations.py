@@ -194,6 +194,45 @@ CREATE TABLE agentledger_encryption (
 );
 """
 
+# [R2] transcript records are decoded strictly on write from now on; older
+# ones that fail are listed here, and keep replay strict.
+_UNCHECKED_TRANSCRIPTS = """
+CREATE TABLE agentledger_unchecked_transcripts (
+    run_id text NOT NULL,
+    seq bigint NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"""
+
+
+async def _check_transcripts(conn: AsyncConnection[TupleRow]) -> None:
+    """Decode every stored transcript record strictly; list the ones that fail."""
+    from agentledger.errors import TranscriptError
+    from agentledger.transcript.codec import decode_messages
+
+    cur = await conn.execute(
+        "SELECT run_id, seq, payload FROM agentledger_records WHERE type IN "
+        "('transcript_messages_seeded', 'transcript_messages_appended')"
+    )
+    bad: list[tuple[str, int]] = []
+    for run_id, seq, payload in await cur.fetchall():
+        try:
+            decode_messages(bytes(payload))
+        except TranscriptError:
+            bad.append((run_id, seq))
+    if bad:
+        async with conn.cursor() as insert:
+            await insert.executemany(
+                "INSERT INTO agentledger_unchecked_transcripts (run_id, seq) VALUES (%s, %s)", bad
+            )
+
+
+async def transcripts_checked(conn: AsyncConnection[TupleRow]) -> bool:
+    """Whether every stored transcript record passed the strict decode (no unchecked ones)."""
+    cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM agentledger_unchecked_transcripts)")
+    row = await cur.fetchone()
+    return row is not None and not row[0]
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
@@ -201,6 +240,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "record checksums", _RECORD_CHECKSUMS, _backfill_checksums),
     Migration(4, "purge receipts", _PURGE_RECEIPTS),
     Migration(5, "encryption marker", _ENCRYPTION_MARKER),
+    Migration(6, "transcripts checked", _UNCHECKED_TRANSCRIPTS, _check_transcripts),
 )
 """Every migration this code knows, in order."""
 

@@ -125,6 +125,29 @@ def _backfill_checksums(conn: sqlite3.Connection) -> None:
     conn.executemany("UPDATE records SET checksum = ? WHERE pos = ?", sums)
 
 
+def _check_transcripts(conn: sqlite3.Connection) -> None:
+    """Decode every stored transcript record strictly; list the ones that fail.
+
+    Records written from this version on are checked on write; an empty
+    ``unchecked_transcripts`` lets replay trust verified records (see
+    ``integrity.verified_transcripts``), a non-empty one keeps it strict.
+    """
+    from agentledger.errors import TranscriptError
+    from agentledger.transcript.codec import decode_messages
+
+    rows = conn.execute(
+        "SELECT run_id, seq, payload FROM records WHERE type IN "
+        "('transcript_messages_seeded', 'transcript_messages_appended')"
+    )
+    bad = []
+    for run_id, seq, payload in rows:
+        try:
+            decode_messages(payload)
+        except TranscriptError:
+            bad.append((run_id, seq))
+    conn.executemany("INSERT INTO unchecked_transcripts (run_id, seq) VALUES (?, ?)", bad)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="base_schema", statements=_BASE_SCHEMA),
     Migration(
@@ -173,6 +196,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE TABLE encryption (id INTEGER PRIMARY KEY CHECK (id = 1), "
             "scheme TEXT NOT NULL, vault_id TEXT NOT NULL) STRICT",
         ),
+    ),
+    Migration(
+        version=8,
+        name="transcripts_checked",
+        # [R2] transcript records are decoded strictly on write from now on;
+        # older ones that fail are listed, and keep replay strict.
+        statements=(
+            "CREATE TABLE unchecked_transcripts (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "PRIMARY KEY (run_id, seq)) STRICT, WITHOUT ROWID",
+        ),
+        backfill=_check_transcripts,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""

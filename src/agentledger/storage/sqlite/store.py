@@ -206,8 +206,11 @@ def _bind_encryption(conn: sqlite3.Connection, encryption: Encryption | None) ->
 
 def _open_writer(
     path: str, busy_timeout: float, synchronous: str, encryption: Encryption | None
-) -> sqlite3.Connection:
-    """The write connection: check the file and schema by reading, then WAL and migrate."""
+) -> tuple[sqlite3.Connection, bool]:
+    """The write connection: check the file and schema by reading, then WAL and migrate.
+
+    Also says whether every stored transcript record passed the strict decode.
+    """
     try:
         conn = connect(path, busy_timeout=busy_timeout, synchronous=synchronous, read_only=False)
     except sqlite3.Error as e:
@@ -221,13 +224,16 @@ def _open_writer(
             raise ValidationError(field="path", expected="a file that supports WAL", got=path)
         schema.migrate(conn)
         _bind_encryption(conn, encryption)
+        (unchecked,) = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM unchecked_transcripts)"
+        ).fetchone()
     except sqlite3.Error as e:
         conn.close()
         raise map_open_error(e, path) from e
     except BaseException:
         conn.close()
         raise
-    return conn
+    return conn, not unchecked
 
 
 def _check_read_only_encryption(conn: sqlite3.Connection, encryption: Encryption | None) -> None:
@@ -280,6 +286,7 @@ class SQLiteStore:
         readers: ConnectionThreads,
         encryption: Encryption | None = None,
         limits: SizeLimits = DEFAULT_LIMITS,
+        transcripts_verified: bool = False,
     ) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
@@ -288,6 +295,9 @@ class SQLiteStore:
         """Encryption at rest [A2], or None for a plaintext database."""
         self.limits = limits
         """The payload and checkpoint caps this handle enforces on writes."""
+        self._transcripts_verified = transcripts_verified
+        """Every page is checksum-verified and every transcript record was checked
+        on write (see ``integrity.verified_transcripts``)."""
         self._writer = writer
         """None for a handle opened with :meth:`open_read_only`."""
         self._readers = readers
@@ -326,7 +336,9 @@ class SQLiteStore:
             max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
         )
         name = check_path(path)
-        conn = await asyncio.to_thread(_open_writer, name, timeout, synchronous, encryption)
+        conn, verified = await asyncio.to_thread(
+            _open_writer, name, timeout, synchronous, encryption
+        )
 
         def open_reader() -> sqlite3.Connection:
             return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
@@ -341,7 +353,14 @@ class SQLiteStore:
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
         )
-        return cls(path=name, writer=writer, readers=readers, encryption=encryption, limits=limits)
+        return cls(
+            path=name,
+            writer=writer,
+            readers=readers,
+            encryption=encryption,
+            limits=limits,
+            transcripts_verified=verified,
+        )
 
     @classmethod
     async def open_read_only(
