@@ -36,8 +36,6 @@ async def test_an_archive_made_before_erasure_becomes_unreadable(
     with pytest.raises(ValidationError):  # a sealed archive needs the keyring and vault
         await verify_archive(archive)
 
-    # (restoring into a store needs the backends' import_session, which the archive
-    # work has not landed yet: only the refusal after erasure is tested below)
     assert await dump_store(store, [sid], [run_id]) == before
 
     assert await store.erase_session_keys(sid)
@@ -49,3 +47,26 @@ async def test_an_archive_made_before_erasure_becomes_unreadable(
         await restore_archive(fresh, archive)
     assert (await fresh.list_sessions()).sessions == []  # refused: nothing written
     await fresh.close()
+
+
+async def test_a_sealed_archive_restores_byte_for_byte_while_the_key_lives(
+    files: Files, tmp_path: Path
+) -> None:
+    """Archive, purge, restore into another encrypted file on the same vault: the same dump."""
+    store = await files.open()
+    world = World(store)
+    sid, run_id = await populate(store, world, "s")
+    await store.end_session(sid, ended_at=world.now())
+    before = await dump_store(store, [sid], [run_id])
+    archive = tmp_path / "s.alarchive"
+    manifest = await archive_session(store, sid, archive)
+    receipt = await store.purge_session(sid)
+    assert receipt.digest == manifest.session_digest
+    await store.close()
+
+    elsewhere = await files.open(tmp_path / "elsewhere.db")
+    assert await restore_archive(elsewhere, archive) == manifest
+    assert await dump_store(elsewhere, [sid], [run_id]) == before
+    await elsewhere.close()
+    raw = (tmp_path / "elsewhere.db").read_bytes()
+    assert not any(secret in raw for secret in SECRETS)  # restored records are sealed again
