@@ -30,7 +30,7 @@ TYPED: list[AgentledgerError] = [
     ),
     ValidationError(field="labels", expected="str values", got={"n": 1, "t": (1, [2])}),
 ]
-TROUBLE = ("TransientError", "CorruptRecordError")
+TROUBLE = ("TransientError", "CorruptRecordError", "CorruptArchiveError")  # damage is 5xx
 
 
 @pytest.mark.parametrize("error", TYPED, ids=lambda e: f"{type(e).__name__}")
