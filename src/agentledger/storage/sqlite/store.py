@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -204,6 +205,24 @@ def _bind_encryption(conn: sqlite3.Connection, encryption: Encryption | None) ->
         conn.execute("INSERT INTO encryption (id, scheme, vault_id) VALUES (1, ?, ?)", marker)
 
 
+def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
+    """Switch the file to WAL; the journal mode it is in afterwards.
+
+    The switch needs the file to itself and SQLite answers "locked" at once,
+    without its busy handler, while another handle opening the same new file
+    holds it: wait for it as the busy timeout would.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return str(mode)
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
 def _open_writer(
     path: str, busy_timeout: float, synchronous: str, encryption: Encryption | None
 ) -> tuple[sqlite3.Connection, bool]:
@@ -219,8 +238,8 @@ def _open_writer(
         # Reads first: a file that is not a database, or a schema from a newer
         # agentledger, is refused before anything is written.
         schema.pending(conn)
-        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-        if str(mode).lower() != "wal":
+        mode = _enable_wal(conn, busy_timeout)
+        if mode.lower() != "wal":
             raise ValidationError(field="path", expected="a file that supports WAL", got=path)
         schema.migrate(conn)
         _bind_encryption(conn, encryption)
