@@ -1,0 +1,105 @@
+"""[D1]-[D7] session decisions: create, end, purge."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import msgspec
+
+from agentledger.errors import (
+    SessionActiveError,
+    SessionConflictError,
+    SessionEndedError,
+    SessionHasActiveRunsError,
+    SessionPurgedError,
+)
+from agentledger.storage.lifecycle.reads import require_session
+from agentledger.storage.receipts import purge_receipt
+from agentledger.storage.session_image import SessionImage
+from agentledger.storage.state import Plan, SessionRow, StateReader
+from agentledger.storage.types import (
+    PurgeReceipt,
+    Session,
+    SessionStatus,
+)
+from agentledger.storage.validation import (
+    check_labels,
+    check_timestamp,
+    require_id,
+)
+
+
+def plan_create_session(
+    reader: StateReader,
+    session_id: str,
+    created_at: datetime | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Plan[Session]:
+    """[D4] [D6] create, or return the active session unchanged; an ended one is an error.
+
+    Labels are fixed by the first create: a retry must repeat them, else
+    :class:`SessionConflictError`. The creation time is the first create's
+    too, but it is not compared: a retry that omits it (the store's clock,
+    now to the millisecond) or gives another returns the stored session.
+    """
+    require_id("session_id", session_id)
+    created_at = _now_ms() if created_at is None else check_timestamp("created_at", created_at)
+    wanted = check_labels("labels", {} if labels is None else labels)
+    if reader.session_purged(session_id):
+        raise SessionPurgedError(session_id=session_id)
+    existing = reader.session(session_id)
+    if existing is not None:
+        if existing.status is SessionStatus.ENDED:
+            raise SessionEndedError(session_id=session_id)
+        if existing.labels != wanted:
+            raise SessionConflictError(
+                session_id=session_id, field="labels", expected=existing.labels, got=wanted
+            )
+        return Plan(existing.public())
+    row = SessionRow(
+        id=session_id, status=SessionStatus.ACTIVE, created_at=created_at, labels=wanted
+    )
+    return Plan(row.public(), session=row)
+
+
+def _now_ms() -> datetime:
+    """The store's clock for an omitted creation time: now, UTC, to the millisecond."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def plan_end_session(reader: StateReader, session_id: str, ended_at: datetime) -> Plan[Session]:
+    """[D2] end a session; ending an ended session returns it unchanged."""
+    ended_at = check_timestamp("ended_at", ended_at)
+    session = require_session(reader, session_id)
+    if session.status is SessionStatus.ENDED:
+        return Plan(session.public())
+    row = msgspec.structs.replace(session, status=SessionStatus.ENDED, ended_at=ended_at)
+    return Plan(row.public(), session=row)
+
+
+def plan_purge_session(reader: StateReader, session_id: str) -> Plan[PurgeReceipt]:
+    """[D3] [D7] delete an ended session with no running run, leaving a tombstone.
+
+    The receipt is computed from what this transaction deletes and kept with
+    the tombstone; purging a purged session returns that same receipt.
+    """
+    require_id("session_id", session_id)
+    if reader.session_purged(session_id):
+        return Plan(reader.purge_receipt(session_id))
+    session = require_session(reader, session_id)
+    if session.status is not SessionStatus.ENDED:
+        raise SessionActiveError(session_id=session_id)
+    running = reader.running_run_ids(session_id)
+    if running:
+        raise SessionHasActiveRunsError(session_id=session_id, run_ids=running)
+    runs, records = reader.session_contents(session_id)
+    image = SessionImage(
+        session=session.public(),
+        runs=[run.meta() for run in runs],
+        records=records,
+        checkpoints={run.run_id: run.checkpoint for run in runs if run.checkpoint is not None},
+    )
+    receipt = purge_receipt(image, purged_at=_now_ms())
+    return Plan(receipt, purge_session=session_id, purge_receipt=receipt)
