@@ -18,7 +18,7 @@ import pytest
 from agentledger.errors import CorruptRecordError, RecordConflictError
 from agentledger.storage import Page, Record, RecordBuilder, RunStart, RunStatus, RunTerminal
 from agentledger.storage.conformance import World
-from agentledger.storage.protocol import SessionAdmin, Store
+from agentledger.storage.protocol import SessionAdmin, Store, VerifiedTranscripts
 
 NOTES = 4
 LAST = NOTES + 2
@@ -88,6 +88,10 @@ def read_paths(
             store.list_session_run_records, log.session_id, 2
         ),
     }
+    if isinstance(store, VerifiedTranscripts):  # replay's whole-log read [R2]
+        paths["verified_transcript_payloads"] = lambda: store.verified_transcript_payloads(
+            log.run_id
+        )
     if not by_key:
         return paths
     if 2 <= seq < LAST:

@@ -10,10 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
+from agentledger.errors import (
+    CorruptRecordError,
+    RunNotFoundError,
+    TranscriptError,
+    ValidationError,
+)
 from agentledger.storage import MemoryStore, RecordBuilder, RunStart
-from agentledger.storage.integrity import record_checksum, run_seed, verified_transcripts
+from agentledger.storage.integrity import record_checksum, run_seed
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED
+from agentledger.storage.protocol import VerifiedTranscripts
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.transcript import (
     Message,
@@ -110,16 +116,16 @@ async def test_only_a_verifying_store_is_trusted(tmp_path: Path) -> None:
     messages = [Message(role="user", parts=(TextPart(text=f"m{n}"),)) for n in range(3)]
     store = await _sqlite_run(tmp_path / "a.db", messages)
     try:
-        assert verified_transcripts(store)
+        assert store.transcripts_verified
         assert await build_messages_from_run_log(store, "r") == messages
         page = await store.list_run_records("r")
         assert replay_run_log_events(page.records) == messages
     finally:
         await store.close()
-    assert not verified_transcripts(MemoryStore())
+    assert not isinstance(MemoryStore(), VerifiedTranscripts)
     read_only = await SQLiteStore.open_read_only(tmp_path / "a.db")
     try:
-        assert not verified_transcripts(read_only)
+        assert not read_only.transcripts_verified
         assert await build_messages_from_run_log(read_only, "r") == messages
     finally:
         await read_only.close()
@@ -149,7 +155,7 @@ async def test_a_damaged_record_is_caught_by_its_checksum_first(tmp_path: Path) 
     conn.close()
     store = await SQLiteStore.open(path)
     try:
-        assert verified_transcripts(store)
+        assert store.transcripts_verified
         with pytest.raises(CorruptRecordError, match="checksum"):
             await build_messages_from_run_log(store, "r")
     finally:
@@ -170,7 +176,7 @@ async def test_a_database_with_unchecked_old_transcripts_replays_strictly(tmp_pa
     _forget_transcript_check(path)
     store = await SQLiteStore.open(path)  # runs transcripts_checked again
     try:
-        assert not verified_transcripts(store)
+        assert not store.transcripts_verified
         with pytest.raises(CorruptRecordError) as caught:
             await build_messages_from_run_log(store, "r")
         assert caught.value.record_id == "2"
@@ -184,8 +190,47 @@ async def test_a_database_with_unchecked_old_transcripts_replays_strictly(tmp_pa
     conn.close()
     store = await SQLiteStore.open(path)
     try:
-        assert verified_transcripts(store)
+        assert store.transcripts_verified
         (message,) = await build_messages_from_run_log(store, "r")
         assert message.parts[0].id == ""  # type: ignore[union-attr]  # the skipped check
+    finally:
+        await store.close()
+
+
+async def test_the_whole_log_read_gives_what_paging_gives(tmp_path: Path) -> None:
+    """[R2] the verified read of a run's transcript equals paging ``list_run_records``:
+    same payloads in the same order among other records, and the same refusals."""
+    store = await _sqlite_run(tmp_path / "a.db", [])
+    try:
+        run = RecordBuilder(RunStart(run_id="r", agent_id="a", session_id="s", started_at=T0))
+        records = [
+            run.record(
+                TRANSCRIPT_APPENDED if n % 3 else "planner_note",
+                encode_messages([Message(role="user", parts=(TextPart(text=f"m{n}"),))])
+                if n % 3
+                else b'{"n": %d}' % n,
+                event_key=f"k{n}",
+                at=T0,
+            )
+            for n in range(1, 2500)  # more than two pages of MAX_PAGE_LIMIT
+        ]
+        await store.append_run_records(records)
+        paged: list[bytes] = []
+        cursor = ""
+        while True:
+            page = await store.list_run_records("r", cursor=cursor, limit=1000)
+            paged.extend(r.payload for r in page.records if r.type == TRANSCRIPT_APPENDED)
+            if not page.next_cursor:
+                break
+            cursor = page.next_cursor
+        assert await store.verified_transcript_payloads("r") == paged
+        assert len(paged) == sum(1 for n in range(1, 2500) if n % 3)
+        messages = await build_messages_from_run_log(store, "r")
+        assert messages == [m for p in paged for m in decode_messages(p)]
+        for read in (store.list_run_records, store.verified_transcript_payloads):
+            with pytest.raises(RunNotFoundError):
+                await read("nobody")
+            with pytest.raises(ValidationError):
+                await read("")
     finally:
         await store.close()

@@ -27,7 +27,6 @@ __all__ = [
     "record_checksum",
     "run_seed",
     "sequence_gap",
-    "verified_transcripts",
     "verify",
 ]
 
@@ -98,15 +97,3 @@ def sequence_gap(run_id: str, start: int, seqs: Sequence[int]) -> CorruptRecordE
             f"(the page after {start} holds ids {list(seqs)[:8]})"
         ),
     )
-
-
-def verified_transcripts(store: object) -> bool:
-    """Whether replay may skip re-checking the transcript records ``store`` returns.
-
-    True only for a store that verifies every record's checksum as it reads it
-    and whose every stored transcript record passed the strict decode on write
-    (a database holding records from before that check says False; see the
-    backends' ``transcripts_checked`` migrations). Then the bytes read are the
-    bytes that were checked, and checking them again proves nothing new.
-    """
-    return getattr(store, "_transcripts_verified", False) is True

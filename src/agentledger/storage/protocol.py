@@ -1,4 +1,5 @@
-"""The two store protocols: ``Store`` for workers and ``SessionAdmin`` for hosts."""
+"""The store protocols: ``Store`` for workers, ``SessionAdmin`` for hosts, and the
+``VerifiedTranscripts`` capability some backends add for replay."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from agentledger.storage.types import (
     StartResult,
 )
 
-__all__ = ["DEFAULT_PAGE_LIMIT", "SessionAdmin", "Store"]
+__all__ = ["DEFAULT_PAGE_LIMIT", "SessionAdmin", "Store", "VerifiedTranscripts"]
 
 DEFAULT_PAGE_LIMIT = 100
 
@@ -176,5 +177,32 @@ class SessionAdmin(Protocol):
 
         Only sessions with one of ``statuses`` (if any) carrying every one of
         ``labels``; ``cursor`` is a ``next_cursor`` of the same filter.
+        """
+        ...
+
+
+@runtime_checkable
+class VerifiedTranscripts(Protocol):
+    """A store whose transcript records replay may decode without re-checking them [R2].
+
+    Declared by ``SQLiteStore`` and ``PostgresStore``. When
+    :attr:`transcripts_verified` is true, the store verifies every record's
+    checksum as it reads it and validated every transcript record strictly on
+    write (a database holding records from before that check says False; see the
+    backends' ``transcripts_checked`` migrations), so the bytes it returns are
+    the bytes that were checked, and checking them again proves nothing new.
+    """
+
+    @property
+    def transcripts_verified(self) -> bool:
+        """Whether replay may trust this store's transcript payloads (fixed at open)."""
+        ...
+
+    async def verified_transcript_payloads(self, run_id: str, /) -> list[bytes]:
+        """The payloads of a run's transcript records, in log order, as plaintext.
+
+        Reads and checks the run's whole log exactly as paging
+        ``list_run_records`` through it would (same errors, checksums, gaps and
+        lifecycle checks), without building a ``Record`` per transcript row.
         """
         ...

@@ -260,7 +260,7 @@ def check_transcript_payload(record: Record, field: str = "record") -> None:
 
     Part of :func:`validate_record`: checked on write, so that replay of a
     verified stored record can trust what it reads (see
-    ``integrity.verified_transcripts``).
+    ``protocol.VerifiedTranscripts``).
     """
     if record.type not in payloads.TRANSCRIPT_TYPES:
         return

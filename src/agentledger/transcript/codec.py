@@ -229,7 +229,7 @@ def decode_verified_messages(payloads: Iterable[Buffer]) -> list[Message]:
 
     Only for payloads a store returned after verifying their checksums, when
     that store validated every transcript record on write (see
-    ``storage.integrity.verified_transcripts``). msgspec still checks every
+    ``storage.protocol.VerifiedTranscripts``). msgspec still checks every
     field's type, every tag and every key, so a malformed array is still a
     `TranscriptError`; what is skipped is re-running the parts'
     ``__post_init__`` invariants on bytes that passed them once. Anything from

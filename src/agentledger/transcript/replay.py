@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agentledger.errors import CorruptRecordError, TranscriptError
-from agentledger.storage.integrity import verified_transcripts
 from agentledger.storage.payloads import TRANSCRIPT_TYPES
-from agentledger.storage.protocol import Store
+from agentledger.storage.protocol import Store, VerifiedTranscripts
 from agentledger.storage.types import Record
 from agentledger.storage.validation import MAX_PAGE_LIMIT
 from agentledger.transcript.codec import decode_messages, decode_verified_messages
@@ -48,11 +47,19 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
 async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message]:
     """[R2] Page through a run's records and replay its transcript.
 
-    A store that verifies every record's checksum on read and validated every
-    transcript record on write (:func:`~agentledger.storage.integrity.verified_transcripts`)
-    returns bytes already known to decode, so they skip the parts' invariant
-    checks; every other store's records are decoded strictly.
+    A store that declares :class:`~agentledger.storage.protocol.VerifiedTranscripts`
+    (it verifies every record's checksum on read and validated every transcript
+    record on write) hands over the transcript payloads, already known to
+    decode, so they skip the parts' invariant checks; every other store's
+    records are decoded strictly. Should the quick decode fail anyway, the
+    strict path runs and names the record.
     """
+    if isinstance(store, VerifiedTranscripts) and store.transcripts_verified:
+        payloads = await store.verified_transcript_payloads(run_id)
+        try:
+            return decode_verified_messages(payloads)
+        except TranscriptError:
+            pass
     records: list[Record] = []
     cursor = ""
     while True:
@@ -61,11 +68,4 @@ async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message
         if not page.next_cursor:
             break
         cursor = page.next_cursor
-    if not verified_transcripts(store):
-        return replay_run_log_events(records)
-    try:
-        return decode_verified_messages(
-            [record.payload for record in records if record.type in TRANSCRIPT_RECORD_TYPES]
-        )
-    except TranscriptError:
-        return replay_run_log_events(records)  # raises, naming the record
+    return replay_run_log_events(records)

@@ -25,7 +25,7 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.storage.conformance import World
-from agentledger.storage.integrity import record_checksum, run_seed, verified_transcripts
+from agentledger.storage.integrity import record_checksum, run_seed
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.postgres import PostgresStore, migrations
 from agentledger.storage.postgres._rows import micros
@@ -231,7 +231,7 @@ async def test_migration_6_lists_old_transcripts_that_fail_the_write_check(
     """[R2] a transcript stored before the write check, which fails it, keeps replay strict."""
     broken = b'[{"role":"user","parts":[{"kind":"tool_use","id":"","name":"t","input":{}}]}]'
     async with await PostgresStore.open(fresh_dsn) as store:
-        assert verified_transcripts(store)
+        assert store.transcripts_verified
         world = World(store)
         run = await world.root("r", session=await world.session("s"))
         text = encode_messages([Message(role="user", parts=(TextPart(text="hi"),))])
@@ -253,7 +253,7 @@ async def test_migration_6_lists_old_transcripts_that_fail_the_write_check(
         await conn.execute("DROP TABLE agentledger_unchecked_transcripts")
         await conn.execute(f"DELETE FROM {migrations.MIGRATIONS_TABLE} WHERE version = 6")
     async with await PostgresStore.open(fresh_dsn) as store:
-        assert not verified_transcripts(store)
+        assert not store.transcripts_verified
         with pytest.raises(CorruptRecordError) as caught:
             await build_messages_from_run_log(store, run_id)
         assert caught.value.record_id == "2"

@@ -27,6 +27,7 @@ from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.listing import session_page, session_query
+from agentledger.storage.payloads import TRANSCRIPT_TYPES
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
 from agentledger.storage.postgres._pages import decide as _decide
@@ -69,6 +70,7 @@ from agentledger.storage.validation import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CHECKPOINT_BYTES,
     DEFAULT_MAX_PAYLOAD_BYTES,
+    MAX_PAGE_LIMIT,
     SizeLimits,
     check_statuses,
     require_id,
@@ -228,8 +230,6 @@ class PostgresStore:
         self.limits = limits
         """The payload and checkpoint caps this handle enforces on writes."""
         self._transcripts_verified = transcripts_verified
-        """Every page is checksum-verified and every transcript record was checked
-        on write (see ``integrity.verified_transcripts``)."""
 
     @classmethod
     async def open(
@@ -535,6 +535,24 @@ class PostgresStore:
         return await self._read(
             "list_run_records", page_reader("run", run_id, require, cursor, limit), ()
         )
+
+    @property
+    def transcripts_verified(self) -> bool:
+        """[R2] replay may skip re-checking this store's transcripts (see
+        :class:`~agentledger.storage.protocol.VerifiedTranscripts`): False for a
+        database holding transcripts from before the write check that fail them."""
+        return self._transcripts_verified
+
+    async def verified_transcript_payloads(self, run_id: str, /) -> list[bytes]:
+        """[R2] a run's transcript payloads in log order, paged as ``list_run_records``."""
+        payloads: list[bytes] = []
+        cursor = ""
+        while True:
+            page = await self.list_run_records(run_id, cursor=cursor, limit=MAX_PAGE_LIMIT)
+            payloads.extend(r.payload for r in page.records if r.type in TRANSCRIPT_TYPES)
+            if not page.next_cursor:
+                return payloads
+            cursor = page.next_cursor
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

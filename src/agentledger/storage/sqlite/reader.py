@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -21,16 +21,19 @@ from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap
 from agentledger.storage.listing import SessionQuery, session_page
+from agentledger.storage.payloads import TRANSCRIPT_TYPES
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
+    RUN_PAGE_COLUMNS,
     SESSION_COLUMNS,
     decode_record,
     decode_records,
     decode_run,
     decode_run_page,
     decode_session,
+    split_transcript,
     to_ms,
     unverified_record,
 )
@@ -72,18 +75,20 @@ _LABEL_MATCHES = (
     "AND json_each.value = ?)"
 )
 # A run's constant ids, its newest seq and one page of its log: one statement, so
-# one snapshot without a transaction around it.
+# one snapshot without a transaction around it. The head comes first, as a row
+# of seq 0 (a record's seq is at least 1), then the page's rows: no column of
+# the head is repeated per record.
 _RUN_PAGE = (
     "WITH head AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
     "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
     "), 0) AS newest FROM runs WHERE run_id = :run) "
-    "SELECT head.agent_id, head.session_id, head.newest, head.status, "
-    "records.seq, records.turn_id, records.event_key, records.type, records.timestamp, "
-    "records.payload, records.checksum FROM head LEFT JOIN records ON records.run_id = :run "
+    "SELECT 0, agent_id, session_id, status, newest, NULL, NULL FROM head UNION ALL "
+    f"SELECT {RUN_PAGE_COLUMNS} FROM head, records WHERE records.run_id = :run "
     "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
 )
-"""No ORDER BY: the rows come in index order, which :meth:`SQLiteReader.run_page`
-checks (and restores if ever needed) instead of paying for a sort."""
+"""No ORDER BY: the rows come in index order after the head, which
+:meth:`SQLiteReader._run_rows` checks (and restores if ever needed) instead of
+paying for a sort."""
 _RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
 # The newest record of each ended run of a session: its log must end with what ended it.
 _SESSION_ENDS = (
@@ -99,6 +104,15 @@ _SESSION_PAGE = (
     f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id = ? AND pos > ? "
     "ORDER BY pos LIMIT ?"
 )
+
+
+class _RunHead(NamedTuple):
+    """What one run page needs of the run itself."""
+
+    agent_id: str
+    session_id: str
+    newest: int
+    status: RunStatus
 
 
 class RowCache:
@@ -267,30 +281,62 @@ class SQLiteReader(StateReader):
         except ValidationError:
             lifecycle.require_run(self, run_id)  # a missing run is the first error to report
             raise
+        head, rows = self._run_rows(run_id, start, size)
+        if start > head.newest:
+            decode_cursor(cursor, "run", run_id, head.newest)  # raises: past the end of the log
+        records = decode_run_page(run_id, head.agent_id, head.session_id, rows)
+        if self.sealer is not None:
+            records = self.sealer.open_records(records)
+        end = min(start + size, head.newest)
+        lifecycle.check_listed(records, {run_id: head.status}, ends_log=end == head.newest)
+        next_cursor = encode_cursor("run", run_id, end) if end < head.newest else ""
+        return Page(records=records, next_cursor=next_cursor)
+
+    def transcript_payloads(self, run_id: str) -> list[bytes]:
+        """A run's transcript payloads, its whole log read and checked as :meth:`run_page` does.
+
+        One statement (one snapshot, no transaction). Only the rows the shared
+        listing checks read (lifecycle records and the newest one) become
+        ``Record``s; every row's checksum is verified all the same.
+        """
+        require_id("run_id", run_id)
+        head, rows = self._run_rows(run_id, 0, sys.maxsize)
+        if self.sealer is None:
+            payloads, listed = split_transcript(run_id, head.agent_id, head.session_id, rows)
+        else:
+            records = self.sealer.open_records(
+                decode_run_page(run_id, head.agent_id, head.session_id, rows)
+            )
+            payloads = [record.payload for record in records if record.type in TRANSCRIPT_TYPES]
+            listed = records
+        lifecycle.check_listed(listed, {run_id: head.status}, ends_log=True)
+        return payloads
+
+    def _run_rows(self, run_id: str, start: int, size: int) -> tuple[_RunHead, list[Any]]:
+        """The run's head and its :data:`RUN_PAGE_COLUMNS` rows after ``start``, gap-free.
+
+        Rows past the end of the log are none; the caller compares ``start``
+        with the head's ``newest``.
+        """
         query = {"run": run_id, "start": start, "size": size}
         rows = self._conn.execute(_RUN_PAGE, query).fetchall()
         if not rows:
             lifecycle.require_run(self, run_id)  # raises the error that says why
             raise AssertionError("require_run found a run the page query did not")
-        agent_id, session_id, newest, status = rows[0][:4]
-        if start > newest:
-            decode_cursor(cursor, "run", run_id, newest)  # raises: past the end of the log
-        page = [row[4:] for row in rows] if rows[0][4] is not None else []
-        end = min(start + size, newest)
-        if page and (page[0][0] != start + 1 or page[-1][0] != start + len(page)):
-            page.sort(key=lambda row: row[0])
-        if len(page) != end - start or (page and page[-1][0] != end):
-            raise sequence_gap(run_id, start, [row[0] for row in page])
-        records = decode_run_page(run_id, agent_id, session_id, page)
-        if self.sealer is not None:
-            records = self.sealer.open_records(records)
+        if rows[0][0] != 0:
+            rows.sort(key=lambda row: row[0])
+        _, agent_id, session_id, status, newest, _, _ = rows[0]
         try:
-            run_status = RunStatus(status)
+            head = _RunHead(agent_id, session_id, newest, RunStatus(status))
         except ValueError as e:
             raise CorruptRecordError(run_id=run_id, record_id="", reason=f"run row: {e}") from e
-        lifecycle.check_listed(records, {run_id: run_status}, ends_log=end == newest)
-        next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
-        return Page(records=records, next_cursor=next_cursor)
+        del rows[0]
+        end = min(start + size, newest)
+        if rows and (rows[0][0] != start + 1 or rows[-1][0] != start + len(rows)):
+            rows.sort(key=lambda row: row[0])
+        if start <= newest and (len(rows) != end - start or (rows and rows[-1][0] != end)):
+            raise sequence_gap(run_id, start, [row[0] for row in rows])
+        return head, rows
 
     def session_page(self, session_id: str, cursor: str, limit: int) -> Page:
         """[L9] records after the cursor in a session's commit order; positions are ``pos``."""

@@ -20,6 +20,7 @@ import msgspec
 
 from agentledger.errors import CorruptRecordError
 from agentledger.storage.integrity import mismatch, record_checksum, run_seed, verify
+from agentledger.storage.payloads import LIFECYCLE_TYPES, TRANSCRIPT_TYPES
 from agentledger.storage.state import RunRow, SessionRow
 from agentledger.storage.types import (
     Checkpoint,
@@ -44,6 +45,7 @@ __all__ = [
     "from_ms",
     "record_values",
     "run_value",
+    "split_transcript",
     "to_ms",
     "unverified_record",
 ]
@@ -377,3 +379,26 @@ def decode_run_page(
             decode_record((run_id, row[0], agent_id, session_id, *row[1:])) for row in rows
         )
     return tuple(records)
+
+
+def split_transcript(
+    run_id: str, agent_id: str, session_id: str, rows: list[Any]
+) -> tuple[list[bytes], tuple[Record, ...]]:
+    """A run's whole log of :data:`RUN_PAGE_COLUMNS` rows, every checksum verified, as
+    its transcript payloads and the records a listing check reads.
+
+    Those records are its lifecycle records and its newest one (see
+    ``lifecycle.check_listed``); no other row becomes a ``Record``.
+    """
+    verify(run_id, agent_id, session_id, rows)
+    payloads: list[bytes] = []
+    listed: list[Any] = []
+    for row in rows:
+        type_ = row[3]
+        if type_ in TRANSCRIPT_TYPES:
+            payloads.append(row[5])
+        elif type_ in LIFECYCLE_TYPES:
+            listed.append(row)
+    if rows and (not listed or listed[-1] is not rows[-1]):
+        listed.append(rows[-1])
+    return payloads, decode_run_page(run_id, agent_id, session_id, listed)

@@ -130,7 +130,7 @@ def _check_transcripts(conn: sqlite3.Connection) -> None:
 
     Records written from this version on are checked on write; an empty
     ``unchecked_transcripts`` lets replay trust verified records (see
-    ``integrity.verified_transcripts``), a non-empty one keeps it strict.
+    ``protocol.VerifiedTranscripts``), a non-empty one keeps it strict.
     """
     from agentledger.errors import TranscriptError
     from agentledger.transcript.codec import decode_messages

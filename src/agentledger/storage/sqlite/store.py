@@ -315,8 +315,6 @@ class SQLiteStore:
         self.limits = limits
         """The payload and checkpoint caps this handle enforces on writes."""
         self._transcripts_verified = transcripts_verified
-        """Every page is checksum-verified and every transcript record was checked
-        on write (see ``integrity.verified_transcripts``)."""
         self._writer = writer
         """None for a handle opened with :meth:`open_read_only`."""
         self._readers = readers
@@ -557,6 +555,22 @@ class SQLiteStore:
     ) -> Page:
         return await self._read(
             "list_run_records", lambda r: r.run_page(run_id, cursor, limit), one_statement=True
+        )
+
+    @property
+    def transcripts_verified(self) -> bool:
+        """[R2] replay may skip re-checking this store's transcripts (see
+        :class:`~agentledger.storage.protocol.VerifiedTranscripts`): False for a
+        read-only handle and for a database holding transcripts from before the
+        write check that fail it."""
+        return self._transcripts_verified
+
+    async def verified_transcript_payloads(self, run_id: str, /) -> list[bytes]:
+        """[R2] a run's transcript payloads in log order, its whole log checked as a listing."""
+        return await self._read(
+            "verified_transcript_payloads",
+            lambda r: r.transcript_payloads(run_id),
+            one_statement=True,
         )
 
     async def list_session_run_records(
