@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import psycopg
 from psycopg import pq
@@ -18,20 +18,19 @@ from psycopg import pq
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
-from agentledger.storage.integrity import mismatch, record_checksum, run_seed, sequence_gap
+from agentledger.storage.integrity import sequence_gap
+from agentledger.storage.pages import RunHead, run_page, split_transcript
 from agentledger.storage.postgres._reader import Loader, Missing
 from agentledger.storage.postgres._rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
-    micros,
-    utc,
 )
 from agentledger.storage.state import StateReader
-from agentledger.storage.types import Page, Record
+from agentledger.storage.types import Page
 from agentledger.storage.validation import check_limit, require_id
 
-__all__ = ["decide", "page_reader"]
+__all__ = ["decide", "page_reader", "transcript_reader"]
 
 R = TypeVar("R")
 
@@ -55,9 +54,14 @@ _SESSION_WITH_PAGE = (
 # one round trip (pipelined). The page fetches only what varies within a run.
 _RUN_ROW = f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE run_id = %s"
 _RUN_PAGE = (
-    "SELECT seq, turn_id, event_key, type, ts, payload, checksum FROM agentledger_records "
-    "WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+    "SELECT seq, turn_id, event_key, type, (extract(epoch FROM ts) * 1000000)::int8, payload, "
+    "checksum FROM agentledger_records WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 )
+"""Run rows (see :mod:`agentledger.storage.pages`): ``ts`` as the microseconds its
+checksum hashes, exact (``extract`` returns a numeric)."""
+_US = 1_000_000
+_ALL = 2**62
+"""A LIMIT no log reaches."""
 _SESSION_WIDTH = len(SESSION_COLUMNS.split(",")) + 1
 
 
@@ -137,15 +141,14 @@ def _session_gap(session_id: str, start: int, positions: list[int]) -> CorruptRe
     )
 
 
-async def _run_page(
-    loader: Loader,
-    run_id: str,
-    require: Callable[[StateReader], int],
-    cursor: str,
-    start: int,
-    size: int,
-) -> Page:
-    """One page of a run's log: the run's row once, then only the columns that vary."""
+async def _run_rows(
+    loader: Loader, run_id: str, require: Callable[[StateReader], int], start: int, size: int
+) -> tuple[RunHead, list[Any]]:
+    """The run's row, then its run rows after ``start`` (at most ``size``): two
+    statements, one snapshot (REPEATABLE READ), one round trip (pipelined).
+
+    Raises what ``require`` raises for a missing run.
+    """
     conn = loader.conn
     try:
         async with conn.pipeline():
@@ -163,38 +166,39 @@ async def _run_page(
     run = None if run_row is None else loader.decode_run(run_row)
     loader.cache.runs[run_id] = run
     newest = await decide(loader, require)
-    decode_cursor(cursor, "run", run_id, newest)
     assert run is not None  # require() raised otherwise
-    agent_id, session_id = run.agent_id, run.session_id
-    seed = run_seed(run_id, agent_id, session_id)
-    records: list[Record] = []
-    append = records.append
-    try:
-        for seq, turn_id, event_key, type_, ts, payload, checksum in rows:
-            payload = bytes(payload)
-            us = micros(ts)
-            if record_checksum(seed, seq, turn_id, event_key, type_, us, payload) != checksum:
-                raise mismatch(run_id, seq)
-            append(
-                Record(
-                    run_id=run_id,
-                    agent_id=agent_id,
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    event_key=event_key,
-                    type=type_,
-                    timestamp=utc(ts),
-                    payload=payload,
-                    id=str(seq),
-                )
-            )
-    except (TypeError, ValueError, OverflowError) as e:
-        raise CorruptRecordError(run_id=run_id, record_id="", reason=str(e)) from e
-    if loader.sealer is not None:
-        records = list(loader.sealer.open_records(tuple(records)))
-    end = min(start + size, newest)
-    if len(records) != end - start or (records and int(records[-1].id) != end):
-        raise sequence_gap(run_id, start, [int(record.id) for record in records])
-    lifecycle.check_listed(records, {run_id: run.status}, ends_log=end == newest)
-    next_cursor = encode_cursor("run", run_id, end) if end < newest else ""
-    return Page(records=tuple(records), next_cursor=next_cursor)
+    return RunHead(run.agent_id, run.session_id, newest, run.status), rows
+
+
+async def _run_page(
+    loader: Loader,
+    run_id: str,
+    require: Callable[[StateReader], int],
+    cursor: str,
+    start: int,
+    size: int,
+) -> Page:
+    """One page of a run's log: the run's row once, then only the columns that vary."""
+    head, rows = await _run_rows(loader, run_id, require, start, size)
+    decode_cursor(cursor, "run", run_id, head.newest)
+    return run_page(
+        run_id, head, rows, start=start, size=size, per_second=_US, sealer=loader.sealer
+    )
+
+
+def transcript_reader(
+    run_id: str, require: Callable[[StateReader], int]
+) -> Callable[[Loader], Awaitable[list[bytes]]]:
+    """[R2] a read of a run's transcript payloads: its whole log in one round trip,
+    checked as a listing of it is (see :func:`..pages.split_transcript`)."""
+
+    async def read(loader: Loader) -> list[bytes]:
+        try:
+            require_id("run_id", run_id)
+        except ValidationError:
+            await decide(loader, require)
+            raise
+        head, rows = await _run_rows(loader, run_id, require, 0, _ALL)
+        return split_transcript(run_id, head, rows, per_second=_US, sealer=loader.sealer)
+
+    return read

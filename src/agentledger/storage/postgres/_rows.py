@@ -13,6 +13,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from agentledger.errors import CorruptRecordError
+from agentledger.storage import pages
 from agentledger.storage.integrity import record_checksum, run_seed, verify
 from agentledger.storage.state import RunRow, SessionRow
 from agentledger.storage.types import (
@@ -156,28 +157,12 @@ def record_from_row(row: Row) -> Record:
 
 
 def unverified_record(row: Row) -> Record | None:
-    """A ``RECORD_COLUMNS`` row that fails its checksum, as stored (None if it is intact).
-
-    For diagnosis only: its values are what the damage left.
-    """
-    try:
-        record_from_row(row)
-    except CorruptRecordError:
-        pass
-    else:
-        return None
-    run_id, agent_id, session_id, turn_id, event_key, type_, ts, payload, seq, _ = row
-    return Record(
-        run_id=str(run_id),
-        agent_id=str(agent_id),
-        session_id=str(session_id),
-        turn_id=str(turn_id),
-        event_key=str(event_key),
-        type=str(type_),
-        timestamp=utc(ts) if isinstance(ts, datetime) else _EPOCH,
-        payload=bytes(payload),
-        id=str(seq),
-    )
+    """A ``RECORD_COLUMNS`` row that fails its checksum, as stored (None if it is
+    intact); see :func:`agentledger.storage.pages.unverified_record`."""
+    run_id, agent_id, session_id, turn_id, event_key, type_, ts, payload, seq, checksum = row
+    stamp = micros(ts) if isinstance(ts, datetime) else ts
+    run_row = (seq, turn_id, event_key, type_, stamp, payload, checksum)
+    return pages.unverified_record(run_id, agent_id, session_id, run_row, 1_000_000)
 
 
 def record_params(record: Record, session_seq: int | None) -> tuple[object, ...]:

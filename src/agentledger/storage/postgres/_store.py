@@ -27,11 +27,10 @@ from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.listing import session_page, session_query
-from agentledger.storage.payloads import TRANSCRIPT_TYPES
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
 from agentledger.storage.postgres._pages import decide as _decide
-from agentledger.storage.postgres._pages import page_reader
+from agentledger.storage.postgres._pages import page_reader, transcript_reader
 from agentledger.storage.postgres._reader import CachedReader, Key, Loader
 from agentledger.storage.postgres._retry import MAX_ATTEMPTS, backoff, is_retryable, transient
 from agentledger.storage.postgres._rows import (
@@ -70,7 +69,6 @@ from agentledger.storage.validation import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CHECKPOINT_BYTES,
     DEFAULT_MAX_PAYLOAD_BYTES,
-    MAX_PAGE_LIMIT,
     SizeLimits,
     check_statuses,
     require_id,
@@ -544,15 +542,14 @@ class PostgresStore:
         return self._transcripts_verified
 
     async def verified_transcript_payloads(self, run_id: str, /) -> list[bytes]:
-        """[R2] a run's transcript payloads in log order, paged as ``list_run_records``."""
-        payloads: list[bytes] = []
-        cursor = ""
-        while True:
-            page = await self.list_run_records(run_id, cursor=cursor, limit=MAX_PAGE_LIMIT)
-            payloads.extend(r.payload for r in page.records if r.type in TRANSCRIPT_TYPES)
-            if not page.next_cursor:
-                return payloads
-            cursor = page.next_cursor
+        """[R2] a run's transcript payloads in log order, its whole log checked as a listing."""
+
+        def require(r: StateReader) -> int:
+            return lifecycle.require_run(r, run_id).last_seq
+
+        return await self._read(
+            "verified_transcript_payloads", transcript_reader(run_id, require), ()
+        )
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

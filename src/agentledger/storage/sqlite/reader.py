@@ -12,16 +12,15 @@ from __future__ import annotations
 import sqlite3
 import sys
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from agentledger.errors import CorruptRecordError, ValidationError
-from agentledger.storage import lifecycle
+from agentledger.storage import lifecycle, pages
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap
 from agentledger.storage.listing import SessionQuery, session_page
-from agentledger.storage.payloads import TRANSCRIPT_TYPES
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
@@ -31,9 +30,7 @@ from agentledger.storage.sqlite.rows import (
     decode_record,
     decode_records,
     decode_run,
-    decode_run_page,
     decode_session,
-    split_transcript,
     to_ms,
     unverified_record,
 )
@@ -104,15 +101,6 @@ _SESSION_PAGE = (
     f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id = ? AND pos > ? "
     "ORDER BY pos LIMIT ?"
 )
-
-
-class _RunHead(NamedTuple):
-    """What one run page needs of the run itself."""
-
-    agent_id: str
-    session_id: str
-    newest: int
-    status: RunStatus
 
 
 class RowCache:
@@ -284,40 +272,21 @@ class SQLiteReader(StateReader):
         head, rows = self._run_rows(run_id, start, size)
         if start > head.newest:
             decode_cursor(cursor, "run", run_id, head.newest)  # raises: past the end of the log
-        records = decode_run_page(run_id, head.agent_id, head.session_id, rows)
-        if self.sealer is not None:
-            records = self.sealer.open_records(records)
-        end = min(start + size, head.newest)
-        lifecycle.check_listed(records, {run_id: head.status}, ends_log=end == head.newest)
-        next_cursor = encode_cursor("run", run_id, end) if end < head.newest else ""
-        return Page(records=records, next_cursor=next_cursor)
+        return pages.run_page(
+            run_id, head, rows, start=start, size=size, per_second=1000, sealer=self.sealer
+        )
 
     def transcript_payloads(self, run_id: str) -> list[bytes]:
-        """A run's transcript payloads, its whole log read and checked as :meth:`run_page` does.
+        """[R2] a run's transcript payloads, its whole log read and checked as pages are.
 
-        One statement (one snapshot, no transaction). Only the rows the shared
-        listing checks read (lifecycle records and the newest one) become
-        ``Record``s; every row's checksum is verified all the same.
+        One statement (one snapshot, no transaction); see :func:`..pages.split_transcript`.
         """
         require_id("run_id", run_id)
         head, rows = self._run_rows(run_id, 0, sys.maxsize)
-        if self.sealer is None:
-            payloads, listed = split_transcript(run_id, head.agent_id, head.session_id, rows)
-        else:
-            records = self.sealer.open_records(
-                decode_run_page(run_id, head.agent_id, head.session_id, rows)
-            )
-            payloads = [record.payload for record in records if record.type in TRANSCRIPT_TYPES]
-            listed = records
-        lifecycle.check_listed(listed, {run_id: head.status}, ends_log=True)
-        return payloads
+        return pages.split_transcript(run_id, head, rows, per_second=1000, sealer=self.sealer)
 
-    def _run_rows(self, run_id: str, start: int, size: int) -> tuple[_RunHead, list[Any]]:
-        """The run's head and its :data:`RUN_PAGE_COLUMNS` rows after ``start``, gap-free.
-
-        Rows past the end of the log are none; the caller compares ``start``
-        with the head's ``newest``.
-        """
+    def _run_rows(self, run_id: str, start: int, size: int) -> tuple[pages.RunHead, list[Any]]:
+        """The run's head and its run rows (:data:`RUN_PAGE_COLUMNS`) after ``start``."""
         query = {"run": run_id, "start": start, "size": size}
         rows = self._conn.execute(_RUN_PAGE, query).fetchall()
         if not rows:
@@ -325,18 +294,11 @@ class SQLiteReader(StateReader):
             raise AssertionError("require_run found a run the page query did not")
         if rows[0][0] != 0:
             rows.sort(key=lambda row: row[0])
-        _, agent_id, session_id, status, newest, _, _ = rows[0]
+        _, agent_id, session_id, status, newest, _, _ = rows.pop(0)
         try:
-            head = _RunHead(agent_id, session_id, newest, RunStatus(status))
+            return pages.RunHead(agent_id, session_id, newest, RunStatus(status)), rows
         except ValueError as e:
             raise CorruptRecordError(run_id=run_id, record_id="", reason=f"run row: {e}") from e
-        del rows[0]
-        end = min(start + size, newest)
-        if rows and (rows[0][0] != start + 1 or rows[-1][0] != start + len(rows)):
-            rows.sort(key=lambda row: row[0])
-        if start <= newest and (len(rows) != end - start or (rows and rows[-1][0] != end)):
-            raise sequence_gap(run_id, start, [row[0] for row in rows])
-        return head, rows
 
     def session_page(self, session_id: str, cursor: str, limit: int) -> Page:
         """[L9] records after the cursor in a session's commit order; positions are ``pos``."""

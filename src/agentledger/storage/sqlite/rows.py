@@ -11,16 +11,16 @@ instead of being handed to the shared decisions as if it were sound.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from itertools import groupby
 from typing import Any
 
 import msgspec
 
 from agentledger.errors import CorruptRecordError
-from agentledger.storage.integrity import mismatch, record_checksum, run_seed, verify
-from agentledger.storage.payloads import LIFECYCLE_TYPES, TRANSCRIPT_TYPES
+from agentledger.storage import pages
+from agentledger.storage.integrity import record_checksum, run_seed
 from agentledger.storage.state import RunRow, SessionRow
 from agentledger.storage.types import (
     Checkpoint,
@@ -39,25 +39,17 @@ __all__ = [
     "decode_record",
     "decode_records",
     "decode_run",
-    "decode_run_page",
     "decode_session",
     "encode_labels",
     "from_ms",
     "record_values",
     "run_value",
-    "split_transcript",
     "to_ms",
     "unverified_record",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
-_FROM_SECONDS = datetime.fromtimestamp
-_FAST_MS = 8_000_000_000_000
-"""Below 2**33 seconds (year 2242) a float of seconds is within half a microsecond
-of the exact value, so ``fromtimestamp`` rounds back to the exact millisecond; it
-is about twice as fast as the integer arithmetic used outside that range."""
-_CRC = zlib.crc32
 _LABELS = msgspec.json.Decoder(dict[str, str])
 _ENCODER = msgspec.json.Encoder()
 
@@ -99,7 +91,7 @@ RECORD_COLUMNS = (
 """Columns of ``records`` in the order :func:`decode_record` expects."""
 
 RUN_PAGE_COLUMNS = "seq, turn_id, event_key, type, timestamp, payload, checksum"
-"""Columns of ``records`` that vary within one run, as :func:`decode_run_page` expects."""
+"""Columns of ``records`` that vary within one run: the run rows of :mod:`..pages`."""
 
 
 def to_ms(value: datetime) -> int:
@@ -109,9 +101,7 @@ def to_ms(value: datetime) -> int:
 
 def from_ms(value: int) -> datetime:
     """The UTC datetime of a stored millisecond count, exactly."""
-    if 0 <= value < _FAST_MS:
-        return _FROM_SECONDS(value / 1000, UTC)
-    return _EPOCH + _MS * value
+    return pages.stamp_time(value, 1000)
 
 
 def encode_labels(labels: dict[str, str]) -> str:
@@ -221,184 +211,30 @@ def decode_run(row: Sequence[Any]) -> RunRow:
 
 
 def unverified_record(row: Sequence[Any]) -> Record | None:
-    """A ``records`` row that fails its checksum, as stored (None if it is intact).
-
-    For diagnosis only: its values are what the damage left (a timestamp that
-    cannot be read is the epoch).
-    """
-    try:
-        decode_record(row)
-    except CorruptRecordError:
-        pass
-    else:
-        return None
-    run_id, seq, agent_id, session_id, turn_id, event_key, type_, timestamp, payload, _ = row
-    try:
-        at = from_ms(timestamp)
-    except (TypeError, ValueError, OverflowError):
-        at = _EPOCH
-    return Record(
-        run_id=str(run_id),
-        agent_id=str(agent_id),
-        session_id=str(session_id),
-        turn_id=str(turn_id),
-        event_key=str(event_key),
-        type=str(type_),
-        timestamp=at,
-        payload=payload if isinstance(payload, bytes) else str(payload).encode(),
-        id=str(seq),
-    )
+    """A :data:`RECORD_COLUMNS` row that fails its checksum, as stored (None if it is
+    intact); see :func:`..pages.unverified_record`."""
+    run_id, seq, agent_id, session_id, *rest = row
+    return pages.unverified_record(run_id, agent_id, session_id, (seq, *rest), 1000)
 
 
 def decode_record(row: Sequence[Any]) -> Record:
     """A ``records`` row, exactly as stored, its checksum verified; damage is corruption."""
-    run_id, seq, agent_id, session_id, turn_id, event_key, type_, timestamp, payload, checksum = row
-    verify(
-        run_id,
-        agent_id,
-        session_id,
-        [(seq, turn_id, event_key, type_, timestamp, payload, checksum)],
-    )
-    try:
-        return Record(
-            run_id=run_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            turn_id=turn_id,
-            event_key=event_key,
-            type=type_,
-            timestamp=from_ms(timestamp),
-            payload=payload,
-            id=str(seq),
-        )
-    except (TypeError, ValueError, OverflowError) as e:
-        raise CorruptRecordError(run_id=str(run_id), record_id=str(seq), reason=str(e)) from e
+    return decode_records([row])[0]
 
 
 def decode_records(rows: list[Any]) -> tuple[Record, ...]:
-    """A page of ``records`` rows; the fast path of every reload.
+    """:data:`RECORD_COLUMNS` rows (of any runs, in the order given) as records, each
+    row's checksum verified; damage is corruption naming the row.
 
-    It repeats :func:`decode_record` inline on purpose: a function call per row
-    costs about a third more on a 10,000-record reload.
-    """
-    seeds: dict[tuple[object, object, object], int] = {}
-    try:
-        for run_id, seq, agent_id, session_id, turn_id, event_key, type_, ms, payload, cs in rows:
-            ids = (run_id, agent_id, session_id)
-            seed = seeds.get(ids)
-            if seed is None:
-                seed = seeds[ids] = run_seed(run_id, agent_id, session_id)
-            if record_checksum(seed, seq, turn_id, event_key, type_, ms, payload) != cs:
-                raise mismatch(run_id, seq)
-    except (TypeError, ValueError):
-        return tuple(decode_record(row) for row in rows)
-    try:
-        return tuple(
-            [
-                Record(
-                    run_id=run_id,
-                    agent_id=agent_id,
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    event_key=event_key,
-                    type=type_,
-                    timestamp=(
-                        _FROM_SECONDS(timestamp / 1000, UTC)
-                        if 0 <= timestamp < _FAST_MS
-                        else _EPOCH + _MS * timestamp
-                    ),
-                    payload=payload,
-                    id=str(seq),
-                )
-                for (
-                    run_id,
-                    seq,
-                    agent_id,
-                    session_id,
-                    turn_id,
-                    event_key,
-                    type_,
-                    timestamp,
-                    payload,
-                    _,
-                ) in rows
-            ]
-        )
-    except (TypeError, OverflowError):
-        pass
-    # Slow path: find the damaged row and name it.
-    return tuple(decode_record(row) for row in rows)
-
-
-def decode_run_page(
-    run_id: str, agent_id: str, session_id: str, rows: list[Any]
-) -> tuple[Record, ...]:
-    """A page of one run's records from :data:`RUN_PAGE_COLUMNS` rows.
-
-    What is the same for every record of a run (its run, agent and session
-    ids, checked against the run on write) comes from the run, not from each
-    row; consecutive records often share a timestamp (one activity's
-    records), so an unchanged one is reused rather than built again. Every
-    row's checksum is verified (with the run's ids) as it is built.
+    Consecutive rows of one run (the usual case, even on a session page) are
+    decoded together as run rows (see :func:`..pages.run_records`).
     """
     records: list[Record] = []
-    append = records.append
-    last_ms: object = None
-    last_at = _EPOCH
-    crc = _CRC
-    try:
-        seed = run_seed(run_id, agent_id, session_id)
-        for seq, turn_id, event_key, type_, timestamp, payload, checksum in rows:
-            # The checksum inline (see integrity.record_checksum): a call per row costs more.
-            head = f"{seq}\x00{turn_id}\x00{event_key}\x00{type_}\x00{timestamp}\x00"
-            if crc(payload, crc(head.encode(), seed)) != checksum:
-                raise mismatch(run_id, seq)
-            if timestamp != last_ms:
-                last_at = (
-                    _FROM_SECONDS(timestamp / 1000, UTC)
-                    if 0 <= timestamp < _FAST_MS
-                    else _EPOCH + _MS * timestamp
-                )
-                last_ms = timestamp
-            append(
-                Record(
-                    run_id=run_id,
-                    agent_id=agent_id,
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    event_key=event_key,
-                    type=type_,
-                    timestamp=last_at,
-                    payload=payload,
-                    id=str(seq),
-                )
-            )
-    except (TypeError, ValueError, OverflowError):
-        # Slow path: find the damaged row and name it.
-        return tuple(
-            decode_record((run_id, row[0], agent_id, session_id, *row[1:])) for row in rows
-        )
+    for (run_id, agent_id, session_id), group in groupby(rows, _run_ids):
+        run_rows = [(row[1], *row[4:]) for row in group]
+        records.extend(pages.run_records(run_id, agent_id, session_id, run_rows, 1000))
     return tuple(records)
 
 
-def split_transcript(
-    run_id: str, agent_id: str, session_id: str, rows: list[Any]
-) -> tuple[list[bytes], tuple[Record, ...]]:
-    """A run's whole log of :data:`RUN_PAGE_COLUMNS` rows, every checksum verified, as
-    its transcript payloads and the records a listing check reads.
-
-    Those records are its lifecycle records and its newest one (see
-    ``lifecycle.check_listed``); no other row becomes a ``Record``.
-    """
-    verify(run_id, agent_id, session_id, rows)
-    payloads: list[bytes] = []
-    listed: list[Any] = []
-    for row in rows:
-        type_ = row[3]
-        if type_ in TRANSCRIPT_TYPES:
-            payloads.append(row[5])
-        elif type_ in LIFECYCLE_TYPES:
-            listed.append(row)
-    if rows and (not listed or listed[-1] is not rows[-1]):
-        listed.append(rows[-1])
-    return payloads, decode_run_page(run_id, agent_id, session_id, listed)
+def _run_ids(row: Sequence[Any]) -> tuple[Any, Any, Any]:
+    return row[0], row[2], row[3]

@@ -1,0 +1,222 @@
+"""One run's stored rows as a checked page of records: what both SQL backends' listings share.
+
+A backend reads a run's own row once (its agent and session ids, status and
+newest sequence), then only the columns that vary within the run, as *run rows*
+``(seq, turn_id, event_key, type, stamp, payload, checksum)``. ``stamp`` is the
+record's timestamp as the integer the checksum hashes: milliseconds on SQLite,
+microseconds on PostgreSQL (``per_second``). From here on the decisions are the
+same: ids in order without a gap, every checksum verified, lifecycle records
+checked against the run [J1], the cursor of the next page [L9].
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from agentledger.errors import CorruptRecordError
+from agentledger.storage import lifecycle
+from agentledger.storage.cursor import encode_cursor
+from agentledger.storage.integrity import mismatch, run_seed, sequence_gap, verify
+from agentledger.storage.payloads import LIFECYCLE_TYPES, TRANSCRIPT_TYPES
+from agentledger.storage.types import Page, Record, RunStatus
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
+
+__all__ = [
+    "RunHead",
+    "run_page",
+    "run_records",
+    "split_transcript",
+    "stamp_time",
+    "unverified_record",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FROM_SECONDS = datetime.fromtimestamp
+_UNIT = {1000: timedelta(milliseconds=1), 1_000_000: timedelta(microseconds=1)}
+_FAST = {1000: 2**33 * 1000, 1_000_000: 2**32 * 1_000_000}
+"""Below these stamps (years 2242 and 2106) a float of seconds is within a quarter
+of a unit of the exact value, so ``fromtimestamp`` rounds back to the exact stamp;
+it is about twice as fast as the integer arithmetic used beyond."""
+
+
+class RunHead(NamedTuple):
+    """What a page of one run needs of the run itself."""
+
+    agent_id: str
+    session_id: str
+    newest: int
+    """The run's newest record id (0: none yet)."""
+    status: RunStatus
+
+
+def stamp_time(stamp: int, per_second: int) -> datetime:
+    """The UTC datetime of a stored stamp (``per_second`` units since the epoch), exactly."""
+    if 0 <= stamp < _FAST[per_second]:
+        return _FROM_SECONDS(stamp / per_second, UTC)
+    return _EPOCH + _UNIT[per_second] * stamp
+
+
+def run_records(
+    run_id: str, agent_id: str, session_id: str, rows: Sequence[Any], per_second: int
+) -> tuple[Record, ...]:
+    """Run rows as records, each row's checksum verified (with the run's ids) as it is built.
+
+    Consecutive records often share a timestamp (one activity's records), so
+    an unchanged one is reused rather than built again.
+
+    Raises:
+        CorruptRecordError: naming the first damaged row.
+    """
+    records: list[Record] = []
+    append = records.append
+    fast, unit = _FAST[per_second], _UNIT[per_second]
+    last_stamp: object = None
+    last_at = _EPOCH
+    crc = zlib.crc32
+    try:
+        seed = run_seed(run_id, agent_id, session_id)
+        for seq, turn_id, event_key, type_, stamp, payload, checksum in rows:
+            # The checksum inline (see integrity.record_checksum): a call per row costs more.
+            head_bytes = f"{seq}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp}\x00".encode()
+            if crc(payload, crc(head_bytes, seed)) != checksum:
+                raise mismatch(run_id, seq)
+            if stamp != last_stamp:
+                last_at = (
+                    _FROM_SECONDS(stamp / per_second, UTC)
+                    if 0 <= stamp < fast
+                    else _EPOCH + unit * stamp
+                )
+                last_stamp = stamp
+            append(
+                Record(
+                    run_id=run_id,
+                    agent_id=agent_id,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    event_key=event_key,
+                    type=type_,
+                    timestamp=last_at,
+                    payload=payload,
+                    id=str(seq),
+                )
+            )
+    except (TypeError, ValueError, OverflowError) as e:
+        seq = rows[len(records)][0] if len(records) < len(rows) else ""
+        raise CorruptRecordError(
+            run_id=run_id, record_id=str(seq), reason=f"unreadable record values: {e}"
+        ) from e
+    return tuple(records)
+
+
+def run_page(
+    run_id: str,
+    head: RunHead,
+    rows: list[Any],
+    *,
+    start: int,
+    size: int,
+    per_second: int,
+    sealer: Encryption | None,
+) -> Page:
+    """[L9] the page of at most ``size`` records after ``start``, from its run rows.
+
+    ``start`` is at most ``head.newest`` (the caller refused a cursor past the
+    end). The rows must be the ids ``start+1..`` without a gap; out of order
+    they are put in order (a backend may skip its ORDER BY).
+
+    Raises:
+        CorruptRecordError: a missing or repeated id, a damaged row, or a
+            lifecycle record that does not fit the run.
+    """
+    end = min(start + size, head.newest)
+    _check_sequence(run_id, start, end, rows)
+    records = run_records(run_id, head.agent_id, head.session_id, rows, per_second)
+    if sealer is not None:
+        records = sealer.open_records(records)
+    lifecycle.check_listed(records, {run_id: head.status}, ends_log=end == head.newest)
+    next_cursor = encode_cursor("run", run_id, end) if end < head.newest else ""
+    return Page(records=records, next_cursor=next_cursor)
+
+
+def split_transcript(
+    run_id: str, head: RunHead, rows: list[Any], *, per_second: int, sealer: Encryption | None
+) -> list[bytes]:
+    """[R2] a run's whole log of run rows, checked as one listing of it is, as the
+    payloads of its transcript records in order.
+
+    Every row's checksum is verified, but only the rows the listing check reads
+    (lifecycle records and the newest one) become records, unless the payloads
+    are sealed and every record must be opened.
+    """
+    _check_sequence(run_id, 0, head.newest, rows)
+    if sealer is not None:
+        records = sealer.open_records(
+            run_records(run_id, head.agent_id, head.session_id, rows, per_second)
+        )
+        payloads = [record.payload for record in records if record.type in TRANSCRIPT_TYPES]
+    else:
+        verify(run_id, head.agent_id, head.session_id, rows)
+        payloads = []
+        listed: list[Any] = []
+        for row in rows:
+            type_ = row[3]
+            if type_ in TRANSCRIPT_TYPES:
+                payloads.append(row[5])
+            elif type_ in LIFECYCLE_TYPES:
+                listed.append(row)
+        if rows and (not listed or listed[-1] is not rows[-1]):
+            listed.append(rows[-1])
+        records = run_records(run_id, head.agent_id, head.session_id, listed, per_second)
+    lifecycle.check_listed(records, {run_id: head.status}, ends_log=True)
+    return payloads
+
+
+def unverified_record(
+    run_id: object,
+    agent_id: object,
+    session_id: object,
+    row: Sequence[Any],
+    per_second: int,
+) -> Record | None:
+    """A run row that fails its checksum, as stored (None if it is intact).
+
+    For diagnosis only: its values are what the damage left (a stamp that
+    cannot be read is the epoch).
+    """
+    try:
+        verify(str(run_id), str(agent_id), str(session_id), [tuple(row)])
+    except CorruptRecordError:
+        pass
+    else:
+        return None
+    seq, turn_id, event_key, type_, stamp, payload, _ = row
+    try:
+        at = stamp_time(stamp, per_second)
+    except (TypeError, ValueError, OverflowError):
+        at = _EPOCH
+    return Record(
+        run_id=str(run_id),
+        agent_id=str(agent_id),
+        session_id=str(session_id),
+        turn_id=str(turn_id),
+        event_key=str(event_key),
+        type=str(type_),
+        timestamp=at,
+        payload=bytes(payload)
+        if isinstance(payload, bytes | memoryview)
+        else f"{payload}".encode(),
+        id=str(seq),
+    )
+
+
+def _check_sequence(run_id: str, start: int, end: int, rows: list[Any]) -> None:
+    """The rows are ids ``start+1..end`` exactly; put in order first if they are not."""
+    if rows and (rows[0][0] != start + 1 or rows[-1][0] != start + len(rows)):
+        rows.sort(key=lambda row: row[0])
+    if len(rows) != end - start or (rows and rows[-1][0] != end):
+        raise sequence_gap(run_id, start, [row[0] for row in rows])

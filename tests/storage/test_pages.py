@@ -1,0 +1,85 @@
+"""Run rows to checked pages, shared by both SQL backends: exact timestamps, loud damage."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agentledger.errors import CorruptRecordError
+from agentledger.storage.integrity import record_checksum, run_seed
+from agentledger.storage.pages import (
+    RunHead,
+    run_page,
+    run_records,
+    stamp_time,
+    unverified_record,
+)
+from agentledger.storage.types import RunStatus
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+HEAD = RunHead(agent_id="a", session_id="s", newest=5, status=RunStatus.RUNNING)
+
+
+def _rows(stamps: list[int]) -> list[tuple[int, str, str, str, int, bytes, int]]:
+    seed = run_seed("r", "a", "s")
+    return [
+        (seq, "t", f"k{seq}", "note", stamp, b"{}", record_checksum(
+            seed, seq, "t", f"k{seq}", "note", stamp, b"{}"
+        ))
+        for seq, stamp in enumerate(stamps, start=1)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("per_second", [1000, 1_000_000])
+def test_the_fast_path_agrees_with_exact_arithmetic(per_second: int) -> None:
+    """Around and below the bound of the float shortcut, every stamp comes back exactly."""
+    unit = timedelta(microseconds=1_000_000 // per_second)
+    bound = (2**33 if per_second == 1000 else 2**32) * per_second
+    rng = random.Random(11)
+    stamps = [rng.randrange(-(2**40), bound * 2) for _ in range(5_000)]
+    stamps += [bound - 1 - rng.randrange(10**6) for _ in range(5_000)]  # the worst floats
+    stamps += [0, 1, bound - 1, bound, 1_767_225_600_123_456 // (1_000_000 // per_second)]
+    for stamp in stamps:
+        at = stamp_time(stamp, per_second)
+        assert at == _EPOCH + unit * stamp, stamp
+        assert at.tzinfo is UTC
+
+
+@pytest.mark.parametrize("per_second", [1000, 1_000_000])
+def test_run_records_build_what_was_written(per_second: int) -> None:
+    stamps = [-5, 0, 1_767_225_600_123, 1_767_225_600_123, 2**47]
+    records = run_records("r", "a", "s", _rows(stamps), per_second)
+    assert [r.timestamp for r in records] == [stamp_time(s, per_second) for s in stamps]
+    assert [r.id for r in records] == ["1", "2", "3", "4", "5"]
+    assert {(r.run_id, r.agent_id, r.session_id) for r in records} == {("r", "a", "s")}
+
+
+def test_damage_is_loud_and_named() -> None:
+    rows = _rows([1, 2, 3])
+    bad = list(rows[1])
+    bad[2] = "k2-edited"
+    with pytest.raises(CorruptRecordError, match="checksum") as caught:
+        run_records("r", "a", "s", [rows[0], tuple(bad), rows[2]], 1000)
+    assert (caught.value.run_id, caught.value.record_id) == ("r", "2")
+    unreadable = (*rows[2][:5], None, rows[2][6])
+    with pytest.raises(CorruptRecordError, match="unreadable") as caught:
+        run_records("r", "a", "s", [rows[0], rows[1], unreadable], 1000)
+    assert caught.value.record_id == "3"
+    assert unverified_record("r", "a", "s", rows[0], 1000) is None
+    damaged = unverified_record("r", "a", "s", tuple(bad), 1000)
+    assert damaged is not None
+    assert (damaged.id, damaged.event_key) == ("2", "k2-edited")
+
+
+def test_a_page_with_a_gap_is_refused_and_one_out_of_order_is_put_in_order() -> None:
+    rows = _rows([1, 2, 3, 4, 5])
+    page = run_page("r", HEAD, rows[::-1], start=0, size=5, per_second=1000, sealer=None)
+    assert [r.id for r in page.records] == ["1", "2", "3", "4", "5"]
+    assert page.next_cursor == ""
+    with pytest.raises(CorruptRecordError, match="sequence gap") as caught:
+        run_page("r", HEAD, rows[:2] + rows[3:], start=0, size=5, per_second=1000, sealer=None)
+    assert caught.value.record_id == "3"
+    first = run_page("r", HEAD, rows[:2], start=0, size=2, per_second=1000, sealer=None)
+    assert first.next_cursor != ""
