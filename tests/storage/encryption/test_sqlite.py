@@ -19,6 +19,7 @@ from agentledger.storage.encryption import Encryption, Keyring
 from agentledger.storage.integrity import record_checksum, run_seed
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.testing import ScriptedModel, reply, tool_calls
+from agentledger.transcript import decode_messages
 from tests.runtime.support import chat_runtime, valid_transcript
 from tests.runtime.test_tool_loop import weather
 
@@ -225,9 +226,10 @@ async def test_a_moved_or_damaged_ciphertext_is_corrupt(store: SQLiteStore, file
         )
     conn.close()
     reopened = await files.open()
-    with pytest.raises(CorruptRecordError) as caught:
-        await reopened.list_run_records(run_id)
-    assert (caught.value.run_id, caught.value.record_id) == (run_id, str(seq))
+    for read in (reopened.list_run_records, reopened.verified_transcript_payloads):
+        with pytest.raises(CorruptRecordError) as caught:
+            await read(run_id)
+        assert (caught.value.run_id, caught.value.record_id) == (run_id, str(seq))
     await reopened.close()
 
 
@@ -238,8 +240,11 @@ async def test_an_agent_run_on_an_encrypted_store(store: SQLiteStore, files: Fil
     runtime = chat_runtime(store, model, tools=[weather])
     out = await runtime.agent_client("chat").run("chat", [user_message("Weather in Oslo?")])
     assert out.status is RunStatus.COMPLETED
+    assert store.transcripts_verified  # replay reads the whole log, opening every payload
     messages = await valid_transcript(store, out.run_id)
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    payloads = await store.verified_transcript_payloads(out.run_id)
+    assert [m for p in payloads for m in decode_messages(p)] == messages
     page = await store.list_run_records(out.run_id, limit=3)
     retry = page.records[1]
     again = await store.append_run_record(msgspec.structs.replace(retry, id=""))
