@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from itertools import groupby
 from typing import Any
 
 import msgspec
@@ -226,13 +225,22 @@ def decode_records(rows: list[Any]) -> tuple[Record, ...]:
     """:data:`RECORD_COLUMNS` rows (of any runs, in the order given) as records, each
     row's checksum verified; damage is corruption naming the row.
 
-    Consecutive rows of one run (the usual case, even on a session page) are
-    decoded together as run rows (see :func:`..pages.run_records`).
+    Each run's rows are decoded together as run rows (see
+    :func:`..pages.run_records`), also when runs interleave on a session page.
     """
-    records: list[Record] = []
-    for (run_id, agent_id, session_id), group in groupby(rows, _run_ids):
-        run_rows = [(row[1], *row[4:]) for row in group]
-        records.extend(pages.run_records(run_id, agent_id, session_id, run_rows, 1000))
+    by_run: dict[tuple[Any, Any, Any], list[int]] = {}
+    for index, row in enumerate(rows):
+        by_run.setdefault(_run_ids(row), []).append(index)
+    if len(by_run) == 1:
+        ((run_id, agent_id, session_id),) = by_run
+        run_rows = [(row[1], *row[4:]) for row in rows]
+        return pages.run_records(run_id, agent_id, session_id, run_rows, 1000)
+    records: list[Any] = [None] * len(rows)
+    for (run_id, agent_id, session_id), indexes in by_run.items():
+        run_rows = [(rows[i][1], *rows[i][4:]) for i in indexes]
+        decoded = pages.run_records(run_id, agent_id, session_id, run_rows, 1000)
+        for index, record in zip(indexes, decoded, strict=True):
+            records[index] = record
     return tuple(records)
 
 
