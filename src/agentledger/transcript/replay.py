@@ -45,14 +45,15 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
 
 
 async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message]:
-    """[R2] Page through a run's records and replay its transcript.
+    """[R2] Read a run's whole log and replay its transcript.
 
     A store that declares :class:`~agentledger.storage.protocol.VerifiedTranscripts`
     (it verifies every record's checksum on read and validated every transcript
-    record on write) hands over the transcript payloads, already known to
-    decode, so they skip the parts' invariant checks; every other store's
-    records are decoded strictly. Should the quick decode fail anyway, the
-    strict path runs and names the record.
+    record on write) hands over the transcript payloads of its log, checked as
+    a listing would be, and already known to decode, so they skip the parts'
+    invariant checks. Every other store is paged through ``list_run_records``
+    and its records are decoded strictly; so is a verified one whose quick
+    decode fails anyway, and the strict path names the record.
     """
     if isinstance(store, VerifiedTranscripts) and store.transcripts_verified:
         payloads = await store.verified_transcript_payloads(run_id)
