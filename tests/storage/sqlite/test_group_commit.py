@@ -167,6 +167,26 @@ async def test_group_answers_come_after_the_commit(db_path: Path, durability: An
         assert await asyncio.gather(*(append_and_look(i) for i in range(8))) == [1] * 8
 
 
+async def test_a_write_submitted_as_the_store_closes_is_stored(
+    db_path: Path,
+) -> None:
+    """Submissions wait for the end of the loop's turn; close() queues them first."""
+    store = await SQLiteStore.open(db_path)
+    world = World(store)
+    run = await world.root("r", session=await world.session("s"))
+
+    result, _ = await asyncio.gather(
+        store.append_run_record(world.note(run, "last")), store.close()
+    )
+
+    assert (result.id, result.inserted) == ("2", True)
+    async with await SQLiteStore.open(db_path) as again:
+        assert [r.event_key for r in await run_log(again, run.run.run_id)] == [
+            "run_started",
+            "last",
+        ]
+
+
 @tool
 async def ping() -> str:
     """A tool with nothing to do."""

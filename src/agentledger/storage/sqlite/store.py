@@ -421,6 +421,7 @@ class SQLiteStore:
             return
         self._closed = True
         if self._writer is not None:
+            self._writer.flush(asyncio.get_running_loop())  # writes submitted this turn
             await asyncio.to_thread(self._writer.stop)
         await asyncio.to_thread(self._readers.stop)
 
