@@ -23,6 +23,7 @@ from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import run_log
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.sqlite.group import CHECKPOINT_EVERY
 from agentledger.storage.types import AppendResult
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart
@@ -211,3 +212,46 @@ async def test_an_agent_run_commits_once_per_activity_not_per_record(
     records = await run_log(store, out.run_id)
     assert len(records) == 15
     assert commits <= 10, commits  # one per writing activity; 15 before [B1]
+
+
+async def test_at_normal_a_write_waiting_for_the_lock_leaves_the_loop_free(
+    db_path: Path,
+) -> None:
+    """A write that runs on the caller's thread only tries the lock; waiting is the thread's."""
+    async with await SQLiteStore.open(db_path, durability="normal") as store:
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+        await store.append_run_record(world.note(run, "inline"))  # the fast path works
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.ensure_future(tick())
+        with write_lock_held(db_path):
+            waiting = asyncio.ensure_future(store.append_run_record(world.note(run, "waits")))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            assert ticks >= 10, ticks  # the loop ran while the write waited
+        ticker.cancel()
+        assert (await waiting).id == "3"
+
+
+async def test_at_normal_the_writer_checkpoints_the_wal(db_path: Path) -> None:
+    """SQLite's own checkpoint is off at ``normal``; the writer thread does it instead."""
+    async with await SQLiteStore.open(db_path, durability="normal") as store:
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+        for i in range(CHECKPOINT_EVERY + 20):
+            await store.append_run_record(world.note(run, f"k{i}"))
+        await asyncio.sleep(0.2)  # the thread checkpoints after the answer
+        # Immutable: read the database file alone, as if the WAL were not there.
+        main_file = sqlite3.connect(f"file:{db_path}?immutable=1", uri=True)
+        try:
+            (copied,) = main_file.execute("SELECT count(*) FROM records").fetchone()
+        finally:
+            main_file.close()
+        assert copied >= CHECKPOINT_EVERY // 2, copied

@@ -76,7 +76,18 @@ async def test_default_durability_is_full_in_wal_mode(db_path: Path) -> None:
 async def test_normal_durability(db_path: Path) -> None:
     async with await SQLiteStore.open(db_path, durability="normal", busy_timeout=0.25) as store:
         assert await _pragma(store, "synchronous") == 1  # NORMAL
-        assert await _pragma(store, "busy_timeout") == 250
+        # Run on the caller's thread, an operation never waits for the lock ...
+        assert await _pragma(store, "busy_timeout") == 0
+        # ... one that finds it taken waits on the writer thread, as configured.
+        blocker = sqlite3.connect(db_path, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            waiting = asyncio.ensure_future(_pragma(store, "busy_timeout"))
+            await asyncio.sleep(0.1)
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        assert await waiting == 250
 
 
 @pytest.mark.parametrize("durability", ["FULL", "off", "", None, 2])
