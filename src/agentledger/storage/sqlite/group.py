@@ -233,8 +233,8 @@ class GroupWriter(Generic[C]):
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the database after enough commits (inline mode; lock held)."""
-        if self._commits < CHECKPOINT_EVERY or self._conn is None:
-            return
+        if not self._inline or self._commits < CHECKPOINT_EVERY or self._conn is None:
+            return  # otherwise SQLite's automatic checkpoint is on
         self._commits = 0
         self._checkpoint_asked = False
         # PASSIVE never waits: what readers still use is copied by a later checkpoint.
