@@ -24,6 +24,7 @@ from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import run_log
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
 from agentledger.storage.sqlite.group import CHECKPOINT_EVERY
+from agentledger.storage.sqlite.store import _small
 from agentledger.storage.types import AppendResult
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart
@@ -255,3 +256,16 @@ async def test_at_normal_the_writer_checkpoints_the_wal(db_path: Path) -> None:
         finally:
             main_file.close()
         assert copied >= CHECKPOINT_EVERY // 2, copied
+
+
+def test_only_small_appends_may_run_on_the_callers_thread(world: World) -> None:
+    """Up to 16 records and 64 KiB; anything larger or malformed goes to the writer thread."""
+    run = world.run("r", session="s")
+    note = world.note(run, "k")
+    assert _small([note])
+    assert _small([note] * 16)
+    assert not _small([note] * 17)
+    assert _small([world.note(run, "k", body=b'"' + b"x" * (64 * 1024 - 2) + b'"')])
+    assert not _small([world.note(run, "k", body=b'"' + b"x" * (64 * 1024 - 1) + b'"')])
+    assert not _small("not records")
+    assert not _small([object()])

@@ -81,7 +81,7 @@ class GroupWriter(Generic[C]):
     learned inside it survives.
 
     With ``inline`` (for ``synchronous=NORMAL``, where a commit does not wait
-    for the disk), an operation submitted while nothing else is queued or
+    for the disk), a small operation submitted while nothing else is queued or
     running, and the file's write lock is free at once, runs on the caller's
     thread instead: a group of one, with the same transaction and the same
     answer after the same COMMIT, without two thread wake-ups that cost more
@@ -128,12 +128,19 @@ class GroupWriter(Generic[C]):
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, operation: Callable[[sqlite3.Connection, C], R]) -> asyncio.Future[R]:
-        """Run or queue ``operation``; the future resolves on the caller's loop after its COMMIT."""
+    def submit(
+        self, operation: Callable[[sqlite3.Connection, C], R], *, small: bool = False
+    ) -> asyncio.Future[R]:
+        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT.
+
+        A ``small`` operation (a few rows, a few kilobytes) may instead run at once
+        on the caller's thread (see the class docstring); a large one never does,
+        so the caller's event loop is never held for long.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         item: _Item = (operation, loop, future)
-        if self._inline and not self._submitted and self._run_inline(item):
+        if small and self._inline and not self._submitted and self._run_inline(item):
             return future
         batch = self._submitted.get(loop)
         if batch is None:

@@ -93,6 +93,27 @@ def default_path() -> str:
     return os.environ.get("AGENTLEDGER_DB") or os.path.join(".", "agentledger.db")
 
 
+_SMALL_RECORDS = 16
+_SMALL_BYTES = 64 * 1024
+
+
+def _small(records: object) -> bool:
+    """Whether an append is small enough to run on the caller's thread (see GroupWriter).
+
+    Anything else, malformed input included, goes to the writer thread, whose
+    operation refuses it.
+    """
+    if not isinstance(records, list | tuple) or len(records) > _SMALL_RECORDS:
+        return False
+    size = 0
+    for record in records:
+        payload = getattr(record, "payload", None)
+        if not isinstance(payload, bytes):
+            return False
+        size += len(payload)
+    return size <= _SMALL_BYTES
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
     """End a failed transaction without hiding the error that failed it."""
     if conn.in_transaction:
@@ -278,10 +299,11 @@ class SQLiteStore:
     transaction and one commit (group commit: each under its own savepoint,
     none answered before the commit); reads run on its reader threads, each
     with its own connection, and never wait for a writer. At ``"normal"``
-    durability, where a commit does not wait for the disk, a write that finds
-    the writer idle and the file's write lock free runs on the caller's
-    thread instead (tens of microseconds, less than the hop to a thread
-    costs); it never waits for the lock or runs a checkpoint there.
+    durability, where a commit does not wait for the disk, a small append
+    (up to 16 records and 64 KiB) that finds the writer idle and the file's
+    write lock free runs on the caller's thread instead (tens of
+    microseconds, less than the hop to a thread costs); it never waits for
+    the lock or runs a checkpoint there.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -456,6 +478,7 @@ class SQLiteStore:
         decide: Callable[[StateReader], Plan[R]],
         *,
         insert_first: bool = False,
+        small: bool = False,
     ) -> R:
         self._check_open()
         if self._writer is None:
@@ -464,7 +487,8 @@ class SQLiteStore:
             )
         try:
             return await self._writer.submit(
-                _write_op(decide, insert_first=insert_first, sealer=self.encryption)
+                _write_op(decide, insert_first=insert_first, sealer=self.encryption),
+                small=small,
             )
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
@@ -509,6 +533,7 @@ class SQLiteStore:
             "append_run_record",
             lambda r: lifecycle.plan_append(r, record, limits=self.limits),
             insert_first=True,
+            small=_small([record]),
         )
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
@@ -516,6 +541,7 @@ class SQLiteStore:
             "append_run_records",
             lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
             insert_first=True,
+            small=_small(records),
         )
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
