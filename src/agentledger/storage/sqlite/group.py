@@ -13,6 +13,10 @@ an uncommitted write is not reported before that write is durable either.
 If the commit (or a statement that aborts the whole transaction) fails,
 every operation of the group gets that error, and none of them wrote.
 
+At ``synchronous=NORMAL`` a small write may run on the caller's thread
+instead, as a group of one, when it would wait for nobody (see
+:class:`GroupWriter`).
+
 Operations submitted in one turn of an event loop reach the thread together,
 as one queue item: waking a thread costs tens of microseconds, and a writer
 woken by the first of sixteen submissions would contend for the GIL with the
@@ -228,10 +232,12 @@ class GroupWriter(Generic[C]):
                         answers: list[_Answer] = [(item, None, e) for item in group]
                     else:
                         answers = self._run_group(conn, group)
-                    self._checkpoint()
                 with self._count_lock:
                     self._outstanding -= len(answers)
                 self._answer(answers)
+                if self._commits >= CHECKPOINT_EVERY:  # after the answers: not their wait
+                    with self._lock:
+                        self._checkpoint()
         finally:
             with self._lock:
                 if self._conn is not None:
