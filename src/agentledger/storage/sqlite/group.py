@@ -175,10 +175,17 @@ class GroupWriter(Generic[C]):
     # caller's thread (inline) ------------------------------------------------
 
     def _run_inline(self, item: _Item) -> bool:
-        """Run ``item`` as a group of one here, if nothing would have to wait; False if not."""
+        """Run ``item`` as a group of one here, if nothing would have to wait; False if not.
+
+        The same steps as :meth:`_run_group` for a group of one, without its
+        bookkeeping for many.
+        """
         with self._count_lock:
             if self._outstanding or not self._lock.acquire(blocking=False):
                 return False
+        operation, _, future = item
+        result: Any = None
+        error: BaseException | None = None
         try:
             conn = self._conn
             if conn is None or self._closed:
@@ -191,15 +198,37 @@ class GroupWriter(Generic[C]):
             except sqlite3.Error as e:
                 if _code(e) in (_BUSY, _LOCKED):
                     return False  # another connection writes: queue for the thread
-                answers: list[_Answer] = [(item, None, e)]
+                raise
+            context = self._begin(conn)
+            try:
+                result = operation(conn, context)
+            except BaseException as e:
+                error = e
+                if conn.in_transaction:  # a refusal: undo it alone, as in a group
+                    conn.execute("ROLLBACK")
+                else:  # SQLite rolled back: what the transaction learned is lost
+                    self._lost(context)
             else:
-                answers = self._run_group(conn, [item], joinable=False)
-            if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
-                self._checkpoint_asked = True
-                self._jobs.put([])  # an empty batch: the thread checkpoints
+                try:
+                    conn.execute("COMMIT")
+                except BaseException:
+                    self._lost(context)
+                    raise
+                self._commits += 1
+                if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
+                    self._checkpoint_asked = True
+                    self._jobs.put([])  # an empty batch: the thread checkpoints
+        except BaseException as e:
+            error = e
+            if conn is not None and conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
         finally:
             self._lock.release()
-        _settle_all([(future, result, error) for (_, _, future), result, error in answers])
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
         return True
 
     # writer thread -----------------------------------------------------------
