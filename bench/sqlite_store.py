@@ -8,7 +8,10 @@ the same INSERT (or SELECT) on the same schema with the same pragmas, with no
 store around it, at the same ``synchronous`` setting.
 
 - appends: ``append_run_record``, one ~500-byte record per call, against a loop
-  of ``BEGIN IMMEDIATE; INSERT; COMMIT``, for durability ``full`` and ``normal``;
+  of ``BEGIN IMMEDIATE; INSERT; COMMIT``, for durability ``full`` and ``normal``
+  (at ``normal`` the store runs a small append on the caller's thread and
+  checkpoints the WAL on its writer thread, where raw sqlite3 checkpoints inside
+  its own loop: the same work, on another thread of the same machine);
 - 16 concurrent runs (``full``): 16 tasks of one process appending to their own
   run at once (group commit shares their transactions [B2]) against raw sqlite3
   writing the same records 16 per transaction;
