@@ -186,6 +186,7 @@ class GroupWriter(Generic[C]):
         operation, _, future = item
         result: Any = None
         error: BaseException | None = None
+        context: C | None = None
         try:
             conn = self._conn
             if conn is None or self._closed:
@@ -209,11 +210,7 @@ class GroupWriter(Generic[C]):
                 else:  # SQLite rolled back: what the transaction learned is lost
                     self._lost(context)
             else:
-                try:
-                    conn.execute("COMMIT")
-                except BaseException:
-                    self._lost(context)
-                    raise
+                conn.execute("COMMIT")  # if it fails, the handler below undoes it all
                 self._commits += 1
                 if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
                     self._checkpoint_asked = True
@@ -223,6 +220,8 @@ class GroupWriter(Generic[C]):
             if conn is not None and conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
+            if context is not None:
+                self._lost(context)
         finally:
             self._lock.release()
         if error is not None:
@@ -300,20 +299,17 @@ class GroupWriter(Generic[C]):
                 found.extend(batch)  # an empty one (a checkpoint request) adds nothing
         return found
 
-    def _run_group(
-        self, conn: sqlite3.Connection, group: list[_Item], *, joinable: bool = True
-    ) -> list[_Answer]:
+    def _run_group(self, conn: sqlite3.Connection, group: list[_Item]) -> list[_Answer]:
         """Run ``group`` in the open transaction and commit it; one answer per operation.
 
-        If ``joinable`` (on the thread), operations that queue while the group
-        runs join it, up to MAX_GROUP: the transaction stays open while work
-        keeps arriving.
+        Operations that queue while the group runs join it, up to MAX_GROUP:
+        the transaction stays open while work keeps arriving.
         """
         answers: list[_Answer] = []
         context: C | None = None
         try:
             context = self._begin(conn)
-            pending = group + self._drain(len(group)) if joinable else list(group)
+            pending = group + self._drain(len(group))
             group[:] = pending
             while pending:
                 for item in pending:
@@ -337,7 +333,7 @@ class GroupWriter(Generic[C]):
                     if not alone:
                         conn.execute("RELEASE op")
                     answers.append((item, result, None))
-                pending = self._drain(len(group)) if joinable else []
+                pending = self._drain(len(group))
                 group.extend(pending)
             conn.execute("COMMIT")
             self._commits += 1
