@@ -23,6 +23,8 @@ from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import run_log
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.sqlite.group import CHECKPOINT_EVERY
+from agentledger.storage.sqlite.store import _small
 from agentledger.storage.types import AppendResult
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart
@@ -167,6 +169,26 @@ async def test_group_answers_come_after_the_commit(db_path: Path, durability: An
         assert await asyncio.gather(*(append_and_look(i) for i in range(8))) == [1] * 8
 
 
+async def test_a_write_submitted_as_the_store_closes_is_stored(
+    db_path: Path,
+) -> None:
+    """Submissions wait for the end of the loop's turn; close() queues them first."""
+    store = await SQLiteStore.open(db_path)
+    world = World(store)
+    run = await world.root("r", session=await world.session("s"))
+
+    result, _ = await asyncio.gather(
+        store.append_run_record(world.note(run, "last")), store.close()
+    )
+
+    assert (result.id, result.inserted) == ("2", True)
+    async with await SQLiteStore.open(db_path) as again:
+        assert [r.event_key for r in await run_log(again, run.run.run_id)] == [
+            "run_started",
+            "last",
+        ]
+
+
 @tool
 async def ping() -> str:
     """A tool with nothing to do."""
@@ -191,3 +213,59 @@ async def test_an_agent_run_commits_once_per_activity_not_per_record(
     records = await run_log(store, out.run_id)
     assert len(records) == 15
     assert commits <= 10, commits  # one per writing activity; 15 before [B1]
+
+
+async def test_at_normal_a_write_waiting_for_the_lock_leaves_the_loop_free(
+    db_path: Path,
+) -> None:
+    """A write that runs on the caller's thread only tries the lock; waiting is the thread's."""
+    async with await SQLiteStore.open(db_path, durability="normal") as store:
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+        await store.append_run_record(world.note(run, "inline"))  # the fast path works
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.ensure_future(tick())
+        with write_lock_held(db_path):
+            waiting = asyncio.ensure_future(store.append_run_record(world.note(run, "waits")))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            assert ticks >= 10, ticks  # the loop ran while the write waited
+        ticker.cancel()
+        assert (await waiting).id == "3"
+
+
+async def test_at_normal_the_writer_checkpoints_the_wal(db_path: Path) -> None:
+    """SQLite's own checkpoint is off at ``normal``; the writer thread does it instead."""
+    async with await SQLiteStore.open(db_path, durability="normal") as store:
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+        for i in range(CHECKPOINT_EVERY + 20):
+            await store.append_run_record(world.note(run, f"k{i}"))
+        await asyncio.sleep(0.2)  # the thread checkpoints after the answer
+        # Immutable: read the database file alone, as if the WAL were not there.
+        main_file = sqlite3.connect(f"file:{db_path}?immutable=1", uri=True)
+        try:
+            (copied,) = main_file.execute("SELECT count(*) FROM records").fetchone()
+        finally:
+            main_file.close()
+        assert copied >= CHECKPOINT_EVERY // 2, copied
+
+
+def test_only_small_appends_may_run_on_the_callers_thread(world: World) -> None:
+    """Up to 16 records and 64 KiB; anything larger or malformed goes to the writer thread."""
+    run = world.run("r", session="s")
+    note = world.note(run, "k")
+    assert _small([note])
+    assert _small([note] * 16)
+    assert not _small([note] * 17)
+    assert _small([world.note(run, "k", body=b'"' + b"x" * (64 * 1024 - 2) + b'"')])
+    assert not _small([world.note(run, "k", body=b'"' + b"x" * (64 * 1024 - 1) + b'"')])
+    assert not _small("not records")
+    assert not _small([object()])

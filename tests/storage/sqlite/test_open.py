@@ -41,9 +41,12 @@ async def _session_status(path: Path, session_id: str) -> SessionStatus:
         return await store.load_session_status(session_id)
 
 
-async def _pragma(store: SQLiteStore, name: str) -> object:
-    """A pragma as the store's write connection sees it."""
-    return await store._writer.submit(lambda c, _: c.execute(f"PRAGMA {name}").fetchone()[0])
+async def _pragma(store: SQLiteStore, name: str, *, small: bool = False) -> object:
+    """A pragma as the store's write connection sees it (a ``small`` operation's, maybe inline)."""
+    assert store._writer is not None
+    return await store._writer.submit(
+        lambda c, _: c.execute(f"PRAGMA {name}").fetchone()[0], small=small
+    )
 
 
 def test_public_names() -> None:
@@ -76,7 +79,19 @@ async def test_default_durability_is_full_in_wal_mode(db_path: Path) -> None:
 async def test_normal_durability(db_path: Path) -> None:
     async with await SQLiteStore.open(db_path, durability="normal", busy_timeout=0.25) as store:
         assert await _pragma(store, "synchronous") == 1  # NORMAL
-        assert await _pragma(store, "busy_timeout") == 250
+        assert await _pragma(store, "busy_timeout") == 250  # not small: the writer thread's
+        # Run on the caller's thread, an operation never waits for the lock ...
+        assert await _pragma(store, "busy_timeout", small=True) == 0
+        # ... one that finds it taken waits on the writer thread, as configured.
+        blocker = sqlite3.connect(db_path, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            waiting = asyncio.ensure_future(_pragma(store, "busy_timeout", small=True))
+            await asyncio.sleep(0.1)
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        assert await waiting == 250
 
 
 @pytest.mark.parametrize("durability", ["FULL", "off", "", None, 2])

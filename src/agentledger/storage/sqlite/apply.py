@@ -61,11 +61,18 @@ def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) 
         _put_session(conn, plan.session)
     for row in plan.runs:
         _put_run(conn, reader, row)
+    records = plan.records
     sealer = reader.sealer
-    for record in plan.records:  # one or two: execute is cheaper than executemany
-        if sealer is not None:
-            record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
-        conn.execute(_INSERT_RECORD, record_values(record))
+    if sealer is not None:
+        records = [
+            msgspec.structs.replace(record, payload=sealer.seal_record(record))
+            for record in records
+        ]
+    if len(records) > 2:  # a batch: executemany saves about a third per row
+        conn.executemany(_INSERT_RECORD, [record_values(record) for record in records])
+    else:  # one or two: execute is cheaper than executemany
+        for record in records:
+            conn.execute(_INSERT_RECORD, record_values(record))
     if plan.purge_session:
         assert plan.purge_receipt is not None
         params = {"id": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}

@@ -12,6 +12,15 @@ and only then does any caller hear its answer: nobody is told
 an uncommitted write is not reported before that write is durable either.
 If the commit (or a statement that aborts the whole transaction) fails,
 every operation of the group gets that error, and none of them wrote.
+
+At ``synchronous=NORMAL`` a small write may run on the caller's thread
+instead, as a group of one, when it would wait for nobody (see
+:class:`GroupWriter`).
+
+Operations submitted in one turn of an event loop reach the thread together,
+as one queue item: waking a thread costs tens of microseconds, and a writer
+woken by the first of sixteen submissions would contend for the GIL with the
+loop still submitting the other fifteen.
 """
 
 from __future__ import annotations
@@ -24,13 +33,20 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["MAX_GROUP", "GroupWriter", "Operation"]
+__all__ = ["CHECKPOINT_EVERY", "MAX_GROUP", "GroupWriter", "Operation"]
 
 R = TypeVar("R")
 C = TypeVar("C")
 
 MAX_GROUP = 128
 """Most operations sharing one transaction: a bound on the latency a group adds."""
+
+CHECKPOINT_EVERY = 256
+"""Commits between two checkpoints when SQLite's automatic one is off (inline mode):
+about as often as its default of 1,000 WAL pages, for appends of a few pages each."""
+
+# Primary result codes (https://sqlite.org/rescode.html).
+_BUSY, _LOCKED = 5, 6
 
 Operation = Callable[[sqlite3.Connection, Any], Any]
 """Runs one whole operation inside the open transaction; may raise to refuse it.
@@ -40,6 +56,14 @@ Its second argument is the writer's per-transaction context (what
 """
 
 _Item = tuple[Operation, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+_Answer = tuple[_Item, Any, "BaseException | None"]
+"""An operation, its result and its error (one of the two is None)."""
+_Batch = list[_Item]
+"""Operations one event loop submitted in one turn, queued as one item."""
+
+
+def _code(error: sqlite3.Error) -> int:
+    return int(getattr(error, "sqlite_errorcode", -1)) & 0xFF
 
 
 def _settle_all(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
@@ -59,6 +83,17 @@ class GroupWriter(Generic[C]):
     the context handed to every operation of the group (the row cache);
     ``lost(context)`` is called when a group's transaction fails, so nothing
     learned inside it survives.
+
+    With ``inline`` (for ``synchronous=NORMAL``, where a commit does not wait
+    for the disk), a small operation submitted while nothing else is queued or
+    running, and the file's write lock is free at once, runs on the caller's
+    thread instead: a group of one, with the same transaction and the same
+    answer after the same COMMIT, without two thread wake-ups that cost more
+    than the operation. It never waits there: the lock is only tried (busy
+    timeout 0), and an operation that finds it taken queues for the thread,
+    which waits for it with ``busy_timeout``. SQLite's automatic checkpoint
+    is off on the connection, so the caller never runs one either: the
+    thread checkpoints after every :data:`CHECKPOINT_EVERY` commits.
     """
 
     def __init__(
@@ -68,74 +103,209 @@ class GroupWriter(Generic[C]):
         begin: Callable[[sqlite3.Connection], C],
         lost: Callable[[C], None],
         name: str,
+        busy_timeout: float,
+        inline: bool = False,
     ) -> None:
         self._open = open_connection
         self._begin = begin
         self._lost = lost
-        self._jobs: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._busy_ms = int(busy_timeout * 1000)
+        self._inline = inline
+        self._jobs: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._submitted: dict[asyncio.AbstractEventLoop, _Batch] = {}
+        """This turn's submissions of each loop, queued by :meth:`flush` at the turn's end."""
+        self._conn: sqlite3.Connection | None = None
+        """The connection, once the thread opened it; used only with ``_lock`` held."""
+        self._lock = threading.Lock()
+        """Held by whoever runs a group (or a checkpoint) on the connection."""
+        self._waits = True
+        """Whether the connection's busy timeout is ``busy_timeout`` (else 0: inline)."""
+        self._count_lock = threading.Lock()
+        self._outstanding = 0
+        """Operations queued for the thread and not yet answered: while there are
+        any, nothing runs inline, so nothing overtakes them."""
+        self._commits = 0
+        """Commits since the last checkpoint (inline mode)."""
+        self._checkpoint_asked = False
         self._stopping = False
+        self._closed = False
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, operation: Callable[[sqlite3.Connection, C], R]) -> asyncio.Future[R]:
-        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT."""
+    def submit(
+        self, operation: Callable[[sqlite3.Connection, C], R], *, small: bool = False
+    ) -> asyncio.Future[R]:
+        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT.
+
+        A ``small`` operation (a few rows, a few kilobytes) may instead run at once
+        on the caller's thread (see the class docstring); a large one never does,
+        so the caller's event loop is never held for long.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        self._jobs.put((operation, loop, future))
+        item: _Item = (operation, loop, future)
+        if small and self._inline and not self._submitted and self._run_inline(item):
+            return future
+        batch = self._submitted.get(loop)
+        if batch is None:
+            batch = self._submitted[loop] = []
+            loop.call_soon(self.flush, loop)
+        batch.append(item)
         return future
 
+    def flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue what ``loop`` submitted this turn now (it runs by itself after the turn)."""
+        batch = self._submitted.pop(loop, None)
+        if batch:
+            with self._count_lock:
+                self._outstanding += len(batch)
+            self._jobs.put(batch)
+
     def stop(self) -> None:
-        """Let queued operations finish, then close the connection and end the thread."""
+        """Let queued operations finish, then close the connection and end the thread.
+
+        Submissions still waiting for their loop's turn to end are queued first.
+        """
+        self._closed = True
+        for loop in list(self._submitted):
+            self.flush(loop)
         self._jobs.put(None)
         self._thread.join()
+
+    # caller's thread (inline) ------------------------------------------------
+
+    def _run_inline(self, item: _Item) -> bool:
+        """Run ``item`` as a group of one here, if nothing would have to wait; False if not.
+
+        The same steps as :meth:`_run_group` for a group of one, without its
+        bookkeeping for many.
+        """
+        with self._count_lock:
+            if self._outstanding or not self._lock.acquire(blocking=False):
+                return False
+        operation, _, future = item
+        result: Any = None
+        error: BaseException | None = None
+        context: C | None = None
+        try:
+            conn = self._conn
+            if conn is None or self._closed:
+                return False
+            if self._waits:
+                conn.execute("PRAGMA busy_timeout = 0")
+                self._waits = False
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                if _code(e) in (_BUSY, _LOCKED):
+                    return False  # another connection writes: queue for the thread
+                raise
+            context = self._begin(conn)
+            try:
+                result = operation(conn, context)
+            except BaseException as e:
+                error = e
+                if conn.in_transaction:  # a refusal: undo it alone, as in a group
+                    conn.execute("ROLLBACK")
+                else:  # SQLite rolled back: what the transaction learned is lost
+                    self._lost(context)
+            else:
+                conn.execute("COMMIT")  # if it fails, the handler below undoes it all
+                self._commits += 1
+                if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
+                    self._checkpoint_asked = True
+                    self._jobs.put([])  # an empty batch: the thread checkpoints
+        except BaseException as e:
+            error = e
+            if conn is not None and conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if context is not None:
+                self._lost(context)
+        finally:
+            self._lock.release()
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        return True
 
     # writer thread -----------------------------------------------------------
 
     def _serve(self) -> None:
-        conn: sqlite3.Connection | None = None
         self._stopping = False
         try:
             while not self._stopping:
                 first = self._jobs.get()
                 if first is None:
                     break
-                group = [first]
-                try:
-                    if conn is None:
-                        conn = self._open()
-                    conn.execute("BEGIN IMMEDIATE")
-                except BaseException as e:
-                    group.extend(self._drain(len(group)))
-                    self._answer([(item, None, e) for item in group])
+                if not first:
+                    with self._lock:
+                        self._checkpoint()
                     continue
-                self._answer(self._run_group(conn, group))
+                with self._lock:
+                    group = first
+                    try:
+                        conn = self._conn
+                        if conn is None:
+                            conn = self._conn = self._open()
+                            if self._inline:
+                                conn.execute("PRAGMA wal_autocheckpoint = 0")
+                        if not self._waits:
+                            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                            self._waits = True
+                        conn.execute("BEGIN IMMEDIATE")
+                    except BaseException as e:
+                        group.extend(self._drain(len(group)))
+                        answers: list[_Answer] = [(item, None, e) for item in group]
+                    else:
+                        answers = self._run_group(conn, group)
+                with self._count_lock:
+                    self._outstanding -= len(answers)
+                self._answer(answers)
+                if self._commits >= CHECKPOINT_EVERY:  # after the answers: not their wait
+                    with self._lock:
+                        self._checkpoint()
         finally:
-            if conn is not None:
-                conn.close()
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database after enough commits (inline mode; lock held)."""
+        if not self._inline or self._commits < CHECKPOINT_EVERY or self._conn is None:
+            return  # otherwise SQLite's automatic checkpoint is on
+        self._commits = 0
+        self._checkpoint_asked = False
+        # PASSIVE never waits: what readers still use is copied by a later checkpoint.
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _drain(self, size: int) -> list[_Item]:
-        """Operations already waiting, so the group stays within MAX_GROUP; notes a stop."""
+        """Operations already waiting, while the group is under MAX_GROUP; notes a stop.
+
+        A batch is taken whole, so a group may pass MAX_GROUP by one batch.
+        """
         found: list[_Item] = []
         while not self._stopping and size + len(found) < MAX_GROUP:
             try:
-                item = self._jobs.get_nowait()
+                batch = self._jobs.get_nowait()
             except queue.Empty:
                 break
-            if item is None:
+            if batch is None:
                 self._stopping = True
             else:
-                found.append(item)
+                found.extend(batch)  # an empty one (a checkpoint request) adds nothing
         return found
 
-    def _run_group(
-        self, conn: sqlite3.Connection, group: list[_Item]
-    ) -> list[tuple[_Item, Any, BaseException | None]]:
+    def _run_group(self, conn: sqlite3.Connection, group: list[_Item]) -> list[_Answer]:
         """Run ``group`` in the open transaction and commit it; one answer per operation.
 
         Operations that queue while the group runs join it, up to MAX_GROUP:
         the transaction stays open while work keeps arriving.
         """
-        answers: list[tuple[_Item, Any, BaseException | None]] = []
+        answers: list[_Answer] = []
         context: C | None = None
         try:
             context = self._begin(conn)
@@ -166,6 +336,7 @@ class GroupWriter(Generic[C]):
                 pending = self._drain(len(group))
                 group.extend(pending)
             conn.execute("COMMIT")
+            self._commits += 1
         except BaseException as e:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
@@ -176,7 +347,7 @@ class GroupWriter(Generic[C]):
         return answers
 
     @staticmethod
-    def _answer(answers: list[tuple[_Item, Any, BaseException | None]]) -> None:
+    def _answer(answers: list[_Answer]) -> None:
         """Resolve each caller's future on its own loop, one hop per loop."""
         by_loop: dict[
             asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]

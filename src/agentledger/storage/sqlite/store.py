@@ -93,6 +93,27 @@ def default_path() -> str:
     return os.environ.get("AGENTLEDGER_DB") or os.path.join(".", "agentledger.db")
 
 
+_SMALL_RECORDS = 16
+_SMALL_BYTES = 64 * 1024
+
+
+def _small(records: object) -> bool:
+    """Whether an append is small enough to run on the caller's thread (see GroupWriter).
+
+    Anything else, malformed input included, goes to the writer thread, whose
+    operation refuses it.
+    """
+    if not isinstance(records, list | tuple) or len(records) > _SMALL_RECORDS:
+        return False
+    size = 0
+    for record in records:
+        payload = getattr(record, "payload", None)
+        if not isinstance(payload, bytes):
+            return False
+        size += len(payload)
+    return size <= _SMALL_BYTES
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
     """End a failed transaction without hiding the error that failed it."""
     if conn.in_transaction:
@@ -277,7 +298,12 @@ class SQLiteStore:
     writer thread, in call order, the ones waiting together sharing one
     transaction and one commit (group commit: each under its own savepoint,
     none answered before the commit); reads run on its reader threads, each
-    with its own connection, and never wait for a writer.
+    with its own connection, and never wait for a writer. At ``"normal"``
+    durability, where a commit does not wait for the disk, a small append
+    (up to 16 records and 64 KiB) that finds the writer idle and the file's
+    write lock free runs on the caller's thread instead (tens of
+    microseconds, less than the hop to a thread costs); it never waits for
+    the lock or runs a checkpoint there.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -360,12 +386,14 @@ class SQLiteStore:
         def open_reader() -> sqlite3.Connection:
             return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
 
-        rows = RowCache()  # used on the writer thread only
+        rows = RowCache()  # used by whoever holds the writer's lock
         writer = GroupWriter(
             lambda: conn,
             begin=_begin(rows),
             lost=RowCache.clear,
             name=f"agentledger-sqlite-writer:{name}",
+            busy_timeout=timeout,
+            inline=synchronous == "NORMAL",
         )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
@@ -419,6 +447,7 @@ class SQLiteStore:
             return
         self._closed = True
         if self._writer is not None:
+            self._writer.flush(asyncio.get_running_loop())  # writes submitted this turn
             await asyncio.to_thread(self._writer.stop)
         await asyncio.to_thread(self._readers.stop)
 
@@ -447,6 +476,7 @@ class SQLiteStore:
         decide: Callable[[StateReader], Plan[R]],
         *,
         insert_first: bool = False,
+        small: bool = False,
     ) -> R:
         self._check_open()
         if self._writer is None:
@@ -455,7 +485,8 @@ class SQLiteStore:
             )
         try:
             return await self._writer.submit(
-                _write_op(decide, insert_first=insert_first, sealer=self.encryption)
+                _write_op(decide, insert_first=insert_first, sealer=self.encryption),
+                small=small,
             )
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
@@ -500,6 +531,7 @@ class SQLiteStore:
             "append_run_record",
             lambda r: lifecycle.plan_append(r, record, limits=self.limits),
             insert_first=True,
+            small=_small([record]),
         )
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
@@ -507,6 +539,7 @@ class SQLiteStore:
             "append_run_records",
             lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
             insert_first=True,
+            small=_small(records),
         )
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
