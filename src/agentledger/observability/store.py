@@ -270,6 +270,22 @@ class TracedStore:
         key = ("agentledger.session.id", session_id)
         return self._traced(found, "load_session_status", key, job)
 
+    def save_tool_result(
+        self, run_id: str, call_key: str, data: bytes, /
+    ) -> Coroutine[Any, Any, bytes]:
+        found = tracer()
+        job = self.inner.save_tool_result(run_id, call_key, data)
+        if found is None:
+            return job
+        return self._traced(found, "save_tool_result", ("agentledger.run.id", run_id), job)
+
+    def load_tool_result(self, run_id: str, call_key: str, /) -> Coroutine[Any, Any, bytes | None]:
+        found = tracer()
+        job = self.inner.load_tool_result(run_id, call_key)
+        if found is None:
+            return job
+        return self._traced(found, "load_tool_result", ("agentledger.run.id", run_id), job)
+
     def load_run_suspension(self, run_id: str, /) -> Coroutine[Any, Any, Checkpoint]:
         found = tracer()
         job = self.inner.load_run_suspension(run_id)
