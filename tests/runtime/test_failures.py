@@ -442,6 +442,56 @@ async def test_a_retry_after_a_lost_write_answer_reads_instead_of_working_again(
     await valid_transcript(store, out.run_id)
 
 
+class LoseSavedResultAnswers:
+    """A real store whose ``save_tool_result`` commits, then raises a TransientError once
+    per call: every parallel call's result is in the store, its activity does not know."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.lost: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def save_tool_result(self, run_id: str, call_key: str, data: bytes) -> bytes:
+        kept = await self._inner.save_tool_result(run_id, call_key, data)
+        if call_key not in self.lost:
+            self.lost.append(call_key)
+            raise TransientError("the answer was lost", operation="save_tool_result")
+        return kept  # type: ignore[no-any-return]
+
+
+async def test_retried_parallel_calls_read_their_saved_results(
+    store: AnyStore, session: str
+) -> None:
+    """Two parallel calls each save their result, then lose the answer: each retry reads the
+    saved result, so each tool runs once, and the results are recorded in call order."""
+    ran: list[str] = []
+
+    @tool
+    async def weather(city: str) -> str:
+        """The weather."""
+        ran.append(city)
+        return f"{city}: 21C"
+
+    model = ScriptedModel(
+        [
+            tool_calls(("c1", "weather", {"city": "Oslo"}), ("c2", "weather", {"city": "Rome"})),
+            reply("Both warm."),
+        ]
+    )
+    lossy = LoseSavedResultAnswers(store)
+    runtime = _runtime(lossy, model, tools=[weather])
+    out = await runtime.agent_client("chat").run(session, [user_message("Oslo? Rome?")])
+    assert out.status is RunStatus.COMPLETED, out.failure
+    assert sorted(lossy.lost) == ["turn:1:tool:c1:result", "turn:1:tool:c2:result"]
+    assert sorted(ran) == ["Oslo", "Rome"]
+    results = [r for r in await records(store, out.run_id) if r.type == "tool_result_received"]
+    assert [r.event_key for r in results] == ["turn:1:tool:c1:result", "turn:1:tool:c2:result"]
+    assert [b"Oslo: 21C" in r.payload for r in results] == [True, False]
+    await valid_transcript(store, out.run_id)
+
+
 class LoseSuspensionAnswerOnce:
     """A real store whose ``record_run_suspension`` commits, then once raises a TransientError."""
 

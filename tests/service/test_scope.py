@@ -114,6 +114,9 @@ async def test_a_scoped_token_cannot_touch_another_tenant(
         lambda: acme.load_run("scope-globex-1x"),
         lambda: acme.list_run_records("scope-globex-r"),
         lambda: acme.load_run_suspension("scope-globex-r"),
+        lambda: acme.load_tool_result("scope-globex-r", "k"),
+        lambda: acme.save_tool_result("scope-globex-r", "k", b"intruder"),
+        lambda: acme.save_tool_result("scope-globex-1x", "k", b"intruder"),
         lambda: anext(acme.follow_run_records("scope-globex-r")),
         lambda: anext(acme.follow_session_run_records("scope-globex")),
         lambda: acme.list_sessions(labels={"tenant": "globex"}),
@@ -149,6 +152,7 @@ async def test_a_scoped_token_cannot_touch_another_tenant(
             error = await _denied(call)
             assert "outside the token's scope" in error.reason, (i, error)
         assert await dump_store(host, *ids) == before
+        assert await host.load_tool_result("scope-globex-r", "k") is None
     # ... while the same token may write inside its scope.
     mine = _run("scope-acme-1x-2", labels={"tenant": "acme", "extra": "ok"})
     assert (await acme.start_one_shot_run(mine.one_shot_start())).started.inserted
@@ -163,3 +167,6 @@ async def test_a_scoped_reader_is_both_scoped_and_read_only(
         await _denied(lambda: reader.load_run("scope-globex-r"))
         error = await _denied(lambda: reader.end_session("scope-acme", ended_at=_at(7)))
         assert "may not call end_session" in error.reason
+        # Saved tool results are a worker's private scratch: not for readers, even in scope.
+        error = await _denied(lambda: reader.load_tool_result("scope-acme-r", "k"))
+        assert "may not call load_tool_result" in error.reason

@@ -284,6 +284,15 @@ class AcceptsUnknownPayloadFields(MemoryStore):
         )
 
 
+class LastToolResultWins(MemoryStore):
+    """A later save of a tool call's result replaces the kept one."""
+
+    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
+        with self._lock:
+            self._state.tool_results.get(run_id, {}).pop(call_key, None)
+        return await super().save_tool_result(run_id, call_key, data)
+
+
 class DecidesThenYields(MemoryStore):
     """[X5] no transaction: each write decides, yields to the event loop, then applies.
 
@@ -315,6 +324,11 @@ class DecidesThenYields(MemoryStore):
 
     async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
         return await self._racy(lambda r: lifecycle.plan_terminal(r, cmd))
+
+    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
+        return await self._racy(
+            lambda r: lifecycle.plan_save_tool_result(r, run_id, call_key, data)
+        )
 
 
 # --------------------------------------------------------------------- harness
@@ -369,6 +383,11 @@ CASES = (
         ),
     ),
     Case(
+        "LastToolResultWins",
+        "test_first_save or test_race_saves",
+        ("test_first_save_wins", "test_race_saves_of_one_tool_result"),
+    ),
+    Case(
         "DecidesThenYields",
         "test_race_",
         (
@@ -380,6 +399,7 @@ CASES = (
             "test_race_suspensions_with_different_checkpoints",
             "test_race_appends_of_distinct_keys",
             "test_race_appends_of_one_key",
+            "test_race_saves_of_one_tool_result",
         ),
     ),
 )

@@ -114,6 +114,16 @@ def _repaired(target: Span, result: RepairResult) -> None:
     )
 
 
+def _saved(call_key: str, data: bytes) -> Callable[[Span, bytes], None]:
+    """A saved tool result: its call key, and whether the store kept these bytes or others."""
+
+    def describe(target: Span, kept: bytes) -> None:
+        target.set_attribute("agentledger.tool_result.call_key", call_key)
+        target.set_attribute("agentledger.store.outcome", "kept" if kept == data else "adopted")
+
+    return describe
+
+
 def _paged(target: Span, page: Page) -> None:
     target.set_attribute("agentledger.store.records", len(page.records))
 
@@ -124,7 +134,9 @@ class TracedStore:
     Attributes: ``agentledger.store.method``, ``agentledger.store.backend``
     (the inner class), ``agentledger.run.id`` (or ``agentledger.session.id``),
     ``agentledger.store.inserted`` / ``outcome`` (``inserted`` or ``retried``)
-    for writes; one ``agentledger.record`` event per record id written.
+    for writes; one ``agentledger.record`` event per record id written;
+    ``agentledger.tool_result.call_key`` and ``outcome`` (``kept`` or
+    ``adopted``: another attempt's bytes) for a saved tool result.
     Errors are recorded with their class (``RecordConflictError``,
     ``TransientError`` ...); each retry of an operation is its own span.
     """
@@ -269,6 +281,23 @@ class TracedStore:
             return job
         key = ("agentledger.session.id", session_id)
         return self._traced(found, "load_session_status", key, job)
+
+    def save_tool_result(
+        self, run_id: str, call_key: str, data: bytes, /
+    ) -> Coroutine[Any, Any, bytes]:
+        found = tracer()
+        job = self.inner.save_tool_result(run_id, call_key, data)
+        if found is None:
+            return job
+        run = ("agentledger.run.id", run_id)
+        return self._traced(found, "save_tool_result", run, job, _saved(call_key, data))
+
+    def load_tool_result(self, run_id: str, call_key: str, /) -> Coroutine[Any, Any, bytes | None]:
+        found = tracer()
+        job = self.inner.load_tool_result(run_id, call_key)
+        if found is None:
+            return job
+        return self._traced(found, "load_tool_result", ("agentledger.run.id", run_id), job)
 
     def load_run_suspension(self, run_id: str, /) -> Coroutine[Any, Any, Checkpoint]:
         found = tracer()

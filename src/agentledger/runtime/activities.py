@@ -10,7 +10,9 @@ Work that is not deterministic (a model call, a tool) is recorded by the
 activity that does it. A retried attempt (its predecessor may have stored
 its records and then lost its completion) reads first: a planner turn whose
 plan is stored returns it without asking the planner again, and a tool call
-whose result is stored returns it without running the tool again.
+whose result is stored returns it without running the tool again. A parallel
+call, whose result the workflow records later with the step's others in call
+order, saves its result in the store first (``Store.save_tool_result``).
 """
 
 from __future__ import annotations
@@ -540,14 +542,17 @@ class Activities:
         return send
 
     async def tool_call(self, arg: ToolCallInput) -> ToolCallOutput:
-        """Run one tool call and record its result (``arg.at`` set).
+        """Run one tool call and record its result (``arg.at`` set), or save it (a parallel
+        call, whose result the workflow records with the step's others, in call order).
 
         A retried attempt whose result is already stored returns it without
         running the tool again.
         """
         call, run = arg.call, arg.run
         key = rt.RecordSpec.result(arg.step, call.id, call.name, None, False).event_key
-        if arg.at is not None and activity_attempt() > 1:
+        if arg.at is None:
+            return ToolCallOutput(outcome=await self._parallel_call(arg, key))
+        if activity_attempt() > 1:
             async for record in self._records(run.run_id):
                 if record.type == rt.TOOL_RESULT_RECEIVED and record.event_key == key:
                     got = rt.decode_json(record.payload, rt.ToolResultPayload)
@@ -558,20 +563,51 @@ class Activities:
                         is_error=got.is_error,
                     )
                     return ToolCallOutput(outcome=outcome)
-        outcome = await self._invoke(arg)
-        if arg.at is None:
-            return ToolCallOutput(outcome=outcome)
-        problem = result_problem(ToolCallOutput(outcome=outcome, session_ended=True))
-        if problem:  # the loop could not get it: record what it will see
-            outcome = ToolOutcome(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                content=f"tool {call.name} failed: {problem}",
-                is_error=True,
-            )
+        outcome = self._carried(arg, await self._invoke(arg))
         spec = rt.RecordSpec.result(arg.step, call.id, call.name, outcome.content, outcome.is_error)
         ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
         return ToolCallOutput(outcome=outcome, session_ended=ended)
+
+    async def _parallel_call(self, arg: ToolCallInput, key: str) -> ToolOutcome:
+        """A parallel call's outcome, its tool run once across attempts.
+
+        The outcome is saved in the store under the call's result key before the
+        activity completes; an attempt that finds one saved returns it, and an
+        attempt that ran the tool too adopts the one the store kept.
+        """
+        saved = await self.store.load_tool_result(arg.run.run_id, key)
+        if saved is None:
+            ran = self._carried(arg, await self._invoke(arg))
+            data = rt.encode_json(ran)
+            saved = await _finish(self.store.save_tool_result(arg.run.run_id, key, data))
+        try:
+            outcome: ToolOutcome = rt.decode_json(saved, ToolOutcome)
+        except msgspec.DecodeError as e:
+            raise CorruptRecordError(
+                run_id=arg.run.run_id, record_id=f"tool_result:{key}", reason=str(e)
+            ) from e
+        if outcome.tool_call_id != arg.call.id:
+            raise CorruptRecordError(
+                run_id=arg.run.run_id,
+                record_id=f"tool_result:{key}",
+                reason=f"saved for call {outcome.tool_call_id!r}, not {arg.call.id!r}",
+            )
+        return outcome
+
+    @staticmethod
+    def _carried(arg: ToolCallInput, outcome: ToolOutcome) -> ToolOutcome:
+        """``outcome``, or the error the loop will see if the engine cannot carry it back
+        (what is stored must be what the loop gets)."""
+        problem = result_problem(ToolCallOutput(outcome=outcome, session_ended=True))
+        if not problem:
+            return outcome
+        call = arg.call
+        return ToolOutcome(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            content=f"tool {call.name} failed: {problem}",
+            is_error=True,
+        )
 
     @traced_tool_call
     async def _invoke(self, arg: ToolCallInput) -> ToolOutcome:

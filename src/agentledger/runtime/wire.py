@@ -73,8 +73,14 @@ may run them next to the workflow (Temporal local activities)."""
 StartMode = Literal["root", "child", "one_shot", "one_shot_child"]
 
 
-class _Wire(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Common options: immutable, keyword-only, strict."""
+class _Wire(msgspec.Struct, frozen=True, kw_only=True):
+    """Common options: immutable, keyword-only; unknown fields are ignored.
+
+    Rolling deploys: during one, a message written by a newer worker (a field
+    added since, with a default) reaches an older one, which must still decode
+    it. Wrong types and missing required fields stay errors. A field the receiver
+    must act on is not such a field: it needs a new activity or workflow version.
+    """
 
 
 class RunInput(_Wire, frozen=True, kw_only=True):

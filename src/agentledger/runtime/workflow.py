@@ -35,7 +35,9 @@ the next activity that writes, stamped with the time they were decided.
 A model call is recorded by the planner turn that makes it, and a lone tool
 call by its activity, before the activity completes: a retry after a lost
 completion finds the record instead of doing the work again. The results of
-parallel calls are written together, in call order, after the last one.
+parallel calls are written together, in call order, after the last one; each
+call's activity saves its result privately in the store first, so a retry
+after a lost completion does not run its tool again either.
 
 A child run that suspends (an agent used as a tool waits for outside input)
 suspends its parent once the step's other calls are in: the parent keeps

@@ -50,7 +50,7 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import SizeLimits
+from agentledger.storage.validation import SizeLimits, require_id
 
 __all__ = ["FollowedRecord", "StoreClient"]
 
@@ -187,6 +187,17 @@ class StoreClient:
 
     async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
         return await self._call(wire.REPAIR_RUN_TERMINAL, cmd)
+
+    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
+        lifecycle.check_tool_result(run_id, call_key, data, self.limits)
+        save = wire.ToolResultSave(run_id=run_id, call_key=call_key, data=data)
+        return await self._call(wire.SAVE_TOOL_RESULT, save)
+
+    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
+        require_id("run_id", run_id)
+        require_id("call_key", call_key)
+        ref = wire.ToolResultRef(run_id=run_id, call_key=call_key)
+        return await self._call(wire.LOAD_TOOL_RESULT, ref)
 
     async def load_run(self, run_id: str, /) -> RunMeta:
         return await self._call(wire.LOAD_RUN, wire.RunRef(run_id=run_id))

@@ -55,6 +55,8 @@ __all__ = [
     "SessionRef",
     "SessionsQuery",
     "Subject",
+    "ToolResultRef",
+    "ToolResultSave",
 ]
 
 Req = TypeVar("Req")
@@ -85,6 +87,21 @@ class RecordBatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """[B1] Ordinary records of one run, in order, stored all or none."""
 
     records: list[Record]
+
+
+class ToolResultSave(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Save a tool call's result unless one is saved (the first save wins)."""
+
+    run_id: str
+    call_key: str
+    data: bytes
+
+
+class ToolResultRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Names one tool call's saved result."""
+
+    run_id: str
+    call_key: str
 
 
 class SessionRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -295,6 +312,16 @@ REPAIR_RUN_TERMINAL: Method[RunTerminal, RepairResult] = Method(
     subjects=lambda c: (_run(c.run_id),),
     call=lambda s, c: s.repair_run_terminal(c),
 )  # fmt: skip
+SAVE_TOOL_RESULT: Method[ToolResultSave, bytes] = Method(
+    "save_tool_result", ToolResultSave, bytes, roles=WORKERS, writes=True,
+    subjects=lambda c: (_run(c.run_id),),
+    call=lambda s, c: s.save_tool_result(c.run_id, c.call_key, c.data),
+)  # fmt: skip
+LOAD_TOOL_RESULT: Method[ToolResultRef, bytes | None] = Method(
+    "load_tool_result", ToolResultRef, bytes | None, roles=WORKERS, writes=False,
+    subjects=lambda q: (_run(q.run_id),),
+    call=lambda s, q: s.load_tool_result(q.run_id, q.call_key),
+)  # fmt: skip
 LOAD_RUN: Method[RunRef, RunMeta] = Method(
     "load_run", RunRef, RunMeta, roles=STORE_READERS, writes=False,
     subjects=lambda q: (_run(q.run_id),),
@@ -374,6 +401,8 @@ METHODS: tuple[Method[Any, Any], ...] = (
     RECORD_RUN_TERMINAL,
     REPAIR_RUN_SUSPENSION,
     REPAIR_RUN_TERMINAL,
+    SAVE_TOOL_RESULT,
+    LOAD_TOOL_RESULT,
     LOAD_RUN,
     LOAD_SESSION_STATUS,
     LOAD_RUN_SUSPENSION,

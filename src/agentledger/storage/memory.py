@@ -65,6 +65,7 @@ class _State(StateReader):
         self.keys: dict[tuple[str, str], Record] = {}
         self.session_logs: dict[str, list[Record]] = {}  # commit order across runs
         self.session_runs: dict[str, list[str]] = {}  # start order
+        self.tool_results: dict[str, dict[str, bytes]] = {}  # run id -> call key -> data
 
     def session(self, session_id: str) -> SessionRow | None:
         return self.sessions.get(session_id)
@@ -95,6 +96,9 @@ class _State(StateReader):
             if self.runs[run_id].status is RunStatus.RUNNING
         ]
 
+    def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
+        return self.tool_results.get(run.run_id, {}).get(call_key)
+
     def damaged_records(self, run_id: str) -> list[Record]:
         return []  # nothing outside this process can reach the dictionaries
 
@@ -112,6 +116,10 @@ class _State(StateReader):
             self.keys[(record.run_id, record.event_key)] = record
             if record.session_id:
                 self.session_logs.setdefault(record.session_id, []).append(record)
+        for result in plan.tool_results:
+            self.tool_results.setdefault(result.run_id, {})[result.call_key] = result.data
+        for run_id in plan.ended_runs:
+            self.tool_results.pop(run_id, None)
         if plan.purge_session:
             assert plan.purge_receipt is not None
             self._purge(plan.purge_session, plan.purge_receipt)
@@ -119,6 +127,7 @@ class _State(StateReader):
     def _purge(self, session_id: str, receipt: PurgeReceipt) -> None:
         for run_id in self.session_runs.pop(session_id, []):
             del self.runs[run_id]
+            self.tool_results.pop(run_id, None)
             for record in self.logs.pop(run_id):
                 del self.keys[(run_id, record.event_key)]
             self.purged_runs[run_id] = session_id
@@ -204,6 +213,14 @@ class MemoryStore:
 
     async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
         return self._write(lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits))
+
+    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
+        return self._write(
+            lambda r: lifecycle.plan_save_tool_result(r, run_id, call_key, data, limits=self.limits)
+        )
+
+    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
+        return self._read(lambda s: lifecycle.load_tool_result(s, run_id, call_key))
 
     async def load_run(self, run_id: str, /) -> RunMeta:
         return self._read(lambda s: lifecycle.load_run(s, run_id))

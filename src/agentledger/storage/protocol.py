@@ -92,6 +92,19 @@ class Store(Protocol):
         """[E1] Store a missing terminal only while the run is still running."""
         ...
 
+    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
+        """Save a running run's tool call result unless one is saved; return the kept bytes.
+
+        The first save wins: a later one (another attempt that also ran the
+        tool) gets the stored bytes back. Private scratch, never a record: the
+        run's suspension or terminal deletes it in its own transaction.
+        """
+        ...
+
+    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
+        """The result :meth:`save_tool_result` kept for this call of a running run, or None."""
+        ...
+
     async def load_run(self, run_id: str, /) -> RunMeta:
         """The run's current meta."""
         ...

@@ -24,7 +24,7 @@ from agentledger.storage.types import (
     StartOutcome,
 )
 
-__all__ = ["Plan", "RunRow", "SessionRow", "StateReader"]
+__all__ = ["Plan", "RunRow", "SessionRow", "StateReader", "ToolResultRow"]
 
 R = TypeVar("R")
 
@@ -88,6 +88,15 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+class ToolResultRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call's saved result: private scratch of a running run, never a record."""
+
+    run_id: str
+    session_id: str  # the run's, for sealing [A2]
+    call_key: str
+    data: bytes
+
+
 class StateReader(Protocol):
     """Reads inside the backend's transaction that a decision may need."""
 
@@ -126,6 +135,10 @@ class StateReader(Protocol):
         """
         ...
 
+    def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
+        """The result saved for this call of ``run`` (read after ``run``), or None."""
+        ...
+
     def damaged_records(self, run_id: str) -> list[Record]:
         """The records of this run's log whose stored bytes fail their checksum, as stored.
 
@@ -149,8 +162,17 @@ class Plan(Generic[R]):
     records: list[Record] = field(default_factory=list)  # insert, in commit order, ids set
     purge_session: str = ""  # delete this session's data and leave tombstones
     purge_receipt: PurgeReceipt | None = None  # kept with the tombstone of purge_session
+    tool_results: list[ToolResultRow] = field(default_factory=list)  # insert
 
     @property
     def writes(self) -> bool:
         """Whether applying the plan changes anything."""
-        return bool(self.session or self.runs or self.records or self.purge_session)
+        return bool(
+            self.session or self.runs or self.records or self.purge_session or self.tool_results
+        )
+
+    @property
+    def ended_runs(self) -> list[str]:
+        """Runs this plan leaves not running: the backend deletes their saved tool
+        results in the same transaction, so no archive, receipt or digest sees them."""
+        return [row.run_id for row in self.runs if row.status is not RunStatus.RUNNING]

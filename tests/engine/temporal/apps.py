@@ -81,10 +81,38 @@ class AskingPlanner:
         return PlanResult.answer(f"finished: {input.tool_results[0].content}")
 
 
+@tool
+async def quick_step(label: str, ctx: ToolContext) -> str:
+    """Answer at once, leaving a ``ran-<run>-<call>`` marker each time it runs."""
+    mark(f"ran-{ctx.run_id}-{ctx.tool_call_id}")
+    return f"{label} done"
+
+
+class PairPlanner:
+    """Calls ``quick_step`` twice in parallel (calls ``a`` and ``b``), then answers with both.
+
+    Leaves the same ``planned-<run>-<turn>`` markers as :class:`TwoStepPlanner`.
+    """
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        mark(f"planned-{input.run.run_id}-{input.run.turn}")
+        return PlanResult(
+            tool_calls=tuple(
+                ToolCall(id=call, name="quick_step", input={"label": call}) for call in ("a", "b")
+            )
+        )
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        mark(f"planned-{input.run.run_id}-{input.run.turn}")
+        return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
+
+
 def setup(runtime: Runtime) -> None:
-    """Two agents with the slow tool: ``stepper`` calls it, ``asker`` asks first."""
+    """Three agents: ``stepper`` calls the slow tool, ``asker`` asks first, ``pair`` calls
+    the quick tool twice in parallel."""
     runtime.register_agent(Agent("stepper", TwoStepPlanner(), tools=[slow_step]))
     runtime.register_agent(Agent("asker", AskingPlanner(), tools=[slow_step]))
+    runtime.register_agent(Agent("pair", PairPlanner(), tools=[quick_step]))
 
 
 def markers(folder: Path, prefix: str) -> list[Path]:

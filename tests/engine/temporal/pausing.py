@@ -5,8 +5,9 @@ write has committed, its completion has not reached Temporal. It is found
 through OpenTelemetry, as any host could: the store operation's span ends
 right after its commit and names each record it wrote. A span processor
 sees the span of the first write that inserted the record whose event key
-is ``$AGENTLEDGER_TEST_PAUSE_KEY``, leaves a ``paused`` marker and blocks the
-worker's only thread (no heartbeat, no completion) until it is killed.
+is ``$AGENTLEDGER_TEST_PAUSE_KEY`` (or the last of the saved tool results it
+names), leaves a ``paused`` marker and blocks the worker's only thread (no
+heartbeat, no completion) until it is killed.
 Importing this module installs the tracer provider: worker processes only.
 """
 
@@ -24,12 +25,27 @@ from tests.engine.temporal import apps
 
 
 class FreezeAfterWrite(SpanProcessor):
-    """Blocks the process when a span records that the awaited record was inserted."""
+    """Blocks the process when a span records that the awaited record was inserted.
+
+    A key ``tool_results:K1,K2`` awaits instead the saved tool results of calls
+    ``K1`` and ``K2`` (parallel calls), and blocks once the last one is kept.
+    """
 
     def __init__(self, key: str) -> None:
         self.key = key
+        self.results = (
+            set(key.removeprefix("tool_results:").split(","))
+            if key.startswith("tool_results:")
+            else set()
+        )
 
     def on_end(self, span: ReadableSpan) -> None:
+        attributes = span.attributes or {}
+        if self.results and attributes.get("agentledger.store.outcome") == "kept":
+            self.results.discard(str(attributes.get("agentledger.tool_result.call_key")))
+            if not self.results:
+                apps.mark("paused")
+                time.sleep(600)  # the test SIGKILLs this process meanwhile
         for event in span.events:
             attributes = event.attributes or {}
             if (
@@ -47,5 +63,5 @@ trace.set_tracer_provider(_provider)
 
 
 def setup(runtime: Runtime) -> None:
-    """The ``stepper`` agent of :mod:`tests.engine.temporal.apps`."""
+    """The agents of :mod:`tests.engine.temporal.apps`."""
     apps.setup(runtime)

@@ -5,13 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import pytest
 from temporalio.api.common.v1 import Payload
 
 from agentledger.engine.temporal import data_converter
 from agentledger.engine.temporal.converter import MsgspecJSONPayloadConverter
 from agentledger.engine.temporal.failures import error_details, rebuild_error
+from agentledger.engine.temporal.options import EngineOptions
 from agentledger.errors import RunNotActiveError, SessionNotFoundError, TransientError
+from agentledger.runtime import wire
 from agentledger.runtime.planner import ToolCall
 from agentledger.runtime.records import RecordSpec
 from agentledger.runtime.wire import RunInput, ToolCallInput
@@ -62,13 +65,52 @@ def test_messages_and_bytes_round_trip() -> None:
     assert _round_trip(b"raw", bytes) == b"raw"
 
 
-def test_decoding_is_strict() -> None:
-    """Unknown fields and wrong types are errors, never silently dropped."""
+def test_decoding_is_strict_about_types() -> None:
+    """Wrong types and missing fields are errors, never silently dropped."""
     converter = MsgspecJSONPayloadConverter()
-    bad = Payload(metadata={"encoding": b"json/plain"}, data=b'{"run_id":"r","agent_id":"a","x":1}')
-    with pytest.raises(RuntimeError, match="not a valid RunInput"):
-        converter.from_payload(bad, RunInput)
-    assert converter.from_payload(bad, None) == {"run_id": "r", "agent_id": "a", "x": 1}
+    for data in (b'{"run_id":"r","agent_id":1}', b'{"run_id":"r"}'):
+        bad = Payload(metadata={"encoding": b"json/plain"}, data=data)
+        with pytest.raises(RuntimeError, match="not a valid RunInput"):
+            converter.from_payload(bad, RunInput)
+
+
+WIRE_TYPES = [
+    EngineOptions,
+    *(
+        kind
+        for kind in vars(wire).values()
+        if isinstance(kind, type)
+        and issubclass(kind, msgspec.Struct)
+        and kind.__module__ == wire.__name__
+        and not kind.__name__.startswith("_")
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", WIRE_TYPES, ids=lambda kind: kind.__name__)
+def test_every_wire_message_ignores_unknown_fields(kind: type) -> None:
+    """Rolling deploys: a message from a newer worker, with a field added since, decodes on
+    an older one (the field is ignored); the activity and workflow messages all allow it.
+
+    The contract types they carry keep their own rules: transcript parts [T4], ``RunStart``
+    and checkpoints stay strict (a change to them is versioned).
+    """
+    assert not kind.__struct_config__.forbid_unknown_fields
+
+
+def test_a_newer_workers_plan_turn_output_decodes_here() -> None:
+    """A ``PlanTurnOutput`` carrying a field this version does not know decodes, the rest
+    intact: an older worker keeps working while a newer one answers its activities."""
+    converter = MsgspecJSONPayloadConverter()
+    out = wire.PlanTurnOutput(recorded=True)
+    (payload,) = CONVERTER.to_payloads([out])
+    newer = msgspec.json.decode(payload.data)
+    newer["added_in_a_later_release"] = {"any": ["shape", 1]}
+    extended = Payload(metadata=payload.metadata, data=msgspec.json.encode(newer))
+    assert converter.from_payload(extended, wire.PlanTurnOutput) == out
+    assert converter.from_payload(extended, None)["added_in_a_later_release"] == {
+        "any": ["shape", 1]
+    }
 
 
 def test_errors_are_rebuilt_with_their_class_and_fields() -> None:

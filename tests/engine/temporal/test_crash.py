@@ -13,9 +13,11 @@ run completes once, with the very records an uninterrupted run writes [X1].
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 from temporalio.client import Client
 
@@ -187,6 +189,92 @@ async def test_a_retry_after_a_lost_completion_reads_instead_of_working_again(
         assert [(r.type, r.event_key) for r in lost] == [(r.type, r.event_key) for r in clean]
         check_lifecycle(await store.load_run(run), lost)
         await valid_transcript(store, run)
+        assert second.stop() == 0, second.output()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+
+
+def _saved_results(kind: str, db: str, run_id: str) -> int:
+    """How many saved tool results of ``run_id`` the worker's database holds."""
+    if kind == "postgres":
+        with psycopg.connect(db) as pg:
+            row = pg.execute(
+                "SELECT count(*) FROM agentledger_tool_results WHERE run_id = %s", (run_id,)
+            ).fetchone()
+    else:
+        conn = sqlite3.connect(db)
+        try:
+            row = conn.execute(
+                "SELECT count(*) FROM tool_results WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        finally:
+            conn.close()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_parallel_calls_whose_results_were_saved_do_not_run_again(
+    store_kind: str,
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    tmp_path: Path,
+) -> None:
+    """Two parallel tool calls save their results; the worker dies once both are kept and
+    before (at least the last) activity completes: the retries on another worker read the
+    saved results, so each tool runs exactly once, and the log is an uninterrupted run's."""
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    keys = "turn:1:tool:a:result,turn:1:tool:b:result"
+    env = {apps.MARKERS_ENV: str(folder), apps.PAUSE_KEY_ENV: f"tool_results:{keys}"}
+    queue = f"pair-{uuid.uuid4().hex[:12]}"
+    options = ("--sticky-timeout", "1")
+    first = WorkerProcess(
+        temporal=temporal_address,
+        db=worker_db,
+        task_queue=queue,
+        env=env,
+        extra=options,
+        app="tests.engine.temporal.pausing:setup",
+    ).start()
+    second: WorkerProcess | None = None
+    try:
+        engine = TemporalEngine(
+            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=2.0
+        )
+        runtime = Runtime(store, engine=engine)
+        apps.setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        client = runtime.agent_client("pair")
+        handle = await client.start(session, [user_message("both")])
+        await _wait_for_markers(folder, "paused", 1)  # both saved; the worker never answers
+        first.kill()
+        second = WorkerProcess(
+            temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options
+        ).start()
+        out = await asyncio.wait_for(handle.wait(), 90)
+        run = handle.run_id
+        assert out.status is RunStatus.COMPLETED, out.failure
+        assert out.text == "a done + b done"
+        assert len(apps.markers(folder, f"ran-{run}-a")) == 1
+        assert len(apps.markers(folder, f"ran-{run}-b")) == 1
+        assert len(apps.markers(folder, f"planned-{run}-1")) == 1
+        assert len(apps.markers(folder, f"planned-{run}-2")) == 1
+        reference = await client.run(session, [user_message("both")])
+        lost, clean = await records(store, run), await records(store, reference.run_id)
+        assert [(r.id, r.type, r.event_key) for r in lost] == [
+            (r.id, r.type, r.event_key) for r in clean
+        ]
+        results = [r.event_key for r in lost if r.type == "tool_result_received"]
+        assert results == ["turn:1:tool:a:result", "turn:1:tool:b:result"]
+        check_lifecycle(await store.load_run(run), lost)
+        await valid_transcript(store, run)
+        # The run ended: its saved results went with it.
+        assert _saved_results(store_kind, worker_db, run) == 0
         assert second.stop() == 0, second.output()
     finally:
         first.kill()

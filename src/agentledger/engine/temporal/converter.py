@@ -4,8 +4,11 @@ Workflow inputs, activity arguments and results are msgspec Structs
 (:mod:`agentledger.runtime.wire`). Temporal's default JSON converter knows
 dataclasses and pydantic, not msgspec, so :data:`data_converter` puts a msgspec
 JSON converter in its place. It decodes with the type hints Temporal reads
-from workflow and activity signatures, strictly (unknown fields, wrong types
-are errors), and keeps the exact numbers of transcripts: a
+from workflow and activity signatures, strictly (wrong types and missing
+fields are errors; the activity and workflow messages of
+:mod:`agentledger.runtime.wire` ignore fields they do not know, so a newer
+worker's message decodes on an older one during a rolling deploy), and keeps
+the exact numbers of transcripts: a
 :class:`~agentledger.transcript.JsonNumber` is written back as its literal and
 an untyped fractional number decodes as one, so a payload that crossed
 Temporal is byte-identical to the one that was sent [X1].

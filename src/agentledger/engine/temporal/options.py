@@ -62,8 +62,12 @@ def tool_turns_before_history_limit(
     return (limit - EVENTS_PER_RUN) // per_turn
 
 
-class EngineOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Activity options of one run's workflow (and of its child workflows)."""
+class EngineOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """Activity options of one run's workflow (and of its child workflows).
+
+    Unknown fields are ignored, as in every workflow and activity message: an
+    option added later, sent by a newer client, still decodes on an older worker.
+    """
 
     retry: RetryPolicy = RetryPolicy()
     """How activities are retried: only a TransientError; ContractError never."""

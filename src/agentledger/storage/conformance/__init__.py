@@ -59,6 +59,7 @@ from agentledger.storage.conformance._starts import StartConformance
 from agentledger.storage.conformance._stateful import StatefulConformance
 from agentledger.storage.conformance._suspension import SuspensionConformance
 from agentledger.storage.conformance._terminal import TerminalConformance
+from agentledger.storage.conformance._tool_results import ToolResultConformance
 from agentledger.storage.conformance._world import World, dump_store
 
 __all__ = ["StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store"]
@@ -78,6 +79,7 @@ class StoreConformance(
     CancellationConformance,
     SuspensionConformance,
     TerminalConformance,
+    ToolResultConformance,
     PagingConformance,
     PayloadConformance,
     RaceConformance,

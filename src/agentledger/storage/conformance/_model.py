@@ -154,6 +154,7 @@ class _Run:
     cancel_key: str = ""
     suspension_key: str = ""
     terminal_key: str = ""
+    tool_results: dict[str, bytes] = field(default_factory=dict)  # private, while running
 
     def meta(self) -> RunMeta:
         return RunMeta(
@@ -585,6 +586,20 @@ class Model:
         if run.checkpoint is None:
             raise Refused(SuspensionNotFoundError)
         return run.checkpoint
+
+    def save_tool_result(self, run_id: str, call_key: str, data: bytes) -> bytes:
+        """The first save of a call's result wins; only a running run saves."""
+        run = self._running(run_id)
+        return run.tool_results.setdefault(call_key, data)
+
+    def load_tool_result(self, run_id: str, call_key: str) -> bytes | None:
+        return self._running(run_id).tool_results.get(call_key)
+
+    def _running(self, run_id: str) -> _Run:
+        run = self._run(run_id)
+        if run.status is not RunStatus.RUNNING:
+            raise Refused(RunNotActiveError)
+        return run
 
     def session_of(self, run_id: str) -> str:
         """The session a run is (or was, before a purge) in; "" if unknown or one-shot."""

@@ -25,9 +25,16 @@ __all__ = ["decode_plays", "encode_plays", "play"]
 
 
 async def play(store: Any, method: str, command: Any) -> tuple[str, str]:
-    """Send one command: ``("inserted"|"retried", "")`` or ``("error", <error class name>)``."""
+    """Send one command: ``("inserted"|"retried", "")`` or ``("error", <error class name>)``.
+
+    A tuple is the positional arguments of a call (a tool result save, which
+    "inserted" when the store kept this writer's bytes, else adopted another's).
+    """
     try:
-        result = await getattr(store, method)(command)
+        if isinstance(command, tuple):  # positional arguments: (run_id, call_key, data)
+            result = await getattr(store, method)(*command)
+        else:
+            result = await getattr(store, method)(command)
     except AgentledgerError as e:
         return ("error", type(e).__name__)
     except Exception as e:  # anything else is a leak the parent reports
@@ -36,6 +43,8 @@ async def play(store: Any, method: str, command: Any) -> tuple[str, str]:
         inserted = result.started.inserted
     elif isinstance(result, AppendResult):
         inserted = result.inserted
+    elif isinstance(result, bytes) and isinstance(command, tuple):
+        inserted = result == command[-1]  # a saved tool result: its own bytes were kept
     else:
         return ("leaked", f"{method} returned {result!r}")
     return ("inserted" if inserted else "retried", "")

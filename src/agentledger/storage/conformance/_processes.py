@@ -80,8 +80,11 @@ async def build_scenarios(world: World, writers: int) -> list[Scenario]:
         term.terminal(statuses[i % 3], at=world.now(), event_key=f"done-{i}")
         for i in range(writers)
     ]
+    tools = await world.root("tools", session=sid)
+    saves = [(tools.run.run_id, "call", b"writer %d" % i) for i in range(writers)]
     return [
         Scenario("identical start", "start_root_run", [same] * writers, None, same.run.run_id),
+        Scenario("tool result", "save_tool_result", saves, None, tools.run.run_id),
         Scenario("start", "start_root_run", starts, RunConflictError, start_id),
         Scenario(
             "cancellation", "record_run_cancellation", cancels, RunCancellationConflictError,
@@ -117,6 +120,10 @@ async def check_winner(store: AdminStore, scenario: Scenario, won: int) -> None:
     elif scenario.name == "cancellation":
         assert meta.cancellation_reason == cmd.reason
         assert [r.event_key for r in log][1:] == [cmd.record.event_key]
+    elif scenario.name == "tool result":
+        run_id, key, data = cmd
+        assert await store.load_tool_result(run_id, key) == data
+        assert [r.type for r in log] == ["run_started"]  # private: never a record
     elif scenario.name == "successor":
         assert meta.successor_run_id == cmd.run.run_id
         for i, other in enumerate(scenario.commands):
@@ -185,8 +192,8 @@ class ProcessRaceConformance(ConformanceBase):
     async def test_races_across_processes(
         self, world: World, store: AdminStore, store_opener: StoreOpener
     ) -> None:
-        """[X5] [K3] [X1] start, cancellation, successor, terminal and an exact retry,
-        each raced by ``process_writers`` processes: exactly one inserts."""
+        """[X5] [K3] [X1] start, cancellation, successor, terminal, an exact retry and a
+        tool result save, each raced by ``process_writers`` processes: exactly one inserts."""
         scenarios = await build_scenarios(world, self.process_writers)
         procs = await asyncio.gather(
             *(

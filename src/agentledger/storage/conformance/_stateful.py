@@ -63,6 +63,7 @@ AGENT = "agent"
 SESSIONS = 3
 RUNS = 5
 APPEND_KEYS = ("k0", "k1", "k2")
+TOOL_KEYS = ("t0", "t1")
 CANCEL_KEYS = ("cancellation_intent", "cancel-b", "k0")
 SUSPEND_KEYS = ("run_suspended", "suspend-b", "k0")
 TERMINAL_KEYS = ("run_completed", "end-b", "k0")
@@ -220,6 +221,33 @@ class AppendBatch:
         return dataclasses.replace(self, variant=1 - self.variant)
 
 
+@dataclass(frozen=True)
+class SaveToolResult:
+    """A tool call's result saved: the first save of a call wins."""
+
+    run: str
+    key: str
+    variant: int
+
+    def call(self) -> tuple[str, tuple[Any, ...]]:
+        return "save_tool_result", (self.run, self.key, b'{"v":%d}' % self.variant)
+
+    def changed(self, k: int) -> SaveToolResult:
+        return dataclasses.replace(self, variant=1 - self.variant)
+
+
+@dataclass(frozen=True)
+class LoadToolResult:
+    run: str
+    key: str
+
+    def call(self) -> tuple[str, tuple[Any, ...]]:
+        return "load_tool_result", (self.run, self.key)
+
+    def changed(self, k: int) -> LoadToolResult:
+        return dataclasses.replace(self, key=_next(TOOL_KEYS, self.key))
+
+
 def _builder(run: str, session: str, labels: tuple[tuple[str, str], ...] = ()) -> RecordBuilder:
     return RecordBuilder(
         RunStart(
@@ -321,6 +349,8 @@ Command: TypeAlias = (
     | Cancel
     | Suspend
     | Terminal
+    | SaveToolResult
+    | LoadToolResult
 )
 
 
@@ -582,6 +612,13 @@ class LedgerMachine(RuleBasedStateMachine):
         labels = tuple(sorted(known.start.labels.items())) if known else ()
         reason = known.cancellation_reason if known else ""
         return self.perform(Terminal(run, self.model.session_of(run), labels, status, reason, k, t))
+
+    @rule(target=commands, r=RUN, k=st.sampled_from(TOOL_KEYS), v=st.integers(0, 2))
+    def tool_result(self, r: int, k: str, v: int) -> Command:
+        """Save a tool result (variants 0 and 1) or load one (2)."""
+        if v == 2:
+            return self.perform(LoadToolResult(self.pick_run(r, None), k))
+        return self.perform(SaveToolResult(self.pick_run(r, RunStatus.RUNNING), k, v))
 
     # retries -----------------------------------------------------------------
 

@@ -49,6 +49,10 @@ def _checkpoint_aad(session_id: str, run_id: str, checkpoint_id: str) -> bytes:
     return f"checkpoint\x00{session_id}\x00{run_id}\x00{checkpoint_id}".encode()
 
 
+def _tool_result_aad(session_id: str, run_id: str, call_key: str) -> bytes:
+    return f"tool_result\x00{session_id}\x00{run_id}\x00{call_key}".encode()
+
+
 def _archive_aad(session_id: str) -> bytes:
     return f"archive\x00{session_id}".encode()
 
@@ -134,6 +138,19 @@ class Encryption:
         return Checkpoint(
             id=checkpoint.id, data=self._open(key, checkpoint.data, aad, run_id, "checkpoint")
         )
+
+    def seal_tool_result(self, session_id: str, run_id: str, call_key: str, data: bytes) -> bytes:
+        """The sealed bytes stored for a tool call's saved result (private to its run)."""
+        self._refresh()
+        key = self._key(session_id, run_id, create=True)
+        return self._seal(key, data, _tool_result_aad(session_id, run_id, call_key))
+
+    def open_tool_result(self, session_id: str, run_id: str, call_key: str, sealed: bytes) -> bytes:
+        """A saved tool result as read back (sealed) in plaintext."""
+        self._refresh()
+        key = self._key(session_id, run_id, create=False, record_id=f"tool_result:{call_key}")
+        aad = _tool_result_aad(session_id, run_id, call_key)
+        return self._open(key, sealed, aad, run_id, f"tool_result:{call_key}")
 
     def seal_archive(self, session_id: str, body: bytes) -> bytes:
         """An archive body sealed under the session's data key [A1]: erasure reaches it too."""

@@ -41,17 +41,24 @@ from agentledger.storage.lifecycle.starts import (
     plan_one_shot_start,
     plan_root_start,
 )
+from agentledger.storage.lifecycle.tool_results import (
+    check_tool_result,
+    load_tool_result,
+    plan_save_tool_result,
+)
 
 __all__ = [
     "check_batch",
     "check_listed",
     "check_log_end",
     "check_sizes",
+    "check_tool_result",
     "completed_runs",
     "load_run",
     "load_run_suspension",
     "load_session",
     "load_session_status",
+    "load_tool_result",
     "plan_append",
     "plan_append_batch",
     "plan_cancellation",
@@ -64,6 +71,7 @@ __all__ = [
     "plan_repair_suspension",
     "plan_repair_terminal",
     "plan_root_start",
+    "plan_save_tool_result",
     "plan_suspension",
     "plan_terminal",
     "require_run",

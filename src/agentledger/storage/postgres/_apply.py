@@ -49,11 +49,17 @@ _RECORD_FIELDS = len(RECORD_COLUMNS.split(",")) + 1
 _INSERT_RECORDS = f"INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq) VALUES "
 _RECORD_VALUES = "(" + ", ".join(["%s"] * _RECORD_FIELDS) + ")"
 _RECORDS_PER_INSERT = 1000  # well below PostgreSQL's 65,535 parameters per statement
+_INSERT_TOOL_RESULT = (
+    "INSERT INTO agentledger_tool_results (run_id, call_key, data) VALUES (%s, %s, %s)"
+)
+_DELETE_TOOL_RESULTS = "DELETE FROM agentledger_tool_results WHERE run_id = ANY(%s)"
 _ALLOCATE = "UPDATE agentledger_sessions SET last_seq = %s WHERE id = %s AND last_seq = %s"
 _PURGE = (
     "INSERT INTO agentledger_purged_runs (run_id, session_id) "
     "SELECT run_id, session_id FROM agentledger_runs WHERE session_id = %(s)s",
     "DELETE FROM agentledger_records WHERE run_id IN "
+    "(SELECT run_id FROM agentledger_runs WHERE session_id = %(s)s)",
+    "DELETE FROM agentledger_tool_results WHERE run_id IN "
     "(SELECT run_id FROM agentledger_runs WHERE session_id = %(s)s)",
     "DELETE FROM agentledger_runs WHERE session_id = %(s)s",
     "DELETE FROM agentledger_sessions WHERE id = %(s)s",
@@ -165,6 +171,14 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                 flat.extend(record_params(record, position))
             values_sql = ", ".join([_RECORD_VALUES] * len(chunk))
             await conn.execute(_INSERT_RECORDS + values_sql, flat)
+    for result in plan.tool_results:
+        data = result.data
+        if sealer is not None:
+            data = sealer.seal_tool_result(result.session_id, result.run_id, result.call_key, data)
+        await conn.execute(_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data))
+    ended = plan.ended_runs
+    if ended:
+        await conn.execute(_DELETE_TOOL_RESULTS, (ended,))
     if plan.purge_session:
         assert plan.purge_receipt is not None
         params = {"s": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}

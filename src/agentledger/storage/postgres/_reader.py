@@ -59,10 +59,19 @@ if TYPE_CHECKING:
 __all__ = ["CachedReader", "Key", "Loader", "Missing"]
 
 Kind = Literal[
-    "session", "session_purged", "run", "purged_run", "record", "running", "contents", "damaged"
+    "session",
+    "session_purged",
+    "run",
+    "purged_run",
+    "record",
+    "running",
+    "contents",
+    "damaged",
+    "tool_result",
 ]
 Key = tuple[Kind, str, str]
-"""``(kind, id, event_key)``; the event key is "" for every kind but ``record``."""
+"""``(kind, id, event_key)``; the third is the event key of a ``record``, the call key of a
+``tool_result``, else ""."""
 
 # Advisory-lock classes (first int4 of the two-key form).
 _RUN_LOCK = 1
@@ -81,6 +90,9 @@ _SELECT_RECORD = (
 )
 _SELECT_RECORDS = (
     f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = ANY(%s)"
+)
+_SELECT_TOOL_RESULT = (
+    "SELECT data FROM agentledger_tool_results WHERE run_id = %s AND call_key = %s"
 )
 _SELECT_RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s ORDER BY seq"
 _SELECT_SESSION_PURGED = "SELECT receipt FROM agentledger_purged_sessions WHERE id = %s"
@@ -136,6 +148,7 @@ class CachedReader(StateReader):
         self.receipts: dict[str, PurgeReceipt] = {}  # of purged sessions [D7]
         self.contents: dict[str, tuple[list[RunRow], list[Record]]] = {}
         self.damaged: dict[str, list[Record]] = {}
+        self.tool_results: dict[tuple[str, str], bytes | None] = {}
         self.session_seq: dict[str, int] = {}  # newest position in each loaded session's log
 
     def session(self, session_id: str) -> SessionRow | None:
@@ -186,6 +199,12 @@ class CachedReader(StateReader):
         except KeyError:
             raise Missing(("contents", session_id, "")) from None
         return list(runs), list(records)
+
+    def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
+        try:
+            return self.tool_results[(run.run_id, call_key)]
+        except KeyError:
+            raise Missing(("tool_result", run.run_id, call_key)) from None
 
     def damaged_records(self, run_id: str) -> list[Record]:
         try:
@@ -250,6 +269,8 @@ class Loader:
         kind, ident, event_key = key
         if kind == "record":
             return (ident, event_key) in c.records
+        if kind == "tool_result":
+            return (ident, event_key) in c.tool_results
         tables: dict[str, dict[str, Any]] = {
             "session": c.sessions,
             "session_purged": c.purged_sessions,
@@ -278,6 +299,8 @@ class Loader:
             await self.session_contents(ident)
         elif kind == "damaged":
             await self.damaged(ident)
+        elif kind == "tool_result":
+            await self.tool_result(ident, event_key)
         else:
             await self.running(ident)
 
@@ -424,6 +447,15 @@ class Loader:
         await self.run(run_id)
         row = await self._one(_SELECT_RECORD, (run_id, event_key))
         self.cache.records[(run_id, event_key)] = None if row is None else self.decode_record(row)
+
+    async def tool_result(self, run_id: str, call_key: str) -> None:
+        """A call's saved result (read after the run is locked, so saves serialize on it)."""
+        run = await self.run(run_id)
+        row = await self._one(_SELECT_TOOL_RESULT, (run_id, call_key))
+        data = None if row is None else bytes(row[0])
+        if data is not None and self.sealer is not None and run is not None:
+            data = self.sealer.open_tool_result(run.session_id, run_id, call_key, data)
+        self.cache.tool_results[(run_id, call_key)] = data
 
     async def session_contents(self, session_id: str) -> None:
         """The session's runs and records (read after the session is locked) [D7]."""

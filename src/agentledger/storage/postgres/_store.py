@@ -505,6 +505,22 @@ class PostgresStore:
             keys,
         )
 
+    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
+        return await self._write(
+            "save_tool_result",
+            lambda r: lifecycle.plan_save_tool_result(
+                r, run_id, call_key, data, limits=self.limits
+            ),
+            _ids(("run", run_id)),
+        )
+
+    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
+        return await self._load(
+            "load_tool_result",
+            lambda r: lifecycle.load_tool_result(r, run_id, call_key),
+            _ids(("run", run_id)),
+        )
+
     async def load_run(self, run_id: str, /) -> RunMeta:
         return await self._load(
             "load_run", lambda r: lifecycle.load_run(r, run_id), _ids(("run", run_id))

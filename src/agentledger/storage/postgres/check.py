@@ -72,6 +72,11 @@ _ORPHANS = (
         "(SELECT id FROM agentledger_purged_sessions)",
     ),
     (
+        "saved tool result of a run that is not running",
+        "SELECT DISTINCT t.run_id FROM agentledger_tool_results t "
+        "JOIN agentledger_runs r ON r.run_id = t.run_id WHERE r.status <> 'running'",
+    ),
+    (
         "session records whose positions repeat or pass the session's last_seq",
         "SELECT rec.session_id FROM agentledger_records rec "
         "JOIN agentledger_sessions s ON s.id = rec.session_id "
@@ -99,7 +104,7 @@ async def check_invariants(dsn: str) -> list[str]:
     each lifecycle key names a record of its type; stored lifecycle payloads
     decode strictly; no run without its session or parent, records owned by
     their run's agent and session, session positions unique, nothing left of
-    a purged session.
+    a purged session, no saved tool result of a run that is not running.
     """
     try:
         async with await psycopg.AsyncConnection.connect(dsn) as conn:

@@ -234,6 +234,18 @@ async def transcripts_checked(conn: AsyncConnection[TupleRow]) -> bool:
     return row is not None and not row[0]
 
 
+# A parallel tool call's saved result, private to its running run: the first
+# save wins (the key), the run's suspension or end deletes it.
+_TOOL_RESULTS = """
+CREATE TABLE agentledger_tool_results (
+    run_id   text NOT NULL REFERENCES agentledger_runs (run_id),
+    call_key text NOT NULL,
+    data     bytea NOT NULL,
+    PRIMARY KEY (run_id, call_key)
+);
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
@@ -241,6 +253,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "purge receipts", _PURGE_RECEIPTS),
     Migration(5, "encryption marker", _ENCRYPTION_MARKER),
     Migration(6, "transcripts checked", _UNCHECKED_TRANSCRIPTS, _check_transcripts),
+    Migration(7, "tool results", _TOOL_RESULTS),
 )
 """Every migration this code knows, in order."""
 

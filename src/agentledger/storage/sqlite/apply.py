@@ -43,12 +43,15 @@ _UPSERT_CHECKPOINT = (
 )
 _DELETE_CHECKPOINT = "DELETE FROM checkpoints WHERE run_id = ?"
 _INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_TOOL_RESULT = "INSERT INTO tool_results (run_id, call_key, data) VALUES (?, ?, ?)"
+_DELETE_TOOL_RESULTS = "DELETE FROM tool_results WHERE run_id = ?"
 _CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
 _PURGE = (
     "INSERT INTO run_tombstones (run_id, session_id) "
     "SELECT run_id, session_id FROM runs WHERE session_id = :id",
     "DELETE FROM checkpoints WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
     "DELETE FROM records WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
+    "DELETE FROM tool_results WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
     "DELETE FROM runs WHERE session_id = :id",
     "DELETE FROM sessions WHERE id = :id",
     "INSERT INTO session_tombstones (id, receipt) VALUES (:id, :receipt)",
@@ -73,6 +76,14 @@ def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) 
     else:  # one or two: execute is cheaper than executemany
         for record in records:
             conn.execute(_INSERT_RECORD, record_values(record))
+    for result in plan.tool_results:
+        data = result.data
+        if sealer is not None:
+            data = sealer.seal_tool_result(result.session_id, result.run_id, result.call_key, data)
+        conn.execute(_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data))
+    ended = plan.ended_runs
+    if ended:
+        conn.executemany(_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended])
     if plan.purge_session:
         assert plan.purge_receipt is not None
         params = {"id": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}

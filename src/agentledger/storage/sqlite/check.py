@@ -79,6 +79,12 @@ _ORPHANS = (
 )
 
 
+_STALE_TOOL_RESULTS = (
+    "SELECT DISTINCT run_id FROM tool_results "
+    "WHERE run_id NOT IN (SELECT run_id FROM runs WHERE status = 'running')"
+)
+
+
 def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     """Every violation of the store's invariants in the database at ``path``.
 
@@ -91,7 +97,7 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     1..``last_seq`` without gaps; each lifecycle key names a record of its
     type; stored lifecycle payloads decode strictly; no record or checkpoint
     without its run, no run without its session or parent, nothing left of a
-    purged session.
+    purged session, no saved tool result of a run that is not running.
     """
     name = os.fspath(path)
     if not os.path.isfile(name):
@@ -151,6 +157,11 @@ def _check(conn: sqlite3.Connection) -> list[str]:
             problems.append(f"run {run_id!r}: {what} {event_key!r} names no {record_type} record")
     for what, query in _ORPHANS:
         problems.extend(f"{what}: {value!r}" for (value,) in conn.execute(query))
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tool_results'").fetchone():
+        problems.extend(
+            f"saved tool result of a run that is not running: {run_id!r}"
+            for (run_id,) in conn.execute(_STALE_TOOL_RESULTS)
+        )
     types = ", ".join("?" * len(_PAYLOADS))
     lifecycle_records = conn.execute(
         f"SELECT {RECORD_COLUMNS} FROM records WHERE type IN ({types})", tuple(_PAYLOADS)

@@ -65,6 +65,7 @@ _RUN = (
 )
 _RUN_PURGED = "SELECT session_id FROM run_tombstones WHERE run_id = ?"
 _RECORD = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND event_key = ?"
+_TOOL_RESULT = "SELECT data FROM tool_results WHERE run_id = ? AND call_key = ?"
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
 _LABEL_MATCHES = (
@@ -245,6 +246,15 @@ class SQLiteReader(StateReader):
         if self.sealer is not None:
             return self.sealer.open_contents(runs, records)
         return runs, records
+
+    def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
+        row = self._conn.execute(_TOOL_RESULT, (run.run_id, call_key)).fetchone()
+        if row is None:
+            return None
+        data = bytes(row[0])
+        if self.sealer is None:
+            return data
+        return self.sealer.open_tool_result(run.session_id, run.run_id, call_key, data)
 
     def damaged_records(self, run_id: str) -> list[Record]:
         if self._fresh_keys:  # a guess: any refusal is decided again on what is stored

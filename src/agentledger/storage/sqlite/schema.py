@@ -208,6 +208,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         backfill=_check_transcripts,
     ),
+    Migration(
+        version=9,
+        name="tool_results",
+        # A parallel tool call's saved result, private to its running run: the
+        # first save wins (the unique key), the run's suspension or end deletes it.
+        statements=(
+            "CREATE TABLE tool_results (run_id TEXT NOT NULL, call_key TEXT NOT NULL, "
+            "data BLOB NOT NULL, UNIQUE (run_id, call_key)) STRICT",
+        ),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

@@ -570,6 +570,19 @@ class SQLiteStore:
             lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits),
         )
 
+    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
+        return await self._write(
+            "save_tool_result",
+            lambda r: lifecycle.plan_save_tool_result(
+                r, run_id, call_key, data, limits=self.limits
+            ),
+        )
+
+    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
+        return await self._read(
+            "load_tool_result", lambda r: lifecycle.load_tool_result(r, run_id, call_key)
+        )
+
     async def load_run(self, run_id: str, /) -> RunMeta:
         return await self._read("load_run", lambda r: lifecycle.load_run(r, run_id))
 
