@@ -30,8 +30,11 @@ from agentledger.storage.types import Checkpoint, Record
 __all__ = ["Encryption"]
 
 _VERSION = b"\x01"
+_VERSION_BYTE = _VERSION[0]
 _NONCE = 12
-_OVERHEAD = 1 + _NONCE + 16
+_BODY = 1 + _NONCE
+_OVERHEAD = _BODY + 16
+_MOVED = "sealed bytes do not open: damaged, or moved from another record"
 _replace = msgspec.structs.replace
 
 
@@ -106,19 +109,42 @@ class Encryption:
 
     def open_record(self, record: Record) -> Record:
         """``record`` as read back (sealed payload) with its plaintext payload."""
-        self._refresh()
-        return self._open_record(record)
-
-    def _open_record(self, record: Record) -> Record:
-        key = self._key(record.session_id, record.run_id, create=False, record_id=record.id)
-        aad = _record_aad(record)
-        plain = self._open(key, record.payload, aad, record.run_id, record.id)
-        return _replace(record, payload=plain)
+        return self.open_records((record,))[0]
 
     def open_records(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
-        """Every record of a page opened."""
+        """Every record of a page opened.
+
+        The hot path of a reload: one vault check per page, the data key and
+        the associated data's prefix looked up once per run, not per record.
+        """
         self._refresh()
-        return tuple([self._open_record(record) for record in records])
+        opened: list[Record] = []
+        append = opened.append
+        run_id = session_id = ""
+        key: AESGCM | None = None
+        prefix = b""
+        for record in records:
+            if key is None or record.run_id != run_id or record.session_id != session_id:
+                run_id, session_id = record.run_id, record.session_id
+                key = self._key(session_id, run_id, create=False, record_id=record.id)
+                prefix = f"record\x00{session_id}\x00{run_id}\x00".encode()
+            sealed = record.payload
+            if len(sealed) < _OVERHEAD or sealed[0] != _VERSION_BYTE:
+                raise CorruptRecordError(
+                    run_id=run_id, record_id=record.id, reason="stored bytes are not a sealed value"
+                )
+            try:
+                plain = key.decrypt(
+                    sealed[1:_BODY],
+                    sealed[_BODY:],
+                    prefix + f"{record.event_key}\x00{record.type}".encode(),
+                )
+            except InvalidTag:
+                raise CorruptRecordError(
+                    run_id=run_id, record_id=record.id, reason=_MOVED
+                ) from None
+            append(_replace(record, payload=plain))
+        return tuple(opened)
 
     def seal_checkpoint(self, session_id: str, run_id: str, checkpoint: Checkpoint) -> bytes:
         """The sealed bytes stored for a run's checkpoint data."""
@@ -197,9 +223,13 @@ class Encryption:
         """
         try:
             # The file change counter of the SQLite header: every vault commit bumps it.
-            with open(self.vault_path, "rb") as f:
-                header = f.read(28)
-                inode = os.fstat(f.fileno()).st_ino
+            # Plain os calls: a Python file object would cost more than the read itself.
+            fd = os.open(self.vault_path, os.O_RDONLY)
+            try:
+                header = os.pread(fd, 28, 0)
+                inode = os.fstat(fd).st_ino
+            finally:
+                os.close(fd)
         except OSError:
             return  # reported by the vault itself on the next key lookup
         seen = (int.from_bytes(header[24:28], "big"), inode, len(header))
@@ -232,15 +262,11 @@ class Encryption:
 
     @staticmethod
     def _open(key: AESGCM, sealed: bytes, aad: bytes, run_id: str, record_id: str) -> bytes:
-        if len(sealed) < _OVERHEAD or sealed[:1] != _VERSION:
+        if len(sealed) < _OVERHEAD or sealed[0] != _VERSION_BYTE:
             raise CorruptRecordError(
                 run_id=run_id, record_id=record_id, reason="stored bytes are not a sealed value"
             )
         try:
-            return key.decrypt(sealed[1 : 1 + _NONCE], sealed[1 + _NONCE :], aad)
+            return key.decrypt(sealed[1:_BODY], sealed[_BODY:], aad)
         except InvalidTag:
-            raise CorruptRecordError(
-                run_id=run_id,
-                record_id=record_id,
-                reason="sealed bytes do not open: damaged, or moved from another record",
-            ) from None
+            raise CorruptRecordError(run_id=run_id, record_id=record_id, reason=_MOVED) from None
