@@ -27,6 +27,7 @@ from agentledger.service import wire
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
 from agentledger.storage import lifecycle
+from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
@@ -252,6 +253,17 @@ class StoreClient:
             statuses=_statuses(statuses), labels=_labels(labels), cursor=cursor, limit=limit
         )
         return await self._call(wire.LIST_SESSIONS, query)
+
+    # --------------------------------------------------------- archives
+
+    async def export_archive(self, session_id: str, /) -> bytes:
+        """[A1] The ended session's archive file, built by the service (sealed there [A2])."""
+        answer = await self._call(wire.EXPORT_ARCHIVE, wire.SessionRef(session_id=session_id))
+        return answer.data
+
+    async def import_archive(self, data: bytes, /) -> ArchiveManifest:
+        """[A1] Restore an archive file's bytes; the service verifies and opens it."""
+        return await self._call(wire.IMPORT_ARCHIVE, wire.ArchiveFile(data=data))
 
     # ----------------------------------------------------------- follow
 

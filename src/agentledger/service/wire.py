@@ -18,6 +18,12 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from agentledger.errors import AccessDeniedError
+from agentledger.storage.archive import (
+    ArchiveManifest,
+    archive_bytes,
+    read_manifest,
+    restore_archive_bytes,
+)
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
@@ -43,6 +49,7 @@ from agentledger.storage.types import (
 
 __all__ = [
     "METHODS",
+    "ArchiveFile",
     "Method",
     "RecordBatch",
     "Role",
@@ -141,6 +148,12 @@ class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     limit: int = DEFAULT_PAGE_LIMIT
 
 
+class ArchiveFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An archive file's bytes [A1], made or restored by the service, which holds the keys [A2]."""
+
+    data: bytes
+
+
 class Subject(msgspec.Struct, frozen=True):
     """What a label-scoped token must be allowed to touch for a call to proceed [S4].
 
@@ -163,6 +176,11 @@ def _run(run_id: str) -> Subject:
 
 def _labels(labels: dict[str, str]) -> Subject:
     return Subject("labels", labels=labels)
+
+
+def _archived_labels(archive: ArchiveFile) -> dict[str, str]:
+    """The labels of the session an archive holds, from its manifest (a damaged file is refused)."""
+    return read_manifest(archive.data, "the archive sent").labels
 
 
 def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
@@ -362,6 +380,24 @@ LIST_SESSIONS: Method[SessionsQuery, SessionPage] = Method(
         statuses=q.statuses, labels=q.labels, cursor=q.cursor, limit=q.limit),
 )  # fmt: skip
 
+# -------------------------------------------------------------- archives
+
+EXPORT_ARCHIVE: Method[SessionRef, ArchiveFile] = Method(
+    "export_archive", SessionRef, ArchiveFile, roles=ADMIN_READERS, writes=False,
+    subjects=lambda q: (_session(q.session_id),),
+    call=lambda s, q: _export_archive(s, q.session_id),
+)  # fmt: skip
+IMPORT_ARCHIVE: Method[ArchiveFile, ArchiveManifest] = Method(
+    "import_archive", ArchiveFile, ArchiveManifest, roles=HOSTS, writes=True,
+    subjects=lambda q: (_labels(_archived_labels(q)),),
+    call=lambda s, q: restore_archive_bytes(s, q.data, "the archive sent"),
+)  # fmt: skip
+
+
+async def _export_archive(store: Any, session_id: str) -> ArchiveFile:
+    return ArchiveFile(data=await archive_bytes(store, session_id))
+
+
 METHODS: tuple[Method[Any, Any], ...] = (
     START_ROOT_RUN,
     START_CHILD_RUN,
@@ -386,4 +422,6 @@ METHODS: tuple[Method[Any, Any], ...] = (
     IMPORT_SESSION,
     LIST_RUNS_BY_SESSION,
     LIST_SESSIONS,
+    EXPORT_ARCHIVE,
+    IMPORT_ARCHIVE,
 )
