@@ -13,17 +13,20 @@ event JSON checks) sees plaintext and behaves as without encryption.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import threading
+from typing import Final, Literal
 
 import msgspec
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from agentledger.errors import CorruptRecordError, SessionKeyErasedError, ValidationError
+from agentledger.storage.encryption.deferral import KeyNeeded, deferred
 from agentledger.storage.encryption.keyring import Keyring
-from agentledger.storage.encryption.vault import ERASED, KeyVault
+from agentledger.storage.encryption.vault import ERASED, Erased, KeyVault
 from agentledger.storage.state import RunRow
 from agentledger.storage.types import Checkpoint, Record
 
@@ -36,6 +39,9 @@ _BODY = 1 + _NONCE
 _OVERHEAD = _BODY + 16
 _MOVED = "sealed bytes do not open: damaged, or moved from another record"
 _replace = msgspec.structs.replace
+_MISSING: Final = "missing"
+_Known = AESGCM | Erased | Literal["missing"]
+"""What the vault said about a scope: its key, erased, or no key (yet)."""
 
 
 def _scope(session_id: str, run_id: str) -> str:
@@ -72,7 +78,7 @@ class Encryption:
         self.keyring = keyring
         self.vault_path = os.fspath(vault_path)
         self._vault: KeyVault | None = None
-        self._keys: dict[str, AESGCM] = {}
+        self._keys: dict[str, _Known] = {}
         self._seen: tuple[int, int, int] | None = None
         self._lock = threading.Lock()
 
@@ -240,20 +246,34 @@ class Encryption:
 
     def _key(self, session_id: str, run_id: str, *, create: bool, record_id: str = "") -> AESGCM:
         scope = _scope(session_id, run_id)
-        key = self._keys.get(scope)
-        if key is not None:
-            return key
-        found = self._opened().data_key(scope, self.keyring, create=create)
+        found = self._keys.get(scope)
+        if found is None or (found is _MISSING and create):
+            if deferred():
+                raise KeyNeeded(scope, create)
+            found = self._load(scope, create)
         if found is ERASED:
             raise SessionKeyErasedError(session_id=session_id, run_id=run_id)
-        if found is None:
+        if found is _MISSING:
             raise CorruptRecordError(
                 run_id=run_id, record_id=record_id, reason=f"the vault has no data key for {scope}"
             )
-        key = AESGCM(found)
+        assert isinstance(found, AESGCM)
+        return found
+
+    def _load(self, scope: str, create: bool) -> _Known:
+        """Read (or make) the scope's key in the vault and remember what was found."""
+        found = self._opened().data_key(scope, self.keyring, create=create)
+        known: _Known = AESGCM(found) if isinstance(found, bytes) else found or _MISSING
         with self._lock:
-            self._keys[scope] = key
-        return key
+            self._keys[scope] = known
+        return known
+
+    # For event loops ----------------------------------------------------------
+
+    async def load_key(self, needed: KeyNeeded) -> None:
+        """Read (or make) the key a deferred operation needed, in a worker thread
+        (see :mod:`~agentledger.storage.encryption.deferral`)."""
+        await asyncio.to_thread(self._load, needed.scope, needed.create)
 
     @staticmethod
     def _seal(key: AESGCM, plain: bytes, aad: bytes) -> bytes:
