@@ -230,8 +230,9 @@ class StoreClient:
         call = wire.SessionEnd(session_id=session_id, ended_at=ended_at)
         return await self._call(wire.END_SESSION, call)
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
-        return await self._call(wire.PURGE_SESSION, wire.SessionRef(session_id=session_id))
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
+        call = wire.SessionPurge(session_id=session_id, expected_digest=expected_digest)
+        return await self._call(wire.PURGE_SESSION, call)
 
     async def import_session(self, image: SessionImage, /) -> None:
         await self._call(wire.IMPORT_SESSION, image)

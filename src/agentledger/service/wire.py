@@ -59,6 +59,7 @@ __all__ = [
     "SessionCreate",
     "SessionEnd",
     "SessionPageQuery",
+    "SessionPurge",
     "SessionRef",
     "SessionsQuery",
     "Subject",
@@ -98,6 +99,13 @@ class SessionRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """Names one session."""
 
     session_id: str
+
+
+class SessionPurge(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Purge a session [D7], only if its digest is ``expected_digest`` when one is given [A1]."""
+
+    session_id: str
+    expected_digest: str = ""
 
 
 class RunPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -356,10 +364,10 @@ END_SESSION: Method[SessionEnd, Session] = Method(
     subjects=lambda q: (_session(q.session_id),),
     call=lambda s, q: s.end_session(q.session_id, ended_at=q.ended_at),
 )  # fmt: skip
-PURGE_SESSION: Method[SessionRef, PurgeReceipt] = Method(
-    "purge_session", SessionRef, PurgeReceipt, roles=HOSTS, writes=True,
+PURGE_SESSION: Method[SessionPurge, PurgeReceipt] = Method(
+    "purge_session", SessionPurge, PurgeReceipt, roles=HOSTS, writes=True,
     subjects=lambda q: (_session(q.session_id),),
-    call=lambda s, q: s.purge_session(q.session_id),
+    call=lambda s, q: s.purge_session(q.session_id, q.expected_digest),
 )  # fmt: skip
 IMPORT_SESSION: Method[SessionImage, None] = Method(
     "import_session", SessionImage, None, roles=HOSTS, writes=True,

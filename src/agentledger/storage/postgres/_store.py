@@ -602,10 +602,10 @@ class PostgresStore:
             _ids(("session", session_id)),
         )
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
         return await self._write(
             "purge_session",
-            lambda r: lifecycle.plan_purge_session(r, session_id),
+            lambda r: lifecycle.plan_purge_session(r, session_id, expected_digest),
             _ids(("session", session_id)),
         )
 
