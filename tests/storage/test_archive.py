@@ -235,6 +235,13 @@ async def test_a_body_inflating_past_its_manifest_is_refused_unread(
     assert f"inflates past {bound} bytes" in error.reason
     assert peak < bomb_size // 4
 
+    for claim in (b'"records":-99999999', b'"records":4611686018427387904'):  # counts are claims
+        forged = tmp_path / "claims.alarchive"
+        manifest = data.split(b"\n", 2)[1]
+        records = manifest[manifest.index(b'"records":') :].split(b",", 1)[0]
+        forged.write_bytes(_rechecksummed(data[:-72].replace(records, claim, 1)))
+        assert (await _refused(forged, target, world)).reason
+
     padded = tmp_path / "padded.alarchive"
     padded.write_bytes(_with_body(data, data.split(b"\n", 2)[2][:-72] + b"junk"))
     assert "padded" in (await _refused(padded, target, world)).reason

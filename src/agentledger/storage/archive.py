@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sys
 import tempfile
 import zlib
 from datetime import UTC, datetime
@@ -222,6 +223,7 @@ def _inflate(compressed: bytes, manifest: ArchiveManifest, path: str, limit: int
     bound = inflated_bound(manifest)
     if limit is not None:
         bound = min(bound, limit)
+    bound = min(max(bound, 0), sys.maxsize - 1)  # counts are a claim: negative or huge ones too
     inflater = zlib.decompressobj()
     body = inflater.decompress(compressed, bound + 1)
     if len(body) > bound or inflater.unconsumed_tail:
