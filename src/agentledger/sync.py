@@ -65,9 +65,12 @@ class _LoopThread:
     def stop(self) -> None:
         if self.loop.is_closed():
             return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
+        try:  # join the worker threads of asyncio.to_thread calls: close leaves none running
+            self.run(self.loop.shutdown_default_executor())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+            self.loop.close()
 
 
 class _Blocking(Generic[P, T]):
