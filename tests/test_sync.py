@@ -25,7 +25,7 @@ from agentledger.storage import MemoryStore, RecordBuilder, RunStart, RunStatus,
 from agentledger.storage.encryption import Encryption, Keyring
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
 from agentledger.transcript import Message, TextPart, encode_messages
-from tests.storage.postgres.server import create_database
+from tests.storage.postgres.server import create_database, drop_database
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 
@@ -166,10 +166,12 @@ def test_encryption_at_rest_through_the_facade(
     """[A2] ``encryption=`` as for the async store; erasure, rotation and a sealed archive block."""
     keyring = Keyring.generate("k1")
     encryption = Encryption(keyring, tmp_path / "keys.vault")
+    dsn = ""
     if backend == "sqlite":
         store = sync.open_sqlite(tmp_path / "ledger.db", encryption=encryption)
     else:
         dsn = create_database(request.getfixturevalue("postgres_dsn"))
+        request.addfinalizer(lambda: drop_database(dsn))
         store = sync.open_postgres(dsn, encryption=encryption, min_size=1, max_size=2)
     with store:
         assert store.store.encryption is encryption
