@@ -9,7 +9,14 @@ DSN is given):
 - ``append``: wall seconds per single-record ``append_run_record`` (each one
   commit), over ``APPENDS`` appends to one run;
 - ``reload``: wall seconds to read a 10,000-record run back, page by page
-  (``list_run_records``, 1,000 a page), opening (or not) every payload.
+  (``list_run_records``, 1,000 a page), opening (or not) every payload; the
+  best of ``RELOADS`` reads, as a machine shared with other work adds noise.
+
+It prints absolute figures too (µs per append, µs per reloaded record), since
+a ratio moves when the plaintext side gets faster. ``--breakdown`` adds where a
+SQLite page's time goes (fetch, decode and verify, open), timed in the
+reader's thread, best of many interleaved tries: the steadiest figure on a
+busy machine.
 
 Goal: the median on/off ratio <= 1.15 for both.
 """
@@ -38,6 +45,7 @@ from agentledger.storage.sqlite import SQLiteStore  # noqa: E402
 
 APPENDS = 200
 RELOAD = 10_000
+RELOADS = 3
 BATCH = 500
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 PAYLOAD = b'{"role": "assistant", "text": "%s"}' % (b"lorem ipsum dolor sit amet " * 12)
@@ -69,6 +77,21 @@ def _run(session_id: str) -> RecordBuilder:
     )
 
 
+async def _reload(store: Any, run_id: str) -> float:
+    """Wall seconds to read the whole run back, page by page."""
+    started = time.perf_counter()
+    cursor, count = "", 0
+    while True:
+        page = await store.list_run_records(run_id, cursor=cursor, limit=1000)
+        count += len(page.records)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    elapsed = time.perf_counter() - started
+    assert count == RELOAD + 1, count
+    return elapsed
+
+
 async def _measure(backend: str, where: Any, encrypted: bool, folder: Path) -> dict[str, float]:
     store = await _open(backend, where, encrypted, folder)
     try:
@@ -86,18 +109,59 @@ async def _measure(backend: str, where: Any, encrypted: bool, folder: Path) -> d
         records = [big.record("note", PAYLOAD, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
         for i in range(0, RELOAD, BATCH):
             await store.append_run_records(records[i : i + BATCH])
-        started = time.perf_counter()
-        cursor, count = "", 0
-        while True:
-            page = await store.list_run_records(big.run.run_id, cursor=cursor, limit=1000)
-            count += len(page.records)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        reload = time.perf_counter() - started
-        assert count == RELOAD + 1, count
+        reload = min([await _reload(store, big.run.run_id) for _ in range(RELOADS)])
         return {"append": append, "reload": reload}
     finally:
+        await store.close()
+
+
+async def breakdown(folder: Path, repeats: int = 60) -> None:
+    """Where a SQLite reload's time goes, in the reader's thread (no event loop hop).
+
+    For one 1,000-record page of each database: the query's ``fetchall``, the
+    rows decoded and checksum-verified into records, and (encrypted) the
+    payloads opened. Each is the best of ``repeats`` tries, interleaved
+    between the two databases, so load on a shared machine moves it least.
+    """
+    import sqlite3
+
+    from agentledger.storage.sqlite import reader as sqlite_reader
+    from agentledger.storage.sqlite.rows import decode_run_page
+
+    steps: dict[tuple[bool, str], Any] = {}
+    stores = []
+    for encrypted in (False, True):
+        store = await _open("sqlite", None, encrypted, folder)
+        stores.append(store)
+        await store.create_session("s", created_at=EPOCH)
+        run = _run("s")
+        await store.start_root_run(run.root_start())
+        at = EPOCH + timedelta(milliseconds=1)
+        await store.append_run_records(
+            [run.record("note", PAYLOAD, event_key=f"r{i}", at=at) for i in range(1000)]
+        )
+        conn = sqlite3.connect(store.path)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        run_id = run.run.run_id
+        query = {"run": run_id, "start": 0, "size": 1000}
+        rows = [row[4:] for row in conn.execute(sqlite_reader._RUN_PAGE, query).fetchall()]
+        steps[(encrypted, "fetch")] = lambda c=conn, q=query: c.execute(
+            sqlite_reader._RUN_PAGE, q
+        ).fetchall()
+        steps[(encrypted, "decode")] = lambda r=run_id, p=rows: decode_run_page(r, "bench", "s", p)
+        if encrypted:
+            sealed = decode_run_page(run_id, "bench", "s", rows)
+            steps[(True, "open")] = lambda e=store.encryption, s=sealed: e.open_records(s)
+    best = dict.fromkeys(steps, float("inf"))
+    for _ in range(repeats):
+        for step, call in steps.items():
+            started = time.perf_counter()
+            call()
+            best[step] = min(best[step], time.perf_counter() - started)
+    for (encrypted, name), seconds in best.items():
+        label = "on " if encrypted else "off"
+        print(f"sqlite page {label} {name:6s} {seconds / 1000 * 1e6:.2f} µs a record")
+    for store in stores:
         await store.close()
 
 
@@ -105,6 +169,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--postgres", default="", help="a DSN whose user may CREATE DATABASE")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also time a SQLite page's steps in its thread"
+    )
     args = parser.parse_args()
     backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,16 +184,21 @@ async def main() -> None:
                 got = {mode: await _measure(backend, where, mode, folder) for mode in order}
                 for metric in ratios:
                     ratios[metric].append(got[True][metric] / got[False][metric])
+                per_record = {mode: got[mode]["reload"] / (RELOAD + 1) * 1e6 for mode in got}
                 print(
                     f"{backend} round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
                     f"on {got[True]['append'] * 1e3:.2f} ms; reload off "
-                    f"{got[False]['reload'] * 1e3:.1f} ms on {got[True]['reload'] * 1e3:.1f} ms",
+                    f"{got[False]['reload'] * 1e3:.1f} ms on {got[True]['reload'] * 1e3:.1f} ms "
+                    f"({per_record[False]:.2f} / {per_record[True]:.2f} µs a record, "
+                    f"+{per_record[True] - per_record[False]:.2f} µs)",
                     flush=True,
                 )
             for metric, values in ratios.items():
                 shown = " ".join(f"{v:.3f}" for v in values)
                 median = statistics.median(values)
                 print(f"{backend} {metric} on/off per round: {shown}; median {median:.3f}")
+        if args.breakdown:
+            await breakdown(folder)
 
 
 if __name__ == "__main__":

@@ -49,8 +49,8 @@ PUBLIC = {
         "read_session_image", "run_digest", "session_digest",
     ],
     "agentledger.storage.archive": [
-        "ARCHIVE_SUFFIX", "FORMAT_VERSION", "ArchiveManifest",
-        "archive_session", "restore_archive", "verify_archive",
+        "ARCHIVE_SUFFIX", "FORMAT_VERSION", "ArchiveCarrier", "ArchiveManifest", "archive_bytes",
+        "archive_session", "restore_archive", "restore_archive_bytes", "verify_archive",
     ],
     "agentledger.storage.retention": ["SweepOutcome", "SweepResult", "archive_path", "sweep"],
     "agentledger.storage.conformance": [

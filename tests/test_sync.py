@@ -15,10 +15,17 @@ from pathlib import Path
 import pytest
 
 from agentledger import sync
-from agentledger.errors import SessionNotFoundError, SessionPurgedError, ValidationError
+from agentledger.errors import (
+    SessionKeyErasedError,
+    SessionNotFoundError,
+    SessionPurgedError,
+    ValidationError,
+)
 from agentledger.storage import MemoryStore, RecordBuilder, RunStart, RunStatus, SessionStatus
+from agentledger.storage.encryption import Encryption, Keyring
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
 from agentledger.transcript import Message, TextPart, encode_messages
+from tests.storage.postgres.server import create_database, drop_database
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 
@@ -150,3 +157,40 @@ def test_a_failed_open_leaves_no_loop_thread(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="directory"):
         sync.open_sqlite(tmp_path / "missing" / "ledger.db")
     assert threading.active_count() == before
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_encryption_at_rest_through_the_facade(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """[A2] ``encryption=`` as for the async store; erasure, rotation and a sealed archive block."""
+    keyring = Keyring.generate("k1")
+    encryption = Encryption(keyring, tmp_path / "keys.vault")
+    dsn = ""
+    if backend == "sqlite":
+        store = sync.open_sqlite(tmp_path / "ledger.db", encryption=encryption)
+    else:
+        dsn = create_database(request.getfixturevalue("postgres_dsn"))
+        request.addfinalizer(lambda: drop_database(dsn))
+        store = sync.open_postgres(dsn, encryption=encryption, min_size=1, max_size=2)
+    with store:
+        assert store.store.encryption is encryption
+        store.create_session("sync-e", created_at=at(0))
+        messages = _run_with_transcript(store, "sync-e", "sync-e-run")
+        store.end_session("sync-e", ended_at=at(5))
+        manifest = store.archive_session("sync-e", tmp_path / "e.alarchive")
+        assert manifest.sealed
+        assert b"Hello!" not in (tmp_path / "e.alarchive").read_bytes()
+        encryption.keyring = keyring.with_key("k2")
+        assert store.rotate_keys() == 1
+        assert store.transcript("sync-e-run") == messages
+        assert store.erase_session_keys("sync-e")
+        assert not store.erase_session_keys("sync-e")
+        with pytest.raises(SessionKeyErasedError) as erased:
+            store.transcript("sync-e-run")
+        assert erased.value.session_id == "sync-e"
+        store.purge_session("sync-e")
+        with pytest.raises(SessionKeyErasedError):
+            store.restore_archive(tmp_path / "e.alarchive")
+    with sync.SyncStore.open(MemoryStore) as plain, pytest.raises(ValidationError):
+        plain.erase_session_keys("m")

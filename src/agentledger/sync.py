@@ -15,6 +15,9 @@ the async ones): there is no second copy of any logic::
 
 A ``SyncStore`` may be shared by threads; calls from an ``async`` function
 would block its event loop, so async code should use the store directly.
+Encryption at rest [A2] is the async store's: ``open_sqlite(path,
+encryption=Encryption(keyring, vault))``, then ``erase_session_keys`` and
+``rotate_keys`` block like every other call.
 """
 
 from __future__ import annotations
@@ -25,12 +28,16 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 from agentledger.errors import ValidationError
 from agentledger.storage.protocol import SessionAdmin, Store
 from agentledger.transcript import Message
 from agentledger.transcript.replay import build_messages_from_run_log
+
+if TYPE_CHECKING:
+    from agentledger.storage.archive import ArchiveManifest
+    from agentledger.storage.encryption import Encryption
 
 __all__ = ["SyncStore", "open_postgres", "open_sqlite"]
 
@@ -58,9 +65,12 @@ class _LoopThread:
     def stop(self) -> None:
         if self.loop.is_closed():
             return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
+        try:  # join the worker threads of asyncio.to_thread calls: close leaves none running
+            self.run(self.loop.shutdown_default_executor())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+            self.loop.close()
 
 
 class _Blocking(Generic[P, T]):
@@ -175,6 +185,42 @@ class SyncStore:
         """[R2] The run's transcript, replayed from its whole record log."""
         return self.run(build_messages_from_run_log(self.store, run_id))
 
+    # ------------------------------------------------------------ archives [A1]
+
+    def archive_session(self, session_id: str, path: str | os.PathLike[str]) -> ArchiveManifest:
+        """Write the ended session to one archive file (see ``storage.archive.archive_session``)."""
+        from agentledger.storage.archive import archive_session
+
+        return self.run(archive_session(self.store, session_id, path))
+
+    def restore_archive(self, path: str | os.PathLike[str]) -> ArchiveManifest:
+        """Recreate an archived session (see ``storage.archive.restore_archive``)."""
+        from agentledger.storage.archive import restore_archive
+
+        return self.run(restore_archive(self.store, path))
+
+    # ------------------------------------------------------------ encryption at rest [A2]
+
+    def erase_session_keys(self, session_id: str, /) -> bool:
+        """Destroy the session's data key (crypto-erasure); False if it was erased before."""
+        erased: bool = self.run(self._encrypted("erase_session_keys")(session_id))
+        return erased
+
+    def rotate_keys(self) -> int:
+        """Rewrap every data key under the keyring's current key; how many were rewrapped."""
+        rewrapped: int = self.run(self._encrypted("rotate_keys")())
+        return rewrapped
+
+    def _encrypted(self, name: str) -> Callable[..., Awaitable[Any]]:
+        method: Callable[..., Awaitable[Any]] | None = getattr(self.store, name, None)
+        if method is None:  # a store that cannot encrypt at all (MemoryStore, a StoreClient)
+            raise ValidationError(
+                field="encryption",
+                expected="a store opened with encryption",
+                got=type(self.store).__name__,
+            )
+        return method
+
 
 async def _opened(opener: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     store = opener(*args, **kwargs)
@@ -185,15 +231,23 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
-def open_sqlite(path: str | os.PathLike[str], **options: Any) -> SyncStore:
-    """Open a ``SQLiteStore`` (``options`` as for ``SQLiteStore.open``) for blocking calls."""
+def open_sqlite(
+    path: str | os.PathLike[str], *, encryption: Encryption | None = None, **options: Any
+) -> SyncStore:
+    """Open a ``SQLiteStore`` (``options`` as for ``SQLiteStore.open``) for blocking calls.
+
+    ``encryption`` seals payloads and checkpoints at rest [A2], as for the async store.
+    """
     from agentledger.storage.sqlite import SQLiteStore
 
-    return SyncStore.open(SQLiteStore.open, path, **options)
+    return SyncStore.open(SQLiteStore.open, path, encryption=encryption, **options)
 
 
-def open_postgres(dsn: str, **options: Any) -> SyncStore:
-    """Open a ``PostgresStore`` (``options`` as for ``PostgresStore.open``) for blocking calls."""
+def open_postgres(dsn: str, *, encryption: Encryption | None = None, **options: Any) -> SyncStore:
+    """Open a ``PostgresStore`` (``options`` as for ``PostgresStore.open``) for blocking calls.
+
+    ``encryption`` seals payloads and checkpoints at rest [A2], as for the async store.
+    """
     from agentledger.storage.postgres import PostgresStore
 
-    return SyncStore.open(PostgresStore.open, dsn, **options)
+    return SyncStore.open(PostgresStore.open, dsn, encryption=encryption, **options)

@@ -108,3 +108,44 @@ def test_retention_dry_run_sweep_and_nothing_left(tmp_path: Path) -> None:
     assert run_cli(*base).out.startswith("nothing to do: no session ended before 20")
     for sid in (first, second):
         assert run_cli("restore", str(directory / f"{sid}.alarchive"), "--verify-only").code == 0
+
+
+def test_restore_can_create_a_new_sqlite_file(tmp_path: Path) -> None:
+    """`restore --create`: a new file for the archive; never a foreign or damaged leftover."""
+    source = tmp_path / "source.db"
+    (sid,) = _store_with(source, ["moved"])
+    out = tmp_path / "moved.alarchive"
+    assert run_cli("--db", str(source), "archive", sid, "--out", str(out)).code == 0
+
+    new = tmp_path / "new.db"
+    without = run_cli("--db", str(new), "restore", str(out))
+    assert without.code == 1
+    assert "no database at" in without.err
+    assert not new.exists()
+
+    damaged = tmp_path / "damaged.alarchive"
+    damaged.write_bytes(out.read_bytes()[:-1])
+    refused = run_cli("--db", str(new), "restore", str(damaged), "--create")
+    assert refused.code == 1
+    assert "truncated" in refused.err or "checksum" in refused.err
+    capped = run_cli("--db", str(new), "restore", str(out), "--create", "--max-bytes", "100")
+    assert capped.code == 1
+    assert "inflates past 100 bytes" in capped.err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("new")) == []
+
+    created = run_cli("--db", str(new), "--json", "restore", str(out), "--create").json()
+    assert created["session_id"] == sid
+    runs = run_cli("--db", str(new), "--json", "runs", sid).json()
+    assert runs == run_cli("--db", str(source), "--json", "runs", sid).json()
+    again = run_cli("--db", str(new), "restore", str(out), "--create")  # an agentledger file
+    assert again.code == 1
+    assert sid in again.err  # already there: refused by the store, not by --create
+
+    foreign = tmp_path / "foreign.db"
+    foreign.write_bytes(b"not a database, but someone's file\n")
+    kept = run_cli("--db", str(foreign), "restore", str(out), "--create")
+    assert kept.code == 1
+    assert foreign.read_bytes() == b"not a database, but someone's file\n"
+    elsewhere = run_cli("--db", "postgresql://localhost/x", "restore", str(out), "--create")
+    assert elsewhere.code == 1
+    assert "--create" in elsewhere.err

@@ -129,3 +129,33 @@ def test_one_shot_runs_are_checked_too(tmp_path: Path) -> None:
     done = run_cli("--db", str(db), "check")
     assert done.code == 1
     assert "of run 'solo'" in done.out
+
+
+def test_a_database_behind_the_schema_is_refused_clearly(tmp_path: Path) -> None:
+    """Not SQLite's "no such column": how many migrations are pending, and how to apply them."""
+    from agentledger.errors import ValidationError
+    from agentledger.storage.sqlite import LATEST_VERSION, check_invariants
+    from agentledger.storage.sqlite.schema import migrate
+
+    db = tmp_path / "behind.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn, upto=LATEST_VERSION - 2)
+    conn.close()
+    before = db.read_bytes()
+    done = run_cli("--db", str(db), "check")
+    assert done.code != 0
+    assert "2 migrations pending" in done.err
+    assert "open it with a writer" in done.err
+    assert "no such column" not in done.err + done.out
+    with pytest.raises(ValidationError) as behind:
+        check_invariants(db)
+    assert (behind.value.field, behind.value.got) == ("schema_version", LATEST_VERSION - 2)
+    assert db.read_bytes() == before  # reading never migrates
+
+    async def migrate_with_a_writer() -> None:
+        async with await SQLiteStore.open(db):
+            pass
+
+    asyncio.run(migrate_with_a_writer())
+    assert check_invariants(db) == []
+    assert run_cli("--db", str(db), "check").code == 0

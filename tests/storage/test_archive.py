@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from agentledger.errors import (
 from agentledger.storage.archive import (
     FORMAT_VERSION,
     archive_session,
+    inflated_bound,
+    read_manifest,
     restore_archive,
     verify_archive,
 )
@@ -201,3 +205,57 @@ async def test_a_checksum_forged_over_changed_contents_is_refused(
     tier = content.replace(b'"tier":"gold"', b'"tier":"gilt"', 1)
     forged.write_bytes(_rechecksummed(tier))
     assert "labels" in (await _refused(forged, target, world)).reason
+
+
+def _with_body(data: bytes, body: bytes) -> bytes:
+    """``data``'s magic line and manifest with another compressed body, checksummed anew."""
+    magic, manifest, _ = data.split(b"\n", 2)
+    return _rechecksummed(magic + b"\n" + manifest + b"\n" + body)
+
+
+async def test_a_body_inflating_past_its_manifest_is_refused_unread(
+    archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
+) -> None:
+    """A decompression bomb with a fitting checksum stops at the manifest's bound, in memory too."""
+    world, path, data = archived
+    bound = inflated_bound(read_manifest(data, str(path)))
+    bomb_size = 64 * 1024 * 1024
+    assert bound < bomb_size // 8
+    squeeze = zlib.compressobj(9)
+    chunk = bytes(1024 * 1024)
+    bomb = b"".join(squeeze.compress(chunk) for _ in range(bomb_size // len(chunk)))
+    bomb_file = tmp_path / "bomb.alarchive"
+    bomb_file.write_bytes(_with_body(data, bomb + squeeze.flush()))
+    tracemalloc.start()
+    try:
+        error = await _refused(bomb_file, target, world)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"inflates past {bound} bytes" in error.reason
+    assert peak < bomb_size // 4
+
+    for claim in (b'"records":-99999999', b'"records":4611686018427387904'):  # counts are claims
+        forged = tmp_path / "claims.alarchive"
+        manifest = data.split(b"\n", 2)[1]
+        records = manifest[manifest.index(b'"records":') :].split(b",", 1)[0]
+        forged.write_bytes(_rechecksummed(data[:-72].replace(records, claim, 1)))
+        assert (await _refused(forged, target, world)).reason
+
+    padded = tmp_path / "padded.alarchive"
+    padded.write_bytes(_with_body(data, data.split(b"\n", 2)[2][:-72] + b"junk"))
+    assert "padded" in (await _refused(padded, target, world)).reason
+
+
+async def test_a_lower_inflation_limit_can_be_set(
+    archived: tuple[World, Path, bytes], target: SQLiteStore
+) -> None:
+    world, path, data = archived
+    before = await dump_of(target, world)
+    with pytest.raises(CorruptArchiveError, match="the limit is"):
+        await verify_archive(path, max_inflated_bytes=len(data))
+    with pytest.raises(CorruptArchiveError, match="the limit is"):
+        await restore_archive(target, path, max_inflated_bytes=len(data))
+    assert await dump_of(target, world) == before
+    manifest = await restore_archive(target, path, max_inflated_bytes=10 * 1024 * 1024)
+    assert manifest.session_id == world.id("s")

@@ -82,8 +82,8 @@ class KeepsPartOfARefusedBatch(MemoryStore):
 class ForgetsPurgeTombstones(MemoryStore):
     """[D3] a purged session id (and its runs' ids) can be used again."""
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
-        receipt = await super().purge_session(session_id)
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
+        receipt = await super().purge_session(session_id, expected_digest)
         with self._lock:
             self._state.purged_sessions.pop(session_id, None)
             for run_id, owner in list(self._state.purged_runs.items()):
@@ -95,8 +95,8 @@ class ForgetsPurgeTombstones(MemoryStore):
 class RestampsRepeatedPurges(MemoryStore):
     """[D7] a repeated purge returns a fresh receipt (new ``purged_at``), not the kept one."""
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
-        receipt = await super().purge_session(session_id)
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
+        receipt = await super().purge_session(session_id, expected_digest)
         with self._lock:
             kept = self._state.purged_sessions[session_id]
             later = kept.purged_at + timedelta(milliseconds=1) if kept.purged_at else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from agentledger.errors import ArchiveExistsError, SessionPurgedError
+from agentledger.errors import ArchiveExistsError, SessionConflictError, SessionPurgedError
+from agentledger.storage import PurgeReceipt, RecordBuilder, RunStart, RunStatus
 from agentledger.storage.archive import verify_archive
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import EPOCH
@@ -94,6 +96,71 @@ async def test_a_sweep_without_archives_purges(store: SQLiteStore) -> None:
     assert results[0].archive == ""
     assert results[0].receipt is not None
     assert results[0].receipt.digest == digests[sids[0]]
+
+
+class LateStarts(SQLiteStore):
+    """A real SQLite store where a worker starts runs in an ended session ([C2]: each is
+    recorded canceled) just before the first ``late`` purges: the race between the
+    sweep's archive and its purge, made to happen every time."""
+
+    late = 0
+
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
+        if self.late > 0:
+            self.late -= 1
+            run = RecordBuilder(
+                RunStart(
+                    run_id=f"late-{self.late}-{session_id}",
+                    agent_id="late",
+                    session_id=session_id,
+                    started_at=EPOCH + timedelta(days=2),
+                )
+            )
+            started = await self.start_root_run(run.root_start())
+            assert started.run_status is RunStatus.CANCELED
+        return await super().purge_session(session_id, expected_digest)
+
+
+@pytest.mark.parametrize("late", [1, 3])
+async def test_a_run_started_after_the_end_between_archive_and_purge_is_not_lost(
+    tmp_path: Path, late: int
+) -> None:
+    """The purge is conditional on the archived digest: a session that gained a canceled run
+    since its archive is not purged from under it; it is archived again (or left for later)."""
+    store = await LateStarts.open(tmp_path / "ledger.db")
+    try:
+        world = World(store)
+        sid = await ended_session(world, "raced")
+        store.late = late
+        (result,) = await sweep(store, CUTOFF, archive_to=tmp_path / "dir")
+        if late < 3:
+            assert result.outcome is SweepOutcome.PURGED
+            manifest = await verify_archive(result.archive)
+            assert result.receipt is not None
+            assert manifest.session_digest == result.receipt.digest
+            assert f"late-0-{sid}" in manifest.run_digests  # the late run is in the archive
+        else:  # it kept changing: nothing purged, no archive of an older state left behind
+            assert result.outcome is SweepOutcome.SKIPPED
+            assert "kept changing" in result.reason
+            assert not await asyncio.to_thread(os.path.exists, result.archive)
+            runs = await store.list_runs_by_session(sid)
+            assert {f"late-{i}-{sid}" for i in range(3)} <= {r.run_id for r in runs}
+            again = await sweep(store, CUTOFF, archive_to=tmp_path / "dir")
+            assert [r.outcome for r in again] == [SweepOutcome.PURGED]
+    finally:
+        await store.close()
+
+
+async def test_a_purge_refuses_another_digest_and_changes_nothing(store: SQLiteStore) -> None:
+    world = World(store)
+    sid = await ended_session(world, "kept")
+    digest = session_digest(await read_session_image(store, sid))
+    async with world.unchanged():
+        with pytest.raises(SessionConflictError) as refused:
+            await store.purge_session(sid, "sha256:" + "0" * 64)
+    assert (refused.value.session_id, refused.value.field) == (sid, "digest")
+    assert refused.value.expected == digest
+    assert (await store.purge_session(sid, digest)).digest == digest
 
 
 async def test_a_different_file_under_an_archives_name_stops_the_sweep(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.app import Settings, display, run, settings_options, with_store
 from agentledger.cli.complete import session_ids
 
 if TYPE_CHECKING:
@@ -79,40 +79,112 @@ async def _archive(store: AdminStore, settings: Settings, session_id: str, out: 
 @click.command(short_help="recreate a session from an archive file")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--verify-only", is_flag=True, help="check the file, write nothing to the store")
+@click.option(
+    "--create",
+    is_flag=True,
+    help="create the SQLite database named by --db if it does not exist "
+    "(an existing file must be an agentledger database)",
+)
+@click.option(
+    "--max-bytes",
+    "max_bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="refuse an archive whose body inflates past N bytes "
+    "(default: what its manifest's counts allow)",
+)
 @settings_options
-def restore(settings: Settings, file: str, verify_only: bool) -> None:
+def restore(
+    settings: Settings, file: str, verify_only: bool, create: bool, max_bytes: int | None
+) -> None:
     """[A1] Recreate the session archived in FILE, byte for byte, in a store that never had it.
 
     The whole file is verified first: a damaged, truncated or tampered file,
     a purged session id or a session the store already has is refused, and
-    nothing is written.
+    nothing is written. With --create, a new SQLite file is made for it (and
+    removed again if the restore is refused).
     """
     if verify_only:
-        run(_verify(settings, file))
+        run(_verify(settings, file, max_bytes))
         return
-    run(with_store(settings, lambda store: _restore(store, settings, file), read_only=False))
+    if create:
+        run(_restore_creating(settings, file, max_bytes))
+        return
+    run(
+        with_store(
+            settings, lambda store: _restore(store, settings, file, max_bytes), read_only=False
+        )
+    )
 
 
-async def _verify(settings: Settings, file: str) -> None:
+async def _verify(settings: Settings, file: str, max_bytes: int | None) -> None:
     from agentledger.cli.output import echo, echo_json
     from agentledger.storage.archive import verify_archive
+    from agentledger.storage.encryption.config import configured_encryption
 
-    manifest = await verify_archive(file)
+    manifest = await verify_archive(file, configured_encryption(), max_inflated_bytes=max_bytes)
     if settings.json:
         echo_json(manifest)
     else:
         echo(f"{file} is a valid archive of {_describe(manifest)}")
 
 
-async def _restore(store: AdminStore, settings: Settings, file: str) -> None:
+async def _restore(store: AdminStore, settings: Settings, file: str, max_bytes: int | None) -> None:
     from agentledger.cli.output import echo, echo_json
     from agentledger.storage.archive import restore_archive
 
-    manifest = await restore_archive(store, file)
+    manifest = await restore_archive(store, file, max_inflated_bytes=max_bytes)
     if settings.json:
         echo_json(manifest)
     else:
         echo(f"restored {_describe(manifest)} from {file}")
+
+
+async def _restore_creating(settings: Settings, file: str, max_bytes: int | None) -> None:
+    """``restore --create``: into the SQLite file --db names, made first if it does not exist.
+
+    The archive is verified before the file is made, and a file made here is
+    removed again if the restore is refused, so a refusal leaves nothing behind.
+    """
+    import asyncio
+    import os
+
+    from agentledger.cli.target import kind_of, sqlite_path
+    from agentledger.errors import ValidationError
+    from agentledger.storage.archive import verify_archive
+    from agentledger.storage.encryption.config import configured_encryption
+    from agentledger.storage.sqlite import SQLiteStore
+
+    if kind_of(settings.target) != "sqlite":
+        raise ValidationError(
+            field="--create", expected="a SQLite file as --db", got=display(settings.target)
+        )
+    path = sqlite_path(settings.target)
+    if await asyncio.to_thread(os.path.lexists, path):  # an agentledger database, or refused
+        await with_store(
+            settings, lambda store: _restore(store, settings, file, max_bytes), read_only=False
+        )
+        return
+    encryption = configured_encryption()
+    await verify_archive(file, encryption, max_inflated_bytes=max_bytes)
+    store = await SQLiteStore.open(path, encryption=encryption)
+    try:
+        await _restore(store, settings, file, max_bytes)
+    except BaseException:
+        await store.close()
+        for leftover in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+            await asyncio.to_thread(_remove, leftover)
+        raise
+    await store.close()
+
+
+def _remove(path: str) -> None:
+    import contextlib
+    import os
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 @click.command(short_help="archive then purge sessions ended before a cut-off")

@@ -27,6 +27,7 @@ from agentledger.service import wire
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
 from agentledger.storage import lifecycle
+from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
@@ -240,8 +241,9 @@ class StoreClient:
         call = wire.SessionEnd(session_id=session_id, ended_at=ended_at)
         return await self._call(wire.END_SESSION, call)
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
-        return await self._call(wire.PURGE_SESSION, wire.SessionRef(session_id=session_id))
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
+        call = wire.SessionPurge(session_id=session_id, expected_digest=expected_digest)
+        return await self._call(wire.PURGE_SESSION, call)
 
     async def import_session(self, image: SessionImage, /) -> None:
         await self._call(wire.IMPORT_SESSION, image)
@@ -263,6 +265,17 @@ class StoreClient:
             statuses=_statuses(statuses), labels=_labels(labels), cursor=cursor, limit=limit
         )
         return await self._call(wire.LIST_SESSIONS, query)
+
+    # --------------------------------------------------------- archives
+
+    async def export_archive(self, session_id: str, /) -> bytes:
+        """[A1] The ended session's archive file, built by the service (sealed there [A2])."""
+        answer = await self._call(wire.EXPORT_ARCHIVE, wire.SessionRef(session_id=session_id))
+        return answer.data
+
+    async def import_archive(self, data: bytes, /) -> ArchiveManifest:
+        """[A1] Restore an archive file's bytes; the service verifies and opens it."""
+        return await self._call(wire.IMPORT_ARCHIVE, wire.ArchiveFile(data=data))
 
     # ----------------------------------------------------------- follow
 

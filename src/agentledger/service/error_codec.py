@@ -22,6 +22,7 @@ from agentledger.errors import (
     AccessDeniedError,
     AgentledgerError,
     ConflictError,
+    CorruptArchiveError,
     CorruptRecordError,
     NotFoundError,
     SessionKeyErasedError,
@@ -55,6 +56,8 @@ def http_status(error: AgentledgerError) -> int:
     """The HTTP status an error is answered with: 4xx for refusals, 503 for transient trouble."""
     if isinstance(error, TransientError):
         return 503
+    if isinstance(error, CorruptArchiveError):  # a file the caller sent, not the store's data
+        return 422
     if isinstance(error, CorruptRecordError):
         return 500
     if isinstance(error, SessionPurgedError | SessionKeyErasedError):

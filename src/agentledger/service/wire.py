@@ -18,6 +18,12 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from agentledger.errors import AccessDeniedError
+from agentledger.storage.archive import (
+    ArchiveManifest,
+    archive_bytes,
+    read_manifest,
+    restore_archive_bytes,
+)
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
@@ -43,6 +49,7 @@ from agentledger.storage.types import (
 
 __all__ = [
     "METHODS",
+    "ArchiveFile",
     "Method",
     "RecordBatch",
     "Role",
@@ -52,6 +59,7 @@ __all__ = [
     "SessionCreate",
     "SessionEnd",
     "SessionPageQuery",
+    "SessionPurge",
     "SessionRef",
     "SessionsQuery",
     "Subject",
@@ -110,6 +118,13 @@ class SessionRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     session_id: str
 
 
+class SessionPurge(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Purge a session [D7], only if its digest is ``expected_digest`` when one is given [A1]."""
+
+    session_id: str
+    expected_digest: str = ""
+
+
 class RunPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One page of a run's records [L9]."""
 
@@ -158,6 +173,12 @@ class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     limit: int = DEFAULT_PAGE_LIMIT
 
 
+class ArchiveFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An archive file's bytes [A1], made or restored by the service, which holds the keys [A2]."""
+
+    data: bytes
+
+
 class Subject(msgspec.Struct, frozen=True):
     """What a label-scoped token must be allowed to touch for a call to proceed [S4].
 
@@ -180,6 +201,11 @@ def _run(run_id: str) -> Subject:
 
 def _labels(labels: dict[str, str]) -> Subject:
     return Subject("labels", labels=labels)
+
+
+def _archived_labels(archive: ArchiveFile) -> dict[str, str]:
+    """The labels of the session an archive holds, from its manifest (a damaged file is refused)."""
+    return read_manifest(archive.data, "the archive sent").labels
 
 
 def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
@@ -365,10 +391,10 @@ END_SESSION: Method[SessionEnd, Session] = Method(
     subjects=lambda q: (_session(q.session_id),),
     call=lambda s, q: s.end_session(q.session_id, ended_at=q.ended_at),
 )  # fmt: skip
-PURGE_SESSION: Method[SessionRef, PurgeReceipt] = Method(
-    "purge_session", SessionRef, PurgeReceipt, roles=HOSTS, writes=True,
+PURGE_SESSION: Method[SessionPurge, PurgeReceipt] = Method(
+    "purge_session", SessionPurge, PurgeReceipt, roles=HOSTS, writes=True,
     subjects=lambda q: (_session(q.session_id),),
-    call=lambda s, q: s.purge_session(q.session_id),
+    call=lambda s, q: s.purge_session(q.session_id, q.expected_digest),
 )  # fmt: skip
 IMPORT_SESSION: Method[SessionImage, None] = Method(
     "import_session", SessionImage, None, roles=HOSTS, writes=True,
@@ -388,6 +414,24 @@ LIST_SESSIONS: Method[SessionsQuery, SessionPage] = Method(
     call=lambda s, q: s.list_sessions(
         statuses=q.statuses, labels=q.labels, cursor=q.cursor, limit=q.limit),
 )  # fmt: skip
+
+# -------------------------------------------------------------- archives
+
+EXPORT_ARCHIVE: Method[SessionRef, ArchiveFile] = Method(
+    "export_archive", SessionRef, ArchiveFile, roles=ADMIN_READERS, writes=False,
+    subjects=lambda q: (_session(q.session_id),),
+    call=lambda s, q: _export_archive(s, q.session_id),
+)  # fmt: skip
+IMPORT_ARCHIVE: Method[ArchiveFile, ArchiveManifest] = Method(
+    "import_archive", ArchiveFile, ArchiveManifest, roles=HOSTS, writes=True,
+    subjects=lambda q: (_labels(_archived_labels(q)),),
+    call=lambda s, q: restore_archive_bytes(s, q.data, "the archive sent"),
+)  # fmt: skip
+
+
+async def _export_archive(store: Any, session_id: str) -> ArchiveFile:
+    return ArchiveFile(data=await archive_bytes(store, session_id))
+
 
 METHODS: tuple[Method[Any, Any], ...] = (
     START_ROOT_RUN,
@@ -415,4 +459,6 @@ METHODS: tuple[Method[Any, Any], ...] = (
     IMPORT_SESSION,
     LIST_RUNS_BY_SESSION,
     LIST_SESSIONS,
+    EXPORT_ARCHIVE,
+    IMPORT_ARCHIVE,
 )

@@ -26,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sys
 import tempfile
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -52,6 +53,12 @@ from agentledger.storage.session_image import (
     session_digest,
 )
 from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, Session, SessionStatus
+from agentledger.storage.validation import (
+    MAX_ID_LENGTH,
+    MAX_LABEL_KEY_LENGTH,
+    MAX_LABEL_VALUE_LENGTH,
+    MAX_LABELS,
+)
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -60,9 +67,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ARCHIVE_SUFFIX",
     "FORMAT_VERSION",
+    "ArchiveCarrier",
     "ArchiveManifest",
+    "archive_bytes",
     "archive_session",
     "restore_archive",
+    "restore_archive_bytes",
     "verify_archive",
 ]
 
@@ -75,6 +85,11 @@ ARCHIVE_SUFFIX = ".alarchive"
 _MAGIC = b"agentledger-archive "
 _TRAILER = len(b"sha256:") + 64 + 1
 _COMPRESSION = "zlib"
+_ID_BOUND = 4 * MAX_ID_LENGTH + 8  # msgpack's str header
+_LABELS_BOUND = MAX_LABELS * 4 * (MAX_LABEL_KEY_LENGTH + MAX_LABEL_VALUE_LENGTH + 16)
+_RECORD_BOUND = 8 * _ID_BOUND + 256  # seven ids and the type, field names, a timestamp
+_CHECKPOINT_BOUND = 2 * _ID_BOUND + 64
+_RUN_BOUND = 8 * _ID_BOUND + _LABELS_BOUND + 512  # ids, labels, status, times (or the session)
 
 
 class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -191,16 +206,38 @@ def _opened(encryption: Encryption | None, manifest: ArchiveManifest, body: byte
     return encryption.open_archive(manifest.session_id, body)
 
 
-def decode_archive(
-    data: bytes, path: str, encryption: Encryption | None = None
-) -> tuple[ArchiveManifest, SessionImage]:
-    """The manifest and image of an archive's bytes, every check passed.
+def inflated_bound(manifest: ArchiveManifest) -> int:
+    """The most bytes the body of an archive with this manifest can inflate to.
 
-    Raises:
-        CorruptArchiveError: not an archive, an unknown format version, a
-            checksum mismatch (damage, truncation), or contents that do not
-            match their manifest.
+    Payload and checkpoint bytes as counted, plus each run, record and
+    checkpoint at its largest without them: every id at :data:`MAX_ID_LENGTH`
+    characters of 4 UTF-8 bytes, every label set at its limits. A body that
+    inflates past it does not hold what its manifest says.
     """
+    entries = manifest.records * _RECORD_BOUND + manifest.checkpoints * _CHECKPOINT_BOUND
+    return manifest.byte_total + entries + (manifest.runs + 1) * _RUN_BOUND
+
+
+def _inflate(compressed: bytes, manifest: ArchiveManifest, path: str, limit: int | None) -> bytes:
+    """The decompressed body, refused once it passes :func:`inflated_bound` or ``limit``."""
+    bound = inflated_bound(manifest)
+    if limit is not None:
+        bound = min(bound, limit)
+    bound = min(max(bound, 0), sys.maxsize - 1)  # counts are a claim: negative or huge ones too
+    inflater = zlib.decompressobj()
+    body = inflater.decompress(compressed, bound + 1)
+    if len(body) > bound or inflater.unconsumed_tail:
+        why = "the manifest's counts allow" if limit is None or bound < limit else "the limit is"
+        raise CorruptArchiveError(
+            path=path, reason=f"the body inflates past {bound} bytes, which {why} (refused)"
+        )
+    if not inflater.eof or inflater.unused_data:
+        raise CorruptArchiveError(path=path, reason="unreadable contents: a cut or padded stream")
+    return body
+
+
+def _parse(data: bytes, path: str) -> tuple[ArchiveManifest, bytes]:
+    """The manifest and the (compressed, maybe sealed) body of an archive whose checksum holds."""
 
     def corrupt(reason: str) -> CorruptArchiveError:
         return CorruptArchiveError(path=path, reason=reason)
@@ -220,12 +257,47 @@ def decode_archive(
     expected = b"sha256:" + hashlib.sha256(content).hexdigest().encode() + b"\n"
     if trailer != expected:
         raise corrupt("checksum mismatch: the file is damaged or truncated")
-    manifest_line, newline, compressed = rest[: len(rest) - _TRAILER].partition(b"\n")
+    manifest_line, newline, body = rest[: len(rest) - _TRAILER].partition(b"\n")
     try:
-        manifest = msgspec.json.decode(manifest_line, type=ArchiveManifest)
+        return msgspec.json.decode(manifest_line, type=ArchiveManifest), body
+    except msgspec.DecodeError as e:
+        raise corrupt(f"unreadable manifest: {e}") from e
+
+
+def read_manifest(data: bytes, path: str) -> ArchiveManifest:
+    """The manifest of an archive's bytes, its checksum checked, its body left unopened.
+
+    What a caller without the data key (a ``StoreClient``) can check of a sealed archive.
+    """
+    return _parse(data, path)[0]
+
+
+def decode_archive(
+    data: bytes,
+    path: str,
+    encryption: Encryption | None = None,
+    *,
+    max_inflated_bytes: int | None = None,
+) -> tuple[ArchiveManifest, SessionImage]:
+    """The manifest and image of an archive's bytes, every check passed.
+
+    Raises:
+        CorruptArchiveError: not an archive, an unknown format version, a
+            checksum mismatch (damage, truncation), contents that do not
+            match their manifest, or a body that inflates past its manifest's size.
+    """
+
+    def corrupt(reason: str) -> CorruptArchiveError:
+        return CorruptArchiveError(path=path, reason=reason)
+
+    manifest, compressed = _parse(data, path)
+    try:
         compressed = _opened(encryption, manifest, compressed)
-        body = msgspec.msgpack.decode(zlib.decompress(compressed), type=_Body)
+        inflated = _inflate(compressed, manifest, path, max_inflated_bytes)
+        body = msgspec.msgpack.decode(inflated, type=_Body)
     except CorruptRecordError as e:
+        if isinstance(e, CorruptArchiveError):
+            raise
         raise corrupt(f"sealed body: {e.reason}") from e
     except (msgspec.DecodeError, zlib.error) as e:
         raise corrupt(f"unreadable contents: {e}") from e
@@ -252,20 +324,27 @@ def _read(path: Path) -> bytes:
 
 
 async def verify_archive(
-    path: str | os.PathLike[str], encryption: Encryption | None = None
+    path: str | os.PathLike[str],
+    encryption: Encryption | None = None,
+    *,
+    max_inflated_bytes: int | None = None,
 ) -> ArchiveManifest:
     """[A1] Read and check a whole archive; its manifest if every check passes.
 
     A sealed archive [A2] needs the ``encryption`` of the store it came from.
+    ``max_inflated_bytes`` caps the decompressed body below what the manifest allows.
 
     Raises:
-        CorruptArchiveError: missing, damaged, truncated, tampered with, or of
-            an unknown format version.
+        CorruptArchiveError: missing, damaged, truncated, tampered with, of an
+            unknown format version, or inflating past its bound.
     """
     where = Path(path)
 
     def check() -> ArchiveManifest:
-        return decode_archive(_read(where), str(where), encryption)[0]
+        data = _read(where)
+        return decode_archive(data, str(where), encryption, max_inflated_bytes=max_inflated_bytes)[
+            0
+        ]
 
     return await asyncio.to_thread(check)
 
@@ -300,9 +379,16 @@ def _write_new(path: Path, data: bytes) -> bool:
 def _existing(
     path: Path, session_id: str, digest: str, encryption: Encryption | None
 ) -> ArchiveManifest:
-    """The manifest of the archive at ``path`` if it is this session's same archive."""
+    """The manifest of the archive at ``path`` if it is this session's same archive.
+
+    Without ``encryption``, a sealed archive is checked as far as it can be
+    (checksum and manifest): the caller has no key to open its body.
+    """
     try:
-        manifest = decode_archive(_read(path), str(path), encryption)[0]
+        data = _read(path)
+        manifest = read_manifest(data, str(path))
+        if encryption is not None or not manifest.sealed:
+            manifest = decode_archive(data, str(path), encryption)[0]
     except CorruptArchiveError as e:
         raise ArchiveExistsError(path=str(path), session_id=session_id, reason=e.reason) from e
     if manifest.session_id != session_id:
@@ -320,6 +406,59 @@ def _existing(
     return manifest
 
 
+@runtime_checkable
+class ArchiveCarrier(Protocol):
+    """A store that makes and restores archive files where the data keys are [A2].
+
+    ``StoreClient`` is one: the service behind it seals an encrypted session's
+    archive under the session's data key, which never leaves the service, so
+    an archive made through a client is the same sealed file as one made beside
+    the store.
+    """
+
+    async def export_archive(self, session_id: str, /) -> bytes:
+        """The archive file's bytes for the ended session (see :func:`archive_bytes`)."""
+        ...
+
+    async def import_archive(self, data: bytes, /) -> ArchiveManifest:
+        """Restore an archive file's bytes (see :func:`restore_archive_bytes`)."""
+        ...
+
+
+async def archive_bytes(store: SessionImageSource, session_id: str) -> bytes:
+    """The archive file of the ended session, built beside the store (sealed if it is encrypted).
+
+    What the store service answers ``export_archive`` with.
+
+    Raises:
+        SessionNotFoundError, SessionPurgedError: nothing to archive.
+        SessionActiveError, SessionHasActiveRunsError: not ended yet.
+    """
+    image = await _store_image(store, session_id)
+    data, _ = await asyncio.to_thread(encode_archive, image, _now(), _encryption_of(store))
+    return data
+
+
+async def restore_archive_bytes(
+    store: SessionAdmin,
+    data: bytes,
+    where: str = "<archive bytes>",
+    *,
+    max_inflated_bytes: int | None = None,
+) -> ArchiveManifest:
+    """Restore an archive file's bytes into ``store`` (see :func:`restore_archive`).
+
+    What the store service does with ``import_archive``: it opens a sealed body
+    with its own keys.
+    """
+    encryption = _encryption_of(store)
+    manifest, image = await asyncio.to_thread(
+        lambda: decode_archive(data, where, encryption, max_inflated_bytes=max_inflated_bytes)
+    )
+    await store.import_session(image)
+    return manifest
+
+
 async def archive_session(
     store: SessionImageSource, session_id: str, path: str | os.PathLike[str]
 ) -> ArchiveManifest:
@@ -327,7 +466,9 @@ async def archive_session(
 
     If ``path`` already holds a valid archive of this session with the same
     digest, it is kept and its manifest returned (archiving is idempotent);
-    any other file there is refused and left alone.
+    any other file there is refused and left alone. Through an
+    :class:`ArchiveCarrier` (a ``StoreClient``) the file is built by the
+    service, sealed there if its store is encrypted [A2].
 
     Raises:
         SessionNotFoundError, SessionPurgedError: nothing to archive.
@@ -336,9 +477,13 @@ async def archive_session(
         ArchiveExistsError: ``path`` holds something else.
     """
     where = Path(path)
-    image = await _store_image(store, session_id)
     encryption = _encryption_of(store)
-    data, manifest = await asyncio.to_thread(encode_archive, image, _now(), encryption)
+    if isinstance(store, ArchiveCarrier):
+        data = await store.export_archive(session_id)
+        manifest = await asyncio.to_thread(read_manifest, data, f"the archive of {session_id!r}")
+    else:
+        image = await _store_image(store, session_id)
+        data, manifest = await asyncio.to_thread(encode_archive, image, _now(), encryption)
 
     def write() -> ArchiveManifest:
         if where.exists() or not _write_new(where, data):
@@ -348,14 +493,22 @@ async def archive_session(
     return await asyncio.to_thread(write)
 
 
-async def restore_archive(store: SessionAdmin, path: str | os.PathLike[str]) -> ArchiveManifest:
+async def restore_archive(
+    store: SessionAdmin,
+    path: str | os.PathLike[str],
+    *,
+    max_inflated_bytes: int | None = None,
+) -> ArchiveManifest:
     """[A1] Recreate the archived session in a store that never saw it, byte for byte.
 
     The whole file is verified before anything is written, and the session is
-    imported in one transaction: a refusal changes nothing.
+    imported in one transaction: a refusal changes nothing. Through an
+    :class:`ArchiveCarrier` (a ``StoreClient``) the file is sent whole to the
+    service, which verifies and opens it with its own keys [A2].
 
     Raises:
-        CorruptArchiveError: the file is damaged, truncated or of an unknown format.
+        CorruptArchiveError: the file is damaged, truncated, of an unknown
+            format, or inflates past its manifest's bound or ``max_inflated_bytes``.
         SessionKeyErasedError: a sealed archive [A2] whose session key was erased.
         ValidationError: a sealed archive and a store without its keyring and vault.
         SessionPurgedError: the store purged this session id.
@@ -363,12 +516,13 @@ async def restore_archive(store: SessionAdmin, path: str | os.PathLike[str]) -> 
         RunConflictError: the store has a run with one of the archive's run ids.
     """
     where = Path(path)
-    encryption = _encryption_of(store)
-    manifest, image = await asyncio.to_thread(
-        lambda: decode_archive(_read(where), str(where), encryption)
+    data = await asyncio.to_thread(_read, where)
+    if isinstance(store, ArchiveCarrier):
+        await asyncio.to_thread(read_manifest, data, str(where))  # a damaged file is not sent
+        return await store.import_archive(data)
+    return await restore_archive_bytes(
+        store, data, str(where), max_inflated_bytes=max_inflated_bytes
     )
-    await store.import_session(image)
-    return manifest
 
 
 def _encryption_of(store: Any) -> Encryption | None:

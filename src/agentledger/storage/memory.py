@@ -268,8 +268,8 @@ class MemoryStore:
     async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
         return self._write(lambda r: lifecycle.plan_end_session(r, session_id, ended_at))
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
-        return self._write(lambda r: lifecycle.plan_purge_session(r, session_id))
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
+        return self._write(lambda r: lifecycle.plan_purge_session(r, session_id, expected_digest))
 
     async def import_session(self, image: SessionImage, /) -> None:
         self._write(lambda r: plan_import_session(r, image, limits=self.limits))

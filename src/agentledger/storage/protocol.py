@@ -157,10 +157,13 @@ class SessionAdmin(Protocol):
         """[D2] Stop new work in the session; idempotent."""
         ...
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
         """[D3] [D7] Delete an ended session with no running run, leaving a tombstone.
 
-        Returns what was deleted; purging again returns the same receipt.
+        Returns what was deleted; purging again returns the same receipt. With
+        ``expected_digest`` (an archive's [A1]), only if the session's digest is
+        still that one; else ``SessionConflictError`` (``field="digest"``), and
+        nothing is deleted.
         """
         ...
 

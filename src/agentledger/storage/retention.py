@@ -9,7 +9,11 @@ Per session, in order: its archive ``DIR/<quoted id>.alarchive`` is written
 (or, if one is already there, verified and reused when it holds this
 session's same digest; anything else there is refused with
 :class:`~agentledger.errors.ArchiveExistsError` and the sweep stops), then the
-session is purged, and the purge receipt's digest must equal the archive's.
+session is purged only if its digest is still the archive's, which the purge's
+own transaction decides (``purge_session(id, expected_digest)``). An ended
+session can still gain a canceled run (a start after the end, [C2]); if one
+lands between archive and purge, the purge refuses, that archive is removed,
+and the session is archived and purged again (up to three times, then skipped).
 Sessions that still have a running run are skipped and reported.
 """
 
@@ -28,8 +32,12 @@ from urllib.parse import quote
 
 import msgspec
 
-from agentledger.errors import CorruptArchiveError, SessionHasActiveRunsError
-from agentledger.storage.archive import ARCHIVE_SUFFIX, archive_session
+from agentledger.errors import (
+    CorruptArchiveError,
+    SessionConflictError,
+    SessionHasActiveRunsError,
+)
+from agentledger.storage.archive import ARCHIVE_SUFFIX, archive_session, read_manifest
 from agentledger.storage.protocol import SessionAdmin, Store
 from agentledger.storage.types import PurgeReceipt, RunStatus, Session, SessionStatus
 
@@ -39,6 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["SweepOutcome", "SweepResult", "archive_path", "sweep"]
 
 _PAGE = 500
+_ATTEMPTS = 3
+"""Archive-and-purge rounds per session before a session that keeps changing is skipped."""
 
 
 class _SweepStore(Store, SessionAdmin, Protocol):
@@ -120,25 +130,53 @@ async def _sweep_one(
             SessionHasActiveRunsError(session_id=session.id, run_ids=[r.run_id for r in running])
         )
         return msgspec.structs.replace(result, outcome=SweepOutcome.SKIPPED, reason=reason)
-    manifest: ArchiveManifest | None = None
-    if archive_to is not None:
-        path = archive_path(archive_to, session.id)
-        exists = await asyncio.to_thread(path.exists)
-        result = msgspec.structs.replace(result, archive=str(path), archive_reused=exists)
+    if archive_to is None:
         if dry_run:
             return result
-        manifest = await archive_session(store, session.id, path)
-        await asyncio.to_thread(_remove_partials, path)
+        receipt = await store.purge_session(session.id)
+        return msgspec.structs.replace(result, outcome=SweepOutcome.PURGED, receipt=receipt)
+    path = archive_path(archive_to, session.id)
+    exists = await asyncio.to_thread(path.exists)
+    result = msgspec.structs.replace(result, archive=str(path), archive_reused=exists)
     if dry_run:
         return result
-    receipt = await store.purge_session(session.id)
-    if manifest is not None and receipt.digest != manifest.session_digest:
-        raise CorruptArchiveError(
-            path=result.archive,
-            reason=f"the session changed between archive and purge: archived "
-            f"{manifest.session_digest}, purged {receipt.digest}",
-        )
-    return msgspec.structs.replace(result, outcome=SweepOutcome.PURGED, receipt=receipt)
+    for _ in range(_ATTEMPTS):
+        manifest = await archive_session(store, session.id, path)
+        await asyncio.to_thread(_remove_partials, path)
+        try:  # purged only if still what the archive holds: one transaction decides
+            receipt = await store.purge_session(session.id, manifest.session_digest)
+        except SessionConflictError:  # a run started after the end [C2] since the archive
+            await asyncio.to_thread(_discard, path, manifest)
+            continue
+        if receipt.digest != manifest.session_digest:
+            raise CorruptArchiveError(  # only a purge made before, by someone else, gets here
+                path=str(path),
+                reason=f"the session was purged with digest {receipt.digest}, "
+                f"not the archived {manifest.session_digest}",
+            )
+        return msgspec.structs.replace(result, outcome=SweepOutcome.PURGED, receipt=receipt)
+    reason = f"it kept changing between archive and purge ({_ATTEMPTS} tries); left for later"
+    return msgspec.structs.replace(result, outcome=SweepOutcome.SKIPPED, reason=reason)
+
+
+def _discard(path: Path, manifest: ArchiveManifest) -> None:
+    """Remove the archive the sweep wrote (or reused) for a session that changed since.
+
+    Only that very archive (same session, same digest) is removed; the session
+    still holds all it held, and more. Anything else there is left alone.
+    """
+    try:
+        found = read_manifest(path.read_bytes(), str(path))
+    except (OSError, CorruptArchiveError):
+        return
+    if (found.session_id, found.session_digest) != (manifest.session_id, manifest.session_digest):
+        return
+    os.unlink(path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 async def sweep(

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from agentledger.errors import SessionKeyErasedError, ValidationError
+from agentledger.service import StoreClient
 from agentledger.storage.archive import archive_session, restore_archive, verify_archive
 from agentledger.storage.conformance import World, dump_store
+from tests.cli.conftest import run_cli
+from tests.service.process import ServiceProcess, Tokens
 from tests.storage.encryption.test_sqlite import SECRETS, Files, populate
 
 
@@ -70,3 +75,49 @@ async def test_a_sealed_archive_restores_byte_for_byte_while_the_key_lives(
     await elsewhere.close()
     raw = (tmp_path / "elsewhere.db").read_bytes()
     assert not any(secret in raw for secret in SECRETS)  # restored records are sealed again
+
+
+async def test_an_archive_made_through_a_served_encrypted_store_is_sealed(
+    files: Files, tmp_path: Path
+) -> None:
+    """Through StoreClient, `serve --keyring --vault` builds the sealed archive: no plaintext in
+    it, the same file as beside the store; it restores while the key lives, not after erasure."""
+    ring = tmp_path / "keyring.json"
+    ring.write_text(files.keyring.to_json())
+    store = await files.open()
+    world = World(store)
+    sid, run_id = await populate(store, world, "s")
+    await store.end_session(sid, ended_at=world.now())
+    before = await dump_store(store, [sid], [run_id])
+    beside = await archive_session(store, sid, tmp_path / "beside.alarchive")
+    await store.close()
+    tokens = Tokens(tmp_path / "tokens.json")
+    options = ("--keyring", str(ring), "--vault", str(files.vault))
+    archive = tmp_path / "served.alarchive"
+    with ServiceProcess(str(files.db), tokens.path, options=options) as service:
+        async with StoreClient(service.url, token=tokens.host) as client:
+            manifest = await archive_session(client, sid, archive)
+            assert await archive_session(client, sid, archive) == manifest  # kept: the same
+    assert manifest.sealed
+    assert not any(secret in archive.read_bytes() for secret in SECRETS)
+    # The same archive as one made beside the store, but for its creation time.
+    assert msgspec.structs.replace(manifest, created_at=beside.created_at) == beside
+    assert await verify_archive(archive, files.encryption()) == manifest
+
+    fresh = tmp_path / "fresh.db"
+    with ServiceProcess(str(fresh), tokens.path, options=options) as service:
+        async with StoreClient(service.url, token=tokens.host) as client:
+            assert await restore_archive(client, archive) == manifest
+            assert await dump_store(client, [sid], [run_id]) == before
+            erased = await asyncio.to_thread(
+                run_cli, "--db", str(fresh), "keys", "erase", sid, *options
+            )
+            assert erased.code == 0, erased.err
+            with pytest.raises(SessionKeyErasedError):
+                await client.export_archive(sid)
+            await client.purge_session(sid)
+            with pytest.raises(SessionKeyErasedError):  # refused before the purged id is
+                await restore_archive(client, archive)
+    assert not any(secret in fresh.read_bytes() for secret in SECRETS)
+    with pytest.raises(SessionKeyErasedError):
+        await verify_archive(archive, files.encryption())

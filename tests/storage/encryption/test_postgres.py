@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,3 +93,39 @@ async def test_erasure_and_rotation(fresh_dsn: str, tmp_path: Path) -> None:
     with pytest.raises(SessionKeyErasedError):
         await store.list_run_records(gone_run)
     await store.close()
+
+
+async def test_a_locked_vault_delays_the_operation_not_the_event_loop(
+    fresh_dsn: str, tmp_path: Path
+) -> None:
+    """Data keys are read from the vault (a SQLite file) in a thread: while another process holds
+    the vault locked, the operation waits, and the loop's other tasks keep running."""
+    keyring = Keyring.generate()
+    vault = tmp_path / "keys.vault"
+    async with await PostgresStore.open(
+        fresh_dsn, min_size=1, max_size=2, encryption=Encryption(keyring, vault)
+    ) as writer:
+        sid, run_id = await populate(writer, World(writer), "s")
+    # Another process: nothing in memory yet, so its first read needs the session's key.
+    async with await PostgresStore.open(
+        fresh_dsn, min_size=1, max_size=2, encryption=Encryption(keyring, vault)
+    ) as reader:
+        loop = asyncio.get_running_loop()
+        gaps: list[float] = []
+        locker = sqlite3.connect(vault, isolation_level=None)
+        try:
+            locker.execute("BEGIN EXCLUSIVE")  # as a `keys erase` or a key being made holds it
+            reading = asyncio.create_task(reader.list_run_records(run_id))
+            start = last = loop.time()
+            while loop.time() - start < 0.6 and not reading.done():
+                await asyncio.sleep(0.01)
+                gaps.append(loop.time() - last)
+                last = loop.time()
+            assert not reading.done()  # it waits for the vault...
+            locker.execute("ROLLBACK")
+        finally:
+            locker.close()
+        page = await reading
+    assert max(gaps) < 0.3, max(gaps)  # ...and the loop did not
+    assert SECRETS[0] in page.records[1].payload
+    assert sid

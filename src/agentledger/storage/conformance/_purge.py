@@ -19,6 +19,7 @@ import pytest
 
 from agentledger.errors import (
     SessionActiveError,
+    SessionConflictError,
     SessionHasActiveRunsError,
     SessionNotFoundError,
     SessionPurgedError,
@@ -306,6 +307,29 @@ class PurgeConformance(ConformanceBase):
         assert receipt.purged_at is not None
         assert receipt.purged_at.utcoffset() == timedelta(0)
         assert receipt.purged_at.microsecond % 1000 == 0
+
+    async def test_purge_conditional_on_a_digest(self, world: World) -> None:
+        """[D7] [A1] with ``expected_digest``, a session that changed since (a run started after
+        the end, [C2]) is refused with SessionConflictError and nothing is deleted."""
+        doomed = await _fill_and_end(world)
+        sid = doomed.session_id
+        archived = session_digest(await read_session_image(world.store, sid))
+        late = world.run("late", session=sid)
+        assert (await world.store.start_root_run(late.root_start())).run_status is (
+            RunStatus.CANCELED
+        )
+        now = session_digest(await read_session_image(world.store, sid))
+        async with world.unchanged():
+            with pytest.raises(SessionConflictError) as refused:
+                await world.store.purge_session(sid, archived)
+        assert (refused.value.session_id, refused.value.field) == (sid, "digest")
+        assert (refused.value.expected, refused.value.got) == (now, archived)
+        async with world.unchanged():
+            with pytest.raises(ValidationError):
+                await world.store.purge_session(sid, 7)  # type: ignore[arg-type]
+        receipt = await world.store.purge_session(sid, now)
+        assert receipt.digest == now
+        assert await world.store.purge_session(sid, archived) == receipt  # kept, as any repeat
 
     async def test_purge_receipt_of_an_empty_session(self, world: World) -> None:
         """[D7] an ended session with no runs: zero counts, the digest of its bare image."""

@@ -13,26 +13,35 @@ event JSON checks) sees plaintext and behaves as without encryption.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import threading
+from typing import Final, Literal
 
 import msgspec
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from agentledger.errors import CorruptRecordError, SessionKeyErasedError, ValidationError
+from agentledger.storage.encryption.deferral import KeyNeeded, deferred
 from agentledger.storage.encryption.keyring import Keyring
-from agentledger.storage.encryption.vault import ERASED, KeyVault
+from agentledger.storage.encryption.vault import ERASED, Erased, KeyVault
 from agentledger.storage.state import RunRow
 from agentledger.storage.types import Checkpoint, Record
 
 __all__ = ["Encryption"]
 
 _VERSION = b"\x01"
+_VERSION_BYTE = _VERSION[0]
 _NONCE = 12
-_OVERHEAD = 1 + _NONCE + 16
+_BODY = 1 + _NONCE
+_OVERHEAD = _BODY + 16
+_MOVED = "sealed bytes do not open: damaged, or moved from another record"
 _replace = msgspec.structs.replace
+_MISSING: Final = "missing"
+_Known = AESGCM | Erased | Literal["missing"]
+"""What the vault said about a scope: its key, erased, or no key (yet)."""
 
 
 def _scope(session_id: str, run_id: str) -> str:
@@ -73,7 +82,7 @@ class Encryption:
         self.keyring = keyring
         self.vault_path = os.fspath(vault_path)
         self._vault: KeyVault | None = None
-        self._keys: dict[str, AESGCM] = {}
+        self._keys: dict[str, _Known] = {}
         self._seen: tuple[int, int, int] | None = None
         self._lock = threading.Lock()
 
@@ -110,19 +119,42 @@ class Encryption:
 
     def open_record(self, record: Record) -> Record:
         """``record`` as read back (sealed payload) with its plaintext payload."""
-        self._refresh()
-        return self._open_record(record)
-
-    def _open_record(self, record: Record) -> Record:
-        key = self._key(record.session_id, record.run_id, create=False, record_id=record.id)
-        aad = _record_aad(record)
-        plain = self._open(key, record.payload, aad, record.run_id, record.id)
-        return _replace(record, payload=plain)
+        return self.open_records((record,))[0]
 
     def open_records(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
-        """Every record of a page opened."""
+        """Every record of a page opened.
+
+        The hot path of a reload: one vault check per page, the data key and
+        the associated data's prefix looked up once per run, not per record.
+        """
         self._refresh()
-        return tuple([self._open_record(record) for record in records])
+        opened: list[Record] = []
+        append = opened.append
+        run_id = session_id = ""
+        key: AESGCM | None = None
+        prefix = b""
+        for record in records:
+            if key is None or record.run_id != run_id or record.session_id != session_id:
+                run_id, session_id = record.run_id, record.session_id
+                key = self._key(session_id, run_id, create=False, record_id=record.id)
+                prefix = f"record\x00{session_id}\x00{run_id}\x00".encode()
+            sealed = record.payload
+            if len(sealed) < _OVERHEAD or sealed[0] != _VERSION_BYTE:
+                raise CorruptRecordError(
+                    run_id=run_id, record_id=record.id, reason="stored bytes are not a sealed value"
+                )
+            try:
+                plain = key.decrypt(
+                    sealed[1:_BODY],
+                    sealed[_BODY:],
+                    prefix + f"{record.event_key}\x00{record.type}".encode(),
+                )
+            except InvalidTag:
+                raise CorruptRecordError(
+                    run_id=run_id, record_id=record.id, reason=_MOVED
+                ) from None
+            append(_replace(record, payload=plain))
+        return tuple(opened)
 
     def seal_checkpoint(self, session_id: str, run_id: str, checkpoint: Checkpoint) -> bytes:
         """The sealed bytes stored for a run's checkpoint data."""
@@ -214,9 +246,13 @@ class Encryption:
         """
         try:
             # The file change counter of the SQLite header: every vault commit bumps it.
-            with open(self.vault_path, "rb") as f:
-                header = f.read(28)
-                inode = os.fstat(f.fileno()).st_ino
+            # Plain os calls: a Python file object would cost more than the read itself.
+            fd = os.open(self.vault_path, os.O_RDONLY)
+            try:
+                header = os.pread(fd, 28, 0)
+                inode = os.fstat(fd).st_ino
+            finally:
+                os.close(fd)
         except OSError:
             return  # reported by the vault itself on the next key lookup
         seen = (int.from_bytes(header[24:28], "big"), inode, len(header))
@@ -227,20 +263,34 @@ class Encryption:
 
     def _key(self, session_id: str, run_id: str, *, create: bool, record_id: str = "") -> AESGCM:
         scope = _scope(session_id, run_id)
-        key = self._keys.get(scope)
-        if key is not None:
-            return key
-        found = self._opened().data_key(scope, self.keyring, create=create)
+        found = self._keys.get(scope)
+        if found is None or (found is _MISSING and create):
+            if deferred():
+                raise KeyNeeded(scope, create)
+            found = self._load(scope, create)
         if found is ERASED:
             raise SessionKeyErasedError(session_id=session_id, run_id=run_id)
-        if found is None:
+        if found is _MISSING:
             raise CorruptRecordError(
                 run_id=run_id, record_id=record_id, reason=f"the vault has no data key for {scope}"
             )
-        key = AESGCM(found)
+        assert isinstance(found, AESGCM)
+        return found
+
+    def _load(self, scope: str, create: bool) -> _Known:
+        """Read (or make) the scope's key in the vault and remember what was found."""
+        found = self._opened().data_key(scope, self.keyring, create=create)
+        known: _Known = AESGCM(found) if isinstance(found, bytes) else found or _MISSING
         with self._lock:
-            self._keys[scope] = key
-        return key
+            self._keys[scope] = known
+        return known
+
+    # For event loops ----------------------------------------------------------
+
+    async def load_key(self, needed: KeyNeeded) -> None:
+        """Read (or make) the key a deferred operation needed, in a worker thread
+        (see :mod:`~agentledger.storage.encryption.deferral`)."""
+        await asyncio.to_thread(self._load, needed.scope, needed.create)
 
     @staticmethod
     def _seal(key: AESGCM, plain: bytes, aad: bytes) -> bytes:
@@ -249,15 +299,11 @@ class Encryption:
 
     @staticmethod
     def _open(key: AESGCM, sealed: bytes, aad: bytes, run_id: str, record_id: str) -> bytes:
-        if len(sealed) < _OVERHEAD or sealed[:1] != _VERSION:
+        if len(sealed) < _OVERHEAD or sealed[0] != _VERSION_BYTE:
             raise CorruptRecordError(
                 run_id=run_id, record_id=record_id, reason="stored bytes are not a sealed value"
             )
         try:
-            return key.decrypt(sealed[1 : 1 + _NONCE], sealed[1 + _NONCE :], aad)
+            return key.decrypt(sealed[1:_BODY], sealed[_BODY:], aad)
         except InvalidTag:
-            raise CorruptRecordError(
-                run_id=run_id,
-                record_id=record_id,
-                reason="sealed bytes do not open: damaged, or moved from another record",
-            ) from None
+            raise CorruptRecordError(run_id=run_id, record_id=record_id, reason=_MOVED) from None

@@ -13,6 +13,7 @@ from agentledger.errors import (
     SessionEndedError,
     SessionHasActiveRunsError,
     SessionPurgedError,
+    ValidationError,
 )
 from agentledger.storage.lifecycle.reads import require_session
 from agentledger.storage.receipts import purge_receipt
@@ -79,13 +80,22 @@ def plan_end_session(reader: StateReader, session_id: str, ended_at: datetime) -
     return Plan(row.public(), session=row)
 
 
-def plan_purge_session(reader: StateReader, session_id: str) -> Plan[PurgeReceipt]:
+def plan_purge_session(
+    reader: StateReader, session_id: str, expected_digest: str = ""
+) -> Plan[PurgeReceipt]:
     """[D3] [D7] delete an ended session with no running run, leaving a tombstone.
 
     The receipt is computed from what this transaction deletes and kept with
-    the tombstone; purging a purged session returns that same receipt.
+    the tombstone; purging a purged session returns that same receipt. With
+    ``expected_digest`` (an archive's session digest [A1]), the purge happens
+    only if the session is still exactly what was archived: a run started
+    after the end ([C2]) since then makes it a ``SessionConflictError``.
     """
     require_id("session_id", session_id)
+    if not isinstance(expected_digest, str):
+        raise ValidationError(
+            field="expected_digest", expected="a session digest or ''", got=expected_digest
+        )
     if reader.session_purged(session_id):
         return Plan(reader.purge_receipt(session_id))
     session = require_session(reader, session_id)
@@ -102,4 +112,8 @@ def plan_purge_session(reader: StateReader, session_id: str) -> Plan[PurgeReceip
         checkpoints={run.run_id: run.checkpoint for run in runs if run.checkpoint is not None},
     )
     receipt = purge_receipt(image, purged_at=_now_ms())
+    if expected_digest and receipt.digest != expected_digest:
+        raise SessionConflictError(
+            session_id=session_id, field="digest", expected=receipt.digest, got=expected_digest
+        )
     return Plan(receipt, purge_session=session_id, purge_receipt=receipt)

@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 from agentledger.errors import ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.encryption.binding import bind
+from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
@@ -83,6 +84,9 @@ if TYPE_CHECKING:
 Conn = AsyncConnection[TupleRow]
 
 _POOL_ERRORS = (PoolClosed, PoolTimeout, TooManyRequests)
+_MAX_KEY_LOADS = 8
+"""Keys one operation loads off the loop before it reads the vault inline (a vault that
+keeps changing under it would otherwise restart it without end)."""
 
 
 def _prefixed(alias: str, columns: str) -> str:
@@ -329,30 +333,37 @@ class PostgresStore:
         (``appends``: its run id and event keys) costs two round trips: BEGIN
         and the locking reads, then the writes and COMMIT [B3].
         """
-        attempt = 0
+        attempt = loads = 0
         while True:
             attempt += 1
             writing = False
             try:
-                async with self._pool.connection() as conn:
-                    try:
-                        async with conn.pipeline():
-                            # BEGIN and COMMIT are statements of the pipeline, not a
-                            # psycopg transaction block, which would wait for each.
-                            await conn.execute("BEGIN")
-                            loader = Loader(conn, CachedReader(), lock=True, sealer=self.encryption)
-                            if appends is not None:
-                                await loader.run_with_records(*appends)
-                            await loader.prefetch(prefetch)
-                            plan = await _decide(loader, decide)
-                            if plan.writes:
-                                writing = True
-                                await apply_plan(loader, plan)
-                            await conn.execute("COMMIT")
-                    except BaseException:
-                        await _abandon(conn)
-                        raise
+                with self._deferring(loads):
+                    async with self._pool.connection() as conn:
+                        try:
+                            async with conn.pipeline():
+                                # BEGIN and COMMIT are statements of the pipeline, not a
+                                # psycopg transaction block, which would wait for each.
+                                await conn.execute("BEGIN")
+                                loader = Loader(
+                                    conn, CachedReader(), lock=True, sealer=self.encryption
+                                )
+                                if appends is not None:
+                                    await loader.run_with_records(*appends)
+                                await loader.prefetch(prefetch)
+                                plan = await _decide(loader, decide)
+                                if plan.writes:
+                                    writing = True
+                                    await apply_plan(loader, plan)
+                                await conn.execute("COMMIT")
+                        except BaseException:
+                            await _abandon(conn)
+                            raise
                 return plan.result
+            except KeyNeeded as needed:  # rolled back: load the key off the loop, run it again
+                attempt, loads = attempt - 1, loads + 1
+                await self._load_key(needed)
+                continue
             except Exception as e:
                 if not self._retry(e, writing, attempt, operation):
                     raise
@@ -367,18 +378,34 @@ class PostgresStore:
         owner, a session and its runs) is one statement, so one snapshot,
         without paying for a transaction.
         """
-        attempt = 0
+        attempt = loads = 0
         while True:
             attempt += 1
             try:
-                async with self._pool.connection() as conn:
-                    loader = Loader(conn, CachedReader(), lock=False, sealer=self.encryption)
-                    await loader.prefetch(prefetch)
-                    return await read(loader)
+                with self._deferring(loads):
+                    async with self._pool.connection() as conn:
+                        loader = Loader(conn, CachedReader(), lock=False, sealer=self.encryption)
+                        await loader.prefetch(prefetch)
+                        return await read(loader)
+            except KeyNeeded as needed:
+                attempt, loads = attempt - 1, loads + 1
+                await self._load_key(needed)
+                continue
             except Exception as e:
                 if not self._retry(e, False, attempt, operation):
                     raise
             await backoff(attempt)
+
+    def _deferring(self, loads: int) -> contextlib.AbstractContextManager[None]:
+        """[A2] Vault reads off the event loop (see ``encryption.deferral``), unless this
+        operation already loaded keys ``_MAX_KEY_LOADS`` times: then inline, so it ends."""
+        if self.encryption is None or loads >= _MAX_KEY_LOADS:
+            return contextlib.nullcontext()
+        return deferring_vault_reads()
+
+    async def _load_key(self, needed: KeyNeeded) -> None:
+        assert self.encryption is not None
+        await self.encryption.load_key(needed)
 
     def _retry(self, error: Exception, writing: bool, attempt: int, operation: str) -> bool:
         """True to try again; False to re-raise ``error`` unchanged; else raises TransientError.
@@ -606,10 +633,10 @@ class PostgresStore:
             _ids(("session", session_id)),
         )
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
         return await self._write(
             "purge_session",
-            lambda r: lifecycle.plan_purge_session(r, session_id),
+            lambda r: lifecycle.plan_purge_session(r, session_id, expected_digest),
             _ids(("session", session_id)),
         )
 

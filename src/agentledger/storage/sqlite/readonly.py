@@ -74,18 +74,9 @@ def open_checked(path: str, *, busy_timeout: float) -> sqlite3.Connection:
                 got=path,
                 message=f"{path} is not an agentledger database (it has no agentledger schema)",
             )
-        missing = schema.pending(conn)
-        if missing:
-            raise ValidationError(
-                field="schema_version",
-                expected=f"schema version {schema.LATEST_VERSION}",
-                got=missing[0].version - 1,
-                message=(
-                    f"{path} has schema version {missing[0].version - 1}, older than this "
-                    f"agentledger's ({schema.LATEST_VERSION}); open it for writing once "
-                    "(SQLiteStore.open) to migrate it"
-                ),
-            )
+        refusal = schema.behind(conn, path)
+        if refusal is not None:
+            raise refusal
     except sqlite3.Error as e:
         conn.close()
         raise map_open_error(e, path) from e

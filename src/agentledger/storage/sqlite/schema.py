@@ -24,6 +24,7 @@ __all__ = [
     "MIGRATIONS_TABLE",
     "Migration",
     "applied",
+    "behind",
     "check_migrations",
     "migrate",
     "pending",
@@ -285,6 +286,29 @@ def pending(
     _check_known(done, migrations)
     versions = {version for version, _ in done}
     return [m for m in migrations if m.version not in versions]
+
+
+def behind(conn: sqlite3.Connection, path: str) -> ValidationError | None:
+    """The refusal for a database whose schema is behind this code's; None if it is current.
+
+    For readers, which never migrate: the error (``field="schema_version"``)
+    says how many migrations are pending and that a writer migrates them.
+    """
+    missing = pending(conn)
+    if not missing:
+        return None
+    current = missing[0].version - 1
+    count = len(missing)
+    return ValidationError(
+        field="schema_version",
+        expected=f"schema version {LATEST_VERSION}",
+        got=current,
+        message=(
+            f"{path}: {count} migration{'s' if count > 1 else ''} pending (schema version "
+            f"{current}, this agentledger's is {LATEST_VERSION}); open it with a writer "
+            "(SQLiteStore.open, agentledger serve or a worker) to migrate it"
+        ),
+    )
 
 
 def migrate(

@@ -648,9 +648,10 @@ class SQLiteStore:
             "end_session", lambda r: lifecycle.plan_end_session(r, session_id, ended_at)
         )
 
-    async def purge_session(self, session_id: str, /) -> PurgeReceipt:
+    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
         return await self._write(
-            "purge_session", lambda r: lifecycle.plan_purge_session(r, session_id)
+            "purge_session",
+            lambda r: lifecycle.plan_purge_session(r, session_id, expected_digest),
         )
 
     async def import_session(self, image: SessionImage, /) -> None:
