@@ -9,7 +9,7 @@ the provider saw; anything that cannot be decoded is reported, never skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from agentledger.errors import CorruptRecordError, TranscriptError
 from agentledger.storage.integrity import verified_transcripts
@@ -45,8 +45,14 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
     return messages
 
 
-async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message]:
+async def build_messages_from_run_log(
+    store: Store, run_id: str, *, pending: Sequence[Record] = ()
+) -> list[Message]:
     """[R2] Page through a run's records and replay its transcript.
+
+    ``pending`` are records of the run not written yet (the caller writes them
+    later, with what it decides): those whose event key the log does not hold
+    are replayed after it, so the transcript is what the log will say.
 
     A store that verifies every record's checksum on read and validated every
     transcript record on write (:func:`~agentledger.storage.integrity.verified_transcripts`)
@@ -61,6 +67,14 @@ async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message
         if not page.next_cursor:
             break
         cursor = page.next_cursor
+    if pending:
+        stored = {record.event_key for record in records}
+        unwritten = [record for record in pending if record.event_key not in stored]
+        return [*_replay_stored(store, records), *replay_run_log_events(unwritten)]
+    return _replay_stored(store, records)
+
+
+def _replay_stored(store: Store, records: list[Record]) -> list[Message]:
     if not verified_transcripts(store):
         return replay_run_log_events(records)
     try:
