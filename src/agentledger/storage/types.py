@@ -220,16 +220,28 @@ class RunTerminal(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     records: tuple[Record, ...] = ()  # ordinary records written just before ``record``
 
 
-class AppendResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Where a record landed; ``inserted`` is False for an exact retry."""
+class AppendResult(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """Where a record landed; ``inserted`` is False for an exact retry.
+
+    A suspension or terminal that carried ``records`` reports where they
+    landed in ``records`` (sent only when non-empty, so older clients decode it).
+    """
 
     id: str
     inserted: bool
     session_status: SessionStatus | None  # None for runs without a session
+    records: tuple[AppendResult, ...] = ()  # the carried records', in order
 
 
-class StartResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A start's original decision, the run's current status and the records' ids."""
+class StartResult(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """A start's original decision, the run's current status and the records' ids.
+
+    Fields left at their defaults are not sent, so older clients decode it.
+    """
 
     outcome: StartOutcome
     run_status: RunStatus

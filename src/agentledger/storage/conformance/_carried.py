@@ -137,12 +137,25 @@ class CarriedRecordsConformance(ConformanceBase):
             run.suspension(Checkpoint(id="cp", data=b"\x00cp"), at=world.now()), records=notes
         )
         result = await world.store.record_run_suspension(cmd)
-        assert result == AppendResult(id="4", inserted=True, session_status=_ACTIVE)
+        assert result == AppendResult(
+            id="4",
+            inserted=True,
+            session_status=_ACTIVE,
+            records=(
+                AppendResult(id="2", inserted=False, session_status=_ACTIVE),
+                AppendResult(id="3", inserted=True, session_status=_ACTIVE),
+            ),
+        )
         log = await _log(world.store, run.run.run_id)
         assert [r.event_key for r in log[1:]] == ["stored", "a", cmd.record.event_key]
         assert (await world.store.load_run(run.run.run_id)).status is RunStatus.SUSPENDED
         async with world.unchanged():
-            assert await world.store.record_run_suspension(cmd) == replace(result, inserted=False)
+            again = await world.store.record_run_suspension(cmd)
+            assert again == replace(
+                result,
+                inserted=False,
+                records=tuple(replace(r, inserted=False) for r in result.records),
+            )
             with pytest.raises(RunSuspensionConflictError) as caught:
                 await world.store.record_run_suspension(
                     replace(cmd, records=(stored, changed(notes[1], payload=b'{"x":2}')))
@@ -166,7 +179,10 @@ class CarriedRecordsConformance(ConformanceBase):
                 await world.store.repair_run_terminal(replace(cmd, records=notes))
             assert caught.value.field == "records"
         result = await world.store.record_run_terminal(replace(cmd, records=notes))
-        assert result.id == "4"
+        assert (result.id, [(r.id, r.inserted) for r in result.records]) == (
+            "4",
+            [("2", True), ("3", True)],
+        )
         log = await _log(world.store, run.run.run_id)
         assert [r.event_key for r in log[1:]] == ["a", "b", cmd.record.event_key]
         with pytest.raises(RunTerminalConflictError) as conflict:

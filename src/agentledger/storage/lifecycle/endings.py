@@ -40,6 +40,7 @@ from agentledger.storage.types import (
     RunStatus,
     RunSuspension,
     RunTerminal,
+    SessionStatus,
 )
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
@@ -142,6 +143,18 @@ def _check_carried(cmd: RunSuspension | RunTerminal) -> list[Record]:
     return carried
 
 
+def _retried(stored: Record, carried: list[Record], status: SessionStatus | None) -> AppendResult:
+    """The result of an exact retry of a lifecycle command and the records it carried."""
+    return AppendResult(
+        id=stored.id,
+        inserted=False,
+        session_status=status,
+        records=tuple(
+            AppendResult(id=r.id, inserted=False, session_status=status) for r in carried
+        ),
+    )
+
+
 def _no_records(cmd: RunSuspension | RunTerminal) -> None:
     """A repair stores its lifecycle record alone [E1]."""
     if not isinstance(cmd.records, tuple | list) or cmd.records:
@@ -192,14 +205,14 @@ def plan_suspension(
     status = run_session_status(reader, run)
     if run.suspension_key:
         stored = _suspension_retry(reader, run, cmd)
-        retried_records(RunSuspensionConflictError, reader, run, carried)
-        return Plan(AppendResult(id=stored.id, inserted=False, session_status=status))
+        again = retried_records(RunSuspensionConflictError, reader, run, carried)
+        return Plan(_retried(stored, again, status))
     require_running(run)
     require_fresh_key(reader, run, cmd.record)
-    row, _, written = carry(reader, run, carried, status)
+    row, results, written = carry(reader, run, carried, status)
     row, new = _suspend(row, cmd)
     return Plan(
-        AppendResult(id=new.id, inserted=True, session_status=status),
+        AppendResult(id=new.id, inserted=True, session_status=status, records=tuple(results)),
         runs=[row],
         records=[*written, new],
     )
@@ -278,14 +291,14 @@ def plan_terminal(
         stored = _terminal_retry(reader, run, cmd)
         if stored is None:
             _raise_terminal_conflict(reader, run, cmd)
-        retried_records(RunTerminalConflictError, reader, run, carried)
-        return Plan(AppendResult(id=stored.id, inserted=False, session_status=status))
+        again = retried_records(RunTerminalConflictError, reader, run, carried)
+        return Plan(_retried(stored, again, status))
     require_running(run)
     require_fresh_key(reader, run, cmd.record)
-    row, _, written = carry(reader, run, carried, status)
+    row, results, written = carry(reader, run, carried, status)
     row, new = _end(row, cmd)
     return Plan(
-        AppendResult(id=new.id, inserted=True, session_status=status),
+        AppendResult(id=new.id, inserted=True, session_status=status, records=tuple(results)),
         runs=[row],
         records=[*written, new],
     )
