@@ -24,7 +24,8 @@ from agentledger.errors import (
 )
 from agentledger.storage import payloads
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import World, changed
+from agentledger.storage.conformance._races import race, split
+from agentledger.storage.conformance._world import AdminStore, World, changed
 from agentledger.storage.conformance._world import run_log as _log
 from agentledger.storage.types import (
     AppendResult,
@@ -32,6 +33,7 @@ from agentledger.storage.types import (
     RunStatus,
     SessionStatus,
     StartOutcome,
+    StartResult,
 )
 
 __all__ = ["CarriedRecordsConformance"]
@@ -90,6 +92,27 @@ class CarriedRecordsConformance(ConformanceBase):
                     replace(cmd, records=(*cmd.records, world.note(run, "late")))
                 )
             assert caught.value.field == "records[1].event_key"
+
+    async def test_race_of_starts_carrying_different_records(
+        self, world: World, store: AdminStore, other_store: AdminStore
+    ) -> None:
+        """[X5] concurrent starts of one run with other carried records: one wins whole."""
+        sid = await world.session("s")
+        run = world.run("r", session=sid)
+        cmd = run.root_start()
+        note = world.note(run, "a")
+        commands = [
+            replace(cmd, records=(changed(note, payload=b'{"writer":%d}' % i),)) for i in range(4)
+        ]
+        results = await race(
+            [(store, other_store)[i % 2].start_root_run(c) for i, c in enumerate(commands)]
+        )
+        wins, losses = split(results, StartResult)
+        assert (len(wins), len(losses)) == (1, 3), results
+        assert all(type(error) is RunConflictError for _, error in losses), losses
+        [(winner, _)] = wins
+        log = await _log(other_store, run.run.run_id)
+        assert log[1:] == [changed(commands[winner].records[0], id="2")]
 
     async def test_bad_carried_record_refuses_the_start(self, world: World) -> None:
         """A lifecycle type, another run's record or a key clash refuses it; no run exists."""
