@@ -103,7 +103,7 @@ async def test_retries_are_separate_attempts(
     spans: Spans, store: SQLiteStore, session: str
 ) -> None:
     """A write whose answer is lost: a failed TransientError span, then a retried one."""
-    faulty = Faulty(store, "append_run_records", 1, TransientError("db busy"), after=True)
+    faulty = Faulty(store, "start_root_run", 1, TransientError("db busy"), after=True)
     runtime = Runtime(faulty, engine=InProcessEngine(RetryPolicy(initial_interval=0.001)))
     runtime.register_model(
         "m", ScriptedModel([tool_calls(("c1", "weather", {"city": "Oslo"})), reply("Cold.")])
@@ -111,9 +111,9 @@ async def test_retries_are_separate_attempts(
     runtime.register_agent(Agent("chat", ModelPlanner("m", system="Be brief."), tools=[weather]))
     out = await runtime.agent_client("chat").run(session, [user_message("Oslo?")])
     assert out.status is RunStatus.COMPLETED
-    first, second = _store_spans(spans, "append_run_records")[:2]
+    first, second = _store_spans(spans, "start_root_run")[:2]
     assert (first.attributes or {})["error.type"] == "TransientError"
     assert (second.attributes or {})["agentledger.store.outcome"] == "retried"
-    events = _events(second)
-    assert events[0]["agentledger.record.event_key"] == "prompt:chat.system"
+    events = _events(second)  # the start carries the run's first records
+    assert events[1]["agentledger.record.event_key"] == "prompt:chat.system"
     assert [e["agentledger.record.inserted"] for e in events] == [False] * len(events)

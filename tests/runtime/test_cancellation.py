@@ -121,7 +121,11 @@ async def test_engine_cancellation_without_a_request(store: AnyStore, session: s
 
 
 async def test_cancel_during_the_planner_turn(store: AnyStore, session: str) -> None:
-    """[C1] a model call in flight is interrupted; nothing of that turn is recorded."""
+    """[C1] a model call in flight is interrupted; nothing of that turn is recorded.
+
+    The turn's phase is written with the turn's outcome (one transaction per
+    activity), so here by the terminal, after the intent recorded meanwhile.
+    """
     thinking = asyncio.Event()
 
     class SlowModel(ScriptedModel):
@@ -140,8 +144,8 @@ async def test_cancel_during_the_planner_turn(store: AnyStore, session: str) -> 
     out = await asyncio.wait_for(handle.wait(), 5)
     assert out.cancellation_reason == "changed my mind"
     assert (await types(store, handle.run_id))[-3:] == [
-        "phase:planning",
         "runtime.cancellation_intent",
+        "phase:planning",
         "run_completed",
     ]
     await valid_transcript(store, handle.run_id)

@@ -101,38 +101,51 @@ async def test_transient_store_failures_are_retried_exactly(
     store: AnyStore, session: str, after: bool
 ) -> None:
     """[X1] TransientError from the store is retried; a write that landed is an exact retry,
-    so the log is the same as without faults."""
-    faulty = Faulty(store, "append_run_records", 3, TransientError("db busy"), after=after)
+    so the log is the same as without faults. The faulted write is the start, which
+    carries the prompt and the input."""
+    faulty = Faulty(store, "start_root_run", 3, TransientError("db busy"), after=after)
     model = ScriptedModel([tool_calls(("p1", "ping", {})), reply("pong received")])
     runtime = _runtime(faulty, model, tools=[ping])
     out = await runtime.agent_client("chat").run(session, [user_message("ping")])
     assert out.status is RunStatus.COMPLETED
     assert await types(store, out.run_id) == ONE_CALL
-    assert faulty.calls["prompt:chat.system"] == 4  # three failures, then success
+    assert faulty.calls["start_root_run"] == 4  # three failures, then success
     await valid_transcript(store, out.run_id)
 
 
 async def test_transient_failures_past_the_attempts_fail_the_run(
     store: AnyStore, session: str
 ) -> None:
-    """Attempts run out -> the run fails with a retryable failure; its terminal is stored."""
+    """Attempts run out -> the run fails with a retryable failure; its terminal is stored,
+    with what the loop owed the log (the planner turn's phase)."""
     faulty = Faulty(store, "append_run_records", 10**6, TransientError("db down"))
-    runtime = _runtime(faulty, ScriptedModel([reply("never")]))
+    runtime = _runtime(faulty, ScriptedModel([reply("never")] * FAST.maximum_attempts))
     out = await runtime.agent_client("chat").run(session, [user_message("hi")])
     assert out.status is RunStatus.FAILED
     assert out.failure is not None
     assert out.failure.retryable
     assert out.failure.code == "TransientError"
-    assert faulty.calls["prompt:chat.system"] == FAST.maximum_attempts
-    assert await types(store, out.run_id) == ["run_started", "run_completed"]
+    assert sum(faulty.calls.values()) == FAST.maximum_attempts, faulty.calls
+    assert await types(store, out.run_id) == [
+        "run_started",
+        "prompt_rendered",
+        "transcript_messages_appended",
+        "phase:prompted",
+        "phase:planning",
+        "run_completed",
+    ]
 
 
 async def test_a_contract_error_is_not_retried(store: AnyStore, session: str) -> None:
-    """A ContractError is permanent: tried once, then the run fails."""
-    faulty = Faulty(store, "append_run_records", 1, ValidationError(field="x", expected="y"))
+    """A ContractError is permanent: tried once, then the run fails.
+
+    Here the start carrying the run's first records is refused; the run is
+    started bare (the second call) so that it can end failed [O2].
+    """
+    faulty = Faulty(store, "start_root_run", 1, ValidationError(field="x", expected="y"))
     runtime = _runtime(faulty, ScriptedModel([reply("never")]))
     out = await runtime.agent_client("chat").run(session, [user_message("hi")])
-    assert faulty.calls["prompt:chat.system"] == 1
+    assert faulty.calls["start_root_run"] == 2
     assert out.status is RunStatus.FAILED
     assert out.failure is not None
     assert out.failure.kind == "activity_failed"

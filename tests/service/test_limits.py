@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
 from agentledger.errors import ValidationError
@@ -86,6 +87,10 @@ async def test_a_client_that_knows_the_caps_refuses_before_sending() -> None:
         checkpoint = Checkpoint(id="cp", data=b"\x00" * 65)
         with pytest.raises(ValidationError, match="at most 64 bytes"):
             await client.record_run_suspension(run.suspension(checkpoint, at=AT))
+        carrying = msgspec.structs.replace(run.root_start(), records=(over,))
+        with pytest.raises(ValidationError, match="at most 256 bytes") as caught:
+            await client.start_root_run(carrying)
+        assert caught.value.field == "records[0].payload"
 
 
 def test_serve_defaults_are_the_stores_defaults() -> None:

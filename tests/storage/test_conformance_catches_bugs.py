@@ -79,6 +79,21 @@ class KeepsPartOfARefusedBatch(MemoryStore):
         return [await self.append_run_record(record) for record in records]
 
 
+class SplitsCarriedRecords(MemoryStore):
+    """[L6] [L7] a suspension or terminal writes its carried records in a transaction of
+    their own first, so a refused command keeps them."""
+
+    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
+        if cmd.records:
+            await self.append_run_records(cmd.records)
+        return await super().record_run_suspension(msgspec.structs.replace(cmd, records=()))
+
+    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
+        if cmd.records:
+            await self.append_run_records(cmd.records)
+        return await super().record_run_terminal(msgspec.structs.replace(cmd, records=()))
+
+
 class ForgetsPurgeTombstones(MemoryStore):
     """[D3] a purged session id (and its runs' ids) can be used again."""
 
@@ -386,6 +401,14 @@ CASES = (
         "LastToolResultWins",
         "test_first_save or test_race_saves",
         ("test_first_save_wins", "test_race_saves_of_one_tool_result"),
+    ),
+    Case(
+        "SplitsCarriedRecords",
+        "carried",
+        (
+            "test_suspension_writes_carried_records_first",
+            "test_terminal_writes_carried_records_all_or_none",
+        ),
     ),
     Case(
         "DecidesThenYields",

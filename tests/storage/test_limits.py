@@ -118,6 +118,12 @@ async def test_a_store_refuses_what_its_caps_exclude_and_another_store_accepts(
         with pytest.raises(ValidationError, match="at most 64 bytes") as caught:
             await small.store.record_run_suspension(run.suspension(checkpoint, at=at))
         assert (caught.value.field, caught.value.got) == ("checkpoint.data", "65 bytes")
+        carrying = run.suspension(Checkpoint(id="cp", data=b"\x00"), at=at)
+        with pytest.raises(ValidationError, match="at most 256 bytes") as caught:
+            await small.store.record_run_suspension(
+                msgspec.structs.replace(carrying, records=(fits, over))
+            )
+        assert caught.value.field == "records[1].payload"
     assert (await small.store.append_run_record(fits)).inserted
     assert (await default.store.append_run_record(over)).inserted
     assert (await default.store.record_run_suspension(run.suspension(checkpoint, at=at))).inserted

@@ -62,9 +62,15 @@ def _inserted(target: Span, result: AppendResult) -> None:
     target.set_attribute("agentledger.store.outcome", "inserted" if result.inserted else "retried")
 
 
-def _appended(record: Record) -> Callable[[Span, AppendResult], None]:
+def _appended(
+    record: Record, carried: Sequence[Record] = ()
+) -> Callable[[Span, AppendResult], None]:
+    """One record, after the ordinary records its lifecycle command carried (if any)."""
+
     def describe(target: Span, result: AppendResult) -> None:
         _inserted(target, result)
+        for each, landed in zip(carried, result.records, strict=False):
+            _record_event(target, each, landed)
         _record_event(target, record, result)
 
     return describe
@@ -93,6 +99,8 @@ def _started(cmd: _Start) -> Callable[[Span, StartResult], None]:
         if linked is not None and result.parent_record is not None:
             _record_event(target, linked, result.parent_record)
         _record_event(target, cmd.started, result.started)
+        for record, landed in zip(cmd.records, result.records, strict=False):
+            _record_event(target, record, landed)
         canceled = getattr(cmd, "canceled", None)
         if canceled is not None and result.canceled is not None:
             _record_event(target, canceled, result.canceled)
@@ -239,7 +247,9 @@ class TracedStore:
         if found is None:
             return job
         run_id = ("agentledger.run.id", cmd.run_id)
-        return self._traced(found, "record_run_suspension", run_id, job, _appended(cmd.record))
+        return self._traced(
+            found, "record_run_suspension", run_id, job, _appended(cmd.record, cmd.records)
+        )
 
     def record_run_terminal(self, cmd: RunTerminal, /) -> Coroutine[Any, Any, AppendResult]:
         found = tracer()
@@ -247,7 +257,9 @@ class TracedStore:
         if found is None:
             return job
         run_id = ("agentledger.run.id", cmd.run_id)
-        return self._traced(found, "record_run_terminal", run_id, job, _appended(cmd.record))
+        return self._traced(
+            found, "record_run_terminal", run_id, job, _appended(cmd.record, cmd.records)
+        )
 
     def repair_run_suspension(self, cmd: RunSuspension, /) -> Coroutine[Any, Any, RepairResult]:
         found = tracer()

@@ -29,6 +29,7 @@ import msgspec
 
 from agentledger.engine.base import Activity, activity_attempt, result_problem
 from agentledger.errors import (
+    ContractError,
     CorruptRecordError,
     TransientError,
     ValidationError,
@@ -54,6 +55,7 @@ from agentledger.runtime.planner import (
     PlanResult,
     PlanResumeInput,
     PromptRenderer,
+    RenderedPrompt,
     RunContext,
     ToolOutcome,
 )
@@ -250,12 +252,13 @@ class Activities:
 
     # ------------------------------------------------------------- activities
 
-    async def _start(self, arg: BeginRunInput) -> StartResult:
-        """[L1]-[L4] start the run (or [C2] stop it) in the store."""
+    async def _start(self, arg: BeginRunInput, records: list[Record]) -> StartResult:
+        """[L1]-[L4] start the run (or [C2] stop it) in the store, with its first records."""
         builder = RecordBuilder(arg.run, turn_id=arg.turn_id)
+        carried = tuple(records)
         written: list[Record] = []
         if arg.mode == "root":
-            root = builder.root_start()
+            root = msgspec.structs.replace(builder.root_start(), records=carried)
             result = await self.store.start_root_run(root)
             written = [root.started, *([root.canceled] if result.canceled else [])]
         elif arg.mode == "child":
@@ -264,6 +267,7 @@ class Activities:
                 tool_name=arg.tool_name,
                 tool_call_id=arg.tool_call_id,
             )
+            child = msgspec.structs.replace(child, records=carried)
             result = await self.store.start_child_run(child)
             written = [
                 child.parent_linked,
@@ -271,7 +275,7 @@ class Activities:
                 *([child.canceled] if result.canceled else []),
             ]
         elif arg.mode == "one_shot":
-            one = builder.one_shot_start()
+            one = msgspec.structs.replace(builder.one_shot_start(), records=carried)
             result = await self.store.start_one_shot_run(one)
             written = [one.started]
         else:
@@ -280,30 +284,31 @@ class Activities:
                 tool_name=arg.tool_name,
                 tool_call_id=arg.tool_call_id,
             )
+            sub = msgspec.structs.replace(sub, records=carried)
             result = await self.store.start_one_shot_child_run(sub)
             written = [sub.parent_linked, sub.started]
+        if result.outcome is StartOutcome.PROCEED:
+            written += records
         await self.publish(written)
         return result
 
     async def begin_run(self, arg: BeginRunInput) -> BeginRunOutput:
-        """Start the run, then record its prompt, seeded history and new message.
+        """Start the run with its prompt, seeded history and new message: one transaction.
 
-        A start that fails writes nothing and raises; once the run is started,
-        a failure to prepare it (other than a TransientError, retried) comes
-        back as ``failure`` so the loop ends the run failed.
+        A start that fails writes nothing and raises. A failure to prepare the
+        run (other than a TransientError, retried), or records the store
+        refuses, come back as ``failure`` with the run started bare, so the
+        loop ends it failed.
         """
         resolved = self.registry.agent(arg.run.agent_id)
-        started = await self._start(arg)
-        if started.outcome is StartOutcome.STOP:  # [C2]
-            return BeginRunOutput(outcome=started.outcome, run_status=started.run_status)
+        prompt: RenderedPrompt | None = None
+        checkpoint: RunCheckpoint | None = None
+        failure: payloads.Failure | None = None
+        records: list[Record] = []
         try:
             planner = resolved.agent.planner
-            prompt = (
-                planner.render_prompt(arg.run.agent_id)
-                if isinstance(planner, PromptRenderer)
-                else None
-            )
-            checkpoint = None
+            if isinstance(planner, PromptRenderer):
+                prompt = planner.render_prompt(arg.run.agent_id)
             history = arg.history
             if arg.run.predecessor_run_id:
                 checkpoint = await self._checkpoint(arg.run.predecessor_run_id)
@@ -318,17 +323,27 @@ class Activities:
             if arg.message is not None and checkpoint is None:
                 specs.append(rt.RecordSpec.appended("input", arg.message))
                 specs.append(rt.RecordSpec.phase(rt.Phase.PROMPTED))
-            ended = await self._append(arg.run, arg.turn_id, arg.at, specs)
+            records = self._build(arg.run, arg.turn_id, arg.at, specs)
         except TransientError:
             raise
         except Exception as e:
-            failure = payloads.Failure(
-                message=str(e), kind="activity_failed", code=type(e).__name__, retryable=False
-            )
+            failure = _prepare_failure(e)
+            records = []
+        try:
+            started = await self._start(arg, records)
+        except ContractError as e:
+            if not records:
+                raise
+            started = await self._start(arg, [])  # refused alone: the start's own error
+            failure = _prepare_failure(e)
+        if started.outcome is StartOutcome.STOP:  # [C2]
+            return BeginRunOutput(outcome=started.outcome, run_status=started.run_status)
+        if failure is not None:
             return BeginRunOutput(
                 outcome=started.outcome, run_status=started.run_status, failure=failure
             )
         plan = AgentPlan(max_turns=resolved.agent.max_turns, agent_tools=dict(resolved.agent_tools))
+        ended = any(r.session_status is SessionStatus.ENDED for r in started.records)
         return BeginRunOutput(
             outcome=started.outcome,
             run_status=started.run_status,
@@ -353,56 +368,78 @@ class Activities:
     async def _append(
         self, run: RunStart, turn_id: str, at: Any, specs: Iterable[rt.RecordSpec]
     ) -> bool:
+        return await self._write(self._build(run, turn_id, at, specs))
+
+    @staticmethod
+    def _build(
+        run: RunStart, turn_id: str, at: Any, specs: Iterable[rt.RecordSpec]
+    ) -> list[Record]:
+        """The records ``specs`` describe, as the store will be given them."""
         builder = RecordBuilder(run, turn_id=turn_id)
-        records = [
+        return [
             builder.record(spec.type, spec.payload, event_key=spec.event_key, at=at)
             for spec in specs
         ]
+
+    async def _write(self, records: list[Record]) -> bool:
+        """Append ``records`` in one transaction [B1]; say whether the session has ended."""
         if not records:
             return False
-        results = await self.store.append_run_records(records)  # one transaction [B1]
+        results = await self.store.append_run_records(records)
         await self.publish(records)
         return any(r.session_status is SessionStatus.ENDED for r in results)
 
     async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
-        """One planner turn, recorded: what the loop owes and the phase, then the plan.
+        """One planner turn, recorded in one transaction: what the loop owes, then the plan.
 
-        A planner error becomes a failure (a TransientError is retried). A
-        retried attempt whose plan is already stored returns it without
-        asking the planner again.
+        The planner sees the owed records' messages before they are written.
+        Whatever the planner does, the owed records are written. A planner
+        error becomes a failure (a TransientError is retried). A retried
+        attempt whose plan is already stored returns it without asking the
+        planner again.
         """
         run = arg.run
-        if await self._append(run, arg.turn_id, arg.at, arg.records):
+        owed = self._build(run, arg.turn_id, arg.at, arg.records)
+        if owed and await self._session_ended(run):
+            await _finish(self._write(owed))
             return PlanTurnOutput(session_ended=True)  # no new planner work [D2]
         if activity_attempt() > 1:
             stored = await self._stored_plan(run.run_id, arg.turn)
             if stored is not None:
                 return stored
-        out = await self._plan(arg)
+        out = await self._plan(arg, owed)
         plan = out.result
         if plan is None:
+            await _finish(self._write(owed))
             return out
         problem = result_problem(
             PlanTurnOutput(result=plan, recorded=True, suspended=True, session_ended=True)
         )
         if problem:  # the loop could not get this plan: it is not recorded either
+            await _finish(self._write(owed))
             failure = payloads.Failure(
                 message=problem, kind="planner_error", code="PayloadTooLargeError"
             )
             return PlanTurnOutput(failure=failure)
-        suspended = await _finish(self._record_plan(arg, plan))
+        suspended = await _finish(self._record_plan(arg, owed, plan))
         return PlanTurnOutput(result=plan, recorded=True, suspended=suspended)
 
-    async def _record_plan(self, arg: PlanTurnInput, plan: PlanResult) -> bool:
-        """Write the plan's records; a plan that waits for outside input then suspends the run.
+    async def _session_ended(self, run: RunStart) -> bool:
+        """Whether the run's session has ended (a one-shot run has none)."""
+        if not run.session_id:
+            return False
+        return await self.store.load_session_status(run.session_id) is SessionStatus.ENDED
+
+    async def _record_plan(self, arg: PlanTurnInput, owed: list[Record], plan: PlanResult) -> bool:
+        """Write the owed records and the plan's; a plan that waits for outside input
+        is written with the run's suspension, in one transaction.
 
         Unless a cancellation was recorded meanwhile [C1]: then the loop ends
         the run canceled at its next safe point. Returns whether it suspended.
         """
-        await self._append(arg.run, arg.turn_id, arg.at, plan_records(arg.turn, plan))
-        if plan.await_ is None:
-            return False
-        if (await self.store.load_run(arg.run.run_id)).cancellation_reason:
+        records = owed + self._build(arg.run, arg.turn_id, arg.at, plan_records(arg.turn, plan))
+        if plan.await_ is None or (await self.store.load_run(arg.run.run_id)).cancellation_reason:
+            await self._write(records)
             return False
         checkpoint = RunCheckpoint(
             version=CHECKPOINT_VERSION,
@@ -410,7 +447,7 @@ class Activities:
             turn=arg.turn,
             awaiting=plan.await_,
         )
-        await self._suspend(arg.run, arg.turn_id, arg.at, checkpoint)
+        await self._suspend(arg.run, arg.turn_id, arg.at, checkpoint, records)
         return True
 
     async def _stored_plan(self, run_id: str, turn: int) -> PlanTurnOutput | None:
@@ -463,8 +500,11 @@ class Activities:
                 return
             cursor = page.next_cursor
 
-    async def _plan(self, arg: PlanTurnInput) -> PlanTurnOutput:
-        """Ask the planner; a planner error becomes a failure (TransientError is retried)."""
+    async def _plan(self, arg: PlanTurnInput, owed: list[Record]) -> PlanTurnOutput:
+        """Ask the planner; a planner error becomes a failure (TransientError is retried).
+
+        Its transcript is the stored one followed by the ``owed`` records' messages.
+        """
         resolved = self.registry.agent(arg.run.agent_id)
         run = arg.run
         context = RunContext(
@@ -478,7 +518,9 @@ class Activities:
         )
 
         async def load() -> tuple[Message, ...]:
-            messages = tuple(await build_messages_from_run_log(self.store, run.run_id))
+            messages = tuple(
+                await build_messages_from_run_log(self.store, run.run_id, pending=owed)
+            )
             validate_planner_transcript(messages)
             return messages
 
@@ -646,14 +688,19 @@ class Activities:
         return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=content)
 
     async def suspend_run(self, arg: SuspendRunInput) -> None:
-        """Write ``arg.records``, then [L6] checkpoint, status and ``run_suspended`` at once."""
-        await self._append(arg.run, arg.turn_id, arg.records_at or arg.at, arg.records)
-        await self._suspend(arg.run, arg.turn_id, arg.at, arg.checkpoint)
+        """``arg.records``, then [L6] checkpoint, status and ``run_suspended``: one transaction."""
+        records = self._build(arg.run, arg.turn_id, arg.records_at or arg.at, arg.records)
+        await self._suspend(arg.run, arg.turn_id, arg.at, arg.checkpoint, records)
 
     async def _suspend(
-        self, run: RunStart, turn_id: str, at: datetime, checkpoint: RunCheckpoint
+        self,
+        run: RunStart,
+        turn_id: str,
+        at: datetime,
+        checkpoint: RunCheckpoint,
+        records: list[Record],
     ) -> None:
-        """[L6] the checkpoint, the status and ``run_suspended``, at once."""
+        """``records``, then [L6] the checkpoint, the status and ``run_suspended``, at once."""
         pending = checkpoint.pending
         cmd = RecordBuilder(run, turn_id=turn_id).suspension(
             Checkpoint(id=f"{run.run_id}:suspension", data=checkpoint.encode()),
@@ -662,15 +709,15 @@ class Activities:
             required_tools=tuple(c.name for c in pending),
             version=CHECKPOINT_VERSION,
         )
-        await self.store.record_run_suspension(cmd)
-        await self.publish([cmd.record])
+        await self.store.record_run_suspension(msgspec.structs.replace(cmd, records=tuple(records)))
+        await self.publish([*records, cmd.record])
 
     async def complete_run(self, arg: CompleteRunInput) -> CompleteRunOutput:
-        """Write ``arg.records``; then [L7] the terminal record.
+        """``arg.records``, then [L7] the terminal record: one transaction.
 
         A canceled run repeats its recorded reason [C1]/[C3].
         """
-        await self._append(arg.run, arg.turn_id, arg.records_at or arg.at, arg.records)
+        records = self._build(arg.run, arg.turn_id, arg.records_at or arg.at, arg.records)
         reason = ""
         if arg.status is RunStatus.CANCELED:
             meta = await self.store.load_run(arg.run.run_id)
@@ -678,9 +725,16 @@ class Activities:
         cmd = RecordBuilder(arg.run, turn_id=arg.turn_id).terminal(
             arg.status, at=arg.at, reason=reason, failure=arg.failure
         )
-        await self.store.record_run_terminal(cmd)
-        await self.publish([cmd.record])
+        await self.store.record_run_terminal(msgspec.structs.replace(cmd, records=tuple(records)))
+        await self.publish([*records, cmd.record])
         return CompleteRunOutput(cancellation_reason=reason)
+
+
+def _prepare_failure(error: Exception) -> payloads.Failure:
+    """Why a started run could not be prepared (the loop ends it failed)."""
+    return payloads.Failure(
+        message=str(error), kind="activity_failed", code=type(error).__name__, retryable=False
+    )
 
 
 async def _finish(write: Awaitable[T]) -> T:

@@ -133,7 +133,7 @@ class RunOutput(_Wire, frozen=True, kw_only=True):
 
 
 class BeginRunInput(_Wire, frozen=True, kw_only=True):
-    """Start the run ([L1]-[L4] by ``mode``), then record its prompt, history and input."""
+    """Start the run ([L1]-[L4] by ``mode``) with its prompt, history and input records."""
 
     run: RunStart
     turn_id: str
@@ -189,12 +189,14 @@ class AppendRecordsOutput(_Wire, frozen=True, kw_only=True):
 class PlanTurnInput(_Wire, frozen=True, kw_only=True):
     """One planner turn (``resume`` picks ``plan_resume``), recorded at ``at``.
 
-    First ``records`` (what the loop still owes the log) and the turn's phase
-    are written; then the planner runs and its plan is written: notes, usage
-    and the assistant message, and for tool calls the ``executing_tools``
-    phase and one ``tool_call_scheduled`` per call. A plan that awaits
-    outside input records its assistant message, then suspends the run with
-    its checkpoint [L6] (the retry of a lost completion finds it there).
+    ``records`` (what the loop still owes the log, ending with the turn's
+    phase) are shown to the planner in memory, then written in one
+    transaction with its plan: notes, usage and the assistant message, and
+    for tool calls the ``executing_tools`` phase and one
+    ``tool_call_scheduled`` per call. A plan that awaits outside input is
+    written with the run's suspension and its checkpoint [L6] (the retry of
+    a lost completion finds it there). Without a plan, ``records`` are
+    written alone.
     """
 
     run: RunStart
@@ -244,7 +246,7 @@ class ToolCallOutput(_Wire, frozen=True, kw_only=True):
 
 
 class SuspendRunInput(_Wire, frozen=True, kw_only=True):
-    """Write ``records``, then suspend the run with its checkpoint [L6]."""
+    """Suspend the run with its checkpoint [L6], ``records`` first, in one transaction."""
 
     run: RunStart
     turn_id: str
@@ -256,7 +258,8 @@ class SuspendRunInput(_Wire, frozen=True, kw_only=True):
 
 
 class CompleteRunInput(_Wire, frozen=True, kw_only=True):
-    """Write ``records``, then end the run [L7]; a canceled run repeats its reason [C1]/[C3]."""
+    """End the run [L7], ``records`` first, in one transaction; a canceled run repeats its
+    reason [C1]/[C3]."""
 
     run: RunStart
     turn_id: str

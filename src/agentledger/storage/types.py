@@ -149,11 +149,16 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class RootRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Start a root run in a session; ``canceled`` is stored only if the session ended."""
+    """Start a root run in a session; ``canceled`` is stored only if the session ended.
+
+    ``records`` (ordinary, of the new run) follow ``started`` in the same
+    transaction when the start proceeds; a stopped start [C2] writes none.
+    """
 
     run: RunStart
     started: Record
     canceled: Record
+    records: tuple[Record, ...] = ()  # ordinary records of the new run, written after started
 
 
 class ChildRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -163,6 +168,7 @@ class ChildRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     parent_linked: Record
     started: Record
     canceled: Record
+    records: tuple[Record, ...] = ()  # ordinary records of the new run, written after started
 
 
 class OneShotRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -170,6 +176,7 @@ class OneShotRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
     run: RunStart
     started: Record
+    records: tuple[Record, ...] = ()  # ordinary records of the new run, written after started
 
 
 class OneShotChildRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -178,6 +185,7 @@ class OneShotChildRunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unk
     run: RunStart
     parent_linked: Record
     started: Record
+    records: tuple[Record, ...] = ()  # ordinary records of the new run, written after started
 
 
 class RunCancellation(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -189,37 +197,58 @@ class RunCancellation(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
 
 class RunSuspension(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Suspend a running run: checkpoint, status and ``run_suspended`` record together."""
+    """Suspend a running run: checkpoint, status and ``run_suspended`` record together.
+
+    ``records`` (ordinary, of this run) are written first, in the same transaction.
+    """
 
     run_id: str
     checkpoint: Checkpoint
     record: Record
+    records: tuple[Record, ...] = ()  # ordinary records written just before ``record``
 
 
 class RunTerminal(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """End a running run with a final status and its ``run_completed`` record."""
+    """End a running run with a final status and its ``run_completed`` record.
+
+    ``records`` (ordinary, of this run) are written first, in the same transaction.
+    """
 
     run_id: str
     status: RunStatus
     record: Record
+    records: tuple[Record, ...] = ()  # ordinary records written just before ``record``
 
 
-class AppendResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Where a record landed; ``inserted`` is False for an exact retry."""
+class AppendResult(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """Where a record landed; ``inserted`` is False for an exact retry.
+
+    A suspension or terminal that carried ``records`` reports where they
+    landed in ``records`` (sent only when non-empty, so older clients decode it).
+    """
 
     id: str
     inserted: bool
     session_status: SessionStatus | None  # None for runs without a session
+    records: tuple[AppendResult, ...] = ()  # the carried records', in order
 
 
-class StartResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A start's original decision, the run's current status and the records' ids."""
+class StartResult(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """A start's original decision, the run's current status and the records' ids.
+
+    Fields left at their defaults are not sent, so older clients decode it.
+    """
 
     outcome: StartOutcome
     run_status: RunStatus
     started: AppendResult
     canceled: AppendResult | None = None  # set when the outcome is stop
     parent_record: AppendResult | None = None  # set for child starts
+    records: tuple[AppendResult, ...] = ()  # the carried records' (none when stopped)
 
 
 class RepairResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -9,7 +9,7 @@ the provider saw; anything that cannot be decoded is reported, never skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from agentledger.errors import CorruptRecordError, TranscriptError
 from agentledger.storage.payloads import TRANSCRIPT_TYPES
@@ -44,8 +44,14 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
     return messages
 
 
-async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message]:
+async def build_messages_from_run_log(
+    store: Store, run_id: str, *, pending: Sequence[Record] = ()
+) -> list[Message]:
     """[R2] Read a run's whole log and replay its transcript.
+
+    ``pending`` are records of the run not written yet (the caller writes them
+    later, with what it decides): those whose event key the log does not hold
+    are replayed after it, so the transcript is what the log will say.
 
     A store that declares :class:`~agentledger.storage.protocol.VerifiedTranscripts`
     (it verifies every record's checksum on read and validated every transcript
@@ -53,9 +59,11 @@ async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message
     a listing would be, and already known to decode, so they skip the parts'
     invariant checks. Every other store is paged through ``list_run_records``
     and its records are decoded strictly; so is a verified one whose quick
-    decode fails anyway, and the strict path names the record.
+    decode fails anyway (the strict path names the record), and one with owed
+    transcript records, whose event keys must be compared with the log's.
     """
-    if isinstance(store, VerifiedTranscripts) and store.transcripts_verified:
+    owed = [record for record in pending if record.type in TRANSCRIPT_RECORD_TYPES]
+    if not owed and isinstance(store, VerifiedTranscripts) and store.transcripts_verified:
         payloads = await store.verified_transcript_payloads(run_id)
         try:
             return decode_verified_messages(payloads)
@@ -69,4 +77,5 @@ async def build_messages_from_run_log(store: Store, run_id: str) -> list[Message
         if not page.next_cursor:
             break
         cursor = page.next_cursor
-    return replay_run_log_events(records)
+    stored = {record.event_key for record in records}
+    return replay_run_log_events([*records, *(r for r in owed if r.event_key not in stored)])

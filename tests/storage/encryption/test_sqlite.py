@@ -86,6 +86,29 @@ async def test_the_file_holds_no_plaintext(tmp_path: Path) -> None:
             assert not any(secret in files.vault.read_bytes() for secret in SECRETS)
 
 
+async def test_records_carried_by_lifecycle_commands_are_sealed(tmp_path: Path) -> None:
+    """A start's and a suspension's carried records are sealed like appended ones."""
+    carried = [b"CARRIED-SECRET-start", b"CARRIED-SECRET-suspension"]
+    for encrypted in (False, True):
+        files = Files(tmp_path / str(encrypted))
+        files.db.parent.mkdir()
+        store = await (files.open() if encrypted else SQLiteStore.open(files.db))
+        world = World(store)
+        run = world.run("r", session=await world.session("s"))
+        first, last = (
+            run.record("note", b'{"text": "%s"}' % secret, event_key=f"n{i}", at=world.now())
+            for i, secret in enumerate(carried)
+        )
+        await store.start_root_run(msgspec.structs.replace(run.root_start(), records=(first,)))
+        suspension = run.suspension(Checkpoint(id="cp", data=b"{}"), at=world.now())
+        await store.record_run_suspension(msgspec.structs.replace(suspension, records=(last,)))
+        listed = (await store.list_run_records(run.run.run_id)).records
+        assert [r.payload for r in listed[1:3]] == [first.payload, last.payload]
+        await store.close()
+        found = [secret in raw_bytes(files.db) for secret in carried]
+        assert found == [not encrypted] * len(carried), encrypted
+
+
 def wrapped_key(vault: Path, session_id: str) -> bytes:
     with sqlite3.connect(vault) as conn:
         (wrapped,) = conn.execute(

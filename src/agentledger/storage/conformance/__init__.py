@@ -42,6 +42,7 @@ except ImportError as e:
 from agentledger.storage.conformance._base import ConformanceBase, StoreFactory
 from agentledger.storage.conformance._batches import BatchConformance
 from agentledger.storage.conformance._cancellation import CancellationConformance
+from agentledger.storage.conformance._carried import CarriedRecordsConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
 from agentledger.storage.conformance._import import ImportConformance
@@ -76,6 +77,7 @@ class StoreConformance(
     ImportConformance,
     RecordConformance,
     BatchConformance,
+    CarriedRecordsConformance,
     CancellationConformance,
     SuspensionConformance,
     TerminalConformance,

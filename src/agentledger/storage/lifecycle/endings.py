@@ -6,12 +6,14 @@ from typing import NoReturn
 
 from agentledger.errors import (
     CorruptRecordError,
+    RecordConflictError,
     RunCancellationConflictError,
     RunSuspensionConflictError,
     RunTerminalConflictError,
     ValidationError,
 )
 from agentledger.storage import payloads
+from agentledger.storage.lifecycle.appends import carry, check_records, retried_records
 from agentledger.storage.lifecycle.checks import check_sizes
 from agentledger.storage.lifecycle.guards import (
     append_to,
@@ -38,6 +40,7 @@ from agentledger.storage.types import (
     RunStatus,
     RunSuspension,
     RunTerminal,
+    SessionStatus,
 )
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
@@ -122,7 +125,44 @@ def _check_suspension(reader: StateReader, cmd: RunSuspension) -> RunRow:
         raise ValidationError(
             field="record.payload.pending_count", expected=">= 0", got=payload.pending_count
         )
+    _check_carried(cmd)
     return owned_run(reader, cmd.run_id, cmd.record)
+
+
+def _check_carried(cmd: RunSuspension | RunTerminal) -> list[Record]:
+    """The ordinary records a suspension or terminal carries, checked as a batch [B1]."""
+    carried = check_records(cmd.records, cmd.run_id)
+    for i, record in enumerate(carried):
+        if record.event_key == cmd.record.event_key:
+            raise RecordConflictError(
+                run_id=cmd.record.run_id,
+                field=f"records[{i}].event_key",
+                expected="a key other than record's",
+                got=record.event_key,
+            )
+    return carried
+
+
+def _retried(stored: Record, carried: list[Record], status: SessionStatus | None) -> AppendResult:
+    """The result of an exact retry of a lifecycle command and the records it carried."""
+    return AppendResult(
+        id=stored.id,
+        inserted=False,
+        session_status=status,
+        records=tuple(
+            AppendResult(id=r.id, inserted=False, session_status=status) for r in carried
+        ),
+    )
+
+
+def _no_records(cmd: RunSuspension | RunTerminal) -> None:
+    """A repair stores its lifecycle record alone [E1]."""
+    if not isinstance(cmd.records, tuple | list) or cmd.records:
+        raise ValidationError(
+            field="records",
+            expected="no records (a repair stores only its lifecycle record)",
+            got=cmd.records,
+        )
 
 
 def _suspension_retry(reader: StateReader, run: RunRow, cmd: RunSuspension) -> Record:
@@ -161,15 +201,20 @@ def plan_suspension(
     """[L6] checkpoint, ``suspended`` status and ``run_suspended`` record, together."""
     check_sizes(cmd, limits)
     run = _check_suspension(reader, cmd)
+    carried = list(cmd.records)
     status = run_session_status(reader, run)
     if run.suspension_key:
         stored = _suspension_retry(reader, run, cmd)
-        return Plan(AppendResult(id=stored.id, inserted=False, session_status=status))
+        again = retried_records(RunSuspensionConflictError, reader, run, carried)
+        return Plan(_retried(stored, again, status))
     require_running(run)
     require_fresh_key(reader, run, cmd.record)
-    row, new = _suspend(run, cmd)
+    row, results, written = carry(reader, run, carried, status)
+    row, new = _suspend(row, cmd)
     return Plan(
-        AppendResult(id=new.id, inserted=True, session_status=status), runs=[row], records=[new]
+        AppendResult(id=new.id, inserted=True, session_status=status, records=tuple(results)),
+        runs=[row],
+        records=[*written, new],
     )
 
 
@@ -180,6 +225,7 @@ def _check_terminal(reader: StateReader, cmd: RunTerminal) -> RunRow:
         )
     validate_record(cmd.record)
     payload = decode_payload(cmd.record, payloads.RunCompleted, "record")
+    _check_carried(cmd)
     run = owned_run(reader, cmd.run_id, cmd.record)
     reason = run.cancellation_reason or payloads.ENGINE_CANCELED
     check_completed_payload(payload, RunStatus(cmd.status), run.labels, reason, "record")
@@ -239,17 +285,22 @@ def plan_terminal(
     """[L7] the final status and its ``run_completed`` record, together."""
     check_sizes(cmd, limits)
     run = _check_terminal(reader, cmd)
+    carried = list(cmd.records)
     status = run_session_status(reader, run)
     if run.terminal_key:
         stored = _terminal_retry(reader, run, cmd)
         if stored is None:
             _raise_terminal_conflict(reader, run, cmd)
-        return Plan(AppendResult(id=stored.id, inserted=False, session_status=status))
+        again = retried_records(RunTerminalConflictError, reader, run, carried)
+        return Plan(_retried(stored, again, status))
     require_running(run)
     require_fresh_key(reader, run, cmd.record)
-    row, new = _end(run, cmd)
+    row, results, written = carry(reader, run, carried, status)
+    row, new = _end(row, cmd)
     return Plan(
-        AppendResult(id=new.id, inserted=True, session_status=status), runs=[row], records=[new]
+        AppendResult(id=new.id, inserted=True, session_status=status, records=tuple(results)),
+        runs=[row],
+        records=[*written, new],
     )
 
 
@@ -295,6 +346,7 @@ def plan_repair_terminal(
 ) -> Plan[RepairResult]:
     """[E1] store a missing terminal only while running; never override another ending."""
     check_sizes(cmd, limits)
+    _no_records(cmd)
     run = _check_terminal(reader, cmd)
     if run.status is RunStatus.RUNNING:
         require_fresh_key(reader, run, cmd.record)
@@ -324,6 +376,7 @@ def plan_repair_suspension(
 ) -> Plan[RepairResult]:
     """[E1] store a missing suspension only while running; never override another ending."""
     check_sizes(cmd, limits)
+    _no_records(cmd)
     run = _check_suspension(reader, cmd)
     if run.status is RunStatus.RUNNING:
         require_fresh_key(reader, run, cmd.record)

@@ -13,6 +13,7 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.storage import payloads
+from agentledger.storage.lifecycle.appends import carry, check_records, retried_records
 from agentledger.storage.lifecycle.checks import check_sizes
 from agentledger.storage.lifecycle.guards import (
     check_completed_payload,
@@ -91,6 +92,14 @@ def _check_stop(record: Record, run: RunStart, started: Record) -> None:
     check_completed_payload(
         payload, RunStatus.CANCELED, run.labels, payloads.SESSION_ENDED, "canceled"
     )
+
+
+def _check_carried(records: object, run: RunStart) -> list[Record]:
+    """The new run's ordinary records a start carries: checked as a batch [B1]."""
+    carried = check_records(records, run.run_id)
+    for record in carried:
+        check_owner(record, run.run_id, run.agent_id, run.session_id)
+    return carried
 
 
 def _check_link(record: Record, run: RunStart, parent: RunRow) -> None:
@@ -185,6 +194,7 @@ def _retry_start(
     started: Record,
     link: Record | None,
     stop: Record | None,
+    carried: list[Record],
 ) -> Plan[StartResult]:
     """[X1]/[X4] an exact repeat of an accepted start returns the original decision."""
     for name in ("agent_id", "session_id", "parent_run_id", "started_at", "labels"):
@@ -218,6 +228,12 @@ def _retry_start(
         if stop is not None:
             same_or_conflict(RunConflictError, run.run_id, "canceled", stored_stop, stop)
         canceled_result = AppendResult(id=stored_stop.id, inserted=False, session_status=status)
+    carried_results: tuple[AppendResult, ...] = ()
+    if existing.start_outcome is StartOutcome.PROCEED:
+        stored = retried_records(RunConflictError, reader, existing, carried)
+        carried_results = tuple(
+            AppendResult(id=r.id, inserted=False, session_status=status) for r in stored
+        )
     return Plan(
         StartResult(
             outcome=existing.start_outcome,
@@ -225,6 +241,7 @@ def _retry_start(
             started=AppendResult(id=stored_started.id, inserted=False, session_status=status),
             canceled=canceled_result,
             parent_record=parent_result,
+            records=carried_results,
         )
     )
 
@@ -236,8 +253,10 @@ def _new_start(
     link: Record | None,
     parent: RunRow | None,
     stop: Record | None,
+    carried: list[Record],
 ) -> Plan[StartResult]:
-    """Write a first start: link, ``run_started`` and, if the session ended, [C2]."""
+    """Write a first start: link, ``run_started``, then its records or, if the session
+    ended, [C2]."""
     predecessor = _check_predecessor(reader, run)
     session_status = run_session_status(reader, run)
     plan: Plan[StartResult]
@@ -260,7 +279,8 @@ def _new_start(
         link_key = link.event_key
     ended = session_status is SessionStatus.ENDED
     started_at = check_timestamp("run.started_at", run.started_at)
-    records.append(normalize_record(started, "1"))
+    first = normalize_record(started, "1")
+    records.append(first)
     canceled_result = None
     if ended and stop is not None:
         records.append(normalize_record(stop, "2"))
@@ -281,6 +301,12 @@ def _new_start(
         terminal_key=stop.event_key if canceled_result and stop else "",
         last_seq=2 if canceled_result else 1,
     )
+    carried_results: list[AppendResult] = []
+    if not canceled_result and carried:
+        row, carried_results, written = carry(
+            reader, row, carried, session_status, taken=[first], new_run=True
+        )
+        records.extend(written)
     rows.append(row)
     if predecessor is not None:
         rows.append(
@@ -293,6 +319,7 @@ def _new_start(
             started=AppendResult(id="1", inserted=True, session_status=session_status),
             canceled=canceled_result,
             parent_record=parent_result,
+            records=tuple(carried_results),
         ),
         runs=rows,
         records=records,
@@ -315,12 +342,13 @@ def plan_root_start(
     _check_root_shape(run, sessionful=True, child=False)
     _check_started(cmd.started, run)
     _check_stop(cmd.canceled, run, cmd.started)
+    carried = _check_carried(cmd.records, run)
     _guard_new_run_id(reader, run.run_id)
     require_session(reader, run.session_id)
     existing = reader.run(run.run_id)
     if existing is not None:
-        return _retry_start(reader, existing, run, cmd.started, None, cmd.canceled)
-    return _new_start(reader, run, cmd.started, None, None, cmd.canceled)
+        return _retry_start(reader, existing, run, cmd.started, None, cmd.canceled, carried)
+    return _new_start(reader, run, cmd.started, None, None, cmd.canceled, carried)
 
 
 def plan_child_start(
@@ -332,16 +360,19 @@ def plan_child_start(
     _check_root_shape(run, sessionful=True, child=True)
     _check_started(cmd.started, run)
     _check_stop(cmd.canceled, run, cmd.started)
+    carried = _check_carried(cmd.records, run)
     _guard_new_run_id(reader, run.run_id)
     require_session(reader, run.session_id)
     parent = _require_parent(reader, run)
     _check_link(cmd.parent_linked, run, parent)
     existing = reader.run(run.run_id)
     if existing is not None:
-        return _retry_start(reader, existing, run, cmd.started, cmd.parent_linked, cmd.canceled)
+        return _retry_start(
+            reader, existing, run, cmd.started, cmd.parent_linked, cmd.canceled, carried
+        )
     if parent.status is not RunStatus.RUNNING:
         raise RunNotActiveError(run_id=parent.run_id, expected="running", got=parent.status.value)
-    return _new_start(reader, run, cmd.started, cmd.parent_linked, parent, cmd.canceled)
+    return _new_start(reader, run, cmd.started, cmd.parent_linked, parent, cmd.canceled, carried)
 
 
 def plan_one_shot_start(
@@ -352,11 +383,12 @@ def plan_one_shot_start(
     run = cmd.run
     _check_root_shape(run, sessionful=False, child=False)
     _check_started(cmd.started, run)
+    carried = _check_carried(cmd.records, run)
     _guard_new_run_id(reader, run.run_id)
     existing = reader.run(run.run_id)
     if existing is not None:
-        return _retry_start(reader, existing, run, cmd.started, None, None)
-    return _new_start(reader, run, cmd.started, None, None, None)
+        return _retry_start(reader, existing, run, cmd.started, None, None, carried)
+    return _new_start(reader, run, cmd.started, None, None, None, carried)
 
 
 def plan_one_shot_child_start(
@@ -367,12 +399,13 @@ def plan_one_shot_child_start(
     run = cmd.run
     _check_root_shape(run, sessionful=False, child=True)
     _check_started(cmd.started, run)
+    carried = _check_carried(cmd.records, run)
     _guard_new_run_id(reader, run.run_id)
     parent = _require_parent(reader, run)
     _check_link(cmd.parent_linked, run, parent)
     existing = reader.run(run.run_id)
     if existing is not None:
-        return _retry_start(reader, existing, run, cmd.started, cmd.parent_linked, None)
+        return _retry_start(reader, existing, run, cmd.started, cmd.parent_linked, None, carried)
     if parent.status is not RunStatus.RUNNING:
         raise RunNotActiveError(run_id=parent.run_id, expected="running", got=parent.status.value)
-    return _new_start(reader, run, cmd.started, cmd.parent_linked, parent, None)
+    return _new_start(reader, run, cmd.started, cmd.parent_linked, parent, None, carried)

@@ -137,6 +137,14 @@ async def _abandon(conn: Conn) -> None:
         await conn.execute("ROLLBACK")
 
 
+def _carried(cmd: object) -> tuple[str, list[str]] | None:
+    """The run and event keys a lifecycle command carrying records will read (one round trip)."""
+    carried = getattr(cmd, "records", None)
+    if not carried or not isinstance(carried, Sequence):
+        return None
+    return _appended([getattr(cmd, "record", None), *carried])
+
+
 def _appended(records: object) -> tuple[str, list[str]] | None:
     """The run and event keys an append will read, if the input is well-formed enough."""
     if not isinstance(records, Sequence) or not records:
@@ -506,6 +514,7 @@ class PostgresStore:
             "record_run_suspension",
             lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits),
             keys,
+            _carried(cmd),
         )
 
     async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
@@ -514,6 +523,7 @@ class PostgresStore:
             "record_run_terminal",
             lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits),
             keys,
+            _carried(cmd),
         )
 
     async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
