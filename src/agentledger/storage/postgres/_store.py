@@ -29,6 +29,7 @@ from agentledger.storage.encryption.binding import bind
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
+from agentledger.storage.postgres._guess import Known, KnownRuns, guess, healthy, write_guess
 from agentledger.storage.postgres._pages import decide as _decide
 from agentledger.storage.postgres._pages import page_reader
 from agentledger.storage.postgres._reader import CachedReader, Key, Loader
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
 Conn = AsyncConnection[TupleRow]
 
 _POOL_ERRORS = (PoolClosed, PoolTimeout, TooManyRequests)
+_XID = "SELECT pg_current_xact_id()::xid::text"  # the xmin of every row this transaction wrote
 
 
 def _prefixed(alias: str, columns: str) -> str:
@@ -230,6 +232,8 @@ class PostgresStore:
         self._transcripts_verified = transcripts_verified
         """Every page is checksum-verified and every transcript record was checked
         on write (see ``integrity.verified_transcripts``)."""
+        self._known = KnownRuns()
+        """The runs this handle wrote last, for appends in one statement [B3]."""
 
     @classmethod
     async def open(
@@ -323,13 +327,17 @@ class PostgresStore:
         decide: Callable[[StateReader], Plan[R]],
         prefetch: Sequence[Key],
         appends: tuple[str, list[str]] | None = None,
+        *,
+        remember: bool = False,
     ) -> R:
         """One locking transaction: load, decide, apply; retried on concurrency failures.
 
         The connection is in pipeline mode: statements are sent without
         waiting, and only reading a result waits. An append to a running run
         (``appends``: its run id and event keys) costs two round trips: BEGIN
-        and the locking reads, then the writes and COMMIT [B3].
+        and the locking reads, then the writes and COMMIT. With ``remember``
+        the runs written are kept, with their new row versions, so the next
+        append to them can be one statement (:mod:`._guess`).
         """
         attempt = 0
         while True:
@@ -347,18 +355,60 @@ class PostgresStore:
                                 await loader.run_with_records(*appends)
                             await loader.prefetch(prefetch)
                             plan = await _decide(loader, decide)
+                            version = None
                             if plan.writes:
                                 writing = True
                                 await apply_plan(loader, plan)
+                                if remember and plan.runs:
+                                    version = await conn.execute(_XID)
                             await conn.execute("COMMIT")
+                        # Read after the pipeline's end, which fetched it with COMMIT's reply.
+                        xid = None if version is None else await version.fetchone()
                     except BaseException:
                         await _abandon(conn)
                         raise
+                self._note_runs(plan, loader.cache, None if xid is None else str(xid[0]))
                 return plan.result
             except Exception as e:
                 if not self._retry(e, writing, attempt, operation):
                     raise
             await backoff(attempt)
+
+    def _note_runs(self, plan: Plan[Any], cache: CachedReader, version: str | None) -> None:
+        """Remember the runs ``plan`` wrote at ``version`` (forget them if None)."""
+        for run in plan.runs:
+            session = cache.sessions.get(run.session_id) if run.session_id else None
+            if plan.session is not None and plan.session.id == run.session_id:
+                session = plan.session
+            if version is None or (run.session_id and session is None):
+                self._known.drop(run.run_id)
+            else:
+                self._known.put(Known(run, version, session))
+
+    async def _append(
+        self,
+        operation: str,
+        decide: Callable[[StateReader], Plan[R]],
+        appends: tuple[str, list[str]] | None,
+    ) -> R:
+        """[B3] an append in one statement when this handle knows the run, else :meth:`_write`."""
+        known = None if appends is None else self._known.get(appends[0])
+        found = None if known is None else guess(known, decide)
+        if known is not None and found is not None:
+            version = None
+            try:
+                async with self._pool.connection() as conn:
+                    if healthy(conn):
+                        version = await write_guess(conn, found, self.encryption)
+            except Exception as e:
+                self._known.drop(known.run.run_id)
+                if not self._retry(e, True, 1, operation):
+                    raise
+            if version is not None:
+                self._known.put(Known(found.plan.runs[0], version, known.session))
+                return cast(R, found.plan.result)
+            self._known.drop(known.run.run_id)
+        return await self._write(operation, decide, (), appends, remember=True)
 
     async def _read(
         self, operation: str, read: Callable[[Loader], Awaitable[R]], prefetch: Sequence[Key]
@@ -416,7 +466,10 @@ class PostgresStore:
             ("session", getattr(run, "session_id", None)), ("run", getattr(run, "run_id", None))
         )
         return await self._write(
-            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits), keys
+            "start_root_run",
+            lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits),
+            keys,
+            remember=True,
         )
 
     async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
@@ -430,6 +483,7 @@ class PostgresStore:
             "start_child_run",
             lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits),
             keys,
+            remember=True,
         )
 
     async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
@@ -438,6 +492,7 @@ class PostgresStore:
             "start_one_shot_run",
             lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits),
             keys,
+            remember=True,
         )
 
     async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
@@ -449,21 +504,20 @@ class PostgresStore:
             "start_one_shot_child_run",
             lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits),
             keys,
+            remember=True,
         )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
-        return await self._write(
+        return await self._append(
             "append_run_record",
             lambda r: lifecycle.plan_append(r, record, limits=self.limits),
-            (),
             _appended([record]),
         )
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        return await self._write(
+        return await self._append(
             "append_run_records",
             lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
-            (),
             _appended(records),
         )
 
