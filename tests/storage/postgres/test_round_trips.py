@@ -116,7 +116,8 @@ async def test_an_append_to_a_run_this_handle_wrote_is_one_statement(traced: Tra
         assert len(_statements(phases[name])) == 1, phases[name]
     log = await _all_pages(store.list_session_run_records, sid)
     assert [(r.id, r.event_key) for r in log][1:] == [
-        ("2", "one"), *((str(i + 3), f"b{i}") for i in range(5))
+        ("2", "one"),
+        *((str(i + 3), f"b{i}") for i in range(5)),
     ]
 
 
