@@ -8,8 +8,10 @@ on the same schema, over one async psycopg connection, with no store around it.
 - appends: ``append_run_record``, one ~500-byte record per call on one running
   run of a session, against raw psycopg writing the same record row in one
   transaction per record (BEGIN, INSERT, COMMIT: three round trips). The store
-  also locks and reads the session, the run and the event key, and moves the
-  run's and the session's counters: two round trips in all [B3]. Target >= 0.85x;
+  also locks the session and the run, checks the event key, and moves the
+  run's and the session's counters: one statement on a run the handle wrote
+  last, else two round trips [B3]. Both commit with ``synchronous_commit=on``.
+  Target >= 0.85x;
 - reload: a 10,000-record run (the store's rows, bulk-written) paged to the end
   with ``limit=1000`` (records rebuilt), against SELECTs of the same rows (tuples);
 - load: 16 workers, each with its own store (a pool of one connection), each

@@ -50,6 +50,9 @@ _RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
 _NOT_GUESSED = {"run_id", "checkpoint_id", "checkpoint_data"}  # key; sealed data: slow path
 _RECORD_TYPES = ("text", "text", "text", "text", "text", "text", "timestamptz", "bytea")
 _RECORD_NAMES = [c.strip() for c in RECORD_COLUMNS.split(",")]
+MAX_RECORDS = 200
+"""Most records one statement carries (12 parameters each); a longer batch takes the
+locking path, which writes them a thousand to an INSERT."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ class KnownRuns:
         return self._runs.get(run_id)
 
     def put(self, known: Known) -> None:
+        """Remember ``known``; a run holding a checkpoint is not kept (it may be large)."""
+        if known.run.checkpoint is not None:
+            self.drop(known.run.run_id)
+            return
         self._runs[known.run.run_id] = known
         self._runs.move_to_end(known.run.run_id)
         while len(self._runs) > self._capacity:
@@ -118,7 +125,7 @@ class _Remembered(StateReader):
     def purge_receipt(self, session_id: str) -> PurgeReceipt:
         raise Missing(("session_purged", session_id, ""))
 
-    def session_contents(self, session_id: str) -> Any:
+    def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
         raise Missing(("contents", session_id, ""))
 
     def damaged_records(self, run_id: str) -> list[Record]:
@@ -155,6 +162,7 @@ def guess(known: Known, decide: Callable[[StateReader], Plan[Any]]) -> Guess | N
         or len(plan.runs) != 1
         or plan.runs[0].run_id != run_id
         or not plan.records
+        or len(plan.records) > MAX_RECORDS
         or any(record.run_id != run_id for record in plan.records)
     ):
         return None
@@ -217,8 +225,9 @@ def healthy(conn: AsyncConnection[TupleRow]) -> bool:
     """
     if conn.closed:
         return False
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    return not readable
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return not poller.poll(0)
 
 
 async def write_guess(
