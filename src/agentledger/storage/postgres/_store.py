@@ -5,7 +5,9 @@ shared decision from :mod:`agentledger.storage.lifecycle` against a
 :class:`._reader.CachedReader`; each cache miss is loaded (and locked, see
 :mod:`._reader`) and the decision rerun, then the plan is applied in the same
 transaction (:mod:`._apply`). Concurrency failures are retried with the
-decision rerun on fresh state (:mod:`._retry`).
+decision rerun on fresh state (:mod:`._retry`). An append to a run this
+handle wrote last is decided on what it remembers and written by one
+statement that checks that memory still holds (:mod:`._guess`) [B3].
 """
 
 from __future__ import annotations
