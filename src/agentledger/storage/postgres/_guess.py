@@ -35,8 +35,11 @@ from agentledger.storage.postgres._reader import Missing
 from agentledger.storage.postgres._rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
+    SESSION_COLUMNS,
     record_params,
+    run_from_row,
     run_params,
+    session_from_row,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import PurgeReceipt, Record
@@ -44,7 +47,7 @@ from agentledger.storage.types import PurgeReceipt, Record
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
 
-__all__ = ["Guess", "Known", "KnownRuns", "guess", "healthy", "write_guess"]
+__all__ = ["Guess", "Known", "KnownRuns", "guess", "healthy", "learn", "write_guess"]
 
 _RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
 _NOT_GUESSED = {"run_id", "checkpoint_id", "checkpoint_data"}  # key; sealed data: slow path
@@ -215,6 +218,34 @@ def _statement(session: bool, changed: tuple[str, ...], count: int) -> str:
         "RETURNING 1) "
     )
     return lock + run + allocate + insert + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
+
+
+_RUN_WIDTH = len(_RUN_FIELDS)
+_LEARN = (
+    f"SELECT {', '.join(f'r.{c}' for c in _RUN_FIELDS)}, r.xmin::text, "
+    f"{', '.join(f's.{c.strip()}' for c in SESSION_COLUMNS.split(','))} "
+    "FROM agentledger_runs r LEFT JOIN agentledger_sessions s ON s.id = r.session_id "
+    "WHERE r.run_id = %s"
+)
+
+
+async def learn(conn: AsyncConnection[TupleRow], run_id: str) -> Known | None:
+    """A run, its version and its session as one snapshot holds them; None if not usable.
+
+    Read without locks: the statement that writes checks the version and the
+    session's status under its own locks, as for remembered state.
+    """
+    cur = await conn.execute(_LEARN, (run_id,))
+    row = await cur.fetchone()
+    if row is None or row[_RUN_FIELDS.index("checkpoint_id")] is not None:
+        return None  # absent, or holding a checkpoint (sealed, maybe large): decide under locks
+    run = run_from_row(row[:_RUN_WIDTH])
+    session = None
+    if run.session_id:
+        if row[_RUN_WIDTH + 1] is None:
+            return None
+        session = session_from_row(row[_RUN_WIDTH + 1 :])
+    return Known(run, str(row[_RUN_WIDTH]), session)
 
 
 def healthy(conn: AsyncConnection[TupleRow]) -> bool:

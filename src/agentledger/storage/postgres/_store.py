@@ -31,7 +31,14 @@ from agentledger.storage.encryption.binding import bind
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
-from agentledger.storage.postgres._guess import Known, KnownRuns, guess, healthy, write_guess
+from agentledger.storage.postgres._guess import (
+    Known,
+    KnownRuns,
+    guess,
+    healthy,
+    learn,
+    write_guess,
+)
 from agentledger.storage.postgres._pages import decide as _decide
 from agentledger.storage.postgres._pages import page_reader
 from agentledger.storage.postgres._reader import CachedReader, Key, Loader
@@ -393,23 +400,36 @@ class PostgresStore:
         decide: Callable[[StateReader], Plan[R]],
         appends: tuple[str, list[str]] | None,
     ) -> R:
-        """[B3] an append in one statement when this handle knows the run, else :meth:`_write`."""
-        known = None if appends is None else self._known.get(appends[0])
-        found = None if known is None else guess(known, decide)
-        if known is not None and found is not None:
-            version = None
+        """[B3] an append in one statement, on the run as this handle knows it or reads it.
+
+        A run this handle wrote last costs one round trip; another, two (one
+        read, one write). Anything the statement cannot settle goes to
+        :meth:`_write`, which decides again under locks.
+        """
+        if appends is not None:
+            run_id = appends[0]
+            known = self._known.get(run_id)
+            writing = False
             try:
                 async with self._pool.connection() as conn:
-                    if healthy(conn):
+                    if not healthy(conn):
+                        known = None
+                    elif known is None:
+                        known = await learn(conn, run_id)
+                    found = None if known is None else guess(known, decide)
+                    version = None
+                    if found is not None:
+                        writing = True
                         version = await write_guess(conn, found, self.encryption)
             except Exception as e:
-                self._known.drop(known.run.run_id)
-                if not self._retry(e, True, 1, operation):
+                self._known.drop(run_id)
+                if not self._retry(e, writing, 1, operation):
                     raise
-            if version is not None:
-                self._known.put(Known(found.plan.runs[0], version, known.session))
-                return cast(R, found.plan.result)
-            self._known.drop(known.run.run_id)
+            else:
+                if found is not None and version is not None:
+                    self._known.put(Known(found.plan.runs[0], version, found.known.session))
+                    return cast(R, found.plan.result)
+                self._known.drop(run_id)
         return await self._write(operation, decide, (), appends, remember=True)
 
     async def _read(
