@@ -414,6 +414,7 @@ class PostgresStore:
                 async with self._pool.connection() as conn:
                     if not healthy(conn):
                         known = None
+                        await conn.close()  # the pool replaces it; the locking path retries
                     elif known is None:
                         known = await learn(conn, run_id)
                     found = None if known is None else guess(known, decide)
