@@ -165,6 +165,7 @@ def guess(known: Known, decide: Callable[[StateReader], Plan[Any]]) -> Guess | N
         or len(plan.runs) != 1
         or plan.runs[0].run_id != run_id
         or not plan.records
+        or not reader.absent
         or len(plan.records) > MAX_RECORDS
         or any(record.run_id != run_id for record in plan.records)
     ):
@@ -172,11 +173,11 @@ def guess(known: Known, decide: Callable[[StateReader], Plan[Any]]) -> Guess | N
     changed = _changed(run_params(plan.runs[0]), run_params(known.run))
     if not changed or any(_RUN_FIELDS[i] in _NOT_GUESSED for i in changed):
         return None
-    return Guess(known, plan, reader.absent, changed)
+    return Guess(known, plan, list(dict.fromkeys(reader.absent)), changed)
 
 
 @lru_cache(maxsize=256)
-def _statement(session: bool, changed: tuple[str, ...], count: int) -> str:
+def _statement(session: bool, changed: tuple[str, ...], count: int, keys: int) -> str:
     """The statement writing ``count`` records and the run columns ``changed``.
 
     Locks and checks in the order every writer uses: session, run, then the
@@ -190,11 +191,18 @@ def _statement(session: bool, changed: tuple[str, ...], count: int) -> str:
     )
     assignments = ", ".join(f"{name} = %(c_{name})s" for name in changed)
     gate = "EXISTS (SELECT 1 FROM s) AND " if session else ""
+    # One probe per key, each an equality on both columns of the (run_id, event_key)
+    # unique index: a plan cached before the table had statistics still uses that index
+    # (with ``= ANY(array)`` it may scan the run's whole log instead).
+    unused = " AND ".join(
+        "NOT EXISTS (SELECT 1 FROM agentledger_records "
+        f"WHERE run_id = %(rid)s AND event_key = %(k{i})s)"
+        for i in range(keys)
+    )
     run = (
         f"r AS (UPDATE agentledger_runs SET {assignments} "
         f"WHERE run_id = %(rid)s AND xmin::text = %(version)s AND {gate}"
-        "NOT EXISTS (SELECT 1 FROM agentledger_records "
-        "WHERE run_id = %(rid)s AND event_key = ANY(%(absent)s)) RETURNING xmin::text AS v), "
+        f"{unused} RETURNING xmin::text AS v), "
     )
     allocate = (
         "a AS (UPDATE agentledger_sessions SET last_seq = last_seq + %(n)s "
@@ -271,8 +279,8 @@ async def write_guess(
     params: dict[str, object] = {
         "rid": run.run_id,
         "version": known.version,
-        "absent": g.absent,
     }
+    params.update({f"k{i}": key for i, key in enumerate(g.absent)})
     values = run_params(run)
     for i in g.changed:
         params[f"c_{_RUN_FIELDS[i]}"] = values[i]
@@ -287,7 +295,7 @@ async def write_guess(
             params[f"v{i}_{j}"] = values[j]
         params[f"v{i}_seq"] = values[8]
         params[f"v{i}_sum"] = values[9]
-    sql = _statement(session is not None, names, len(g.plan.records))
+    sql = _statement(session is not None, names, len(g.plan.records), len(g.absent))
     cur = await conn.execute(sql, params)
     row = await cur.fetchone()
     if row is None or row[0] is None:
