@@ -19,6 +19,10 @@ reader's thread, best of many interleaved tries: the steadiest figure on a
 busy machine.
 
 Goal: the median on/off ratio <= 1.15 for both.
+
+``--backend postgres`` measures PostgreSQL alone: a throwaway server started
+with ``fsync=on`` (or the server of ``--postgres DSN``), a fresh database per
+measurement, dropped afterwards; the same two figures, interleaved the same way.
 """
 
 from __future__ import annotations
@@ -201,5 +205,108 @@ async def main() -> None:
             await breakdown(folder)
 
 
+# PostgreSQL ---------------------------------------------------------------------
+
+
+async def _postgres_measure(base: str, encrypted: bool, folder: Path) -> dict[str, float]:
+    """Appends and a reload on a fresh database of the server ``base``, then dropped."""
+    sys.path.insert(0, str(ROOT))
+    from tests.storage.postgres.server import create_database, drop_database
+
+    dsn = create_database(base, prefix="agentledger_bench")
+    try:
+        encryption = None
+        if encrypted:
+            encryption = Encryption(Keyring.generate(), folder / f"{uuid.uuid4().hex}.vault")
+        store = await PostgresStore.open(dsn, min_size=1, max_size=1, encryption=encryption)
+        try:
+            return await _postgres_workload(store)
+        finally:
+            await store.close()
+    finally:
+        drop_database(dsn)
+
+
+async def _postgres_workload(store: PostgresStore) -> dict[str, float]:
+    """Seconds per single-record append, and to page a 10,000-record run back."""
+    await store.create_session("s", created_at=EPOCH)
+    run = _run("s")
+    await store.start_root_run(run.root_start())
+    at = [EPOCH + timedelta(milliseconds=i + 1) for i in range(RELOAD)]
+    notes = [run.record("note", PAYLOAD, event_key=f"a{i}", at=at[i]) for i in range(APPENDS)]
+    started = time.perf_counter()
+    for note in notes:
+        await store.append_run_record(note)
+    append = (time.perf_counter() - started) / APPENDS
+
+    big = _run("s")
+    await store.start_root_run(big.root_start())
+    records = [big.record("note", PAYLOAD, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
+    for i in range(0, RELOAD, BATCH):
+        await store.append_run_records(records[i : i + BATCH])
+    started = time.perf_counter()
+    cursor, count = "", 0
+    while True:
+        page = await store.list_run_records(big.run.run_id, cursor=cursor, limit=1000)
+        count += len(page.records)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    reload = time.perf_counter() - started
+    assert count == RELOAD + 1, count
+    return {"append": append, "reload": reload}
+
+
+async def _postgres_rounds(base: str, rounds: int, folder: Path) -> None:
+    """Encryption off against on, ``rounds`` interleaved rounds, on one server."""
+    ratios: dict[str, list[float]] = {"append": [], "reload": []}
+    await _postgres_measure(base, True, folder)  # warm-up: imports, connections, first keys
+    for n in range(rounds):
+        order = (False, True) if n % 2 == 0 else (True, False)
+        got = {mode: await _postgres_measure(base, mode, folder) for mode in order}
+        for metric in ratios:
+            ratios[metric].append(got[True][metric] / got[False][metric])
+        print(
+            f"postgres round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
+            f"on {got[True]['append'] * 1e3:.2f} ms; reload off "
+            f"{got[False]['reload'] * 1e3:.1f} ms on {got[True]['reload'] * 1e3:.1f} ms",
+            flush=True,
+        )
+    for metric, values in ratios.items():
+        shown = " ".join(f"{v:.3f}" for v in values)
+        print(
+            f"postgres {metric} on/off per round: {shown}; median {statistics.median(values):.3f}"
+        )
+
+
+def postgres_main(argv: list[str]) -> None:
+    """``--backend postgres``: on the server of ``--postgres DSN``, else a throwaway one."""
+    parser = argparse.ArgumentParser(description="encryption on/off on PostgreSQL (fsync on)")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--postgres", default="", help="a DSN whose user may CREATE DATABASE")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from tests.storage.postgres.server import PostgresServer
+
+    server = None
+    base = args.postgres
+    if not base:
+        server = PostgresServer(fsync=True)
+        base = server.start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            asyncio.run(_postgres_rounds(base, args.rounds, Path(tmp)))
+    finally:
+        if server is not None:
+            server.stop()
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    chooser = argparse.ArgumentParser(add_help=False)
+    chooser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    chosen, rest = chooser.parse_known_args()
+    if chosen.backend == "postgres":
+        postgres_main(rest)
+    else:
+        sys.argv[1:] = rest
+        asyncio.run(main())

@@ -177,3 +177,28 @@ async def test_workload_survives_killed_connections(
     session_log: list[Record] = await _all_pages(victim.list_session_run_records, sid)
     assert len(session_log) == workers * runs_each * (notes + 2)
     assert len({(r.run_id, r.id) for r in session_log}) == len(session_log)
+
+
+async def test_a_connection_killed_while_idle_is_replaced_before_an_append(
+    admin: psycopg.AsyncConnection[Any], app_name: str, victim: PostgresStore
+) -> None:
+    """[B3] the one-statement append never sends on a connection the server already closed."""
+    world = World(victim)
+    sid = await world.session("s")
+    run = await world.root("r", session=sid)
+    await victim.append_run_record(world.note(run, "before"))
+    await admin.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+        (app_name,),
+    )
+    for _ in range(500):  # until the server has closed it
+        cur = await admin.execute(_BACKENDS, (app_name,))
+        if not await cur.fetchall():
+            break
+        await asyncio.sleep(0.01)
+
+    result = await victim.append_run_record(world.note(run, "after"))
+
+    assert (result.id, result.inserted) == ("3", True)
+    log = await _all_pages(victim.list_run_records, run.run.run_id)
+    assert [r.event_key for r in log] == ["run_started", "before", "after"]

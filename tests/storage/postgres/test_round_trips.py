@@ -18,6 +18,7 @@ from psycopg import pq
 
 from agentledger.errors import RunNotFoundError
 from agentledger.storage.conformance import World
+from agentledger.storage.conformance._world import _all_pages
 from agentledger.storage.postgres import PostgresStore
 
 
@@ -60,6 +61,8 @@ class Traced:
         for line in self.path.read_text().splitlines():
             found = [m for m in self.marks if f"'mark-{m}'" in line]
             if found:
+                if current and chunks[current] and "\tParse\t" in chunks[current][-1]:
+                    chunks[current].pop()  # the marker's own statement
                 current = found[0]
                 chunks[current] = []
             elif current:
@@ -87,8 +90,13 @@ async def traced(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[Traced]:
         await store.close()
 
 
-async def test_an_append_to_a_running_run_costs_two_round_trips(traced: Traced) -> None:
-    """[B3] one record or a batch: BEGIN and the locking reads, then writes and COMMIT."""
+def _statements(trace: str) -> list[str]:
+    """The SQL text of every statement the client parsed, in order."""
+    return [line.split('"', 3)[3] for line in trace.splitlines() if "\tParse\t" in line]
+
+
+async def test_an_append_to_a_run_this_handle_wrote_is_one_statement(traced: Traced) -> None:
+    """[B3] one record or a batch onto a run the handle started: one round trip, one commit."""
     store = traced.store
     world = World(store)
     sid = await world.session("s")
@@ -104,30 +112,74 @@ async def test_an_append_to_a_running_run_costs_two_round_trips(traced: Traced) 
     assert (result.id, result.inserted) == ("2", True)
     assert [r.id for r in results] == ["3", "4", "5", "6", "7"]
     for name in ("single", "batch"):
-        assert round_trips(phases[name]) == 2, phases[name]
-        assert '"COMMIT"' in phases[name]
+        assert round_trips(phases[name]) == 1, phases[name]
+        assert len(_statements(phases[name])) == 1, phases[name]
+    log = await _all_pages(store.list_session_run_records, sid)
+    assert [(r.id, r.event_key) for r in log][1:] == [
+        ("2", "one"),
+        *((str(i + 3), f"b{i}") for i in range(5)),
+    ]
+
+
+async def test_an_append_to_a_run_another_handle_wrote_costs_two_round_trips(
+    traced: Traced, postgres_dsn: str
+) -> None:
+    """[B3] a read of the run and its session, then the one statement; then the handle knows it."""
+    async with await PostgresStore.open(postgres_dsn, min_size=1, max_size=1) as other:
+        world = World(other)
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+    store = traced.store
+
+    await traced.mark("first")
+    results = await store.append_run_records([world.note(run, "a"), world.note(run, "b")])
+    await traced.mark("second")
+    again = await store.append_run_record(world.note(run, "c"))
+    await traced.mark("end")
+    phases = await traced.phases()
+
+    assert [r.id for r in results] == ["2", "3"]
+    assert again.id == "4"
+    assert round_trips(phases["first"]) == 2, phases["first"]
+    assert len(_statements(phases["first"])) == 2, phases["first"]
+    assert round_trips(phases["second"]) == 1, phases["second"]
 
 
 async def test_an_append_updates_only_what_changed(traced: Traced) -> None:
-    """[B3] the run row's UPDATE names the changed column only; the records are one INSERT."""
+    """[B3] the run row's UPDATE names the changed column only, in one statement or under locks."""
     store = traced.store
     world = World(store)
     sid = await world.session("s")
     run = await world.root("r", session=sid)
+    await store.append_run_record(world.note(run, "one"))
 
-    await traced.mark("append")
-    await store.append_run_records([world.note(run, "one"), world.note(run, "two")])
+    three = world.note(run, "three")
+
+    await traced.mark("one statement")
+    await store.append_run_records([world.note(run, "two"), three])
+    await traced.mark("under locks")  # a retry and a new record: decided under locks
+    await store.append_run_records([three, world.note(run, "four")])
     await traced.mark("end")
-    trace = (await traced.phases())["append"]
+    phases = await traced.phases()
 
-    updates = [line for line in trace.splitlines() if "UPDATE agentledger_runs" in line]
-    assert len(updates) == 1, trace
-    assert "SET last_seq = $1 WHERE" in updates[0], updates[0]
-    assert trace.count('Parse\t "" "INSERT INTO agentledger_records') == 1, trace
+    for name, placeholder in (("one statement", "$4"), ("under locks", "$1")):
+        statements = _statements(phases[name])
+        updates = [
+            part.split(" WHERE ", 1)[0]
+            for sql in statements
+            for part in sql.split("UPDATE agentledger_runs ")[1:]
+        ]
+        writes = updates[-1:]  # under locks, after the one statement that wrote nothing
+        assert writes == [f"SET last_seq = {placeholder}"], statements
+        inserts = [sql for sql in statements if "INSERT INTO agentledger_records" in sql]
+        assert len(inserts) == (1 if name == "one statement" else 2), statements
+    assert '"BEGIN"' in phases["under locks"]
+    ids = [r.id for r in await _all_pages(store.list_run_records, run.run.run_id)]
+    assert ids == ["1", "2", "3", "4", "5"]
 
 
 async def test_an_exact_retry_writes_nothing(traced: Traced) -> None:
-    """[B3] a retried append reads, writes nothing, and still costs two round trips."""
+    """[B3] a retried append is decided under locks: the one statement wrote nothing."""
     store = traced.store
     world = World(store)
     sid = await world.session("s")
@@ -141,6 +193,8 @@ async def test_an_exact_retry_writes_nothing(traced: Traced) -> None:
     trace = (await traced.phases())["retry"]
 
     assert (again.id, again.inserted) == ("2", False)
-    assert "INSERT INTO" not in trace
-    assert "UPDATE agentledger" not in trace
-    assert round_trips(trace) == 2, trace
+    statements = _statements(trace)
+    assert "INSERT INTO" in statements[0]  # the one statement, which found the key used
+    assert not any("INSERT INTO" in sql or "UPDATE agentledger" in sql for sql in statements[1:])
+    assert round_trips(trace) == 3, trace
+    assert [r.id for r in await _all_pages(store.list_run_records, run.run.run_id)] == ["1", "2"]

@@ -5,7 +5,9 @@ shared decision from :mod:`agentledger.storage.lifecycle` against a
 :class:`._reader.CachedReader`; each cache miss is loaded (and locked, see
 :mod:`._reader`) and the decision rerun, then the plan is applied in the same
 transaction (:mod:`._apply`). Concurrency failures are retried with the
-decision rerun on fresh state (:mod:`._retry`).
+decision rerun on fresh state (:mod:`._retry`). An append to a run this
+handle wrote last is decided on what it remembers and written by one
+statement that checks that memory still holds (:mod:`._guess`) [B3].
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_r
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
+from agentledger.storage.postgres._guess import (
+    Known,
+    KnownRuns,
+    guess,
+    healthy,
+    learn,
+    write_guess,
+)
 from agentledger.storage.postgres._pages import decide as _decide
 from agentledger.storage.postgres._pages import page_reader, transcript_reader
 from agentledger.storage.postgres._reader import CachedReader, Key, Loader
@@ -87,6 +97,7 @@ _POOL_ERRORS = (PoolClosed, PoolTimeout, TooManyRequests)
 _MAX_KEY_LOADS = 8
 """Keys one operation loads off the loop before it reads the vault inline (a vault that
 keeps changing under it would otherwise restart it without end)."""
+_XID = "SELECT pg_current_xact_id()::xid::text"  # the xmin of every row this transaction wrote
 
 
 def _prefixed(alias: str, columns: str) -> str:
@@ -240,6 +251,8 @@ class PostgresStore:
         self.limits = limits
         """The payload and checkpoint caps this handle enforces on writes."""
         self._transcripts_verified = transcripts_verified
+        self._known = KnownRuns()
+        """The runs this handle wrote last, for appends in one statement [B3]."""
 
     @classmethod
     async def open(
@@ -333,13 +346,17 @@ class PostgresStore:
         decide: Callable[[StateReader], Plan[R]],
         prefetch: Sequence[Key],
         appends: tuple[str, list[str]] | None = None,
+        *,
+        remember: bool = False,
     ) -> R:
         """One locking transaction: load, decide, apply; retried on concurrency failures.
 
         The connection is in pipeline mode: statements are sent without
         waiting, and only reading a result waits. An append to a running run
         (``appends``: its run id and event keys) costs two round trips: BEGIN
-        and the locking reads, then the writes and COMMIT [B3].
+        and the locking reads, then the writes and COMMIT. With ``remember``
+        the runs written are kept, with their new row versions, so the next
+        append to them can be one statement (:mod:`._guess`).
         """
         attempt = loads = 0
         while True:
@@ -360,13 +377,19 @@ class PostgresStore:
                                     await loader.run_with_records(*appends)
                                 await loader.prefetch(prefetch)
                                 plan = await _decide(loader, decide)
+                                version = None
                                 if plan.writes:
                                     writing = True
                                     await apply_plan(loader, plan)
+                                    if remember and plan.runs:
+                                        version = await conn.execute(_XID)
                                 await conn.execute("COMMIT")
+                            # Read after the pipeline's end, which fetched it with COMMIT's reply.
+                            xid = None if version is None else await version.fetchone()
                         except BaseException:
                             await _abandon(conn)
                             raise
+                self._note_runs(plan, loader.cache, None if xid is None else str(xid[0]))
                 return plan.result
             except KeyNeeded as needed:  # rolled back: load the key off the loop, run it again
                 attempt, loads = attempt - 1, loads + 1
@@ -376,6 +399,59 @@ class PostgresStore:
                 if not self._retry(e, writing, attempt, operation):
                     raise
             await backoff(attempt)
+
+    def _note_runs(self, plan: Plan[Any], cache: CachedReader, version: str | None) -> None:
+        """Remember the runs ``plan`` wrote at ``version`` (forget them if None)."""
+        for run in plan.runs:
+            session = cache.sessions.get(run.session_id) if run.session_id else None
+            if plan.session is not None and plan.session.id == run.session_id:
+                session = plan.session
+            if version is None or (run.session_id and session is None):
+                self._known.drop(run.run_id)
+            else:
+                self._known.put(Known(run, version, session))
+
+    async def _append(
+        self,
+        operation: str,
+        decide: Callable[[StateReader], Plan[R]],
+        appends: tuple[str, list[str]] | None,
+    ) -> R:
+        """[B3] an append in one statement, on the run as this handle knows it or reads it.
+
+        A run this handle wrote last costs one round trip; another, two (one
+        read, one write). Anything the statement cannot settle goes to
+        :meth:`_write`, which decides again under locks.
+        """
+        if appends is not None:
+            run_id = appends[0]
+            known = self._known.get(run_id)
+            writing = False
+            found = version = None
+            try:
+                with self._deferring(0):
+                    async with self._pool.connection() as conn:
+                        if not healthy(conn):
+                            known = None
+                            await conn.close()  # the pool replaces it; the locking path retries
+                        elif known is None:
+                            known = await learn(conn, run_id)
+                        found = None if known is None else guess(known, decide)
+                        if found is not None:
+                            writing = True
+                            version = await write_guess(conn, found, self.encryption)
+            except KeyNeeded:  # sealed before anything was sent: the locking path loads it
+                found = None
+            except Exception as e:
+                self._known.drop(run_id)
+                if not self._retry(e, writing, 1, operation):
+                    raise
+            else:
+                if found is not None and version is not None:
+                    self._known.put(Known(found.plan.runs[0], version, found.known.session))
+                    return cast(R, found.plan.result)
+                self._known.drop(run_id)
+        return await self._write(operation, decide, (), appends, remember=True)
 
     async def _read(
         self, operation: str, read: Callable[[Loader], Awaitable[R]], prefetch: Sequence[Key]
@@ -449,7 +525,10 @@ class PostgresStore:
             ("session", getattr(run, "session_id", None)), ("run", getattr(run, "run_id", None))
         )
         return await self._write(
-            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits), keys
+            "start_root_run",
+            lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits),
+            keys,
+            remember=True,
         )
 
     async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
@@ -463,6 +542,7 @@ class PostgresStore:
             "start_child_run",
             lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits),
             keys,
+            remember=True,
         )
 
     async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
@@ -471,6 +551,7 @@ class PostgresStore:
             "start_one_shot_run",
             lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits),
             keys,
+            remember=True,
         )
 
     async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
@@ -482,21 +563,20 @@ class PostgresStore:
             "start_one_shot_child_run",
             lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits),
             keys,
+            remember=True,
         )
 
     async def append_run_record(self, record: Record, /) -> AppendResult:
-        return await self._write(
+        return await self._append(
             "append_run_record",
             lambda r: lifecycle.plan_append(r, record, limits=self.limits),
-            (),
             _appended([record]),
         )
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        return await self._write(
+        return await self._append(
             "append_run_records",
             lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
-            (),
             _appended(records),
         )
 

@@ -1,0 +1,308 @@
+"""[B3] An append in one statement: decide on the state last seen, write only if it still holds.
+
+A writer that appends to a run usually appended to it (or started it) a moment
+ago, so it already knows the run's row, the row's version (PostgreSQL's
+``xmin``, which changes with every update of the row) and its session. The
+store then runs the shared decision from :mod:`agentledger.storage.lifecycle`
+on that remembered state, before any SQL, and sends one autocommit statement
+that locks the session and the run (in the usual order) and applies the plan
+only if the run's version, the session's status and the absence of every
+event key the decision looked up are still what the decision saw. One round
+trip and one commit, as raw psycopg's INSERT; nothing is written otherwise.
+
+Only a plan that writes is sent this way. A refusal, an exact retry, a run
+the decision needs more about, or a statement that wrote nothing is settled
+by the locking transaction of :mod:`._store`, which decides again on fresh
+state: every refusal is decided under locks, as before.
+"""
+
+from __future__ import annotations
+
+import select
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from agentledger.errors import AgentledgerError
+from agentledger.storage.postgres._apply import _changed
+from agentledger.storage.postgres._reader import Missing
+from agentledger.storage.postgres._rows import (
+    RECORD_COLUMNS,
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    record_params,
+    run_from_row,
+    run_params,
+    session_from_row,
+)
+from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
+from agentledger.storage.types import PurgeReceipt, Record
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
+
+__all__ = ["Guess", "Known", "KnownRuns", "guess", "healthy", "learn", "write_guess"]
+
+_RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
+_NOT_GUESSED = {"run_id", "checkpoint_id", "checkpoint_data"}  # key; sealed data: slow path
+_RECORD_TYPES = ("text", "text", "text", "text", "text", "text", "timestamptz", "bytea")
+_RECORD_NAMES = [c.strip() for c in RECORD_COLUMNS.split(",")]
+MAX_RECORDS = 200
+"""Most records one statement carries (12 parameters each); a longer batch takes the
+locking path, which writes them a thousand to an INSERT."""
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a store last wrote or read, under lock, of one run."""
+
+    run: RunRow
+    version: str
+    """The run row's ``xmin`` as text: any later update of the row changes it."""
+    session: SessionRow | None
+    """The run's session as it was then (None for a run without one)."""
+
+
+class KnownRuns:
+    """The runs a store wrote last, newest last, at most ``capacity`` of them."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._runs: OrderedDict[str, Known] = OrderedDict()
+        self._capacity = capacity
+
+    def get(self, run_id: str) -> Known | None:
+        return self._runs.get(run_id)
+
+    def put(self, known: Known) -> None:
+        """Remember ``known``; a run holding a checkpoint is not kept (it may be large)."""
+        if known.run.checkpoint is not None:
+            self.drop(known.run.run_id)
+            return
+        self._runs[known.run.run_id] = known
+        self._runs.move_to_end(known.run.run_id)
+        while len(self._runs) > self._capacity:
+            self._runs.popitem(last=False)
+
+    def drop(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+
+
+class _Remembered(StateReader):
+    """A StateReader over one :class:`Known`; record keys are assumed absent, and noted."""
+
+    def __init__(self, known: Known) -> None:
+        self.known = known
+        self.absent: list[str] = []
+
+    def session(self, session_id: str) -> SessionRow | None:
+        if self.known.session is None or session_id != self.known.session.id:
+            raise Missing(("session", session_id, ""))
+        return self.known.session
+
+    def session_purged(self, session_id: str) -> bool:
+        raise Missing(("session_purged", session_id, ""))
+
+    def run(self, run_id: str) -> RunRow | None:
+        if run_id != self.known.run.run_id:
+            raise Missing(("run", run_id, ""))
+        return self.known.run
+
+    def purged_run_session(self, run_id: str) -> str | None:
+        raise Missing(("purged_run", run_id, ""))
+
+    def record(self, run_id: str, event_key: str) -> Record | None:
+        if run_id != self.known.run.run_id:
+            raise Missing(("record", run_id, event_key))
+        self.absent.append(event_key)
+        return None
+
+    def running_run_ids(self, session_id: str) -> list[str]:
+        raise Missing(("running", session_id, ""))
+
+    def purge_receipt(self, session_id: str) -> PurgeReceipt:
+        raise Missing(("session_purged", session_id, ""))
+
+    def session_contents(self, session_id: str) -> tuple[list[RunRow], list[Record]]:
+        raise Missing(("contents", session_id, ""))
+
+    def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
+        raise Missing(("tool_result", run.run_id, call_key))
+
+    def damaged_records(self, run_id: str) -> list[Record]:
+        raise Missing(("damaged", run_id, ""))
+
+
+@dataclass(frozen=True)
+class Guess:
+    """A plan decided on remembered state, and what must still hold to write it."""
+
+    known: Known
+    plan: Plan[Any]
+    absent: list[str]
+    """Event keys the decision found unused; each must still be."""
+    changed: list[int]
+    """Positions in ``RUN_COLUMNS`` of the run row's changed values."""
+
+
+def guess(known: Known, decide: Callable[[StateReader], Plan[Any]]) -> Guess | None:
+    """The decision on ``known`` if it appends records to that run alone; else None.
+
+    None means: decide under locks instead (a refusal or a retry is never
+    taken from remembered state, and nor is a plan that needs anything else).
+    """
+    reader = _Remembered(known)
+    try:
+        plan = decide(reader)
+    except (Missing, AgentledgerError):
+        return None
+    run_id = known.run.run_id
+    if (
+        plan.session is not None
+        or plan.purge_session
+        or plan.tool_results
+        or len(plan.runs) != 1
+        or plan.runs[0].run_id != run_id
+        or not plan.records
+        or not reader.absent
+        or len(plan.records) > MAX_RECORDS
+        or any(record.run_id != run_id for record in plan.records)
+    ):
+        return None
+    changed = _changed(run_params(plan.runs[0]), run_params(known.run))
+    if not changed or any(_RUN_FIELDS[i] in _NOT_GUESSED for i in changed):
+        return None
+    return Guess(known, plan, list(dict.fromkeys(reader.absent)), changed)
+
+
+@lru_cache(maxsize=256)
+def _statement(session: bool, changed: tuple[str, ...], count: int, keys: int) -> str:
+    """The statement writing ``count`` records and the run columns ``changed``.
+
+    Locks and checks in the order every writer uses: session, run, then the
+    run's event keys; each write happens only if the step before matched.
+    """
+    lock = (
+        "WITH s AS (SELECT 1 FROM agentledger_sessions WHERE id = %(sid)s "
+        "AND status = %(status)s AND ended_at IS NOT DISTINCT FROM %(ended)s FOR UPDATE), "
+        if session
+        else "WITH "
+    )
+    assignments = ", ".join(f"{name} = %(c_{name})s" for name in changed)
+    gate = "EXISTS (SELECT 1 FROM s) AND " if session else ""
+    # One probe per key, each an equality on both columns of the (run_id, event_key)
+    # unique index: a plan cached before the table had statistics still uses that index
+    # (with ``= ANY(array)`` it may scan the run's whole log instead).
+    unused = " AND ".join(
+        "NOT EXISTS (SELECT 1 FROM agentledger_records "
+        f"WHERE run_id = %(rid)s AND event_key = %(k{i})s)"
+        for i in range(keys)
+    )
+    run = (
+        f"r AS (UPDATE agentledger_runs SET {assignments} "
+        f"WHERE run_id = %(rid)s AND xmin::text = %(version)s AND {gate}"
+        f"{unused} RETURNING xmin::text AS v), "
+    )
+    allocate = (
+        "a AS (UPDATE agentledger_sessions SET last_seq = last_seq + %(n)s "
+        "WHERE id = %(sid)s AND EXISTS (SELECT 1 FROM r) RETURNING last_seq - %(n)s AS base), "
+        if session
+        else ""
+    )
+    rows = ", ".join(
+        "("
+        + ", ".join(f"%(v{i}_{j})s::{t}" for j, t in enumerate(_RECORD_TYPES))
+        + f", %(v{i}_seq)s::bigint, %(v{i}_sum)s::bigint, {i + 1})"
+        for i in range(count)
+    )
+    names = ", ".join([*_RECORD_NAMES, "k"])
+    columns = ", ".join(f"v.{c}" for c in _RECORD_NAMES)
+    gate_insert = "CROSS JOIN a" if session else "WHERE EXISTS (SELECT 1 FROM r)"
+    position = "a.base + v.k" if session else "NULL::bigint"
+    insert = (
+        f"i AS (INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq) "
+        f"SELECT {columns}, {position} FROM (VALUES {rows}) AS v ({names}) {gate_insert} "
+        "RETURNING 1) "
+    )
+    return lock + run + allocate + insert + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
+
+
+_RUN_WIDTH = len(_RUN_FIELDS)
+_LEARN = (
+    f"SELECT {', '.join(f'r.{c}' for c in _RUN_FIELDS)}, r.xmin::text, "
+    f"{', '.join(f's.{c.strip()}' for c in SESSION_COLUMNS.split(','))} "
+    "FROM agentledger_runs r LEFT JOIN agentledger_sessions s ON s.id = r.session_id "
+    "WHERE r.run_id = %s"
+)
+
+
+async def learn(conn: AsyncConnection[TupleRow], run_id: str) -> Known | None:
+    """A run, its version and its session as one snapshot holds them; None if not usable.
+
+    Read without locks: the statement that writes checks the version and the
+    session's status under its own locks, as for remembered state.
+    """
+    cur = await conn.execute(_LEARN, (run_id,))
+    row = await cur.fetchone()
+    if row is None or row[_RUN_FIELDS.index("checkpoint_id")] is not None:
+        return None  # absent, or holding a checkpoint (sealed, maybe large): decide under locks
+    run = run_from_row(row[:_RUN_WIDTH])
+    session = None
+    if run.session_id:
+        if row[_RUN_WIDTH + 1] is None:
+            return None
+        session = session_from_row(row[_RUN_WIDTH + 1 :])
+    return Known(run, str(row[_RUN_WIDTH]), session)
+
+
+def healthy(conn: AsyncConnection[TupleRow]) -> bool:
+    """Whether an idle pooled connection has nothing unread (a server that closed it has).
+
+    A statement sent on a connection the server already closed would fail as
+    if cut off mid-write; that case goes to the locking path, which retries it.
+    """
+    if conn.closed:
+        return False
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return not poller.poll(0)
+
+
+async def write_guess(
+    conn: AsyncConnection[TupleRow], g: Guess, sealer: Encryption | None
+) -> str | None:
+    """Send ``g`` as one statement; the run row's new version, or None if nothing was written."""
+    known, run = g.known, g.plan.runs[0]
+    session = known.session
+    names = tuple(_RUN_FIELDS[i] for i in g.changed)
+    params: dict[str, object] = {
+        "rid": run.run_id,
+        "version": known.version,
+    }
+    params.update({f"k{i}": key for i, key in enumerate(g.absent)})
+    values = run_params(run)
+    for i in g.changed:
+        params[f"c_{_RUN_FIELDS[i]}"] = values[i]
+    if session is not None:
+        params.update(sid=session.id, status=session.status.value, ended=session.ended_at)
+        params["n"] = len(g.plan.records)
+    for i, record in enumerate(g.plan.records):
+        if sealer is not None:
+            record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
+        values = record_params(record, None)
+        for j in range(len(_RECORD_TYPES)):
+            params[f"v{i}_{j}"] = values[j]
+        params[f"v{i}_seq"] = values[8]
+        params[f"v{i}_sum"] = values[9]
+    sql = _statement(session is not None, names, len(g.plan.records), len(g.absent))
+    cur = await conn.execute(sql, params)
+    row = await cur.fetchone()
+    if row is None or row[0] is None:
+        return None
+    assert row[1] == len(g.plan.records), row
+    return str(row[0])
