@@ -13,9 +13,12 @@ run completes once, with the very records an uninterrupted run writes [X1].
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -117,6 +120,56 @@ ASKER = [
 ]
 
 
+@contextlib.asynccontextmanager
+async def _killed_once_paused(
+    *,
+    pause_key: str,
+    agent: str,
+    message: str,
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    folder: Path,
+) -> AsyncIterator[tuple[Any, str, Any]]:
+    """Start a run on a worker that pauses once ``pause_key`` is stored, SIGKILL that
+    worker there (the activity never completes), start a second one, and yield the
+    client, the session and the run's handle; the second worker must stop cleanly."""
+    env = {apps.MARKERS_ENV: str(folder), apps.PAUSE_KEY_ENV: pause_key}
+    queue = f"lost-{uuid.uuid4().hex[:12]}"
+    options = ("--sticky-timeout", "1")
+    first = WorkerProcess(
+        temporal=temporal_address,
+        db=worker_db,
+        task_queue=queue,
+        env=env,
+        extra=options,
+        app="tests.engine.temporal.pausing:setup",
+    ).start()
+    second: WorkerProcess | None = None
+    try:
+        engine = TemporalEngine(
+            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=2.0
+        )
+        runtime = Runtime(store, engine=engine)
+        apps.setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        client = runtime.agent_client(agent)
+        handle = await client.start(session, [user_message(message)])
+        await _wait_for_markers(folder, "paused", 1)  # stored; the activity never completes
+        first.kill()
+        second = WorkerProcess(
+            temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options
+        ).start()
+        yield client, session, handle
+        assert second.stop() == 0, second.output()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+
+
 @pytest.mark.parametrize(
     ("key", "agent", "what"),
     [
@@ -141,33 +194,16 @@ async def test_a_retry_after_a_lost_completion_reads_instead_of_working_again(
     called exactly once per turn, and the run's log is that of an uninterrupted run."""
     folder = tmp_path / "markers"
     folder.mkdir()
-    env = {apps.MARKERS_ENV: str(folder), apps.PAUSE_KEY_ENV: key}
-    queue = f"lost-{uuid.uuid4().hex[:12]}"
-    options = ("--sticky-timeout", "1")
-    first = WorkerProcess(
-        temporal=temporal_address,
-        db=worker_db,
-        task_queue=queue,
-        env=env,
-        extra=options,
-        app="tests.engine.temporal.pausing:setup",
-    ).start()
-    second: WorkerProcess | None = None
-    try:
-        engine = TemporalEngine(
-            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=2.0
-        )
-        runtime = Runtime(store, engine=engine)
-        apps.setup(runtime)
-        session = f"s-{uuid.uuid4().hex}"
-        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
-        client = runtime.agent_client(agent)
-        handle = await client.start(session, [user_message("once")])
-        await _wait_for_markers(folder, "paused", 1)  # stored; the activity never completes
-        first.kill()
-        second = WorkerProcess(
-            temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options
-        ).start()
+    async with _killed_once_paused(
+        pause_key=key,
+        agent=agent,
+        message="once",
+        temporal_address=temporal_address,
+        temporal_client=temporal_client,
+        store=store,
+        worker_db=worker_db,
+        folder=folder,
+    ) as (client, session, handle):
         out = await asyncio.wait_for(handle.wait(), 90)
         run = handle.run_id
         assert len(apps.markers(folder, f"planned-{run}-1")) == 1, what
@@ -189,11 +225,6 @@ async def test_a_retry_after_a_lost_completion_reads_instead_of_working_again(
         assert [(r.type, r.event_key) for r in lost] == [(r.type, r.event_key) for r in clean]
         check_lifecycle(await store.load_run(run), lost)
         await valid_transcript(store, run)
-        assert second.stop() == 0, second.output()
-    finally:
-        first.kill()
-        if second is not None:
-            second.kill()
 
 
 def _saved_results(kind: str, db: str, run_id: str) -> int:
@@ -229,33 +260,16 @@ async def test_parallel_calls_whose_results_were_saved_do_not_run_again(
     folder = tmp_path / "markers"
     folder.mkdir()
     keys = "turn:1:tool:a:result,turn:1:tool:b:result"
-    env = {apps.MARKERS_ENV: str(folder), apps.PAUSE_KEY_ENV: f"tool_results:{keys}"}
-    queue = f"pair-{uuid.uuid4().hex[:12]}"
-    options = ("--sticky-timeout", "1")
-    first = WorkerProcess(
-        temporal=temporal_address,
-        db=worker_db,
-        task_queue=queue,
-        env=env,
-        extra=options,
-        app="tests.engine.temporal.pausing:setup",
-    ).start()
-    second: WorkerProcess | None = None
-    try:
-        engine = TemporalEngine(
-            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=2.0
-        )
-        runtime = Runtime(store, engine=engine)
-        apps.setup(runtime)
-        session = f"s-{uuid.uuid4().hex}"
-        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
-        client = runtime.agent_client("pair")
-        handle = await client.start(session, [user_message("both")])
-        await _wait_for_markers(folder, "paused", 1)  # both saved; the worker never answers
-        first.kill()
-        second = WorkerProcess(
-            temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options
-        ).start()
+    async with _killed_once_paused(
+        pause_key=f"tool_results:{keys}",
+        agent="pair",
+        message="both",
+        temporal_address=temporal_address,
+        temporal_client=temporal_client,
+        store=store,
+        worker_db=worker_db,
+        folder=folder,
+    ) as (client, session, handle):
         out = await asyncio.wait_for(handle.wait(), 90)
         run = handle.run_id
         assert out.status is RunStatus.COMPLETED, out.failure
@@ -275,8 +289,3 @@ async def test_parallel_calls_whose_results_were_saved_do_not_run_again(
         await valid_transcript(store, run)
         # The run ended: its saved results went with it.
         assert _saved_results(store_kind, worker_db, run) == 0
-        assert second.stop() == 0, second.output()
-    finally:
-        first.kill()
-        if second is not None:
-            second.kill()
