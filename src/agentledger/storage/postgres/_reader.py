@@ -88,9 +88,6 @@ _SELECT_RUN_SESSION = "SELECT session_id FROM agentledger_runs WHERE run_id = %s
 _SELECT_RECORD = (
     f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = %s"
 )
-_SELECT_RECORDS = (
-    f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = ANY(%s)"
-)
 _SELECT_TOOL_RESULT = (
     "SELECT data FROM agentledger_tool_results WHERE run_id = %s AND call_key = %s"
 )
@@ -111,6 +108,16 @@ _ADVISORY = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
 
 def _prefixed(alias: str, columns: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+# One index probe per key, each an equality on both columns of the (run_id, event_key)
+# unique index: with ``event_key = ANY(array)`` a plan cached before the table had
+# statistics may scan the run's whole log instead, slower as the run grows.
+_SELECT_KEYED_RECORDS = (
+    f"SELECT {_prefixed('r', RECORD_COLUMNS)} FROM unnest(%s::text[]) AS k(key) "
+    f"CROSS JOIN LATERAL (SELECT {RECORD_COLUMNS} FROM agentledger_records "
+    "WHERE run_id = %s AND event_key = k.key) r"
+)
 
 
 # Reads without locks fetch a row and its tombstone in one statement.
@@ -364,7 +371,7 @@ class Loader:
             return
         session_cur = await self.conn.execute(_LOCK_SESSION_OF_RUN, (run_id,))
         run_cur = await self.conn.execute(_SELECT_RUN + " FOR UPDATE", (run_id,))
-        records_cur = await self.conn.execute(_SELECT_RECORDS, (run_id, event_keys))
+        records_cur = await self.conn.execute(_SELECT_KEYED_RECORDS, (event_keys, run_id))
         session_row = await session_cur.fetchone()
         run_row = await run_cur.fetchone()
         record_rows = await records_cur.fetchall()
