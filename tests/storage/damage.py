@@ -187,6 +187,10 @@ async def assert_damaged_keys_are_corruption_on_retries(
             await retry
         assert (caught.value.run_id, caught.value.record_id) == (log.run_id, "3")
         assert f"{note.event_key}-edited" in caught.value.reason
+    carrying = msgspec.structs.replace(log.end, records=(note,))  # a retry carrying it
+    with pytest.raises(CorruptRecordError, match="event_key") as caught:
+        await store.record_run_terminal(carrying)
+    assert (caught.value.run_id, caught.value.record_id) == (log.run_id, "3")
     await damage_key(LAST)
     for read in (store.record_run_terminal, store.repair_run_terminal):
         with pytest.raises(CorruptRecordError, match="event_key") as caught:

@@ -20,7 +20,7 @@ from agentledger.storage.lifecycle.guards import (
     require_running_for,
     same_or_conflict,
 )
-from agentledger.storage.lifecycle.reads import run_session_status
+from agentledger.storage.lifecycle.reads import raise_if_damaged, run_session_status
 from agentledger.storage.state import Plan, RunRow, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -159,6 +159,7 @@ def retried_records(
     for i, record in enumerate(carried):
         stored = reader.record(run.run_id, record.event_key)
         if stored is None:
+            raise_if_damaged(reader, run, record.event_key, record.type, record)
             raise error(
                 run_id=run.run_id,
                 field=f"records[{i}].event_key",
