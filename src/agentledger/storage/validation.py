@@ -8,6 +8,7 @@ store does not fit its contract [J1].
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -118,9 +119,12 @@ def _require_str(field: str, value: object) -> str:
     return value
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def _storable(value: str) -> bool:
     """Whether every backend can store ``value`` as text: no NUL, no lone surrogate."""
-    return "\x00" not in value and not any("\ud800" <= c <= "\udfff" for c in value)
+    return _UNSTORABLE.search(value) is None
 
 
 def _require_text(field: str, value: object) -> str:

@@ -154,6 +154,18 @@ class RecordConformance(ConformanceBase):
                 await world.store.append_run_record(bad)
         assert info.value.field == f"record.{field}"
 
+    @pytest.mark.parametrize("value", ["t\x00", "lone\ud800", "\udfff-tail", "t" * 513])
+    async def test_record_turn_ids_must_be_storable(self, world: World, value: str) -> None:
+        """[L8] a turn id may be any text every backend can store: no NUL, no lone
+        surrogate, bounded length."""
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+        bad = replace(world.note(run, "k"), turn_id=value)
+        async with world.unchanged():
+            with pytest.raises(ValidationError) as info:
+                await world.store.append_run_record(bad)
+        assert info.value.field == "record.turn_id"
+
     @pytest.mark.parametrize("value", ["s\x00", "tab\tbed", "\udfff"])
     async def test_record_session_ids_must_be_printable(self, world: World, value: str) -> None:
         """[D4] a session id that no backend could store or page is refused up front."""

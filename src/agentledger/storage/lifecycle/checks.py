@@ -20,7 +20,9 @@ from agentledger.storage.validation import (
     decode_stored_payload,
 )
 
-_RECORD_FIELDS = ("started", "canceled", "parent_linked", "record")
+_RECORD_FIELDS = tuple(
+    (name, f"{name}.payload") for name in ("started", "canceled", "parent_linked", "record")
+)
 
 
 def check_sizes(command: object, limits: SizeLimits) -> None:
@@ -30,33 +32,41 @@ def check_sizes(command: object, limits: SizeLimits) -> None:
     anything with a ``records`` sequence (a batch as sent); parts that are not
     bytes are left to the other checks. Every plan runs this first, with the
     limits its store was opened with; a client that knows them runs it before
-    sending.
+    sending. The first part over its cap is refused.
 
     Raises:
         ValidationError: naming the field, the cap and the size found.
     """
-    parts: list[tuple[str, object, int]] = []
-    if isinstance(command, Record):
-        parts.append(("record.payload", command.payload, limits.max_payload_bytes))
+    cap = limits.max_payload_bytes
+    if isinstance(command, Record):  # an append: the hot path
+        _within("record.payload", command.payload, cap)
+        return
     batch = getattr(command, "records", command)
     if isinstance(batch, Sequence) and not isinstance(batch, str | bytes):
         for i, record in enumerate(batch):
-            if isinstance(record, Record):
-                parts.append((f"records[{i}].payload", record.payload, limits.max_payload_bytes))
-    for name in _RECORD_FIELDS:
+            if isinstance(record, Record) and _over(record.payload, cap):
+                _within(f"records[{i}].payload", record.payload, cap)
+    for name, field in _RECORD_FIELDS:
         record = getattr(command, name, None)
         if isinstance(record, Record):
-            parts.append((f"{name}.payload", record.payload, limits.max_payload_bytes))
+            _within(field, record.payload, cap)
     checkpoint = getattr(command, "checkpoint", None)
     if isinstance(checkpoint, Checkpoint):
-        parts.append(("checkpoint.data", checkpoint.data, limits.max_checkpoint_bytes))
-    for field, data, cap in parts:
-        if isinstance(data, bytes) and len(data) > cap:
-            raise ValidationError(
-                field=field,
-                expected=f"at most {cap} bytes (this store's limit)",
-                got=f"{len(data)} bytes",
-            )
+        _within("checkpoint.data", checkpoint.data, limits.max_checkpoint_bytes)
+
+
+def _over(data: object, cap: int) -> bool:
+    return isinstance(data, bytes) and len(data) > cap
+
+
+def _within(field: str, data: object, cap: int) -> None:
+    if _over(data, cap):
+        assert isinstance(data, bytes)
+        raise ValidationError(
+            field=field,
+            expected=f"at most {cap} bytes (this store's limit)",
+            got=f"{len(data)} bytes",
+        )
 
 
 _LIFECYCLE_PAYLOADS: dict[
