@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator
@@ -283,6 +284,29 @@ async def test_an_erasure_by_another_process_holds_for_a_running_store(files: Fi
     other = await files.open()  # its own Encryption: as `agentledger keys erase` in a shell
     assert await other.erase_session_keys(sid)
     await other.close()
+    with pytest.raises(SessionKeyErasedError):
+        await serving.list_run_records(run_id)
+    await serving.close()
+
+
+async def test_a_key_made_by_another_process_keeps_the_keys_in_memory(files: Files) -> None:
+    """Only an erasure makes a running store forget its keys: a new session's key, made by
+    another vault owner, does not send it back to the vault. Proof: with the vault locked
+    by a writer, the store still reads the run whose key it holds."""
+    serving = await files.open()
+    sid, run_id = await populate(serving, World(serving), "s")
+    assert len((await serving.list_run_records(run_id)).records) == 4  # the key is in memory
+    other = await files.open()
+    await populate(other, World(other), "t")  # another session: a new key in the vault
+    await other.close()
+    lock = sqlite3.connect(files.vault, isolation_level=None)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")  # no connection can read the vault meanwhile
+        page = await asyncio.wait_for(serving.list_run_records(run_id), 5)
+        assert len(page.records) == 4
+    finally:
+        lock.close()
+    assert await serving.erase_session_keys(sid)  # and an erasure still holds at once
     with pytest.raises(SessionKeyErasedError):
         await serving.list_run_records(run_id)
     await serving.close()

@@ -82,8 +82,12 @@ class Encryption:
         self.keyring = keyring
         self.vault_path = os.fspath(vault_path)
         self._vault: KeyVault | None = None
-        self._keys: dict[str, _Known] = {}
-        self._seen: tuple[int, int, int] | None = None
+        self._keys: dict[str, AESGCM | Erased] = {}
+        """Data keys (and erasures) read from the vault, kept until a vault erasure."""
+        self._absent: set[str] = set()
+        """Scopes the vault held no key for, kept until the vault changes at all."""
+        self._erasures: tuple[int, int] | None = None
+        self._changes = -1
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -223,6 +227,7 @@ class Encryption:
         scope = _scope(session_id, "")
         with self._lock:
             self._keys.pop(scope, None)
+            self._absent.discard(scope)
         return self._opened().erase(scope)
 
     def rotate_keys(self) -> int:
@@ -239,32 +244,46 @@ class Encryption:
             return self._vault
 
     def _refresh(self) -> None:
-        """Forget every data key in memory once the vault file changed (one ``stat``).
+        """Forget the data keys in memory once the vault recorded an erasure (one ``pread``).
 
         An erasure by another process (``agentledger keys erase`` beside a running
-        ``serve``) thus holds here from the next operation on.
+        ``serve``) thus holds here from the next operation on. Other vault changes
+        (a key made for a new session by any process, a rotation, which leaves data
+        keys as they are) keep the keys in memory and only forget scopes seen absent.
         """
         try:
-            # The file change counter of the SQLite header: every vault commit bumps it.
-            # Plain os calls: a Python file object would cost more than the read itself.
+            # The SQLite header: its file change counter moves with every vault commit,
+            # and ``user_version`` counts erasures (committed with each). Plain os calls:
+            # a Python file object would cost more than the read itself.
             fd = os.open(self.vault_path, os.O_RDONLY)
             try:
-                header = os.pread(fd, 28, 0)
+                header = os.pread(fd, 64, 0)
                 inode = os.fstat(fd).st_ino
             finally:
                 os.close(fd)
         except OSError:
             return  # reported by the vault itself on the next key lookup
-        seen = (int.from_bytes(header[24:28], "big"), inode, len(header))
-        if seen != self._seen:
+        if len(header) < 64:
+            erasures, changes = (-1, inode), -1
+        else:
+            erasures = (int.from_bytes(header[60:64], "big"), inode)
+            changes = int.from_bytes(header[24:28], "big")
+        if erasures != self._erasures:
             with self._lock:
                 self._keys.clear()
-                self._seen = seen
+                self._absent.clear()
+                self._erasures, self._changes = erasures, changes
+        elif changes != self._changes:
+            with self._lock:
+                self._absent.clear()
+                self._changes = changes
 
     def _key(self, session_id: str, run_id: str, *, create: bool, record_id: str = "") -> AESGCM:
         scope = _scope(session_id, run_id)
-        found = self._keys.get(scope)
-        if found is None or (found is _MISSING and create):
+        found: _Known | None = self._keys.get(scope)
+        if found is None and not create and scope in self._absent:
+            found = _MISSING
+        if found is None:
             if deferred():
                 raise KeyNeeded(scope, create)
             found = self._load(scope, create)
@@ -280,7 +299,11 @@ class Encryption:
     def _load(self, scope: str, create: bool) -> _Known:
         """Read (or make) the scope's key in the vault and remember what was found."""
         found = self._opened().data_key(scope, self.keyring, create=create)
-        known: _Known = AESGCM(found) if isinstance(found, bytes) else found or _MISSING
+        if found is None:
+            with self._lock:
+                self._absent.add(scope)
+            return _MISSING
+        known = AESGCM(found) if isinstance(found, bytes) else found
         with self._lock:
             self._keys[scope] = known
         return known

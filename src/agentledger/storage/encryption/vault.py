@@ -152,6 +152,10 @@ class KeyVault:
                 "INSERT INTO data_keys (scope, erased_at) VALUES (?, ?)",
                 (scope, int(time.time() * 1000)),
             )
+            # The erasure count lives in the file header (``user_version``), committed with
+            # the erasure itself: sealers read it to forget their keys only when one happened.
+            (count,) = conn.execute("PRAGMA user_version").fetchone()
+            conn.execute(f"PRAGMA user_version = {int(count) + 1}")
             conn.execute("COMMIT")
             return True
 
