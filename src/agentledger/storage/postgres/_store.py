@@ -7,7 +7,7 @@ shared decision from :mod:`agentledger.storage.lifecycle` against a
 transaction (:mod:`._apply`). Concurrency failures are retried with the
 decision rerun on fresh state (:mod:`._retry`). An append to a run this
 handle wrote last is decided on what it remembers and written by one
-statement that checks that memory still holds (:mod:`._guess`) [B3].
+statement that checks that memory still holds (:mod:`._one_statement`) [B3].
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_r
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres._apply import apply_plan
-from agentledger.storage.postgres._guess import (
+from agentledger.storage.postgres._one_statement import (
     Known,
     KnownRuns,
     guess,
@@ -356,7 +356,7 @@ class PostgresStore:
         (``appends``: its run id and event keys) costs two round trips: BEGIN
         and the locking reads, then the writes and COMMIT. With ``remember``
         the runs written are kept, with their new row versions, so the next
-        append to them can be one statement (:mod:`._guess`).
+        append to them can be one statement (:mod:`._one_statement`).
         """
         attempt = loads = 0
         while True:
