@@ -132,6 +132,11 @@ class GroupWriter(Generic[C]):
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
+    @property
+    def inline(self) -> bool:
+        """Whether small operations may run on the caller's thread (``synchronous=NORMAL``)."""
+        return self._inline
+
     def submit(
         self, operation: Callable[[sqlite3.Connection, C], R], *, small: bool = False
     ) -> asyncio.Future[R]:

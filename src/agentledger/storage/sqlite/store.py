@@ -476,13 +476,16 @@ class SQLiteStore:
         decide: Callable[[StateReader], Plan[R]],
         *,
         insert_first: bool = False,
-        small: bool = False,
+        appended: Sequence[object] | None = None,
     ) -> R:
+        """Run ``decide`` on the writer; ``appended``: the records of an append, which at
+        ``normal`` durability may run on the caller's thread if small (see GroupWriter)."""
         self._check_open()
         if self._writer is None:
             raise ValidationError(
                 field="store", expected="a store opened for writing", got="read-only"
             )
+        small = appended is not None and self._writer.inline and _small(appended)
         try:
             return await self._writer.submit(
                 _write_op(decide, insert_first=insert_first, sealer=self.encryption),
@@ -531,7 +534,7 @@ class SQLiteStore:
             "append_run_record",
             lambda r: lifecycle.plan_append(r, record, limits=self.limits),
             insert_first=True,
-            small=_small([record]),
+            appended=(record,),
         )
 
     async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
@@ -539,7 +542,7 @@ class SQLiteStore:
             "append_run_records",
             lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
             insert_first=True,
-            small=_small(records),
+            appended=records,
         )
 
     async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
