@@ -193,6 +193,36 @@ async def test_a_session_ended_mid_run_stops_new_work(store: AnyStore, session: 
     await valid_transcript(store, handle.run_id)
 
 
+async def test_a_session_ended_during_parallel_calls_asks_the_model_no_more(
+    store: AnyStore, session: str
+) -> None:
+    """[D2] parallel calls' results are written by the next planner turn: that turn finds
+    the session ended (a read before the model call), writes them and plans no more."""
+    running = asyncio.Event()
+    release = asyncio.Event()
+
+    @tool
+    async def wait_here(n: int) -> str:
+        running.set()
+        await release.wait()
+        return f"done {n}"
+
+    calls = tool_calls(("w1", "wait_here", {"n": 1}), ("w2", "wait_here", {"n": 2}))
+    model = ScriptedModel([calls, reply("never asked")])
+    runtime = chat_runtime(store, model, tools=[wait_here])
+    handle = await runtime.agent_client("chat").start(session, [user_message("go")])
+    await asyncio.wait_for(running.wait(), 5)
+    await store.end_session(session, ended_at=now_ms())
+    release.set()
+    out = await asyncio.wait_for(handle.wait(), 5)
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.kind == "session_ended"
+    assert len(model.requests) == 1
+    assert (await types(store, handle.run_id)).count("tool_result_received") == 2
+    await valid_transcript(store, handle.run_id)
+
+
 @pytest.mark.parametrize("reason", ["", payloads.SESSION_ENDED, payloads.ENGINE_CANCELED])
 async def test_an_empty_or_reserved_reason_is_refused_before_anything(
     store: AnyStore, session: str, reason: str
