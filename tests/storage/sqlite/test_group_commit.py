@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentledger.errors import RecordConflictError, RunNotActiveError
+from agentledger.errors import RecordConflictError, RunNotActiveError, ValidationError
 from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import run_log
@@ -269,3 +269,26 @@ def test_only_small_appends_may_run_on_the_callers_thread(world: World) -> None:
     assert not _small([world.note(run, "k", body=b'"' + b"x" * (64 * 1024 - 1) + b'"')])
     assert not _small("not records")
     assert not _small([object()])
+
+
+@pytest.mark.parametrize("inline", [True, False])
+async def test_at_normal_inline_decides_whether_a_small_append_yields(
+    db_path: Path, inline: bool
+) -> None:
+    """``inline=True`` (the default) runs a small append on the caller's thread, without
+    yielding; ``inline=False`` sends it to the writer thread, so other tasks run meanwhile."""
+    async with await SQLiteStore.open(db_path, durability="normal", inline=inline) as store:
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+        ran: list[str] = []
+        other = asyncio.get_running_loop().call_soon(ran.append, "other task")
+        await store.append_run_record(world.note(run, "small"))
+        assert ran == ([] if inline else ["other task"])
+        other.cancel()
+
+
+async def test_inline_must_be_a_bool(db_path: Path) -> None:
+    with pytest.raises(ValidationError) as raised:
+        await SQLiteStore.open(db_path, inline="no")  # type: ignore[arg-type]
+    assert raised.value.field == "inline"
+    assert not await asyncio.to_thread(db_path.exists)

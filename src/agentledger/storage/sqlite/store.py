@@ -303,7 +303,9 @@ class SQLiteStore:
     (up to 16 records and 64 KiB) that finds the writer idle and the file's
     write lock free runs on the caller's thread instead (tens of
     microseconds, less than the hop to a thread costs); it never waits for
-    the lock or runs a checkpoint there.
+    the lock or runs a checkpoint there, but it does not yield to other tasks
+    either. ``open(..., inline=False)`` turns that off: every operation then
+    leaves the event loop.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -356,6 +358,7 @@ class SQLiteStore:
         encryption: Encryption | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+        inline: bool = True,
     ) -> SQLiteStore:
         """Open (creating or migrating) the database at ``path``.
 
@@ -367,6 +370,9 @@ class SQLiteStore:
                 database created with it, refused for a plaintext one holding data.
             max_payload_bytes: largest record payload a write may carry (16 MiB).
             max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
+            inline: let a small operation that would wait for nobody run on the
+                caller's thread (see the class docstring); False sends every
+                operation to the handle's threads, so each one yields to other tasks.
 
         Raises:
             ValidationError: a bad argument, path, file or schema version, or an
@@ -375,6 +381,8 @@ class SQLiteStore:
         """
         synchronous = check_durability(durability)
         timeout = check_busy_timeout(busy_timeout)
+        if not isinstance(inline, bool):
+            raise ValidationError(field="inline", expected="True or False", got=inline)
         limits = SizeLimits(
             max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
         )
@@ -393,7 +401,7 @@ class SQLiteStore:
             lost=RowCache.clear,
             name=f"agentledger-sqlite-writer:{name}",
             busy_timeout=timeout,
-            inline=synchronous == "NORMAL",
+            inline=inline and synchronous == "NORMAL",
         )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
