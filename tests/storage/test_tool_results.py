@@ -19,10 +19,13 @@ import pytest_asyncio
 from agentledger.errors import CorruptRecordError, SessionKeyErasedError, ValidationError
 from agentledger.storage.conformance import World
 from agentledger.storage.encryption import Encryption, Keyring
+from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import migrations as postgres_migrations
 from agentledger.storage.postgres.check import check_invariants as check_postgres
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite import check_invariants as check_sqlite
+from agentledger.storage.sqlite import schema as sqlite_schema
 from tests.storage.postgres.server import create_database, drop_database
 
 SECRET = b'{"content":"tool-result-plaintext-7731"}'
@@ -88,6 +91,19 @@ class Backend:
             with psycopg.connect(self.target, autocommit=True) as pg:
                 pg.execute(statement.replace("tool_results", "agentledger_tool_results"), params)
 
+    async def backfill_tool_result_checksums(self) -> None:
+        """Run the migration's backfill step over the whole table, as an upgrade does."""
+        if self.kind == "sqlite":
+            conn = sqlite3.connect(self.target)
+            try:
+                sqlite_schema._backfill_tool_result_checksums(conn)
+                conn.commit()
+            finally:
+                conn.close()
+            return
+        async with await psycopg.AsyncConnection.connect(self.target, autocommit=True) as pg:
+            await postgres_migrations._backfill_tool_result_checksums(pg)
+
     async def check(self) -> list[str]:
         if self.kind == "sqlite":
             return check_sqlite(self.target)
@@ -140,8 +156,8 @@ async def test_purge_leaves_no_saved_result(
     run = await world.root("r", session=sid)
     await world.finish(run)
     backend.execute(
-        "INSERT INTO tool_results (run_id, call_key, data) VALUES (%s, %s, %s)",
-        (run.run.run_id, "k", SECRET),
+        "INSERT INTO tool_results (run_id, call_key, data, checksum) VALUES (%s, %s, %s, %s)",
+        (run.run.run_id, "k", SECRET, tool_result_checksum(run.run.run_id, "k", SECRET)),
     )
     problems = await backend.check()
     assert problems == [f"saved tool result of a run that is not running: {run.run.run_id!r}"]
@@ -183,10 +199,11 @@ async def test_sealed_results_hold_no_plaintext_and_die_with_the_key(
         ((_, _, sealed),) = backend.rows(world.ns)
         assert SECRET not in sealed
         assert len(sealed) > len(SECRET)
-        # The sealed bytes of call "a" moved to call "b" do not open there.
+        # The sealed bytes of call "a" moved to call "b" (checksummed for "b", so
+        # only the associated data can tell) do not open there.
         backend.execute(
-            "INSERT INTO tool_results (run_id, call_key, data) VALUES (%s, %s, %s)",
-            (run_id, "b", sealed),
+            "INSERT INTO tool_results (run_id, call_key, data, checksum) VALUES (%s, %s, %s, %s)",
+            (run_id, "b", sealed, tool_result_checksum(run_id, "b", sealed)),
         )
         with pytest.raises(CorruptRecordError):
             await store.load_tool_result(run_id, "b")
@@ -196,3 +213,39 @@ async def test_sealed_results_hold_no_plaintext_and_die_with_the_key(
         assert caught.value.session_id == sid
     finally:
         await store.close()
+
+
+async def test_a_damaged_saved_result_is_corruption_never_an_outcome(
+    backend: Backend, plain: SQLiteStore | PostgresStore
+) -> None:
+    """[J1] a saved result whose bytes changed behind the store (still valid JSON, so
+    the tool call could not tell) is refused on load, on a retried save and by check."""
+    world = World(plain)
+    run_id = (await world.root("r", session=await world.session("s"))).run.run_id
+    await plain.save_tool_result(run_id, "a", SECRET)
+    backend.execute(
+        "UPDATE tool_results SET data = %s WHERE run_id = %s AND call_key = %s",
+        (SECRET.replace(b"7731", b"7732"), run_id, "a"),
+    )
+    with pytest.raises(CorruptRecordError) as loaded:
+        await plain.load_tool_result(run_id, "a")
+    assert (loaded.value.run_id, loaded.value.record_id) == (run_id, "tool_result:a")
+    with pytest.raises(CorruptRecordError) as saved:
+        await plain.save_tool_result(run_id, "a", SECRET)
+    assert saved.value.record_id == "tool_result:a"
+    assert await backend.check() == [str(loaded.value)]
+
+
+async def test_the_migration_checksums_results_saved_before_it(
+    backend: Backend, plain: SQLiteStore | PostgresStore
+) -> None:
+    """Results saved by the previous version (no checksum yet) verify after the backfill."""
+    world = World(plain)
+    run_id = (await world.root("r", session=await world.session("s"))).run.run_id
+    await plain.save_tool_result(run_id, "a", SECRET)
+    backend.execute("UPDATE tool_results SET checksum = -1 WHERE run_id = %s", (run_id,))
+    with pytest.raises(CorruptRecordError):
+        await plain.load_tool_result(run_id, "a")
+    await backend.backfill_tool_result_checksums()
+    assert await plain.load_tool_result(run_id, "a") == SECRET
+    assert await backend.check() == []

@@ -27,6 +27,8 @@ __all__ = [
     "record_checksum",
     "run_seed",
     "sequence_gap",
+    "tool_result_checksum",
+    "verified_tool_result",
     "verify",
 ]
 
@@ -97,3 +99,33 @@ def sequence_gap(run_id: str, start: int, seqs: Sequence[int]) -> CorruptRecordE
             f"(the page after {start} holds ids {list(seqs)[:8]})"
         ),
     )
+
+
+def tool_result_checksum(run_id: str, call_key: str, data: bytes) -> int:
+    """The stored checksum of a saved tool result: its run, call key and stored bytes."""
+    return _CRC(data, _CRC(f"{run_id}\x00{call_key}\x00".encode()))
+
+
+def verified_tool_result(run_id: str, call_key: str, data: object, checksum: object) -> bytes:
+    """A saved tool result's stored bytes, checked against its checksum.
+
+    A damaged one would be handed to a retried tool call as its outcome, so it
+    is refused like a damaged record.
+
+    Raises:
+        CorruptRecordError: naming the run and ``tool_result:<call_key>``.
+    """
+    if not isinstance(data, bytes | memoryview) or not isinstance(checksum, int):
+        raise CorruptRecordError(
+            run_id=run_id,
+            record_id=f"tool_result:{call_key}",
+            reason="unreadable saved tool result values",
+        )
+    stored = bytes(data)
+    if tool_result_checksum(run_id, call_key, stored) != checksum:
+        raise CorruptRecordError(
+            run_id=run_id,
+            record_id=f"tool_result:{call_key}",
+            reason="checksum mismatch: the saved tool result is not the bytes that were written",
+        )
+    return stored

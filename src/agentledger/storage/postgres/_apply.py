@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 from psycopg.types.json import Jsonb
 
+from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.postgres._reader import Loader
 from agentledger.storage.postgres._rows import (
     RECORD_COLUMNS,
@@ -50,7 +51,8 @@ _INSERT_RECORDS = f"INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_s
 _RECORD_VALUES = "(" + ", ".join(["%s"] * _RECORD_FIELDS) + ")"
 _RECORDS_PER_INSERT = 1000  # well below PostgreSQL's 65,535 parameters per statement
 _INSERT_TOOL_RESULT = (
-    "INSERT INTO agentledger_tool_results (run_id, call_key, data) VALUES (%s, %s, %s)"
+    "INSERT INTO agentledger_tool_results (run_id, call_key, data, checksum) "
+    "VALUES (%s, %s, %s, %s)"
 )
 _DELETE_TOOL_RESULTS = "DELETE FROM agentledger_tool_results WHERE run_id = ANY(%s)"
 _ALLOCATE = "UPDATE agentledger_sessions SET last_seq = %s WHERE id = %s AND last_seq = %s"
@@ -175,7 +177,8 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
         data = result.data
         if sealer is not None:
             data = sealer.seal_tool_result(result.session_id, result.run_id, result.call_key, data)
-        await conn.execute(_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data))
+        checksum = tool_result_checksum(result.run_id, result.call_key, data)
+        await conn.execute(_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data, checksum))
     ended = plan.ended_runs
     if ended:
         await conn.execute(_DELETE_TOOL_RESULTS, (ended,))

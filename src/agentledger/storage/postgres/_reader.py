@@ -39,6 +39,7 @@ import msgspec
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
+from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.postgres._rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -89,7 +90,7 @@ _SELECT_RECORD = (
     f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s AND event_key = %s"
 )
 _SELECT_TOOL_RESULT = (
-    "SELECT data FROM agentledger_tool_results WHERE run_id = %s AND call_key = %s"
+    "SELECT data, checksum FROM agentledger_tool_results WHERE run_id = %s AND call_key = %s"
 )
 _SELECT_RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s ORDER BY seq"
 _SELECT_SESSION_PURGED = "SELECT receipt FROM agentledger_purged_sessions WHERE id = %s"
@@ -459,7 +460,7 @@ class Loader:
         """A call's saved result (read after the run is locked, so saves serialize on it)."""
         run = await self.run(run_id)
         row = await self._one(_SELECT_TOOL_RESULT, (run_id, call_key))
-        data = None if row is None else bytes(row[0])
+        data = None if row is None else verified_tool_result(run_id, call_key, *row)
         if data is not None and self.sealer is not None and run is not None:
             data = self.sealer.open_tool_result(run.session_id, run_id, call_key, data)
         self.cache.tool_results[(run_id, call_key)] = data

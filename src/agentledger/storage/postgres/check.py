@@ -16,6 +16,7 @@ from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError, CorruptRecordError
 from agentledger.storage import payloads
+from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.postgres import migrations
 from agentledger.storage.postgres._rows import RECORD_COLUMNS, record_from_row
@@ -104,7 +105,8 @@ async def check_invariants(dsn: str) -> list[str]:
     each lifecycle key names a record of its type; stored lifecycle payloads
     decode strictly; no run without its session or parent, records owned by
     their run's agent and session, session positions unique, nothing left of
-    a purged session, no saved tool result of a run that is not running.
+    a purged session, no saved tool result of a run that is not running or
+    whose checksum fails.
     """
     try:
         async with await psycopg.AsyncConnection.connect(dsn) as conn:
@@ -153,6 +155,14 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
             record = record_from_row(row)
             if not sealed:
                 decode_stored_payload(record, _PAYLOADS[record.type])
+        except CorruptRecordError as e:
+            problems.append(str(e))
+    cur = await conn.execute(
+        "SELECT run_id, call_key, data, checksum FROM agentledger_tool_results"
+    )
+    for run_id, call_key, data, checksum in await cur.fetchall():
+        try:
+            verified_tool_result(run_id, call_key, bytes(data), checksum)
         except CorruptRecordError as e:
             problems.append(str(e))
     return problems

@@ -18,7 +18,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.errors import ValidationError
-from agentledger.storage.integrity import record_checksum, run_seed
+from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.storage.postgres._rows import micros
 
 __all__ = [
@@ -246,6 +246,31 @@ CREATE TABLE agentledger_tool_results (
 """
 
 
+# [J1] a CRC-32 over each saved tool result's run, call key and stored bytes,
+# verified on every read: a damaged one is never a retried call's outcome.
+_TOOL_RESULT_CHECKSUMS = """
+ALTER TABLE agentledger_tool_results ADD COLUMN checksum bigint NOT NULL DEFAULT -1;
+"""
+
+
+async def _backfill_tool_result_checksums(conn: AsyncConnection[TupleRow]) -> None:
+    """Checksum every saved tool result as it is stored now (scratch of running runs)."""
+    cur = await conn.execute("SELECT run_id, call_key, data FROM agentledger_tool_results")
+    rows = await cur.fetchall()
+    if not rows:
+        return
+    await conn.execute(
+        "UPDATE agentledger_tool_results t SET checksum = v.checksum "
+        "FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS v(run_id, call_key, checksum) "
+        "WHERE t.run_id = v.run_id AND t.call_key = v.call_key",
+        (
+            [run_id for run_id, _, _ in rows],
+            [key for _, key, _ in rows],
+            [tool_result_checksum(run_id, key, bytes(data)) for run_id, key, data in rows],
+        ),
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
@@ -254,6 +279,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "encryption marker", _ENCRYPTION_MARKER),
     Migration(6, "transcripts checked", _UNCHECKED_TRANSCRIPTS, _check_transcripts),
     Migration(7, "tool results", _TOOL_RESULTS),
+    Migration(8, "tool result checksums", _TOOL_RESULT_CHECKSUMS, _backfill_tool_result_checksums),
 )
 """Every migration this code knows, in order."""
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.receipts import encode_receipt
 from agentledger.storage.sqlite.reader import SQLiteReader
 from agentledger.storage.sqlite.rows import (
@@ -43,7 +44,9 @@ _UPSERT_CHECKPOINT = (
 )
 _DELETE_CHECKPOINT = "DELETE FROM checkpoints WHERE run_id = ?"
 _INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_INSERT_TOOL_RESULT = "INSERT INTO tool_results (run_id, call_key, data) VALUES (?, ?, ?)"
+_INSERT_TOOL_RESULT = (
+    "INSERT INTO tool_results (run_id, call_key, data, checksum) VALUES (?, ?, ?, ?)"
+)
 _DELETE_TOOL_RESULTS = "DELETE FROM tool_results WHERE run_id = ?"
 _CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
 _PURGE = (
@@ -80,7 +83,8 @@ def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) 
         data = result.data
         if sealer is not None:
             data = sealer.seal_tool_result(result.session_id, result.run_id, result.call_key, data)
-        conn.execute(_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data))
+        checksum = tool_result_checksum(result.run_id, result.call_key, data)
+        conn.execute(_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data, checksum))
     ended = plan.ended_runs
     if ended:
         conn.executemany(_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended])

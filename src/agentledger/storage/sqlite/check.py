@@ -14,6 +14,7 @@ from typing import Any
 
 from agentledger.errors import AgentledgerError, CorruptRecordError
 from agentledger.storage import payloads
+from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record
@@ -96,7 +97,8 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     1..``last_seq`` without gaps; each lifecycle key names a record of its
     type; stored lifecycle payloads decode strictly; no record or checkpoint
     without its run, no run without its session or parent, nothing left of a
-    purged session, no saved tool result of a run that is not running.
+    purged session, no saved tool result of a run that is not running or
+    whose checksum fails.
 
     Raises:
         ValidationError: ``field="schema_version"``: the schema is behind this
@@ -171,6 +173,13 @@ def _check(conn: sqlite3.Connection) -> list[str]:
             f"saved tool result of a run that is not running: {run_id!r}"
             for (run_id,) in conn.execute(_STALE_TOOL_RESULTS)
         )
+        for run_id, call_key, data, checksum in conn.execute(
+            "SELECT run_id, call_key, data, checksum FROM tool_results"
+        ):
+            try:
+                verified_tool_result(run_id, call_key, data, checksum)
+            except CorruptRecordError as e:
+                problems.append(str(e))
     types = ", ".join("?" * len(_PAYLOADS))
     lifecycle_records = conn.execute(
         f"SELECT {RECORD_COLUMNS} FROM records WHERE type IN ({types})", tuple(_PAYLOADS)

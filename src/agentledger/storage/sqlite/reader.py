@@ -19,7 +19,7 @@ import msgspec
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle, pages
 from agentledger.storage.cursor import decode_cursor, encode_cursor
-from agentledger.storage.integrity import sequence_gap
+from agentledger.storage.integrity import sequence_gap, verified_tool_result
 from agentledger.storage.listing import SessionQuery, session_page
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.sqlite.rows import (
@@ -65,7 +65,7 @@ _RUN = (
 )
 _RUN_PURGED = "SELECT session_id FROM run_tombstones WHERE run_id = ?"
 _RECORD = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND event_key = ?"
-_TOOL_RESULT = "SELECT data FROM tool_results WHERE run_id = ? AND call_key = ?"
+_TOOL_RESULT = "SELECT data, checksum FROM tool_results WHERE run_id = ? AND call_key = ?"
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
 _LABEL_MATCHES = (
@@ -251,7 +251,7 @@ class SQLiteReader(StateReader):
         row = self._conn.execute(_TOOL_RESULT, (run.run_id, call_key)).fetchone()
         if row is None:
             return None
-        data = bytes(row[0])
+        data = verified_tool_result(run.run_id, call_key, *row)
         if self.sealer is None:
             return data
         return self.sealer.open_tool_result(run.session_id, run.run_id, call_key, data)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentledger.errors import ValidationError
-from agentledger.storage.integrity import record_checksum, run_seed
+from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 
 __all__ = [
     "LATEST_VERSION",
@@ -126,6 +126,13 @@ def _backfill_checksums(conn: sqlite3.Connection) -> None:
     conn.executemany("UPDATE records SET checksum = ? WHERE pos = ?", sums)
 
 
+def _backfill_tool_result_checksums(conn: sqlite3.Connection) -> None:
+    """Checksum every saved tool result as it is stored now (scratch of running runs)."""
+    rows = conn.execute("SELECT rowid, run_id, call_key, data FROM tool_results").fetchall()
+    sums = [(tool_result_checksum(run_id, key, data), rowid) for rowid, run_id, key, data in rows]
+    conn.executemany("UPDATE tool_results SET checksum = ? WHERE rowid = ?", sums)
+
+
 def _check_transcripts(conn: sqlite3.Connection) -> None:
     """Decode every stored transcript record strictly; list the ones that fail.
 
@@ -218,6 +225,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE TABLE tool_results (run_id TEXT NOT NULL, call_key TEXT NOT NULL, "
             "data BLOB NOT NULL, UNIQUE (run_id, call_key)) STRICT",
         ),
+    ),
+    Migration(
+        version=10,
+        name="tool_result_checksums",
+        # [J1] a CRC-32 over each saved tool result's run, call key and bytes,
+        # verified on every read: a damaged one is never a retried call's outcome.
+        statements=("ALTER TABLE tool_results ADD COLUMN checksum INTEGER NOT NULL DEFAULT -1",),
+        backfill=_backfill_tool_result_checksums,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
