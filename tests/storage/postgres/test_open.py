@@ -144,7 +144,9 @@ async def test_migration_2_gives_version_1_sessions_empty_labels(fresh_dsn: str)
     at = datetime(2026, 1, 1, tzinfo=UTC)
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
         assert await migrations.migrate(conn, upto=1) == [1]
-        assert [m.version for m in await migrations.pending(conn)] == list(range(2, migrations.SCHEMA_VERSION + 1))
+        assert [m.version for m in await migrations.pending(conn)] == list(
+            range(2, migrations.SCHEMA_VERSION + 1)
+        )
         await conn.execute(
             "INSERT INTO agentledger_sessions (id, status, created_at, ended_at) VALUES "
             "('old', 'active', %s, NULL), ('old-ended', 'ended', %s, %s)",
