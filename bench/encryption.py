@@ -46,6 +46,7 @@ from agentledger.storage.builders import RecordBuilder  # noqa: E402
 from agentledger.storage.encryption import Encryption, Keyring  # noqa: E402
 from agentledger.storage.postgres import PostgresStore  # noqa: E402
 from agentledger.storage.sqlite import SQLiteStore  # noqa: E402
+from agentledger.transcript import Message, TextPart, encode_messages  # noqa: E402
 
 APPENDS = 200
 RELOAD = 10_000
@@ -53,6 +54,11 @@ RELOADS = 3
 BATCH = 500
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 PAYLOAD = b'{"role": "assistant", "text": "%s"}' % (b"lorem ipsum dolor sit amet " * 12)
+TRANSCRIPT = "transcript_messages_appended"
+MESSAGE = encode_messages(
+    [Message(role="assistant", parts=(TextPart(text="lorem ipsum dolor sit amet " * 12),))]
+)
+"""One transcript message of about the size of ``PAYLOAD``."""
 
 
 async def _open(backend: str, where: Any, encrypted: bool, folder: Path) -> Any:
@@ -122,15 +128,18 @@ async def _measure(backend: str, where: Any, encrypted: bool, folder: Path) -> d
 async def breakdown(folder: Path, repeats: int = 60) -> None:
     """Where a SQLite reload's time goes, in the reader's thread (no event loop hop).
 
-    For one 1,000-record page of each database: the query's ``fetchall``, the
-    rows decoded and checksum-verified into records, and (encrypted) the
-    payloads opened. Each is the best of ``repeats`` tries, interleaved
+    For a 1,000-record run of transcript messages in each database: the page
+    query (``fetch``), its rows made a checked page of records, payloads opened
+    if sealed (``page``), the whole log's transcript payloads for replay
+    (``replay``, what ``verified_transcript_payloads`` does after its fetch),
+    and on the encrypted side the bare AES-GCM calls of the page (``aead``: the
+    floor of opening). Each is the best of ``repeats`` tries, interleaved
     between the two databases, so load on a shared machine moves it least.
     """
     import sqlite3
 
-    from agentledger.storage.sqlite import reader as sqlite_reader
-    from agentledger.storage.sqlite.rows import decode_run_page
+    from agentledger.storage import pages
+    from agentledger.storage.sqlite.reader import SQLiteReader
 
     steps: dict[tuple[bool, str], Any] = {}
     stores = []
@@ -142,20 +151,35 @@ async def breakdown(folder: Path, repeats: int = 60) -> None:
         await store.start_root_run(run.root_start())
         at = EPOCH + timedelta(milliseconds=1)
         await store.append_run_records(
-            [run.record("note", PAYLOAD, event_key=f"r{i}", at=at) for i in range(1000)]
+            [run.record(TRANSCRIPT, MESSAGE, event_key=f"r{i}", at=at) for i in range(1000)]
         )
         conn = sqlite3.connect(store.path)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         run_id = run.run.run_id
-        query = {"run": run_id, "start": 0, "size": 1000}
-        rows = [row[4:] for row in conn.execute(sqlite_reader._RUN_PAGE, query).fetchall()]
-        steps[(encrypted, "fetch")] = lambda c=conn, q=query: c.execute(
-            sqlite_reader._RUN_PAGE, q
-        ).fetchall()
-        steps[(encrypted, "decode")] = lambda r=run_id, p=rows: decode_run_page(r, "bench", "s", p)
+        sealer = store.encryption
+        reader = SQLiteReader(conn, sealer=sealer)
+        head, rows = reader._run_rows(run_id, 0, 1000)
+        whole_head, whole = reader._run_rows(run_id, 0, sys.maxsize)
+        steps[(encrypted, "fetch")] = lambda r=reader, i=run_id: r._run_rows(i, 0, 1000)
+        steps[(encrypted, "page")] = lambda i=run_id, h=head, p=rows, e=sealer: pages.run_page(
+            i, h, p, start=0, size=1000, per_second=1000, sealer=e
+        )
+        steps[(encrypted, "replay")] = lambda i=run_id, h=whole_head, p=whole, e=sealer: (
+            pages.split_transcript(i, h, p, per_second=1000, sealer=e)
+        )
         if encrypted:
-            sealed = decode_run_page(run_id, "bench", "s", rows)
-            steps[(True, "open")] = lambda e=store.encryption, s=sealed: e.open_records(s)
+            key = sealer._key("s", run_id, create=False)
+            sealed = [
+                (row[5][1:13], row[5][13:], f"record\x00s\x00{run_id}\x00{row[2]}\x00{row[3]}")
+                for row in rows
+            ]
+            sealed = [(nonce, body, aad.encode()) for nonce, body, aad in sealed]
+
+            def aead(k: Any = key, s: list[tuple[bytes, bytes, bytes]] = sealed) -> None:
+                for nonce, body, aad in s:
+                    k.decrypt(nonce, body, aad)
+
+            steps[(True, "aead")] = aead
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(repeats):
         for step, call in steps.items():
@@ -165,6 +189,8 @@ async def breakdown(folder: Path, repeats: int = 60) -> None:
     for (encrypted, name), seconds in best.items():
         label = "on " if encrypted else "off"
         print(f"sqlite page {label} {name:6s} {seconds / 1000 * 1e6:.2f} µs a record")
+    for name in ("fetch", "page", "replay"):
+        print(f"sqlite page on/off {name:6s} {best[(True, name)] / best[(False, name)]:.3f}")
     for store in stores:
         await store.close()
 
@@ -178,6 +204,8 @@ async def main() -> None:
     )
     args = parser.parse_args()
     backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
+    if args.rounds < 1:  # ``--rounds 0 --breakdown``: the breakdown alone
+        backends = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for backend, where in backends:
