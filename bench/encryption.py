@@ -8,21 +8,26 @@ DSN is given):
 
 - ``append``: wall seconds per single-record ``append_run_record`` (each one
   commit), over ``APPENDS`` appends to one run;
-- ``reload``: wall seconds to read a 10,000-record run back, page by page
-  (``list_run_records``, 1,000 a page), opening (or not) every payload; the
-  best of ``RELOADS`` reads, as a machine shared with other work adds noise.
+- ``reload``: wall seconds to read a 10,000-record run of transcript messages
+  back, page by page (``list_run_records``, 1,000 a page), opening (or not)
+  every payload; the best of ``RELOADS`` reads, as a machine shared with other
+  work adds noise;
+- ``replay``: wall seconds to rebuild that run's transcript as ``Message``s
+  (``build_messages_from_run_log``: the store's ``verified_transcript_payloads``,
+  then the quick decode), what an agent's reload costs; best of ``RELOADS``.
 
 It prints absolute figures too (µs per append, µs per reloaded record), since
 a ratio moves when the plaintext side gets faster. ``--breakdown`` adds where a
-SQLite page's time goes (fetch, decode and verify, open), timed in the
-reader's thread, best of many interleaved tries: the steadiest figure on a
-busy machine.
+SQLite page's time goes (fetch; decode, verify and open; replay's split; the
+bare AES-GCM calls), timed in the reader's thread, best of many interleaved
+tries: the steadiest figure on a busy machine (``--rounds 0 --breakdown``
+prints it alone).
 
-Goal: the median on/off ratio <= 1.15 for both.
+Goal: the median on/off ratio <= 1.15 for appends and the reload.
 
 ``--backend postgres`` measures PostgreSQL alone: a throwaway server started
 with ``fsync=on`` (or the server of ``--postgres DSN``), a fresh database per
-measurement, dropped afterwards; the same two figures, interleaved the same way.
+measurement, dropped afterwards; the same figures, interleaved the same way.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from agentledger.storage.encryption import Encryption, Keyring  # noqa: E402
 from agentledger.storage.postgres import PostgresStore  # noqa: E402
 from agentledger.storage.sqlite import SQLiteStore  # noqa: E402
 from agentledger.transcript import Message, TextPart, encode_messages  # noqa: E402
+from agentledger.transcript.replay import build_messages_from_run_log  # noqa: E402
 
 APPENDS = 200
 RELOAD = 10_000
@@ -59,6 +65,7 @@ MESSAGE = encode_messages(
     [Message(role="assistant", parts=(TextPart(text="lorem ipsum dolor sit amet " * 12),))]
 )
 """One transcript message of about the size of ``PAYLOAD``."""
+FIGURES = ("append", "reload", "replay")
 
 
 async def _open(backend: str, where: Any, encrypted: bool, folder: Path) -> Any:
@@ -102,27 +109,67 @@ async def _reload(store: Any, run_id: str) -> float:
     return elapsed
 
 
+async def _replay(store: Any, run_id: str) -> float:
+    """Wall seconds to rebuild the run's transcript as Messages, as a reloading agent does."""
+    assert store.transcripts_verified  # the path agents take on this store
+    started = time.perf_counter()
+    messages = await build_messages_from_run_log(store, run_id)
+    elapsed = time.perf_counter() - started
+    assert len(messages) == RELOAD, len(messages)
+    return elapsed
+
+
+async def _workload(store: Any) -> dict[str, float]:
+    """Seconds per single-record append; to page a 10,000-record run back; to replay it."""
+    await store.create_session("s", created_at=EPOCH)
+    run = _run("s")
+    await store.start_root_run(run.root_start())
+    at = [EPOCH + timedelta(milliseconds=i + 1) for i in range(RELOAD)]
+    notes = [run.record("note", PAYLOAD, event_key=f"a{i}", at=at[i]) for i in range(APPENDS)]
+    started = time.perf_counter()
+    for note in notes:
+        await store.append_run_record(note)
+    append = (time.perf_counter() - started) / APPENDS
+
+    big = _run("s")
+    await store.start_root_run(big.root_start())
+    records = [big.record(TRANSCRIPT, MESSAGE, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
+    for i in range(0, RELOAD, BATCH):
+        await store.append_run_records(records[i : i + BATCH])
+    run_id = big.run.run_id
+    reload = min([await _reload(store, run_id) for _ in range(RELOADS)])
+    replay = min([await _replay(store, run_id) for _ in range(RELOADS)])
+    return {"append": append, "reload": reload, "replay": replay}
+
+
 async def _measure(backend: str, where: Any, encrypted: bool, folder: Path) -> dict[str, float]:
     store = await _open(backend, where, encrypted, folder)
     try:
-        await store.create_session("s", created_at=EPOCH)
-        run = _run("s")
-        await store.start_root_run(run.root_start())
-        at = [EPOCH + timedelta(milliseconds=i + 1) for i in range(RELOAD)]
-        started = time.perf_counter()
-        for i in range(APPENDS):
-            await store.append_run_record(run.record("note", PAYLOAD, event_key=f"a{i}", at=at[i]))
-        append = (time.perf_counter() - started) / APPENDS
-
-        big = _run("s")
-        await store.start_root_run(big.root_start())
-        records = [big.record("note", PAYLOAD, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
-        for i in range(0, RELOAD, BATCH):
-            await store.append_run_records(records[i : i + BATCH])
-        reload = min([await _reload(store, big.run.run_id) for _ in range(RELOADS)])
-        return {"append": append, "reload": reload}
+        return await _workload(store)
     finally:
         await store.close()
+
+
+def _report_round(backend: str, n: int, got: dict[bool, dict[str, float]]) -> None:
+    """One round's absolute figures, off and on."""
+    per_record = {m: {mode: got[mode][m] / (RELOAD + 1) * 1e6 for mode in got} for m in FIGURES}
+    shown = "; ".join(
+        f"{m} off {per_record[m][False]:.2f} on {per_record[m][True]:.2f} µs a record "
+        f"({per_record[m][True] - per_record[m][False]:+.2f})"
+        for m in ("reload", "replay")
+    )
+    print(
+        f"{backend} round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
+        f"on {got[True]['append'] * 1e3:.2f} ms; {shown}",
+        flush=True,
+    )
+
+
+def _report_medians(backend: str, ratios: dict[str, list[float]]) -> None:
+    for metric, values in ratios.items():
+        shown = " ".join(f"{v:.3f}" for v in values)
+        median = statistics.median(values)
+        print(f"{backend} {metric} on/off per round: {shown}; median {median:.3f}")
 
 
 async def breakdown(folder: Path, repeats: int = 60) -> None:
@@ -209,26 +256,15 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for backend, where in backends:
-            ratios: dict[str, list[float]] = {"append": [], "reload": []}
+            ratios: dict[str, list[float]] = {metric: [] for metric in FIGURES}
             await _measure(backend, where, True, folder)  # warm-up: imports, first keys
             for n in range(args.rounds):
                 order = (False, True) if n % 2 == 0 else (True, False)
                 got = {mode: await _measure(backend, where, mode, folder) for mode in order}
                 for metric in ratios:
                     ratios[metric].append(got[True][metric] / got[False][metric])
-                per_record = {mode: got[mode]["reload"] / (RELOAD + 1) * 1e6 for mode in got}
-                print(
-                    f"{backend} round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
-                    f"on {got[True]['append'] * 1e3:.2f} ms; reload off "
-                    f"{got[False]['reload'] * 1e3:.1f} ms on {got[True]['reload'] * 1e3:.1f} ms "
-                    f"({per_record[False]:.2f} / {per_record[True]:.2f} µs a record, "
-                    f"+{per_record[True] - per_record[False]:.2f} µs)",
-                    flush=True,
-                )
-            for metric, values in ratios.items():
-                shown = " ".join(f"{v:.3f}" for v in values)
-                median = statistics.median(values)
-                print(f"{backend} {metric} on/off per round: {shown}; median {median:.3f}")
+                _report_round(backend, n, got)
+            _report_medians(backend, ratios)
         if args.breakdown:
             await breakdown(folder)
 
@@ -237,7 +273,7 @@ async def main() -> None:
 
 
 async def _postgres_measure(base: str, encrypted: bool, folder: Path) -> dict[str, float]:
-    """Appends and a reload on a fresh database of the server ``base``, then dropped."""
+    """The workload on a fresh database of the server ``base``, then dropped."""
     sys.path.insert(0, str(ROOT))
     from tests.storage.postgres.server import create_database, drop_database
 
@@ -248,63 +284,24 @@ async def _postgres_measure(base: str, encrypted: bool, folder: Path) -> dict[st
             encryption = Encryption(Keyring.generate(), folder / f"{uuid.uuid4().hex}.vault")
         store = await PostgresStore.open(dsn, min_size=1, max_size=1, encryption=encryption)
         try:
-            return await _postgres_workload(store)
+            return await _workload(store)
         finally:
             await store.close()
     finally:
         drop_database(dsn)
 
 
-async def _postgres_workload(store: PostgresStore) -> dict[str, float]:
-    """Seconds per single-record append, and to page a 10,000-record run back."""
-    await store.create_session("s", created_at=EPOCH)
-    run = _run("s")
-    await store.start_root_run(run.root_start())
-    at = [EPOCH + timedelta(milliseconds=i + 1) for i in range(RELOAD)]
-    notes = [run.record("note", PAYLOAD, event_key=f"a{i}", at=at[i]) for i in range(APPENDS)]
-    started = time.perf_counter()
-    for note in notes:
-        await store.append_run_record(note)
-    append = (time.perf_counter() - started) / APPENDS
-
-    big = _run("s")
-    await store.start_root_run(big.root_start())
-    records = [big.record("note", PAYLOAD, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
-    for i in range(0, RELOAD, BATCH):
-        await store.append_run_records(records[i : i + BATCH])
-    started = time.perf_counter()
-    cursor, count = "", 0
-    while True:
-        page = await store.list_run_records(big.run.run_id, cursor=cursor, limit=1000)
-        count += len(page.records)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    reload = time.perf_counter() - started
-    assert count == RELOAD + 1, count
-    return {"append": append, "reload": reload}
-
-
 async def _postgres_rounds(base: str, rounds: int, folder: Path) -> None:
     """Encryption off against on, ``rounds`` interleaved rounds, on one server."""
-    ratios: dict[str, list[float]] = {"append": [], "reload": []}
+    ratios: dict[str, list[float]] = {metric: [] for metric in FIGURES}
     await _postgres_measure(base, True, folder)  # warm-up: imports, connections, first keys
     for n in range(rounds):
         order = (False, True) if n % 2 == 0 else (True, False)
         got = {mode: await _postgres_measure(base, mode, folder) for mode in order}
         for metric in ratios:
             ratios[metric].append(got[True][metric] / got[False][metric])
-        print(
-            f"postgres round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
-            f"on {got[True]['append'] * 1e3:.2f} ms; reload off "
-            f"{got[False]['reload'] * 1e3:.1f} ms on {got[True]['reload'] * 1e3:.1f} ms",
-            flush=True,
-        )
-    for metric, values in ratios.items():
-        shown = " ".join(f"{v:.3f}" for v in values)
-        print(
-            f"postgres {metric} on/off per round: {shown}; median {statistics.median(values):.3f}"
-        )
+        _report_round("postgres", n, got)
+    _report_medians("postgres", ratios)
 
 
 def postgres_main(argv: list[str]) -> None:
