@@ -14,7 +14,9 @@ DSN is given):
   work adds noise;
 - ``replay``: wall seconds to rebuild that run's transcript as ``Message``s
   (``build_messages_from_run_log``: the store's ``verified_transcript_payloads``,
-  then the quick decode), what an agent's reload costs; best of ``RELOADS``.
+  then the quick decode), what an agent's reload costs; best of ``RELOADS``;
+- ``reload cpu`` and ``replay cpu``: the same reads' CPU time (the process's,
+  every thread), steadier than wall time on a machine shared with other work.
 
 It prints absolute figures too (µs per append, µs per reloaded record), since
 a ratio moves when the plaintext side gets faster. ``--breakdown`` adds where a
@@ -65,7 +67,9 @@ MESSAGE = encode_messages(
     [Message(role="assistant", parts=(TextPart(text="lorem ipsum dolor sit amet " * 12),))]
 )
 """One transcript message of about the size of ``PAYLOAD``."""
-FIGURES = ("append", "reload", "replay")
+FIGURES = ("append", "reload", "replay", "reload cpu", "replay cpu")
+"""Each as seconds; ``cpu``: the process's CPU time (all its threads), which other
+work on a shared machine moves far less than wall time."""
 
 
 async def _open(backend: str, where: Any, encrypted: bool, folder: Path) -> Any:
@@ -94,9 +98,9 @@ def _run(session_id: str) -> RecordBuilder:
     )
 
 
-async def _reload(store: Any, run_id: str) -> float:
-    """Wall seconds to read the whole run back, page by page."""
-    started = time.perf_counter()
+async def _reload(store: Any, run_id: str) -> tuple[float, float]:
+    """Wall and CPU seconds to read the whole run back, page by page."""
+    started, cpu = time.perf_counter(), time.process_time()
     cursor, count = "", 0
     while True:
         page = await store.list_run_records(run_id, cursor=cursor, limit=1000)
@@ -104,17 +108,18 @@ async def _reload(store: Any, run_id: str) -> float:
         cursor = page.next_cursor
         if not cursor:
             break
-    elapsed = time.perf_counter() - started
+    elapsed = time.perf_counter() - started, time.process_time() - cpu
     assert count == RELOAD + 1, count
     return elapsed
 
 
-async def _replay(store: Any, run_id: str) -> float:
-    """Wall seconds to rebuild the run's transcript as Messages, as a reloading agent does."""
+async def _replay(store: Any, run_id: str) -> tuple[float, float]:
+    """Wall and CPU seconds to rebuild the run's transcript as Messages, as a reloading
+    agent does."""
     assert store.transcripts_verified  # the path agents take on this store
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     messages = await build_messages_from_run_log(store, run_id)
-    elapsed = time.perf_counter() - started
+    elapsed = time.perf_counter() - started, time.process_time() - cpu
     assert len(messages) == RELOAD, len(messages)
     return elapsed
 
@@ -137,9 +142,15 @@ async def _workload(store: Any) -> dict[str, float]:
     for i in range(0, RELOAD, BATCH):
         await store.append_run_records(records[i : i + BATCH])
     run_id = big.run.run_id
-    reload = min([await _reload(store, run_id) for _ in range(RELOADS)])
-    replay = min([await _replay(store, run_id) for _ in range(RELOADS)])
-    return {"append": append, "reload": reload, "replay": replay}
+    reloads = [await _reload(store, run_id) for _ in range(RELOADS)]
+    replays = [await _replay(store, run_id) for _ in range(RELOADS)]
+    return {
+        "append": append,
+        "reload": min(wall for wall, _ in reloads),
+        "replay": min(wall for wall, _ in replays),
+        "reload cpu": min(cpu for _, cpu in reloads),
+        "replay cpu": min(cpu for _, cpu in replays),
+    }
 
 
 async def _measure(backend: str, where: Any, encrypted: bool, folder: Path) -> dict[str, float]:
@@ -156,7 +167,7 @@ def _report_round(backend: str, n: int, got: dict[bool, dict[str, float]]) -> No
     shown = "; ".join(
         f"{m} off {per_record[m][False]:.2f} on {per_record[m][True]:.2f} µs a record "
         f"({per_record[m][True] - per_record[m][False]:+.2f})"
-        for m in ("reload", "replay")
+        for m in ("reload", "replay", "reload cpu", "replay cpu")
     )
     print(
         f"{backend} round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
