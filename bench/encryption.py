@@ -8,21 +8,28 @@ DSN is given):
 
 - ``append``: wall seconds per single-record ``append_run_record`` (each one
   commit), over ``APPENDS`` appends to one run;
-- ``reload``: wall seconds to read a 10,000-record run back, page by page
-  (``list_run_records``, 1,000 a page), opening (or not) every payload; the
-  best of ``RELOADS`` reads, as a machine shared with other work adds noise.
+- ``reload``: wall seconds to read a 10,000-record run of transcript messages
+  back, page by page (``list_run_records``, 1,000 a page), opening (or not)
+  every payload; the best of ``RELOADS`` reads, as a machine shared with other
+  work adds noise;
+- ``replay``: wall seconds to rebuild that run's transcript as ``Message``s
+  (``build_messages_from_run_log``: the store's ``verified_transcript_payloads``,
+  then the quick decode), what an agent's reload costs; best of ``RELOADS``;
+- ``reload cpu`` and ``replay cpu``: the same reads' CPU time (the process's,
+  every thread), steadier than wall time on a machine shared with other work.
 
 It prints absolute figures too (µs per append, µs per reloaded record), since
 a ratio moves when the plaintext side gets faster. ``--breakdown`` adds where a
-SQLite page's time goes (fetch, decode and verify, open), timed in the
-reader's thread, best of many interleaved tries: the steadiest figure on a
-busy machine.
+SQLite page's time goes (fetch; decode, verify and open; replay's split; the
+bare AES-GCM calls), timed in the reader's thread, best of many interleaved
+tries: the steadiest figure on a busy machine (``--rounds 0 --breakdown``
+prints it alone).
 
-Goal: the median on/off ratio <= 1.15 for both.
+Goal: the median on/off ratio <= 1.15 for appends and the reload.
 
 ``--backend postgres`` measures PostgreSQL alone: a throwaway server started
 with ``fsync=on`` (or the server of ``--postgres DSN``), a fresh database per
-measurement, dropped afterwards; the same two figures, interleaved the same way.
+measurement, dropped afterwards; the same figures, interleaved the same way.
 """
 
 from __future__ import annotations
@@ -46,6 +53,8 @@ from agentledger.storage.builders import RecordBuilder  # noqa: E402
 from agentledger.storage.encryption import Encryption, Keyring  # noqa: E402
 from agentledger.storage.postgres import PostgresStore  # noqa: E402
 from agentledger.storage.sqlite import SQLiteStore  # noqa: E402
+from agentledger.transcript import Message, TextPart, encode_messages  # noqa: E402
+from agentledger.transcript.replay import build_messages_from_run_log  # noqa: E402
 
 APPENDS = 200
 RELOAD = 10_000
@@ -53,6 +62,14 @@ RELOADS = 3
 BATCH = 500
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 PAYLOAD = b'{"role": "assistant", "text": "%s"}' % (b"lorem ipsum dolor sit amet " * 12)
+TRANSCRIPT = "transcript_messages_appended"
+MESSAGE = encode_messages(
+    [Message(role="assistant", parts=(TextPart(text="lorem ipsum dolor sit amet " * 12),))]
+)
+"""One transcript message of about the size of ``PAYLOAD``."""
+FIGURES = ("append", "reload", "replay", "reload cpu", "replay cpu")
+"""Each as seconds; ``cpu``: the process's CPU time (all its threads), which other
+work on a shared machine moves far less than wall time."""
 
 
 async def _open(backend: str, where: Any, encrypted: bool, folder: Path) -> Any:
@@ -81,9 +98,9 @@ def _run(session_id: str) -> RecordBuilder:
     )
 
 
-async def _reload(store: Any, run_id: str) -> float:
-    """Wall seconds to read the whole run back, page by page."""
-    started = time.perf_counter()
+async def _reload(store: Any, run_id: str) -> tuple[float, float]:
+    """Wall and CPU seconds to read the whole run back, page by page."""
+    started, cpu = time.perf_counter(), time.process_time()
     cursor, count = "", 0
     while True:
         page = await store.list_run_records(run_id, cursor=cursor, limit=1000)
@@ -91,46 +108,96 @@ async def _reload(store: Any, run_id: str) -> float:
         cursor = page.next_cursor
         if not cursor:
             break
-    elapsed = time.perf_counter() - started
+    elapsed = time.perf_counter() - started, time.process_time() - cpu
     assert count == RELOAD + 1, count
     return elapsed
+
+
+async def _replay(store: Any, run_id: str) -> tuple[float, float]:
+    """Wall and CPU seconds to rebuild the run's transcript as Messages, as a reloading
+    agent does."""
+    assert store.transcripts_verified  # the path agents take on this store
+    started, cpu = time.perf_counter(), time.process_time()
+    messages = await build_messages_from_run_log(store, run_id)
+    elapsed = time.perf_counter() - started, time.process_time() - cpu
+    assert len(messages) == RELOAD, len(messages)
+    return elapsed
+
+
+async def _workload(store: Any) -> dict[str, float]:
+    """Seconds per single-record append; to page a 10,000-record run back; to replay it."""
+    await store.create_session("s", created_at=EPOCH)
+    run = _run("s")
+    await store.start_root_run(run.root_start())
+    at = [EPOCH + timedelta(milliseconds=i + 1) for i in range(RELOAD)]
+    notes = [run.record("note", PAYLOAD, event_key=f"a{i}", at=at[i]) for i in range(APPENDS)]
+    started = time.perf_counter()
+    for note in notes:
+        await store.append_run_record(note)
+    append = (time.perf_counter() - started) / APPENDS
+
+    big = _run("s")
+    await store.start_root_run(big.root_start())
+    records = [big.record(TRANSCRIPT, MESSAGE, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
+    for i in range(0, RELOAD, BATCH):
+        await store.append_run_records(records[i : i + BATCH])
+    run_id = big.run.run_id
+    reloads = [await _reload(store, run_id) for _ in range(RELOADS)]
+    replays = [await _replay(store, run_id) for _ in range(RELOADS)]
+    return {
+        "append": append,
+        "reload": min(wall for wall, _ in reloads),
+        "replay": min(wall for wall, _ in replays),
+        "reload cpu": min(cpu for _, cpu in reloads),
+        "replay cpu": min(cpu for _, cpu in replays),
+    }
 
 
 async def _measure(backend: str, where: Any, encrypted: bool, folder: Path) -> dict[str, float]:
     store = await _open(backend, where, encrypted, folder)
     try:
-        await store.create_session("s", created_at=EPOCH)
-        run = _run("s")
-        await store.start_root_run(run.root_start())
-        at = [EPOCH + timedelta(milliseconds=i + 1) for i in range(RELOAD)]
-        started = time.perf_counter()
-        for i in range(APPENDS):
-            await store.append_run_record(run.record("note", PAYLOAD, event_key=f"a{i}", at=at[i]))
-        append = (time.perf_counter() - started) / APPENDS
-
-        big = _run("s")
-        await store.start_root_run(big.root_start())
-        records = [big.record("note", PAYLOAD, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
-        for i in range(0, RELOAD, BATCH):
-            await store.append_run_records(records[i : i + BATCH])
-        reload = min([await _reload(store, big.run.run_id) for _ in range(RELOADS)])
-        return {"append": append, "reload": reload}
+        return await _workload(store)
     finally:
         await store.close()
+
+
+def _report_round(backend: str, n: int, got: dict[bool, dict[str, float]]) -> None:
+    """One round's absolute figures, off and on."""
+    per_record = {m: {mode: got[mode][m] / (RELOAD + 1) * 1e6 for mode in got} for m in FIGURES}
+    shown = "; ".join(
+        f"{m} off {per_record[m][False]:.2f} on {per_record[m][True]:.2f} µs a record "
+        f"({per_record[m][True] - per_record[m][False]:+.2f})"
+        for m in ("reload", "replay", "reload cpu", "replay cpu")
+    )
+    print(
+        f"{backend} round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
+        f"on {got[True]['append'] * 1e3:.2f} ms; {shown}",
+        flush=True,
+    )
+
+
+def _report_medians(backend: str, ratios: dict[str, list[float]]) -> None:
+    for metric, values in ratios.items():
+        shown = " ".join(f"{v:.3f}" for v in values)
+        median = statistics.median(values)
+        print(f"{backend} {metric} on/off per round: {shown}; median {median:.3f}")
 
 
 async def breakdown(folder: Path, repeats: int = 60) -> None:
     """Where a SQLite reload's time goes, in the reader's thread (no event loop hop).
 
-    For one 1,000-record page of each database: the query's ``fetchall``, the
-    rows decoded and checksum-verified into records, and (encrypted) the
-    payloads opened. Each is the best of ``repeats`` tries, interleaved
+    For a 1,000-record run of transcript messages in each database: the page
+    query (``fetch``), its rows made a checked page of records, payloads opened
+    if sealed (``page``), the whole log's transcript payloads for replay
+    (``replay``, what ``verified_transcript_payloads`` does after its fetch),
+    and on the encrypted side the bare AES-GCM calls of the page (``aead``: the
+    floor of opening). Each is the best of ``repeats`` tries, interleaved
     between the two databases, so load on a shared machine moves it least.
     """
     import sqlite3
 
-    from agentledger.storage.sqlite import reader as sqlite_reader
-    from agentledger.storage.sqlite.rows import decode_run_page
+    from agentledger.storage import pages
+    from agentledger.storage.sqlite.reader import SQLiteReader
 
     steps: dict[tuple[bool, str], Any] = {}
     stores = []
@@ -142,20 +209,35 @@ async def breakdown(folder: Path, repeats: int = 60) -> None:
         await store.start_root_run(run.root_start())
         at = EPOCH + timedelta(milliseconds=1)
         await store.append_run_records(
-            [run.record("note", PAYLOAD, event_key=f"r{i}", at=at) for i in range(1000)]
+            [run.record(TRANSCRIPT, MESSAGE, event_key=f"r{i}", at=at) for i in range(1000)]
         )
         conn = sqlite3.connect(store.path)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         run_id = run.run.run_id
-        query = {"run": run_id, "start": 0, "size": 1000}
-        rows = [row[4:] for row in conn.execute(sqlite_reader._RUN_PAGE, query).fetchall()]
-        steps[(encrypted, "fetch")] = lambda c=conn, q=query: c.execute(
-            sqlite_reader._RUN_PAGE, q
-        ).fetchall()
-        steps[(encrypted, "decode")] = lambda r=run_id, p=rows: decode_run_page(r, "bench", "s", p)
+        sealer = store.encryption
+        reader = SQLiteReader(conn, sealer=sealer)
+        head, rows = reader._run_rows(run_id, 0, 1000)
+        whole_head, whole = reader._run_rows(run_id, 0, sys.maxsize)
+        steps[(encrypted, "fetch")] = lambda r=reader, i=run_id: r._run_rows(i, 0, 1000)
+        steps[(encrypted, "page")] = lambda i=run_id, h=head, p=rows, e=sealer: pages.run_page(
+            i, h, p, start=0, size=1000, per_second=1000, sealer=e
+        )
+        steps[(encrypted, "replay")] = lambda i=run_id, h=whole_head, p=whole, e=sealer: (
+            pages.split_transcript(i, h, p, per_second=1000, sealer=e)
+        )
         if encrypted:
-            sealed = decode_run_page(run_id, "bench", "s", rows)
-            steps[(True, "open")] = lambda e=store.encryption, s=sealed: e.open_records(s)
+            key = sealer._key("s", run_id, create=False)
+            sealed = [
+                (row[5][1:13], row[5][13:], f"record\x00s\x00{run_id}\x00{row[2]}\x00{row[3]}")
+                for row in rows
+            ]
+            sealed = [(nonce, body, aad.encode()) for nonce, body, aad in sealed]
+
+            def aead(k: Any = key, s: list[tuple[bytes, bytes, bytes]] = sealed) -> None:
+                for nonce, body, aad in s:
+                    k.decrypt(nonce, body, aad)
+
+            steps[(True, "aead")] = aead
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(repeats):
         for step, call in steps.items():
@@ -165,6 +247,8 @@ async def breakdown(folder: Path, repeats: int = 60) -> None:
     for (encrypted, name), seconds in best.items():
         label = "on " if encrypted else "off"
         print(f"sqlite page {label} {name:6s} {seconds / 1000 * 1e6:.2f} µs a record")
+    for name in ("fetch", "page", "replay"):
+        print(f"sqlite page on/off {name:6s} {best[(True, name)] / best[(False, name)]:.3f}")
     for store in stores:
         await store.close()
 
@@ -178,29 +262,20 @@ async def main() -> None:
     )
     args = parser.parse_args()
     backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
+    if args.rounds < 1:  # ``--rounds 0 --breakdown``: the breakdown alone
+        backends = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for backend, where in backends:
-            ratios: dict[str, list[float]] = {"append": [], "reload": []}
+            ratios: dict[str, list[float]] = {metric: [] for metric in FIGURES}
             await _measure(backend, where, True, folder)  # warm-up: imports, first keys
             for n in range(args.rounds):
                 order = (False, True) if n % 2 == 0 else (True, False)
                 got = {mode: await _measure(backend, where, mode, folder) for mode in order}
                 for metric in ratios:
                     ratios[metric].append(got[True][metric] / got[False][metric])
-                per_record = {mode: got[mode]["reload"] / (RELOAD + 1) * 1e6 for mode in got}
-                print(
-                    f"{backend} round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
-                    f"on {got[True]['append'] * 1e3:.2f} ms; reload off "
-                    f"{got[False]['reload'] * 1e3:.1f} ms on {got[True]['reload'] * 1e3:.1f} ms "
-                    f"({per_record[False]:.2f} / {per_record[True]:.2f} µs a record, "
-                    f"+{per_record[True] - per_record[False]:.2f} µs)",
-                    flush=True,
-                )
-            for metric, values in ratios.items():
-                shown = " ".join(f"{v:.3f}" for v in values)
-                median = statistics.median(values)
-                print(f"{backend} {metric} on/off per round: {shown}; median {median:.3f}")
+                _report_round(backend, n, got)
+            _report_medians(backend, ratios)
         if args.breakdown:
             await breakdown(folder)
 
@@ -209,7 +284,7 @@ async def main() -> None:
 
 
 async def _postgres_measure(base: str, encrypted: bool, folder: Path) -> dict[str, float]:
-    """Appends and a reload on a fresh database of the server ``base``, then dropped."""
+    """The workload on a fresh database of the server ``base``, then dropped."""
     sys.path.insert(0, str(ROOT))
     from tests.storage.postgres.server import create_database, drop_database
 
@@ -220,63 +295,24 @@ async def _postgres_measure(base: str, encrypted: bool, folder: Path) -> dict[st
             encryption = Encryption(Keyring.generate(), folder / f"{uuid.uuid4().hex}.vault")
         store = await PostgresStore.open(dsn, min_size=1, max_size=1, encryption=encryption)
         try:
-            return await _postgres_workload(store)
+            return await _workload(store)
         finally:
             await store.close()
     finally:
         drop_database(dsn)
 
 
-async def _postgres_workload(store: PostgresStore) -> dict[str, float]:
-    """Seconds per single-record append, and to page a 10,000-record run back."""
-    await store.create_session("s", created_at=EPOCH)
-    run = _run("s")
-    await store.start_root_run(run.root_start())
-    at = [EPOCH + timedelta(milliseconds=i + 1) for i in range(RELOAD)]
-    notes = [run.record("note", PAYLOAD, event_key=f"a{i}", at=at[i]) for i in range(APPENDS)]
-    started = time.perf_counter()
-    for note in notes:
-        await store.append_run_record(note)
-    append = (time.perf_counter() - started) / APPENDS
-
-    big = _run("s")
-    await store.start_root_run(big.root_start())
-    records = [big.record("note", PAYLOAD, event_key=f"r{i}", at=at[i]) for i in range(RELOAD)]
-    for i in range(0, RELOAD, BATCH):
-        await store.append_run_records(records[i : i + BATCH])
-    started = time.perf_counter()
-    cursor, count = "", 0
-    while True:
-        page = await store.list_run_records(big.run.run_id, cursor=cursor, limit=1000)
-        count += len(page.records)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    reload = time.perf_counter() - started
-    assert count == RELOAD + 1, count
-    return {"append": append, "reload": reload}
-
-
 async def _postgres_rounds(base: str, rounds: int, folder: Path) -> None:
     """Encryption off against on, ``rounds`` interleaved rounds, on one server."""
-    ratios: dict[str, list[float]] = {"append": [], "reload": []}
+    ratios: dict[str, list[float]] = {metric: [] for metric in FIGURES}
     await _postgres_measure(base, True, folder)  # warm-up: imports, connections, first keys
     for n in range(rounds):
         order = (False, True) if n % 2 == 0 else (True, False)
         got = {mode: await _postgres_measure(base, mode, folder) for mode in order}
         for metric in ratios:
             ratios[metric].append(got[True][metric] / got[False][metric])
-        print(
-            f"postgres round {n + 1}: append off {got[False]['append'] * 1e3:.2f} ms "
-            f"on {got[True]['append'] * 1e3:.2f} ms; reload off "
-            f"{got[False]['reload'] * 1e3:.1f} ms on {got[True]['reload'] * 1e3:.1f} ms",
-            flush=True,
-        )
-    for metric, values in ratios.items():
-        shown = " ".join(f"{v:.3f}" for v in values)
-        print(
-            f"postgres {metric} on/off per round: {shown}; median {statistics.median(values):.3f}"
-        )
+        _report_round("postgres", n, got)
+    _report_medians("postgres", ratios)
 
 
 def postgres_main(argv: list[str]) -> None:

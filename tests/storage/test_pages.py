@@ -19,6 +19,7 @@ from agentledger.storage.pages import (
 from agentledger.storage.types import RunStatus
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNIT = {1000: timedelta(milliseconds=1), 1_000_000: timedelta(microseconds=1)}
 HEAD = RunHead(agent_id="a", session_id="s", newest=5, status=RunStatus.RUNNING)
 
 
@@ -54,6 +55,21 @@ def test_run_records_build_what_was_written(per_second: int) -> None:
     assert [r.timestamp for r in records] == [stamp_time(s, per_second) for s in stamps]
     assert [r.id for r in records] == ["1", "2", "3", "4", "5"]
     assert {(r.run_id, r.agent_id, r.session_id) for r in records} == {("r", "a", "s")}
+
+
+@pytest.mark.parametrize("per_second", [1000, 1_000_000])
+def test_timestamps_built_by_steps_from_the_one_before_are_exact(per_second: int) -> None:
+    """Stamps a whole-millisecond step under a second apart (added to the time before),
+    and every other kind of neighbour, come back exactly as from the stamp alone."""
+    ms = per_second // 1000
+    rng = random.Random(7)
+    stamps = [1_767_225_600_000 * ms]
+    for _ in range(400):
+        step = rng.choice([0, 1, 999, 1000, 1001, -1, 1 + rng.randrange(998), 10**6])
+        stamps.append(stamps[-1] + step * ms + rng.choice([0, 0, 0, 1]))  # some off the ms
+    stamps += [-(2**40), -(2**40) + 999 * ms, 2**47 * ms, 2**47 * ms + ms, 0, ms]
+    records = run_records("r", "a", "s", _rows(stamps), per_second)
+    assert [r.timestamp for r in records] == [_EPOCH + (_UNIT[per_second] * s) for s in stamps]
 
 
 def test_damage_is_loud_and_named() -> None:

@@ -23,6 +23,7 @@ from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import decode_messages
 from tests.runtime.support import chat_runtime, valid_transcript
 from tests.runtime.test_tool_loop import weather
+from tests.storage.damage import assert_every_read_refuses, write_log
 
 SECRETS = [b"PAYLOAD-SECRET-alpha", b"PAYLOAD-SECRET-beta", b"CHECKPOINT-SECRET-gamma"]
 
@@ -310,3 +311,27 @@ async def test_a_key_made_by_another_process_keeps_the_keys_in_memory(files: Fil
     with pytest.raises(SessionKeyErasedError):
         await serving.list_run_records(run_id)
     await serving.close()
+
+
+ENCRYPTED_DAMAGE = {
+    "turn id": "turn_id = 'other-turn'",
+    "timestamp": "timestamp = timestamp + 1",
+    "sealed payload": "payload = substr(payload, 1, length(payload) - 1)",
+    "checksum": "checksum = checksum + 1",
+}
+"""Damage the associated data does not cover (turn id, timestamp), the sealed bytes, and
+the checksum itself: each is still found by the checksum, before any opening."""
+
+
+@pytest.mark.parametrize("column", list(ENCRYPTED_DAMAGE))
+async def test_a_damaged_sealed_record_is_refused_on_every_read_path(
+    store: SQLiteStore, column: str
+) -> None:
+    log = await write_log(World(store))
+    conn = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        sql = f"UPDATE records SET {ENCRYPTED_DAMAGE[column]} WHERE run_id = ? AND seq = 3"
+        assert conn.execute(sql, (log.run_id,)).rowcount == 1
+    finally:
+        conn.close()
+    await assert_every_read_refuses(store, log, 3, "checksum mismatch")

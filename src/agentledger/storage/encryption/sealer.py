@@ -17,7 +17,8 @@ import asyncio
 import os
 import secrets
 import threading
-from typing import Final, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
 
 import msgspec
 from cryptography.exceptions import InvalidTag
@@ -30,7 +31,7 @@ from agentledger.storage.encryption.vault import ERASED, Erased, KeyVault
 from agentledger.storage.state import RunRow
 from agentledger.storage.types import Checkpoint, Record
 
-__all__ = ["Encryption"]
+__all__ = ["Encryption", "Opener"]
 
 _VERSION = b"\x01"
 _VERSION_BYTE = _VERSION[0]
@@ -43,15 +44,23 @@ _MISSING: Final = "missing"
 _Known = AESGCM | Erased | Literal["missing"]
 """What the vault said about a scope: its key, erased, or no key (yet)."""
 
+Opener = Callable[[Sequence[Any]], list[bytes]]
+"""Opens the sealed payloads of one run's rows ``(seq, turn_id, event_key, type,
+stamp, payload, checksum)``, in order; see :meth:`Encryption.run_opener`."""
+
 
 def _scope(session_id: str, run_id: str) -> str:
     return f"session:{session_id}" if session_id else f"run:{run_id}"
 
 
+def _record_prefix(session_id: str, run_id: str) -> str:
+    """What a record's associated data shares with every record of its run."""
+    return f"record\x00{session_id}\x00{run_id}\x00"
+
+
 def _record_aad(record: Record) -> bytes:
-    return (
-        f"record\x00{record.session_id}\x00{record.run_id}\x00{record.event_key}\x00{record.type}"
-    ).encode()
+    prefix = _record_prefix(record.session_id, record.run_id)
+    return f"{prefix}{record.event_key}\x00{record.type}".encode()
 
 
 def _checkpoint_aad(session_id: str, run_id: str, checkpoint_id: str) -> bytes:
@@ -126,39 +135,53 @@ class Encryption:
         return self.open_records((record,))[0]
 
     def open_records(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
-        """Every record of a page opened.
-
-        The hot path of a reload: one vault check per page, the data key and
-        the associated data's prefix looked up once per run, not per record.
-        """
+        """Every record of a page opened (records of several runs: a session's page)."""
         self._refresh()
         opened: list[Record] = []
         append = opened.append
         run_id = session_id = ""
         key: AESGCM | None = None
-        prefix = b""
+        prefix = ""
         for record in records:
             if key is None or record.run_id != run_id or record.session_id != session_id:
                 run_id, session_id = record.run_id, record.session_id
                 key = self._key(session_id, run_id, create=False, record_id=record.id)
-                prefix = f"record\x00{session_id}\x00{run_id}\x00".encode()
-            sealed = record.payload
-            if len(sealed) < _OVERHEAD or sealed[0] != _VERSION_BYTE:
-                raise CorruptRecordError(
-                    run_id=run_id, record_id=record.id, reason="stored bytes are not a sealed value"
-                )
-            try:
-                plain = key.decrypt(
-                    sealed[1:_BODY],
-                    sealed[_BODY:],
-                    prefix + f"{record.event_key}\x00{record.type}".encode(),
-                )
-            except InvalidTag:
-                raise CorruptRecordError(
-                    run_id=run_id, record_id=record.id, reason=_MOVED
-                ) from None
+                prefix = _record_prefix(session_id, run_id)
+            aad = f"{prefix}{record.event_key}\x00{record.type}".encode()
+            plain = self._open(key, record.payload, aad, run_id, record.id)
             append(_replace(record, payload=plain))
         return tuple(opened)
+
+    def run_opener(self, session_id: str, run_id: str, first_id: object) -> Opener:
+        """What opens the sealed payloads of one run's rows, for a page being decoded.
+
+        The hot path of a reload: one vault check, and the run's data key and
+        associated-data prefix found once; the rows are opened in one tight loop,
+        and only if one does not open are they opened again one by one, to name it.
+        ``first_id`` (the page's first record) is named if the vault has no key.
+        """
+        self._refresh()
+        key = self._key(session_id, run_id, create=False, record_id=str(first_id))
+        decrypt = key.decrypt
+        prefix = _record_prefix(session_id, run_id)
+
+        def open_rows(rows: Sequence[Any]) -> list[bytes]:
+            try:
+                opened = [
+                    decrypt(sealed[1:_BODY], sealed[_BODY:], f"{prefix}{key_}\x00{type_}".encode())
+                    for _, _, key_, type_, _, sealed, _ in rows
+                    if sealed[0] == _VERSION_BYTE
+                ]
+            except (InvalidTag, IndexError, TypeError, ValueError):
+                opened = []
+            if len(opened) == len(rows):
+                return opened
+            for seq, _, key_, type_, _, sealed, _ in rows:
+                aad = f"{prefix}{key_}\x00{type_}".encode()
+                self._open(key, sealed, aad, run_id, str(seq))  # raises for the first bad one
+            raise AssertionError("every row opened one by one but not together")
+
+        return open_rows
 
     def seal_checkpoint(self, session_id: str, run_id: str, checkpoint: Checkpoint) -> bytes:
         """The sealed bytes stored for a run's checkpoint data."""
