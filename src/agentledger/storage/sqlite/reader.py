@@ -22,6 +22,7 @@ from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap
 from agentledger.storage.listing import SessionQuery, session_page
 from agentledger.storage.receipts import decode_receipt
+from agentledger.storage.sqlite.inline_reads import Declined
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -63,9 +64,20 @@ _RUN = (
     f"SELECT {RUN_COLUMNS}, checkpoints.id, checkpoints.data FROM runs "
     "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id WHERE runs.run_id = ?"
 )
+_RUN_BOUNDED = (
+    f"SELECT {RUN_COLUMNS}, checkpoints.id, "
+    "CASE WHEN length(checkpoints.data) <= :bound THEN checkpoints.data END, "
+    "length(checkpoints.data) FROM runs "
+    "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id WHERE runs.run_id = :run"
+)
+""":data:`_RUN` for a bounded read: the checkpoint only if it is small, and its size."""
 _RUN_PURGED = "SELECT session_id FROM run_tombstones WHERE run_id = ?"
 _RECORD = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND event_key = ?"
 _TOOL_RESULT = "SELECT data FROM tool_results WHERE run_id = ? AND call_key = ?"
+_TOOL_RESULT_BOUNDED = (
+    "SELECT CASE WHEN length(data) <= ? THEN data END, length(data) FROM tool_results "
+    "WHERE run_id = ? AND call_key = ?"
+)
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
 _LABEL_MATCHES = (
@@ -76,17 +88,33 @@ _LABEL_MATCHES = (
 # one snapshot without a transaction around it. The head comes first, as a row
 # of seq 0 (a record's seq is at least 1), then the page's rows: no column of
 # the head is repeated per record.
-_RUN_PAGE = (
-    "WITH head AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
-    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
-    "), 0) AS newest FROM runs WHERE run_id = :run) "
-    "SELECT 0, agent_id, session_id, status, newest, NULL, NULL FROM head UNION ALL "
-    f"SELECT {RUN_PAGE_COLUMNS} FROM head, records WHERE records.run_id = :run "
-    "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
-)
+
+
+def _run_page_sql(*, bounded: bool) -> str:
+    """The run page statement; ``bounded``: the head also sums the page's payload
+    sizes (``length`` reads no overflow page) and the page is empty if over ``:bound``."""
+    size = (
+        ", (SELECT coalesce(sum(length(payload)), 0) FROM records WHERE records.run_id = :run "
+        "AND records.seq > :start AND records.seq <= :start + :size) AS bytes"
+        if bounded
+        else ", NULL AS bytes"
+    )
+    return (
+        "WITH head AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
+        "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+        f"), 0) AS newest{size} FROM runs WHERE run_id = :run) "
+        "SELECT 0, agent_id, session_id, status, newest, bytes, NULL FROM head UNION ALL "
+        f"SELECT {RUN_PAGE_COLUMNS} FROM head, records WHERE records.run_id = :run "
+        "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
+        + (" AND head.bytes <= :bound" if bounded else "")
+    )
+
+
+_RUN_PAGE = _run_page_sql(bounded=False)
 """No ORDER BY: the rows come in index order after the head, which
 :meth:`SQLiteReader._run_rows` checks (and restores if ever needed) instead of
 paying for a sort."""
+_RUN_PAGE_BOUNDED = _run_page_sql(bounded=True)
 _RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
 # The newest record of each ended run of a session: its log must end with what ended it.
 _SESSION_ENDS = (
@@ -163,7 +191,7 @@ class SQLiteReader(StateReader):
     transaction); readers on other connections pass none.
     """
 
-    __slots__ = ("_cache", "_conn", "_fresh_keys", "runs_read", "sealer")
+    __slots__ = ("_cache", "_conn", "_fresh_keys", "max_bytes", "runs_read", "sealer")
 
     def __init__(
         self,
@@ -172,6 +200,7 @@ class SQLiteReader(StateReader):
         *,
         fresh_keys: bool = False,
         sealer: Encryption | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self._conn = conn
         self._cache = cache
@@ -183,6 +212,10 @@ class SQLiteReader(StateReader):
         INSERT must then prove it (see ``SQLiteStore``'s insert-first appends)."""
         self.runs_read: dict[str, RunRow | None] = {}
         """Every run this transaction looked up, as found (None: absent)."""
+        self.max_bytes = max_bytes
+        """A bounded read (see :mod:`.inline_reads`): a checkpoint, tool result or
+        run page's payloads over this many bytes is not fetched but raises
+        :class:`~.inline_reads.Declined`; None: no bound."""
 
     # StateReader -------------------------------------------------------------
 
@@ -207,7 +240,7 @@ class SQLiteReader(StateReader):
         cache = self._cache
         run = None if cache is None else cache.runs.get(run_id)
         if run is None:
-            row = self._conn.execute(_RUN, (run_id,)).fetchone()
+            row = self._run_row(run_id)
             run = None if row is None else decode_run(row)
             if run is not None and run.checkpoint is not None and self.sealer is not None:
                 opened = self.sealer.open_checkpoint(run.session_id, run_id, run.checkpoint)
@@ -216,6 +249,15 @@ class SQLiteReader(StateReader):
                 cache.runs[run_id] = run
         self.runs_read[run_id] = run
         return run
+
+    def _run_row(self, run_id: str) -> Any:
+        bound = self.max_bytes
+        if bound is None:
+            return self._conn.execute(_RUN, (run_id,)).fetchone()
+        row = self._conn.execute(_RUN_BOUNDED, {"run": run_id, "bound": bound}).fetchone()
+        if row is not None and row[-1] is not None and row[-1] > bound:
+            raise Declined
+        return None if row is None else row[:-1]
 
     def purged_run_session(self, run_id: str) -> str | None:
         row = self._conn.execute(_RUN_PURGED, (run_id,)).fetchone()
@@ -248,7 +290,13 @@ class SQLiteReader(StateReader):
         return runs, records
 
     def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
-        row = self._conn.execute(_TOOL_RESULT, (run.run_id, call_key)).fetchone()
+        bound = self.max_bytes
+        if bound is None:
+            row = self._conn.execute(_TOOL_RESULT, (run.run_id, call_key)).fetchone()
+        else:
+            row = self._conn.execute(_TOOL_RESULT_BOUNDED, (bound, run.run_id, call_key)).fetchone()
+            if row is not None and row[1] > bound:
+                raise Declined
         if row is None:
             return None
         data = bytes(row[0])
@@ -297,14 +345,21 @@ class SQLiteReader(StateReader):
 
     def _run_rows(self, run_id: str, start: int, size: int) -> tuple[pages.RunHead, list[Any]]:
         """The run's head and its run rows (:data:`RUN_PAGE_COLUMNS`) after ``start``."""
-        query = {"run": run_id, "start": start, "size": size}
-        rows = self._conn.execute(_RUN_PAGE, query).fetchall()
+        query: dict[str, object] = {"run": run_id, "start": start, "size": size}
+        bound = self.max_bytes
+        if bound is None:
+            rows = self._conn.execute(_RUN_PAGE, query).fetchall()
+        else:
+            query["bound"] = bound
+            rows = self._conn.execute(_RUN_PAGE_BOUNDED, query).fetchall()
         if not rows:
             lifecycle.require_run(self, run_id)  # raises the error that says why
             raise AssertionError("require_run found a run the page query did not")
         if rows[0][0] != 0:
             rows.sort(key=lambda row: row[0])
-        _, agent_id, session_id, status, newest, _, _ = rows.pop(0)
+        _, agent_id, session_id, status, newest, size_bytes, _ = rows.pop(0)
+        if bound is not None and size_bytes > bound:
+            raise Declined  # the page's rows were not fetched
         try:
             return pages.RunHead(agent_id, session_id, newest, RunStatus(status)), rows
         except ValueError as e:
