@@ -316,14 +316,23 @@ class SQLiteStore:
     writer thread, in call order, the ones waiting together sharing one
     transaction and one commit (group commit: each under its own savepoint,
     none answered before the commit); reads run on its reader threads, each
-    with its own connection, and never wait for a writer. At ``"normal"``
-    durability, where a commit does not wait for the disk, a small append
-    (up to 16 records and 64 KiB) that finds the writer idle and the file's
-    write lock free runs on the caller's thread instead (tens of
-    microseconds, less than the hop to a thread costs); it never waits for
-    the lock or runs a checkpoint there, but it does not yield to other tasks
-    either. ``open(..., inline=False)`` turns that off: every operation then
-    leaves the event loop.
+    with its own connection, and never wait for a writer. Two kinds of small
+    operation run on the caller's thread instead, when they would wait for
+    nothing (tens of microseconds, less than the hop to a thread costs):
+
+    - at ``"normal"`` durability, where a commit does not wait for the disk,
+      a small append (up to 16 records and 64 KiB) that finds the writer idle
+      and the file's write lock free; it never waits for the lock or runs a
+      checkpoint there;
+    - a small read (``load_run``, ``load_session``, ``load_session_status``,
+      ``load_tool_result``, a ``list_run_records`` page of at most 100
+      records), on a connection of its own, if what it fetches is at most
+      256 KiB, no other thread's loop is reading on that connection, no data
+      key must be read from the vault, and SQLite does not ask it to wait
+      (see :mod:`.inline_reads`).
+
+    Neither yields to other tasks. ``open(..., inline=False)`` turns both off:
+    every operation then leaves the event loop.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -391,9 +400,10 @@ class SQLiteStore:
                 database created with it, refused for a plaintext one holding data.
             max_payload_bytes: largest record payload a write may carry (16 MiB).
             max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
-            inline: let a small operation that would wait for nobody run on the
-                caller's thread (see the class docstring); False sends every
-                operation to the handle's threads, so each one yields to other tasks.
+            inline: let a small append (at ``normal``) or a small read that would
+                wait for nothing run on the caller's thread (see the class
+                docstring); False sends every operation to the handle's threads,
+                so each one yields to other tasks.
 
         Raises:
             ValidationError: a bad argument, path, file or schema version, or an
