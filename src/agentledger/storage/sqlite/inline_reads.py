@@ -59,8 +59,10 @@ class Declined(Exception):
 class InlineReads:
     """One read connection (busy timeout 0) that callers' threads take in turn, never waiting."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, encrypted: bool) -> None:
         self._conn = conn
+        self._encrypted = encrypted
+        """Whether reads may need data keys (only then are vault reads deferred)."""
         self._lock = threading.Lock()
         """Held while a read runs on the connection; only ever tried, except by close."""
         self._closed = False
@@ -76,6 +78,8 @@ class InlineReads:
         try:
             if self._closed:
                 raise Declined
+            if not self._encrypted:
+                return job(self._conn)
             with deferring_vault_reads():
                 return job(self._conn)
         except KeyNeeded:

@@ -427,7 +427,8 @@ class SQLiteStore:
         inline_reads = None
         if inline:
             try:  # the caller's-thread reader never waits: busy timeout 0
-                inline_reads = InlineReads(await asyncio.to_thread(open_reader, 0.0))
+                opened = await asyncio.to_thread(open_reader, 0.0)
+                inline_reads = InlineReads(opened, encrypted=encryption is not None)
             except BaseException as e:
                 conn.close()
                 if isinstance(e, sqlite3.Error):
@@ -490,7 +491,7 @@ class SQLiteStore:
                 opened = await asyncio.to_thread(connect_read_only, name, busy_timeout=0.0)
             except sqlite3.Error as e:
                 raise map_open_error(e, name) from e
-            inline_reads = InlineReads(opened)
+            inline_reads = InlineReads(opened, encrypted=encryption is not None)
 
         def open_reader() -> sqlite3.Connection:
             return open_checked(name, busy_timeout=timeout)
@@ -578,8 +579,10 @@ class SQLiteStore:
                 job = _read_job(
                     read, one_statement=one_statement, sealer=sealer, max_bytes=MAX_BYTES
                 )
-                with contextlib.suppress(Declined):
+                try:
                     return self._inline_reads.run(job)
+                except Declined:
+                    pass  # it would wait, or fetch too much: a reader thread runs it
             return await self._readers.submit(
                 _read_job(read, one_statement=one_statement, sealer=sealer)
             )
@@ -670,12 +673,15 @@ class SQLiteStore:
         )
 
     async def load_run(self, run_id: str, /) -> RunMeta:
-        return await self._read("load_run", lambda r: lifecycle.load_run(r, run_id), small=True)
+        return await self._read(
+            "load_run", lambda r: lifecycle.load_run(r, run_id), one_statement=True, small=True
+        )
 
     async def load_session_status(self, session_id: str, /) -> SessionStatus:
         return await self._read(
             "load_session_status",
             lambda r: lifecycle.load_session_status(r, session_id),
+            one_statement=True,
             small=True,
         )
 
@@ -733,7 +739,10 @@ class SQLiteStore:
 
     async def load_session(self, session_id: str, /) -> Session:
         return await self._read(
-            "load_session", lambda r: lifecycle.load_session(r, session_id), small=True
+            "load_session",
+            lambda r: lifecycle.load_session(r, session_id),
+            one_statement=True,
+            small=True,
         )
 
     async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
