@@ -84,12 +84,12 @@ _LABEL_MATCHES = (
     "EXISTS (SELECT 1 FROM json_each(sessions.labels) WHERE json_each.key = ? "
     "AND json_each.value = ?)"
 )
+
+
 # A run's constant ids, its newest seq and one page of its log: one statement, so
 # one snapshot without a transaction around it. The head comes first, as a row
 # of seq 0 (a record's seq is at least 1), then the page's rows: no column of
 # the head is repeated per record.
-
-
 def _run_page_sql(*, bounded: bool) -> str:
     """The run page statement; ``bounded``: the head also sums the page's payload
     sizes (``length`` reads no overflow page) and the page is empty if over ``:bound``."""
@@ -295,7 +295,7 @@ class SQLiteReader(StateReader):
             row = self._conn.execute(_TOOL_RESULT, (run.run_id, call_key)).fetchone()
         else:
             row = self._conn.execute(_TOOL_RESULT_BOUNDED, (bound, run.run_id, call_key)).fetchone()
-            if row is not None and row[1] > bound:
+            if row is not None and row[1] is not None and row[1] > bound:
                 raise Declined
         if row is None:
             return None
