@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import pytest
 
+from agentledger.errors import ValidationError
 from agentledger.storage import Checkpoint
 from agentledger.storage.conformance import World
 from agentledger.storage.encryption import Encryption, Keyring
@@ -229,3 +230,10 @@ async def test_event_loops_in_two_threads_share_one_store(store: SQLiteStore, wo
             assert await asyncio.wrap_future(elsewhere) == 300
     finally:
         sys.setswitchinterval(switching)
+
+
+async def test_open_read_only_checks_inline(db_path: Path) -> None:
+    await _populated(db_path)
+    with pytest.raises(ValidationError) as raised:
+        await SQLiteStore.open_read_only(db_path, inline=1)  # type: ignore[arg-type]
+    assert raised.value.field == "inline"
