@@ -19,11 +19,14 @@ from typing import TypeVar
 import pytest
 
 from agentledger.errors import ValidationError
-from agentledger.storage import Checkpoint
+from agentledger.storage import Checkpoint, Record, RecordBuilder
 from agentledger.storage.conformance import World
 from agentledger.storage.encryption import Encryption, Keyring
+from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS
+from agentledger.transcript import Message, TextPart, encode_messages
+from agentledger.transcript.replay import build_messages_from_run_log
 
 T = TypeVar("T")
 
@@ -68,6 +71,13 @@ async def _yielded(call: Awaitable[T]) -> tuple[T, bool]:
     return result, bool(ran)
 
 
+def _message(world: World, run: RecordBuilder, n: int) -> Record:
+    text = Message(role="user", parts=(TextPart(text=f"message {n}"),))
+    return run.record(
+        TRANSCRIPT_APPENDED, encode_messages([text]), event_key=f"m{n}", at=world.now()
+    )
+
+
 async def _populated(db_path: Path) -> tuple[str, str]:
     """A session and a running run with a few records and a saved tool result."""
     async with await SQLiteStore.open(db_path) as store:
@@ -75,6 +85,7 @@ async def _populated(db_path: Path) -> tuple[str, str]:
         sid = await world.session("s")
         run = await world.root("r", session=sid)
         await store.append_run_records([world.note(run, f"k{i}") for i in range(5)])
+        await store.append_run_record(_message(world, run, 0))
         await store.save_tool_result(run.run.run_id, "call", b"saved")
     return sid, run.run.run_id
 
@@ -99,6 +110,7 @@ async def test_inline_decides_whether_small_reads_leave_the_loop(
             ("load_session_status", (sid,)),
             ("load_tool_result", (rid, "call")),
             ("list_run_records", (rid,)),
+            ("verified_transcript_payloads", (rid,)),
         ]:
             answer, yielded = await _yielded(getattr(store, name)(*args))
             assert yielded is not inline, name
@@ -118,6 +130,26 @@ async def test_reads_that_are_not_small_leave_the_loop(store: SQLiteStore, world
     ]:
         _, yielded = await _yielded(call)
         assert yielded
+
+
+async def test_replay_reads_a_short_log_inline_and_a_long_one_on_a_thread(
+    store: SQLiteStore, world: World
+) -> None:
+    """[R2] a run's transcript is read on the caller's thread while its log has at most
+    MAX_RECORDS records (run_started and MAX_RECORDS - 1 messages here); one more record
+    and the whole log is read on a reader thread, nothing left out."""
+    run = await world.root("r", session=await world.session("s"))
+    rid = run.run.run_id
+    await store.append_run_records([_message(world, run, n) for n in range(MAX_RECORDS - 1)])
+    payloads, yielded = await _yielded(store.verified_transcript_payloads(rid))
+    assert not yielded
+    assert len(payloads) == MAX_RECORDS - 1
+    await store.append_run_record(_message(world, run, MAX_RECORDS))
+    payloads, yielded = await _yielded(store.verified_transcript_payloads(rid))
+    assert yielded
+    assert len(payloads) == MAX_RECORDS
+    messages = await build_messages_from_run_log(store, rid)
+    assert messages[-1].parts == (TextPart(text=f"message {MAX_RECORDS}"),)
 
 
 async def test_large_values_send_a_small_read_to_the_threads(

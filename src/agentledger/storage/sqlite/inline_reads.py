@@ -6,7 +6,9 @@ last few records of a run). So a read that is bounded and cannot wait runs on
 the caller's thread, on a connection of its own; anything else goes to the
 reader threads (:mod:`.threads`) as before. ``SQLiteStore`` says which reads
 qualify (``load_run``, ``load_session``, ``load_session_status``,
-``load_tool_result`` and run pages of at most :data:`MAX_RECORDS` records);
+``load_tool_result``, run pages of at most :data:`MAX_RECORDS` records, and
+the transcript of a run whose log is no longer than that, which replay reads
+every planner turn);
 here, each of them also reads at most :data:`MAX_BYTES` of large values (a
 page's payloads, a run's checkpoint, a saved tool result), measured with
 ``length()`` in the statement that would fetch them, which reads no overflow
@@ -43,7 +45,7 @@ __all__ = ["MAX_BYTES", "MAX_RECORDS", "Declined", "InlineReads"]
 R = TypeVar("R")
 
 MAX_RECORDS = 100
-"""Largest run page read on the caller's thread (the default page size)."""
+"""Largest run page (or whole run log) read on the caller's thread (the default page size)."""
 
 MAX_BYTES = 256 * 1024
 """Most bytes of payloads, checkpoint or tool result one inline read may fetch."""

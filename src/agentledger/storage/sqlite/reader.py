@@ -22,7 +22,7 @@ from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap
 from agentledger.storage.listing import SessionQuery, session_page
 from agentledger.storage.receipts import decode_receipt
-from agentledger.storage.sqlite.inline_reads import Declined
+from agentledger.storage.sqlite.inline_reads import MAX_RECORDS, Declined
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -92,7 +92,8 @@ _LABEL_MATCHES = (
 # the head is repeated per record.
 def _run_page_sql(*, bounded: bool) -> str:
     """The run page statement; ``bounded``: the head also sums the page's payload
-    sizes (``length`` reads no overflow page) and the page is empty if over ``:bound``."""
+    sizes (``length`` reads no overflow page), and the page is empty if they pass
+    ``:bound`` or, with ``:whole``, if the log goes on past the page."""
     size = (
         ", (SELECT coalesce(sum(length(payload)), 0) FROM records WHERE records.run_id = :run "
         "AND records.seq > :start AND records.seq <= :start + :size) AS bytes"
@@ -106,7 +107,11 @@ def _run_page_sql(*, bounded: bool) -> str:
         "SELECT 0, agent_id, session_id, status, newest, bytes, NULL FROM head UNION ALL "
         f"SELECT {RUN_PAGE_COLUMNS} FROM head, records WHERE records.run_id = :run "
         "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
-        + (" AND head.bytes <= :bound" if bounded else "")
+        + (
+            " AND head.bytes <= :bound AND (NOT :whole OR head.newest <= :start + :size)"
+            if bounded
+            else ""
+        )
     )
 
 
@@ -340,17 +345,22 @@ class SQLiteReader(StateReader):
         One statement (one snapshot, no transaction); see :func:`..pages.split_transcript`.
         """
         require_id("run_id", run_id)
-        head, rows = self._run_rows(run_id, 0, sys.maxsize)
+        size = sys.maxsize if self.max_bytes is None else MAX_RECORDS
+        head, rows = self._run_rows(run_id, 0, size, whole=True)
         return pages.split_transcript(run_id, head, rows, per_second=1000, sealer=self.sealer)
 
-    def _run_rows(self, run_id: str, start: int, size: int) -> tuple[pages.RunHead, list[Any]]:
-        """The run's head and its run rows (:data:`RUN_PAGE_COLUMNS`) after ``start``."""
+    def _run_rows(
+        self, run_id: str, start: int, size: int, *, whole: bool = False
+    ) -> tuple[pages.RunHead, list[Any]]:
+        """The run's head and its run rows (:data:`RUN_PAGE_COLUMNS`) after ``start``;
+        ``whole``: a bounded read declines a log that goes on past them."""
         query: dict[str, object] = {"run": run_id, "start": start, "size": size}
         bound = self.max_bytes
         if bound is None:
             rows = self._conn.execute(_RUN_PAGE, query).fetchall()
         else:
             query["bound"] = bound
+            query["whole"] = whole
             rows = self._conn.execute(_RUN_PAGE_BOUNDED, query).fetchall()
         if not rows:
             lifecycle.require_run(self, run_id)  # raises the error that says why
@@ -358,7 +368,7 @@ class SQLiteReader(StateReader):
         if rows[0][0] != 0:
             rows.sort(key=lambda row: row[0])
         _, agent_id, session_id, status, newest, size_bytes, _ = rows.pop(0)
-        if bound is not None and size_bytes > bound:
+        if bound is not None and (size_bytes > bound or (whole and newest > start + size)):
             raise Declined  # the page's rows were not fetched
         try:
             return pages.RunHead(agent_id, session_id, newest, RunStatus(status)), rows

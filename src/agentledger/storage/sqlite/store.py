@@ -326,6 +326,7 @@ class SQLiteStore:
       checkpoint there;
     - a small read (``load_run``, ``load_session``, ``load_session_status``,
       ``load_tool_result``, a ``list_run_records`` page of at most 100
+      records, ``verified_transcript_payloads`` of a run of at most 100
       records), on a connection of its own, if what it fetches is at most
       256 KiB, no other thread's loop is reading on that connection, no data
       key must be read from the vault, and SQLite does not ask it to wait
@@ -714,6 +715,7 @@ class SQLiteStore:
             "verified_transcript_payloads",
             lambda r: r.transcript_payloads(run_id),
             one_statement=True,
+            small=True,  # a log of at most MAX_RECORDS records; longer ones decline
         )
 
     async def list_session_run_records(
