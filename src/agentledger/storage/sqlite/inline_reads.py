@@ -5,14 +5,13 @@ small machine, more than a bounded read itself (a run row, a session row, the
 last few records of a run). So a read that is bounded and cannot wait runs on
 the caller's thread, on a connection of its own; anything else goes to the
 reader threads (:mod:`.threads`) as before. ``SQLiteStore`` says which reads
-qualify (``load_run``, ``load_session``, ``load_session_status``,
+qualify: ``load_run``, ``load_session``, ``load_session_status``,
 ``load_tool_result``, run pages of at most :data:`MAX_RECORDS` records, and
-the transcript of a run whose log is no longer than that, which replay reads
-every planner turn);
-here, each of them also reads at most :data:`MAX_BYTES` of large values (a
-page's payloads, a run's checkpoint, a saved tool result), measured with
-``length()`` in the statement that would fetch them, which reads no overflow
-page: a larger value declines the read.
+the transcript of a run whose log is no longer than that (replay reads it
+every planner turn). Each of them also fetches at most :data:`MAX_BYTES` of
+large values (a page's payloads, a run's checkpoint, a saved tool result),
+measured with ``length()`` in the statement that would fetch them, which
+reads no overflow page: more declines the read.
 
 Such a read never waits:
 
@@ -21,14 +20,16 @@ Such a read never waits:
 - vault reads are deferred (:mod:`..encryption.deferral`): a data key not in
   memory declines, and the reader thread's run of the read loads it;
 - the connection is tried, never waited for: event loops in several threads
-  sharing one handle (the sync facade) take turns, and a read that finds it
-  taken declines.
+  sharing one handle (a ``SyncStore`` wrapping a store opened on another
+  loop, say) take turns, and a read that finds it taken declines.
 
 A declined read has changed nothing (reads never write) and runs again on
 the reader threads. What this cannot rule out: a page that is not in the
 operating system's cache is read from the disk (a bounded read touches a few
-pages), and SQLite retries by itself, without the busy handler, while the
-WAL index changes under a reader (normally for microseconds).
+pages), SQLite's own retries, without the busy handler, while the WAL index
+changes under a reader (normally for microseconds), and on an encrypted store
+the one ``pread`` of the vault's header with which every sealer call checks
+for erasures (as on PostgreSQL, whose sealer always runs on the loop).
 """
 
 from __future__ import annotations
