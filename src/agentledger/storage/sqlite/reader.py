@@ -90,36 +90,35 @@ _LABEL_MATCHES = (
 # one snapshot without a transaction around it. The head comes first, as a row
 # of seq 0 (a record's seq is at least 1), then the page's rows: no column of
 # the head is repeated per record.
-def _run_page_sql(*, bounded: bool) -> str:
-    """The run page statement; ``bounded``: the head also sums the page's payload
-    sizes (``length`` reads no overflow page), and the page is empty if they pass
-    ``:bound`` or, with ``:whole``, if the log goes on past the page."""
-    size = (
-        ", (SELECT coalesce(sum(length(payload)), 0) FROM records WHERE records.run_id = :run "
-        "AND records.seq > :start AND records.seq <= :start + :size) AS bytes"
-        if bounded
-        else ", NULL AS bytes"
-    )
-    return (
-        "WITH head AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
-        "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
-        f"), 0) AS newest{size} FROM runs WHERE run_id = :run) "
-        "SELECT 0, agent_id, session_id, status, newest, bytes, NULL FROM head UNION ALL "
-        f"SELECT {RUN_PAGE_COLUMNS} FROM head, records WHERE records.run_id = :run "
-        "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
-        + (
-            " AND head.bytes <= :bound AND (NOT :whole OR head.newest <= :start + :size)"
-            if bounded
-            else ""
-        )
-    )
-
-
-_RUN_PAGE = _run_page_sql(bounded=False)
+_RUN_PAGE = (
+    "WITH head AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
+    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+    "), 0) AS newest FROM runs WHERE run_id = :run) "
+    "SELECT 0, agent_id, session_id, status, newest, NULL, NULL FROM head UNION ALL "
+    f"SELECT {RUN_PAGE_COLUMNS} FROM head, records WHERE records.run_id = :run "
+    "AND records.seq > :start AND records.seq <= min(:start + :size, head.newest)"
+)
 """No ORDER BY: the rows come in index order after the head, which
 :meth:`SQLiteReader._run_rows` checks (and restores if ever needed) instead of
 paying for a sort."""
-_RUN_PAGE_BOUNDED = _run_page_sql(bounded=True)
+_RUN_PAGE_BOUNDED = (
+    "WITH run AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
+    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+    "), 0) AS newest FROM runs WHERE run_id = :run), "
+    "head AS MATERIALIZED (SELECT agent_id, session_id, status, newest, "
+    "CASE WHEN :whole AND newest > :start + :size THEN NULL ELSE ("
+    "SELECT coalesce(sum(length(payload)), 0) FROM records WHERE records.run_id = :run "
+    "AND records.seq > :start AND records.seq <= :start + :size) END AS bytes FROM run) "
+    "SELECT 0, agent_id, session_id, status, newest, bytes, NULL FROM head UNION ALL "
+    f"SELECT {RUN_PAGE_COLUMNS} FROM head, records WHERE records.run_id = :run "
+    "AND records.seq > :start AND records.seq <= CASE WHEN bytes <= :bound "
+    "THEN min(:start + :size, head.newest) ELSE :start END"
+)
+""":data:`_RUN_PAGE` for a bounded read (see :mod:`.inline_reads`): the head also
+sums the page's payload sizes (``length`` reads no overflow page), and the page
+is empty if they pass ``:bound``; with ``:whole``, a log that goes on past the
+page gets no sum (NULL) and no rows. Either way the index range is empty: no
+row is visited."""
 _RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
 # The newest record of each ended run of a session: its log must end with what ended it.
 _SESSION_ENDS = (
@@ -368,7 +367,7 @@ class SQLiteReader(StateReader):
         if rows[0][0] != 0:
             rows.sort(key=lambda row: row[0])
         _, agent_id, session_id, status, newest, size_bytes, _ = rows.pop(0)
-        if bound is not None and (size_bytes > bound or (whole and newest > start + size)):
+        if bound is not None and (size_bytes is None or size_bytes > bound):
             raise Declined  # the page's rows were not fetched
         try:
             return pages.RunHead(agent_id, session_id, newest, RunStatus(status)), rows
