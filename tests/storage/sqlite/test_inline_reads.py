@@ -210,7 +210,7 @@ async def test_a_read_that_would_wait_for_a_lock_leaves_the_loop_free(db_path: P
                 waiting = asyncio.ensure_future(store.load_run(rid))
                 await asyncio.sleep(0.3)
                 assert not waiting.done()
-                assert ticks >= 10, ticks  # the loop ran while the read waited
+                assert ticks >= 3, ticks  # the loop ran while the read waited (a blocked one: 0)
         finally:
             ticker.cancel()
         assert (await waiting).run_id == rid
