@@ -18,7 +18,9 @@ store around it, at the same ``synchronous`` setting.
 - reloads: a 10,000-record run decoded to ``Message``s
   (``build_messages_from_run_log``) against a SELECT of the same rows plus
   ``json.loads`` of each payload (time ratio: lower is better), and its last 50
-  records from a cursor against a SELECT of those rows;
+  records from a cursor against a SELECT of those rows; that tail and
+  ``load_run`` again on a handle opened with ``inline=False`` (every read on a
+  reader thread), to show what the caller's-thread reads save;
 - transactions per one-tool agent run: the commits (counted in the WAL) of a
   ``Runtime`` run whose scripted model calls one tool once, then answers.
 
@@ -59,6 +61,7 @@ CONCURRENT_APPENDS = 25  # per run and repetition: 400 records
 RELOAD_RECORDS = 10_000
 TAIL = 50
 TAIL_CALLS = 200
+LOAD_CALLS = 1000
 _FILLER = b"the ledger keeps every record in commit order. " * 11
 PAYLOAD = b'{"text": "' + _FILLER[:488] + b'"}'  # 500 bytes of JSON
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -297,6 +300,25 @@ async def _ours_tail(store: SQLiteStore, run_id: str, cursor: str) -> float:
     return TAIL_CALLS / elapsed
 
 
+async def _ours_load_run(store: SQLiteStore, run_id: str) -> float:
+    started = time.perf_counter()
+    for _ in range(LOAD_CALLS):
+        meta = await store.load_run(run_id)
+    elapsed = time.perf_counter() - started
+    assert meta.run_id == run_id
+    return LOAD_CALLS / elapsed
+
+
+def _raw_load_run(conn: sqlite3.Connection, run_id: str) -> float:
+    """The run's row by its key (what ``load_run`` reads, without the checks)."""
+    started = time.perf_counter()
+    for _ in range(LOAD_CALLS):
+        row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    elapsed = time.perf_counter() - started
+    assert row is not None
+    return LOAD_CALLS / elapsed
+
+
 def _raw_tail(conn: sqlite3.Connection, run_id: str) -> float:
     started = time.perf_counter()
     for _ in range(TAIL_CALLS):
@@ -309,9 +331,13 @@ def _raw_tail(conn: sqlite3.Connection, run_id: str) -> float:
 async def _bench_reloads(workdir: str) -> dict[str, tuple[list[float], list[float]]]:
     path = os.path.join(workdir, "reload.db")
     run_id = await _seed_reload_run(path)
-    results: dict[str, tuple[list[float], list[float]]] = {"full": ([], []), "tail": ([], [])}
-    # "full" holds seconds (lower is better), "tail" calls per second.
-    async with await SQLiteStore.open(path) as store:
+    names = ["full", "tail", "tail threads", "load_run", "load_run threads"]
+    results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in names}
+    # "full" holds seconds (lower is better), the others calls per second.
+    async with (
+        await SQLiteStore.open(path) as store,
+        await SQLiteStore.open(path, inline=False) as threads,
+    ):
         conn = sqlite3.connect(path, isolation_level=None)
         try:
             cursor = await _tail_cursor(store, run_id)
@@ -325,6 +351,21 @@ async def _bench_reloads(workdir: str) -> dict[str, tuple[list[float], list[floa
                     "tail",
                     lambda: _ours_tail(store, run_id, cursor),
                     lambda: _raw_tail(conn, run_id),
+                ),
+                (
+                    "tail threads",
+                    lambda: _ours_tail(threads, run_id, cursor),
+                    lambda: _raw_tail(conn, run_id),
+                ),
+                (
+                    "load_run",
+                    lambda: _ours_load_run(store, run_id),
+                    lambda: _raw_load_run(conn, run_id),
+                ),
+                (
+                    "load_run threads",
+                    lambda: _ours_load_run(threads, run_id),
+                    lambda: _raw_load_run(conn, run_id),
                 ),
             ]
             for _, ours, raw in pairs:  # warm up
@@ -451,6 +492,12 @@ def main() -> int:
             rows.append(_row(name, "ms", *reloads["full"], "<= 0.8x", _at_most(0.8)))
             name = f"reload last {TAIL} (from a cursor)"
             rows.append(_row(name, "calls/s", *reloads["tail"], ">= 0.8x", _at_least(0.8)))
+            name = "  same, inline=False (threads)"
+            rows.append(_row(name, "calls/s", *reloads["tail threads"], "-", _at_least(0.8)))
+            name = "load_run (vs SELECT of the row)"
+            rows.append(_row(name, "calls/s", *reloads["load_run"], "-", _at_least(0.8)))
+            name = "  same, inline=False (threads)"
+            rows.append(_row(name, "calls/s", *reloads["load_run threads"], "-", _at_least(0.8)))
     header = ["operation", "agentledger", "raw sqlite3", "ratio", "target"]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for line in [header, ["-" * w for w in widths], *rows]:

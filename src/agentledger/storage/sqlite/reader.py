@@ -22,6 +22,7 @@ from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap, verified_tool_result
 from agentledger.storage.listing import SessionQuery, session_page
 from agentledger.storage.receipts import decode_receipt
+from agentledger.storage.sqlite.inline_reads import MAX_RECORDS, Declined
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -63,15 +64,28 @@ _RUN = (
     f"SELECT {RUN_COLUMNS}, checkpoints.id, checkpoints.data FROM runs "
     "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id WHERE runs.run_id = ?"
 )
+_RUN_BOUNDED = (
+    f"SELECT {RUN_COLUMNS}, checkpoints.id, "
+    "CASE WHEN length(checkpoints.data) <= :bound THEN checkpoints.data END, "
+    "length(checkpoints.data) FROM runs "
+    "LEFT JOIN checkpoints ON checkpoints.run_id = runs.run_id WHERE runs.run_id = :run"
+)
+""":data:`_RUN` for a bounded read: the checkpoint only if it is small, and its size."""
 _RUN_PURGED = "SELECT session_id FROM run_tombstones WHERE run_id = ?"
 _RECORD = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? AND event_key = ?"
 _TOOL_RESULT = "SELECT data, checksum FROM tool_results WHERE run_id = ? AND call_key = ?"
+_TOOL_RESULT_BOUNDED = (
+    "SELECT CASE WHEN length(data) <= ? THEN data END, checksum, length(data) "
+    "FROM tool_results WHERE run_id = ? AND call_key = ?"
+)
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
 _LABEL_MATCHES = (
     "EXISTS (SELECT 1 FROM json_each(sessions.labels) WHERE json_each.key = ? "
     "AND json_each.value = ?)"
 )
+
+
 # A run's constant ids, its newest seq and one page of its log: one statement, so
 # one snapshot without a transaction around it. The head comes first, as a row
 # of seq 0 (a record's seq is at least 1), then the page's rows: no column of
@@ -87,6 +101,24 @@ _RUN_PAGE = (
 """No ORDER BY: the rows come in index order after the head, which
 :meth:`SQLiteReader._run_rows` checks (and restores if ever needed) instead of
 paying for a sort."""
+_RUN_PAGE_BOUNDED = (
+    "WITH run AS MATERIALIZED (SELECT agent_id, session_id, status, coalesce(("
+    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+    "), 0) AS newest FROM runs WHERE run_id = :run), "
+    "head AS MATERIALIZED (SELECT agent_id, session_id, status, newest, "
+    "CASE WHEN :whole AND newest > :start + :size THEN NULL ELSE ("
+    "SELECT coalesce(sum(length(payload)), 0) FROM records WHERE records.run_id = :run "
+    "AND records.seq > :start AND records.seq <= :start + :size) END AS bytes FROM run) "
+    "SELECT 0, agent_id, session_id, status, newest, bytes, NULL FROM head UNION ALL "
+    f"SELECT {RUN_PAGE_COLUMNS} FROM head, records WHERE records.run_id = :run "
+    "AND records.seq > :start AND records.seq <= CASE WHEN bytes <= :bound "
+    "THEN min(:start + :size, head.newest) ELSE :start END"
+)
+""":data:`_RUN_PAGE` for a bounded read (see :mod:`.inline_reads`): the head also
+sums the page's payload sizes (``length`` reads no overflow page), and the page
+is empty if they pass ``:bound``; with ``:whole``, a log that goes on past the
+page gets no sum (NULL) and no rows. Either way the index range is empty: no
+row is visited."""
 _RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
 # The newest record of each ended run of a session: its log must end with what ended it.
 _SESSION_ENDS = (
@@ -163,7 +195,7 @@ class SQLiteReader(StateReader):
     transaction); readers on other connections pass none.
     """
 
-    __slots__ = ("_cache", "_conn", "_fresh_keys", "runs_read", "sealer")
+    __slots__ = ("_cache", "_conn", "_fresh_keys", "max_bytes", "runs_read", "sealer")
 
     def __init__(
         self,
@@ -172,6 +204,7 @@ class SQLiteReader(StateReader):
         *,
         fresh_keys: bool = False,
         sealer: Encryption | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self._conn = conn
         self._cache = cache
@@ -183,6 +216,10 @@ class SQLiteReader(StateReader):
         INSERT must then prove it (see ``SQLiteStore``'s insert-first appends)."""
         self.runs_read: dict[str, RunRow | None] = {}
         """Every run this transaction looked up, as found (None: absent)."""
+        self.max_bytes = max_bytes
+        """A bounded read (see :mod:`.inline_reads`): a checkpoint, tool result or
+        run page's payloads over this many bytes is not fetched but raises
+        :class:`~.inline_reads.Declined`; None: no bound."""
 
     # StateReader -------------------------------------------------------------
 
@@ -207,7 +244,7 @@ class SQLiteReader(StateReader):
         cache = self._cache
         run = None if cache is None else cache.runs.get(run_id)
         if run is None:
-            row = self._conn.execute(_RUN, (run_id,)).fetchone()
+            row = self._run_row(run_id)
             run = None if row is None else decode_run(row)
             if run is not None and run.checkpoint is not None and self.sealer is not None:
                 opened = self.sealer.open_checkpoint(run.session_id, run_id, run.checkpoint)
@@ -216,6 +253,15 @@ class SQLiteReader(StateReader):
                 cache.runs[run_id] = run
         self.runs_read[run_id] = run
         return run
+
+    def _run_row(self, run_id: str) -> Any:
+        bound = self.max_bytes
+        if bound is None:
+            return self._conn.execute(_RUN, (run_id,)).fetchone()
+        row = self._conn.execute(_RUN_BOUNDED, {"run": run_id, "bound": bound}).fetchone()
+        if row is not None and row[-1] is not None and row[-1] > bound:
+            raise Declined
+        return None if row is None else row[:-1]
 
     def purged_run_session(self, run_id: str) -> str | None:
         row = self._conn.execute(_RUN_PURGED, (run_id,)).fetchone()
@@ -248,10 +294,16 @@ class SQLiteReader(StateReader):
         return runs, records
 
     def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
-        row = self._conn.execute(_TOOL_RESULT, (run.run_id, call_key)).fetchone()
+        bound = self.max_bytes
+        if bound is None:
+            row = self._conn.execute(_TOOL_RESULT, (run.run_id, call_key)).fetchone()
+        else:
+            row = self._conn.execute(_TOOL_RESULT_BOUNDED, (bound, run.run_id, call_key)).fetchone()
+            if row is not None and row[2] is not None and row[2] > bound:
+                raise Declined
         if row is None:
             return None
-        data = verified_tool_result(run.run_id, call_key, *row)
+        data = verified_tool_result(run.run_id, call_key, row[0], row[1])
         if self.sealer is None:
             return data
         return self.sealer.open_tool_result(run.session_id, run.run_id, call_key, data)
@@ -292,19 +344,31 @@ class SQLiteReader(StateReader):
         One statement (one snapshot, no transaction); see :func:`..pages.split_transcript`.
         """
         require_id("run_id", run_id)
-        head, rows = self._run_rows(run_id, 0, sys.maxsize)
+        size = sys.maxsize if self.max_bytes is None else MAX_RECORDS
+        head, rows = self._run_rows(run_id, 0, size, whole=True)
         return pages.split_transcript(run_id, head, rows, per_second=1000, sealer=self.sealer)
 
-    def _run_rows(self, run_id: str, start: int, size: int) -> tuple[pages.RunHead, list[Any]]:
-        """The run's head and its run rows (:data:`RUN_PAGE_COLUMNS`) after ``start``."""
-        query = {"run": run_id, "start": start, "size": size}
-        rows = self._conn.execute(_RUN_PAGE, query).fetchall()
+    def _run_rows(
+        self, run_id: str, start: int, size: int, *, whole: bool = False
+    ) -> tuple[pages.RunHead, list[Any]]:
+        """The run's head and its run rows (:data:`RUN_PAGE_COLUMNS`) after ``start``;
+        ``whole``: a bounded read declines a log that goes on past them."""
+        query: dict[str, object] = {"run": run_id, "start": start, "size": size}
+        bound = self.max_bytes
+        if bound is None:
+            rows = self._conn.execute(_RUN_PAGE, query).fetchall()
+        else:
+            query["bound"] = bound
+            query["whole"] = whole
+            rows = self._conn.execute(_RUN_PAGE_BOUNDED, query).fetchall()
         if not rows:
             lifecycle.require_run(self, run_id)  # raises the error that says why
             raise AssertionError("require_run found a run the page query did not")
         if rows[0][0] != 0:
             rows.sort(key=lambda row: row[0])
-        _, agent_id, session_id, status, newest, _, _ = rows.pop(0)
+        _, agent_id, session_id, status, newest, size_bytes, _ = rows.pop(0)
+        if bound is not None and (size_bytes is None or size_bytes > bound):
+            raise Declined  # the page's rows were not fetched
         try:
             return pages.RunHead(agent_id, session_id, newest, RunStatus(status)), rows
         except ValueError as e:

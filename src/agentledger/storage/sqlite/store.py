@@ -41,8 +41,13 @@ from agentledger.storage.sqlite.connection import (
     map_open_error,
 )
 from agentledger.storage.sqlite.group import GroupWriter
+from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS, Declined, InlineReads
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
-from agentledger.storage.sqlite.readonly import check_existing_path, open_checked
+from agentledger.storage.sqlite.readonly import (
+    check_existing_path,
+    connect_read_only,
+    open_checked,
+)
 from agentledger.storage.sqlite.threads import ConnectionThreads
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
@@ -112,6 +117,17 @@ def _small(records: object) -> bool:
             return False
         size += len(payload)
     return size <= _SMALL_BYTES
+
+
+def _small_page(limit: object) -> bool:
+    """Whether a run page may be read on the caller's thread (its bytes are bounded
+    where it is read); anything else, a bad limit included, goes to a reader thread."""
+    return isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit <= MAX_RECORDS
+
+
+def _check_inline(inline: object) -> None:
+    if not isinstance(inline, bool):
+        raise ValidationError(field="inline", expected="True or False", got=inline)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -193,19 +209,21 @@ def _read_job(
     *,
     one_statement: bool = False,
     sealer: Encryption | None = None,
+    max_bytes: int | None = None,
 ) -> Callable[[sqlite3.Connection], R]:
     """One whole read in one read transaction, so all its statements see one snapshot.
 
     A read that is ``one_statement`` (apart from the lookups that explain an
     error) needs no transaction: a statement always reads one snapshot.
+    ``max_bytes`` bounds what it fetches (see :class:`SQLiteReader`).
     """
 
     def job(conn: sqlite3.Connection) -> R:
         if one_statement:
-            return read(SQLiteReader(conn, sealer=sealer))
+            return read(SQLiteReader(conn, sealer=sealer, max_bytes=max_bytes))
         conn.execute("BEGIN")
         try:
-            return read(SQLiteReader(conn, sealer=sealer))
+            return read(SQLiteReader(conn, sealer=sealer, max_bytes=max_bytes))
         finally:
             _rollback(conn)
 
@@ -298,14 +316,24 @@ class SQLiteStore:
     writer thread, in call order, the ones waiting together sharing one
     transaction and one commit (group commit: each under its own savepoint,
     none answered before the commit); reads run on its reader threads, each
-    with its own connection, and never wait for a writer. At ``"normal"``
-    durability, where a commit does not wait for the disk, a small append
-    (up to 16 records and 64 KiB) that finds the writer idle and the file's
-    write lock free runs on the caller's thread instead (tens of
-    microseconds, less than the hop to a thread costs); it never waits for
-    the lock or runs a checkpoint there, but it does not yield to other tasks
-    either. ``open(..., inline=False)`` turns that off: every operation then
-    leaves the event loop.
+    with its own connection, and never wait for a writer. Two kinds of small
+    operation run on the caller's thread instead, when they would wait for
+    nothing (tens of microseconds, less than the hop to a thread costs):
+
+    - at ``"normal"`` durability, where a commit does not wait for the disk,
+      a small append (up to 16 records and 64 KiB) that finds the writer idle
+      and the file's write lock free; it never waits for the lock or runs a
+      checkpoint there;
+    - a small read (``load_run``, ``load_session``, ``load_session_status``,
+      ``load_tool_result``, a ``list_run_records`` page of at most 100
+      records, ``verified_transcript_payloads`` of a run of at most 100
+      records), on a connection of its own, if what it fetches is at most
+      256 KiB, no other thread's loop is reading on that connection, no data
+      key must be read from the vault, and SQLite does not ask it to wait
+      (see :mod:`.inline_reads`).
+
+    Neither yields to other tasks. ``open(..., inline=False)`` turns both off:
+    every operation then leaves the event loop.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -331,6 +359,7 @@ class SQLiteStore:
         path: str,
         writer: GroupWriter[RowCache] | None,
         readers: ConnectionThreads,
+        inline_reads: InlineReads | None = None,
         encryption: Encryption | None = None,
         limits: SizeLimits = DEFAULT_LIMITS,
         transcripts_verified: bool = False,
@@ -346,6 +375,8 @@ class SQLiteStore:
         self._writer = writer
         """None for a handle opened with :meth:`open_read_only`."""
         self._readers = readers
+        self._inline_reads = inline_reads
+        """None when ``inline`` is off: every read goes to ``_readers``."""
         self._closed = False
 
     @classmethod
@@ -370,9 +401,10 @@ class SQLiteStore:
                 database created with it, refused for a plaintext one holding data.
             max_payload_bytes: largest record payload a write may carry (16 MiB).
             max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
-            inline: let a small operation that would wait for nobody run on the
-                caller's thread (see the class docstring); False sends every
-                operation to the handle's threads, so each one yields to other tasks.
+            inline: let a small append (at ``normal``) or a small read that would
+                wait for nothing run on the caller's thread (see the class
+                docstring); False sends every operation to the handle's threads,
+                so each one yields to other tasks.
 
         Raises:
             ValidationError: a bad argument, path, file or schema version, or an
@@ -381,8 +413,7 @@ class SQLiteStore:
         """
         synchronous = check_durability(durability)
         timeout = check_busy_timeout(busy_timeout)
-        if not isinstance(inline, bool):
-            raise ValidationError(field="inline", expected="True or False", got=inline)
+        _check_inline(inline)
         limits = SizeLimits(
             max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
         )
@@ -391,8 +422,19 @@ class SQLiteStore:
             _open_writer, name, timeout, synchronous, encryption
         )
 
-        def open_reader() -> sqlite3.Connection:
-            return connect(name, busy_timeout=timeout, synchronous=synchronous, read_only=True)
+        def open_reader(busy_timeout: float = timeout) -> sqlite3.Connection:
+            return connect(name, busy_timeout=busy_timeout, synchronous=synchronous, read_only=True)
+
+        inline_reads = None
+        if inline:
+            try:  # the caller's-thread reader never waits: busy timeout 0
+                opened = await asyncio.to_thread(open_reader, 0.0)
+                inline_reads = InlineReads(opened, encrypted=encryption is not None)
+            except BaseException as e:
+                conn.close()
+                if isinstance(e, sqlite3.Error):
+                    raise map_open_error(e, name) from e
+                raise
 
         rows = RowCache()  # used by whoever holds the writer's lock
         writer = GroupWriter(
@@ -410,6 +452,7 @@ class SQLiteStore:
             path=name,
             writer=writer,
             readers=readers,
+            inline_reads=inline_reads,
             encryption=encryption,
             limits=limits,
             transcripts_verified=verified,
@@ -422,11 +465,13 @@ class SQLiteStore:
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         encryption: Encryption | None = None,
+        inline: bool = True,
     ) -> SQLiteStore:
         """Open an existing database for reads only; nothing is ever written to the file.
 
         The file may be read-only. Every write method raises ``ValidationError``
-        (``field="store"``).
+        (``field="store"``). ``inline`` is as for :meth:`open`: a small read that
+        would wait for nothing runs on the caller's thread.
 
         Raises:
             ValidationError: no such file, not an agentledger database (a 0-byte
@@ -434,12 +479,20 @@ class SQLiteStore:
                 than this code's.
         """
         timeout = check_busy_timeout(busy_timeout)
+        _check_inline(inline)
         name = check_existing_path(path)
         probe = await asyncio.to_thread(open_checked, name, busy_timeout=timeout)
         try:
             await asyncio.to_thread(_check_read_only_encryption, probe, encryption)
         finally:
             probe.close()  # refusals surface here, from open; readers connect on first use
+        inline_reads = None
+        if inline:  # checked by the probe: a connection that never waits
+            try:
+                opened = await asyncio.to_thread(connect_read_only, name, busy_timeout=0.0)
+            except sqlite3.Error as e:
+                raise map_open_error(e, name) from e
+            inline_reads = InlineReads(opened, encrypted=encryption is not None)
 
         def open_reader() -> sqlite3.Connection:
             return open_checked(name, busy_timeout=timeout)
@@ -447,7 +500,13 @@ class SQLiteStore:
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
         )
-        return cls(path=name, writer=None, readers=readers, encryption=encryption)
+        return cls(
+            path=name,
+            writer=None,
+            readers=readers,
+            inline_reads=inline_reads,
+            encryption=encryption,
+        )
 
     async def close(self) -> None:
         """Finish queued writes and close every connection; closing twice is a no-op."""
@@ -457,6 +516,8 @@ class SQLiteStore:
         if self._writer is not None:
             self._writer.flush(asyncio.get_running_loop())  # writes submitted this turn
             await asyncio.to_thread(self._writer.stop)
+        if self._inline_reads is not None:
+            self._inline_reads.close()  # waits only for a read running on another loop
         await asyncio.to_thread(self._readers.stop)
 
     async def __aenter__(self) -> SQLiteStore:
@@ -503,12 +564,28 @@ class SQLiteStore:
             raise map_error(e, operation) from e
 
     async def _read(
-        self, operation: str, read: Callable[[SQLiteReader], R], *, one_statement: bool = False
+        self,
+        operation: str,
+        read: Callable[[SQLiteReader], R],
+        *,
+        one_statement: bool = False,
+        small: bool = False,
     ) -> R:
+        """Run ``read`` on a reader thread; a ``small`` one (bounded: one row, or a
+        page of at most MAX_RECORDS) first tries the caller's thread (see :mod:`.inline_reads`)."""
         self._check_open()
+        sealer = self.encryption
         try:
+            if small and self._inline_reads is not None:
+                job = _read_job(
+                    read, one_statement=one_statement, sealer=sealer, max_bytes=MAX_BYTES
+                )
+                try:
+                    return self._inline_reads.run(job)
+                except Declined:
+                    pass  # it would wait, or fetch too much: a reader thread runs it
             return await self._readers.submit(
-                _read_job(read, one_statement=one_statement, sealer=self.encryption)
+                _read_job(read, one_statement=one_statement, sealer=sealer)
             )
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
@@ -591,15 +668,22 @@ class SQLiteStore:
 
     async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
         return await self._read(
-            "load_tool_result", lambda r: lifecycle.load_tool_result(r, run_id, call_key)
+            "load_tool_result",
+            lambda r: lifecycle.load_tool_result(r, run_id, call_key),
+            small=True,
         )
 
     async def load_run(self, run_id: str, /) -> RunMeta:
-        return await self._read("load_run", lambda r: lifecycle.load_run(r, run_id))
+        return await self._read(
+            "load_run", lambda r: lifecycle.load_run(r, run_id), one_statement=True, small=True
+        )
 
     async def load_session_status(self, session_id: str, /) -> SessionStatus:
         return await self._read(
-            "load_session_status", lambda r: lifecycle.load_session_status(r, session_id)
+            "load_session_status",
+            lambda r: lifecycle.load_session_status(r, session_id),
+            one_statement=True,
+            small=True,
         )
 
     async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
@@ -611,7 +695,10 @@ class SQLiteStore:
         self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
     ) -> Page:
         return await self._read(
-            "list_run_records", lambda r: r.run_page(run_id, cursor, limit), one_statement=True
+            "list_run_records",
+            lambda r: r.run_page(run_id, cursor, limit),
+            one_statement=True,
+            small=_small_page(limit),
         )
 
     @property
@@ -628,6 +715,7 @@ class SQLiteStore:
             "verified_transcript_payloads",
             lambda r: r.transcript_payloads(run_id),
             one_statement=True,
+            small=True,  # a log of at most MAX_RECORDS records; longer ones decline
         )
 
     async def list_session_run_records(
@@ -652,7 +740,12 @@ class SQLiteStore:
         )
 
     async def load_session(self, session_id: str, /) -> Session:
-        return await self._read("load_session", lambda r: lifecycle.load_session(r, session_id))
+        return await self._read(
+            "load_session",
+            lambda r: lifecycle.load_session(r, session_id),
+            one_statement=True,
+            small=True,
+        )
 
     async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
         return await self._write(

@@ -6,12 +6,11 @@ threads with their own connections: under WAL they see the last commit and
 never wait behind the writer (writes go to :mod:`.group`). A queue and a future per call cost
 about half of what a hop through the default executor costs.
 
-Even a small read (the last page of a run) is not run on the event loop's
-thread to save the hop (a few tens of microseconds, most of it waking threads):
-a WAL reader does not wait for the writer, but it can still wait on the disk
-for an uncached page, and on SQLite's busy handler (up to the busy timeout)
-while another connection recovers or restarts the WAL, and every task on
-the loop would wait with it.
+A reader thread may wait: on the disk for an uncached page, and in SQLite's
+busy handler (up to the busy timeout) while another connection recovers the
+WAL. A small read that cannot wait first tries the caller's thread instead
+(:mod:`.inline_reads`), saving the hop (about 100 µs, most of it waking
+threads); whatever it declines comes here.
 """
 
 from __future__ import annotations
