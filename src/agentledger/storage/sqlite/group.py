@@ -4,14 +4,16 @@ Every write of a handle queues for its one writer thread. The thread takes
 the first waiting operation, opens ``BEGIN IMMEDIATE`` (waiting, across
 processes, for SQLite's write lock), then takes every operation that queued
 meanwhile, and those that queue while the group runs, up to
-:data:`MAX_GROUP`. Each runs under its own ``SAVEPOINT``: a refused or failed
-operation rolls back to it and leaves the others' writes alone. One
-``COMMIT`` (one fsync at ``synchronous=FULL``) then answers the whole group,
-and only then does any caller hear its answer: nobody is told
-"stored" before the commit that stores it, and a refusal decided on top of
-an uncommitted write is not reported before that write is durable either.
-If the commit (or a statement that aborts the whole transaction) fails,
-every operation of the group gets that error, and none of them wrote.
+:data:`MAX_GROUP`. A refused or failed operation leaves the others' writes
+alone: it is told it shares the transaction, and undoes its own writes (a
+write of one statement is undone by SQLite itself; more run under a
+savepoint, see :func:`.apply.apply_plan`). One ``COMMIT`` (one fsync at
+``synchronous=FULL``) then answers the whole group, and only then does any
+caller hear its answer: nobody is told "stored" before the commit that
+stores it, and a refusal decided on top of an uncommitted write is not
+reported before that write is durable either. If the commit (or a statement
+that aborts the whole transaction) fails, every operation of the group gets
+that error, and none of them wrote.
 
 At ``synchronous=NORMAL`` a small write may run on the caller's thread
 instead, as a group of one, when it would wait for nobody (see
@@ -27,13 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
-__all__ = ["CHECKPOINT_EVERY", "MAX_GROUP", "GroupWriter", "Operation"]
+__all__ = ["CHECKPOINT_EVERY", "MAX_GROUP", "QUEUE", "GroupWriter", "Operation"]
 
 R = TypeVar("R")
 C = TypeVar("C")
@@ -48,12 +51,22 @@ about as often as its default of 1,000 WAL pages, for appends of a few pages eac
 # Primary result codes (https://sqlite.org/rescode.html).
 _BUSY, _LOCKED = 5, 6
 
-Operation = Callable[[sqlite3.Connection, Any], Any]
+Operation = Callable[[sqlite3.Connection, Any, bool], Any]
 """Runs one whole operation inside the open transaction; may raise to refuse it.
 
 Its second argument is the writer's per-transaction context (what
-``begin`` returned); it returns the caller's result.
+``begin`` returned), its third whether other operations' writes share the
+transaction: if so, an operation that raises must first undo its own writes,
+and only those. It returns the caller's result.
 """
+
+
+class _Queue(enum.Enum):
+    QUEUE = "queue"
+
+
+QUEUE: Final = _Queue.QUEUE
+"""What :meth:`GroupWriter.run_inline` returns when the operation must queue instead."""
 
 _Item = tuple[Operation, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 _Answer = tuple[_Item, Any, "BaseException | None"]
@@ -85,11 +98,11 @@ class GroupWriter(Generic[C]):
     learned inside it survives.
 
     With ``inline`` (for ``synchronous=NORMAL``, where a commit does not wait
-    for the disk), a small operation submitted while nothing else is queued or
-    running, and the file's write lock is free at once, runs on the caller's
-    thread instead: a group of one, with the same transaction and the same
-    answer after the same COMMIT, without two thread wake-ups that cost more
-    than the operation. It never waits there: the lock is only tried (busy
+    for the disk), a small operation offered to :meth:`run_inline` while
+    nothing else is queued or running, and the file's write lock is free at
+    once, runs on the caller's thread instead: a group of one, with the same
+    transaction and the same answer after the same COMMIT, without two thread
+    wake-ups that cost more than the operation. It never waits there: the lock is only tried (busy
     timeout 0), and an operation that finds it taken queues for the thread,
     which waits for it with ``busy_timeout``. SQLite's automatic checkpoint
     is off on the connection, so the caller never runs one either: the
@@ -137,20 +150,11 @@ class GroupWriter(Generic[C]):
         """Whether small operations may run on the caller's thread (``synchronous=NORMAL``)."""
         return self._inline
 
-    def submit(
-        self, operation: Callable[[sqlite3.Connection, C], R], *, small: bool = False
-    ) -> asyncio.Future[R]:
-        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT.
-
-        A ``small`` operation (a few rows, a few kilobytes) may instead run at once
-        on the caller's thread (see the class docstring); a large one never does,
-        so the caller's event loop is never held for long.
-        """
+    def submit(self, operation: Callable[[sqlite3.Connection, C, bool], R]) -> asyncio.Future[R]:
+        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         item: _Item = (operation, loop, future)
-        if small and self._inline and not self._submitted and self._run_inline(item):
-            return future
         batch = self._submitted.get(loop)
         if batch is None:
             batch = self._submitted[loop] = []
@@ -179,23 +183,26 @@ class GroupWriter(Generic[C]):
 
     # caller's thread (inline) ------------------------------------------------
 
-    def _run_inline(self, item: _Item) -> bool:
-        """Run ``item`` as a group of one here, if nothing would have to wait; False if not.
+    def run_inline(
+        self, operation: Callable[[sqlite3.Connection, C, bool], R]
+    ) -> R | Literal[_Queue.QUEUE]:
+        """Run a small ``operation`` here as a group of one, if nothing would have to
+        wait: its result (or its error) after its COMMIT; :data:`QUEUE` if it must be
+        submitted instead. Only an operation of a few rows and kilobytes belongs here:
+        the caller's event loop is held while it runs.
 
         The same steps as :meth:`_run_group` for a group of one, without its
-        bookkeeping for many.
+        bookkeeping for many, and without a future: the caller gets the answer.
         """
+        if not self._inline or self._submitted:
+            return QUEUE  # never overtake what this turn submitted
         with self._count_lock:
             if self._outstanding or not self._lock.acquire(blocking=False):
-                return False
-        operation, _, future = item
-        result: Any = None
-        error: BaseException | None = None
-        context: C | None = None
+                return QUEUE
         try:
             conn = self._conn
             if conn is None or self._closed:
-                return False
+                return QUEUE
             if self._waits:
                 conn.execute("PRAGMA busy_timeout = 0")
                 self._waits = False
@@ -203,37 +210,34 @@ class GroupWriter(Generic[C]):
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
                 if _code(e) in (_BUSY, _LOCKED):
-                    return False  # another connection writes: queue for the thread
+                    return QUEUE  # another connection writes: queue for the thread
                 raise
-            context = self._begin(conn)
+            context: C | None = None
+            refused = False
             try:
-                result = operation(conn, context)
-            except BaseException as e:
-                error = e
-                if conn.in_transaction:  # a refusal: undo it alone, as in a group
-                    conn.execute("ROLLBACK")
-                else:  # SQLite rolled back: what the transaction learned is lost
-                    self._lost(context)
-            else:
+                context = self._begin(conn)
+                try:
+                    result = operation(conn, context, False)
+                except BaseException:
+                    # Still in the transaction: the operation refused, and what the
+                    # transaction read stays true. Else SQLite rolled it all back.
+                    refused = conn.in_transaction
+                    raise
                 conn.execute("COMMIT")  # if it fails, the handler below undoes it all
-                self._commits += 1
-                if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
-                    self._checkpoint_asked = True
-                    self._jobs.put([])  # an empty batch: the thread checkpoints
-        except BaseException as e:
-            error = e
-            if conn is not None and conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            if context is not None:
-                self._lost(context)
+            except BaseException:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if context is not None and (not refused or conn.in_transaction):
+                    self._lost(context)
+                raise
+            self._commits += 1
+            if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
+                self._checkpoint_asked = True
+                self._jobs.put([])  # an empty batch: the thread checkpoints
+            return result
         finally:
             self._lock.release()
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-        return True
 
     # writer thread -----------------------------------------------------------
 
@@ -308,7 +312,8 @@ class GroupWriter(Generic[C]):
         """Run ``group`` in the open transaction and commit it; one answer per operation.
 
         Operations that queue while the group runs join it, up to MAX_GROUP:
-        the transaction stays open while work keeps arriving.
+        the transaction stays open while work keeps arriving. No savepoint per
+        operation: each undoes its own writes if it fails (see :data:`Operation`).
         """
         answers: list[_Answer] = []
         context: C | None = None
@@ -318,25 +323,19 @@ class GroupWriter(Generic[C]):
             group[:] = pending
             while pending:
                 for item in pending:
-                    # The first operation, with nobody else waiting, needs no
-                    # savepoint: if it fails, ROLLBACK undoes it alone.
+                    # The first operation, with nobody else waiting, shares the
+                    # transaction with nobody: if it fails, ROLLBACK undoes it alone.
                     alone = len(group) == 1
-                    if not alone:
-                        conn.execute("SAVEPOINT op")
                     try:
-                        result = item[0](conn, context)
+                        result = item[0](conn, context, not alone)
                     except BaseException as e:
                         if not conn.in_transaction:
                             raise  # SQLite rolled the whole transaction back: the group fails
                         if alone:
                             conn.execute("ROLLBACK")
                             return [(item, None, e)]
-                        conn.execute("ROLLBACK TO op")
-                        conn.execute("RELEASE op")
-                        answers.append((item, None, e))
+                        answers.append((item, None, e))  # it undid its own writes
                         continue
-                    if not alone:
-                        conn.execute("RELEASE op")
                     answers.append((item, result, None))
                 pending = self._drain(len(group))
                 group.extend(pending)
