@@ -149,7 +149,7 @@ class StateReader(Protocol):
         ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan(Generic[R]):
     """What one operation writes, in order, and what it returns.
 

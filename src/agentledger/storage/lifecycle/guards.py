@@ -30,6 +30,8 @@ from agentledger.storage.validation import (
 
 
 def check_owner(record: Record, run_id: str, agent_id: str, session_id: str) -> None:
+    if record.run_id == run_id and record.agent_id == agent_id and record.session_id == session_id:
+        return
     for field, expected, got in (
         ("run_id", run_id, record.run_id),
         ("agent_id", agent_id, record.agent_id),
@@ -89,7 +91,7 @@ def require_running_for(reader: StateReader, run: RunRow, record: Record) -> Non
     damaged (its key no longer found) is corruption, not a refusal [J1]."""
     if run.status is not RunStatus.RUNNING:
         raise_if_damaged(reader, run, record.event_key, "record", record)
-    require_running(run)
+        require_running(run)
 
 
 def owned_run(reader: StateReader, run_id: str, record: Record) -> RunRow:

@@ -30,6 +30,7 @@ from agentledger.storage.sqlite.rows import (
     to_ms,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow
+from agentledger.storage.types import RunStatus
 
 __all__ = ["apply_plan"]
 
@@ -124,9 +125,9 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         if sealer is not None:
             data = sealer.seal_tool_result(result.session_id, result.run_id, result.call_key, data)
         statements.append((_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data), False))
-    ended = plan.ended_runs
-    if ended:
-        statements.append((_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended], True))
+    ended = [(row.run_id,) for row in plan.runs if row.status is not RunStatus.RUNNING]
+    if ended:  # plan.ended_runs
+        statements.append((_DELETE_TOOL_RESULTS, ended, True))
     if plan.purge_session:
         assert plan.purge_receipt is not None
         params = {"id": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}

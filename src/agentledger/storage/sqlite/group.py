@@ -92,7 +92,8 @@ def _settle_all(answers: list[tuple[asyncio.Future[Any], Any, BaseException | No
 class GroupWriter(Generic[C]):
     """One writer thread on one connection, committing queued operations in groups.
 
-    ``begin(conn)`` is called right after each ``BEGIN IMMEDIATE`` and returns
+    ``begin(cursor)`` is called right after each ``BEGIN IMMEDIATE``, with a
+    cursor of the connection to read through, and returns
     the context handed to every operation of the group (the row cache);
     ``lost(context)`` is called when a group's transaction fails, so nothing
     learned inside it survives.
@@ -113,7 +114,7 @@ class GroupWriter(Generic[C]):
         self,
         open_connection: Callable[[], sqlite3.Connection],
         *,
-        begin: Callable[[sqlite3.Connection], C],
+        begin: Callable[[sqlite3.Cursor], C],
         lost: Callable[[C], None],
         name: str,
         busy_timeout: float,
@@ -129,6 +130,8 @@ class GroupWriter(Generic[C]):
         """This turn's submissions of each loop, queued by :meth:`flush` at the turn's end."""
         self._conn: sqlite3.Connection | None = None
         """The connection, once the thread opened it; used only with ``_lock`` held."""
+        self._cursor: sqlite3.Cursor | None = None
+        """A cursor of ``_conn`` kept for BEGIN and COMMIT (cheaper than a new one each)."""
         self._lock = threading.Lock()
         """Held by whoever runs a group (or a checkpoint) on the connection."""
         self._waits = True
@@ -200,14 +203,14 @@ class GroupWriter(Generic[C]):
             if self._outstanding or not self._lock.acquire(blocking=False):
                 return QUEUE
         try:
-            conn = self._conn
-            if conn is None or self._closed:
+            conn, cursor = self._conn, self._cursor
+            if conn is None or cursor is None or self._closed:
                 return QUEUE
             if self._waits:
                 conn.execute("PRAGMA busy_timeout = 0")
                 self._waits = False
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                cursor.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
                 if _code(e) in (_BUSY, _LOCKED):
                     return QUEUE  # another connection writes: queue for the thread
@@ -215,7 +218,7 @@ class GroupWriter(Generic[C]):
             context: C | None = None
             refused = False
             try:
-                context = self._begin(conn)
+                context = self._begin(cursor)
                 try:
                     result = operation(conn, context, False)
                 except BaseException:
@@ -223,7 +226,7 @@ class GroupWriter(Generic[C]):
                     # transaction read stays true. Else SQLite rolled it all back.
                     refused = conn.in_transaction
                     raise
-                conn.execute("COMMIT")  # if it fails, the handler below undoes it all
+                cursor.execute("COMMIT")  # if it fails, the handler below undoes it all
             except BaseException:
                 if conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
@@ -258,12 +261,14 @@ class GroupWriter(Generic[C]):
                         conn = self._conn
                         if conn is None:
                             conn = self._conn = self._open()
+                            self._cursor = conn.cursor()
                             if self._inline:
                                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                         if not self._waits:
                             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
                             self._waits = True
-                        conn.execute("BEGIN IMMEDIATE")
+                        assert self._cursor is not None
+                        self._cursor.execute("BEGIN IMMEDIATE")
                     except BaseException as e:
                         group.extend(self._drain(len(group)))
                         answers: list[_Answer] = [(item, None, e) for item in group]
@@ -278,6 +283,7 @@ class GroupWriter(Generic[C]):
         finally:
             with self._lock:
                 if self._conn is not None:
+                    self._cursor = None
                     self._conn.close()
                     self._conn = None
 
@@ -318,7 +324,8 @@ class GroupWriter(Generic[C]):
         answers: list[_Answer] = []
         context: C | None = None
         try:
-            context = self._begin(conn)
+            assert self._cursor is not None
+            context = self._begin(self._cursor)
             pending = group + self._drain(len(group))
             group[:] = pending
             while pending:
@@ -339,7 +346,8 @@ class GroupWriter(Generic[C]):
                     answers.append((item, result, None))
                 pending = self._drain(len(group))
                 group.extend(pending)
-            conn.execute("COMMIT")
+            assert self._cursor is not None
+            self._cursor.execute("COMMIT")
             self._commits += 1
         except BaseException as e:
             if conn.in_transaction:

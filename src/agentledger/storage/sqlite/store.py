@@ -107,7 +107,7 @@ def _small(records: object) -> bool:
         return False
     size = 0
     for record in records:
-        payload = getattr(record, "payload", None)
+        payload = record.payload if isinstance(record, Record) else None
         if not isinstance(payload, bytes):
             return False
         size += len(payload)
@@ -178,14 +178,6 @@ def _insert_first(
         return None
     cache.committed(plan)
     return plan
-
-
-def _begin(cache: RowCache) -> Callable[[sqlite3.Connection], RowCache]:
-    def begin(conn: sqlite3.Connection) -> RowCache:
-        cache.validate(conn)
-        return cache
-
-    return begin
 
 
 def _read_job(
@@ -397,7 +389,7 @@ class SQLiteStore:
         rows = RowCache()  # used by whoever holds the writer's lock
         writer = GroupWriter(
             lambda: conn,
-            begin=_begin(rows),
+            begin=rows.validate,
             lost=RowCache.clear,
             name=f"agentledger-sqlite-writer:{name}",
             busy_timeout=timeout,
