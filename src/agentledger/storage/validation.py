@@ -96,9 +96,17 @@ DEFAULT_LIMITS = SizeLimits()
 """The caps of a store opened without its own."""
 
 
+def _are_ids(*values: object) -> bool:
+    """Whether :func:`require_id` accepts every one of ``values``."""
+    for value in values:
+        if not (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable()):
+            return False
+    return True
+
+
 def _is_id(value: object) -> TypeGuard[str]:
     """Whether :func:`require_id` accepts ``value``."""
-    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable()
+    return _are_ids(value)
 
 
 def require_id(field: str, value: object) -> str:
@@ -135,8 +143,10 @@ def _storable(value: str) -> bool:
 
 
 def _is_text(value: object) -> TypeGuard[str]:
-    """Whether :func:`_require_text` accepts ``value``."""
-    return isinstance(value, str) and len(value) <= MAX_ID_LENGTH and _storable(value)
+    """Whether :func:`_require_text` accepts ``value`` (storable: see :func:`_storable`)."""
+    return (
+        isinstance(value, str) and len(value) <= MAX_ID_LENGTH and _UNSTORABLE.search(value) is None
+    )
 
 
 def _require_text(field: str, value: object) -> str:
@@ -264,12 +274,9 @@ def validate_record(record: object, field: str = "record") -> Record:
     if not isinstance(record, Record):
         raise ValidationError(field=field, expected="a Record", got=type(record).__name__)
     if not (  # the common case, without naming each field
-        _is_id(record.run_id)
-        and _is_id(record.agent_id)
+        _are_ids(record.run_id, record.agent_id, record.event_key, record.type)
         and isinstance(record.session_id, str)
         and _is_text(record.turn_id)
-        and _is_id(record.event_key)
-        and _is_id(record.type)
         and record.id == ""
         and _is_utc_ms(record.timestamp)
     ):

@@ -79,7 +79,10 @@ def apply_plan(
     savepoint, rolled back on failure (one statement is undone by SQLite).
     """
     statements = _statements(reader, plan)
-    if not undoable or len(statements) == 0 or (len(statements) == 1 and not statements[0][2]):
+    if len(statements) == 1 and not statements[0][2]:  # one statement: an append
+        conn.execute(statements[0][0], statements[0][1])
+        return
+    if not undoable or not statements:
         _execute(conn, statements)
         return
     conn.execute("SAVEPOINT plan")
@@ -125,8 +128,11 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         if sealer is not None:
             data = sealer.seal_tool_result(result.session_id, result.run_id, result.call_key, data)
         statements.append((_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data), False))
-    ended = [(row.run_id,) for row in plan.runs if row.status is not RunStatus.RUNNING]
-    if ended:  # plan.ended_runs
+    ended = []  # plan.ended_runs, without a comprehension's frame
+    for row in plan.runs:
+        if row.status is not RunStatus.RUNNING:
+            ended.append((row.run_id,))
+    if ended:
         statements.append((_DELETE_TOOL_RESULTS, ended, True))
     if plan.purge_session:
         assert plan.purge_receipt is not None
