@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TypeGuard, TypeVar
+from typing import TypeGuard, TypeVar, cast
 
 import msgspec
 
@@ -104,19 +104,14 @@ def _are_ids(*values: object) -> bool:
     return True
 
 
-def _is_id(value: object) -> TypeGuard[str]:
-    """Whether :func:`require_id` accepts ``value``."""
-    return _are_ids(value)
-
-
 def require_id(field: str, value: object) -> str:
     """A non-empty, printable string id of at most :data:`MAX_ID_LENGTH` characters.
 
     Control characters and lone surrogates are refused: they cannot be stored
     by every backend (PostgreSQL text holds no NUL) nor carried in a cursor.
     """
-    if _is_id(value):
-        return value
+    if _are_ids(value):
+        return cast(str, value)
     if not isinstance(value, str) or not value:
         raise ValidationError(field=field, expected="a non-empty string", got=value)
     if len(value) > MAX_ID_LENGTH or not value.isprintable():
