@@ -103,11 +103,13 @@ class GroupWriter(Generic[C]):
     nothing else is queued or running, and the file's write lock is free at
     once, runs on the caller's thread instead: a group of one, with the same
     transaction and the same answer after the same COMMIT, without two thread
-    wake-ups that cost more than the operation. It never waits there: the lock is only tried (busy
-    timeout 0), and an operation that finds it taken queues for the thread,
-    which waits for it with ``busy_timeout``. SQLite's automatic checkpoint
-    is off on the connection, so the caller never runs one either: the
-    thread checkpoints after every :data:`CHECKPOINT_EVERY` commits.
+    wake-ups that cost more than the operation. It never waits there: the
+    lock is only tried (busy timeout 0), and an operation that finds it taken
+    queues for the thread, which waits for it with ``busy_timeout``. SQLite's
+    automatic checkpoint is off on the connection, so the caller never runs
+    one either: the thread checkpoints after every :data:`CHECKPOINT_EVERY`
+    commits, on a connection of its own (``open_checkpointer``), so writes on
+    the caller's thread go on meanwhile instead of queueing behind it.
     """
 
     def __init__(
@@ -119,8 +121,12 @@ class GroupWriter(Generic[C]):
         name: str,
         busy_timeout: float,
         inline: bool = False,
+        open_checkpointer: Callable[[], sqlite3.Connection] | None = None,
     ) -> None:
         self._open = open_connection
+        self._open_checkpointer = open_checkpointer
+        self._checkpointer: sqlite3.Connection | None = None
+        """The inline mode's checkpoint connection, once opened; the thread's alone."""
         self._begin = begin
         self._lost = lost
         self._busy_ms = int(busy_timeout * 1000)
@@ -252,8 +258,7 @@ class GroupWriter(Generic[C]):
                 if first is None:
                     break
                 if not first:
-                    with self._lock:
-                        self._checkpoint()
+                    self._checkpoint()
                     continue
                 with self._lock:
                     group = first
@@ -278,24 +283,37 @@ class GroupWriter(Generic[C]):
                     self._outstanding -= len(answers)
                 self._answer(answers)
                 if self._commits >= CHECKPOINT_EVERY:  # after the answers: not their wait
-                    with self._lock:
-                        self._checkpoint()
+                    self._checkpoint()
         finally:
             with self._lock:
+                if self._checkpointer is not None:
+                    self._checkpointer.close()
+                    self._checkpointer = None
                 if self._conn is not None:
                     self._cursor = None
                     self._conn.close()
                     self._conn = None
 
     def _checkpoint(self) -> None:
-        """Copy the WAL into the database after enough commits (inline mode; lock held)."""
-        if not self._inline or self._commits < CHECKPOINT_EVERY or self._conn is None:
-            return  # otherwise SQLite's automatic checkpoint is on
-        self._commits = 0
-        self._checkpoint_asked = False
-        # PASSIVE never waits: what readers still use is copied by a later checkpoint.
+        """Copy the WAL into the database after enough commits (inline mode; the thread's).
+
+        PASSIVE takes no write lock and never waits: what readers still use is
+        copied by a later checkpoint. On the checkpoint connection it runs
+        without the writer's lock, beside writes on the caller's thread.
+        """
+        with self._lock:
+            if not self._inline or self._commits < CHECKPOINT_EVERY or self._conn is None:
+                return  # otherwise SQLite's automatic checkpoint is on
+            self._commits = 0
+            self._checkpoint_asked = False
+            if self._open_checkpointer is None:  # no connection of its own: this one
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                return
         with contextlib.suppress(sqlite3.Error):
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            if self._checkpointer is None:
+                self._checkpointer = self._open_checkpointer()
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _drain(self, size: int) -> list[_Item]:
         """Operations already waiting, while the group is under MAX_GROUP; notes a stop.

@@ -394,6 +394,7 @@ class SQLiteStore:
             name=f"agentledger-sqlite-writer:{name}",
             busy_timeout=timeout,
             inline=inline and synchronous == "NORMAL",
+            open_checkpointer=open_reader,  # a checkpoint needs no write access
         )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
