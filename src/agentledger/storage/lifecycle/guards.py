@@ -65,10 +65,11 @@ def same_or_conflict(
 
 def append_to(run: RunRow, record: Record, **changes: object) -> tuple[RunRow, Record]:
     seq = run.last_seq + 1
-    return (
-        msgspec.structs.replace(run, last_seq=seq, **changes),
-        normalize_record(record, str(seq)),
-    )
+    if changes:
+        row = msgspec.structs.replace(run, last_seq=seq, **changes)
+    else:  # an append: the hot path, without merging an empty dict of changes
+        row = msgspec.structs.replace(run, last_seq=seq)
+    return row, normalize_record(record, str(seq))
 
 
 def require_fresh_key(reader: StateReader, run: RunRow, record: Record) -> None:
