@@ -24,6 +24,10 @@ store around it, at the same ``synchronous`` setting.
 - transactions per one-tool agent run: the commits (counted in the WAL) of a
   ``Runtime`` run whose scripted model calls one tool once, then answers.
 
+Under each append figure it also prints the process CPU time per record of both
+sides: it leaves out waiting (for the disk, for a thread to wake), so it shows what
+the store's own work costs, and it moves less than the rates on a shared machine.
+
 Targets (issue 11): appends >= 0.85x (``full``) and >= 0.6x (``normal``),
 16 runs >= 0.85x, reload time <= 0.8x, tail >= 0.8x, one transaction per activity.
 """
@@ -75,6 +79,27 @@ _PAGE = (
 )
 
 
+_CPU: dict[str, list[float]] = {"ours": [], "raw": []}
+"""Process CPU seconds per record of each timed append loop, in order (warm-ups too)."""
+
+
+def _cpu_line(name: str, repetitions: int) -> str:
+    """Median CPU per record of the last ``repetitions`` loops of each side, and their ratio.
+
+    CPU time counts every thread of the process (the writer's too) and no waiting
+    (for the disk, or for a thread to wake): on a busy machine it moves less than
+    the rates do.
+    """
+    ours, raw = _CPU["ours"][-repetitions:], _CPU["raw"][-repetitions:]
+    _CPU["ours"].clear()
+    _CPU["raw"].clear()
+    ratio = statistics.median(r / o for o, r in zip(ours, raw, strict=True))
+    return (
+        f"{name}: {statistics.median(ours) * 1e6:,.0f} us against "
+        f"{statistics.median(raw) * 1e6:,.0f} us raw ({ratio:.2f}x)"
+    )
+
+
 class Clock:
     """Strictly increasing millisecond timestamps."""
 
@@ -112,9 +137,10 @@ async def _ours_appends(store: SQLiteStore, run: RecordBuilder, n: int, clock: C
         run.record("planner_note", PAYLOAD, event_key=f"note-{clock.ms}-{i}", at=clock())
         for i in range(n)
     ]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for record in records:
         await store.append_run_record(record)
+    _CPU["ours"].append((time.process_time() - cpu) / n)
     return n / (time.perf_counter() - started)
 
 
@@ -136,11 +162,12 @@ def _raw_appends(conn: sqlite3.Connection, n: int, state: dict[str, int]) -> flo
                 PAYLOAD,
             )
         )
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for row in rows:
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(_INSERT, row)
         conn.execute("COMMIT")
+    _CPU["raw"].append((time.process_time() - cpu) / n)
     return n / (time.perf_counter() - started)
 
 
@@ -184,9 +211,11 @@ async def _ours_concurrent(store: SQLiteStore, runs: list[RecordBuilder], clock:
         for record in records:
             await store.append_run_record(record)
 
-    started = time.perf_counter()
+    n = len(runs) * CONCURRENT_APPENDS
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(writer(b) for b in batches))
-    return len(runs) * CONCURRENT_APPENDS / (time.perf_counter() - started)
+    _CPU["ours"].append((time.process_time() - cpu) / n)
+    return n / (time.perf_counter() - started)
 
 
 def _raw_concurrent(conn: sqlite3.Connection, state: dict[str, int]) -> float:
@@ -202,13 +231,15 @@ def _raw_concurrent(conn: sqlite3.Connection, state: dict[str, int]) -> float:
                  "planner_note", seq, PAYLOAD)
             )  # fmt: skip
         groups.append(group)
-    started = time.perf_counter()
+    n = CONCURRENT_RUNS * CONCURRENT_APPENDS
+    started, cpu = time.perf_counter(), time.process_time()
     for group in groups:
         conn.execute("BEGIN IMMEDIATE")
         for row in group:
             conn.execute(_INSERT, row)
         conn.execute("COMMIT")
-    return CONCURRENT_RUNS * CONCURRENT_APPENDS / (time.perf_counter() - started)
+    _CPU["raw"].append((time.process_time() - cpu) / n)
+    return n / (time.perf_counter() - started)
 
 
 async def _bench_concurrent(workdir: str) -> tuple[list[float], list[float]]:
@@ -471,6 +502,7 @@ def main() -> int:
     )
     print(f"load average at start: {_load()}\n")
     rows: list[list[str]] = []
+    cpu: list[str] = []
     commits = records = 0
     with tempfile.TemporaryDirectory(
         prefix="agentledger-bench-", dir=os.environ.get("BENCH_DIR")
@@ -482,9 +514,11 @@ def main() -> int:
                 target = 0.85 if durability == "full" else 0.6
                 name = f"append_run_record ({durability})"
                 rows.append(_row(name, "rec/s", ours, raw, f">= {target}x", _at_least(target)))
+                cpu.append(_cpu_line(name, REPETITIONS))
             ours, raw = asyncio.run(_bench_concurrent(workdir))
             name = f"{CONCURRENT_RUNS} concurrent runs (full) vs 16/txn"
             rows.append(_row(name, "rec/s", ours, raw, ">= 0.85x", _at_least(0.85)))
+            cpu.append(_cpu_line(name, REPETITIONS))
         if args.only != "writes":
             reloads = asyncio.run(_bench_reloads(workdir))
             commits, records = asyncio.run(_agent_run_transactions(workdir))
@@ -502,6 +536,10 @@ def main() -> int:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for line in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    if cpu:
+        print("\nprocess CPU per record (medians; ratio: raw / agentledger, higher is better)")
+        for line in cpu:
+            print(f"  {line}")
     if args.only != "writes":
         print(f"\none-tool agent run: {commits} store transactions for {records} records")
     print(f"\nload average at end: {_load()}")

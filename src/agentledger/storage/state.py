@@ -7,7 +7,6 @@ decision function from :mod:`agentledger.storage.lifecycle`, and applies the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
@@ -149,20 +148,20 @@ class StateReader(Protocol):
         ...
 
 
-@dataclass
-class Plan(Generic[R]):
+class Plan(msgspec.Struct, Generic[R]):
     """What one operation writes, in order, and what it returns.
 
     An empty plan (no rows, no records) is a pure read or an exact retry.
+    (A Struct, not a dataclass: one is built per write, and its ``__init__`` is C.)
     """
 
     result: R
     session: SessionRow | None = None  # insert or replace
-    runs: list[RunRow] = field(default_factory=list)  # insert or replace, in order
-    records: list[Record] = field(default_factory=list)  # insert, in commit order, ids set
+    runs: list[RunRow] = msgspec.field(default_factory=list)  # insert or replace, in order
+    records: list[Record] = msgspec.field(default_factory=list)  # insert, in order, ids set
     purge_session: str = ""  # delete this session's data and leave tombstones
     purge_receipt: PurgeReceipt | None = None  # kept with the tombstone of purge_session
-    tool_results: list[ToolResultRow] = field(default_factory=list)  # insert
+    tool_results: list[ToolResultRow] = msgspec.field(default_factory=list)  # insert
 
     @property
     def writes(self) -> bool:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TypeVar
+from typing import TypeGuard, TypeVar, cast
 
 import msgspec
 
@@ -96,12 +96,22 @@ DEFAULT_LIMITS = SizeLimits()
 """The caps of a store opened without its own."""
 
 
+def _are_ids(*values: object) -> bool:
+    """Whether :func:`require_id` accepts every one of ``values``."""
+    for value in values:
+        if not (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable()):
+            return False
+    return True
+
+
 def require_id(field: str, value: object) -> str:
     """A non-empty, printable string id of at most :data:`MAX_ID_LENGTH` characters.
 
     Control characters and lone surrogates are refused: they cannot be stored
     by every backend (PostgreSQL text holds no NUL) nor carried in a cursor.
     """
+    if _are_ids(value):
+        return cast(str, value)
     if not isinstance(value, str) or not value:
         raise ValidationError(field=field, expected="a non-empty string", got=value)
     if len(value) > MAX_ID_LENGTH or not value.isprintable():
@@ -127,15 +137,31 @@ def _storable(value: str) -> bool:
     return _UNSTORABLE.search(value) is None
 
 
+def _is_text(value: object) -> TypeGuard[str]:
+    """Whether :func:`_require_text` accepts ``value`` (storable: see :func:`_storable`)."""
+    return (
+        isinstance(value, str) and len(value) <= MAX_ID_LENGTH and _UNSTORABLE.search(value) is None
+    )
+
+
 def _require_text(field: str, value: object) -> str:
     """A string (maybe empty) every backend can store, of at most :data:`MAX_ID_LENGTH`."""
-    if not isinstance(value, str) or not _storable(value) or len(value) > MAX_ID_LENGTH:
+    if not _is_text(value):
         raise ValidationError(
             field=field,
             expected=f"text of at most {MAX_ID_LENGTH} characters without NUL or lone surrogates",
             got=value if not isinstance(value, str) else value[:64],
         )
     return value
+
+
+def _is_utc_ms(value: object) -> TypeGuard[datetime]:
+    """Whether :func:`check_timestamp` accepts ``value``."""
+    return (
+        isinstance(value, datetime)
+        and value.utcoffset() == _ZERO  # None (naive) is not
+        and not value.microsecond % 1000
+    )
 
 
 def check_timestamp(field: str, value: object) -> datetime:
@@ -220,13 +246,8 @@ def check_statuses(values: Iterable[object], kind: type[_S]) -> frozenset[_S]:
     return frozenset(wanted)
 
 
-def validate_record(record: object, field: str = "record") -> Record:
-    """Check the fields every record needs before a store can accept it.
-
-    A transcript record's payload must also decode strictly as messages [R1].
-    """
-    if not isinstance(record, Record):
-        raise ValidationError(field=field, expected="a Record", got=type(record).__name__)
+def _check_record_fields(record: Record, field: str) -> None:
+    """The field checks of :func:`validate_record`, in order, each naming its field."""
     require_id(f"{field}.run_id", record.run_id)
     require_id(f"{field}.agent_id", record.agent_id)
     _require_str(f"{field}.session_id", record.session_id)
@@ -238,11 +259,29 @@ def validate_record(record: object, field: str = "record") -> Record:
             field=f"{field}.id", expected='"" (ids are assigned by the store)', got=record.id
         )
     check_timestamp(f"{field}.timestamp", record.timestamp)
+
+
+def validate_record(record: object, field: str = "record") -> Record:
+    """Check the fields every record needs before a store can accept it.
+
+    A transcript record's payload must also decode strictly as messages [R1].
+    """
+    if not isinstance(record, Record):
+        raise ValidationError(field=field, expected="a Record", got=type(record).__name__)
+    if not (  # the common case, without naming each field
+        _are_ids(record.run_id, record.agent_id, record.event_key, record.type)
+        and isinstance(record.session_id, str)
+        and _is_text(record.turn_id)
+        and record.id == ""
+        and _is_utc_ms(record.timestamp)
+    ):
+        _check_record_fields(record, field)  # raises, naming the first bad field
     payload = record.payload
     if not isinstance(payload, bytes) or not payload:
         raise ValidationError(field=f"{field}.payload", expected="non-empty bytes", got=payload)
     try:
-        payload.decode("utf-8")
+        if not payload.isascii():  # ASCII is UTF-8
+            payload.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValidationError(
             field=f"{field}.payload", expected="valid UTF-8", got=f"invalid byte at {e.start}"

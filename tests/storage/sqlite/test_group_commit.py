@@ -129,6 +129,46 @@ async def test_a_refused_operation_in_a_group_leaves_the_others_alone(
     assert check_invariants(db_path) == []
 
 
+async def test_a_write_that_fails_in_sqlite_undoes_only_its_own_rows(
+    store: SQLiteStore, world: World, db_path: Path
+) -> None:
+    """[B2] no savepoint per operation: one statement that fails is undone by SQLite, a
+    batch that fails on its third row rolls back its first two, the group still commits."""
+    sid = await world.session("s")
+    a = await world.root("a", session=sid)
+    b = await world.root("b", session=sid)
+    c = await world.root("c", session=sid)
+    assert store._writer is not None
+    await store._writer.submit(
+        lambda conn, _, shared: conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000)
+    )
+    big = b'{"text": "' + b"x" * 2000 + b'"}'
+    before = wal_commits(db_path)
+
+    results = await _queued(
+        [
+            store.append_run_record(world.note(a, "a1")),
+            store.append_run_record(world.note(b, "too-big", body=big)),
+            store.append_run_records(
+                [world.note(c, "c1"), world.note(c, "c2"), world.note(c, "c3", body=big)]
+            ),
+            store.append_run_record(world.note(a, "a2")),
+            store.append_run_records([world.note(b, "b1"), world.note(b, "b2")]),
+        ],
+        db_path,
+    )
+
+    assert (results[0].id, results[3].id) == ("2", "3")
+    assert type(results[1]) is ValidationError
+    assert type(results[2]) is ValidationError
+    assert [(r.id, r.inserted) for r in results[4]] == [("2", True), ("3", True)]
+    assert wal_commits(db_path) - before == 1
+    assert [r.event_key for r in await run_log(store, a.run.run_id)] == ["run_started", "a1", "a2"]
+    assert [r.event_key for r in await run_log(store, b.run.run_id)] == ["run_started", "b1", "b2"]
+    assert [r.event_key for r in await run_log(store, c.run.run_id)] == ["run_started"]
+    assert check_invariants(db_path) == []
+
+
 async def test_concurrent_runs_commit_fewer_times_than_they_write(
     store: SQLiteStore, world: World, db_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ from agentledger.errors import (
 from agentledger.storage import SessionAdmin, SessionStatus, Store
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import LATEST_VERSION, SQLiteStore, default_path
+from agentledger.storage.sqlite.group import QUEUE
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -43,10 +44,17 @@ async def _session_status(path: Path, session_id: str) -> SessionStatus:
 
 async def _pragma(store: SQLiteStore, name: str, *, small: bool = False) -> object:
     """A pragma as the store's write connection sees it (a ``small`` operation's, maybe inline)."""
-    assert store._writer is not None
-    return await store._writer.submit(
-        lambda c, _: c.execute(f"PRAGMA {name}").fetchone()[0], small=small
-    )
+    writer = store._writer
+    assert writer is not None
+
+    def pragma(c: sqlite3.Connection, _: object, shared: bool) -> object:
+        return c.execute(f"PRAGMA {name}").fetchone()[0]
+
+    if small:
+        result = writer.run_inline(pragma)
+        if result is not QUEUE:
+            return result
+    return await writer.submit(pragma)
 
 
 def test_public_names() -> None:
@@ -345,7 +353,7 @@ async def test_a_value_over_the_size_limit_is_a_validation_error(store: SQLiteSt
     world = World(store)
     sid = await world.session("s")
     run = await world.root("r", session=sid)
-    await store._writer.submit(lambda c, _: c.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000))
+    await store._writer.submit(lambda c, _, shared: c.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1000))
     big = world.note(run, "big", b'{"text": "' + b"x" * 2000 + b'"}')
     with pytest.raises(ValidationError) as caught:
         await store.append_run_record(big)

@@ -20,7 +20,11 @@ from agentledger.storage.lifecycle.guards import (
     require_running_for,
     same_or_conflict,
 )
-from agentledger.storage.lifecycle.reads import raise_if_damaged, run_session_status
+from agentledger.storage.lifecycle.reads import (
+    raise_if_damaged,
+    require_run,
+    run_session_status,
+)
 from agentledger.storage.state import Plan, RunRow, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -50,7 +54,8 @@ def plan_append(
     """[L8]/[X1] append an ordinary record; an exact repeat returns its original id."""
     check_sizes(record, limits)
     _check_ordinary(record, "record")
-    run = owned_run(reader, record.run_id, record)
+    run = require_run(reader, record.run_id)  # owned_run, but record.run_id is checked
+    check_owner(record, run.run_id, run.agent_id, run.session_id)
     status = run_session_status(reader, run)
     stored = reader.record(run.run_id, record.event_key)
     if stored is not None:

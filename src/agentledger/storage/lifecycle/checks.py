@@ -39,7 +39,9 @@ def check_sizes(command: object, limits: SizeLimits) -> None:
     """
     cap = limits.max_payload_bytes
     if isinstance(command, Record):  # an append: the hot path
-        _within("record.payload", command.payload, cap)
+        payload = command.payload
+        if isinstance(payload, bytes) and len(payload) > cap:  # _over, inline
+            _within("record.payload", payload, cap)
         return
     batch = getattr(command, "records", command)
     if isinstance(batch, Sequence) and not isinstance(batch, str | bytes):

@@ -30,6 +30,8 @@ from agentledger.storage.validation import (
 
 
 def check_owner(record: Record, run_id: str, agent_id: str, session_id: str) -> None:
+    if record.run_id == run_id and record.agent_id == agent_id and record.session_id == session_id:
+        return
     for field, expected, got in (
         ("run_id", run_id, record.run_id),
         ("agent_id", agent_id, record.agent_id),
@@ -63,10 +65,11 @@ def same_or_conflict(
 
 def append_to(run: RunRow, record: Record, **changes: object) -> tuple[RunRow, Record]:
     seq = run.last_seq + 1
-    return (
-        msgspec.structs.replace(run, last_seq=seq, **changes),
-        normalize_record(record, str(seq)),
-    )
+    if changes:
+        row = msgspec.structs.replace(run, last_seq=seq, **changes)
+    else:  # an append: the hot path, without merging an empty dict of changes
+        row = msgspec.structs.replace(run, last_seq=seq)
+    return row, normalize_record(record, str(seq))
 
 
 def require_fresh_key(reader: StateReader, run: RunRow, record: Record) -> None:
@@ -89,7 +92,7 @@ def require_running_for(reader: StateReader, run: RunRow, record: Record) -> Non
     damaged (its key no longer found) is corruption, not a refusal [J1]."""
     if run.status is not RunStatus.RUNNING:
         raise_if_damaged(reader, run, record.event_key, "record", record)
-    require_running(run)
+        require_running(run)
 
 
 def owned_run(reader: StateReader, run_id: str, record: Record) -> RunRow:

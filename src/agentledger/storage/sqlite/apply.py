@@ -4,11 +4,17 @@ The plan says what the rows become; this module only stores it. A run the
 decision read is updated in the columns that changed. An append changes only
 ``last_seq``, which is not stored (it is the run's newest record id), so the
 hot path writes its INSERTs and nothing else.
+
+The plan's statements are all built before the first one runs, so a plan
+that fails while being built (sealing, say) has written nothing, and a plan
+of one statement needs no savepoint to be undone alone: SQLite undoes a
+failed statement by itself.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -61,12 +67,52 @@ _PURGE = (
 )
 
 
-def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) -> None:
-    """Write ``plan`` in the open transaction, in the order the plan gives."""
+_Statement = tuple[str, Any, bool]
+"""SQL, its parameters, and whether they are many rows (``executemany``)."""
+
+
+def apply_plan(
+    conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any], *, undoable: bool = False
+) -> None:
+    """Write ``plan`` in the open transaction, in the order the plan gives.
+
+    ``undoable``: the transaction holds other writes, so if this fails it must
+    leave none of its own: a plan of more than one statement then runs under a
+    savepoint, rolled back on failure (one statement is undone by SQLite).
+    """
+    statements = _statements(reader, plan)
+    if len(statements) == 1 and not statements[0][2]:  # one statement: an append
+        conn.execute(statements[0][0], statements[0][1])
+        return
+    if not undoable or not statements:
+        _execute(conn, statements)
+        return
+    conn.execute("SAVEPOINT plan")
+    try:
+        _execute(conn, statements)
+    except BaseException:
+        if conn.in_transaction:  # else SQLite rolled the whole transaction back
+            conn.execute("ROLLBACK TO plan")
+            conn.execute("RELEASE plan")
+        raise
+    conn.execute("RELEASE plan")
+
+
+def _execute(conn: sqlite3.Connection, statements: Sequence[_Statement]) -> None:
+    for sql, params, many in statements:
+        if many:
+            conn.executemany(sql, params)
+        else:
+            conn.execute(sql, params)
+
+
+def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
+    """The statements that store ``plan``, in order; notes its runs in ``reader``."""
+    statements: list[_Statement] = []
     if plan.session is not None:
-        _put_session(conn, plan.session)
+        statements.append((_UPSERT_SESSION, _session_values(plan.session), False))
     for row in plan.runs:
-        _put_run(conn, reader, row)
+        _put_run(statements, reader, row)
     records = plan.records
     sealer = reader.sealer
     if sealer is not None:
@@ -75,51 +121,53 @@ def apply_plan(conn: sqlite3.Connection, reader: SQLiteReader, plan: Plan[Any]) 
             for record in records
         ]
     if len(records) > 2:  # a batch: executemany saves about a third per row
-        conn.executemany(_INSERT_RECORD, [record_values(record) for record in records])
+        statements.append((_INSERT_RECORD, [record_values(record) for record in records], True))
     else:  # one or two: execute is cheaper than executemany
         for record in records:
-            conn.execute(_INSERT_RECORD, record_values(record))
+            statements.append((_INSERT_RECORD, record_values(record), False))
     for result in plan.tool_results:
         data = result.data
         if sealer is not None:
             data = sealer.seal_tool_result(result.session_id, result.run_id, result.call_key, data)
         checksum = tool_result_checksum(result.run_id, result.call_key, data)
-        conn.execute(_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data, checksum))
+        statements.append(
+            (_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data, checksum), False)
+        )
     ended = plan.ended_runs
     if ended:
-        conn.executemany(_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended])
+        statements.append((_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended], True))
     if plan.purge_session:
         assert plan.purge_receipt is not None
         params = {"id": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
-        for statement in _PURGE:
-            conn.execute(statement, params)
+        statements.extend((statement, params, False) for statement in _PURGE)
+    return statements
 
 
-def _put_session(conn: sqlite3.Connection, row: SessionRow) -> None:
+def _session_values(row: SessionRow) -> tuple[object, ...]:
     ended_at = None if row.ended_at is None else to_ms(row.ended_at)
-    values = (row.id, str(row.status), to_ms(row.created_at), ended_at, encode_labels(row.labels))
-    conn.execute(_UPSERT_SESSION, values)
+    return (row.id, str(row.status), to_ms(row.created_at), ended_at, encode_labels(row.labels))
 
 
-def _put_run(conn: sqlite3.Connection, reader: SQLiteReader, row: RunRow) -> None:
+def _put_run(statements: list[_Statement], reader: SQLiteReader, row: RunRow) -> None:
     before = reader.runs_read.get(row.run_id)
+    reader.runs_read[row.run_id] = row
     if before is not None and row == msgspec.structs.replace(before, last_seq=row.last_seq):
-        reader.runs_read[row.run_id] = row  # an append: last_seq is not stored
-        return
+        return  # an append: last_seq is not stored
     if before is None:
-        conn.execute(_UPSERT_RUN, [run_value(name, getattr(row, name)) for name in RUN_FIELDS])
+        values = [run_value(name, getattr(row, name)) for name in RUN_FIELDS]
+        statements.append((_UPSERT_RUN, values, False))
     else:
         changed = [name for name in _CHANGEABLE if getattr(row, name) != getattr(before, name)]
         if changed:
             assignments = ", ".join(f"{name} = ?" for name in changed)
             values = [run_value(name, getattr(row, name)) for name in changed]
-            conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = ?", [*values, row.run_id])
+            sql = f"UPDATE runs SET {assignments} WHERE run_id = ?"
+            statements.append((sql, [*values, row.run_id], False))
     if row.checkpoint != (before.checkpoint if before is not None else None):
         if row.checkpoint is None:
-            conn.execute(_DELETE_CHECKPOINT, (row.run_id,))
+            statements.append((_DELETE_CHECKPOINT, (row.run_id,), False))
         else:
             data = row.checkpoint.data
             if reader.sealer is not None:
                 data = reader.sealer.seal_checkpoint(row.session_id, row.run_id, row.checkpoint)
-            conn.execute(_UPSERT_CHECKPOINT, (row.run_id, row.checkpoint.id, data))
-    reader.runs_read[row.run_id] = row
+            statements.append((_UPSERT_CHECKPOINT, (row.run_id, row.checkpoint.id, data), False))

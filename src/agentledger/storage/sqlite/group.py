@@ -4,14 +4,16 @@ Every write of a handle queues for its one writer thread. The thread takes
 the first waiting operation, opens ``BEGIN IMMEDIATE`` (waiting, across
 processes, for SQLite's write lock), then takes every operation that queued
 meanwhile, and those that queue while the group runs, up to
-:data:`MAX_GROUP`. Each runs under its own ``SAVEPOINT``: a refused or failed
-operation rolls back to it and leaves the others' writes alone. One
-``COMMIT`` (one fsync at ``synchronous=FULL``) then answers the whole group,
-and only then does any caller hear its answer: nobody is told
-"stored" before the commit that stores it, and a refusal decided on top of
-an uncommitted write is not reported before that write is durable either.
-If the commit (or a statement that aborts the whole transaction) fails,
-every operation of the group gets that error, and none of them wrote.
+:data:`MAX_GROUP`. A refused or failed operation leaves the others' writes
+alone: it is told it shares the transaction, and undoes its own writes (a
+write of one statement is undone by SQLite itself; more run under a
+savepoint, see :func:`.apply.apply_plan`). One ``COMMIT`` (one fsync at
+``synchronous=FULL``) then answers the whole group, and only then does any
+caller hear its answer: nobody is told "stored" before the commit that
+stores it, and a refusal decided on top of an uncommitted write is not
+reported before that write is durable either. If the commit (or a statement
+that aborts the whole transaction) fails, every operation of the group gets
+that error, and none of them wrote.
 
 At ``synchronous=NORMAL`` a small write may run on the caller's thread
 instead, as a group of one, when it would wait for nobody (see
@@ -27,13 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
-__all__ = ["CHECKPOINT_EVERY", "MAX_GROUP", "GroupWriter", "Operation"]
+__all__ = ["CHECKPOINT_EVERY", "MAX_GROUP", "QUEUE", "GroupWriter", "Operation"]
 
 R = TypeVar("R")
 C = TypeVar("C")
@@ -48,12 +51,22 @@ about as often as its default of 1,000 WAL pages, for appends of a few pages eac
 # Primary result codes (https://sqlite.org/rescode.html).
 _BUSY, _LOCKED = 5, 6
 
-Operation = Callable[[sqlite3.Connection, Any], Any]
+Operation = Callable[[sqlite3.Connection, Any, bool], Any]
 """Runs one whole operation inside the open transaction; may raise to refuse it.
 
 Its second argument is the writer's per-transaction context (what
-``begin`` returned); it returns the caller's result.
+``begin`` returned), its third whether other operations' writes share the
+transaction: if so, an operation that raises must first undo its own writes,
+and only those. It returns the caller's result.
 """
+
+
+class _Queue(enum.Enum):
+    QUEUE = "queue"
+
+
+QUEUE: Final = _Queue.QUEUE
+"""What :meth:`GroupWriter.run_inline` returns when the operation must queue instead."""
 
 _Item = tuple[Operation, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 _Answer = tuple[_Item, Any, "BaseException | None"]
@@ -79,34 +92,41 @@ def _settle_all(answers: list[tuple[asyncio.Future[Any], Any, BaseException | No
 class GroupWriter(Generic[C]):
     """One writer thread on one connection, committing queued operations in groups.
 
-    ``begin(conn)`` is called right after each ``BEGIN IMMEDIATE`` and returns
+    ``begin(cursor)`` is called right after each ``BEGIN IMMEDIATE``, with a
+    cursor of the connection to read through, and returns
     the context handed to every operation of the group (the row cache);
     ``lost(context)`` is called when a group's transaction fails, so nothing
     learned inside it survives.
 
     With ``inline`` (for ``synchronous=NORMAL``, where a commit does not wait
-    for the disk), a small operation submitted while nothing else is queued or
-    running, and the file's write lock is free at once, runs on the caller's
-    thread instead: a group of one, with the same transaction and the same
-    answer after the same COMMIT, without two thread wake-ups that cost more
-    than the operation. It never waits there: the lock is only tried (busy
-    timeout 0), and an operation that finds it taken queues for the thread,
-    which waits for it with ``busy_timeout``. SQLite's automatic checkpoint
-    is off on the connection, so the caller never runs one either: the
-    thread checkpoints after every :data:`CHECKPOINT_EVERY` commits.
+    for the disk), a small operation offered to :meth:`run_inline` while
+    nothing else is queued or running, and the file's write lock is free at
+    once, runs on the caller's thread instead: a group of one, with the same
+    transaction and the same answer after the same COMMIT, without two thread
+    wake-ups that cost more than the operation. It never waits there: the
+    lock is only tried (busy timeout 0), and an operation that finds it taken
+    queues for the thread, which waits for it with ``busy_timeout``. SQLite's
+    automatic checkpoint is off on the connection, so the caller never runs
+    one either: the thread checkpoints after every :data:`CHECKPOINT_EVERY`
+    commits, on a connection of its own (``open_checkpointer``), so writes on
+    the caller's thread go on meanwhile instead of queueing behind it.
     """
 
     def __init__(
         self,
         open_connection: Callable[[], sqlite3.Connection],
         *,
-        begin: Callable[[sqlite3.Connection], C],
+        begin: Callable[[sqlite3.Cursor], C],
         lost: Callable[[C], None],
         name: str,
         busy_timeout: float,
         inline: bool = False,
+        open_checkpointer: Callable[[], sqlite3.Connection] | None = None,
     ) -> None:
         self._open = open_connection
+        self._open_checkpointer = open_checkpointer
+        self._checkpointer: sqlite3.Connection | None = None
+        """The inline mode's checkpoint connection, once opened; the thread's alone."""
         self._begin = begin
         self._lost = lost
         self._busy_ms = int(busy_timeout * 1000)
@@ -116,6 +136,8 @@ class GroupWriter(Generic[C]):
         """This turn's submissions of each loop, queued by :meth:`flush` at the turn's end."""
         self._conn: sqlite3.Connection | None = None
         """The connection, once the thread opened it; used only with ``_lock`` held."""
+        self._cursor: sqlite3.Cursor | None = None
+        """A cursor of ``_conn`` kept for BEGIN and COMMIT (cheaper than a new one each)."""
         self._lock = threading.Lock()
         """Held by whoever runs a group (or a checkpoint) on the connection."""
         self._waits = True
@@ -137,20 +159,11 @@ class GroupWriter(Generic[C]):
         """Whether small operations may run on the caller's thread (``synchronous=NORMAL``)."""
         return self._inline
 
-    def submit(
-        self, operation: Callable[[sqlite3.Connection, C], R], *, small: bool = False
-    ) -> asyncio.Future[R]:
-        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT.
-
-        A ``small`` operation (a few rows, a few kilobytes) may instead run at once
-        on the caller's thread (see the class docstring); a large one never does,
-        so the caller's event loop is never held for long.
-        """
+    def submit(self, operation: Callable[[sqlite3.Connection, C, bool], R]) -> asyncio.Future[R]:
+        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         item: _Item = (operation, loop, future)
-        if small and self._inline and not self._submitted and self._run_inline(item):
-            return future
         batch = self._submitted.get(loop)
         if batch is None:
             batch = self._submitted[loop] = []
@@ -179,61 +192,61 @@ class GroupWriter(Generic[C]):
 
     # caller's thread (inline) ------------------------------------------------
 
-    def _run_inline(self, item: _Item) -> bool:
-        """Run ``item`` as a group of one here, if nothing would have to wait; False if not.
+    def run_inline(
+        self, operation: Callable[[sqlite3.Connection, C, bool], R]
+    ) -> R | Literal[_Queue.QUEUE]:
+        """Run a small ``operation`` here as a group of one, if nothing would have to
+        wait: its result (or its error) after its COMMIT; :data:`QUEUE` if it must be
+        submitted instead. Only an operation of a few rows and kilobytes belongs here:
+        the caller's event loop is held while it runs.
 
         The same steps as :meth:`_run_group` for a group of one, without its
-        bookkeeping for many.
+        bookkeeping for many, and without a future: the caller gets the answer.
         """
+        if not self._inline or self._submitted:
+            return QUEUE  # never overtake what this turn submitted
         with self._count_lock:
             if self._outstanding or not self._lock.acquire(blocking=False):
-                return False
-        operation, _, future = item
-        result: Any = None
-        error: BaseException | None = None
-        context: C | None = None
+                return QUEUE
         try:
-            conn = self._conn
-            if conn is None or self._closed:
-                return False
+            conn, cursor = self._conn, self._cursor
+            if conn is None or cursor is None or self._closed:
+                return QUEUE
             if self._waits:
                 conn.execute("PRAGMA busy_timeout = 0")
                 self._waits = False
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                cursor.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
                 if _code(e) in (_BUSY, _LOCKED):
-                    return False  # another connection writes: queue for the thread
+                    return QUEUE  # another connection writes: queue for the thread
                 raise
-            context = self._begin(conn)
+            context: C | None = None
+            refused = False
             try:
-                result = operation(conn, context)
-            except BaseException as e:
-                error = e
-                if conn.in_transaction:  # a refusal: undo it alone, as in a group
-                    conn.execute("ROLLBACK")
-                else:  # SQLite rolled back: what the transaction learned is lost
+                context = self._begin(cursor)
+                try:
+                    result = operation(conn, context, False)
+                except BaseException:
+                    # Still in the transaction: the operation refused, and what the
+                    # transaction read stays true. Else SQLite rolled it all back.
+                    refused = conn.in_transaction
+                    raise
+                cursor.execute("COMMIT")  # if it fails, the handler below undoes it all
+            except BaseException:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if context is not None and (not refused or conn.in_transaction):
                     self._lost(context)
-            else:
-                conn.execute("COMMIT")  # if it fails, the handler below undoes it all
-                self._commits += 1
-                if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
-                    self._checkpoint_asked = True
-                    self._jobs.put([])  # an empty batch: the thread checkpoints
-        except BaseException as e:
-            error = e
-            if conn is not None and conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            if context is not None:
-                self._lost(context)
+                raise
+            self._commits += 1
+            if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
+                self._checkpoint_asked = True
+                self._jobs.put([])  # an empty batch: the thread checkpoints
+            return result
         finally:
             self._lock.release()
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-        return True
 
     # writer thread -----------------------------------------------------------
 
@@ -245,8 +258,7 @@ class GroupWriter(Generic[C]):
                 if first is None:
                     break
                 if not first:
-                    with self._lock:
-                        self._checkpoint()
+                    self._checkpoint()
                     continue
                 with self._lock:
                     group = first
@@ -254,12 +266,14 @@ class GroupWriter(Generic[C]):
                         conn = self._conn
                         if conn is None:
                             conn = self._conn = self._open()
+                            self._cursor = conn.cursor()
                             if self._inline:
                                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                         if not self._waits:
                             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
                             self._waits = True
-                        conn.execute("BEGIN IMMEDIATE")
+                        assert self._cursor is not None
+                        self._cursor.execute("BEGIN IMMEDIATE")
                     except BaseException as e:
                         group.extend(self._drain(len(group)))
                         answers: list[_Answer] = [(item, None, e) for item in group]
@@ -269,23 +283,37 @@ class GroupWriter(Generic[C]):
                     self._outstanding -= len(answers)
                 self._answer(answers)
                 if self._commits >= CHECKPOINT_EVERY:  # after the answers: not their wait
-                    with self._lock:
-                        self._checkpoint()
+                    self._checkpoint()
         finally:
             with self._lock:
+                if self._checkpointer is not None:
+                    self._checkpointer.close()
+                    self._checkpointer = None
                 if self._conn is not None:
+                    self._cursor = None
                     self._conn.close()
                     self._conn = None
 
     def _checkpoint(self) -> None:
-        """Copy the WAL into the database after enough commits (inline mode; lock held)."""
-        if not self._inline or self._commits < CHECKPOINT_EVERY or self._conn is None:
-            return  # otherwise SQLite's automatic checkpoint is on
-        self._commits = 0
-        self._checkpoint_asked = False
-        # PASSIVE never waits: what readers still use is copied by a later checkpoint.
+        """Copy the WAL into the database after enough commits (inline mode; the thread's).
+
+        PASSIVE takes no write lock and never waits: what readers still use is
+        copied by a later checkpoint. On the checkpoint connection it runs
+        without the writer's lock, beside writes on the caller's thread.
+        """
+        with self._lock:
+            if not self._inline or self._commits < CHECKPOINT_EVERY or self._conn is None:
+                return  # otherwise SQLite's automatic checkpoint is on
+            self._commits = 0
+            self._checkpoint_asked = False
+            if self._open_checkpointer is None:  # no connection of its own: this one
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                return
         with contextlib.suppress(sqlite3.Error):
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            if self._checkpointer is None:
+                self._checkpointer = self._open_checkpointer()
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _drain(self, size: int) -> list[_Item]:
         """Operations already waiting, while the group is under MAX_GROUP; notes a stop.
@@ -308,39 +336,36 @@ class GroupWriter(Generic[C]):
         """Run ``group`` in the open transaction and commit it; one answer per operation.
 
         Operations that queue while the group runs join it, up to MAX_GROUP:
-        the transaction stays open while work keeps arriving.
+        the transaction stays open while work keeps arriving. No savepoint per
+        operation: each undoes its own writes if it fails (see :data:`Operation`).
         """
         answers: list[_Answer] = []
         context: C | None = None
         try:
-            context = self._begin(conn)
+            assert self._cursor is not None
+            context = self._begin(self._cursor)
             pending = group + self._drain(len(group))
             group[:] = pending
             while pending:
                 for item in pending:
-                    # The first operation, with nobody else waiting, needs no
-                    # savepoint: if it fails, ROLLBACK undoes it alone.
+                    # The first operation, with nobody else waiting, shares the
+                    # transaction with nobody: if it fails, ROLLBACK undoes it alone.
                     alone = len(group) == 1
-                    if not alone:
-                        conn.execute("SAVEPOINT op")
                     try:
-                        result = item[0](conn, context)
+                        result = item[0](conn, context, not alone)
                     except BaseException as e:
                         if not conn.in_transaction:
                             raise  # SQLite rolled the whole transaction back: the group fails
                         if alone:
                             conn.execute("ROLLBACK")
                             return [(item, None, e)]
-                        conn.execute("ROLLBACK TO op")
-                        conn.execute("RELEASE op")
-                        answers.append((item, None, e))
+                        answers.append((item, None, e))  # it undid its own writes
                         continue
-                    if not alone:
-                        conn.execute("RELEASE op")
                     answers.append((item, result, None))
                 pending = self._drain(len(group))
                 group.extend(pending)
-            conn.execute("COMMIT")
+            assert self._cursor is not None
+            self._cursor.execute("COMMIT")
             self._commits += 1
         except BaseException as e:
             if conn.in_transaction:

@@ -156,13 +156,18 @@ class RowCache:
         self.runs: dict[str, RunRow] = {}
         self.sessions: dict[str, SessionRow] = {}
 
-    def validate(self, conn: sqlite3.Connection) -> None:
-        """Drop every row if another connection committed; call right after BEGIN."""
+    def validate(self, conn: sqlite3.Connection | sqlite3.Cursor) -> RowCache:
+        """Drop every row if another connection committed; call right after BEGIN
+        (on the write connection, or a cursor of it).
+
+        Returns the cache itself: it is the writer's per-transaction context.
+        """
         (version,) = conn.execute("PRAGMA data_version").fetchone()
         if version != self._version or len(self.runs) > self.limit:
             self.runs.clear()
             self.sessions.clear()
             self._version = version
+        return self
 
     def clear(self) -> None:
         """Forget every row: the transaction that read or wrote them failed."""
@@ -237,10 +242,9 @@ class SQLiteReader(StateReader):
         return self._conn.execute(_SESSION_PURGED, (session_id,)).fetchone() is not None
 
     def run(self, run_id: str) -> RunRow | None:
-        try:
-            return self.runs_read[run_id]
-        except KeyError:
-            pass
+        runs_read = self.runs_read
+        if run_id in runs_read:
+            return runs_read[run_id]
         cache = self._cache
         run = None if cache is None else cache.runs.get(run_id)
         if run is None:

@@ -11,6 +11,7 @@ instead of being handed to the shared decisions as if it were sound.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -119,11 +120,15 @@ def run_value(name: str, value: Any) -> Any:
     return value
 
 
+_seed = functools.lru_cache(maxsize=1024)(run_seed)
+""":func:`run_seed` of the runs being written: the same three ids for every record of one."""
+
+
 def record_values(record: Record) -> tuple[object, ...]:
     """A record as the values of :data:`RECORD_COLUMNS`, its checksum computed."""
     seq = int(record.id)
-    ms = to_ms(record.timestamp)
-    seed = run_seed(record.run_id, record.agent_id, record.session_id)
+    ms = (record.timestamp - _EPOCH) // _MS  # to_ms
+    seed = _seed(record.run_id, record.agent_id, record.session_id)
     return (
         record.run_id,
         seq,

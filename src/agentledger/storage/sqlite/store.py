@@ -40,7 +40,7 @@ from agentledger.storage.sqlite.connection import (
     map_error,
     map_open_error,
 )
-from agentledger.storage.sqlite.group import GroupWriter
+from agentledger.storage.sqlite.group import QUEUE, GroupWriter
 from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS, Declined, InlineReads
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
 from agentledger.storage.sqlite.readonly import (
@@ -112,7 +112,7 @@ def _small(records: object) -> bool:
         return False
     size = 0
     for record in records:
-        payload = getattr(record, "payload", None)
+        payload = record.payload if isinstance(record, Record) else None
         if not isinstance(payload, bytes):
             return False
         size += len(payload)
@@ -143,8 +143,12 @@ def _write_op(
     *,
     insert_first: bool = False,
     sealer: Encryption | None = None,
-) -> Callable[[sqlite3.Connection, RowCache], R]:
+) -> Callable[[sqlite3.Connection, RowCache, bool], R]:
     """One whole lifecycle operation inside the group's transaction: decide and apply.
+
+    The decision only reads; a refusal raises before anything is written. With
+    ``shared`` (other operations' writes share the transaction) the plan is
+    applied so that a failure undoes it alone (see :func:`.apply.apply_plan`).
 
     With ``insert_first`` (appends), the decision first runs as if none of its
     event keys were stored, without reading them; the plan is kept only if its
@@ -153,7 +157,7 @@ def _write_op(
     Either way the decision is the shared one: this only skips a read.
     """
 
-    def operation(conn: sqlite3.Connection, cache: RowCache) -> R:
+    def operation(conn: sqlite3.Connection, cache: RowCache, shared: bool) -> R:
         if insert_first:
             guessed = _insert_first(conn, cache, decide, sealer)
             if guessed is not None:
@@ -161,7 +165,7 @@ def _write_op(
         reader = SQLiteReader(conn, cache, sealer=sealer)
         plan = decide(reader)
         if plan.writes:
-            apply_plan(conn, reader, plan)
+            apply_plan(conn, reader, plan, undoable=shared)
             cache.committed(plan)  # later operations of the group read through it
         return plan.result
 
@@ -174,34 +178,22 @@ def _insert_first(
     decide: Callable[[StateReader], Plan[R]],
     sealer: Encryption | None,
 ) -> Plan[R] | None:
-    """The plan of an append whose keys are new, applied; None if they may not be."""
+    """The plan of an append whose keys are new, applied; None if they may not be.
+
+    A conflict undoes the plan's writes (always: the decision runs again in the
+    same transaction), so None leaves the transaction as it found it.
+    """
     reader = SQLiteReader(conn, cache, fresh_keys=True, sealer=sealer)
     try:
         plan = decide(reader)
     except AgentledgerError:
         return None  # maybe a retry of a stored record: decide again on stored state
-    several = len(plan.records) > 1
-    if several:
-        conn.execute("SAVEPOINT insert_first")
     try:
-        apply_plan(conn, reader, plan)
+        apply_plan(conn, reader, plan, undoable=True)
     except sqlite3.IntegrityError:
-        if several:
-            conn.execute("ROLLBACK TO insert_first")
-            conn.execute("RELEASE insert_first")
         return None
-    if several:
-        conn.execute("RELEASE insert_first")
     cache.committed(plan)
     return plan
-
-
-def _begin(cache: RowCache) -> Callable[[sqlite3.Connection], RowCache]:
-    def begin(conn: sqlite3.Connection) -> RowCache:
-        cache.validate(conn)
-        return cache
-
-    return begin
 
 
 def _read_job(
@@ -439,11 +431,12 @@ class SQLiteStore:
         rows = RowCache()  # used by whoever holds the writer's lock
         writer = GroupWriter(
             lambda: conn,
-            begin=_begin(rows),
+            begin=rows.validate,
             lost=RowCache.clear,
             name=f"agentledger-sqlite-writer:{name}",
             busy_timeout=timeout,
             inline=inline and synchronous == "NORMAL",
+            open_checkpointer=open_reader,  # a checkpoint needs no write access
         )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
@@ -549,17 +542,19 @@ class SQLiteStore:
     ) -> R:
         """Run ``decide`` on the writer; ``appended``: the records of an append, which at
         ``normal`` durability may run on the caller's thread if small (see GroupWriter)."""
-        self._check_open()
-        if self._writer is None:
+        writer = self._writer
+        if writer is None or self._closed:
+            self._check_open()
             raise ValidationError(
                 field="store", expected="a store opened for writing", got="read-only"
             )
-        small = appended is not None and self._writer.inline and _small(appended)
+        op = _write_op(decide, insert_first=insert_first, sealer=self.encryption)
         try:
-            return await self._writer.submit(
-                _write_op(decide, insert_first=insert_first, sealer=self.encryption),
-                small=small,
-            )
+            if appended is not None and writer.inline and _small(appended):
+                result = writer.run_inline(op)
+                if result is not QUEUE:
+                    return result
+            return await writer.submit(op)
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
@@ -775,7 +770,7 @@ class SQLiteStore:
         encryption = self._require_encryption()
         erased = await asyncio.to_thread(encryption.erase_session_keys, session_id)
         if self._writer is not None:  # forget decoded checkpoints of the writer's row cache
-            await self._writer.submit(lambda conn, cache: cache.clear())
+            await self._writer.submit(lambda conn, cache, shared: cache.clear())
         return erased
 
     async def rotate_keys(self) -> int:
