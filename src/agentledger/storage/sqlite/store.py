@@ -3,8 +3,8 @@
 Every lifecycle method is one operation in a ``BEGIN IMMEDIATE``
 transaction: the shared decision reads through :class:`SQLiteReader` and its
 plan is applied before ``COMMIT``, so a refused or crashed operation writes
-nothing. Operations waiting for the writer share one transaction, each under
-its own savepoint, and one commit [B2] (:mod:`.group`). Writers in all
+nothing. Operations waiting for the writer share one transaction and one
+commit [B2], a failed one undoing only its own writes (:mod:`.group`). Writers in all
 processes are serialized by SQLite's write lock, which is what makes races
 across processes resolve to exactly one winner [X5].
 """
@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -23,12 +22,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.storage import lifecycle
-from agentledger.storage.encryption.binding import bind
 from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
-from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.apply import apply_plan
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -42,6 +39,7 @@ from agentledger.storage.sqlite.connection import (
 )
 from agentledger.storage.sqlite.group import QUEUE, GroupWriter
 from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS, Declined, InlineReads
+from agentledger.storage.sqlite.opening import check_read_only_encryption, open_writer
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
 from agentledger.storage.sqlite.readonly import (
     check_existing_path,
@@ -222,78 +220,6 @@ def _read_job(
     return job
 
 
-_ENCRYPTION = "SELECT scheme, vault_id FROM encryption WHERE id = 1"
-_HAS_DATA = "SELECT EXISTS (SELECT 1 FROM records) OR EXISTS (SELECT 1 FROM checkpoints)"
-
-
-def _bind_encryption(conn: sqlite3.Connection, encryption: Encryption | None) -> None:
-    """[A2] check the database's encryption marker against ``encryption``; record a new one."""
-    row = conn.execute(_ENCRYPTION).fetchone()
-    recorded = None if row is None else (str(row[0]), str(row[1]))
-    (has_data,) = conn.execute(_HAS_DATA).fetchone()
-    marker = bind(encryption, recorded, has_data=bool(has_data))
-    if marker is not None:
-        conn.execute("INSERT INTO encryption (id, scheme, vault_id) VALUES (1, ?, ?)", marker)
-
-
-def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
-    """Switch the file to WAL; the journal mode it is in afterwards.
-
-    The switch needs the file to itself and SQLite answers "locked" at once,
-    without its busy handler, while another handle opening the same new file
-    holds it: wait for it as the busy timeout would.
-    """
-    deadline = time.monotonic() + busy_timeout
-    while True:
-        try:
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            return str(mode)
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.005)
-
-
-def _open_writer(
-    path: str, busy_timeout: float, synchronous: str, encryption: Encryption | None
-) -> tuple[sqlite3.Connection, bool]:
-    """The write connection: check the file and schema by reading, then WAL and migrate.
-
-    Also says whether every stored transcript record passed the strict decode.
-    """
-    try:
-        conn = connect(path, busy_timeout=busy_timeout, synchronous=synchronous, read_only=False)
-    except sqlite3.Error as e:
-        raise map_open_error(e, path) from e
-    try:
-        # Reads first: a file that is not a database, or a schema from a newer
-        # agentledger, is refused before anything is written.
-        schema.pending(conn)
-        mode = _enable_wal(conn, busy_timeout)
-        if mode.lower() != "wal":
-            raise ValidationError(field="path", expected="a file that supports WAL", got=path)
-        schema.migrate(conn)
-        _bind_encryption(conn, encryption)
-        (unchecked,) = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM unchecked_transcripts)"
-        ).fetchone()
-    except sqlite3.Error as e:
-        conn.close()
-        raise map_open_error(e, path) from e
-    except BaseException:
-        conn.close()
-        raise
-    return conn, not unchecked
-
-
-def _check_read_only_encryption(conn: sqlite3.Connection, encryption: Encryption | None) -> None:
-    """[A2] a read-only handle checks the marker like a writer, and records nothing."""
-    row = conn.execute(_ENCRYPTION).fetchone()
-    recorded = None if row is None else (str(row[0]), str(row[1]))
-    (has_data,) = conn.execute(_HAS_DATA).fetchone()
-    bind(encryption, recorded, has_data=bool(has_data))
-
-
 class SQLiteStore:
     """A complete ``Store`` and ``SessionAdmin`` in one SQLite file (WAL mode).
 
@@ -306,7 +232,7 @@ class SQLiteStore:
 
     Each operation leaves the event loop once: writes run on this handle's
     writer thread, in call order, the ones waiting together sharing one
-    transaction and one commit (group commit: each under its own savepoint,
+    transaction and one commit (group commit: a failed one undoes only its own writes,
     none answered before the commit); reads run on its reader threads, each
     with its own connection, and never wait for a writer. Two kinds of small
     operation run on the caller's thread instead, when they would wait for
@@ -411,7 +337,7 @@ class SQLiteStore:
         )
         name = check_path(path)
         conn, verified = await asyncio.to_thread(
-            _open_writer, name, timeout, synchronous, encryption
+            open_writer, name, timeout, synchronous, encryption
         )
 
         def open_reader(busy_timeout: float = timeout) -> sqlite3.Connection:
@@ -476,7 +402,7 @@ class SQLiteStore:
         name = check_existing_path(path)
         probe = await asyncio.to_thread(open_checked, name, busy_timeout=timeout)
         try:
-            await asyncio.to_thread(_check_read_only_encryption, probe, encryption)
+            await asyncio.to_thread(check_read_only_encryption, probe, encryption)
         finally:
             probe.close()  # refusals surface here, from open; readers connect on first use
         inline_reads = None
