@@ -22,6 +22,7 @@ from agentledger.errors import RecordConflictError, RunNotActiveError, Validatio
 from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import run_log
+from agentledger.storage.encryption import Encryption, Keyring
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
 from agentledger.storage.sqlite.group import CHECKPOINT_EVERY
 from agentledger.storage.sqlite.store import _small
@@ -332,3 +333,45 @@ async def test_inline_must_be_a_bool(db_path: Path) -> None:
         await SQLiteStore.open(db_path, inline="no")  # type: ignore[arg-type]
     assert raised.value.field == "inline"
     assert not await asyncio.to_thread(db_path.exists)
+
+
+async def test_at_normal_an_encrypted_append_never_reads_the_vault_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    """[A2] a small append whose data key is not in memory leaves the caller's thread:
+    the writer thread reads the key, so a vault locked by another process holds up that
+    append only, never the event loop; the next append runs inline again."""
+    db, keyring, vault = tmp_path / "ledger.db", Keyring.generate("k1"), tmp_path / "keys.vault"
+    async with await SQLiteStore.open(db, encryption=Encryption(keyring, vault)) as store:
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+    async with await SQLiteStore.open(
+        db, durability="normal", encryption=Encryption(keyring, vault)
+    ) as fresh:
+        await World(fresh).session("other")  # the writer's connection is open: inline is possible
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.ensure_future(tick())
+        blocker = sqlite3.connect(vault, isolation_level=None)
+        try:
+            blocker.execute("BEGIN EXCLUSIVE")  # no key can be read meanwhile
+            waiting = asyncio.ensure_future(fresh.append_run_record(world.note(run, "first")))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            assert ticks >= 3, ticks  # the loop ran while the append waited for the vault
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        ticker.cancel()
+        assert (await waiting).id == "2"
+        ran: list[str] = []
+        other = asyncio.get_running_loop().call_soon(ran.append, "other task")
+        assert (await fresh.append_run_record(world.note(run, "second"))).id == "3"
+        assert ran == []  # the key is in memory now: inline, without yielding
+        other.cancel()

@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, Generic, Literal, TypeVar
 
-__all__ = ["CHECKPOINT_EVERY", "MAX_GROUP", "QUEUE", "GroupWriter", "Operation"]
+__all__ = ["CHECKPOINT_EVERY", "MAX_GROUP", "QUEUE", "GroupWriter", "Operation", "Queued"]
 
 R = TypeVar("R")
 C = TypeVar("C")
@@ -67,6 +67,8 @@ class _Queue(enum.Enum):
 
 QUEUE: Final = _Queue.QUEUE
 """What :meth:`GroupWriter.run_inline` returns when the operation must queue instead."""
+Queued = Literal[_Queue.QUEUE]
+"""The type of :data:`QUEUE`."""
 
 _Item = tuple[Operation, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 _Answer = tuple[_Item, Any, "BaseException | None"]
@@ -192,9 +194,7 @@ class GroupWriter(Generic[C]):
 
     # caller's thread (inline) ------------------------------------------------
 
-    def run_inline(
-        self, operation: Callable[[sqlite3.Connection, C, bool], R]
-    ) -> R | Literal[_Queue.QUEUE]:
+    def run_inline(self, operation: Callable[[sqlite3.Connection, C, bool], R]) -> R | Queued:
         """Run a small ``operation`` here as a group of one, if nothing would have to
         wait: its result (or its error) after its COMMIT; :data:`QUEUE` if it must be
         submitted instead. Only an operation of a few rows and kilobytes belongs here:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.storage import lifecycle
+from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
@@ -37,7 +38,7 @@ from agentledger.storage.sqlite.connection import (
     map_error,
     map_open_error,
 )
-from agentledger.storage.sqlite.group import QUEUE, GroupWriter
+from agentledger.storage.sqlite.group import QUEUE, GroupWriter, Queued
 from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS, Declined, InlineReads
 from agentledger.storage.sqlite.opening import check_read_only_encryption, open_writer
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
@@ -192,6 +193,24 @@ def _insert_first(
         return None
     cache.committed(plan)
     return plan
+
+
+def _inline_write(
+    writer: GroupWriter[RowCache],
+    operation: Callable[[sqlite3.Connection, RowCache, bool], R],
+    *,
+    encrypted: bool,
+) -> R | Queued:
+    """:meth:`GroupWriter.run_inline`, never reading the vault on the caller's thread [A2]:
+    a data key not in memory rolls the operation back, and it queues for the writer
+    thread, which reads (or makes) the key."""
+    if not encrypted:
+        return writer.run_inline(operation)
+    try:
+        with deferring_vault_reads():
+            return writer.run_inline(operation)
+    except KeyNeeded:
+        return QUEUE
 
 
 def _read_job(
@@ -477,7 +496,7 @@ class SQLiteStore:
         op = _write_op(decide, insert_first=insert_first, sealer=self.encryption)
         try:
             if appended is not None and writer.inline and _small(appended):
-                result = writer.run_inline(op)
+                result = _inline_write(writer, op, encrypted=self.encryption is not None)
                 if result is not QUEUE:
                     return result
             return await writer.submit(op)
