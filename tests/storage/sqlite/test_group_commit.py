@@ -29,6 +29,7 @@ from agentledger.storage.sqlite.store import _small
 from agentledger.storage.types import AppendResult
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart
+from tests.storage.sqlite._ticks import loop_ticks
 
 
 def wal_commits(db_path: Path) -> int:
@@ -264,21 +265,12 @@ async def test_at_normal_a_write_waiting_for_the_lock_leaves_the_loop_free(
         world = World(store)
         run = await world.root("r", session=await world.session("s"))
         await store.append_run_record(world.note(run, "inline"))  # the fast path works
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        ticker = asyncio.ensure_future(tick())
-        with write_lock_held(db_path):
-            waiting = asyncio.ensure_future(store.append_run_record(world.note(run, "waits")))
-            await asyncio.sleep(0.3)
-            assert not waiting.done()
-            assert ticks >= 10, ticks  # the loop ran while the write waited
-        ticker.cancel()
+        async with loop_ticks() as ticks:
+            with write_lock_held(db_path):
+                waiting = asyncio.ensure_future(store.append_run_record(world.note(run, "waits")))
+                await asyncio.sleep(0.3)
+                assert not waiting.done()
+                assert ticks.count >= 10, ticks  # the loop ran while the write waited
         assert (await waiting).id == "3"
 
 
@@ -349,26 +341,17 @@ async def test_at_normal_an_encrypted_append_never_reads_the_vault_on_the_loop(
         db, durability="normal", encryption=Encryption(keyring, vault)
     ) as fresh:
         await World(fresh).session("other")  # the writer's connection is open: inline is possible
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        ticker = asyncio.ensure_future(tick())
         blocker = sqlite3.connect(vault, isolation_level=None)
         try:
-            blocker.execute("BEGIN EXCLUSIVE")  # no key can be read meanwhile
-            waiting = asyncio.ensure_future(fresh.append_run_record(world.note(run, "first")))
-            await asyncio.sleep(0.3)
-            assert not waiting.done()
-            assert ticks >= 3, ticks  # the loop ran while the append waited for the vault
-            blocker.execute("ROLLBACK")
+            async with loop_ticks() as ticks:
+                blocker.execute("BEGIN EXCLUSIVE")  # no key can be read meanwhile
+                waiting = asyncio.ensure_future(fresh.append_run_record(world.note(run, "first")))
+                await asyncio.sleep(0.3)
+                assert not waiting.done()
+                assert ticks.count >= 3, ticks  # the loop ran while the append waited
+                blocker.execute("ROLLBACK")
         finally:
             blocker.close()
-        ticker.cancel()
         assert (await waiting).id == "2"
         ran: list[str] = []
         other = asyncio.get_running_loop().call_soon(ran.append, "other task")

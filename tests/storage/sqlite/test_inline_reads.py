@@ -27,6 +27,7 @@ from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS
 from agentledger.transcript import Message, TextPart, encode_messages
 from agentledger.transcript.replay import build_messages_from_run_log
+from tests.storage.sqlite._ticks import loop_ticks
 
 T = TypeVar("T")
 
@@ -196,23 +197,12 @@ async def test_a_read_that_would_wait_for_a_lock_leaves_the_loop_free(db_path: P
     _, rid = await _populated(db_path)
     async with await SQLiteStore.open(db_path) as store:
         assert (await _yielded(store.load_run(rid)))[1] is False  # the inline path works
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        ticker = asyncio.ensure_future(tick())
-        try:
+        async with loop_ticks() as ticks:
             with wal_being_recovered(db_path):
                 waiting = asyncio.ensure_future(store.load_run(rid))
                 await asyncio.sleep(0.3)
                 assert not waiting.done()
-                assert ticks >= 3, ticks  # the loop ran while the read waited (a blocked one: 0)
-        finally:
-            ticker.cancel()
+                assert ticks.count >= 3, ticks  # the loop ran while the read waited (blocked: 0)
         assert (await waiting).run_id == rid
         assert (await _yielded(store.load_run(rid)))[1] is False  # inline again
 
