@@ -258,9 +258,9 @@ class SQLiteStore:
     nothing (tens of microseconds, less than the hop to a thread costs):
 
     - at ``"normal"`` durability, where a commit does not wait for the disk,
-      a small append (up to 16 records and 64 KiB) that finds the writer idle
-      and the file's write lock free; it never waits for the lock or runs a
-      checkpoint there;
+      a small append (up to 16 records and 64 KiB) that finds the writer idle,
+      the file's write lock free and, encrypted, its data key in memory; it
+      never waits for the lock, reads the vault or runs a checkpoint there;
     - a small read (``load_run``, ``load_session``, ``load_session_status``,
       ``load_tool_result``, a ``list_run_records`` page of at most 100
       records, ``verified_transcript_payloads`` of a run of at most 100
