@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from agentledger.errors import RunNotActiveError, ValidationError
-from agentledger.runtime import QueueSink, events, tool, user_message
+from agentledger.runtime import QueueSink, RunOutput, events, tool, user_message
 from agentledger.runtime.workflow import INTERRUPTED
 from agentledger.storage import RunStatus, StartOutcome, payloads
 from agentledger.testing import ScriptedModel, reply, tool_calls
@@ -168,29 +168,37 @@ async def test_a_run_in_an_ended_session_does_no_work(store: AnyStore, session: 
     assert await valid_transcript(store, out.run_id) == []
 
 
-async def test_a_session_ended_mid_run_stops_new_work(store: AnyStore, session: str) -> None:
-    """[D2] once the session ends, the run writes its final record but plans no more."""
+async def _end_the_session_while_tools_wait(
+    store: AnyStore, session: str, calls: ScriptedModel
+) -> tuple[str, RunOutput]:
+    """Run ``chat`` with ``calls`` (of ``wait_here``), end the session while the tools
+    wait, then let them finish; the run's id and outcome."""
     running = asyncio.Event()
     release = asyncio.Event()
 
     @tool
-    async def wait_here() -> str:
+    async def wait_here(n: int = 0) -> str:
         running.set()
         await release.wait()
-        return "done"
+        return f"done {n}"
 
-    model = ScriptedModel([tool_calls(("w1", "wait_here", {})), reply("never asked")])
-    runtime = chat_runtime(store, model, tools=[wait_here])
+    runtime = chat_runtime(store, calls, tools=[wait_here])
     handle = await runtime.agent_client("chat").start(session, [user_message("go")])
     await asyncio.wait_for(running.wait(), 5)
     await store.end_session(session, ended_at=now_ms())
     release.set()
-    out = await asyncio.wait_for(handle.wait(), 5)
+    return handle.run_id, await asyncio.wait_for(handle.wait(), 5)
+
+
+async def test_a_session_ended_mid_run_stops_new_work(store: AnyStore, session: str) -> None:
+    """[D2] once the session ends, the run writes its final record but plans no more."""
+    model = ScriptedModel([tool_calls(("w1", "wait_here", {})), reply("never asked")])
+    run_id, out = await _end_the_session_while_tools_wait(store, session, model)
     assert out.status is RunStatus.FAILED
     assert out.failure is not None
     assert out.failure.kind == "session_ended"
     assert len(model.requests) == 1
-    await valid_transcript(store, handle.run_id)
+    await valid_transcript(store, run_id)
 
 
 async def test_a_session_ended_during_parallel_calls_asks_the_model_no_more(
@@ -198,29 +206,15 @@ async def test_a_session_ended_during_parallel_calls_asks_the_model_no_more(
 ) -> None:
     """[D2] parallel calls' results are written by the next planner turn: that turn finds
     the session ended (a read before the model call), writes them and plans no more."""
-    running = asyncio.Event()
-    release = asyncio.Event()
-
-    @tool
-    async def wait_here(n: int) -> str:
-        running.set()
-        await release.wait()
-        return f"done {n}"
-
     calls = tool_calls(("w1", "wait_here", {"n": 1}), ("w2", "wait_here", {"n": 2}))
     model = ScriptedModel([calls, reply("never asked")])
-    runtime = chat_runtime(store, model, tools=[wait_here])
-    handle = await runtime.agent_client("chat").start(session, [user_message("go")])
-    await asyncio.wait_for(running.wait(), 5)
-    await store.end_session(session, ended_at=now_ms())
-    release.set()
-    out = await asyncio.wait_for(handle.wait(), 5)
+    run_id, out = await _end_the_session_while_tools_wait(store, session, model)
     assert out.status is RunStatus.FAILED
     assert out.failure is not None
     assert out.failure.kind == "session_ended"
     assert len(model.requests) == 1
-    assert (await types(store, handle.run_id)).count("tool_result_received") == 2
-    await valid_transcript(store, handle.run_id)
+    assert (await types(store, run_id)).count("tool_result_received") == 2
+    await valid_transcript(store, run_id)
 
 
 @pytest.mark.parametrize("reason", ["", payloads.SESSION_ENDED, payloads.ENGINE_CANCELED])
