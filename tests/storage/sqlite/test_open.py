@@ -359,3 +359,26 @@ async def test_a_value_over_the_size_limit_is_a_validation_error(store: SQLiteSt
         await store.append_run_record(big)
     assert caught.value.field == "append_run_record"
     assert (await store.load_run(run.run.run_id)).status.value == "running"
+
+
+async def test_close_leaves_every_commit_in_the_database_file(tmp_path: Path) -> None:
+    """Closed, the only handle leaves no WAL: the database file alone holds every commit,
+    so a copy of it is a whole backup. Its reader threads close their connections all at
+    once (each may find the others open and skip the WAL's cleanup); the writer's closes
+    after them, alone."""
+    for round_ in range(16):
+        db = tmp_path / f"ledger-{round_}.db"
+        store = await SQLiteStore.open(db, inline=False)
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+        await store.append_run_records([world.note(run, f"k{i}") for i in range(20)])
+        rid = run.run.run_id
+        await asyncio.gather(*(store.list_run_records(rid, limit=5) for _ in range(8)))
+        await store.close()
+        assert not await asyncio.to_thread(Path(f"{db}-wal").exists)
+        main_file = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+        try:
+            (count,) = main_file.execute("SELECT count(*) FROM records").fetchone()
+        finally:
+            main_file.close()
+        assert count == 21

@@ -453,10 +453,15 @@ class SQLiteStore:
         self._closed = True
         if self._writer is not None:
             self._writer.flush(asyncio.get_running_loop())  # writes submitted this turn
-            await asyncio.to_thread(self._writer.stop)
         if self._inline_reads is not None:
             self._inline_reads.close()  # waits only for a read running on another loop
         await asyncio.to_thread(self._readers.stop)
+        if self._writer is not None:
+            # Last, and alone: the last connection to close copies the WAL into the
+            # database file and removes it, unless another one is still open. The
+            # reader threads close theirs at the same time, so each of them may
+            # find the others open; the writer's, closed after them, does not.
+            await asyncio.to_thread(self._writer.stop)
 
     async def __aenter__(self) -> SQLiteStore:
         return self
