@@ -28,6 +28,7 @@ from agentledger.storage.types import (
     RunTerminal,
     SessionStatus,
     StartResult,
+    TranscriptSegment,
 )
 
 if TYPE_CHECKING:
@@ -327,6 +328,16 @@ class TracedStore:
             return job
         key = ("agentledger.run.id", run_id)
         return self._traced(found, "list_run_records", key, job, _paged)
+
+    def load_transcript_chain(
+        self, run_id: str, /
+    ) -> Coroutine[Any, Any, tuple[TranscriptSegment, ...]]:
+        found = tracer()
+        job = self.inner.load_transcript_chain(run_id)
+        if found is None:
+            return job
+        key = ("agentledger.run.id", run_id)
+        return self._traced(found, "load_transcript_chain", key, job)
 
     def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

@@ -310,14 +310,22 @@ class Activities:
             if isinstance(planner, PromptRenderer):
                 prompt = planner.render_prompt(arg.run.agent_id)
             history = arg.history
-            if arg.run.predecessor_run_id:
-                checkpoint = await self._checkpoint(arg.run.predecessor_run_id)
-                history = tuple(
-                    await build_messages_from_run_log(self.store, arg.run.predecessor_run_id)
-                )
+            reference = _reference(arg)
+            predecessor = arg.run.predecessor_run_id
+            if predecessor:
+                checkpoint = await self._checkpoint(predecessor)
+                if arg.run.session_id:  # [V2] the suspended log, by reference
+                    last = (await self.store.load_run(predecessor)).last_record_id
+                    reference = payloads.TranscriptReference(
+                        kind="continuation", run_id=predecessor, through=last
+                    )
+                else:  # no reference leaves a session, and a one-shot run has none
+                    history = tuple(await build_messages_from_run_log(self.store, predecessor))
             specs = []
             if prompt is not None:
                 specs.append(rt.RecordSpec.prompt(prompt.prompt_id, prompt.version, prompt.text))
+            if reference is not None:
+                specs.append(rt.RecordSpec.referenced(reference))
             if history:
                 specs.append(rt.RecordSpec.seeded(history))
             if arg.message is not None and checkpoint is None:
@@ -752,3 +760,16 @@ async def _finish(write: Awaitable[T]) -> T:
         if current is not None:
             current.uncancel()
         return await task
+
+
+def _reference(arg: BeginRunInput) -> payloads.TranscriptReference | None:
+    """[V1]/[V2] the history reference a new run's input names, as it is recorded."""
+    source = arg.history_from
+    if source is None:
+        return None
+    return payloads.TranscriptReference(
+        kind=source.kind,
+        run_id=source.run_id,
+        through=source.through,
+        exclude_reasoning=source.exclude_reasoning,
+    )

@@ -15,15 +15,17 @@ from agentledger.errors import (
     AgentledgerError,
     CorruptRecordError,
     RunNotActiveError,
+    RunSessionMismatchError,
     TranscriptError,
     ValidationError,
 )
 from agentledger.runtime.checkpoint import RunCheckpoint
 from agentledger.runtime.planner import Answer
-from agentledger.runtime.wire import RunInput, RunOutput
+from agentledger.runtime.wire import HistorySource, RunInput, RunOutput
 from agentledger.storage.protocol import Store
 from agentledger.storage.types import RunStatus
 from agentledger.transcript import Message, TextPart, ToolResultPart, validate_planner_transcript
+from agentledger.transcript.replay import build_messages_from_run_log, without_reasoning
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
@@ -35,8 +37,11 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def _check_messages(messages: Sequence[Message] | str) -> tuple[Message, ...]:
-    """The run's messages; a string is one user message."""
+def _check_messages(
+    messages: Sequence[Message] | str, *, after: bool = False
+) -> tuple[Message, ...]:
+    """The run's messages; a string is one user message. A run that follows another
+    (``after``) takes its history from it: only the new user message is given."""
     if isinstance(messages, str):
         if not messages:
             raise ValidationError(field="messages", expected="a non-empty text", got=messages)
@@ -44,6 +49,12 @@ def _check_messages(messages: Sequence[Message] | str) -> tuple[Message, ...]:
     items = tuple(messages)
     if not items:
         raise ValidationError(field="messages", expected="at least one message", got=items)
+    if after and len(items) != 1:
+        raise ValidationError(
+            field="messages",
+            expected="only the new user message (after= brings the history)",
+            got=f"{len(items)} messages",
+        )
     validate_planner_transcript(items)
     if items[-1].role != "user":
         raise ValidationError(
@@ -157,23 +168,64 @@ class AgentClient:
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
+        *,
+        after: str | None = None,
+        exclude_reasoning: bool = False,
     ) -> RunHandle:
         """Start a run in ``session_id``; ``messages`` is the history then the new user message.
 
         Messages before the last are recorded as seeded, the last as appended [R1].
         A string is one user message.
+
+        ``after`` names the previous turn, a completed run of the same session:
+        the new run's history is that run's whole transcript, stored as a
+        reference to it rather than a copy, so a conversation's storage grows
+        with what each turn adds [V1]. ``messages`` is then only the new user
+        message. ``exclude_reasoning`` leaves the earlier turns' thinking out of
+        the history (and out of every later turn's that follows this one).
+
+        Raises:
+            RunNotActiveError: ``after`` has not completed.
+            RunSessionMismatchError: ``after`` belongs to another session.
         """
         if not isinstance(session_id, str) or not session_id:
             raise ValidationError(field="session_id", expected="a non-empty string", got=session_id)
+        checked = _check_messages(messages, after=bool(after))
+        source = None
+        if after is not None:
+            source = await self._next_turn(session_id, _check_id("after", after), exclude_reasoning)
+        elif exclude_reasoning:
+            raise ValidationError(
+                field="exclude_reasoning",
+                expected="False without after= (it applies to a referenced history)",
+                got=exclude_reasoning,
+            )
         inp = RunInput(
             run_id=_check_id("run_id", run_id) or _new_id("run"),
             agent_id=self.agent_id,
             session_id=session_id,
             turn_id=_check_id("turn_id", turn_id) or _new_id("turn"),
             labels=_check_labels(labels),
-            messages=_check_messages(messages),
+            messages=checked,
+            history_from=source,
         )
         return await self._start(inp)
+
+    async def _next_turn(
+        self, session_id: str, after: str, exclude_reasoning: bool
+    ) -> HistorySource:
+        """[V1] the reference to ``after``'s whole transcript, checked before anything starts."""
+        meta = await self._runtime.store.load_run(after)
+        if meta.session_id != session_id:
+            raise RunSessionMismatchError(run_id=after, expected=session_id, got=meta.session_id)
+        if meta.status is not RunStatus.COMPLETED:
+            raise RunNotActiveError(run_id=after, expected="completed", got=meta.status.value)
+        return HistorySource(
+            kind="next_turn",
+            run_id=after,
+            through=meta.last_record_id,
+            exclude_reasoning=bool(exclude_reasoning),
+        )
 
     async def run(
         self,
@@ -182,11 +234,99 @@ class AgentClient:
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
+        *,
+        after: str | None = None,
+        exclude_reasoning: bool = False,
     ) -> RunOutput:
         """Start a run and wait for it (see :meth:`start`)."""
         handle = await self.start(
-            session_id, messages, turn_id=turn_id, labels=labels, run_id=run_id
+            session_id,
+            messages,
+            turn_id=turn_id,
+            labels=labels,
+            run_id=run_id,
+            after=after,
+            exclude_reasoning=exclude_reasoning,
         )
+        return await handle.wait()
+
+    async def start_fork(
+        self,
+        source_run_id: str,
+        message: Message | str,
+        through: str | None = None,
+        session_id: str | None = None,
+        *,
+        turn_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+        exclude_reasoning: bool = False,
+    ) -> RunHandle:
+        """Start a new branch of a conversation [V2]: its history is ``source_run_id``'s
+        transcript through its record ``through`` (its end when None), then ``message``.
+
+        In the source's own session the history is stored as a reference; into
+        another session (``session_id``) it is copied once, since sessions are
+        purged independently and no reference crosses one. The history must end
+        where a new user message may follow: not between a tool call and its result.
+
+        Raises:
+            ValidationError: ``through`` is not a record of the source, or cuts
+                a tool call from its result; a sessionless source with no ``session_id``.
+        """
+        source_run_id = _check_id("source_run_id", source_run_id)
+        if not source_run_id:
+            raise ValidationError(field="source_run_id", expected="a run id", got=source_run_id)
+        (new,) = _check_messages(message if isinstance(message, str) else (message,))
+        store = self._runtime.store
+        meta = await store.load_run(source_run_id)
+        cut = _check_id("through", through) or meta.last_record_id
+        history = await build_messages_from_run_log(store, source_run_id, through=cut)
+        if exclude_reasoning:
+            history = without_reasoning(history)
+        try:
+            validate_planner_transcript((*history, new))
+        except TranscriptError as e:
+            raise ValidationError(
+                field="through",
+                expected=f"a record of run {source_run_id} after which a user message may follow",
+                got=f"{cut} ({e})",
+            ) from e
+        target = _check_id("session_id", session_id) or meta.session_id
+        if not target:
+            raise ValidationError(
+                field="session_id",
+                expected="a session for the fork (its source belongs to none)",
+                got=session_id,
+            )
+        inp = RunInput(
+            run_id=_check_id("run_id", run_id) or _new_id("run"),
+            agent_id=self.agent_id,
+            session_id=target,
+            turn_id=_check_id("turn_id", turn_id) or _new_id("turn"),
+            labels=_check_labels(labels),
+            messages=(new,) if target == meta.session_id else (*history, new),
+            history_from=HistorySource(
+                kind="fork",
+                run_id=source_run_id,
+                through=cut,
+                exclude_reasoning=bool(exclude_reasoning),
+            )
+            if target == meta.session_id
+            else None,
+        )
+        return await self._start(inp)
+
+    async def fork(
+        self,
+        source_run_id: str,
+        message: Message | str,
+        through: str | None = None,
+        session_id: str | None = None,
+        **kwargs: Any,
+    ) -> RunOutput:
+        """Start a branch of a conversation and wait for it (see :meth:`start_fork`)."""
+        handle = await self.start_fork(source_run_id, message, through, session_id, **kwargs)
         return await handle.wait()
 
     async def start_one_shot(

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from agentledger.storage import payloads
+from agentledger.storage.payloads import TranscriptReference
 from agentledger.transcript import JsonNumber, Message, encode_messages
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "TOOL_CALL_SCHEDULED",
     "TOOL_RESULT_RECEIVED",
     "TRANSCRIPT_APPENDED",
+    "TRANSCRIPT_REFERENCED",
     "TRANSCRIPT_SEEDED",
     "NotePayload",
     "Phase",
@@ -47,6 +49,7 @@ PLANNER_NOTE = "planner_note"
 MODEL_USAGE = "model_usage"
 PROMPT_RENDERED = payloads.PROMPT_RENDERED
 TRANSCRIPT_SEEDED = payloads.TRANSCRIPT_SEEDED
+TRANSCRIPT_REFERENCED = payloads.TRANSCRIPT_REFERENCED
 TRANSCRIPT_APPENDED = payloads.TRANSCRIPT_APPENDED
 
 
@@ -178,6 +181,12 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
         return cls(
             type=TRANSCRIPT_SEEDED, event_key="transcript:seeded", payload=encode_messages(messages)
         )
+
+    @classmethod
+    def referenced(cls, reference: TranscriptReference) -> RecordSpec:
+        """The run's history as a reference to another run's transcript [V1]/[V2]."""
+        key = "transcript:referenced"
+        return cls(type=TRANSCRIPT_REFERENCED, event_key=key, payload=reference.encode())
 
     @classmethod
     def appended(cls, key: str, *messages: Message) -> RecordSpec:

@@ -83,6 +83,20 @@ class _Wire(msgspec.Struct, frozen=True, kw_only=True):
     """
 
 
+class HistorySource(_Wire, frozen=True, kw_only=True):
+    """A new run's history as a reference to another run's transcript, not a copy [V1]/[V2].
+
+    ``next_turn``: the whole transcript of ``run_id``, a completed run of the same
+    session (``through`` its last record); ``fork``: its transcript through the
+    record ``through``. Workflow inputs carry this, never the history itself.
+    """
+
+    kind: Literal["next_turn", "fork"]
+    run_id: str
+    through: str
+    exclude_reasoning: bool = False
+
+
 class RunInput(_Wire, frozen=True, kw_only=True):
     """The input of one run's workflow."""
 
@@ -93,6 +107,8 @@ class RunInput(_Wire, frozen=True, kw_only=True):
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     messages: tuple[Message, ...] = ()
     """New runs: the history (seeded) then the user's new message (appended)."""
+    history_from: HistorySource | None = None
+    """New runs whose history is another run's transcript, by reference (before ``messages``)."""
     parent_run_id: str = ""
     parent_agent_id: str = ""
     tool_name: str = ""
@@ -144,6 +160,8 @@ class BeginRunInput(_Wire, frozen=True, kw_only=True):
     tool_call_id: str = ""
     history: tuple[Message, ...] = ()
     """Messages given to a new run that existed before it (seeded)."""
+    history_from: HistorySource | None = None
+    """A new run's history by reference (recorded as ``transcript_messages_referenced``)."""
     message: Message | None = None
     """A new run's new user message (appended, then the ``prompted`` phase)."""
 

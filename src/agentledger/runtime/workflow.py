@@ -299,6 +299,7 @@ class _Loop:
                 tool_name=self.inp.tool_name,
                 tool_call_id=self.inp.tool_call_id,
                 history=() if continuation else self.inp.messages[:-1],
+                history_from=None if continuation else self.inp.history_from,
                 message=None if continuation else self.inp.messages[-1],
             ),
             BeginRunOutput,

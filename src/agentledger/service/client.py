@@ -50,6 +50,7 @@ from agentledger.storage.types import (
     SessionPage,
     SessionStatus,
     StartResult,
+    TranscriptSegment,
 )
 from agentledger.storage.validation import SizeLimits, require_id
 
@@ -208,6 +209,9 @@ class StoreClient:
 
     async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
         return await self._call(wire.LOAD_RUN_SUSPENSION, wire.RunRef(run_id=run_id))
+
+    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
+        return await self._call(wire.LOAD_TRANSCRIPT_CHAIN, wire.RunRef(run_id=run_id))
 
     async def list_run_records(
         self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

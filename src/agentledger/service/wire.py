@@ -45,6 +45,7 @@ from agentledger.storage.types import (
     SessionPage,
     SessionStatus,
     StartResult,
+    TranscriptSegment,
 )
 
 __all__ = [
@@ -368,6 +369,12 @@ LIST_RUN_RECORDS: Method[RunPageQuery, Page] = Method(
     subjects=lambda q: (_run(q.run_id),),
     call=lambda s, q: s.list_run_records(q.run_id, cursor=q.cursor, limit=q.limit),
 )  # fmt: skip
+LOAD_TRANSCRIPT_CHAIN: Method[RunRef, tuple[TranscriptSegment, ...]] = Method(
+    "load_transcript_chain", RunRef, tuple[TranscriptSegment, ...], roles=STORE_READERS,
+    writes=False,
+    subjects=lambda q: (_run(q.run_id),),
+    call=lambda s, q: s.load_transcript_chain(q.run_id),
+)  # fmt: skip
 LIST_SESSION_RUN_RECORDS: Method[SessionPageQuery, Page] = Method(
     "list_session_run_records", SessionPageQuery, Page, roles=STORE_READERS, writes=False,
     subjects=lambda q: (_session(q.session_id),),
@@ -451,6 +458,7 @@ METHODS: tuple[Method[Any, Any], ...] = (
     LOAD_SESSION_STATUS,
     LOAD_RUN_SUSPENSION,
     LIST_RUN_RECORDS,
+    LOAD_TRANSCRIPT_CHAIN,
     LIST_SESSION_RUN_RECORDS,
     CREATE_SESSION,
     LOAD_SESSION,

@@ -12,13 +12,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
-from agentledger.storage import lifecycle
+from agentledger.storage import lifecycle, payloads
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
+from agentledger.storage.pages import RunHead
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
+from agentledger.storage.transcript_chain import CHAIN_TYPES, chain_links
 from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
@@ -39,6 +41,7 @@ from agentledger.storage.types import (
     SessionPage,
     SessionStatus,
     StartResult,
+    TranscriptSegment,
 )
 from agentledger.storage.validation import (
     DEFAULT_MAX_CHECKPOINT_BYTES,
@@ -237,6 +240,31 @@ class MemoryStore:
         def read(s: _State) -> Page:
             lifecycle.require_run(s, run_id)
             return _page(s.logs[run_id], "run", run_id, cursor, limit)
+
+        return self._read(read)
+
+    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
+        def read(s: _State) -> tuple[TranscriptSegment, ...]:
+            run = lifecycle.require_run(s, run_id)
+            ids = s.session_runs.get(run.session_id, []) if run.session_id else [run_id]
+            heads = {}
+            references = {}
+            for rid in ids:
+                row = s.runs[rid]
+                heads[rid] = RunHead(row.agent_id, row.session_id, row.last_seq, row.status)
+                for record in s.logs[rid]:
+                    if record.type == payloads.TRANSCRIPT_REFERENCED:
+                        references[rid] = record
+            return tuple(
+                TranscriptSegment(
+                    run_id=link.run_id,
+                    through=str(link.through),
+                    records=tuple(
+                        r for r in s.logs[link.run_id][: link.through] if r.type in CHAIN_TYPES
+                    ),
+                )
+                for link in chain_links(run_id, heads, references)
+            )
 
         return self._read(read)
 

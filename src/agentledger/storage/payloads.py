@@ -25,6 +25,7 @@ __all__ = [
     "RUN_SUSPENDED",
     "SESSION_ENDED",
     "TRANSCRIPT_APPENDED",
+    "TRANSCRIPT_REFERENCED",
     "TRANSCRIPT_SEEDED",
     "TRANSCRIPT_TYPES",
     "CancellationIntent",
@@ -34,6 +35,7 @@ __all__ = [
     "RunCompleted",
     "RunStarted",
     "RunSuspended",
+    "TranscriptReference",
 ]
 
 RUN_STARTED = "run_started"
@@ -46,6 +48,9 @@ TRANSCRIPT_SEEDED = "transcript_messages_seeded"
 TRANSCRIPT_APPENDED = "transcript_messages_appended"
 TRANSCRIPT_TYPES = frozenset({TRANSCRIPT_SEEDED, TRANSCRIPT_APPENDED})
 """Record types whose payload is a JSON array of transcript messages [R1]."""
+TRANSCRIPT_REFERENCED = "transcript_messages_referenced"
+"""A run's history as a reference to another run's transcript [V1]/[V2]: only a start
+carries one, checked against the store in the start's own transaction [V3]."""
 
 LIFECYCLE_TYPES = frozenset(
     {RUN_STARTED, RUN_COMPLETED, RUN_SUSPENDED, CHILD_RUN_LINKED, CANCELLATION_INTENT}
@@ -191,3 +196,22 @@ class CancellationIntent(_Payload, frozen=True, kw_only=True):
 
     record_type: ClassVar[str] = CANCELLATION_INTENT
     reason: str
+
+
+class TranscriptReference(_Payload, frozen=True, kw_only=True):
+    """Payload of ``transcript_messages_referenced``: the history a run starts from,
+    the transcript of ``run_id`` through its record ``through``, not a copy [V1]/[V2].
+
+    ``kind`` says what the source must be: ``next_turn`` a completed run and
+    ``continuation`` the suspended predecessor, both through their last record;
+    ``fork`` any run of the session, through any of its records.
+    ``exclude_reasoning`` drops the thinking of the source's messages from the
+    history, and of everything the source itself references, so no later turn
+    can bring it back [V4].
+    """
+
+    record_type: ClassVar[str] = TRANSCRIPT_REFERENCED
+    kind: Literal["next_turn", "continuation", "fork"]
+    run_id: str
+    through: str
+    exclude_reasoning: bool = False

@@ -28,6 +28,7 @@ from agentledger.storage.types import (
     SessionPage,
     SessionStatus,
     StartResult,
+    TranscriptSegment,
 )
 
 __all__ = ["DEFAULT_PAGE_LIMIT", "SessionAdmin", "Store", "VerifiedTranscripts"]
@@ -121,6 +122,17 @@ class Store(Protocol):
         self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
     ) -> Page:
         """[L9] One page of a run's records in commit order."""
+        ...
+
+    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
+        """[V4] The transcript records of ``run_id`` and of each run its history reaches.
+
+        The first segment is the run itself through its newest record; each next
+        one is the source the previous segment's reference names, through the
+        record it names. Each run's records through its cut are checked as a
+        listing of them is (checksums, gaps, lifecycle payloads). Read in a
+        bounded number of statements, however long the chain.
+        """
         ...
 
     async def list_session_run_records(

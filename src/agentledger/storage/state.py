@@ -84,6 +84,7 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
             labels=self.labels,
             cancellation_reason=self.cancellation_reason,
             successor_run_id=self.successor_run_id,
+            last_record_id=str(self.last_seq) if self.last_seq else "",
         )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "SessionStatus",
     "StartOutcome",
     "StartResult",
+    "TranscriptSegment",
 ]
 
 
@@ -139,6 +140,7 @@ class RunMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     labels: dict[str, str]
     cancellation_reason: str  # "" unless a cancellation was recorded or the session had ended
     successor_run_id: str  # "" until a continuation of this (suspended) run starts
+    last_record_id: str = ""  # the newest record on the run's log ("" before its first)
 
 
 class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -264,6 +266,15 @@ class Page(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 
     records: tuple[Record, ...]
     next_cursor: str
+
+
+class TranscriptSegment(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One run's part of a transcript chain [V4]: its transcript records (message arrays
+    and its history reference) through its record ``through``, in log order."""
+
+    run_id: str
+    through: str
+    records: tuple[Record, ...]
 
 
 class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -289,6 +289,9 @@ def validate_record(record: object, field: str = "record") -> Record:
     if record.type in payloads.TRANSCRIPT_TYPES:
         check_transcript_payload(record, field)  # also exactly one JSON value
         return record
+    if record.type == payloads.TRANSCRIPT_REFERENCED:
+        check_reference_payload(record, field)
+        return record
     try:
         _JSON_VALUE.decode(payload)
     except msgspec.DecodeError as e:
@@ -318,6 +321,19 @@ def check_transcript_payload(record: Record, field: str = "record") -> None:
             expected=f"a {record.type} payload: {e.expected}",
             got=e.got,
         ) from e
+
+
+def check_reference_payload(record: Record, field: str = "record") -> payloads.TranscriptReference:
+    """A history reference decodes as exactly one typed object naming a run and a record id."""
+    reference = decode_payload(record, payloads.TranscriptReference, field)
+    require_id(f"{field}.payload.run_id", reference.run_id)
+    if not reference.through.isdigit() or reference.through.startswith("0"):
+        raise ValidationError(
+            field=f"{field}.payload.through",
+            expected="a record id of the source run (a decimal from 1)",
+            got=reference.through,
+        )
+    return reference
 
 
 def check_stored_record(record: Record) -> None:

@@ -11,15 +11,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from agentledger.errors import CorruptRecordError, TranscriptError
-from agentledger.storage.payloads import TRANSCRIPT_TYPES
+import msgspec
+
+from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
+from agentledger.storage.payloads import (
+    TRANSCRIPT_REFERENCED,
+    TRANSCRIPT_TYPES,
+    TranscriptReference,
+)
 from agentledger.storage.protocol import Store, VerifiedTranscripts
-from agentledger.storage.types import Record
-from agentledger.storage.validation import MAX_PAGE_LIMIT
+from agentledger.storage.transcript_chain import decode_reference
+from agentledger.storage.types import Record, TranscriptSegment
 from agentledger.transcript.codec import decode_messages, decode_verified_messages
 from agentledger.transcript.messages import Message
+from agentledger.transcript.parts import ThinkingPart
 
-__all__ = ["TRANSCRIPT_RECORD_TYPES", "build_messages_from_run_log", "replay_run_log_events"]
+__all__ = [
+    "TRANSCRIPT_RECORD_TYPES",
+    "build_messages_from_run_log",
+    "replay_run_log_events",
+    "replay_transcript_chain",
+    "without_reasoning",
+]
 
 TRANSCRIPT_RECORD_TYPES = TRANSCRIPT_TYPES
 """The record types that carry transcript messages."""
@@ -45,37 +58,132 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
 
 
 async def build_messages_from_run_log(
-    store: Store, run_id: str, *, pending: Sequence[Record] = ()
+    store: Store, run_id: str, *, pending: Sequence[Record] = (), through: str = ""
 ) -> list[Message]:
-    """[R2] Read a run's whole log and replay its transcript.
+    """[R2]/[V4] Read a run's transcript chain once and replay it.
 
-    ``pending`` are records of the run not written yet (the caller writes them
-    later, with what it decides): those whose event key the log does not hold
-    are replayed after it, so the transcript is what the log will say.
+    The run's history references are resolved: the result is exactly what the
+    run would replay had each referenced transcript been copied into it, with
+    the references' exclusions applied. ``through`` cuts the run's own log at
+    that record id ("" for its end). ``pending`` are records of the run not
+    written yet (the caller writes them later, with what it decides): those
+    whose event key the log does not hold are replayed after it, so the
+    transcript is what the log will say.
 
     A store that declares :class:`~agentledger.storage.protocol.VerifiedTranscripts`
     (it verifies every record's checksum on read and validated every transcript
-    record on write) hands over the transcript payloads of its log, checked as
-    a listing would be, and already known to decode, so they skip the parts'
-    invariant checks. Every other store is paged through ``list_run_records``
-    and its records are decoded strictly; so is a verified one whose quick
-    decode fails anyway (the strict path names the record), and one with owed
-    transcript records, whose event keys must be compared with the log's.
+    record on write) hands over payloads already known to decode, so they skip
+    the parts' invariant checks; every other store's records are decoded
+    strictly, and so are a verified store's whose quick decode fails anyway
+    (the strict path names the record).
+
+    Raises:
+        CorruptRecordError: damage anywhere in the chain, naming its run and record.
     """
-    owed = [record for record in pending if record.type in TRANSCRIPT_RECORD_TYPES]
-    if not owed and isinstance(store, VerifiedTranscripts) and store.transcripts_verified:
-        payloads = await store.verified_transcript_payloads(run_id)
+    segments = await store.load_transcript_chain(run_id)
+    verified = isinstance(store, VerifiedTranscripts) and store.transcripts_verified
+    if through:
+        head = segments[0]
+        if not through.isdigit() or int(through) > int(head.through):
+            raise ValidationError(
+                field="through",
+                expected=f"a record id of run {run_id} (1..{head.through})",
+                got=through,
+            )
+        segments = (msgspec.structs.replace(head, through=through), *segments[1:])
+    if verified:
         try:
-            return decode_verified_messages(payloads)
-        except TranscriptError:
-            pass
-    records: list[Record] = []
-    cursor = ""
-    while True:
-        page = await store.list_run_records(run_id, cursor=cursor, limit=MAX_PAGE_LIMIT)
-        records.extend(page.records)
-        if not page.next_cursor:
+            messages = replay_transcript_chain(segments, verified=True)
+        except CorruptRecordError:
+            messages = replay_transcript_chain(segments)
+    else:
+        messages = replay_transcript_chain(segments)
+    owed = [record for record in pending if record.type in TRANSCRIPT_RECORD_TYPES]
+    if owed:
+        stored = {record.event_key for record in segments[0].records}
+        messages.extend(replay_run_log_events(r for r in owed if r.event_key not in stored))
+    return messages
+
+
+def replay_transcript_chain(
+    segments: Sequence[TranscriptSegment], *, verified: bool = False
+) -> list[Message]:
+    """[V4] The messages of a chain as ``load_transcript_chain`` returns it.
+
+    The first segment is the run replayed; a history reference in a segment
+    stands for its source's messages through the record it names (the next
+    segment), without the source's system messages or reasoning when the
+    reference or any reference above it excludes them.
+
+    Raises:
+        CorruptRecordError: a record that does not decode, or a reference the
+            next segment does not answer.
+    """
+    by_run = {segment.run_id: segment for segment in segments}
+    before: list[Message] = []
+    after: list[list[Message]] = []
+    exclude_reasoning = False
+    segment = segments[0] if segments else None
+    cut = int(segment.through) if segment else 0
+    seen: set[str] = set()
+    while segment is not None:
+        seen.add(segment.run_id)
+        reference: TranscriptReference | None = None
+        tail: list[Message] = []
+        for record in segment.records:
+            if int(record.id) > cut:
+                break
+            if record.type == TRANSCRIPT_REFERENCED:
+                reference = decode_reference(record)
+                source = by_run.get(reference.run_id)
+                if source is None or reference.run_id in seen:
+                    raise CorruptRecordError(
+                        run_id=record.run_id,
+                        record_id=record.id,
+                        reason=f"names run {reference.run_id}, not in its transcript chain",
+                    )
+                continue
+            decoded = _decode(record, verified)
+            if exclude_reasoning:
+                decoded = without_reasoning(decoded)
+            (tail if reference is not None else before).extend(decoded)
+        after.append(tail)
+        if reference is None:
             break
-        cursor = page.next_cursor
-    stored = {record.event_key for record in records}
-    return replay_run_log_events([*records, *(r for r in owed if r.event_key not in stored)])
+        exclude_reasoning = exclude_reasoning or reference.exclude_reasoning
+        segment = by_run[reference.run_id]
+        cut = int(reference.through)
+        if cut > int(segment.through):
+            raise CorruptRecordError(
+                run_id=segment.run_id,
+                record_id=reference.through,
+                reason=f"the chain holds run {segment.run_id} only through {segment.through}",
+            )
+    for tail in reversed(after):
+        before.extend(tail)
+    return before
+
+
+def _decode(record: Record, verified: bool) -> list[Message]:
+    try:
+        if verified:
+            return decode_verified_messages((record.payload,))
+        return decode_messages(record.payload)
+    except TranscriptError as e:
+        raise CorruptRecordError(
+            run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
+        ) from e
+
+
+def without_reasoning(messages: Iterable[Message]) -> list[Message]:
+    """``messages`` without their thinking parts, as a reference that excludes reasoning
+    gives them; a message left with no part is dropped."""
+    kept: list[Message] = []
+    for message in messages:
+        if any(isinstance(p, ThinkingPart) for p in message.parts):
+            parts = tuple(p for p in message.parts if not isinstance(p, ThinkingPart))
+            if not parts:
+                continue
+            message = msgspec.structs.replace(message, parts=parts)
+        kept.append(message)
+    return kept

@@ -38,12 +38,18 @@ from agentledger.storage.validation import (
 )
 
 
-def _check_ordinary(record: Record, field: str) -> None:
+def _check_ordinary(record: Record, field: str, *, start: bool = False) -> None:
     validate_record(record, field)
     if record.type in payloads.LIFECYCLE_TYPES:
         raise ValidationError(
             field=f"{field}.type",
             expected="an ordinary (non-lifecycle) record type",
+            got=record.type,
+        )
+    if record.type == payloads.TRANSCRIPT_REFERENCED and not start:
+        raise ValidationError(
+            field=f"{field}.type",
+            expected="a history reference only among the records a run start carries",
             got=record.type,
         )
 
@@ -92,14 +98,17 @@ def _sequence(records: object) -> list[Record]:
     return list(records)
 
 
-def check_records(records: object, run_id: str | None = None) -> list[Record]:
+def check_records(
+    records: object, run_id: str | None = None, *, start: bool = False
+) -> list[Record]:
     """Ordinary records of one run (``run_id`` when given), each valid as given; may be empty.
 
-    What a batch holds, and what a lifecycle command carries in ``records``.
+    What a batch holds, and what a lifecycle command carries in ``records``; only
+    a ``start`` may carry a history reference [V3].
     """
     batch = _sequence(records)
     for i, record in enumerate(batch):
-        _check_ordinary(record, f"records[{i}]")
+        _check_ordinary(record, f"records[{i}]", start=start)
         owner = batch[0].run_id if run_id is None else run_id
         if record.run_id != owner:
             raise ValidationError(

@@ -26,6 +26,7 @@ from agentledger.storage.lifecycle.reads import (
     run_session_status,
     stored_record,
 )
+from agentledger.storage.lifecycle.references import check_reference
 from agentledger.storage.state import Plan, RunRow, StateReader
 from agentledger.storage.types import (
     AppendResult,
@@ -96,7 +97,7 @@ def _check_stop(record: Record, run: RunStart, started: Record) -> None:
 
 def _check_carried(records: object, run: RunStart) -> list[Record]:
     """The new run's ordinary records a start carries: checked as a batch [B1]."""
-    carried = check_records(records, run.run_id)
+    carried = check_records(records, run.run_id, start=True)
     for record in carried:
         check_owner(record, run.run_id, run.agent_id, run.session_id)
     return carried
@@ -258,6 +259,7 @@ def _new_start(
     """Write a first start: link, ``run_started``, then its records or, if the session
     ended, [C2]."""
     predecessor = _check_predecessor(reader, run)
+    check_reference(reader, run, carried)
     session_status = run_session_status(reader, run)
     plan: Plan[StartResult]
     records: list[Record] = []

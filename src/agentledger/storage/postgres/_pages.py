@@ -27,10 +27,11 @@ from agentledger.storage.postgres._rows import (
     SESSION_COLUMNS,
 )
 from agentledger.storage.state import StateReader
-from agentledger.storage.types import Page
+from agentledger.storage.transcript_chain import chain_links, chain_segments, reference_records
+from agentledger.storage.types import Page, RunStatus, TranscriptSegment
 from agentledger.storage.validation import check_limit, require_id
 
-__all__ = ["decide", "page_reader", "transcript_reader"]
+__all__ = ["chain_reader", "decide", "page_reader", "transcript_reader"]
 
 R = TypeVar("R")
 
@@ -59,6 +60,25 @@ _RUN_PAGE = (
 )
 """Run rows (see :mod:`agentledger.storage.pages`): ``ts`` as the microseconds its
 checksum hashes, exact (``extract`` returns a numeric)."""
+_CHAIN_HEADS = (
+    "SELECT run_id, agent_id, session_id, status, last_seq FROM agentledger_runs "
+    "WHERE run_id = %(run)s OR (session_id <> '' AND session_id = "
+    "(SELECT session_id FROM agentledger_runs WHERE run_id = %(run)s))"
+)
+"""The heads of a run and of every run of its session: where its chain may lead."""
+_CHAIN_REFERENCES = (
+    "SELECT run_id, seq, turn_id, event_key, type, (extract(epoch FROM ts) * 1000000)::int8, "
+    "payload, checksum FROM agentledger_records WHERE type = 'transcript_messages_referenced' "
+    "AND session_id <> '' AND session_id = "
+    "(SELECT session_id FROM agentledger_runs WHERE run_id = %(run)s)"
+)
+_CHAIN_ROWS = (
+    "SELECT r.run_id, r.seq, r.turn_id, r.event_key, r.type, "
+    "(extract(epoch FROM r.ts) * 1000000)::int8, r.payload, r.checksum "
+    "FROM unnest(%s::text[], %s::int8[]) AS c(run_id, through) "
+    "JOIN agentledger_records r ON r.run_id = c.run_id AND r.seq <= c.through "
+    "ORDER BY r.run_id, r.seq"
+)
 _US = 1_000_000
 _ALL = 2**62
 """A LIMIT no log reaches."""
@@ -200,5 +220,55 @@ def transcript_reader(
             raise
         head, rows = await _run_rows(loader, run_id, require, 0, _ALL)
         return split_transcript(run_id, head, rows, per_second=_US, sealer=loader.sealer)
+
+    return read
+
+
+def chain_reader(run_id: str) -> Callable[[Loader], Awaitable[tuple[TranscriptSegment, ...]]]:
+    """[V4] a read of a run's transcript chain: the session's run heads and history
+    references, then the chain's rows; two round trips in one snapshot (REPEATABLE
+    READ), however long the chain (see :mod:`..transcript_chain`)."""
+
+    async def read(loader: Loader) -> tuple[TranscriptSegment, ...]:
+        require_id("run_id", run_id)
+        conn = loader.conn
+        try:
+            async with conn.pipeline():
+                await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                heads_cur = await conn.execute(_CHAIN_HEADS, {"run": run_id})
+                refs_cur = await conn.execute(_CHAIN_REFERENCES, {"run": run_id})
+                head_rows = await heads_cur.fetchall()
+                ref_rows = await refs_cur.fetchall()
+            heads: dict[str, RunHead] = {}
+            for rid, agent_id, session_id, status, newest in head_rows:
+                try:
+                    heads[rid] = RunHead(agent_id, session_id, newest, RunStatus(status))
+                except ValueError as e:
+                    raise CorruptRecordError(
+                        run_id=rid, record_id="", reason=f"run row: {e}"
+                    ) from e
+            if run_id not in heads:
+                await conn.execute("COMMIT")
+                loader.cache.runs[run_id] = None
+                await decide(loader, lambda r: lifecycle.require_run(r, run_id))
+                raise AssertionError("require_run found a run the chain query did not")
+            references = reference_records(ref_rows, heads, per_second=_US, sealer=loader.sealer)
+            links = chain_links(run_id, heads, references)
+            async with conn.pipeline():
+                cur = await conn.execute(
+                    _CHAIN_ROWS,
+                    ([link.run_id for link in links], [link.through for link in links]),
+                )
+                await conn.execute("COMMIT")
+                chain_rows = await cur.fetchall()
+            grouped: dict[str, list[Any]] = {}
+            for rid, *row in chain_rows:
+                grouped.setdefault(rid, []).append(row)
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.execute("ROLLBACK")
+            raise
+        return chain_segments(links, heads, grouped, per_second=_US, sealer=loader.sealer)
 
     return read

@@ -40,8 +40,8 @@ from agentledger.storage.postgres._one_statement import (
     learn,
     write_guess,
 )
+from agentledger.storage.postgres._pages import chain_reader, page_reader, transcript_reader
 from agentledger.storage.postgres._pages import decide as _decide
-from agentledger.storage.postgres._pages import page_reader, transcript_reader
 from agentledger.storage.postgres._reader import CachedReader, Key, Loader
 from agentledger.storage.postgres._retry import MAX_ATTEMPTS, backoff, is_retryable, transient
 from agentledger.storage.postgres._rows import (
@@ -75,6 +75,7 @@ from agentledger.storage.types import (
     SessionPage,
     SessionStatus,
     StartResult,
+    TranscriptSegment,
 )
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
@@ -683,6 +684,9 @@ class PostgresStore:
         return await self._read(
             "verified_transcript_payloads", transcript_reader(run_id, require), ()
         )
+
+    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
+        return await self._read("load_transcript_chain", chain_reader(run_id), ())
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

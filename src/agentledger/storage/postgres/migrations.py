@@ -271,6 +271,13 @@ async def _backfill_tool_result_checksums(conn: AsyncConnection[TupleRow]) -> No
     )
 
 
+# [V4] a session's history references in one short index range: a replay follows
+# its chain from them without reading the rest of the session.
+_HISTORY_REFERENCES = """
+CREATE INDEX agentledger_records_references ON agentledger_records (session_id)
+    WHERE type = 'transcript_messages_referenced';
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
@@ -280,6 +287,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "transcripts checked", _UNCHECKED_TRANSCRIPTS, _check_transcripts),
     Migration(7, "tool results", _TOOL_RESULTS),
     Migration(8, "tool result checksums", _TOOL_RESULT_CHECKSUMS, _backfill_tool_result_checksums),
+    Migration(9, "history references", _HISTORY_REFERENCES),
 )
 """Every migration this code knows, in order."""
 

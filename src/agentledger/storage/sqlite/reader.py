@@ -18,6 +18,7 @@ import msgspec
 
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle, pages
+from agentledger.storage import transcript_chain as chain
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap, verified_tool_result
 from agentledger.storage.listing import SessionQuery, session_page
@@ -43,6 +44,7 @@ from agentledger.storage.types import (
     RunMeta,
     RunStatus,
     SessionPage,
+    TranscriptSegment,
 )
 from agentledger.storage.validation import check_limit, require_id
 
@@ -133,6 +135,28 @@ _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
     f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id = ? AND pos > ? "
     "ORDER BY pos LIMIT ?"
+)
+
+
+_CHAIN_HEADS = (
+    "SELECT run_id, agent_id, session_id, status, coalesce(("
+    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+    "), 0) FROM runs WHERE run_id = :run UNION SELECT run_id, agent_id, session_id, status, "
+    "coalesce((SELECT seq FROM records WHERE records.run_id = runs.run_id "
+    "ORDER BY seq DESC LIMIT 1), 0) FROM runs "
+    "WHERE session_id = (SELECT session_id FROM runs WHERE run_id = :run) AND session_id != ''"
+)
+"""The heads of a run and of every run of its session: where its chain may lead."""
+_CHAIN_REFERENCES = (
+    f"SELECT run_id, {RUN_PAGE_COLUMNS} FROM records "
+    "WHERE session_id = ? AND type = 'transcript_messages_referenced'"
+)
+_CHAIN_ROWS = (
+    "WITH chain(run_id, through) AS (SELECT json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]') FROM json_each(?)) "
+    f"SELECT records.run_id, {RUN_PAGE_COLUMNS} FROM chain JOIN records "
+    "ON records.run_id = chain.run_id AND records.seq <= chain.through "
+    "ORDER BY records.run_id, records.seq"
 )
 
 
@@ -351,6 +375,34 @@ class SQLiteReader(StateReader):
         size = sys.maxsize if self.max_bytes is None else MAX_RECORDS
         head, rows = self._run_rows(run_id, 0, size, whole=True)
         return pages.split_transcript(run_id, head, rows, per_second=1000, sealer=self.sealer)
+
+    def transcript_chain(self, run_id: str) -> tuple[TranscriptSegment, ...]:
+        """[V4] a run's transcript chain in three statements (see :mod:`..transcript_chain`).
+
+        Call inside a read transaction: the statements must see one snapshot.
+        """
+        require_id("run_id", run_id)
+        heads: dict[str, pages.RunHead] = {}
+        for rid, agent_id, session_id, status, newest in self._conn.execute(
+            _CHAIN_HEADS, {"run": run_id}
+        ):
+            try:
+                heads[rid] = pages.RunHead(agent_id, session_id, newest, RunStatus(status))
+            except ValueError as e:
+                raise CorruptRecordError(run_id=rid, record_id="", reason=f"run row: {e}") from e
+        if run_id not in heads:
+            lifecycle.require_run(self, run_id)  # raises the error that says why
+        session_id = heads[run_id].session_id
+        references = {}
+        if session_id:
+            rows = self._conn.execute(_CHAIN_REFERENCES, (session_id,)).fetchall()
+            references = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
+        links = chain.chain_links(run_id, heads, references)
+        grouped: dict[str, list[Any]] = {}
+        query = msgspec.json.encode([[link.run_id, link.through] for link in links])
+        for rid, *row in self._conn.execute(_CHAIN_ROWS, (query,)):
+            grouped.setdefault(rid, []).append(row)
+        return chain.chain_segments(links, heads, grouped, per_second=1000, sealer=self.sealer)
 
     def _run_rows(
         self, run_id: str, start: int, size: int, *, whole: bool = False

@@ -234,6 +234,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         statements=("ALTER TABLE tool_results ADD COLUMN checksum INTEGER NOT NULL DEFAULT -1",),
         backfill=_backfill_tool_result_checksums,
     ),
+    Migration(
+        version=11,
+        name="history_references",
+        # [V4] a session's history references in one short index range: a replay
+        # follows its chain from them without reading the rest of the session.
+        statements=(
+            "CREATE INDEX records_references ON records (session_id) "
+            "WHERE type = 'transcript_messages_referenced'",
+        ),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

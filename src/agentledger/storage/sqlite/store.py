@@ -69,6 +69,7 @@ from agentledger.storage.types import (
     SessionPage,
     SessionStatus,
     StartResult,
+    TranscriptSegment,
 )
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
@@ -662,6 +663,9 @@ class SQLiteStore:
             one_statement=True,
             small=True,  # a log of at most MAX_RECORDS records; longer ones decline
         )
+
+    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
+        return await self._read("load_transcript_chain", lambda r: r.transcript_chain(run_id))
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

@@ -1,0 +1,160 @@
+"""[V4] a run's transcript chain: which runs its history reaches, through which record.
+
+A run may start from a history reference (``transcript_messages_referenced``) to
+another run of its session, which may start from one in turn. Every backend
+answers ``load_transcript_chain`` the same way: it reads the heads of the
+session's runs and the session's references (a few rows), follows them here
+from the asked run to the first run without one, then reads each run of the
+chain through its cut in one more statement and checks it as a listing of
+those records would be. So a replay costs the same few statements however long
+the conversation is. What a chain decides lives here; backends only read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from agentledger.errors import CorruptRecordError, ValidationError
+from agentledger.storage import payloads
+from agentledger.storage.pages import RunHead, run_page, run_records
+from agentledger.storage.types import Record, TranscriptSegment
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
+
+__all__ = [
+    "CHAIN_TYPES",
+    "ChainLink",
+    "chain_links",
+    "chain_segments",
+    "decode_reference",
+    "reference_records",
+]
+
+CHAIN_TYPES = payloads.TRANSCRIPT_TYPES | {payloads.TRANSCRIPT_REFERENCED}
+"""The record types a chain segment holds: message arrays and history references."""
+
+
+class ChainLink(NamedTuple):
+    """One run of a chain and the id of the last of its records the chain reaches."""
+
+    run_id: str
+    through: int
+
+
+def decode_reference(record: Record) -> payloads.TranscriptReference:
+    """A stored history reference, strictly decoded; a misfit is corruption [J1]."""
+    try:
+        reference = payloads.TranscriptReference.decode(record.payload)
+        if not reference.through.isdigit() or reference.through.startswith("0"):
+            raise ValidationError(field="through", expected="a record id", got=reference.through)
+    except ValidationError as e:
+        raise CorruptRecordError(
+            run_id=record.run_id,
+            record_id=record.id,
+            reason=f"{payloads.TRANSCRIPT_REFERENCED}: {e.expected}: {e.got}",
+        ) from e
+    return reference
+
+
+def reference_records(
+    rows: Iterable[Sequence[Any]],
+    heads: Mapping[str, RunHead],
+    *,
+    per_second: int,
+    sealer: Encryption | None,
+) -> dict[str, Record]:
+    """The references of a session, by run, from rows ``(run_id, *run row)``, each
+    row's checksum verified and, sealed, its payload opened.
+
+    Raises:
+        CorruptRecordError: a damaged row, a row of a run the session does not
+            hold, or a run with two references.
+    """
+    found: dict[str, Record] = {}
+    for run_id, *row in rows:
+        head = heads.get(run_id)
+        if head is None:
+            raise CorruptRecordError(
+                run_id=run_id, record_id=str(row[0]), reason="a history reference of no run"
+            )
+        opener = sealer.run_opener(head.session_id, run_id, row[0]) if sealer else None
+        (record,) = run_records(run_id, head.agent_id, head.session_id, [row], per_second, opener)
+        if run_id in found:
+            raise CorruptRecordError(
+                run_id=run_id, record_id=record.id, reason="a second history reference"
+            )
+        found[run_id] = record
+    return found
+
+
+def chain_links(
+    run_id: str, heads: Mapping[str, RunHead], references: Mapping[str, Record]
+) -> list[ChainLink]:
+    """The chain of ``run_id``: itself through its newest record, then each source its
+    history references, through the record named, until a run with none.
+
+    A reference past the cut of the run holding it is not part of the chain.
+
+    Raises:
+        CorruptRecordError: naming the reference that names a run of another
+            session or none, a record past its source's log, or closes a cycle.
+    """
+    links: list[ChainLink] = []
+    seen: set[str] = set()
+    current, through = run_id, heads[run_id].newest
+    while True:
+        links.append(ChainLink(current, through))
+        seen.add(current)
+        record = references.get(current)
+        if record is None or int(record.id) > through:
+            return links
+        reference = decode_reference(record)
+        source = heads.get(reference.run_id)
+        problem = ""
+        if reference.run_id in seen:
+            problem = f"names run {reference.run_id} again (a cycle)"
+        elif source is None:
+            problem = f"names run {reference.run_id}, which the session does not hold"
+        elif int(reference.through) > source.newest:
+            problem = (
+                f"names record {reference.through} of run {reference.run_id}, "
+                f"whose log ends at {source.newest}"
+            )
+        if problem:
+            raise CorruptRecordError(run_id=current, record_id=record.id, reason=problem)
+        current, through = reference.run_id, int(reference.through)
+
+
+def chain_segments(
+    links: Sequence[ChainLink],
+    heads: Mapping[str, RunHead],
+    rows: Mapping[str, list[Any]],
+    *,
+    per_second: int,
+    sealer: Encryption | None,
+) -> tuple[TranscriptSegment, ...]:
+    """Each link's run rows (ids 1..through) checked as a listing of them is, kept to
+    their transcript records.
+
+    Raises:
+        CorruptRecordError: a missing or repeated id, a damaged row, or a
+            lifecycle record that does not fit its run.
+    """
+    segments = []
+    for link in links:
+        page = run_page(
+            link.run_id,
+            heads[link.run_id],
+            rows.get(link.run_id, []),
+            start=0,
+            size=link.through,
+            per_second=per_second,
+            sealer=sealer,
+        )
+        records = tuple(r for r in page.records if r.type in CHAIN_TYPES)
+        segments.append(
+            TranscriptSegment(run_id=link.run_id, through=str(link.through), records=records)
+        )
+    return tuple(segments)
