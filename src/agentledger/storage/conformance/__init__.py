@@ -54,6 +54,7 @@ from agentledger.storage.conformance._processes import ProcessRaceConformance
 from agentledger.storage.conformance._purge import PurgeConformance
 from agentledger.storage.conformance._races import RaceConformance
 from agentledger.storage.conformance._records import RecordConformance
+from agentledger.storage.conformance._references import HistoryReferenceConformance
 from agentledger.storage.conformance._session_listing import SessionListingConformance
 from agentledger.storage.conformance._sessions import SessionConformance
 from agentledger.storage.conformance._starts import StartConformance
@@ -73,6 +74,7 @@ class StoreConformance(
     ChildrenConformance,
     OneShotConformance,
     ContinuationConformance,
+    HistoryReferenceConformance,
     PurgeConformance,
     ImportConformance,
     RecordConformance,

@@ -169,6 +169,7 @@ class _Run:
             labels=dict(self.start.labels),
             cancellation_reason=self.cancellation_reason,
             successor_run_id=self.successor,
+            last_record_id=self.log[-1].id if self.log else "",
         )
 
 

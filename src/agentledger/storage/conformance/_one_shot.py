@@ -93,6 +93,7 @@ class OneShotConformance(ConformanceBase):
             labels={"kind": "batch"},
             cancellation_reason="",
             successor_run_id="",
+            last_record_id="1",
         )
         records = await _log(other_store, rid)
         assert records == [_with(cmd.started, id="1")]

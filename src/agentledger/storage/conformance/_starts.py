@@ -256,6 +256,7 @@ class StartConformance(ConformanceBase):
             labels={"team": "a"},
             cancellation_reason="",
             successor_run_id="",
+            last_record_id="1",
         )
         assert await _log(other_store, rid) == [_with(cmd.started, id="1")]
 
