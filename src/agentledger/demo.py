@@ -33,7 +33,6 @@ from agentledger.runtime import (
     Runtime,
     events,
     tool,
-    user_message,
 )
 from agentledger.storage import RunStatus
 from agentledger.storage.sqlite import SQLiteStore, default_path
@@ -226,23 +225,23 @@ async def _demo(path: str, console: Console) -> int:
     await store.create_session(session_id, created_at=_now())
     console.print(f"Session [bold]{session_id}[/] in {path}\n")
     client = runtime.agent_client("concierge")
-    history: list[Message] = []
+    previous: str | None = None  # the turn the next one follows, by reference
     runs: list[tuple[str, RunOutput]] = []
 
     async def turn(title: str, text: str) -> RunOutput:
         console.rule(title)
-        out = await client.run(session_id, [*history, user_message(text)])
+        out = await client.run(session_id, text, after=previous)
         runs.append((title, out))
         return out
 
     try:
         out = await turn("Turn 1: two tool calls at once", "What's the weather in Paris and Tokyo?")
-        history = await runtime.transcript(out.run_id)
+        previous = out.run_id
         out = await turn(
             "Turn 2: delegating to another agent (a child run)",
             "Please research: when was the Eiffel Tower built?",
         )
-        history = await runtime.transcript(out.run_id)
+        previous = out.run_id
         out = await turn(
             "Turn 3: a booking that needs confirmation",
             "Book a table for 2 at Le Jules Verne at 20:00.",
@@ -253,10 +252,10 @@ async def _demo(path: str, console: Console) -> int:
             runs.append(("Turn 3 (resumed)", out))
         else:  # a real model may answer without booking
             console.print(f"[dim](the model did not ask to book; the run is {out.status})[/]")
-        history = await runtime.transcript(out.run_id)
+        previous = out.run_id
         console.rule("Turn 4: a search the user cancels")
         handle = await client.start(
-            session_id, [*history, user_message("Find me flights from Paris to Tokyo.")]
+            session_id, "Find me flights from Paris to Tokyo.", after=previous
         )
         with contextlib.suppress(TimeoutError):  # a real model may not search at all
             await asyncio.wait_for(searching.wait(), 30)

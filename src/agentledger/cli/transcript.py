@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
 from agentledger.cli.complete import run_ids
+from agentledger.storage import payloads
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
+    from agentledger.storage.types import TranscriptSegment
     from agentledger.transcript import Message, Part
+    from agentledger.transcript.replay import MessageOrigin
 
 __all__ = ["message_lines", "transcript"]
 
@@ -22,6 +26,10 @@ __all__ = ["message_lines", "transcript"]
 def transcript(settings: Settings, run_id: str) -> None:
     """RUN_ID's transcript rebuilt from its records ([R2]), as a conversation.
 
+    Each message says where it is stored: the run's own log, or an earlier run
+    its history follows by reference (an earlier turn, the suspended run it
+    continues, or the run it was forked from, with the record it was cut at).
+
     --json prints the transcript's own canonical JSON ([T4]): an array of
     messages that agentledger.transcript.decode_messages reads back exactly.
     """
@@ -31,15 +39,33 @@ def transcript(settings: Settings, run_id: str) -> None:
 async def _transcript(store: AdminStore, settings: Settings, run_id: str) -> None:
     from agentledger.cli.output import echo
     from agentledger.transcript import encode_messages
-    from agentledger.transcript.replay import build_messages_from_run_log
+    from agentledger.transcript.replay import build_messages_from_run_log, replay_with_origins
 
     await store.load_run(run_id)
-    messages = await build_messages_from_run_log(store, run_id)
     if settings.json:
+        messages = await build_messages_from_run_log(store, run_id)
         echo(encode_messages(messages).decode())
         return
-    for line in message_lines(messages):
+    segments = await store.load_transcript_chain(run_id)
+    for line in _chain_lines(segments):
         echo(line)
+    for line in message_lines(replay_with_origins(segments)):
+        echo(line)
+
+
+def _chain_lines(segments: Sequence[TranscriptSegment]) -> list[str]:
+    """How the run's history reaches back: one line per history reference followed."""
+    from agentledger.storage.transcript_chain import decode_reference
+
+    lines = []
+    for segment in segments:
+        for record in segment.records:
+            if record.type == payloads.TRANSCRIPT_REFERENCED:
+                ref = decode_reference(record)
+                how = {"next_turn": "follows", "continuation": "continues", "fork": "forks"}
+                cut = "" if ref.kind != "fork" else f" at record {ref.through}"
+                lines.append(f"{segment.run_id} {how[ref.kind]} {ref.run_id}{cut}")
+    return lines
 
 
 def _part(part: Part) -> str:
@@ -79,11 +105,20 @@ def _part(part: Part) -> str:
     return f"({type(part).__name__})"
 
 
-def message_lines(messages: list[Message]) -> list[str]:
-    """Each message as a ``#N role`` line and its parts, indented, in order, whole."""
+def message_lines(messages: Sequence[Message | tuple[Message, MessageOrigin]]) -> list[str]:
+    """Each message as a ``#N role`` line (with where it is stored, when known) and its
+    parts, indented, in order, whole."""
     lines: list[str] = []
-    for index, message in enumerate(messages):
-        lines.append(f"#{index} {message.role}")
+    for index, item in enumerate(messages):
+        origin = None
+        if isinstance(item, tuple):
+            item, origin = item
+        message = item
+        where = ""
+        if origin is not None:
+            where = f"  ({origin.run_id} record {origin.record_id}"
+            where += ", by reference)" if origin.depth else ")"
+        lines.append(f"#{index} {message.role}{where}")
         for part in message.parts:
             text = _part(part).splitlines() or [""]
             lines.extend(f"    {line}" for line in text)

@@ -10,6 +10,7 @@ the provider saw; anything that cannot be decoded is reported, never skipped.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import msgspec
 
@@ -28,9 +29,11 @@ from agentledger.transcript.parts import ThinkingPart
 
 __all__ = [
     "TRANSCRIPT_RECORD_TYPES",
+    "MessageOrigin",
     "build_messages_from_run_log",
     "replay_run_log_events",
     "replay_transcript_chain",
+    "replay_with_origins",
     "without_reasoning",
 ]
 
@@ -105,6 +108,16 @@ async def build_messages_from_run_log(
     return messages
 
 
+class MessageOrigin(NamedTuple):
+    """Where a replayed message is stored: the run whose log holds it, its record, and
+    how many history references replay followed to reach it (0: the run's own log)."""
+
+    run_id: str
+    record_id: str
+    type: str
+    depth: int
+
+
 def replay_transcript_chain(
     segments: Sequence[TranscriptSegment], *, verified: bool = False
 ) -> list[Message]:
@@ -112,24 +125,39 @@ def replay_transcript_chain(
 
     The first segment is the run replayed; a history reference in a segment
     stands for its source's messages through the record it names (the next
-    segment), without the source's system messages or reasoning when the
-    reference or any reference above it excludes them.
+    segment), without their thinking parts when that reference or any reference
+    above it excludes reasoning.
 
     Raises:
         CorruptRecordError: a record that does not decode, or a reference the
             next segment does not answer.
     """
+    return [m for _, messages in _chunks(segments, verified) for m in messages]
+
+
+def replay_with_origins(
+    segments: Sequence[TranscriptSegment], *, verified: bool = False
+) -> list[tuple[Message, MessageOrigin]]:
+    """:func:`replay_transcript_chain`, each message with where it is stored."""
+    return [(m, origin) for origin, messages in _chunks(segments, verified) for m in messages]
+
+
+def _chunks(
+    segments: Sequence[TranscriptSegment], verified: bool
+) -> list[tuple[MessageOrigin, list[Message]]]:
+    """Each transcript record of the chain with its messages, in replay order."""
     by_run = {segment.run_id: segment for segment in segments}
-    before: list[Message] = []
-    after: list[list[Message]] = []
+    before: list[tuple[MessageOrigin, list[Message]]] = []
+    after: list[list[tuple[MessageOrigin, list[Message]]]] = []
     exclude_reasoning = False
     segment = segments[0] if segments else None
     cut = int(segment.through) if segment else 0
     seen: set[str] = set()
+    depth = 0
     while segment is not None:
         seen.add(segment.run_id)
         reference: TranscriptReference | None = None
-        tail: list[Message] = []
+        tail: list[tuple[MessageOrigin, list[Message]]] = []
         for record in segment.records:
             if int(record.id) > cut:
                 break
@@ -146,13 +174,15 @@ def replay_transcript_chain(
             decoded = _decode(record, verified)
             if exclude_reasoning:
                 decoded = without_reasoning(decoded)
-            (tail if reference is not None else before).extend(decoded)
+            origin = MessageOrigin(record.run_id, record.id, record.type, depth)
+            (tail if reference is not None else before).append((origin, decoded))
         after.append(tail)
         if reference is None:
             break
         exclude_reasoning = exclude_reasoning or reference.exclude_reasoning
         segment = by_run[reference.run_id]
         cut = int(reference.through)
+        depth += 1
         if cut > int(segment.through):
             raise CorruptRecordError(
                 run_id=segment.run_id,

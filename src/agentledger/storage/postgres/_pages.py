@@ -233,12 +233,12 @@ def chain_reader(run_id: str) -> Callable[[Loader], Awaitable[tuple[TranscriptSe
         require_id("run_id", run_id)
         conn = loader.conn
         try:
-            async with conn.pipeline():
+            async with conn.pipeline():  # one sync on leaving: one round trip
                 await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 heads_cur = await conn.execute(_CHAIN_HEADS, {"run": run_id})
                 refs_cur = await conn.execute(_CHAIN_REFERENCES, {"run": run_id})
-                head_rows = await heads_cur.fetchall()
-                ref_rows = await refs_cur.fetchall()
+            head_rows = await heads_cur.fetchall()
+            ref_rows = await refs_cur.fetchall()
             heads: dict[str, RunHead] = {}
             for rid, agent_id, session_id, status, newest in head_rows:
                 try:
@@ -260,7 +260,7 @@ def chain_reader(run_id: str) -> Callable[[Loader], Awaitable[tuple[TranscriptSe
                     ([link.run_id for link in links], [link.through for link in links]),
                 )
                 await conn.execute("COMMIT")
-                chain_rows = await cur.fetchall()
+            chain_rows = await cur.fetchall()
             grouped: dict[str, list[Any]] = {}
             for rid, *row in chain_rows:
                 grouped.setdefault(rid, []).append(row)
