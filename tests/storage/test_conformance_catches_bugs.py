@@ -28,6 +28,7 @@ from agentledger.storage import MemoryStore, lifecycle, payloads
 from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.state import Plan, StateReader
+from agentledger.storage.transcript_chain import CHAIN_TYPES
 from agentledger.storage.types import (
     AppendResult,
     ChildRunStart,
@@ -44,6 +45,7 @@ from agentledger.storage.types import (
     SessionPage,
     SessionStatus,
     StartResult,
+    TranscriptSegment,
 )
 
 R = TypeVar("R")
@@ -346,6 +348,46 @@ class DecidesThenYields(MemoryStore):
         )
 
 
+class TrustsHistoryReferences(MemoryStore):
+    """[V3] a start's history reference is stored without looking at its source."""
+
+    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
+        refs = [r for r in cmd.records if r.type == payloads.TRANSCRIPT_REFERENCED]
+        if not refs:
+            return await super().start_root_run(cmd)
+        others = tuple(r for r in cmd.records if r.type != payloads.TRANSCRIPT_REFERENCED)
+        result = await super().start_root_run(msgspec.structs.replace(cmd, records=others))
+        if result.started.inserted:
+            with self._lock:  # the reference goes in unchecked, where the start put it
+                state = self._state
+                run = state.runs[cmd.run.run_id]
+                log = state.logs[run.run_id]
+                for ref in refs:
+                    new = msgspec.structs.replace(ref, id=str(len(log) + 1))
+                    log.append(new)
+                    state.keys[(run.run_id, ref.event_key)] = new
+                    state.session_logs.setdefault(run.session_id, []).append(new)
+                state.runs[run.run_id] = msgspec.structs.replace(run, last_seq=len(log))
+        return result
+
+
+class ReadsChainsPastTheirCut(MemoryStore):
+    """[V4] a chain's sources are read through their whole log, not the record named."""
+
+    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
+        chain = await super().load_transcript_chain(run_id)
+        with self._lock:
+            return tuple(
+                msgspec.structs.replace(
+                    segment,
+                    records=tuple(
+                        r for r in self._state.logs[segment.run_id] if r.type in CHAIN_TYPES
+                    ),
+                )
+                for segment in chain
+            )
+
+
 # --------------------------------------------------------------------- harness
 
 MINE = "test_race_ or test_state_machine"
@@ -409,6 +451,22 @@ CASES = (
             "test_suspension_writes_carried_records_first",
             "test_terminal_writes_carried_records_all_or_none",
         ),
+    ),
+    Case(
+        "TrustsHistoryReferences",
+        "reference or next_turn or through_past",
+        (
+            "test_reference_to_a_missing_run_is_refused",
+            "test_reference_across_sessions_is_refused",
+            "test_next_turn_needs_a_completed_source",
+            "test_next_turn_must_end_at_the_source_end",
+            "test_through_past_the_source_log_is_refused",
+        ),
+    ),
+    Case(
+        "ReadsChainsPastTheirCut",
+        "fork_references",
+        ("test_fork_references_a_record_in_the_middle",),
     ),
     Case(
         "DecidesThenYields",

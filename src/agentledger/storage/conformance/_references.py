@@ -165,6 +165,7 @@ class HistoryReferenceConformance(ConformanceBase):
         assert replayed == [_text("user", "0"), _text("assistant", "1"), _text("user", "branch")]
         chain = await world.store.load_transcript_chain(fork.run.run_id)
         assert chain[1].through == "3"
+        assert [r.id for r in chain[1].records] == ["2", "3"]  # the cut, not the whole log
 
     async def test_continuation_references_its_suspended_predecessor(self, world: World) -> None:
         """[V2] a continuation's reference names its predecessor through its last record."""
