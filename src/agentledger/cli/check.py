@@ -177,9 +177,8 @@ async def _check_run(store: AdminStore, run_id: str, result: Audit) -> list[str]
         SessionKeyErasedError,
         SessionPurgedError,
     )
-    from agentledger.runtime.completion import check_lifecycle
+    from agentledger.runtime.completion import check_lifecycle, run_transcript
     from agentledger.storage.types import RunStatus
-    from agentledger.transcript.replay import replay_run_log_events
 
     try:
         meta = await store.load_run(run_id)
@@ -194,10 +193,9 @@ async def _check_run(store: AdminStore, run_id: str, result: Audit) -> list[str]
     result.records += len(records)
     findings = _check_records(meta, records)
     try:
-        if meta.status is RunStatus.RUNNING:
-            replay_run_log_events(records)
-        else:
-            check_lifecycle(meta, records)
+        transcript = await run_transcript(store, run_id, records)  # follows its references
+        if meta.status is not RunStatus.RUNNING:
+            check_lifecycle(meta, records, transcript)
         if meta.status is RunStatus.SUSPENDED:
             await store.load_run_suspension(run_id)
     except AgentledgerError as e:

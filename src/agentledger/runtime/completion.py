@@ -31,7 +31,7 @@ from agentledger.storage.types import (
 )
 from agentledger.storage.validation import MAX_PAGE_LIMIT, decode_stored_payload
 from agentledger.transcript import Message, ToolResultPart, ToolUsePart, validate_planner_transcript
-from agentledger.transcript.replay import replay_run_log_events
+from agentledger.transcript.replay import build_messages_from_run_log, replay_run_log_events
 
 __all__ = ["Completion", "check_lifecycle", "ensure_run_completion"]
 
@@ -67,9 +67,8 @@ def _corrupt(run_id: str, record_id: str, reason: str) -> CorruptRecordError:
     return CorruptRecordError(run_id=run_id, record_id=record_id, reason=reason)
 
 
-def _transcript(run_id: str, records: list[Record], *, pending: bool) -> list[Message]:
+def _valid(run_id: str, messages: list[Message], *, pending: bool) -> list[Message]:
     """The run's transcript, valid [T5]; ``pending``: tool uses may still wait for results."""
-    messages = replay_run_log_events(records)
     try:
         validate_planner_transcript(messages, allow_pending=pending)
     except TranscriptError as e:
@@ -77,8 +76,21 @@ def _transcript(run_id: str, records: list[Record], *, pending: bool) -> list[Me
     return messages
 
 
-def check_lifecycle(meta: RunMeta, records: list[Record]) -> Record:
+async def run_transcript(store: Store, run_id: str, records: list[Record]) -> list[Message]:
+    """The transcript of a run whose ``records`` were read: replayed from them, or, when its
+    history is a reference [V1]/[V2], from its whole chain (one more read)."""
+    if any(r.type == payloads.TRANSCRIPT_REFERENCED for r in records):
+        return await build_messages_from_run_log(store, run_id)
+    return replay_run_log_events(records)
+
+
+def check_lifecycle(
+    meta: RunMeta, records: list[Record], transcript: list[Message] | None = None
+) -> Record:
     """Check a closed run's stored lifecycle and return its final record.
+
+    ``transcript`` is the run's replayed transcript when the caller has it
+    (see :func:`run_transcript`); otherwise it is replayed from ``records``.
 
     Raises:
         CorruptRecordError: the records contradict the contract (first record,
@@ -116,7 +128,9 @@ def check_lifecycle(meta: RunMeta, records: list[Record]) -> Record:
             )
         if done.status == "canceled":
             _check_provenance(meta, records, final, done, intent is not None)
-    _transcript(run_id, records, pending=final.type == payloads.RUN_SUSPENDED)
+    if transcript is None:
+        transcript = replay_run_log_events(records)
+    _valid(run_id, transcript, pending=final.type == payloads.RUN_SUSPENDED)
     return final
 
 
@@ -170,7 +184,8 @@ async def _repair(
         if canceled
         else f"interrupted: {LOST}"
     )
-    dangling = _dangling(_transcript(meta.run_id, records, pending=True))
+    transcript = await run_transcript(store, meta.run_id, records)
+    dangling = _dangling(_valid(meta.run_id, transcript, pending=True))
     if dangling:
         results = tuple(
             ToolResultPart(tool_use_id=u.id, content=text, is_error=True) for u in dangling
@@ -230,7 +245,8 @@ async def ensure_run_completion(
         record, repaired = repair.record, repair.outcome is RepairOutcome.STORED
         meta = await store.load_run(run_id)
     else:
-        record = check_lifecycle(meta, await _records(store, run_id))
+        records = await _records(store, run_id)
+        record = check_lifecycle(meta, records, await run_transcript(store, run_id, records))
     if deliver and stream is not None:
         event = event_from_record(record)
         if event is not None:

@@ -44,11 +44,21 @@ TRANSCRIPT_RECORD_TYPES = TRANSCRIPT_TYPES
 def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
     """[R2] The messages of loaded records, in saved order; other records are skipped.
 
+    A run whose history is a reference to another run's transcript cannot be
+    replayed from its own records: that is refused, never a shorter transcript.
+
     Raises:
+        ValidationError: a history reference among the records.
         CorruptRecordError: a transcript record whose payload is not a message array.
     """
     messages: list[Message] = []
     for record in records:
+        if record.type == TRANSCRIPT_REFERENCED:
+            raise ValidationError(
+                field=f"records[{record.id}].type",
+                expected="no history reference (build_messages_from_run_log resolves it)",
+                got=record.type,
+            )
         if record.type not in TRANSCRIPT_RECORD_TYPES:
             continue
         try:

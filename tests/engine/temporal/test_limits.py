@@ -113,3 +113,44 @@ async def test_a_tool_output_is_copied_into_history_a_bounded_number_of_times(
         await store.close()
     copies = (large - small) / (2 * 20_000)
     assert 2.5 <= copies <= 4.0, copies
+
+
+class Answers:
+    """Answers every turn at once with a 1 KB text."""
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return PlanResult.answer("a" * 1000)
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return PlanResult.answer("a" * 1000)
+
+
+async def test_a_next_turn_workflow_carries_the_reference_not_the_history(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """[V1] turn 30's workflow history is the size of turn 2's: its input names the turn
+    before, never the conversation."""
+    store = await SQLiteStore.open(tmp_path / "turns.db", durability="normal")
+    session = f"s-{uuid.uuid4().hex}"
+    await store.create_session(session, created_at=now_ms())
+
+    def setup(runtime: Runtime) -> None:
+        runtime.register_agent(Agent("chat", Answers()))
+
+    sizes: list[int] = []
+    try:
+        async with temporal_runtime(temporal_client, store, setup) as runtime:
+            client = runtime.agent_client("chat")
+            previous = None
+            for i in range(30):
+                out = await client.run(session, "q" * 1000 + str(i), after=previous)
+                assert out.status is RunStatus.COMPLETED, out.failure
+                previous = out.run_id
+                described = await temporal_client.get_workflow_handle(out.run_id).describe()
+                info: Any = described.raw_description.workflow_execution_info
+                sizes.append(int(info.history_size_bytes))
+            transcript = await runtime.transcript(previous)
+    finally:
+        await store.close()
+    assert len(transcript) == 60
+    assert sizes[-1] <= sizes[1] * 1.05, sizes
