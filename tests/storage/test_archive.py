@@ -259,3 +259,25 @@ async def test_a_lower_inflation_limit_can_be_set(
     assert await dump_of(target, world) == before
     manifest = await restore_archive(target, path, max_inflated_bytes=10 * 1024 * 1024)
     assert manifest.session_id == world.id("s")
+
+
+async def test_a_conversation_by_reference_restores_whole(
+    source: SQLiteStore, target: SQLiteStore, tmp_path: Path
+) -> None:
+    """[A1] [V2] a session's history references travel inside its archive: the restored
+    newest turn replays the whole conversation from the restored runs alone."""
+    from agentledger.storage.conformance._references import _turn
+    from agentledger.transcript.replay import build_messages_from_run_log
+
+    world = World(source)
+    sid = await world.session("chat")
+    previous = ""
+    for i in range(5):
+        previous = (await _turn(world, f"t{i}", sid, f"m{i}", after=previous)).run.run_id
+    expected = await build_messages_from_run_log(source, previous)
+    await source.end_session(sid, ended_at=world.now())
+    path = tmp_path / "chat.alarchive"
+    await archive_session(source, sid, path)
+    await restore_archive(target, path)
+    assert await build_messages_from_run_log(target, previous) == expected
+    assert len(expected) == 10

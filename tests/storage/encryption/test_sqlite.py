@@ -335,3 +335,23 @@ async def test_a_damaged_sealed_record_is_refused_on_every_read_path(
     finally:
         conn.close()
     await assert_every_read_refuses(store, log, 3, "checksum mismatch")
+
+
+async def test_a_conversation_by_reference_replays_sealed(files: Files) -> None:
+    """[A2] [V4] references are sealed like any record; the chain replays through them."""
+    from agentledger.storage.conformance._references import _turn
+    from agentledger.transcript.replay import build_messages_from_run_log
+
+    store = await files.open()
+    world = World(store)
+    sid = await world.session("chat")
+    previous = ""
+    for i in range(4):
+        secret = SECRETS[i % len(SECRETS)].decode()
+        previous = (await _turn(world, f"t{i}", sid, secret, after=previous)).run.run_id
+    replayed = await build_messages_from_run_log(store, previous)
+    await store.close()
+    assert [m.parts[0].text for m in replayed[::2]] == [  # type: ignore[union-attr]
+        SECRETS[i % len(SECRETS)].decode() for i in range(4)
+    ]
+    assert not any(secret in raw_bytes(files.db) for secret in SECRETS)
