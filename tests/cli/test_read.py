@@ -157,7 +157,15 @@ def test_transcript(demo: Demo) -> None:
     validate_planner_transcript(messages)
     assert len(messages) == 15  # three turns of four, and the canceled one with its result
     shown = run_cli("--db", str(demo.db), "transcript", last)
-    assert shown.out.splitlines()[0] == "#0 user"
+    runs = [run["run_id"] for run in demo.runs]
+    # the chain of turns first (the canceled last turn follows the resumed third, ...)
+    assert shown.out.splitlines()[:4] == [
+        f"{runs[5]} follows {runs[4]}",
+        f"{runs[4]} continues {runs[3]}",
+        f"{runs[3]} follows {runs[1]}",
+        f"{runs[1]} follows {runs[0]}",
+    ]
+    assert shown.out.splitlines()[4] == f"#0 user  ({runs[0]} record 3, by reference)"
     assert "    → get_weather(" in shown.out
     assert "[call_1]" in shown.out  # tool ids verbatim, not eaten as markup
     assert "#14 user" in shown.out

@@ -88,7 +88,7 @@ async def test_confirmation_suspends_and_resume_runs_the_tool(
     assert await types(store, second.run_id) == [
         "run_started",
         "prompt_rendered",
-        "transcript_messages_seeded",
+        "transcript_messages_referenced",
         "phase:prompted",
         "phase:executing_tools",
         "tool_call_scheduled",

@@ -9,7 +9,6 @@ import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
 from agentledger.cli.complete import run_ids
-from agentledger.storage import payloads
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -55,6 +54,7 @@ async def _transcript(store: AdminStore, settings: Settings, run_id: str) -> Non
 
 def _chain_lines(segments: Sequence[TranscriptSegment]) -> list[str]:
     """How the run's history reaches back: one line per history reference followed."""
+    from agentledger.storage import payloads
     from agentledger.storage.transcript_chain import decode_reference
 
     lines = []

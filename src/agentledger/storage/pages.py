@@ -34,6 +34,7 @@ __all__ = [
     "run_records",
     "split_transcript",
     "stamp_time",
+    "transcript_records",
     "unverified_record",
 ]
 
@@ -202,6 +203,52 @@ def split_transcript(
     records = run_records(run_id, head.agent_id, head.session_id, listed, per_second, opener)
     lifecycle.check_listed(records, {run_id: head.status}, ends_log=True)
     return payloads
+
+
+def transcript_records(
+    run_id: str,
+    head: RunHead,
+    rows: list[Any],
+    through: int,
+    kept: frozenset[str],
+    *,
+    per_second: int,
+    sealer: Encryption | None,
+) -> tuple[Record, ...]:
+    """[V4] a run's rows ``1..through``, checked as one listing of them is, as the records
+    of the types in ``kept`` (a replay's); only those and the rows the listing check reads
+    (lifecycle records and the last one) become records, every row's checksum verified."""
+    _check_sequence(run_id, 0, through, rows)
+    opener: Opener | None = None
+    if sealer is not None and rows:
+        run_opener = sealer.run_opener(head.session_id, run_id, rows[0][0])
+        try:  # a listing opens every payload: damage under a seal is found here too
+            opened = dict(zip((row[0] for row in rows), run_opener(rows), strict=True))
+        except CorruptRecordError:
+            verify(run_id, head.agent_id, head.session_id, rows)  # a checksum names it first
+            raise
+
+        def opener(some: Sequence[Any]) -> list[bytes]:
+            return [opened[row[0]] for row in some]
+
+    wanted: list[Any] = []
+    listed: list[Any] = []
+    others: list[Any] = []
+    for row in rows:
+        type_ = row[3]
+        if type_ in kept:
+            wanted.append(row)
+        elif type_ in LIFECYCLE_TYPES:
+            listed.append(row)
+        else:
+            others.append(row)
+    if rows and rows[-1][3] not in LIFECYCLE_TYPES:
+        listed.append(rows[-1])
+    verify(run_id, head.agent_id, head.session_id, others)
+    records = run_records(run_id, head.agent_id, head.session_id, wanted, per_second, opener)
+    ends = run_records(run_id, head.agent_id, head.session_id, listed, per_second, opener)
+    lifecycle.check_listed(ends, {run_id: head.status}, ends_log=through == head.newest)
+    return records
 
 
 def unverified_record(

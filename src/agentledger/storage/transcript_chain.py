@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import payloads
-from agentledger.storage.pages import RunHead, run_page, run_records
+from agentledger.storage.pages import RunHead, run_records, transcript_records
 from agentledger.storage.types import Record, TranscriptSegment
 
 if TYPE_CHECKING:
@@ -144,16 +144,15 @@ def chain_segments(
     """
     segments = []
     for link in links:
-        page = run_page(
+        records = transcript_records(
             link.run_id,
             heads[link.run_id],
             rows.get(link.run_id, []),
-            start=0,
-            size=link.through,
+            link.through,
+            CHAIN_TYPES,
             per_second=per_second,
             sealer=sealer,
         )
-        records = tuple(r for r in page.records if r.type in CHAIN_TYPES)
         segments.append(
             TranscriptSegment(run_id=link.run_id, through=str(link.through), records=records)
         )

@@ -104,13 +104,7 @@ async def build_messages_from_run_log(
                 got=through,
             )
         segments = (msgspec.structs.replace(head, through=through), *segments[1:])
-    if verified:
-        try:
-            messages = replay_transcript_chain(segments, verified=True)
-        except CorruptRecordError:
-            messages = replay_transcript_chain(segments)
-    else:
-        messages = replay_transcript_chain(segments)
+    messages = replay_transcript_chain(segments, verified=verified)
     owed = [record for record in pending if record.type in TRANSCRIPT_RECORD_TYPES]
     if owed:
         stored = {record.event_key for record in segments[0].records}
@@ -142,23 +136,57 @@ def replay_transcript_chain(
         CorruptRecordError: a record that does not decode, or a reference the
             next segment does not answer.
     """
-    return [m for _, messages in _chunks(segments, verified) for m in messages]
+    if verified and len(segments) == 1:  # no reference was followed: one decode, in order
+        (segment,) = segments
+        records = segment.records
+        if all(r.type != TRANSCRIPT_REFERENCED for r in records) and (
+            not records or int(records[-1].id) <= int(segment.through)
+        ):
+            try:
+                return decode_verified_messages(r.payload for r in records)
+            except TranscriptError:
+                pass  # the strict path below names the record
+    ordered = _ordered(segments)
+    if verified:  # one decode of consecutive records that share their exclusion
+        messages: list[Message] = []
+        start = 0
+        while start < len(ordered):
+            end = start
+            exclude = ordered[start][2]
+            while end < len(ordered) and ordered[end][2] == exclude:
+                end += 1
+            try:
+                batch = decode_verified_messages(r.payload for _, r, _ in ordered[start:end])
+            except TranscriptError:
+                batch = [m for _, r, _ in ordered[start:end] for m in _decode(r, False)]
+            messages.extend(without_reasoning(batch) if exclude else batch)
+            start = end
+        return messages
+    out: list[Message] = []
+    for _, record, exclude in ordered:
+        decoded = _decode(record, False)
+        out.extend(without_reasoning(decoded) if exclude else decoded)
+    return out
 
 
 def replay_with_origins(
     segments: Sequence[TranscriptSegment], *, verified: bool = False
 ) -> list[tuple[Message, MessageOrigin]]:
     """:func:`replay_transcript_chain`, each message with where it is stored."""
-    return [(m, origin) for origin, messages in _chunks(segments, verified) for m in messages]
+    out: list[tuple[Message, MessageOrigin]] = []
+    for depth, record, exclude in _ordered(segments):
+        decoded = _decode(record, verified)
+        origin = MessageOrigin(record.run_id, record.id, record.type, depth)
+        out.extend((m, origin) for m in (without_reasoning(decoded) if exclude else decoded))
+    return out
 
 
-def _chunks(
-    segments: Sequence[TranscriptSegment], verified: bool
-) -> list[tuple[MessageOrigin, list[Message]]]:
-    """Each transcript record of the chain with its messages, in replay order."""
+def _ordered(segments: Sequence[TranscriptSegment]) -> list[tuple[int, Record, bool]]:
+    """The chain's message records in replay order: how many references away each is,
+    and whether the references above it exclude reasoning."""
     by_run = {segment.run_id: segment for segment in segments}
-    before: list[tuple[MessageOrigin, list[Message]]] = []
-    after: list[list[tuple[MessageOrigin, list[Message]]]] = []
+    before: list[tuple[int, Record, bool]] = []
+    after: list[list[tuple[int, Record, bool]]] = []
     exclude_reasoning = False
     segment = segments[0] if segments else None
     cut = int(segment.through) if segment else 0
@@ -167,25 +195,21 @@ def _chunks(
     while segment is not None:
         seen.add(segment.run_id)
         reference: TranscriptReference | None = None
-        tail: list[tuple[MessageOrigin, list[Message]]] = []
+        tail: list[tuple[int, Record, bool]] = []
+        whole = cut >= int(segment.through)  # the store cut the segment there already
         for record in segment.records:
-            if int(record.id) > cut:
+            if not whole and int(record.id) > cut:
                 break
             if record.type == TRANSCRIPT_REFERENCED:
                 reference = decode_reference(record)
-                source = by_run.get(reference.run_id)
-                if source is None or reference.run_id in seen:
+                if reference.run_id not in by_run or reference.run_id in seen:
                     raise CorruptRecordError(
                         run_id=record.run_id,
                         record_id=record.id,
                         reason=f"names run {reference.run_id}, not in its transcript chain",
                     )
                 continue
-            decoded = _decode(record, verified)
-            if exclude_reasoning:
-                decoded = without_reasoning(decoded)
-            origin = MessageOrigin(record.run_id, record.id, record.type, depth)
-            (tail if reference is not None else before).append((origin, decoded))
+            (tail if reference is not None else before).append((depth, record, exclude_reasoning))
         after.append(tail)
         if reference is None:
             break

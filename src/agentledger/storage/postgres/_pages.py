@@ -77,7 +77,7 @@ _CHAIN_ROWS = (
     "(extract(epoch FROM r.ts) * 1000000)::int8, r.payload, r.checksum "
     "FROM unnest(%s::text[], %s::int8[]) AS c(run_id, through) "
     "JOIN agentledger_records r ON r.run_id = c.run_id AND r.seq <= c.through "
-    "ORDER BY r.run_id, r.seq"
+    "ORDER BY c.run_id, r.seq"
 )
 _US = 1_000_000
 _ALL = 2**62
@@ -262,8 +262,8 @@ def chain_reader(run_id: str) -> Callable[[Loader], Awaitable[tuple[TranscriptSe
                 await conn.execute("COMMIT")
             chain_rows = await cur.fetchall()
             grouped: dict[str, list[Any]] = {}
-            for rid, *row in chain_rows:
-                grouped.setdefault(rid, []).append(row)
+            for row in chain_rows:
+                grouped.setdefault(row[0], []).append(row[1:])
         except BaseException:
             if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
                 with contextlib.suppress(psycopg.Error):

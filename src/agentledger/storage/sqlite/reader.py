@@ -155,9 +155,11 @@ _CHAIN_ROWS = (
     "WITH chain(run_id, through) AS (SELECT json_extract(value, '$[0]'), "
     "json_extract(value, '$[1]') FROM json_each(?)) "
     f"SELECT records.run_id, {RUN_PAGE_COLUMNS} FROM chain JOIN records "
-    "ON records.run_id = chain.run_id AND records.seq <= chain.through "
-    "ORDER BY records.run_id, records.seq"
+    "ON records.run_id = chain.run_id AND records.seq <= chain.through"
 )
+"""No ORDER BY: each run's rows come in index order, which the checks restore if ever not."""
+_CHAIN_ROWS_ONE = f"SELECT {RUN_PAGE_COLUMNS} FROM records WHERE run_id = ? AND seq <= ?"
+"""A chain of one run (no reference): the common reload, without the join."""
 
 
 class RowCache:
@@ -399,9 +401,12 @@ class SQLiteReader(StateReader):
             references = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
         links = chain.chain_links(run_id, heads, references)
         grouped: dict[str, list[Any]] = {}
-        query = msgspec.json.encode([[link.run_id, link.through] for link in links])
-        for rid, *row in self._conn.execute(_CHAIN_ROWS, (query,)):
-            grouped.setdefault(rid, []).append(row)
+        if len(links) == 1:
+            grouped[run_id] = self._conn.execute(_CHAIN_ROWS_ONE, links[0]).fetchall()
+        else:
+            query = msgspec.json.encode([[link.run_id, link.through] for link in links])
+            for row in self._conn.execute(_CHAIN_ROWS, (query,)):
+                grouped.setdefault(row[0], []).append(row[1:])
         return chain.chain_segments(links, heads, grouped, per_second=1000, sealer=self.sealer)
 
     def _run_rows(
