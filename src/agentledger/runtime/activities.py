@@ -55,6 +55,7 @@ from agentledger.runtime.publisher import Publisher
 from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
 from agentledger.runtime.tools import ToolContext
+from agentledger.runtime.transcript_cache import KnownTranscript, TranscriptCache
 from agentledger.runtime.wire import (
     APPEND_RECORDS,
     BEGIN_RUN,
@@ -103,12 +104,15 @@ __all__ = ["Activities", "check_plan"]
 T = TypeVar("T")
 
 
-def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
+def check_plan(
+    plan: object, transcript: tuple[Message, ...], *, known: KnownTranscript | None = None
+) -> str:
     """Why ``plan`` cannot be carried out on ``transcript`` ("" when it can).
 
     A plan is exactly one of tool calls, a final message or an await; its
     assistant message must hold exactly its calls, with ids new to the
     transcript, and the transcript with that message must stay valid [T5].
+    ``known``, the cache's view of ``transcript``, checks only the new message.
     """
     if not isinstance(plan, PlanResult):
         return f"the planner returned {type(plan).__name__}, not a PlanResult"
@@ -140,7 +144,10 @@ def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
     if message.role != "assistant":
         return "the plan's message must be an assistant message"
     try:
-        validate_planner_transcript([*transcript, message], allow_pending=True)
+        if known is not None and known.messages is transcript:
+            known.validate_next(message, allow_pending=True)
+        else:
+            validate_planner_transcript([*transcript, message], allow_pending=True)
     except ValidationError as e:
         return f"the plan would make the transcript invalid: {e}"
     return ""
@@ -170,6 +177,8 @@ class Activities:
         self.stream = stream
         self.memory = memory
         self.publisher = Publisher(stream, memory)
+        self.transcripts = TranscriptCache()
+        """Each running run's transcript as far as this process read it."""
 
     def table(self) -> dict[str, Activity]:
         """Every activity by the name the workflow calls it."""
@@ -448,10 +457,13 @@ class Activities:
             turn=arg.turn,
         )
 
+        known: list[KnownTranscript] = []
+
         async def load() -> tuple[Message, ...]:
-            messages = tuple(await build_messages_from_run_log(self.store, run.run_id))
-            validate_planner_transcript(messages)
-            return messages
+            transcript = await self.transcripts.transcript(self.store, run.run_id)
+            transcript.validate()
+            known.append(transcript)
+            return transcript.messages
 
         common: dict[str, Any] = {
             "deltas": self._delta_sender(arg) if self.stream is not None else None,
@@ -471,7 +483,8 @@ class Activities:
             else:
                 inputs = PlanInput(**common)
                 result = await planner.plan_start(inputs)
-            problem = check_plan(result, await inputs.prepare_messages())
+            messages = await inputs.prepare_messages()
+            problem = check_plan(result, messages, known=known[0] if known else None)
         except TransientError:
             raise
         except Exception as e:
@@ -640,6 +653,7 @@ class Activities:
         )
         await self.store.record_run_suspension(msgspec.structs.replace(cmd, records=tuple(records)))
         await self.publish([*records, cmd.record])
+        self.transcripts.forget(run.run_id)
 
     async def complete_run(self, arg: CompleteRunInput) -> CompleteRunOutput:
         """``arg.records``, then [L7] the terminal record: one transaction.
@@ -656,6 +670,7 @@ class Activities:
         )
         await self.store.record_run_terminal(msgspec.structs.replace(cmd, records=tuple(records)))
         await self.publish([*records, cmd.record])
+        self.transcripts.forget(arg.run.run_id)
         return CompleteRunOutput(cancellation_reason=reason)
 
 
