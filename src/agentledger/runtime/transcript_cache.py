@@ -212,4 +212,3 @@ async def _tail(store: Store, run_id: str, cursor: str, skip: int, last_id: str)
         if not page.next_cursor:
             return _Tail(records=records, cursor=cursor, skip=len(got), last_id=last_id)
         cursor, skip = page.next_cursor, 0
-
