@@ -9,9 +9,10 @@ next (the planner turn's reads and writes, the tool activity, the loop).
 
 It prints each run's total, then, for the longest run, the median turn time
 around turn 10 (turns 6-15) and over its last ten turns, in wall time and in
-process CPU time (threads included; steadier on a shared machine), and their
-ratio. Goal: the last turns within 1.5x of turn 10, so that a run costs what
-it adds, not the square of its length.
+process CPU time (threads included; steadier on a shared machine), their
+ratio, and the mean CPU time of a turn in each quarter of the run. Goal:
+the last turns within 1.5x of turn 10, so that a run costs what it adds,
+not the square of its length.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ def _report(turns: int, wall: list[float], cpu: list[float]) -> None:
             f"  {name}: turn 10 {_ms(at_10)}, turn {turns} {_ms(at_end)}, "
             f"ratio {at_end / at_10:.2f}x"
         )
+    quarter = len(cpu) // 4
+    means = [statistics.fmean(cpu[q * quarter : (q + 1) * quarter]) for q in range(4)]
+    print("  cpu mean per turn by quarter of the run: " + ", ".join(_ms(m) for m in means))
 
 
 async def _main(all_turns: list[int]) -> None:
