@@ -116,6 +116,8 @@ class _Tail:
 class TranscriptCache:
     """Keeps each run's transcript as far as it was read, so a turn reads what is new.
 
+    A cache serves one store (record ids are positions in that store's logs).
+
     Args:
         max_runs: runs held at most (least recently used dropped first).
     """
@@ -134,6 +136,11 @@ class TranscriptCache:
         """Drop what is held of ``run_id`` (it ended, or it is read whole next time)."""
         self._entries.pop(run_id, None)
 
+    def _forget(self, run_id: str, entry: _Entry) -> None:
+        """Drop ``entry`` if it is still the one held for ``run_id``."""
+        if self._entries.get(run_id) is entry:
+            del self._entries[run_id]
+
     async def transcript(self, store: Store, run_id: str) -> KnownTranscript:
         """The run's transcript in the store now, checked but for its end (see
         :meth:`KnownTranscript.validate`).
@@ -146,12 +153,13 @@ class TranscriptCache:
         if entry is not None:
             try:
                 if await self._extend(store, run_id, entry):
-                    self._entries.move_to_end(run_id)
+                    if self._entries.get(run_id) is entry:
+                        self._entries.move_to_end(run_id)
                     return KnownTranscript(tuple(entry.messages), entry.check.fork())
             except BaseException:
-                self.forget(run_id)
+                self._forget(run_id, entry)
                 raise
-            self.forget(run_id)
+            self._forget(run_id, entry)
         return await self._read_whole(store, run_id)
 
     async def _read_whole(self, store: Store, run_id: str) -> KnownTranscript:
