@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from agentledger.memory import SQLiteMemory
@@ -53,3 +56,37 @@ async def test_stream_follows_commit_order_with_children_and_suspensions(
     finally:
         await memory.close()
     await assert_stream_in_commit_order(store, sink.events, session)
+
+
+def test_the_offline_demo_prints_results_before_the_answers_built_on_them(
+    tmp_path: Path,
+) -> None:
+    """`agentledger demo` (offline model) prints each tool or child result before the
+    answer that uses it, and each answer once."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENTLEDGER_", "AWS_", "ANTHROPIC_", "OPENAI_"))
+    }
+    env["COLUMNS"] = "300"  # one line per printed event
+    done = subprocess.run(
+        [sys.executable, "-m", "agentledger", "--db", str(tmp_path / "demo.db"), "demo"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    weather = "concierge: Paris: 18°C, light rain. Tokyo: 24°C, sunny."
+    assert out.count(weather) == 1
+    assert out.index("← get_weather: {'city': 'Paris'") < out.index(weather)
+    assert out.index("← get_weather: {'city': 'Tokyo'") < out.index(weather)
+    research = "concierge: From the research agent:"
+    assert out.count(research) == 1
+    assert out.index("← research:") < out.index(research)
+    booked = "concierge: Done: table for 2"
+    assert out.count(booked) == 1
+    assert out.index("← book_table:") < out.index(booked)
