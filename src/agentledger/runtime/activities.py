@@ -693,6 +693,8 @@ async def _before(write: Awaitable[T]) -> T:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
         await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # seen: the cancellation is what this activity reports
         raise
 
 

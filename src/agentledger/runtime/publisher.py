@@ -8,7 +8,9 @@ one: the stream follows the order in which this process's writes
 committed, across every run it executes (children, parallel steps).
 
 Model deltas (not records) join the same line, so a planner turn's deltas
-never overtake what was recorded before its model call began.
+never overtake what was recorded before its model call began. The price: a
+sink that blocks holds up the publications of every run of the runtime (an
+activity already waited for its own).
 """
 
 from __future__ import annotations
