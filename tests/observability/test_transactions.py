@@ -1,10 +1,12 @@
-"""One store transaction per activity: the writes of a one-tool run, on both engines.
+"""One store transaction per activity (two per planner turn): a one-tool run, both engines.
 
 Every store write is one transaction [L1]-[L8]/[B1], and ``TracedStore`` opens
 one span per store call, so the write spans of a run are its transactions.
 A one-tool run has five activities (start, planner turn, tool call, planner
-turn, completion) and must commit five times: each activity's records, the
-lifecycle records included, in one write.
+turn, completion). Each commits its records, the lifecycle records included,
+in one write; a planner turn writes twice: what the loop owes (the last
+step's results, the turn's phase) before it asks the model, so the stream
+shows them before the model's live output, and its plan after. So seven.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from tests.runtime.support import ONE_CALL, types
 
 WRITES = [
     "start_root_run",  # begin_run: run_started, prompt, input, phase
-    "append_run_records",  # plan_turn #1: phase, usage, assistant message, schedule
+    "append_run_records",  # plan_turn #1, before the model: phase
+    "append_run_records",  # plan_turn #1, its plan: usage, assistant message, schedule
     "append_run_records",  # tool_call: its result
-    "append_run_records",  # plan_turn #2: results message, phase, usage, answer
+    "append_run_records",  # plan_turn #2, before the model: results message, phase
+    "append_run_records",  # plan_turn #2, its plan: usage, answer
     "record_run_terminal",  # complete_run: run_completed
 ]
 
@@ -44,7 +48,7 @@ def _writes(spans: Sequence[ReadableSpan], run_id: str) -> list[str]:
 
 
 async def test_one_tool_run_in_process(spans: Spans, store: SQLiteStore, session: str) -> None:
-    """In process: five activities, five write transactions, the usual records."""
+    """In process: five activities, seven write transactions, the usual records."""
     scenario = SCENARIOS["tool_loop"]()
     runtime = Runtime(store)
     scenario.setup(runtime)
@@ -57,7 +61,7 @@ async def test_one_tool_run_in_process(spans: Spans, store: SQLiteStore, session
 async def test_one_tool_run_on_temporal(
     spans: Spans, temporal_client: Client, store: SQLiteStore, session: str
 ) -> None:
-    """On Temporal: the same five write transactions for the same five activities."""
+    """On Temporal: the same seven write transactions for the same five activities."""
     scenario = SCENARIOS["tool_loop"]()
     async with temporal_runtime(temporal_client, store, scenario.setup) as runtime:
         [run_id] = await scenario.drive(runtime, session)

@@ -121,10 +121,9 @@ async def test_engine_cancellation_without_a_request(store: AnyStore, session: s
 
 
 async def test_cancel_during_the_planner_turn(store: AnyStore, session: str) -> None:
-    """[C1] a model call in flight is interrupted; nothing of that turn is recorded.
-
-    The turn's phase is written with the turn's outcome (one transaction per
-    activity), so here by the terminal, after the intent recorded meanwhile.
+    """[C1] a model call in flight is interrupted; nothing of that turn is recorded
+    but its phase, which the turn writes (and streams) before asking the model, so the
+    turn's model output follows it on the stream.
     """
     thinking = asyncio.Event()
 
@@ -144,8 +143,8 @@ async def test_cancel_during_the_planner_turn(store: AnyStore, session: str) -> 
     out = await asyncio.wait_for(handle.wait(), 5)
     assert out.cancellation_reason == "changed my mind"
     assert (await types(store, handle.run_id))[-3:] == [
-        "runtime.cancellation_intent",
         "phase:planning",
+        "runtime.cancellation_intent",
         "run_completed",
     ]
     await valid_transcript(store, handle.run_id)

@@ -34,21 +34,12 @@ from agentledger.errors import (
     TransientError,
     ValidationError,
 )
-from agentledger.memory.types import (
-    AssistantMessage,
-    MemoryEvent,
-    MemoryStore,
-    PlannerNote,
-    Thinking,
-    ToolCall,
-    ToolResult,
-    UserMessage,
-)
+from agentledger.memory.types import MemoryStore
 from agentledger.observability.tracing import traced_tool_call
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
-from agentledger.runtime.events import delta_event, event_from_record
+from agentledger.runtime.events import delta_event
 from agentledger.runtime.planner import (
     AwaitClarification,
     PlanInput,
@@ -60,9 +51,11 @@ from agentledger.runtime.planner import (
     ToolOutcome,
 )
 from agentledger.runtime.planner import ToolCall as PlannedCall
+from agentledger.runtime.publisher import Publisher
 from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
 from agentledger.runtime.tools import ToolContext
+from agentledger.runtime.transcript_cache import KnownTranscript, TranscriptCache
 from agentledger.runtime.wire import (
     APPEND_RECORDS,
     BEGIN_RUN,
@@ -99,7 +92,6 @@ from agentledger.storage.types import (
 from agentledger.transcript import (
     Message,
     TextPart,
-    ThinkingPart,
     ToolResultPart,
     ToolUsePart,
     decode_messages,
@@ -112,12 +104,15 @@ __all__ = ["Activities", "check_plan"]
 T = TypeVar("T")
 
 
-def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
+def check_plan(
+    plan: object, transcript: tuple[Message, ...], *, known: KnownTranscript | None = None
+) -> str:
     """Why ``plan`` cannot be carried out on ``transcript`` ("" when it can).
 
     A plan is exactly one of tool calls, a final message or an await; its
     assistant message must hold exactly its calls, with ids new to the
     transcript, and the transcript with that message must stay valid [T5].
+    ``known``, the cache's view of ``transcript``, checks only the new message.
     """
     if not isinstance(plan, PlanResult):
         return f"the planner returned {type(plan).__name__}, not a PlanResult"
@@ -149,7 +144,10 @@ def check_plan(plan: object, transcript: tuple[Message, ...]) -> str:
     if message.role != "assistant":
         return "the plan's message must be an assistant message"
     try:
-        validate_planner_transcript([*transcript, message], allow_pending=True)
+        if known is not None and known.messages is transcript:
+            known.validate_next(message, allow_pending=True)
+        else:
+            validate_planner_transcript([*transcript, message], allow_pending=True)
     except ValidationError as e:
         return f"the plan would make the transcript invalid: {e}"
     return ""
@@ -162,52 +160,6 @@ def _jsonable(value: Any) -> Any:
     except ValidationError:
         return msgspec.to_builtins(value, builtin_types=(Decimal,))
     return value  # already plain JSON: keep it as is (JsonNumbers included)
-
-
-def _memory_events(record: Record) -> list[MemoryEvent]:
-    """What product memory keeps of one stored record."""
-    at, turn = record.timestamp, record.turn_id
-    if record.type == rt.PLANNER_NOTE:
-        note = rt.decode_json(record.payload, rt.NotePayload)
-        return [
-            PlannerNote(
-                key=record.event_key, text=note.text, labels=note.labels, timestamp=at, turn_id=turn
-            )
-        ]
-    if record.type != rt.TRANSCRIPT_APPENDED:
-        return []
-    events: list[MemoryEvent] = []
-    for m, message in enumerate(decode_messages(record.payload)):
-        for p, part in enumerate(message.parts):
-            key = f"{record.event_key}:{m}:{p}"
-            if isinstance(part, TextPart) and part.text:
-                kind = UserMessage if message.role == "user" else AssistantMessage
-                events.append(kind(key=key, text=part.text, timestamp=at, turn_id=turn))
-            elif isinstance(part, ThinkingPart) and part.text:
-                events.append(Thinking(key=key, text=part.text, timestamp=at, turn_id=turn))
-            elif isinstance(part, ToolUsePart):
-                events.append(
-                    ToolCall(
-                        key=key,
-                        tool_call_id=part.id,
-                        tool_name=part.name,
-                        input=part.input,
-                        timestamp=at,
-                        turn_id=turn,
-                    )
-                )
-            elif isinstance(part, ToolResultPart):
-                events.append(
-                    ToolResult(
-                        key=key,
-                        tool_call_id=part.tool_use_id,
-                        content=part.content,
-                        is_error=part.is_error,
-                        timestamp=at,
-                        turn_id=turn,
-                    )
-                )
-    return events
 
 
 class Activities:
@@ -224,6 +176,9 @@ class Activities:
         self.registry = registry
         self.stream = stream
         self.memory = memory
+        self.publisher = Publisher(stream, memory)
+        self.transcripts = TranscriptCache()
+        """Each running run's transcript as far as this process read it."""
 
     def table(self) -> dict[str, Activity]:
         """Every activity by the name the workflow calls it."""
@@ -239,16 +194,9 @@ class Activities:
     # ------------------------------------------------------------- publishing
 
     async def publish(self, records: Iterable[Record]) -> None:
-        """Send each stored record's event to the stream and its content to product memory."""
-        for record in records:
-            if self.stream is not None:
-                event = event_from_record(record)
-                if event is not None:
-                    await self.stream.send(event)
-            if self.memory is not None:
-                events = _memory_events(record)
-                if events:
-                    await self.memory.append_events(record.agent_id, record.run_id, *events)
+        """Send each stored record's event to the stream and its content to product memory,
+        in commit order (await it right after the store's answer, see :class:`Publisher`)."""
+        await self.publisher.records(records)
 
     # ------------------------------------------------------------- activities
 
@@ -398,54 +346,46 @@ class Activities:
         return any(r.session_status is SessionStatus.ENDED for r in results)
 
     async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
-        """One planner turn, recorded in one transaction: what the loop owes, then the plan.
+        """One planner turn: what the loop owes, then the plan, each recorded in one transaction.
 
-        The planner sees the owed records' messages before they are written.
-        Whatever the planner does, the owed records are written. A planner
-        error becomes a failure (a TransientError is retried). A retried
-        attempt whose plan is already stored returns it without asking the
-        planner again.
+        The owed records (the last step's results, this turn's phase) are
+        committed and published before the planner is asked, so the turn's
+        model deltas follow them on the stream, and the planner reads them
+        from the log. A planner error becomes a failure (a TransientError is
+        retried). A retried attempt whose plan is already stored returns it
+        without asking the planner again.
         """
         run = arg.run
         owed = self._build(run, arg.turn_id, arg.at, arg.records)
-        if owed and await self._session_ended(run):
-            await _finish(self._write(owed))
+        if await _before(self._write(owed)):
             return PlanTurnOutput(session_ended=True)  # no new planner work [D2]
         if activity_attempt() > 1:
             stored = await self._stored_plan(run.run_id, arg.turn)
             if stored is not None:
                 return stored
-        out = await self._plan(arg, owed)
+        out = await self._plan(arg)
         plan = out.result
         if plan is None:
-            await _finish(self._write(owed))
             return out
         problem = result_problem(
             PlanTurnOutput(result=plan, recorded=True, suspended=True, session_ended=True)
         )
         if problem:  # the loop could not get this plan: it is not recorded either
-            await _finish(self._write(owed))
             failure = payloads.Failure(
                 message=problem, kind="planner_error", code="PayloadTooLargeError"
             )
             return PlanTurnOutput(failure=failure)
-        suspended = await _finish(self._record_plan(arg, owed, plan))
+        suspended = await _finish(self._record_plan(arg, plan))
         return PlanTurnOutput(result=plan, recorded=True, suspended=suspended)
 
-    async def _session_ended(self, run: RunStart) -> bool:
-        """Whether the run's session has ended (a one-shot run has none)."""
-        if not run.session_id:
-            return False
-        return await self.store.load_session_status(run.session_id) is SessionStatus.ENDED
-
-    async def _record_plan(self, arg: PlanTurnInput, owed: list[Record], plan: PlanResult) -> bool:
-        """Write the owed records and the plan's; a plan that waits for outside input
-        is written with the run's suspension, in one transaction.
+    async def _record_plan(self, arg: PlanTurnInput, plan: PlanResult) -> bool:
+        """Write the plan's records; a plan that waits for outside input is written with
+        the run's suspension, in one transaction.
 
         Unless a cancellation was recorded meanwhile [C1]: then the loop ends
         the run canceled at its next safe point. Returns whether it suspended.
         """
-        records = owed + self._build(arg.run, arg.turn_id, arg.at, plan_records(arg.turn, plan))
+        records = self._build(arg.run, arg.turn_id, arg.at, plan_records(arg.turn, plan))
         if plan.await_ is None or (await self.store.load_run(arg.run.run_id)).cancellation_reason:
             await self._write(records)
             return False
@@ -508,10 +448,10 @@ class Activities:
                 return
             cursor = page.next_cursor
 
-    async def _plan(self, arg: PlanTurnInput, owed: list[Record]) -> PlanTurnOutput:
+    async def _plan(self, arg: PlanTurnInput) -> PlanTurnOutput:
         """Ask the planner; a planner error becomes a failure (TransientError is retried).
 
-        Its transcript is the stored one followed by the ``owed`` records' messages.
+        Its transcript is the stored one (the owed records are in by now).
         """
         resolved = self.registry.agent(arg.run.agent_id)
         run = arg.run
@@ -525,12 +465,13 @@ class Activities:
             turn=arg.turn,
         )
 
+        known: list[KnownTranscript] = []
+
         async def load() -> tuple[Message, ...]:
-            messages = tuple(
-                await build_messages_from_run_log(self.store, run.run_id, pending=owed)
-            )
-            validate_planner_transcript(messages)
-            return messages
+            transcript = await self.transcripts.transcript(self.store, run.run_id)
+            transcript.validate()
+            known.append(transcript)
+            return transcript.messages
 
         common: dict[str, Any] = {
             "deltas": self._delta_sender(arg) if self.stream is not None else None,
@@ -550,7 +491,8 @@ class Activities:
             else:
                 inputs = PlanInput(**common)
                 result = await planner.plan_start(inputs)
-            problem = check_plan(result, await inputs.prepare_messages())
+            messages = await inputs.prepare_messages()
+            problem = check_plan(result, messages, known=known[0] if known else None)
         except TransientError:
             raise
         except Exception as e:
@@ -587,7 +529,7 @@ class Activities:
                 delta=delta,
             )
             if event is not None:
-                await self.stream.send(event)
+                await self.publisher.delta(event)
 
         return send
 
@@ -719,6 +661,7 @@ class Activities:
         )
         await self.store.record_run_suspension(msgspec.structs.replace(cmd, records=tuple(records)))
         await self.publish([*records, cmd.record])
+        self.transcripts.forget(run.run_id)
 
     async def complete_run(self, arg: CompleteRunInput) -> CompleteRunOutput:
         """``arg.records``, then [L7] the terminal record: one transaction.
@@ -735,6 +678,7 @@ class Activities:
         )
         await self.store.record_run_terminal(msgspec.structs.replace(cmd, records=tuple(records)))
         await self.publish([*records, cmd.record])
+        self.transcripts.forget(arg.run.run_id)
         return CompleteRunOutput(cancellation_reason=reason)
 
 
@@ -743,6 +687,23 @@ def _prepare_failure(error: Exception) -> payloads.Failure:
     return payloads.Failure(
         message=str(error), kind="activity_failed", code=type(error).__name__, retryable=False
     )
+
+
+async def _before(write: Awaitable[T]) -> T:
+    """Await a store write to its end even if the activity is canceled meanwhile, then
+    let the cancellation through: the work meant to follow it is not done.
+
+    The write's records and their events are out either way, so nothing the
+    store holds is left unpublished by an interrupted turn.
+    """
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # seen: the cancellation is what this activity reports
+        raise
 
 
 async def _finish(write: Awaitable[T]) -> T:

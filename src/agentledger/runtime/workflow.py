@@ -32,7 +32,9 @@ local activities). Records the loop decides itself (a results message, the
 results of interrupted calls or child runs) are *owed*: they ride along with
 the next activity that writes, stamped with the time they were decided.
 Each activity writes in one store transaction: its owed records go with
-its own (a start, a plan, a suspension or the terminal) in one command.
+its own (a start, a suspension or the terminal) in one command. A planner
+turn writes twice: what it owes before it asks the planner, then the plan,
+so the model output it streams live follows everything recorded before it.
 
 A model call is recorded by the planner turn that makes it, and a lone tool
 call by its activity, before the activity completes: a retry after a lost

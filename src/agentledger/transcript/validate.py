@@ -32,7 +32,7 @@ reorder or copy-and-fix their input.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 
 from agentledger.errors import TranscriptError
 from agentledger.transcript.messages import Message
@@ -46,7 +46,7 @@ from agentledger.transcript.parts import (
     ToolUsePart,
 )
 
-__all__ = ["validate_bedrock", "validate_planner_transcript"]
+__all__ = ["PlannerTranscriptCheck", "validate_bedrock", "validate_planner_transcript"]
 
 _SYSTEM_PARTS = (TextPart, CacheCheckpointPart)
 _ASSISTANT_ONLY = (ThinkingPart, CitationsPart, ToolUsePart)
@@ -87,7 +87,7 @@ def _ids_of(part: Part) -> tuple[str, ...]:
     return ()
 
 
-def _check_assistant(index: int, message: Message, seen: dict[str, int]) -> list[str]:
+def _check_assistant(index: int, message: Message, seen: MutableMapping[str, int]) -> list[str]:
     """Rules 4 and 7 for one assistant message; return its tool-use ids in order."""
     ids: list[str] = []
     for part_index, part in enumerate(message.parts):
@@ -200,25 +200,87 @@ def _check_answer(index: int, message: Message, group_ids: list[str]) -> None:
         )
 
 
-def validate_planner_transcript(
-    messages: Iterable[Message], *, allow_pending: bool = False
-) -> None:
-    """Check that a planner can send this transcript to any provider ([T3], [T5]).
+class _SeenBefore(MutableMapping[str, int]):
+    """The tool-use ids of a shared map first used before message ``limit``, plus its own.
 
-    The rules are listed in the module docstring. ``messages`` is only read.
-    ``allow_pending`` accepts a trailing tool-use group whose results are still
-    to come (a run waiting for them); every other rule holds regardless.
-
-    Raises:
-        TranscriptError: the first rule broken, with ``message_index``,
-            ``part_index`` (when one part is to blame) and ``tool_use_ids``.
+    Ids map to the message that used them first, and the shared map only ever
+    gains ids (an id used twice is an error), so this is the map as it stood
+    when it had read ``limit`` messages, however far it has read since.
     """
-    seen: dict[str, int] = {}
-    group_ids: list[str] = []
-    system_allowed = True
-    last = -1
-    for index, message in enumerate(messages):
-        last = index
+
+    __slots__ = ("_limit", "_own", "_shared")
+
+    def __init__(self, shared: Mapping[str, int], limit: int) -> None:
+        self._shared = shared
+        self._limit = limit
+        self._own: dict[str, int] = {}
+
+    def __getitem__(self, key: str) -> int:
+        if key in self._own:
+            return self._own[key]
+        index = self._shared[key]
+        if index >= self._limit:
+            raise KeyError(key)
+        return index
+
+    def __setitem__(self, key: str, value: int) -> None:
+        self._own[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._own[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._own
+        for key, index in self._shared.items():
+            if index < self._limit and key not in self._own:
+                yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class PlannerTranscriptCheck:
+    """[T5] :func:`validate_planner_transcript`, read one message at a time.
+
+    It keeps what the rules need of the messages it has read (the tool-use ids
+    seen, the open assistant group), so a transcript that grows (a long run,
+    turn after turn) is checked for what it adds only, with the same verdict
+    and the same error as checking it whole. After an error it must not be
+    used again. Validators only read their messages.
+    """
+
+    __slots__ = ("_count", "_group_ids", "_seen", "_system_allowed")
+
+    def __init__(self) -> None:
+        self._seen: MutableMapping[str, int] = {}
+        self._group_ids: list[str] = []
+        self._system_allowed = True
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """How many messages have been read."""
+        return self._count
+
+    def fork(self) -> PlannerTranscriptCheck:
+        """A check that goes on from here, as this one stands now, whatever either reads
+        next: a snapshot that costs the open assistant group, not the transcript."""
+        other = PlannerTranscriptCheck()
+        other._seen = _SeenBefore(self._seen, self._count)
+        other._group_ids = list(self._group_ids)
+        other._system_allowed = self._system_allowed
+        other._count = self._count
+        return other
+
+    def add(self, message: Message) -> None:
+        """Read the next message.
+
+        Raises:
+            TranscriptError: the first rule it breaks (its ``message_index`` counts
+                every message read so far).
+        """
+        index = self._count
+        self._count += 1
         if not isinstance(message, Message):
             raise TranscriptError(
                 field=f"messages[{index}]", expected="a Message", got=message, message_index=index
@@ -229,20 +291,20 @@ def validate_planner_transcript(
             )
         _check_roles(index, message)
         if message.role == "system":
-            if not system_allowed:
+            if not self._system_allowed:
                 raise TranscriptError(
                     field="role",
                     expected="system messages only before the first user or assistant message",
                     got="system",
                     message_index=index,
                 )
-            continue
-        system_allowed = False
+            return
+        self._system_allowed = False
         if message.role == "assistant":
-            group_ids.extend(_check_assistant(index, message, seen))
-            continue
-        if group_ids:
-            _check_answer(index, message, group_ids)
+            self._group_ids.extend(_check_assistant(index, message, self._seen))
+            return
+        if self._group_ids:
+            _check_answer(index, message, self._group_ids)
         else:
             stray = [(p, i) for p, part in enumerate(message.parts) for i in _ids_of(part)]
             if stray:
@@ -256,16 +318,49 @@ def validate_planner_transcript(
                     part_index=stray[0][0],
                     tool_use_ids=ids,
                 )
-        group_ids = []
-    if group_ids and not allow_pending:
-        raise TranscriptError(
-            field="messages",
-            expected="one user message with the results of the last tool-use group",
-            got="the end of the transcript",
-            message=f"the transcript ends with tool uses {group_ids} and no results for them",
-            message_index=last,
-            tool_use_ids=group_ids,
-        )
+        self._group_ids = []
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """Read each message in turn (see :meth:`add`)."""
+        for message in messages:
+            self.add(message)
+
+    def finish(self, *, allow_pending: bool = False) -> None:
+        """Check that the transcript read so far may end here (rule 8); reads on stay possible.
+
+        Raises:
+            TranscriptError: it ends with tool uses and no results for them (unless
+                ``allow_pending``).
+        """
+        if self._group_ids and not allow_pending:
+            raise TranscriptError(
+                field="messages",
+                expected="one user message with the results of the last tool-use group",
+                got="the end of the transcript",
+                message=(
+                    f"the transcript ends with tool uses {self._group_ids} and no results for them"
+                ),
+                message_index=self._count - 1,
+                tool_use_ids=list(self._group_ids),
+            )
+
+
+def validate_planner_transcript(
+    messages: Iterable[Message], *, allow_pending: bool = False
+) -> None:
+    """Check that a planner can send this transcript to any provider ([T3], [T5]).
+
+    The rules are listed in the module docstring. ``messages`` is only read.
+    ``allow_pending`` accepts a trailing tool-use group whose results are still
+    to come (a run waiting for them); every other rule holds regardless.
+
+    Raises:
+        TranscriptError: the first rule broken, with ``message_index``,
+            ``part_index`` (when one part is to blame) and ``tool_use_ids``.
+    """
+    check = PlannerTranscriptCheck()
+    check.extend(messages)
+    check.finish(allow_pending=allow_pending)
 
 
 def validate_bedrock(messages: Iterable[Message], thinking_enabled: bool) -> None:

@@ -1,0 +1,222 @@
+"""TranscriptCache: what this process already read of each run's transcript, checked.
+
+Every planner turn needs the run's whole transcript, valid [T5]. Reading
+the whole log and checking the whole transcript again each turn makes a run
+of n turns cost n squared; the cache keeps, per run, the messages read so
+far, the checker's state after them and where in the log it stopped, so a
+turn reads only the records committed since and checks only what they add.
+
+A run the cache does not hold is read whole with
+:func:`~agentledger.transcript.replay.build_messages_from_run_log`, which may
+resolve what the run's first records refer to (an earlier run's transcript):
+that first read is opaque here. After it, the transcript grows only by the
+run's own records, so the cache appends the messages of each new
+``transcript_messages_appended`` (or ``seeded``) record, in commit order;
+any other transcript record type sends the run back to a whole read.
+
+Where it stopped: a store hands out a cursor only for a page with more after
+it, so the cache keeps the cursor of the last page it read ("" is the log's
+start) and how many of that page's records it has applied. The next read
+starts there, skips those (checking that the last one is the record it
+knows) and goes to the end: it re-reads at most one small page, whatever the
+run's length. A log only grows and a page never changes once returned [L9],
+so this holds across processes too: on Temporal each worker has its own
+cache, and a run whose turns move between workers is read on each from the
+record that worker read last.
+
+A run's transcript records are written only by its own activities, one
+after another; a whole read is cached only if no transcript record arrived
+while it read. The cache is bounded: at most ``max_runs`` runs, the least
+recently used dropped first; a run that ends or suspends is dropped by the
+activity that ends it (its transcript then stays only in the store).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from agentledger.storage.payloads import TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
+from agentledger.storage.protocol import Store
+from agentledger.storage.types import Record
+from agentledger.transcript import Message
+from agentledger.transcript.replay import (
+    TRANSCRIPT_RECORD_TYPES,
+    build_messages_from_run_log,
+    replay_run_log_events,
+)
+from agentledger.transcript.validate import PlannerTranscriptCheck
+
+__all__ = ["DEFAULT_MAX_RUNS", "KnownTranscript", "TranscriptCache"]
+
+DEFAULT_MAX_RUNS = 256
+"""Runs a cache holds at most."""
+
+_PAGE = 32
+"""Records per page when the cache reads a log: the most a turn reads again."""
+
+_EXTENDS = frozenset({TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED})
+"""Transcript record types whose messages simply follow the transcript so far."""
+
+
+class KnownTranscript:
+    """A run's transcript as read for one planner turn: its messages and their check."""
+
+    __slots__ = ("_check", "messages")
+
+    def __init__(self, messages: tuple[Message, ...], check: PlannerTranscriptCheck) -> None:
+        self.messages = messages
+        """Every message, in order."""
+        self._check = check
+
+    def validate(self, *, allow_pending: bool = False) -> None:
+        """[T5] what ``validate_planner_transcript(self.messages)`` says, without reading them.
+
+        Raises:
+            TranscriptError: the transcript ends with tool uses that have no results.
+        """
+        self._check.finish(allow_pending=allow_pending)
+
+    def validate_next(self, message: Message, *, allow_pending: bool = False) -> None:
+        """[T5] what ``validate_planner_transcript([*self.messages, message])`` says.
+
+        Raises:
+            TranscriptError: the first rule ``message`` breaks after these messages.
+        """
+        check = self._check.fork()
+        check.add(message)
+        check.finish(allow_pending=allow_pending)
+
+
+@dataclass
+class _Entry:
+    """One run as the cache knows it."""
+
+    messages: list[Message]
+    check: PlannerTranscriptCheck
+    """The check after reading ``messages`` (they are valid but for the end, rule 8)."""
+    cursor: str
+    """Where the last page read began ("" is the log's start)."""
+    skip: int
+    """How many records of that page are applied."""
+    last_id: str
+    """The id of the last record applied ("" for none)."""
+
+
+@dataclass
+class _Tail:
+    """What a read from an entry's position found: the new records and the new position."""
+
+    records: list[Record]
+    cursor: str
+    skip: int
+    last_id: str
+
+
+class TranscriptCache:
+    """Keeps each run's transcript as far as it was read, so a turn reads what is new.
+
+    A cache serves one store (record ids are positions in that store's logs).
+
+    Args:
+        max_runs: runs held at most (least recently used dropped first).
+    """
+
+    def __init__(self, max_runs: int = DEFAULT_MAX_RUNS) -> None:
+        self._max_runs = max(1, max_runs)
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._entries
+
+    def forget(self, run_id: str) -> None:
+        """Drop what is held of ``run_id`` (it ended, or it is read whole next time)."""
+        self._entries.pop(run_id, None)
+
+    def _forget(self, run_id: str, entry: _Entry) -> None:
+        """Drop ``entry`` if it is still the one held for ``run_id``."""
+        if self._entries.get(run_id) is entry:
+            del self._entries[run_id]
+
+    async def transcript(self, store: Store, run_id: str) -> KnownTranscript:
+        """The run's transcript in the store now, checked but for its end (see
+        :meth:`KnownTranscript.validate`).
+
+        Raises:
+            CorruptRecordError: a record cannot be read or decoded.
+            TranscriptError: the transcript breaks a rule [T5] before its end.
+        """
+        entry = self._entries.get(run_id)
+        if entry is not None:
+            try:
+                if await self._extend(store, run_id, entry):
+                    if self._entries.get(run_id) is entry:
+                        self._entries.move_to_end(run_id)
+                    return KnownTranscript(tuple(entry.messages), entry.check.fork())
+            except BaseException:
+                self._forget(run_id, entry)
+                raise
+            self._forget(run_id, entry)
+        return await self._read_whole(store, run_id)
+
+    async def _read_whole(self, store: Store, run_id: str) -> KnownTranscript:
+        """Read the run whole (opaque), and hold it if nothing changed meanwhile."""
+        before = await _tail(store, run_id, "", 0, "")
+        messages = await build_messages_from_run_log(store, run_id)
+        check = PlannerTranscriptCheck()
+        check.extend(messages)
+        after = before and await _tail(store, run_id, before.cursor, before.skip, before.last_id)
+        if after is None or any(r.type in TRANSCRIPT_RECORD_TYPES for r in after.records):
+            return KnownTranscript(tuple(messages), check)  # it moved while read: not held
+        self._entries[run_id] = _Entry(
+            messages=messages,
+            check=check,
+            cursor=after.cursor,
+            skip=after.skip,
+            last_id=after.last_id,
+        )
+        while len(self._entries) > self._max_runs:
+            self._entries.popitem(last=False)
+        return KnownTranscript(tuple(messages), check.fork())
+
+    async def _extend(self, store: Store, run_id: str, entry: _Entry) -> bool:
+        """Apply the records committed since ``entry`` was read; False if it must be read
+        whole instead (a record type it cannot append, or a log that is not as it was)."""
+        while True:
+            at = (entry.cursor, entry.skip, entry.last_id)
+            tail = await _tail(store, run_id, *at)
+            if tail is None:
+                return False
+            if (entry.cursor, entry.skip, entry.last_id) != at:
+                continue  # another read of this run moved it meanwhile: read from there
+            new = [r for r in tail.records if r.type in TRANSCRIPT_RECORD_TYPES]
+            if any(r.type not in _EXTENDS for r in new):
+                return False
+            messages = replay_run_log_events(new)
+            entry.check.extend(messages)  # an error drops the entry (the caller)
+            entry.messages.extend(messages)
+            entry.cursor, entry.skip, entry.last_id = tail.cursor, tail.skip, tail.last_id
+            return True
+
+
+async def _tail(store: Store, run_id: str, cursor: str, skip: int, last_id: str) -> _Tail | None:
+    """The run's records after ``skip`` records of the page at ``cursor``, to the end.
+
+    None when the page no longer starts as it did (its ``skip``-th record is
+    not ``last_id``): the log is not the one that was read.
+    """
+    records: list[Record] = []
+    while True:
+        page = await store.list_run_records(run_id, cursor=cursor, limit=_PAGE)
+        got = page.records
+        if skip and (len(got) < skip or got[skip - 1].id != last_id):
+            return None
+        records.extend(got[skip:])
+        if got:
+            last_id = got[-1].id
+        if not page.next_cursor:
+            return _Tail(records=records, cursor=cursor, skip=len(got), last_id=last_id)
+        cursor, skip = page.next_cursor, 0
