@@ -32,8 +32,8 @@ PUBLIC = {
     ],
     "agentledger.runtime.records": [
         "MODEL_USAGE", "PLANNER_NOTE", "PROMPT_RENDERED", "RUN_PHASE_CHANGED",
-        "TOOL_CALL_SCHEDULED", "TOOL_RESULT_RECEIVED", "TRANSCRIPT_APPENDED", "TRANSCRIPT_REFERENCED",
-        "TRANSCRIPT_SEEDED",
+        "TOOL_CALL_SCHEDULED", "TOOL_RESULT_RECEIVED", "TRANSCRIPT_APPENDED",
+        "TRANSCRIPT_REFERENCED", "TRANSCRIPT_SEEDED",
         "NotePayload", "Phase", "PhasePayload", "PromptPayload", "RecordSpec",
         "ToolResultPayload", "ToolScheduledPayload", "UsagePayload", "decode_json", "encode_json",
     ],

@@ -208,8 +208,9 @@ class PlanTurnInput(_Wire, frozen=True, kw_only=True):
     """One planner turn (``resume`` picks ``plan_resume``), recorded at ``at``.
 
     ``records`` (what the loop still owes the log, ending with the turn's
-    phase) are shown to the planner in memory, then written in one
-    transaction with its plan: notes, usage and the assistant message, and
+    phase) are written and published first, in one transaction, so the
+    stream shows them before the turn's model output; then the planner's plan
+    is written in one more: notes, usage and the assistant message, and
     for tool calls the ``executing_tools`` phase and one
     ``tool_call_scheduled`` per call. A plan that awaits outside input is
     written with the run's suspension and its checkpoint [L6] (the retry of
