@@ -33,7 +33,7 @@ async def test_sessions_run_tree_child_records_transcript(
     await expect(sessions.get_by_role("link", name=demo.session_id)).to_be_visible()
     # Newest first: the demo's (created now) before the tests' (dated 2020).
     ids = await sessions.locator("tbody th a").all_inner_texts()
-    assert ids == [demo.session_id, "globex-1", "acme-1"]
+    assert ids == [demo.session_id, "globex-1", "acme-1", demo.long_session]
     await page.screenshot(path=artifacts / "1-sessions.png", full_page=True)
 
     await sessions.get_by_role("link", name=demo.session_id).click()
@@ -95,7 +95,7 @@ async def test_sessions_filter_by_status_and_labels_and_page(
         if not await older.count():
             break
         await older.click()
-    assert seen == [demo.session_id, demo.globex_session, demo.acme_session]
+    assert seen == [demo.session_id, demo.globex_session, demo.acme_session, demo.long_session]
 
 
 async def test_transcript_shows_every_kind(
