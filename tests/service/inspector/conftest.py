@@ -100,6 +100,7 @@ class Demo:
 LONG_TURNS = 1_250
 """Planner turns of the long run: 8 records each, 10,000 records in all."""
 NEEDLE = "the-needle-in-turn-977"
+USAGE = b'{"model":"long-model","input_tokens":100,"output_tokens":10}'
 PRICES = """currency = "USD"
 [models.demo-concierge]
 input = 3.0
@@ -136,8 +137,7 @@ async def _seed_long_run(store: SQLiteStore) -> None:
         batch += [
             run.record("run_phase_changed", b'{"phase":"planning"}',
                        event_key=f"{step}:phase:planning", at=at),
-            run.record("model_usage", b'{"model":"long-model","input_tokens":100,"output_tokens":10}',
-                       event_key=f"{step}:usage:0", at=at),
+            run.record("model_usage", USAGE, event_key=f"{step}:usage:0", at=at),
             run.record(TRANSCRIPT_APPENDED, encode_messages([Message(role="assistant", parts=(
                 ToolUsePart(id=f"c{turn}", name="lookup", input={"page": turn}),))]),
                 event_key=f"{step}:assistant:messages", at=at),

@@ -110,7 +110,9 @@ async def test_session_reads_as_one_conversation(
     await expect(dividers).to_have_text(["Turn 1", "Turn 2", "Turn 3", "Turn 3 (continued)",
                                          "Turn 4"])  # fmt: skip
     users = await conversation.locator("li.bubble.user").all_inner_texts()
-    assert sum("What's the weather in Paris and Tokyo?" in u for u in users) == 1  # once, not re-seeded
+    assert (
+        sum("What's the weather in Paris and Tokyo?" in u for u in users) == 1
+    )  # once, not re-seeded
     # The agent used as a tool links to its child run.
     research = page.get_by_role("region", name="tool call research")
     await expect(research.locator("a.child-link")).to_have_attribute(
@@ -197,7 +199,7 @@ async def test_ten_thousand_record_run_opens_paged_and_searchable(
     await expect(page.locator("li.bubble")).to_have_count(100)
     total = 1 + LONG_TURNS  # the user's message, then each turn's call beside its result
     await expect(page.get_by_role("navigation", name="Pages of messages").first).to_contain_text(
-        f"Messages 1–100 of {total}"
+        f"Messages 1 to 100 of {total}"
     )
     await page.get_by_role("link", name="Jump to the end").first.click()
     await expect(page.locator("li.bubble").last).to_contain_text(f"page {LONG_TURNS} looked up")

@@ -4,10 +4,12 @@ The inspector stays read-only for ``reader`` tokens (refused, 403, nothing
 changes). An action is a form posted by a page of this service (the cookie
 is ``SameSite=Strict`` and a cross-site post is refused too), checked
 against the token's label scope like the store method it calls, and carried
-out by that same typed store method, so it is recorded like any other:
-cancelling records the [C1] cancellation request (reason in the run's
-metadata and a ``runtime.cancellation_intent`` record; the run's engine
-stops it at its next safe point), ending a session stops new work in it.
+out by that same typed store method, so it is recorded like any other.
+Cancelling records the [C1] cancellation request (the reason in the run's
+metadata and a ``runtime.cancellation_intent`` record): the store service
+cannot reach the engine running the run, so the run ends canceled once its
+host acts on the request (a planner turn that would wait ends it so too).
+Ending a session stops new work in it: its runs stop at their next write.
 """
 
 from __future__ import annotations

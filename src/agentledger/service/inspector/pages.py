@@ -9,6 +9,7 @@ what happened in words.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -288,15 +289,18 @@ class Pages:
     async def changes(self, request: _ANY, principal: Principal) -> Response[Any]:
         """Server-sent ``change`` events when anything is written (and every few seconds)."""
         notifier, state = self.state.notifier, self.state
+        del request, principal  # any reader may know that something changed, not what
 
         async def stream() -> AsyncIterator[bytes]:
             yield b": following\n\n"
             beats = 0
+            clock = asyncio.get_running_loop().time
             while not state.stopping:
-                before = notifier._event  # the event a write through this service will set
+                started = clock()
                 await notifier.wait(HEARTBEAT)
+                woken = clock() - started < HEARTBEAT * 0.9  # a write through this service
                 beats += 1
-                if before.is_set() or beats % 5 == 0:  # other replicas' writes: every 5 beats
+                if woken or beats % 5 == 0:  # other replicas' writes: every 5 heartbeats
                     yield b"event: change\ndata: {}\n\n"
                 else:
                     yield b": heartbeat\n\n"
