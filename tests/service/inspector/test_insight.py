@@ -211,7 +211,7 @@ async def test_ten_thousand_record_run_opens_paged_and_searchable(
     # The waterfall of 1,250 turns still opens.
     await page.goto(f"{service.url}/ui/run/timeline?id={demo.long_run}")
     await expect(page.locator("#run-total")).to_have_text("51.00 s")
-    await expect(page.locator("tr.step.turn")).to_have_count(LONG_TURNS)
+    await expect(page.locator("tr.step-turn")).to_have_count(LONG_TURNS)
     (artifacts / "first-screen-times.txt").write_text(
         f"records {records_first_screen:.3f} s, transcript {transcript_first_screen:.3f} s\n"
     )

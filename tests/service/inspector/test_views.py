@@ -11,8 +11,8 @@ import pytest
 from agentledger.errors import ValidationError
 from agentledger.service.follow import FOLLOW_PAGE, Notifier, follow
 from agentledger.service.inspector.conversation import Exchange, arrange
-from agentledger.service.inspector.positions import end_position, record_types, window
 from agentledger.service.inspector.digest import summarize
+from agentledger.service.inspector.positions import end_position, record_types, window
 from agentledger.service.inspector.timeline import Row, Timeline, duration_text, timeline
 from agentledger.service.inspector.tree import run_tree
 from agentledger.service.inspector.usage import load_prices, usage_of
@@ -207,7 +207,7 @@ async def test_usage_sums_tokens_and_prices_them(tmp_path: Path) -> None:
     prices = load_prices(str(table))
     assert prices is not None
     assert usage.cost(prices) == (Decimal("0.000091"), [])  # 14*2 + 6*10.5 per million
-    table.write_text('[models.other]\ninput = 1\n')
+    table.write_text("[models.other]\ninput = 1\n")
     assert usage.cost(load_prices(str(table))) == (None, ["m"])
     summary = summarize([meta], records)["r"]
     assert (summary.turns, summary.tokens.output) == (2, 6)

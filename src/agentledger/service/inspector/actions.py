@@ -8,7 +8,7 @@ out by that same typed store method, so it is recorded like any other.
 Cancelling records the [C1] cancellation request (the reason in the run's
 metadata and a ``runtime.cancellation_intent`` record): the store service
 cannot reach the engine running the run, so the run ends canceled once its
-host acts on the request (a planner turn that would wait ends it so too).
+host acts on the request (``runtime.cancel_run`` with the same reason).
 Ending a session stops new work in it: its runs stop at their next write.
 """
 
