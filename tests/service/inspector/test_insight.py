@@ -208,10 +208,16 @@ async def test_ten_thousand_record_run_opens_paged_and_searchable(
     await expect(page.locator("li.bubble")).to_have_count(1)
     await expect(page.locator("li.bubble")).to_contain_text(NEEDLE)
     await page.screenshot(path=artifacts / "15-long-transcript.png")
-    # The waterfall of 1,250 turns still opens.
+    # The waterfall of 1,250 turns opens on its first page of steps.
     await page.goto(f"{service.url}/ui/run/timeline?id={demo.long_run}")
     await expect(page.locator("#run-total")).to_have_text("51.00 s")
-    await expect(page.locator("tr.step-turn")).to_have_count(LONG_TURNS)
+    steps = 1 + 3 * LONG_TURNS  # the start, then each turn, its model call and its tool call
+    pages = page.get_by_role("navigation", name="Pages of steps")
+    await expect(pages).to_contain_text(f"Steps 1 to 300 of {steps}")
+    await expect(page.locator("tr.step-turn")).to_have_count(100)
+    await expect(page.locator("tr.step-write rect.tick")).to_have_count(600)  # spread over all
+    await pages.get_by_role("link", name="Jump to the end").click()
+    await expect(page.locator("tr.step-turn").last).to_contain_text(f"turn {LONG_TURNS} ")
     (artifacts / "first-screen-times.txt").write_text(
         f"records {records_first_screen:.3f} s, transcript {transcript_first_screen:.3f} s\n"
     )

@@ -11,7 +11,7 @@ import pytest
 from agentledger.errors import ValidationError
 from agentledger.service.follow import FOLLOW_PAGE, Notifier, follow
 from agentledger.service.inspector.conversation import Exchange, arrange
-from agentledger.service.inspector.digest import summarize
+from agentledger.service.inspector.digest import read_log, summarize
 from agentledger.service.inspector.positions import end_position, record_types, window
 from agentledger.service.inspector.timeline import Row, Timeline, duration_text, timeline
 from agentledger.service.inspector.tree import run_tree
@@ -48,6 +48,10 @@ async def test_windows_filter_by_type_across_pages_and_resume_where_they_stopped
         after = shown.next
     assert seen == [str(i) for i in range(3, 3 * FOLLOW_PAGE + 2, 2)]
     assert shown.end == await end_position(store.list_run_records, "r")
+    # A page that read the log in large pages finds the same end with a few small reads.
+    log = await read_log(store.list_run_records, "r")
+    assert len(log.records) == 3 * FOLLOW_PAGE + 1
+    assert await log.end(store.list_run_records, "r") == shown.end
     assert (await record_types(store.list_run_records, "r"))["even"] == 3 * FOLLOW_PAGE // 2
     # The follow stream accepts the end position and yields exactly the next record.
     last = run.record("late", b"{}", event_key="late", at=T0 + timedelta(seconds=9))

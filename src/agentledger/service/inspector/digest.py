@@ -16,6 +16,7 @@ from datetime import datetime
 
 from agentledger.errors import TranscriptError
 from agentledger.runtime.records import RUN_PHASE_CHANGED
+from agentledger.service.inspector.positions import end_position, position_after
 from agentledger.service.inspector.timeline import duration_text
 from agentledger.service.inspector.usage import Tokens, Usage
 from agentledger.storage.payloads import RUN_COMPLETED, RUN_SUSPENDED, TRANSCRIPT_APPENDED
@@ -36,10 +37,22 @@ ListPage = Callable[..., Awaitable[Page]]
 
 @dataclass
 class Log:
-    """A log's records (up to :data:`MAX_RECORDS`) and whether that is all of it."""
+    """A log's records (up to :data:`MAX_RECORDS`) and whether that is all of it.
+
+    ``last_cursor`` is the page cursor its last page was read from and
+    ``last_count`` how many records that page held: where the read ended.
+    """
 
     records: list[Record]
     complete: bool
+    last_cursor: str = ""
+    last_count: int = 0
+
+    async def end(self, list_page: ListPage, scope_id: str) -> str:
+        """The follow position just after the records read (where live follow starts)."""
+        if not self.complete:
+            return await end_position(list_page, scope_id)
+        return await position_after(list_page, scope_id, self.last_cursor, self.last_count)
 
 
 async def read_log(list_page: ListPage, scope_id: str, *, most: int = MAX_RECORDS) -> Log:
@@ -49,9 +62,9 @@ async def read_log(list_page: ListPage, scope_id: str, *, most: int = MAX_RECORD
     while True:
         page = await list_page(scope_id, cursor=cursor, limit=MAX_PAGE_LIMIT)
         records.extend(page.records)
+        if not page.next_cursor:
+            return Log(records, complete=True, last_cursor=cursor, last_count=len(page.records))
         cursor = page.next_cursor
-        if not cursor:
-            return Log(records, complete=True)
         if len(records) >= most:
             return Log(records, complete=False)
 

@@ -39,7 +39,7 @@ from agentledger.service.follow import HEARTBEAT, follow
 from agentledger.service.inspector.conversation import WAITS, arrange, searchable
 from agentledger.service.inspector.digest import Log, RunSummary, read_log, summarize
 from agentledger.service.inspector.login import COOKIE, authenticate, cookie_header, safe_next
-from agentledger.service.inspector.positions import end_position, matches, window
+from agentledger.service.inspector.positions import matches, window
 from agentledger.service.inspector.render import page_url, render
 from agentledger.service.inspector.timeline import timeline
 from agentledger.service.inspector.tree import RunNode, run_tree
@@ -51,7 +51,15 @@ from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
 from agentledger.transcript import Message, decode_messages
 from agentledger.transcript.replay import TRANSCRIPT_RECORD_TYPES, replay_run_log_events
 
-__all__ = ["HEADERS", "RECORDS_PAGE", "SESSIONS_PAGE", "TRANSCRIPT_PAGE", "Pages", "html"]
+__all__ = [
+    "HEADERS",
+    "RECORDS_PAGE",
+    "SESSIONS_PAGE",
+    "TIMELINE_PAGE",
+    "TRANSCRIPT_PAGE",
+    "Pages",
+    "html",
+]
 
 _log = logging.getLogger("agentledger.service.inspector")
 _ANY = Request[Any, Any, Any]
@@ -70,6 +78,8 @@ RECORDS_PAGE = 200
 """Records per page of a run's records view."""
 TRANSCRIPT_PAGE = 100
 """Messages per page of a transcript or a session's conversation."""
+TIMELINE_PAGE = 300
+"""Steps per page of a run's timeline."""
 
 Work = Callable[[Principal], Awaitable[Response[Any]]]
 
@@ -338,7 +348,7 @@ class Pages:
         }
         if fragment:
             return html(render("_tree.html", **context))
-        end = await end_position(self.store.list_session_run_records, session_id)
+        end = await log.end(self.store.list_session_run_records, session_id)
         return html(render("session.html", principal=principal, tab="runs", end=end, **context))
 
     async def _waits(self, runs: list[RunMeta]) -> dict[str, str]:
@@ -385,21 +395,20 @@ class Pages:
         rank = {run.run_id: i for i, run in enumerate(order)}
         pairs = sorted(zip(sources, messages, strict=True), key=lambda p: rank[p[0]])
         bubbles = arrange([m for _, m in pairs], [s for s, _ in pairs])
-        bubbles, shown = _search_bubbles(bubbles, param(request, "q"))
+        page, paging = _paged(request, bubbles)
         context = await self._exchange_context(log.records, order)
         context.update(
             session=session,
-            bubbles=bubbles,
-            shown=shown,
+            bubbles=page,
             corrupt=corrupt,
             summaries=summaries,
             now=_now(),
-            q=param(request, "q"),
             turns=_turn_numbers(tree),
+            **paging,
         )
         if fragment:
             return html(render("_session_conversation.html", **context))
-        end = await end_position(self.store.list_session_run_records, session_id)
+        end = await log.end(self.store.list_session_run_records, session_id)
         return html(
             render("conversation.html", principal=principal, tab="conversation", end=end, **context)
         )
@@ -526,25 +535,24 @@ class Pages:
         context = await self._run_context(run_id, log)
         line = timeline(context["run"], log.records, context["now"])
         turns = sorted(
-            (
-                (turn, tokens)
-                for (rid, turn), tokens in context["usage"].by_turn.items()
-                if rid == run_id
-            )
+            (turn, tokens)
+            for (rid, turn), tokens in context["usage"].by_turn.items()
+            if rid == run_id
         )
+        steps = line.rows[1:-1]  # the run's own row and the writes' row are on every page
+        last = max((len(steps) - 1) // TIMELINE_PAGE * TIMELINE_PAGE, 0)
+        if param(request, "at") == "end":
+            start = last
+        else:
+            start = _number(request, "from", 0, max(len(steps), 0), least=0)
+        rows = [*line.rows[:1], *steps[start : start + TIMELINE_PAGE], *line.rows[-1:]]
+        view = {"line": line, "rows": rows, "turns": turns, "start": start,
+                "total": len(steps), "size": TIMELINE_PAGE, "q": ""}  # fmt: skip
         if fragment:
-            return html(render("_timeline.html", line=line, turns=turns, **context))
-        end = await end_position(self.store.list_run_records, run_id)
+            return html(render("_timeline.html", **view, **context))
+        end = await log.end(self.store.list_run_records, run_id)
         return html(
-            render(
-                "timeline.html",
-                principal=principal,
-                tab="timeline",
-                line=line,
-                turns=turns,
-                end=end,
-                **context,
-            )
+            render("timeline.html", principal=principal, tab="timeline", end=end, **view, **context)
         )
 
     async def transcript(
@@ -558,31 +566,14 @@ class Pages:
             bubbles = arrange(replay_run_log_events(log.records))
         except CorruptRecordError as e:
             bubbles, corrupt = [], e
-        q = param(request, "q").strip()
-        bubbles, shown = _search_bubbles(bubbles, q)
-        total = len(bubbles)
-        last_page = max((total - 1) // TRANSCRIPT_PAGE * TRANSCRIPT_PAGE, 0)
-        start = (
-            last_page
-            if param(request, "at") == "end"
-            else _number(request, "from", 0, max(total, 0), least=0)
-        )
-        page = bubbles[start : start + TRANSCRIPT_PAGE]
+        page, paging = _paged(request, bubbles)
         context = await self._run_context(run_id, log)
         context.update(await self._exchange_context(log.records, [context["run"]]))
-        paging = {
-            "start": start,
-            "total": total,
-            "size": TRANSCRIPT_PAGE,
-            "last": last_page,
-            "shown": shown,
-            "q": q,
-        }
         if fragment:
             return html(
                 render("_conversation.html", bubbles=page, corrupt=corrupt, **paging, **context)
             )
-        end = await end_position(self.store.list_run_records, run_id)
+        end = await log.end(self.store.list_run_records, run_id)
         return html(
             render(
                 "transcript.html",
@@ -616,6 +607,24 @@ class Pages:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+
+def _paged(request: _ANY, bubbles: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The page of ``bubbles`` asked for (``from``, or ``at=end``), searched by ``q``.
+
+    Raises:
+        ValidationError: ``from`` is not a message number of this conversation.
+    """
+    q = param(request, "q").strip()
+    bubbles, shown = _search_bubbles(bubbles, q)
+    total = len(bubbles)
+    last = max((total - 1) // TRANSCRIPT_PAGE * TRANSCRIPT_PAGE, 0)
+    if param(request, "at") == "end":
+        start = last
+    else:
+        start = _number(request, "from", 0, max(total, 0), least=0)
+    paging = {"start": start, "total": total, "size": TRANSCRIPT_PAGE, "shown": shown, "q": q}
+    return bubbles[start : start + TRANSCRIPT_PAGE], paging
 
 
 def _search_bubbles(bubbles: list[Any], q: str) -> tuple[list[Any], int]:

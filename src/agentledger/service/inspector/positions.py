@@ -22,6 +22,7 @@ __all__ = [
     "Window",
     "end_position",
     "matches",
+    "position_after",
     "record_types",
     "window",
 ]
@@ -108,6 +109,20 @@ async def end_position(list_page: ListPage, scope_id: str) -> str:
         if not page.next_cursor:
             return _position(cursor, len(page.records))
         cursor = page.next_cursor
+
+
+async def position_after(list_page: ListPage, scope_id: str, cursor: str, count: int) -> str:
+    """The position ``count`` records after the page cursor ``cursor`` (a follow position).
+
+    How a page that read a log in large pages finds where live follow starts,
+    as of its read, with a few small reads instead of reading the log again.
+    """
+    while count > FOLLOW_PAGE:
+        page = await list_page(scope_id, cursor=cursor, limit=FOLLOW_PAGE)
+        if not page.next_cursor:
+            return _position(cursor, len(page.records))
+        cursor, count = page.next_cursor, count - len(page.records)
+    return _position(cursor, count)
 
 
 async def record_types(list_page: ListPage, scope_id: str) -> Counter[str]:

@@ -87,6 +87,15 @@ def _snippet(payload: bytes, q: str, around: int = 80) -> str:
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
+def _sample(items: Any, most: int) -> list[Any]:
+    """At most ``most`` of ``items``, evenly spread, the first and the last kept."""
+    values: list[Any] = list(items)
+    if len(values) <= most:
+        return values
+    step = (len(values) - 1) / (most - 1)
+    return [values[round(i * step)] for i in range(most)]
+
+
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("agentledger.service.inspector", "templates"),
     autoescape=True,
@@ -107,6 +116,7 @@ _ENV.filters.update(
     preview=_preview,
     snippet=_snippet,
     duration=duration_text,
+    sample=_sample,
 )
 _ENV.globals.update(url=page_url)
 
