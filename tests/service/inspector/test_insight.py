@@ -312,3 +312,35 @@ async def test_host_cancels_a_run_and_ends_a_session_reader_is_refused(
 
 
 _ = timedelta
+
+
+async def test_new_views_fit_a_phone(
+    browser: object, service: ServiceProcess, tokens: Tokens, demo: Demo, artifacts: Path
+) -> None:
+    """At 390 px wide no page scrolls sideways (wide tables scroll inside themselves)."""
+    context = await browser.new_context(viewport={"width": 390, "height": 844})  # type: ignore[attr-defined]
+    try:
+        page = await context.new_page()
+        await log_in(page, service.url, tokens.host)
+        runs = await _runs(page, service, demo)
+        run_id = runs["Please research: when was the Eiffel Tower built?"]
+        for name, path in (
+            ("sessions", "/ui"),
+            ("runs", f"/ui/session?id={demo.session_id}"),
+            ("conversation", f"/ui/session/conversation?id={demo.session_id}"),
+            ("search", f"/ui/session/search?id={demo.session_id}&q=AL-220"),
+            ("records", f"/ui/run?id={run_id}"),
+            ("timeline", f"/ui/run/timeline?id={run_id}"),
+            ("transcript", f"/ui/run/transcript?id={run_id}"),
+        ):
+            await page.goto(f"{service.url}{path}")
+            wide = await page.evaluate("document.scrollingElement.scrollWidth")
+            culprits = await page.evaluate(
+                "Array.from(document.querySelectorAll('main *'))"
+                ".filter(e => e.getBoundingClientRect().right > 391)"
+                ".slice(0, 3).map(e => e.tagName + '.' + e.className)"
+            )
+            assert wide <= 390, (name, wide, culprits)
+            await page.screenshot(path=artifacts / f"19-phone-{name}.png", full_page=True)
+    finally:
+        await context.close()
