@@ -134,6 +134,9 @@ async def test_session_reads_as_one_conversation(
     await expect(pending).to_contain_text("waits for approval")
     await expect(pending).to_contain_text(re.compile(r"; run run-\w+ continued it\."))
     await expect(pending.get_by_role("link")).to_have_attribute("href", re.compile(r"transcript"))
+    await expect(page.locator(".suspended-here")).to_contain_text(
+        "The run suspended here: it waits for approval"
+    )
     await page.screenshot(path=artifacts / "11-suspended-transcript.png", full_page=True)
     # Search within the session's conversation and its records.
     await page.goto(f"{service.url}/ui/session/conversation?id={demo.session_id}")

@@ -43,10 +43,10 @@ from agentledger.service.inspector.positions import matches, window
 from agentledger.service.inspector.render import page_url, render
 from agentledger.service.inspector.timeline import timeline
 from agentledger.service.inspector.tree import RunNode, run_tree
-from agentledger.service.inspector.usage import PriceTable, Usage, usage_of
+from agentledger.service.inspector.usage import PriceTable, usage_of
 from agentledger.service.scope import check_scope
 from agentledger.service.wire import Subject
-from agentledger.storage.payloads import CHILD_RUN_LINKED, TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
+from agentledger.storage.payloads import CHILD_RUN_LINKED, TRANSCRIPT_SEEDED
 from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
 from agentledger.transcript import Message, decode_messages
 from agentledger.transcript.replay import TRANSCRIPT_RECORD_TYPES, replay_run_log_events
@@ -59,6 +59,8 @@ __all__ = [
     "TRANSCRIPT_PAGE",
     "Pages",
     "html",
+    "in_words",
+    "param",
 ]
 
 _log = logging.getLogger("agentledger.service.inspector")
@@ -633,7 +635,3 @@ def _search_bubbles(bubbles: list[Any], q: str) -> tuple[list[Any], int]:
         return bubbles, len(bubbles)
     needle = q.lower()
     return [b for b in bubbles if needle in searchable(b)], len(bubbles)
-
-
-__all__ += ["in_words", "param"]
-_ = (TRANSCRIPT_APPENDED, Usage)

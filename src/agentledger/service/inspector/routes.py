@@ -36,9 +36,6 @@ _STATIC = {
     "inspector.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
-_HEADERS = HEADERS
-_html = html
-_param = param
 
 
 def _static() -> dict[str, bytes]:
@@ -85,7 +82,7 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
 
     @get("/ui/login", include_in_schema=False)
     async def login_form(request: _ANY) -> Response[Any]:
-        return _html(render("login.html", error="", next=safe_next(_param(request, "next"))))
+        return html(render("login.html", error="", next=safe_next(param(request, "next"))))
 
     @post("/ui/login", include_in_schema=False, status_code=200)
     async def login(request: _ANY) -> Response[Any]:
@@ -93,18 +90,18 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
         token = (form.get("token") or [""])[0].strip()
         target = safe_next((form.get("next") or [""])[0])
         if not same_origin(request):
-            return _html(
+            return html(
                 render("login.html", error="this form was posted by another site", next=target), 403
             )
         try:
             check_token(state.tokens, f"Bearer {token}" if token else None, "inspector_login")
         except AccessDeniedError as e:
-            return _html(render("login.html", error=e.reason, next=target), e.status)
+            return html(render("login.html", error=e.reason, next=target), e.status)
         secure = request.url.scheme == "https"
         return Redirect(
             target,
             status_code=303,
-            headers={**_HEADERS, "Set-Cookie": cookie_header(token, secure=secure)},
+            headers={**HEADERS, "Set-Cookie": cookie_header(token, secure=secure)},
         )
 
     @post("/ui/logout", include_in_schema=False, status_code=200)
@@ -113,12 +110,12 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
         return Redirect(
             "/ui/login",
             status_code=303,
-            headers={**_HEADERS, "Set-Cookie": cookie_header("", secure=secure)},
+            headers={**HEADERS, "Set-Cookie": cookie_header("", secure=secure)},
         )
 
     @get("/ui/go", include_in_schema=False)
     async def go(request: _ANY) -> Response[Any]:
-        run_id, session_id = _param(request, "run").strip(), _param(request, "session").strip()
+        run_id, session_id = param(request, "run").strip(), param(request, "session").strip()
         if run_id:
             return Redirect(page_url("/ui/run", id=run_id), status_code=303)
         if session_id:
