@@ -80,7 +80,7 @@ RECORDS_PAGE = 200
 """Records per page of a run's records view."""
 TRANSCRIPT_PAGE = 100
 """Messages per page of a transcript or a session's conversation."""
-TIMELINE_PAGE = 300
+TIMELINE_PAGE = 150
 """Steps per page of a run's timeline."""
 
 Work = Callable[[Principal], Awaitable[Response[Any]]]
