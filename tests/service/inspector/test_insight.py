@@ -18,8 +18,13 @@ import httpx
 import pytest
 from playwright.async_api import Page, expect
 
+from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
+from agentledger.runtime.planner import AwaitClarification
 from agentledger.service import StoreClient
 from agentledger.storage import RecordBuilder, RunStart
+from agentledger.storage.payloads import TRANSCRIPT_APPENDED
+from agentledger.storage.types import Checkpoint
+from agentledger.transcript import Message, TextPart, encode_messages
 from tests.service.inspector.conftest import LONG_TURNS, NEEDLE, Demo, log_in
 from tests.service.process import ServiceProcess, Tokens
 
@@ -316,9 +321,6 @@ async def test_host_cancels_a_run_and_ends_a_session_reader_is_refused(
         await page.screenshot(path=artifacts / "18-session-ended.png", full_page=True)
 
 
-_ = timedelta
-
-
 async def test_new_views_fit_a_phone(
     browser: object, service: ServiceProcess, tokens: Tokens, demo: Demo, artifacts: Path
 ) -> None:
@@ -349,3 +351,39 @@ async def test_new_views_fit_a_phone(
             await page.screenshot(path=artifacts / f"19-phone-{name}.png", full_page=True)
     finally:
         await context.close()
+
+
+async def test_a_run_waiting_for_a_clarification_says_so_and_how_to_answer(
+    page: Page, service: ServiceProcess, tokens: Tokens, artifacts: Path
+) -> None:
+    """No pending call to show: the header, the transcript's end and the conversation say it."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    run = RecordBuilder(RunStart(run_id="ask-run", agent_id="concierge", session_id="ask-1",
+                                 started_at=now))  # fmt: skip
+    question = Message(role="assistant", parts=(TextPart(text="Which evening suits you?"),))
+    checkpoint = RunCheckpoint(version=CHECKPOINT_VERSION, agent_id="concierge", turn=1,
+                               awaiting=AwaitClarification(question="Which evening?"))  # fmt: skip
+    async with StoreClient(service.url, token=tokens.host) as host:
+        await host.create_session("ask-1", created_at=now)
+        await host.start_root_run(run.root_start())
+        await host.append_run_record(run.record(
+            TRANSCRIPT_APPENDED, encode_messages([question]), event_key="turn:1:assistant:messages",
+            at=now + timedelta(milliseconds=5)))  # fmt: skip
+        await host.record_run_suspension(
+            run.suspension(Checkpoint(id="ask-run:suspension", data=checkpoint.encode()),
+                           at=now + timedelta(milliseconds=9), pending_count=0)
+        )  # fmt: skip
+    await log_in(page, service.url, tokens.reader)
+    await page.goto(f"{service.url}/ui/run/transcript?id=ask-run")
+    await expect(page.locator("#run-waits")).to_have_text("it waits for a clarification")
+    await expect(page.locator(".suspended-here")).to_contain_text(
+        "it waits for a clarification; no run has continued it yet"
+    )
+    how = page.locator("details.how-to-answer")
+    await how.locator("summary").click()
+    await expect(how.locator("pre")).to_contain_text(
+        'agent_client("concierge").resume(\n    "ask-1", "ask-run", "<your answer>")'
+    )
+    await page.screenshot(path=artifacts / "20-waiting-for-clarification.png", full_page=True)
+    await page.goto(f"{service.url}/ui/session/conversation?id=ask-1")
+    await expect(page.locator("li.turn-divider .waits")).to_have_text("waits for a clarification")

@@ -353,17 +353,21 @@ class Pages:
         end = await log.end(self.store.list_session_run_records, session_id)
         return html(render("session.html", principal=principal, tab="runs", end=end, **context))
 
+    async def _waiting(self, run: RunMeta) -> str:
+        """The kind of input a suspended run waits for ("" if it cannot be read)."""
+        try:
+            stored = await self.store.load_run_suspension(run.run_id)
+            return RunCheckpoint.decode(stored.data).kind
+        except AgentledgerError:
+            return ""
+
     async def _waits(self, runs: list[RunMeta]) -> dict[str, str]:
         """What each suspended run waits for, in words."""
         waits: dict[str, str] = {}
         for run in runs:
-            if run.status is not RunStatus.SUSPENDED:
-                continue
-            try:
-                stored = await self.store.load_run_suspension(run.run_id)
-                waits[run.run_id] = WAITS[RunCheckpoint.decode(stored.data).kind]
-            except (AgentledgerError, KeyError):
-                waits[run.run_id] = "waits for outside input"
+            if run.status is RunStatus.SUSPENDED:
+                kind = await self._waiting(run)
+                waits[run.run_id] = WAITS.get(kind, "waits for outside input")
         return waits
 
     async def conversation(
@@ -462,8 +466,11 @@ class Pages:
             predecessor = str(_json(log.records[0]).get("predecessor_run_id", ""))
         summary = summarize([run], log.records)[run_id]
         usage = usage_of(log.records)
+        waiting = await self._waiting(run) if run.status is RunStatus.SUSPENDED else ""
         return {
             "run": run,
+            "waiting": waiting,
+            "waiting_text": WAITS.get(waiting, "waits for outside input"),
             "predecessor": predecessor,
             "summary": summary,
             "now": _now(),
