@@ -224,6 +224,9 @@ async def test_ten_thousand_record_run_opens_paged_and_searchable(
     await expect(pages).to_contain_text(f"Steps 1 to 150 of {steps}")
     await expect(page.locator("tr.step-turn")).to_have_count(50)
     await expect(page.locator("tr.step-write rect.tick")).to_have_count(300)  # spread over all
+    usage = page.get_by_role("table", name="tokens per turn")
+    await expect(usage.locator("tbody tr")).to_have_count(201)  # 200 turns, then how many more
+    await expect(usage.locator("tfoot")).to_contain_text(str(100 * LONG_TURNS))
     await pages.get_by_role("link", name="Jump to the end").click()
     last = (steps - 1) // 150 * 150
     await expect(pages).to_contain_text(f"Steps {last + 1} to {steps} of {steps}")
