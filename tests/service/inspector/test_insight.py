@@ -309,7 +309,9 @@ async def test_host_cancels_a_run_and_ends_a_session_reader_is_refused(
         await page.goto(f"{service.url}/ui/run?id=act-run")
         await page.get_by_label("Reason").fill("stopped from the inspector test")
         await page.get_by_role("button", name="Cancel run").click()
-        await expect(page.locator("dl.facts")).to_contain_text("stopped from the inspector test")
+        await expect(page.locator("#run-cancel")).to_have_text("stopped from the inspector test")
+        await expect(page.locator("dl.facts")).to_contain_text("Cancellation requested")
+        await expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
         await expect(page.locator("ol.records .type")).to_contain_text(
             ["run_started", "runtime.cancellation_intent"]
         )
