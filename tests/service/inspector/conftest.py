@@ -2,8 +2,9 @@
 
 The browser is Debian's ``/usr/bin/chromium`` driven by Playwright (never
 ``playwright install``). Screenshots go to ``$AGENTLEDGER_ARTIFACTS`` (or a
-temporary directory); with ``AGENTLEDGER_DOCS_SCREENSHOT=1`` the transcript
-screenshot is also written to ``docs/inspector.png`` for the README.
+temporary directory); with ``AGENTLEDGER_DOCS_SCREENSHOT=1`` the README's
+pictures are also written to ``docs/`` (the transcript, the waterfall and the
+session's conversation).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 
-from agentledger.storage import RecordBuilder, RunStart
+from agentledger.storage import RecordBuilder, RunStart, RunStatus
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.transcript import (
@@ -91,6 +93,72 @@ class Demo:
     rich_run: str
     acme_session: str
     globex_session: str
+    long_run: str = "long-run"
+    long_session: str = "long-1"
+
+
+LONG_TURNS = 1_250
+"""Planner turns of the long run: 8 records each, 10,000 records in all."""
+NEEDLE = "the-needle-in-turn-977"
+USAGE = b'{"model":"long-model","input_tokens":100,"output_tokens":10}'
+PRICES = """currency = "USD"
+[models.demo-concierge]
+input = 3.0
+output = 15.0
+[models.demo-research]
+input = "0.80"
+output = "4"
+[models.long-model]
+input = 1
+output = 2
+"""
+
+
+def _said(role: str, text: str) -> bytes:
+    return encode_messages([Message(role=role, parts=(TextPart(text=text),))])  # type: ignore[arg-type]
+
+
+async def _seed_long_run(store: SQLiteStore) -> None:
+    """A run of 10,000 records: turns of a model call and a tool call, and a transcript."""
+    await store.create_session("long-1", created_at=T0 - timedelta(days=1))
+    run = RecordBuilder(
+        RunStart(run_id="long-run", agent_id="grinder", session_id="long-1",
+                 started_at=T0 - timedelta(days=1))
+    )  # fmt: skip
+    await store.start_root_run(run.root_start())
+    at = T0 - timedelta(days=1)
+    batch = [run.record(TRANSCRIPT_APPENDED, _said("user", "Grind through the archive."),
+                        event_key="input:messages", at=at)]  # fmt: skip
+    for turn in range(1, LONG_TURNS + 1):
+        at += timedelta(milliseconds=40)
+        step = f"turn:{turn}"
+        call = {"tool_call_id": f"c{turn}", "tool_name": "lookup", "input": {"page": turn}}
+        said = NEEDLE if turn == 977 else f"page {turn} looked up"
+        batch += [
+            run.record("run_phase_changed", b'{"phase":"planning"}',
+                       event_key=f"{step}:phase:planning", at=at),
+            run.record("model_usage", USAGE, event_key=f"{step}:usage:0", at=at),
+            run.record(TRANSCRIPT_APPENDED, encode_messages([Message(role="assistant", parts=(
+                ToolUsePart(id=f"c{turn}", name="lookup", input={"page": turn}),))]),
+                event_key=f"{step}:assistant:messages", at=at),
+            run.record("tool_call_scheduled", msgspec.json.encode(call),
+                       event_key=f"{step}:tool:c{turn}:scheduled", at=at),
+            run.record("tool_result_received",
+                       msgspec.json.encode({**call, "content": said, "is_error": False}),
+                       event_key=f"{step}:tool:c{turn}:result", at=at + timedelta(milliseconds=25)),
+            run.record(TRANSCRIPT_APPENDED, encode_messages([Message(role="user", parts=(
+                ToolResultPart(tool_use_id=f"c{turn}", content=said),))]),
+                event_key=f"{step}:tool_results:messages", at=at + timedelta(milliseconds=30)),
+            run.record("planner_note", b'{"text":"onwards"}', event_key=f"{step}:note:0",
+                       at=at + timedelta(milliseconds=30)),
+            run.record("note", b'{"filler":true}', event_key=f"{step}:filler",
+                       at=at + timedelta(milliseconds=30)),
+        ]  # fmt: skip
+    drop = {"turn:1:filler", "turn:2:filler", "turn:3:filler"}  # 10,000 with start and end
+    batch = [r for r in batch if r.event_key not in drop]
+    for i in range(0, len(batch), 500):
+        await store.append_run_records(batch[i : i + 500])
+    await store.record_run_terminal(run.terminal(RunStatus.COMPLETED, at=at + timedelta(seconds=1)))
 
 
 def _run_demo(db: Path) -> None:
@@ -123,6 +191,7 @@ async def _seed(db: Path) -> Demo:
         await store.append_run_record(
             run.record(TRANSCRIPT_APPENDED, payload, event_key="m1", at=T0 + timedelta(seconds=2))
         )
+        await _seed_long_run(store)
         return Demo(db, demo, "acme-report", "acme-1", "globex-1")
     finally:
         await store.close()
@@ -145,9 +214,14 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> Tokens:
 
 
 @pytest.fixture(scope="session")
-def service(demo: Demo, tokens: Tokens) -> Iterator[ServiceProcess]:
-    """``agentledger serve`` over the demo database."""
-    with ServiceProcess(str(demo.db), tokens.path) as process:
+def service(
+    demo: Demo, tokens: Tokens, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    """``agentledger serve`` over the demo database, with a price table."""
+    prices = tmp_path_factory.mktemp("prices") / "prices.toml"
+    prices.write_text(PRICES, encoding="utf-8")
+    env = {"AGENTLEDGER_PRICES": str(prices)}
+    with ServiceProcess(str(demo.db), tokens.path, env=env) as process:
         yield process
 
 

@@ -33,7 +33,8 @@ async def test_sessions_run_tree_child_records_transcript(
     await expect(sessions.get_by_role("link", name=demo.session_id)).to_be_visible()
     # Newest first: the demo's (created now) before the tests' (dated 2020).
     ids = await sessions.locator("tbody th a").all_inner_texts()
-    assert ids == [demo.session_id, "globex-1", "acme-1"]
+    ours = [demo.session_id, "globex-1", "acme-1", demo.long_session]
+    assert [i for i in ids if i in ours] == ours  # other tests' sessions may be newer
     await page.screenshot(path=artifacts / "1-sessions.png", full_page=True)
 
     await sessions.get_by_role("link", name=demo.session_id).click()
@@ -82,20 +83,22 @@ async def test_sessions_filter_by_status_and_labels_and_page(
     ids = page.locator("table tbody th a")
     await page.get_by_label("Status").select_option("ended")
     await page.get_by_role("button", name="Filter").click()
-    await expect(ids).to_have_text([demo.globex_session])
+    await expect(ids.filter(has_text=demo.globex_session)).to_have_count(1)
+    assert demo.session_id not in await ids.all_inner_texts()
     await page.get_by_label("Status").select_option("")
     await page.get_by_label("Labels").fill("tenant=acme")
     await page.get_by_role("button", name="Filter").click()
     await expect(ids).to_have_text([demo.acme_session])
     await page.goto(f"{service.url}/ui?limit=1")
     seen = []
-    for _ in range(10):
+    for _ in range(30):
         seen += await ids.all_inner_texts()
         older = page.get_by_role("link", name="Older sessions →")
         if not await older.count():
             break
         await older.click()
-    assert seen == [demo.session_id, demo.globex_session, demo.acme_session]
+    ours = [demo.session_id, demo.globex_session, demo.acme_session, demo.long_session]
+    assert [i for i in seen if i in ours] == ours  # other tests' sessions may be newer
 
 
 async def test_transcript_shows_every_kind(

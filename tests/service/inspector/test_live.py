@@ -99,3 +99,8 @@ async def test_filtered_records_follow_only_their_types(
         assert set(await records.locator(".type").all_inner_texts()) == {"keep"}
         seqs = [int(s.lstrip("#")) for s in await records.locator(".seq").all_inner_texts()]
         assert seqs == [2 + 3 * i for i in range(40)]
+        # The type filter's counts follow too, new types included.
+        counts = page.locator("[data-counts]")
+        await expect(counts.locator('label[data-type="keep"] .count')).to_have_text("40")
+        await expect(counts.locator('label[data-type="skip"] .count')).to_have_text("80")
+        await expect(counts.locator('label[data-type="run_started"] .count')).to_have_text("1")

@@ -1,12 +1,15 @@
 """The web inspector served by the store service at ``/ui`` (DESIGN section 11).
 
-Read-only pages for ``reader`` and ``host`` tokens: sessions (filtered by
-status and labels, paged newest first), a session's run tree, a run's
-records in commit order with full payloads and a type filter, and its
-transcript rebuilt from the log as a conversation, all updated live through
-the service's follow stream. Server-rendered with Jinja2 (autoescaped) and a
-little vanilla JavaScript; templates and static files ship in the package,
-with no build step and nothing fetched from elsewhere.
+Pages for ``reader`` and ``host`` tokens: sessions (filtered by status and
+labels, paged newest first, with run counts and a running mark), a session's
+runs (what each was asked, its duration, turns and tokens) and its whole
+conversation, a run's records (paged, searchable, payloads folded), its
+timeline (a waterfall of its steps) with tokens and cost, and its transcript,
+all updated live through the service's follow stream. A ``host`` token may
+also cancel a run or end a session; a ``reader`` only looks. Server-rendered
+with Jinja2 (autoescaped) and a little vanilla JavaScript; templates and
+static files ship in the package, with no build step and nothing fetched
+from elsewhere.
 """
 
 from __future__ import annotations

@@ -29,7 +29,24 @@ from agentledger.transcript import (
     ToolUsePart,
 )
 
-__all__ = ["Bubble", "Exchange", "arrange", "data_uri", "kind_of", "pretty_json"]
+__all__ = [
+    "WAITS",
+    "Bubble",
+    "Exchange",
+    "arrange",
+    "data_uri",
+    "kind_of",
+    "pretty_json",
+    "searchable",
+]
+
+WAITS = {
+    "confirmation": "waits for approval",
+    "clarification": "waits for a clarification",
+    "external_tools": "waits for results from outside",
+    "child": "waits for its child run's question to be answered",
+}
+"""What a suspended run waits for, by the kind its checkpoint names."""
 
 
 @dataclass
@@ -51,18 +68,22 @@ class Bubble:
     role: str
     items: list[Item] = field(default_factory=list)
     meta: Any = None
+    run_id: str = ""
+    """The run that added the message (in a session's conversation)."""
 
 
-def arrange(messages: Sequence[Message]) -> list[Bubble]:
+def arrange(messages: Sequence[Message], sources: Sequence[str] = ()) -> list[Bubble]:
     """The messages as bubbles, tool results moved beside their calls.
 
     A user message that held only results already shown beside their calls is
     left out; its results are not lost, they are shown with the calls.
+    ``sources`` names the run each message came from (a session's conversation).
     """
     open_calls: dict[str, list[Exchange]] = {}
     bubbles: list[Bubble] = []
     for index, message in enumerate(messages):
-        bubble = Bubble(index=index, role=message.role, meta=message.meta)
+        source = sources[index] if index < len(sources) else ""
+        bubble = Bubble(index=index, role=message.role, meta=message.meta, run_id=source)
         for part in message.parts:
             if isinstance(part, ToolUsePart):
                 exchange = Exchange(part)
@@ -129,3 +150,24 @@ def data_uri(data: bytes, format: str) -> str:
     """A ``data:`` URI for inline bytes (HTML is offered as plain text, never rendered)."""
     media = _MEDIA.get(format, "application/octet-stream")
     return f"data:{media};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def searchable(bubble: Bubble) -> str:
+    """The bubble's text, tool names, inputs and results, lowercased (what search matches)."""
+    texts: list[str] = [bubble.role]
+    for item in bubble.items:
+        if isinstance(item, Exchange):
+            texts += [item.call.name, pretty_json(item.call.input)]
+            if item.result is not None:
+                texts.append(_content(item.result.content))
+        elif isinstance(item, TextPart | ThinkingPart | CitationsPart):
+            texts.append(item.text)
+        elif isinstance(item, ToolResultPart):
+            texts.append(_content(item.content))
+        elif isinstance(item, DocumentPart):
+            texts += [item.name, item.text or ""]
+    return "\n".join(texts).lower()
+
+
+def _content(content: Any) -> str:
+    return content if isinstance(content, str) else pretty_json(content)

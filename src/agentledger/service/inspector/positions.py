@@ -17,7 +17,15 @@ from agentledger.errors import ValidationError
 from agentledger.service.follow import FOLLOW_PAGE, parse_after
 from agentledger.storage.types import Page, Record
 
-__all__ = ["MAX_SCAN_PAGES", "Window", "end_position", "record_types", "window"]
+__all__ = [
+    "MAX_SCAN_PAGES",
+    "Window",
+    "end_position",
+    "matches",
+    "position_after",
+    "record_types",
+    "window",
+]
 
 ListPage = Callable[..., Awaitable[Page]]
 
@@ -46,16 +54,31 @@ def _position(cursor: str, skip: int) -> str:
     return f"{cursor}.{skip}" if skip else cursor
 
 
+def matches(record: Record, needle: str) -> bool:
+    """Whether a record's type, event key or payload holds ``needle`` (lowercase)."""
+    if needle in record.type.lower() or needle in record.event_key.lower():
+        return True
+    return needle in bytes(record.payload).decode("utf-8", errors="replace").lower()
+
+
 async def window(
-    list_page: ListPage, scope_id: str, after: str, *, limit: int, types: Collection[str] = ()
+    list_page: ListPage,
+    scope_id: str,
+    after: str,
+    *,
+    limit: int,
+    types: Collection[str] = (),
+    text: str = "",
 ) -> Window:
-    """Up to ``limit`` records of the log after ``after`` whose type is in ``types`` (any if empty).
+    """Up to ``limit`` records of the log after ``after`` whose type is in ``types`` (any if empty)
+    and that hold ``text`` (case-insensitive; any if empty).
 
     Raises:
         ValidationError: a position this service did not issue.
         NotFoundError: no such run or session (from the store).
     """
     cursor, skip = parse_after(after)
+    needle = text.lower()
     found: list[Record] = []
     for _ in range(MAX_SCAN_PAGES):
         page = await list_page(scope_id, cursor=cursor, limit=FOLLOW_PAGE)
@@ -66,6 +89,8 @@ async def window(
         for i in range(skip, len(page.records)):
             record = page.records[i]
             if types and record.type not in types:
+                continue
+            if needle and not matches(record, needle):
                 continue
             if len(found) == limit:
                 return Window(found, next=_position(cursor, i), end="")
@@ -84,6 +109,20 @@ async def end_position(list_page: ListPage, scope_id: str) -> str:
         if not page.next_cursor:
             return _position(cursor, len(page.records))
         cursor = page.next_cursor
+
+
+async def position_after(list_page: ListPage, scope_id: str, cursor: str, count: int) -> str:
+    """The position ``count`` records after the page cursor ``cursor`` (a follow position).
+
+    How a page that read a log in large pages finds where live follow starts,
+    as of its read, with a few small reads instead of reading the log again.
+    """
+    while count > FOLLOW_PAGE:
+        page = await list_page(scope_id, cursor=cursor, limit=FOLLOW_PAGE)
+        if not page.next_cursor:
+            return _position(cursor, len(page.records))
+        cursor, count = page.next_cursor, count - len(page.records)
+    return _position(cursor, count)
 
 
 async def record_types(list_page: ListPage, scope_id: str) -> Counter[str]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
 import jinja2
+import markupsafe
 
 from agentledger.service.inspector.conversation import data_uri, kind_of, pretty_json
+from agentledger.service.inspector.timeline import duration_text
 
 __all__ = ["iso", "page_url", "render"]
 
@@ -54,6 +57,45 @@ def _size(count: int) -> str:
     return str(count)
 
 
+def _when(at: datetime | None) -> markupsafe.Markup:
+    """A ``<time>`` element in UTC; the page's script shows it in the viewer's zone."""
+    text = iso(at)
+    if not text:
+        return markupsafe.Markup("")
+    return markupsafe.Markup('<time datetime="{0}" title="{0} (UTC)">{0}</time>').format(text)
+
+
+def _money(amount: Decimal, currency: str) -> str:
+    """A cost with enough digits to see a fraction of a cent."""
+    digits = 2 if abs(amount) >= 1 else 4 if abs(amount) >= Decimal("0.01") else 6
+    return f"{amount:.{digits}f} {currency}"
+
+
+def _preview(payload: bytes, most: int = 120) -> str:
+    """A payload on one line, cut at ``most`` characters (a folded JSON's summary)."""
+    text = " ".join(bytes(payload).decode("utf-8", errors="replace").split())
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _snippet(payload: bytes, q: str, around: int = 80) -> str:
+    """The part of a payload around the first place it holds ``q``."""
+    text = " ".join(bytes(payload).decode("utf-8", errors="replace").split())
+    at = text.lower().find(q.lower())
+    if at < 0:
+        return _preview(payload, 2 * around)
+    start, end = max(at - around, 0), min(at + len(q) + around, len(text))
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def _sample(items: Any, most: int) -> list[Any]:
+    """At most ``most`` of ``items``, evenly spread, the first and the last kept."""
+    values: list[Any] = list(items)
+    if len(values) <= most:
+        return values
+    step = (len(values) - 1) / (most - 1)
+    return [values[round(i * step)] for i in range(most)]
+
+
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("agentledger.service.inspector", "templates"),
     autoescape=True,
@@ -69,6 +111,12 @@ _ENV.filters.update(
     labels=_labels,
     size=_size,
     web=_web,
+    when=_when,
+    money=_money,
+    preview=_preview,
+    snippet=_snippet,
+    duration=duration_text,
+    sample=_sample,
 )
 _ENV.globals.update(url=page_url)
 

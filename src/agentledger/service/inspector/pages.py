@@ -1,0 +1,644 @@
+"""The inspector's pages: what each one reads from the store and which template shows it.
+
+Every page authenticates its browser (:mod:`.login`), checks the token's
+label scope exactly as the store methods do
+(:func:`agentledger.service.scope.check_scope`), reads the backend and
+renders a template. Errors become pages that keep the navigation and say
+what happened in words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+from litestar.response import Redirect, Stream
+
+from agentledger.errors import (
+    AccessDeniedError,
+    AgentledgerError,
+    ConflictError,
+    CorruptRecordError,
+    NotFoundError,
+    RunNotActiveError,
+    SessionEndedError,
+    TranscriptError,
+    TransientError,
+    ValidationError,
+)
+from agentledger.runtime.checkpoint import RunCheckpoint
+from agentledger.service.auth import Principal
+from agentledger.service.error_codec import http_status
+from agentledger.service.follow import HEARTBEAT, follow
+from agentledger.service.inspector.conversation import WAITS, arrange, searchable
+from agentledger.service.inspector.digest import Log, RunSummary, read_log, summarize
+from agentledger.service.inspector.login import COOKIE, authenticate, cookie_header, safe_next
+from agentledger.service.inspector.positions import matches, window
+from agentledger.service.inspector.render import page_url, render
+from agentledger.service.inspector.timeline import timeline
+from agentledger.service.inspector.tree import RunNode, run_tree
+from agentledger.service.inspector.usage import PriceTable, usage_of
+from agentledger.service.scope import check_scope
+from agentledger.service.wire import Subject
+from agentledger.storage.payloads import CHILD_RUN_LINKED, TRANSCRIPT_SEEDED
+from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
+from agentledger.transcript import Message, decode_messages
+from agentledger.transcript.replay import TRANSCRIPT_RECORD_TYPES, replay_run_log_events
+
+__all__ = [
+    "HEADERS",
+    "RECORDS_PAGE",
+    "SESSIONS_PAGE",
+    "TIMELINE_PAGE",
+    "TRANSCRIPT_PAGE",
+    "Pages",
+    "html",
+    "in_words",
+    "param",
+]
+
+_log = logging.getLogger("agentledger.service.inspector")
+_ANY = Request[Any, Any, Any]
+_HTML = "text/html; charset=utf-8"
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+SESSIONS_PAGE = 25
+"""Sessions per page of the sessions view."""
+RECORDS_PAGE = 200
+"""Records per page of a run's records view."""
+TRANSCRIPT_PAGE = 100
+"""Messages per page of a transcript or a session's conversation."""
+TIMELINE_PAGE = 150
+"""Steps per page of a run's timeline."""
+
+Work = Callable[[Principal], Awaitable[Response[Any]]]
+
+_IN_WORDS: tuple[tuple[type[AgentledgerError], str], ...] = (
+    (NotFoundError, "Not found"),
+    (ValidationError, "That request is not valid"),
+    (CorruptRecordError, "Stored data is damaged"),
+    (RunNotActiveError, "Not possible in the run's current state"),
+    (SessionEndedError, "The session has ended"),
+    (ConflictError, "That conflicts with what is stored"),
+    (AccessDeniedError, "Not allowed"),
+    (TransientError, "The service cannot answer right now"),
+)
+
+
+def in_words(error: AgentledgerError) -> str:
+    """A page title saying what went wrong, in words (never a class name)."""
+    return next(
+        (words for kind, words in _IN_WORDS if isinstance(error, kind)), "Something went wrong"
+    )
+
+
+def html(body: str, status: int = 200, headers: dict[str, str] | None = None) -> Response[Any]:
+    """An HTML answer with the inspector's security headers."""
+    return Response(
+        body, status_code=status, media_type=_HTML, headers={**HEADERS, **(headers or {})}
+    )
+
+
+def param(request: _ANY, name: str) -> str:
+    """A query parameter ("" when absent)."""
+    value = request.query_params.get(name)
+    return str(value) if value is not None else ""
+
+
+def _params(request: _ANY, name: str) -> list[str]:
+    return [str(v) for v in request.query_params.getall(name, []) if v]
+
+
+def _parse_labels(text: str) -> dict[str, str]:
+    """``k=v, k2=v2`` as a dict.
+
+    Raises:
+        ValidationError: a pair without ``=`` or with an empty key.
+    """
+    labels: dict[str, str] = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise ValidationError(field="labels", expected="k=v pairs, comma-separated", got=pair)
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def _number(request: _ANY, name: str, default: int, most: int, least: int = 1) -> int:
+    text = param(request, name)
+    if not text:
+        return default
+    if not text.isdigit() or not least <= int(text) <= most:
+        raise ValidationError(field=name, expected=f"a number from {least} to {most}", got=text)
+    return int(text)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _json(record: Record) -> dict[str, Any]:
+    try:
+        value = msgspec.json.decode(record.payload)
+    except msgspec.DecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _chain_order(tree: list[RunNode]) -> list[RunMeta]:
+    """The session's top-level runs (no child runs) in conversation order."""
+    return [node.run for node in tree if not node.run.parent_run_id or node.continues]
+
+
+def _turn_numbers(tree: list[RunNode]) -> dict[str, str]:
+    """Each top-level run's turn in the conversation (a continuation continues its turn)."""
+    numbers: dict[str, str] = {}
+    turn = 0
+    for node in tree:
+        if node.continues:
+            numbers[node.run.run_id] = f"{turn} (continued)"
+        else:
+            turn += 1
+            numbers[node.run.run_id] = str(turn)
+    return numbers
+
+
+class Pages:
+    """The page handlers of one service's inspector, sharing its state."""
+
+    def __init__(self, state: Any, prices: PriceTable | None) -> None:
+        self.state = state
+        self.store = state.store
+        self.prices = prices
+
+    async def answer(
+        self, request: _ANY, operation: str, work: Work, *, page: bool
+    ) -> Response[Any]:
+        """Authenticate, run ``work``; errors become pages (or plain text for fragments)."""
+        started = time.perf_counter()
+        principal: Principal | None = None
+        try:
+            if self.state.stopping:
+                raise TransientError("the service is shutting down", operation=operation)
+            principal = authenticate(self.state.tokens, request, operation)
+            response = await work(principal)
+        except AccessDeniedError as e:
+            response = self.refused(request, e, principal, page=page)
+        except AgentledgerError as e:
+            response = self.failed(e, http_status(e), principal, page=page)
+        except Exception:
+            _log.exception("inspector: %s failed", operation)
+            failure = TransientError("internal error in the inspector", operation=operation)
+            response = self.failed(failure, 500, principal, page=page)
+        self.state.metrics.observe(
+            operation, response.status_code or 200, time.perf_counter() - started
+        )
+        return response
+
+    def refused(
+        self,
+        request: _ANY,
+        error: AccessDeniedError,
+        principal: Principal | None,
+        *,
+        page: bool,
+    ) -> Response[Any]:
+        """401: to the login form (clearing a cookie that failed); 403: why, as a page."""
+        if not page:
+            return Response(f"{error}\n", status_code=error.status, media_type="text/plain")
+        if error.status != 401:
+            body = render(
+                "error.html", error=error, kind=in_words(error), login=True, principal=principal
+            )
+            return html(body, 403)
+        asked = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+        if COOKIE not in request.cookies and "authorization" not in request.headers:
+            return Redirect(page_url("/ui/login", next=asked), status_code=303, headers=HEADERS)
+        body = render("login.html", error=str(error.reason), next=safe_next(asked))
+        clear = {"Set-Cookie": cookie_header("", secure=request.url.scheme == "https")}
+        return html(body, 401, clear)
+
+    def failed(
+        self, error: AgentledgerError, status: int, principal: Principal | None, *, page: bool
+    ) -> Response[Any]:
+        if not page:
+            return Response(f"{error}\n", status_code=status, media_type="text/plain")
+        body = render(
+            "error.html", error=error, kind=in_words(error), login=False, principal=principal
+        )
+        return html(body, status)
+
+    async def in_scope(self, principal: Principal, operation: str, kind: str, id: str) -> None:
+        if not id:
+            raise ValidationError(field="id", expected=f"a {kind} id", got=id)
+        await check_scope(self.store, principal, operation, (Subject(kind, id),))
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def sessions(
+        self, request: _ANY, principal: Principal, *, fragment: bool = False
+    ) -> Response[Any]:
+        status = param(request, "status")
+        if status and status not in set(SessionStatus):
+            raise ValidationError(field="status", expected="active or ended", got=status)
+        asked = _parse_labels(param(request, "labels"))
+        limit = _number(request, "limit", SESSIONS_PAGE, 200)
+        cursor = param(request, "cursor")
+        clash = {k for k, v in principal.labels.items() if asked.get(k, v) != v}
+        if clash:  # a filter outside the token's scope matches nothing it may see
+            sessions, next_cursor = [], ""
+        else:
+            found = await self.store.list_sessions(
+                statuses=[SessionStatus(status)] if status else (),
+                labels={**asked, **principal.labels},
+                cursor=cursor,
+                limit=limit,
+            )
+            sessions, next_cursor = found.sessions, found.next_cursor
+        runs = {s.id: await self.store.list_runs_by_session(s.id) for s in sessions}
+        context = {
+            "sessions": sessions,
+            "runs": runs,
+            "running": {
+                k for k, v in runs.items() if any(r.status is RunStatus.RUNNING for r in v)
+            },
+            "filled": page_url(
+                "/ui/sessions/rows",
+                status=status,
+                labels=param(request, "labels"),
+                limit=param(request, "limit"),
+                cursor=cursor,
+            ),
+            "status": status,
+            "labels": param(request, "labels"),
+            "cursor": cursor,
+        }
+        if fragment:
+            return html(render("_sessions_rows.html", **context))
+        return html(
+            render(
+                "sessions.html",
+                principal=principal,
+                next_cursor=next_cursor,
+                limit=param(request, "limit"),
+                clash=sorted(clash),
+                **context,
+            )
+        )
+
+    async def changes(self, request: _ANY, principal: Principal) -> Response[Any]:
+        """Server-sent ``change`` events when anything is written (and every few seconds)."""
+        notifier, state = self.state.notifier, self.state
+        del request, principal  # any reader may know that something changed, not what
+
+        async def stream() -> AsyncIterator[bytes]:
+            yield b": following\n\n"
+            beats = 0
+            clock = asyncio.get_running_loop().time
+            while not state.stopping:
+                started = clock()
+                await notifier.wait(HEARTBEAT)
+                woken = clock() - started < HEARTBEAT * 0.9  # a write through this service
+                beats += 1
+                if woken or beats % 5 == 0:  # other replicas' writes: every 5 heartbeats
+                    yield b"event: change\ndata: {}\n\n"
+                else:
+                    yield b": heartbeat\n\n"
+
+        return Stream(
+            stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def _session_runs(
+        self, session_id: str
+    ) -> tuple[list[RunNode], Log, dict[str, RunSummary]]:
+        runs = await self.store.list_runs_by_session(session_id)
+        log = await read_log(self.store.list_session_run_records, session_id)
+        return run_tree(runs), log, summarize(runs, log.records)
+
+    async def session(
+        self, request: _ANY, principal: Principal, *, fragment: bool
+    ) -> Response[Any]:
+        session_id = param(request, "id")
+        await self.in_scope(principal, "inspect_session", "session", session_id)
+        session = await self.store.load_session(session_id)
+        tree, log, summaries = await self._session_runs(session_id)
+        usage = usage_of(log.records)
+        context = {
+            "tree": tree,
+            "session": session,
+            "summaries": summaries,
+            "now": _now(),
+            "usage": usage,
+            "cost": usage.cost(self.prices),
+            "prices": self.prices,
+            "complete": log.complete,
+        }
+        if fragment:
+            return html(render("_tree.html", **context))
+        end = await log.end(self.store.list_session_run_records, session_id)
+        return html(render("session.html", principal=principal, tab="runs", end=end, **context))
+
+    async def _waiting(self, run: RunMeta) -> str:
+        """The kind of input a suspended run waits for ("" if it cannot be read)."""
+        try:
+            stored = await self.store.load_run_suspension(run.run_id)
+            return RunCheckpoint.decode(stored.data).kind
+        except AgentledgerError:
+            return ""
+
+    async def _waits(self, runs: list[RunMeta]) -> dict[str, str]:
+        """What each suspended run waits for, in words."""
+        waits: dict[str, str] = {}
+        for run in runs:
+            if run.status is RunStatus.SUSPENDED:
+                kind = await self._waiting(run)
+                waits[run.run_id] = WAITS.get(kind, "waits for outside input")
+        return waits
+
+    async def conversation(
+        self, request: _ANY, principal: Principal, *, fragment: bool
+    ) -> Response[Any]:
+        """A session's top-level runs as one conversation, each turn's messages once."""
+        session_id = param(request, "id")
+        await self.in_scope(principal, "inspect_session", "session", session_id)
+        session = await self.store.load_session(session_id)
+        tree, log, summaries = await self._session_runs(session_id)
+        order = _chain_order(tree)
+        first = order[0].run_id if order else ""
+        wanted = {run.run_id for run in order}
+        messages: list[Message] = []
+        sources: list[str] = []
+        corrupt: CorruptRecordError | None = None
+        for record in log.records:
+            if record.run_id not in wanted or record.type not in TRANSCRIPT_RECORD_TYPES:
+                continue
+            if record.type == TRANSCRIPT_SEEDED and record.run_id != first:
+                continue  # a later turn's history: the earlier turns, shown already
+            try:
+                found = decode_messages(record.payload)
+            except TranscriptError as e:
+                corrupt = CorruptRecordError(run_id=record.run_id, record_id=record.id,
+                                             reason=f"{record.type}: {e}")  # fmt: skip
+                break
+            messages += found
+            sources += [record.run_id] * len(found)
+        # Records come in commit order; a session's turns are in run order (each run whole).
+        rank = {run.run_id: i for i, run in enumerate(order)}
+        pairs = sorted(zip(sources, messages, strict=True), key=lambda p: rank[p[0]])
+        bubbles = arrange([m for _, m in pairs], [s for s, _ in pairs])
+        page, paging = _paged(request, bubbles)
+        context = await self._exchange_context(log.records, order)
+        context.update(
+            session=session,
+            bubbles=page,
+            corrupt=corrupt,
+            summaries=summaries,
+            now=_now(),
+            turns=_turn_numbers(tree),
+            **paging,
+        )
+        if fragment:
+            return html(render("_session_conversation.html", **context))
+        end = await log.end(self.store.list_session_run_records, session_id)
+        return html(
+            render("conversation.html", principal=principal, tab="conversation", end=end, **context)
+        )
+
+    async def _exchange_context(self, records: list[Record], runs: list[RunMeta]) -> dict[str, Any]:
+        """Child runs by tool call id, and what each suspended run's calls wait for."""
+        children: dict[str, str] = {}
+        for record in records:
+            if record.type == CHILD_RUN_LINKED:
+                link = _json(record)
+                children.setdefault(
+                    str(link.get("tool_call_id", "")), str(link.get("child_run_id", ""))
+                )
+        return {"children": children, "waits": await self._waits(runs),
+                "statuses": {r.run_id: r for r in runs}}  # fmt: skip
+
+    async def search(self, request: _ANY, principal: Principal) -> Response[Any]:
+        """Records of a session whose payload, type or key holds the text searched for."""
+        session_id = param(request, "id")
+        await self.in_scope(principal, "inspect_session", "session", session_id)
+        session = await self.store.load_session(session_id)
+        q = param(request, "q").strip()
+        hits: list[Record] = []
+        log = Log([], True)
+        if q:
+            log = await read_log(self.store.list_session_run_records, session_id)
+            needle = q.lower()
+            hits = [r for r in log.records if matches(r, needle)][:RECORDS_PAGE]
+        return html(
+            render(
+                "search.html",
+                principal=principal,
+                tab="search",
+                session=session,
+                q=q,
+                hits=hits,
+                complete=log.complete,
+                most=RECORDS_PAGE,
+            )
+        )
+
+    # -- runs ------------------------------------------------------------------------------
+
+    async def _run_context(self, run_id: str, log: Log | None = None) -> dict[str, Any]:
+        run = await self.store.load_run(run_id)
+        log = log or await read_log(self.store.list_run_records, run_id)
+        predecessor = ""
+        if log.records:
+            predecessor = str(_json(log.records[0]).get("predecessor_run_id", ""))
+        summary = summarize([run], log.records)[run_id]
+        usage = usage_of(log.records)
+        waiting = await self._waiting(run) if run.status is RunStatus.SUSPENDED else ""
+        return {
+            "run": run,
+            "waiting": waiting,
+            "waiting_text": WAITS.get(waiting, "waits for outside input"),
+            "predecessor": predecessor,
+            "summary": summary,
+            "now": _now(),
+            "usage": usage,
+            "cost": usage.cost(self.prices),
+            "prices": self.prices,
+            "complete": log.complete,
+        }
+
+    async def run(self, request: _ANY, principal: Principal) -> Response[Any]:
+        run_id = param(request, "id")
+        await self.in_scope(principal, "inspect_run", "run", run_id)
+        log = await read_log(self.store.list_run_records, run_id)
+        context = await self._run_context(run_id, log)
+        types = _params(request, "type")
+        after = param(request, "after")
+        q = param(request, "q").strip()
+        shown = await window(
+            self.store.list_run_records,
+            run_id,
+            after,
+            limit=_number(request, "limit", RECORDS_PAGE, 1000),
+            types=types,
+            text=q,
+        )
+        children = [_json(r) for r in log.records if r.type == CHILD_RUN_LINKED]
+        counts: dict[str, int] = {}
+        for record in log.records:
+            counts[record.type] = counts.get(record.type, 0) + 1
+        return html(
+            render(
+                "run.html",
+                principal=principal,
+                tab="records",
+                types=types,
+                after=after,
+                q=q,
+                window=shown,
+                counts=sorted(counts.items()),
+                children=children,
+                **context,
+            )
+        )
+
+    async def rows(self, request: _ANY, principal: Principal) -> Response[Any]:
+        run_id = param(request, "id")
+        await self.in_scope(principal, "inspect_run", "run", run_id)
+        shown = await window(
+            self.store.list_run_records,
+            run_id,
+            param(request, "after"),
+            limit=RECORDS_PAGE,
+            types=_params(request, "type"),
+            text=param(request, "q").strip(),
+        )
+        return html(render("_rows.html", window=shown))
+
+    async def header(self, request: _ANY, principal: Principal) -> Response[Any]:
+        run_id = param(request, "id")
+        await self.in_scope(principal, "inspect_run", "run", run_id)
+        return html(
+            render("_run_header.html", principal=principal, **await self._run_context(run_id))
+        )
+
+    async def timeline(
+        self, request: _ANY, principal: Principal, *, fragment: bool
+    ) -> Response[Any]:
+        run_id = param(request, "id")
+        await self.in_scope(principal, "inspect_run", "run", run_id)
+        log = await read_log(self.store.list_run_records, run_id)
+        context = await self._run_context(run_id, log)
+        line = timeline(context["run"], log.records, context["now"])
+        turns = sorted(
+            (turn, tokens)
+            for (rid, turn), tokens in context["usage"].by_turn.items()
+            if rid == run_id
+        )
+        steps = line.rows[1:-1]  # the run's own row and the writes' row are on every page
+        last = max((len(steps) - 1) // TIMELINE_PAGE * TIMELINE_PAGE, 0)
+        if param(request, "at") == "end":
+            start = last
+        else:
+            start = _number(request, "from", 0, max(len(steps), 0), least=0)
+        rows = [*line.rows[:1], *steps[start : start + TIMELINE_PAGE], *line.rows[-1:]]
+        view = {"line": line, "rows": rows, "turns": turns, "start": start,
+                "total": len(steps), "size": TIMELINE_PAGE, "q": ""}  # fmt: skip
+        if fragment:
+            return html(render("_timeline.html", **view, **context))
+        end = await log.end(self.store.list_run_records, run_id)
+        return html(
+            render("timeline.html", principal=principal, tab="timeline", end=end, **view, **context)
+        )
+
+    async def transcript(
+        self, request: _ANY, principal: Principal, *, fragment: bool
+    ) -> Response[Any]:
+        run_id = param(request, "id")
+        await self.in_scope(principal, "inspect_run", "run", run_id)
+        log = await read_log(self.store.list_run_records, run_id)
+        corrupt: CorruptRecordError | None = None
+        try:
+            bubbles = arrange(replay_run_log_events(log.records))
+        except CorruptRecordError as e:
+            bubbles, corrupt = [], e
+        page, paging = _paged(request, bubbles)
+        context = await self._run_context(run_id, log)
+        context.update(await self._exchange_context(log.records, [context["run"]]))
+        if fragment:
+            return html(
+                render("_conversation.html", bubbles=page, corrupt=corrupt, **paging, **context)
+            )
+        end = await log.end(self.store.list_run_records, run_id)
+        return html(
+            render(
+                "transcript.html",
+                principal=principal,
+                tab="transcript",
+                bubbles=page,
+                corrupt=corrupt,
+                end=end,
+                transcript_types=sorted(TRANSCRIPT_RECORD_TYPES),
+                **paging,
+                **context,
+            )
+        )
+
+    async def events(self, request: _ANY, principal: Principal, kind: str) -> Response[Any]:
+        scope_id = param(request, "id")
+        await self.in_scope(principal, f"inspect_{kind}", kind, scope_id)
+        after = request.headers.get("last-event-id") or param(request, "after")
+        list_page = (
+            self.store.list_run_records if kind == "run" else self.store.list_session_run_records
+        )
+        stream: AsyncIterator[bytes] = await follow(
+            list_page,
+            scope_id,
+            after,
+            notifier=self.state.notifier,
+            stopping=lambda: bool(self.state.stopping),
+        )
+        return Stream(
+            stream,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+
+def _paged(request: _ANY, bubbles: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The page of ``bubbles`` asked for (``from``, or ``at=end``), searched by ``q``.
+
+    Raises:
+        ValidationError: ``from`` is not a message number of this conversation.
+    """
+    q = param(request, "q").strip()
+    bubbles, shown = _search_bubbles(bubbles, q)
+    total = len(bubbles)
+    last = max((total - 1) // TRANSCRIPT_PAGE * TRANSCRIPT_PAGE, 0)
+    if param(request, "at") == "end":
+        start = last
+    else:
+        start = _number(request, "from", 0, max(total, 0), least=0)
+    paging = {"start": start, "total": total, "size": TRANSCRIPT_PAGE, "shown": shown, "q": q}
+    return bubbles[start : start + TRANSCRIPT_PAGE], paging
+
+
+def _search_bubbles(bubbles: list[Any], q: str) -> tuple[list[Any], int]:
+    """The bubbles holding ``q`` (all when empty), and how many there were before."""
+    if not q:
+        return bubbles, len(bubbles)
+    needle = q.lower()
+    return [b for b in bubbles if needle in searchable(b)], len(bubbles)
