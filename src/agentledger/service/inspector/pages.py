@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,10 +46,15 @@ from agentledger.service.inspector.tree import RunNode, run_tree
 from agentledger.service.inspector.usage import PriceTable, usage_of
 from agentledger.service.scope import check_scope
 from agentledger.service.wire import Subject
-from agentledger.storage.payloads import CHILD_RUN_LINKED, TRANSCRIPT_SEEDED
-from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
+from agentledger.storage.payloads import (
+    CHILD_RUN_LINKED,
+    TRANSCRIPT_REFERENCED,
+    TRANSCRIPT_SEEDED,
+)
+from agentledger.storage.transcript_chain import decode_reference
+from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
 from agentledger.transcript import Message, decode_messages
-from agentledger.transcript.replay import TRANSCRIPT_RECORD_TYPES, replay_run_log_events
+from agentledger.transcript.replay import TRANSCRIPT_RECORD_TYPES, replay_with_origins
 
 __all__ = [
     "HEADERS",
@@ -571,12 +576,17 @@ class Pages:
         await self.in_scope(principal, "inspect_run", "run", run_id)
         log = await read_log(self.store.list_run_records, run_id)
         corrupt: CorruptRecordError | None = None
-        try:
-            bubbles = arrange(replay_run_log_events(log.records))
+        history: list[dict[str, str]] = []
+        try:  # the run's history references followed: each message says where it is stored
+            segments = await self.store.load_transcript_chain(run_id)
+            pairs = replay_with_origins(segments)
+            bubbles = arrange([m for m, _ in pairs], [origin.run_id for _, origin in pairs])
+            history = _history(segments)
         except CorruptRecordError as e:
             bubbles, corrupt = [], e
         page, paging = _paged(request, bubbles)
         context = await self._run_context(run_id, log)
+        context["history"] = history
         context.update(await self._exchange_context(log.records, [context["run"]]))
         if fragment:
             return html(
@@ -616,6 +626,21 @@ class Pages:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+
+def _history(segments: Sequence[TranscriptSegment]) -> list[dict[str, str]]:
+    """Each history reference a run's transcript follows, newest first: which run holds
+    it, how it follows its source (next turn, continuation, fork) and where it cuts it."""
+    found = []
+    for segment in segments:
+        for record in segment.records:
+            if record.type == TRANSCRIPT_REFERENCED:
+                ref = decode_reference(record)
+                found.append(
+                    {"run": segment.run_id, "kind": ref.kind, "source": ref.run_id,
+                     "through": ref.through}
+                )  # fmt: skip
+    return found
 
 
 def _paged(request: _ANY, bubbles: list[Any]) -> tuple[list[Any], dict[str, Any]]:
