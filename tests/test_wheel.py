@@ -10,53 +10,30 @@ conformance snippet runs in a bare project.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
 import pytest
 
+from tests.installs import UV, clean_env, make_venv, run_in, uv_install
 from tests.markdown import ROOT, CodeBlock, python_blocks
 from tests.storage.test_conformance_outside import BACKENDS, CONFIG, SNIPPET, TUNING
-
-UV = Path(sys.executable).with_name("uv")  # installed in .venv by the Makefile
-
-
-def _clean_env() -> dict[str, str]:
-    """No trace of this repo's venv or import path."""
-    drop = ("PYTHON", "PYTEST", "VIRTUAL_ENV", "UV_")
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-
-
-def _run(argv: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [str(a) for a in argv], cwd=cwd, env=_clean_env(), capture_output=True, text=True,
-        timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, f"{argv}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    _run([UV, "build", "--offline", "--wheel", "--out-dir", out, ROOT], cwd=out)
-    (built,) = out.glob("agentledger-*.whl")
-    return built
 
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv with the wheel and its core dependencies, nothing else."""
-    home = tmp_path_factory.mktemp("venv") / "venv"
-    _run([UV, "venv", "--offline", "--python", sys.executable, home], cwd=home.parent)
-    python = home / "bin" / "python"
-    _run([UV, "pip", "install", "--offline", "--python", python, wheel], cwd=home.parent)
+    """A fresh virtualenv with the wheel and its core dependencies, nothing else (its own:
+    a test below adds the conformance extra to it)."""
+    home = make_venv(tmp_path_factory.mktemp("venv") / "venv")
+    uv_install(home, wheel, cwd=home.parent)
     return home
+
+
+def _run(argv: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_in(argv, cwd)
 
 
 def test_wheel_metadata(wheel: Path) -> None:
@@ -112,7 +89,7 @@ def test_conformance_needs_its_extra_then_runs_in_a_bare_project(
     python = venv / "bin" / "python"
     done = subprocess.run(
         [python, "-c", "import agentledger.storage.conformance"],
-        cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, check=False,
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]

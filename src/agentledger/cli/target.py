@@ -83,15 +83,20 @@ async def open_store(
     if kind == "postgres":
         from agentledger.storage.postgres import PostgresStore
 
-        # The CLI never migrates (workers and deploy steps do): a database that needs
-        # it is refused, not changed.
-        return await PostgresStore.open(
-            target,
-            min_size=1,
-            max_size=4,
-            migrate=False,
-            encryption=configured_encryption(keyring, vault),
-        )
+        check_dsn(target)
+        quiet_pool_logs()
+        # The CLI never migrates but on `agentledger migrate` (workers and deploy steps
+        # do): a database that needs it is refused, not changed.
+        try:
+            return await PostgresStore.open(
+                target,
+                min_size=1,
+                max_size=4,
+                migrate=False,
+                encryption=configured_encryption(keyring, vault),
+            )
+        except ValidationError as e:
+            raise _unmigrated(e, target) from e
     from agentledger.storage.sqlite import SQLiteStore
 
     path = sqlite_path(target)
@@ -104,11 +109,69 @@ async def open_store(
         )
     # Opening read-only first refuses an empty, foreign or damaged file before any write.
     encryption = configured_encryption(keyring, vault)  # else the environment, like the token
-    reader = await SQLiteStore.open_read_only(path, encryption=encryption)
+    try:
+        reader = await SQLiteStore.open_read_only(path, encryption=encryption)
+    except ValidationError as e:
+        raise _unmigrated(e, path) from e
     if read_only:
         return reader
     await reader.close()
     return await SQLiteStore.open(path, encryption=encryption)
+
+
+def _unmigrated(error: ValidationError, target: str) -> ValidationError:
+    """A database whose schema is behind this code's: say which command migrates it."""
+    from agentledger.cli.app import display
+
+    if error.field != "schema_version" or not isinstance(error.got, int):
+        return error
+    return ValidationError(
+        field="schema_version",
+        expected=error.expected,
+        got=error.got,
+        message=(
+            f"{display(target)} needs migrating (schema version {error.got}, this agentledger "
+            f"uses a newer one): run `agentledger migrate --db {_quoted(display(target))}`"
+        ),
+    )
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def check_dsn(dsn: str) -> None:
+    """Refuse a malformed PostgreSQL DSN in one clean line (libpq's own reason, trimmed).
+
+    Raises:
+        ValidationError: ``field="--db"``, libpq cannot parse ``dsn``.
+    """
+    import psycopg
+    from psycopg import conninfo
+
+    from agentledger.cli.app import display
+
+    try:
+        conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as e:
+        reason = " ".join(str(e).split())
+        raise ValidationError(
+            field="--db",
+            expected="a libpq connection string or a postgresql:// URI",
+            got=display(dsn),
+            message=f"not a valid PostgreSQL DSN ({reason}): {display(dsn)}",
+        ) from None
+
+
+def quiet_pool_logs() -> None:
+    """Keep psycopg's pool from logging what the command reports itself (a refusal once)."""
+    import logging
+
+    logger = logging.getLogger("psycopg")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
 
 
 async def _open_service(url: str) -> AdminStore:
