@@ -185,3 +185,33 @@ def test_repair_and_session_admin_on_postgres(ledger: tuple[str, str]) -> None:
     assert run_cli("--db", dsn, "session", "purge", SESSION).code == 0
     assert run_cli("--db", dsn, "--json", "sessions").json()["sessions"] == []
     assert run_cli("--db", dsn, "check").code == 0
+
+
+def test_a_fresh_database_is_refused_naming_migrate_which_migrates_it(postgres_dsn: str) -> None:
+    """Only `migrate` (and workers, serve) write the schema; every read names the command."""
+    dsn = create_database(postgres_dsn, prefix="agentledger_cli_fresh")
+    try:
+        fresh = run_cli("--db", dsn, "sessions")
+        assert fresh.code == 1
+        assert fresh.err == (
+            f"agentledger: error: {dsn} needs migrating (schema version 0, this agentledger "
+            f"uses a newer one): run `agentledger migrate --db '{dsn}'`\n"
+        )
+        done = run_cli("migrate", "--db", dsn, "--json").json()
+        assert done["applied"] == list(range(1, done["schema_version"] + 1))
+        assert run_cli("--db", dsn, "--json", "sessions").json()["sessions"] == []
+        again = run_cli("migrate", "--db", dsn)
+        assert again.out == f"{dsn}: already at schema version {done['schema_version']}\n"
+    finally:
+        drop_database(dsn)
+
+
+def test_a_missing_database_is_reported_once(postgres_dsn: str) -> None:
+    params = psycopg.conninfo.conninfo_to_dict(postgres_dsn)
+    missing = psycopg.conninfo.make_conninfo(**{**params, "dbname": "agentledger_no_such_db"})
+    for args in (["--db", missing, "sessions"], ["migrate", "--db", missing]):
+        done = run_cli(*args)
+        assert done.code == 1
+        (line,) = done.err.splitlines()
+        assert line.startswith("agentledger: error: ")
+        assert 'database "agentledger_no_such_db" does not exist' in line

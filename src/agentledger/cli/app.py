@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import click
 
 from agentledger.cli.refusal import missing_extra, report, wants_json
-from agentledger.errors import AgentledgerError, CorruptArchiveError, CorruptRecordError
+from agentledger.errors import (
+    AgentledgerError,
+    CorruptArchiveError,
+    CorruptRecordError,
+    SessionPurgedError,
+)
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
@@ -163,6 +168,18 @@ async def with_store(
         raise CommandError(
             f"{display(settings.target)}: the database is damaged ({e.reason})"
         ) from e
+    except SessionPurgedError as e:
+        if not read_only:
+            raise
+        what = (
+            f"run {e.run_id} belonged to session {e.session_id}, which"
+            if e.run_id
+            else (f"session {e.session_id}")
+        )
+        raise CommandError(
+            f"{what} was purged: its runs, records and checkpoints are deleted "
+            f"(`agentledger session purge {e.session_id}` prints its receipt again)"
+        ) from e
 
 
 class _Registry(click.Group):
@@ -230,5 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # e.g. `agentledger records RUN | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:  # a file the user named: missing, unwritable, a directory...
+        where = f": {e.filename}" if e.filename else ""
+        report(CommandError(f"{e.strerror or e}{where}"), json=wants_json(args))
         return 1
     return code if isinstance(code, int) else 0

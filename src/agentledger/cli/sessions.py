@@ -92,15 +92,16 @@ async def _sessions(
     limit: int | None,
     cursor: str,
 ) -> None:
-    from agentledger.cli.output import columns, echo, echo_json, when
+    from agentledger.cli.output import columns, echo, echo_json, jsonable, when
 
     found, next_cursor = await list_all_sessions(store, statuses, labels, cursor, limit or 0)
+    counts = [len(await store.list_runs_by_session(s.id)) for s in found]
     if settings.json:
-        echo_json({"sessions": found, "next_cursor": next_cursor})
+        listed = [{**jsonable(s), "runs": n} for s, n in zip(found, counts, strict=True)]
+        echo_json({"sessions": listed, "next_cursor": next_cursor})
         return
     rows = []
-    for s in found:
-        count = len(await store.list_runs_by_session(s.id))
+    for s, count in zip(found, counts, strict=True):
         tags = " ".join(f"{k}={v}" for k, v in s.labels.items()) or "-"
         rows.append([s.id, str(s.status), when(s.created_at) or "", when(s.ended_at) or "-",
                      tags, str(count)])  # fmt: skip
