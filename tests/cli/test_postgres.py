@@ -14,7 +14,7 @@ from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
 from agentledger.storage.postgres import PostgresStore
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import decode_messages
-from tests.cli.conftest import run_cli
+from tests.cli.conftest import run_cli, run_process
 from tests.storage.postgres.server import create_database, drop_database
 
 SESSION = "pg-session"
@@ -210,8 +210,8 @@ def test_a_missing_database_is_reported_once(postgres_dsn: str) -> None:
     params = psycopg.conninfo.conninfo_to_dict(postgres_dsn)
     missing = psycopg.conninfo.make_conninfo(**{**params, "dbname": "agentledger_no_such_db"})
     for args in (["--db", missing, "sessions"], ["migrate", "--db", missing]):
-        done = run_cli(*args)
-        assert done.code == 1
-        (line,) = done.err.splitlines()
+        done = run_process(*args)  # a real process: the pool's log would reach stderr too
+        assert done.returncode == 1
+        (line,) = done.stderr.splitlines()
         assert line.startswith("agentledger: error: ")
         assert 'database "agentledger_no_such_db" does not exist' in line
