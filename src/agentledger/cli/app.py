@@ -154,14 +154,11 @@ async def with_store(
     A damaged database (an error with no run to blame) is reported with the
     file or DSN it came from.
     """
-    from agentledger.cli.target import open_store
+    from agentledger.cli.target import opened
 
     try:
-        store = await open_store(settings.target, read_only=read_only)
-        try:
+        async with opened(settings.target, read_only=read_only) as store:
             return await use(store)
-        finally:
-            await store.close()
     except CorruptRecordError as e:
         if e.run_id or e.record_id or isinstance(e, CorruptArchiveError):
             raise

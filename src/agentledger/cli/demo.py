@@ -47,16 +47,16 @@ async def _demo_json(path: str) -> int:
     from agentledger.cli.output import echo_json, jsonable
     from agentledger.cli.runs import predecessor
     from agentledger.cli.sessions import list_all_sessions
+    from agentledger.cli.target import opened
     from agentledger.demo import run_demo
-    from agentledger.storage.sqlite import SQLiteStore
 
     before: set[str] = set()
     if await asyncio.to_thread(os.path.exists, path):
-        async with await SQLiteStore.open_read_only(path) as store:
+        async with opened(path, read_only=True) as store:
             before = {s.id for s in (await list_all_sessions(store))[0]}
     with contextlib.redirect_stdout(sys.stderr):
         code = await asyncio.to_thread(run_demo, path)
-    async with await SQLiteStore.open_read_only(path) as store:
+    async with opened(path, read_only=True) as store:
         (session,) = [s for s in (await list_all_sessions(store))[0] if s.id not in before]
         metas = await store.list_runs_by_session(session.id)
         rows = [

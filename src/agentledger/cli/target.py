@@ -10,9 +10,12 @@ but ``demo`` creates a database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import os
+import sqlite3
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentledger.errors import ValidationError
@@ -21,7 +24,7 @@ from agentledger.storage.encryption.config import configured_encryption
 if TYPE_CHECKING:
     from agentledger.storage.protocol import SessionAdmin, Store
 
-__all__ = ["AdminStore", "Kind", "kind_of", "open_store", "sqlite_path"]
+__all__ = ["AdminStore", "Kind", "kind_of", "open_store", "opened", "sqlite_path"]
 
 TOKEN_VARIABLE = "AGENTLEDGER_TOKEN"
 """The environment variable holding the bearer token for a service URL."""
@@ -117,6 +120,51 @@ async def open_store(
         return reader
     await reader.close()
     return await SQLiteStore.open(path, encryption=encryption)
+
+
+_SIDECARS = ("-wal", "-shm")
+"""The files SQLite keeps beside a database in WAL mode while it is open."""
+
+
+@contextlib.asynccontextmanager
+async def opened(
+    target: str, *, read_only: bool, keyring: str | None = None, vault: str | None = None
+) -> AsyncIterator[AdminStore]:
+    """:func:`open_store`, closed on exit; a read leaves no ``-wal``/``-shm`` it created.
+
+    A read-only SQLite connection cannot remove the WAL files it made (SQLite
+    removes them when the last connection closes, if that connection may write
+    the file); so once the store is closed, files that were not there before are
+    removed the same way: one read on a plain connection, which SQLite closes
+    with its usual checkpoint of an empty log. A file the user cannot write, or a
+    database another process has open, keeps them (that is SQLite's choice).
+    """
+    path = sqlite_path(target) if read_only and kind_of(target) == "sqlite" else ""
+    new = await asyncio.to_thread(_absent_sidecars, path) if path else False
+    try:
+        store = await open_store(target, read_only=read_only, keyring=keyring, vault=vault)
+        try:
+            yield store
+        finally:
+            await store.close()
+    finally:
+        if new:
+            await asyncio.to_thread(_tidy, path)
+
+
+def _absent_sidecars(path: str) -> bool:
+    return not any(os.path.exists(path + suffix) for suffix in _SIDECARS)
+
+
+def _tidy(path: str) -> None:
+    if _absent_sidecars(path) or not os.access(path, os.W_OK):
+        return
+    with contextlib.suppress(sqlite3.Error):
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
 
 
 def _unmigrated(error: ValidationError, target: str) -> ValidationError:
