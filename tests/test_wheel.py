@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tarfile
 import zipfile
 from email.parser import Parser
 from pathlib import Path
@@ -114,3 +115,27 @@ def _heading(block: CodeBlock) -> str:
     """The Markdown heading a block sits under."""
     lines = block.path.read_text().splitlines()[: block.line]
     return next(line for line in reversed(lines) if line.startswith("#"))
+
+
+def test_files_the_docs_create_stay_out_of_git_and_the_sdist(tmp_path: Path) -> None:
+    """The README's and demo's files, made in a copy of the checkout, are git-ignored and
+    left out of the source distribution (token hashes, keys and data must not ship)."""
+    made = ["agentledger.db", "agentledger.db-wal", "agentledger.db.serve.lock", "tokens.json",
+            "worker.token", "keyring.json", "keys.vault", "ledger.db", "a.alarchive"]  # fmt: skip
+    checkout = tmp_path / "checkout"
+    tracked = run_in(["git", "ls-files", "-z"], ROOT).stdout.split("\0")
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            (checkout / name).write_bytes((ROOT / name).read_bytes())
+    for name in made:
+        (checkout / name).write_text("secret\n")
+    ignored = run_in(["git", "check-ignore", "--no-index", *made], ROOT, check=False).stdout
+    assert ignored.split() == made
+    out = tmp_path / "dist"
+    run_in([UV, "build", "--offline", "--sdist", "--out-dir", out, checkout], cwd=tmp_path)
+    (sdist,) = out.glob("agentledger-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        shipped = {Path(n).name for n in archive.getnames()}
+    assert not shipped & set(made)
+    assert "ledger_v1.db" in shipped  # a test fixture, tracked, still ships
