@@ -15,7 +15,15 @@ from pathlib import Path
 
 from tests.markdown import ROOT
 
-__all__ = ["UV", "build_wheel", "clean_env", "make_venv", "run_in", "uv_install"]
+__all__ = [
+    "UV",
+    "build_wheel",
+    "clean_env",
+    "copy_checkout",
+    "make_venv",
+    "run_in",
+    "uv_install",
+]
 
 UV = Path(sys.executable).with_name("uv")  # installed in .venv by the Makefile
 
@@ -56,3 +64,13 @@ def uv_install(venv: Path, *requirements: str | Path, cwd: Path) -> None:
     """``pip install REQUIREMENTS`` into ``venv``, done by uv offline."""
     python = venv / "bin" / "python"
     run_in([UV, "pip", "install", "--offline", "--python", python, *requirements], cwd=cwd)
+
+
+def copy_checkout(dest: Path) -> Path:
+    """A copy of this checkout's tracked files (as a fresh clone has them) at ``dest``."""
+    tracked = run_in(["git", "ls-files", "-z"], ROOT).stdout.split("\0")
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes((ROOT / name).read_bytes())
+    return dest

@@ -25,3 +25,15 @@ def test_readme_example(block: CodeBlock, tmp_path: Path, monkeypatch: pytest.Mo
     code = block.compile()
     if not block.fragment:
         exec(code, {"__name__": f"readme_block_{block.line}"})
+
+
+def test_no_install_line_asks_the_package_index_for_agentledger() -> None:
+    """agentledger is installed from a checkout or a wheel (README, Install); the name on the
+    package index belongs to someone else, so no doc may say `pip install agentledger...`."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for doc in docs:
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            _, found, rest = line.partition("pip install ")
+            if found:
+                spec = rest.lstrip("'\"` ")
+                assert not spec.startswith("agentledger"), f"{doc.name}:{number}: {line}"

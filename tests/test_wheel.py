@@ -11,6 +11,7 @@ conformance snippet runs in a bare project.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import tarfile
 import zipfile
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.installs import UV, clean_env, make_venv, run_in, uv_install
+from tests.installs import UV, clean_env, copy_checkout, make_venv, run_in, uv_install
 from tests.markdown import ROOT, CodeBlock, python_blocks
 from tests.storage.test_conformance_outside import BACKENDS, CONFIG, SNIPPET, TUNING
 
@@ -122,12 +123,7 @@ def test_files_the_docs_create_stay_out_of_git_and_the_sdist(tmp_path: Path) -> 
     left out of the source distribution (token hashes, keys and data must not ship)."""
     made = ["agentledger.db", "agentledger.db-wal", "agentledger.db.serve.lock", "tokens.json",
             "worker.token", "keyring.json", "keys.vault", "ledger.db", "a.alarchive"]  # fmt: skip
-    checkout = tmp_path / "checkout"
-    tracked = run_in(["git", "ls-files", "-z"], ROOT).stdout.split("\0")
-    for name in filter(None, tracked):
-        if (ROOT / name).is_file():
-            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
-            (checkout / name).write_bytes((ROOT / name).read_bytes())
+    checkout = copy_checkout(tmp_path / "checkout")
     for name in made:
         (checkout / name).write_text("secret\n")
     ignored = run_in(["git", "check-ignore", "--no-index", *made], ROOT, check=False).stdout
@@ -139,3 +135,38 @@ def test_files_the_docs_create_stay_out_of_git_and_the_sdist(tmp_path: Path) -> 
         shipped = {Path(n).name for n in archive.getnames()}
     assert not shipped & set(made)
     assert "ledger_v1.db" in shipped  # a test fixture, tracked, still ships
+
+
+_PROVIDES = {"postgres": ["psycopg", "psycopg_pool"], "service": ["litestar", "httpx"],
+             "encryption": ["cryptography"]}  # fmt: skip
+
+
+def _install_lines() -> list[list[str]]:
+    """The shell lines of the README's Install section, as words (comments dropped)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```sh\n(.*?)^```", section, re.M | re.S)
+    return [shlex.split(line, comments=True) for block in blocks for line in block.splitlines()]
+
+
+def test_the_readme_install_lines_install_what_they_say(tmp_path: Path) -> None:
+    """In a fresh copy of the checkout, each line as written (pip's work done by uv, offline):
+    from the checkout, and from the wheel the README's build line makes; each venv then
+    imports the extras it named and runs the console script."""
+    lines = _install_lines()
+    installs = [words for words in lines if words[:2] == ["pip", "install"]]
+    wheel_file = "dist/agentledger-0.1.0-py3-none-any.whl"
+    assert [w[2].split("[")[0] for w in installs] == [".", wheel_file]
+    checkout = copy_checkout(tmp_path / "checkout")
+    for words in lines:
+        if words[:2] == ["uv", "build"]:
+            run_in([UV, "build", "--offline", *words[2:]], checkout)
+    for index, words in enumerate(installs):
+        venv = make_venv(tmp_path / f"venv{index}")
+        uv_install(venv, *words[2:], cwd=checkout)
+        extras = words[2].partition("[")[2].rstrip("]").split(",")
+        modules = [m for extra in extras for m in _PROVIDES[extra]]
+        probe = f"import {', '.join(modules)}; import agentledger; print(agentledger.__file__)"
+        where = run_in([venv / "bin" / "python", "-c", probe], tmp_path).stdout
+        assert where.startswith(str(venv)), where
+        assert "sessions" in run_in([venv / "bin" / "agentledger", "--help"], tmp_path).stdout
