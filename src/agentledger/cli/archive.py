@@ -63,7 +63,7 @@ def _describe(manifest: ArchiveManifest) -> str:
 )
 @settings_options
 def archive(settings: Settings, session_id: str, out: str) -> None:
-    """[A1] Write the ended SESSION_ID (runs, records, checkpoints) to one self-verifying file.
+    """Write the ended SESSION_ID (runs, records, checkpoints) to one self-verifying file.
 
     The file is compressed and carries a manifest with counts and digests; it
     is written whole or not at all. The session stays in the store (see
@@ -123,7 +123,7 @@ async def _archive(store: AdminStore, settings: Settings, session_id: str, out: 
 def restore(
     settings: Settings, file: str, verify_only: bool, create: bool, max_bytes: int | None
 ) -> None:
-    """[A1] Recreate the session archived in FILE, byte for byte, in a store that never had it.
+    """Recreate the session archived in FILE, byte for byte, in a store that never had it.
 
     The whole file is verified first: a damaged, truncated or tampered file,
     a purged session id or a session the store already has is refused, and
@@ -238,7 +238,7 @@ def _remove(path: str) -> None:
 @click.option("--dry-run", is_flag=True, help="say what would be done, change nothing")
 @settings_options
 def retention(settings: Settings, ended_before: str, archive_to: str | None, dry_run: bool) -> None:
-    """[A1] Archive (with --archive-to) then purge every session ended before the cut-off.
+    """Archive (with --archive-to) then purge every session ended before the cut-off.
 
     Prints each session's purge receipt. Safe to run again: a sweep that was
     interrupted finishes what is left, and one with nothing left says so. An

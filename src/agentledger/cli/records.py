@@ -43,7 +43,7 @@ def records(
     cursor: str,
     full: bool,
 ) -> None:
-    """RUN_ID's records in commit order ([L9]): id, type, event key, time and payload.
+    """RUN_ID's records in the order they were committed: id, type, event key, time, payload.
 
     With --limit the listing stops after N records and says how to go on
     (--cursor); --type keeps only the given types. --json prints

@@ -120,7 +120,7 @@ def session() -> None:
 @click.argument("session_id", shell_complete=session_ids)
 @settings_options
 def end(settings: Settings, session_id: str) -> None:
-    """[D2] End SESSION_ID: no new run or tool work starts in it; idempotent."""
+    """End SESSION_ID: no new run or tool work starts in it; idempotent."""
     run(with_store(settings, lambda store: _end(store, settings, session_id), read_only=False))
 
 
@@ -143,7 +143,7 @@ async def _end(store: AdminStore, settings: Settings, session_id: str) -> None:
 @click.argument("session_id", shell_complete=session_ids)
 @settings_options
 def purge(settings: Settings, session_id: str) -> None:
-    """[D3] [D7] Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.
+    """Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.
 
     The session must be ended and have no running run. Prints the purge receipt:
     what was deleted (counts, payload and checkpoint bytes) and a sha256 digest of

@@ -20,9 +20,9 @@ __all__ = ["message_lines", "transcript"]
 @click.argument("run_id", shell_complete=run_ids)
 @settings_options
 def transcript(settings: Settings, run_id: str) -> None:
-    """RUN_ID's transcript rebuilt from its records ([R2]), as a conversation.
+    """RUN_ID's transcript rebuilt from its records, as a conversation.
 
-    --json prints the transcript's own canonical JSON ([T4]): an array of
+    --json prints the transcript's own canonical JSON: an array of
     messages that agentledger.transcript.decode_messages reads back exactly.
     """
     run(with_store(settings, lambda store: _transcript(store, settings, run_id)))
