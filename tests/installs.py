@@ -35,12 +35,18 @@ def clean_env() -> dict[str, str]:
 
 
 def run_in(
-    argv: list[str | Path], cwd: Path, *, check: bool = True, timeout: float = 300
+    argv: list[str | Path],
+    cwd: Path,
+    *,
+    check: bool = True,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` in ``cwd`` with :func:`clean_env`; with ``check``, it must exit 0."""
+    """Run ``argv`` in ``cwd`` with :func:`clean_env` (and ``env``); with ``check``, it must
+    exit 0."""
     done = subprocess.run(
-        [str(a) for a in argv], cwd=cwd, env=clean_env(), capture_output=True, text=True,
-        timeout=timeout, check=False,
+        [str(a) for a in argv], cwd=cwd, env={**clean_env(), **(env or {})},
+        capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     if check:
         assert done.returncode == 0, f"{argv}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

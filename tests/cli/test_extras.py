@@ -34,7 +34,21 @@ _CASES = {
     "worker on a service": (
         "temporal", ["worker", "--temporal", "127.0.0.1:9", "--store", "http://127.0.0.1:9"]
     ),
+    "demo with an Anthropic key": ("anthropic", ["--db", "{dir}/demo.db", "demo"]),
+    "demo with an OpenAI key": ("openai", ["--db", "{dir}/demo.db", "demo"]),
+    "demo with AWS credentials": ("bedrock", ["--db", "{dir}/demo.db", "demo"]),
+    "sessions, keyring in the environment": ("encryption", ["--db", "{db}", "sessions"]),
 }  # fmt: skip
+_ENV = {
+    "demo with an Anthropic key": {"ANTHROPIC_API_KEY": "sk-test"},
+    "demo with an OpenAI key": {"OPENAI_API_KEY": "sk-test"},
+    "demo with AWS credentials": {
+        "AWS_ACCESS_KEY_ID": "AKIATEST", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1"
+    },
+    "sessions, keyring in the environment": {
+        "AGENTLEDGER_KEYRING_FILE": "{keyring}", "AGENTLEDGER_VAULT": "{vault}"
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +65,7 @@ def place(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str
 def _refusal(extra: str, wheel: Path) -> str:
     return (
         rf".+ needs agentledger's \[{extra}\] extra, which is not installed "
-        rf"\(no module '[a-z_]+'\): pip install '{re.escape(str(wheel))}\[{extra}\]'"
+        rf"\(no module '[a-z_0-9]+'\): pip install '{re.escape(str(wheel))}\[{extra}\]'"
     )
 
 
@@ -61,12 +75,16 @@ def test_a_missing_extra_is_one_line_naming_it(
 ) -> None:
     extra, template = _CASES[case]
     args = [word.format(**place) for word in template]
-    done = run_in([core_venv / "bin" / "agentledger", *args], Path(place["dir"]), check=False)
+    env = {k: v.format(**place) for k, v in _ENV.get(case, {}).items()}
+    done = run_in(
+        [core_venv / "bin" / "agentledger", *args], Path(place["dir"]), check=False, env=env
+    )
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert re.fullmatch(f"agentledger: error: {_refusal(extra, wheel)}\n", done.stderr), done.stderr
     as_json = run_in(
-        [core_venv / "bin" / "agentledger", "--json", *args], Path(place["dir"]), check=False
-    )
+        [core_venv / "bin" / "agentledger", "--json", *args], Path(place["dir"]), check=False,
+        env=env,
+    )  # fmt: skip
     error = json.loads(as_json.stderr)["error"]
     assert (error["type"], error["fields"]["extra"]) == ("MissingExtra", extra)
 
