@@ -11,13 +11,14 @@ import psycopg
 import pytest
 
 from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
-from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import PostgresStore, migrations
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import decode_messages
 from tests.cli.conftest import run_cli, run_process
 from tests.storage.postgres.server import create_database, drop_database
 
 SESSION = "pg-session"
+LATEST = migrations.SCHEMA_VERSION
 
 
 @tool
@@ -194,8 +195,8 @@ def test_a_fresh_database_is_refused_naming_migrate_which_migrates_it(postgres_d
         fresh = run_cli("--db", dsn, "sessions")
         assert fresh.code == 1
         assert fresh.err == (
-            f"agentledger: error: {dsn} needs migrating (schema version 0, this agentledger "
-            f"uses a newer one): run `agentledger migrate --db '{dsn}'`\n"
+            f"agentledger: error: {dsn} needs migrating: {LATEST} migrations pending (schema "
+            f"version 0, this agentledger's is {LATEST}); run `agentledger migrate --db '{dsn}'`\n"
         )
         done = run_cli("migrate", "--db", dsn, "--json").json()
         assert done["applied"] == list(range(1, done["schema_version"] + 1))

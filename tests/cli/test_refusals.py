@@ -138,8 +138,8 @@ def test_migrate_a_sqlite_file_behind_this_code(tmp_path: Path) -> None:
     behind = run_cli("--db", str(db), "sessions")
     assert behind.code == 1
     assert behind.err == (
-        f"agentledger: error: {db} needs migrating (schema version {latest - 1}, this "
-        f"agentledger uses a newer one): run `agentledger migrate --db {db}`\n"
+        f"agentledger: error: {db} needs migrating: 1 migration pending (schema version "
+        f"{latest - 1}, this agentledger's is {latest}); run `agentledger migrate --db {db}`\n"
     )
     done = run_cli("migrate", "--db", str(db))
     assert done.code == 0, done.err

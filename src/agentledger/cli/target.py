@@ -173,13 +173,20 @@ def _unmigrated(error: ValidationError, target: str) -> ValidationError:
 
     if error.field != "schema_version" or not isinstance(error.got, int):
         return error
+    import re
+
+    latest = re.search(r"\d+", error.expected)
+    if latest is None:
+        return error
+    count = int(latest.group()) - error.got
     return ValidationError(
         field="schema_version",
         expected=error.expected,
         got=error.got,
         message=(
-            f"{display(target)} needs migrating (schema version {error.got}, this agentledger "
-            f"uses a newer one): run `agentledger migrate --db {_quoted(display(target))}`"
+            f"{display(target)} needs migrating: {count} migration{'s' if count > 1 else ''} "
+            f"pending (schema version {error.got}, this agentledger's is {latest.group()}); "
+            f"run `agentledger migrate --db {_quoted(display(target))}`"
         ),
     )
 
