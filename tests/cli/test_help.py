@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -154,7 +155,6 @@ def test_no_message_shown_to_users_cites_a_design_id() -> None:
     """Every string literal of the package that is not a docstring (error messages, help,
     printed text) says its rule in words."""
     import ast
-    from pathlib import Path
 
     found = []
     for path in sorted((Path(agentledger.__file__).parent).rglob("*.py")):
@@ -177,3 +177,23 @@ def test_no_message_shown_to_users_cites_a_design_id() -> None:
             ):
                 found.append(f"{path.name}:{node.lineno}: {node.value[:80]!r}")
     assert found == []
+
+
+@pytest.mark.parametrize("path", PATHS, ids=" ".join)
+def test_every_help_looks_alike(path: tuple[str, ...]) -> None:
+    """One help layout for every command, `worker` included: click's usage, options, -h."""
+    out = run_cli(*path, "--help").out
+    assert out.startswith(f"Usage: agentledger {' '.join(path)} [OPTIONS]"), out
+    assert "\nOptions:\n" in out
+    assert " -h, --help " in out
+
+
+def test_the_worker_takes_the_store_given_before_it(tmp_path: Path) -> None:
+    """`agentledger --db FILE worker ...` works like every other command (options before
+    the command count); the worker opens that store, then finds no Temporal server."""
+    db = tmp_path / "ledger.db"
+    done = run_process("--db", str(db), "worker", "--temporal", "127.0.0.1:9")
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("agentledger: error: connect: temporal at 127.0.0.1:9"), line
+    assert db.exists()

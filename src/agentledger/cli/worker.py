@@ -88,12 +88,12 @@ def worker(
 
     root = click.get_current_context().find_root().obj
     target = target or (root.target if isinstance(root, Settings) else "")
+    as_json = isinstance(root, Settings) and root.json  # `agentledger --json worker ...`
     if not target:
         raise click.UsageError("Missing option '--db' / '--store': the store to work on")
     import asyncio
-    import sys
 
-    from agentledger.cli.refusal import missing_extra, report, wants_json
+    from agentledger.cli.refusal import missing_extra, report
     from agentledger.engine.temporal.cli import exit_now, serve
     from agentledger.errors import AgentledgerError
 
@@ -112,10 +112,10 @@ def worker(
             )
         )
     except AgentledgerError as e:
-        report(e, json=wants_json(sys.argv))
+        report(e, json=as_json)
     except ImportError as e:
         missing = missing_extra(e)
         if missing is None:
             raise
-        report(missing, json=wants_json(sys.argv))
+        report(missing, json=as_json)
     exit_now(code)  # Temporal's native threads must not see the interpreter's teardown
