@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.engine.temporal.server import TemporalDevServer
+from tests.installs import build_wheel, make_venv, uv_install
 from tests.storage.postgres.server import PostgresServer, create_database, drop_database
 
 PG_DSN_ENV = "AGENTLEDGER_TEST_PG_DSN"
@@ -35,6 +37,20 @@ def postgres_dsn() -> Iterator[str]:
     finally:
         if server is not None:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel users install, built from this tree once per session (``tests/installs.py``)."""
+    return build_wheel(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def core_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the wheel and its core dependencies only: no extra at all."""
+    home = make_venv(tmp_path_factory.mktemp("venv") / "core")
+    uv_install(home, wheel, cwd=home.parent)
+    return home
 
 
 TEMPORAL_ENV = "AGENTLEDGER_TEST_TEMPORAL"

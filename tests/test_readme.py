@@ -6,6 +6,7 @@ project in ``tests/storage/test_conformance_outside.py``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,23 @@ def test_readme_example(block: CodeBlock, tmp_path: Path, monkeypatch: pytest.Mo
     code = block.compile()
     if not block.fragment:
         exec(code, {"__name__": f"readme_block_{block.line}"})
+
+
+def test_no_install_line_asks_the_package_index_for_agentledger() -> None:
+    """agentledger is installed from a checkout or a wheel (README, Install); the name on the
+    package index belongs to someone else, so no doc may say `pip install agentledger...`."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for doc in docs:
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            _, found, rest = line.partition("pip install ")
+            if found:
+                spec = rest.lstrip("'\"` ")
+                assert not spec.startswith("agentledger"), f"{doc.name}:{number}: {line}"
+
+
+def test_docs_say_rules_in_words() -> None:
+    """Users have no design document: the README and docs cite no rule ids like `[L2]`."""
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        assert not re.findall(r"\[[A-Z][0-9]+\]", text), doc.name
+        assert "DESIGN" not in text, doc.name

@@ -10,53 +10,32 @@ conformance snippet runs in a bare project.
 
 from __future__ import annotations
 
-import os
 import re
+import shlex
 import subprocess
-import sys
+import tarfile
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
 import pytest
 
+from tests.installs import UV, clean_env, copy_checkout, make_venv, run_in, uv_install
 from tests.markdown import ROOT, CodeBlock, python_blocks
 from tests.storage.test_conformance_outside import BACKENDS, CONFIG, SNIPPET, TUNING
-
-UV = Path(sys.executable).with_name("uv")  # installed in .venv by the Makefile
-
-
-def _clean_env() -> dict[str, str]:
-    """No trace of this repo's venv or import path."""
-    drop = ("PYTHON", "PYTEST", "VIRTUAL_ENV", "UV_")
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-
-
-def _run(argv: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [str(a) for a in argv], cwd=cwd, env=_clean_env(), capture_output=True, text=True,
-        timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, f"{argv}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    _run([UV, "build", "--offline", "--wheel", "--out-dir", out, ROOT], cwd=out)
-    (built,) = out.glob("agentledger-*.whl")
-    return built
 
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv with the wheel and its core dependencies, nothing else."""
-    home = tmp_path_factory.mktemp("venv") / "venv"
-    _run([UV, "venv", "--offline", "--python", sys.executable, home], cwd=home.parent)
-    python = home / "bin" / "python"
-    _run([UV, "pip", "install", "--offline", "--python", python, wheel], cwd=home.parent)
+    """A fresh virtualenv with the wheel and its core dependencies, nothing else (its own:
+    a test below adds the conformance extra to it)."""
+    home = make_venv(tmp_path_factory.mktemp("venv") / "venv")
+    uv_install(home, wheel, cwd=home.parent)
     return home
+
+
+def _run(argv: list[str | Path], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_in(argv, cwd)
 
 
 def test_wheel_metadata(wheel: Path) -> None:
@@ -112,7 +91,7 @@ def test_conformance_needs_its_extra_then_runs_in_a_bare_project(
     python = venv / "bin" / "python"
     done = subprocess.run(
         [python, "-c", "import agentledger.storage.conformance"],
-        cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, check=False,
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
@@ -137,3 +116,57 @@ def _heading(block: CodeBlock) -> str:
     """The Markdown heading a block sits under."""
     lines = block.path.read_text().splitlines()[: block.line]
     return next(line for line in reversed(lines) if line.startswith("#"))
+
+
+def test_files_the_docs_create_stay_out_of_git_and_the_sdist(tmp_path: Path) -> None:
+    """The README's and demo's files, made in a copy of the checkout, are git-ignored and
+    left out of the source distribution (token hashes, keys and data must not ship)."""
+    made = ["agentledger.db", "agentledger.db-wal", "agentledger.db.serve.lock", "tokens.json",
+            "worker.token", "keyring.json", "keys.vault", "ledger.db", "a.alarchive"]  # fmt: skip
+    checkout = copy_checkout(tmp_path / "checkout")
+    for name in made:
+        (checkout / name).write_text("secret\n")
+    ignored = run_in(["git", "check-ignore", "--no-index", *made], ROOT, check=False).stdout
+    assert ignored.split() == made
+    out = tmp_path / "dist"
+    run_in([UV, "build", "--offline", "--sdist", "--out-dir", out, checkout], cwd=tmp_path)
+    (sdist,) = out.glob("agentledger-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        shipped = {Path(n).name for n in archive.getnames()}
+    assert not shipped & set(made)
+    assert "ledger_v1.db" in shipped  # a test fixture, tracked, still ships
+
+
+_PROVIDES = {"postgres": ["psycopg", "psycopg_pool"], "service": ["litestar", "httpx"],
+             "encryption": ["cryptography"]}  # fmt: skip
+
+
+def _install_lines() -> list[list[str]]:
+    """The shell lines of the README's Install section, as words (comments dropped)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```sh\n(.*?)^```", section, re.M | re.S)
+    return [shlex.split(line, comments=True) for block in blocks for line in block.splitlines()]
+
+
+def test_the_readme_install_lines_install_what_they_say(tmp_path: Path) -> None:
+    """In a fresh copy of the checkout, each line as written (pip's work done by uv, offline):
+    from the checkout, and from the wheel the README's build line makes; each venv then
+    imports the extras it named and runs the console script."""
+    lines = _install_lines()
+    installs = [words for words in lines if words[:2] == ["pip", "install"]]
+    wheel_file = "dist/agentledger-0.1.0-py3-none-any.whl"
+    assert [w[2].split("[")[0] for w in installs] == [".", wheel_file]
+    checkout = copy_checkout(tmp_path / "checkout")
+    for words in lines:
+        if words[:2] == ["uv", "build"]:
+            run_in([UV, "build", "--offline", *words[2:]], checkout)
+    for index, words in enumerate(installs):
+        venv = make_venv(tmp_path / f"venv{index}")
+        uv_install(venv, *words[2:], cwd=checkout)
+        extras = words[2].partition("[")[2].rstrip("]").split(",")
+        modules = [m for extra in extras for m in _PROVIDES[extra]]
+        probe = f"import {', '.join(modules)}; import agentledger; print(agentledger.__file__)"
+        where = run_in([venv / "bin" / "python", "-c", probe], tmp_path).stdout
+        assert where.startswith(str(venv)), where
+        assert "sessions" in run_in([venv / "bin" / "agentledger", "--help"], tmp_path).stdout

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
+import shutil
+import sys
 import uuid
 from datetime import UTC, datetime
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from rich.console import Console
@@ -272,18 +275,37 @@ async def _demo(path: str, console: Console) -> int:
         table.add_row(title.split(":")[0], output.run_id, str(output.status))
     console.print(table)
     console.print(f"Product memory kept {len(remembered.events)} events of turn 1.\n")
-    db = "" if path == default_path() else f" --db {path}"
+    db = "" if path == default_path() else f" --db {shlex.quote(path)}"
+    command = agentledger_command()
     console.print("Inspect it:")
-    console.print(f"  agentledger{db} sessions")
-    console.print(f"  agentledger{db} runs {session_id}")
-    console.print(f"  agentledger{db} records {runs[0][1].run_id}")
-    console.print(f"  agentledger{db} transcript {runs[-1][1].run_id}")
-    console.print(f"  agentledger{db} --json runs {session_id}")
+    console.print(f"  {command}{db} sessions")
+    console.print(f"  {command}{db} runs {session_id}")
+    console.print(f"  {command}{db} records {runs[0][1].run_id}")
+    console.print(f"  {command}{db} transcript {runs[-1][1].run_id}")
+    console.print(f"  {command}{db} --json runs {session_id}")
     console.print("\nSee it in the browser (the web inspector, read-only):")
-    console.print("  agentledger token new --role reader --tokens tokens.json   # prints a token")
-    console.print(f"  agentledger serve --db {PurePath(path)} --tokens tokens.json")
+    console.print(f"  {command} token new --role reader --tokens tokens.json   # prints a token")
+    console.print(f"  {command} serve --db {shlex.quote(str(PurePath(path)))} --tokens tokens.json")
     console.print(f"  then open http://127.0.0.1:8470/ui, log in with the token, open {session_id}")
     return 0
+
+
+def agentledger_command() -> str:
+    """How to run ``agentledger`` from this shell, as this process was run: the bare name
+    when it is on ``PATH`` (an active venv), else the console script's path (``.venv/bin/
+    agentledger`` from the checkout), else this interpreter with ``-m agentledger``."""
+    here = Path(sys.executable).parent
+    script = here / "agentledger"
+    found = shutil.which("agentledger")
+    if script.exists() and found and Path(found).resolve() == script.resolve():
+        return "agentledger"
+    if found and not script.exists():
+        return "agentledger"
+    chosen = script if script.exists() else Path(sys.executable)
+    with contextlib.suppress(ValueError):
+        chosen = chosen.relative_to(Path.cwd())
+    shown = shlex.quote(str(chosen))
+    return shown if script.exists() else f"{shown} -m agentledger"
 
 
 def run_demo(path: str | None = None) -> int:

@@ -145,7 +145,7 @@ def test_a_database_behind_the_schema_is_refused_clearly(tmp_path: Path) -> None
     done = run_cli("--db", str(db), "check")
     assert done.code != 0
     assert "2 migrations pending" in done.err
-    assert "open it with a writer" in done.err
+    assert f"run `agentledger migrate --db {db}`" in done.err
     assert "no such column" not in done.err + done.out
     with pytest.raises(ValidationError) as behind:
         check_invariants(db)

@@ -40,8 +40,10 @@ def _parse(words: list[str]) -> None:
     """Resolve the command path and parse its options as the CLI would, without running it."""
     command: click.Command = cli
     name = "agentledger"
-    while True:
-        ctx = command.make_context(name, list(words), resilient_parsing=False)
+    parent: click.Context | None = None
+    while True:  # each context a child of the one before, as when the CLI runs
+        ctx = command.make_context(name, list(words), parent=parent, resilient_parsing=False)
+        parent = ctx
         if not isinstance(command, click.Group):
             return
         rest = [*ctx._protected_args, *ctx.args]

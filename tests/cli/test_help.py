@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
 
+import agentledger
 from agentledger.cli.app import COMMANDS, cli
 from tests.cli.conftest import Demo, run_cli, run_process
 
@@ -136,3 +139,61 @@ def test_completion_offers_stored_ids(demo: Demo) -> None:
     missing = demo.db.parent / "missing.db"
     assert complete("--db", str(missing), "records", "run-") == []
     assert not missing.exists()
+
+
+_RULE_ID = re.compile(r"\[[A-Z][0-9]+\]")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=" ".join)
+def test_help_says_rules_in_words_not_design_ids(path: tuple[str, ...]) -> None:
+    """Users have no design document: no `[L2]`, `[E2]`, `[A1]` in any help text."""
+    done = run_cli(*path, "--help")
+    assert not _RULE_ID.search(done.out), done.out
+
+
+def test_no_message_shown_to_users_cites_a_design_id() -> None:
+    """Every string literal of the package that is not a docstring (error messages, help,
+    printed text) says its rule in words."""
+    import ast
+
+    found = []
+    for path in sorted((Path(agentledger.__file__).parent).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs: set[int] = set()
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list):  # docstrings, and attribute docstrings after fields
+                docs |= {
+                    id(statement.value)
+                    for statement in body
+                    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+                }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and _RULE_ID.search(node.value)
+            ):
+                found.append(f"{path.name}:{node.lineno}: {node.value[:80]!r}")
+    assert found == []
+
+
+@pytest.mark.parametrize("path", PATHS, ids=" ".join)
+def test_every_help_looks_alike(path: tuple[str, ...]) -> None:
+    """One help layout for every command, `worker` included: click's usage, options, -h."""
+    out = run_cli(*path, "--help").out
+    assert out.startswith(f"Usage: agentledger {' '.join(path)} [OPTIONS]"), out
+    assert "\nOptions:\n" in out
+    assert " -h, --help " in out
+
+
+def test_the_worker_takes_the_store_given_before_it(tmp_path: Path) -> None:
+    """`agentledger --db FILE worker ...` works like every other command (options before
+    the command count); the worker opens that store, then finds no Temporal server."""
+    db = tmp_path / "ledger.db"
+    done = run_process("--db", str(db), "worker", "--temporal", "127.0.0.1:9")
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("agentledger: error: connect: temporal at 127.0.0.1:9"), line
+    assert db.exists()

@@ -11,13 +11,14 @@ import psycopg
 import pytest
 
 from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
-from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import PostgresStore, migrations
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import decode_messages
-from tests.cli.conftest import run_cli
+from tests.cli.conftest import run_cli, run_process
 from tests.storage.postgres.server import create_database, drop_database
 
 SESSION = "pg-session"
+LATEST = migrations.SCHEMA_VERSION
 
 
 @tool
@@ -185,3 +186,33 @@ def test_repair_and_session_admin_on_postgres(ledger: tuple[str, str]) -> None:
     assert run_cli("--db", dsn, "session", "purge", SESSION).code == 0
     assert run_cli("--db", dsn, "--json", "sessions").json()["sessions"] == []
     assert run_cli("--db", dsn, "check").code == 0
+
+
+def test_a_fresh_database_is_refused_naming_migrate_which_migrates_it(postgres_dsn: str) -> None:
+    """Only `migrate` (and workers, serve) write the schema; every read names the command."""
+    dsn = create_database(postgres_dsn, prefix="agentledger_cli_fresh")
+    try:
+        fresh = run_cli("--db", dsn, "sessions")
+        assert fresh.code == 1
+        assert fresh.err == (
+            f"agentledger: error: {dsn} needs migrating: {LATEST} migrations pending (schema "
+            f"version 0, this agentledger's is {LATEST}); run `agentledger migrate --db '{dsn}'`\n"
+        )
+        done = run_cli("migrate", "--db", dsn, "--json").json()
+        assert done["applied"] == list(range(1, done["schema_version"] + 1))
+        assert run_cli("--db", dsn, "--json", "sessions").json()["sessions"] == []
+        again = run_cli("migrate", "--db", dsn)
+        assert again.out == f"{dsn}: already at schema version {done['schema_version']}\n"
+    finally:
+        drop_database(dsn)
+
+
+def test_a_missing_database_is_reported_once(postgres_dsn: str) -> None:
+    params = psycopg.conninfo.conninfo_to_dict(postgres_dsn)
+    missing = psycopg.conninfo.make_conninfo(**{**params, "dbname": "agentledger_no_such_db"})
+    for args in (["--db", missing, "sessions"], ["migrate", "--db", missing]):
+        done = run_process(*args)  # a real process: the pool's log would reach stderr too
+        assert done.returncode == 1
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("agentledger: error: ")
+        assert 'database "agentledger_no_such_db" does not exist' in line

@@ -35,6 +35,7 @@ def test_reads_leave_the_file_unchanged(demo: Demo, tmp_path: Path) -> None:
         ["check"],
     ):
         assert run_cli("--db", str(db), *args).code == 0, args
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db"], args  # no -wal, -shm
     assert _digest(db) == before
 
 

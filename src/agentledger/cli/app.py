@@ -3,7 +3,8 @@
 Commands are registered by name in :data:`COMMANDS` as ``module:attribute``
 and imported only when used (or listed by ``--help``), so every command
 pays only for what it imports. Exit status: 0 on success, 1 when
-agentledger refuses (one line on stderr, no traceback), 2 for usage errors
+agentledger refuses (one line on stderr, no traceback; a JSON object with
+``--json``; a missing optional extra named with its install command), 2 for usage errors
 (a bare ``agentledger`` prints its usage and exits 2), 130 on Ctrl-C.
 """
 
@@ -14,16 +15,32 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
-from agentledger.errors import AgentledgerError, CorruptArchiveError, CorruptRecordError
+from agentledger.cli.refusal import missing_extra, report, wants_json
+from agentledger.errors import (
+    AgentledgerError,
+    CorruptArchiveError,
+    CorruptRecordError,
+    SessionPurgedError,
+)
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
 
-__all__ = ["COMMANDS", "CommandError", "Settings", "cli", "main", "settings_options", "with_store"]
+__all__ = [
+    "COMMANDS",
+    "SQLITE_HELP",
+    "STORE_HELP",
+    "CommandError",
+    "Settings",
+    "cli",
+    "main",
+    "settings_options",
+    "with_store",
+]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +62,7 @@ COMMANDS: dict[str, str] = {
     "serve": "agentledger.cli.service:serve",
     "token": "agentledger.cli.service:token",
     "keys": "agentledger.cli.keys:keys",
+    "migrate": "agentledger.cli.migrate:migrate",
 }
 """Every command, in the order ``--help`` lists them: name -> ``module:attribute``."""
 
@@ -72,12 +90,26 @@ def _default_target() -> str:
     return os.environ.get("AGENTLEDGER_DB") or os.path.join(".", "agentledger.db")
 
 
-def settings_options(command: F) -> F:
+SQLITE_HELP = "the SQLite file (default: $AGENTLEDGER_DB, else ./agentledger.db)"
+STORE_HELP = (
+    "a SQLite file (default: $AGENTLEDGER_DB, else ./agentledger.db) or a postgresql:// DSN"
+)
+
+
+@overload
+def settings_options(command: F, *, target_help: str = ...) -> F: ...
+@overload
+def settings_options(command: None = None, *, target_help: str = ...) -> Callable[[F], F]: ...
+def settings_options(command: F | None = None, *, target_help: str = TARGET_HELP) -> Any:
     """Add ``--db``/``--store`` and ``--json`` to a command; it receives ``settings``.
 
     A value given on the command wins over one given before it
     (``agentledger --json records RUN`` and ``agentledger records RUN --json``).
+    ``target_help`` describes the targets the command takes, when not all three
+    (``@settings_options(target_help=SQLITE_HELP)``).
     """
+    if command is None:
+        return lambda later: settings_options(later, target_help=target_help)
 
     def merged(*args: Any, target: str | None, json: bool, **kwargs: Any) -> Any:
         root = click.get_current_context().find_root().obj
@@ -90,8 +122,8 @@ def settings_options(command: F) -> F:
     merged.__name__ = command.__name__
     merged.__doc__ = command.__doc__
     merged = click.option("--json", is_flag=True, help="print JSON instead of text")(merged)
-    merged = click.option("--db", "--store", "target", metavar="TARGET", help=TARGET_HELP)(merged)
-    return merged  # type: ignore[return-value]
+    merged = click.option("--db", "--store", "target", metavar="TARGET", help=target_help)(merged)
+    return merged
 
 
 def run(main: Awaitable[T]) -> T:
@@ -122,19 +154,28 @@ async def with_store(
     A damaged database (an error with no run to blame) is reported with the
     file or DSN it came from.
     """
-    from agentledger.cli.target import open_store
+    from agentledger.cli.target import opened
 
     try:
-        store = await open_store(settings.target, read_only=read_only)
-        try:
+        async with opened(settings.target, read_only=read_only) as store:
             return await use(store)
-        finally:
-            await store.close()
     except CorruptRecordError as e:
         if e.run_id or e.record_id or isinstance(e, CorruptArchiveError):
             raise
         raise CommandError(
             f"{display(settings.target)}: the database is damaged ({e.reason})"
+        ) from e
+    except SessionPurgedError as e:
+        if not read_only:
+            raise
+        what = (
+            f"run {e.run_id} belonged to session {e.session_id}, which"
+            if e.run_id
+            else (f"session {e.session_id}")
+        )
+        raise CommandError(
+            f"{what} was purged: its runs, records and checkpoints are deleted "
+            f"(`agentledger session purge {e.session_id}` prints its receipt again)"
         ) from e
 
 
@@ -193,9 +234,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
         return 130
     except (AgentledgerError, CommandError) as e:
-        print(f"agentledger: error: {e}", file=sys.stderr)
+        report(e, json=wants_json(args))
+        return 1
+    except ImportError as e:  # an optional extra this installation lacks: named, one line
+        missing = missing_extra(e)
+        if missing is None:
+            raise
+        report(missing, json=wants_json(args))
         return 1
     except BrokenPipeError:  # e.g. `agentledger records RUN | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:  # a file the user named: missing, unwritable, a directory...
+        where = f": {e.filename}" if e.filename else ""
+        report(CommandError(f"{e.strerror or e}{where}"), json=wants_json(args))
         return 1
     return code if isinstance(code, int) else 0

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentledger.cli.app import Settings, display, run, settings_options, with_store
+from agentledger.cli.app import (
+    CommandError,
+    Settings,
+    display,
+    run,
+    settings_options,
+    with_store,
+)
 from agentledger.cli.complete import session_ids
 
 if TYPE_CHECKING:
@@ -56,7 +63,7 @@ def _describe(manifest: ArchiveManifest) -> str:
 )
 @settings_options
 def archive(settings: Settings, session_id: str, out: str) -> None:
-    """[A1] Write the ended SESSION_ID (runs, records, checkpoints) to one self-verifying file.
+    """Write the ended SESSION_ID (runs, records, checkpoints) to one self-verifying file.
 
     The file is compressed and carries a manifest with counts and digests; it
     is written whole or not at all. The session stays in the store (see
@@ -65,10 +72,28 @@ def archive(settings: Settings, session_id: str, out: str) -> None:
     run(with_store(settings, lambda store: _archive(store, settings, session_id, out)))
 
 
+async def _check_directory(path: str, option: str) -> None:
+    """Refuse a file whose directory does not exist, before anything is read or written."""
+    import asyncio
+    import os
+
+    from agentledger.errors import ValidationError
+
+    folder = os.path.dirname(path) or "."
+    if not await asyncio.to_thread(os.path.isdir, folder):
+        raise ValidationError(
+            field=option,
+            expected="a file in an existing directory",
+            got=path,
+            message=f"{option} {path}: there is no directory {folder} (create it first)",
+        )
+
+
 async def _archive(store: AdminStore, settings: Settings, session_id: str, out: str) -> None:
     from agentledger.cli.output import echo, echo_json
     from agentledger.storage.archive import archive_session
 
+    await _check_directory(out, "--out")
     manifest = await archive_session(store, session_id, out)
     if settings.json:
         echo_json(manifest)
@@ -98,7 +123,7 @@ async def _archive(store: AdminStore, settings: Settings, session_id: str, out: 
 def restore(
     settings: Settings, file: str, verify_only: bool, create: bool, max_bytes: int | None
 ) -> None:
-    """[A1] Recreate the session archived in FILE, byte for byte, in a store that never had it.
+    """Recreate the session archived in FILE, byte for byte, in a store that never had it.
 
     The whole file is verified first: a damaged, truncated or tampered file,
     a purged session id or a session the store already has is refused, and
@@ -132,9 +157,17 @@ async def _verify(settings: Settings, file: str, max_bytes: int | None) -> None:
 
 async def _restore(store: AdminStore, settings: Settings, file: str, max_bytes: int | None) -> None:
     from agentledger.cli.output import echo, echo_json
+    from agentledger.errors import SessionConflictError
     from agentledger.storage.archive import restore_archive
 
-    manifest = await restore_archive(store, file, max_inflated_bytes=max_bytes)
+    try:
+        manifest = await restore_archive(store, file, max_inflated_bytes=max_bytes)
+    except SessionConflictError as e:
+        raise CommandError(
+            f"{display(settings.target)} already holds session {e.session_id}: a restore "
+            "only recreates a session the store never held (restore into another store, "
+            "with --db)"
+        ) from e
     if settings.json:
         echo_json(manifest)
     else:
@@ -205,7 +238,7 @@ def _remove(path: str) -> None:
 @click.option("--dry-run", is_flag=True, help="say what would be done, change nothing")
 @settings_options
 def retention(settings: Settings, ended_before: str, archive_to: str | None, dry_run: bool) -> None:
-    """[A1] Archive (with --archive-to) then purge every session ended before the cut-off.
+    """Archive (with --archive-to) then purge every session ended before the cut-off.
 
     Prints each session's purge receipt. Safe to run again: a sweep that was
     interrupted finishes what is left, and one with nothing left says so. An

@@ -33,14 +33,11 @@ def _target(ctx: click.Context) -> str:
 def _ids(ctx: click.Context, find: Callable[[AdminStore], Awaitable[list[str]]]) -> list[str]:
     import asyncio
 
-    from agentledger.cli.target import open_store
+    from agentledger.cli.target import opened
 
     async def read() -> list[str]:
-        store = await open_store(_target(ctx), read_only=True)
-        try:
+        async with opened(_target(ctx), read_only=True) as store:
             return await find(store)
-        finally:
-            await store.close()
 
     try:
         return asyncio.run(read())

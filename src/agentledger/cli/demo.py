@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from agentledger.cli.app import Settings, run, settings_options
+from agentledger.cli.app import SQLITE_HELP, Settings, run, settings_options
 
 __all__ = ["demo"]
 
 
 @click.command(short_help="run a real multi-turn agent session into the database")
-@settings_options
+@settings_options(target_help=SQLITE_HELP)
 def demo(settings: Settings) -> int:
     """Run a four-turn travel-concierge session into the SQLite file --db (created if
     missing): parallel tool calls, a child run, a suspension resumed, a cancellation.
@@ -18,11 +18,17 @@ def demo(settings: Settings) -> int:
     With --json the narration goes to stderr and stdout gets
     {"db", "session", "runs"} describing what was recorded.
     """
+    from agentledger.cli.app import display
     from agentledger.cli.target import kind_of, sqlite_path
     from agentledger.errors import ValidationError
 
     if kind_of(settings.target) != "sqlite":
-        raise ValidationError(field="--db", expected="a SQLite file", got=settings.target)
+        raise ValidationError(
+            field="--db",
+            expected="a SQLite file",
+            got=settings.target,
+            message=f"the demo writes a SQLite file, not {display(settings.target)}",
+        )
     path = sqlite_path(settings.target)
     if not settings.json:
         from agentledger.demo import run_demo
@@ -41,16 +47,16 @@ async def _demo_json(path: str) -> int:
     from agentledger.cli.output import echo_json, jsonable
     from agentledger.cli.runs import predecessor
     from agentledger.cli.sessions import list_all_sessions
+    from agentledger.cli.target import opened
     from agentledger.demo import run_demo
-    from agentledger.storage.sqlite import SQLiteStore
 
     before: set[str] = set()
     if await asyncio.to_thread(os.path.exists, path):
-        async with await SQLiteStore.open_read_only(path) as store:
+        async with opened(path, read_only=True) as store:
             before = {s.id for s in (await list_all_sessions(store))[0]}
     with contextlib.redirect_stdout(sys.stderr):
         code = await asyncio.to_thread(run_demo, path)
-    async with await SQLiteStore.open_read_only(path) as store:
+    async with opened(path, read_only=True) as store:
         (session,) = [s for s in (await list_all_sessions(store))[0] if s.id not in before]
         metas = await store.list_runs_by_session(session.id)
         rows = [

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentledger.cli.app import Settings, run, settings_options
+from agentledger.cli.app import STORE_HELP, Settings, run, settings_options
 from agentledger.cli.complete import session_ids
 from agentledger.errors import ValidationError
 
@@ -73,7 +73,7 @@ def retire(key_id: str, keyring: str) -> None:
 @keys.command(short_help="rewrap every data key under the current key")
 @_KEYRING
 @_VAULT
-@settings_options
+@settings_options(target_help=STORE_HELP)
 def rotate(settings: Settings, keyring: str | None, vault: str | None) -> None:
     """Rewrap every session's data key under the keyring's current key; no record is
     rewritten. Afterwards the old key can be retired."""
@@ -98,7 +98,7 @@ def rotate(settings: Settings, keyring: str | None, vault: str | None) -> None:
 @click.argument("session_id", shell_complete=session_ids)
 @_KEYRING
 @_VAULT
-@settings_options
+@settings_options(target_help=STORE_HELP)
 def erase(settings: Settings, session_id: str, keyring: str | None, vault: str | None) -> None:
     """Destroy SESSION_ID's data key: its records and checkpoints become unreadable in
     the database, in backups of it and in archives made before. Cannot be undone."""

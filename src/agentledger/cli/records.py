@@ -43,7 +43,7 @@ def records(
     cursor: str,
     full: bool,
 ) -> None:
-    """RUN_ID's records in commit order ([L9]): id, type, event key, time and payload.
+    """RUN_ID's records in the order they were committed: id, type, event key, time, payload.
 
     With --limit the listing stops after N records and says how to go on
     (--cursor); --type keeps only the given types. --json prints
@@ -157,8 +157,31 @@ async def _records(
                 "next_cursor": selection.next_cursor,
             }
         )
+        await _name_missing_types(store, run_id, types, selection)
         return
     for line in record_lines(selection.records, full=full):
         echo(line)
     if selection.next_cursor:
         click.echo(f"more: add --cursor {selection.next_cursor}", err=True)
+    await _name_missing_types(store, run_id, types, selection)
+
+
+async def _name_missing_types(
+    store: AdminStore, run_id: str, types: Sequence[str], selection: Selection
+) -> None:
+    """A --type the run has no record of is named on stderr, with the types it has."""
+    found = {r.type for r in selection.records}
+    if not types or found >= set(types):
+        return
+    held: list[str] = []
+    for r in (await select_records(store, run_id, (), None, "")).records:
+        if r.type not in held:
+            held.append(r.type)
+    absent = [t for t in dict.fromkeys(types) if t not in held]
+    if absent:
+        named = ", ".join(repr(t) for t in absent)
+        click.echo(
+            f"agentledger: note: run {run_id} has no record of type {named}; "
+            f"its types: {', '.join(held)}",
+            err=True,
+        )

@@ -43,7 +43,7 @@ __all__ = ["repair"]
 )
 @settings_options
 def repair(settings: Settings, run_id: str, workflow_gone: bool) -> None:
-    """[E2] ensure_run_completion for RUN_ID, without its engine.
+    """Make sure RUN_ID has its ending (ensure_run_completion), without its engine.
 
     A closed run: its stored lifecycle is checked and its final record printed
     (nothing is written). A running run: refused, because the CLI cannot ask the

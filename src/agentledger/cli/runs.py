@@ -21,7 +21,7 @@ __all__ = ["predecessor", "run_tree", "runs"]
 @settings_options
 def runs(settings: Settings, session_id: str) -> None:
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
-    continuation under the suspended run it resumed ([L2] [K2])."""
+    continuation under the suspended run it resumed."""
     run(with_store(settings, lambda store: _runs(store, settings, session_id)))
 
 

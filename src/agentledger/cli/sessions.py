@@ -92,15 +92,16 @@ async def _sessions(
     limit: int | None,
     cursor: str,
 ) -> None:
-    from agentledger.cli.output import columns, echo, echo_json, when
+    from agentledger.cli.output import columns, echo, echo_json, jsonable, when
 
     found, next_cursor = await list_all_sessions(store, statuses, labels, cursor, limit or 0)
+    counts = [len(await store.list_runs_by_session(s.id)) for s in found]
     if settings.json:
-        echo_json({"sessions": found, "next_cursor": next_cursor})
+        listed = [{**jsonable(s), "runs": n} for s, n in zip(found, counts, strict=True)]
+        echo_json({"sessions": listed, "next_cursor": next_cursor})
         return
     rows = []
-    for s in found:
-        count = len(await store.list_runs_by_session(s.id))
+    for s, count in zip(found, counts, strict=True):
         tags = " ".join(f"{k}={v}" for k, v in s.labels.items()) or "-"
         rows.append([s.id, str(s.status), when(s.created_at) or "", when(s.ended_at) or "-",
                      tags, str(count)])  # fmt: skip
@@ -119,7 +120,7 @@ def session() -> None:
 @click.argument("session_id", shell_complete=session_ids)
 @settings_options
 def end(settings: Settings, session_id: str) -> None:
-    """[D2] End SESSION_ID: no new run or tool work starts in it; idempotent."""
+    """End SESSION_ID: no new run or tool work starts in it; idempotent."""
     run(with_store(settings, lambda store: _end(store, settings, session_id), read_only=False))
 
 
@@ -142,7 +143,7 @@ async def _end(store: AdminStore, settings: Settings, session_id: str) -> None:
 @click.argument("session_id", shell_complete=session_ids)
 @settings_options
 def purge(settings: Settings, session_id: str) -> None:
-    """[D3] [D7] Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.
+    """Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.
 
     The session must be ended and have no running run. Prints the purge receipt:
     what was deleted (counts, payload and checkpoint bytes) and a sha256 digest of

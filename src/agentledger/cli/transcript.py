@@ -23,13 +23,13 @@ __all__ = ["message_lines", "transcript"]
 @click.argument("run_id", shell_complete=run_ids)
 @settings_options
 def transcript(settings: Settings, run_id: str) -> None:
-    """RUN_ID's transcript rebuilt from its records ([R2]), as a conversation.
+    """RUN_ID's transcript rebuilt from its records, as a conversation.
 
     Each message says where it is stored: the run's own log, or an earlier run
     its history follows by reference (an earlier turn, the suspended run it
     continues, or the run it was forked from, with the record it was cut at).
 
-    --json prints the transcript's own canonical JSON ([T4]): an array of
+    --json prints the transcript's own canonical JSON: an array of
     messages that agentledger.transcript.decode_messages reads back exactly.
     """
     run(with_store(settings, lambda store: _transcript(store, settings, run_id)))

@@ -1,33 +1,121 @@
-"""``agentledger worker``: the Temporal worker, defined in :mod:`agentledger.engine.temporal.cli`.
+"""``agentledger worker``: a Temporal worker process for agentledger runs.
 
-That module builds the command's argparse parser; this click command hands
-it every argument unchanged (``--help`` included), so the worker's options
-live in one place.
+The options are parsed here like every other command's; the worker itself
+(:func:`agentledger.engine.temporal.cli.serve`) and Temporal are imported
+only when it runs.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 __all__ = ["worker"]
 
+_DEFAULT_APP = "agentledger.engine.temporal.example:setup"
+"""``agentledger.engine.temporal.cli.DEFAULT_APP``, repeated so that --help imports no engine."""
 
-@click.command(
-    short_help="run a Temporal worker for agentledger runs",
-    add_help_option=False,
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+_RECOVERY = (
+    "Recovery after a worker dies: a run whose workflow task was on it moves to another "
+    "worker after --sticky-timeout (default 10 s); an activity in flight on it is retried "
+    "elsewhere after the heartbeat timeout, which the host sets for the runs it starts "
+    "(TemporalEngine(heartbeat_timeout=...), default 30 s), not the worker. Runs recover "
+    "within the larger of the two."
 )
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def worker(args: tuple[str, ...]) -> int:
-    """Run a Temporal worker for agentledger runs (see agentledger worker --help)."""
-    import argparse
 
-    from agentledger.engine.temporal.cli import add_worker_command
 
-    parser = argparse.ArgumentParser(prog="agentledger")
-    add_worker_command(parser.add_subparsers(dest="command", required=True))
+def _moved_to_host(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """``--heartbeat-timeout``: refused with where the setting lives now."""
+    if value is not None:
+        raise click.BadParameter(
+            "a run's heartbeat timeout is set by the host that starts it, "
+            "TemporalEngine(heartbeat_timeout=SECONDS); a worker cannot change it",
+            ctx=ctx,
+            param=param,
+        )
+
+
+@click.command(short_help="run a Temporal worker for agentledger runs", epilog=_RECOVERY)
+@click.option("--temporal", required=True, metavar="HOST:PORT", help="the Temporal frontend")
+@click.option(
+    "--db", "--store", "target", metavar="TARGET",
+    help="the store every worker of the task queue shares: a SQLite file, a postgresql:// "
+    "DSN, or an http(s):// service URL (token in $AGENTLEDGER_TOKEN)",
+)  # fmt: skip
+@click.option("--task-queue", default="agentledger", show_default=True, help="the queue to poll")
+@click.option(
+    "--app", default=_DEFAULT_APP, show_default=True, metavar="MODULE:FUNCTION",
+    help="setup(runtime), registering the agents, tools and models",
+)  # fmt: skip
+@click.option("--namespace", default="default", show_default=True, help="the Temporal namespace")
+@click.option(
+    "--grace", type=float, default=10.0, show_default=True, metavar="SECONDS",
+    help="on shutdown, how long activities in flight may finish",
+)  # fmt: skip
+@click.option(
+    "--max-concurrent-activities", type=click.IntRange(min=1), default=None, metavar="N",
+    help="activities (planner turns, tool calls, store writes) this worker runs at once "
+    "(default: Temporal's, 100)",
+)  # fmt: skip
+@click.option(
+    "--sticky-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+    metavar="SECONDS",
+    help="how long a run's next workflow task waits for this worker before any worker may "
+    "take it: the delay before a dead worker's runs move on (default: Temporal's, 10)",
+)  # fmt: skip
+@click.option(
+    "--heartbeat-timeout", hidden=True, expose_value=False, callback=_moved_to_host,
+    is_eager=True,
+)  # fmt: skip
+def worker(
+    temporal: str,
+    target: str | None,
+    task_queue: str,
+    app: str,
+    namespace: str,
+    grace: float,
+    max_concurrent_activities: int | None,
+    sticky_timeout: float | None,
+) -> None:
+    """Run a Temporal worker for agentledger runs until SIGINT or SIGTERM.
+
+    It prints one line once it polls; on SIGINT or SIGTERM it finishes (or, after
+    --grace seconds, cancels) the activities in flight, closes the store and exits 0.
+    Temporal retries what did not finish on another worker.
+    """
+    from agentledger.cli.app import Settings
+
+    root = click.get_current_context().find_root().obj
+    target = target or (root.target if isinstance(root, Settings) else "")
+    as_json = isinstance(root, Settings) and root.json  # `agentledger --json worker ...`
+    if not target:
+        raise click.UsageError("Missing option '--db' / '--store': the store to work on")
+    import asyncio
+
+    from agentledger.cli.refusal import missing_extra, report
+    from agentledger.engine.temporal.cli import exit_now, serve
+    from agentledger.errors import AgentledgerError
+
+    code = 1
     try:
-        parsed = parser.parse_args(["worker", *args])
-    except SystemExit as e:  # --help (0) or a usage error (2): argparse has printed it
-        raise click.exceptions.Exit(e.code if isinstance(e.code, int) else 2) from None
-    return int(parsed.handler(parsed))
+        code = asyncio.run(
+            serve(
+                temporal=temporal,
+                db=target,
+                task_queue=task_queue,
+                app=app,
+                namespace=namespace,
+                grace=grace,
+                max_concurrent_activities=max_concurrent_activities,
+                sticky_timeout=sticky_timeout,
+            )
+        )
+    except AgentledgerError as e:
+        report(e, json=as_json)
+    except ImportError as e:
+        missing = missing_extra(e)
+        if missing is None:
+            raise
+        report(missing, json=as_json)
+    exit_now(code)  # Temporal's native threads must not see the interpreter's teardown

@@ -227,7 +227,7 @@ async def ensure_run_completion(
                 message=(
                     f"ensure_run_completion({run_id!r}) needs a stream: session "
                     f"{meta.session_id!r} is active, so someone may still be waiting for "
-                    "this run's final event, and it must be delivered [E2]. Build the runtime "
+                    "this run's final event, and it must be delivered. Build the runtime "
                     "with Runtime(store, stream=...) (e.g. a QueueSink, or the sink your UI "
                     "reads); once the session is over (store.end_session), no stream is needed "
                     "and the records are kept without delivery."

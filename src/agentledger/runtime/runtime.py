@@ -137,7 +137,7 @@ class Runtime:
             raise ValidationError(
                 field="reason",
                 expected="a non-empty reason other than the reserved "
-                f"{sorted(_RESERVED_REASONS)} (an explicit cancel is recorded [C1])",
+                f"{sorted(_RESERVED_REASONS)} (an explicit cancel records the caller's reason)",
                 got=reason,
             )
         meta = await self.store.load_run(run_id)

@@ -22,7 +22,7 @@ import msgspec
 from litestar import Litestar, Request, Response, get, post
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.handlers import HTTPRouteHandler
-from litestar.response import Stream
+from litestar.response import Redirect, Stream
 
 from agentledger.errors import (
     AccessDeniedError,
@@ -207,13 +207,19 @@ def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = N
 
     @get("/metrics", include_in_schema=False)
     async def metrics() -> Response[Any]:
-        return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+        # Litestar adds "; charset=utf-8" to a text/ type itself: give it the type without.
+        media_type = CONTENT_TYPE_LATEST.replace("; charset=utf-8", "")
+        return Response(state.metrics.render(), media_type=media_type)
+
+    @get("/", include_in_schema=False)
+    async def root() -> Redirect:
+        return Redirect("/ui")  # the web inspector: what a browser opening the service wants
 
     @get("/openapi.json", include_in_schema=False)
     async def openapi() -> Response[Any]:
         return Response(document, media_type=_JSON)
 
-    handlers: list[HTTPRouteHandler] = [healthz, readyz, metrics, openapi]
+    handlers: list[HTTPRouteHandler] = [healthz, readyz, metrics, openapi, root]
     handlers += [_method_route(state, m) for m in METHODS]
     handlers += [_follow_route(state, s) for s in ("runs", "sessions")]
     handlers += inspector_handlers(state)  # the web inspector at /ui [DESIGN 11]

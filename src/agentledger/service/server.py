@@ -96,12 +96,13 @@ def _sole_server(db: str) -> Iterator[None]:
         yield
         return
     lock = Path(sqlite_path(db)).resolve().with_name(Path(sqlite_path(db)).name + ".serve.lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
             raise ValidationError(
                 field="db",
                 expected="a SQLite file no other `agentledger serve` is serving",
@@ -109,11 +110,27 @@ def _sole_server(db: str) -> Iterator[None]:
                 message=f"{sqlite_path(db)} is already served by another `agentledger serve` "
                 f"(pid {holder}, lock {lock}); a SQLite file is served by one process",
             ) from None
+        if _same_file(fd, lock):
+            break
+        os.close(fd)  # a server stopping removed the file we locked: lock the new one
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()  # still holding the lock: a clean stop leaves no file behind
         os.close(fd)  # releases the lock
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 class _Server(uvicorn.Server):
@@ -217,7 +234,8 @@ def run_serve(
 
     def ready(url: str) -> None:
         print(
-            f"agentledger serve: listening on {url} (store {_redact(db)}, pid {os.getpid()})",
+            f"agentledger serve: listening on {url} (store {_redact(db)}, pid {os.getpid()}); "
+            f"web inspector: {url}/ui",
             flush=True,
         )
 

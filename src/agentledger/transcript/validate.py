@@ -115,7 +115,7 @@ def _check_assistant(index: int, message: Message, seen: MutableMapping[str, int
             after = "a tool_use" if phase == 2 else "text or other content"
             raise TranscriptError(
                 field=f"parts[{part_index}]",
-                expected="thinking, then text, then tool_use parts ([T3])",
+                expected="thinking, then text, then tool_use parts",
                 got=_kind(part),
                 message=f"a {_kind(part)} part cannot follow {after} in a tool-use message",
                 message_index=index,
@@ -193,7 +193,7 @@ def _check_answer(index: int, message: Message, group_ids: list[str]) -> None:
     if first_out_of_order is not None:
         raise _answer_error(
             index,
-            "tool results first, then user content ([T3])",
+            "tool results first, then user content",
             "a tool_result part cannot follow user content",
             list(group_ids),
             first_out_of_order,

@@ -94,7 +94,8 @@ def test_worker_reports_an_unreachable_server_in_one_line(tmp_path: Path) -> Non
         check=False,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stderr.startswith("agentledger worker: ")
+    assert done.stderr.startswith("agentledger: error: ")
+    assert done.stderr.count("\n") == 1, done.stderr
     assert "Traceback" not in done.stderr
 
 

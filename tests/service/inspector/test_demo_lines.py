@@ -16,9 +16,18 @@ README = Path(__file__).parents[3] / "README.md"
 
 
 def _agentledger(line: str) -> list[str]:
-    words = shlex.split(line.split("#", 1)[0])
-    assert words[0] == "agentledger", line
+    words = _words(line)
     return [sys.executable, "-m", "agentledger", *words[1:]]
+
+
+def _words(line: str) -> list[str]:
+    """The command's words, its first one `agentledger` however the demo said to run it
+    (a path to the console script, or `python -m agentledger`)."""
+    words = shlex.split(line.split("#", 1)[0])
+    if words[1:3] == ["-m", "agentledger"]:
+        words = words[2:]
+    assert Path(words[0]).name == "agentledger", line
+    return ["agentledger", *words[1:]]
 
 
 def test_demo_says_how_to_open_the_inspector_and_it_works(tmp_path: Path) -> None:
@@ -41,7 +50,8 @@ def test_demo_says_how_to_open_the_inspector_and_it_works(tmp_path: Path) -> Non
     section = README.read_text(encoding="utf-8").split("## Web inspector", 1)[1]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block is not None
-    assert [line.strip() for line in block.group(1).splitlines()] == [token_line, serve_line]
+    shown = [_words(line) for line in block.group(1).splitlines()]
+    assert shown == [_words(token_line), _words(serve_line)]
 
     made = subprocess.run(
         _agentledger(token_line),

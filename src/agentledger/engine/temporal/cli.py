@@ -1,4 +1,5 @@
-"""``agentledger worker``: a Temporal worker process for agentledger runs.
+"""``agentledger worker``: a Temporal worker process for agentledger runs (its options are
+parsed by the click command in :mod:`agentledger.cli.worker`).
 
 ::
 
@@ -24,7 +25,6 @@ teardown (temporalio/sdk-python#300).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import importlib
@@ -36,16 +36,15 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from agentledger.errors import AgentledgerError, ValidationError
+from agentledger.errors import ValidationError
 from agentledger.observability import tracing
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
 
-# Everything Temporal is imported inside the functions: ``agentledger`` builds
-# this parser for every command, and importing temporalio takes seconds.
+# Everything Temporal is imported inside the functions: importing temporalio takes seconds.
 
-__all__ = ["DEFAULT_APP", "add_worker_command", "exit_now", "load_app", "open_store", "serve"]
+__all__ = ["DEFAULT_APP", "exit_now", "load_app", "open_store", "serve"]
 
 DEFAULT_APP = "agentledger.engine.temporal.example:setup"
 _POSTGRES = ("postgres://", "postgresql://")
@@ -169,118 +168,3 @@ def exit_now(code: int) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
-
-
-def _run(args: argparse.Namespace) -> int:
-    try:
-        code = asyncio.run(
-            serve(
-                temporal=args.temporal,
-                db=args.store or args.db,
-                task_queue=args.task_queue,
-                app=args.app,
-                namespace=args.namespace,
-                grace=args.grace,
-                max_concurrent_activities=args.max_concurrent_activities,
-                sticky_timeout=args.sticky_timeout,
-            )
-        )
-    except AgentledgerError as e:
-        print(f"agentledger worker: {e}", file=sys.stderr)
-        code = 1
-    except ImportError as e:
-        print(
-            f"agentledger worker: {e}; install the Temporal engine with "
-            "pip install 'agentledger[temporal]'",
-            file=sys.stderr,
-        )
-        code = 1
-    exit_now(code)
-
-
-_RECOVERY = (
-    "Recovery after a worker dies: a run whose workflow task was on it moves to another "
-    "worker after --sticky-timeout (default 10 s); an activity in flight on it is retried "
-    "elsewhere after the heartbeat timeout, which the host sets for the runs it starts "
-    "(TemporalEngine(heartbeat_timeout=...), default 30 s), not the worker. Runs recover "
-    "within the larger of the two."
-)
-
-
-class _MovedToHost(argparse.Action):
-    """``--heartbeat-timeout``: refused with where the setting lives now."""
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        parser.error(
-            "--heartbeat-timeout: a run's heartbeat timeout is set by the host that starts it, "
-            "TemporalEngine(heartbeat_timeout=SECONDS); a worker cannot change it"
-        )
-
-
-def add_worker_command(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``worker`` to the ``agentledger`` command's subparsers; returns its parser.
-
-    The parser sets ``handler`` to the function that runs the command
-    (``args.handler(args)``); it never returns (see :func:`exit_now`).
-    """
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "worker",
-        help="run a Temporal worker for agentledger runs",
-        description="Run a Temporal worker for agentledger runs until SIGINT or SIGTERM.",
-        epilog=_RECOVERY,
-    )
-    parser.add_argument("--temporal", required=True, metavar="HOST:PORT", help="Temporal frontend")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument(
-        "--db",
-        metavar="DSN",
-        help="the store: a SQLite file (path or sqlite:///path) or a postgresql:// DSN",
-    )
-    where.add_argument(
-        "--store", metavar="URL", help="a store service instead (token from $AGENTLEDGER_TOKEN)"
-    )
-    parser.add_argument(
-        "--task-queue", default="agentledger", help="the queue to poll (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--app",
-        default=DEFAULT_APP,
-        metavar="MODULE:FUNCTION",
-        help="setup(runtime) registering agents and tools (default: %(default)s)",
-    )
-    parser.add_argument("--namespace", default="default", help="Temporal namespace")
-    parser.add_argument(
-        "--heartbeat-timeout", action=_MovedToHost, nargs="?", help=argparse.SUPPRESS
-    )
-    parser.add_argument(
-        "--grace",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="on shutdown, how long activities in flight may finish",
-    )
-    parser.add_argument(
-        "--max-concurrent-activities",
-        type=int,
-        default=None,
-        metavar="N",
-        help="activities (planner turns, tool calls, store writes) this worker runs at once "
-        "(default: Temporal's, 100)",
-    )
-    parser.add_argument(
-        "--sticky-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="how long a run's next workflow task waits for this worker before any worker "
-        "may take it: the delay before a dead worker's runs move on (default: Temporal's, 10)",
-    )
-    parser.set_defaults(handler=_run)
-    return parser
-
-
-if __name__ == "__main__":  # python -m agentledger.engine.temporal.cli worker ...
-    _top = argparse.ArgumentParser(prog="agentledger")
-    add_worker_command(_top.add_subparsers(dest="command", required=True))
-    _args = _top.parse_args()
-    _args.handler(_args)

@@ -1,0 +1,120 @@
+"""``agentledger migrate``: bring a database's schema up to this agentledger's version.
+
+The other commands never migrate (reading never writes); workers and
+``serve`` migrate when they open a database. This is the deploy step, or the
+first step on a fresh PostgreSQL database: each migration is applied with
+its row in ``_agentledger_migrations`` in one transaction, so running it
+again, or from several hosts at once, applies each migration exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import click
+
+from agentledger.cli.app import STORE_HELP, Settings, display, run, settings_options
+
+__all__ = ["Migrated", "migrate"]
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """What ``migrate`` did: the versions it applied and the schema version now."""
+
+    applied: list[int]
+    schema_version: int
+
+
+@click.command(short_help="apply pending schema migrations to a database")
+@settings_options(target_help=STORE_HELP)
+def migrate(settings: Settings) -> None:
+    """Apply the pending schema migrations to the database --db names (an existing SQLite
+    file or a PostgreSQL database); a database already up to date is left unchanged.
+
+    Workers and `agentledger serve` migrate when they open a database; every other
+    command refuses one that needs migrating. Safe to run again, and from several hosts.
+    """
+    done = run(_migrate(settings.target))
+    from agentledger.cli.output import echo, echo_json
+
+    if settings.json:
+        echo_json({"db": display(settings.target), **vars(done)})
+    elif done.applied:
+        versions = ", ".join(str(v) for v in done.applied)
+        echo(
+            f"{display(settings.target)}: applied migration{'s' if len(done.applied) > 1 else ''} "
+            f"{versions}; schema version {done.schema_version}"
+        )
+    else:
+        echo(f"{display(settings.target)}: already at schema version {done.schema_version}")
+
+
+async def _migrate(target: str) -> Migrated:
+    from agentledger.cli.target import kind_of
+    from agentledger.errors import ValidationError
+
+    kind = kind_of(target)
+    if kind == "service":
+        raise ValidationError(
+            field="--db",
+            expected="a SQLite file or a PostgreSQL DSN (the service migrates its own database)",
+            got=target,
+        )
+    if kind == "postgres":
+        return await _migrate_postgres(target)
+    return await _migrate_sqlite(target)
+
+
+async def _migrate_postgres(dsn: str) -> Migrated:
+    import psycopg
+
+    from agentledger.cli.target import check_dsn, quiet_pool_logs
+    from agentledger.errors import TransientError
+    from agentledger.storage.postgres import migrations
+
+    check_dsn(dsn)
+    quiet_pool_logs()
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            dsn, autocommit=True, connect_timeout=30
+        ) as conn:
+            applied = await migrations.migrate(conn)
+    except psycopg.Error as e:
+        reason = " ".join(str(e).split())
+        raise TransientError(f"{display(dsn)}: cannot migrate: {reason}") from e
+    return Migrated(applied=applied, schema_version=migrations.SCHEMA_VERSION)
+
+
+async def _migrate_sqlite(target: str) -> Migrated:
+    import asyncio
+    import os
+    import sqlite3
+
+    from agentledger.cli.target import sqlite_path
+    from agentledger.errors import ValidationError
+    from agentledger.storage.sqlite import LATEST_VERSION, SQLiteStore
+    from agentledger.storage.sqlite.readonly import open_checked
+
+    path = sqlite_path(target)
+    if not await asyncio.to_thread(os.path.exists, path):
+        raise ValidationError(
+            field="--db",
+            expected="an existing agentledger database",
+            got=path,
+            message=f"no database at {path} (agentledger demo, or SQLiteStore.open, creates one)",
+        )
+    pending = 0
+    try:
+        probe = await asyncio.to_thread(open_checked, path, busy_timeout=5.0)
+        probe.close()
+    except ValidationError as e:
+        if e.field != "schema_version" or not isinstance(e.got, int):
+            raise
+        pending = LATEST_VERSION - e.got
+    except sqlite3.Error:
+        pass  # SQLiteStore.open says what is wrong with the file
+    store = await SQLiteStore.open(path)
+    await store.close()
+    applied = list(range(LATEST_VERSION - pending + 1, LATEST_VERSION + 1))
+    return Migrated(applied=applied, schema_version=LATEST_VERSION)
