@@ -392,3 +392,27 @@ async def test_a_run_waiting_for_a_clarification_says_so_and_how_to_answer(
     await page.screenshot(path=artifacts / "20-waiting-for-clarification.png", full_page=True)
     await page.goto(f"{service.url}/ui/session/conversation?id=ask-1")
     await expect(page.locator("li.turn-divider .waits")).to_have_text("waits for a clarification")
+
+
+async def test_a_turn_transcript_shows_where_each_message_is_stored(
+    page: Page, service: ServiceProcess, tokens: Tokens, demo: Demo, artifacts: Path
+) -> None:
+    """The last turn's transcript holds the whole conversation, read through its history
+    references: the page says which run each turn follows, continues or forks, and each
+    earlier message links to the run that stores it."""
+    await log_in(page, service.url, tokens.reader)
+    runs = await _runs(page, service, demo)
+    last = runs["Find me flights from Paris to Tokyo."]
+    first = runs["What's the weather in Paris and Tokyo?"]
+    await page.goto(f"{service.url}/ui/run/transcript?id={last}")
+    history = page.get_by_role("list", name="where this transcript comes from")
+    lines = await history.locator("li").all_inner_texts()
+    assert len(lines) == 4, lines
+    assert "follows the whole conversation of" in lines[0]
+    assert any("continues the suspended run" in line for line in lines)
+    first_message = page.locator("li.bubble").first
+    await expect(first_message).to_contain_text("What's the weather in Paris and Tokyo?")
+    await expect(first_message.locator("a.origin")).to_have_text(f"from {first}")
+    own = page.locator("li.bubble", has_text="Find me flights from Paris to Tokyo.")
+    await expect(own.locator("a.origin")).to_have_count(0)
+    await page.screenshot(path=artifacts / "21-transcript-provenance.png", full_page=True)
