@@ -64,6 +64,10 @@ ENGINE_CANCELED = "engine_canceled"
 """Reason in ``run_completed`` when the engine canceled with no recorded request [C3]."""
 
 _ENCODER = msgspec.json.Encoder()
+_KEPT: dict[tuple[type[Any], bytes], Any] = {}
+"""Small payloads already decoded (see ``_Payload.decode``); cleared when full."""
+_KEPT_BYTES = 512
+_KEPT_MAX = 4096
 
 
 class _Payload(
@@ -79,7 +83,25 @@ class _Payload(
 
     @classmethod
     def decode(cls, data: bytes) -> Self:
-        """Decode exactly one payload object, rejecting anything else [J1]."""
+        """Decode exactly one payload object, rejecting anything else [J1].
+
+        Payloads repeat (every successful run's ``run_completed`` is the same few
+        bytes), so a small one decoded once is kept: the same bytes decode the
+        same way, and the payload objects are immutable.
+        """
+        if len(data) > _KEPT_BYTES:
+            return cls._decode(data)
+        key = (cls, bytes(data))
+        kept = _KEPT.get(key)
+        if kept is None:
+            kept = cls._decode(data)
+            if len(_KEPT) >= _KEPT_MAX:
+                _KEPT.clear()
+            _KEPT[key] = kept
+        return kept
+
+    @classmethod
+    def _decode(cls, data: bytes) -> Self:
         decoder: msgspec.json.Decoder[Self] = _decoder(cls)
         try:
             bytes(data).decode("utf-8")
