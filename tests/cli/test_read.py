@@ -121,6 +121,16 @@ def test_runs_tree_shows_whole_ids_once(demo: Demo) -> None:
     assert data["runs"][2]["parent_run_id"] == runs[1]["run_id"]
     assert data["runs"][4]["predecessor_run_id"] == runs[3]["run_id"]
     assert data["runs"][3]["successor_run_id"] == runs[4]["run_id"]
+    # the chain of turns: each turn says which turn it follows by reference
+    for turn, before in ((1, 0), (3, 1), (5, 4)):
+        line = next(x for x in lines if f"── {runs[turn]['run_id']}  concierge" in x)
+        assert line.endswith(f"  follows {runs[before]['run_id']}"), line
+        assert data["runs"][turn]["history"] == {
+            "kind": "next_turn",
+            "run_id": runs[before]["run_id"],
+            "through": runs[before]["last_record_id"],
+        }
+    assert data["runs"][0]["history"] is None
 
 
 def test_records_json_and_text(demo: Demo) -> None:

@@ -21,7 +21,9 @@ __all__ = ["predecessor", "run_tree", "runs"]
 @settings_options
 def runs(settings: Settings, session_id: str) -> None:
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
-    continuation under the suspended run it resumed."""
+    continuation under the suspended run it resumed. A run whose history is an
+    earlier run's transcript says which (the turn it follows, or the run and
+    record it forks)."""
     run(with_store(settings, lambda store: _runs(store, settings, session_id)))
 
 
@@ -36,22 +38,48 @@ async def predecessor(store: AdminStore, run_id: str) -> str:
     return decode_stored_payload(page.records[0], payloads.RunStarted).predecessor_run_id
 
 
+async def history_source(store: AdminStore, run_id: str) -> dict[str, str] | None:
+    """The history reference a run started from (its kind, source run and last record),
+    among the few records its start wrote; None for a run seeded by copy or not at all."""
+    from agentledger.storage import payloads
+    from agentledger.storage.transcript_chain import decode_reference
+
+    page = await store.list_run_records(run_id, limit=4)
+    for record in page.records:
+        if record.type == payloads.TRANSCRIPT_REFERENCED:
+            ref = decode_reference(record)
+            return {"kind": ref.kind, "run_id": ref.run_id, "through": ref.through}
+    return None
+
+
 async def _runs(store: AdminStore, settings: Settings, session_id: str) -> None:
     from agentledger.cli.output import echo, echo_json, jsonable, when
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
+    histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
     if settings.json:
-        rows = [{**jsonable(r), "predecessor_run_id": predecessors[r.run_id]} for r in metas]
+        rows = [
+            {
+                **jsonable(r),
+                "predecessor_run_id": predecessors[r.run_id],
+                "history": histories[r.run_id],
+            }
+            for r in metas
+        ]
         echo_json({"session": found, "runs": rows})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors):
+    for line in run_tree(metas, predecessors, histories):
         echo(line)
 
 
-def run_tree(metas: list[RunMeta], predecessors: dict[str, str]) -> list[str]:
+def run_tree(
+    metas: list[RunMeta],
+    predecessors: dict[str, str],
+    histories: dict[str, dict[str, str] | None] | None = None,
+) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor."""
     from agentledger.cli.output import when
 
@@ -71,9 +99,15 @@ def run_tree(metas: list[RunMeta], predecessors: dict[str, str]) -> list[str]:
         for index, (how, r) in enumerate(entries):
             last = index == len(entries) - 1
             reason = f"  ({r.cancellation_reason})" if r.cancellation_reason else ""
+            source = (histories or {}).get(r.run_id)
+            follows = ""
+            if source is not None and source["kind"] == "next_turn":
+                follows = f"  follows {source['run_id']}"
+            elif source is not None and source["kind"] == "fork":
+                follows = f"  fork of {source['run_id']} at record {source['through']}"
             lines.append(
                 f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
-                f"{r.status}{reason}  started {when(r.started_at)}"
+                f"{r.status}{reason}  started {when(r.started_at)}{follows}"
             )
             walk(r.run_id, indent + ("    " if last else "│   "))
 
