@@ -179,6 +179,7 @@ class SyncStore:
     load_run = _Blocking(Store.load_run)
     load_run_suspension = _Blocking(Store.load_run_suspension)
     list_run_records = _Blocking(Store.list_run_records)
+    load_transcript_chain = _Blocking(Store.load_transcript_chain)
     list_session_run_records = _Blocking(Store.list_session_run_records)
 
     def transcript(self, run_id: str) -> list[Message]:
