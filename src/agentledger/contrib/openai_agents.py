@@ -160,17 +160,20 @@ class MemorySession:
         self.session_id = session_id
         self.agent_id = agent_id
         self.memory = memory
+        self._settings: SessionSettings | None = None
         self.session_settings = session_settings
         self._closed = False
 
     @property
     def session_settings(self) -> SessionSettings:
         """The default settings of `get_items` (the SDK's ``SessionSettings``; never None)."""
+        if self._settings is None:  # built on first read: a session never asked costs no import
+            self._settings = _settings(None)
         return self._settings
 
     @session_settings.setter
     def session_settings(self, value: SessionSettings | Mapping[str, Any] | None) -> None:
-        self._settings = _settings(value)
+        self._settings = None if value is None else _settings(value)
 
     @property
     def closed(self) -> bool:
@@ -214,7 +217,8 @@ class MemorySession:
         self._check_open()
         if limit is not None and (type(limit) is not int):
             raise ValidationError(field="limit", expected="None or an int", got=limit)
-        resolved = self._settings.limit if limit is None else limit
+        default = None if self._settings is None else self._settings.limit
+        resolved = default if limit is None else limit
         if resolved == 0:
             return []
         last = resolved if resolved is not None and resolved > 0 else None
