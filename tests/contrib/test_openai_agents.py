@@ -14,9 +14,7 @@ import queue
 import threading
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +32,7 @@ from hypothesis import strategies as st
 
 from agentledger.contrib.openai_agents import FRAMEWORK, MemorySession, items_to_messages
 from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
-from agentledger.memory import FrameworkItem, InMemoryMemory, SQLiteMemory, UserMessage
+from agentledger.memory import FrameworkItem, InMemoryMemory, UserMessage
 from agentledger.transcript import (
     Message,
     TextPart,
@@ -45,58 +43,7 @@ from agentledger.transcript import (
 )
 from tests.contrib._agents_support import ScriptedModel, call, reasoning, text
 from tests.contrib._session_workers import churn_in_process, churn_in_thread
-
-Opener = Callable[[], Awaitable[tuple[Any, Callable[[], Awaitable[None]]]]]
-
-
-class Backend:
-    """One product-memory backend: an opener for extra handles, and where processes find it."""
-
-    def __init__(self, name: str, opener: Opener, where: str) -> None:
-        self.name = name
-        self.open = opener
-        self.where = where
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    """Each backend; every handle opened on it sees the same data."""
-    if request.param == "memory":
-        shared = InMemoryMemory()
-
-        async def open_memory() -> tuple[Any, Callable[[], Awaitable[None]]]:
-            async def close() -> None:
-                return None
-
-            return shared, close
-
-        return Backend("memory", open_memory, "")
-    if request.param == "sqlite":
-        path = str(tmp_path / "memory.db")
-
-        async def open_sqlite() -> tuple[Any, Callable[[], Awaitable[None]]]:
-            memory = await SQLiteMemory.open(path)
-            return memory, memory.close
-
-        return Backend("sqlite", open_sqlite, path)
-    from agentledger.memory.postgres import PostgresMemory
-
-    dsn: str = request.getfixturevalue("postgres_dsn")
-
-    async def open_postgres() -> tuple[Any, Callable[[], Awaitable[None]]]:
-        memory = await PostgresMemory.open(dsn)
-        return memory, memory.close
-
-    return Backend("postgres", open_postgres, dsn)
-
-
-@pytest.fixture
-async def memory(backend: Backend) -> AsyncIterator[Any]:
-    handle, close = await backend.open()
-    try:
-        yield handle
-    finally:
-        await close()
+from tests.contrib.conftest import Backend
 
 
 @pytest.fixture(autouse=True)

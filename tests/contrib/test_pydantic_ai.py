@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -360,8 +361,9 @@ def test_parts_pydantic_ai_cannot_carry_are_named(message: Message, kind: str) -
     [
         (pai.UserPromptPart([pai.BinaryContent(b"RIFF", media_type="audio/wav")]), "binary"),
         (pai.UserPromptPart([pai.VideoUrl("https://example.com/v.mp4")]), "video-url"),
-        (pai.UserPromptPart([pai.TextContent("note", metadata={"k": 1})]), "text-content"),
+        (pai.UserPromptPart([pai.TextContent("note", metadata={1, 2})]), "text-content"),
         (pai.ToolReturnPart("clock", AT, "call-1"), "tool-return"),
+        (pai.ToolReturnPart("clock", [pai.AudioUrl("https://e.com/a.mp3")], "call-1"), "audio"),
     ],
 )
 def test_pydantic_ai_parts_agentledger_cannot_carry_are_named(part: Any, kind: str) -> None:
@@ -509,3 +511,108 @@ def test_a_legacy_retry_prompt_is_read_as_pydantic_ai_reads_it() -> None:
     (again,) = back[4].parts
     assert isinstance(again, pai.RetryFeedbackPart)
     assert again.content == "say it politely"
+
+
+# ------------------------------------------------------------------ carried since pydantic-ai 2.68
+
+
+PNG = pai.BinaryContent(b"\x89PNG", media_type="image/png")
+
+
+def _round_trip(history: list[Any]) -> list[Message]:
+    transcript = from_pydantic_ai(history)
+    assert to_pydantic_ai(transcript, timestamp=AT) == history
+    return transcript
+
+
+def test_tool_returns_with_files_carry_them_as_parts() -> None:
+    """Images and documents a tool returned (inline, by URL or uploaded) become parts after the
+    tool results, so the planner's transcript is valid; the content comes back in place."""
+    call = pai.ModelResponse(
+        parts=[pai.ToolCallPart(n, {}, f"c-{n}") for n in ("shot", "pdf", "upload", "plain")],
+        timestamp=AT,
+    )
+    pdf = pai.BinaryContent(b"%PDF", media_type="application/pdf")
+    shot = ["see", PNG, {"n": 1.5}, pai.ImageUrl("https://e.com/i.png")]
+    returns = pai.ModelRequest(
+        parts=[
+            pai.ToolReturnPart("shot", shot, "c-shot", timestamp=AT),
+            pai.ToolReturnPart("pdf", pdf, "c-pdf", timestamp=AT),
+            pai.ToolReturnPart("upload", pai.UploadedFile("file-9", "openai"), "c-upload"),
+            pai.ToolReturnPart("plain", [1, 2], "c-plain", timestamp=AT),
+            pai.UserPromptPart(["and this", PNG], timestamp=AT),
+        ],
+        timestamp=AT,
+    )
+    prompt = pai.ModelRequest(parts=[pai.UserPromptPart("look", timestamp=AT)], timestamp=AT)
+    transcript = _round_trip([prompt, call, returns])
+    validate_planner_transcript(transcript)
+    parts = transcript[2].parts
+    assert [p.content for p in parts[:4] if isinstance(p, ToolResultPart)] == [
+        ["see", {"n": 1.5}], None, None, [1, 2],
+    ]  # fmt: skip
+    assert parts[4:9] == (
+        ImagePart(format="png", data=b"\x89PNG"),
+        ImagePart(format="png", url="https://e.com/i.png"),
+        DocumentPart(name=parts[6].name, format="pdf", data=b"%PDF"),  # type: ignore[union-attr]
+        DocumentPart(name=parts[7].name, uri="file-9"),  # type: ignore[union-attr]
+        TextPart(text="and this"),
+    )
+
+
+def test_uploaded_files_and_text_with_metadata_in_a_prompt() -> None:
+    """An ``UploadedFile`` is an image or document named by its file id; ``TextContent`` is its
+    text, its metadata kept for the way back."""
+    uploaded_image = pai.UploadedFile(
+        "f.png", "anthropic", media_type="image/png", vendor_metadata={"detail": "high"}
+    )
+    prompt = pai.UserPromptPart(
+        [
+            "hi",
+            pai.TextContent("note", metadata={"source": ["crm", 2]}),
+            pai.UploadedFile("file-1", "openai", identifier="report"),
+            uploaded_image,
+        ],
+        timestamp=AT,
+    )
+    (message,) = _round_trip([pai.ModelRequest(parts=[prompt], timestamp=AT)])
+    assert message.parts == (
+        TextPart(text="hi"),
+        TextPart(text="note"),
+        DocumentPart(name="report", uri="file-1"),
+        ImagePart(format="png", url="f.png"),
+    )
+
+
+def test_tool_availability_deltas_ride_in_meta() -> None:
+    """Deferred tools' availability deltas have no transcript part: kept in meta, in place."""
+    delta = pai.ToolAvailabilityDeltaPart(tools_added=["search"], tool_call_id="t-1")
+    history = [
+        pai.ModelRequest(
+            parts=[
+                pai.SystemPromptPart("be brief", timestamp=AT),
+                pai.ToolAvailabilityDeltaPart(tools_added=["a", "b"]),
+                pai.UserPromptPart("one", timestamp=AT),
+                delta,
+                pai.UserPromptPart("two", timestamp=AT),
+            ],
+            timestamp=AT,
+        ),
+        pai.ModelRequest(parts=[delta], timestamp=AT),
+    ]
+    transcript = _round_trip(history)
+    assert [m.parts for m in transcript] == [
+        (TextPart(text="be brief"),),
+        (TextPart(text="one"), TextPart(text="two")),
+        (),
+    ]
+    assert transcript[2].meta == {
+        "pydantic_ai": {
+            "message": {"timestamp": "2026-05-06T07:08:09.123456Z"},
+            "carried": [{"at": 0, "part": pydantic.TypeAdapter(Any).dump_python(delta)}],
+        }
+    }
+    broken = Message(role="user", parts=(), meta={"pydantic_ai": {"carried": [{"at": 3}]}})
+    with pytest.raises(TranscriptError) as caught:
+        to_pydantic_ai([broken])
+    assert caught.value.field == "messages[0].meta.pydantic_ai.carried[0].at"

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from agentledger.errors import RecordConflictError, ValidationError
@@ -55,8 +56,8 @@ async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     dsn = request.getfixturevalue("postgres_dsn")
     postgres = await PostgresMemory.open(dsn)
     try:
-        await postgres._conn.execute("TRUNCATE agentledger_memory_events")
-        await postgres._conn.commit()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("TRUNCATE agentledger_memory_events")
         yield postgres
     finally:
         await postgres.close()

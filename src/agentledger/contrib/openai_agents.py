@@ -76,19 +76,55 @@ def _copy(item: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
+class _Refused(ValidationError, TypeError, ValueError):
+    """A refusal the SDK's own sessions raise as TypeError or ValueError.
+
+    Catchable as agentledger's `ValidationError` and as what code written for
+    the SDK already catches (``json.dumps`` and the SDK's settings check raise those).
+    """
+
+
+class _Closed(ValidationError, RuntimeError):
+    """Use of a closed session: a `ValidationError`, and a RuntimeError as in the SDK."""
+
+
 def _checked(index: int, item: object) -> dict[str, Any]:
     """A plain copy of ``item``, refused unless it reads back equal (JSON, nothing changed)."""
     if not isinstance(item, Mapping):
-        raise ValidationError(field=f"items[{index}]", expected="a JSON object (dict)", got=item)
+        raise _Refused(field=f"items[{index}]", expected="a JSON object (dict)", got=item)
     try:
         copied = _copy(item)
-    except (TypeError, ValueError, OverflowError) as e:
-        raise ValidationError(field=f"items[{index}]", expected="plain JSON", got=item) from e
+    except (TypeError, ValueError, OverflowError, RecursionError) as e:  # recursion: a cycle
+        raise _Refused(
+            field=f"items[{index}]",
+            expected="plain JSON",
+            got=item,
+            message=f"items[{index}] is not plain JSON: {e}",
+        ) from e
     if copied != item:  # a tuple, NaN, a non-str key... would not come back as written
-        raise ValidationError(
-            field=f"items[{index}]", expected="JSON that reads back unchanged", got=item
-        )
+        raise _Refused(field=f"items[{index}]", expected="JSON that reads back unchanged", got=item)
     return copied
+
+
+def _settings(value: object) -> SessionSettings:
+    """``value`` as the SDK's ``SessionSettings``: None is the default, a dict is converted.
+
+    The SDK's own conversion decides, so an unknown key or a bad limit is refused
+    exactly when the SDK's sessions refuse it.
+    """
+    from agents.memory.session_settings import SessionSettings, coerce_session_settings
+
+    if value is None:
+        return SessionSettings()
+    try:
+        return coerce_session_settings(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as e:
+        raise _Refused(
+            field="session_settings",
+            expected="SessionSettings or a dict of its fields",
+            got=value,
+            message=f"invalid session_settings: {e}",
+        ) from e
 
 
 class MemorySession:
@@ -96,7 +132,8 @@ class MemorySession:
 
     Pass it as ``Runner.run(agent, input, session=MemorySession("chat-1", memory))``.
     The session's items live in ``memory`` under ``(agent_id, session_id)``;
-    the memory stays the caller's to open and close.
+    the memory stays the caller's to open and close. `close` ends the session
+    (as the SDK's ``SQLiteSession.close``); the memory stays open for others.
     """
 
     def __init__(
@@ -105,12 +142,17 @@ class MemorySession:
         memory: MemoryStore,
         *,
         agent_id: str = FRAMEWORK,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> None:
-        """Keep the items of ``session_id`` in ``memory`` (``session_settings`` as in the SDK).
+        """Keep the items of ``session_id`` in ``memory``.
+
+        ``session_settings`` is as in the SDK's sessions: None means the
+        default ``SessionSettings()``, a dict is converted by the SDK's rules.
 
         Raises:
-            ValidationError: ``session_id`` or ``agent_id`` is empty.
+            ValidationError: ``session_id`` or ``agent_id`` is empty, or
+                ``session_settings`` has a key or value the SDK refuses (then
+                it is also the TypeError or ValueError the SDK raises).
         """
         for name, value in (("session_id", session_id), ("agent_id", agent_id)):
             if not isinstance(value, str) or not value:
@@ -118,7 +160,41 @@ class MemorySession:
         self.session_id = session_id
         self.agent_id = agent_id
         self.memory = memory
+        self._settings: SessionSettings | None = None
         self.session_settings = session_settings
+        self._closed = False
+
+    @property
+    def session_settings(self) -> SessionSettings:
+        """The default settings of `get_items` (the SDK's ``SessionSettings``; never None)."""
+        if self._settings is None:  # built on first read: a session never asked costs no import
+            self._settings = _settings(None)
+        return self._settings
+
+    @session_settings.setter
+    def session_settings(self, value: SessionSettings | Mapping[str, Any] | None) -> None:
+        self._settings = None if value is None else _settings(value)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """End the session: every later call is refused. The memory stays open.
+
+        Synchronous and idempotent, as the SDK's ``SQLiteSession.close``.
+        """
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise _Closed(
+                field="session",
+                expected="an open session",
+                got="closed",
+                message=f"{type(self).__name__} is closed (session {self.session_id!r})",
+            )
 
     def _item(self, event: MemoryEvent) -> dict[str, Any]:
         if not isinstance(event, FrameworkItem) or event.framework != FRAMEWORK:
@@ -136,13 +212,13 @@ class MemorySession:
         ``session_settings.limit``, 0 returns nothing, a negative limit returns everything.
 
         Raises:
-            ValidationError: ``limit`` is not None or an int.
+            ValidationError: ``limit`` is not None or an int, or the session is closed.
         """
+        self._check_open()
         if limit is not None and (type(limit) is not int):
             raise ValidationError(field="limit", expected="None or an int", got=limit)
-        resolved = limit
-        if resolved is None and self.session_settings is not None:
-            resolved = self.session_settings.limit
+        default = None if self._settings is None else self._settings.limit
+        resolved = default if limit is None else limit
         if resolved == 0:
             return []
         last = resolved if resolved is not None and resolved > 0 else None
@@ -153,9 +229,11 @@ class MemorySession:
         """Append ``items`` in order, all in one transaction.
 
         Raises:
-            ValidationError: an item is not plain JSON that reads back unchanged
-                (nothing is stored then).
+            ValidationError: the session is closed (also a RuntimeError, as in the
+                SDK), or an item is not plain JSON that reads back unchanged (also
+                the TypeError or ValueError the SDK raises); nothing is stored then.
         """
+        self._check_open()
         if not items:
             return
         now = datetime.now(UTC)
@@ -169,11 +247,13 @@ class MemorySession:
 
     async def pop_item(self) -> Any | None:
         """Remove and return the latest item (None if the session is empty)."""
+        self._check_open()
         event = await self.memory.pop_event(self.agent_id, self.session_id)
         return None if event is None else self._item(event)
 
     async def clear_session(self) -> None:
         """Delete every item of the session."""
+        self._check_open()
         await self.memory.delete_run(self.agent_id, self.session_id)
 
     async def messages(self) -> list[Message]:

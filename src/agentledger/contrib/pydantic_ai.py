@@ -89,6 +89,11 @@ _DOCUMENT_TYPES = {
 _DOCUMENT_FORMATS = {media: fmt for fmt, media in _DOCUMENT_TYPES.items()}
 _ERROR_OUTCOMES = frozenset(pai.ERROR_OUTCOMES)
 _USER_CONTENT = (TextPart, ImagePart, DocumentPart, CacheCheckpointPart)
+_JSON: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Any)
+_CARRIED_IN_META = (pai.ToolAvailabilityDeltaPart,)
+_CARRIED = "carried"
+"""Request parts with no transcript part and nothing for a model to read: kept in ``meta``."""
+_REQUEST_PART: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(pai.ModelRequestPart)
 
 
 def _kind(part: Part) -> str:
@@ -210,6 +215,8 @@ class _Meta(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     message: dict[str, Any] = {}
     parts: dict[str, dict[str, Any]] = {}
     continued: bool = False
+    carried: list[dict[str, Any]] = []
+    """Request parts with no transcript part, each ``{"at": index, "part": json}``."""
 
 
 def _split_meta(index: int, message: Message) -> tuple[_Meta, dict[str, Any]]:
@@ -281,9 +288,28 @@ def _document(m: int, p: int, part: DocumentPart, saved: Mapping[str, Any]) -> A
     raise _ours(m, p, part, "only documents with data or a uri (text and chunks have no place)")
 
 
+def _uploaded(m: int, p: int, part: ImagePart | DocumentPart, saved: Mapping[str, Any]) -> Any:
+    """A pydantic-ai ``UploadedFile`` back from the image or document that names it."""
+    file_id = part.url if isinstance(part, ImagePart) else part.uri
+    if file_id is None:
+        raise _ours(m, p, part, "an uploaded file is named by its url or uri")
+    uploaded = saved["uploaded"]
+    return pai.UploadedFile(
+        file_id,
+        uploaded.get("provider_name", ""),
+        media_type=uploaded.get("media_type"),
+        identifier=uploaded.get("identifier"),
+        vendor_metadata=saved.get("vendor_metadata"),
+    )
+
+
 def _user_item(m: int, p: int, part: Part, saved: Mapping[str, Any]) -> Any:
     if isinstance(part, TextPart):
+        if "text_content" in saved:
+            return pai.TextContent(part.text, metadata=saved["text_content"].get("metadata"))
         return part.text
+    if isinstance(part, ImagePart | DocumentPart) and "uploaded" in saved:
+        return _uploaded(m, p, part, saved)
     if isinstance(part, ImagePart):
         return _image(part, saved)
     if isinstance(part, DocumentPart):
@@ -296,6 +322,29 @@ def _user_item(m: int, p: int, part: Part, saved: Mapping[str, Any]) -> Any:
     raise _ours(m, p, part, "a user prompt holds text, images, documents and cache points")
 
 
+def _carried(m: int, message: Message, ours: _Meta) -> dict[int, list[Any]]:
+    """The request parts kept in ``meta`` (see `_Meta.carried`), by the part index they precede."""
+    out: dict[int, list[Any]] = {}
+    for n, saved in enumerate(ours.carried):
+        at = saved.get("at")
+        where = f"messages[{m}].meta.{META}.carried[{n}]"
+        if type(at) is not int or not 0 <= at <= len(message.parts):
+            raise TranscriptError(
+                field=f"{where}.at",
+                expected=f"a part index from 0 to {len(message.parts)}",
+                got=at,
+                message_index=m,
+            )
+        try:
+            part = _REQUEST_PART.validate_python(saved.get("part"))
+        except pydantic.ValidationError as e:
+            raise TranscriptError(
+                field=f"{where}.part", expected="a pydantic-ai request part", got=saved.get("part")
+            ) from e
+        out.setdefault(at, []).append(part)
+    return out
+
+
 class _Encoder:
     """Builds pydantic-ai messages from a transcript, remembering tool names by call id."""
 
@@ -303,6 +352,8 @@ class _Encoder:
         self.stamp = stamp
         self.names: dict[str, str] = {}
         self.out: list[ModelMessage] = []
+        self.files: set[int] = set()
+        """Indices of the message's parts that went back into a tool return's content."""
 
     def message(self, m: int, message: Message) -> None:
         ours, foreign = _split_meta(m, message)
@@ -338,8 +389,14 @@ class _Encoder:
 
     def request_parts(self, m: int, message: Message, ours: _Meta) -> list[Any]:
         parts: list[Any] = []
+        carried = _carried(m, message, ours)
+        self.files.clear()
         p = 0
         while p < len(message.parts):
+            parts.extend(carried.pop(p, ()))
+            if p in self.files:  # a tool return's file, already put back in its content
+                p += 1
+                continue
             part = message.parts[p]
             saved = ours.parts.get(str(p), {})
             where = f"messages[{m}].meta.{META}.parts.{p}"
@@ -349,7 +406,8 @@ class _Encoder:
                 prompt: Any = pai.SystemPromptPart(part.text, timestamp=self.stamp)
                 parts.append(_restore(prompt, saved.get("part", {}), where))
             elif isinstance(part, ToolResultPart):
-                parts.append(self.tool_return(m, p, part, saved, where))
+                content = self.tool_files(m, p, message, part, saved, ours)
+                parts.append(self.tool_return(m, p, part, content, saved, where))
             elif isinstance(part, TextPart) and "retry_feedback" in saved:
                 parts.append(self.retry_feedback(m, p, part, saved, where))
             elif isinstance(part, _USER_CONTENT):
@@ -357,7 +415,12 @@ class _Encoder:
                 count = saved.get("items")
                 end = p + 1
                 if count is None:
-                    while end < len(message.parts) and self.plain_content(message, ours, end):
+                    while (
+                        end < len(message.parts)
+                        and end not in carried
+                        and end not in self.files
+                        and self.plain_content(message, ours, end)
+                    ):
                         end += 1
                 else:
                     end = p + count if type(count) is int and count > 0 else p
@@ -380,6 +443,7 @@ class _Encoder:
             else:
                 raise _ours(m, p, part, f"a {message.role} message there holds no such part")
             p += 1
+        parts.extend(carried.pop(len(message.parts), ()))
         return parts
 
     @staticmethod
@@ -392,8 +456,44 @@ class _Encoder:
             and "retry_feedback" not in saved
         )
 
+    def tool_files(
+        self, m: int, p: int, message: Message, part: ToolResultPart, saved: Any, ours: _Meta
+    ) -> Any:
+        """A tool result's content with the files saved as later parts put back in place."""
+        entry = saved.get("files")
+        if entry is None:
+            return part.content
+        indices, at = entry.get("parts"), entry.get("at")
+        fits = (
+            isinstance(indices, list)
+            and isinstance(at, list)
+            and len(indices) == len(at) > 0
+            and all(type(q) is int and p < q < len(message.parts) for q in indices)
+            and all(isinstance(message.parts[q], ImagePart | DocumentPart) for q in indices)
+            and not self.files.intersection(indices)
+        )
+        if not fits:
+            raise _ours(m, p, part, f"its saved files {entry!r} do not fit the message")
+        files = [
+            _user_item(m, q, message.parts[q], ours.parts.get(str(q), {}).get("item", {}))
+            for q in indices
+        ]
+        self.files.update(indices)
+        if not entry.get("list"):
+            return files[0]
+        content = list(part.content) if isinstance(part.content, list) else [part.content]
+        for position, file in sorted(zip(at, files, strict=True), key=lambda pair: pair[0]):
+            content.insert(position, file)
+        return content
+
     def tool_return(
-        self, m: int, p: int, part: ToolResultPart, saved: Mapping[str, Any], where: str
+        self,
+        m: int,
+        p: int,
+        part: ToolResultPart,
+        content: Any,
+        saved: Mapping[str, Any],
+        where: str,
     ) -> Any:
         name = self.names.get(part.tool_use_id)
         fields = saved.get("part", {})
@@ -401,7 +501,7 @@ class _Encoder:
             raise _ours(m, p, part, f"no earlier tool call has id {part.tool_use_id!r}")
         tool = pai.ToolReturnPart(
             name or "",
-            part.content,
+            content,
             part.tool_use_id,
             timestamp=self.stamp,
             outcome="failed" if part.is_error else "success",
@@ -490,6 +590,17 @@ def to_pydantic_ai(
 # ----------------------------------------------------------------- pydantic-ai -> agentledger
 
 
+def _split_files(content: Any) -> tuple[Any, tuple[dict[str, Any], list[Any]] | None]:
+    """A tool return's JSON content, and its files with where they sat (None if it has none)."""
+    if pai.is_multi_modal_content(content):
+        return None, ({"at": [0], "list": False}, [content])
+    if isinstance(content, list) and any(pai.is_multi_modal_content(c) for c in content):
+        at = [i for i, c in enumerate(content) if pai.is_multi_modal_content(c)]
+        data = [c for c in content if not pai.is_multi_modal_content(c)]
+        return data, ({"at": at, "list": True}, [content[i] for i in at])
+    return content, None
+
+
 def _parse_args(args: Any) -> dict[str, Any]:
     """A tool call's arguments as a JSON object with exact numbers (text is parsed)."""
     if args is None:
@@ -515,6 +626,8 @@ class _Decoder:
         self.timestamps = timestamps
         self.names: dict[str, str] = {}
         self.out: list[Message] = []
+        self.pending: list[tuple[int, int, Any, dict[str, Any]]] = []
+        """Files of tool returns not placed yet: (message, part, item, the return's saved entry)."""
 
     def diff(self, actual: Any, baseline: Any, skip: Iterable[str] = ()) -> dict[str, Any]:
         return _differences(actual, baseline, skip, self.timestamps)
@@ -531,6 +644,7 @@ class _Decoder:
             segments = []
             for p, request_part in enumerate(message.parts):
                 self.request_part(m, p, request_part, message.parts, segments)
+            self.flush_files(segments)
             if not segments:
                 segments.append(("user", [], {}))
             baseline = pai.ModelRequest(parts=[], metadata=_metadata(foreign))
@@ -546,8 +660,11 @@ class _Decoder:
             ours: dict[str, Any] = {}
             if s == 0 and fields:
                 ours["message"] = fields
+            carried = saved.pop(_CARRIED, None)
             if saved:
                 ours["parts"] = saved
+            if carried:
+                ours["carried"] = carried
             if s > 0:
                 ours["continued"] = True
             meta = {**(foreign if s == 0 else {}), **({META: ours} if ours else {})}
@@ -561,6 +678,25 @@ class _Decoder:
                     message_index=m,
                 ) from e
 
+    def flush_files(self, segments: list[Segment]) -> None:
+        """The files of the tool returns just read, as parts after those tool results."""
+        if not self.pending:
+            return
+        _, parts, saved = segments[-1]
+        for m, p, item, entry in self.pending:
+            item_saved: dict[str, Any] = {}
+            if isinstance(item, pai.UploadedFile):
+                file = self.uploaded(m, p, item, item_saved)
+            elif isinstance(item, pai.BinaryContent | pai.ImageUrl | pai.DocumentUrl):
+                file = self.file(m, p, item, item_saved)
+            else:
+                raise _theirs(m, p, f"tool-return {item.kind}", "agentledger has no such file part")
+            entry["parts"].append(len(parts))
+            if item_saved:
+                saved[str(len(parts))] = {"item": item_saved}
+            parts.append(file)
+        self.pending.clear()
+
     @staticmethod
     def segment(segments: list[Segment], role: Literal["system", "user"]) -> Segment:
         if not segments or segments[-1][0] != role:
@@ -572,8 +708,16 @@ class _Decoder:
     ) -> None:
         if isinstance(part, pai.RetryPromptPart):  # deprecated: what pydantic-ai reads it as
             part = pai._translate_legacy_retry_part(part)
+        if not (isinstance(part, pai.ToolReturnPart) and part.part_kind == "tool-return"):
+            self.flush_files(segments)
         baseline: Any
-        if isinstance(part, pai.SystemPromptPart):
+        if isinstance(part, _CARRIED_IN_META):
+            _, parts, saved = segments[-1] if segments else self.segment(segments, "user")
+            stored = _REQUEST_PART.dump_python(part, mode="json")
+            if _REQUEST_PART.validate_python(stored) != part:
+                raise _theirs(m, p, part.part_kind, "it does not read back from JSON unchanged")
+            saved.setdefault(_CARRIED, []).append({"at": len(parts), "part": stored})
+        elif isinstance(part, pai.SystemPromptPart):
             _, parts, saved = self.segment(segments, "system")
             baseline = pai.SystemPromptPart(part.content)
             fields = self.diff(part, baseline, skip=("content",))
@@ -585,6 +729,7 @@ class _Decoder:
             self.user_prompt(m, p, part, siblings, parts, saved)
         elif isinstance(part, pai.ToolReturnPart) and part.part_kind == "tool-return":
             _, parts, saved = self.segment(segments, "user")
+            content, files = _split_files(part.content)
             is_error = part.outcome in _ERROR_OUTCOMES
             name = self.names.get(part.tool_call_id)
             baseline = pai.ToolReturnPart(
@@ -600,10 +745,14 @@ class _Decoder:
                 saved[str(len(parts))] = {"part": fields}
             try:
                 result = ToolResultPart(
-                    tool_use_id=part.tool_call_id, content=part.content, is_error=is_error
+                    tool_use_id=part.tool_call_id, content=content, is_error=is_error
                 )
             except TranscriptError as e:
                 raise _theirs(m, p, "tool-return", f"{e.field}: expected {e.expected}") from e
+            if files is not None:  # its files follow the segment's tool results, as parts
+                entry: dict[str, Any] = {**files[0], "parts": []}
+                saved.setdefault(str(len(parts)), {})["files"] = entry
+                self.pending.extend((m, p, item, entry) for item in files[1])
             parts.append(result)
         elif isinstance(part, pai.RetryFeedbackPart):
             _, parts, saved = self.segment(segments, "user")
@@ -649,6 +798,13 @@ class _Decoder:
     def user_item(self, m: int, p: int, item: Any, saved: dict[str, Any]) -> Part:
         if isinstance(item, str):
             return TextPart(text=item)
+        if type(item) is pai.TextContent:  # text with application metadata the model never sees
+            saved["text_content"] = {"metadata": _JSON.dump_python(item.metadata, mode="json")}
+            if _JSON.validate_python(saved["text_content"]["metadata"]) != item.metadata:
+                raise _theirs(m, p, "user-prompt text-content", "its metadata is not plain JSON")
+            return TextPart(text=item.content)
+        if isinstance(item, pai.UploadedFile):
+            return self.uploaded(m, p, item, saved)
         if isinstance(item, pai.CachePoint):
             if item.ttl != "5m":
                 saved["ttl"] = item.ttl
@@ -657,6 +813,25 @@ class _Decoder:
             return self.file(m, p, item, saved)
         kind = getattr(item, "kind", type(item).__name__)
         raise _theirs(m, p, f"user-prompt {kind}", "agentledger has no such user content")
+
+    @staticmethod
+    def uploaded(m: int, p: int, item: pai.UploadedFile, saved: dict[str, Any]) -> Part:
+        """A file uploaded to a provider: an image or document named by its file id."""
+        saved["uploaded"] = {
+            "provider_name": item.provider_name,
+            "media_type": item._media_type,
+            "identifier": item._identifier,
+        }
+        if item.vendor_metadata is not None:
+            saved["vendor_metadata"] = item.vendor_metadata
+        image_format = _IMAGE_FORMATS.get(item.media_type)
+        if image_format is not None:
+            return ImagePart(format=image_format, url=item.file_id)  # type: ignore[arg-type]
+        return DocumentPart(
+            name=item.identifier,
+            format=_DOCUMENT_FORMATS.get(item.media_type, ""),
+            uri=item.file_id,
+        )
 
     @staticmethod
     def file(m: int, p: int, item: Any, saved: dict[str, Any]) -> Part:

@@ -6,26 +6,32 @@ another. Payloads are kept as the exact JSON bytes (``bytea``), so numbers
 such as ``1e400`` read back as written. Appends to one run are serialised by
 a transaction-scoped advisory lock, so workers in many processes can feed it.
 
+One instance is safe to share between threads and event loops, as
+:class:`~agentledger.memory.SQLiteMemory` is: it holds a small pool of
+blocking connections and runs each operation on a worker thread, so no
+connection or lock belongs to any one event loop.
+
 Import it from here (``from agentledger.memory.postgres import PostgresMemory``):
 ``agentledger.memory`` itself never needs psycopg.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 try:
     import psycopg
+    from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "agentledger.memory.postgres needs psycopg 3: pip install 'agentledger[postgres]'"
     ) from e
 
-import asyncio
-
 import msgspec
 
-from agentledger.errors import RecordConflictError, TransientError
+from agentledger.errors import RecordConflictError, TransientError, ValidationError
 from agentledger.memory.types import MemoryEvent, Snapshot, check_last
 from agentledger.transcript import JsonNumber
 
@@ -68,124 +74,115 @@ def _enc_hook(value: Any) -> Any:
 
 _ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="number")
 _DECODER = msgspec.json.Decoder(MemoryEvent, float_hook=JsonNumber)
+_T = TypeVar("_T")
 
 
 class PostgresMemory:
     """A product-memory ``MemoryStore`` in PostgreSQL; open with :meth:`open`.
 
     Each append, pop and delete is one transaction holding the run's advisory
-    lock, so writers in many processes (each with its own ``PostgresMemory``)
-    are serialised per run. One instance is one connection, used from one event
-    loop; threads each open their own.
+    lock, so writers in many processes are serialised per run. One instance
+    may be shared by threads, each running its own event loop: operations run
+    on worker threads over a pool of blocking connections (``max_connections``).
     Connection trouble is a :class:`~agentledger.errors.TransientError`.
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, pool: ConnectionPool[Any]) -> None:
         """Use :meth:`open`."""
-        self._conn = conn
-        self._lock = asyncio.Lock()
+        self._pool = pool
+        self._closed = False
 
     @classmethod
-    async def open(cls, dsn: str) -> PostgresMemory:
-        """Connect to ``dsn`` and create the table if it is missing."""
-        try:
-            conn = await psycopg.AsyncConnection.connect(dsn)
-            async with conn.transaction():
+    async def open(cls, dsn: str, *, max_connections: int = 4) -> PostgresMemory:
+        """Connect to ``dsn`` and create the table if it is missing.
+
+        Raises:
+            ValidationError: ``max_connections`` is not an int >= 1.
+            TransientError: the server cannot be reached.
+        """
+        if type(max_connections) is not int or max_connections < 1:
+            raise ValidationError(
+                field="max_connections", expected="an int >= 1", got=max_connections
+            )
+
+        def connect() -> ConnectionPool[Any]:
+            with psycopg.connect(dsn) as conn, conn.transaction():
                 # Concurrent CREATE TABLE IF NOT EXISTS can still collide in the
                 # catalog (a unique violation): openers take turns.
-                await conn.execute(
+                conn.execute(
                     "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_SCHEMA_LOCK,)
                 )
                 for statement in _SCHEMA:
-                    await conn.execute(statement)
+                    conn.execute(statement)
+            pool: ConnectionPool[Any] = ConnectionPool(
+                dsn, min_size=1, max_size=max_connections, open=False
+            )
+            pool.open()
+            return pool
+
+        try:
+            return cls(await asyncio.to_thread(connect))
         except psycopg.OperationalError as e:
             raise TransientError(str(e), operation="open") from e
-        return cls(conn)
 
     async def close(self) -> None:
-        """Close the connection."""
-        await self._conn.close()
+        """Close every connection; later calls are refused."""
+        self._closed = True
+        await asyncio.to_thread(self._pool.close)
+
+    async def _run(self, operation: str, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """``work`` in one transaction on a pooled connection, on a worker thread."""
+        if self._closed:
+            raise ValidationError(field="memory", expected="an open PostgresMemory", got="closed")
+
+        def in_transaction() -> _T:
+            with self._pool.connection() as conn, conn.transaction():
+                return work(conn)
+
+        try:
+            return await asyncio.to_thread(in_transaction)
+        except PoolClosed as e:
+            raise ValidationError(
+                field="memory", expected="an open PostgresMemory", got="closed"
+            ) from e
+        except (psycopg.OperationalError, PoolTimeout) as e:
+            raise TransientError(str(e), operation=operation) from e
 
     async def append_events(self, agent_id: str, run_id: str, /, *events: MemoryEvent) -> None:
-        try:
-            async with self._lock, self._conn.transaction():
-                await self._append(agent_id, run_id, events)
-        except psycopg.OperationalError as e:
-            raise TransientError(str(e), operation="append_events") from e
+        def append(conn: psycopg.Connection[Any]) -> None:
+            _lock_run(conn, agent_id, run_id)
+            _append(conn, agent_id, run_id, events)
 
-    async def _lock_run(self, agent_id: str, run_id: str) -> None:
-        """Take the run's advisory lock for the rest of the transaction."""
-        await self._conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{agent_id}\x1f{run_id}",)
-        )
-
-    async def _append(self, agent_id: str, run_id: str, events: tuple[MemoryEvent, ...]) -> None:
-        conn = self._conn
-        await self._lock_run(agent_id, run_id)
-        cursor = await conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM agentledger_memory_events"
-            " WHERE agent_id = %s AND run_id = %s",
-            (agent_id, run_id),
-        )
-        row = await cursor.fetchone()
-        seq = int(row[0]) if row else 0
-        for event in events:
-            payload = _ENCODER.encode(event)
-            found = await conn.execute(
-                "SELECT payload FROM agentledger_memory_events"
-                " WHERE agent_id = %s AND run_id = %s AND key = %s",
-                (agent_id, run_id, event.key),
-            )
-            stored = await found.fetchone()
-            if stored is not None:
-                if _DECODER.decode(bytes(stored[0])) != event:
-                    raise RecordConflictError(
-                        run_id=run_id,
-                        field=f"memory event {event.key}",
-                        expected=bytes(stored[0]).decode(),
-                        got=payload.decode(),
-                    )
-                continue
-            seq += 1
-            await conn.execute(
-                "INSERT INTO agentledger_memory_events"
-                " (agent_id, run_id, seq, key, type, payload) VALUES (%s, %s, %s, %s, %s, %s)",
-                (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload),
-            )
+        await self._run("append_events", append)
 
     async def load_run(self, agent_id: str, run_id: str, /, *, last: int | None = None) -> Snapshot:
         check_last(last)
-        try:
-            async with self._lock:
-                if last is None:
-                    cursor = await self._conn.execute(
-                        "SELECT payload FROM agentledger_memory_events"
-                        " WHERE agent_id = %s AND run_id = %s ORDER BY seq",
-                        (agent_id, run_id),
-                    )
-                    rows = await cursor.fetchall()
-                else:
-                    cursor = await self._conn.execute(
-                        "SELECT payload FROM agentledger_memory_events"
-                        " WHERE agent_id = %s AND run_id = %s ORDER BY seq DESC LIMIT %s",
-                        (agent_id, run_id, last),
-                    )
-                    rows = (await cursor.fetchall())[::-1]
-                await self._conn.rollback()
-        except psycopg.OperationalError as e:
-            raise TransientError(str(e), operation="load_run") from e
+
+        def load(conn: psycopg.Connection[Any]) -> list[Any]:
+            if last is None:
+                return conn.execute(
+                    "SELECT payload FROM agentledger_memory_events"
+                    " WHERE agent_id = %s AND run_id = %s ORDER BY seq",
+                    (agent_id, run_id),
+                ).fetchall()
+            return conn.execute(
+                "SELECT payload FROM agentledger_memory_events"
+                " WHERE agent_id = %s AND run_id = %s ORDER BY seq DESC LIMIT %s",
+                (agent_id, run_id, last),
+            ).fetchall()[::-1]
+
+        rows = await self._run("load_run", load)
         events = tuple(_DECODER.decode(bytes(row[0])) for row in rows)
         return Snapshot(agent_id=agent_id, run_id=run_id, events=events)
 
     async def _delete(self, sql: str, agent_id: str, run_id: str, operation: str) -> list[Any]:
         """Run one DELETE ... RETURNING under the run's advisory lock."""
-        try:
-            async with self._lock, self._conn.transaction():
-                await self._lock_run(agent_id, run_id)
-                cursor = await self._conn.execute(sql, {"agent": agent_id, "run": run_id})
-                return await cursor.fetchall()
-        except psycopg.OperationalError as e:
-            raise TransientError(str(e), operation=operation) from e
+
+        def delete(conn: psycopg.Connection[Any]) -> list[Any]:
+            _lock_run(conn, agent_id, run_id)
+            return conn.execute(sql, {"agent": agent_id, "run": run_id}).fetchall()
+
+        return await self._run(operation, delete)
 
     async def pop_event(self, agent_id: str, run_id: str, /) -> MemoryEvent | None:
         rows = await self._delete(_POP, agent_id, run_id, "pop_event")
@@ -193,3 +190,44 @@ class PostgresMemory:
 
     async def delete_run(self, agent_id: str, run_id: str, /) -> int:
         return len(await self._delete(_DELETE, agent_id, run_id, "delete_run"))
+
+
+def _lock_run(conn: psycopg.Connection[Any], agent_id: str, run_id: str) -> None:
+    """Take the run's advisory lock for the rest of the transaction."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{agent_id}\x1f{run_id}",)
+    )
+
+
+def _append(
+    conn: psycopg.Connection[Any], agent_id: str, run_id: str, events: tuple[MemoryEvent, ...]
+) -> None:
+    """Insert the events not stored yet after the run's last seq (the run's lock is held)."""
+    row = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) FROM agentledger_memory_events"
+        " WHERE agent_id = %s AND run_id = %s",
+        (agent_id, run_id),
+    ).fetchone()
+    seq = int(row[0]) if row else 0
+    for event in events:
+        payload = _ENCODER.encode(event)
+        stored = conn.execute(
+            "SELECT payload FROM agentledger_memory_events"
+            " WHERE agent_id = %s AND run_id = %s AND key = %s",
+            (agent_id, run_id, event.key),
+        ).fetchone()
+        if stored is not None:
+            if _DECODER.decode(bytes(stored[0])) != event:
+                raise RecordConflictError(
+                    run_id=run_id,
+                    field=f"memory event {event.key}",
+                    expected=bytes(stored[0]).decode(),
+                    got=payload.decode(),
+                )
+            continue
+        seq += 1
+        conn.execute(
+            "INSERT INTO agentledger_memory_events"
+            " (agent_id, run_id, seq, key, type, payload) VALUES (%s, %s, %s, %s, %s, %s)",
+            (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload),
+        )
