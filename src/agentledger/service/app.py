@@ -38,7 +38,7 @@ from agentledger.service.follow import Notifier, follow
 from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
-from agentledger.service.scope import check_scope
+from agentledger.service.scope import check_scope, check_stateless
 from agentledger.service.wire import METHODS, STORE_READERS, Method, Role, Subject
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
@@ -60,6 +60,7 @@ class ServiceState:
 
     def __init__(self, store: Any, tokens: TokenTable) -> None:
         self.store = store
+        self.limits: SizeLimits = getattr(store, "limits", DEFAULT_LIMITS)
         self.tokens = tokens
         self.metrics = ServiceMetrics()
         self.notifier = Notifier()
@@ -132,7 +133,9 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
             raise invalid_body(e, body, method.prefix) from None
         if principal.labels and method.narrow is not None:
             call = method.narrow(call, principal.labels)
-        await check_scope(state.store, principal, method.name, method.subjects(call))
+        if principal.labels:  # what a scoped token may touch, and hear of the rest [S4]
+            check_stateless(method.plan, call, state.limits)
+            await check_scope(state.store, principal, method.name, method.subjects(call))
         result = await method.call(state.store, call)
         if method.writes:
             state.notifier.notify()
