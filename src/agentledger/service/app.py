@@ -39,10 +39,10 @@ from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope, check_stateless
-from agentledger.service.wire import METHODS, STORE_READERS, Method, Role, Subject
+from agentledger.service.wire import METHODS, STORE_READERS, Method, Role, Subject, body_cap
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
-__all__ = ["ServiceState", "create_app"]
+__all__ = ["ServiceState", "body_cap", "create_app"]
 
 _log = logging.getLogger("agentledger.service")
 _JSON = "application/json"
@@ -99,16 +99,6 @@ async def _answer(
     status = response.status_code or 200
     state.metrics.observe(operation, status, time.perf_counter() - started)
     return response
-
-
-def body_cap(limits: SizeLimits) -> int:
-    """The largest request body the service reads: a suspension at the store's caps.
-
-    Bytes travel as base64 (4 bytes per 3), plus 1 MiB for everything else; a batch
-    whose records together pass it is refused whole, as a ValidationError.
-    """
-    largest = limits.max_checkpoint_bytes + limits.max_payload_bytes
-    return 4 * -(-largest // 3) + 1024 * 1024
 
 
 async def _body(request: _ANY, operation: str) -> bytes:

@@ -50,7 +50,7 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
 )
-from agentledger.storage.validation import SizeLimits
+from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = [
     "METHODS",
@@ -70,6 +70,7 @@ __all__ = [
     "Subject",
     "ToolResultRef",
     "ToolResultSave",
+    "body_cap",
 ]
 
 Req = TypeVar("Req")
@@ -233,6 +234,24 @@ def _archived(archive: ArchiveFile) -> tuple[Subject, ...]:
     """The subjects of an archive, from its manifest (a damaged file is refused)."""
     manifest = read_manifest(archive.data, "the archive sent")
     return _imported(manifest.labels, manifest.session_id, manifest.run_digests)
+
+
+def body_cap(limits: SizeLimits) -> int:
+    """The largest request body the service reads: a suspension at the store's caps.
+
+    Bytes travel as base64 (4 bytes per 3), plus 1 MiB for everything else; a batch
+    whose records together pass it is refused whole, as a ValidationError. An
+    archive sent to the service may inflate to this much at most, whatever its
+    manifest claims: no request makes the service hold more than its own caps.
+    """
+    largest = limits.max_checkpoint_bytes + limits.max_payload_bytes
+    return 4 * -(-largest // 3) + 1024 * 1024
+
+
+def _restore(store: Any, archive: ArchiveFile) -> Awaitable[ArchiveManifest]:
+    """Restore an archive sent to the service, inflating it no further than the body cap."""
+    cap = body_cap(getattr(store, "limits", DEFAULT_LIMITS))
+    return restore_archive_bytes(store, archive.data, "the archive sent", max_inflated_bytes=cap)
 
 
 def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
@@ -475,7 +494,7 @@ EXPORT_ARCHIVE: Method[SessionRef, ArchiveFile] = Method(
 IMPORT_ARCHIVE: Method[ArchiveFile, ArchiveManifest] = Method(
     "import_archive", ArchiveFile, ArchiveManifest, roles=HOSTS, writes=True,
     subjects=_archived,
-    call=lambda s, q: restore_archive_bytes(s, q.data, "the archive sent"),
+    call=_restore,
 )  # fmt: skip
 
 
