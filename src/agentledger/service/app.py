@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import msgspec
 from litestar import Litestar, Request, Response, get, post
+from litestar.exceptions import HTTPException, NotFoundException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Stream
@@ -27,6 +28,7 @@ from litestar.response import Stream
 from agentledger.errors import (
     AccessDeniedError,
     AgentledgerError,
+    NotFoundError,
     TransientError,
     ValidationError,
 )
@@ -139,12 +141,19 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
 
 
 def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
-    """``GET /v1/{runs|sessions}/{id}/records``: follow a log as server-sent events [S5]."""
+    """``GET /v1/{runs|sessions}/{id}/records``: follow a log as server-sent events [S5].
+
+    The id is everything between the scope and ``/records``, so an id holding
+    ``/`` (sent as ``%2F``) is followed like any other.
+    """
     name = scope.removesuffix("s")
     operation = f"follow_{name}_records"
 
     async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
-        scope_id = str(request.path_params["scope_id"])
+        tail = str(request.path_params["tail"]).removeprefix("/")
+        scope_id, records = tail[: -len("/records")], tail[-len("/records") :]
+        if records != "/records":
+            return _framework_refusal(request, NotFoundException())
         after = request.headers.get("last-event-id") or request.query_params.get("after") or ""
 
         async def work(principal: Principal) -> Response[Any]:
@@ -169,8 +178,40 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
 
         return await _answer(state, operation, request, STORE_READERS, work)
 
-    path = f"/v1/{scope}/{{scope_id:str}}/records"
+    path = f"/v1/{scope}/{{tail:path}}"
     return get(path, name=operation, include_in_schema=False)(handle)
+
+
+def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
+    """What the framework refuses before any route runs, as a typed error [S2].
+
+    An unknown route is a NotFoundError of kind ``route``, a wrong method or
+    any other malformed request a ValidationError, trouble inside the
+    framework a TransientError; the HTTP status stays the framework's.
+    """
+    status = getattr(error, "status_code", 500)
+    where = f"{request.method} {request.url.path}"
+    typed: AgentledgerError
+    if status == 404:
+        typed = NotFoundError(kind="route", id=where)
+    elif status == 405:
+        typed = ValidationError(
+            field="method",
+            expected=f"the method {request.url.path} takes (POST for a store method, else GET)",
+            got=request.method,
+        )
+    elif status == 413:
+        typed = ValidationError(field="body", expected="a body within this service's limit",
+                                got="a larger body")  # fmt: skip
+    elif 400 <= status < 500:
+        detail = getattr(error, "detail", "") or "a well-formed request"
+        typed = ValidationError(field="request", expected="a request this service accepts",
+                                got=f"{where}: {detail}")  # fmt: skip
+    else:
+        _log.error("store service: %s failed in the framework: %r", where, error)
+        typed = TransientError("internal error in the store service", operation=where)
+        status = 500
+    return Response(encode_error(typed), status_code=status, media_type=_JSON)
 
 
 def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = None) -> Litestar:
@@ -215,6 +256,7 @@ def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = N
         request_max_body_size=body_cap(getattr(store, "limits", DEFAULT_LIMITS)),
         openapi_config=None,
         logging_config=None,
+        exception_handlers={HTTPException: _framework_refusal},
         # A SERVER span continuing the caller's trace [DESIGN 14] (a plain ASGI middleware).
         middleware=[cast(Any, TraceMiddleware)],
     )
