@@ -60,8 +60,10 @@ class ServiceState:
     follow streams end, while calls already running finish.
     """
 
-    def __init__(self, store: Any, tokens: TokenTable) -> None:
+    def __init__(self, store: Any, tokens: TokenTable, *, secure_cookies: str = "auto") -> None:
         self.store = store
+        self.secure_cookies = secure_cookies
+        """When the inspector's login cookie is ``Secure``: auto (over HTTPS), always, never."""
         self.limits: SizeLimits = getattr(store, "limits", DEFAULT_LIMITS)
         self.tokens = tokens
         self.metrics = ServiceMetrics()

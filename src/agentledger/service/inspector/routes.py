@@ -42,6 +42,7 @@ from agentledger.service.inspector.login import (
     cookie_header,
     safe_next,
     same_origin,
+    secure_cookie,
 )
 from agentledger.service.inspector.positions import end_position, record_types, window
 from agentledger.service.inspector.render import page_url, render
@@ -156,7 +157,8 @@ class _Inspector:
         if COOKIE not in request.cookies and "authorization" not in request.headers:
             return Redirect(page_url("/ui/login", next=asked), status_code=303, headers=_HEADERS)
         body = render("login.html", error=str(error.reason), next=safe_next(asked))
-        clear = {"Set-Cookie": cookie_header("", secure=request.url.scheme == "https")}
+        secure = secure_cookie(request, self.state.secure_cookies)
+        clear = {"Set-Cookie": cookie_header("", secure=secure)}
         return _html(body, 401, clear)
 
     def failed(self, error: AgentledgerError, status: int, *, page: bool) -> Response[Any]:
@@ -383,7 +385,7 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
             check_token(state.tokens, f"Bearer {token}" if token else None, "inspector_login")
         except AccessDeniedError as e:
             return _html(render("login.html", error=e.reason, next=target), e.status)
-        secure = request.url.scheme == "https"
+        secure = secure_cookie(request, state.secure_cookies)
         return Redirect(
             target,
             status_code=303,
@@ -392,7 +394,7 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
 
     @post("/ui/logout", include_in_schema=False, status_code=200)
     async def logout(request: _ANY) -> Response[Any]:
-        secure = request.url.scheme == "https"
+        secure = secure_cookie(request, state.secure_cookies)
         return Redirect(
             "/ui/login",
             status_code=303,
