@@ -12,12 +12,15 @@ import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import msgspec
 import pytest
 
 from agentledger.errors import CorruptArchiveError, ValidationError
 from agentledger.service import StoreClient
 from agentledger.service.app import body_cap
+from agentledger.service.error_codec import decode_error
+from agentledger.service.wire import MAX_ENTRIES
 from agentledger.storage import Checkpoint, RecordBuilder, RunStart
 from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.validation import SizeLimits
@@ -130,3 +133,19 @@ async def test_an_archive_inflates_no_further_than_the_services_caps(
         with pytest.raises(CorruptArchiveError) as caught:
             await client.import_archive(bomb)
     assert f"inflates past {body_cap(SMALL)} bytes, which the limit is" in caught.value.reason
+
+
+async def test_a_request_carries_a_bounded_number_of_records(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """Each decoded record costs far more than its bytes: a body is counted before decoding."""
+    run = _run("many")
+    one = msgspec.json.encode(run.record("n", b"1", event_key="k0000000", at=AT))
+    records = b",".join(one.replace(b"k0000000", b"k%07d" % i) for i in range(MAX_ENTRIES + 1))
+    headers = {"Authorization": f"Bearer {tokens.host}"}
+    async with httpx.AsyncClient(base_url=sqlite_service.url, timeout=120) as http:
+        answer = await http.post("/v1/append_run_records", headers=headers,
+                                 content=b'{"records":[' + records + b"]}")  # fmt: skip
+    error = decode_error(answer.content)
+    assert isinstance(error, ValidationError), answer.text[:300]
+    assert (error.field, error.got) == ("records", f"{MAX_ENTRIES + 1} records and runs")

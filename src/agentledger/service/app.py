@@ -41,7 +41,15 @@ from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope, check_stateless
-from agentledger.service.wire import METHODS, STORE_READERS, Method, Role, Subject, body_cap
+from agentledger.service.wire import (
+    METHODS,
+    STORE_READERS,
+    Method,
+    Role,
+    Subject,
+    body_cap,
+    check_entries,
+)
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = ["ServiceState", "body_cap", "create_app"]
@@ -121,6 +129,7 @@ async def _body(request: _ANY, operation: str) -> bytes:
 def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHandler:
     async def work(principal: Principal, request: _ANY) -> Response[Any]:
         body = await _body(request, method.name)
+        check_entries(body, method.name)
         try:
             call = method.decoder.decode(body)
         except msgspec.DecodeError as e:

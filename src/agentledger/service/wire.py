@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from agentledger.errors import AccessDeniedError
+from agentledger.errors import AccessDeniedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.archive import (
     ArchiveManifest,
@@ -53,6 +53,7 @@ from agentledger.storage.types import (
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = [
+    "MAX_ENTRIES",
     "METHODS",
     "ArchiveFile",
     "Method",
@@ -71,6 +72,7 @@ __all__ = [
     "ToolResultRef",
     "ToolResultSave",
     "body_cap",
+    "check_entries",
 ]
 
 Req = TypeVar("Req")
@@ -248,10 +250,60 @@ def body_cap(limits: SizeLimits) -> int:
     return 4 * -(-largest // 3) + 1024 * 1024
 
 
-def _restore(store: Any, archive: ArchiveFile) -> Awaitable[ArchiveManifest]:
-    """Restore an archive sent to the service, inflating it no further than the body cap."""
+MAX_ENTRIES = 100_000
+"""The most records and runs one request may carry (a batch, a start, an import): each
+decoded record costs far more memory than its bytes on the wire."""
+
+_LARGE_BODY = 1024 * 1024
+"""Bodies past this size are counted before they are decoded."""
+
+
+class _Carried(msgspec.Struct, frozen=True, kw_only=True):
+    """A body's records and runs as raw spans: counted before any is decoded."""
+
+    records: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    runs: list[msgspec.Raw] = msgspec.field(default_factory=list)
+
+
+_CARRIED = msgspec.json.Decoder(_Carried)
+
+
+def _too_many(count: int, operation: str) -> ValidationError:
+    return ValidationError(
+        field="records",
+        expected=f"at most {MAX_ENTRIES} records and runs in one {operation} request "
+        "(this service's limit)",
+        got=f"{count} records and runs",
+    )
+
+
+def check_entries(body: bytes, operation: str) -> None:
+    """Refuse a large body carrying more than :data:`MAX_ENTRIES` records and runs.
+
+    Raises:
+        ValidationError: too many; a body that is not even JSON is left to the decoder.
+    """
+    if len(body) <= _LARGE_BODY:
+        return  # decoding a small body costs little whatever it holds
+    try:
+        carried = _CARRIED.decode(body)
+    except msgspec.DecodeError:
+        return
+    count = len(carried.records) + len(carried.runs)
+    if count > MAX_ENTRIES:
+        raise _too_many(count, operation)
+
+
+async def _restore(store: Any, archive: ArchiveFile) -> ArchiveManifest:
+    """Restore an archive sent to the service within its caps: the body cap inflated, at
+    most :data:`MAX_ENTRIES` records and runs (counted before any is built)."""
+    manifest = read_manifest(archive.data, "the archive sent")
+    if manifest.records + manifest.runs > MAX_ENTRIES:
+        raise _too_many(manifest.records + manifest.runs, "import_archive")
     cap = body_cap(getattr(store, "limits", DEFAULT_LIMITS))
-    return restore_archive_bytes(store, archive.data, "the archive sent", max_inflated_bytes=cap)
+    return await restore_archive_bytes(
+        store, archive.data, "the archive sent", max_inflated_bytes=cap
+    )
 
 
 def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:

@@ -120,6 +120,17 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     the archive unreadable too."""
 
 
+class _Counted(msgspec.Struct, frozen=True, kw_only=True):
+    """The body's lists as raw spans: counted before anything in them is built."""
+
+    runs: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    records: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    checkpoints: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
+
+
+_COUNTED = msgspec.msgpack.Decoder(_Counted)
+
+
 class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The compressed part: the session image as stored, bytes for bytes."""
 
@@ -306,6 +317,12 @@ def decode_archive(
     try:
         compressed = _opened(encryption, manifest, compressed)
         inflated = _inflate(compressed, manifest, path, max_inflated_bytes)
+        counted = _COUNTED.decode(inflated)
+        counts = (len(counted.runs), len(counted.records), len(counted.checkpoints))
+        if counts != (manifest.runs, manifest.records, manifest.checkpoints):
+            # Before any record is built: what is built is what the manifest counts.
+            raise corrupt(f"contents do not match the manifest (counts {counts})")
+        del counted
         body = msgspec.msgpack.decode(inflated, type=_Body)
     except CorruptRecordError as e:
         if isinstance(e, CorruptArchiveError):
