@@ -318,11 +318,12 @@ def decode_archive(
         compressed = _opened(encryption, manifest, compressed)
         inflated = _inflate(compressed, manifest, path, max_inflated_bytes)
         counted = _COUNTED.decode(inflated)
-        counts = (len(counted.runs), len(counted.records), len(counted.checkpoints))
-        if counts != (manifest.runs, manifest.records, manifest.checkpoints):
-            # Before any record is built: what is built is what the manifest counts.
-            raise corrupt(f"contents do not match the manifest (counts {counts})")
-        del counted
+        counts = {"runs": counted.runs, "records": counted.records,
+                  "checkpoints": counted.checkpoints}  # fmt: skip
+        wrong = [name for name, held in counts.items() if len(held) != getattr(manifest, name)]
+        if wrong:  # before any record is built: what is built is what the manifest counts
+            raise corrupt(f"contents do not match the manifest ({', '.join(wrong)})")
+        del counted, counts
         body = msgspec.msgpack.decode(inflated, type=_Body)
     except CorruptRecordError as e:
         if isinstance(e, CorruptArchiveError):
