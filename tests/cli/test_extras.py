@@ -43,10 +43,13 @@ _ENV = {
     "demo with an Anthropic key": {"ANTHROPIC_API_KEY": "sk-test"},
     "demo with an OpenAI key": {"OPENAI_API_KEY": "sk-test"},
     "demo with AWS credentials": {
-        "AWS_ACCESS_KEY_ID": "AKIATEST", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1"
+        "AWS_ACCESS_KEY_ID": "AKIATEST",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "AWS_REGION": "us-east-1",
     },
     "sessions, keyring in the environment": {
-        "AGENTLEDGER_KEYRING_FILE": "{keyring}", "AGENTLEDGER_VAULT": "{vault}"
+        "AGENTLEDGER_KEYRING_FILE": "{keyring}",
+        "AGENTLEDGER_VAULT": "{vault}",
     },
 }
 

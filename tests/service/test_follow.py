@@ -94,3 +94,22 @@ async def test_follow_refusals_are_typed(sqlite_service: ServiceProcess, tokens:
         with pytest.raises(AccessDeniedError) as denied:
             await anext(anonymous.follow_run_records("follow-nobody"))
         assert denied.value.status == 401
+
+
+async def test_ids_holding_a_slash_are_followed_like_any_other(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """An id with ``/`` (sent as ``%2F``) names its run or session; a missing one is typed."""
+    run = RecordBuilder(RunStart(run_id="slash/run", agent_id="a", session_id="slash/session",
+                                 started_at=T0))  # fmt: skip
+    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+        await client.create_session("slash/session", created_at=T0)
+        await client.start_root_run(run.root_start())
+        first = await anext(client.follow_run_records("slash/run"))
+        assert first.record.run_id == "slash/run"
+        first = await anext(client.follow_session_run_records("slash/session"))
+        assert first.record.session_id == "slash/session"
+        for missing in ("no/such", "no%2Fsuch", "no/records/records"):
+            with pytest.raises(RunNotFoundError) as caught:
+                await anext(client.follow_run_records(missing))
+            assert caught.value.run_id == missing

@@ -7,16 +7,22 @@ typed ValidationError too, not a bare HTTP 413.
 
 from __future__ import annotations
 
+import hashlib
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import msgspec
 import pytest
 
-from agentledger.errors import ValidationError
+from agentledger.errors import CorruptArchiveError, ValidationError
 from agentledger.service import StoreClient
 from agentledger.service.app import body_cap
+from agentledger.service.error_codec import decode_error
+from agentledger.service.wire import MAX_ENTRIES
 from agentledger.storage import Checkpoint, RecordBuilder, RunStart
+from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.validation import SizeLimits
 from tests.service.process import ServiceProcess, Tokens, free_port
 
@@ -100,3 +106,46 @@ def test_serve_defaults_are_the_stores_defaults() -> None:
     defaults = {p.name: p.default for p in serve.params}
     assert defaults["max_payload_bytes"] == SizeLimits().max_payload_bytes
     assert defaults["max_checkpoint_bytes"] == SizeLimits().max_checkpoint_bytes
+
+
+def hostile_archive(inflated: int, claimed: int) -> bytes:
+    """A valid-looking archive whose body inflates to ``inflated`` zero bytes, claiming more."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    manifest = ArchiveManifest(
+        format_version=1, session_id="bomb", labels={}, session_created_at=at,
+        session_ended_at=at, runs=0, records=0, checkpoints=0, byte_total=claimed,
+        run_digests={}, session_digest="sha256:" + "0" * 64, compression="zlib", created_at=at,
+    )  # fmt: skip
+    deflate = zlib.compressobj(9)
+    body = b"".join(deflate.compress(bytes(1 << 20)) for _ in range(inflated >> 20))
+    content = b"agentledger-archive 1\n" + msgspec.json.encode(manifest) + b"\n"
+    content += body + deflate.flush()
+    return content + b"sha256:" + hashlib.sha256(content).hexdigest().encode() + b"\n"
+
+
+async def test_an_archive_inflates_no_further_than_the_services_caps(
+    capped_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """A small archive claiming 1 GiB is refused once it passes the body cap, not its claim."""
+    bomb = hostile_archive(8 << 20, 1 << 30)
+    assert len(bomb) < body_cap(SMALL)
+    async with StoreClient(capped_service.url, token=tokens.host) as client:
+        with pytest.raises(CorruptArchiveError) as caught:
+            await client.import_archive(bomb)
+    assert f"inflates past {body_cap(SMALL)} bytes, which the limit is" in caught.value.reason
+
+
+async def test_a_request_carries_a_bounded_number_of_records(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """Each decoded record costs far more than its bytes: a body is counted before decoding."""
+    run = _run("many")
+    one = msgspec.json.encode(run.record("n", b"1", event_key="k0000000", at=AT))
+    records = b",".join(one.replace(b"k0000000", b"k%07d" % i) for i in range(MAX_ENTRIES + 1))
+    headers = {"Authorization": f"Bearer {tokens.host}"}
+    async with httpx.AsyncClient(base_url=sqlite_service.url, timeout=120) as http:
+        answer = await http.post("/v1/append_run_records", headers=headers,
+                                 content=b'{"records":[' + records + b"]}")  # fmt: skip
+    error = decode_error(answer.content)
+    assert isinstance(error, ValidationError), answer.text[:300]
+    assert (error.field, error.got) == ("records", f"{MAX_ENTRIES + 1} records and runs")

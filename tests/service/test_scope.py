@@ -1,8 +1,9 @@
 """[S4] [D6] A label-scoped token (tenant=acme) sees and writes only its tenant's data.
 
 Another tenant's sessions, runs and records cannot be loaded, listed, paged,
-followed or written, whether their ids were guessed or listed elsewhere;
-every refusal is a 403 and leaves the store exactly as it was.
+followed or written, whether their ids were guessed or listed elsewhere: a
+call naming them is answered as if they did not exist (404), one asking for
+labels outside the scope is a 403, and either leaves the store exactly as it was.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentledger.errors import AccessDeniedError
+from agentledger.errors import AccessDeniedError, NotFoundError
 from agentledger.service import StoreClient
 from agentledger.storage import Checkpoint, RecordBuilder, RunStart, RunStatus
 from agentledger.storage.conformance import dump_store
@@ -80,6 +81,15 @@ async def _denied(call: Callable[[], Awaitable[Any]]) -> AccessDeniedError:
     return info.value
 
 
+async def _refused(call: Callable[[], Awaitable[Any]]) -> None:
+    """Refused as for a missing row, or (labels outside the scope) with a 403."""
+    with pytest.raises((NotFoundError, AccessDeniedError)) as info:
+        await call()
+    if isinstance(info.value, AccessDeniedError):
+        assert info.value.status == 403
+        assert "outside the token's scope" in info.value.reason
+
+
 async def test_a_scoped_token_sees_its_own_tenant(world: World, acme: StoreClient) -> None:
     """[S4] loads, listings, pages and follows inside the scope work as for any host."""
     assert (await acme.load_session("scope-acme")).labels == {"tenant": "acme"}
@@ -103,7 +113,7 @@ async def test_a_scoped_token_sees_its_own_tenant(world: World, acme: StoreClien
 async def test_a_scoped_token_cannot_touch_another_tenant(
     world: World, acme: StoreClient, sqlite_service: ServiceProcess, tokens: Tokens
 ) -> None:
-    """[S4] every read and write of globex's data is 403, and nothing changes."""
+    """[S4] every read and write of globex's data is refused, and nothing changes."""
     g, g1 = world.globex, world.globex_one_shot
     refused: list[Callable[[], Awaitable[Any]]] = [
         lambda: acme.load_session("scope-globex"),
@@ -148,9 +158,8 @@ async def test_a_scoped_token_cannot_touch_another_tenant(
                [*world.runs, "scope-intruder", "scope-child", "scope-1x-child",
                 "scope-unlabelled-1x"])  # fmt: skip
         before = await dump_store(host, *ids)
-        for i, call in enumerate(refused):
-            error = await _denied(call)
-            assert "outside the token's scope" in error.reason, (i, error)
+        for call in refused:
+            await _refused(call)
         assert await dump_store(host, *ids) == before
         assert await host.load_tool_result("scope-globex-r", "k") is None
     # ... while the same token may write inside its scope.
@@ -164,7 +173,8 @@ async def test_a_scoped_reader_is_both_scoped_and_read_only(
     """[S4] role and scope both apply."""
     async with StoreClient(sqlite_service.url, token=tokens.acme["reader"]) as reader:
         assert (await reader.load_run("scope-acme-r")).run_id == "scope-acme-r"
-        await _denied(lambda: reader.load_run("scope-globex-r"))
+        with pytest.raises(NotFoundError):
+            await reader.load_run("scope-globex-r")
         error = await _denied(lambda: reader.end_session("scope-acme", ended_at=_at(7)))
         assert "may not call end_session" in error.reason
         # Saved tool results are a worker's private scratch: not for readers, even in scope.

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ import pytest
 from agentledger.errors import TransientError
 from agentledger.service import StoreClient
 from agentledger.storage import Session, SessionStatus
+from agentledger.storage.encryption import Keyring
 from tests.service.process import ServiceProcess, Tokens
 
 AT = datetime(2026, 7, 1, tzinfo=UTC)
@@ -212,3 +214,54 @@ def test_the_read_commands_work_through_the_service(
     assert run_cli(*via, "transcript", "cli-run").json() == []
     checked = run_cli(*via, "check")
     assert checked.code == 0, checked.out + checked.err
+
+
+@pytest.mark.parametrize(("configured", "mode"), [(None, 0o600), ("0640", 0o640)])
+async def test_the_files_serve_creates_are_owner_only_unless_configured(
+    tmp_path: Path, tokens: Tokens, configured: str | None, mode: int
+) -> None:
+    """The database, its WAL files, the serve lock and the key vault: 0600 (or as configured)."""
+    keyring = Keyring.generate("k1")
+    ring = tmp_path / "keyring.json"
+    ring.write_text(keyring.to_json())
+    db, vault = tmp_path / "ledger.db", tmp_path / "keys.vault"
+    env = {"AGENTLEDGER_KEYRING_FILE": str(ring), "AGENTLEDGER_VAULT": str(vault)}
+    if configured is not None:
+        env["AGENTLEDGER_FILE_MODE"] = configured
+    with ServiceProcess(str(db), tokens.path, env=env) as service:
+        async with StoreClient(service.url, token=tokens.host) as client:
+            await client.create_session("modes", created_at=datetime(2026, 1, 1, tzinfo=UTC))
+        created = [db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}.serve.lock"), vault]
+        modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in created}
+    assert modes == {p.name: oct(mode) for p in created}
+
+
+def test_serve_takes_a_durability(tmp_path: Path, tokens: Tokens) -> None:
+    """``--durability normal`` serves a SQLite file; PostgreSQL's is its server's, refused."""
+    from tests.cli.conftest import run_cli
+
+    with ServiceProcess(str(tmp_path / "n.db"), tokens.path, options=("--durability", "normal")):
+        pass
+    done = run_cli("serve", "--db", "postgresql://nobody@127.0.0.1:1/none", "--tokens",
+                   str(tokens.path), "--durability", "normal")  # fmt: skip
+    assert done.code == 1
+    assert "durability" in done.err
+
+
+@pytest.mark.parametrize(("setting", "secure"), [("auto", False), ("always", True)])
+async def test_the_login_cookies_secure_flag_follows_the_setting(
+    tmp_path: Path, tokens: Tokens, setting: str, secure: bool
+) -> None:
+    """Behind a TLS proxy on another host the service sees HTTP: ``always`` still marks it.
+
+    The proxy is played from 127.0.0.2, whose ``X-Forwarded-Proto`` uvicorn does not trust.
+    """
+    options = ("--secure-cookies", setting)
+    proxy = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+    with ServiceProcess(str(tmp_path / "c.db"), tokens.path, options=options) as service:
+        async with httpx.AsyncClient(base_url=service.url, transport=proxy) as http:
+            answer = await http.post("/ui/login", data={"token": tokens.reader, "next": "/ui"},
+                                     headers={"X-Forwarded-Proto": "https"})  # fmt: skip
+    assert answer.status_code == 303
+    flags = [f.strip() for f in answer.headers["set-cookie"].split(";")]
+    assert ("Secure" in flags) is secure

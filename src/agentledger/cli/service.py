@@ -45,6 +45,17 @@ _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
     show_default=True, metavar="N",
     help="refuse a suspension whose checkpoint is larger (ValidationError)",
 )  # fmt: skip
+@click.option(
+    "--durability", type=click.Choice(["full", "normal"]), default="full", show_default=True,
+    help="a SQLite file's commits: full waits for the disk; normal may lose the last "
+    "commits on power loss, never on a crash of the process",
+)  # fmt: skip
+@click.option(
+    "--secure-cookies", type=click.Choice(["auto", "always", "never"]), default="auto",
+    show_default=True,
+    help="mark the inspector's login cookie Secure: auto over HTTPS as seen by the service; "
+    "always behind a TLS proxy on another host",
+)  # fmt: skip
 def serve(
     db: str,
     listen: str,
@@ -53,6 +64,8 @@ def serve(
     vault: str | None,
     max_payload_bytes: int,
     max_checkpoint_bytes: int,
+    durability: str,
+    secure_cookies: str,
 ) -> int:
     """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
@@ -68,6 +81,8 @@ def serve(
         vault,
         max_payload_bytes=max_payload_bytes,
         max_checkpoint_bytes=max_checkpoint_bytes,
+        durability=durability,
+        secure_cookies=secure_cookies,
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import msgspec
 from litestar import Litestar, Request, Response, get, post
+from litestar.exceptions import HTTPException, NotFoundException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Redirect, Stream
@@ -27,6 +28,7 @@ from litestar.response import Redirect, Stream
 from agentledger.errors import (
     AccessDeniedError,
     AgentledgerError,
+    NotFoundError,
     TransientError,
     ValidationError,
 )
@@ -38,11 +40,19 @@ from agentledger.service.follow import Notifier, follow
 from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
-from agentledger.service.scope import check_scope
-from agentledger.service.wire import METHODS, STORE_READERS, Method, Role, Subject
+from agentledger.service.scope import check_scope, check_stateless
+from agentledger.service.wire import (
+    METHODS,
+    STORE_READERS,
+    Method,
+    Role,
+    Subject,
+    body_cap,
+    check_entries,
+)
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
-__all__ = ["ServiceState", "create_app"]
+__all__ = ["ServiceState", "body_cap", "create_app"]
 
 _log = logging.getLogger("agentledger.service")
 _JSON = "application/json"
@@ -58,8 +68,11 @@ class ServiceState:
     follow streams end, while calls already running finish.
     """
 
-    def __init__(self, store: Any, tokens: TokenTable) -> None:
+    def __init__(self, store: Any, tokens: TokenTable, *, secure_cookies: str = "auto") -> None:
         self.store = store
+        self.secure_cookies = secure_cookies
+        """When the inspector's login cookie is ``Secure``: auto (over HTTPS), always, never."""
+        self.limits: SizeLimits = getattr(store, "limits", DEFAULT_LIMITS)
         self.tokens = tokens
         self.metrics = ServiceMetrics()
         self.notifier = Notifier()
@@ -100,16 +113,6 @@ async def _answer(
     return response
 
 
-def body_cap(limits: SizeLimits) -> int:
-    """The largest request body the service reads: a suspension at the store's caps.
-
-    Bytes travel as base64 (4 bytes per 3), plus 1 MiB for everything else; a batch
-    whose records together pass it is refused whole, as a ValidationError.
-    """
-    largest = limits.max_checkpoint_bytes + limits.max_payload_bytes
-    return 4 * -(-largest // 3) + 1024 * 1024
-
-
 async def _body(request: _ANY, operation: str) -> bytes:
     """The request body, or a ValidationError when it passes the service's body cap."""
     try:
@@ -126,13 +129,16 @@ async def _body(request: _ANY, operation: str) -> bytes:
 def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHandler:
     async def work(principal: Principal, request: _ANY) -> Response[Any]:
         body = await _body(request, method.name)
+        check_entries(body, method.name)
         try:
             call = method.decoder.decode(body)
         except msgspec.DecodeError as e:
             raise invalid_body(e, body, method.prefix) from None
         if principal.labels and method.narrow is not None:
             call = method.narrow(call, principal.labels)
-        await check_scope(state.store, principal, method.name, method.subjects(call))
+        if principal.labels:  # what a scoped token may touch, and hear of the rest [S4]
+            check_stateless(method.plan, call, state.limits)
+            await check_scope(state.store, principal, method.name, method.subjects(call))
         result = await method.call(state.store, call)
         if method.writes:
             state.notifier.notify()
@@ -146,12 +152,19 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
 
 
 def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
-    """``GET /v1/{runs|sessions}/{id}/records``: follow a log as server-sent events [S5]."""
+    """``GET /v1/{runs|sessions}/{id}/records``: follow a log as server-sent events [S5].
+
+    The id is everything between the scope and ``/records``, so an id holding
+    ``/`` (sent as ``%2F``) is followed like any other.
+    """
     name = scope.removesuffix("s")
     operation = f"follow_{name}_records"
 
     async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
-        scope_id = str(request.path_params["scope_id"])
+        tail = str(request.path_params["tail"]).removeprefix("/")
+        scope_id, records = tail[: -len("/records")], tail[-len("/records") :]
+        if records != "/records":
+            return _framework_refusal(request, NotFoundException())
         after = request.headers.get("last-event-id") or request.query_params.get("after") or ""
 
         async def work(principal: Principal) -> Response[Any]:
@@ -176,8 +189,40 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
 
         return await _answer(state, operation, request, STORE_READERS, work)
 
-    path = f"/v1/{scope}/{{scope_id:str}}/records"
+    path = f"/v1/{scope}/{{tail:path}}"
     return get(path, name=operation, include_in_schema=False)(handle)
+
+
+def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
+    """What the framework refuses before any route runs, as a typed error [S2].
+
+    An unknown route is a NotFoundError of kind ``route``, a wrong method or
+    any other malformed request a ValidationError, trouble inside the
+    framework a TransientError; the HTTP status stays the framework's.
+    """
+    status = getattr(error, "status_code", 500)
+    where = f"{request.method} {request.url.path}"
+    typed: AgentledgerError
+    if status == 404:
+        typed = NotFoundError(kind="route", id=where)
+    elif status == 405:
+        typed = ValidationError(
+            field="method",
+            expected=f"the method {request.url.path} takes (POST for a store method, else GET)",
+            got=request.method,
+        )
+    elif status == 413:
+        typed = ValidationError(field="body", expected="a body within this service's limit",
+                                got="a larger body")  # fmt: skip
+    elif 400 <= status < 500:
+        detail = getattr(error, "detail", "") or "a well-formed request"
+        typed = ValidationError(field="request", expected="a request this service accepts",
+                                got=f"{where}: {detail}")  # fmt: skip
+    else:
+        _log.error("store service: %s failed in the framework: %r", where, error)
+        typed = TransientError("internal error in the store service", operation=where)
+        status = 500
+    return Response(encode_error(typed), status_code=status, media_type=_JSON)
 
 
 def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = None) -> Litestar:
@@ -228,6 +273,7 @@ def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = N
         request_max_body_size=body_cap(getattr(store, "limits", DEFAULT_LIMITS)),
         openapi_config=None,
         logging_config=None,
+        exception_handlers={HTTPException: _framework_refusal},
         # A SERVER span continuing the caller's trace [DESIGN 14] (a plain ASGI middleware).
         middleware=[cast(Any, TraceMiddleware)],
     )

@@ -26,7 +26,9 @@ import uvicorn
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.service.app import ServiceState, create_app
 from agentledger.service.auth import TokenTable
+from agentledger.service.inspector.login import SECURE_COOKIES
 from agentledger.storage.encryption.config import configured_encryption
+from agentledger.storage.file_mode import create_private, file_mode
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CHECKPOINT_BYTES,
@@ -54,14 +56,20 @@ def sqlite_path(db: str) -> str:
 
 
 async def open_backend(
-    db: str, encryption: Encryption | None = None, limits: SizeLimits = DEFAULT_LIMITS
+    db: str,
+    encryption: Encryption | None = None,
+    limits: SizeLimits = DEFAULT_LIMITS,
+    durability: str = "full",
 ) -> Any:
     """Open the backend named by ``db``: a PostgreSQL DSN, or a SQLite file.
 
     ``limits``: the payload and checkpoint caps the backend enforces on writes.
+    ``durability``: a SQLite file's (``"full"`` or ``"normal"``, see ``SQLiteStore``);
+    a PostgreSQL database's is its server's ``synchronous_commit``.
 
     Raises:
-        ValidationError: an empty ``db`` (or what the backend refuses).
+        ValidationError: an empty ``db``, ``"normal"`` for PostgreSQL (or what the
+            backend refuses).
         TransientError: the database cannot be reached.
     """
     if not db:
@@ -69,11 +77,20 @@ async def open_backend(
     if is_postgres(db):
         from agentledger.storage.postgres import PostgresStore
 
+        if durability != "full":
+            raise ValidationError(
+                field="durability",
+                expected="'full' for PostgreSQL (its server's synchronous_commit decides)",
+                got=durability,
+            )
         return await PostgresStore.open(db, encryption=encryption, **msgspec.structs.asdict(limits))
     from agentledger.storage.sqlite import SQLiteStore
 
     return await SQLiteStore.open(
-        sqlite_path(db), encryption=encryption, **msgspec.structs.asdict(limits)
+        sqlite_path(db),
+        encryption=encryption,
+        durability=durability,  # type: ignore[arg-type]  # checked by the store
+        **msgspec.structs.asdict(limits),
     )
 
 
@@ -97,7 +114,8 @@ def _sole_server(db: str) -> Iterator[None]:
         return
     lock = Path(sqlite_path(db)).resolve().with_name(Path(sqlite_path(db)).name + ".serve.lock")
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        create_private(lock)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, file_mode())
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -159,10 +177,15 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     encryption: Encryption | None = None,
     limits: SizeLimits = DEFAULT_LIMITS,
+    durability: str = "full",
+    secure_cookies: str = "auto",
 ) -> None:
     """Serve ``db`` on ``listen`` until SIGINT or SIGTERM; ``on_ready(url)`` once listening.
 
     ``limits``: the payload and checkpoint caps the service enforces on writes.
+    ``durability``: a SQLite file's commit durability (see :func:`open_backend`).
+    ``secure_cookies``: when the inspector's login cookie is ``Secure`` (``auto``:
+    over HTTPS; ``always`` behind a TLS proxy on another host; ``never``).
 
     Raises:
         ValidationError: a bad ``listen``, token file or ``db``, or a SQLite
@@ -170,11 +193,16 @@ async def serve(
         TransientError: the database cannot be reached.
     """
     host, port = parse_listen(listen)
+    if secure_cookies not in SECURE_COOKIES:
+        raise ValidationError(
+            field="secure_cookies", expected=f"one of {', '.join(SECURE_COOKIES)}",
+            got=secure_cookies,
+        )  # fmt: skip
     table = TokenTable.load(tokens)
     with _sole_server(db):
-        store = await open_backend(db, encryption, limits)
+        store = await open_backend(db, encryption, limits, durability)
         try:
-            state = ServiceState(store, table)
+            state = ServiceState(store, table, secure_cookies=secure_cookies)
             config = uvicorn.Config(
                 create_app(store, table, state=state),
                 host=host,
@@ -229,6 +257,8 @@ def run_serve(
     *,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+    durability: str = "full",
+    secure_cookies: str = "auto",
 ) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status."""
 
@@ -245,7 +275,16 @@ def run_serve(
             max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
         )
         _event_loop_runner()(
-            serve(db, listen, tokens, on_ready=ready, encryption=encryption, limits=limits)
+            serve(
+                db,
+                listen,
+                tokens,
+                on_ready=ready,
+                encryption=encryption,
+                limits=limits,
+                durability=durability,
+                secure_cookies=secure_cookies,
+            )
         )
     except AgentledgerError as e:
         print(f"agentledger serve: error: {e}", file=sys.stderr)

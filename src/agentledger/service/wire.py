@@ -17,7 +17,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from agentledger.errors import AccessDeniedError
+from agentledger.errors import AccessDeniedError, ValidationError
+from agentledger.storage import lifecycle
 from agentledger.storage.archive import (
     ArchiveManifest,
     archive_bytes,
@@ -26,6 +27,8 @@ from agentledger.storage.archive import (
 )
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
+from agentledger.storage.session_import import plan_import_session
+from agentledger.storage.state import StateReader
 from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
@@ -39,6 +42,7 @@ from agentledger.storage.types import (
     RootRunStart,
     RunCancellation,
     RunMeta,
+    RunStart,
     RunSuspension,
     RunTerminal,
     Session,
@@ -47,8 +51,10 @@ from agentledger.storage.types import (
     StartResult,
     TranscriptSegment,
 )
+from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = [
+    "MAX_ENTRIES",
     "METHODS",
     "ArchiveFile",
     "Method",
@@ -66,6 +72,8 @@ __all__ = [
     "Subject",
     "ToolResultRef",
     "ToolResultSave",
+    "body_cap",
+    "check_entries",
 ]
 
 Req = TypeVar("Req")
@@ -183,13 +191,16 @@ class ArchiveFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 class Subject(msgspec.Struct, frozen=True):
     """What a label-scoped token must be allowed to touch for a call to proceed [S4].
 
-    ``kind`` is ``"session"`` or ``"run"`` (an existing one, named by ``id``)
-    or ``"labels"`` (something being created with these labels).
+    ``kind`` is ``"session"`` or ``"run"``, named by ``id``: an existing row
+    the call reads, writes, continues or links (``new`` False), or an id the
+    call would create (``new`` True); or ``"labels"``: what something being
+    created would carry.
     """
 
     kind: str
     id: str = ""
     labels: dict[str, str] = msgspec.field(default_factory=dict)
+    new: bool = False
 
 
 def _session(session_id: str) -> Subject:
@@ -200,13 +211,100 @@ def _run(run_id: str) -> Subject:
     return Subject("run", run_id)
 
 
+def _new_session(session_id: str) -> Subject:
+    return Subject("session", session_id, new=True)
+
+
+def _new_run(run_id: str) -> Subject:
+    return Subject("run", run_id, new=True)
+
+
 def _labels(labels: dict[str, str]) -> Subject:
     return Subject("labels", labels=labels)
 
 
-def _archived_labels(archive: ArchiveFile) -> dict[str, str]:
-    """The labels of the session an archive holds, from its manifest (a damaged file is refused)."""
-    return read_manifest(archive.data, "the archive sent").labels
+def _start(run: RunStart, *named: Subject) -> tuple[Subject, ...]:
+    """A start's subjects: its labels or session, its parent, its predecessor, its new id."""
+    return (*named, _run(run.predecessor_run_id), _new_run(run.run_id))
+
+
+def _imported(labels: dict[str, str], session_id: str, run_ids: Any) -> tuple[Subject, ...]:
+    """An import's subjects: the session's labels, its id and every run id it would create."""
+    return (_labels(labels), _new_session(session_id), *(_new_run(r) for r in run_ids))
+
+
+def _archived(archive: ArchiveFile) -> tuple[Subject, ...]:
+    """The subjects of an archive, from its manifest (a damaged file is refused)."""
+    manifest = read_manifest(archive.data, "the archive sent")
+    return _imported(manifest.labels, manifest.session_id, manifest.run_digests)
+
+
+def body_cap(limits: SizeLimits) -> int:
+    """The largest request body the service reads: a suspension at the store's caps.
+
+    Bytes travel as base64 (4 bytes per 3), plus 1 MiB for everything else; a batch
+    whose records together pass it is refused whole, as a ValidationError. An
+    archive sent to the service may inflate to this much at most, whatever its
+    manifest claims: no request makes the service hold more than its own caps.
+    """
+    largest = limits.max_checkpoint_bytes + limits.max_payload_bytes
+    return 4 * -(-largest // 3) + 1024 * 1024
+
+
+MAX_ENTRIES = 100_000
+"""The most records and runs one request may carry (a batch, a start, an import): each
+decoded record costs far more memory than its bytes on the wire."""
+
+_LARGE_BODY = 1024 * 1024
+"""Bodies past this size are counted before they are decoded."""
+
+
+class _Carried(msgspec.Struct, frozen=True, kw_only=True):
+    """A body's records and runs as raw spans: counted before any is decoded."""
+
+    records: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    runs: list[msgspec.Raw] = msgspec.field(default_factory=list)
+
+
+_CARRIED = msgspec.json.Decoder(_Carried)
+
+
+def _too_many(count: int, operation: str) -> ValidationError:
+    return ValidationError(
+        field="records",
+        expected=f"at most {MAX_ENTRIES} records and runs in one {operation} request "
+        "(this service's limit)",
+        got=f"{count} records and runs",
+    )
+
+
+def check_entries(body: bytes, operation: str) -> None:
+    """Refuse a large body carrying more than :data:`MAX_ENTRIES` records and runs.
+
+    Raises:
+        ValidationError: too many; a body that is not even JSON is left to the decoder.
+    """
+    if len(body) <= _LARGE_BODY:
+        return  # decoding a small body costs little whatever it holds
+    try:
+        carried = _CARRIED.decode(body)
+    except msgspec.DecodeError:
+        return
+    count = len(carried.records) + len(carried.runs)
+    if count > MAX_ENTRIES:
+        raise _too_many(count, operation)
+
+
+async def _restore(store: Any, archive: ArchiveFile) -> ArchiveManifest:
+    """Restore an archive sent to the service within its caps: the body cap inflated, at
+    most :data:`MAX_ENTRIES` records and runs (counted before any is built)."""
+    manifest = read_manifest(archive.data, "the archive sent")
+    if manifest.records + manifest.runs > MAX_ENTRIES:
+        raise _too_many(manifest.records + manifest.runs, "import_archive")
+    cap = body_cap(getattr(store, "limits", DEFAULT_LIMITS))
+    return await restore_archive_bytes(
+        store, archive.data, "the archive sent", max_inflated_bytes=cap
+    )
 
 
 def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
@@ -238,6 +336,9 @@ class Method(Generic[Req, Resp]):
         call: the backend call for a decoded request.
         prefix: the backend's name for the body in error fields (``"record"``), if any.
         narrow: for a listing, the request a label-scoped token may make instead.
+        plan: for a write, the store's own decision of it (a ``lifecycle`` plan),
+            which the scope check runs without stored state first, so a call the
+            store would refuse as given is refused the same way whatever its ids name.
     """
 
     __slots__ = (
@@ -245,6 +346,7 @@ class Method(Generic[Req, Resp]):
         "decoder",
         "name",
         "narrow",
+        "plan",
         "prefix",
         "request",
         "response",
@@ -267,6 +369,7 @@ class Method(Generic[Req, Resp]):
         call: Callable[[Any, Req], Awaitable[Resp]],
         prefix: str = "",
         narrow: Callable[[Req, dict[str, str]], Req] | None = None,
+        plan: Callable[[StateReader, Req, SizeLimits], object] | None = None,
     ) -> None:
         self.name = name
         self.route = f"/v1/{name}"
@@ -278,6 +381,7 @@ class Method(Generic[Req, Resp]):
         self.call = call
         self.prefix = prefix
         self.narrow = narrow
+        self.plan = plan
         self.decoder: msgspec.json.Decoder[Req] = msgspec.json.Decoder(request)
         self.response_decoder: msgspec.json.Decoder[Resp] = msgspec.json.Decoder(response)
 
@@ -286,63 +390,76 @@ class Method(Generic[Req, Resp]):
 
 START_ROOT_RUN: Method[RootRunStart, StartResult] = Method(
     "start_root_run", RootRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_session(c.run.session_id),),
+    subjects=lambda c: _start(c.run, _session(c.run.session_id)),
     call=lambda s, c: s.start_root_run(c),
+    plan=lambda r, c, limits: lifecycle.plan_root_start(r, c, limits=limits),
 )  # fmt: skip
 START_CHILD_RUN: Method[ChildRunStart, StartResult] = Method(
     "start_child_run", ChildRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_session(c.run.session_id), _run(c.run.parent_run_id)),
+    subjects=lambda c: _start(c.run, _session(c.run.session_id), _run(c.run.parent_run_id)),
     call=lambda s, c: s.start_child_run(c),
+    plan=lambda r, c, limits: lifecycle.plan_child_start(r, c, limits=limits),
 )  # fmt: skip
 START_ONE_SHOT_RUN: Method[OneShotRunStart, StartResult] = Method(
     "start_one_shot_run", OneShotRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_labels(c.run.labels),),
+    subjects=lambda c: _start(c.run, _labels(c.run.labels)),
     call=lambda s, c: s.start_one_shot_run(c),
+    plan=lambda r, c, limits: lifecycle.plan_one_shot_start(r, c, limits=limits),
 )  # fmt: skip
 START_ONE_SHOT_CHILD_RUN: Method[OneShotChildRunStart, StartResult] = Method(
     "start_one_shot_child_run", OneShotChildRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_run(c.run.parent_run_id), _labels(c.run.labels)),
+    subjects=lambda c: _start(c.run, _labels(c.run.labels), _run(c.run.parent_run_id)),
     call=lambda s, c: s.start_one_shot_child_run(c),
+    plan=lambda r, c, limits: lifecycle.plan_one_shot_child_start(r, c, limits=limits),
 )  # fmt: skip
 APPEND_RUN_RECORD: Method[Record, AppendResult] = Method(
     "append_run_record", Record, AppendResult, roles=WORKERS, writes=True,
     subjects=lambda r: (_run(r.run_id),),
     call=lambda s, r: s.append_run_record(r), prefix="record",
+    plan=lambda r, c, limits: lifecycle.plan_append(r, c, limits=limits),
 )  # fmt: skip
 APPEND_RUN_RECORDS: Method[RecordBatch, list[AppendResult]] = Method(
     "append_run_records", RecordBatch, list[AppendResult], roles=WORKERS, writes=True,
     subjects=lambda b: tuple(_run(run_id) for run_id in dict.fromkeys(r.run_id for r in b.records)),
     call=lambda s, b: s.append_run_records(b.records),
+    plan=lambda r, b, limits: lifecycle.plan_append_batch(r, b.records, limits=limits),
 )  # fmt: skip
 RECORD_RUN_CANCELLATION: Method[RunCancellation, AppendResult] = Method(
     "record_run_cancellation", RunCancellation, AppendResult, roles=WORKERS, writes=True,
     subjects=lambda c: (_run(c.run_id),),
     call=lambda s, c: s.record_run_cancellation(c),
+    plan=lambda r, c, limits: lifecycle.plan_cancellation(r, c, limits=limits),
 )  # fmt: skip
 RECORD_RUN_SUSPENSION: Method[RunSuspension, AppendResult] = Method(
     "record_run_suspension", RunSuspension, AppendResult, roles=WORKERS, writes=True,
     subjects=lambda c: (_run(c.run_id),),
     call=lambda s, c: s.record_run_suspension(c),
+    plan=lambda r, c, limits: lifecycle.plan_suspension(r, c, limits=limits),
 )  # fmt: skip
 RECORD_RUN_TERMINAL: Method[RunTerminal, AppendResult] = Method(
     "record_run_terminal", RunTerminal, AppendResult, roles=WORKERS, writes=True,
     subjects=lambda c: (_run(c.run_id),),
     call=lambda s, c: s.record_run_terminal(c),
+    plan=lambda r, c, limits: lifecycle.plan_terminal(r, c, limits=limits),
 )  # fmt: skip
 REPAIR_RUN_SUSPENSION: Method[RunSuspension, RepairResult] = Method(
     "repair_run_suspension", RunSuspension, RepairResult, roles=WORKERS, writes=True,
     subjects=lambda c: (_run(c.run_id),),
     call=lambda s, c: s.repair_run_suspension(c),
+    plan=lambda r, c, limits: lifecycle.plan_repair_suspension(r, c, limits=limits),
 )  # fmt: skip
 REPAIR_RUN_TERMINAL: Method[RunTerminal, RepairResult] = Method(
     "repair_run_terminal", RunTerminal, RepairResult, roles=WORKERS, writes=True,
     subjects=lambda c: (_run(c.run_id),),
     call=lambda s, c: s.repair_run_terminal(c),
+    plan=lambda r, c, limits: lifecycle.plan_repair_terminal(r, c, limits=limits),
 )  # fmt: skip
 SAVE_TOOL_RESULT: Method[ToolResultSave, bytes] = Method(
     "save_tool_result", ToolResultSave, bytes, roles=WORKERS, writes=True,
     subjects=lambda c: (_run(c.run_id),),
     call=lambda s, c: s.save_tool_result(c.run_id, c.call_key, c.data),
+    plan=lambda r, c, limits: lifecycle.plan_save_tool_result(
+        r, c.run_id, c.call_key, c.data, limits=limits),
 )  # fmt: skip
 LOAD_TOOL_RESULT: Method[ToolResultRef, bytes | None] = Method(
     "load_tool_result", ToolResultRef, bytes | None, roles=WORKERS, writes=False,
@@ -385,8 +502,9 @@ LIST_SESSION_RUN_RECORDS: Method[SessionPageQuery, Page] = Method(
 
 CREATE_SESSION: Method[SessionCreate, Session] = Method(
     "create_session", SessionCreate, Session, roles=HOSTS, writes=True,
-    subjects=lambda q: (_labels(q.labels or {}),),
+    subjects=lambda q: (_labels(q.labels or {}), _new_session(q.session_id)),
     call=lambda s, q: s.create_session(q.session_id, created_at=q.created_at, labels=q.labels),
+    plan=lambda r, q, _: lifecycle.plan_create_session(r, q.session_id, q.created_at, q.labels),
 )  # fmt: skip
 LOAD_SESSION: Method[SessionRef, Session] = Method(
     "load_session", SessionRef, Session, roles=ADMIN_READERS, writes=False,
@@ -397,16 +515,19 @@ END_SESSION: Method[SessionEnd, Session] = Method(
     "end_session", SessionEnd, Session, roles=HOSTS, writes=True,
     subjects=lambda q: (_session(q.session_id),),
     call=lambda s, q: s.end_session(q.session_id, ended_at=q.ended_at),
+    plan=lambda r, q, _: lifecycle.plan_end_session(r, q.session_id, q.ended_at),
 )  # fmt: skip
 PURGE_SESSION: Method[SessionPurge, PurgeReceipt] = Method(
     "purge_session", SessionPurge, PurgeReceipt, roles=HOSTS, writes=True,
     subjects=lambda q: (_session(q.session_id),),
     call=lambda s, q: s.purge_session(q.session_id, q.expected_digest),
+    plan=lambda r, q, _: lifecycle.plan_purge_session(r, q.session_id, q.expected_digest),
 )  # fmt: skip
 IMPORT_SESSION: Method[SessionImage, None] = Method(
     "import_session", SessionImage, None, roles=HOSTS, writes=True,
-    subjects=lambda q: (_labels(q.session.labels),),
+    subjects=lambda q: _imported(q.session.labels, q.session.id, (r.run_id for r in q.runs)),
     call=lambda s, q: s.import_session(q),
+    plan=lambda r, q, limits: plan_import_session(r, q, limits=limits),
 )  # fmt: skip
 LIST_RUNS_BY_SESSION: Method[RunsBySessionQuery, list[RunMeta]] = Method(
     "list_runs_by_session", RunsBySessionQuery, list[RunMeta], roles=ADMIN_READERS,
@@ -431,8 +552,8 @@ EXPORT_ARCHIVE: Method[SessionRef, ArchiveFile] = Method(
 )  # fmt: skip
 IMPORT_ARCHIVE: Method[ArchiveFile, ArchiveManifest] = Method(
     "import_archive", ArchiveFile, ArchiveManifest, roles=HOSTS, writes=True,
-    subjects=lambda q: (_labels(_archived_labels(q)),),
-    call=lambda s, q: restore_archive_bytes(s, q.data, "the archive sent"),
+    subjects=_archived,
+    call=_restore,
 )  # fmt: skip
 
 

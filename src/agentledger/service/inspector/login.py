@@ -23,7 +23,16 @@ from agentledger.errors import AccessDeniedError
 from agentledger.service.auth import Principal, TokenTable
 from agentledger.service.wire import ADMIN_READERS
 
-__all__ = ["COOKIE", "authenticate", "check_token", "cookie_header", "safe_next", "same_origin"]
+__all__ = [
+    "COOKIE",
+    "SECURE_COOKIES",
+    "authenticate",
+    "check_token",
+    "cookie_header",
+    "safe_next",
+    "same_origin",
+    "secure_cookie",
+]
 
 COOKIE = "agentledger_inspector"
 """The cookie holding the inspector's token."""
@@ -69,6 +78,22 @@ def cookie_header(token: str, *, secure: bool) -> str:
     if secure:
         parts.append("Secure")
     return "; ".join(parts)
+
+
+SECURE_COOKIES = ("auto", "always", "never")
+"""``agentledger serve --secure-cookies``: when the login cookie is marked ``Secure``."""
+
+
+def secure_cookie(request: Request[Any, Any, Any], setting: str) -> bool:
+    """Whether the cookie is ``Secure``: ``always``, ``never``, or (``auto``) over HTTPS.
+
+    ``auto`` sees HTTPS only when the request arrived as HTTPS, or through a proxy
+    whose ``X-Forwarded-Proto`` uvicorn trusts (by default one on 127.0.0.1): a
+    service behind a TLS proxy on another host says ``always``.
+    """
+    if setting == "always":
+        return True
+    return setting == "auto" and request.url.scheme == "https"
 
 
 def same_origin(request: Request[Any, Any, Any]) -> bool:

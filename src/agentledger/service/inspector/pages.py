@@ -38,7 +38,13 @@ from agentledger.service.error_codec import http_status
 from agentledger.service.follow import HEARTBEAT, follow
 from agentledger.service.inspector.conversation import WAITS, arrange, searchable
 from agentledger.service.inspector.digest import Log, RunSummary, read_log, summarize
-from agentledger.service.inspector.login import COOKIE, authenticate, cookie_header, safe_next
+from agentledger.service.inspector.login import (
+    COOKIE,
+    authenticate,
+    cookie_header,
+    safe_next,
+    secure_cookie,
+)
 from agentledger.service.inspector.positions import matches, window
 from agentledger.service.inspector.render import page_url, render
 from agentledger.service.inspector.timeline import timeline
@@ -232,7 +238,8 @@ class Pages:
         if COOKIE not in request.cookies and "authorization" not in request.headers:
             return Redirect(page_url("/ui/login", next=asked), status_code=303, headers=HEADERS)
         body = render("login.html", error=str(error.reason), next=safe_next(asked))
-        clear = {"Set-Cookie": cookie_header("", secure=request.url.scheme == "https")}
+        secure = secure_cookie(request, self.state.secure_cookies)
+        clear = {"Set-Cookie": cookie_header("", secure=secure)}
         return html(body, 401, clear)
 
     def failed(

@@ -23,7 +23,13 @@ from litestar.response import Redirect
 from agentledger.errors import AccessDeniedError
 from agentledger.service.auth import Principal
 from agentledger.service.inspector.actions import Actions
-from agentledger.service.inspector.login import check_token, cookie_header, safe_next, same_origin
+from agentledger.service.inspector.login import (
+    check_token,
+    cookie_header,
+    safe_next,
+    same_origin,
+    secure_cookie,
+)
 from agentledger.service.inspector.pages import HEADERS, Pages, html, param
 from agentledger.service.inspector.render import page_url, render
 from agentledger.service.inspector.usage import PRICES_ENV, load_prices
@@ -97,7 +103,7 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
             check_token(state.tokens, f"Bearer {token}" if token else None, "inspector_login")
         except AccessDeniedError as e:
             return html(render("login.html", error=e.reason, next=target), e.status)
-        secure = request.url.scheme == "https"
+        secure = secure_cookie(request, state.secure_cookies)
         return Redirect(
             target,
             status_code=303,
@@ -106,7 +112,7 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
 
     @post("/ui/logout", include_in_schema=False, status_code=200)
     async def logout(request: _ANY) -> Response[Any]:
-        secure = request.url.scheme == "https"
+        secure = secure_cookie(request, state.secure_cookies)
         return Redirect(
             "/ui/login",
             status_code=303,

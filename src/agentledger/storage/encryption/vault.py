@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from agentledger.errors import CorruptRecordError, TransientError, ValidationError
 from agentledger.storage.encryption.keyring import KEY_BYTES, Keyring
+from agentledger.storage.file_mode import create_private
 
 __all__ = ["ERASED", "Erased", "KeyVault"]
 
@@ -82,6 +83,8 @@ class KeyVault:
         if not create and not os.path.exists(name):
             raise ValidationError(field="vault", expected="an existing vault file", got=name)
         try:
+            if create:
+                create_private(name)  # its journal takes its mode
             with _connect(name) as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 for statement in _SCHEMA:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from agentledger.errors import ValidationError
 from agentledger.storage.encryption.binding import bind
+from agentledger.storage.file_mode import create_private
 from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.connection import connect, map_open_error
 
@@ -60,6 +61,8 @@ def open_writer(
     Also says whether every stored transcript record passed the strict decode.
     """
     try:
+        if path != ":memory:" and not path.startswith("file:"):
+            create_private(path)  # its WAL and journal files take its mode
         conn = connect(path, busy_timeout=busy_timeout, synchronous=synchronous, read_only=False)
     except sqlite3.Error as e:
         raise map_open_error(e, path) from e
