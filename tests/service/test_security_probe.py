@@ -95,6 +95,7 @@ def _bodies(t: Target, image: Any, archive: bytes) -> dict[str, Any]:
         "load_session_status": wire.SessionRef(session_id=t.session),
         "load_run_suspension": wire.RunRef(run_id=t.suspended),
         "list_run_records": wire.RunPageQuery(run_id=t.run),
+        "load_transcript_chain": wire.RunRef(run_id=t.run),
         "list_session_run_records": wire.SessionPageQuery(session_id=t.session),
         "create_session": wire.SessionCreate(session_id=t.session, labels=ACME),
         "load_session": wire.SessionRef(session_id=t.session),

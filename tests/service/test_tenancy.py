@@ -20,7 +20,7 @@ import pytest
 
 from agentledger.errors import AccessDeniedError, AgentledgerError
 from agentledger.service import StoreClient
-from agentledger.storage import Checkpoint, RecordBuilder, RunStart, RunStatus
+from agentledger.storage import Checkpoint, RecordBuilder, RunStart, RunStatus, payloads
 from agentledger.storage.archive import archive_bytes
 from agentledger.storage.conformance import dump_store
 from agentledger.storage.memory import MemoryStore
@@ -110,6 +110,15 @@ def _continuation(run_id: str, predecessor: str, session_id: str = "", **kw: Any
     return run.root_start() if session_id else run.one_shot_start()
 
 
+def _next_turn(run_id: str, source: str, session_id: str) -> Any:
+    """A root start whose history is ``source``'s transcript, by reference."""
+    run = _run(run_id, session_id)
+    reference = payloads.TranscriptReference(kind="fork", run_id=source, through="1")
+    record = run.record(payloads.TRANSCRIPT_REFERENCED, reference.encode(),
+                        event_key="transcript:referenced", at=_at(5))  # fmt: skip
+    return msgspec.structs.replace(run.root_start(), records=(record,))
+
+
 async def test_named_rows_outside_the_scope_are_answered_as_missing_ones(
     acme: StoreClient, sqlite_service: ServiceProcess, tokens: Tokens
 ) -> None:
@@ -143,6 +152,8 @@ async def test_named_rows_outside_the_scope_are_answered_as_missing_ones(
         (lambda p: acme.start_root_run(_continuation("t-new-cont", p, "t-acme")), "t-globex-susp"),
         (lambda p: acme.start_one_shot_run(_continuation("t-new-1x-cont", p, labels=ACME)),
          "t-globex-1x-susp"),
+        # a next turn whose history references another tenant's run
+        (lambda p: acme.start_root_run(_next_turn("t-new-turn", p, "t-acme")), "t-globex-r"),
     ]  # fmt: skip
     async with StoreClient(sqlite_service.url, token=tokens.host) as host:
         before = await dump_store(host, SESSIONS, RUNS)

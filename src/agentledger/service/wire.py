@@ -10,7 +10,8 @@ method is one entry here and one line in the client.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -18,7 +19,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from agentledger.errors import AccessDeniedError, ValidationError
-from agentledger.storage import lifecycle
+from agentledger.storage import lifecycle, payloads
 from agentledger.storage.archive import (
     ArchiveManifest,
     archive_bytes,
@@ -223,9 +224,15 @@ def _labels(labels: dict[str, str]) -> Subject:
     return Subject("labels", labels=labels)
 
 
-def _start(run: RunStart, *named: Subject) -> tuple[Subject, ...]:
-    """A start's subjects: its labels or session, its parent, its predecessor, its new id."""
-    return (*named, _run(run.predecessor_run_id), _new_run(run.run_id))
+def _start(run: RunStart, *named: Subject, records: Sequence[Record] = ()) -> tuple[Subject, ...]:
+    """A start's subjects: its labels or session, its parent, its predecessor, the run its
+    history references, its new id."""
+    sources = []
+    for record in records:
+        if record.type == payloads.TRANSCRIPT_REFERENCED:
+            with contextlib.suppress(ValidationError):  # the store refuses it, unscoped
+                sources.append(_run(payloads.TranscriptReference.decode(record.payload).run_id))
+    return (*named, _run(run.predecessor_run_id), *sources, _new_run(run.run_id))
 
 
 def _imported(labels: dict[str, str], session_id: str, run_ids: Any) -> tuple[Subject, ...]:
@@ -390,13 +397,14 @@ class Method(Generic[Req, Resp]):
 
 START_ROOT_RUN: Method[RootRunStart, StartResult] = Method(
     "start_root_run", RootRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: _start(c.run, _session(c.run.session_id)),
+    subjects=lambda c: _start(c.run, _session(c.run.session_id), records=c.records),
     call=lambda s, c: s.start_root_run(c),
     plan=lambda r, c, limits: lifecycle.plan_root_start(r, c, limits=limits),
 )  # fmt: skip
 START_CHILD_RUN: Method[ChildRunStart, StartResult] = Method(
     "start_child_run", ChildRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: _start(c.run, _session(c.run.session_id), _run(c.run.parent_run_id)),
+    subjects=lambda c: _start(
+        c.run, _session(c.run.session_id), _run(c.run.parent_run_id), records=c.records),
     call=lambda s, c: s.start_child_run(c),
     plan=lambda r, c, limits: lifecycle.plan_child_start(r, c, limits=limits),
 )  # fmt: skip

@@ -103,7 +103,9 @@ async def build_messages_from_run_log(
                 expected=f"a record id of run {run_id} (1..{head.through})",
                 got=through,
             )
-        segments = (msgspec.structs.replace(head, through=through), *segments[1:])
+        cut = int(through)
+        kept = tuple(r for r in head.records if int(r.id) <= cut)
+        segments = (msgspec.structs.replace(head, through=through, records=kept), *segments[1:])
     messages = replay_transcript_chain(segments, verified=verified)
     owed = [record for record in pending if record.type in TRANSCRIPT_RECORD_TYPES]
     if owed:
