@@ -5,6 +5,12 @@ The runtime stores canonical messages as ordinary records:
 ``transcript_messages_appended`` (messages accepted during it), each a JSON
 array of messages. Replaying them in saved order gives the exact transcript
 the provider saw; anything that cannot be decoded is reported, never skipped.
+
+A run's history may instead be a ``transcript_messages_referenced`` record: a
+reference to an earlier run's transcript through one of its records (the turn
+before, the suspended run it continues, the run it forks). Replay reads the
+whole chain with one ``load_transcript_chain`` and gives exactly what a copy
+would have.
 """
 
 from __future__ import annotations
@@ -97,7 +103,7 @@ async def build_messages_from_run_log(
     verified = isinstance(store, VerifiedTranscripts) and store.transcripts_verified
     if through:
         head = segments[0]
-        if not through.isdigit() or int(through) > int(head.through):
+        if not through.isdigit() or not 1 <= int(through) <= int(head.through):
             raise ValidationError(
                 field="through",
                 expected=f"a record id of run {run_id} (1..{head.through})",
