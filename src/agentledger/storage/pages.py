@@ -12,7 +12,7 @@ checked against the run [J1], the cursor of the next page [L9].
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -177,32 +177,11 @@ def split_transcript(
     run_id: str, head: RunHead, rows: list[Any], *, per_second: int, sealer: Encryption | None
 ) -> list[bytes]:
     """[R2] a run's whole log of run rows, checked as one listing of it is, as the
-    payloads of its transcript records in order.
-
-    Every row's checksum is verified (and, sealed, every payload opened: a
-    listing would open each), but only the rows the listing check reads
-    (lifecycle records and the newest one) become records.
-    """
-    _check_sequence(run_id, 0, head.newest, rows)
-    verify(run_id, head.agent_id, head.session_id, rows)
-    opener = None
-    opened: Iterable[bytes] = map(_PAYLOAD, rows)
-    if sealer is not None and rows:
-        opener = sealer.run_opener(head.session_id, run_id, rows[0][0])
-        opened = opener(rows)
-    payloads = []
-    listed: list[Any] = []
-    for row, payload in zip(rows, opened, strict=True):
-        type_ = row[3]
-        if type_ in TRANSCRIPT_TYPES:
-            payloads.append(payload)
-        elif type_ in LIFECYCLE_TYPES:
-            listed.append(row)
-    if rows and (not listed or listed[-1] is not rows[-1]):
-        listed.append(rows[-1])
-    records = run_records(run_id, head.agent_id, head.session_id, listed, per_second, opener)
-    lifecycle.check_listed(records, {run_id: head.status}, ends_log=True)
-    return payloads
+    payloads of its transcript records in order (see :func:`transcript_records`)."""
+    records = transcript_records(
+        run_id, head, rows, head.newest, TRANSCRIPT_TYPES, per_second=per_second, sealer=sealer
+    )
+    return [record.payload for record in records]
 
 
 def transcript_records(

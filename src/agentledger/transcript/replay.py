@@ -77,17 +77,14 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
 
 
 async def build_messages_from_run_log(
-    store: Store, run_id: str, *, pending: Sequence[Record] = (), through: str = ""
+    store: Store, run_id: str, *, through: str = ""
 ) -> list[Message]:
     """[R2]/[V4] Read a run's transcript chain once and replay it.
 
     The run's history references are resolved: the result is exactly what the
     run would replay had each referenced transcript been copied into it, with
     the references' exclusions applied. ``through`` cuts the run's own log at
-    that record id ("" for its end). ``pending`` are records of the run not
-    written yet (the caller writes them later, with what it decides): those
-    whose event key the log does not hold are replayed after it, so the
-    transcript is what the log will say.
+    that record id ("" for its end).
 
     A store that declares :class:`~agentledger.storage.protocol.VerifiedTranscripts`
     (it verifies every record's checksum on read and validated every transcript
@@ -112,12 +109,7 @@ async def build_messages_from_run_log(
         cut = int(through)
         kept = tuple(r for r in head.records if int(r.id) <= cut)
         segments = (msgspec.structs.replace(head, through=through, records=kept), *segments[1:])
-    messages = replay_transcript_chain(segments, verified=verified)
-    owed = [record for record in pending if record.type in TRANSCRIPT_RECORD_TYPES]
-    if owed:
-        stored = {record.event_key for record in segments[0].records}
-        messages.extend(replay_run_log_events(r for r in owed if r.event_key not in stored))
-    return messages
+    return replay_transcript_chain(segments, verified=verified)
 
 
 class MessageOrigin(NamedTuple):
