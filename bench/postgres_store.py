@@ -49,12 +49,12 @@ from psycopg import AsyncConnection
 
 from agentledger.storage import RecordBuilder, RunStart
 from agentledger.storage.postgres import PostgresStore
-from agentledger.storage.postgres._apply import (
+from agentledger.storage.postgres.apply import (
     _ALLOCATE,
     _INSERT_RECORDS,
     _RECORD_VALUES,
 )
-from agentledger.storage.postgres._rows import (
+from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     record_params,

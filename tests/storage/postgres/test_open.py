@@ -28,7 +28,7 @@ from agentledger.storage.conformance import World
 from agentledger.storage.integrity import record_checksum, run_seed
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.postgres import PostgresStore, migrations
-from agentledger.storage.postgres._rows import micros
+from agentledger.storage.postgres.rows import micros
 from agentledger.storage.receipts import unknown_receipt
 from agentledger.transcript import (
     Message,

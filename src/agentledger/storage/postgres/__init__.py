@@ -21,6 +21,6 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "pip install 'agentledger[postgres]'"
     ) from e
 
-from agentledger.storage.postgres._store import PostgresStore
+from agentledger.storage.postgres.store import PostgresStore
 
 __all__ = ["PostgresStore"]

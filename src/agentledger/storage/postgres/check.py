@@ -19,7 +19,7 @@ from agentledger.storage import payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.postgres import migrations
-from agentledger.storage.postgres._rows import RECORD_COLUMNS, record_from_row
+from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row
 from agentledger.storage.validation import decode_stored_payload
 
 __all__ = ["check_invariants", "stored_run_ids"]

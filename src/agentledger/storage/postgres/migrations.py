@@ -19,7 +19,7 @@ from psycopg.rows import TupleRow
 
 from agentledger.errors import ValidationError
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
-from agentledger.storage.postgres._rows import micros
+from agentledger.storage.postgres.rows import micros
 
 __all__ = [
     "MIGRATIONS",

@@ -20,8 +20,8 @@ import msgspec
 from psycopg.types.json import Jsonb
 
 from agentledger.storage.integrity import tool_result_checksum
-from agentledger.storage.postgres._reader import Loader
-from agentledger.storage.postgres._rows import (
+from agentledger.storage.postgres.reader import Loader
+from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     record_params,

@@ -30,9 +30,9 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError
-from agentledger.storage.postgres._apply import _changed
-from agentledger.storage.postgres._reader import Missing
-from agentledger.storage.postgres._rows import (
+from agentledger.storage.postgres.apply import _changed
+from agentledger.storage.postgres.reader import Missing
+from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,

@@ -40,7 +40,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.storage.integrity import verified_tool_result
-from agentledger.storage.postgres._rows import (
+from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,

@@ -20,8 +20,8 @@ from agentledger.storage import lifecycle
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.integrity import sequence_gap
 from agentledger.storage.pages import RunHead, run_page, split_transcript
-from agentledger.storage.postgres._reader import Loader, Missing
-from agentledger.storage.postgres._rows import (
+from agentledger.storage.postgres.reader import Loader, Missing
+from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,

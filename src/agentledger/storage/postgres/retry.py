@@ -25,7 +25,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 
 from agentledger.errors import TransientError
-from agentledger.storage.postgres._apply import StaleWrite
+from agentledger.storage.postgres.apply import StaleWrite
 
 __all__ = ["CONFLICTS", "MAX_ATTEMPTS", "backoff", "is_retryable", "transient"]
 

@@ -31,8 +31,8 @@ from agentledger.storage.encryption.binding import bind
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.postgres import migrations as _migrations
-from agentledger.storage.postgres._apply import apply_plan
-from agentledger.storage.postgres._one_statement import (
+from agentledger.storage.postgres.apply import apply_plan
+from agentledger.storage.postgres.one_statement import (
     Known,
     KnownRuns,
     guess,
@@ -40,11 +40,11 @@ from agentledger.storage.postgres._one_statement import (
     learn,
     write_guess,
 )
-from agentledger.storage.postgres._pages import chain_reader, page_reader, transcript_reader
-from agentledger.storage.postgres._pages import decide as _decide
-from agentledger.storage.postgres._reader import CachedReader, Key, Loader
-from agentledger.storage.postgres._retry import MAX_ATTEMPTS, backoff, is_retryable, transient
-from agentledger.storage.postgres._rows import (
+from agentledger.storage.postgres.pages import chain_reader, page_reader, transcript_reader
+from agentledger.storage.postgres.pages import decide as _decide
+from agentledger.storage.postgres.reader import CachedReader, Key, Loader
+from agentledger.storage.postgres.retry import MAX_ATTEMPTS, backoff, is_retryable, transient
+from agentledger.storage.postgres.rows import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
     SESSION_WIDTH,
