@@ -28,6 +28,7 @@ __all__ = [
     "TRANSCRIPT_REFERENCED",
     "TRANSCRIPT_SEEDED",
     "TRANSCRIPT_TYPES",
+    "TRANSCRIPT_WINDOW",
     "CancellationIntent",
     "CancellationNote",
     "ChildRunLinked",
@@ -35,7 +36,10 @@ __all__ = [
     "RunCompleted",
     "RunStarted",
     "RunSuspended",
+    "TranscriptPosition",
     "TranscriptReference",
+    "TranscriptWindow",
+    "WindowReplaces",
 ]
 
 RUN_STARTED = "run_started"
@@ -51,6 +55,9 @@ TRANSCRIPT_TYPES = frozenset({TRANSCRIPT_SEEDED, TRANSCRIPT_APPENDED})
 TRANSCRIPT_REFERENCED = "transcript_messages_referenced"
 """A run's history as a reference to another run's transcript [V1]/[V2]: only a start
 carries one, checked against the store in the start's own transaction [V3]."""
+TRANSCRIPT_WINDOW = "transcript_window_applied"
+"""Where the model input begins from now on [V5]: a history policy's cut, or a compaction
+with the summary that replaces what came before, recorded with the turn that made it."""
 
 LIFECYCLE_TYPES = frozenset(
     {RUN_STARTED, RUN_COMPLETED, RUN_SUSPENDED, CHILD_RUN_LINKED, CANCELLATION_INTENT}
@@ -237,3 +244,42 @@ class TranscriptReference(_Payload, frozen=True, kw_only=True):
     run_id: str
     through: str
     exclude_reasoning: bool = False
+
+
+class TranscriptPosition(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One message of a transcript chain: message ``message`` (from 0) of the message
+    array in record ``record`` of run ``run_id``."""
+
+    run_id: str
+    record: str
+    message: int = 0
+
+
+class WindowReplaces(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Records ``first`` through ``last`` of run ``run_id``, which a summary replaces."""
+
+    run_id: str
+    first: str
+    last: str
+
+
+class TranscriptWindow(_Payload, frozen=True, kw_only=True):
+    """Payload of ``transcript_window_applied``: from this record on, a turn's model
+    input is the transcript from ``start`` on, not what came before [V5].
+
+    ``policy`` names the policy that cut it (for example ``last_turns:20``).
+    A compaction also carries ``summary``, the text part put before the first
+    kept message in place of everything before it, with its provenance: the
+    records it ``replaces``, the ``model`` that wrote it and its prompt's id
+    and version. A window only moves forward: its start is never before the
+    start of the window it follows.
+    """
+
+    record_type: ClassVar[str] = TRANSCRIPT_WINDOW
+    policy: str
+    start: TranscriptPosition
+    summary: str = ""
+    replaces: tuple[WindowReplaces, ...] = ()
+    model: str = ""
+    prompt_id: str = ""
+    prompt_version: str = ""
