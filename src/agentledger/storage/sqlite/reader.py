@@ -163,9 +163,7 @@ _CHAIN_ROWS = (
     "ON records.run_id = chain.run_id AND records.seq BETWEEN chain.first AND chain.through"
 )
 """No ORDER BY: each run's rows come in index order, which the checks restore if ever not."""
-_CHAIN_ROWS_ONE = (
-    f"SELECT {RUN_PAGE_COLUMNS} FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
-)
+_CHAIN_ROWS_ONE = f"SELECT {RUN_PAGE_COLUMNS} FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
 """A chain of one run (no reference): the common reload, without the join."""
 _CHAIN_RUN_WINDOWS = (
     f"SELECT {RUN_PAGE_COLUMNS} FROM records "
