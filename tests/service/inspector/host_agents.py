@@ -5,8 +5,9 @@ Planners decide from what the run was told, so the service process and the
 test process need no shared script:
 
 - ``booker`` asks to confirm a booking, then says whether it was booked;
-- ``asker`` asks which city, then answers with the city; told ``slowly`` it
-  first calls a tool that waits a minute (a run to cancel);
+- ``asker`` asks which city, then answers with the city (at once when the
+  conversation already holds its question: a fork after it); told ``slowly``
+  it calls a tool that waits a minute instead (a run to cancel);
 - ``fetcher`` waits for an outside tool's result, then repeats it.
 """
 
@@ -56,9 +57,12 @@ class Booker:
 
 class Asker:
     async def plan_start(self, input: PlanInput, /) -> PlanResult:
-        said = _last_user_text(await input.prepare_messages())
+        messages = await input.prepare_messages()
+        said = _last_user_text(messages)
         if said == "slowly":
             return PlanResult.call(ToolCall(id="nap-1", name="nap", input={}))
+        if any(m.role == "assistant" for m in messages):
+            return PlanResult.answer(f"The weather in {said} is mild.")
         return PlanResult(await_=AwaitClarification(question="Which city do you mean?"))
 
     async def plan_resume(self, input: PlanResumeInput, /) -> PlanResult:

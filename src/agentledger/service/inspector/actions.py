@@ -20,6 +20,7 @@ their next write.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -27,7 +28,7 @@ from urllib.parse import parse_qs
 from litestar import Request, Response
 from litestar.response import Redirect
 
-from agentledger.errors import AccessDeniedError, ValidationError
+from agentledger.errors import AccessDeniedError, NotFoundError, ValidationError
 from agentledger.service.auth import Principal
 from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.inspector.answers import answer_of, question_of
@@ -41,6 +42,8 @@ from agentledger.storage import RecordBuilder, RunStart, RunStatus
 __all__ = ["Actions"]
 
 _ANY = Request[Any, Any, Any]
+_RECORDED_WAIT = 10.0
+"""Seconds an action waits for the run it started to be recorded before showing it."""
 
 
 def _now_ms() -> datetime:
@@ -89,6 +92,20 @@ class Actions:
                 got="none attached",
             )
         return host
+
+    async def _recorded(self, run_id: str) -> None:
+        """Wait until the host runtime's new run is recorded, so its page has it to show
+        (an engine starts a run's workflow before its first write)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _RECORDED_WAIT
+        while True:
+            try:
+                await self.store.load_run(run_id)
+                return
+            except NotFoundError:
+                if loop.time() > deadline:
+                    return  # its page says it is not found yet, and the log tells why
+                await asyncio.sleep(0.02)
 
     async def _run_in_scope(self, form: dict[str, str], principal: Principal, op: str) -> str:
         run_id = form.get("id", "")
@@ -144,6 +161,7 @@ class Actions:
             await question_of(self.store, run_id) if meta.status is RunStatus.SUSPENDED else None
         )
         continuation = await host.resume(run_id, answer_of(form, question))
+        await self._recorded(continuation)
         self.pages.state.notifier.notify()
         return Redirect(page_url("/ui/run", id=continuation), status_code=303, headers=HEADERS)
 
@@ -160,5 +178,6 @@ class Actions:
             raise ValidationError(field="message", expected="the new user message", got=message)
         host = self._host_runtime("fork a conversation")
         forked = await host.fork(run_id, message, through)
+        await self._recorded(forked)
         self.pages.state.notifier.notify()
         return Redirect(page_url("/ui/run/transcript", id=forked), status_code=303, headers=HEADERS)
