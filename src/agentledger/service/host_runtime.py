@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
@@ -102,6 +104,9 @@ class RuntimeClientHost:
 def load_host_runtime(spec: str) -> HostRuntimeFactory:
     """The factory ``spec`` names (``package.module:function``), imported.
 
+    The current folder is searched first (as uvicorn does for its app), so a
+    module beside where ``serve`` runs is found by the console script too.
+
     Raises:
         ValidationError: not ``module:function``, a module that does not import,
             or a name that is not a callable in it.
@@ -109,6 +114,8 @@ def load_host_runtime(spec: str) -> HostRuntimeFactory:
     module_name, colon, name = spec.partition(":")
     if not colon or not module_name.strip() or not name.strip():
         raise ValidationError(field="host_runtime", expected="package.module:factory", got=spec)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name.strip())
     except ImportError as e:
