@@ -8,7 +8,9 @@ test process need no shared script:
 - ``asker`` asks which city, then answers with the city (at once when the
   conversation already holds its question: a fork after it); told ``slowly``
   it calls a tool that waits a minute instead (a run to cancel);
-- ``fetcher`` waits for an outside tool's result, then repeats it.
+- ``fetcher`` waits for an outside tool's result, then repeats it;
+- ``delegator`` asks ``asker`` (a child run, which asks which city), then
+  repeats what it said.
 """
 
 from __future__ import annotations
@@ -79,6 +81,17 @@ class Fetcher:
         return PlanResult.answer(f"Stock: {outcome.content}")
 
 
+class Delegator:
+    async def plan_start(self, input: PlanInput, /) -> PlanResult:
+        return PlanResult.call(
+            ToolCall(id="ask-child", name="asker", input={"request": "What is the weather?"})
+        )
+
+    async def plan_resume(self, input: PlanResumeInput, /) -> PlanResult:
+        (outcome,) = input.tool_results
+        return PlanResult.answer(f"The asker said: {outcome.content}")
+
+
 @tool(confirm=True)
 async def book_table(restaurant: str, people: int) -> str:
     """Book a table (asks the user first)."""
@@ -104,6 +117,7 @@ def runtime(store: Any) -> Runtime:
     built.register_agent(Agent("booker", Booker(), tools=[book_table]))
     built.register_agent(Agent("asker", Asker(), tools=[nap]))
     built.register_agent(Agent("fetcher", Fetcher(), tools=[stock_level]))
+    built.register_agent(Agent("delegator", Delegator(), agents=["asker"]))
     return built
 
 

@@ -57,7 +57,8 @@ async def _seed(db: Path) -> None:
     store = await SQLiteStore.open(str(db))
     seeded = runtime(store)
     try:
-        for session in ("book-1", "book-2", "ask-1", "fetch-1", "fork-1", "refuse-1"):
+        sessions = ("book-1", "book-2", "ask-1", "fetch-1", "fork-1", "refuse-1", "deleg-1")
+        for session in sessions:
             await store.create_session(session, created_at=_now())
         for session, agent, said in (
             ("book-1", "booker", "Book me a table."),
@@ -66,6 +67,7 @@ async def _seed(db: Path) -> None:
             ("fetch-1", "fetcher", "How many A-17 are in stock?"),
             ("fork-1", "asker", "What is the weather?"),
             ("refuse-1", "booker", "Book me a table."),
+            ("deleg-1", "delegator", "Ask the asker."),
         ):
             out = await seeded.agent_client(agent).run(session, said, run_id=f"{session}-run")
             assert out.status is RunStatus.SUSPENDED, out
@@ -172,6 +174,33 @@ async def test_host_answers_a_clarification_and_gives_outside_results(
     await expect(page.locator("li.bubble").last).to_contain_text("Stock: 42")
 
 
+async def test_a_run_suspended_by_its_child_is_answered_through_it(
+    page: Page, acting: Acting, tokens: Tokens, artifacts: Path
+) -> None:
+    """The parent shows its child's question and takes the answer; the child points to it."""
+    url = acting.service.url
+    async with StoreClient(url, token=tokens.host) as client:
+        (child,) = [r for r in await client.list_runs_by_session("deleg-1") if r.parent_run_id]
+    await log_in(page, url, tokens.host)
+    await page.goto(f"{url}/ui/run?id={child.run_id}")
+    await expect(page.locator("#run-question")).to_have_text("Which city do you mean?")
+    await expect(page.get_by_role("form", name="Answer this run")).to_have_count(0)
+    await page.get_by_role("link", name="deleg-1-run").last.click()
+    question = page.get_by_role("region", name="What the run asks")
+    await expect(question).to_contain_text(f"through its child run {child.run_id}")
+    await page.get_by_label("Your answer").fill("Nice")
+    await page.get_by_role("button", name="Send answer").click()
+    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    answered = _run_id(page)
+    assert await _finished(url, tokens.host, answered) is RunStatus.COMPLETED
+    await page.goto(f"{url}/ui/run/transcript?id={answered}")
+    await expect(page.locator("li.bubble").last).to_contain_text(
+        "The asker said: The weather in Nice is mild."
+    )
+    async with StoreClient(url, token=tokens.host) as client:
+        assert (await client.load_run(child.run_id)).successor_run_id != ""
+
+
 async def test_host_forks_after_a_middle_message_and_cancels_a_live_run(
     page: Page, acting: Acting, tokens: Tokens, artifacts: Path
 ) -> None:
@@ -269,6 +298,13 @@ async def test_a_reader_or_another_tenant_is_refused_and_nothing_changes(
             headers={"Authorization": f"Bearer {tokens.host}", "Sec-Fetch-Site": "cross-site"},
         )
         assert forged.status_code == 403
+        # A fork cut at a record the run does not hold is refused.
+        bad_cut = await client.post(
+            f"{url}/ui/run/fork",
+            data={"id": "fork-1-run", "through": "999", "message": "Rome"},
+            headers={"Authorization": f"Bearer {tokens.host}"},
+        )
+        assert bad_cut.status_code == 422, bad_cut.text
         # A host's answer that does not fit the question is refused in words.
         wrong = await client.post(
             f"{url}/ui/run/answer",
