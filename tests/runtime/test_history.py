@@ -28,7 +28,7 @@ from agentledger.testing.scripted import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart, validate_planner_transcript
 from agentledger.transcript.replay import build_messages_from_run_log
 from agentledger.transcript.validate import validate_bedrock
-from tests.runtime.support import AnyStore, records
+from tests.runtime.support import AnyStore, provider_inputs_match_replay, records
 
 
 def _runtime(store: Any, model: Any, history: Any, *, summariser: Any = None) -> Runtime:
@@ -63,25 +63,6 @@ async def _conversation(runtime: Runtime, session: str, turns: int) -> list[str]
     return runs
 
 
-async def _provider_inputs_match_replay(store: Any, model: ScriptedModel, runs: list[str]) -> None:
-    """Each model call's messages (without the system prompt) are the replay of its run's
-    log through the record before the call's plan was written."""
-    calls = iter(model.requests)
-    for run_id in runs:
-        logged = await records(store, run_id)
-        for n, record in enumerate(logged):
-            if record.type != "model_usage" or ":history:" in record.event_key:
-                continue
-            # the plan's records start with the turn's window (if any), then usage
-            first = n - 1 if logged[n - 1].type == payloads.TRANSCRIPT_WINDOW else n
-            through = logged[first].id if first != n else logged[n - 1].id
-            request = next(calls)
-            sent = [m for m in request.messages if m.role != "system"]
-            replayed = await build_messages_from_run_log(store, run_id, through=through)
-            assert replayed == sent, (run_id, record.event_key)
-    assert next(calls, None) is None
-
-
 async def test_last_turns_sends_only_the_newest_turns(store: AnyStore, session: str) -> None:
     model = ScriptedModel([reply(f"answer {i}") for i in range(6)])
     runtime = _runtime(store, model, LastTurns(2))
@@ -90,7 +71,7 @@ async def test_last_turns_sends_only_the_newest_turns(store: AnyStore, session: 
         users = [_text(m) for m in request.messages if m.role == "user"]
         assert users == [f"question {j}" for j in range(max(0, i - 1), i + 1)]
         assert request.messages[0].role == "system"
-    await _provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(store, model, runs)
     full = await build_messages_from_run_log(store, runs[-1], full=True)
     assert [_text(m) for m in full if m.role == "user"] == [f"question {j}" for j in range(6)]
     # later turns' replays read from the cut, not the whole conversation
@@ -113,7 +94,7 @@ async def test_a_cut_never_separates_tool_calls_from_results(store: AnyStore, se
     # the second call of the last turn still sees the whole turn: question, call, result
     last = [m for m in model.requests[-1].messages if m.role != "system"]
     assert [m.role for m in last] == ["user", "assistant", "user"]
-    await _provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(store, model, runs)
 
 
 async def test_token_budget_keeps_whole_turns_within_budget(store: AnyStore, session: str) -> None:
@@ -125,7 +106,7 @@ async def test_token_budget_keeps_whole_turns_within_budget(store: AnyStore, ses
         # within budget, or only the newest turn is left
         assert estimate_tokens(request) <= 400 or len(turn_starts(sent)) == 1
     assert len(model.requests[-1].messages) < 2 * 8
-    await _provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(store, model, runs)
 
 
 async def test_compaction_records_the_summary_with_its_provenance(
@@ -156,7 +137,7 @@ async def test_compaction_records_the_summary_with_its_provenance(
         assert "summary 0" in _text(summariser.requests[1].messages[-1])
     last = [m for m in model.requests[-1].messages if m.role != "system"]
     assert _text(last[0]).startswith(SUMMARY_HEADER)
-    await _provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(store, model, runs)
     # the summariser's tokens are recorded too
     usage = [
         r for run_id in runs for r in await records(store, run_id) if ":history:" in r.event_key
@@ -195,7 +176,7 @@ async def test_a_failed_summary_leaves_the_history_as_it_was(store: AnyStore, se
         if r.type == "planner_note"
     ]
     assert any(b"the summariser is down" in n for n in notes)
-    await _provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(store, model, runs)
 
 
 async def test_a_transient_summariser_error_retries_the_turn(store: AnyStore, session: str) -> None:
@@ -254,7 +235,7 @@ async def test_a_retried_turn_uses_the_summary_already_made(store: AnyStore, ses
         if r.type == payloads.TRANSCRIPT_WINDOW
     ]
     assert [w.summary for w in windows] == [SUMMARY_HEADER + "the only summary"]
-    await _provider_inputs_match_replay(store, inner, runs)
+    await provider_inputs_match_replay(store, inner, runs)
 
 
 class _BadPolicy:
