@@ -21,35 +21,77 @@ __all__ = ["message_lines", "transcript"]
 
 @click.command(short_help="a run's transcript, rebuilt from its records")
 @click.argument("run_id", shell_complete=run_ids)
+@click.option(
+    "--model-input",
+    is_flag=True,
+    help="Only what the model is sent now: from where the history policy's last cut "
+    "starts, with the summary that replaced what came before.",
+)
 @settings_options
-def transcript(settings: Settings, run_id: str) -> None:
+def transcript(settings: Settings, run_id: str, model_input: bool) -> None:
     """RUN_ID's transcript rebuilt from its records, as a conversation.
 
     Each message says where it is stored: the run's own log, or an earlier run
     its history follows by reference (an earlier turn, the suspended run it
     continues, or the run it was forked from, with the record it was cut at).
+    Where an agent's history policy cut what the model was sent, a line says
+    so; a compaction shows its summary, what it replaced and who wrote it.
 
     --json prints the transcript's own canonical JSON: an array of
     messages that agentledger.transcript.decode_messages reads back exactly.
     """
-    run(with_store(settings, lambda store: _transcript(store, settings, run_id)))
+    run(with_store(settings, lambda store: _transcript(store, settings, run_id, model_input)))
 
 
-async def _transcript(store: AdminStore, settings: Settings, run_id: str) -> None:
+async def _transcript(
+    store: AdminStore, settings: Settings, run_id: str, model_input: bool
+) -> None:
     from agentledger.cli.output import echo
     from agentledger.transcript import encode_messages
     from agentledger.transcript.replay import build_messages_from_run_log, replay_with_origins
 
     await store.load_run(run_id)
     if settings.json:
-        messages = await build_messages_from_run_log(store, run_id)
+        messages = await build_messages_from_run_log(store, run_id, full=not model_input)
         echo(encode_messages(messages).decode())
         return
-    segments = await store.load_transcript_chain(run_id)
+    segments = await store.load_transcript_chain(run_id, windowed=model_input)
     for line in _chain_lines(segments):
         echo(line)
-    for line in message_lines(replay_with_origins(segments)):
+    pairs = replay_with_origins(segments, full=not model_input)
+    for line in message_lines(pairs, marks={} if model_input else _window_marks(segments)):
         echo(line)
+
+
+def _window_marks(segments: Sequence[TranscriptSegment]) -> dict[tuple[str, str, int], list[str]]:
+    """Lines to show before the message each window starts at: the policy's cut, or the
+    summary that replaced what came before, with its provenance."""
+    from agentledger.storage import payloads
+    from agentledger.storage.transcript_chain import decode_window
+
+    marks: dict[tuple[str, str, int], list[str]] = {}
+    for segment in reversed(segments):
+        for record in segment.records:
+            if record.type != payloads.TRANSCRIPT_WINDOW:
+                continue
+            window = decode_window(record)
+            start = window.start
+            where = f"{record.run_id} record {record.id}"
+            if window.summary:
+                replaced = ", ".join(
+                    f"{r.run_id} records {r.first}-{r.last}" for r in window.replaces
+                )
+                lines = [
+                    f"-- compacted ({window.policy}, {where}): from here the model was sent "
+                    f"this summary instead of {replaced or 'what came before'}, written by "
+                    f"{window.model} with prompt {window.prompt_id} "
+                    f"version {window.prompt_version}:",
+                    *(f"   | {line}" for line in window.summary.splitlines()),
+                ]
+            else:
+                lines = [f"-- cut ({window.policy}, {where}): from here on the model was sent"]
+            marks.setdefault((start.run_id, start.record, start.message), []).extend(lines)
+    return marks
 
 
 def _chain_lines(segments: Sequence[TranscriptSegment]) -> list[str]:
@@ -105,9 +147,14 @@ def _part(part: Part) -> str:
     return f"({type(part).__name__})"
 
 
-def message_lines(messages: Sequence[Message | tuple[Message, MessageOrigin]]) -> list[str]:
+def message_lines(
+    messages: Sequence[Message | tuple[Message, MessageOrigin]],
+    *,
+    marks: dict[tuple[str, str, int], list[str]] | None = None,
+) -> list[str]:
     """Each message as a ``#N role`` line (with where it is stored, when known) and its
-    parts, indented, in order, whole."""
+    parts, indented, in order, whole; ``marks`` go before the message stored where
+    they are keyed (run, record, place in the record)."""
     lines: list[str] = []
     for index, item in enumerate(messages):
         origin = None
@@ -115,6 +162,8 @@ def message_lines(messages: Sequence[Message | tuple[Message, MessageOrigin]]) -
             item, origin = item
         message = item
         where = ""
+        if origin is not None and marks:
+            lines.extend(marks.get((origin.run_id, origin.record_id, origin.position), ()))
         if origin is not None:
             where = f"  ({origin.run_id} record {origin.record_id}"
             where += ", by reference)" if origin.depth else ")"
