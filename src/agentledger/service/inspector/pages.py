@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,8 +57,9 @@ from agentledger.storage.payloads import (
     CHILD_RUN_LINKED,
     TRANSCRIPT_REFERENCED,
     TRANSCRIPT_SEEDED,
+    TRANSCRIPT_WINDOW,
 )
-from agentledger.storage.transcript_chain import decode_reference
+from agentledger.storage.transcript_chain import decode_reference, decode_window
 from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
 from agentledger.transcript import Message, decode_messages
 from agentledger.transcript.replay import (
@@ -400,6 +401,7 @@ class Pages:
         wanted = {run.run_id for run in order}
         messages: list[Message] = []
         sources: list[str] = []
+        stored: list[tuple[str, str, int]] = []
         corrupt: CorruptRecordError | None = None
         for record in log.records:
             if record.run_id not in wanted or record.type not in TRANSCRIPT_RECORD_TYPES:
@@ -414,10 +416,16 @@ class Pages:
                 break
             messages += found
             sources += [record.run_id] * len(found)
+            stored += [(record.run_id, record.id, n) for n in range(len(found))]
         # Records come in commit order; a session's turns are in run order (each run whole).
         rank = {run.run_id: i for i, run in enumerate(order)}
-        pairs = sorted(zip(sources, messages, strict=True), key=lambda p: rank[p[0]])
-        bubbles = arrange([m for _, m in pairs], [s for s, _ in pairs])
+        pairs = sorted(zip(sources, messages, stored, strict=True), key=lambda p: rank[p[0]])
+        bubbles = arrange([m for _, m, _ in pairs], [s for s, _, _ in pairs])
+        kept = (r for r in log.records if r.run_id in wanted)
+        try:
+            windows = _windows(kept, [o for _, _, o in pairs])
+        except CorruptRecordError as e:
+            windows, corrupt = {}, corrupt or e
         page, paging = _paged(request, bubbles)
         context = await self._exchange_context(log.records, order)
         context.update(
@@ -425,6 +433,7 @@ class Pages:
             bubbles=page,
             corrupt=corrupt,
             summaries=summaries,
+            windows=windows,
             now=_now(),
             turns=_turn_numbers(tree),
             **paging,
@@ -592,12 +601,17 @@ class Pages:
         log = await read_log(self.store.list_run_records, run_id)
         corrupt: CorruptRecordError | None = None
         history: list[dict[str, str]] = []
+        windows: dict[int, list[dict[str, str]]] = {}
         forks: dict[int, MessageOrigin] = {}
         try:  # the run's history references followed: each message says where it is stored
             segments = await self.store.load_transcript_chain(run_id)
-            pairs = replay_with_origins(segments)
+            pairs = replay_with_origins(segments, full=True)
             bubbles = arrange([m for m, _ in pairs], [origin.run_id for _, origin in pairs])
             history = _history(segments)
+            windows = _windows(
+                (r for segment in reversed(segments) for r in segment.records),
+                [(o.run_id, o.record_id, o.position) for _, o in pairs],
+            )
             if principal.role == Role.HOST and self.state.host_runtime is not None:
                 forks = fork_points([m for m, _ in pairs], [origin for _, origin in pairs])
         except CorruptRecordError as e:
@@ -605,6 +619,7 @@ class Pages:
         page, paging = _paged(request, bubbles)
         context = await self._run_context(run_id, log)
         context["history"] = history
+        context["windows"] = windows
         context["forks"] = forks
         context.update(await self._exchange_context(log.records, [context["run"]]))
         if fragment:
@@ -659,6 +674,33 @@ def _history(segments: Sequence[TranscriptSegment]) -> list[dict[str, str]]:
                     {"run": segment.run_id, "kind": ref.kind, "source": ref.run_id,
                      "through": ref.through}
                 )  # fmt: skip
+    return found
+
+
+def _windows(
+    records: Iterable[Record], origins: Sequence[tuple[str, str, int]]
+) -> dict[int, list[dict[str, str]]]:
+    """Where each recorded window starts, by message number (``origins`` says where each
+    message is stored: run, record, place in the record): a history policy's cut, or a
+    compaction's summary with what it replaced and who wrote it."""
+    at = {origin: n for n, origin in enumerate(origins)}
+    found: dict[int, list[dict[str, str]]] = {}
+    for record in records:
+        if record.type != TRANSCRIPT_WINDOW:
+            continue
+        window = decode_window(record)
+        start = window.start
+        index = at.get((start.run_id, start.record, start.message))
+        if index is None:
+            continue
+        replaces = ", ".join(
+            f"records {r.first} to {r.last} of {r.run_id}" for r in window.replaces
+        )
+        found.setdefault(index, []).append(
+            {"policy": window.policy, "run": record.run_id, "record": record.id,
+             "summary": window.summary, "replaces": replaces, "model": window.model,
+             "prompt_id": window.prompt_id, "prompt_version": window.prompt_version}
+        )  # fmt: skip
     return found
 
 
