@@ -17,6 +17,11 @@ an instant planner, each turn ``client.run(session, message, after=previous)``:
   ``SQLiteSession`` and LangGraph's ``SqliteSaver`` (each turn a graph step that
   adds the turn's messages to ``MessagesState``);
 - Temporal (``--temporal``): the workflow history bytes of the last turn ÷ the first.
+- bounded input (``--history``): a ``--history-turns`` conversation (default 2,000)
+  under ``LastTurns(20)`` and under ``Compaction`` at 8,000 tokens (an instant
+  summariser), on SQLite: at turns 100, 500, 1,000 and the last, the model input's
+  estimated tokens, the windowed replay (warm median) and the payload bytes it
+  reads, and the bytes the turn stored (goal: the last turn within 1.2x of turn 100).
 
 Equal durability: SQLite files in WAL mode with ``synchronous=FULL`` everywhere,
 PostgreSQL with fsync on (its default).
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sqlite3
@@ -438,6 +444,77 @@ async def bench_temporal(tmp: Path, turns: int) -> tuple[int, int] | None:
     return sizes[0], sizes[1]
 
 
+# --- bounded model input --------------------------------------------------------------
+
+
+class Recorded:
+    """Answers at once, noting the estimated tokens of each turn's model input."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        from agentledger.providers.model import ModelRequest
+        from agentledger.runtime import estimate_tokens
+
+        messages = await input.prepare_messages()
+        self.tokens.append(estimate_tokens(ModelRequest(model="", messages=messages)))
+        return PlanResult.answer(f"answer: {KB}")
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return await self.plan_start(input)
+
+
+class InstantSummariser:
+    """A summariser that answers at once with a fixed, 1 KB summary."""
+
+    async def complete(self, request: Any) -> Any:
+        from agentledger.testing.scripted import reply
+
+        return reply(f"summary: {KB}")
+
+    def stream(self, request: Any) -> Any:
+        raise NotImplementedError
+
+
+async def bench_history(
+    tmp: Path, turns: int, repeats: int, policy: str
+) -> dict[int, dict[str, float]]:
+    from datetime import UTC, datetime
+
+    from agentledger.runtime import Compaction, LastTurns
+    from agentledger.storage.sqlite import SQLiteStore
+
+    store = await SQLiteStore.open(str(tmp / f"history-{policy}.db"))
+    await store.create_session("h", created_at=datetime.now(UTC).replace(microsecond=0))
+    planner = Recorded()
+    runtime = Runtime(store)
+    runtime.register_model("summariser", InstantSummariser())  # type: ignore[arg-type]
+    history = (
+        LastTurns(20) if policy == "last_turns" else Compaction("summariser", threshold_tokens=8000)
+    )
+    runtime.register_agent(Agent("chat", planner, history=history))
+    client = runtime.agent_client("chat")
+    marks = sorted({100, 500, 1000, turns} & set(range(1, turns + 1)))
+    out: dict[int, dict[str, float]] = {}
+    previous = None
+    for i in range(1, turns + 1):
+        run = await client.run("h", f"turn {i}: {KB}", after=previous)
+        assert run.status == "completed", run.failure
+        previous = run.run_id
+        if i in marks:
+            segments = await store.load_transcript_chain(previous, windowed=True)
+            read = sum(len(r.payload) for s in segments for r in s.records)
+            replay = await warm(
+                functools.partial(build_messages_from_run_log, store, previous), repeats
+            )
+            out[i] = {"tokens": planner.tokens[-1], "replay": replay, "read": read,
+                      "stored": await stored_bytes(store, previous)}  # fmt: skip
+    await runtime.close()
+    await store.close()
+    return out
+
+
 # --- report ---------------------------------------------------------------------------
 
 
@@ -449,7 +526,27 @@ def main() -> None:
     parser.add_argument("--temporal", action="store_true", help="also run turns on Temporal")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-service", action="store_true")
+    parser.add_argument("--history", action="store_true", help="only the bounded-input bench")
+    parser.add_argument("--history-turns", type=int, default=2000)
     args = parser.parse_args()
+    if args.history:
+        print(f"load average at start: {os.getloadavg()}")
+        with tempfile.TemporaryDirectory() as name:
+            for policy in ("last_turns", "compaction"):
+                found = asyncio.run(
+                    bench_history(Path(name), args.history_turns, args.repeats, policy)
+                )
+                label = "LastTurns(20)" if policy == "last_turns" else "Compaction(8000 tokens)"
+                print(f"\n{label}: {args.history_turns} turns, SQLite (synchronous=FULL)")
+                _row("turn", "input tokens", "replay ms", "bytes read", "bytes stored")
+                for turn, r in found.items():
+                    _row(str(turn), f"{r['tokens']:.0f}", f"{r['replay'] * 1000:.2f}",
+                         f"{r['read']:.0f}", f"{r['stored']:.0f}")  # fmt: skip
+                a, b = found[min(found)], found[max(found)]
+                ratios = (f"{b[k] / a[k]:.2f}x" for k in ("tokens", "replay", "read", "stored"))
+                _row(f"turn {max(found)} ÷ turn {min(found)}", *ratios)
+        print(f"load average at end: {os.getloadavg()}")
+        return
     print(f"load average at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)

@@ -12,13 +12,15 @@ the conversation is. What a chain decides lives here; backends only read.
 A windowed chain [V5] stops where the model input begins: walking from the
 asked run, the first run with a ``transcript_window_applied`` record within
 its cut holds the window that governs (its newest there), and the chain ends
-at the run and record the window starts at. The session's windows are read
-with its references, from the same short index range.
+at the run and record the window starts at. A backend reads the session's
+references and windows newest first and stops as soon as :class:`ChainScan`
+says the walk has all it needs, so the cost follows the window, not the
+session's length; then it reads the heads of only the runs those rows name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agentledger.errors import CorruptRecordError, ValidationError
@@ -34,6 +36,7 @@ __all__ = [
     "INDEXED_TYPES",
     "ChainIndex",
     "ChainLink",
+    "ChainScan",
     "chain_links",
     "chain_segments",
     "decode_reference",
@@ -81,6 +84,85 @@ def decode_reference(record: Record) -> payloads.TranscriptReference:
             reason=f"{payloads.TRANSCRIPT_REFERENCED}: {e.expected}: {e.got}",
         ) from e
     return reference
+
+
+class _Step(NamedTuple):
+    seq: int
+    run_id: str
+    through: int
+
+
+class ChainScan:
+    """Follows a windowed walk [V5] over a session's references and windows read newest
+    first, to say when the rows read so far hold all the walk needs.
+
+    The rows are not trusted here (their checksums are verified afterwards, by
+    :func:`reference_records`): a row that does not decode ends the scan, and
+    the check that follows names it.
+
+    Args:
+        run_id: the run whose chain is read.
+        newest: its newest record id (its cut).
+        open_payload: the payload of a row ``(run_id, *run row)`` as stored in
+            the clear (opens a sealed one).
+    """
+
+    def __init__(
+        self, run_id: str, newest: int, open_payload: Callable[[Sequence[Any]], bytes]
+    ) -> None:
+        self.run_id = run_id
+        self.newest = newest
+        self.rows: list[Sequence[Any]] = []
+        """Every row given, in the order given."""
+        self.named: set[str] = {run_id}
+        """The runs the rows belong to or name: the heads the chain check needs."""
+        self._open = open_payload
+        self._references: dict[str, _Step] = {}
+        self._windows: dict[str, list[tuple[int, payloads.TranscriptPosition]]] = {}
+        self._broken = False
+
+    def add(self, rows: Iterable[Sequence[Any]]) -> bool:
+        """Take rows ``(run_id, seq, turn_id, event_key, type, ts, payload, checksum)``,
+        newest first; True once the walk has all it needs."""
+        for row in rows:
+            self.rows.append(row)
+            run_id, seq, kind = row[0], int(row[1]), row[4]
+            self.named.add(run_id)
+            try:
+                payload = self._open(row)
+                if kind == payloads.TRANSCRIPT_WINDOW:
+                    start = payloads.TranscriptWindow.decode(payload).start
+                    self.named.add(start.run_id)
+                    self._windows.setdefault(run_id, []).append((seq, start))
+                elif run_id not in self._references:
+                    reference = payloads.TranscriptReference.decode(payload)
+                    self.named.add(reference.run_id)
+                    step = _Step(seq, reference.run_id, int(reference.through))
+                    self._references[run_id] = step
+            except (ValidationError, CorruptRecordError, ValueError):
+                self._broken = True  # the checks that follow say what is wrong
+        return self.done()
+
+    def done(self) -> bool:
+        """Whether the rows so far answer the walk (see the module docstring)."""
+        if self._broken:
+            return True
+        current, cut = self.run_id, self.newest
+        start: payloads.TranscriptPosition | None = None
+        seen: set[str] = set()
+        while current not in seen:
+            seen.add(current)
+            if start is None:  # newest first: the first one within the cut governs
+                start = next((s for q, s in self._windows.get(current, ()) if q <= cut), None)
+            if start is not None and current == start.run_id:
+                return True
+            reference = self._references.get(current)
+            if reference is None:
+                return False  # not read yet, or the run has none: read on
+            if reference.seq > cut:
+                return True  # the chain ends at this run
+            current, cut = reference.run_id, reference.through
+        return True  # a cycle: the chain check names it
 
 
 def decode_window(record: Record) -> payloads.TranscriptWindow:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -151,11 +151,26 @@ _CHAIN_REFERENCES = (
     f"SELECT run_id, {RUN_PAGE_COLUMNS} FROM records "
     "WHERE session_id = ? AND type = 'transcript_messages_referenced'"
 )
+_CHAIN_HEAD = (
+    "SELECT run_id, agent_id, session_id, status, coalesce(("
+    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+    "), 0) FROM runs WHERE run_id = :run"
+)
 _CHAIN_WINDOWS = (
     f"SELECT run_id, {RUN_PAGE_COLUMNS} FROM records WHERE session_id = ? "
-    "AND type IN ('transcript_messages_referenced', 'transcript_window_applied')"
+    "AND type IN ('transcript_messages_referenced', 'transcript_window_applied') "
+    "ORDER BY pos DESC"
 )
-"""A session's references and windows, from one partial index (migration 12)."""
+"""A session's references and windows, newest first, from one partial index (migration
+12): read until :class:`~agentledger.storage.transcript_chain.ChainScan` has enough."""
+_CHAIN_NAMED_HEADS = (
+    "SELECT run_id, agent_id, session_id, status, coalesce(("
+    "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
+    "), 0) FROM runs WHERE +session_id = ? AND run_id IN (SELECT value FROM json_each(?))"
+)
+"""The heads of the runs a windowed scan's rows belong to or name, in the session."""
+_SCAN_BATCH = 64
+"""References and windows read at a time by a windowed scan."""
 _CHAIN_ROWS = (
     "WITH chain(run_id, first, through) AS (SELECT json_extract(value, '$[0]'), "
     "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) "
@@ -391,26 +406,21 @@ class SQLiteReader(StateReader):
     def transcript_chain(
         self, run_id: str, *, windowed: bool = False
     ) -> tuple[TranscriptSegment, ...]:
-        """[V4] a run's transcript chain in three statements (see :mod:`..transcript_chain`).
+        """[V4] a run's transcript chain in three statements (see :mod:`..transcript_chain`);
+        windowed [V5], in four, the scan of references and windows stopping early.
 
         Call inside a read transaction: the statements must see one snapshot.
         """
         require_id("run_id", run_id)
-        heads: dict[str, pages.RunHead] = {}
-        for rid, agent_id, session_id, status, newest in self._conn.execute(
-            _CHAIN_HEADS, {"run": run_id}
-        ):
-            try:
-                heads[rid] = pages.RunHead(agent_id, session_id, newest, RunStatus(status))
-            except ValueError as e:
-                raise CorruptRecordError(run_id=rid, record_id="", reason=f"run row: {e}") from e
+        heads = self._heads(_CHAIN_HEAD if windowed else _CHAIN_HEADS, {"run": run_id})
         if run_id not in heads:
             lifecycle.require_run(self, run_id)  # raises the error that says why
         session_id = heads[run_id].session_id
         index = chain.ChainIndex({}, {})
-        if session_id:
-            statement = _CHAIN_WINDOWS if windowed else _CHAIN_REFERENCES
-            rows = self._conn.execute(statement, (session_id,)).fetchall()
+        if session_id and windowed:
+            heads, index = self._windowed_index(run_id, heads[run_id])
+        elif session_id:
+            rows = self._conn.execute(_CHAIN_REFERENCES, (session_id,)).fetchall()
             index = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
         elif windowed:  # a run without a session has no references, but may have windows
             rows = self._conn.execute(_CHAIN_RUN_WINDOWS, (run_id,)).fetchall()
@@ -428,6 +438,40 @@ class SQLiteReader(StateReader):
             for row in self._conn.execute(_CHAIN_ROWS, (query,)):
                 grouped.setdefault(row[0], []).append(row[1:])
         return chain.chain_segments(links, heads, grouped, per_second=1000, sealer=self.sealer)
+
+    def _heads(self, statement: str, query: Any) -> dict[str, pages.RunHead]:
+        heads: dict[str, pages.RunHead] = {}
+        for rid, agent_id, session_id, status, newest in self._conn.execute(statement, query):
+            try:
+                heads[rid] = pages.RunHead(agent_id, session_id, newest, RunStatus(status))
+            except ValueError as e:
+                raise CorruptRecordError(run_id=rid, record_id="", reason=f"run row: {e}") from e
+        return heads
+
+    def _windowed_index(
+        self, run_id: str, head: pages.RunHead
+    ) -> tuple[dict[str, pages.RunHead], chain.ChainIndex]:
+        """[V5] the references and windows a windowed chain needs, read newest first until
+        the walk has them, and the heads of the runs they name."""
+        sealer, session_id = self.sealer, head.session_id
+
+        def open_payload(row: Sequence[Any]) -> bytes:
+            if sealer is None:
+                return bytes(row[6])
+            return sealer.run_opener(session_id, row[0], row[1])([row[1:]])[0]
+
+        scan = chain.ChainScan(run_id, head.newest, open_payload)
+        cursor = self._conn.execute(_CHAIN_WINDOWS, (session_id,))
+        while True:
+            batch = cursor.fetchmany(_SCAN_BATCH)
+            if scan.add(batch) or len(batch) < _SCAN_BATCH:
+                break
+        cursor.close()
+        named = msgspec.json.encode(sorted(scan.named))
+        heads = self._heads(_CHAIN_NAMED_HEADS, (session_id, named))
+        heads[run_id] = head
+        index = chain.reference_records(scan.rows, heads, per_second=1000, sealer=sealer)
+        return heads, index
 
     def _run_rows(
         self, run_id: str, start: int, size: int, *, whole: bool = False
