@@ -26,6 +26,7 @@ from agentledger.runtime.planner import (
     ToolCall,
     ToolOutcome,
 )
+from agentledger.runtime.prompts import PromptUse, PromptVersion, prompt_versions
 from agentledger.runtime.records import Phase
 from agentledger.runtime.runtime import Runtime
 from agentledger.runtime.stream import QueueSink, StreamSink
@@ -51,6 +52,8 @@ __all__ = [
     "PlanResult",
     "PlanResumeInput",
     "Planner",
+    "PromptUse",
+    "PromptVersion",
     "QueueSink",
     "RenderedPrompt",
     "RunContext",
@@ -65,6 +68,7 @@ __all__ = [
     "Toolset",
     "agent_tool",
     "events",
+    "prompt_versions",
     "tool",
     "user_message",
 ]
