@@ -75,3 +75,24 @@ def test_damage_in_an_earlier_turn_names_its_run_and_record(demo: Demo, tmp_path
     assert "corrupt record '2'" in done.err
     assert "Traceback" not in done.err
     assert done.out == ""
+
+
+def test_a_link_to_a_run_the_store_lost_is_damage(demo: Demo, tmp_path: Path) -> None:
+    """A child run deleted behind the store's back: the link naming it is reported."""
+    db = demo.copy(tmp_path)
+    parent, child = demo.runs[1]["run_id"], demo.runs[2]["run_id"]
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("DELETE FROM records WHERE run_id = ?", (child,))
+        conn.execute("DELETE FROM runs WHERE run_id = ?", (child,))
+        (link,) = conn.execute(
+            "SELECT seq FROM records WHERE run_id = ? AND type = 'child_run_linked'", (parent,)
+        ).fetchone()
+    finally:
+        conn.close()
+    done = run_cli("--db", str(db), "prompts", parent)
+    assert done.code == 1
+    assert done.err == (
+        f"agentledger: error: corrupt record '{link}' of run '{parent}': child_run_linked: "
+        f"names run {child}, which the store does not have\n"
+    )

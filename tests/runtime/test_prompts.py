@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 
@@ -291,3 +292,37 @@ async def test_damage_in_an_earlier_turn_fails_the_newest(tmp_path: Path) -> Non
         with pytest.raises(CorruptRecordError) as e:
             await prompt_versions(store, second.run_id)
     assert e.value.run_id == first.run_id
+
+
+def _requests(url: str, method: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("agentledger_requests_total{") and f'method="{method}"' in line
+    )
+
+
+async def test_reads_are_one_page_per_run_reached(service: tuple[str, str]) -> None:
+    """Over HTTP: one ``list_run_records`` call per run reached (each holds under a page),
+    and no other read, however the runs are related."""
+    url, token = service
+    async with StoreClient(url, token=token) as client:
+        session = f"s-{uuid.uuid4().hex}"
+        await client.create_session(session, created_at=now_ms())
+        first = await _first_runtime(client).agent_client("chat").run(session, "When?")
+        chat = _second_runtime(client, first.run_id).agent_client("chat")
+        second = await chat.run(session, "Sure?", after=first.run_id)
+        third = await chat.run(session, "Really?", after=second.run_id)
+        before = {m: _requests(url, m) for m in ("list_run_records", "load_run")}
+        found = await prompt_versions(client, third.run_id)
+        after = {m: _requests(url, m) for m in ("list_run_records", "load_run")}
+    assert [(p.prompt_id, p.version) for p in found] == [
+        ("chat.system", "4"),
+        ("summarise", "2"),
+        ("chat.system", "3"),
+        ("research.system", "7"),
+    ]
+    # the third turn, the second, the first and the first's child
+    assert after["list_run_records"] - before["list_run_records"] == 4
+    assert after["load_run"] == before["load_run"]
