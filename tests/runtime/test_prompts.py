@@ -118,7 +118,7 @@ def _second_runtime(store: Any, source: str) -> Runtime:
         """Summarise the conversation so far."""
         own = await records(store, ctx.run_id)
         start = next(r for r in own if r.type == rt.TRANSCRIPT_APPENDED)
-        await store.append_run_records([_window(ctx, start, source)])
+        await store.append_run_records([_window(ctx, start, source or ctx.run_id)])
         return "compacted"
 
     runtime = Runtime(store)
@@ -231,12 +231,21 @@ async def test_own_child_next_turn_summary_and_fork(store: Any, session: str) ->
 async def test_a_window_record_is_an_ordinary_record(store: Any, session: str) -> None:
     """The store takes ``transcript_window_applied`` through the ordinary append path and
     gives it back byte for byte (the compaction above relies on it)."""
-    runtime = _second_runtime(store, "elsewhere")
+    runtime = _second_runtime(store, "")
     out = await runtime.agent_client("chat").run(session, "Compact, please")
     assert out.status is RunStatus.COMPLETED, out.failure
-    (window,) = [
-        r for r in await records(store, out.run_id) if r.type == payloads.TRANSCRIPT_WINDOW
-    ]
+    rows = await records(store, out.run_id)
+    (window,) = [r for r in rows if r.type == payloads.TRANSCRIPT_WINDOW]
+    start = next(r for r in rows if r.type == rt.TRANSCRIPT_APPENDED)
+    ctx = ToolContext(
+        run_id=out.run_id,
+        agent_id="chat",
+        session_id=session,
+        turn_id=window.turn_id,
+        tool_call_id="k1",
+    )
+    expected = _window(ctx, start, out.run_id)
+    assert (window.event_key, window.payload) == (expected.event_key, expected.payload)
     decoded = payloads.TranscriptWindow.decode(window.payload)
     assert (decoded.prompt_id, decoded.prompt_version, decoded.model) == (
         "summarise",
