@@ -96,3 +96,28 @@ def test_a_link_to_a_run_the_store_lost_is_damage(demo: Demo, tmp_path: Path) ->
         f"agentledger: error: corrupt record '{link}' of run '{parent}': child_run_linked: "
         f"names run {child}, which the store does not have\n"
     )
+
+
+def test_a_run_without_prompts_says_so(tmp_path: Path) -> None:
+    """A run no planner rendered a prompt for (records written by hand): one line; --json []."""
+    import asyncio
+
+    from agentledger.storage.conformance import World
+    from agentledger.storage.sqlite import SQLiteStore
+
+    async def seed() -> str:
+        async with await SQLiteStore.open(tmp_path / "bare.db") as store:
+            world = World(store)
+            run = await world.root("bare", session=await world.session("s"))
+            return run.run.run_id
+
+    run_id = asyncio.run(seed())
+    done = run_cli("--db", str(tmp_path / "bare.db"), "prompts", run_id)
+    assert (done.code, done.out) == (
+        0,
+        f"run {run_id} rendered no prompt, nor did any run it reaches\n",
+    )
+    assert run_cli("--db", str(tmp_path / "bare.db"), "--json", "prompts", run_id).json() == {
+        "run_id": run_id,
+        "prompts": [],
+    }
