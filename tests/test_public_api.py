@@ -41,8 +41,9 @@ PUBLIC = {
         "CANCELLATION_INTENT", "CHILD_RUN_LINKED", "ENGINE_CANCELED", "LIFECYCLE_TYPES",
         "PROMPT_RENDERED", "RUN_COMPLETED", "RUN_STARTED", "RUN_SUSPENDED", "SESSION_ENDED",
         "TRANSCRIPT_APPENDED", "TRANSCRIPT_REFERENCED", "TRANSCRIPT_SEEDED", "TRANSCRIPT_TYPES",
-        "CancellationIntent", "CancellationNote", "ChildRunLinked", "Failure", "RunCompleted",
-        "RunStarted", "RunSuspended", "TranscriptReference",
+        "TRANSCRIPT_WINDOW", "CancellationIntent", "CancellationNote", "ChildRunLinked",
+        "Failure", "RunCompleted", "RunStarted", "RunSuspended", "TranscriptPosition",
+        "TranscriptReference", "TranscriptWindow", "WindowReplaces",
     ],
     "agentledger.storage.session_image": [
         "IMAGE_FORMAT", "SessionImage", "SessionImageSource", "image_byte_total",
@@ -80,7 +81,8 @@ PUBLIC = {
         "inject_trace_context", "temporal_plugins", "trace_headers",
     ],
     "agentledger.service": [
-        "FollowedRecord", "Role", "StoreClient", "TokenTable", "add_token", "create_app", "serve",
+        "FollowedRecord", "Role", "RuntimeClientHost", "RuntimeHost", "StoreClient", "TokenTable",
+        "add_token", "create_app", "serve",
     ],
 }  # fmt: skip
 

@@ -83,3 +83,20 @@ def chat_runtime(
         Agent("chat", ModelPlanner("m", system="Be brief."), tools=tools, **agent)
     )
     return runtime
+
+
+async def provider_inputs_match_replay(store: Any, model: Any, runs: list[str]) -> None:
+    """Each model call's messages (without the system prompt) are the replay of its run's
+    log through the record before the call's usage (after the turn's window, if any)."""
+    calls = iter(model.requests)
+    for run_id in runs:
+        logged = await records(store, run_id)
+        for n, record in enumerate(logged):
+            if record.type != "model_usage" or ":history:" in record.event_key:
+                continue
+            through = logged[n - 1].id
+            request = next(calls)
+            sent = [m for m in request.messages if m.role != "system"]
+            replayed = await build_messages_from_run_log(store, run_id, through=through)
+            assert replayed == sent, (run_id, record.event_key)
+    assert next(calls, None) is None

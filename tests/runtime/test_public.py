@@ -9,11 +9,12 @@ import pytest
 PUBLIC = {
     "agentledger.runtime": [
         "Agent", "AgentClient", "AgentTool", "Answer", "AwaitClarification", "AwaitConfirmation",
-        "AwaitExternalTools", "Awaiting", "Completion", "ModelPlanner", "ModelUsage", "Note",
+        "AwaitExternalTools", "Awaiting", "Compaction", "Completion", "HistoryContext",
+        "HistoryCut", "HistoryPolicy", "LastTurns", "ModelPlanner", "ModelUsage", "Note",
         "Phase", "PlanInput", "PlanResult", "PlanResumeInput", "Planner", "QueueSink",
-        "RenderedPrompt", "RunContext", "RunHandle", "RunOutput", "Runtime", "StreamSink", "Tool",
-        "ToolCall", "ToolContext", "ToolOutcome", "Toolset", "agent_tool", "events", "tool",
-        "user_message",
+        "RenderedPrompt", "RunContext", "RunHandle", "RunOutput", "Runtime", "StreamSink",
+        "TokenBudget", "Tool", "ToolCall", "ToolContext", "ToolOutcome", "Toolset", "agent_tool",
+        "estimate_tokens", "events", "tool", "user_message",
     ],
     "agentledger.engine": [
         "ActivityFailed", "ChildFailed", "Engine", "InProcessEngine", "RetryPolicy",

@@ -374,8 +374,10 @@ class TrustsHistoryReferences(MemoryStore):
 class ReadsChainsPastTheirCut(MemoryStore):
     """[V4] a chain's sources are read through their whole log, not the record named."""
 
-    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
-        chain = await super().load_transcript_chain(run_id)
+    async def load_transcript_chain(
+        self, run_id: str, /, *, windowed: bool = False
+    ) -> tuple[TranscriptSegment, ...]:
+        chain = await super().load_transcript_chain(run_id, windowed=windowed)
         with self._lock:
             return tuple(
                 msgspec.structs.replace(
@@ -386,6 +388,15 @@ class ReadsChainsPastTheirCut(MemoryStore):
                 )
                 for segment in chain
             )
+
+
+class IgnoresWindows(MemoryStore):
+    """[V5] a windowed chain is read whole: the window does not bound what replay reads."""
+
+    async def load_transcript_chain(
+        self, run_id: str, /, *, windowed: bool = False
+    ) -> tuple[TranscriptSegment, ...]:
+        return await super().load_transcript_chain(run_id)
 
 
 # --------------------------------------------------------------------- harness
@@ -467,6 +478,14 @@ CASES = (
         "ReadsChainsPastTheirCut",
         "fork_references",
         ("test_fork_references_a_record_in_the_middle",),
+    ),
+    Case(
+        "IgnoresWindows",
+        "window",
+        (
+            "test_windowed_chain_ends_at_the_window_start",
+            "test_a_window_of_a_run_without_a_session",
+        ),
     ),
     Case(
         "DecidesThenYields",

@@ -56,6 +56,11 @@ _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
     help="mark the inspector's login cookie Secure: auto over HTTPS as seen by the service; "
     "always behind a TLS proxy on another host",
 )  # fmt: skip
+@click.option(
+    "--host-runtime", metavar="MODULE:FACTORY", default=None,
+    help="let host tokens answer, fork and cancel runs from the inspector: FACTORY(store) "
+    "builds the runtime that runs them (see docs/inspector.md)",
+)  # fmt: skip
 def serve(
     db: str,
     listen: str,
@@ -66,6 +71,7 @@ def serve(
     max_checkpoint_bytes: int,
     durability: str,
     secure_cookies: str,
+    host_runtime: str | None,
 ) -> int:
     """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
@@ -83,6 +89,7 @@ def serve(
         max_checkpoint_bytes=max_checkpoint_bytes,
         durability=durability,
         secure_cookies=secure_cookies,
+        host_runtime=host_runtime,
     )
 
 

@@ -330,10 +330,10 @@ class TracedStore:
         return self._traced(found, "list_run_records", key, job, _paged)
 
     def load_transcript_chain(
-        self, run_id: str, /
+        self, run_id: str, /, *, windowed: bool = False
     ) -> Coroutine[Any, Any, tuple[TranscriptSegment, ...]]:
         found = tracer()
-        job = self.inner.load_transcript_chain(run_id)
+        job = self.inner.load_transcript_chain(run_id, windowed=windowed)
         if found is None:
             return job
         key = ("agentledger.run.id", run_id)

@@ -9,6 +9,15 @@ from agentledger.runtime import events
 from agentledger.runtime.agent import Agent
 from agentledger.runtime.client import AgentClient, RunHandle
 from agentledger.runtime.completion import Completion
+from agentledger.runtime.history import (
+    Compaction,
+    HistoryContext,
+    HistoryCut,
+    HistoryPolicy,
+    LastTurns,
+    TokenBudget,
+    estimate_tokens,
+)
 from agentledger.runtime.model_planner import ModelPlanner
 from agentledger.runtime.planner import (
     Answer,
@@ -43,7 +52,12 @@ __all__ = [
     "AwaitConfirmation",
     "AwaitExternalTools",
     "Awaiting",
+    "Compaction",
     "Completion",
+    "HistoryContext",
+    "HistoryCut",
+    "HistoryPolicy",
+    "LastTurns",
     "ModelPlanner",
     "ModelUsage",
     "Note",
@@ -61,12 +75,14 @@ __all__ = [
     "RunOutput",
     "Runtime",
     "StreamSink",
+    "TokenBudget",
     "Tool",
     "ToolCall",
     "ToolContext",
     "ToolOutcome",
     "Toolset",
     "agent_tool",
+    "estimate_tokens",
     "events",
     "prompt_versions",
     "tool",

@@ -56,6 +56,7 @@ from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
 from agentledger.runtime.tools import ToolContext
 from agentledger.runtime.transcript_cache import KnownTranscript, TranscriptCache
+from agentledger.runtime.windows import HistoryWindows
 from agentledger.runtime.wire import (
     APPEND_RECORDS,
     BEGIN_RUN,
@@ -179,6 +180,7 @@ class Activities:
         self.publisher = Publisher(stream, memory)
         self.transcripts = TranscriptCache()
         """Each running run's transcript as far as this process read it."""
+        self._history = HistoryWindows(store, registry)
 
     def table(self) -> dict[str, Activity]:
         """Every activity by the name the workflow calls it."""
@@ -363,7 +365,7 @@ class Activities:
             stored = await self._stored_plan(run.run_id, arg.turn)
             if stored is not None:
                 return stored
-        out = await self._plan(arg)
+        out, window = await self._plan(arg)
         plan = out.result
         if plan is None:
             return out
@@ -375,17 +377,21 @@ class Activities:
                 message=problem, kind="planner_error", code="PayloadTooLargeError"
             )
             return PlanTurnOutput(failure=failure)
-        suspended = await _finish(self._record_plan(arg, plan))
+        suspended = await _finish(self._record_plan(arg, plan, window))
         return PlanTurnOutput(result=plan, recorded=True, suspended=suspended)
 
-    async def _record_plan(self, arg: PlanTurnInput, plan: PlanResult) -> bool:
-        """Write the plan's records; a plan that waits for outside input is written with
-        the run's suspension, in one transaction.
+    async def _record_plan(
+        self, arg: PlanTurnInput, plan: PlanResult, window: list[rt.RecordSpec]
+    ) -> bool:
+        """Write the plan's records, after the turn's window [V5] if its history policy
+        cut; a plan that waits for outside input is written with the run's suspension,
+        in one transaction.
 
         Unless a cancellation was recorded meanwhile [C1]: then the loop ends
         the run canceled at its next safe point. Returns whether it suspended.
         """
-        records = self._build(arg.run, arg.turn_id, arg.at, plan_records(arg.turn, plan))
+        specs = [*window, *plan_records(arg.turn, plan)]
+        records = self._build(arg.run, arg.turn_id, arg.at, specs)
         if plan.await_ is None or (await self.store.load_run(arg.run.run_id)).cancellation_reason:
             await self._write(records)
             return False
@@ -448,10 +454,12 @@ class Activities:
                 return
             cursor = page.next_cursor
 
-    async def _plan(self, arg: PlanTurnInput) -> PlanTurnOutput:
+    async def _plan(self, arg: PlanTurnInput) -> tuple[PlanTurnOutput, list[rt.RecordSpec]]:
         """Ask the planner; a planner error becomes a failure (TransientError is retried).
 
-        Its transcript is the stored one (the owed records are in by now).
+        Its transcript is the stored one (the owed records are in by now), cut by
+        the agent's history policy; the records of that cut come back with the
+        plan, to be written with it.
         """
         resolved = self.registry.agent(arg.run.agent_id)
         run = arg.run
@@ -466,12 +474,15 @@ class Activities:
         )
 
         known: list[KnownTranscript] = []
+        window: list[rt.RecordSpec] = []
 
         async def load() -> tuple[Message, ...]:
             transcript = await self.transcripts.transcript(self.store, run.run_id)
             transcript.validate()
             known.append(transcript)
-            return transcript.messages
+            if resolved.agent.history is None:
+                return transcript.messages
+            return await self._history.window(arg, context, resolved, transcript, window)
 
         common: dict[str, Any] = {
             "deltas": self._delta_sender(arg) if self.stream is not None else None,
@@ -492,6 +503,8 @@ class Activities:
                 inputs = PlanInput(**common)
                 result = await planner.plan_start(inputs)
             messages = await inputs.prepare_messages()
+            if known:
+                messages = known[0].messages
             problem = check_plan(result, messages, known=known[0] if known else None)
         except TransientError:
             raise
@@ -499,10 +512,11 @@ class Activities:
             failure = payloads.Failure(
                 message=f"{type(e).__name__}: {e}", kind="planner_error", code=type(e).__name__
             )
-            return PlanTurnOutput(failure=failure)
+            return PlanTurnOutput(failure=failure), []
         if problem:
-            return PlanTurnOutput(failure=payloads.Failure(message=problem, kind="invalid_plan"))
-        return PlanTurnOutput(result=result)
+            failure = payloads.Failure(message=problem, kind="invalid_plan")
+            return PlanTurnOutput(failure=failure), []
+        return PlanTurnOutput(result=result), window
 
     def _delta_sender(self, arg: PlanTurnInput) -> Callable[[ModelStreamEvent], Awaitable[None]]:
         """Send one model call's streamed events to the stream as ``model_delta`` (no record)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agentledger.errors import ValidationError
+from agentledger.runtime.history import HistoryPolicy
 from agentledger.runtime.planner import Planner
 from agentledger.runtime.tools import AgentTool, Tool, Toolset, agent_tool
 
@@ -31,6 +32,9 @@ class Agent:
             call runs a child run [L2]/[L4].
         description: what the agent does (shown to a parent agent's model).
         max_turns: planner turns a run may take before it fails.
+        history: how much of the conversation each turn sends the model
+            (:class:`~agentledger.runtime.LastTurns`, :class:`~agentledger.runtime.TokenBudget`,
+            :class:`~agentledger.runtime.Compaction`); None sends it all.
     """
 
     def __init__(
@@ -42,6 +46,7 @@ class Agent:
         agents: Iterable[str] = (),
         description: str = "",
         max_turns: int = 16,
+        history: HistoryPolicy | None = None,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ValidationError(field="agent.id", expected="a non-empty string", got=id)
@@ -51,7 +56,14 @@ class Agent:
             )
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ValidationError(field=f"agent {id}.max_turns", expected=">= 1", got=max_turns)
+        if history is not None and not isinstance(history, HistoryPolicy):
+            raise ValidationError(
+                field=f"agent {id}.history",
+                expected="a history policy (LastTurns, TokenBudget, Compaction or your own)",
+                got=type(history).__name__,
+            )
         self.id = id
+        self.history = history
         self.planner = planner
         self.tools: tuple[ToolSource, ...] = (*tools, *(agent_tool(a) for a in agents))
         self.description = description

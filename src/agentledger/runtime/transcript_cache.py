@@ -6,13 +6,16 @@ of n turns cost n squared; the cache keeps, per run, the messages read so
 far, the checker's state after them and where in the log it stopped, so a
 turn reads only the records committed since and checks only what they add.
 
-A run the cache does not hold is read whole with
-:func:`~agentledger.transcript.replay.build_messages_from_run_log`, which may
-resolve what the run's first records refer to (an earlier run's transcript):
-that first read is opaque here. After it, the transcript grows only by the
-run's own records, so the cache appends the messages of each new
-``transcript_messages_appended`` (or ``seeded``) record, in commit order;
-any other transcript record type sends the run back to a whole read.
+A run the cache does not hold is read whole, windowed [V5]: from where the
+window that governs its model input starts (see
+:func:`~agentledger.transcript.replay.replay_with_origins`), resolving what
+the run's first records refer to (an earlier run's transcript). After it, the
+transcript grows only by the run's own records, so the cache appends the
+messages of each new ``transcript_messages_appended`` (or ``seeded``) record,
+in commit order, and applies each new window (dropping what it cuts, so the
+cache stays as long as the model input); any other transcript record type
+sends the run back to a whole read. Each message is held with where it is
+stored, which is how a history policy's cut is recorded.
 
 Where it stopped: a store hands out a cursor only for a page with more after
 it, so the cache keeps the cursor of the last page it read ("" is the log's
@@ -36,14 +39,22 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from agentledger.storage.payloads import TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
-from agentledger.storage.protocol import Store
+import msgspec
+
+from agentledger.storage.payloads import (
+    TRANSCRIPT_APPENDED,
+    TRANSCRIPT_SEEDED,
+    TRANSCRIPT_WINDOW,
+)
+from agentledger.storage.protocol import Store, VerifiedTranscripts
+from agentledger.storage.transcript_chain import decode_window
 from agentledger.storage.types import Record
-from agentledger.transcript import Message
+from agentledger.transcript import Message, TextPart
 from agentledger.transcript.replay import (
     TRANSCRIPT_RECORD_TYPES,
-    build_messages_from_run_log,
+    MessageOrigin,
     replay_run_log_events,
+    replay_with_origins,
 )
 from agentledger.transcript.validate import PlannerTranscriptCheck
 
@@ -57,16 +68,26 @@ _PAGE = 32
 
 _EXTENDS = frozenset({TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED})
 """Transcript record types whose messages simply follow the transcript so far."""
+_READ = TRANSCRIPT_RECORD_TYPES | {TRANSCRIPT_WINDOW}
+"""The record types the cache applies (or, for a reference, reads the run whole for)."""
 
 
 class KnownTranscript:
-    """A run's transcript as read for one planner turn: its messages and their check."""
+    """A run's transcript as read for one planner turn: its messages (from the start of
+    the window that governs the model input), where each is stored, and their check."""
 
-    __slots__ = ("_check", "messages")
+    __slots__ = ("_check", "messages", "origins")
 
-    def __init__(self, messages: tuple[Message, ...], check: PlannerTranscriptCheck) -> None:
+    def __init__(
+        self,
+        messages: tuple[Message, ...],
+        check: PlannerTranscriptCheck,
+        origins: tuple[MessageOrigin, ...] = (),
+    ) -> None:
         self.messages = messages
-        """Every message, in order."""
+        """Every message of the model input, in order."""
+        self.origins = origins
+        """Where each message is stored (its run, record and place in the record)."""
         self._check = check
 
     def validate(self, *, allow_pending: bool = False) -> None:
@@ -93,6 +114,7 @@ class _Entry:
     """One run as the cache knows it."""
 
     messages: list[Message]
+    origins: list[MessageOrigin]
     check: PlannerTranscriptCheck
     """The check after reading ``messages`` (they are valid but for the end, rule 8)."""
     cursor: str
@@ -155,7 +177,9 @@ class TranscriptCache:
                 if await self._extend(store, run_id, entry):
                     if self._entries.get(run_id) is entry:
                         self._entries.move_to_end(run_id)
-                    return KnownTranscript(tuple(entry.messages), entry.check.fork())
+                    return KnownTranscript(
+                        tuple(entry.messages), entry.check.fork(), tuple(entry.origins)
+                    )
             except BaseException:
                 self._forget(run_id, entry)
                 raise
@@ -165,14 +189,20 @@ class TranscriptCache:
     async def _read_whole(self, store: Store, run_id: str) -> KnownTranscript:
         """Read the run whole (opaque), and hold it if nothing changed meanwhile."""
         before = await _tail(store, run_id, "", 0, "")
-        messages = await build_messages_from_run_log(store, run_id)
+        segments = await store.load_transcript_chain(run_id, windowed=True)
+        verified = isinstance(store, VerifiedTranscripts) and store.transcripts_verified
+        pairs = replay_with_origins(segments, verified=verified)
+        messages = [m for m, _ in pairs]
+        origins = [o for _, o in pairs]
         check = PlannerTranscriptCheck()
         check.extend(messages)
         after = before and await _tail(store, run_id, before.cursor, before.skip, before.last_id)
-        if after is None or any(r.type in TRANSCRIPT_RECORD_TYPES for r in after.records):
-            return KnownTranscript(tuple(messages), check)  # it moved while read: not held
+        if after is None or any(r.type in _READ for r in after.records):
+            # it moved while read: not held
+            return KnownTranscript(tuple(messages), check, tuple(origins))
         self._entries[run_id] = _Entry(
             messages=messages,
+            origins=origins,
             check=check,
             cursor=after.cursor,
             skip=after.skip,
@@ -180,7 +210,7 @@ class TranscriptCache:
         )
         while len(self._entries) > self._max_runs:
             self._entries.popitem(last=False)
-        return KnownTranscript(tuple(messages), check.fork())
+        return KnownTranscript(tuple(messages), check.fork(), tuple(origins))
 
     async def _extend(self, store: Store, run_id: str, entry: _Entry) -> bool:
         """Apply the records committed since ``entry`` was read; False if it must be read
@@ -192,14 +222,46 @@ class TranscriptCache:
                 return False
             if (entry.cursor, entry.skip, entry.last_id) != at:
                 continue  # another read of this run moved it meanwhile: read from there
-            new = [r for r in tail.records if r.type in TRANSCRIPT_RECORD_TYPES]
-            if any(r.type not in _EXTENDS for r in new):
+            new = [r for r in tail.records if r.type in _READ]
+            if any(r.type not in _EXTENDS and r.type != TRANSCRIPT_WINDOW for r in new):
                 return False
-            messages = replay_run_log_events(new)
-            entry.check.extend(messages)  # an error drops the entry (the caller)
-            entry.messages.extend(messages)
+            for record in new:
+                if record.type == TRANSCRIPT_WINDOW:
+                    if not _apply_window(entry, record):
+                        return False
+                    continue
+                messages = replay_run_log_events((record,))
+                entry.check.extend(messages)  # an error drops the entry (the caller)
+                entry.messages.extend(messages)
+                entry.origins.extend(
+                    MessageOrigin(record.run_id, record.id, record.type, 0, i)
+                    for i in range(len(messages))
+                )
             entry.cursor, entry.skip, entry.last_id = tail.cursor, tail.skip, tail.last_id
             return True
+
+
+def _apply_window(entry: _Entry, record: Record) -> bool:
+    """Cut ``entry`` where the window ``record`` starts; False if it does not hold that
+    message after its first one (then the run is read whole)."""
+    start = decode_window(record).start
+    at = next(
+        (
+            n
+            for n, o in enumerate(entry.origins)
+            if (o.run_id, o.record_id, o.position) == (start.run_id, start.record, start.message)
+        ),
+        0,
+    )
+    if at == 0:
+        return False
+    del entry.messages[:at], entry.origins[:at]
+    summary = decode_window(record).summary
+    if summary:
+        first = entry.messages[0]
+        parts = (TextPart(text=summary), *first.parts)
+        entry.messages[0] = msgspec.structs.replace(first, parts=parts)
+    return True
 
 
 async def _tail(store: Store, run_id: str, cursor: str, skip: int, last_id: str) -> _Tail | None:

@@ -3,6 +3,8 @@
 ``agentledger serve`` runs :func:`create_app` over a SQLite file or a
 PostgreSQL database; :class:`StoreClient` implements ``Store`` and
 ``SessionAdmin`` by calling it, with the backend's results and typed errors.
+A :class:`RuntimeHost` (e.g. :class:`RuntimeClientHost` over a ``Runtime``)
+given to the service lets the inspector answer, fork and cancel runs.
 
 Names load on first use, so ``agentledger`` can list its commands without the
 ``service`` extra (litestar, uvicorn, httpx) installed.
@@ -17,12 +19,15 @@ if TYPE_CHECKING:
     from agentledger.service.app import create_app
     from agentledger.service.auth import TokenTable, add_token
     from agentledger.service.client import FollowedRecord, StoreClient
+    from agentledger.service.host_runtime import RuntimeClientHost, RuntimeHost
     from agentledger.service.server import serve
     from agentledger.service.wire import Role
 
 __all__ = [
     "FollowedRecord",
     "Role",
+    "RuntimeClientHost",
+    "RuntimeHost",
     "StoreClient",
     "TokenTable",
     "add_token",
@@ -33,6 +38,8 @@ __all__ = [
 _HOMES = {
     "FollowedRecord": "client",
     "Role": "wire",
+    "RuntimeClientHost": "host_runtime",
+    "RuntimeHost": "host_runtime",
     "StoreClient": "client",
     "TokenTable": "auth",
     "add_token": "auth",

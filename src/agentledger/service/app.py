@@ -37,6 +37,7 @@ from agentledger.service.auth import Principal, TokenTable
 from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.follow import Notifier, follow
+from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
@@ -68,8 +69,17 @@ class ServiceState:
     follow streams end, while calls already running finish.
     """
 
-    def __init__(self, store: Any, tokens: TokenTable, *, secure_cookies: str = "auto") -> None:
+    def __init__(
+        self,
+        store: Any,
+        tokens: TokenTable,
+        *,
+        secure_cookies: str = "auto",
+        host_runtime: RuntimeHost | None = None,
+    ) -> None:
         self.store = store
+        self.host_runtime = host_runtime
+        """What answers, forks and cancels runs for the inspector (None: it only records)."""
         self.secure_cookies = secure_cookies
         """When the inspector's login cookie is ``Secure``: auto (over HTTPS), always, never."""
         self.limits: SizeLimits = getattr(store, "limits", DEFAULT_LIMITS)
@@ -225,12 +235,22 @@ def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
     return Response(encode_error(typed), status_code=status, media_type=_JSON)
 
 
-def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = None) -> Litestar:
+def create_app(
+    store: Any,
+    tokens: TokenTable,
+    *,
+    state: ServiceState | None = None,
+    host_runtime: RuntimeHost | None = None,
+) -> Litestar:
     """The ASGI app serving ``store`` (any ``Store`` + ``SessionAdmin``) to ``tokens``' holders.
 
     Pass ``state`` to keep a handle on it (e.g. to begin a graceful shutdown).
+    ``host_runtime`` lets a ``host`` token answer, fork and cancel runs from the
+    inspector (see :mod:`agentledger.service.host_runtime`); the caller closes it.
     """
     state = state or ServiceState(store, tokens)
+    if host_runtime is not None:
+        state.host_runtime = host_runtime
     document = _ENCODER.encode(openapi_document())
 
     @get("/healthz", include_in_schema=False)

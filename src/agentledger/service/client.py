@@ -210,8 +210,11 @@ class StoreClient:
     async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
         return await self._call(wire.LOAD_RUN_SUSPENSION, wire.RunRef(run_id=run_id))
 
-    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
-        return await self._call(wire.LOAD_TRANSCRIPT_CHAIN, wire.RunRef(run_id=run_id))
+    async def load_transcript_chain(
+        self, run_id: str, /, *, windowed: bool = False
+    ) -> tuple[TranscriptSegment, ...]:
+        query = wire.ChainQuery(run_id=run_id, windowed=windowed)
+        return await self._call(wire.LOAD_TRANSCRIPT_CHAIN, query)
 
     async def list_run_records(
         self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

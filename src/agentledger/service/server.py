@@ -26,6 +26,7 @@ import uvicorn
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.service.app import ServiceState, create_app
 from agentledger.service.auth import TokenTable
+from agentledger.service.host_runtime import RuntimeHost, build_host_runtime, load_host_runtime
 from agentledger.service.inspector.login import SECURE_COOKIES
 from agentledger.storage.encryption.config import configured_encryption
 from agentledger.storage.file_mode import create_private, file_mode
@@ -179,6 +180,7 @@ async def serve(
     limits: SizeLimits = DEFAULT_LIMITS,
     durability: str = "full",
     secure_cookies: str = "auto",
+    host_runtime: str | None = None,
 ) -> None:
     """Serve ``db`` on ``listen`` until SIGINT or SIGTERM; ``on_ready(url)`` once listening.
 
@@ -186,10 +188,13 @@ async def serve(
     ``durability``: a SQLite file's commit durability (see :func:`open_backend`).
     ``secure_cookies``: when the inspector's login cookie is ``Secure`` (``auto``:
     over HTTPS; ``always`` behind a TLS proxy on another host; ``never``).
+    ``host_runtime``: ``module:factory``, called with the opened store, building the
+    :class:`~agentledger.service.host_runtime.RuntimeHost` that lets the inspector
+    answer, fork and cancel runs (closed when the service stops).
 
     Raises:
-        ValidationError: a bad ``listen``, token file or ``db``, or a SQLite
-            file another ``serve`` is serving.
+        ValidationError: a bad ``listen``, token file, ``db`` or ``host_runtime``, or
+            a SQLite file another ``serve`` is serving.
         TransientError: the database cannot be reached.
     """
     host, port = parse_listen(listen)
@@ -199,10 +204,16 @@ async def serve(
             got=secure_cookies,
         )  # fmt: skip
     table = TokenTable.load(tokens)
+    factory = load_host_runtime(host_runtime) if host_runtime else None
     with _sole_server(db):
         store = await open_backend(db, encryption, limits, durability)
+        runtime_host: RuntimeHost | None = None
         try:
-            state = ServiceState(store, table, secure_cookies=secure_cookies)
+            if factory is not None:
+                runtime_host = await build_host_runtime(factory, store)
+            state = ServiceState(
+                store, table, secure_cookies=secure_cookies, host_runtime=runtime_host
+            )
             config = uvicorn.Config(
                 create_app(store, table, state=state),
                 host=host,
@@ -227,7 +238,11 @@ async def serve(
                     field="listen", expected="an address this process can listen on", got=listen
                 ) from None
         finally:
-            await store.close()
+            try:
+                if runtime_host is not None:
+                    await runtime_host.close()
+            finally:
+                await store.close()
 
 
 def _redact(db: str) -> str:
@@ -259,6 +274,7 @@ def run_serve(
     max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
     durability: str = "full",
     secure_cookies: str = "auto",
+    host_runtime: str | None = None,
 ) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status."""
 
@@ -284,6 +300,7 @@ def run_serve(
                 limits=limits,
                 durability=durability,
                 secure_cookies=secure_cookies,
+                host_runtime=host_runtime,
             )
         )
     except AgentledgerError as e:

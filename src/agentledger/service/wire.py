@@ -101,6 +101,13 @@ class RunRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     run_id: str
 
 
+class ChainQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Names one run's transcript chain: whole, or ``windowed`` to the model input's start."""
+
+    run_id: str
+    windowed: bool = False
+
+
 class RecordBatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """[B1] Ordinary records of one run, in order, stored all or none."""
 
@@ -494,11 +501,11 @@ LIST_RUN_RECORDS: Method[RunPageQuery, Page] = Method(
     subjects=lambda q: (_run(q.run_id),),
     call=lambda s, q: s.list_run_records(q.run_id, cursor=q.cursor, limit=q.limit),
 )  # fmt: skip
-LOAD_TRANSCRIPT_CHAIN: Method[RunRef, tuple[TranscriptSegment, ...]] = Method(
-    "load_transcript_chain", RunRef, tuple[TranscriptSegment, ...], roles=STORE_READERS,
+LOAD_TRANSCRIPT_CHAIN: Method[ChainQuery, tuple[TranscriptSegment, ...]] = Method(
+    "load_transcript_chain", ChainQuery, tuple[TranscriptSegment, ...], roles=STORE_READERS,
     writes=False,
     subjects=lambda q: (_run(q.run_id),),
-    call=lambda s, q: s.load_transcript_chain(q.run_id),
+    call=lambda s, q: s.load_transcript_chain(q.run_id, windowed=q.windowed),
 )  # fmt: skip
 LIST_SESSION_RUN_RECORDS: Method[SessionPageQuery, Page] = Method(
     "list_session_run_records", SessionPageQuery, Page, roles=STORE_READERS, writes=False,

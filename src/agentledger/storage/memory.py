@@ -20,7 +20,7 @@ from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
-from agentledger.storage.transcript_chain import CHAIN_TYPES, chain_links
+from agentledger.storage.transcript_chain import CHAIN_TYPES, ChainIndex, chain_links
 from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
@@ -243,27 +243,34 @@ class MemoryStore:
 
         return self._read(read)
 
-    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
+    async def load_transcript_chain(
+        self, run_id: str, /, *, windowed: bool = False
+    ) -> tuple[TranscriptSegment, ...]:
         def read(s: _State) -> tuple[TranscriptSegment, ...]:
             run = lifecycle.require_run(s, run_id)
             ids = s.session_runs.get(run.session_id, []) if run.session_id else [run_id]
             heads = {}
-            references = {}
+            index = ChainIndex({}, {})
             for rid in ids:
                 row = s.runs[rid]
                 heads[rid] = RunHead(row.agent_id, row.session_id, row.last_seq, row.status)
                 for record in s.logs[rid]:
                     if record.type == payloads.TRANSCRIPT_REFERENCED:
-                        references[rid] = record
+                        index.references[rid] = record
+                    elif record.type == payloads.TRANSCRIPT_WINDOW:
+                        index.windows.setdefault(rid, []).append(record)
             return tuple(
                 TranscriptSegment(
                     run_id=link.run_id,
                     through=str(link.through),
                     records=tuple(
-                        r for r in s.logs[link.run_id][: link.through] if r.type in CHAIN_TYPES
+                        r
+                        for r in s.logs[link.run_id][link.first - 1 : link.through]
+                        if r.type in CHAIN_TYPES
                     ),
+                    first=str(link.first),
                 )
-                for link in chain_links(run_id, heads, references)
+                for link in chain_links(run_id, heads, index, windowed=windowed)
             )
 
         return self._read(read)

@@ -191,13 +191,15 @@ def transcript_records(
     through: int,
     kept: frozenset[str],
     *,
+    first: int = 1,
     per_second: int,
     sealer: Encryption | None,
 ) -> tuple[Record, ...]:
-    """[V4] a run's rows ``1..through``, checked as one listing of them is, as the records
-    of the types in ``kept`` (a replay's); only those and the rows the listing check reads
-    (lifecycle records and the last one) become records, every row's checksum verified."""
-    _check_sequence(run_id, 0, through, rows)
+    """[V4] a run's rows ``first..through``, checked as one listing of them is, as the
+    records of the types in ``kept`` (a replay's); only those and the rows the listing
+    check reads (lifecycle records and the last one) become records, every row's checksum
+    verified."""
+    _check_sequence(run_id, first - 1, through, rows)
     opener: Opener | None = None
     if sealer is not None and rows:
         run_opener = sealer.run_opener(head.session_id, run_id, rows[0][0])

@@ -124,14 +124,18 @@ class Store(Protocol):
         """[L9] One page of a run's records in commit order."""
         ...
 
-    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
+    async def load_transcript_chain(
+        self, run_id: str, /, *, windowed: bool = False
+    ) -> tuple[TranscriptSegment, ...]:
         """[V4] The transcript records of ``run_id`` and of each run its history reaches.
 
         The first segment is the run itself through its newest record; each next
         one is the source the previous segment's reference names, through the
         record it names. Each run's records through its cut are checked as a
         listing of them is (checksums, gaps, lifecycle payloads). Read in a
-        bounded number of statements, however long the chain.
+        bounded number of statements, however long the chain. ``windowed`` [V5]:
+        the chain ends where the window that governs the run's model input
+        starts (see :mod:`agentledger.storage.transcript_chain`).
         """
         ...
 

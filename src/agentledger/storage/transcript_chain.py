@@ -8,6 +8,12 @@ from the asked run to the first run without one, then reads each run of the
 chain through its cut in one more statement and checks it as a listing of
 those records would be. So a replay costs the same few statements however long
 the conversation is. What a chain decides lives here; backends only read.
+
+A windowed chain [V5] stops where the model input begins: walking from the
+asked run, the first run with a ``transcript_window_applied`` record within
+its cut holds the window that governs (its newest there), and the chain ends
+at the run and record the window starts at. The session's windows are read
+with its references, from the same short index range.
 """
 
 from __future__ import annotations
@@ -25,22 +31,41 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHAIN_TYPES",
+    "INDEXED_TYPES",
+    "ChainIndex",
     "ChainLink",
     "chain_links",
     "chain_segments",
     "decode_reference",
+    "decode_window",
     "reference_records",
 ]
 
-CHAIN_TYPES = payloads.TRANSCRIPT_TYPES | {payloads.TRANSCRIPT_REFERENCED}
-"""The record types a chain segment holds: message arrays and history references."""
+CHAIN_TYPES = payloads.TRANSCRIPT_TYPES | {
+    payloads.TRANSCRIPT_REFERENCED,
+    payloads.TRANSCRIPT_WINDOW,
+}
+"""The record types a chain segment holds: message arrays, history references, windows."""
+
+INDEXED_TYPES = (payloads.TRANSCRIPT_REFERENCED, payloads.TRANSCRIPT_WINDOW)
+"""The record types a backend reads session-wide to walk a chain (a partial index's)."""
 
 
 class ChainLink(NamedTuple):
-    """One run of a chain and the id of the last of its records the chain reaches."""
+    """One run of a chain and the ids of the first and last of its records the chain
+    reaches (the first is 1 but where a window starts)."""
 
     run_id: str
     through: int
+    first: int = 1
+
+
+class ChainIndex(NamedTuple):
+    """A session's history references (one per run at most) and windows (by run, oldest
+    first), each checked."""
+
+    references: dict[str, Record]
+    windows: dict[str, list[Record]]
 
 
 def decode_reference(record: Record) -> payloads.TranscriptReference:
@@ -58,21 +83,34 @@ def decode_reference(record: Record) -> payloads.TranscriptReference:
     return reference
 
 
+def decode_window(record: Record) -> payloads.TranscriptWindow:
+    """A stored window, strictly decoded; a misfit is corruption [J1]."""
+    try:
+        return payloads.TranscriptWindow.decode(record.payload)
+    except ValidationError as e:
+        raise CorruptRecordError(
+            run_id=record.run_id,
+            record_id=record.id,
+            reason=f"{payloads.TRANSCRIPT_WINDOW}: {e.expected}: {e.got}",
+        ) from e
+
+
 def reference_records(
     rows: Iterable[Sequence[Any]],
     heads: Mapping[str, RunHead],
     *,
     per_second: int,
     sealer: Encryption | None,
-) -> dict[str, Record]:
-    """The references of a session, by run, from rows ``(run_id, *run row)``, each
-    row's checksum verified and, sealed, its payload opened.
+) -> ChainIndex:
+    """The references and windows of a session, by run, from rows ``(run_id, *run row)``,
+    each row's checksum verified and, sealed, its payload opened.
 
     Raises:
         CorruptRecordError: a damaged row, a row of a run the session does not
             hold, or a run with two references.
     """
     found: dict[str, Record] = {}
+    windows: dict[str, list[Record]] = {}
     for run_id, *row in rows:
         head = heads.get(run_id)
         if head is None:
@@ -81,26 +119,70 @@ def reference_records(
             )
         opener = sealer.run_opener(head.session_id, run_id, row[0]) if sealer else None
         (record,) = run_records(run_id, head.agent_id, head.session_id, [row], per_second, opener)
+        if record.type == payloads.TRANSCRIPT_WINDOW:
+            windows.setdefault(run_id, []).append(record)
+            continue
         if run_id in found:
             raise CorruptRecordError(
                 run_id=run_id, record_id=record.id, reason="a second history reference"
             )
         found[run_id] = record
-    return found
+    for kept in windows.values():
+        kept.sort(key=lambda r: int(r.id))
+    return ChainIndex(found, windows)
 
 
 def chain_links(
-    run_id: str, heads: Mapping[str, RunHead], references: Mapping[str, Record]
+    run_id: str,
+    heads: Mapping[str, RunHead],
+    index: ChainIndex,
+    *,
+    windowed: bool = False,
 ) -> list[ChainLink]:
     """The chain of ``run_id``: itself through its newest record, then each source its
-    history references, through the record named, until a run with none.
+    history references, through the record named, until a run with none; ``windowed``,
+    until the record the governing window starts at (see the module docstring).
 
     A reference past the cut of the run holding it is not part of the chain.
 
     Raises:
         CorruptRecordError: naming the reference that names a run of another
-            session or none, a record past its source's log, or closes a cycle.
+            session or none, a record past its source's log, or closes a cycle;
+            or the window that starts outside the chain.
     """
+    links = _walk(run_id, heads, index.references)
+    if not windowed:
+        return links
+    for at, link in enumerate(links):
+        window = next(
+            (w for w in reversed(index.windows.get(link.run_id, ())) if int(w.id) <= link.through),
+            None,
+        )
+        if window is None:
+            continue
+        start = decode_window(window).start
+        for end, bottom in enumerate(links[at:], at):
+            if bottom.run_id != start.run_id:
+                continue
+            first = int(start.record) if start.record.isdigit() else 0
+            limit = int(window.id) if end == at else bottom.through
+            if not 1 <= first <= limit:
+                break
+            return [*links[:end], ChainLink(bottom.run_id, bottom.through, first)]
+        raise CorruptRecordError(
+            run_id=window.run_id,
+            record_id=window.id,
+            reason=(
+                f"the window starts at record {start.record} of run {start.run_id}, "
+                "outside its transcript chain"
+            ),
+        )
+    return links
+
+
+def _walk(
+    run_id: str, heads: Mapping[str, RunHead], references: Mapping[str, Record]
+) -> list[ChainLink]:
     links: list[ChainLink] = []
     seen: set[str] = set()
     current, through = run_id, heads[run_id].newest
@@ -135,7 +217,7 @@ def chain_segments(
     per_second: int,
     sealer: Encryption | None,
 ) -> tuple[TranscriptSegment, ...]:
-    """Each link's run rows (ids 1..through) checked as a listing of them is, kept to
+    """Each link's run rows (ids first..through) checked as a listing of them is, kept to
     their transcript records.
 
     Raises:
@@ -150,10 +232,16 @@ def chain_segments(
             rows.get(link.run_id, []),
             link.through,
             CHAIN_TYPES,
+            first=link.first,
             per_second=per_second,
             sealer=sealer,
         )
         segments.append(
-            TranscriptSegment(run_id=link.run_id, through=str(link.through), records=records)
+            TranscriptSegment(
+                run_id=link.run_id,
+                through=str(link.through),
+                records=records,
+                first=str(link.first),
+            )
         )
     return tuple(segments)

@@ -269,12 +269,14 @@ class Page(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 
 
 class TranscriptSegment(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One run's part of a transcript chain [V4]: its transcript records (message arrays
-    and its history reference) through its record ``through``, in log order."""
+    """One run's part of a transcript chain [V4]: its transcript records (message arrays,
+    its history reference, windows) from record ``first`` through ``through``, in log
+    order (``first`` is "1" but where a windowed chain ends [V5])."""
 
     run_id: str
     through: str
     records: tuple[Record, ...]
+    first: str = "1"
 
 
 class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -292,6 +292,9 @@ def validate_record(record: object, field: str = "record") -> Record:
     if record.type == payloads.TRANSCRIPT_REFERENCED:
         check_reference_payload(record, field)
         return record
+    if record.type == payloads.TRANSCRIPT_WINDOW:
+        check_window_payload(record, field)
+        return record
     try:
         _JSON_VALUE.decode(payload)
     except msgspec.DecodeError as e:
@@ -334,6 +337,25 @@ def check_reference_payload(record: Record, field: str = "record") -> payloads.T
             got=reference.through,
         )
     return reference
+
+
+def check_window_payload(record: Record, field: str = "record") -> payloads.TranscriptWindow:
+    """A window decodes as exactly one typed object whose start names a run, a record id
+    and a message of that record's array."""
+    window = decode_payload(record, payloads.TranscriptWindow, field)
+    start = window.start
+    require_id(f"{field}.payload.start.run_id", start.run_id)
+    if not start.record.isdigit() or start.record.startswith("0"):
+        raise ValidationError(
+            field=f"{field}.payload.start.record",
+            expected="a record id (a decimal from 1)",
+            got=start.record,
+        )
+    if start.message < 0:
+        raise ValidationError(
+            field=f"{field}.payload.start.message", expected=">= 0", got=start.message
+        )
+    return window
 
 
 def check_stored_record(record: Record) -> None:

@@ -11,6 +11,12 @@ reference to an earlier run's transcript through one of its records (the turn
 before, the suspended run it continues, the run it forks). Replay reads the
 whole chain with one ``load_transcript_chain`` and gives exactly what a copy
 would have.
+
+A ``transcript_window_applied`` record [V5] says where the model input begins
+from then on: a history policy's cut, or a compaction whose summary stands
+before the first kept message in place of everything before it. Replay
+applies the newest window (what the model was sent); ``full=True`` ignores
+windows and gives the whole conversation, for UIs and audits.
 """
 
 from __future__ import annotations
@@ -24,19 +30,23 @@ from agentledger.errors import CorruptRecordError, TranscriptError, ValidationEr
 from agentledger.storage.payloads import (
     TRANSCRIPT_REFERENCED,
     TRANSCRIPT_TYPES,
+    TRANSCRIPT_WINDOW,
     TranscriptReference,
+    TranscriptWindow,
 )
 from agentledger.storage.protocol import Store, VerifiedTranscripts
-from agentledger.storage.transcript_chain import decode_reference
+from agentledger.storage.transcript_chain import decode_reference, decode_window
 from agentledger.storage.types import Record, TranscriptSegment
 from agentledger.transcript.codec import decode_messages, decode_verified_messages
 from agentledger.transcript.messages import Message
-from agentledger.transcript.parts import ThinkingPart
+from agentledger.transcript.parts import TextPart, ThinkingPart
 
 __all__ = [
     "TRANSCRIPT_RECORD_TYPES",
     "MessageOrigin",
+    "ReplayedWindow",
     "build_messages_from_run_log",
+    "governing_window",
     "replay_run_log_events",
     "replay_transcript_chain",
     "replay_with_origins",
@@ -65,6 +75,12 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
                 expected="no history reference (build_messages_from_run_log resolves it)",
                 got=record.type,
             )
+        if record.type == TRANSCRIPT_WINDOW:
+            raise ValidationError(
+                field=f"records[{record.id}].type",
+                expected="no window (build_messages_from_run_log applies it)",
+                got=record.type,
+            )
         if record.type not in TRANSCRIPT_RECORD_TYPES:
             continue
         try:
@@ -77,14 +93,16 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
 
 
 async def build_messages_from_run_log(
-    store: Store, run_id: str, *, through: str = ""
+    store: Store, run_id: str, *, through: str = "", full: bool = False
 ) -> list[Message]:
-    """[R2]/[V4] Read a run's transcript chain once and replay it.
+    """[R2]/[V4]/[V5] Read a run's transcript chain once and replay it.
 
     The run's history references are resolved: the result is exactly what the
     run would replay had each referenced transcript been copied into it, with
     the references' exclusions applied. ``through`` cuts the run's own log at
-    that record id ("" for its end).
+    that record id ("" for its end). The newest window at that point is
+    applied, so a cut at a turn's window gives exactly the messages that turn
+    sent the model; ``full`` ignores windows: the whole conversation.
 
     A store that declares :class:`~agentledger.storage.protocol.VerifiedTranscripts`
     (it verifies every record's checksum on read and validated every transcript
@@ -96,7 +114,8 @@ async def build_messages_from_run_log(
     Raises:
         CorruptRecordError: damage anywhere in the chain, naming its run and record.
     """
-    segments = await store.load_transcript_chain(run_id)
+    windowed = not full and not through  # a cut may need what an older window kept
+    segments = await store.load_transcript_chain(run_id, windowed=windowed)
     verified = isinstance(store, VerifiedTranscripts) and store.transcripts_verified
     if through:
         head = segments[0]
@@ -109,44 +128,62 @@ async def build_messages_from_run_log(
         cut = int(through)
         kept = tuple(r for r in head.records if int(r.id) <= cut)
         segments = (msgspec.structs.replace(head, through=through, records=kept), *segments[1:])
-    return replay_transcript_chain(segments, verified=verified)
+    return replay_transcript_chain(segments, verified=verified, full=full)
 
 
 class MessageOrigin(NamedTuple):
-    """Where a replayed message is stored: the run whose log holds it, its record, and
-    how many history references replay followed to reach it (0: the run's own log)."""
+    """Where a replayed message is stored: the run whose log holds it, its record, how
+    many history references replay followed to reach it (0: the run's own log), and
+    its place in the record's message array."""
 
     run_id: str
     record_id: str
     type: str
     depth: int
+    position: int = 0
+
+
+class ReplayedWindow(NamedTuple):
+    """The window a replay applied: its record and its decoded payload."""
+
+    record: Record
+    window: TranscriptWindow
+
+
+def governing_window(segments: Sequence[TranscriptSegment]) -> ReplayedWindow | None:
+    """[V5] The window that governs the chain's model input: its newest within the cuts
+    (None when no window was recorded)."""
+    _, window = _ordered(segments)
+    return window
 
 
 def replay_transcript_chain(
-    segments: Sequence[TranscriptSegment], *, verified: bool = False
+    segments: Sequence[TranscriptSegment], *, verified: bool = False, full: bool = False
 ) -> list[Message]:
-    """[V4] The messages of a chain as ``load_transcript_chain`` returns it.
+    """[V4]/[V5] The messages of a chain as ``load_transcript_chain`` returns it.
 
     The first segment is the run replayed; a history reference in a segment
     stands for its source's messages through the record it names (the next
     segment), without their thinking parts when that reference or any reference
-    above it excludes reasoning.
+    above it excludes reasoning. The governing window is applied unless ``full``.
 
     Raises:
-        CorruptRecordError: a record that does not decode, or a reference the
-            next segment does not answer.
+        CorruptRecordError: a record that does not decode, a reference the next
+            segment does not answer, or a window that starts outside the chain.
     """
     if verified and len(segments) == 1:  # no reference was followed: one decode, in order
         (segment,) = segments
         records = segment.records
-        if all(r.type != TRANSCRIPT_REFERENCED for r in records) and (
+        if all(r.type not in _NOT_MESSAGES for r in records) and (
             not records or int(records[-1].id) <= int(segment.through)
         ):
             try:
                 return decode_verified_messages(r.payload for r in records)
             except TranscriptError:
                 pass  # the strict path below names the record
-    ordered = _ordered(segments)
+    ordered, window = _ordered(segments)
+    if window is not None and not full:
+        return [m for m, _ in _windowed(ordered, window, verified)]
     if verified:  # one decode of consecutive records that share their exclusion
         messages: list[Message] = []
         start = 0
@@ -170,23 +207,96 @@ def replay_transcript_chain(
 
 
 def replay_with_origins(
-    segments: Sequence[TranscriptSegment], *, verified: bool = False
+    segments: Sequence[TranscriptSegment], *, verified: bool = False, full: bool = False
 ) -> list[tuple[Message, MessageOrigin]]:
-    """:func:`replay_transcript_chain`, each message with where it is stored."""
+    """:func:`replay_transcript_chain`, each message with where it is stored (a message a
+    compaction's summary was put before keeps its stored origin)."""
+    ordered, window = _ordered(segments)
+    if window is not None and not full:
+        return _windowed(ordered, window, verified)
+    return _with_origins(ordered, verified)
+
+
+_Entry = tuple[int, Record, bool]
+_NOT_MESSAGES = frozenset({TRANSCRIPT_REFERENCED, TRANSCRIPT_WINDOW})
+
+
+def _with_origins(
+    ordered: Sequence[_Entry], verified: bool, skip: int = 0
+) -> list[tuple[Message, MessageOrigin]]:
+    """The messages of ``ordered`` with their origins, the first ``skip`` of the first
+    record's array left out (before any exclusion, so indexes are the stored ones)."""
     out: list[tuple[Message, MessageOrigin]] = []
-    for depth, record, exclude in _ordered(segments):
+    for n, (depth, record, exclude) in enumerate(ordered):
         decoded = _decode(record, verified)
-        origin = MessageOrigin(record.run_id, record.id, record.type, depth)
-        out.extend((m, origin) for m in (without_reasoning(decoded) if exclude else decoded))
+        first = skip if n == 0 else 0
+        for index in range(first, len(decoded)):
+            message = decoded[index]
+            if exclude:
+                kept = without_reasoning((message,))
+                if not kept:
+                    continue
+                message = kept[0]
+            out.append(
+                (message, MessageOrigin(record.run_id, record.id, record.type, depth, index))
+            )
     return out
 
 
-def _ordered(segments: Sequence[TranscriptSegment]) -> list[tuple[int, Record, bool]]:
-    """The chain's message records in replay order: how many references away each is,
-    and whether the references above it exclude reasoning."""
+def _windowed(
+    ordered: Sequence[_Entry], window: ReplayedWindow, verified: bool
+) -> list[tuple[Message, MessageOrigin]]:
+    """[V5] the messages from the window's start on, its summary (if any) put first in
+    the first of them, as the model was sent them."""
+    start = window.window.start
+    at = next(
+        (
+            n
+            for n, (_, r, _) in enumerate(ordered)
+            if (r.run_id, r.id) == (start.run_id, start.record)
+        ),
+        None,
+    )
+    pairs = _with_origins(ordered[at:], verified, start.message) if at is not None else []
+    if (
+        at is None
+        or not pairs
+        or (pairs[0][1].record_id, pairs[0][1].position)
+        != (
+            start.record,
+            start.message,
+        )
+    ):
+        raise CorruptRecordError(
+            run_id=window.record.run_id,
+            record_id=window.record.id,
+            reason=(
+                f"the window starts at message {start.message} of record {start.record} "
+                f"of run {start.run_id}, which its transcript chain does not hold"
+            ),
+        )
+    if window.window.summary:
+        message, origin = pairs[0]
+        if message.role != "user":
+            raise CorruptRecordError(
+                run_id=window.record.run_id,
+                record_id=window.record.id,
+                reason=f"the window's summary goes before a {message.role} message",
+            )
+        summary = TextPart(text=window.window.summary)
+        pairs[0] = (msgspec.structs.replace(message, parts=(summary, *message.parts)), origin)
+    return pairs
+
+
+def _ordered(
+    segments: Sequence[TranscriptSegment],
+) -> tuple[list[_Entry], ReplayedWindow | None]:
+    """The chain's message records in replay order (how many references away each is,
+    and whether the references above it exclude reasoning), and the newest window."""
     by_run = {segment.run_id: segment for segment in segments}
-    before: list[tuple[int, Record, bool]] = []
-    after: list[list[tuple[int, Record, bool]]] = []
+    before: list[_Entry] = []
+    after: list[list[_Entry]] = []
+    window: ReplayedWindow | None = None
     exclude_reasoning = False
     segment = segments[0] if segments else None
     cut = int(segment.through) if segment else 0
@@ -195,11 +305,15 @@ def _ordered(segments: Sequence[TranscriptSegment]) -> list[tuple[int, Record, b
     while segment is not None:
         seen.add(segment.run_id)
         reference: TranscriptReference | None = None
-        tail: list[tuple[int, Record, bool]] = []
+        tail: list[_Entry] = []
         whole = cut >= int(segment.through)  # the store cut the segment there already
+        newest: Record | None = None
         for record in segment.records:
             if not whole and int(record.id) > cut:
                 break
+            if record.type == TRANSCRIPT_WINDOW:
+                newest = record
+                continue
             if record.type == TRANSCRIPT_REFERENCED:
                 reference = decode_reference(record)
                 if reference.run_id not in by_run or reference.run_id in seen:
@@ -211,6 +325,8 @@ def _ordered(segments: Sequence[TranscriptSegment]) -> list[tuple[int, Record, b
                 continue
             (tail if reference is not None else before).append((depth, record, exclude_reasoning))
         after.append(tail)
+        if window is None and newest is not None:  # the first run (from the newest) with one
+            window = ReplayedWindow(newest, decode_window(newest))
         if reference is None:
             break
         exclude_reasoning = exclude_reasoning or reference.exclude_reasoning
@@ -225,7 +341,7 @@ def _ordered(segments: Sequence[TranscriptSegment]) -> list[tuple[int, Record, b
             )
     for tail in reversed(after):
         before.extend(tail)
-    return before
+    return before, window
 
 
 def _decode(record: Record, verified: bool) -> list[Message]:

@@ -36,7 +36,7 @@ def test_the_documented_command_serves_with_prices_and_a_bad_table_stops_it(
     tmp_path: Path, tokens: Tokens
 ) -> None:
     """The doc's ``AGENTLEDGER_PRICES=… agentledger serve`` starts; a broken table is refused."""
-    (block,) = _blocks("sh")
+    block = next(b for b in _blocks("sh") if "AGENTLEDGER_PRICES" in b)
     (line,) = [x for x in block.splitlines() if x.strip()]
     assignment, _, command = line.partition(" ")
     assert assignment == "AGENTLEDGER_PRICES=prices.toml"
@@ -59,6 +59,40 @@ def test_the_documented_command_serves_with_prices_and_a_bad_table_stops_it(
     assert done.returncode != 0
     assert "models.m.input" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_documented_host_runtime_serves_and_a_bad_one_stops_it(
+    tmp_path: Path, tokens: Tokens
+) -> None:
+    """The doc's factory, saved as ``my_host.py``, is what its ``serve --host-runtime`` loads;
+    a factory that is not there stops the service with the spec at fault, no traceback."""
+    (factory,) = _blocks("python")
+    (tmp_path / "my_host.py").write_text(factory, encoding="utf-8")
+    block = next(b for b in _blocks("sh") if "--host-runtime" in b)
+    (line,) = [x for x in block.splitlines() if x.strip()]
+    argv = shlex.split(line)
+    assert argv[:2] == ["agentledger", "serve"]
+    spec = argv[argv.index("--host-runtime") + 1]
+    assert spec == "my_host:host_runtime"
+    path = os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH", ""))))
+    db = tmp_path / "agentledger.db"
+    options = ("--host-runtime", spec)
+    with ServiceProcess(str(db), tokens.path, env={"PYTHONPATH": path}, options=options) as served:
+        assert served.url
+    for bad, says in (("my_host:no_such", "a callable named 'no_such'"),
+                      ("no_such_module:f", "a module this Python can import"),
+                      ("my_host", "package.module:factory")):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "agentledger", "serve", "--db", str(db), "--tokens",
+             str(tokens.path), "--listen", "127.0.0.1:0", "--host-runtime", bad],
+            env={**os.environ, "PYTHONPATH": path},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert done.returncode != 0, bad
+        assert says in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
 
 
 def test_readme_shows_the_waterfall_and_the_conversation() -> None:

@@ -6,7 +6,8 @@ runs (what each was asked, its duration, turns and tokens) and its whole
 conversation, a run's records (paged, searchable, payloads folded), its
 timeline (a waterfall of its steps) with tokens and cost, and its transcript,
 all updated live through the service's follow stream. A ``host`` token may
-also cancel a run or end a session; a ``reader`` only looks. Server-rendered
+also cancel a run or end a session, and with a host runtime answer a
+suspended run or fork after a message; a ``reader`` only looks. Server-rendered
 with Jinja2 (autoescaped) and a little vanilla JavaScript; templates and
 static files ship in the package, with no build step and nothing fetched
 from elsewhere.

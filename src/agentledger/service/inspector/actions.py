@@ -1,19 +1,26 @@
-"""Acting on runs from the inspector: a ``host`` token may cancel a run or end a session.
+"""Acting on runs from the inspector: a ``host`` token may cancel, answer and fork runs and
+end a session.
 
 The inspector stays read-only for ``reader`` tokens (refused, 403, nothing
 changes). An action is a form posted by a page of this service (the cookie
 is ``SameSite=Strict`` and a cross-site post is refused too), checked
 against the token's label scope like the store method it calls, and carried
-out by that same typed store method, so it is recorded like any other.
-Cancelling records the [C1] cancellation request (the reason in the run's
-metadata and a ``runtime.cancellation_intent`` record): the store service
-cannot reach the engine running the run, so the run ends canceled once its
-host acts on the request (``runtime.cancel_run`` with the same reason).
-Ending a session stops new work in it: its runs stop at their next write.
+out by that same typed method, so it is recorded like any other.
+
+Answering a suspended run [K1] and forking from a message [V2] run an agent:
+the service does them through its host runtime
+(:class:`agentledger.service.host_runtime.RuntimeHost`) and refuses them, in
+words, without one. Cancelling [C1] goes through the host runtime too when
+there is one (the intent recorded, then its engine asked); without one it
+records the request (the reason in the run's metadata and a
+``runtime.cancellation_intent`` record) and the run ends canceled once its
+host acts on it. Ending a session stops new work in it: its runs stop at
+their next write.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -21,18 +28,22 @@ from urllib.parse import parse_qs
 from litestar import Request, Response
 from litestar.response import Redirect
 
-from agentledger.errors import AccessDeniedError, ValidationError
+from agentledger.errors import AccessDeniedError, NotFoundError, ValidationError
 from agentledger.service.auth import Principal
+from agentledger.service.host_runtime import RuntimeHost
+from agentledger.service.inspector.answers import answer_of, question_of
 from agentledger.service.inspector.login import same_origin
 from agentledger.service.inspector.pages import HEADERS, Pages
 from agentledger.service.inspector.render import page_url
 from agentledger.service.scope import check_scope
 from agentledger.service.wire import Role, Subject
-from agentledger.storage import RecordBuilder, RunStart
+from agentledger.storage import RecordBuilder, RunStart, RunStatus
 
 __all__ = ["Actions"]
 
 _ANY = Request[Any, Any, Any]
+_RECORDED_WAIT = 10.0
+"""Seconds an action waits for the run it started to be recorded before showing it."""
 
 
 def _now_ms() -> datetime:
@@ -66,16 +77,54 @@ class Actions:
         form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
         return {key: values[0] for key, values in form.items() if values}
 
-    async def cancel(self, request: _ANY, principal: Principal) -> Response[Any]:
-        """Record a cancellation request for a running run [C1]."""
-        form = await self._form(request, principal, "record_run_cancellation")
+    def _host_runtime(self, operation: str) -> RuntimeHost:
+        """The service's host runtime.
+
+        Raises:
+            ValidationError: none is attached (the service alone runs no agent).
+        """
+        host: RuntimeHost | None = self.pages.state.host_runtime
+        if host is None:
+            raise ValidationError(
+                field="host_runtime",
+                expected=f"a service started with a host runtime to {operation} "
+                "(agentledger serve --host-runtime module:factory); this one runs no agents",
+                got="none attached",
+            )
+        return host
+
+    async def _recorded(self, run_id: str) -> None:
+        """Wait until the host runtime's new run is recorded, so its page has it to show
+        (an engine starts a run's workflow before its first write)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _RECORDED_WAIT
+        while True:
+            try:
+                await self.store.load_run(run_id)
+                return
+            except NotFoundError:
+                if loop.time() > deadline:
+                    return  # its page says it is not found yet, and the log tells why
+                await asyncio.sleep(0.02)
+
+    async def _run_in_scope(self, form: dict[str, str], principal: Principal, op: str) -> str:
         run_id = form.get("id", "")
-        reason = form.get("reason", "").strip() or "canceled from the inspector"
         if not run_id:
             raise ValidationError(field="id", expected="a run id", got=run_id)
-        await check_scope(
-            self.store, principal, "record_run_cancellation", (Subject("run", run_id),)
-        )
+        await check_scope(self.store, principal, op, (Subject("run", run_id),))
+        return run_id
+
+    async def cancel(self, request: _ANY, principal: Principal) -> Response[Any]:
+        """Cancel a running run [C1]: through the host runtime when there is one, else
+        record the request for the host running it."""
+        form = await self._form(request, principal, "record_run_cancellation")
+        run_id = await self._run_in_scope(form, principal, "record_run_cancellation")
+        reason = form.get("reason", "").strip() or "canceled from the inspector"
+        host: RuntimeHost | None = self.pages.state.host_runtime
+        if host is not None:
+            await host.cancel(run_id, reason)
+            self.pages.state.notifier.notify()
+            return Redirect(page_url("/ui/run", id=run_id), status_code=303, headers=HEADERS)
         meta = await self.store.load_run(run_id)
         start = RunStart(
             run_id=meta.run_id,
@@ -101,3 +150,34 @@ class Actions:
         await self.store.end_session(session_id, ended_at=_now_ms())
         self.pages.state.notifier.notify()
         return Redirect(page_url("/ui/session", id=session_id), status_code=303, headers=HEADERS)
+
+    async def answer(self, request: _ANY, principal: Principal) -> Response[Any]:
+        """Answer a suspended run [K1]: its continuation starts in the host runtime."""
+        form = await self._form(request, principal, "resume_run")
+        run_id = await self._run_in_scope(form, principal, "resume_run")
+        host = self._host_runtime("answer a suspended run")
+        meta = await self.store.load_run(run_id)
+        question = (
+            await question_of(self.store, run_id) if meta.status is RunStatus.SUSPENDED else None
+        )
+        continuation = await host.resume(run_id, answer_of(form, question))
+        await self._recorded(continuation)
+        self.pages.state.notifier.notify()
+        return Redirect(page_url("/ui/run", id=continuation), status_code=303, headers=HEADERS)
+
+    async def fork(self, request: _ANY, principal: Principal) -> Response[Any]:
+        """Start a branch of a run's conversation after one of its messages [V2]."""
+        form = await self._form(request, principal, "fork_run")
+        run_id = await self._run_in_scope(form, principal, "fork_run")
+        through = form.get("through", "").strip()
+        message = form.get("message", "").strip()
+        if not through:
+            raise ValidationError(field="through", expected="the record the fork cuts after",
+                                  got=through)  # fmt: skip
+        if not message:
+            raise ValidationError(field="message", expected="the new user message", got=message)
+        host = self._host_runtime("fork a conversation")
+        forked = await host.fork(run_id, message, through)
+        await self._recorded(forked)
+        self.pages.state.notifier.notify()
+        return Redirect(page_url("/ui/run/transcript", id=forked), status_code=303, headers=HEADERS)

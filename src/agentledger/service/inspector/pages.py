@@ -37,6 +37,7 @@ from agentledger.runtime.prompts import prompt_versions
 from agentledger.service.auth import Principal
 from agentledger.service.error_codec import http_status
 from agentledger.service.follow import HEARTBEAT, follow
+from agentledger.service.inspector.answers import fork_points, question_of
 from agentledger.service.inspector.conversation import WAITS, arrange, searchable
 from agentledger.service.inspector.digest import Log, RunSummary, read_log, summarize
 from agentledger.service.inspector.login import (
@@ -52,7 +53,7 @@ from agentledger.service.inspector.timeline import timeline
 from agentledger.service.inspector.tree import RunNode, run_tree
 from agentledger.service.inspector.usage import PriceTable, usage_of
 from agentledger.service.scope import check_scope
-from agentledger.service.wire import Subject
+from agentledger.service.wire import Role, Subject
 from agentledger.storage.payloads import (
     CHILD_RUN_LINKED,
     TRANSCRIPT_REFERENCED,
@@ -61,7 +62,11 @@ from agentledger.storage.payloads import (
 from agentledger.storage.transcript_chain import decode_reference
 from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
 from agentledger.transcript import Message, decode_messages
-from agentledger.transcript.replay import TRANSCRIPT_RECORD_TYPES, replay_with_origins
+from agentledger.transcript.replay import (
+    TRANSCRIPT_RECORD_TYPES,
+    MessageOrigin,
+    replay_with_origins,
+)
 
 __all__ = [
     "HEADERS",
@@ -479,9 +484,12 @@ class Pages:
             predecessor = str(_json(log.records[0]).get("predecessor_run_id", ""))
         summary = summarize([run], log.records)[run_id]
         usage = usage_of(log.records)
-        waiting = await self._waiting(run) if run.status is RunStatus.SUSPENDED else ""
+        suspended = run.status is RunStatus.SUSPENDED
+        waiting = await self._waiting(run) if suspended else ""
         return {
             "run": run,
+            "question": await question_of(self.store, run_id) if suspended else None,
+            "host_runtime": self.state.host_runtime is not None,
             "waiting": waiting,
             "waiting_text": WAITS.get(waiting, "waits for outside input"),
             "predecessor": predecessor,
@@ -588,16 +596,20 @@ class Pages:
         log = await read_log(self.store.list_run_records, run_id)
         corrupt: CorruptRecordError | None = None
         history: list[dict[str, str]] = []
+        forks: dict[int, MessageOrigin] = {}
         try:  # the run's history references followed: each message says where it is stored
             segments = await self.store.load_transcript_chain(run_id)
             pairs = replay_with_origins(segments)
             bubbles = arrange([m for m, _ in pairs], [origin.run_id for _, origin in pairs])
             history = _history(segments)
+            if principal.role == Role.HOST and self.state.host_runtime is not None:
+                forks = fork_points([m for m, _ in pairs], [origin for _, origin in pairs])
         except CorruptRecordError as e:
             bubbles, corrupt = [], e
         page, paging = _paged(request, bubbles)
         context = await self._run_context(run_id, log)
         context["history"] = history
+        context["forks"] = forks
         context.update(await self._exchange_context(log.records, [context["run"]]))
         if fragment:
             return html(

@@ -1,6 +1,6 @@
 """The inspector's routes under ``/ui``: pages, fragments, live streams, static files, login.
 
-Pages and fragments are :class:`.pages.Pages` handlers; the two actions a
+Pages and fragments are :class:`.pages.Pages` handlers; the actions a
 ``host`` token may take are :class:`.actions.Actions` handlers. Ids travel
 as query parameters, so any printable id (slashes, ``?``, ``#`` included)
 has a page. Live pages follow the log through the service's follow stream
@@ -156,6 +156,8 @@ def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
         page("/ui/session/search", "inspect_session_search", ui.search),
         page("/ui/session/end", "inspect_end_session", act.end_session, method=post),
         page("/ui/run/cancel", "inspect_cancel_run", act.cancel, method=post),
+        page("/ui/run/answer", "inspect_answer_run", act.answer, method=post),
+        page("/ui/run/fork", "inspect_fork_run", act.fork, method=post),
         page(
             "/ui/run/timeline",
             "inspect_timeline",

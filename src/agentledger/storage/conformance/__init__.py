@@ -62,6 +62,7 @@ from agentledger.storage.conformance._stateful import StatefulConformance
 from agentledger.storage.conformance._suspension import SuspensionConformance
 from agentledger.storage.conformance._terminal import TerminalConformance
 from agentledger.storage.conformance._tool_results import ToolResultConformance
+from agentledger.storage.conformance._windows import TranscriptWindowConformance
 from agentledger.storage.conformance._world import World, dump_store
 
 __all__ = ["StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store"]
@@ -75,6 +76,7 @@ class StoreConformance(
     OneShotConformance,
     ContinuationConformance,
     HistoryReferenceConformance,
+    TranscriptWindowConformance,
     PurgeConformance,
     ImportConformance,
     RecordConformance,

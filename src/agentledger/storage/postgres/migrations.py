@@ -278,6 +278,13 @@ CREATE INDEX agentledger_records_references ON agentledger_records (session_id)
     WHERE type = 'transcript_messages_referenced';
 """
 
+# [V5] a session's references and windows in one short index range: a windowed
+# replay finds where its model input starts without reading the rest.
+_TRANSCRIPT_WINDOWS = """
+CREATE INDEX agentledger_records_windows ON agentledger_records (session_id)
+    WHERE type IN ('transcript_messages_referenced', 'transcript_window_applied');
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
@@ -288,6 +295,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "tool results", _TOOL_RESULTS),
     Migration(8, "tool result checksums", _TOOL_RESULT_CHECKSUMS, _backfill_tool_result_checksums),
     Migration(9, "history references", _HISTORY_REFERENCES),
+    Migration(10, "transcript windows", _TRANSCRIPT_WINDOWS),
 )
 """Every migration this code knows, in order."""
 

@@ -72,11 +72,24 @@ _CHAIN_REFERENCES = (
     "AND session_id <> '' AND session_id = "
     "(SELECT session_id FROM agentledger_runs WHERE run_id = %(run)s)"
 )
+_CHAIN_WINDOWS = (
+    "SELECT run_id, seq, turn_id, event_key, type, (extract(epoch FROM ts) * 1000000)::int8, "
+    "payload, checksum FROM agentledger_records WHERE type IN "
+    "('transcript_messages_referenced', 'transcript_window_applied') "
+    "AND session_id <> '' AND session_id = "
+    "(SELECT session_id FROM agentledger_runs WHERE run_id = %(run)s) "
+    "UNION ALL SELECT run_id, seq, turn_id, event_key, type, "
+    "(extract(epoch FROM ts) * 1000000)::int8, payload, checksum FROM agentledger_records "
+    "WHERE run_id = %(run)s AND session_id = '' AND type = 'transcript_window_applied'"
+)
+"""A session's references and windows (one partial index, migration 10); a run without
+a session has only its own windows."""
 _CHAIN_ROWS = (
     "SELECT r.run_id, r.seq, r.turn_id, r.event_key, r.type, "
     "(extract(epoch FROM r.ts) * 1000000)::int8, r.payload, r.checksum "
-    "FROM unnest(%s::text[], %s::int8[]) AS c(run_id, through) "
-    "JOIN agentledger_records r ON r.run_id = c.run_id AND r.seq <= c.through "
+    "FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS c(run_id, first, through) "
+    "JOIN agentledger_records r ON r.run_id = c.run_id "
+    "AND r.seq BETWEEN c.first AND c.through "
     "ORDER BY c.run_id, r.seq"
 )
 _US = 1_000_000
@@ -224,7 +237,9 @@ def transcript_reader(
     return read
 
 
-def chain_reader(run_id: str) -> Callable[[Loader], Awaitable[tuple[TranscriptSegment, ...]]]:
+def chain_reader(
+    run_id: str, *, windowed: bool = False
+) -> Callable[[Loader], Awaitable[tuple[TranscriptSegment, ...]]]:
     """[V4] a read of a run's transcript chain: the session's run heads and history
     references, then the chain's rows; two round trips in one snapshot (REPEATABLE
     READ), however long the chain (see :mod:`..transcript_chain`)."""
@@ -236,7 +251,8 @@ def chain_reader(run_id: str) -> Callable[[Loader], Awaitable[tuple[TranscriptSe
             async with conn.pipeline():  # one sync on leaving: one round trip
                 await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 heads_cur = await conn.execute(_CHAIN_HEADS, {"run": run_id})
-                refs_cur = await conn.execute(_CHAIN_REFERENCES, {"run": run_id})
+                index_query = _CHAIN_WINDOWS if windowed else _CHAIN_REFERENCES
+                refs_cur = await conn.execute(index_query, {"run": run_id})
             head_rows = await heads_cur.fetchall()
             ref_rows = await refs_cur.fetchall()
             heads: dict[str, RunHead] = {}
@@ -252,12 +268,16 @@ def chain_reader(run_id: str) -> Callable[[Loader], Awaitable[tuple[TranscriptSe
                 loader.cache.runs[run_id] = None
                 await decide(loader, lambda r: lifecycle.require_run(r, run_id))
                 raise AssertionError("require_run found a run the chain query did not")
-            references = reference_records(ref_rows, heads, per_second=_US, sealer=loader.sealer)
-            links = chain_links(run_id, heads, references)
+            index = reference_records(ref_rows, heads, per_second=_US, sealer=loader.sealer)
+            links = chain_links(run_id, heads, index, windowed=windowed)
             async with conn.pipeline():
                 cur = await conn.execute(
                     _CHAIN_ROWS,
-                    ([link.run_id for link in links], [link.through for link in links]),
+                    (
+                        [link.run_id for link in links],
+                        [link.first for link in links],
+                        [link.through for link in links],
+                    ),
                 )
                 await conn.execute("COMMIT")
             chain_rows = await cur.fetchall()

@@ -685,8 +685,12 @@ class PostgresStore:
             "verified_transcript_payloads", transcript_reader(run_id, require), ()
         )
 
-    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
-        return await self._read("load_transcript_chain", chain_reader(run_id), ())
+    async def load_transcript_chain(
+        self, run_id: str, /, *, windowed: bool = False
+    ) -> tuple[TranscriptSegment, ...]:
+        return await self._read(
+            "load_transcript_chain", chain_reader(run_id, windowed=windowed), ()
+        )
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

@@ -151,15 +151,25 @@ _CHAIN_REFERENCES = (
     f"SELECT run_id, {RUN_PAGE_COLUMNS} FROM records "
     "WHERE session_id = ? AND type = 'transcript_messages_referenced'"
 )
+_CHAIN_WINDOWS = (
+    f"SELECT run_id, {RUN_PAGE_COLUMNS} FROM records WHERE session_id = ? "
+    "AND type IN ('transcript_messages_referenced', 'transcript_window_applied')"
+)
+"""A session's references and windows, from one partial index (migration 12)."""
 _CHAIN_ROWS = (
-    "WITH chain(run_id, through) AS (SELECT json_extract(value, '$[0]'), "
-    "json_extract(value, '$[1]') FROM json_each(?)) "
+    "WITH chain(run_id, first, through) AS (SELECT json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) "
     f"SELECT records.run_id, {RUN_PAGE_COLUMNS} FROM chain JOIN records "
-    "ON records.run_id = chain.run_id AND records.seq <= chain.through"
+    "ON records.run_id = chain.run_id AND records.seq BETWEEN chain.first AND chain.through"
 )
 """No ORDER BY: each run's rows come in index order, which the checks restore if ever not."""
-_CHAIN_ROWS_ONE = f"SELECT {RUN_PAGE_COLUMNS} FROM records WHERE run_id = ? AND seq <= ?"
+_CHAIN_ROWS_ONE = f"SELECT {RUN_PAGE_COLUMNS} FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
 """A chain of one run (no reference): the common reload, without the join."""
+_CHAIN_RUN_WINDOWS = (
+    f"SELECT {RUN_PAGE_COLUMNS} FROM records "
+    "WHERE run_id = ? AND type = 'transcript_window_applied'"
+)
+"""The windows of a run without a session (its log's own index)."""
 
 
 class RowCache:
@@ -378,7 +388,9 @@ class SQLiteReader(StateReader):
         head, rows = self._run_rows(run_id, 0, size, whole=True)
         return pages.split_transcript(run_id, head, rows, per_second=1000, sealer=self.sealer)
 
-    def transcript_chain(self, run_id: str) -> tuple[TranscriptSegment, ...]:
+    def transcript_chain(
+        self, run_id: str, *, windowed: bool = False
+    ) -> tuple[TranscriptSegment, ...]:
         """[V4] a run's transcript chain in three statements (see :mod:`..transcript_chain`).
 
         Call inside a read transaction: the statements must see one snapshot.
@@ -395,16 +407,24 @@ class SQLiteReader(StateReader):
         if run_id not in heads:
             lifecycle.require_run(self, run_id)  # raises the error that says why
         session_id = heads[run_id].session_id
-        references = {}
+        index = chain.ChainIndex({}, {})
         if session_id:
-            rows = self._conn.execute(_CHAIN_REFERENCES, (session_id,)).fetchall()
-            references = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
-        links = chain.chain_links(run_id, heads, references)
+            statement = _CHAIN_WINDOWS if windowed else _CHAIN_REFERENCES
+            rows = self._conn.execute(statement, (session_id,)).fetchall()
+            index = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
+        elif windowed:  # a run without a session has no references, but may have windows
+            rows = self._conn.execute(_CHAIN_RUN_WINDOWS, (run_id,)).fetchall()
+            rows = [(run_id, *row) for row in rows]
+            index = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
+        links = chain.chain_links(run_id, heads, index, windowed=windowed)
         grouped: dict[str, list[Any]] = {}
         if len(links) == 1:
-            grouped[run_id] = self._conn.execute(_CHAIN_ROWS_ONE, links[0]).fetchall()
+            (link,) = links
+            grouped[run_id] = self._conn.execute(
+                _CHAIN_ROWS_ONE, (link.run_id, link.first, link.through)
+            ).fetchall()
         else:
-            query = msgspec.json.encode([[link.run_id, link.through] for link in links])
+            query = msgspec.json.encode([[k.run_id, k.first, k.through] for k in links])
             for row in self._conn.execute(_CHAIN_ROWS, (query,)):
                 grouped.setdefault(row[0], []).append(row[1:])
         return chain.chain_segments(links, heads, grouped, per_second=1000, sealer=self.sealer)

@@ -244,6 +244,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             "WHERE type = 'transcript_messages_referenced'",
         ),
     ),
+    Migration(
+        version=12,
+        name="transcript_windows",
+        # [V5] a session's references and windows in one short index range: a
+        # windowed replay finds where its model input starts without the rest.
+        statements=(
+            "CREATE INDEX records_windows ON records (session_id) "
+            "WHERE type IN ('transcript_messages_referenced', 'transcript_window_applied')",
+        ),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

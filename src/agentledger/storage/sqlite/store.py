@@ -664,8 +664,12 @@ class SQLiteStore:
             small=True,  # a log of at most MAX_RECORDS records; longer ones decline
         )
 
-    async def load_transcript_chain(self, run_id: str, /) -> tuple[TranscriptSegment, ...]:
-        return await self._read("load_transcript_chain", lambda r: r.transcript_chain(run_id))
+    async def load_transcript_chain(
+        self, run_id: str, /, *, windowed: bool = False
+    ) -> tuple[TranscriptSegment, ...]:
+        return await self._read(
+            "load_transcript_chain", lambda r: r.transcript_chain(run_id, windowed=windowed)
+        )
 
     async def list_session_run_records(
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT

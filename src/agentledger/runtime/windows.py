@@ -1,0 +1,185 @@
+"""A turn's model input under its agent's history policy, and the records that say so [V5].
+
+The planner turn asks the policy where this turn's input starts. A cut is
+recorded as a ``transcript_window_applied`` record written with the turn's
+plan (one transaction), naming the stored message it starts at; a compaction
+also records its summary, what it replaces, the model and prompt version that
+wrote it, and the summariser's token usage. A summary is saved with the run's
+private per-call results before the planner is asked, so a retried turn uses
+the same summary instead of asking the summariser again. A policy that fails
+leaves the history as it was: the turn goes on with every message, and a
+planner note says why.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from agentledger.engine.base import activity_attempt
+from agentledger.errors import CorruptRecordError, TransientError
+from agentledger.runtime import records as rt
+from agentledger.runtime.history import HistoryContext, HistoryCut, TokenCounter, turn_starts
+from agentledger.runtime.model_planner import ModelPlanner
+from agentledger.runtime.planner import RunContext
+from agentledger.runtime.registry import Registry, ResolvedAgent
+from agentledger.runtime.transcript_cache import KnownTranscript
+from agentledger.runtime.wire import PlanTurnInput
+from agentledger.storage import payloads
+from agentledger.storage.protocol import Store
+from agentledger.transcript import Message, TextPart
+from agentledger.transcript.replay import MessageOrigin
+
+__all__ = ["HistoryWindows"]
+
+_NOTE_INDEX = 1000
+"""The index of a failed policy's note among the turn's notes (past any planner's)."""
+
+
+class HistoryWindows:
+    """Cuts turns' transcripts by their agents' history policies."""
+
+    def __init__(self, store: Store, registry: Registry) -> None:
+        self.store = store
+        self.registry = registry
+
+    async def window(
+        self,
+        arg: PlanTurnInput,
+        context: RunContext,
+        resolved: ResolvedAgent,
+        transcript: KnownTranscript,
+        records: list[rt.RecordSpec],
+    ) -> tuple[Message, ...]:
+        """The messages this turn sends the model; ``records`` gets what to write with
+        the turn's plan (nothing when the policy keeps everything).
+
+        Raises:
+            TransientError: the policy's model call may succeed on retry.
+            ValueError: the policy cut where no turn begins.
+        """
+        policy = resolved.agent.history
+        messages = transcript.messages
+        if policy is None or not messages:
+            return messages
+        key = f"turn:{arg.turn}:history"
+        cut = await self._saved(arg.run.run_id, key) if activity_attempt() > 1 else None
+        if cut is None:
+            try:
+                cut = await policy.cut(messages, self._context(arg, context, resolved))
+            except TransientError:
+                raise
+            except Exception as e:  # the history stays as it was
+                text = f"history policy {policy.name} failed, every message sent: {e}"
+                records.append(rt.RecordSpec.note(arg.turn, _NOTE_INDEX, text, {}))
+                return messages
+            if cut is None or cut.start == 0:
+                return messages
+            _check_cut(cut, messages)
+            if cut.summary:  # the first save wins: a concurrent attempt adopts it
+                data = await self.store.save_tool_result(arg.run.run_id, key, _encode(cut))
+                cut = _decode(arg.run.run_id, key, data)
+        _check_cut(cut, messages)
+        records.extend(_records(arg.turn, policy.name, cut, transcript.origins))
+        kept = list(messages[cut.start :])
+        if cut.summary:
+            first = kept[0]
+            kept[0] = msgspec.structs.replace(
+                first, parts=(TextPart(text=cut.summary), *first.parts)
+            )
+        return tuple(kept)
+
+    def _context(
+        self, arg: PlanTurnInput, context: RunContext, resolved: ResolvedAgent
+    ) -> HistoryContext:
+        planner = resolved.agent.planner
+        system = arg.prompt.text if arg.prompt is not None else ""
+        model_name = ""
+        counter: TokenCounter | None = None
+        if isinstance(planner, ModelPlanner):
+            system = system or planner.system
+            model_name = planner.model
+            count = getattr(self.registry.model(planner.model_id), "count_tokens", None)
+            counter = count if callable(count) else None
+        return HistoryContext(
+            run=context,
+            system=system,
+            tools=resolved.definitions,
+            model_name=model_name,
+            counter=counter,
+            models=self.registry.model,
+        )
+
+    async def _saved(self, run_id: str, key: str) -> HistoryCut | None:
+        data = await self.store.load_tool_result(run_id, key)
+        return None if data is None else _decode(run_id, key, data)
+
+
+def _check_cut(cut: object, messages: tuple[Message, ...]) -> None:
+    """A cut starts where a turn begins, at most the newest one's."""
+    if not isinstance(cut, HistoryCut):
+        raise ValueError(f"a history policy returned {type(cut).__name__}, not a HistoryCut")
+    if cut.start not in turn_starts(messages):
+        raise ValueError(
+            f"a history policy cut at message {cut.start}, where no turn begins "
+            "(a cut must start at a user message that answers no tool call)"
+        )
+
+
+def _records(
+    turn: int, policy: str, cut: HistoryCut, origins: tuple[MessageOrigin, ...]
+) -> list[rt.RecordSpec]:
+    """The window record of ``cut`` and, for a summary, its model's usage."""
+    origin = origins[cut.start]
+    replaces: list[payloads.WindowReplaces] = []
+    if cut.summary:
+        for o in origins[: cut.start]:
+            last = replaces[-1] if replaces else None
+            if last is not None and last.run_id == o.run_id:
+                replaces[-1] = payloads.WindowReplaces(
+                    run_id=o.run_id, first=last.first, last=o.record_id
+                )
+            else:
+                replaces.append(
+                    payloads.WindowReplaces(run_id=o.run_id, first=o.record_id, last=o.record_id)
+                )
+    window = payloads.TranscriptWindow(
+        policy=policy,
+        start=payloads.TranscriptPosition(
+            run_id=origin.run_id, record=origin.record_id, message=origin.position
+        ),
+        summary=cut.summary,
+        replaces=tuple(replaces),
+        model=cut.model,
+        prompt_id=cut.prompt_id,
+        prompt_version=cut.prompt_version,
+    )
+    specs = [
+        rt.RecordSpec(
+            type=payloads.TRANSCRIPT_WINDOW,
+            event_key=f"turn:{turn}:window",
+            payload=window.encode(),
+        )
+    ]
+    if cut.usage is not None:
+        usage = rt.UsagePayload(**msgspec.structs.asdict(cut.usage))
+        specs.append(
+            rt.RecordSpec(
+                type=rt.MODEL_USAGE,
+                event_key=f"turn:{turn}:history:usage",
+                payload=rt.encode_json(usage),
+            )
+        )
+    return specs
+
+
+def _encode(cut: HistoryCut) -> bytes:
+    return msgspec.json.encode(cut)
+
+
+def _decode(run_id: str, key: str, data: bytes) -> HistoryCut:
+    try:
+        return msgspec.json.decode(data, type=HistoryCut)
+    except msgspec.DecodeError as e:
+        raise CorruptRecordError(
+            run_id=run_id, record_id=f"tool_result:{key}", reason=str(e)
+        ) from e

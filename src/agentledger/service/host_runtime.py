@@ -1,0 +1,150 @@
+"""A host runtime given to the store service, so the inspector can act on runs that need agents.
+
+The store service runs no agents. Answering a suspended run, forking a
+conversation from one of its messages and reaching the engine that runs a
+run are a runtime's work: a process embedding the service passes a
+:class:`RuntimeHost` to :func:`agentledger.service.create_app`, and
+``agentledger serve --host-runtime module:factory`` builds one with the
+factory named (called with the opened store). :class:`RuntimeClientHost` is
+that protocol over an :class:`agentledger.runtime.Runtime`: each action is the
+runtime's own client call, so it creates the usual runs and records [K1] [V2] [C1].
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+
+from agentledger.errors import ValidationError
+from agentledger.runtime.planner import Answer
+
+if TYPE_CHECKING:
+    from agentledger.runtime.runtime import Runtime
+
+__all__ = [
+    "HostRuntimeFactory",
+    "RuntimeClientHost",
+    "RuntimeHost",
+    "build_host_runtime",
+    "load_host_runtime",
+]
+
+
+@runtime_checkable
+class RuntimeHost(Protocol):
+    """What the service asks of a host runtime; every method raises the store's typed errors."""
+
+    async def resume(self, run_id: str, answer: Answer) -> str:
+        """Start the continuation of the suspended run ``run_id`` with ``answer``; its run id."""
+        ...
+
+    async def fork(
+        self, source_run_id: str, message: str, through: str, session_id: str | None = None
+    ) -> str:
+        """Start a branch of ``source_run_id``'s conversation cut after its record
+        ``through``, with the user's ``message`` next; the new run's id."""
+        ...
+
+    async def cancel(self, run_id: str, reason: str) -> bool:
+        """Record the cancellation request and ask the engine to stop the run; whether
+        the engine knew the run (False: it ends when the host running it acts)."""
+        ...
+
+    async def close(self) -> None:
+        """Stop what the host started (called once, when the service stops)."""
+        ...
+
+
+HostRuntimeFactory: TypeAlias = Callable[[Any], "RuntimeHost | Awaitable[RuntimeHost]"]
+"""Builds a host runtime over the service's opened store (sync or async)."""
+
+
+class RuntimeClientHost:
+    """:class:`RuntimeHost` over a :class:`~agentledger.runtime.Runtime` and its agent clients.
+
+    Runs started here run in the runtime's engine (in this process for the
+    in-process engine), writing to the runtime's store. ``close`` closes the
+    runtime unless ``owns_runtime`` is False.
+    """
+
+    def __init__(self, runtime: Runtime, *, owns_runtime: bool = True) -> None:
+        self.runtime = runtime
+        self.owns_runtime = owns_runtime
+
+    async def resume(self, run_id: str, answer: Answer) -> str:
+        """[K1] the continuation, by the suspended run's own agent, in its session."""
+        meta = await self.runtime.store.load_run(run_id)
+        client = self.runtime.agent_client(meta.agent_id)
+        handle = await client.start_resume(meta.session_id, run_id, answer)
+        return handle.run_id
+
+    async def fork(
+        self, source_run_id: str, message: str, through: str, session_id: str | None = None
+    ) -> str:
+        """[V2] a fork by the source run's agent (in its session unless ``session_id``)."""
+        meta = await self.runtime.store.load_run(source_run_id)
+        client = self.runtime.agent_client(meta.agent_id)
+        handle = await client.start_fork(source_run_id, message, through or None, session_id)
+        return handle.run_id
+
+    async def cancel(self, run_id: str, reason: str) -> bool:
+        """[C1] ``Runtime.cancel_run``: the intent recorded, then the engine asked."""
+        await self.runtime.cancel_run(run_id, reason)
+        return await self.runtime.engine.describe(run_id) is not None
+
+    async def close(self) -> None:
+        if self.owns_runtime:
+            await self.runtime.close()
+
+
+def load_host_runtime(spec: str) -> HostRuntimeFactory:
+    """The factory ``spec`` names (``package.module:function``), imported.
+
+    The current folder is searched first (as uvicorn does for its app), so a
+    module beside where ``serve`` runs is found by the console script too.
+
+    Raises:
+        ValidationError: not ``module:function``, a module that does not import,
+            or a name that is not a callable in it.
+    """
+    module_name, colon, name = spec.partition(":")
+    if not colon or not module_name.strip() or not name.strip():
+        raise ValidationError(field="host_runtime", expected="package.module:factory", got=spec)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name.strip())
+    except ImportError as e:
+        raise ValidationError(
+            field="host_runtime",
+            expected="a module this Python can import",
+            got=f"{module_name} ({e})",
+        ) from None
+    factory = getattr(module, name.strip(), None)
+    if not callable(factory):
+        raise ValidationError(
+            field="host_runtime", expected=f"a callable named {name!r} in {module_name}", got=spec
+        )
+    return factory  # type: ignore[no-any-return]
+
+
+async def build_host_runtime(factory: HostRuntimeFactory, store: Any) -> RuntimeHost:
+    """Call ``factory(store)`` (awaiting it if it is async) and check what it built.
+
+    Raises:
+        ValidationError: the factory built something that is not a RuntimeHost.
+    """
+    built = factory(store)
+    if inspect.isawaitable(built):
+        built = await built
+    if not isinstance(built, RuntimeHost):
+        raise ValidationError(
+            field="host_runtime",
+            expected="a RuntimeHost (resume, fork, cancel, close), e.g. RuntimeClientHost(runtime)",
+            got=type(built).__name__,
+        )
+    return built
