@@ -335,3 +335,37 @@ async def test_reads_are_one_page_per_run_reached(service: tuple[str, str]) -> N
     # the third turn, the second, the first and the first's child
     assert after["list_run_records"] - before["list_run_records"] == 4
     assert after["load_run"] == before["load_run"]
+
+
+async def test_compaction_by_the_runtime_lists_its_summariser(store: Any, session: str) -> None:
+    """A conversation under ``Compaction``: each summary's prompt version and model are
+    listed where the runtime recorded them, and the turns behind a summary still count
+    (the summary was written from them)."""
+    from agentledger.runtime import Compaction
+
+    runtime = Runtime(store)
+    runtime.register_model("m", ScriptedModel([reply("y" * 200) for _ in range(6)]))
+    runtime.register_model("summariser", ScriptedModel([reply(f"summary {i}") for i in range(6)]))
+    policy = Compaction("summariser", threshold_tokens=300, keep_tokens=120, prompt_version="7")
+    runtime.register_agent(Agent("chat", ModelPlanner("m", prompt_version="2"), history=policy))
+    client = runtime.agent_client("chat")
+    runs: list[str] = []
+    for i in range(6):
+        out = await client.run(session, f"question {i}", after=runs[-1] if runs else None)
+        assert out.status is RunStatus.COMPLETED, out.failure
+        runs.append(out.run_id)
+    summaries = [
+        PromptUse(run_id=r.run_id, record_id=r.id, via="summary", model="summariser")
+        for run_id in reversed(runs)
+        for r in await records(store, run_id)
+        if r.type == payloads.TRANSCRIPT_WINDOW
+        and payloads.TranscriptWindow.decode(r.payload).prompt_id
+    ]
+    assert summaries, "the threshold was crossed, so a summary was written"
+    chat, summariser = await prompt_versions(store, runs[-1])
+    assert (chat.prompt_id, chat.version) == ("chat.system", "2")
+    assert [(u.run_id, u.via) for u in chat.uses] == [(runs[-1], "own")] + [
+        (run_id, "history") for run_id in reversed(runs[:-1])
+    ]
+    assert (summariser.prompt_id, summariser.version) == ("agentledger.compaction", "7")
+    assert summariser.uses == tuple(summaries)
