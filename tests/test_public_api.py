@@ -58,6 +58,15 @@ PUBLIC = {
         "StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store",
     ],
     "agentledger.storage.encryption": ["KEYRING_ENV", "SCHEME", "Encryption", "Keyring"],
+    "agentledger.runtime": [
+        "Agent", "AgentClient", "AgentTool", "Answer", "AwaitClarification", "AwaitConfirmation",
+        "AwaitExternalTools", "Awaiting", "Compaction", "Completion", "HistoryContext",
+        "HistoryCut", "HistoryPolicy", "LastTurns", "ModelPlanner", "ModelUsage", "Note", "Phase",
+        "PlanInput", "PlanResult", "PlanResumeInput", "Planner", "PromptUse", "PromptVersion",
+        "QueueSink", "RenderedPrompt", "RunContext", "RunHandle", "RunOutput", "Runtime",
+        "StreamSink", "TokenBudget", "Tool", "ToolCall", "ToolContext", "ToolOutcome", "Toolset",
+        "agent_tool", "estimate_tokens", "events", "prompt_versions", "tool", "user_message",
+    ],
     "agentledger.sync": ["SyncStore", "open_postgres", "open_sqlite"],
     "agentledger.providers": [
         "AnthropicClient", "BedrockClient", "ModelClient", "ModelRequest", "ModelResponse",

@@ -31,6 +31,7 @@ def test_reads_leave_the_file_unchanged(demo: Demo, tmp_path: Path) -> None:
         ["runs", demo.session],
         ["records", run_id, "--full"],
         ["transcript", run_id],
+        ["prompts", run_id],
         ["tail", run_id],
         ["check"],
     ):

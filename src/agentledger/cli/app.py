@@ -51,6 +51,7 @@ COMMANDS: dict[str, str] = {
     "runs": "agentledger.cli.runs:runs",
     "records": "agentledger.cli.records:records",
     "transcript": "agentledger.cli.transcript:transcript",
+    "prompts": "agentledger.cli.prompts:prompts",
     "tail": "agentledger.cli.tail:tail",
     "check": "agentledger.cli.check:check",
     "repair": "agentledger.cli.repair:repair",

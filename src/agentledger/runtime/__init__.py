@@ -35,6 +35,7 @@ from agentledger.runtime.planner import (
     ToolCall,
     ToolOutcome,
 )
+from agentledger.runtime.prompts import PromptUse, PromptVersion, prompt_versions
 from agentledger.runtime.records import Phase
 from agentledger.runtime.runtime import Runtime
 from agentledger.runtime.stream import QueueSink, StreamSink
@@ -65,6 +66,8 @@ __all__ = [
     "PlanResult",
     "PlanResumeInput",
     "Planner",
+    "PromptUse",
+    "PromptVersion",
     "QueueSink",
     "RenderedPrompt",
     "RunContext",
@@ -81,6 +84,7 @@ __all__ = [
     "agent_tool",
     "estimate_tokens",
     "events",
+    "prompt_versions",
     "tool",
     "user_message",
 ]

@@ -33,6 +33,7 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.runtime.checkpoint import RunCheckpoint
+from agentledger.runtime.prompts import prompt_versions
 from agentledger.service.auth import Principal
 from agentledger.service.error_codec import http_status
 from agentledger.service.follow import HEARTBEAT, follow
@@ -526,6 +527,7 @@ class Pages:
             text=q,
         )
         children = [_json(r) for r in log.records if r.type == CHILD_RUN_LINKED]
+        prompts, prompts_error = await _prompts(self.store, run_id)
         counts: dict[str, int] = {}
         for record in log.records:
             counts[record.type] = counts.get(record.type, 0) + 1
@@ -540,6 +542,8 @@ class Pages:
                 window=shown,
                 counts=sorted(counts.items()),
                 children=children,
+                prompts=prompts,
+                prompts_error=prompts_error,
                 **context,
             )
         )
@@ -660,6 +664,20 @@ class Pages:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+
+async def _prompts(store: Any, run_id: str) -> tuple[list[tuple[str, ...]], str]:
+    """The Prompts panel: one row per use of a prompt version that influenced the run, or
+    why they could not be read (a damaged record, named; the rest of the page still shows)."""
+    try:
+        found = await prompt_versions(store, run_id)
+    except CorruptRecordError as e:
+        return [], str(e)
+    return [
+        (v.prompt_id, v.version, use.via, use.run_id, use.record_id, use.model)
+        for v in found
+        for use in v.uses
+    ], ""
 
 
 def _history(segments: Sequence[TranscriptSegment]) -> list[dict[str, str]]:
