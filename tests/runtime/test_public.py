@@ -11,10 +11,11 @@ PUBLIC = {
         "Agent", "AgentClient", "AgentTool", "Answer", "AwaitClarification", "AwaitConfirmation",
         "AwaitExternalTools", "Awaiting", "Compaction", "Completion", "HistoryContext",
         "HistoryCut", "HistoryPolicy", "LastTurns", "ModelPlanner", "ModelUsage", "Note",
-        "Phase", "PlanInput", "PlanResult", "PlanResumeInput", "Planner", "QueueSink",
+        "Phase", "PlanInput", "PlanResult", "PlanResumeInput", "Planner", "PromptUse",
+        "PromptVersion", "QueueSink",
         "RenderedPrompt", "RunContext", "RunHandle", "RunOutput", "Runtime", "StreamSink",
         "TokenBudget", "Tool", "ToolCall", "ToolContext", "ToolOutcome", "Toolset", "agent_tool",
-        "estimate_tokens", "events", "tool", "user_message",
+        "estimate_tokens", "events", "prompt_versions", "tool", "user_message",
     ],
     "agentledger.engine": [
         "ActivityFailed", "ChildFailed", "Engine", "InProcessEngine", "RetryPolicy",
