@@ -281,7 +281,7 @@ CREATE INDEX agentledger_records_references ON agentledger_records (session_id)
 # [V5] a session's references and windows in one short index range: a windowed
 # replay finds where its model input starts without reading the rest.
 _TRANSCRIPT_WINDOWS = """
-CREATE INDEX agentledger_records_windows ON agentledger_records (session_id)
+CREATE INDEX agentledger_records_windows ON agentledger_records (session_id, session_seq)
     WHERE type IN ('transcript_messages_referenced', 'transcript_window_applied');
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import psycopg
@@ -27,7 +27,12 @@ from agentledger.storage.postgres.rows import (
     SESSION_COLUMNS,
 )
 from agentledger.storage.state import StateReader
-from agentledger.storage.transcript_chain import chain_links, chain_segments, reference_records
+from agentledger.storage.transcript_chain import (
+    ChainScan,
+    chain_links,
+    chain_segments,
+    reference_records,
+)
 from agentledger.storage.types import Page, RunStatus, TranscriptSegment
 from agentledger.storage.validation import check_limit, require_id
 
@@ -72,18 +77,33 @@ _CHAIN_REFERENCES = (
     "AND session_id <> '' AND session_id = "
     "(SELECT session_id FROM agentledger_runs WHERE run_id = %(run)s)"
 )
-_CHAIN_WINDOWS = (
+_CHAIN_HEAD = (
+    "SELECT run_id, agent_id, session_id, status, last_seq FROM agentledger_runs "
+    "WHERE run_id = %(run)s"
+)
+_CHAIN_SCAN = (
     "SELECT run_id, seq, turn_id, event_key, type, (extract(epoch FROM ts) * 1000000)::int8, "
-    "payload, checksum FROM agentledger_records WHERE type IN "
+    "payload, checksum, session_seq FROM agentledger_records WHERE type IN "
     "('transcript_messages_referenced', 'transcript_window_applied') "
     "AND session_id <> '' AND session_id = "
     "(SELECT session_id FROM agentledger_runs WHERE run_id = %(run)s) "
-    "UNION ALL SELECT run_id, seq, turn_id, event_key, type, "
-    "(extract(epoch FROM ts) * 1000000)::int8, payload, checksum FROM agentledger_records "
-    "WHERE run_id = %(run)s AND session_id = '' AND type = 'transcript_window_applied'"
+    "AND session_seq < %(before)s ORDER BY session_seq DESC LIMIT %(limit)s"
 )
-"""A session's references and windows (one partial index, migration 10); a run without
-a session has only its own windows."""
+"""A session's references and windows, newest first, a batch at a time (one partial
+index, migration 10), until :class:`~agentledger.storage.transcript_chain.ChainScan`
+has what the walk needs."""
+_CHAIN_RUN_WINDOWS = (
+    "SELECT run_id, seq, turn_id, event_key, type, (extract(epoch FROM ts) * 1000000)::int8, "
+    "payload, checksum FROM agentledger_records "
+    "WHERE run_id = %(run)s AND type = 'transcript_window_applied'"
+)
+"""The windows of a run without a session."""
+_CHAIN_NAMED_HEADS = (
+    "SELECT run_id, agent_id, session_id, status, last_seq FROM agentledger_runs "
+    "WHERE run_id = ANY(%(runs)s) AND session_id = %(session)s"
+)
+"""The heads of the runs a windowed scan's rows belong to or name, in the session."""
+_SCAN_BATCH = 64
 _CHAIN_ROWS = (
     "SELECT r.run_id, r.seq, r.turn_id, r.event_key, r.type, "
     "(extract(epoch FROM r.ts) * 1000000)::int8, r.payload, r.checksum "
@@ -247,27 +267,22 @@ def chain_reader(
     async def read(loader: Loader) -> tuple[TranscriptSegment, ...]:
         require_id("run_id", run_id)
         conn = loader.conn
+        query = {"run": run_id, "before": _ALL, "limit": _SCAN_BATCH}
         try:
             async with conn.pipeline():  # one sync on leaving: one round trip
                 await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                heads_cur = await conn.execute(_CHAIN_HEADS, {"run": run_id})
-                index_query = _CHAIN_WINDOWS if windowed else _CHAIN_REFERENCES
-                refs_cur = await conn.execute(index_query, {"run": run_id})
-            head_rows = await heads_cur.fetchall()
+                heads_cur = await conn.execute(_CHAIN_HEAD if windowed else _CHAIN_HEADS, query)
+                index_query = _CHAIN_SCAN if windowed else _CHAIN_REFERENCES
+                refs_cur = await conn.execute(index_query, query)
+            heads = _heads(await heads_cur.fetchall())
             ref_rows = await refs_cur.fetchall()
-            heads: dict[str, RunHead] = {}
-            for rid, agent_id, session_id, status, newest in head_rows:
-                try:
-                    heads[rid] = RunHead(agent_id, session_id, newest, RunStatus(status))
-                except ValueError as e:
-                    raise CorruptRecordError(
-                        run_id=rid, record_id="", reason=f"run row: {e}"
-                    ) from e
             if run_id not in heads:
                 await conn.execute("COMMIT")
                 loader.cache.runs[run_id] = None
                 await decide(loader, lambda r: lifecycle.require_run(r, run_id))
                 raise AssertionError("require_run found a run the chain query did not")
+            if windowed:
+                heads, ref_rows = await _windowed_rows(loader, heads[run_id], run_id, ref_rows)
             index = reference_records(ref_rows, heads, per_second=_US, sealer=loader.sealer)
             links = chain_links(run_id, heads, index, windowed=windowed)
             async with conn.pipeline():
@@ -292,3 +307,41 @@ def chain_reader(
         return chain_segments(links, heads, grouped, per_second=_US, sealer=loader.sealer)
 
     return read
+
+
+def _heads(rows: Sequence[Sequence[Any]]) -> dict[str, RunHead]:
+    heads: dict[str, RunHead] = {}
+    for rid, agent_id, session_id, status, newest in rows:
+        try:
+            heads[rid] = RunHead(agent_id, session_id, newest, RunStatus(status))
+        except ValueError as e:
+            raise CorruptRecordError(run_id=rid, record_id="", reason=f"run row: {e}") from e
+    return heads
+
+
+async def _windowed_rows(
+    loader: Loader, head: RunHead, run_id: str, first: list[Any]
+) -> tuple[dict[str, RunHead], list[Any]]:
+    """[V5] the references and windows a windowed chain needs (``first``: the first
+    batch, newest first), read on until the walk has them, and the heads of the runs they
+    name; one more round trip in the common case."""
+    conn = loader.conn
+    if not head.session_id:  # its own windows only
+        cur = await conn.execute(_CHAIN_RUN_WINDOWS, {"run": run_id})
+        return {run_id: head}, list(await cur.fetchall())
+    sealer, session_id = loader.sealer, head.session_id
+
+    def open_payload(row: Sequence[Any]) -> bytes:
+        if sealer is None:
+            return bytes(row[6])
+        return sealer.run_opener(session_id, row[0], row[1])([row[1:]])[0]
+
+    scan = ChainScan(run_id, head.newest, open_payload)
+    batch = first
+    while not scan.add(row[:8] for row in batch) and len(batch) == _SCAN_BATCH:
+        query = {"run": run_id, "before": batch[-1][8], "limit": _SCAN_BATCH}
+        batch = list(await (await conn.execute(_CHAIN_SCAN, query)).fetchall())
+    named = {"runs": sorted(scan.named), "session": session_id}
+    heads = _heads(await (await conn.execute(_CHAIN_NAMED_HEADS, named)).fetchall())
+    heads[run_id] = head
+    return heads, scan.rows
