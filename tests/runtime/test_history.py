@@ -268,3 +268,30 @@ def test_policies_refuse_bad_settings() -> None:
         Compaction("s", threshold_tokens=100, keep_tokens=100)
     with pytest.raises(ValidationError):
         Agent("a", ModelPlanner("m"), history="last 5")  # type: ignore[arg-type]
+
+
+async def test_token_budget_counts_with_the_providers_own_count(
+    store: AnyStore, session: str
+) -> None:
+    """With no counter given, a budget counts with the agent's model client's own token
+    count (Anthropic's ``count_tokens``, here its stub on loopback)."""
+    from agentledger.providers.anthropic import AnthropicClient
+    from agentledger.testing.providers import AnthropicStub
+    from agentledger.testing.providers.anthropic import message_reply, text_block
+
+    with AnthropicStub() as stub:
+        stub.script(*(message_reply(text_block("y" * 400)) for _ in range(5)))
+        async with AnthropicClient(api_key="k", base_url=stub.url, max_retries=0) as client:
+            runtime = Runtime(store, stream=QueueSink())
+            runtime.register_model("m", client)
+            planner = ModelPlanner("m", model="claude-test")
+            runtime.register_agent(Agent("chat", planner, history=TokenBudget(300)))
+            runs = await _conversation(runtime, session, 5)
+        counted = [r for r in stub.requests if r.path.startswith("/v1/messages/count_tokens")]
+        sent = [r for r in stub.requests if r.path.split("?")[0] == "/v1/messages"]
+    assert counted, "the budget asked the provider to count"
+    assert all(r.body["model"] == "claude-test" for r in counted)
+    assert len(sent) == 5
+    assert len(sent[-1].body["messages"]) < 9  # cut: not every turn was sent
+    windows = [r for run_id in runs for r in await records(store, run_id)]
+    assert any(r.type == payloads.TRANSCRIPT_WINDOW for r in windows)

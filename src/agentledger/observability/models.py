@@ -9,7 +9,7 @@ is ``true`` (the conventions' own switch), as agentledger transcript JSON.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from agentledger.observability.tracing import available, span, tracer
@@ -78,6 +78,14 @@ class TracedModel:
         if capture_content():
             attributes["gen_ai.input.messages"] = encode_messages(request.messages).decode()
         return attributes
+
+    @property
+    def count_tokens(self) -> Callable[[ModelRequest], Awaitable[int]]:
+        """The inner client's own token count; AttributeError when it has none (so a
+        history policy falls back to its estimate, as for the bare client)."""
+        inner: Any = self.inner
+        found: Callable[[ModelRequest], Awaitable[int]] = inner.count_tokens
+        return found
 
     def complete(self, request: ModelRequest) -> Coroutine[Any, Any, ModelResponse]:
         # While off, the inner client's own coroutine: no frame of ours in between.

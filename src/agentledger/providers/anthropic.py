@@ -667,6 +667,10 @@ def decode_stream(
     return drain_stream(StreamDecoder(tool_names), events)
 
 
+_COUNTED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
+"""The request fields Anthropic's token count takes."""
+
+
 class AnthropicClient:
     """A `ModelClient` on the official ``anthropic`` SDK (async), streaming included.
 
@@ -736,6 +740,21 @@ class AnthropicClient:
                 raise
             raise mapped from error
         return decode(loads(body), names)
+
+    async def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens of ``request`` by Anthropic's own count (``count_tokens``):
+        what a history policy counts with by default when this client serves the agent."""
+        payload = encode(request.messages, request.tools, options_for(request))
+        kwargs = {k: v for k, v in sdk_kwargs(payload, request).items() if k in _COUNTED}
+        count = cast(Callable[..., Awaitable[Any]], self._sdk.messages.count_tokens)
+        try:
+            answer = await count(**kwargs)
+        except Exception as error:
+            mapped = self._map(error, "messages.count_tokens")
+            if mapped is None:
+                raise
+            raise mapped from error
+        return int(answer.input_tokens)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """Send ``request`` with ``stream=true`` and yield deltas, then `StreamEnd`."""
