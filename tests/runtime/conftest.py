@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,3 +32,43 @@ async def session(store: AnyStore) -> str:
     """An active session in ``store``."""
     await store.create_session("s1", created_at=now_ms())
     return "s1"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A real ``agentledger serve`` over an SQLite file: its URL and a host token."""
+    from tests.service.process import ServiceProcess, Tokens
+
+    where = tmp_path_factory.mktemp("runtime-service")
+    tokens = Tokens(where / "tokens.json")
+    with ServiceProcess(str(where / "served.db"), tokens.path) as process:
+        yield process.url, tokens.host
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "service"])
+async def every_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """A store of every backend, the store service's client included (shared servers:
+    use :func:`every_session` for a fresh session id)."""
+    from agentledger.service import StoreClient
+    from agentledger.storage.postgres import PostgresStore
+
+    if request.param == "memory":
+        yield MemoryStore()
+    elif request.param == "sqlite":
+        async with await SQLiteStore.open(tmp_path / "every.db", durability="normal") as lite:
+            yield lite
+    elif request.param == "postgres":
+        async with await PostgresStore.open(request.getfixturevalue("postgres_dsn")) as pg:
+            yield pg
+    else:
+        url, token = request.getfixturevalue("served")
+        async with StoreClient(url, token=token) as client:
+            yield client
+
+
+@pytest.fixture
+async def every_session(every_store: Any) -> str:
+    """A fresh active session in ``every_store``."""
+    session_id = f"s-{uuid.uuid4().hex}"
+    await every_store.create_session(session_id, created_at=now_ms())
+    return session_id

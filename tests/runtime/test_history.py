@@ -63,29 +63,31 @@ async def _conversation(runtime: Runtime, session: str, turns: int) -> list[str]
     return runs
 
 
-async def test_last_turns_sends_only_the_newest_turns(store: AnyStore, session: str) -> None:
+async def test_last_turns_sends_only_the_newest_turns(every_store: Any, every_session: str) -> None:
     model = ScriptedModel([reply(f"answer {i}") for i in range(6)])
-    runtime = _runtime(store, model, LastTurns(2))
-    runs = await _conversation(runtime, session, 6)
+    runtime = _runtime(every_store, model, LastTurns(2))
+    runs = await _conversation(runtime, every_session, 6)
     for i, request in enumerate(model.requests):
         users = [_text(m) for m in request.messages if m.role == "user"]
         assert users == [f"question {j}" for j in range(max(0, i - 1), i + 1)]
         assert request.messages[0].role == "system"
-    await provider_inputs_match_replay(store, model, runs)
-    full = await build_messages_from_run_log(store, runs[-1], full=True)
+    await provider_inputs_match_replay(every_store, model, runs)
+    full = await build_messages_from_run_log(every_store, runs[-1], full=True)
     assert [_text(m) for m in full if m.role == "user"] == [f"question {j}" for j in range(6)]
     # later turns' replays read from the cut, not the whole conversation
-    chain = await store.load_transcript_chain(runs[-1], windowed=True)
+    chain = await every_store.load_transcript_chain(runs[-1], windowed=True)
     assert [s.run_id for s in chain] == [runs[-1], runs[-2]]
 
 
-async def test_a_cut_never_separates_tool_calls_from_results(store: AnyStore, session: str) -> None:
+async def test_a_cut_never_separates_tool_calls_from_results(
+    every_store: Any, every_session: str
+) -> None:
     script: list[ModelResponse] = []
     for i in range(4):
         script += [tool_calls((f"c{i}", "lookup", {"key": str(i)})), reply(f"answer {i}")]
     model = ScriptedModel(script)
-    runtime = _runtime(store, model, LastTurns(1))
-    runs = await _conversation(runtime, session, 4)
+    runtime = _runtime(every_store, model, LastTurns(1))
+    runs = await _conversation(runtime, every_session, 4)
     for request in model.requests:
         sent = [m for m in request.messages if m.role != "system"]
         validate_planner_transcript(sent)
@@ -94,33 +96,35 @@ async def test_a_cut_never_separates_tool_calls_from_results(store: AnyStore, se
     # the second call of the last turn still sees the whole turn: question, call, result
     last = [m for m in model.requests[-1].messages if m.role != "system"]
     assert [m.role for m in last] == ["user", "assistant", "user"]
-    await provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(every_store, model, runs)
 
 
-async def test_token_budget_keeps_whole_turns_within_budget(store: AnyStore, session: str) -> None:
+async def test_token_budget_keeps_whole_turns_within_budget(
+    every_store: Any, every_session: str
+) -> None:
     model = ScriptedModel([reply("x" * 400) for _ in range(8)])
-    runtime = _runtime(store, model, TokenBudget(400))
-    runs = await _conversation(runtime, session, 8)
+    runtime = _runtime(every_store, model, TokenBudget(400))
+    runs = await _conversation(runtime, every_session, 8)
     for request in model.requests:
         sent = [m for m in request.messages if m.role != "system"]
         # within budget, or only the newest turn is left
         assert estimate_tokens(request) <= 400 or len(turn_starts(sent)) == 1
     assert len(model.requests[-1].messages) < 2 * 8
-    await provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(every_store, model, runs)
 
 
 async def test_compaction_records_the_summary_with_its_provenance(
-    store: AnyStore, session: str
+    every_store: Any, every_session: str
 ) -> None:
     model = ScriptedModel([reply("y" * 200) for _ in range(8)])
     summariser = ScriptedModel([reply(f"summary {i}") for i in range(8)])
     policy = Compaction("summariser", threshold_tokens=300, keep_tokens=120, prompt_version="7")
-    runtime = _runtime(store, model, policy, summariser=summariser)
-    runs = await _conversation(runtime, session, 8)
+    runtime = _runtime(every_store, model, policy, summariser=summariser)
+    runs = await _conversation(runtime, every_session, 8)
     assert summariser.requests, "the threshold was crossed, so a summary was asked for"
     windows = []
     for run_id in runs:
-        for record in await records(store, run_id):
+        for record in await records(every_store, run_id):
             if record.type == payloads.TRANSCRIPT_WINDOW:
                 windows.append(payloads.TranscriptWindow.decode(record.payload))
     summaries = [w for w in windows if w.summary]
@@ -137,10 +141,13 @@ async def test_compaction_records_the_summary_with_its_provenance(
         assert "summary 0" in _text(summariser.requests[1].messages[-1])
     last = [m for m in model.requests[-1].messages if m.role != "system"]
     assert _text(last[0]).startswith(SUMMARY_HEADER)
-    await provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(every_store, model, runs)
     # the summariser's tokens are recorded too
     usage = [
-        r for run_id in runs for r in await records(store, run_id) if ":history:" in r.event_key
+        r
+        for run_id in runs
+        for r in await records(every_store, run_id)
+        if ":history:" in r.event_key
     ]
     assert len(usage) == len(summariser.requests)
 
@@ -158,25 +165,27 @@ class _FailingSummariser:
         raise self.error
 
 
-async def test_a_failed_summary_leaves_the_history_as_it_was(store: AnyStore, session: str) -> None:
+async def test_a_failed_summary_leaves_the_history_as_it_was(
+    every_store: Any, every_session: str
+) -> None:
     model = ScriptedModel([reply("z" * 200) for _ in range(5)])
     summariser = _FailingSummariser(ValueError("the summariser is down"))
     policy = Compaction("summariser", threshold_tokens=200)
-    runtime = _runtime(store, model, policy, summariser=summariser)
-    runs = await _conversation(runtime, session, 5)
+    runtime = _runtime(every_store, model, policy, summariser=summariser)
+    runs = await _conversation(runtime, every_session, 5)
     assert summariser.calls > 0
     last = [m for m in model.requests[-1].messages if m.role != "system"]
     assert len(turn_starts(last)) == 5  # every turn sent
-    kinds = [r.type for run_id in runs for r in await records(store, run_id)]
+    kinds = [r.type for run_id in runs for r in await records(every_store, run_id)]
     assert payloads.TRANSCRIPT_WINDOW not in kinds
     notes = [
         r.payload
         for run_id in runs
-        for r in await records(store, run_id)
+        for r in await records(every_store, run_id)
         if r.type == "planner_note"
     ]
     assert any(b"the summariser is down" in n for n in notes)
-    await provider_inputs_match_replay(store, model, runs)
+    await provider_inputs_match_replay(every_store, model, runs)
 
 
 async def test_a_transient_summariser_error_retries_the_turn(store: AnyStore, session: str) -> None:
@@ -220,22 +229,24 @@ class _FlakyOnce:
             yield event
 
 
-async def test_a_retried_turn_uses_the_summary_already_made(store: AnyStore, session: str) -> None:
+async def test_a_retried_turn_uses_the_summary_already_made(
+    every_store: Any, every_session: str
+) -> None:
     inner = ScriptedModel([reply("w" * 200) for _ in range(3)])
     model = _FlakyOnce(inner, fail_at=3)  # the third turn's call, after its summary
     summariser = ScriptedModel([reply("the only summary")])  # a second call would fail
     policy = Compaction("summariser", threshold_tokens=150, keep_tokens=60)
-    runtime = _runtime(store, model, policy, summariser=summariser)
-    runs = await _conversation(runtime, session, 3)
+    runtime = _runtime(every_store, model, policy, summariser=summariser)
+    runs = await _conversation(runtime, every_session, 3)
     assert len(summariser.requests) == 1
     assert model.calls == 4
     windows = [
         payloads.TranscriptWindow.decode(r.payload)
-        for r in await records(store, runs[-1])
+        for r in await records(every_store, runs[-1])
         if r.type == payloads.TRANSCRIPT_WINDOW
     ]
     assert [w.summary for w in windows] == [SUMMARY_HEADER + "the only summary"]
-    await provider_inputs_match_replay(store, inner, runs)
+    await provider_inputs_match_replay(every_store, inner, runs)
 
 
 class _BadPolicy:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,45 +29,21 @@ from agentledger.runtime import (
 )
 from agentledger.runtime import records as rt
 from agentledger.service import StoreClient
-from agentledger.storage import MemoryStore, Record, RunStatus, payloads
-from agentledger.storage.postgres import PostgresStore
+from agentledger.storage import Record, RunStatus, payloads
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from tests.runtime.support import now_ms, records
-from tests.service.process import ServiceProcess, Tokens
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """A real ``agentledger serve`` over an SQLite file: its URL and a host token."""
-    where = tmp_path_factory.mktemp("prompts-service")
-    tokens = Tokens(where / "tokens.json")
-    with ServiceProcess(str(where / "served.db"), tokens.path) as process:
-        yield process.url, tokens.host
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres", "service"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    """A store of each backend; sessions get fresh ids, so shared servers are fine."""
-    if request.param == "memory":
-        yield MemoryStore()
-    elif request.param == "sqlite":
-        async with await SQLiteStore.open(tmp_path / "prompts.db", durability="normal") as lite:
-            yield lite
-    elif request.param == "postgres":
-        async with await PostgresStore.open(request.getfixturevalue("postgres_dsn")) as pg:
-            yield pg
-    else:
-        url, token = request.getfixturevalue("service")
-        async with StoreClient(url, token=token) as client:
-            yield client
 
 
 @pytest.fixture
-async def session(store: Any) -> str:
-    session_id = f"s-{uuid.uuid4().hex}"
-    await store.create_session(session_id, created_at=now_ms())
-    return session_id
+def store(every_store: Any) -> Any:
+    """A store of every backend (see ``tests/runtime/conftest.py``)."""
+    return every_store
+
+
+@pytest.fixture
+def session(every_session: str) -> str:
+    return every_session
 
 
 def _window(ctx: ToolContext, start: Record, source: str) -> Record:
@@ -312,10 +287,10 @@ def _requests(url: str, method: str) -> float:
     )
 
 
-async def test_reads_are_one_page_per_run_reached(service: tuple[str, str]) -> None:
+async def test_reads_are_one_page_per_run_reached(served: tuple[str, str]) -> None:
     """Over HTTP: one ``list_run_records`` call per run reached (each holds under a page),
     and no other read, however the runs are related."""
-    url, token = service
+    url, token = served
     async with StoreClient(url, token=token) as client:
         session = f"s-{uuid.uuid4().hex}"
         await client.create_session(session, created_at=now_ms())
