@@ -182,9 +182,10 @@ class SyncStore:
     load_transcript_chain = _Blocking(Store.load_transcript_chain)
     list_session_run_records = _Blocking(Store.list_session_run_records)
 
-    def transcript(self, run_id: str) -> list[Message]:
-        """[R2] The run's transcript, replayed from its whole record log."""
-        return self.run(build_messages_from_run_log(self.store, run_id))
+    def transcript(self, run_id: str, *, full: bool = False) -> list[Message]:
+        """[R2] The run's transcript, replayed from its record log: what its model is sent
+        now, or with ``full`` the whole conversation [V5]."""
+        return self.run(build_messages_from_run_log(self.store, run_id, full=full))
 
     # ------------------------------------------------------------ archives [A1]
 

@@ -306,3 +306,29 @@ async def test_token_budget_counts_with_the_providers_own_count(
     assert len(sent[-1].body["messages"]) < 9  # cut: not every turn was sent
     windows = [r for run_id in runs for r in await records(store, run_id)]
     assert any(r.type == payloads.TRANSCRIPT_WINDOW for r in windows)
+
+
+async def test_literal_history_is_cut_and_a_closed_run_still_checks(
+    store: AnyStore, session: str
+) -> None:
+    """A run seeded with a message list is cut by its own window (no reference involved);
+    the transcript is what the model was sent, the full view everything, and closing the
+    run's completion later checks its whole log."""
+    from agentledger.runtime import user_message
+
+    model = ScriptedModel([reply("now")])
+    runtime = _runtime(store, model, LastTurns(1))
+    earlier = [
+        user_message("one"),
+        Message(role="assistant", parts=(TextPart(text="1"),)),
+        user_message("two"),
+        Message(role="assistant", parts=(TextPart(text="2"),)),
+    ]
+    out = await runtime.agent_client("chat").run(session, [*earlier, user_message("three")])
+    sent = [m for m in model.requests[0].messages if m.role != "system"]
+    assert sent == [user_message("three")]
+    assert await runtime.transcript(out.run_id) == [*sent, out.final]
+    assert len(await runtime.transcript(out.run_id, full=True)) == 6
+    later = Runtime(store, stream=QueueSink())
+    done = await later.ensure_run_completion(out.run_id)
+    assert not done.repaired

@@ -270,7 +270,8 @@ class Activities:
                         kind="continuation", run_id=predecessor, through=last
                     )
                 else:  # no reference leaves a session, and a one-shot run has none
-                    history = tuple(await build_messages_from_run_log(self.store, predecessor))
+                    copied = await build_messages_from_run_log(self.store, predecessor, full=True)
+                    history = tuple(copied)
             specs = []
             if prompt is not None:
                 specs.append(rt.RecordSpec.prompt(prompt.prompt_id, prompt.version, prompt.text))

@@ -281,7 +281,7 @@ class AgentClient:
         store = self._runtime.store
         meta = await store.load_run(source_run_id)
         cut = _check_id("through", through) or meta.last_record_id
-        history = await build_messages_from_run_log(store, source_run_id, through=cut)
+        history = await build_messages_from_run_log(store, source_run_id, through=cut, full=True)
         if exclude_reasoning:
             history = without_reasoning(history)
         try:

@@ -80,7 +80,7 @@ async def run_transcript(store: Store, run_id: str, records: list[Record]) -> li
     """The transcript of a run whose ``records`` were read: replayed from them, or, when its
     history is a reference [V1]/[V2], from its whole chain (one more read)."""
     if any(r.type == payloads.TRANSCRIPT_REFERENCED for r in records):
-        return await build_messages_from_run_log(store, run_id)
+        return await build_messages_from_run_log(store, run_id, full=True)
     return replay_run_log_events(records)
 
 

@@ -172,9 +172,10 @@ class Runtime:
         """
         return await ensure_run_completion(self.store, self.engine, self.stream, run_id)
 
-    async def transcript(self, run_id: str) -> list[Message]:
-        """The run's transcript, rebuilt from its records [R2]."""
-        return await build_messages_from_run_log(self.store, run_id)
+    async def transcript(self, run_id: str, *, full: bool = False) -> list[Message]:
+        """The run's transcript, rebuilt from its records [R2]: what its model is sent now
+        (its agent's history policy applied [V5]), or with ``full`` the whole conversation."""
+        return await build_messages_from_run_log(self.store, run_id, full=full)
 
     async def close(self) -> None:
         """Cancel runs still going in this runtime's engine, wait for them, close the stream."""

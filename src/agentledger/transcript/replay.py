@@ -58,7 +58,8 @@ TRANSCRIPT_RECORD_TYPES = TRANSCRIPT_TYPES
 
 
 def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
-    """[R2] The messages of loaded records, in saved order; other records are skipped.
+    """[R2] The messages of loaded records, in saved order; other records are skipped
+    (windows too: this is the whole conversation of these records [V5]).
 
     A run whose history is a reference to another run's transcript cannot be
     replayed from its own records: that is refused, never a shorter transcript.
@@ -73,12 +74,6 @@ def replay_run_log_events(records: Iterable[Record]) -> list[Message]:
             raise ValidationError(
                 field=f"records[{record.id}].type",
                 expected="no history reference (build_messages_from_run_log resolves it)",
-                got=record.type,
-            )
-        if record.type == TRANSCRIPT_WINDOW:
-            raise ValidationError(
-                field=f"records[{record.id}].type",
-                expected="no window (build_messages_from_run_log applies it)",
                 got=record.type,
             )
         if record.type not in TRANSCRIPT_RECORD_TYPES:
