@@ -64,7 +64,8 @@ async def test_sqlite_chain_is_three_statements(sqlite_store: SQLiteStore, tmp_p
 
 
 async def test_postgres_chain_is_two_round_trips(postgres_dsn: str, tmp_path: Path) -> None:
-    """Two round trips (pipelined) for a chain of 2 turns and of 30."""
+    """Two round trips (pipelined) for a whole chain of 2 turns and of 30; three for the
+    windowed read a replay makes (its scan, the heads it names, the rows)."""
     import os
 
     from psycopg import pq
@@ -80,8 +81,12 @@ async def test_postgres_chain_is_two_round_trips(postgres_dsn: str, tmp_path: Pa
         world = World(store)
         short, long = await _conversation(world, 2), await _conversation(world, 30)
         await traced.mark("short")
-        await build_messages_from_run_log(store, short)
+        await store.load_transcript_chain(short)
         await traced.mark("long")
+        await store.load_transcript_chain(long)
+        await traced.mark("windowed short")
+        await build_messages_from_run_log(store, short)
+        await traced.mark("windowed long")
         replayed = await build_messages_from_run_log(store, long)
         await traced.mark("end")
         phases = await traced.phases()
@@ -89,12 +94,12 @@ async def test_postgres_chain_is_two_round_trips(postgres_dsn: str, tmp_path: Pa
         os.close(fd)
         await store.close()
     assert len(replayed) == 60
-    for name in ("short", "long"):
+    for name, expected in (("short", 2), ("long", 2), ("windowed short", 3), ("windowed long", 3)):
         # Each pipeline ends with a Sync the client waits on (psycopg flushes with
         # it); the F-then-B count of round_trips() would also count messages a
         # pipeline sends while the server already answers, which is no wait.
         waits = [line for line in phases[name].splitlines() if line.split("\t")[2:3] == ["Sync"]]
-        assert len(waits) == 2, phases[name]
+        assert len(waits) == expected, phases[name]
         assert round_trips(phases[name]) >= 2
 
 
