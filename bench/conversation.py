@@ -56,7 +56,7 @@ from agentledger.runtime import (
     tool,
 )
 from agentledger.storage.protocol import Store
-from agentledger.transcript.replay import build_messages_from_run_log
+from agentledger.storage.replay import build_messages_from_run_log
 
 KB = "the ledger keeps every message of the conversation in order. " * 16  # ~1 KB
 

@@ -52,9 +52,9 @@ from agentledger.storage import RunStart  # noqa: E402
 from agentledger.storage.builders import RecordBuilder  # noqa: E402
 from agentledger.storage.encryption import Encryption, Keyring  # noqa: E402
 from agentledger.storage.postgres import PostgresStore  # noqa: E402
+from agentledger.storage.replay import build_messages_from_run_log  # noqa: E402
 from agentledger.storage.sqlite import SQLiteStore  # noqa: E402
 from agentledger.transcript import Message, TextPart, encode_messages  # noqa: E402
-from agentledger.transcript.replay import build_messages_from_run_log  # noqa: E402
 
 APPENDS = 200
 RELOAD = 10_000

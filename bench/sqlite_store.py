@@ -51,12 +51,12 @@ from typing import Literal
 
 from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
 from agentledger.storage import Record, RecordBuilder, RunStart
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.sqlite import Durability, SQLiteStore
 from agentledger.storage.sqlite.connection import check_durability
 from agentledger.storage.sqlite.schema import migrate
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart, encode_messages
-from agentledger.transcript.replay import build_messages_from_run_log
 
 REPETITIONS = 7
 APPENDS = {"full": 200, "normal": 1000}

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.transcript import Message, validate_planner_transcript
-from agentledger.transcript.replay import build_messages_from_run_log
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, Ty
 
 from agentledger.errors import ValidationError
 from agentledger.storage.protocol import SessionAdmin, Store
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.transcript import Message
-from agentledger.transcript.replay import build_messages_from_run_log
 
 if TYPE_CHECKING:
     from agentledger.storage.archive import ArchiveManifest

@@ -7,9 +7,9 @@ from typing import Any
 
 from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime
 from agentledger.storage import MemoryStore, Record, RunStatus
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.transcript import Message, validate_planner_transcript
-from agentledger.transcript.replay import build_messages_from_run_log
 
 AnyStore = MemoryStore | SQLiteStore
 

@@ -24,9 +24,9 @@ from agentledger.runtime import (
 )
 from agentledger.runtime.history import SUMMARY_HEADER, turn_starts
 from agentledger.storage import payloads
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.testing.scripted import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart, validate_planner_transcript
-from agentledger.transcript.replay import build_messages_from_run_log
 from agentledger.transcript.validate import validate_bedrock
 from tests.runtime.support import AnyStore, provider_inputs_match_replay, records
 

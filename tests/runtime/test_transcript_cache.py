@@ -27,8 +27,8 @@ from agentledger.runtime import (
 )
 from agentledger.runtime.transcript_cache import TranscriptCache
 from agentledger.storage import MemoryStore, Record, RecordBuilder, RunStart, RunStatus
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.transcript import Message, TextPart, encode_messages, validate_planner_transcript
-from agentledger.transcript.replay import build_messages_from_run_log
 from tests.runtime.support import AnyStore, now_ms
 from tests.transcript.test_incremental_check import _loose_messages, _mutated
 

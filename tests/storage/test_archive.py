@@ -267,7 +267,7 @@ async def test_a_conversation_by_reference_restores_whole(
     """[A1] [V2] a session's history references travel inside its archive: the restored
     newest turn replays the whole conversation from the restored runs alone."""
     from agentledger.storage.conformance._references import _turn
-    from agentledger.transcript.replay import build_messages_from_run_log
+    from agentledger.storage.replay import build_messages_from_run_log
 
     world = World(source)
     sid = await world.session("chat")

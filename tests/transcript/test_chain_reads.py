@@ -19,9 +19,9 @@ from agentledger.service.client import StoreClient
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._references import _turn
 from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.reader import SQLiteReader
-from agentledger.transcript.replay import build_messages_from_run_log
 from tests.service.process import ServiceProcess, Tokens
 from tests.storage.postgres.test_round_trips import Traced, round_trips
 

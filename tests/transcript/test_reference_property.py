@@ -24,6 +24,7 @@ from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance import World
 from agentledger.storage.memory import MemoryStore
+from agentledger.storage.replay import build_messages_from_run_log, without_reasoning
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.types import Checkpoint, Record
 from agentledger.transcript import (
@@ -34,7 +35,6 @@ from agentledger.transcript import (
     ToolUsePart,
     encode_messages,
 )
-from agentledger.transcript.replay import build_messages_from_run_log, without_reasoning
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
     from agentledger.cli.target import AdminStore
+    from agentledger.storage.replay import MessageOrigin
     from agentledger.storage.types import TranscriptSegment
     from agentledger.transcript import Message, Part
-    from agentledger.transcript.replay import MessageOrigin
 
 __all__ = ["message_lines", "transcript"]
 
@@ -47,8 +47,8 @@ async def _transcript(
     store: AdminStore, settings: Settings, run_id: str, model_input: bool
 ) -> None:
     from agentledger.cli.output import echo
+    from agentledger.storage.replay import build_messages_from_run_log, replay_with_origins
     from agentledger.transcript import encode_messages
-    from agentledger.transcript.replay import build_messages_from_run_log, replay_with_origins
 
     await store.load_run(run_id)
     if settings.json:

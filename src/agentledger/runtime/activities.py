@@ -81,6 +81,7 @@ from agentledger.runtime.workflow import plan_records
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import Store
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.types import (
     Checkpoint,
     Record,
@@ -98,7 +99,6 @@ from agentledger.transcript import (
     decode_messages,
     validate_planner_transcript,
 )
-from agentledger.transcript.replay import build_messages_from_run_log
 
 __all__ = ["Activities", "check_plan"]
 

@@ -23,9 +23,9 @@ from agentledger.runtime.checkpoint import RunCheckpoint
 from agentledger.runtime.planner import Answer
 from agentledger.runtime.wire import HistorySource, RunInput, RunOutput
 from agentledger.storage.protocol import Store
+from agentledger.storage.replay import build_messages_from_run_log, without_reasoning
 from agentledger.storage.types import RunStatus
 from agentledger.transcript import Message, TextPart, ToolResultPart, validate_planner_transcript
-from agentledger.transcript.replay import build_messages_from_run_log, without_reasoning
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime

@@ -19,6 +19,7 @@ from agentledger.runtime.stream import StreamSink
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import Store
+from agentledger.storage.replay import build_messages_from_run_log, replay_run_log_events
 from agentledger.storage.types import (
     Record,
     RepairOutcome,
@@ -31,7 +32,6 @@ from agentledger.storage.types import (
 )
 from agentledger.storage.validation import MAX_PAGE_LIMIT, decode_stored_payload
 from agentledger.transcript import Message, ToolResultPart, ToolUsePart, validate_planner_transcript
-from agentledger.transcript.replay import build_messages_from_run_log, replay_run_log_events
 
 __all__ = ["Completion", "check_lifecycle", "ensure_run_completion"]
 

@@ -29,9 +29,9 @@ from agentledger.runtime.workflow import run_workflow
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import Store
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.types import RunStart, RunStatus, SessionStatus
 from agentledger.transcript import Message
-from agentledger.transcript.replay import build_messages_from_run_log
 
 __all__ = ["Runtime"]
 

@@ -8,7 +8,7 @@ turn reads only the records committed since and checks only what they add.
 
 A run the cache does not hold is read whole, windowed [V5]: from where the
 window that governs its model input starts (see
-:func:`~agentledger.transcript.replay.replay_with_origins`), resolving what
+:func:`~agentledger.storage.replay.replay_with_origins`), resolving what
 the run's first records refer to (an earlier run's transcript). After it, the
 transcript grows only by the run's own records, so the cache appends the
 messages of each new ``transcript_messages_appended`` (or ``seeded``) record,
@@ -47,15 +47,15 @@ from agentledger.storage.payloads import (
     TRANSCRIPT_WINDOW,
 )
 from agentledger.storage.protocol import Store, VerifiedTranscripts
-from agentledger.storage.transcript_chain import decode_window
-from agentledger.storage.types import Record
-from agentledger.transcript import Message, TextPart
-from agentledger.transcript.replay import (
+from agentledger.storage.replay import (
     TRANSCRIPT_RECORD_TYPES,
     MessageOrigin,
     replay_run_log_events,
     replay_with_origins,
 )
+from agentledger.storage.transcript_chain import decode_window
+from agentledger.storage.types import Record
+from agentledger.transcript import Message, TextPart
 from agentledger.transcript.validate import PlannerTranscriptCheck
 
 __all__ = ["DEFAULT_MAX_RUNS", "KnownTranscript", "TranscriptCache"]

@@ -26,8 +26,8 @@ from agentledger.runtime.transcript_cache import KnownTranscript
 from agentledger.runtime.wire import PlanTurnInput
 from agentledger.storage import payloads
 from agentledger.storage.protocol import Store
+from agentledger.storage.replay import MessageOrigin
 from agentledger.transcript import Message, TextPart
-from agentledger.transcript.replay import MessageOrigin
 
 __all__ = ["HistoryWindows"]
 

@@ -16,9 +16,10 @@ from typing import TypeGuard, TypeVar, cast
 
 import msgspec
 
-from agentledger.errors import CorruptRecordError, ValidationError
+from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
 from agentledger.storage import payloads
 from agentledger.storage.types import Record, RunStart
+from agentledger.transcript.codec import decode_messages
 
 __all__ = [
     "COMPARED_FIELDS",
@@ -313,8 +314,6 @@ def check_transcript_payload(record: Record, field: str = "record") -> None:
     """
     if record.type not in payloads.TRANSCRIPT_TYPES:
         return
-    from agentledger.errors import TranscriptError
-    from agentledger.transcript.codec import decode_messages
 
     try:
         decode_messages(record.payload)

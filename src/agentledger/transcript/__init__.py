@@ -17,6 +17,8 @@ Example:
     b'{"role":"user","parts":[{"kind":"text","text":"hi"}]}'
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agentledger.transcript.codec import (
     decode_message,
     decode_messages,
@@ -37,8 +39,13 @@ from agentledger.transcript.parts import (
     ToolResultPart,
     ToolUsePart,
 )
-from agentledger.transcript.replay import build_messages_from_run_log, replay_run_log_events
 from agentledger.transcript.validate import validate_bedrock, validate_planner_transcript
+
+if TYPE_CHECKING:  # loaded on first use (see __getattr__): replay reads a store
+    from agentledger.storage.replay import (
+        build_messages_from_run_log,
+        replay_run_log_events,
+    )
 
 __all__ = [
     "CacheCheckpointPart",
@@ -63,3 +70,15 @@ __all__ = [
     "validate_bedrock",
     "validate_planner_transcript",
 ]
+
+_REPLAY = frozenset({"build_messages_from_run_log", "replay_run_log_events"})
+
+
+def __getattr__(name: str) -> Any:
+    """Replay reads a store, so it lives in :mod:`agentledger.storage.replay`; it is named
+    here too, loaded on first use, so this package never imports the storage one."""
+    if name in _REPLAY:
+        from agentledger.storage import replay
+
+        return getattr(replay, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

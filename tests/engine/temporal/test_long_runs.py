@@ -24,8 +24,8 @@ from agentledger.runtime import (
 )
 from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.transcript import ToolResultPart
-from agentledger.transcript.replay import build_messages_from_run_log
 from tests.engine.temporal.harness import temporal_runtime
 from tests.runtime.support import records
 from tests.runtime.test_transcript_cache import Counting

@@ -340,7 +340,7 @@ async def test_a_damaged_sealed_record_is_refused_on_every_read_path(
 async def test_a_conversation_by_reference_replays_sealed(files: Files) -> None:
     """[A2] [V4] references are sealed like any record; the chain replays through them."""
     from agentledger.storage.conformance._references import _turn
-    from agentledger.transcript.replay import build_messages_from_run_log
+    from agentledger.storage.replay import build_messages_from_run_log
 
     store = await files.open()
     world = World(store)

@@ -23,10 +23,10 @@ from agentledger.storage import Checkpoint, Record, RecordBuilder
 from agentledger.storage.conformance import World
 from agentledger.storage.encryption import Encryption, Keyring
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS
 from agentledger.transcript import Message, TextPart, encode_messages
-from agentledger.transcript.replay import build_messages_from_run_log
 from tests.storage.sqlite._ticks import loop_ticks
 
 T = TypeVar("T")

@@ -24,8 +24,8 @@ from agentledger.runtime.planner import (
     AwaitConfirmation,
     ToolCall,
 )
+from agentledger.storage.replay import MessageOrigin
 from agentledger.transcript import Message, ToolUsePart
-from agentledger.transcript.replay import MessageOrigin
 
 __all__ = ["DECISIONS", "Question", "answer_of", "fork_points", "question_of"]
 

@@ -60,14 +60,14 @@ from agentledger.storage.payloads import (
     TRANSCRIPT_SEEDED,
     TRANSCRIPT_WINDOW,
 )
-from agentledger.storage.transcript_chain import decode_reference, decode_window
-from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
-from agentledger.transcript import Message, decode_messages
-from agentledger.transcript.replay import (
+from agentledger.storage.replay import (
     TRANSCRIPT_RECORD_TYPES,
     MessageOrigin,
     replay_with_origins,
 )
+from agentledger.storage.transcript_chain import decode_reference, decode_window
+from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
+from agentledger.transcript import Message, decode_messages
 
 __all__ = [
     "HEADERS",

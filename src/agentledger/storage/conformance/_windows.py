@@ -21,9 +21,9 @@ from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._world import World
+from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.types import Record
 from agentledger.transcript import Message, TextPart, encode_messages
-from agentledger.transcript.replay import build_messages_from_run_log
 
 __all__ = ["TranscriptWindowConformance"]
 

@@ -17,9 +17,10 @@ from datetime import datetime
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
-from agentledger.errors import ValidationError
+from agentledger.errors import TranscriptError, ValidationError
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.storage.postgres.rows import micros
+from agentledger.transcript.codec import decode_messages
 
 __all__ = [
     "MIGRATIONS",
@@ -207,9 +208,6 @@ CREATE TABLE agentledger_unchecked_transcripts (
 
 async def _check_transcripts(conn: AsyncConnection[TupleRow]) -> None:
     """Decode every stored transcript record strictly; list the ones that fail."""
-    from agentledger.errors import TranscriptError
-    from agentledger.transcript.codec import decode_messages
-
     cur = await conn.execute(
         "SELECT run_id, seq, payload FROM agentledger_records WHERE type IN "
         "('transcript_messages_seeded', 'transcript_messages_appended')"

@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentledger.errors import ValidationError
+from agentledger.errors import TranscriptError, ValidationError
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
+from agentledger.transcript.codec import decode_messages
 
 __all__ = [
     "LATEST_VERSION",
@@ -140,9 +141,6 @@ def _check_transcripts(conn: sqlite3.Connection) -> None:
     ``unchecked_transcripts`` lets replay trust verified records (see
     ``protocol.VerifiedTranscripts``), a non-empty one keeps it strict.
     """
-    from agentledger.errors import TranscriptError
-    from agentledger.transcript.codec import decode_messages
-
     rows = conn.execute(
         "SELECT run_id, seq, payload FROM records WHERE type IN "
         "('transcript_messages_seeded', 'transcript_messages_appended')"
