@@ -5,7 +5,7 @@ PostgreSQL database; :class:`StoreClient` implements ``Store`` and
 ``SessionAdmin`` by calling it, with the backend's results and typed errors.
 
 Names load on first use, so ``agentledger`` can list its commands without the
-``service`` extra (litestar, uvicorn, httpx) installed.
+``service`` extra (litestar, uvicorn, aiohttp) installed.
 """
 
 from __future__ import annotations
