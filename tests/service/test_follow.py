@@ -113,3 +113,21 @@ async def test_ids_holding_a_slash_are_followed_like_any_other(
             with pytest.raises(RunNotFoundError) as caught:
                 await anext(client.follow_run_records(missing))
             assert caught.value.run_id == missing
+
+
+async def test_a_record_longer_than_any_read_buffer_is_followed_whole(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """An event line of a megabyte (a large payload) arrives whole, then the next record."""
+    run = RecordBuilder(RunStart(run_id="follow-big", agent_id="a", session_id="follow-big-s",
+                                 started_at=T0))  # fmt: skip
+    big = b'{"text": "' + b"x" * 1_000_000 + b'"}'
+    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+        await client.create_session("follow-big-s", created_at=T0)
+        await client.start_root_run(run.root_start())
+        await client.append_run_record(run.record("note", big, event_key="big", at=T0))
+        await client.append_run_record(run.record("note", b"{}", event_key="small", at=T0))
+        seen: list[FollowedRecord] = []
+        await asyncio.wait_for(_take(client.follow_run_records("follow-big"), 3, seen), 60)
+    assert [f.record.event_key for f in seen] == ["run_started", "big", "small"]
+    assert seen[1].record.payload == big

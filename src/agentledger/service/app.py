@@ -34,7 +34,13 @@ from agentledger.errors import (
 )
 from agentledger.observability.propagation import TraceMiddleware
 from agentledger.service.auth import Principal, TokenTable
-from agentledger.service.calls import StoreCalls, answer_call, authorize, body_too_large
+from agentledger.service.calls import (
+    StoreCalls,
+    answer_call,
+    authorize,
+    body_too_large,
+    wants_msgpack,
+)
 from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.follow import Notifier, follow
 from agentledger.service.inspector import inspector_handlers
@@ -111,10 +117,14 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
     """The framework's route of a store method: what :class:`StoreCalls` does not take."""
 
     async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
-        status, answer = await answer_call(
-            state, method, request.headers.get("authorization"), lambda: _body(request, method.name)
+        status, answer, media_type = await answer_call(
+            state,
+            method,
+            request.headers.get("authorization"),
+            lambda: _body(request, method.name),
+            msgpack=wants_msgpack(request.headers.get("accept")),
         )
-        return Response(answer, status_code=status, media_type=_JSON)
+        return Response(answer, status_code=status, media_type=media_type)
 
     return post(method.route, name=method.name, include_in_schema=False, status_code=200)(handle)
 

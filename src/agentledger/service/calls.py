@@ -8,6 +8,11 @@ framework's router: measured in ``bench/service.py``, Litestar's request and
 response objects cost about as much server CPU per call as the SQLite append
 itself, while the framework adds nothing a store call needs (a route is an
 exact path, the body is read raw, the answer is bytes).
+
+A caller that sends ``Accept: application/msgpack`` (StoreClient does) gets a
+result as MessagePack instead of JSON: bytes travel as they are, not as base64,
+and a page of records decodes in about half the time. Requests and typed
+errors are JSON either way.
 """
 
 from __future__ import annotations
@@ -29,11 +34,21 @@ from agentledger.service.wire import METHODS, Method, Role, check_entries
 if TYPE_CHECKING:
     from agentledger.service.app import ServiceState
 
-__all__ = ["StoreCalls", "answer_call", "authorize", "body_too_large"]
+__all__ = [
+    "JSON",
+    "MSGPACK",
+    "StoreCalls",
+    "answer_call",
+    "authorize",
+    "body_too_large",
+    "wants_msgpack",
+]
 
 _log = logging.getLogger("agentledger.service")
 _ENCODER = msgspec.json.Encoder()
-_JSON_HEADERS = [(b"content-type", b"application/json")]
+_MSGPACK_ENCODER = msgspec.msgpack.Encoder()
+JSON = "application/json"
+MSGPACK = "application/msgpack"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -71,14 +86,22 @@ def body_too_large(operation: str, cap: int) -> ValidationError:
     )
 
 
+def wants_msgpack(accept: str | None) -> bool:
+    """Whether an ``Accept`` header asks for MessagePack results."""
+    return accept is not None and MSGPACK in accept
+
+
 async def answer_call(
     state: ServiceState,
     method: Method[Any, Any],
     authorization: str | None,
     read_body: Callable[[], Awaitable[bytes]],
-) -> tuple[int, bytes]:
-    """(HTTP status, JSON answer) of one store call; the body is read once the caller is
-    authenticated and authorized, and every error is answered as its typed error."""
+    *,
+    msgpack: bool = False,
+) -> tuple[int, bytes, str]:
+    """(HTTP status, answer, its media type) of one store call; the body is read once the
+    caller is authenticated and authorized, and every error is answered as its typed
+    error (JSON). ``msgpack``: the result as MessagePack."""
     started = time.perf_counter()
     state.metrics.in_flight.inc()
     try:
@@ -97,17 +120,20 @@ async def answer_call(
         result = await method.call(state.store, call)
         if method.writes:
             state.notifier.notify()
-        status, answer = 200, _ENCODER.encode(result)
+        if msgpack:
+            answered = (200, _MSGPACK_ENCODER.encode(result), MSGPACK)
+        else:
+            answered = (200, _ENCODER.encode(result), JSON)
     except AgentledgerError as e:
-        status, answer = http_status(e), encode_error(e)
+        answered = (http_status(e), encode_error(e), JSON)
     except Exception:
         _log.exception("store service: %s failed", method.name)
         failure = TransientError("internal error in the store service", operation=method.name)
-        status, answer = 500, encode_error(failure)
+        answered = (500, encode_error(failure), JSON)
     finally:
         state.metrics.in_flight.dec()
-    state.metrics.observe(method.name, status, time.perf_counter() - started)
-    return status, answer
+    state.metrics.observe(method.name, answered[0], time.perf_counter() - started)
+    return answered
 
 
 class StoreCalls:
@@ -127,11 +153,13 @@ class StoreCalls:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = self.methods[scope["path"]]
         scope["path_template"] = method.route  # names the request's trace span
-        authorization: str | None = None
+        authorization = accept = None
         declared = -1
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value.decode("latin-1")
+            elif name == b"accept":
+                accept = value.decode("latin-1")
             elif name == b"content-length" and value.isdigit():
                 declared = int(value)
 
@@ -151,7 +179,12 @@ class StoreCalls:
                 if not message.get("more_body", False):
                     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-        status, answer = await answer_call(self.state, method, authorization, read_body)
-        headers = [*_JSON_HEADERS, (b"content-length", str(len(answer)).encode())]
+        status, answer, media_type = await answer_call(
+            self.state, method, authorization, read_body, msgpack=wants_msgpack(accept)
+        )
+        headers = [
+            (b"content-type", media_type.encode()),
+            (b"content-length", str(len(answer)).encode()),
+        ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": answer})

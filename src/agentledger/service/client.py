@@ -68,6 +68,7 @@ _KEEPALIVE = 60.0
 """Seconds an idle pooled connection is kept: under the service's own keep-alive, so the
 client always closes an idle connection first and never sends on one being closed."""
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
+_MSGPACK = "application/msgpack"
 _STREAMED = 1024 * 1024
 """Bodies past this size are sent from a buffer in chunks, not written in one piece."""
 
@@ -114,7 +115,8 @@ class StoreClient:
         limits: SizeLimits | None = None,
     ) -> None:
         token = os.environ.get(_TOKEN_ENV, "") if token is None else token
-        headers = {"content-type": "application/json"}
+        # Results as MessagePack: bytes as they are, not base64 (see service.calls).
+        headers = {"content-type": "application/json", "accept": _MSGPACK}
         if token:
             headers["authorization"] = f"Bearer {token}"
         self.url = url.rstrip("/")
@@ -176,11 +178,14 @@ class StoreClient:
                 self._route(method.route), data=data, headers=trace_headers() or None
             ) as response:
                 status, content = response.status, await response.read()
+                packed = response.content_type == _MSGPACK
         except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
             raise TransientError(f"{type(e).__name__}: {e}", operation=method.name) from e
         if status != 200:
             raise _refusal(method.name, status, content)
         try:
+            if packed:
+                return method.response_msgpack_decoder.decode(content)
             return method.response_decoder.decode(content)
         except msgspec.DecodeError as e:  # not an agentledger service of this version
             raise ContractError(f"{method.name}: unexpected answer from {self.url}: {e}") from e
