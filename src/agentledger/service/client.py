@@ -138,6 +138,7 @@ class StoreClient:
                 timeout=self._timeout,
                 connector=connector,
                 skip_auto_headers=("User-Agent",),
+                cookie_jar=aiohttp.DummyCookieJar(),  # the service sets no cookies on /v1
             )
         return self._session
 
