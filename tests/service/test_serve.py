@@ -219,7 +219,8 @@ async def test_replicas_share_the_load_of_one_sessions_runs(
             for i, run in enumerate(runs):
                 page = await clients[i].list_run_records(run.run.run_id, limit=100)
                 assert [r.event_key for r in page.records] == [
-                    "run_started", *(f"n{n}" for n in range(20))
+                    "run_started",
+                    *(f"n{n}" for n in range(20)),
                 ]
         finally:
             for client in clients:

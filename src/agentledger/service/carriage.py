@@ -127,8 +127,8 @@ def _compile(kind: mi.Type, structs: dict[type, Check]) -> Check:
         cls = kind.cls
         if cls not in structs:  # a struct that holds itself refers to this entry
             fields: list[tuple[str, Check]] = []
-            structs[cls] = lambda v: isinstance(v, cls) and all(
-                fits(getattr(v, name)) for name, fits in fields
+            structs[cls] = lambda v: (
+                isinstance(v, cls) and all(fits(getattr(v, name)) for name, fits in fields)
             )
             fields += [(f.name, _compile(f.type, structs)) for f in kind.fields]
         return structs[cls]
