@@ -158,6 +158,7 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
                 after,
                 notifier=state.notifier,
                 stopping=lambda: state.stopping,
+                key=f"{name}:{scope_id}",
             )
             return Stream(
                 events,

@@ -29,7 +29,8 @@ from agentledger.service.auth import Principal
 from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.scope import check_scope, check_stateless
-from agentledger.service.wire import METHODS, Method, Role, check_entries
+from agentledger.service.wire import METHODS, Method, RecordBatch, Role, check_entries
+from agentledger.storage.types import Record
 
 if TYPE_CHECKING:
     from agentledger.service.app import ServiceState
@@ -119,7 +120,7 @@ async def answer_call(
             await check_scope(state.store, principal, method.name, method.subjects(call))
         result = await method.call(state.store, call)
         if method.writes:
-            state.notifier.notify()
+            state.notifier.notify(_logs_written(call))
         if msgpack:
             answered = (200, _MSGPACK_ENCODER.encode(result), MSGPACK)
         else:
@@ -134,6 +135,17 @@ async def answer_call(
         state.metrics.in_flight.dec()
     state.metrics.observe(method.name, answered[0], time.perf_counter() - started)
     return answered
+
+
+def _logs_written(call: object) -> list[str] | None:
+    """The follow keys of the logs an ordinary append changes; None (every log) for any
+    other write, whose effects on other runs' logs the store decides."""
+    if isinstance(call, Record):
+        return [f"run:{call.run_id}", f"session:{call.session_id}"]
+    if isinstance(call, RecordBatch):
+        runs = {(r.run_id, r.session_id) for r in call.records}
+        return [key for run, session in runs for key in (f"run:{run}", f"session:{session}")]
+    return None
 
 
 class StoreCalls:

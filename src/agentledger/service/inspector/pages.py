@@ -627,6 +627,7 @@ class Pages:
             after,
             notifier=self.state.notifier,
             stopping=lambda: bool(self.state.stopping),
+            key=f"{kind}:{scope_id}",
         )
         return Stream(
             stream,
