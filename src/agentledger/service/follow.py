@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 import msgspec
@@ -25,7 +26,9 @@ FOLLOW_PAGE = 100
 """Records read from the store per page while following."""
 
 HEARTBEAT = 1.0
-"""Seconds between polls of the store when nothing was written through this service."""
+"""Seconds between polls of the store when nothing was written through this service (on
+average: each follower's wait is drawn from 0.5-1.5 times it, so a thousand followers do
+not all read the store in the same instant)."""
 
 ListPage = Callable[..., Awaitable[Page]]
 
@@ -138,7 +141,7 @@ async def follow(
                 cursor, skip = page.next_cursor, 0
             else:
                 skip = len(records)
-                await notifier.wait(HEARTBEAT, key)
+                await notifier.wait(HEARTBEAT * random.uniform(0.5, 1.5), key)
                 if stopping():
                     return
                 yield b": heartbeat\n\n"
