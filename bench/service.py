@@ -7,12 +7,17 @@ durability (SQLite ``full``, as ``serve`` opens it; PostgreSQL as the test
 cluster runs it), each on its own fresh database.
 
 - append, 1 worker: ``append_run_record`` one ~300-byte record at a time on
-  one running run; appends/s and the median latency of one call (the
-  service's overhead is the difference of the medians; goal < 0.3 ms);
+  one running run; appends/s, the median latency of one call (the service's
+  overhead is the difference of the medians; goal <= 0.3 ms), and CPU per
+  append: the bench process's (in process: the store's own; through the
+  service: the client's) and the service process's (goal: each <= 150 us
+  beyond the store's own);
 - append, 16 workers: 16 concurrent workers, each appending to its own run
   (in process: 16 tasks on one store; through the service: 16 StoreClients);
-  appends/s (goal: service >= 0.8x in process);
-- reload: a 10,000-record run paged to the end with ``limit=1000``.
+  appends/s (goal: service >= 0.5x in process on 2 cores) and CPU per append;
+- reload: a 10,000-record run paged to the end with ``limit=1000`` (goal <= 1.3x);
+- with ``--backend postgres``, 16 workers through two ``serve`` replicas of one
+  database, 8 StoreClients on each.
 """
 
 from __future__ import annotations
@@ -47,6 +52,27 @@ def _at(i: int) -> datetime:
     return T0 + timedelta(milliseconds=i)
 
 
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Cpu:
+    """CPU per operation of this process and of the service processes, over a block."""
+
+    def __init__(self, pids: tuple[int, ...] = ()) -> None:
+        self.pids = pids
+
+    @contextmanager
+    def per(self, count: int, into: list[tuple[float, float]]) -> Iterator[None]:
+        """Append (this process's, the services') CPU seconds per operation to ``into``."""
+        mine, theirs = time.process_time(), sum(_cpu_of(p) for p in self.pids)
+        yield
+        into.append(((time.process_time() - mine) / count,
+                     (sum(_cpu_of(p) for p in self.pids) - theirs) / count))  # fmt: skip
+
+
 class Side:
     """One way to reach a backend: in process, or through the service."""
 
@@ -63,30 +89,38 @@ class Side:
         return run
 
 
-async def appends_one(side: Side, store: Any, count: int) -> tuple[float, float]:
+async def appends_one(
+    side: Side, store: Any, count: int, cpu: Cpu, cpus: list[tuple[float, float]]
+) -> tuple[float, float]:
     """(appends/s, median seconds per append) of one worker."""
     run = await side.run(store, "bench")
+    records = [run.record("note", PAYLOAD, event_key=f"n{i}", at=_at(i)) for i in range(count)]
     times = []
-    for i in range(count):
-        record = run.record("note", PAYLOAD, event_key=f"n{i}", at=_at(i))
-        started = time.perf_counter()
-        await store.append_run_record(record)
-        times.append(time.perf_counter() - started)
+    with cpu.per(count, cpus):
+        for record in records:
+            started = time.perf_counter()
+            await store.append_run_record(record)
+            times.append(time.perf_counter() - started)
     return count / sum(times), statistics.median(times)
 
 
-async def appends_many(side: Side, stores: list[Any], count: int) -> float:
+async def appends_many(
+    side: Side, stores: list[Any], count: int, cpu: Cpu, cpus: list[tuple[float, float]]
+) -> float:
     """Appends/s of len(stores) concurrent workers, ``count`` appends each."""
     runs = [await side.run(stores[0], "bench") for _ in stores]
 
     async def worker(store: Any, run: RecordBuilder) -> None:
-        for i in range(count):
-            await store.append_run_record(run.record("note", PAYLOAD, event_key=f"n{i}",
-                                                     at=_at(i)))  # fmt: skip
+        records = [run.record("note", PAYLOAD, event_key=f"n{i}", at=_at(i)) for i in range(count)]
+        await asyncio.sleep(0)  # every worker has built its records before any appends
+        for record in records:
+            await store.append_run_record(record)
 
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(s, r) for s, r in zip(stores, runs, strict=True)))
-    return len(stores) * count / (time.perf_counter() - started)
+    with cpu.per(len(stores) * count, cpus):
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(s, r) for s, r in zip(stores, runs, strict=True)))
+        elapsed = time.perf_counter() - started
+    return len(stores) * count / elapsed
 
 
 async def reload(store: Any, run_id: str) -> float:
@@ -132,36 +166,57 @@ def databases(backend: str, tmp: Path) -> Iterator[tuple[str, str]]:
             server.stop()
 
 
-async def bench(inproc_db: str, served_url: str, token: str, args: argparse.Namespace) -> None:
+async def bench(
+    inproc_db: str, services: list[ServiceProcess], token: str, args: argparse.Namespace
+) -> None:
     store = await open_backend(inproc_db)
+    served_url = services[0].url
     clients = [StoreClient(served_url, token=token) for _ in range(16)]
+    # With a replica: 8 workers on each of two services over one database.
+    spread = [StoreClient(services[i % len(services)].url, token=token) for i in range(16)]
+    mine = Cpu()
+    theirs = Cpu((services[0].pid,))
+    both = Cpu(tuple(s.pid for s in services))
     try:
         inproc = Side("inproc", lambda: asyncio.sleep(0))
         served = Side("served", lambda: asyncio.sleep(0))
+        replicas = Side("replicas", lambda: asyncio.sleep(0))
         for handle in (store, clients[0]):
             await handle.create_session("bench", created_at=T0)
         one: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": []}
-        many: dict[str, list[float]] = {"inproc": [], "served": []}
+        many: dict[str, list[float]] = {"inproc": [], "served": [], "replicas": []}
+        cpu1: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": []}
+        cpu16: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": [], "replicas": []}
         loads: dict[str, list[float]] = {"inproc": [], "served": []}
         filled = {"inproc": await fill(inproc, store), "served": await fill(served, clients[0])}
         for _ in range(args.repeat):  # interleaved: in process, then through the service
-            one["inproc"].append(await appends_one(inproc, store, args.appends))
-            one["served"].append(await appends_one(served, clients[0], args.appends))
-            many["inproc"].append(await appends_many(inproc, [store] * 16, args.appends // 4))
-            many["served"].append(await appends_many(served, clients, args.appends // 4))
+            one["inproc"].append(await appends_one(inproc, store, args.appends, mine,
+                                                   cpu1["inproc"]))  # fmt: skip
+            one["served"].append(await appends_one(served, clients[0], args.appends, theirs,
+                                                   cpu1["served"]))  # fmt: skip
+            many["inproc"].append(await appends_many(inproc, [store] * 16, args.appends // 4,
+                                                     mine, cpu16["inproc"]))  # fmt: skip
+            many["served"].append(await appends_many(served, clients, args.appends // 4,
+                                                     theirs, cpu16["served"]))  # fmt: skip
+            if len(services) > 1:
+                many["replicas"].append(await appends_many(replicas, spread, args.appends // 4,
+                                                           both, cpu16["replicas"]))  # fmt: skip
             loads["inproc"].append(await reload(store, filled["inproc"]))
             loads["served"].append(await reload(clients[0], filled["served"]))
     finally:
         await store.close()
-        for client in clients:
+        for client in clients + spread:
             await client.close()
 
     def med(values: list[float]) -> float:
         return statistics.median(values)
 
+    def us(cpus: list[tuple[float, float]], which: int) -> float:
+        return med([c[which] for c in cpus]) * 1e6
+
     rate1 = {k: med([r for r, _ in v]) for k, v in one.items()}
     lat1 = {k: med([m for _, m in v]) * 1000 for k, v in one.items()}
-    rate16 = {k: med(v) for k, v in many.items()}
+    rate16 = {k: med(v) for k, v in many.items() if v}
     load = {k: med(v) * 1000 for k, v in loads.items()}
     rows = [
         ("append, 1 worker (appends/s)", rate1, "{:12.0f}"),
@@ -174,7 +229,19 @@ async def bench(inproc_db: str, served_url: str, token: str, args: argparse.Name
         ratio = values["served"] / values["inproc"]
         print(f"{name:30} {cell.format(values['inproc'])} {cell.format(values['served'])} "
               f"{ratio:11.2f}")  # fmt: skip
+    if "replicas" in rate16:
+        print(f"{'  through 2 replicas':30} {'':12} {rate16['replicas']:12.0f} "
+              f"{rate16['replicas'] / rate16['inproc']:11.2f}")  # fmt: skip
     print(f"one worker's median append overhead: {lat1['served'] - lat1['inproc']:+.3f} ms")
+    print("\nCPU per append (us): in process = the store's own; service = client + server")
+    for name, cpus in (("1 worker", cpu1), ("16 workers", cpu16)):
+        own = us(cpus["inproc"], 0)
+        client, server = us(cpus["served"], 0), us(cpus["served"], 1)
+        print(f"  {name:10} in process {own:6.0f}   client {client:6.0f}   server {server:6.0f} "
+              f"({server - own:+.0f} beyond the store's own)")  # fmt: skip
+        if cpus.get("replicas"):
+            print(f"  {'':10} 2 replicas: client {us(cpus['replicas'], 0):6.0f}   servers "
+                  f"{us(cpus['replicas'], 1):6.0f}")  # fmt: skip
     print(f"\nload average: {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} cores")
 
 
@@ -189,7 +256,12 @@ def main() -> None:
         token = add_token(tokens, "host")
         with ServiceProcess(dbs[1], tokens) as service:
             print(f"{args.backend}: agentledger serve at {service.url} (pid {service.pid})")
-            asyncio.run(bench(dbs[0], service.url, token, args))
+            if args.backend != "postgres":
+                asyncio.run(bench(dbs[0], [service], token, args))
+                return
+            with ServiceProcess(dbs[1], tokens) as replica:
+                print(f"{args.backend}: a replica at {replica.url} (pid {replica.pid})")
+                asyncio.run(bench(dbs[0], [service, replica], token, args))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ again on the same address, and reconnects by itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from agentledger.errors import AccessDeniedError, RunNotFoundError, ValidationError
 from agentledger.service import FollowedRecord, StoreClient
+from agentledger.service.follow import Notifier
 from agentledger.storage import RecordBuilder, RunStart
 from tests.service.process import ServiceProcess, Tokens, free_port
 
@@ -113,3 +115,50 @@ async def test_ids_holding_a_slash_are_followed_like_any_other(
             with pytest.raises(RunNotFoundError) as caught:
                 await anext(client.follow_run_records(missing))
             assert caught.value.run_id == missing
+
+
+async def test_a_record_longer_than_any_read_buffer_is_followed_whole(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """An event line of a megabyte (a large payload) arrives whole, then the next record."""
+    run = RecordBuilder(RunStart(run_id="follow-big", agent_id="a", session_id="follow-big-s",
+                                 started_at=T0))  # fmt: skip
+    big = b'{"text": "' + b"x" * 1_000_000 + b'"}'
+    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+        await client.create_session("follow-big-s", created_at=T0)
+        await client.start_root_run(run.root_start())
+        await client.append_run_record(run.record("note", big, event_key="big", at=T0))
+        await client.append_run_record(run.record("note", b"{}", event_key="small", at=T0))
+        seen: list[FollowedRecord] = []
+        await asyncio.wait_for(_take(client.follow_run_records("follow-big"), 3, seen), 60)
+    assert [f.record.event_key for f in seen] == ["run_started", "big", "small"]
+    assert seen[1].record.payload == big
+
+
+async def test_an_append_wakes_the_followers_of_its_logs_only() -> None:
+    """A follower waits for writes to its own log: an append to another run leaves it asleep,
+    one to its run or session wakes it, a write naming no log wakes everyone, and an
+    unkeyed waiter (the inspector's change feed) hears every write."""
+    notifier = Notifier()
+
+    async def woken(key: str, keys: list[str] | None) -> bool:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        waiting = asyncio.create_task(notifier.wait(5.0, key))
+        await asyncio.sleep(0.01)
+        notifier.notify(keys)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiting), 0.2)
+        if not waiting.done():
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+            return False
+        return loop.time() - started < 1.0
+
+    assert not await woken("run:a", ["run:b", "session:t"])
+    assert await woken("run:a", ["run:a", "session:s"])
+    assert await woken("session:s", ["run:a", "session:s"])
+    assert await woken("run:a", None)
+    assert await woken("", ["run:b", "session:t"])
+    assert notifier._keyed == {}  # nobody waits: nothing is kept

@@ -178,6 +178,58 @@ async def test_replicas_may_share_one_postgres_database(
             assert (await one.load_session("replica-s")) == ended
 
 
+def _appends_answered(url: str) -> float:
+    """How many append_run_record calls a service has answered, from its /metrics."""
+    total = 0.0
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith('agentledger_requests_total{method="append_run_record"'):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_replicas_share_the_load_of_one_sessions_runs(
+    postgres_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """[S1] [X1] workers spread over two replicas: every append lands once, in order per run,
+    each replica answers its share, and a retry through the other replica is answered
+    with the original id."""
+    from agentledger.storage import RecordBuilder, RunStart
+
+    with ServiceProcess(postgres_service.db, tokens.path) as replica:
+        urls = (postgres_service.url, replica.url)
+        before = [_appends_answered(u) for u in urls]
+        clients = [StoreClient(urls[i % 2], token=tokens.host) for i in range(8)]
+        try:
+            await clients[0].create_session("shared-s", created_at=AT)
+            runs = [RecordBuilder(RunStart(run_id=f"shared-{i}", agent_id="a",
+                                           session_id="shared-s", started_at=AT))
+                    for i in range(8)]  # fmt: skip
+            for i, run in enumerate(runs):
+                await clients[(i + 1) % 8].start_root_run(run.root_start())
+
+            async def worker(client: StoreClient, run: RecordBuilder) -> None:
+                for n in range(20):
+                    note = run.record("note", b'{"n": %d}' % n, event_key=f"n{n}", at=AT)
+                    await client.append_run_record(note)
+
+            await asyncio.gather(*(worker(c, r) for c, r in zip(clients, runs, strict=True)))
+            again = runs[0].record("note", b'{"n": 0}', event_key="n0", at=AT)
+            retried = await clients[1].append_run_record(again)  # the other replica
+            assert (retried.id, retried.inserted) == ("2", False)
+            for i, run in enumerate(runs):
+                page = await clients[i].list_run_records(run.run.run_id, limit=100)
+                assert [r.event_key for r in page.records] == [
+                    "run_started",
+                    *(f"n{n}" for n in range(20)),
+                ]
+        finally:
+            for client in clients:
+                await client.close()
+        answered = [_appends_answered(u) - b for u, b in zip(urls, before, strict=True)]
+    assert answered[0] == 80
+    assert answered[1] == 81
+
+
 async def _a_finished_run(url: str, token: str) -> None:
     from agentledger.storage import RecordBuilder, RunStart, RunStatus
 

@@ -1,7 +1,8 @@
 """StoreClient: ``Store`` and ``SessionAdmin`` over HTTP, for workers and hosts elsewhere [S2].
 
 Each method is one ``POST`` to the store service, with pooled keep-alive
-connections (httpx). Results and typed errors are those of the backend
+connections (aiohttp's client: it costs about a quarter of httpx's client CPU per
+call, measured in ``bench/service.py``). Results and typed errors are those of the backend
 behind the service, class and fields alike. Transport failures (refused,
 reset, timeout, a 5xx without a typed error) are
 :class:`~agentledger.errors.TransientError` [S3]: an exact retry is safe,
@@ -11,6 +12,7 @@ because the store answers it with the original ids [X1].
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -18,11 +20,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import httpx
+import aiohttp
 import msgspec
+from yarl import URL
 
 from agentledger.errors import AgentledgerError, ContractError, TransientError
-from agentledger.observability.propagation import inject_trace_context
+from agentledger.observability.propagation import trace_headers
 from agentledger.service import wire
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
@@ -61,6 +64,13 @@ Resp = TypeVar("Resp")
 
 _ENCODER = msgspec.json.Encoder()
 _TOKEN_ENV = "AGENTLEDGER_TOKEN"
+_KEEPALIVE = 60.0
+"""Seconds an idle pooled connection is kept: under the service's own keep-alive, so the
+client always closes an idle connection first and never sends on one being closed."""
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
+_MSGPACK = "application/msgpack"
+_STREAMED = 1024 * 1024
+"""Bodies past this size are sent from a buffer in chunks, not written in one piece."""
 
 
 class FollowedRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,24 +115,44 @@ class StoreClient:
         limits: SizeLimits | None = None,
     ) -> None:
         token = os.environ.get(_TOKEN_ENV, "") if token is None else token
-        headers = {"content-type": "application/json"}
+        # Results as MessagePack: bytes as they are, not base64 (see service.calls).
+        headers = {"content-type": "application/json", "accept": _MSGPACK}
         if token:
             headers["authorization"] = f"Bearer {token}"
         self.url = url.rstrip("/")
         self.limits = limits
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            event_hooks={"request": [inject_trace_context]},  # W3C traceparent [DESIGN 14]
-        )
+        self._headers = headers
+        self._timeout = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 10.0))
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._routes: dict[str, URL] = {}
+
+    def _http(self) -> aiohttp.ClientSession:
+        """The pooled session, made on first use (inside the caller's event loop)."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, keepalive_timeout=_KEEPALIVE, ttl_dns_cache=300
+            )
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                timeout=self._timeout,
+                connector=connector,
+                skip_auto_headers=("User-Agent",),
+                cookie_jar=aiohttp.DummyCookieJar(),  # the service sets no cookies on /v1
+            )
+        return self._session
+
+    def _route(self, path: str) -> URL:
+        """The URL of ``path``, parsed once."""
+        url = self._routes.get(path)
+        if url is None:
+            url = self._routes[path] = URL(self.url + path)
+        return url
 
     async def close(self) -> None:
         """Close the pooled connections; closing twice is a no-op."""
-        await self._http.aclose()
+        if self._session is not None:
+            await self._session.close()
 
     async def __aenter__(self) -> StoreClient:
         return self
@@ -144,13 +174,20 @@ class StoreClient:
         except (TypeError, msgspec.EncodeError) as e:
             raise ContractError(f"{method.name}: the call cannot be encoded: {e}") from e
         try:
-            response = await self._http.post(method.route, content=body)
-        except httpx.RequestError as e:  # refused, reset, timed out, cut short
+            data = body if len(body) <= _STREAMED else io.BytesIO(body)
+            async with self._http().post(
+                self._route(method.route), data=data, headers=trace_headers() or None
+            ) as response:
+                status, content = response.status, await response.read()
+                packed = response.content_type == _MSGPACK
+        except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
             raise TransientError(f"{type(e).__name__}: {e}", operation=method.name) from e
-        if response.status_code != 200:
-            raise _refusal(method.name, response)
+        if status != 200:
+            raise _refusal(method.name, status, content)
         try:
-            return method.response_decoder.decode(response.content)
+            if packed:
+                return method.response_msgpack_decoder.decode(content)
+            return method.response_decoder.decode(content)
         except msgspec.DecodeError as e:  # not an agentledger service of this version
             raise ContractError(f"{method.name}: unexpected answer from {self.url}: {e}") from e
 
@@ -308,20 +345,20 @@ class StoreClient:
         a row (about 25 seconds).
         """
         failures = 0
+        endless = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=None)
         while True:
             try:
                 headers = {"last-event-id": after} if after else {}
-                async with self._http.stream(
-                    "GET", path, headers=headers, timeout=httpx.Timeout(None, connect=10.0)
+                async with self._http().get(
+                    self._route(path), headers={**headers, **trace_headers()}, timeout=endless
                 ) as response:
-                    if response.status_code != 200:
-                        await response.aread()
-                        raise _refusal(operation, response)
+                    if response.status != 200:
+                        raise _refusal(operation, response.status, await response.read())
                     failures = 0
-                    async for cursor, data in _events(response.aiter_lines()):
+                    async for cursor, data in _events(_lines(response.content.iter_any())):
                         after = cursor
                         yield FollowedRecord(record=_RECORD.decode(data), cursor=cursor)
-            except (httpx.RequestError, TransientError) as e:
+            except (*_TRANSPORT_ERRORS, TransientError) as e:
                 failures += 1
                 if failures > attempts:
                     if isinstance(e, TransientError):
@@ -331,6 +368,19 @@ class StoreClient:
 
 
 _RECORD = msgspec.json.Decoder(Record)
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The lines of a byte stream (LF or CRLF), however long each one is."""
+    parts: list[bytes] = []  # of the line not yet ended, joined once it ends
+    async for chunk in chunks:
+        parts.append(chunk)
+        if b"\n" not in chunk:
+            continue
+        *complete, rest = b"".join(parts).split(b"\n")
+        parts = [rest]
+        for line in complete:
+            yield line.removesuffix(b"\r").decode()
 
 
 async def _events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, bytes]]:
@@ -352,12 +402,12 @@ async def _events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, bytes]]
             data = f"{data}\n{value}" if data else value
 
 
-def _refusal(operation: str, response: httpx.Response) -> AgentledgerError:
+def _refusal(operation: str, status: int, content: bytes) -> AgentledgerError:
     """The typed error a non-200 answer carries, or what its status means."""
-    error = decode_error(response.content)
+    error = decode_error(content)
     if error is not None:
         return error
-    text = response.text[:300]
-    if response.status_code >= 500:
-        return TransientError(f"HTTP {response.status_code}: {text}", operation=operation)
-    return ContractError(f"{operation}: HTTP {response.status_code}: {text}")
+    text = content[:300].decode(errors="replace")
+    if status >= 500:
+        return TransientError(f"HTTP {status}: {text}", operation=operation)
+    return ContractError(f"{operation}: HTTP {status}: {text}")

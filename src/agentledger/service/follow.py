@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 import msgspec
 
@@ -25,7 +26,9 @@ FOLLOW_PAGE = 100
 """Records read from the store per page while following."""
 
 HEARTBEAT = 1.0
-"""Seconds between polls of the store when nothing was written through this service."""
+"""Seconds between polls of the store when nothing was written through this service (on
+average: each follower's wait is drawn from 0.5-1.5 times it, so a thousand followers do
+not all read the store in the same instant)."""
 
 ListPage = Callable[..., Awaitable[Page]]
 
@@ -33,22 +36,48 @@ ListPage = Callable[..., Awaitable[Page]]
 class Notifier:
     """Wakes followers when a write through this service has committed.
 
+    A follower waits on its log's key (``run:<id>`` or ``session:<id>``) and is
+    woken by the writes that name it, or by any write whose logs are not named;
+    an unkeyed waiter (the inspector's change feed) is woken by every write. So an
+    append wakes the followers of its run and its session, not every follower.
     Writes through another replica are found by polling every :data:`HEARTBEAT`.
     """
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._any = asyncio.Event()
+        self._keyed: dict[str, tuple[asyncio.Event, int]] = {}  # key -> (event, waiters)
 
-    def notify(self) -> None:
-        """Wake every waiting follower."""
-        event, self._event = self._event, asyncio.Event()
+    def notify(self, keys: Iterable[str] | None = None) -> None:
+        """Wake the followers of ``keys`` (of every log when None) and every unkeyed waiter."""
+        event, self._any = self._any, asyncio.Event()
         event.set()
+        if keys is None:
+            keyed, self._keyed = self._keyed, {}
+            for woken, _ in keyed.values():
+                woken.set()
+            return
+        for key in keys:
+            found = self._keyed.pop(key, None)
+            if found is not None:
+                found[0].set()
 
-    async def wait(self, seconds: float) -> None:
-        """Wait for the next write, or ``seconds``."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._event.wait()
+    async def wait(self, seconds: float, key: str = "") -> None:
+        """Wait for the next write (of ``key``'s log, if given), or ``seconds``."""
+        if not key:
+            event = self._any
+        else:
+            event, waiters = self._keyed.get(key, (asyncio.Event(), 0))
+            self._keyed[key] = (event, waiters + 1)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await event.wait()
+        finally:
+            if key and (entry := self._keyed.get(key)) is not None and entry[0] is event:
+                if entry[1] > 1:
+                    self._keyed[key] = (event, entry[1] - 1)
+                else:
+                    del self._keyed[key]  # nobody follows it now
 
 
 def parse_after(after: str) -> tuple[str, int]:
@@ -83,8 +112,12 @@ async def follow(
     *,
     notifier: Notifier,
     stopping: Callable[[], bool],
+    key: str = "",
 ) -> AsyncIterator[bytes]:
     """The SSE stream of a log from ``after``; the first page is read before it starts.
+
+    ``key`` names the log to the notifier (``run:<id>`` or ``session:<id>``), so only
+    writes to it (or writes that name no log) wake this follower.
 
     Reading the first page up front makes an unknown run or a bad cursor an
     ordinary error answer instead of a broken stream.
@@ -108,7 +141,7 @@ async def follow(
                 cursor, skip = page.next_cursor, 0
             else:
                 skip = len(records)
-                await notifier.wait(HEARTBEAT)
+                await notifier.wait(HEARTBEAT * random.uniform(0.5, 1.5), key)
                 if stopping():
                     return
                 yield b": heartbeat\n\n"

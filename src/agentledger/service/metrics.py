@@ -41,10 +41,16 @@ class ServiceMetrics:
             registry=self.registry,
         )
 
+        self._children: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
+
     def observe(self, method: str, status: int, seconds: float) -> None:
         """Count one answered request and its latency."""
-        self.requests.labels(method, str(status)).inc()
-        self.latency.labels(method).observe(seconds)
+        children = self._children.get((method, status))
+        if children is None:  # a label lookup per call costs more than the count itself
+            children = (self.requests.labels(method, str(status)), self.latency.labels(method))
+            self._children[(method, status)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

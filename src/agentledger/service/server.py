@@ -222,6 +222,8 @@ async def serve(
                 access_log=False,
                 lifespan="off",
                 timeout_graceful_shutdown=max(1, grace),
+                # Longer than StoreClient's, so the client closes an idle connection first.
+                timeout_keep_alive=75,
                 server_header=False,
             )
             server = _Server(config, state)

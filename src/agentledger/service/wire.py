@@ -365,6 +365,7 @@ class Method(Generic[Req, Resp]):
         "request",
         "response",
         "response_decoder",
+        "response_msgpack_decoder",
         "roles",
         "route",
         "subjects",
@@ -398,6 +399,9 @@ class Method(Generic[Req, Resp]):
         self.plan = plan
         self.decoder: msgspec.json.Decoder[Req] = msgspec.json.Decoder(request)
         self.response_decoder: msgspec.json.Decoder[Resp] = msgspec.json.Decoder(response)
+        self.response_msgpack_decoder: msgspec.msgpack.Decoder[Resp] = msgspec.msgpack.Decoder(
+            response
+        )
 
 
 # ------------------------------------------------------------------ Store

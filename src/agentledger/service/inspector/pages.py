@@ -658,6 +658,7 @@ class Pages:
             after,
             notifier=self.state.notifier,
             stopping=lambda: bool(self.state.stopping),
+            key=f"{kind}:{scope_id}",
         )
         return Stream(
             stream,
