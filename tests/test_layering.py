@@ -23,3 +23,8 @@ def test_replay_is_still_reachable_from_the_transcript_package() -> None:
     from agentledger.transcript import build_messages_from_run_log as named
 
     assert named is build_messages_from_run_log
+
+
+def test_observability_does_not_import_the_runtime() -> None:
+    loaded = _imported_by("agentledger.observability")
+    assert not {m for m in loaded if m.startswith("agentledger.runtime")}

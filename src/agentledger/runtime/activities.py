@@ -35,7 +35,6 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.memory.types import MemoryStore
-from agentledger.observability.tracing import traced_tool_call
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
@@ -55,6 +54,7 @@ from agentledger.runtime.publisher import Publisher
 from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
 from agentledger.runtime.tools import ToolContext
+from agentledger.runtime.tracing import traced_tool_call
 from agentledger.runtime.transcript_cache import KnownTranscript, TranscriptCache
 from agentledger.runtime.windows import HistoryWindows
 from agentledger.runtime.wire import (

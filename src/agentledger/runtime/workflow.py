@@ -71,7 +71,7 @@ from agentledger.engine.base import (
     WorkflowCanceled,
     WorkflowContext,
 )
-from agentledger.observability import tracing
+from agentledger.runtime import tracing
 from agentledger.runtime.checkpoint import (
     CHECKPOINT_VERSION,
     Awaiting,

@@ -1,0 +1,304 @@
+"""The run loop's spans: a run, its planner turns, agents used as tools and tool calls.
+
+The runtime opens them through :mod:`agentledger.observability.tracing`'s span
+helpers (the span tree is described there); they live here because they follow
+the run loop's activities by name. While tracing is off each entry point is a
+shared no-op or hands back what it was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentledger.engine.base import WorkflowCanceled, WorkflowContext
+from agentledger.observability.tracing import (
+    record_error,
+    span,
+    tracer,
+    workflow_tracer,
+)
+from agentledger.runtime.wire import COMPLETE_RUN, PLAN_TURN, SUSPEND_RUN
+
+try:
+    from opentelemetry import trace as _otel
+except ImportError:  # pragma: no cover - exercised in a subprocess without the package
+    _otel = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.util.types import AttributeValue
+
+    from agentledger.runtime.planner import ToolOutcome
+    from agentledger.runtime.wire import (
+        PlanTurnInput,
+        PlanTurnOutput,
+        RunInput,
+        RunOutput,
+        ToolCallInput,
+    )
+
+__all__ = ["RunSpan", "TracedContext", "run_span", "traced_tool_call"]
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+class RunSpan:
+    """The ``agentledger.run`` span of one run and its planner turns; a no-op while off.
+
+    A turn span starts with the planner's activity and stays the parent of
+    what that plan causes (model calls, tool calls, child runs, store writes)
+    until the next planner turn or the run's ending.
+    """
+
+    __slots__ = ("_cm", "_span", "_tracer", "_turn")
+
+    def __init__(
+        self, found: Tracer | None = None, cm: contextlib.AbstractContextManager[Span] | None = None
+    ) -> None:
+        self._tracer = found
+        self._cm = cm
+        self._span: Span | None = None
+        self._turn: Span | None = None
+
+    def __enter__(self) -> RunSpan:
+        if self._cm is not None:
+            self._span = self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        if self._cm is None:
+            return None
+        self.end_turn(exc[1])
+        return self._cm.__exit__(*exc)
+
+    def traced(self, ctx: WorkflowContext) -> WorkflowContext:
+        """``ctx``, with planner turns and agent-tool calls traced (itself while off)."""
+        if self._span is None:
+            return ctx
+        return TracedContext(ctx, self)
+
+    def ended(self, out: RunOutput) -> None:
+        """Say how the run ended: its status, cancellation reason or failure."""
+        target = self._span
+        if target is None:
+            return
+        target.set_attribute("agentledger.run.status", out.status.value)
+        if out.cancellation_reason:
+            target.set_attribute("agentledger.run.cancellation_reason", out.cancellation_reason)
+        if out.failure is not None:
+            kind = out.failure.code or out.failure.kind
+            target.set_attribute("error.type", kind)
+            target.set_attribute("agentledger.run.failure_kind", out.failure.kind)
+            target.set_status(_otel.Status(_otel.StatusCode.ERROR, out.failure.message))
+
+    # ------------------------------------------------------------------ turns
+
+    def begin_turn(self, arg: PlanTurnInput) -> None:
+        """End the open turn, if any, and start turn ``arg.turn`` under the run."""
+        self.end_turn(None)
+        assert self._tracer is not None
+        assert self._span is not None
+        self._turn = self._tracer.start_span(
+            "agentledger.turn",
+            context=_otel.set_span_in_context(self._span),
+            attributes={
+                "agentledger.run.id": arg.run.run_id,
+                "agentledger.agent.id": arg.run.agent_id,
+                "agentledger.turn.number": arg.turn,
+                "agentledger.turn.resume": arg.resume,
+            },
+        )
+
+    def turn_planned(self, out: PlanTurnOutput) -> None:
+        """What the planner decided, or why it failed."""
+        turn = self._turn
+        if turn is None:
+            return
+        failure = out.failure
+        if failure is not None:
+            turn.set_attribute("error.type", failure.code or failure.kind)
+            turn.set_attribute("agentledger.turn.failure_kind", failure.kind)
+            turn.set_status(_otel.Status(_otel.StatusCode.ERROR, failure.message))
+        elif out.result is not None:
+            plan = out.result
+            decided = (
+                "final"
+                if plan.final is not None
+                else "await"
+                if plan.await_ is not None
+                else "tool_calls"
+            )
+            turn.set_attribute("agentledger.turn.plan", decided)
+
+    def turn_failed(self, error: BaseException) -> None:
+        """The planner's activity failed for good (or was interrupted)."""
+        if self._turn is None:
+            return
+        if isinstance(error, WorkflowCanceled | asyncio.CancelledError):
+            self._turn.set_attribute("agentledger.interrupted", True)
+        else:
+            record_error(self._turn, error)
+
+    def end_turn(self, error: BaseException | None) -> None:
+        """End the open turn; an eviction's error is recorded so replay-safe spans skip it."""
+        turn, self._turn = self._turn, None
+        if turn is None:
+            return
+        if isinstance(error, asyncio.CancelledError | GeneratorExit):
+            turn.record_exception(error)
+        turn.end()
+
+    def within(self) -> contextlib.AbstractContextManager[Any]:
+        """The open turn as the current span for the block (nothing when no turn is open)."""
+        if self._turn is None:
+            return contextlib.nullcontext()
+        return _otel.use_span(
+            self._turn, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        )
+
+
+_RUN_OFF = RunSpan()
+
+
+def run_span(inp: RunInput) -> RunSpan:
+    """The span of the run ``inp`` starts (``with run_span(inp) as s: ... s.ended(out)``)."""
+    found = workflow_tracer()
+    if found is None:
+        return _RUN_OFF
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": inp.agent_id,
+        "agentledger.run.id": inp.run_id,
+        "agentledger.agent.id": inp.agent_id,
+        "agentledger.session.id": inp.session_id,
+        "agentledger.turn.id": inp.turn_id,
+        "agentledger.run.mode": inp.mode,
+    }
+    if inp.session_id:
+        attributes["gen_ai.conversation.id"] = inp.session_id
+    if inp.parent_run_id:
+        attributes["agentledger.parent_run.id"] = inp.parent_run_id
+    if inp.predecessor_run_id:
+        attributes["agentledger.predecessor_run.id"] = inp.predecessor_run_id
+    return RunSpan(found, span(found, "agentledger.run", attributes))
+
+
+class TracedContext:
+    """A run's :class:`~agentledger.engine.WorkflowContext` that opens its turn and tool spans.
+
+    Every activity and child workflow starts inside the open turn, so the
+    engine carries that span to them (in this task, or in Temporal headers).
+    A child workflow is an agent used as a tool: it gets an ``execute_tool``
+    span, and its own run span nests under it.
+    """
+
+    def __init__(self, inner: WorkflowContext, run: RunSpan) -> None:
+        self._inner = inner
+        self._run = run
+
+    @property
+    def workflow_id(self) -> str:
+        return self._inner.workflow_id
+
+    def now(self) -> datetime:
+        return self._inner.now()
+
+    def cancel_requested(self) -> bool:
+        return self._inner.cancel_requested()
+
+    async def activity(
+        self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
+    ) -> T:
+        run = self._run
+        if name == PLAN_TURN:
+            run.begin_turn(arg)
+        elif name in (COMPLETE_RUN, SUSPEND_RUN):
+            run.end_turn(None)
+        try:
+            with run.within():
+                result = await self._inner.activity(
+                    name, arg, result_type, interruptible=interruptible
+                )
+        except BaseException as e:
+            if name == PLAN_TURN:
+                run.turn_failed(e)
+            raise
+        if name == PLAN_TURN:
+            run.turn_planned(result)  # type: ignore[arg-type]
+        return result
+
+    async def child(self, workflow_id: str, arg: Any, result_type: type[T]) -> T:
+        inp: RunInput = arg
+        found = tracer()
+        assert found is not None
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": inp.tool_name,
+            "gen_ai.tool.call.id": inp.tool_call_id,
+            "gen_ai.tool.type": "agent",
+            "agentledger.run.id": inp.parent_run_id,
+            "agentledger.child_run.id": workflow_id,
+        }
+        with (
+            self._run.within(),
+            span(found, f"execute_tool {inp.tool_name}", attributes) as opened,
+        ):
+            out = await self._inner.child(workflow_id, arg, result_type)
+            status = getattr(out, "status", None)
+            if status is not None:
+                opened.set_attribute("agentledger.tool.child_status", str(status.value))
+                failed = status.value in {"failed", "canceled"}
+                opened.set_attribute("agentledger.tool.is_error", failed)
+                if failed:
+                    opened.set_attribute("error.type", "tool_error")
+                    opened.set_status(
+                        _otel.Status(_otel.StatusCode.ERROR, "the agent did not answer")
+                    )
+            return out
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def traced_tool_call(
+    fn: Callable[[S, ToolCallInput], Awaitable[ToolOutcome]],
+) -> Callable[[S, ToolCallInput], Awaitable[ToolOutcome]]:
+    """The tool-call activity with one ``execute_tool`` span per attempt."""
+
+    @functools.wraps(fn)
+    def traced(self: S, arg: ToolCallInput) -> Awaitable[ToolOutcome]:
+        found = tracer()
+        if found is None:
+            return fn(self, arg)  # the activity's own coroutine: nothing in between
+        return attempt(found, self, arg)
+
+    async def attempt(found: Tracer, self: S, arg: ToolCallInput) -> ToolOutcome:
+        call = arg.call
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+            "agentledger.run.id": arg.run.run_id,
+        }
+        with span(found, f"execute_tool {call.name}", attributes) as opened:
+            outcome = await fn(self, arg)
+            opened.set_attribute("agentledger.tool.is_error", outcome.is_error)
+            if outcome.is_error:
+                opened.set_attribute("error.type", "tool_error")
+                opened.set_status(
+                    _otel.Status(_otel.StatusCode.ERROR, "the tool returned an error")
+                )
+            return outcome
+
+    return traced
