@@ -87,7 +87,9 @@ _CHAIN_SCAN = (
     "('transcript_messages_referenced', 'transcript_window_applied') "
     "AND session_id <> '' AND session_id = "
     "(SELECT session_id FROM agentledger_runs WHERE run_id = %(run)s) "
-    "AND session_seq < %(before)s ORDER BY session_seq DESC LIMIT %(limit)s"
+    "AND session_seq < %(before)s AND session_seq <= (SELECT session_seq "
+    "FROM agentledger_records WHERE run_id = %(run)s ORDER BY seq DESC LIMIT 1) "
+    "ORDER BY session_seq DESC LIMIT %(limit)s"
 )
 """A session's references and windows, newest first, a batch at a time (one partial
 index, migration 10), until :class:`~agentledger.storage.transcript_chain.ChainScan`

@@ -159,10 +159,12 @@ _CHAIN_HEAD = (
 _CHAIN_WINDOWS = (
     f"SELECT run_id, {RUN_PAGE_COLUMNS} FROM records WHERE session_id = ? "
     "AND type IN ('transcript_messages_referenced', 'transcript_window_applied') "
+    "AND pos <= (SELECT pos FROM records WHERE run_id = ? ORDER BY seq DESC LIMIT 1) "
     "ORDER BY pos DESC"
 )
-"""A session's references and windows, newest first, from one partial index (migration
-12): read until :class:`~agentledger.storage.transcript_chain.ChainScan` has enough."""
+"""A session's references and windows, newest first from the run's own newest record
+(nothing later can be in its chain), from one partial index (migration 12): read until
+:class:`~agentledger.storage.transcript_chain.ChainScan` has enough."""
 _CHAIN_NAMED_HEADS = (
     "SELECT run_id, agent_id, session_id, status, coalesce(("
     "SELECT seq FROM records WHERE records.run_id = runs.run_id ORDER BY seq DESC LIMIT 1"
@@ -461,7 +463,7 @@ class SQLiteReader(StateReader):
             return sealer.run_opener(session_id, row[0], row[1])([row[1:]])[0]
 
         scan = chain.ChainScan(run_id, head.newest, open_payload)
-        cursor = self._conn.execute(_CHAIN_WINDOWS, (session_id,))
+        cursor = self._conn.execute(_CHAIN_WINDOWS, (session_id, run_id))
         while True:
             batch = cursor.fetchmany(_SCAN_BATCH)
             if scan.add(batch) or len(batch) < _SCAN_BATCH:
