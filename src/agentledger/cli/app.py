@@ -11,7 +11,6 @@ agentledger refuses (one line on stderr, no traceback; a JSON object with
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,15 +25,17 @@ from agentledger.errors import (
     CorruptRecordError,
     SessionPurgedError,
 )
+from agentledger.target import Target
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = [
     "COMMANDS",
     "SQLITE_HELP",
     "STORE_HELP",
     "CommandError",
+    "Given",
     "Settings",
     "cli",
     "main",
@@ -80,14 +81,18 @@ class CommandError(Exception):
 class Settings:
     """The options every store command shares (given on the command or before it)."""
 
-    target: str
-    """What ``--db``/``--store`` named (a path, a DSN or a URL)."""
+    target: Target
+    """What ``--db``/``--store`` named (a path, a DSN or a URL), else the default."""
     json: bool
     """Print JSON instead of text."""
 
 
-def _default_target() -> str:
-    return os.environ.get("AGENTLEDGER_DB") or os.path.join(".", "agentledger.db")
+@dataclass(frozen=True)
+class Given:
+    """The options given before the command (``agentledger --db X --json CMD``)."""
+
+    target: str | None
+    json: bool
 
 
 SQLITE_HELP = "the SQLite file (default: $AGENTLEDGER_DB, else ./agentledger.db)"
@@ -113,9 +118,9 @@ def settings_options(command: F | None = None, *, target_help: str = TARGET_HELP
 
     def merged(*args: Any, target: str | None, json: bool, **kwargs: Any) -> Any:
         root = click.get_current_context().find_root().obj
-        outer = root if isinstance(root, Settings) else Settings(target="", json=False)
+        outer = root if isinstance(root, Given) else Given(target=None, json=False)
         kwargs["settings"] = Settings(
-            target=target or outer.target or _default_target(), json=json or outer.json
+            target=Target.parse(target or outer.target), json=json or outer.json
         )
         return command(*args, **kwargs)
 
@@ -136,16 +141,6 @@ def run(main: Awaitable[T]) -> T:
     return asyncio.run(wrapper())
 
 
-def display(target: str) -> str:
-    """``target`` as shown in messages: a DSN or URL without its password."""
-    target = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", target)
-    scheme, sep, rest = target.partition("://")
-    if sep and "@" in rest:
-        credentials, _, host = rest.rpartition("@")
-        return f"{scheme}://{credentials.partition(':')[0]}@{host}"
-    return target
-
-
 async def with_store(
     settings: Settings, use: Callable[[AdminStore], Awaitable[T]], *, read_only: bool = True
 ) -> T:
@@ -162,9 +157,7 @@ async def with_store(
     except CorruptRecordError as e:
         if e.run_id or e.record_id or isinstance(e, CorruptArchiveError):
             raise
-        raise CommandError(
-            f"{display(settings.target)}: the database is damaged ({e.reason})"
-        ) from e
+        raise CommandError(f"{settings.target}: the database is damaged ({e.reason})") from e
     except SessionPurgedError as e:
         if not read_only:
             raise
@@ -218,7 +211,7 @@ def cli(ctx: click.Context, target: str | None, json: bool) -> None:
     2 for usage errors. Shell completion (bash, zsh, fish):
     eval "$(_AGENTLEDGER_COMPLETE=bash_source agentledger)".
     """
-    ctx.obj = Settings(target=target or "", json=json)
+    ctx.obj = Given(target=target, json=json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,6 @@ import click
 from agentledger.cli.app import (
     CommandError,
     Settings,
-    display,
     run,
     settings_options,
     with_store,
@@ -19,8 +18,8 @@ from agentledger.cli.app import (
 from agentledger.cli.complete import session_ids
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
     from agentledger.storage.archive import ArchiveManifest
+    from agentledger.storage.protocol import AdminStore
     from agentledger.storage.retention import SweepResult
 
 __all__ = ["archive", "parse_cutoff", "restore", "retention"]
@@ -164,7 +163,7 @@ async def _restore(store: AdminStore, settings: Settings, file: str, max_bytes: 
         manifest = await restore_archive(store, file, max_inflated_bytes=max_bytes)
     except SessionConflictError as e:
         raise CommandError(
-            f"{display(settings.target)} already holds session {e.session_id}: a restore "
+            f"{settings.target} already holds session {e.session_id}: a restore "
             "only recreates a session the store never held (restore into another store, "
             "with --db)"
         ) from e
@@ -183,17 +182,16 @@ async def _restore_creating(settings: Settings, file: str, max_bytes: int | None
     import asyncio
     import os
 
-    from agentledger.cli.target import kind_of, sqlite_path
     from agentledger.errors import ValidationError
     from agentledger.storage.archive import verify_archive
     from agentledger.storage.encryption.config import configured_encryption
     from agentledger.storage.sqlite import SQLiteStore
 
-    if kind_of(settings.target) != "sqlite":
+    if settings.target.kind != "sqlite":
         raise ValidationError(
-            field="--create", expected="a SQLite file as --db", got=display(settings.target)
+            field="--create", expected="a SQLite file as --db", got=str(settings.target)
         )
-    path = sqlite_path(settings.target)
+    path = settings.target.path
     if await asyncio.to_thread(os.path.lexists, path):  # an agentledger database, or refused
         await with_store(
             settings, lambda store: _restore(store, settings, file, max_bytes), read_only=False

@@ -29,7 +29,7 @@ from agentledger.cli.app import CommandError, Settings, run, settings_options, w
 from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = ["repair"]
 

@@ -50,6 +50,7 @@ from agentledger.service.wire import (
     body_cap,
     check_entries,
 )
+from agentledger.storage.protocol import AdminStore
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = ["ServiceState", "body_cap", "create_app"]
@@ -68,7 +69,9 @@ class ServiceState:
     follow streams end, while calls already running finish.
     """
 
-    def __init__(self, store: Any, tokens: TokenTable, *, secure_cookies: str = "auto") -> None:
+    def __init__(
+        self, store: AdminStore, tokens: TokenTable, *, secure_cookies: str = "auto"
+    ) -> None:
         self.store = store
         self.secure_cookies = secure_cookies
         """When the inspector's login cookie is ``Secure``: auto (over HTTPS), always, never."""
@@ -225,7 +228,9 @@ def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
     return Response(encode_error(typed), status_code=status, media_type=_JSON)
 
 
-def create_app(store: Any, tokens: TokenTable, *, state: ServiceState | None = None) -> Litestar:
+def create_app(
+    store: AdminStore, tokens: TokenTable, *, state: ServiceState | None = None
+) -> Litestar:
     """The ASGI app serving ``store`` (any ``Store`` + ``SessionAdmin``) to ``tokens``' holders.
 
     Pass ``state`` to keep a handle on it (e.g. to begin a graceful shutdown).

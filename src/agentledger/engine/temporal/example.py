@@ -73,11 +73,11 @@ def _now_ms() -> datetime:
 
 async def run_once(temporal: str, db: str, question: str, *, task_queue: str) -> int:
     """Start one ``adder`` run in a new session through Temporal and print its answer."""
-    from agentledger.engine.temporal.cli import open_store
     from agentledger.engine.temporal.client import connect
     from agentledger.engine.temporal.engine import TemporalEngine
+    from agentledger.target import Target
 
-    store = await open_store(db)
+    store = await Target.parse(db, default=False).open()
     try:
         client = await connect(temporal)
         runtime = Runtime(store, engine=TemporalEngine(client, task_queue=task_queue))
