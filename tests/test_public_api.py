@@ -19,7 +19,8 @@ PUBLIC = {
         "validate_planner_transcript",
     ],
     "agentledger.errors": [
-        "AccessDeniedError", "AgentledgerError", "ArchiveExistsError", "ConflictError",
+        "AccessDeniedError", "ActivityFailed", "AgentledgerError", "ArchiveExistsError",
+        "ChildFailed", "ConflictError",
         "ContractError", "CorruptArchiveError", "CorruptRecordError", "NotFoundError",
         "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
@@ -27,7 +28,8 @@ PUBLIC = {
         "RunSuspensionConflictError", "RunTerminalConflictError", "SessionActiveError",
         "SessionConflictError", "SessionEndedError", "SessionHasActiveRunsError",
         "SessionKeyErasedError", "SessionNotFoundError", "SessionPurgedError",
-        "SuspensionNotFoundError", "TranscriptError", "TransientError", "ValidationError",
+        "StoreClosedError", "SuspensionNotFoundError", "TranscriptError", "TransientError",
+        "ValidationError", "WorkflowCanceled",
     ],
     "agentledger.storage": [
         "AppendResult", "Checkpoint", "ChildRunStart", "MemoryStore", "OneShotChildRunStart",

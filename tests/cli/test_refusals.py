@@ -111,7 +111,7 @@ def test_a_malformed_dsn_is_one_clean_line() -> None:
     done = run_cli("--db", "host=127.0.0.1 port=1 dbname", "sessions")
     assert done.code == 1
     assert done.err == (
-        "agentledger: error: not a valid PostgreSQL DSN (missing \"=\" after \"dbname\" in "
+        'agentledger: error: not a valid PostgreSQL DSN (missing "=" after "dbname" in '
         "connection info string): host=127.0.0.1 port=1 dbname\n"
     )
 

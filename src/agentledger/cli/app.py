@@ -21,6 +21,7 @@ import click
 from agentledger.cli.refusal import missing_extra, report, wants_json
 from agentledger.errors import (
     AgentledgerError,
+    ContractError,
     CorruptArchiveError,
     CorruptRecordError,
     SessionPurgedError,
@@ -73,8 +74,17 @@ TARGET_HELP = (
 )
 
 
-class CommandError(Exception):
-    """A refusal the CLI words itself (exit 1), e.g. naming the damaged file."""
+class CommandError(ContractError):
+    """A refusal the CLI words itself (exit 1), e.g. naming the damaged file.
+
+    Attributes:
+        subject: what it is about (the store shown without secrets, a run, a
+            file), or "" when the message says it all.
+    """
+
+    def __init__(self, message: str, *, subject: str = "") -> None:
+        super().__init__(message)
+        self.subject = subject
 
 
 @dataclass(frozen=True)
@@ -157,7 +167,10 @@ async def with_store(
     except CorruptRecordError as e:
         if e.run_id or e.record_id or isinstance(e, CorruptArchiveError):
             raise
-        raise CommandError(f"{settings.target}: the database is damaged ({e.reason})") from e
+        raise CommandError(
+            f"{settings.target}: the database is damaged ({e.reason})",
+            subject=str(settings.target),
+        ) from e
     except SessionPurgedError as e:
         if not read_only:
             raise
@@ -168,7 +181,8 @@ async def with_store(
         )
         raise CommandError(
             f"{what} was purged: its runs, records and checkpoints are deleted "
-            f"(`agentledger session purge {e.session_id}` prints its receipt again)"
+            f"(`agentledger session purge {e.session_id}` prints its receipt again)",
+            subject=f"session {e.session_id}",
         ) from e
 
 
@@ -226,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
         return 130
-    except (AgentledgerError, CommandError) as e:
+    except AgentledgerError as e:
         report(e, json=wants_json(args))
         return 1
     except ImportError as e:  # an optional extra this installation lacks: named, one line
@@ -240,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as e:  # a file the user named: missing, unwritable, a directory...
         where = f": {e.filename}" if e.filename else ""
-        report(CommandError(f"{e.strerror or e}{where}"), json=wants_json(args))
+        report(
+            CommandError(f"{e.strerror or e}{where}", subject=str(e.filename or "")),
+            json=wants_json(args),
+        )
         return 1
     return code if isinstance(code, int) else 0

@@ -165,7 +165,8 @@ async def _restore(store: AdminStore, settings: Settings, file: str, max_bytes: 
         raise CommandError(
             f"{settings.target} already holds session {e.session_id}: a restore "
             "only recreates a session the store never held (restore into another store, "
-            "with --db)"
+            "with --db)",
+            subject=str(settings.target),
         ) from e
     if settings.json:
         echo_json(manifest)

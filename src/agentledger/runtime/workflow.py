@@ -163,7 +163,7 @@ class _ChildrenWait(Exception):
 
 def _activity_failure(kind: str, error: ActivityFailed) -> Failure:
     return Failure(
-        message=error.message, kind=kind, code=error.error_type, retryable=error.retryable
+        message=error.reason, kind=kind, code=error.error_type, retryable=error.retryable
     )
 
 
@@ -374,7 +374,7 @@ class _Loop:
         except WorkflowCanceled:
             outcome = None
         except ChildFailed as e:
-            outcome = _interrupted(first.call, f"agent {first.call.name} failed: {e.message}")
+            outcome = _interrupted(first.call, f"agent {first.call.name} failed: {e.reason}")
         waiting = {w.call.id: w for w in rest}
         by_id: dict[str, ToolOutcome | ChildWait | None] = {
             **self.recorded,
@@ -530,9 +530,9 @@ class _Loop:
         except WorkflowCanceled:
             return None
         except ActivityFailed as e:
-            return _interrupted(call, f"tool {call.name} failed: {e.message}")
+            return _interrupted(call, f"tool {call.name} failed: {e.reason}")
         except ChildFailed as e:
-            return _interrupted(call, f"agent {call.name} failed: {e.message}")
+            return _interrupted(call, f"agent {call.name} failed: {e.reason}")
 
     async def _child(
         self,

@@ -21,7 +21,12 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from agentledger.errors import AgentledgerError, ContractError, TransientError
+from agentledger.errors import (
+    AgentledgerError,
+    ContractError,
+    StoreClosedError,
+    TransientError,
+)
 from agentledger.observability.propagation import inject_trace_context
 from agentledger.service import wire
 from agentledger.service.carriage import check_carriable
@@ -119,9 +124,12 @@ class StoreClient:
             ),
             event_hooks={"request": [inject_trace_context]},  # W3C traceparent [DESIGN 14]
         )
+        self._closed = False
 
     async def close(self) -> None:
-        """Close the pooled connections; closing twice is a no-op."""
+        """Close the pooled connections; closing twice is a no-op, later calls fail with
+        ``StoreClosedError`` as on every backend."""
+        self._closed = True
         await self._http.aclose()
 
     async def __aenter__(self) -> StoreClient:
@@ -136,6 +144,8 @@ class StoreClient:
         await self.close()
 
     async def _call(self, method: wire.Method[Req, Resp], request: Req) -> Resp:
+        if self._closed:
+            raise StoreClosedError(backend="service", operation=method.name)
         if self.limits is not None and method.writes:
             lifecycle.check_sizes(request, self.limits)
         check_carriable(request, method.request, method.prefix)

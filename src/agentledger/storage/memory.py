@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
+from agentledger.errors import StoreClosedError
 from agentledger.storage import lifecycle, payloads
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
@@ -169,14 +170,25 @@ class MemoryStore:
         """The payload and checkpoint caps this store enforces on writes."""
         self._lock = threading.Lock()
         self._state = _State()
+        self._closed = False
+
+    async def close(self) -> None:
+        """Refuse every later call (``StoreClosedError``), as every backend does; idempotent."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(backend="memory")
 
     def _write(self, decide: Callable[[StateReader], Plan[R]]) -> R:
+        self._check_open()
         with self._lock:
             plan = decide(self._state)
             self._state.apply(plan)
             return plan.result
 
     def _read(self, read: Callable[[_State], R]) -> R:
+        self._check_open()
         with self._lock:
             return read(self._state)
 

@@ -7,13 +7,13 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from agentledger.errors import AgentledgerError
 from agentledger.storage.builders import RecordBuilder
-from agentledger.storage.protocol import SessionAdmin, Store
+from agentledger.storage.protocol import AdminStore
 from agentledger.storage.types import (
     Checkpoint,
     Record,
@@ -36,10 +36,6 @@ __all__ = [
 ]
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class AdminStore(Store, SessionAdmin, Protocol):
-    """A backend under test: both protocols on one object."""
 
 
 async def _all_pages(list_page: Any, scope_id: str) -> list[Record]:
