@@ -135,11 +135,33 @@ def restore(
     if create:
         run(_restore_creating(settings, file, max_bytes))
         return
+    _exists_or_create(settings)
     run(
         with_store(
             settings, lambda store: _restore(store, settings, file, max_bytes), read_only=False
         )
     )
+
+
+def _exists_or_create(settings: Settings) -> None:
+    """Refuse a restore into a SQLite file that does not exist, naming --create.
+
+    Raises:
+        ValidationError: ``field="--db"``, no file there.
+    """
+    import os
+
+    from agentledger.errors import ValidationError
+
+    if settings.target.kind == "sqlite" and not os.path.lexists(settings.target.path):
+        path = settings.target.path
+        raise ValidationError(
+            field="--db",
+            expected="an existing agentledger database, or --create",
+            got=path,
+            message=f"no database at {path}: pass --create to make a new SQLite file "
+            "for the restored session",
+        )
 
 
 async def _verify(settings: Settings, file: str, max_bytes: int | None) -> None:
