@@ -27,7 +27,8 @@ in the pydantic-ai message's ``metadata["agentledger_meta"]``. The times
 ``to_pydantic_ai`` stamps on parts the transcript gave none are named in the
 message's ``metadata["agentledger_stamped"]``, so ``from_pydantic_ai`` does
 not take them for pydantic-ai's own. So both directions are exact, and a
-part one side has no place for at all (a redacted thinking block, citations, a text document, audio, a native tool call...) is a
+part one side has no place for at all (a redacted thinking block, citations,
+a text document, audio, a native tool call...) is a
 `~agentledger.errors.TranscriptError` naming it, never a silent drop.
 
 Needs pydantic-ai: ``pip install 'agentledger[pydantic-ai]'``.
