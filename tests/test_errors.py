@@ -36,6 +36,7 @@ from agentledger.errors import (
     SessionKeyErasedError,
     SessionNotFoundError,
     SessionPurgedError,
+    RunLoopError,
     StoreClosedError,
     SuspensionNotFoundError,
     TranscriptError,
@@ -75,6 +76,7 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     ArchiveExistsError: ContractError,
     RegistrationClosedError: ContractError,
     StoreClosedError: ContractError,
+    RunLoopError: AgentledgerError,
     ActivityFailed: AgentledgerError,
     ChildFailed: AgentledgerError,
     WorkflowCanceled: AgentledgerError,
@@ -127,6 +129,7 @@ SAMPLES: list[AgentledgerError] = [
     ArchiveExistsError(path="/a/s1.alarchive", session_id="s1", reason="another digest"),
     RegistrationClosedError(name="chat"),
     StoreClosedError(backend="sqlite", operation="load_run"),
+    RunLoopError(run_id="r1", error_type="KeyError", reason="'x'"),
     ActivityFailed(
         activity="begin_run", error_type="ValueError", message="x", retryable=False, attempts=1
     ),

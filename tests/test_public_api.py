@@ -24,6 +24,7 @@ PUBLIC = {
         "ContractError", "CorruptArchiveError", "CorruptRecordError", "NotFoundError",
         "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
+        "RunLoopError",
         "RunNotActiveError", "RunNotFoundError", "RunSessionMismatchError",
         "RunSuspensionConflictError", "RunTerminalConflictError", "SessionActiveError",
         "SessionConflictError", "SessionEndedError", "SessionHasActiveRunsError",

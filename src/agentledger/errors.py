@@ -36,6 +36,7 @@ keyword-only attributes; the message is derived from them.
     ├── ProviderError                   (provider, status, body) a model provider refused
     ├── ActivityFailed                  (activity, error_type, message, retryable, attempts, error)
     ├── ChildFailed                     (workflow_id, message, error) a child run's workflow raised
+    ├── RunLoopError                    (run_id, error_type, reason) a bug in the run loop
     └── WorkflowCanceled                (run_id) raised into a run's loop once it is canceled
 """
 
@@ -60,6 +61,7 @@ __all__ = [
     "RegistrationClosedError",
     "RunCancellationConflictError",
     "RunConflictError",
+    "RunLoopError",
     "RunNotActiveError",
     "RunNotFoundError",
     "RunSessionMismatchError",
@@ -502,3 +504,23 @@ class WorkflowCanceled(AgentledgerError):
             f"run {run_id!r} is being canceled" if run_id else "the run is being canceled"
         )
         self.run_id = run_id
+
+
+class RunLoopError(AgentledgerError):
+    """An unexpected exception in a run's loop, on an engine that waits for a fix.
+
+    On Temporal it fails the workflow task, not the run: Temporal retries the
+    task, so the run waits (still running in the store) until a worker with
+    fixed code continues it. The in-process engine ends the run failed instead.
+
+    Attributes:
+        run_id: the run.
+        error_type: the class name of the exception.
+        reason: its message.
+    """
+
+    def __init__(self, *, run_id: str, error_type: str, reason: str) -> None:
+        super().__init__(f"run {run_id!r}: a bug in the run loop: {error_type}: {reason}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.reason = reason

@@ -173,6 +173,13 @@ class WorkflowContext(Protocol):
         """Whether the engine was asked to cancel this workflow."""
         ...
 
+    @property
+    def waits_for_fixes(self) -> bool:
+        """Whether a bug in the workflow should only fail this attempt and leave the run
+        waiting for fixed code (Temporal retries a failed workflow task), rather than
+        end it (an in-process engine cannot wait for a deploy)."""
+        ...
+
     async def activity(
         self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
     ) -> T:

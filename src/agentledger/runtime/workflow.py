@@ -71,6 +71,7 @@ from agentledger.engine.base import (
     WorkflowCanceled,
     WorkflowContext,
 )
+from agentledger.errors import RunLoopError
 from agentledger.observability import tracing
 from agentledger.runtime.checkpoint import (
     CHECKPOINT_VERSION,
@@ -281,7 +282,11 @@ class _Loop:
             return await self._end_failed(failed.failure)
         except ActivityFailed as e:
             return await self._end_failed(_activity_failure("activity_failed", e))
-        except Exception as e:  # a bug in this loop: end the run, the same on every engine
+        except Exception as e:  # a bug in this loop
+            if self.ctx.waits_for_fixes:  # Temporal: fail the task, the run waits for a fix
+                raise RunLoopError(
+                    run_id=self.inp.run_id, error_type=type(e).__name__, reason=str(e)
+                ) from e
             failure = Failure(
                 message=f"{type(e).__name__}: {e}", kind="workflow_error", code=type(e).__name__
             )

@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         rebuild_error,
     )
     from agentledger.engine.temporal.options import PAYLOAD_TOO_LARGE, EngineOptions
-    from agentledger.errors import AgentledgerError, ContractError
+    from agentledger.errors import AgentledgerError, ContractError, RunLoopError
     from agentledger.runtime.wire import STORE_ONLY, RunInput, RunOutput
     from agentledger.runtime.workflow import run_workflow
 
@@ -162,6 +162,10 @@ class TemporalContext:
     @property
     def workflow_id(self) -> str:
         return workflow.info().workflow_id
+
+    @property
+    def waits_for_fixes(self) -> bool:
+        return True  # a failed workflow task is retried: the run waits for a fixed worker
 
     def now(self) -> datetime:
         now = workflow.now()
@@ -278,9 +282,11 @@ async def _settle(job: asyncio.Future[Any]) -> None:
 async def drive(ctx: TemporalContext, loop: Coroutine[Any, Any, T]) -> T:
     """Run ``loop`` in its own task, turning Temporal's cancellation into ``ctx``'s flag.
 
-    The loop's own failure fails the workflow (not just the workflow task),
-    as an in-process engine would: a failed activity as an ``ApplicationError``
-    of type :data:`~agentledger.engine.temporal.failures.ACTIVITY_FAILED`.
+    A run that cannot start, or whose final record cannot be written, fails the
+    workflow: a failed activity as an ``ApplicationError`` of type
+    :data:`~agentledger.engine.temporal.failures.ACTIVITY_FAILED`. A bug in the
+    loop (:class:`~agentledger.errors.RunLoopError`) fails only the workflow
+    task: Temporal retries it, and the run continues once fixed code is deployed.
     """
     task = asyncio.ensure_future(loop)
     while True:
@@ -294,8 +300,8 @@ async def drive(ctx: TemporalContext, loop: Coroutine[Any, Any, T]) -> T:
             raise ApplicationError(
                 str(e), activity_failed_details(e), type=ACTIVITY_FAILED, non_retryable=True
             ) from None
-        except (WorkflowCanceled, ChildFailed):
-            raise  # signals the loop handles itself: escaping it is a bug, a task failure
+        except (WorkflowCanceled, ChildFailed, RunLoopError):
+            raise  # a bug (these escape the loop only by one): the task fails, the run waits
         except AgentledgerError as e:
             raise ApplicationError(
                 str(e), error_details(e, attempt=0), type=type(e).__name__, non_retryable=True
