@@ -34,7 +34,7 @@ from agentledger.errors import (
     TransientError,
     ValidationError,
 )
-from agentledger.memory.types import MemoryStore
+from agentledger.memory.types import ProductMemory as MemoryStore
 from agentledger.observability.tracing import traced_tool_call
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
