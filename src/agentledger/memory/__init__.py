@@ -3,7 +3,8 @@
 Distinct from the runtime store: ``agentledger.memory.ProductMemory`` is the
 product-memory protocol (``MemoryStore`` before: a deprecated alias for one
 release), while ``agentledger.storage.MemoryStore`` is the in-process backend
-of the runtime store. Implementations here are ``InMemoryMemory``, ``SQLiteMemory`` and (with the postgres extra)
+of the runtime store. Implementations here are ``InMemoryMemory``,
+``SQLiteMemory`` and (with the postgres extra)
 ``agentledger.memory.postgres.PostgresMemory``; ``Runtime(memory=...)`` feeds one.
 """
 
