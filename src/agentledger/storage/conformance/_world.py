@@ -38,7 +38,7 @@ __all__ = [
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-async def _all_pages(list_page: Any, scope_id: str) -> list[Record]:
+async def all_pages(list_page: Any, scope_id: str) -> list[Record]:
     records: list[Record] = []
     cursor = ""
     while True:
@@ -68,7 +68,7 @@ async def all_sessions(
 
 async def run_log(store: AdminStore, run_id: str) -> list[Record]:
     """A run's whole log, paging to the end."""
-    return await _all_pages(store.list_run_records, run_id)
+    return await all_pages(store.list_run_records, run_id)
 
 
 async def short_run_log(store: AdminStore, run_id: str) -> list[Record]:
@@ -113,10 +113,10 @@ async def dump_store(
         dump[f"session:{sid}"] = await _outcome(store.load_session, sid)
         dump[f"status:{sid}"] = await _outcome(store.load_session_status, sid)
         dump[f"runs:{sid}"] = await _outcome(store.list_runs_by_session, sid)
-        dump[f"log:{sid}"] = await _outcome(_all_pages, store.list_session_run_records, sid)
+        dump[f"log:{sid}"] = await _outcome(all_pages, store.list_session_run_records, sid)
     for rid in runs:
         dump[f"run:{rid}"] = await _outcome(store.load_run, rid)
-        dump[f"records:{rid}"] = await _outcome(_all_pages, store.list_run_records, rid)
+        dump[f"records:{rid}"] = await _outcome(all_pages, store.list_run_records, rid)
         dump[f"suspension:{rid}"] = await _outcome(store.load_run_suspension, rid)
     return dump
 
