@@ -23,9 +23,9 @@ import msgspec
 
 from agentledger.errors import (
     AgentledgerError,
-    ContractError,
     StoreClosedError,
     TransientError,
+    ValidationError,
 )
 from agentledger.observability.propagation import inject_trace_context
 from agentledger.service import wire
@@ -152,7 +152,12 @@ class StoreClient:
         try:
             body = _ENCODER.encode(request)
         except (TypeError, msgspec.EncodeError) as e:
-            raise ContractError(f"{method.name}: the call cannot be encoded: {e}") from e
+            raise ValidationError(
+                field=method.name,
+                expected="a call the wire can carry (plain JSON values)",
+                got=str(e),
+                message=f"{method.name}: the call cannot be encoded: {e}",
+            ) from e
         try:
             response = await self._http.post(method.route, content=body)
         except httpx.RequestError as e:  # refused, reset, timed out, cut short
@@ -162,7 +167,12 @@ class StoreClient:
         try:
             return method.response_decoder.decode(response.content)
         except msgspec.DecodeError as e:  # not an agentledger service of this version
-            raise ContractError(f"{method.name}: unexpected answer from {self.url}: {e}") from e
+            raise ValidationError(
+                field=f"{method.name} answer",
+                expected=f"an answer of this agentledger version from {self.url}",
+                got=str(e),
+                message=f"{method.name}: unexpected answer from {self.url}: {e}",
+            ) from e
 
     # ------------------------------------------------------------ Store
 
@@ -367,4 +377,9 @@ def _refusal(operation: str, response: httpx.Response) -> AgentledgerError:
     text = response.text[:300]
     if response.status_code >= 500:
         return TransientError(f"HTTP {response.status_code}: {text}", operation=operation)
-    return ContractError(f"{operation}: HTTP {response.status_code}: {text}")
+    return ValidationError(  # no typed error in the body: not an agentledger service
+        field="url",
+        expected=f"an agentledger store service answering {operation}",
+        got=f"HTTP {response.status_code}",
+        message=f"{operation}: HTTP {response.status_code}: {text}",
+    )
