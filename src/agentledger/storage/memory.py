@@ -7,6 +7,7 @@ Nothing survives the process.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -175,6 +176,13 @@ class MemoryStore:
     async def close(self) -> None:
         """Refuse every later call (``StoreClosedError``), as every backend does; idempotent."""
         self._closed = True
+
+    def handle(self) -> MemoryStore:
+        """Another handle on this store's data, closed on its own (as a second open of a
+        database file would be): what the conformance suite's ``store_factory`` returns."""
+        other = copy.copy(self)  # the same lock and state, its own closed flag
+        other._closed = False
+        return other
 
     def _check_open(self) -> None:
         if self._closed:
