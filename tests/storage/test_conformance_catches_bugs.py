@@ -511,7 +511,7 @@ class Test{store}(StoreConformance):
         shared = stores.{store}()
 
         async def open_store():
-            return shared
+            return shared.handle()
 
         return open_store
 """
