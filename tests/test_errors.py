@@ -9,8 +9,10 @@ import pytest
 from agentledger import errors
 from agentledger.errors import (
     AccessDeniedError,
+    ActivityFailed,
     AgentledgerError,
     ArchiveExistsError,
+    ChildFailed,
     ConflictError,
     ContractError,
     CorruptArchiveError,
@@ -22,6 +24,7 @@ from agentledger.errors import (
     RegistrationClosedError,
     RunCancellationConflictError,
     RunConflictError,
+    RunLoopError,
     RunNotActiveError,
     RunNotFoundError,
     RunSessionMismatchError,
@@ -34,10 +37,12 @@ from agentledger.errors import (
     SessionKeyErasedError,
     SessionNotFoundError,
     SessionPurgedError,
+    StoreClosedError,
     SuspensionNotFoundError,
     TranscriptError,
     TransientError,
     ValidationError,
+    WorkflowCanceled,
 )
 
 PARENTS: dict[type[Exception], type[Exception]] = {
@@ -70,6 +75,11 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     CorruptArchiveError: CorruptRecordError,
     ArchiveExistsError: ContractError,
     RegistrationClosedError: ContractError,
+    StoreClosedError: ContractError,
+    RunLoopError: AgentledgerError,
+    ActivityFailed: AgentledgerError,
+    ChildFailed: AgentledgerError,
+    WorkflowCanceled: AgentledgerError,
     AccessDeniedError: ContractError,
 }
 
@@ -118,6 +128,13 @@ SAMPLES: list[AgentledgerError] = [
     CorruptArchiveError(path="/a/s1.alarchive", reason="checksum mismatch"),
     ArchiveExistsError(path="/a/s1.alarchive", session_id="s1", reason="another digest"),
     RegistrationClosedError(name="chat"),
+    StoreClosedError(backend="sqlite", operation="load_run"),
+    RunLoopError(run_id="r1", error_type="KeyError", reason="'x'"),
+    ActivityFailed(
+        activity="begin_run", error_type="ValueError", message="x", retryable=False, attempts=1
+    ),
+    ChildFailed(workflow_id="r1", message="boom", error=None),
+    WorkflowCanceled(run_id="r1"),
     AccessDeniedError(operation="end_session", status=403, reason="role worker"),
     TransientError("database is locked", operation="append_run_record"),
     ProviderError(provider="openai", status=400, body="bad request"),

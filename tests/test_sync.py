@@ -19,6 +19,7 @@ from agentledger.errors import (
     SessionKeyErasedError,
     SessionNotFoundError,
     SessionPurgedError,
+    StoreClosedError,
     ValidationError,
 )
 from agentledger.storage import MemoryStore, RecordBuilder, RunStart, RunStatus, SessionStatus
@@ -148,8 +149,9 @@ def test_any_store_opens_through_its_opener() -> None:
     assert [s.id for s in store.list_sessions().sessions] == ["m"]
     store.close()
     store.close()
-    with pytest.raises(ValidationError, match="closed"):
+    with pytest.raises(StoreClosedError) as refused:
         store.list_sessions()
+    assert refused.value.backend == "memory"
 
 
 def test_a_failed_open_leaves_no_loop_thread(tmp_path: Path) -> None:

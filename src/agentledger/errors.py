@@ -30,9 +30,14 @@ keyword-only attributes; the message is derived from them.
     │   ├── ArchiveExistsError          (path, session_id, reason)
     │   ├── SessionKeyErasedError       (session_id, run_id) its data key was destroyed [A2]
     │   ├── RegistrationClosedError     (name)
+    │   ├── StoreClosedError            (backend, operation) the store was closed before the call
     │   └── AccessDeniedError           (operation, status, reason) the store service refused
     ├── TransientError                  database or network trouble; may be retried
-    └── ProviderError                   (provider, status, body) a model provider refused
+    ├── ProviderError                   (provider, status, body) a model provider refused
+    ├── ActivityFailed                  (activity, error_type, message, retryable, attempts, error)
+    ├── ChildFailed                     (workflow_id, message, error) a child run's workflow raised
+    ├── RunLoopError                    (run_id, error_type, reason) a bug in the run loop
+    └── WorkflowCanceled                (run_id) raised into a run's loop once it is canceled
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ from collections.abc import Sequence
 
 __all__ = [
     "AccessDeniedError",
+    "ActivityFailed",
     "AgentledgerError",
     "ArchiveExistsError",
+    "ChildFailed",
     "ConflictError",
     "ContractError",
     "CorruptArchiveError",
@@ -54,6 +61,7 @@ __all__ = [
     "RegistrationClosedError",
     "RunCancellationConflictError",
     "RunConflictError",
+    "RunLoopError",
     "RunNotActiveError",
     "RunNotFoundError",
     "RunSessionMismatchError",
@@ -66,10 +74,12 @@ __all__ = [
     "SessionKeyErasedError",
     "SessionNotFoundError",
     "SessionPurgedError",
+    "StoreClosedError",
     "SuspensionNotFoundError",
     "TranscriptError",
     "TransientError",
     "ValidationError",
+    "WorkflowCanceled",
 ]
 
 
@@ -416,4 +426,101 @@ class AccessDeniedError(ContractError):
         super().__init__(f"{operation}: access denied ({status}): {reason}")
         self.operation = operation
         self.status = status
+        self.reason = reason
+
+
+class StoreClosedError(ContractError):
+    """The store (or ``StoreClient``) was closed before this call; nothing was done.
+
+    The same error from every backend: ``backend`` is ``"memory"``, ``"sqlite"``,
+    ``"postgres"`` or ``"service"``; ``operation`` the call that was refused.
+    Retrying on the same handle cannot succeed: open the store again.
+    """
+
+    def __init__(self, *, backend: str, operation: str = "") -> None:
+        call = f"{operation}: " if operation else ""
+        super().__init__(f"{call}the {backend} store is closed")
+        self.backend = backend
+        self.operation = operation
+
+
+class ActivityFailed(AgentledgerError):
+    """An activity failed for good: a permanent error, or transient errors past the attempts.
+
+    Attributes:
+        activity: the activity's name.
+        error_type: the class name of the last error.
+        reason: its message (``message`` is this error's own, as on every error).
+        retryable: whether that error was transient (the attempts ran out).
+        attempts: how many times the activity ran.
+        error: the error itself when the engine runs in this process, or when it
+            is an agentledger error rebuilt from its fields; else None.
+    """
+
+    def __init__(
+        self,
+        *,
+        activity: str,
+        error_type: str,
+        message: str,
+        retryable: bool,
+        attempts: int,
+        error: BaseException | None = None,
+    ) -> None:
+        super().__init__(f"activity {activity} failed after {attempts} attempt(s): {message}")
+        self.activity = activity
+        self.error_type = error_type
+        self.reason = message
+        self.retryable = retryable
+        self.attempts = attempts
+        self.error = error
+
+
+class ChildFailed(AgentledgerError):
+    """A run's workflow ended by raising instead of returning its output.
+
+    Attributes:
+        workflow_id: the workflow's id (its run id).
+        reason: what went wrong (the ``message`` it was made with).
+        error: the error itself when the engine runs in this process, else None.
+    """
+
+    def __init__(self, *, workflow_id: str, message: str, error: BaseException | None) -> None:
+        super().__init__(f"child workflow {workflow_id} failed: {message}")
+        self.workflow_id = workflow_id
+        self.reason = message
+        self.error = error
+
+
+class WorkflowCanceled(AgentledgerError):
+    """Raised into a run's loop at an interruptible await once the run is being canceled.
+
+    The loop catches it and records the cancellation; a caller never sees it.
+    ``run_id`` is the run's, when the engine knows it at that point.
+    """
+
+    def __init__(self, *, run_id: str = "") -> None:
+        super().__init__(
+            f"run {run_id!r} is being canceled" if run_id else "the run is being canceled"
+        )
+        self.run_id = run_id
+
+
+class RunLoopError(AgentledgerError):
+    """An unexpected exception in a run's loop, on an engine that waits for a fix.
+
+    On Temporal it fails the workflow task, not the run: Temporal retries the
+    task, so the run waits (still running in the store) until a worker with
+    fixed code continues it. The in-process engine ends the run failed instead.
+
+    Attributes:
+        run_id: the run.
+        error_type: the class name of the exception.
+        reason: its message.
+    """
+
+    def __init__(self, *, run_id: str, error_type: str, reason: str) -> None:
+        super().__init__(f"run {run_id!r}: a bug in the run loop: {error_type}: {reason}")
+        self.run_id = run_id
+        self.error_type = error_type
         self.reason = reason

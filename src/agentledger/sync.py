@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
-from agentledger.errors import ValidationError
+from agentledger.errors import StoreClosedError, ValidationError
 from agentledger.storage.protocol import SessionAdmin, Store
 from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.transcript import Message
@@ -136,12 +136,12 @@ class SyncStore:
         """Run any awaitable on this store's loop (for calls this facade does not name).
 
         Raises:
-            ValidationError: the facade is closed.
+            StoreClosedError: the facade is closed (as the store it wraps would say).
         """
         if self._loop.loop.is_closed():
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
-            raise ValidationError(field="store", expected="an open SyncStore", got="closed")
+            raise StoreClosedError(backend=_backend(self.store))
         return self._loop.run(_awaited(awaitable))
 
     def close(self) -> None:
@@ -253,3 +253,14 @@ def open_postgres(dsn: str, *, encryption: Encryption | None = None, **options: 
     from agentledger.storage.postgres import PostgresStore
 
     return SyncStore.open(PostgresStore.open, dsn, encryption=encryption, **options)
+
+
+def _backend(store: object) -> str:
+    """The ``backend`` a ``StoreClosedError`` names for ``store``."""
+    names = {
+        "MemoryStore": "memory",
+        "SQLiteStore": "sqlite",
+        "PostgresStore": "postgres",
+        "StoreClient": "service",
+    }
+    return names.get(type(store).__name__, type(store).__name__)

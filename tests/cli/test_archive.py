@@ -121,6 +121,8 @@ def test_restore_can_create_a_new_sqlite_file(tmp_path: Path) -> None:
     without = run_cli("--db", str(new), "restore", str(out))
     assert without.code == 1
     assert "no database at" in without.err
+    assert "pass --create" in without.err  # not "run agentledger demo first"
+    assert "demo" not in without.err
     assert not new.exists()
 
     damaged = tmp_path / "damaged.alarchive"

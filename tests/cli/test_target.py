@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from agentledger.cli.app import display
-from agentledger.cli.target import kind_of
+from agentledger.errors import ValidationError
+from agentledger.target import Target, masked
 from tests.cli.conftest import Demo, run_cli
 
 
@@ -24,14 +24,40 @@ from tests.cli.conftest import Demo, run_cli
     ],
 )
 def test_kind_of(target: str, kind: str) -> None:
-    assert kind_of(target) == kind
+    assert Target.parse(target).kind == kind
 
 
 def test_display_hides_passwords() -> None:
-    assert display("postgresql://u:secret@db/ledger") == "postgresql://u@db/ledger"
-    assert display("host=db password=secret dbname=x") == "host=db password=*** dbname=x"
-    assert display("host=db password='a b' dbname=x") == "host=db password=*** dbname=x"
-    assert display("ledger.db") == "ledger.db"
+    assert masked("postgresql://u:secret@db/ledger") == "postgresql://u@db/ledger"
+    assert masked("host=db password=secret dbname=x") == "host=db password=*** dbname=x"
+    assert masked("host=db password='a b' dbname=x") == "host=db password=*** dbname=x"
+    assert masked("postgresql://u@db/x?password=secret&sslmode=disable") == (
+        "postgresql://u@db/x?password=***&sslmode=disable"
+    )
+    assert masked("ledger.db") == "ledger.db"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "postgresql://u:s3cret@db/ledger",
+        "host=db user=al password=s3cret dbname=ledger",
+        "postgresql://u@db/ledger?password=s3cret",
+        "https://u:s3cret@ledger.internal",
+    ],
+)
+def test_a_target_never_shows_its_password(text: str) -> None:
+    target = Target.parse(text)
+    assert "s3cret" not in f"{target} {target!r} {[target]}"
+    assert target.text == text  # the backend still gets it
+
+
+def test_an_empty_target_is_the_default_unless_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTLEDGER_DB", "/tmp/x.db")
+    assert Target.parse(None).path == "/tmp/x.db"
+    assert Target.parse("").path == "/tmp/x.db"
+    with pytest.raises(ValidationError):
+        Target.parse("", default=False)
 
 
 def test_a_sqlite_url_works(demo: Demo) -> None:

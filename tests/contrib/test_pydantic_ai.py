@@ -19,7 +19,7 @@ from pydantic_ai import messages as pai
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from agentledger.contrib.pydantic_ai import from_pydantic_ai, to_pydantic_ai
+from agentledger.contrib.pydantic_ai import STAMPED, from_pydantic_ai, to_pydantic_ai
 from agentledger.errors import TranscriptError
 from agentledger.transcript import (
     CacheCheckpointPart,
@@ -119,8 +119,8 @@ def test_transcripts_survive_pydantic_ai_unchanged(transcript: list[Message]) ->
     """Transcript -> pydantic-ai -> transcript is the identity on the shared subset."""
     history = to_pydantic_ai(transcript, timestamp=AT)
     assert from_pydantic_ai(history, timestamps=False) == transcript
-    # and the way pydantic-ai -> transcript -> pydantic-ai is exact too, timestamps included
-    assert to_pydantic_ai(from_pydantic_ai(history)) == history
+    # and the way pydantic-ai -> transcript -> pydantic-ai is exact too, stamps included
+    assert to_pydantic_ai(from_pydantic_ai(history), timestamp=AT) == history
 
 
 @settings(max_examples=25, deadline=None)
@@ -167,7 +167,10 @@ def test_the_mapping_part_for_part() -> None:
         ),
     ]
     system, user, response, result = to_pydantic_ai(transcript, timestamp=AT)
-    assert system == pai.ModelRequest(parts=[pai.SystemPromptPart("be brief", timestamp=AT)])
+    assert system == pai.ModelRequest(
+        parts=[pai.SystemPromptPart("be brief", timestamp=AT)],
+        metadata={STAMPED: AT.isoformat()},  # the time was this conversion's, not the transcript's
+    )
     (prompt,) = user.parts
     assert isinstance(prompt, pai.UserPromptPart)
     text, image, url, pdf, sheet, cache = prompt.content
@@ -616,3 +619,15 @@ def test_tool_availability_deltas_ride_in_meta() -> None:
     with pytest.raises(TranscriptError) as caught:
         to_pydantic_ai([broken])
     assert caught.value.field == "messages[0].meta.pydantic_ai.carried[0].at"
+
+
+@settings(max_examples=30, deadline=None)
+@given(transcript=shared_transcripts())
+def test_a_transcript_comes_back_exactly_with_timestamps_kept(transcript: list[Message]) -> None:
+    """to then from is the identity with the default timestamps=True: the times the
+    conversion stamped are not taken for pydantic-ai's own; and from then to gives
+    the same history back, stamps included."""
+    history = to_pydantic_ai(transcript)
+    assert from_pydantic_ai(history) == transcript
+    stamped = to_pydantic_ai(transcript, timestamp=AT)
+    assert to_pydantic_ai(from_pydantic_ai(stamped), timestamp=AT) == stamped

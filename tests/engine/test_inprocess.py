@@ -161,7 +161,7 @@ async def test_children_run_and_are_canceled_with_their_parent() -> None:
             try:
                 await ctx.child("boom-1", "boom", str)
             except ChildFailed as e:
-                return e.message
+                return e.reason
         try:
             return await ctx.child("c1", "child", str)
         except WorkflowCanceled:

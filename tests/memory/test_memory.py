@@ -14,8 +14,8 @@ from agentledger.memory import (
     AssistantMessage,
     FrameworkItem,
     InMemoryMemory,
-    MemoryStore,
     PlannerNote,
+    ProductMemory,
     SQLiteMemory,
     Thinking,
     ToolCall,
@@ -39,7 +39,7 @@ EVENTS = (
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
+async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ProductMemory]:
     """Each product-memory backend (PostgreSQL in a fresh database of the test server)."""
     if request.param == "memory":
         yield InMemoryMemory()
@@ -63,7 +63,7 @@ async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         await postgres.close()
 
 
-async def test_events_round_trip_in_order(memory: MemoryStore) -> None:
+async def test_events_round_trip_in_order(memory: ProductMemory) -> None:
     """Every event type reads back exactly, in append order, per (agent, run)."""
     await memory.append_events("agent", "run-1", *EVENTS[:3])
     await memory.append_events("agent", "run-1", *EVENTS[3:])
@@ -74,7 +74,7 @@ async def test_events_round_trip_in_order(memory: MemoryStore) -> None:
     assert (await memory.load_run("other", "run-1")).events == ()
 
 
-async def test_appending_again_is_idempotent_and_changes_conflict(memory: MemoryStore) -> None:
+async def test_appending_again_is_idempotent_and_changes_conflict(memory: ProductMemory) -> None:
     """A retried feed changes nothing; the same key with other content is a conflict."""
     await memory.append_events("agent", "run-1", *EVENTS)
     await memory.append_events("agent", "run-1", *EVENTS)
@@ -104,7 +104,7 @@ async def test_sqlite_memory_shares_a_file_with_the_runtime_store(tmp_path: Path
         await reopened.close()
 
 
-async def test_last_returns_the_latest_events_in_order(memory: MemoryStore) -> None:
+async def test_last_returns_the_latest_events_in_order(memory: ProductMemory) -> None:
     """``load_run(last=n)`` is the tail of the run, still in append order; 0 is none."""
     await memory.append_events("agent", "run-1", *EVENTS)
     assert (await memory.load_run("agent", "run-1", last=2)).events == EVENTS[-2:]
@@ -119,7 +119,7 @@ async def test_last_returns_the_latest_events_in_order(memory: MemoryStore) -> N
 
 
 async def test_pop_removes_the_latest_event_and_delete_empties_the_run(
-    memory: MemoryStore,
+    memory: ProductMemory,
 ) -> None:
     """Pop returns and removes the last event (None when empty); delete counts what it removed."""
     await memory.append_events("agent", "run-1", *EVENTS)
@@ -137,10 +137,21 @@ async def test_pop_removes_the_latest_event_and_delete_empties_the_run(
     assert (await memory.load_run("agent", "run-2")).events == (EVENTS[0],)
 
 
-async def test_a_conflicting_append_stores_none_of_its_events(memory: MemoryStore) -> None:
+async def test_a_conflicting_append_stores_none_of_its_events(memory: ProductMemory) -> None:
     """All or nothing: a conflict anywhere in one append leaves the run unchanged."""
     await memory.append_events("agent", "run-1", EVENTS[0])
     changed = UserMessage(key="k1", timestamp=AT, turn_id="t", text="hello")
     with pytest.raises(RecordConflictError):
         await memory.append_events("agent", "run-1", EVENTS[1], changed)
     assert (await memory.load_run("agent", "run-1")).events == (EVENTS[0],)
+
+
+def test_the_old_name_still_works_with_a_warning() -> None:
+    """``agentledger.memory.MemoryStore`` is ``ProductMemory`` for one more release."""
+    import agentledger.memory
+    from agentledger.memory import types
+
+    with pytest.warns(DeprecationWarning, match="ProductMemory"):
+        assert agentledger.memory.MemoryStore is ProductMemory
+    with pytest.warns(DeprecationWarning, match="ProductMemory"):
+        assert types.MemoryStore is ProductMemory

@@ -22,8 +22,8 @@ PUBLIC = {
         "WorkflowCanceled", "WorkflowContext", "WorkflowInfo", "WorkflowStatus",
     ],
     "agentledger.memory": [
-        "AssistantMessage", "FrameworkItem", "InMemoryMemory", "MemoryEvent", "MemoryStore",
-        "PlannerNote",
+        "AssistantMessage", "FrameworkItem", "InMemoryMemory", "MemoryEvent", "PlannerNote",
+        "ProductMemory",
         "SQLiteMemory", "Snapshot", "Thinking", "ToolCall", "ToolResult", "UserMessage",
     ],
     "agentledger.runtime.events": [

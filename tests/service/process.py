@@ -58,6 +58,8 @@ class ServiceProcess:
         self.listen = listen
         self.env = env
         self.url = ""
+        self.ready = ""
+        """The line it printed once listening."""
         self.process: subprocess.Popen[str] | None = None
         self.terminated = False
 
@@ -81,6 +83,7 @@ class ServiceProcess:
             self.process.kill()
             _, err = self.process.communicate(timeout=10)
             raise AssertionError(f"agentledger serve did not start: {first!r} {err}")
+        self.ready = first
         self.url = first.split("listening on ", 1)[1].split()[0]
         return self
 

@@ -22,7 +22,7 @@ class TestMemoryStore(StoreConformance):
         shared = MemoryStore()
 
         async def open_store() -> MemoryStore:
-            return shared
+            return shared.handle()  # each closes on its own, as a file's handles do
 
         return open_store
 

@@ -530,7 +530,7 @@ class Test{store}(StoreConformance):
         shared = stores.{store}()
 
         async def open_store():
-            return shared
+            return shared.handle()
 
         return open_store
 """

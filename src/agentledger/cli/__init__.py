@@ -2,8 +2,9 @@
 
 One module per command group (``sessions``, ``runs``, ``records``, ``tail``,
 ``transcript``, ``check``, ``repair``, ``demo``, ``worker``), registered in
-:data:`agentledger.cli.app.COMMANDS`; :func:`agentledger.cli.target.open_store`
-opens what ``--db`` names. Built on click: per-command ``--help`` and shell
+:data:`agentledger.cli.app.COMMANDS`; ``--db`` is an :class:`agentledger.target.Target`
+(shared with ``serve`` and ``worker``), opened by :func:`agentledger.cli.target.open_store`.
+Built on click: per-command ``--help`` and shell
 completion.
 """
 

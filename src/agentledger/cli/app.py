@@ -11,7 +11,6 @@ agentledger refuses (one line on stderr, no traceback; a JSON object with
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,19 +21,22 @@ import click
 from agentledger.cli.refusal import missing_extra, report, wants_json
 from agentledger.errors import (
     AgentledgerError,
+    ContractError,
     CorruptArchiveError,
     CorruptRecordError,
     SessionPurgedError,
 )
+from agentledger.target import Target
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = [
     "COMMANDS",
     "SQLITE_HELP",
     "STORE_HELP",
     "CommandError",
+    "Given",
     "Settings",
     "cli",
     "main",
@@ -73,22 +75,35 @@ TARGET_HELP = (
 )
 
 
-class CommandError(Exception):
-    """A refusal the CLI words itself (exit 1), e.g. naming the damaged file."""
+class CommandError(ContractError):
+    """A refusal the CLI words itself (exit 1), e.g. naming the damaged file.
+
+    Attributes:
+        subject: what it is about (the store shown without secrets, a run, a
+            file), or "" when the message says it all.
+    """
+
+    def __init__(self, message: str, *, subject: str = "") -> None:
+        super().__init__(message)
+        self.subject = subject
 
 
 @dataclass(frozen=True)
 class Settings:
     """The options every store command shares (given on the command or before it)."""
 
-    target: str
-    """What ``--db``/``--store`` named (a path, a DSN or a URL)."""
+    target: Target
+    """What ``--db``/``--store`` named (a path, a DSN or a URL), else the default."""
     json: bool
     """Print JSON instead of text."""
 
 
-def _default_target() -> str:
-    return os.environ.get("AGENTLEDGER_DB") or os.path.join(".", "agentledger.db")
+@dataclass(frozen=True)
+class Given:
+    """The options given before the command (``agentledger --db X --json CMD``)."""
+
+    target: str | None
+    json: bool
 
 
 SQLITE_HELP = "the SQLite file (default: $AGENTLEDGER_DB, else ./agentledger.db)"
@@ -114,9 +129,9 @@ def settings_options(command: F | None = None, *, target_help: str = TARGET_HELP
 
     def merged(*args: Any, target: str | None, json: bool, **kwargs: Any) -> Any:
         root = click.get_current_context().find_root().obj
-        outer = root if isinstance(root, Settings) else Settings(target="", json=False)
+        outer = root if isinstance(root, Given) else Given(target=None, json=False)
         kwargs["settings"] = Settings(
-            target=target or outer.target or _default_target(), json=json or outer.json
+            target=Target.parse(target or outer.target), json=json or outer.json
         )
         return command(*args, **kwargs)
 
@@ -137,16 +152,6 @@ def run(main: Awaitable[T]) -> T:
     return asyncio.run(wrapper())
 
 
-def display(target: str) -> str:
-    """``target`` as shown in messages: a DSN or URL without its password."""
-    target = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", target)
-    scheme, sep, rest = target.partition("://")
-    if sep and "@" in rest:
-        credentials, _, host = rest.rpartition("@")
-        return f"{scheme}://{credentials.partition(':')[0]}@{host}"
-    return target
-
-
 async def with_store(
     settings: Settings, use: Callable[[AdminStore], Awaitable[T]], *, read_only: bool = True
 ) -> T:
@@ -164,7 +169,8 @@ async def with_store(
         if e.run_id or e.record_id or isinstance(e, CorruptArchiveError):
             raise
         raise CommandError(
-            f"{display(settings.target)}: the database is damaged ({e.reason})"
+            f"{settings.target}: the database is damaged ({e.reason})",
+            subject=str(settings.target),
         ) from e
     except SessionPurgedError as e:
         if not read_only:
@@ -176,7 +182,8 @@ async def with_store(
         )
         raise CommandError(
             f"{what} was purged: its runs, records and checkpoints are deleted "
-            f"(`agentledger session purge {e.session_id}` prints its receipt again)"
+            f"(`agentledger session purge {e.session_id}` prints its receipt again)",
+            subject=f"session {e.session_id}",
         ) from e
 
 
@@ -219,7 +226,7 @@ def cli(ctx: click.Context, target: str | None, json: bool) -> None:
     2 for usage errors. Shell completion (bash, zsh, fish):
     eval "$(_AGENTLEDGER_COMPLETE=bash_source agentledger)".
     """
-    ctx.obj = Settings(target=target or "", json=json)
+    ctx.obj = Given(target=target, json=json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -234,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
         return 130
-    except (AgentledgerError, CommandError) as e:
+    except AgentledgerError as e:
         report(e, json=wants_json(args))
         return 1
     except ImportError as e:  # an optional extra this installation lacks: named, one line
@@ -248,6 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as e:  # a file the user named: missing, unwritable, a directory...
         where = f": {e.filename}" if e.filename else ""
-        report(CommandError(f"{e.strerror or e}{where}"), json=wants_json(args))
+        report(
+            CommandError(f"{e.strerror or e}{where}", subject=str(e.filename or "")),
+            json=wants_json(args),
+        )
         return 1
     return code if isinstance(code, int) else 0

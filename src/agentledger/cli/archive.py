@@ -11,7 +11,6 @@ import click
 from agentledger.cli.app import (
     CommandError,
     Settings,
-    display,
     run,
     settings_options,
     with_store,
@@ -19,8 +18,8 @@ from agentledger.cli.app import (
 from agentledger.cli.complete import session_ids
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
     from agentledger.storage.archive import ArchiveManifest
+    from agentledger.storage.protocol import AdminStore
     from agentledger.storage.retention import SweepResult
 
 __all__ = ["archive", "parse_cutoff", "restore", "retention"]
@@ -136,11 +135,33 @@ def restore(
     if create:
         run(_restore_creating(settings, file, max_bytes))
         return
+    _exists_or_create(settings)
     run(
         with_store(
             settings, lambda store: _restore(store, settings, file, max_bytes), read_only=False
         )
     )
+
+
+def _exists_or_create(settings: Settings) -> None:
+    """Refuse a restore into a SQLite file that does not exist, naming --create.
+
+    Raises:
+        ValidationError: ``field="--db"``, no file there.
+    """
+    import os
+
+    from agentledger.errors import ValidationError
+
+    if settings.target.kind == "sqlite" and not os.path.lexists(settings.target.path):
+        path = settings.target.path
+        raise ValidationError(
+            field="--db",
+            expected="an existing agentledger database, or --create",
+            got=path,
+            message=f"no database at {path}: pass --create to make a new SQLite file "
+            "for the restored session",
+        )
 
 
 async def _verify(settings: Settings, file: str, max_bytes: int | None) -> None:
@@ -164,9 +185,10 @@ async def _restore(store: AdminStore, settings: Settings, file: str, max_bytes: 
         manifest = await restore_archive(store, file, max_inflated_bytes=max_bytes)
     except SessionConflictError as e:
         raise CommandError(
-            f"{display(settings.target)} already holds session {e.session_id}: a restore "
+            f"{settings.target} already holds session {e.session_id}: a restore "
             "only recreates a session the store never held (restore into another store, "
-            "with --db)"
+            "with --db)",
+            subject=str(settings.target),
         ) from e
     if settings.json:
         echo_json(manifest)
@@ -183,17 +205,16 @@ async def _restore_creating(settings: Settings, file: str, max_bytes: int | None
     import asyncio
     import os
 
-    from agentledger.cli.target import kind_of, sqlite_path
     from agentledger.errors import ValidationError
     from agentledger.storage.archive import verify_archive
     from agentledger.storage.encryption.config import configured_encryption
     from agentledger.storage.sqlite import SQLiteStore
 
-    if kind_of(settings.target) != "sqlite":
+    if settings.target.kind != "sqlite":
         raise ValidationError(
-            field="--create", expected="a SQLite file as --db", got=display(settings.target)
+            field="--create", expected="a SQLite file as --db", got=str(settings.target)
         )
-    path = sqlite_path(settings.target)
+    path = settings.target.path
     if await asyncio.to_thread(os.path.lexists, path):  # an agentledger database, or refused
         await with_store(
             settings, lambda store: _restore(store, settings, file, max_bytes), read_only=False

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentledger.cli.app import Settings, display, run, settings_options, with_store
+from agentledger.cli.app import Settings, run, settings_options, with_store
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
     from agentledger.storage.types import Record, RunMeta
+    from agentledger.target import Target
 
 __all__ = ["Audit", "audit", "check"]
 
@@ -50,7 +51,7 @@ def check(settings: Settings) -> int:
         if settings.json:
             echo_json(
                 {
-                    "target": display(settings.target),
+                    "target": str(settings.target),
                     "sessions": result.sessions,
                     "runs": result.runs,
                     "records": result.records,
@@ -81,29 +82,28 @@ class Audit:
     findings: list[str] = field(default_factory=list)
 
 
-async def _backend(target: str) -> tuple[list[str], list[str]]:
+async def _backend(target: Target) -> tuple[list[str], list[str]]:
     """The backend's own findings and every run id it holds (empty for a service)."""
     import asyncio
 
-    from agentledger.cli.target import kind_of, sqlite_path
-
-    kind = kind_of(target)
+    kind = target.kind
     if kind == "sqlite":
         from agentledger.storage.sqlite.check import check_invariants, stored_run_ids
 
-        path = sqlite_path(target)
+        path = target.path
         findings = await asyncio.to_thread(check_invariants, path)
         return findings, await asyncio.to_thread(stored_run_ids, path)
     if kind == "postgres":
         from agentledger.storage.postgres import check as postgres_check
 
-        return await postgres_check.check_invariants(target), await postgres_check.stored_run_ids(
-            target
+        return (
+            await postgres_check.check_invariants(target.text),
+            await postgres_check.stored_run_ids(target.text),
         )
     return [], []
 
 
-async def audit(store: AdminStore, target: str) -> Audit:
+async def audit(store: AdminStore, target: Target) -> Audit:
     """Every finding about the store ``target`` names, opened as ``store``."""
     from agentledger.cli.sessions import list_all_sessions
     from agentledger.errors import CorruptRecordError

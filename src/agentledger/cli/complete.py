@@ -6,7 +6,6 @@ an unreachable server) completes nothing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,8 @@ import click
 from click.shell_completion import CompletionItem
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
+    from agentledger.target import Target
 
 __all__ = ["run_ids", "session_ids"]
 
@@ -22,12 +22,14 @@ _MOST = 2000
 """Ids offered at most (a shell does not want more)."""
 
 
-def _target(ctx: click.Context) -> str:
+def _target(ctx: click.Context) -> Target:
+    from agentledger.target import Target
+
     for context in (ctx, ctx.find_root()):
         value = context.params.get("target")
         if isinstance(value, str) and value:
-            return value
-    return os.environ.get("AGENTLEDGER_DB") or os.path.join(".", "agentledger.db")
+            return Target.parse(value)
+    return Target.parse(None)
 
 
 def _ids(ctx: click.Context, find: Callable[[AdminStore], Awaitable[list[str]]]) -> list[str]:

@@ -18,18 +18,16 @@ def demo(settings: Settings) -> int:
     With --json the narration goes to stderr and stdout gets
     {"db", "session", "runs"} describing what was recorded.
     """
-    from agentledger.cli.app import display
-    from agentledger.cli.target import kind_of, sqlite_path
     from agentledger.errors import ValidationError
 
-    if kind_of(settings.target) != "sqlite":
+    if settings.target.kind != "sqlite":
         raise ValidationError(
             field="--db",
             expected="a SQLite file",
-            got=settings.target,
-            message=f"the demo writes a SQLite file, not {display(settings.target)}",
+            got=str(settings.target),
+            message=f"the demo writes a SQLite file, not {settings.target}",
         )
-    path = sqlite_path(settings.target)
+    path = settings.target.path
     if not settings.json:
         from agentledger.demo import run_demo
 
@@ -49,14 +47,16 @@ async def _demo_json(path: str) -> int:
     from agentledger.cli.sessions import list_all_sessions
     from agentledger.cli.target import opened
     from agentledger.demo import run_demo
+    from agentledger.target import Target
 
+    target = Target(path, "sqlite")
     before: set[str] = set()
     if await asyncio.to_thread(os.path.exists, path):
-        async with opened(path, read_only=True) as store:
+        async with opened(target, read_only=True) as store:
             before = {s.id for s in (await list_all_sessions(store))[0]}
     with contextlib.redirect_stdout(sys.stderr):
         code = await asyncio.to_thread(run_demo, path)
-    async with opened(path, read_only=True) as store:
+    async with opened(target, read_only=True) as store:
         (session,) = [s for s in (await list_all_sessions(store))[0] if s.id not in before]
         metas = await store.list_runs_by_session(session.id)
         rows = [

@@ -120,13 +120,13 @@ def erase(settings: Settings, session_id: str, keyring: str | None, vault: str |
 
 
 async def _open(settings: Settings, keyring: str | None, vault: str | None) -> Any:
-    from agentledger.cli.target import kind_of, open_store
+    from agentledger.cli.target import open_store
 
-    if kind_of(settings.target) == "service":
+    if settings.target.kind == "service":
         raise ValidationError(
             field="--db",
             expected="the SQLite file or PostgreSQL DSN (run keys where the vault is)",
-            got=settings.target,
+            got=str(settings.target),
         )
     store = await open_store(settings.target, read_only=False, keyring=keyring, vault=vault)
     if getattr(store, "encryption", None) is None:

@@ -10,10 +10,14 @@ again, or from several hosts at once, applies each migration exactly once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import click
 
-from agentledger.cli.app import STORE_HELP, Settings, display, run, settings_options
+from agentledger.cli.app import STORE_HELP, Settings, run, settings_options
+
+if TYPE_CHECKING:
+    from agentledger.target import Target
 
 __all__ = ["Migrated", "migrate"]
 
@@ -39,41 +43,41 @@ def migrate(settings: Settings) -> None:
     from agentledger.cli.output import echo, echo_json
 
     if settings.json:
-        echo_json({"db": display(settings.target), **vars(done)})
+        echo_json({"db": str(settings.target), **vars(done)})
     elif done.applied:
         versions = ", ".join(str(v) for v in done.applied)
         echo(
-            f"{display(settings.target)}: applied migration{'s' if len(done.applied) > 1 else ''} "
+            f"{settings.target!s}: applied migration{'s' if len(done.applied) > 1 else ''} "
             f"{versions}; schema version {done.schema_version}"
         )
     else:
-        echo(f"{display(settings.target)}: already at schema version {done.schema_version}")
+        echo(f"{settings.target!s}: already at schema version {done.schema_version}")
 
 
-async def _migrate(target: str) -> Migrated:
-    from agentledger.cli.target import kind_of
+async def _migrate(target: Target) -> Migrated:
     from agentledger.errors import ValidationError
 
-    kind = kind_of(target)
+    kind = target.kind
     if kind == "service":
         raise ValidationError(
             field="--db",
             expected="a SQLite file or a PostgreSQL DSN (the service migrates its own database)",
-            got=target,
+            got=str(target),
         )
     if kind == "postgres":
         return await _migrate_postgres(target)
-    return await _migrate_sqlite(target)
+    return await _migrate_sqlite(target.path)
 
 
-async def _migrate_postgres(dsn: str) -> Migrated:
+async def _migrate_postgres(target: Target) -> Migrated:
     import psycopg
 
-    from agentledger.cli.target import check_dsn, quiet_pool_logs
+    from agentledger.cli.target import quiet_pool_logs
     from agentledger.errors import TransientError
     from agentledger.storage.postgres import migrations
+    from agentledger.target import masked
 
-    check_dsn(dsn)
+    dsn = target.dsn()
     quiet_pool_logs()
     try:
         async with await psycopg.AsyncConnection.connect(
@@ -81,22 +85,20 @@ async def _migrate_postgres(dsn: str) -> Migrated:
         ) as conn:
             applied = await migrations.migrate(conn)
     except psycopg.Error as e:
-        reason = " ".join(str(e).split())
-        raise TransientError(f"{display(dsn)}: cannot migrate: {reason}") from e
+        reason = masked(" ".join(str(e).split()))
+        raise TransientError(f"{target}: cannot migrate: {reason}") from e
     return Migrated(applied=applied, schema_version=migrations.SCHEMA_VERSION)
 
 
-async def _migrate_sqlite(target: str) -> Migrated:
+async def _migrate_sqlite(path: str) -> Migrated:
     import asyncio
     import os
     import sqlite3
 
-    from agentledger.cli.target import sqlite_path
     from agentledger.errors import ValidationError
     from agentledger.storage.sqlite import LATEST_VERSION, SQLiteStore
     from agentledger.storage.sqlite.readonly import open_checked
 
-    path = sqlite_path(target)
     if not await asyncio.to_thread(os.path.exists, path):
         raise ValidationError(
             field="--db",

@@ -10,7 +10,7 @@ from agentledger.cli.app import Settings, run, settings_options, with_store
 from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
     from agentledger.runtime.prompts import PromptVersion
 
 __all__ = ["prompt_rows", "prompts"]

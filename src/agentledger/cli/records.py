@@ -12,7 +12,7 @@ from agentledger.cli.app import Settings, run, settings_options, with_store
 from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
     from agentledger.storage.types import Record
 
 __all__ = ["TAIL_WIDTHS", "Selection", "record_json", "record_lines", "records", "select_records"]

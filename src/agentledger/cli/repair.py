@@ -29,7 +29,7 @@ from agentledger.cli.app import CommandError, Settings, run, settings_options, w
 from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = ["repair"]
 
@@ -71,7 +71,8 @@ async def _repair(store: AdminStore, settings: Settings, run_id: str, workflow_g
     if before.status is RunStatus.RUNNING and not workflow_gone:
         raise CommandError(
             f"run {run_id!r} is running in the store, and the CLI cannot ask its engine "
-            "whether its workflow is still going; if it is gone, run again with --workflow-gone"
+            "whether its workflow is still going; if it is gone, run again with --workflow-gone",
+            subject=f"run {run_id}",
         )
     # A new in-process engine knows no workflow: exactly the "workflow gone" case of [E2].
     engine = InProcessEngine()

@@ -6,6 +6,8 @@ these commands only parse arguments, and import the service extra on use.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import click
 
 __all__ = ["serve", "token"]
@@ -69,7 +71,7 @@ def serve(
     vault: str | None,
     max_payload_bytes: int,
     max_checkpoint_bytes: int,
-    durability: str,
+    durability: Literal["full", "normal"],
     secure_cookies: str,
     host_runtime: str | None,
 ) -> int:

@@ -1,125 +1,55 @@
-"""What a command works on: a SQLite file, a PostgreSQL DSN or a store service URL.
+"""Opening a command's :class:`~agentledger.target.Target` the CLI's way.
 
-:func:`open_store` is the one place that turns ``--db`` into an open store.
 Read commands open it read-only: a SQLite file with ``mode=ro`` (a read-only
 file can be read; a file that is not an agentledger database is refused
-unchanged). A PostgreSQL database is never migrated by the CLI. No command
-but ``demo`` creates a database.
+unchanged). No command but ``demo`` creates a database, and none but
+``migrate`` migrates one; parsing, defaults and masking live in
+:mod:`agentledger.target`, shared with ``serve`` and ``worker``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import inspect
 import os
 import sqlite3
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
-from agentledger.errors import ValidationError
 from agentledger.storage.encryption.config import configured_encryption
 
 if TYPE_CHECKING:
-    from agentledger.storage.protocol import SessionAdmin, Store
+    from agentledger.storage.protocol import AdminStore
+    from agentledger.target import Target
 
-__all__ = ["AdminStore", "Kind", "kind_of", "open_store", "opened", "sqlite_path"]
+__all__ = ["open_store", "opened", "quiet_pool_logs"]
 
-TOKEN_VARIABLE = "AGENTLEDGER_TOKEN"
-"""The environment variable holding the bearer token for a service URL."""
-
-_POSTGRES = ("postgres://", "postgresql://")
-_SERVICE = ("http://", "https://")
-_SQLITE = "sqlite:///"
-
-Kind = str
-"""``"sqlite"``, ``"postgres"`` or ``"service"``."""
-
-
-if TYPE_CHECKING:
-
-    class AdminStore(Store, SessionAdmin, Protocol):
-        """A store with session administration that can be closed: what commands use."""
-
-        async def close(self) -> None: ...
-
-else:
-    AdminStore = Any
-
-
-def kind_of(target: str) -> Kind:
-    """Which backend ``target`` names (a path is SQLite)."""
-    if target.startswith(_SERVICE):
-        return "service"
-    if target.startswith(_POSTGRES) or "dbname=" in target or "host=" in target:
-        return "postgres"
-    return "sqlite"
-
-
-def sqlite_path(target: str) -> str:
-    """The file of a SQLite target (a path, or ``sqlite:///path``)."""
-    return target.removeprefix(_SQLITE) if target != _SQLITE else target
+_CLI_POOL = 4
+"""PostgreSQL connections a command opens at most."""
 
 
 async def open_store(
-    target: str, *, read_only: bool, keyring: str | None = None, vault: str | None = None
+    target: Target, *, read_only: bool, keyring: str | None = None, vault: str | None = None
 ) -> AdminStore:
-    """Open the store ``target`` names, for reads only or for writes too.
+    """Open ``target`` for reads only or for writes too; never create nor migrate it.
 
     An encrypted database [A2] needs its keyring and vault: ``keyring`` and
     ``vault`` (files), else the environment (see :mod:`agentledger.storage.encryption.config`).
 
     Raises:
-        ValidationError: an empty target, a missing file or one that is not an
-            agentledger database, a service URL while ``agentledger.service``
-            is not installed.
+        ValidationError: a missing file or one that is not an agentledger
+            database, one that needs migrating, a service URL while
+            ``agentledger.service`` is not installed.
         TransientError: the database or service cannot be reached.
     """
-    if not target:
-        raise ValidationError(
-            field="--db", expected="a SQLite path, a PostgreSQL DSN or a service URL", got=target
-        )
-    kind = kind_of(target)
-    if kind == "service":
-        return await _open_service(target)
-    if kind == "postgres":
-        from agentledger.storage.postgres import PostgresStore
-
-        check_dsn(target)
+    if target.kind == "postgres":
         quiet_pool_logs()
-        # The CLI never migrates but on `agentledger migrate` (workers and deploy steps
-        # do): a database that needs it is refused, not changed.
-        try:
-            return await PostgresStore.open(
-                target,
-                min_size=1,
-                max_size=4,
-                migrate=False,
-                encryption=configured_encryption(keyring, vault),
-            )
-        except ValidationError as e:
-            raise _unmigrated(e, target) from e
-    from agentledger.storage.sqlite import SQLiteStore
-
-    path = sqlite_path(target)
-    if not await asyncio.to_thread(os.path.exists, path):
-        raise ValidationError(
-            field="--db",
-            expected="an existing agentledger database",
-            got=path,
-            message=f"no database at {path} (run `agentledger demo` first, or pass --db)",
-        )
-    # Opening read-only first refuses an empty, foreign or damaged file before any write.
-    encryption = configured_encryption(keyring, vault)  # else the environment, like the token
-    try:
-        reader = await SQLiteStore.open_read_only(path, encryption=encryption)
-    except ValidationError as e:
-        raise _unmigrated(e, path) from e
-    if read_only:
-        return reader
-    await reader.close()
-    return await SQLiteStore.open(path, encryption=encryption)
+    return await target.open(
+        read_only=read_only,
+        create=False,
+        encryption=configured_encryption(keyring, vault) if target.kind != "service" else None,
+        pool_size=_CLI_POOL,
+    )
 
 
 _SIDECARS = ("-wal", "-shm")
@@ -128,7 +58,7 @@ _SIDECARS = ("-wal", "-shm")
 
 @contextlib.asynccontextmanager
 async def opened(
-    target: str, *, read_only: bool, keyring: str | None = None, vault: str | None = None
+    target: Target, *, read_only: bool, keyring: str | None = None, vault: str | None = None
 ) -> AsyncIterator[AdminStore]:
     """:func:`open_store`, closed on exit; a read leaves no ``-wal``/``-shm`` it created.
 
@@ -139,7 +69,7 @@ async def opened(
     with its usual checkpoint of an empty log. A file the user cannot write, or a
     database another process has open, keeps them (that is SQLite's choice).
     """
-    path = sqlite_path(target) if read_only and kind_of(target) == "sqlite" else ""
+    path = target.path if read_only and target.kind == "sqlite" else ""
     new = await asyncio.to_thread(_absent_sidecars, path) if path else False
     try:
         store = await open_store(target, read_only=read_only, keyring=keyring, vault=vault)
@@ -167,59 +97,6 @@ def _tidy(path: str) -> None:
             conn.close()
 
 
-def _unmigrated(error: ValidationError, target: str) -> ValidationError:
-    """A database whose schema is behind this code's: say which command migrates it."""
-    from agentledger.cli.app import display
-
-    if error.field != "schema_version" or not isinstance(error.got, int):
-        return error
-    import re
-
-    latest = re.search(r"\d+", error.expected)
-    if latest is None:
-        return error
-    count = int(latest.group()) - error.got
-    return ValidationError(
-        field="schema_version",
-        expected=error.expected,
-        got=error.got,
-        message=(
-            f"{display(target)} needs migrating: {count} migration{'s' if count > 1 else ''} "
-            f"pending (schema version {error.got}, this agentledger's is {latest.group()}); "
-            f"run `agentledger migrate --db {_quoted(display(target))}`"
-        ),
-    )
-
-
-def _quoted(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
-
-
-def check_dsn(dsn: str) -> None:
-    """Refuse a malformed PostgreSQL DSN in one clean line (libpq's own reason, trimmed).
-
-    Raises:
-        ValidationError: ``field="--db"``, libpq cannot parse ``dsn``.
-    """
-    import psycopg
-    from psycopg import conninfo
-
-    from agentledger.cli.app import display
-
-    try:
-        conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as e:
-        reason = " ".join(str(e).split())
-        raise ValidationError(
-            field="--db",
-            expected="a libpq connection string or a postgresql:// URI",
-            got=display(dsn),
-            message=f"not a valid PostgreSQL DSN ({reason}): {display(dsn)}",
-        ) from None
-
-
 def quiet_pool_logs() -> None:
     """Keep psycopg's pool from logging what the command reports itself (a refusal once)."""
     import logging
@@ -227,24 +104,3 @@ def quiet_pool_logs() -> None:
     logger = logging.getLogger("psycopg")
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
-
-
-async def _open_service(url: str) -> AdminStore:
-    """A ``StoreClient`` for ``url``, with the token from ``$AGENTLEDGER_TOKEN``."""
-    try:
-        service = importlib.import_module("agentledger.service")
-    except ImportError as e:
-        raise ValidationError(
-            field="--db",
-            expected="a SQLite path or a PostgreSQL DSN",
-            got=url,
-            message=(
-                f"{url}: a service URL needs agentledger.service, which this "
-                f"installation does not have ({e})"
-            ),
-        ) from e
-    client: Any = service.StoreClient(url, token=os.environ.get(TOKEN_VARIABLE, ""))
-    if inspect.isawaitable(client):
-        client = await client
-    store: AdminStore = client
-    return store

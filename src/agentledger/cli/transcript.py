@@ -11,7 +11,7 @@ from agentledger.cli.app import Settings, run, settings_options, with_store
 from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
-    from agentledger.cli.target import AdminStore
+    from agentledger.storage.protocol import AdminStore
     from agentledger.storage.replay import MessageOrigin
     from agentledger.storage.types import TranscriptSegment
     from agentledger.transcript import Message, Part

@@ -84,11 +84,12 @@ def worker(
     --grace seconds, cancels) the activities in flight, closes the store and exits 0.
     Temporal retries what did not finish on another worker.
     """
-    from agentledger.cli.app import Settings
+    from agentledger.cli.app import Given
+    from agentledger.target import Target
 
     root = click.get_current_context().find_root().obj
-    target = target or (root.target if isinstance(root, Settings) else "")
-    as_json = isinstance(root, Settings) and root.json  # `agentledger --json worker ...`
+    target = target or (root.target if isinstance(root, Given) else None)
+    as_json = isinstance(root, Given) and root.json  # `agentledger --json worker ...`
     if not target:
         raise click.UsageError("Missing option '--db' / '--store': the store to work on")
     import asyncio
@@ -102,7 +103,7 @@ def worker(
         code = asyncio.run(
             serve(
                 temporal=temporal,
-                db=target,
+                db=Target.parse(target),
                 task_queue=task_queue,
                 app=app,
                 namespace=namespace,

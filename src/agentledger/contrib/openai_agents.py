@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
 from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
-from agentledger.memory.types import FrameworkItem, MemoryEvent, MemoryStore
+from agentledger.memory.types import FrameworkItem, MemoryEvent, ProductMemory
 from agentledger.providers import openai_responses
 from agentledger.providers._json import b64decode
 from agentledger.transcript import (
@@ -139,7 +139,7 @@ class MemorySession:
     def __init__(
         self,
         session_id: str,
-        memory: MemoryStore,
+        memory: ProductMemory,
         *,
         agent_id: str = FRAMEWORK,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,

@@ -23,9 +23,12 @@ retried outcome, instructions...) rides in ``Message.meta["pydantic_ai"]``; what
 only agentledger has (a thinking block's provider ``index`` when it is not the
 part's position, an unfinished block, a Gemini ``thought_signature``) rides in
 the pydantic-ai part's ``provider_details["agentledger"]``; other ``meta`` rides
-in the pydantic-ai message's ``metadata["agentledger_meta"]``. So both
-directions are exact, and a part one side has no place for at all (a redacted
-thinking block, citations, a text document, audio, a native tool call...) is a
+in the pydantic-ai message's ``metadata["agentledger_meta"]``. The times
+``to_pydantic_ai`` stamps on parts the transcript gave none are named in the
+message's ``metadata["agentledger_stamped"]``, so ``from_pydantic_ai`` does
+not take them for pydantic-ai's own. So both directions are exact, and a
+part one side has no place for at all (a redacted thinking block, citations,
+a text document, audio, a native tool call...) is a
 `~agentledger.errors.TranscriptError` naming it, never a silent drop.
 
 Needs pydantic-ai: ``pip install 'agentledger[pydantic-ai]'``.
@@ -69,6 +72,9 @@ META = "pydantic_ai"
 """The key of ``Message.meta`` holding what only pydantic-ai has."""
 FOREIGN = "agentledger_meta"
 """The key of a pydantic-ai message's ``metadata`` holding the rest of ``Message.meta``."""
+STAMPED = "agentledger_stamped"
+"""The key of a pydantic-ai message's ``metadata`` holding the time ``to_pydantic_ai``
+stamped on it (ISO 8601): a field with that time was never in the transcript."""
 DETAILS = "agentledger"
 """The key of a pydantic-ai part's ``provider_details`` holding what only agentledger has."""
 
@@ -154,16 +160,17 @@ def _fields(cls: Any) -> dict[str, pydantic.TypeAdapter[Any]]:
 
 
 def _differences(
-    actual: Any, baseline: Any, skip: Iterable[str], timestamps: bool
+    actual: Any, baseline: Any, skip: Iterable[str], timestamps: bool, stamp: datetime | None
 ) -> dict[str, Any]:
-    """The fields of ``actual`` that the rebuilt ``baseline`` does not have, as JSON."""
+    """The fields of ``actual`` that the rebuilt ``baseline`` does not have, as JSON
+    (a timestamp equal to ``stamp``, which ``to_pydantic_ai`` made up, is not one)."""
     out: dict[str, Any] = {}
     for name, adapter in _fields(type(actual)).items():
         if name in skip:
             continue
         value = getattr(actual, name)
         if name == "timestamp":
-            if timestamps and value is not None:
+            if timestamps and value is not None and value != stamp:
                 out[name] = adapter.dump_python(value, mode="json")
         elif value != getattr(baseline, name):
             out[name] = adapter.dump_python(value, mode="json")
@@ -234,8 +241,11 @@ def _split_meta(index: int, message: Message) -> tuple[_Meta, dict[str, Any]]:
     return ours, meta
 
 
-def _metadata(foreign: Mapping[str, Any]) -> dict[str, Any] | None:
-    return {FOREIGN: dict(foreign)} if foreign else None
+def _metadata(foreign: Mapping[str, Any], stamp: str | None = None) -> dict[str, Any] | None:
+    metadata: dict[str, Any] = {FOREIGN: dict(foreign)} if foreign else {}
+    if stamp is not None:
+        metadata[STAMPED] = stamp
+    return metadata or None
 
 
 def _computed_identifier(item: Any) -> str:
@@ -370,7 +380,7 @@ class _Encoder:
             response = pai.ModelResponse(
                 parts=parts, timestamp=self.stamp, metadata=_metadata(foreign)
             )
-            self.out.append(_restore(response, ours.message, where))
+            self.out.append(self.marked(_restore(response, ours.message, where)))
             return
         parts = self.request_parts(m, message, ours)
         if ours.continued:
@@ -382,10 +392,25 @@ class _Encoder:
                     got=message.meta,
                     message_index=m,
                 )
-            self.out[-1] = dataclasses.replace(previous, parts=[*previous.parts, *parts])
+            self.out[-1] = self.marked(
+                dataclasses.replace(previous, parts=[*previous.parts, *parts])
+            )
             return
         request = pai.ModelRequest(parts=parts, metadata=_metadata(foreign))
-        self.out.append(_restore(request, ours.message, where))
+        self.out.append(self.marked(_restore(request, ours.message, where)))
+
+    def marked(self, message: Any) -> Any:
+        """``message``, naming this conversion's time in its metadata if a field holds it.
+
+        A field still holding ``self.stamp`` itself (not an equal time restored
+        from ``meta``) was stamped here, for want of one in the transcript.
+        """
+        times = [message.timestamp, *(getattr(p, "timestamp", None) for p in message.parts)]
+        if not any(t is self.stamp for t in times):
+            return message
+        metadata = dict(message.metadata or {})
+        metadata[STAMPED] = self.stamp.isoformat()
+        return dataclasses.replace(message, metadata=metadata)
 
     def request_parts(self, m: int, message: Message, ours: _Meta) -> list[Any]:
         parts: list[Any] = []
@@ -624,22 +649,27 @@ class _Decoder:
 
     def __init__(self, timestamps: bool) -> None:
         self.timestamps = timestamps
+        self.stamp: datetime | None = None
+        """The time ``to_pydantic_ai`` stamped on the message being read, if it says so."""
         self.names: dict[str, str] = {}
         self.out: list[Message] = []
         self.pending: list[tuple[int, int, Any, dict[str, Any]]] = []
         """Files of tool returns not placed yet: (message, part, item, the return's saved entry)."""
 
     def diff(self, actual: Any, baseline: Any, skip: Iterable[str] = ()) -> dict[str, Any]:
-        return _differences(actual, baseline, skip, self.timestamps)
+        return _differences(actual, baseline, skip, self.timestamps, self.stamp)
 
     def message(self, m: int, message: Any) -> None:
         metadata = dict(message.metadata or {})
         foreign = metadata.pop(FOREIGN, None) or {}
+        stamp = metadata.pop(STAMPED, None)
+        self.stamp = _stamp(stamp)
+        stamp = stamp if self.stamp is not None else None  # unreadable: kept as it came
         if isinstance(message, pai.ModelResponse):
             segments: list[Segment] = [("assistant", [], {})]
             for p, part in enumerate(message.parts):
                 self.response_part(m, p, part, segments[0])
-            baseline: Any = pai.ModelResponse(parts=[], metadata=_metadata(foreign))
+            baseline: Any = pai.ModelResponse(parts=[], metadata=_metadata(foreign, stamp))
         elif isinstance(message, pai.ModelRequest):
             segments = []
             for p, request_part in enumerate(message.parts):
@@ -647,7 +677,7 @@ class _Decoder:
             self.flush_files(segments)
             if not segments:
                 segments.append(("user", [], {}))
-            baseline = pai.ModelRequest(parts=[], metadata=_metadata(foreign))
+            baseline = pai.ModelRequest(parts=[], metadata=_metadata(foreign, stamp))
         else:
             raise TranscriptError(
                 field=f"model_messages[{m}]",
@@ -918,6 +948,16 @@ class _Decoder:
             raise _theirs(m, p, kind, "agentledger transcripts have no such part")
         if fields:
             saved.setdefault(str(len(parts) - 1), {})["part"] = fields
+
+
+def _stamp(value: Any) -> datetime | None:
+    """The time ``metadata[STAMPED]`` names; None if it names none."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def from_pydantic_ai(model_messages: Sequence[Any], *, timestamps: bool = True) -> list[Message]:

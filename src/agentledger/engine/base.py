@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
-from agentledger.errors import TransientError
+from agentledger.errors import ActivityFailed, ChildFailed, TransientError, WorkflowCanceled
 
 __all__ = [
     "Activity",
@@ -90,57 +90,6 @@ def attempt_of(attempt: int, check: Callable[[Any], str] | None = None) -> Itera
     finally:
         _RESULT_CHECK.reset(checked)
         _ATTEMPT.reset(token)
-
-
-class WorkflowCanceled(Exception):
-    """Raised into a workflow at an interruptible await once its run is being canceled."""
-
-
-class ActivityFailed(Exception):
-    """An activity failed for good: a permanent error, or transient errors past the attempts.
-
-    Attributes:
-        activity: the activity's name.
-        error_type: the class name of the last error.
-        message: its message.
-        retryable: whether that error was transient (the attempts ran out).
-        attempts: how many times the activity ran.
-        error: the error itself when the engine runs in this process, else None.
-    """
-
-    def __init__(
-        self,
-        *,
-        activity: str,
-        error_type: str,
-        message: str,
-        retryable: bool,
-        attempts: int,
-        error: BaseException | None = None,
-    ) -> None:
-        super().__init__(f"activity {activity} failed after {attempts} attempt(s): {message}")
-        self.activity = activity
-        self.error_type = error_type
-        self.message = message
-        self.retryable = retryable
-        self.attempts = attempts
-        self.error = error
-
-
-class ChildFailed(Exception):
-    """A child workflow ended by raising instead of returning its output.
-
-    Attributes:
-        workflow_id: the child's id (its run id).
-        message: what went wrong.
-        error: the error itself when the engine runs in this process, else None.
-    """
-
-    def __init__(self, *, workflow_id: str, message: str, error: BaseException | None) -> None:
-        super().__init__(f"child workflow {workflow_id} failed: {message}")
-        self.workflow_id = workflow_id
-        self.message = message
-        self.error = error
 
 
 class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -222,6 +171,13 @@ class WorkflowContext(Protocol):
 
     def cancel_requested(self) -> bool:
         """Whether the engine was asked to cancel this workflow."""
+        ...
+
+    @property
+    def waits_for_fixes(self) -> bool:
+        """Whether a bug in the workflow should only fail this attempt and leave the run
+        waiting for fixed code (Temporal retries a failed workflow task), rather than
+        end it (an in-process engine cannot wait for a deploy)."""
         ...
 
     async def activity(

@@ -79,6 +79,10 @@ class _Context:
     def cancel_requested(self) -> bool:
         return self._state.cancel_event.is_set()
 
+    @property
+    def waits_for_fixes(self) -> bool:
+        return False  # nothing would ever continue the run: a bug ends it
+
     async def activity(
         self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
     ) -> T:

@@ -1,9 +1,10 @@
 """Product memory (DESIGN section 6): the per-run transcript events a product keeps.
 
-Distinct from the runtime store: ``agentledger.memory.MemoryStore`` is the
-product-memory protocol, while ``agentledger.storage.MemoryStore`` is the
-in-process backend of the runtime store. Implementations here are
-``InMemoryMemory``, ``SQLiteMemory`` and (with the postgres extra)
+Distinct from the runtime store: ``agentledger.memory.ProductMemory`` is the
+product-memory protocol (``MemoryStore`` before: a deprecated alias for one
+release), while ``agentledger.storage.MemoryStore`` is the in-process backend
+of the runtime store. Implementations here are ``InMemoryMemory``,
+``SQLiteMemory`` and (with the postgres extra)
 ``agentledger.memory.postgres.PostgresMemory``; ``Runtime(memory=...)`` feeds one.
 """
 
@@ -13,8 +14,8 @@ from agentledger.memory.types import (
     AssistantMessage,
     FrameworkItem,
     MemoryEvent,
-    MemoryStore,
     PlannerNote,
+    ProductMemory,
     Snapshot,
     Thinking,
     ToolCall,
@@ -27,8 +28,8 @@ __all__ = [
     "FrameworkItem",
     "InMemoryMemory",
     "MemoryEvent",
-    "MemoryStore",
     "PlannerNote",
+    "ProductMemory",
     "SQLiteMemory",
     "Snapshot",
     "Thinking",
@@ -36,3 +37,12 @@ __all__ = [
     "ToolResult",
     "UserMessage",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``MemoryStore``: the old name of :class:`ProductMemory` (deprecated)."""
+    if name == "MemoryStore":
+        from agentledger.memory import types
+
+        return types.MemoryStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

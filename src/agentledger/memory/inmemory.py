@@ -13,7 +13,7 @@ __all__ = ["InMemoryMemory"]
 
 
 class InMemoryMemory:
-    """A complete product-memory ``MemoryStore`` in memory; nothing survives the process.
+    """A complete product-memory ``ProductMemory`` in memory; nothing survives the process.
 
     Safe to share between threads (each running its own event loop): every
     operation holds one lock and never awaits while holding it.

@@ -78,7 +78,7 @@ _T = TypeVar("_T")
 
 
 class PostgresMemory:
-    """A product-memory ``MemoryStore`` in PostgreSQL; open with :meth:`open`.
+    """A product-memory ``ProductMemory`` in PostgreSQL; open with :meth:`open`.
 
     Each append, pop and delete is one transaction holding the run's advisory
     lock, so writers in many processes are serialised per run. One instance

@@ -55,7 +55,7 @@ _DECODER = msgspec.json.Decoder(MemoryEvent, float_hook=JsonNumber)
 
 
 class SQLiteMemory:
-    """A product-memory ``MemoryStore`` in one SQLite file.
+    """A product-memory ``ProductMemory`` in one SQLite file.
 
     Open with :meth:`open`, close with :meth:`close`. Each append, pop and
     delete is one ``BEGIN IMMEDIATE`` transaction, so writers in other threads

@@ -20,8 +20,8 @@ __all__ = [
     "AssistantMessage",
     "FrameworkItem",
     "MemoryEvent",
-    "MemoryStore",
     "PlannerNote",
+    "ProductMemory",
     "Snapshot",
     "Thinking",
     "ToolCall",
@@ -114,10 +114,11 @@ def check_last(last: int | None) -> None:
 
 
 @runtime_checkable
-class MemoryStore(Protocol):
+class ProductMemory(Protocol):
     """Product memory: per-run transcript events (not the runtime store).
 
-    Not to be confused with :class:`agentledger.storage.MemoryStore`, the
+    Called ``MemoryStore`` before, a name kept as a deprecated alias for one
+    release; not to be confused with :class:`agentledger.storage.MemoryStore`, the
     in-process backend of the runtime store; implementations here are
     :class:`~agentledger.memory.InMemoryMemory` and
     :class:`~agentledger.memory.SQLiteMemory`.
@@ -151,3 +152,18 @@ class MemoryStore(Protocol):
     async def delete_run(self, agent_id: str, run_id: str, /) -> int:
         """Delete every event of the run; returns how many were deleted."""
         ...
+
+
+def __getattr__(name: str) -> object:
+    """``MemoryStore``: the old name of :class:`ProductMemory`, with a DeprecationWarning."""
+    if name == "MemoryStore":
+        import warnings
+
+        warnings.warn(
+            "agentledger.memory.MemoryStore is now ProductMemory (the old name, easily "
+            "confused with agentledger.storage.MemoryStore, goes in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ProductMemory
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

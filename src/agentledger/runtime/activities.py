@@ -34,7 +34,7 @@ from agentledger.errors import (
     TransientError,
     ValidationError,
 )
-from agentledger.memory.types import MemoryStore
+from agentledger.memory.types import ProductMemory
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
@@ -171,7 +171,7 @@ class Activities:
         store: Store,
         registry: Registry,
         stream: StreamSink | None = None,
-        memory: MemoryStore | None = None,
+        memory: ProductMemory | None = None,
     ) -> None:
         self.store = store
         self.registry = registry

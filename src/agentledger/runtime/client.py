@@ -130,7 +130,10 @@ class RunHandle:
 
         Raises:
             AgentledgerError: the run could not start (unknown session, ended
-                agent ...), or its final record could not be written.
+                agent ...), or its final record could not be written: the
+                store's own error when there is one, else ``ActivityFailed``
+                (or ``ChildFailed`` for a workflow that ended without output),
+                both in the same tree, with their fields.
         """
         try:
             output: RunOutput = await self._runtime.engine.result(self.run_id)

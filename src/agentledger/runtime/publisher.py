@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from agentledger.memory.types import (
     AssistantMessage,
     MemoryEvent,
-    MemoryStore,
     PlannerNote,
+    ProductMemory,
     Thinking,
     ToolCall,
     ToolResult,
@@ -99,7 +99,7 @@ class Publisher:
         memory: product memory fed from transcript records (None: none).
     """
 
-    def __init__(self, stream: StreamSink | None, memory: MemoryStore | None) -> None:
+    def __init__(self, stream: StreamSink | None, memory: ProductMemory | None) -> None:
         self.stream = stream
         self.memory = memory
         self._lines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (

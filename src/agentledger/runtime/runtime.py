@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from agentledger.engine.base import Activity, Engine
 from agentledger.engine.inprocess import InProcessEngine
 from agentledger.errors import RunNotActiveError, ValidationError
-from agentledger.memory.types import MemoryStore
+from agentledger.memory.types import ProductMemory
 from agentledger.observability.models import traced_model
 from agentledger.observability.store import traced_store
 from agentledger.providers.model import ModelClient
@@ -59,7 +59,7 @@ class Runtime:
         self,
         store: Store,
         engine: Engine | None = None,
-        memory: MemoryStore | None = None,
+        memory: ProductMemory | None = None,
         stream: StreamSink | None = None,
     ) -> None:
         self.store = store

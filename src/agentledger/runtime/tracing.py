@@ -216,6 +216,10 @@ class TracedContext:
     def cancel_requested(self) -> bool:
         return self._inner.cancel_requested()
 
+    @property
+    def waits_for_fixes(self) -> bool:
+        return self._inner.waits_for_fixes
+
     async def activity(
         self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
     ) -> T:

@@ -71,6 +71,7 @@ from agentledger.engine.base import (
     WorkflowCanceled,
     WorkflowContext,
 )
+from agentledger.errors import RunLoopError
 from agentledger.runtime import tracing
 from agentledger.runtime.checkpoint import (
     CHECKPOINT_VERSION,
@@ -163,7 +164,7 @@ class _ChildrenWait(Exception):
 
 def _activity_failure(kind: str, error: ActivityFailed) -> Failure:
     return Failure(
-        message=error.message, kind=kind, code=error.error_type, retryable=error.retryable
+        message=error.reason, kind=kind, code=error.error_type, retryable=error.retryable
     )
 
 
@@ -281,7 +282,11 @@ class _Loop:
             return await self._end_failed(failed.failure)
         except ActivityFailed as e:
             return await self._end_failed(_activity_failure("activity_failed", e))
-        except Exception as e:  # a bug in this loop: end the run, the same on every engine
+        except Exception as e:  # a bug in this loop
+            if self.ctx.waits_for_fixes:  # Temporal: fail the task, the run waits for a fix
+                raise RunLoopError(
+                    run_id=self.inp.run_id, error_type=type(e).__name__, reason=str(e)
+                ) from e
             failure = Failure(
                 message=f"{type(e).__name__}: {e}", kind="workflow_error", code=type(e).__name__
             )
@@ -374,7 +379,7 @@ class _Loop:
         except WorkflowCanceled:
             outcome = None
         except ChildFailed as e:
-            outcome = _interrupted(first.call, f"agent {first.call.name} failed: {e.message}")
+            outcome = _interrupted(first.call, f"agent {first.call.name} failed: {e.reason}")
         waiting = {w.call.id: w for w in rest}
         by_id: dict[str, ToolOutcome | ChildWait | None] = {
             **self.recorded,
@@ -530,9 +535,9 @@ class _Loop:
         except WorkflowCanceled:
             return None
         except ActivityFailed as e:
-            return _interrupted(call, f"tool {call.name} failed: {e.message}")
+            return _interrupted(call, f"tool {call.name} failed: {e.reason}")
         except ChildFailed as e:
-            return _interrupted(call, f"agent {call.name} failed: {e.message}")
+            return _interrupted(call, f"agent {call.name} failed: {e.reason}")
 
     async def _child(
         self,

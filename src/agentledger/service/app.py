@@ -48,7 +48,15 @@ from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope
-from agentledger.service.wire import METHODS, STORE_READERS, Method, Role, Subject, body_cap
+from agentledger.service.wire import (
+    METHODS,
+    STORE_READERS,
+    Method,
+    Role,
+    Subject,
+    body_cap,
+)
+from agentledger.storage.protocol import AdminStore
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = ["ServiceState", "body_cap", "create_app"]
@@ -70,7 +78,7 @@ class ServiceState:
 
     def __init__(
         self,
-        store: Any,
+        store: AdminStore,
         tokens: TokenTable,
         *,
         secure_cookies: str = "auto",
@@ -215,7 +223,7 @@ def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
 
 
 def create_app(
-    store: Any,
+    store: AdminStore,
     tokens: TokenTable,
     *,
     state: ServiceState | None = None,

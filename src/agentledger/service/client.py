@@ -24,7 +24,12 @@ import aiohttp
 import msgspec
 from yarl import URL
 
-from agentledger.errors import AgentledgerError, ContractError, TransientError
+from agentledger.errors import (
+    AgentledgerError,
+    StoreClosedError,
+    TransientError,
+    ValidationError,
+)
 from agentledger.observability.propagation import trace_headers
 from agentledger.service import wire
 from agentledger.service.carriage import check_carriable
@@ -126,6 +131,7 @@ class StoreClient:
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._routes: dict[str, URL] = {}
+        self._closed = False
 
     def _http(self) -> aiohttp.ClientSession:
         """The pooled session, made on first use (inside the caller's event loop)."""
@@ -150,7 +156,9 @@ class StoreClient:
         return url
 
     async def close(self) -> None:
-        """Close the pooled connections; closing twice is a no-op."""
+        """Close the pooled connections; closing twice is a no-op, later calls fail with
+        ``StoreClosedError`` as on every backend."""
+        self._closed = True
         if self._session is not None:
             await self._session.close()
 
@@ -166,13 +174,20 @@ class StoreClient:
         await self.close()
 
     async def _call(self, method: wire.Method[Req, Resp], request: Req) -> Resp:
+        if self._closed:
+            raise StoreClosedError(backend="service", operation=method.name)
         if self.limits is not None and method.writes:
             lifecycle.check_sizes(request, self.limits)
         check_carriable(request, method.request, method.prefix)
         try:
             body = _ENCODER.encode(request)
         except (TypeError, msgspec.EncodeError) as e:
-            raise ContractError(f"{method.name}: the call cannot be encoded: {e}") from e
+            raise ValidationError(
+                field=method.name,
+                expected="a call the wire can carry (plain JSON values)",
+                got=str(e),
+                message=f"{method.name}: the call cannot be encoded: {e}",
+            ) from e
         try:
             data = body if len(body) <= _STREAMED else io.BytesIO(body)
             async with self._http().post(
@@ -189,7 +204,12 @@ class StoreClient:
                 return method.response_msgpack_decoder.decode(content)
             return method.response_decoder.decode(content)
         except msgspec.DecodeError as e:  # not an agentledger service of this version
-            raise ContractError(f"{method.name}: unexpected answer from {self.url}: {e}") from e
+            raise ValidationError(
+                field=f"{method.name} answer",
+                expected=f"an answer of this agentledger version from {self.url}",
+                got=str(e),
+                message=f"{method.name}: unexpected answer from {self.url}: {e}",
+            ) from e
 
     # ------------------------------------------------------------ Store
 
@@ -410,4 +430,9 @@ def _refusal(operation: str, status: int, content: bytes) -> AgentledgerError:
     text = content[:300].decode(errors="replace")
     if status >= 500:
         return TransientError(f"HTTP {status}: {text}", operation=operation)
-    return ContractError(f"{operation}: HTTP {status}: {text}")
+    return ValidationError(  # no typed error in the body: not an agentledger service
+        field="url",
+        expected=f"an agentledger store service answering {operation}",
+        got=f"HTTP {status}",
+        message=f"{operation}: HTTP {status}: {text}",
+    )

@@ -40,6 +40,7 @@ from agentledger.errors import (
 )
 from agentledger.service.auth import Principal
 from agentledger.service.wire import Subject
+from agentledger.storage.protocol import AdminStore
 from agentledger.storage.state import StateReader
 from agentledger.storage.types import RunMeta, Session
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
@@ -55,7 +56,7 @@ class _Place(Enum):
     OUTSIDE = "outside"  # another scope's, or purged (its labels are gone)
 
 
-async def _labels_of(store: Any, kind: str, id: str) -> Mapping[str, str] | None:
+async def _labels_of(store: AdminStore, kind: str, id: str) -> Mapping[str, str] | None:
     """The labels that place a session or run in a scope; None when it does not exist.
 
     Raises:
@@ -75,7 +76,7 @@ async def _labels_of(store: Any, kind: str, id: str) -> Mapping[str, str] | None
         return None
 
 
-async def _place(store: Any, principal: Principal, subject: Subject) -> _Place:
+async def _place(store: AdminStore, principal: Principal, subject: Subject) -> _Place:
     try:
         labels = await _labels_of(store, subject.kind, subject.id)
     except SessionPurgedError:
@@ -130,7 +131,7 @@ def check_stateless(
 
 
 async def check_scope(
-    store: Any, principal: Principal, operation: str, subjects: tuple[Subject, ...]
+    store: AdminStore, principal: Principal, operation: str, subjects: tuple[Subject, ...]
 ) -> None:
     """Let a scoped token's call through only if everything it touches is in its scope.
 

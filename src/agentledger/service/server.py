@@ -18,9 +18,8 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-import msgspec
 import uvicorn
 
 from agentledger.errors import AgentledgerError, ValidationError
@@ -36,63 +35,39 @@ from agentledger.storage.validation import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     SizeLimits,
 )
+from agentledger.target import Target
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = ["DEFAULT_LISTEN", "open_backend", "parse_listen", "run_serve", "serve"]
 
 DEFAULT_LISTEN = "127.0.0.1:8470"
-_POSTGRES = ("postgres://", "postgresql://")
-
-
-def is_postgres(db: str) -> bool:
-    """Whether ``db`` names a PostgreSQL database rather than a SQLite file."""
-    return db.startswith(_POSTGRES) or "dbname=" in db or "host=" in db
-
-
-def sqlite_path(db: str) -> str:
-    """The file of a SQLite ``db`` (a path or ``sqlite:///path``)."""
-    return db.removeprefix("sqlite:///") if db != "sqlite:///" else db
 
 
 async def open_backend(
-    db: str,
+    target: Target,
     encryption: Encryption | None = None,
     limits: SizeLimits = DEFAULT_LIMITS,
-    durability: str = "full",
-) -> Any:
-    """Open the backend named by ``db``: a PostgreSQL DSN, or a SQLite file.
+    durability: Literal["full", "normal"] = "full",
+) -> AdminStore:
+    """Open the database ``target`` names (created or migrated as needed) to serve it.
 
     ``limits``: the payload and checkpoint caps the backend enforces on writes.
     ``durability``: a SQLite file's (``"full"`` or ``"normal"``, see ``SQLiteStore``);
     a PostgreSQL database's is its server's ``synchronous_commit``.
 
     Raises:
-        ValidationError: an empty ``db``, ``"normal"`` for PostgreSQL (or what the
-            backend refuses).
+        ValidationError: a service URL (a service serves a database, not another
+            service), ``"normal"`` for PostgreSQL, or what the backend refuses.
         TransientError: the database cannot be reached.
     """
-    if not db:
-        raise ValidationError(field="db", expected="a SQLite path or a PostgreSQL DSN", got=db)
-    if is_postgres(db):
-        from agentledger.storage.postgres import PostgresStore
-
-        if durability != "full":
-            raise ValidationError(
-                field="durability",
-                expected="'full' for PostgreSQL (its server's synchronous_commit decides)",
-                got=durability,
-            )
-        return await PostgresStore.open(db, encryption=encryption, **msgspec.structs.asdict(limits))
-    from agentledger.storage.sqlite import SQLiteStore
-
-    return await SQLiteStore.open(
-        sqlite_path(db),
-        encryption=encryption,
-        durability=durability,  # type: ignore[arg-type]  # checked by the store
-        **msgspec.structs.asdict(limits),
-    )
+    if target.kind == "service":
+        raise ValidationError(
+            field="db", expected="a SQLite path or a PostgreSQL DSN", got=str(target)
+        )
+    return await target.open(encryption=encryption, limits=limits, durability=durability)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -108,12 +83,12 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 @contextlib.contextmanager
-def _sole_server(db: str) -> Iterator[None]:
+def _sole_server(target: Target) -> Iterator[None]:
     """Hold ``<file>.serve.lock`` while serving a SQLite file; refuse if another holds it."""
-    if is_postgres(db):
+    if target.kind != "sqlite":
         yield
         return
-    lock = Path(sqlite_path(db)).resolve().with_name(Path(sqlite_path(db)).name + ".serve.lock")
+    lock = Path(target.path).resolve().with_name(Path(target.path).name + ".serve.lock")
     while True:
         create_private(lock)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, file_mode())
@@ -125,8 +100,8 @@ def _sole_server(db: str) -> Iterator[None]:
             raise ValidationError(
                 field="db",
                 expected="a SQLite file no other `agentledger serve` is serving",
-                got=sqlite_path(db),
-                message=f"{sqlite_path(db)} is already served by another `agentledger serve` "
+                got=target.path,
+                message=f"{target.path} is already served by another `agentledger serve` "
                 f"(pid {holder}, lock {lock}); a SQLite file is served by one process",
             ) from None
         if _same_file(fd, lock):
@@ -170,7 +145,7 @@ class _Server(uvicorn.Server):
 
 
 async def serve(
-    db: str,
+    db: str | Target,
     listen: str,
     tokens: str | os.PathLike[str],
     *,
@@ -178,7 +153,7 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     encryption: Encryption | None = None,
     limits: SizeLimits = DEFAULT_LIMITS,
-    durability: str = "full",
+    durability: Literal["full", "normal"] = "full",
     secure_cookies: str = "auto",
     host_runtime: str | None = None,
 ) -> None:
@@ -197,6 +172,7 @@ async def serve(
             a SQLite file another ``serve`` is serving.
         TransientError: the database cannot be reached.
     """
+    target = db if isinstance(db, Target) else Target.parse(db, default=False)
     host, port = parse_listen(listen)
     if secure_cookies not in SECURE_COOKIES:
         raise ValidationError(
@@ -205,8 +181,8 @@ async def serve(
         )  # fmt: skip
     table = TokenTable.load(tokens)
     factory = load_host_runtime(host_runtime) if host_runtime else None
-    with _sole_server(db):
-        store = await open_backend(db, encryption, limits, durability)
+    with _sole_server(target):
+        store = await open_backend(target, encryption, limits, durability)
         runtime_host: RuntimeHost | None = None
         try:
             if factory is not None:
@@ -247,14 +223,6 @@ async def serve(
                 await store.close()
 
 
-def _redact(db: str) -> str:
-    if "@" in db and db.startswith(_POSTGRES):
-        scheme, _, rest = db.partition("://")
-        credentials, _, host = rest.rpartition("@")
-        return f"{scheme}://{credentials.partition(':')[0]}@{host}"
-    return db
-
-
 def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
     """uvloop's runner when it is installed (the ``service`` extra), else asyncio's."""
     try:
@@ -274,27 +242,30 @@ def run_serve(
     *,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
-    durability: str = "full",
+    durability: Literal["full", "normal"] = "full",
     secure_cookies: str = "auto",
     host_runtime: str | None = None,
 ) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status."""
+    target = Target.parse(db, default=False) if db else None
 
     def ready(url: str) -> None:
         print(
-            f"agentledger serve: listening on {url} (store {_redact(db)}, pid {os.getpid()}); "
+            f"agentledger serve: listening on {url} (store {target}, pid {os.getpid()}); "
             f"web inspector: {url}/ui",
             flush=True,
         )
 
     try:
+        if target is None:
+            raise ValidationError(field="db", expected="a SQLite path or a PostgreSQL DSN", got="")
         encryption = configured_encryption(keyring, vault)
         limits = SizeLimits(
             max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
         )
         _event_loop_runner()(
             serve(
-                db,
+                target,
                 listen,
                 tokens,
                 on_ready=ready,

@@ -26,7 +26,7 @@ from agentledger.storage.archive import (
     read_manifest,
     restore_archive_bytes,
 )
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT, AdminStore
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import StateReader
@@ -309,7 +309,7 @@ def check_entries(body: bytes, operation: str) -> None:
         raise _too_many(count, operation)
 
 
-async def _restore(store: Any, archive: ArchiveFile) -> ArchiveManifest:
+async def _restore(store: AdminStore, archive: ArchiveFile) -> ArchiveManifest:
     """Restore an archive sent to the service within its caps: the body cap inflated, at
     most :data:`MAX_ENTRIES` records and runs (counted before any is built)."""
     manifest = read_manifest(archive.data, "the archive sent")
@@ -576,7 +576,7 @@ IMPORT_ARCHIVE: Method[ArchiveFile, ArchiveManifest] = Method(
 )  # fmt: skip
 
 
-async def _export_archive(store: Any, session_id: str) -> ArchiveFile:
+async def _export_archive(store: AdminStore, session_id: str) -> ArchiveFile:
     return ArchiveFile(data=await archive_bytes(store, session_id))
 
 

@@ -7,11 +7,13 @@ Nothing survives the process.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
+from agentledger.errors import StoreClosedError
 from agentledger.storage import lifecycle, payloads
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
@@ -169,14 +171,32 @@ class MemoryStore:
         """The payload and checkpoint caps this store enforces on writes."""
         self._lock = threading.Lock()
         self._state = _State()
+        self._closed = False
+
+    async def close(self) -> None:
+        """Refuse every later call (``StoreClosedError``), as every backend does; idempotent."""
+        self._closed = True
+
+    def handle(self) -> MemoryStore:
+        """Another handle on this store's data, closed on its own (as a second open of a
+        database file would be): what the conformance suite's ``store_factory`` returns."""
+        other = copy.copy(self)  # the same lock and state, its own closed flag
+        other._closed = False
+        return other
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(backend="memory")
 
     def _write(self, decide: Callable[[StateReader], Plan[R]]) -> R:
+        self._check_open()
         with self._lock:
             plan = decide(self._state)
             self._state.apply(plan)
             return plan.result
 
     def _read(self, read: Callable[[_State], R]) -> R:
+        self._check_open()
         with self._lock:
             return read(self._state)
 

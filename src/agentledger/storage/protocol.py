@@ -31,7 +31,7 @@ from agentledger.storage.types import (
     TranscriptSegment,
 )
 
-__all__ = ["DEFAULT_PAGE_LIMIT", "SessionAdmin", "Store", "VerifiedTranscripts"]
+__all__ = ["DEFAULT_PAGE_LIMIT", "AdminStore", "SessionAdmin", "Store", "VerifiedTranscripts"]
 
 DEFAULT_PAGE_LIMIT = 100
 
@@ -210,6 +210,19 @@ class SessionAdmin(Protocol):
         Only sessions with one of ``statuses`` (if any) carrying every one of
         ``labels``; ``cursor`` is a ``next_cursor`` of the same filter.
         """
+        ...
+
+
+@runtime_checkable
+class AdminStore(Store, SessionAdmin, Protocol):
+    """Both protocols on one object that can be closed: what a ``Target`` opens.
+
+    Every backend (``MemoryStore``, ``SQLiteStore``, ``PostgresStore``) and
+    ``StoreClient`` is one; the CLI, the service and workers hold this type.
+    """
+
+    async def close(self) -> None:
+        """Release the store; every later call raises ``StoreClosedError``."""
         ...
 
 

@@ -35,7 +35,7 @@ import msgspec
 from agentledger.errors import TranscriptError
 from agentledger.transcript.messages import Message
 from agentledger.transcript.numbers import JsonNumber
-from agentledger.transcript.parts import _VERIFIED, _InvariantError
+from agentledger.transcript.parts import InvariantError, verified_decoding
 
 __all__ = ["decode_message", "decode_messages", "encode_message", "encode_messages"]
 
@@ -99,7 +99,7 @@ def _raise_decode_error(error: msgspec.DecodeError, data: Buffer, many: bool) ->
     path, problem = (match["path"], match["problem"]) if match else ("$", text)
     field, expected, got = path, "valid transcript JSON", problem
     cause = error.__cause__
-    if isinstance(cause, _InvariantError):
+    if isinstance(cause, InvariantError):
         field = f"{path}.{cause.relative_field}"
         expected, got = cause.expected, cause.got
         problem = f"expected {expected}, got {_short(got)}"
@@ -239,10 +239,7 @@ def decode_verified_messages(payloads: Iterable[Buffer]) -> list[Message]:
         TranscriptError: a payload that is not a message array.
     """
     messages: list[Message] = []
-    token = _VERIFIED.set(True)
-    try:
+    with verified_decoding():
         for data in payloads:
             messages.extend(_decode(_MESSAGES_DECODER, data, True))
-    finally:
-        _VERIFIED.reset(token)
     return messages

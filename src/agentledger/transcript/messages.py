@@ -10,7 +10,13 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from agentledger.transcript.parts import _PART_TYPES, _VERIFIED, Part, _check_json, _fail
+from agentledger.transcript.parts import (
+    PART_TYPES,
+    Part,
+    check_json,
+    checks_skipped,
+    fail_invariant,
+)
 
 __all__ = ["Message", "Role"]
 
@@ -42,16 +48,16 @@ class Message(
     """Provider replay data (a plain JSON object), or None."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         if not isinstance(self.role, str) or self.role not in _ROLES:
-            _fail("Message", "role", "one of system, user, assistant", self.role)
+            fail_invariant("Message", "role", "one of system, user, assistant", self.role)
         if type(self.parts) is not tuple:
-            _fail("Message", "parts", "a tuple of parts", self.parts)
+            fail_invariant("Message", "parts", "a tuple of parts", self.parts)
         for index, part in enumerate(self.parts):
-            if not isinstance(part, _PART_TYPES):
-                _fail("Message", f"parts[{index}]", "a transcript part", part)
+            if not isinstance(part, PART_TYPES):
+                fail_invariant("Message", f"parts[{index}]", "a transcript part", part)
         if self.meta is not None:
             if type(self.meta) is not dict:
-                _fail("Message", "meta", "a JSON object (dict) or None", self.meta)
-            _check_json("Message", "meta", self.meta)
+                fail_invariant("Message", "meta", "a JSON object (dict) or None", self.meta)
+            check_json("Message", "meta", self.meta)

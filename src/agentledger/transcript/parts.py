@@ -4,7 +4,7 @@ Parts are immutable msgspec Structs tagged by ``kind`` in JSON. Each checks its
 invariants in ``__post_init__``, which msgspec runs both when a caller builds a
 part and when the codec decodes one, so a part that exists is a valid part.
 
-A failed check raises a `TranscriptError`. The exception raised is a private
+A failed check raises a `TranscriptError`. The exception raised is `InvariantError`, a
 subclass that is also a ``ValueError``: msgspec wraps a ``ValueError`` raised
 while decoding with the JSON path of the part, which the codec turns back into a
 `TranscriptError` naming that path (e.g. ``$.parts[2].data``).
@@ -21,7 +21,9 @@ construction bypasses the check.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from contextvars import ContextVar
 from decimal import Decimal
 from typing import Any, Literal, NoReturn, TypeAlias
@@ -53,7 +55,26 @@ a context variable, so other threads and tasks never see it.
 """
 
 
-class _InvariantError(TranscriptError, ValueError):
+def checks_skipped() -> bool:
+    """Whether constructors skip their checks now: only inside :func:`verified_decoding`."""
+    return _VERIFIED.get()
+
+
+@contextlib.contextmanager
+def verified_decoding() -> Iterator[None]:
+    """Within it, parts and messages skip their constructor checks [R2].
+
+    Only for one synchronous decode of bytes a verifying store returned (checked
+    on write, checksummed on read): ``codec.decode_verified_messages``.
+    """
+    token = _VERIFIED.set(True)
+    try:
+        yield
+    finally:
+        _VERIFIED.reset(token)
+
+
+class InvariantError(TranscriptError, ValueError):
     """A part (or message) invariant failed while building it.
 
     Also a ``ValueError`` so that msgspec, when decoding, reports it with the
@@ -69,9 +90,9 @@ class _InvariantError(TranscriptError, ValueError):
         self.relative_field = relative_field
 
 
-def _fail(owner: str, field: str, expected: str, got: object) -> NoReturn:
+def fail_invariant(owner: str, field: str, expected: str, got: object) -> NoReturn:
     """Raise the invariant error for ``owner.field``."""
-    raise _InvariantError(owner=owner, relative_field=field, expected=expected, got=got)
+    raise InvariantError(owner=owner, relative_field=field, expected=expected, got=got)
 
 
 class _NotJson(Exception):
@@ -161,7 +182,7 @@ def _render(field: str, path: list[str | int]) -> str:
     return text
 
 
-def _check_json(owner: str, field: str, value: object) -> None:
+def check_json(owner: str, field: str, value: object) -> None:
     """Raise the invariant error unless ``value`` is plain JSON (see the module docstring).
 
     Shared with `Message` so metadata obeys the same rule as tool input.
@@ -171,25 +192,25 @@ def _check_json(owner: str, field: str, value: object) -> None:
             return
         _walk(value)
     except _NotJson as bad:
-        _fail(owner, _render(field, bad.path), bad.expected, bad.got)
+        fail_invariant(owner, _render(field, bad.path), bad.expected, bad.got)
     except RecursionError:
         pass
     # Too deep to check (or a container that holds itself).
-    _fail(owner, field, "JSON nested less deeply", "a value too deep to check")
+    fail_invariant(owner, field, "JSON nested less deeply", "a value too deep to check")
 
 
 def _check_str(owner: str, field: str, value: object, *, non_empty: bool = False) -> None:
     """Raise unless ``value`` is a str (and non-empty when asked)."""
     if not isinstance(value, str):
-        _fail(owner, field, "a str", value)
+        fail_invariant(owner, field, "a str", value)
     if non_empty and not value:
-        _fail(owner, field, "a non-empty str", value)
+        fail_invariant(owner, field, "a non-empty str", value)
 
 
 def _check_bool(owner: str, field: str, value: object) -> None:
     """Raise unless ``value`` is a bool (not merely truthy)."""
     if type(value) is not bool:
-        _fail(owner, field, "a bool", value)
+        fail_invariant(owner, field, "a bool", value)
 
 
 class _Part(
@@ -227,19 +248,19 @@ class ThinkingPart(_Part, tag="thinking", frozen=True):
     """True once the provider finished this block (streams deliver it in pieces)."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         _check_str("ThinkingPart", "text", self.text)
         _check_str("ThinkingPart", "signature", self.signature)
         if not isinstance(self.redacted, bytes):
-            _fail("ThinkingPart", "redacted", "bytes", self.redacted)
+            fail_invariant("ThinkingPart", "redacted", "bytes", self.redacted)
         if type(self.index) is not int or self.index < 0:
-            _fail("ThinkingPart", "index", "an int >= 0", self.index)
+            fail_invariant("ThinkingPart", "index", "an int >= 0", self.index)
         _check_bool("ThinkingPart", "final", self.final)
         if self.text and self.redacted:
-            _fail("ThinkingPart", "redacted", "empty when text is set", self.redacted)
+            fail_invariant("ThinkingPart", "redacted", "empty when text is set", self.redacted)
         if not (self.text or self.signature or self.redacted):
-            _fail("ThinkingPart", "text", "one of text, signature, redacted non-empty", "")
+            fail_invariant("ThinkingPart", "text", "one of text, signature, redacted non-empty", "")
 
 
 class TextPart(_Part, tag="text", frozen=True):
@@ -252,7 +273,7 @@ class TextPart(_Part, tag="text", frozen=True):
     """The text, as written (may be empty)."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         _check_str("TextPart", "text", self.text)
 
@@ -275,15 +296,15 @@ class ImagePart(_Part, tag="image", frozen=True):
     """Where the image lives, non-empty; or None when ``data`` is set."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         if not isinstance(self.format, str) or self.format not in _IMAGE_FORMATS:
-            _fail("ImagePart", "format", "one of png, jpeg, gif, webp", self.format)
+            fail_invariant("ImagePart", "format", "one of png, jpeg, gif, webp", self.format)
         if (self.data is None) == (self.url is None):
             got = "both" if self.data is not None else "neither"
-            _fail("ImagePart", "data", "exactly one of data and url", got)
+            fail_invariant("ImagePart", "data", "exactly one of data and url", got)
         if self.data is not None and (not isinstance(self.data, bytes) or not self.data):
-            _fail("ImagePart", "data", "non-empty bytes", self.data)
+            fail_invariant("ImagePart", "data", "non-empty bytes", self.data)
         if self.url is not None:
             _check_str("ImagePart", "url", self.url, non_empty=True)
 
@@ -315,7 +336,7 @@ class DocumentPart(_Part, tag="document", frozen=True):
     """Whether the model should cite this document."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         _check_str("DocumentPart", "name", self.name, non_empty=True)
         _check_str("DocumentPart", "format", self.format)
@@ -323,16 +344,16 @@ class DocumentPart(_Part, tag="document", frozen=True):
         _check_bool("DocumentPart", "cite", self.cite)
         given = [name for name in _DOCUMENT_SOURCES if getattr(self, name) is not None]
         if len(given) != 1:
-            _fail("DocumentPart", "data", "exactly one of data, text, chunks, uri", given)
+            fail_invariant("DocumentPart", "data", "exactly one of data, text, chunks, uri", given)
         if self.data is not None and (not isinstance(self.data, bytes) or not self.data):
-            _fail("DocumentPart", "data", "non-empty bytes", self.data)
+            fail_invariant("DocumentPart", "data", "non-empty bytes", self.data)
         if self.text is not None:
             _check_str("DocumentPart", "text", self.text, non_empty=True)
         if self.uri is not None:
             _check_str("DocumentPart", "uri", self.uri, non_empty=True)
         if self.chunks is not None:
             if type(self.chunks) is not tuple or not self.chunks:
-                _fail("DocumentPart", "chunks", "a non-empty tuple of str", self.chunks)
+                fail_invariant("DocumentPart", "chunks", "a non-empty tuple of str", self.chunks)
             for index, chunk in enumerate(self.chunks):
                 _check_str("DocumentPart", f"chunks[{index}]", chunk)
 
@@ -361,16 +382,18 @@ class Citation(
     """The cited passages, verbatim."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         _check_str("Citation", "title", self.title)
         _check_str("Citation", "source", self.source)
         if self.location is not None:
             if type(self.location) is not dict:
-                _fail("Citation", "location", "a JSON object (dict) or None", self.location)
-            _check_json("Citation", "location", self.location)
+                fail_invariant(
+                    "Citation", "location", "a JSON object (dict) or None", self.location
+                )
+            check_json("Citation", "location", self.location)
         if type(self.source_content) is not tuple:
-            _fail("Citation", "source_content", "a tuple of str", self.source_content)
+            fail_invariant("Citation", "source_content", "a tuple of str", self.source_content)
         for index, passage in enumerate(self.source_content):
             _check_str("Citation", f"source_content[{index}]", passage)
 
@@ -387,14 +410,14 @@ class CitationsPart(_Part, tag="citations", frozen=True):
     """The sources supporting ``text``, in provider order."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         _check_str("CitationsPart", "text", self.text)
         if type(self.citations) is not tuple:
-            _fail("CitationsPart", "citations", "a tuple of Citation", self.citations)
+            fail_invariant("CitationsPart", "citations", "a tuple of Citation", self.citations)
         for index, citation in enumerate(self.citations):
             if not isinstance(citation, Citation):
-                _fail("CitationsPart", f"citations[{index}]", "a Citation", citation)
+                fail_invariant("CitationsPart", f"citations[{index}]", "a Citation", citation)
 
 
 class ToolUsePart(_Part, tag="tool_use", frozen=True):
@@ -413,14 +436,14 @@ class ToolUsePart(_Part, tag="tool_use", frozen=True):
     """Provider signature tying the call to the model's reasoning (Gemini), replayed unchanged."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         _check_str("ToolUsePart", "id", self.id, non_empty=True)
         _check_str("ToolUsePart", "name", self.name, non_empty=True)
         _check_str("ToolUsePart", "thought_signature", self.thought_signature)
         if type(self.input) is not dict:
-            _fail("ToolUsePart", "input", "a JSON object (dict)", self.input)
-        _check_json("ToolUsePart", "input", self.input)
+            fail_invariant("ToolUsePart", "input", "a JSON object (dict)", self.input)
+        check_json("ToolUsePart", "input", self.input)
 
 
 class ToolResultPart(_Part, tag="tool_result", frozen=True):
@@ -437,11 +460,11 @@ class ToolResultPart(_Part, tag="tool_result", frozen=True):
     """True when the tool failed and ``content`` describes the failure."""
 
     def __post_init__(self) -> None:
-        if _VERIFIED.get():
+        if checks_skipped():
             return
         _check_str("ToolResultPart", "tool_use_id", self.tool_use_id, non_empty=True)
         _check_bool("ToolResultPart", "is_error", self.is_error)
-        _check_json("ToolResultPart", "content", self.content)
+        check_json("ToolResultPart", "content", self.content)
 
 
 class CacheCheckpointPart(_Part, tag="cache_checkpoint", frozen=True):
@@ -463,7 +486,7 @@ Part: TypeAlias = (
 )
 """Any transcript part; decoded by its ``kind`` tag."""
 
-_PART_TYPES: tuple[type[_Part], ...] = (
+PART_TYPES: tuple[type[_Part], ...] = (
     ThinkingPart,
     TextPart,
     ImagePart,

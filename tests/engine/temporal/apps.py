@@ -118,3 +118,15 @@ def setup(runtime: Runtime) -> None:
 def markers(folder: Path, prefix: str) -> list[Path]:
     """The marker files whose name starts with ``prefix``."""
     return sorted(p for p in folder.iterdir() if p.name.startswith(prefix + "."))
+
+
+def buggy_setup(runtime: Runtime) -> None:
+    """:func:`setup` on a worker whose run loop has a bug: it raises where it would run the
+    tools a planner turn asked for (a bad deploy; the next deploy is ``setup`` again)."""
+    from agentledger.runtime import workflow as run_loop
+
+    async def broken(self: object, *args: object, **kwargs: object) -> object:
+        raise KeyError("a bug in this deploy")
+
+    run_loop._Loop._execute = broken  # type: ignore[method-assign, assignment]
+    setup(runtime)

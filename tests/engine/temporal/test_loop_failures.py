@@ -1,32 +1,83 @@
-"""A bug in the run loop fails the run on Temporal as it does in process (issue 14, defect 6)."""
+"""A bug in the run loop pauses the run on Temporal (the workflow task fails and is retried)
+until fixed code is deployed; the in-process engine fails the run (tests/runtime)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
-from agentledger.storage import RunStatus, payloads
+from agentledger.engine.temporal import TemporalEngine
+from agentledger.runtime import Runtime, user_message
+from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
-from agentledger.testing import ScriptedModel, reply
-from tests.engine.temporal.harness import temporal_runtime
-from tests.engine.temporal.test_scenarios import chat
-from tests.runtime.support import records
-from tests.runtime.test_failures import run_with_a_loop_bug
+from tests.engine.temporal import apps
+from tests.engine.temporal.harness import FAST_RETRY, now_ms
+from tests.engine.temporal.processes import WorkerProcess
+from tests.runtime.support import records, types
 
 
-async def test_a_bug_in_the_run_loop_fails_the_run(
-    temporal_client: Client, store: Store, session: str
+async def _task_failure(client: Client, workflow_id: str, within: float = 60) -> str:
+    """The workflow's last workflow-task failure message, once it has one (still running)."""
+    from temporalio.api.enums.v1 import EventType
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        handle = client.get_workflow_handle(workflow_id)
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                return str(event.workflow_task_failed_event_attributes.failure.message)
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"no workflow task of {workflow_id} failed within {within} s")
+
+
+async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
+    temporal_address: str, temporal_client: Client, store: Store, worker_db: str
 ) -> None:
-    """The workflow does not retry its task forever: the run ends failed with the very
-    run_completed failure the in-process engine records, and the workflow completes."""
-    async with temporal_runtime(temporal_client, store, chat(ScriptedModel([reply("x")]))) as rt:
-        out = await asyncio.wait_for(run_with_a_loop_bug(rt, session), 30)
-    assert out.status is RunStatus.FAILED
-    assert out.failure is not None
-    assert (out.failure.kind, out.failure.code) == ("workflow_error", "IndexError")
-    assert out.failure.message == "IndexError: tuple index out of range"
-    done = payloads.RunCompleted.decode((await records(store, out.run_id))[-1].payload)
-    assert done.failure == out.failure
-    described = await temporal_client.get_workflow_handle(out.run_id).describe()
-    assert described.status.name == "COMPLETED"
+    """A worker process with a bug in its run loop fails the workflow task after the first
+    planner turn; once it is replaced by a worker with the fix, the run completes, its log
+    that of an uninterrupted run."""
+    queue = f"loop-bug-{uuid.uuid4().hex[:12]}"
+    options = ("--sticky-timeout", "1")
+    buggy = WorkerProcess(
+        temporal=temporal_address, db=worker_db, task_queue=queue,
+        app="tests.engine.temporal.apps:buggy_setup", extra=options,
+    ).start()  # fmt: skip
+    fixed: WorkerProcess | None = None
+    try:
+        runtime = Runtime(
+            store, engine=TemporalEngine(temporal_client, task_queue=queue, retry_policy=FAST_RETRY)
+        )
+        apps.setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        client = runtime.agent_client("stepper")
+        handle = await client.start(session, [user_message("fix me")])
+        message = await _task_failure(temporal_client, handle.run_id)
+        assert "KeyError: 'a bug in this deploy'" in message
+        assert (await store.load_run(handle.run_id)).status is RunStatus.RUNNING
+        described = await temporal_client.get_workflow_handle(handle.run_id).describe()
+        assert described.status is WorkflowExecutionStatus.RUNNING  # paused, not failed
+        before = await types(store, handle.run_id)
+        assert "run_completed" not in before
+        assert buggy.stop() == 0, buggy.output()
+        fixed = WorkerProcess(
+            temporal=temporal_address, db=worker_db, task_queue=queue, extra=options
+        ).start()
+        out = await asyncio.wait_for(handle.wait(), 120)
+        assert out.status is RunStatus.COMPLETED, out.failure
+        assert out.text == "finished: fix me done"
+        done = await types(store, out.run_id)
+        assert done[: len(before)] == before  # nothing rewritten
+        reference = await client.run(session, [user_message("fix me")])
+        assert done == await types(store, reference.run_id)
+        assert [r.id for r in await records(store, out.run_id)] == [
+            str(i) for i in range(1, len(done) + 1)
+        ]
+        assert fixed.stop() == 0, fixed.output()
+    finally:
+        for worker in (buggy, fixed):
+            if worker is not None:
+                worker.kill()

@@ -21,6 +21,7 @@ from psycopg import conninfo, sql
 from agentledger.errors import (
     CorruptRecordError,
     SessionConflictError,
+    StoreClosedError,
     TransientError,
     ValidationError,
 )
@@ -110,9 +111,10 @@ async def test_close_is_idempotent_and_a_closed_store_refuses_work(postgres_dsn:
         world = World(store)
         sid = await world.session("s")
     await store.close()  # already closed by the context manager: fine
-    with pytest.raises(TransientError, match="closed"):
+    with pytest.raises(StoreClosedError, match="closed") as refused:
         await store.load_session(sid)
-    with pytest.raises(TransientError, match="closed"):
+    assert (refused.value.backend, refused.value.operation) == ("postgres", "load_session")
+    with pytest.raises(StoreClosedError, match="closed"):
         await store.create_session(world.id("t"), created_at=world.now())
 
 

@@ -16,6 +16,7 @@ import agentledger.storage.sqlite as sqlite_backend
 from agentledger.errors import (
     CorruptRecordError,
     SessionNotFoundError,
+    StoreClosedError,
     TransientError,
     ValidationError,
 )
@@ -316,10 +317,10 @@ async def test_close_is_idempotent_and_refuses_later_calls(db_path: Path) -> Non
     await store.close()
     await store.close()
     assert "closed" in repr(store)
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(StoreClosedError) as caught:
         await store.create_session("s", created_at=AT)
-    assert caught.value.field == "store"
-    with pytest.raises(ValidationError):
+    assert caught.value.backend == "sqlite"
+    with pytest.raises(StoreClosedError):
         await store.load_session("s")
 
 

@@ -38,38 +38,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentledger.errors import ValidationError
 from agentledger.observability import tracing
+from agentledger.target import Target
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
 
 # Everything Temporal is imported inside the functions: importing temporalio takes seconds.
 
-__all__ = ["DEFAULT_APP", "exit_now", "load_app", "open_store", "serve"]
+__all__ = ["DEFAULT_APP", "exit_now", "load_app", "serve"]
 
 DEFAULT_APP = "agentledger.engine.temporal.example:setup"
-_POSTGRES = ("postgres://", "postgresql://")
-
-
-async def open_store(dsn: str) -> Any:
-    """Open the store named by ``dsn``: a PostgreSQL DSN, or a SQLite file.
-
-    Raises:
-        ValidationError: an empty DSN (or what the store refuses).
-        TransientError: the database cannot be reached.
-    """
-    if not dsn:
-        raise ValidationError(field="db", expected="a SQLite path or a PostgreSQL DSN", got=dsn)
-    if dsn.startswith(("http://", "https://")):  # a store service; token from $AGENTLEDGER_TOKEN
-        from agentledger.service import StoreClient
-
-        return StoreClient(dsn)
-    if dsn.startswith(_POSTGRES) or "dbname=" in dsn or "host=" in dsn:
-        from agentledger.storage.postgres import PostgresStore
-
-        return await PostgresStore.open(dsn)
-    from agentledger.storage.sqlite import SQLiteStore
-
-    return await SQLiteStore.open(dsn.removeprefix("sqlite:///") if dsn != "sqlite:///" else dsn)
 
 
 def load_app(spec: str) -> Callable[[Runtime], Any]:
@@ -92,20 +70,10 @@ def load_app(spec: str) -> Callable[[Runtime], Any]:
     return setup
 
 
-def _redact(dsn: str) -> str:
-    """The DSN without its password, for the log line."""
-    if "@" in dsn and dsn.startswith(_POSTGRES):
-        scheme, _, rest = dsn.partition("://")
-        credentials, _, host = rest.rpartition("@")
-        user = credentials.partition(":")[0]
-        return f"{scheme}://{user}@{host}"
-    return dsn
-
-
 async def serve(
     *,
     temporal: str,
-    db: str,
+    db: str | Target,
     task_queue: str,
     app: str = DEFAULT_APP,
     namespace: str = "default",
@@ -114,19 +82,28 @@ async def serve(
     sticky_timeout: float | None = None,
     stop: asyncio.Event | None = None,
 ) -> int:
-    """Run a worker until ``stop`` is set (or SIGINT/SIGTERM arrives); return 0."""
+    """Run a worker until ``stop`` is set (or SIGINT/SIGTERM arrives); return 0.
+
+    ``db`` is the store every worker of the queue shares; a SQLite file is
+    created and an older database migrated, as the runs it serves need.
+
+    Raises:
+        ValidationError: an empty ``db``, a bad ``app``, or what the store refuses.
+        TransientError: the store or Temporal cannot be reached.
+    """
     from agentledger.engine.temporal.client import connect
     from agentledger.engine.temporal.engine import TemporalEngine
     from agentledger.engine.temporal.worker import create_worker
     from agentledger.runtime.runtime import Runtime
 
+    target = db if isinstance(db, Target) else Target.parse(db, default=False)
     setup = load_app(app)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signum, stop.set)
-    store = await open_store(db)
+    store = await target.open()
     try:
         client = await connect(temporal, namespace=namespace)
         # Runs take their activity options from the host that starts them; this
@@ -145,7 +122,7 @@ async def serve(
         async with worker:
             print(
                 f"agentledger worker: polling {task_queue!r} on {temporal} "
-                f"(namespace {namespace}, store {_redact(db)}, pid {os.getpid()})",
+                f"(namespace {namespace}, store {target}, pid {os.getpid()})",
                 flush=True,
             )
             await stop.wait()

@@ -14,13 +14,13 @@ It exits 0 after a completed run, 1 otherwise.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import re
 import sys
 import uuid
-from collections.abc import Sequence
 from datetime import UTC, datetime
+
+import click
 
 from agentledger.runtime.agent import Agent
 from agentledger.runtime.planner import PlanInput, PlanResult, PlanResumeInput, ToolCall
@@ -73,11 +73,11 @@ def _now_ms() -> datetime:
 
 async def run_once(temporal: str, db: str, question: str, *, task_queue: str) -> int:
     """Start one ``adder`` run in a new session through Temporal and print its answer."""
-    from agentledger.engine.temporal.cli import open_store
     from agentledger.engine.temporal.client import connect
     from agentledger.engine.temporal.engine import TemporalEngine
+    from agentledger.target import Target
 
-    store = await open_store(db)
+    store = await Target.parse(db, default=False).open()
     try:
         client = await connect(temporal)
         runtime = Runtime(store, engine=TemporalEngine(client, task_queue=task_queue))
@@ -93,21 +93,18 @@ async def run_once(temporal: str, db: str, question: str, *, task_queue: str) ->
         await store.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the command line, run once, and exit without Temporal's teardown race."""
+@click.command(help="Start one adder run through Temporal.")
+@click.option("--temporal", required=True, metavar="HOST:PORT", help="the Temporal frontend")
+@click.option("--db", "--store", "target", required=True, metavar="TARGET",
+              help="the workers' store (a service URL takes $AGENTLEDGER_TOKEN)")  # fmt: skip
+@click.option("--task-queue", default="agentledger", show_default=True)
+@click.argument("question", default="what is 2 + 3 + 4?")
+def main(temporal: str, target: str, task_queue: str, question: str) -> None:
+    """Run once and exit without Temporal's teardown race."""
     from agentledger.engine.temporal.cli import exit_now
 
-    parser = argparse.ArgumentParser(description="Start one adder run through Temporal.")
-    parser.add_argument("--temporal", required=True, metavar="HOST:PORT")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--db", metavar="DSN", help="the worker's store")
-    where.add_argument("--store", metavar="URL", help="a store service ($AGENTLEDGER_TOKEN)")
-    parser.add_argument("--task-queue", default="agentledger")
-    parser.add_argument("question", nargs="?", default="what is 2 + 3 + 4?")
-    args = parser.parse_args(argv)
     try:
-        store, queue = args.store or args.db, args.task_queue
-        code = asyncio.run(run_once(args.temporal, store, args.question, task_queue=queue))
+        code = asyncio.run(run_once(temporal, target, question, task_queue=task_queue))
     except Exception as e:  # a one-line reason, as the CLI does
         print(f"agentledger example: {type(e).__name__}: {e}", file=sys.stderr)
         code = 1

@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         rebuild_error,
     )
     from agentledger.engine.temporal.options import PAYLOAD_TOO_LARGE, EngineOptions
-    from agentledger.errors import AgentledgerError
+    from agentledger.errors import AgentledgerError, ContractError, RunLoopError
     from agentledger.runtime.wire import STORE_ONLY, RunInput, RunOutput
     from agentledger.runtime.workflow import run_workflow
 
@@ -100,7 +100,7 @@ def activity_failed_details(error: ActivityFailed) -> dict[str, Any]:
     details: dict[str, Any] = {
         "activity": error.activity,
         "error_type": error.error_type,
-        "message": error.message,
+        "message": error.reason,
         "retryable": error.retryable,
         "attempts": error.attempts,
         "state": {},
@@ -162,6 +162,10 @@ class TemporalContext:
     @property
     def workflow_id(self) -> str:
         return workflow.info().workflow_id
+
+    @property
+    def waits_for_fixes(self) -> bool:
+        return True  # a failed workflow task is retried: the run waits for a fixed worker
 
     def now(self) -> datetime:
         now = workflow.now()
@@ -278,9 +282,11 @@ async def _settle(job: asyncio.Future[Any]) -> None:
 async def drive(ctx: TemporalContext, loop: Coroutine[Any, Any, T]) -> T:
     """Run ``loop`` in its own task, turning Temporal's cancellation into ``ctx``'s flag.
 
-    The loop's own failure fails the workflow (not just the workflow task),
-    as an in-process engine would: a failed activity as an ``ApplicationError``
-    of type :data:`~agentledger.engine.temporal.failures.ACTIVITY_FAILED`.
+    A run that cannot start, or whose final record cannot be written, fails the
+    workflow: a failed activity as an ``ApplicationError`` of type
+    :data:`~agentledger.engine.temporal.failures.ACTIVITY_FAILED`. A bug in the
+    loop (:class:`~agentledger.errors.RunLoopError`) fails only the workflow
+    task: Temporal retries it, and the run continues once fixed code is deployed.
     """
     task = asyncio.ensure_future(loop)
     while True:
@@ -294,6 +300,8 @@ async def drive(ctx: TemporalContext, loop: Coroutine[Any, Any, T]) -> T:
             raise ApplicationError(
                 str(e), activity_failed_details(e), type=ACTIVITY_FAILED, non_retryable=True
             ) from None
+        except (WorkflowCanceled, ChildFailed, RunLoopError):
+            raise  # a bug (these escape the loop only by one): the task fails, the run waits
         except AgentledgerError as e:
             raise ApplicationError(
                 str(e), error_details(e, attempt=0), type=type(e).__name__, non_retryable=True
@@ -311,8 +319,23 @@ class AgentRunWorkflow:
         return await drive(ctx, run_workflow(ctx, inp))
 
 
-class RetiredWorkflowTypeError(RuntimeError):
-    """A run of a retired workflow type reached this worker (its workflow task fails)."""
+class RetiredWorkflowTypeError(ContractError):
+    """A run of a retired workflow type reached this worker (its workflow task fails).
+
+    Attributes:
+        run_id: the run (its workflow id).
+        workflow_type: the retired type it was started as.
+    """
+
+    def __init__(self, *, run_id: str, workflow_type: str) -> None:
+        super().__init__(
+            f"{RETIRED}: run {run_id} was started as workflow type {workflow_type!r}, whose "
+            f"history this agentledger cannot replay (it runs {WORKFLOW_NAME!r}); finish it "
+            "with a worker of the earlier agentledger version, or close it with "
+            "ensure_run_completion"
+        )
+        self.run_id = run_id
+        self.workflow_type = workflow_type
 
 
 @workflow.defn(name=RETIRED_WORKFLOW_NAMES[0])
@@ -328,8 +351,5 @@ class RetiredRunWorkflow:
     async def run(self, inp: RunInput, options: EngineOptions) -> RunOutput:
         """Refuse the run."""
         raise RetiredWorkflowTypeError(
-            f"{RETIRED}: run {workflow.info().workflow_id} was started as workflow type "
-            f"{workflow.info().workflow_type!r}, whose history this agentledger cannot "
-            f"replay (it runs {WORKFLOW_NAME!r}); finish it with a worker of the earlier "
-            "agentledger version, or close it with ensure_run_completion"
+            run_id=workflow.info().workflow_id, workflow_type=workflow.info().workflow_type
         )

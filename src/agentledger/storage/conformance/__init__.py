@@ -44,6 +44,7 @@ from agentledger.storage.conformance._batches import BatchConformance
 from agentledger.storage.conformance._cancellation import CancellationConformance
 from agentledger.storage.conformance._carried import CarriedRecordsConformance
 from agentledger.storage.conformance._children import ChildrenConformance
+from agentledger.storage.conformance._closing import ClosingConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
 from agentledger.storage.conformance._import import ImportConformance
 from agentledger.storage.conformance._one_shot import OneShotConformance
@@ -91,6 +92,7 @@ class StoreConformance(
     RaceConformance,
     ProcessRaceConformance,
     StatefulConformance,
+    ClosingConformance,
     ConformanceBase,
 ):
     """Every capability of the store contract, as one class to subclass."""

@@ -20,7 +20,7 @@ from msgspec.structs import replace
 from agentledger.errors import ValidationError
 from agentledger.storage import payloads
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import World, _all_pages
+from agentledger.storage.conformance._world import World, all_pages
 from agentledger.storage.types import (
     Checkpoint,
     Record,
@@ -244,7 +244,7 @@ class PayloadConformance(ConformanceBase):
         case = await _case(world, kind)
         await case.send(_encode(case.valid))
         rid, key = case.where
-        keys = [r.event_key for r in await _all_pages(world.store.list_run_records, rid)]
+        keys = [r.event_key for r in await all_pages(world.store.list_run_records, rid)]
         assert key in keys
 
     @pytest.mark.parametrize("kind", [k for k in KINDS if k != "run_completed.candidate"])
@@ -256,7 +256,7 @@ class PayloadConformance(ConformanceBase):
         await case.send(spelled)
         rid, key = case.where
         stored = [
-            r for r in await _all_pages(world.store.list_run_records, rid) if r.event_key == key
+            r for r in await all_pages(world.store.list_run_records, rid) if r.event_key == key
         ]
         assert [r.payload for r in stored] == [spelled]
 

@@ -28,7 +28,7 @@ from agentledger.errors import (
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import AdminStore, World, _all_pages
+from agentledger.storage.conformance._world import AdminStore, World, all_pages
 from agentledger.storage.conformance._world import run_log as _log
 from agentledger.storage.types import (
     AppendResult,
@@ -299,7 +299,7 @@ class RaceConformance(ConformanceBase):
         assert [r.id for r in log] == [str(i) for i in range(1, n + 2)]
         by_key = {records[i].event_key: r.id for i, r in wins}
         assert {r.event_key: r.id for r in log[1:]} == by_key
-        session_log = await _all_pages(store.list_session_run_records, sid)
+        session_log = await all_pages(store.list_session_run_records, sid)
         assert [(r.run_id, r.id) for r in session_log] == [(r.run_id, r.id) for r in log]
 
     async def test_race_appends_of_one_key(

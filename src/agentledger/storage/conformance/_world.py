@@ -7,13 +7,13 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from agentledger.errors import AgentledgerError
 from agentledger.storage.builders import RecordBuilder
-from agentledger.storage.protocol import SessionAdmin, Store
+from agentledger.storage.protocol import AdminStore
 from agentledger.storage.types import (
     Checkpoint,
     Record,
@@ -38,11 +38,7 @@ __all__ = [
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-class AdminStore(Store, SessionAdmin, Protocol):
-    """A backend under test: both protocols on one object."""
-
-
-async def _all_pages(list_page: Any, scope_id: str) -> list[Record]:
+async def all_pages(list_page: Any, scope_id: str) -> list[Record]:
     records: list[Record] = []
     cursor = ""
     while True:
@@ -72,7 +68,7 @@ async def all_sessions(
 
 async def run_log(store: AdminStore, run_id: str) -> list[Record]:
     """A run's whole log, paging to the end."""
-    return await _all_pages(store.list_run_records, run_id)
+    return await all_pages(store.list_run_records, run_id)
 
 
 async def short_run_log(store: AdminStore, run_id: str) -> list[Record]:
@@ -117,10 +113,10 @@ async def dump_store(
         dump[f"session:{sid}"] = await _outcome(store.load_session, sid)
         dump[f"status:{sid}"] = await _outcome(store.load_session_status, sid)
         dump[f"runs:{sid}"] = await _outcome(store.list_runs_by_session, sid)
-        dump[f"log:{sid}"] = await _outcome(_all_pages, store.list_session_run_records, sid)
+        dump[f"log:{sid}"] = await _outcome(all_pages, store.list_session_run_records, sid)
     for rid in runs:
         dump[f"run:{rid}"] = await _outcome(store.load_run, rid)
-        dump[f"records:{rid}"] = await _outcome(_all_pages, store.list_run_records, rid)
+        dump[f"records:{rid}"] = await _outcome(all_pages, store.list_run_records, rid)
         dump[f"suspension:{rid}"] = await _outcome(store.load_run_suspension, rid)
     return dump
 

@@ -17,15 +17,21 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
+from agentledger.errors import AgentledgerError
+
 __all__ = ["KeyNeeded", "deferred", "deferring_vault_reads"]
 
 _DEFERRED: ContextVar[bool] = ContextVar("agentledger_deferred_vault_reads", default=False)
 
 
-class KeyNeeded(Exception):
-    """A data key is not in memory while vault reads are deferred; see the module docstring."""
+class KeyNeeded(AgentledgerError):
+    """A data key is not in memory while vault reads are deferred; see the module docstring.
 
-    def __init__(self, scope: str, create: bool) -> None:
+    The store that deferred the read catches it and loads the key; it reaches a
+    caller only through a custom store that defers reads and does not.
+    """
+
+    def __init__(self, *, scope: str, create: bool) -> None:
         super().__init__(f"the data key of {scope} is not loaded")
         self.scope = scope
         """The key's scope: ``"session:<id>"`` or ``"run:<id>"``."""

@@ -308,7 +308,7 @@ class Encryption:
             found = _MISSING
         if found is None:
             if deferred():
-                raise KeyNeeded(scope, create)
+                raise KeyNeeded(scope=scope, create=create)
             found = self._load(scope, create)
         if found is ERASED:
             raise SessionKeyErasedError(session_id=session_id, run_id=run_id)

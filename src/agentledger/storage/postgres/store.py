@@ -25,7 +25,7 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
-from agentledger.errors import ValidationError
+from agentledger.errors import StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
@@ -323,7 +323,7 @@ class PostgresStore:
         return cls(pool, encryption, limits=limits, transcripts_verified=verified)
 
     async def close(self) -> None:
-        """Close every pooled connection. Idempotent; later calls fail with TransientError."""
+        """Close every pooled connection. Idempotent; later calls fail with StoreClosedError."""
         if not self._closed:
             self._closed = True
             await self._pool.close()
@@ -359,6 +359,7 @@ class PostgresStore:
         the runs written are kept, with their new row versions, so the next
         append to them can be one statement (:mod:`._one_statement`).
         """
+        self._check_open(operation)
         attempt = loads = 0
         while True:
             attempt += 1
@@ -463,6 +464,7 @@ class PostgresStore:
         owner, a session and its runs) is one statement, so one snapshot,
         without paying for a transaction.
         """
+        self._check_open(operation)
         attempt = loads = 0
         while True:
             attempt += 1
@@ -488,6 +490,10 @@ class PostgresStore:
             return contextlib.nullcontext()
         return deferring_vault_reads()
 
+    def _check_open(self, operation: str) -> None:
+        if self._closed:
+            raise StoreClosedError(backend="postgres", operation=operation)
+
     async def _load_key(self, needed: KeyNeeded) -> None:
         assert self.encryption is not None
         await self.encryption.load_key(needed)
@@ -499,7 +505,9 @@ class PostgresStore:
         is False): once writes or the commit were sent, the outcome is unknown and
         the caller must retry the command itself.
         """
-        if isinstance(error, PoolClosed) or (self._closed and isinstance(error, psycopg.Error)):
+        if self._closed:  # closed before or during the call: no retry can help
+            raise StoreClosedError(backend="postgres", operation=operation) from None
+        if isinstance(error, PoolClosed):
             raise transient(PoolClosed(), operation) from error
         if isinstance(error, _POOL_ERRORS):
             raise transient(error, operation) from error

@@ -20,7 +20,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
-from agentledger.errors import AgentledgerError, ValidationError
+from agentledger.errors import AgentledgerError, StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
@@ -186,6 +186,8 @@ def _insert_first(
     reader = SQLiteReader(conn, cache, fresh_keys=True, sealer=sealer)
     try:
         plan = decide(reader)
+    except KeyNeeded:
+        raise  # not a refusal: the caller loads the key and runs the operation again
     except AgentledgerError:
         return None  # maybe a retry of a stored record: decide again on stored state
     try:
@@ -481,7 +483,7 @@ class SQLiteStore:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ValidationError(field="store", expected="an open SQLiteStore", got="closed")
+            raise StoreClosedError(backend="sqlite")
 
     async def _write(
         self,

@@ -166,14 +166,6 @@ async def nested_suspension(client: Client, store: SQLiteStore, session: str) ->
     }
 
 
-async def loop_bug(client: Client, store: SQLiteStore, session: str) -> dict[str, str]:
-    from tests.runtime.test_failures import run_with_a_loop_bug
-
-    async with temporal_runtime(client, store, _chat(ScriptedModel([]))) as runtime:
-        out = await run_with_a_loop_bug(runtime, session)
-    return {"root": out.run_id}
-
-
 SCENARIOS: dict[str, Scenario] = {
     "tool_loop": tool_loop,
     "child_run": child_run,
@@ -184,7 +176,6 @@ SCENARIOS: dict[str, Scenario] = {
     "planner_failure": planner_failure,
     "failed_start": failed_start,
     "nested_suspension": nested_suspension,
-    "loop_bug": loop_bug,
 }
 
 
