@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from agentledger.errors import TransientError
+from agentledger.providers.model import ModelRequest, ModelResponse
 from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime
 from agentledger.storage import MemoryStore, Record, RunStatus
 from agentledger.storage.replay import build_messages_from_run_log
@@ -100,3 +102,25 @@ async def provider_inputs_match_replay(store: Any, model: Any, runs: list[str]) 
             replayed = await build_messages_from_run_log(store, run_id, through=through)
             assert replayed == sent, (run_id, record.event_key)
     assert next(calls, None) is None
+
+
+class FailsOnce:
+    """A model whose call ``fail_at`` raises a TransientError once (then answers)."""
+
+    def __init__(self, inner: Any, fail_at: int) -> None:
+        self.inner = inner
+        self.fail_at = fail_at
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise TransientError("connection reset")
+        return await self.inner.complete(request)
+
+    async def stream(self, request: ModelRequest) -> Any:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise TransientError("connection reset")
+        async for event in self.inner.stream(request):
+            yield event

@@ -28,7 +28,7 @@ from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.testing.scripted import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart, validate_planner_transcript
 from agentledger.transcript.validate import validate_bedrock
-from tests.runtime.support import AnyStore, provider_inputs_match_replay, records
+from tests.runtime.support import AnyStore, FailsOnce, provider_inputs_match_replay, records
 
 
 def _runtime(store: Any, model: Any, history: Any, *, summariser: Any = None) -> Runtime:
@@ -207,33 +207,11 @@ async def test_a_transient_summariser_error_retries_the_turn(store: AnyStore, se
     assert "model_usage" not in kinds
 
 
-class _FlakyOnce:
-    """A model whose call ``fail_at`` raises a TransientError once (then answers)."""
-
-    def __init__(self, inner: ScriptedModel, fail_at: int) -> None:
-        self.inner = inner
-        self.fail_at = fail_at
-        self.calls = 0
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.calls += 1
-        if self.calls == self.fail_at:
-            raise TransientError("connection reset")
-        return await self.inner.complete(request)
-
-    async def stream(self, request: ModelRequest) -> Any:
-        self.calls += 1
-        if self.calls == self.fail_at:
-            raise TransientError("connection reset")
-        async for event in self.inner.stream(request):
-            yield event
-
-
 async def test_a_retried_turn_uses_the_summary_already_made(
     every_store: Any, every_session: str
 ) -> None:
     inner = ScriptedModel([reply("w" * 200) for _ in range(3)])
-    model = _FlakyOnce(inner, fail_at=3)  # the third turn's call, after its summary
+    model = FailsOnce(inner, fail_at=3)  # the third turn's call, after its summary
     summariser = ScriptedModel([reply("the only summary")])  # a second call would fail
     policy = Compaction("summariser", threshold_tokens=150, keep_tokens=60)
     runtime = _runtime(every_store, model, policy, summariser=summariser)

@@ -10,8 +10,8 @@ from agentledger.cli.app import Settings, run, settings_options, with_store
 from agentledger.cli.complete import run_ids
 
 if TYPE_CHECKING:
-    from agentledger.storage.protocol import AdminStore
     from agentledger.runtime.prompts import PromptVersion
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = ["prompt_rows", "prompts"]
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
 
 from temporalio.client import Client
 
-from agentledger.errors import TransientError
-from agentledger.providers.model import ModelRequest, ModelResponse
 from agentledger.runtime import Agent, Compaction, LastTurns, ModelPlanner, Runtime
 from agentledger.runtime.history import SUMMARY_HEADER
 from agentledger.storage import RunStatus, payloads
@@ -18,29 +15,7 @@ from agentledger.storage.sqlite import SQLiteStore
 from agentledger.testing.scripted import ScriptedModel, reply
 from agentledger.transcript import TextPart
 from tests.engine.temporal.harness import now_ms, temporal_runtime
-from tests.runtime.support import provider_inputs_match_replay, records
-
-
-class _FailsOnce:
-    """A model whose call ``fail_at`` raises a TransientError (then answers as scripted)."""
-
-    def __init__(self, inner: ScriptedModel, fail_at: int) -> None:
-        self.inner = inner
-        self.fail_at = fail_at
-        self.calls = 0
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.calls += 1
-        if self.calls == self.fail_at:
-            raise TransientError("connection reset")
-        return await self.inner.complete(request)
-
-    async def stream(self, request: ModelRequest) -> Any:
-        self.calls += 1
-        if self.calls == self.fail_at:
-            raise TransientError("connection reset")
-        async for event in self.inner.stream(request):
-            yield event
+from tests.runtime.support import FailsOnce, provider_inputs_match_replay, records
 
 
 async def _conversation(runtime: Runtime, session: str, turns: int) -> list[str]:
@@ -86,7 +61,7 @@ async def test_compaction_on_temporal_summarises_once_across_retries(
     session = f"s-{uuid.uuid4().hex}"
     await store.create_session(session, created_at=now_ms())
     inner = ScriptedModel([reply("w" * 200) for _ in range(3)])
-    model = _FailsOnce(inner, fail_at=3)
+    model = FailsOnce(inner, fail_at=3)
     summariser = ScriptedModel([reply("the only summary")])
 
     def setup(runtime: Runtime) -> None:
