@@ -38,16 +38,14 @@ from agentledger.storage import MemoryStore
 
 
 class MyStore(MemoryStore):
-    """One MemoryStore per path, so handles opened on one path share data."""
+    """One MemoryStore per path, so handles opened on one path share data (each handle
+    closed on its own, as a file's would be)."""
 
     _opened: dict[str, "MyStore"] = {}
 
     @classmethod
     async def open(cls, path):
-        return cls._opened.setdefault(str(path), cls())
-
-    async def close(self):
-        pass
+        return cls._opened.setdefault(str(path), cls()).handle()
 ''',
 }
 # The whole suite for the fast MemoryStore; for SQLite (a fresh file per test) the

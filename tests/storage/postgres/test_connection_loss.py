@@ -20,7 +20,7 @@ from psycopg import conninfo
 
 from agentledger.errors import TransientError
 from agentledger.storage.conformance import World
-from agentledger.storage.conformance._world import _all_pages
+from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.types import Record, RunStatus
 
@@ -84,9 +84,9 @@ async def test_killed_after_writes_were_sent_is_transient_and_retry_is_exact(
     again = await victim.append_run_record(note)
     assert (first.id, first.inserted) == ("2", True)
     assert (again.id, again.inserted) == ("2", False)
-    log: list[Record] = await _all_pages(victim.list_run_records, run.run.run_id)
+    log: list[Record] = await all_pages(victim.list_run_records, run.run.run_id)
     assert [(r.id, r.event_key) for r in log] == [("1", "run_started"), ("2", "n1")]
-    assert [r.id for r in await _all_pages(victim.list_session_run_records, sid)] == ["1", "2"]
+    assert [r.id for r in await all_pages(victim.list_session_run_records, sid)] == ["1", "2"]
 
 
 async def test_killed_before_writing_is_retried_inside_the_store(
@@ -171,10 +171,10 @@ async def test_workload_survives_killed_connections(
         await killing
     assert kills > 0
     for rid in world.run_ids:
-        log: list[Record] = await _all_pages(victim.list_run_records, rid)
+        log: list[Record] = await all_pages(victim.list_run_records, rid)
         keys = ["run_started", *(f"n{i}" for i in range(notes)), "run_completed"]
         assert [(r.id, r.event_key) for r in log] == [(str(i + 1), k) for i, k in enumerate(keys)]
-    session_log: list[Record] = await _all_pages(victim.list_session_run_records, sid)
+    session_log: list[Record] = await all_pages(victim.list_session_run_records, sid)
     assert len(session_log) == workers * runs_each * (notes + 2)
     assert len({(r.run_id, r.id) for r in session_log}) == len(session_log)
 
@@ -200,5 +200,5 @@ async def test_a_connection_killed_while_idle_is_replaced_before_an_append(
     result = await victim.append_run_record(world.note(run, "after"))
 
     assert (result.id, result.inserted) == ("3", True)
-    log = await _all_pages(victim.list_run_records, run.run.run_id)
+    log = await all_pages(victim.list_run_records, run.run.run_id)
     assert [r.event_key for r in log] == ["run_started", "before", "after"]

@@ -14,7 +14,7 @@ import os
 import time
 
 from agentledger.storage.conformance import World
-from agentledger.storage.conformance._world import _all_pages
+from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.types import Record, RunStatus
 
@@ -53,11 +53,11 @@ async def test_sixteen_workers_lose_and_duplicate_nothing(postgres_dsn: str) -> 
         store = stores[0]
         per_run = APPENDS + 2
         for rid in world.run_ids:
-            log: list[Record] = await _all_pages(store.list_run_records, rid)
+            log: list[Record] = await all_pages(store.list_run_records, rid)
             assert [r.id for r in log] == [str(i) for i in range(1, per_run + 1)]
             assert len({r.event_key for r in log}) == per_run
         for sid in sids:
-            session_log: list[Record] = await _all_pages(store.list_session_run_records, sid)
+            session_log: list[Record] = await all_pages(store.list_session_run_records, sid)
             runs_here = WORKERS // SESSIONS * RUNS
             assert len(session_log) == runs_here * per_run
             assert len({(r.run_id, r.id) for r in session_log}) == len(session_log)

@@ -16,7 +16,7 @@ import pytest
 
 from agentledger.errors import RecordConflictError, RunNotActiveError
 from agentledger.storage.conformance import World
-from agentledger.storage.conformance._world import _all_pages
+from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.types import RunStatus, SessionStatus
 
@@ -33,7 +33,7 @@ async def pair(postgres_dsn: str) -> AsyncIterator[tuple[PostgresStore, Postgres
 
 
 async def _ids(store: PostgresStore, sid: str) -> list[tuple[str, str, str]]:
-    log = await _all_pages(store.list_session_run_records, sid)
+    log = await all_pages(store.list_session_run_records, sid)
     return [(r.run_id, r.id, r.event_key) for r in log]
 
 
@@ -122,7 +122,7 @@ async def test_a_sessionless_run_appends_in_one_statement(
 
     assert [r.id for r in first] == ["2", "3"]
     assert last.id == "5"
-    log = await _all_pages(theirs.list_run_records, run.run.run_id)
+    log = await all_pages(theirs.list_run_records, run.run.run_id)
     assert [(r.id, r.event_key) for r in log][1:] == [
         ("2", "a"),
         ("3", "b"),

@@ -16,7 +16,7 @@ from agentledger.storage.conformance import World
 from agentledger.storage.conformance._process_worker import play
 from agentledger.storage.conformance._processes import build_scenarios, check_winner, winner
 from agentledger.storage.conformance._races import race, split
-from agentledger.storage.conformance._world import _all_pages
+from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.types import AppendResult, Record, StartResult
 
@@ -122,7 +122,7 @@ async def test_session_log_is_commit_ordered_under_concurrent_writers(
     done.set()
     await reader
 
-    log: list[Record] = await _all_pages(store.list_session_run_records, sid)
+    log: list[Record] = await all_pages(store.list_session_run_records, sid)
     assert len(log) == WRITERS * (notes + 1)
     for position, page in seen.items():
         assert tuple(log[position : position + len(page)]) == page

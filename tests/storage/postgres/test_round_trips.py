@@ -18,7 +18,7 @@ from psycopg import pq
 
 from agentledger.errors import RunNotFoundError
 from agentledger.storage.conformance import World
-from agentledger.storage.conformance._world import _all_pages
+from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 
 
@@ -114,7 +114,7 @@ async def test_an_append_to_a_run_this_handle_wrote_is_one_statement(traced: Tra
     for name in ("single", "batch"):
         assert round_trips(phases[name]) == 1, phases[name]
         assert len(_statements(phases[name])) == 1, phases[name]
-    log = await _all_pages(store.list_session_run_records, sid)
+    log = await all_pages(store.list_session_run_records, sid)
     assert [(r.id, r.event_key) for r in log][1:] == [
         ("2", "one"),
         *((str(i + 3), f"b{i}") for i in range(5)),
@@ -174,7 +174,7 @@ async def test_an_append_updates_only_what_changed(traced: Traced) -> None:
         inserts = [sql for sql in statements if "INSERT INTO agentledger_records" in sql]
         assert len(inserts) == (1 if name == "one statement" else 2), statements
     assert '"BEGIN"' in phases["under locks"]
-    ids = [r.id for r in await _all_pages(store.list_run_records, run.run.run_id)]
+    ids = [r.id for r in await all_pages(store.list_run_records, run.run.run_id)]
     assert ids == ["1", "2", "3", "4", "5"]
 
 
@@ -197,4 +197,4 @@ async def test_an_exact_retry_writes_nothing(traced: Traced) -> None:
     assert "INSERT INTO" in statements[0]  # the one statement, which found the key used
     assert not any("INSERT INTO" in sql or "UPDATE agentledger" in sql for sql in statements[1:])
     assert round_trips(trace) == 3, trace
-    assert [r.id for r in await _all_pages(store.list_run_records, run.run.run_id)] == ["1", "2"]
+    assert [r.id for r in await all_pages(store.list_run_records, run.run.run_id)] == ["1", "2"]

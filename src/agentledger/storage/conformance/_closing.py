@@ -17,9 +17,6 @@ from agentledger.storage.conformance._world import AdminStore, World
 
 __all__ = ["ClosingConformance"]
 
-_BACKENDS = ("memory", "sqlite", "postgres", "service")
-
-
 class ClosingConformance(ConformanceBase):
     """A handle used after ``close()``: StoreClosedError on reads and writes alike."""
 
@@ -43,6 +40,6 @@ class ClosingConformance(ConformanceBase):
         for call in calls:
             with pytest.raises(StoreClosedError) as refused:
                 await call(handle)
-            assert refused.value.backend in _BACKENDS, refused.value
+            assert refused.value.backend, refused.value  # names the backend
             backends.add(refused.value.backend)
         assert len(backends) == 1, backends
