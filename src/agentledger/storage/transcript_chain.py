@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHAIN_TYPES",
-    "INDEXED_TYPES",
     "ChainIndex",
     "ChainLink",
     "ChainScan",
@@ -49,10 +48,6 @@ CHAIN_TYPES = payloads.TRANSCRIPT_TYPES | {
     payloads.TRANSCRIPT_WINDOW,
 }
 """The record types a chain segment holds: message arrays, history references, windows."""
-
-INDEXED_TYPES = (payloads.TRANSCRIPT_REFERENCED, payloads.TRANSCRIPT_WINDOW)
-"""The record types a backend reads session-wide to walk a chain (a partial index's)."""
-
 
 class ChainLink(NamedTuple):
     """One run of a chain and the ids of the first and last of its records the chain
@@ -97,8 +92,9 @@ class ChainScan:
     first, to say when the rows read so far hold all the walk needs.
 
     The rows are not trusted here (their checksums are verified afterwards, by
-    :func:`reference_records`): a row that does not decode ends the scan, and
-    the check that follows names it.
+    :func:`reference_records`): after a row that does not decode, the scan reads
+    the session's rows to the end, so the chain check that follows sees all of
+    them and names the damage if the chain reaches it.
 
     Args:
         run_id: the run whose chain is read.
@@ -140,13 +136,13 @@ class ChainScan:
                     step = _Step(seq, reference.run_id, int(reference.through))
                     self._references[run_id] = step
             except (ValidationError, CorruptRecordError, ValueError):
-                self._broken = True  # the checks that follow say what is wrong
+                self._broken = True  # read on: the checks that follow say what is wrong
         return self.done()
 
     def done(self) -> bool:
         """Whether the rows so far answer the walk (see the module docstring)."""
         if self._broken:
-            return True
+            return False
         current, cut = self.run_id, self.newest
         start: payloads.TranscriptPosition | None = None
         seen: set[str] = set()
