@@ -166,3 +166,54 @@ async def test_a_lost_source_record_is_a_gap(sqlite_store: SQLiteStore, tmp_path
     with pytest.raises(CorruptRecordError) as caught:
         await build_messages_from_run_log(sqlite_store, newest)
     assert caught.value.run_id == first
+
+
+async def test_a_misfit_row_elsewhere_in_the_session_does_not_shorten_a_windowed_chain(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A window row of another run that does not decode (its checksum rewritten, as a
+    buggy writer would leave it) is met by the newest-first scan before the reference the
+    chain needs: the scan reads on, and the chain replays whole, not cut short."""
+    from msgspec.structs import replace
+
+    from agentledger.storage import payloads
+    from agentledger.storage.sqlite.schema import _backfill_checksums
+    from agentledger.transcript import Message, TextPart, encode_messages
+
+    world = World(sqlite_store)
+    sid = await world.session("misfit")
+    one = await _turn(world, "m1", sid, "one")
+    two = await _turn(world, "m2", sid, "two", after=one.run.run_id)
+    other = world.run("m-other", session=sid)
+    await sqlite_store.start_root_run(other.root_start())
+    three = world.run("m3", session=sid)
+    last = (await sqlite_store.load_run(two.run.run_id)).last_record_id
+    ref = payloads.TranscriptReference(kind="next_turn", run_id=two.run.run_id, through=last)
+    first = three.record(
+        payloads.TRANSCRIPT_REFERENCED, ref.encode(), event_key="transcript:referenced",
+        at=world.now(),
+    )  # fmt: skip
+    await sqlite_store.start_root_run(replace(three.root_start(), records=(first,)))
+    start = payloads.TranscriptPosition(run_id=two.run.run_id, record="3")  # "two"
+    body = payloads.TranscriptWindow(policy="last_turns:2", start=start)
+    others = [  # more than a scan batch, between the reference and the window it needs
+        other.record(payloads.TRANSCRIPT_WINDOW, body.encode(), event_key=f"w{i}", at=world.now())
+        for i in range(80)
+    ]
+    await sqlite_store.append_run_records(others)  # the newest is damaged below
+    said = encode_messages([Message(role="user", parts=(TextPart(text="three"),))])
+    await sqlite_store.append_run_records(
+        [
+            three.record(payloads.TRANSCRIPT_APPENDED, said, event_key="in", at=world.now()),
+            three.record(payloads.TRANSCRIPT_WINDOW, body.encode(), event_key="w", at=world.now()),
+        ]
+    )
+    conn = sqlite3.connect(sqlite_store.path, isolation_level=None)
+    try:
+        update = "UPDATE records SET payload = ? WHERE run_id = ? AND event_key = 'w79'"
+        assert conn.execute(update, (b'{"policy": 1}', other.run.run_id)).rowcount == 1
+        _backfill_checksums(conn)
+    finally:
+        conn.close()
+    replayed = await build_messages_from_run_log(sqlite_store, three.run.run_id)
+    assert [p.text for m in replayed for p in m.parts] == ["two", "re: two", "three"]  # type: ignore[union-attr]
