@@ -62,7 +62,11 @@ class HistoryWindows:
         if policy is None or not messages:
             return messages
         key = f"turn:{arg.turn}:history"
-        cut = await self._saved(arg.run.run_id, key) if activity_attempt() > 1 else None
+        origins = transcript.origins
+        cut = None
+        if activity_attempt() > 1:
+            saved = await self._saved(arg.run.run_id, key)
+            cut = None if saved is None else _adopt(saved, origins)
         if cut is None:
             try:
                 cut = await policy.cut(messages, self._context(arg, context, resolved))
@@ -76,10 +80,11 @@ class HistoryWindows:
                 return messages
             _check_cut(cut, messages)
             if cut.summary:  # the first save wins: a concurrent attempt adopts it
-                data = await self.store.save_tool_result(arg.run.run_id, key, _encode(cut))
-                cut = _decode(arg.run.run_id, key, data)
+                mine = _Saved(cut=cut, at=_position(origins[cut.start]))
+                data = await self.store.save_tool_result(arg.run.run_id, key, _ENCODER.encode(mine))
+                cut = _adopt(_decode(arg.run.run_id, key, data), origins) or cut
         _check_cut(cut, messages)
-        records.extend(_records(arg.turn, policy.name, cut, transcript.origins))
+        records.extend(_records(arg.turn, policy.name, cut, origins))
         kept = list(messages[cut.start :])
         if cut.summary:
             first = kept[0]
@@ -109,9 +114,35 @@ class HistoryWindows:
             models=self.registry.model,
         )
 
-    async def _saved(self, run_id: str, key: str) -> HistoryCut | None:
+    async def _saved(self, run_id: str, key: str) -> _Saved | None:
         data = await self.store.load_tool_result(run_id, key)
         return None if data is None else _decode(run_id, key, data)
+
+
+class _Saved(msgspec.Struct, frozen=True, kw_only=True):
+    """A summary made for a turn, saved before the planner is asked, with the stored
+    message it starts at (a retry's transcript is found by that, not by an index)."""
+
+    cut: HistoryCut
+    at: payloads.TranscriptPosition
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def _position(origin: MessageOrigin) -> payloads.TranscriptPosition:
+    return payloads.TranscriptPosition(
+        run_id=origin.run_id, record=origin.record_id, message=origin.position
+    )
+
+
+def _adopt(saved: _Saved, origins: tuple[MessageOrigin, ...]) -> HistoryCut | None:
+    """The saved cut, placed in this turn's transcript (None if it holds no such message)."""
+    at = saved.at
+    for index, origin in enumerate(origins):
+        if (origin.run_id, origin.record_id, origin.position) == (at.run_id, at.record, at.message):
+            return msgspec.structs.replace(saved.cut, start=index)
+    return None
 
 
 def _check_cut(cut: object, messages: tuple[Message, ...]) -> None:
@@ -129,7 +160,6 @@ def _records(
     turn: int, policy: str, cut: HistoryCut, origins: tuple[MessageOrigin, ...]
 ) -> list[rt.RecordSpec]:
     """The window record of ``cut`` and, for a summary, its model's usage."""
-    origin = origins[cut.start]
     replaces: list[payloads.WindowReplaces] = []
     if cut.summary:
         for o in origins[: cut.start]:
@@ -144,9 +174,7 @@ def _records(
                 )
     window = payloads.TranscriptWindow(
         policy=policy,
-        start=payloads.TranscriptPosition(
-            run_id=origin.run_id, record=origin.record_id, message=origin.position
-        ),
+        start=_position(origins[cut.start]),
         summary=cut.summary,
         replaces=tuple(replaces),
         model=cut.model,
@@ -172,13 +200,9 @@ def _records(
     return specs
 
 
-def _encode(cut: HistoryCut) -> bytes:
-    return msgspec.json.encode(cut)
-
-
-def _decode(run_id: str, key: str, data: bytes) -> HistoryCut:
+def _decode(run_id: str, key: str, data: bytes) -> _Saved:
     try:
-        return msgspec.json.decode(data, type=HistoryCut)
+        return msgspec.json.decode(data, type=_Saved)
     except msgspec.DecodeError as e:
         raise CorruptRecordError(
             run_id=run_id, record_id=f"tool_result:{key}", reason=str(e)
