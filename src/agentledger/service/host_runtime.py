@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from agentledger.errors import ValidationError
 from agentledger.runtime.planner import Answer
+from agentledger.storage.protocol import AdminStore
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
@@ -132,7 +133,7 @@ def load_host_runtime(spec: str) -> HostRuntimeFactory:
     return factory  # type: ignore[no-any-return]
 
 
-async def build_host_runtime(factory: HostRuntimeFactory, store: Any) -> RuntimeHost:
+async def build_host_runtime(factory: HostRuntimeFactory, store: AdminStore) -> RuntimeHost:
     """Call ``factory(store)`` (awaiting it if it is async) and check what it built.
 
     Raises:

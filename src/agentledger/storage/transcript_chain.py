@@ -49,6 +49,7 @@ CHAIN_TYPES = payloads.TRANSCRIPT_TYPES | {
 }
 """The record types a chain segment holds: message arrays, history references, windows."""
 
+
 class ChainLink(NamedTuple):
     """One run of a chain and the ids of the first and last of its records the chain
     reaches (the first is 1 but where a window starts)."""

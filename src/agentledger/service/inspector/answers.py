@@ -24,6 +24,7 @@ from agentledger.runtime.planner import (
     AwaitConfirmation,
     ToolCall,
 )
+from agentledger.storage.protocol import Store
 from agentledger.storage.replay import MessageOrigin
 from agentledger.transcript import Message, ToolUsePart
 
@@ -44,7 +45,7 @@ class Question:
     """The run whose planner asked (the run itself, or a child run below it)."""
 
 
-async def question_of(store: Any, run_id: str) -> Question | None:
+async def question_of(store: Store, run_id: str) -> Question | None:
     """What ``run_id`` (suspended) asks, or None when its checkpoint cannot be read."""
     try:
         stored = await store.load_run_suspension(run_id)

@@ -60,6 +60,7 @@ from agentledger.storage.payloads import (
     TRANSCRIPT_SEEDED,
     TRANSCRIPT_WINDOW,
 )
+from agentledger.storage.protocol import Store
 from agentledger.storage.replay import (
     TRANSCRIPT_RECORD_TYPES,
     MessageOrigin,
@@ -667,7 +668,7 @@ class Pages:
         )
 
 
-async def _prompts(store: Any, run_id: str) -> tuple[list[tuple[str, ...]], str]:
+async def _prompts(store: Store, run_id: str) -> tuple[list[tuple[str, ...]], str]:
     """The Prompts panel: one row per use of a prompt version that influenced the run, or
     why they could not be read (a damaged record, named; the rest of the page still shows)."""
     try:

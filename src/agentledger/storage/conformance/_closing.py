@@ -17,6 +17,7 @@ from agentledger.storage.conformance._world import AdminStore, World
 
 __all__ = ["ClosingConformance"]
 
+
 class ClosingConformance(ConformanceBase):
     """A handle used after ``close()``: StoreClosedError on reads and writes alike."""
 
