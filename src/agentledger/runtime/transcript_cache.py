@@ -39,8 +39,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import msgspec
-
 from agentledger.storage.payloads import (
     TRANSCRIPT_APPENDED,
     TRANSCRIPT_SEEDED,
@@ -50,12 +48,14 @@ from agentledger.storage.protocol import Store, VerifiedTranscripts
 from agentledger.storage.replay import (
     TRANSCRIPT_RECORD_TYPES,
     MessageOrigin,
+    position_of,
     replay_run_log_events,
     replay_with_origins,
+    with_summary,
 )
 from agentledger.storage.transcript_chain import decode_window
 from agentledger.storage.types import Record
-from agentledger.transcript import Message, TextPart
+from agentledger.transcript import Message
 from agentledger.transcript.validate import PlannerTranscriptCheck
 
 __all__ = ["DEFAULT_MAX_RUNS", "KnownTranscript", "TranscriptCache"]
@@ -244,23 +244,13 @@ class TranscriptCache:
 def _apply_window(entry: _Entry, record: Record) -> bool:
     """Cut ``entry`` where the window ``record`` starts; False if it does not hold that
     message after its first one (then the run is read whole)."""
-    start = decode_window(record).start
-    at = next(
-        (
-            n
-            for n, o in enumerate(entry.origins)
-            if (o.run_id, o.record_id, o.position) == (start.run_id, start.record, start.message)
-        ),
-        0,
-    )
-    if at == 0:
+    window = decode_window(record)
+    at = position_of(entry.origins, window.start)
+    if not at:
         return False
     del entry.messages[:at], entry.origins[:at]
-    summary = decode_window(record).summary
-    if summary:
-        first = entry.messages[0]
-        parts = (TextPart(text=summary), *first.parts)
-        entry.messages[0] = msgspec.structs.replace(first, parts=parts)
+    if window.summary:
+        entry.messages[0] = with_summary(entry.messages[0], window.summary)
     return True
 
 

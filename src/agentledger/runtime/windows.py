@@ -26,8 +26,8 @@ from agentledger.runtime.transcript_cache import KnownTranscript
 from agentledger.runtime.wire import PlanTurnInput
 from agentledger.storage import payloads
 from agentledger.storage.protocol import Store
-from agentledger.storage.replay import MessageOrigin
-from agentledger.transcript import Message, TextPart
+from agentledger.storage.replay import MessageOrigin, position_of, with_summary
+from agentledger.transcript import Message
 
 __all__ = ["HistoryWindows"]
 
@@ -78,19 +78,16 @@ class HistoryWindows:
                 return messages
             if cut is None or cut.start == 0:
                 return messages
-            _check_cut(cut, messages)
+            _check_cut(cut, messages)  # before its start is looked up, or saved
             if cut.summary:  # the first save wins: a concurrent attempt adopts it
                 mine = _Saved(cut=cut, at=_position(origins[cut.start]))
                 data = await self.store.save_tool_result(arg.run.run_id, key, _ENCODER.encode(mine))
                 cut = _adopt(_decode(arg.run.run_id, key, data), origins) or cut
-        _check_cut(cut, messages)
+        _check_cut(cut, messages)  # a saved one too: adopted by its message
         records.extend(_records(arg.turn, policy.name, cut, origins))
         kept = list(messages[cut.start :])
         if cut.summary:
-            first = kept[0]
-            kept[0] = msgspec.structs.replace(
-                first, parts=(TextPart(text=cut.summary), *first.parts)
-            )
+            kept[0] = with_summary(kept[0], cut.summary)
         return tuple(kept)
 
     def _context(
@@ -138,11 +135,8 @@ def _position(origin: MessageOrigin) -> payloads.TranscriptPosition:
 
 def _adopt(saved: _Saved, origins: tuple[MessageOrigin, ...]) -> HistoryCut | None:
     """The saved cut, placed in this turn's transcript (None if it holds no such message)."""
-    at = saved.at
-    for index, origin in enumerate(origins):
-        if (origin.run_id, origin.record_id, origin.position) == (at.run_id, at.record, at.message):
-            return msgspec.structs.replace(saved.cut, start=index)
-    return None
+    index = position_of(origins, saved.at)
+    return None if index is None else msgspec.structs.replace(saved.cut, start=index)
 
 
 def _check_cut(cut: object, messages: tuple[Message, ...]) -> None:

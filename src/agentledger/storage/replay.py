@@ -31,6 +31,7 @@ from agentledger.storage.payloads import (
     TRANSCRIPT_REFERENCED,
     TRANSCRIPT_TYPES,
     TRANSCRIPT_WINDOW,
+    TranscriptPosition,
     TranscriptReference,
     TranscriptWindow,
 )
@@ -46,10 +47,11 @@ __all__ = [
     "MessageOrigin",
     "ReplayedWindow",
     "build_messages_from_run_log",
-    "governing_window",
+    "position_of",
     "replay_run_log_events",
     "replay_transcript_chain",
     "replay_with_origins",
+    "with_summary",
     "without_reasoning",
 ]
 
@@ -145,11 +147,19 @@ class ReplayedWindow(NamedTuple):
     window: TranscriptWindow
 
 
-def governing_window(segments: Sequence[TranscriptSegment]) -> ReplayedWindow | None:
-    """[V5] The window that governs the chain's model input: its newest within the cuts
-    (None when no window was recorded)."""
-    _, window = _ordered(segments)
-    return window
+def with_summary(message: Message, summary: str) -> Message:
+    """``message`` with a compaction's summary as its first part: how the first kept
+    message is sent to the model [V5]."""
+    return msgspec.structs.replace(message, parts=(TextPart(text=summary), *message.parts))
+
+
+def position_of(origins: Sequence[MessageOrigin], at: TranscriptPosition) -> int | None:
+    """The index of the message stored at ``at`` among ``origins`` (None if absent)."""
+    wanted = (at.run_id, at.record, at.message)
+    return next(
+        (n for n, o in enumerate(origins) if (o.run_id, o.record_id, o.position) == wanted),
+        None,
+    )
 
 
 def replay_transcript_chain(
@@ -278,8 +288,7 @@ def _windowed(
                 record_id=window.record.id,
                 reason=f"the window's summary goes before a {message.role} message",
             )
-        summary = TextPart(text=window.window.summary)
-        pairs[0] = (msgspec.structs.replace(message, parts=(summary, *message.parts)), origin)
+        pairs[0] = (with_summary(message, window.window.summary), origin)
     return pairs
 
 
