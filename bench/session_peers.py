@@ -294,8 +294,8 @@ def _drive(args: argparse.Namespace) -> int:
                 for _ in range(args.repetitions):
                     for system in results:
                         python = peer if system in PEERS else sys.executable
-                        results[system].append(_child(
-                            python, "--child", "trial", system, where[system], newest, token))  # fmt: skip
+                        trial = ("--child", "trial", system, where[system], newest, token)
+                        results[system].append(_child(python, *trial))
         finally:
             pg.stop()
     _report(results, args)
@@ -306,8 +306,9 @@ def _report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) 
     def median(system: str, read: str, key: str = "ms") -> float:
         return statistics.median(trial[read][key] for trial in results[system])
 
+    load = os.getloadavg()[0]
     print(f"\n{args.sessions:,} sessions, a session of {args.events:,} records; "
-          f"{args.repetitions} repetitions, medians (load average {os.getloadavg()[0]:.1f})\n")  # fmt: skip
+          f"{args.repetitions} repetitions, medians (load average {load:.1f})\n")  # fmt: skip
     print(f"| read | {' | '.join(results)} |")
     print(f"|---|{'---|' * len(results)}")
     for read in READS:
