@@ -124,7 +124,9 @@ async def test_host_approves_and_declines_a_confirmation(
     await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
     continuation = _run_id(page)
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
-    await page.get_by_role("link", name="Transcript").click()
+    # Wait for the navigation itself: live updates may still be redrawing the run page.
+    async with page.expect_navigation(url=re.compile(r"/ui/run/transcript\?")):
+        await page.get_by_role("link", name="Transcript").click()
     await expect(page.locator("li.bubble").last).to_contain_text("Booked: 2 at Chez Demo.")
     await expect(page.locator("dl.facts")).to_contain_text("book-1-run")  # Continues
     await page.screenshot(path=artifacts / "22-approved-continuation.png", full_page=True)
