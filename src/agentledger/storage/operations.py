@@ -77,6 +77,7 @@ __all__ = [
     "ToolResultRef",
     "ToolResultSave",
     "Touch",
+    "decide_stateless",
     "within",
 ]
 
@@ -223,6 +224,17 @@ class _Stateless:
 _STATELESS = cast(StateReader, _Stateless())
 
 
+def decide_stateless(decide: Callable[[StateReader], object]) -> None:
+    """Run a decision up to its first read of stored state: what it refuses there, the
+    store refuses whatever is stored, with the same error.
+
+    Raises:
+        AgentledgerError: the decision's refusal of its input as given.
+    """
+    with contextlib.suppress(_NeedsState):
+        decide(_STATELESS)
+
+
 class Operation(Generic[Req, Resp]):
     """One store operation: its request, its decision, what it names, who may call it.
 
@@ -315,11 +327,11 @@ class Operation(Generic[Req, Resp]):
         Raises:
             AgentledgerError: the store's own refusal of the request as given.
         """
-        with contextlib.suppress(_NeedsState):
-            if self.plan is not None:
-                self.plan(_STATELESS, request, limits)
-            elif self.read is not None:
-                self.read(_STATELESS, request)
+        plan, read = self.plan, self.read
+        if plan is not None:
+            decide_stateless(lambda reader: plan(reader, request, limits))
+        elif read is not None:
+            decide_stateless(lambda reader: read(reader, request))
 
     def invoke(self, store: object, request: Req) -> Coroutine[Any, Any, Resp]:
         """The operation on any store: through ``perform`` when it derives its methods from
