@@ -35,6 +35,7 @@ from agentledger.observability.propagation import trace_headers
 from agentledger.service import wire
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
+from agentledger.storage import lifecycle
 from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.types import Record
@@ -197,12 +198,20 @@ class StoreClient(AdminOperations):
             ) from e
 
     async def perform(self, op: Operation[Req, Resp], request: Req, /) -> Resp:
-        """Send one store operation: refused here first as the store would refuse it as
-        given (with this client's ``limits``, if known), then one ``POST``."""
+        """Send one store operation as one ``POST``.
+
+        A command is sent as given (over this client's ``limits``, if known, it is
+        refused here); loose arguments are first checked as the store checks them
+        before reading anything (so what the wire could not carry as given is refused
+        as the store refuses it), then sent as the wire carries them.
+        """
         if self._closed:
             raise StoreClosedError(backend="service", operation=op.name)
-        op.check(request, self._check_limits)
-        if op.positional is not None:  # a struct of loose arguments: as the wire carries them
+        if op.positional is None:
+            if self.limits is not None and op.writes:
+                lifecycle.check_sizes(request, self.limits)
+        else:
+            op.check(request, self._check_limits)
             request = _plain(request)
         return await self._call(wire.STORE_METHODS[op], request)
 
