@@ -45,6 +45,7 @@ from agentledger.storage.postgres.apply import apply_plan
 from agentledger.storage.postgres.one_statement import (
     Known,
     KnownRuns,
+    Remembered,
     guess,
     healthy,
     learn,
@@ -384,31 +385,33 @@ class PostgresStore(AdminOperations):
                 self._known.put(Known(run, version, session))
 
     async def _append(
-        self,
-        operation: str,
-        decide: Callable[[StateReader], Plan[R]],
-        appends: tuple[str, list[str]] | None,
-    ) -> R:
+        self, op: Operation[Req, Resp], request: Req, decide: Callable[[StateReader], Plan[Resp]]
+    ) -> Resp:
         """[B3] an append in one statement, on the run as this handle knows it or reads it.
 
         A run this handle wrote last costs one round trip; another, two (one
-        read, one write). Anything the statement cannot settle goes to
-        :meth:`_write`, which decides again under locks.
+        read, one write). The decision runs once on what the handle remembers,
+        so it checks the request before any id of it is read; anything the
+        statement cannot settle goes to :meth:`_write`, which decides again
+        under locks.
         """
-        if appends is not None:
-            run_id = appends[0]
-            known = self._known.get(run_id)
+        operation = op.name
+        reader = Remembered(self._known.get)
+        found = guess(reader, decide)
+        run_id = reader.asked  # checked by the decision before it asked
+        if run_id is not None:
             writing = False
-            found = version = None
+            version = None
             try:
                 with self._deferring(0):
                     async with self._pool.connection() as conn:
                         if not healthy(conn):
-                            known = None
+                            found = None
                             await conn.close()  # the pool replaces it; the locking path retries
-                        elif known is None:
+                        elif reader.known is None:
                             known = await learn(conn, run_id)
-                        found = None if known is None else guess(known, decide)
+                            if known is not None:
+                                found = guess(Remembered(lambda _: known), decide)
                         if found is not None:
                             writing = True
                             version = await write_guess(conn, found, self.encryption)
@@ -421,8 +424,10 @@ class PostgresStore(AdminOperations):
             else:
                 if found is not None and version is not None:
                     self._known.put(Known(found.plan.runs[0], version, found.known.session))
-                    return cast(R, found.plan.result)
+                    return cast(Resp, found.plan.result)
                 self._known.drop(run_id)
+        op.check(request, self.limits)  # a refusal, before anything is read
+        _, appends = _keys(op.touches(request), appends=True)
         return await self._write(operation, decide, (), appends, remember=True)
 
     async def _read(
@@ -503,14 +508,14 @@ class PostgresStore(AdminOperations):
         plan = op.plan
         if plan is not None:
             limits = self.limits
-            op.check(request, limits)
-            prefetch, appends = _keys(op.touches(request), appends=op.appended is not None)
 
             def decide(r: StateReader) -> Plan[Resp]:
                 return plan(r, request, limits)
 
-            if op.appended is not None:
-                return await self._append(op.name, decide, appends)
+            if op.appended is not None:  # the decision checks it, on what this handle knows
+                return await self._append(op, request, decide)
+            op.check(request, limits)
+            prefetch, appends = _keys(op.touches(request))
             return await self._write(op.name, decide, prefetch, appends, remember=op.starts)
         read = op.read
         if read is not None:
