@@ -17,15 +17,7 @@ from agentledger.storage import lifecycle, payloads
 from agentledger.storage import operations as ops
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
-from agentledger.storage.operations import (
-    AdminOperations,
-    ChainQuery,
-    Operation,
-    RunPageQuery,
-    RunsBySessionQuery,
-    SessionPageQuery,
-    SessionsQuery,
-)
+from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.pages import RunHead
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.transcript_chain import CHAIN_TYPES, ChainIndex, chain_links
@@ -201,12 +193,12 @@ class MemoryStore(AdminOperations):
 # Reads a StateReader cannot answer: one function per operation, over the dictionaries.
 
 
-def _run_page(s: _State, q: RunPageQuery) -> Page:
+def _run_page(s: _State, q: ops.RunPageQuery) -> Page:
     lifecycle.require_run(s, q.run_id)
     return _page(s.logs[q.run_id], "run", q.run_id, q.cursor, q.limit)
 
 
-def _transcript_chain(s: _State, q: ChainQuery) -> tuple[TranscriptSegment, ...]:
+def _transcript_chain(s: _State, q: ops.ChainQuery) -> tuple[TranscriptSegment, ...]:
     run_id = q.run_id
     run = lifecycle.require_run(s, run_id)
     ids = s.session_runs.get(run.session_id, []) if run.session_id else [run_id]
@@ -235,20 +227,20 @@ def _transcript_chain(s: _State, q: ChainQuery) -> tuple[TranscriptSegment, ...]
     )
 
 
-def _session_page(s: _State, q: SessionPageQuery) -> Page:
+def _session_page(s: _State, q: ops.SessionPageQuery) -> Page:
     lifecycle.require_session(s, q.session_id)
     records = s.session_logs.get(q.session_id, [])
     return _page(records, "session", q.session_id, q.cursor, q.limit)
 
 
-def _session_runs(s: _State, q: RunsBySessionQuery) -> list[RunMeta]:
+def _session_runs(s: _State, q: ops.RunsBySessionQuery) -> list[RunMeta]:
     wanted = check_statuses(q.statuses, RunStatus)
     lifecycle.require_session(s, q.session_id)
     rows = (s.runs[run_id] for run_id in s.session_runs.get(q.session_id, ()))
     return [row.meta() for row in rows if not wanted or row.status in wanted]
 
 
-def _sessions(s: _State, q: SessionsQuery) -> SessionPage:
+def _sessions(s: _State, q: ops.SessionsQuery) -> SessionPage:
     statuses = cast(Iterable[SessionStatus], q.statuses)
     query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
     found = [row.public() for row in s.sessions.values()]

@@ -30,16 +30,7 @@ from agentledger.storage import operations as ops
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_page, session_query
-from agentledger.storage.operations import (
-    AdminOperations,
-    ChainQuery,
-    Operation,
-    RunPageQuery,
-    RunsBySessionQuery,
-    SessionPageQuery,
-    SessionsQuery,
-    Touch,
-)
+from agentledger.storage.operations import AdminOperations, Operation, Touch
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres.apply import apply_plan
 from agentledger.storage.postgres.one_statement import (
@@ -567,7 +558,7 @@ class PostgresStore(AdminOperations):
 # Reads a StateReader cannot answer: one function per operation, each its own query.
 
 
-async def _run_page(store: PostgresStore, q: RunPageQuery) -> Page:
+async def _run_page(store: PostgresStore, q: ops.RunPageQuery) -> Page:
     def require(r: StateReader) -> int:
         return lifecycle.require_run(r, q.run_id).last_seq
 
@@ -575,12 +566,14 @@ async def _run_page(store: PostgresStore, q: RunPageQuery) -> Page:
     return await store._read("list_run_records", lister, ())
 
 
-async def _transcript_chain(store: PostgresStore, q: ChainQuery) -> tuple[TranscriptSegment, ...]:
+async def _transcript_chain(
+    store: PostgresStore, q: ops.ChainQuery
+) -> tuple[TranscriptSegment, ...]:
     chain = chain_reader(q.run_id, windowed=q.windowed)
     return await store._read("load_transcript_chain", chain, ())
 
 
-async def _session_page(store: PostgresStore, q: SessionPageQuery) -> Page:
+async def _session_page(store: PostgresStore, q: ops.SessionPageQuery) -> Page:
     session_id = q.session_id
 
     def require(r: StateReader) -> int:
@@ -591,7 +584,7 @@ async def _session_page(store: PostgresStore, q: SessionPageQuery) -> Page:
     return await store._read("list_session_run_records", lister, ())
 
 
-async def _session_runs(store: PostgresStore, q: RunsBySessionQuery) -> list[RunMeta]:
+async def _session_runs(store: PostgresStore, q: ops.RunsBySessionQuery) -> list[RunMeta]:
     wanted = check_statuses(q.statuses, RunStatus)
     session_id = q.session_id
 
@@ -610,7 +603,7 @@ async def _session_runs(store: PostgresStore, q: RunsBySessionQuery) -> list[Run
     return await store._read("list_runs_by_session", read, ())
 
 
-async def _sessions(store: PostgresStore, q: SessionsQuery) -> SessionPage:
+async def _sessions(store: PostgresStore, q: ops.SessionsQuery) -> SessionPage:
     statuses = cast(Iterable[SessionStatus], q.statuses)
     query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
     where: list[str] = []

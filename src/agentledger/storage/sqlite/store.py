@@ -23,15 +23,7 @@ from agentledger.errors import AgentledgerError, StoreClosedError, ValidationErr
 from agentledger.storage import operations as ops
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
-from agentledger.storage.operations import (
-    AdminOperations,
-    ChainQuery,
-    Operation,
-    RunPageQuery,
-    RunsBySessionQuery,
-    SessionPageQuery,
-    SessionsQuery,
-)
+from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.sqlite.apply import apply_plan
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -604,7 +596,7 @@ class SQLiteStore(AdminOperations):
 # Reads a StateReader cannot answer: one function per operation, each its own query.
 
 
-async def _run_page(store: SQLiteStore, q: RunPageQuery) -> Page:
+async def _run_page(store: SQLiteStore, q: ops.RunPageQuery) -> Page:
     return await store._read(
         "list_run_records",
         lambda r: r.run_page(q.run_id, q.cursor, q.limit),
@@ -613,24 +605,24 @@ async def _run_page(store: SQLiteStore, q: RunPageQuery) -> Page:
     )
 
 
-async def _transcript_chain(store: SQLiteStore, q: ChainQuery) -> tuple[TranscriptSegment, ...]:
+async def _transcript_chain(store: SQLiteStore, q: ops.ChainQuery) -> tuple[TranscriptSegment, ...]:
     return await store._read(
         "load_transcript_chain", lambda r: r.transcript_chain(q.run_id, windowed=q.windowed)
     )
 
 
-async def _session_page(store: SQLiteStore, q: SessionPageQuery) -> Page:
+async def _session_page(store: SQLiteStore, q: ops.SessionPageQuery) -> Page:
     return await store._read(
         "list_session_run_records", lambda r: r.session_page(q.session_id, q.cursor, q.limit)
     )
 
 
-async def _session_runs(store: SQLiteStore, q: RunsBySessionQuery) -> list[RunMeta]:
+async def _session_runs(store: SQLiteStore, q: ops.RunsBySessionQuery) -> list[RunMeta]:
     wanted = check_statuses(q.statuses, RunStatus)
     return await store._read("list_runs_by_session", lambda r: r.session_runs(q.session_id, wanted))
 
 
-async def _sessions(store: SQLiteStore, q: SessionsQuery) -> SessionPage:
+async def _sessions(store: SQLiteStore, q: ops.SessionsQuery) -> SessionPage:
     statuses = cast(Iterable[SessionStatus], q.statuses)
     query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
     return await store._read("list_sessions", lambda r: r.session_list(query))
