@@ -320,9 +320,10 @@ class Operation(Generic[Req, Resp]):
         """Run the decision on ``request`` up to its first read of stored state.
 
         What it refuses there, the store refuses whatever is stored, with the
-        same error: a backend calls it before it reads a command's ids, so it
-        reads only checked input (a read answered by a backend query has no
-        decision to run here, and the backend reads nothing of it before its query).
+        same error. A backend that reads a request's ids before deciding (to lock
+        or prefetch them: ``PostgresStore``) calls it first, so it reads only
+        checked input; ``StoreClient`` calls it on loose arguments before sending.
+        A read answered by a backend query has no decision to run here.
 
         Raises:
             AgentledgerError: the store's own refusal of the request as given.

@@ -493,8 +493,9 @@ class PostgresStore(AdminOperations):
         return await self._read(operation, run, prefetch)
 
     async def perform(self, op: Operation[Req, Resp], request: Req, /) -> Resp:
-        """Run ``op``: the request checked first (its ids are read only once valid), then a
-        write in one locking transaction (an append perhaps in one statement), or a read."""
+        """Run ``op``: a write in one locking transaction, its request checked first (its ids
+        are read only once valid); an append perhaps in one statement, decided first on
+        the run this handle remembers; or a read."""
         self._check_open(op.name)
         plan = op.plan
         if plan is not None:
