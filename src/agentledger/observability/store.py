@@ -7,14 +7,15 @@ store's own coroutine, so the wrapper costs one call and one lookup.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentledger.observability.tracing import available, span, tracer
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT, Store
+from agentledger.storage import operations as ops
+from agentledger.storage.operations import Operation, StoreOperations
+from agentledger.storage.protocol import Store
 from agentledger.storage.types import (
     AppendResult,
-    Checkpoint,
     ChildRunStart,
     OneShotChildRunStart,
     OneShotRunStart,
@@ -22,22 +23,17 @@ from agentledger.storage.types import (
     Record,
     RepairResult,
     RootRunStart,
-    RunCancellation,
-    RunMeta,
-    RunSuspension,
-    RunTerminal,
-    SessionStatus,
     StartResult,
-    TranscriptSegment,
 )
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span
     from opentelemetry.util.types import AttributeValue
 
 __all__ = ["RECORD_EVENT", "TracedStore", "traced_store"]
 
-R = TypeVar("R")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 
 RECORD_EVENT = "agentledger.record"
 """The span event naming one record a store operation wrote (or found already written)."""
@@ -137,7 +133,7 @@ def _paged(target: Span, page: Page) -> None:
     target.set_attribute("agentledger.store.records", len(page.records))
 
 
-class TracedStore:
+class TracedStore(StoreOperations):
     """``inner`` with an ``agentledger.store {method}`` span around every operation.
 
     Attributes: ``agentledger.store.method``, ``agentledger.store.backend``
@@ -157,22 +153,23 @@ class TracedStore:
     def __repr__(self) -> str:
         return f"TracedStore({self.inner!r})"
 
-    def _traced(
-        self,
-        found: Tracer,
-        method: str,
-        key: tuple[str, str],
-        job: Awaitable[R],
-        describe: Callable[[Span, R], None] | None = None,
-    ) -> Coroutine[Any, Any, R]:
+    def perform(self, op: Operation[Req, Resp], request: Req, /) -> Coroutine[Any, Any, Resp]:
+        """The inner store's operation, in a span while tracing is on (else its own coroutine)."""
+        found = tracer()
+        job = op.invoke(self.inner, request)
+        if found is None:
+            return job
         attributes: dict[str, AttributeValue] = {
-            "agentledger.store.method": method,
+            "agentledger.store.method": op.name,
             "agentledger.store.backend": self._backend,
-            key[0]: key[1],
         }
+        key, value = _named(op, request)
+        attributes[key] = value
+        describer = _DESCRIBERS.get(op)
+        describe = None if describer is None else describer(request)
 
-        async def run() -> R:
-            with span(found, f"agentledger.store {method}", attributes, kind="client") as opened:
+        async def run() -> Resp:
+            with span(found, f"agentledger.store {op.name}", attributes, kind="client") as opened:
                 result = await job
                 if describe is not None:
                     describe(opened, result)
@@ -180,174 +177,43 @@ class TracedStore:
 
         return run()
 
-    # ----------------------------------------------------------------- writes
 
-    def start_root_run(self, cmd: RootRunStart, /) -> Coroutine[Any, Any, StartResult]:
-        found = tracer()
-        job = self.inner.start_root_run(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run.run_id)
-        return self._traced(found, "start_root_run", run_id, job, _started(cmd))
+def _named(op: Operation[Any, Any], request: object) -> tuple[str, str]:
+    """The span's subject: the run a call starts, else the first run it names, else its
+    session (a request too malformed to name one leaves it empty, for the store to refuse)."""
+    try:
+        touched = op.touches(request)
+    except (AttributeError, TypeError, IndexError):
+        return "agentledger.run.id", ""
+    for touch in touched:
+        if touch.kind == "run" and touch.new:
+            return "agentledger.run.id", touch.id
+    for touch in touched:
+        if touch.kind == "run":
+            return "agentledger.run.id", touch.id
+    for touch in touched:
+        if touch.kind == "session":
+            return "agentledger.session.id", touch.id
+    return "agentledger.run.id", ""
 
-    def start_child_run(self, cmd: ChildRunStart, /) -> Coroutine[Any, Any, StartResult]:
-        found = tracer()
-        job = self.inner.start_child_run(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run.run_id)
-        return self._traced(found, "start_child_run", run_id, job, _started(cmd))
 
-    def start_one_shot_run(self, cmd: OneShotRunStart, /) -> Coroutine[Any, Any, StartResult]:
-        found = tracer()
-        job = self.inner.start_one_shot_run(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run.run_id)
-        return self._traced(found, "start_one_shot_run", run_id, job, _started(cmd))
-
-    def start_one_shot_child_run(
-        self, cmd: OneShotChildRunStart, /
-    ) -> Coroutine[Any, Any, StartResult]:
-        found = tracer()
-        job = self.inner.start_one_shot_child_run(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run.run_id)
-        return self._traced(found, "start_one_shot_child_run", run_id, job, _started(cmd))
-
-    def append_run_record(self, record: Record, /) -> Coroutine[Any, Any, AppendResult]:
-        found = tracer()
-        job = self.inner.append_run_record(record)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", record.run_id)
-        return self._traced(found, "append_run_record", run_id, job, _appended(record))
-
-    def append_run_records(
-        self, records: Sequence[Record], /
-    ) -> Coroutine[Any, Any, list[AppendResult]]:
-        found = tracer()
-        job = self.inner.append_run_records(records)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", records[0].run_id if records else "")
-        return self._traced(found, "append_run_records", run_id, job, _batch_appended(records))
-
-    def record_run_cancellation(self, cmd: RunCancellation, /) -> Coroutine[Any, Any, AppendResult]:
-        found = tracer()
-        job = self.inner.record_run_cancellation(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run_id)
-        return self._traced(found, "record_run_cancellation", run_id, job, _appended(cmd.record))
-
-    def record_run_suspension(self, cmd: RunSuspension, /) -> Coroutine[Any, Any, AppendResult]:
-        found = tracer()
-        job = self.inner.record_run_suspension(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run_id)
-        return self._traced(
-            found, "record_run_suspension", run_id, job, _appended(cmd.record, cmd.records)
-        )
-
-    def record_run_terminal(self, cmd: RunTerminal, /) -> Coroutine[Any, Any, AppendResult]:
-        found = tracer()
-        job = self.inner.record_run_terminal(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run_id)
-        return self._traced(
-            found, "record_run_terminal", run_id, job, _appended(cmd.record, cmd.records)
-        )
-
-    def repair_run_suspension(self, cmd: RunSuspension, /) -> Coroutine[Any, Any, RepairResult]:
-        found = tracer()
-        job = self.inner.repair_run_suspension(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run_id)
-        return self._traced(found, "repair_run_suspension", run_id, job, _repaired)
-
-    def repair_run_terminal(self, cmd: RunTerminal, /) -> Coroutine[Any, Any, RepairResult]:
-        found = tracer()
-        job = self.inner.repair_run_terminal(cmd)
-        if found is None:
-            return job
-        run_id = ("agentledger.run.id", cmd.run_id)
-        return self._traced(found, "repair_run_terminal", run_id, job, _repaired)
-
-    # ------------------------------------------------------------------ reads
-
-    def load_run(self, run_id: str, /) -> Coroutine[Any, Any, RunMeta]:
-        found = tracer()
-        job = self.inner.load_run(run_id)
-        if found is None:
-            return job
-        return self._traced(found, "load_run", ("agentledger.run.id", run_id), job)
-
-    def load_session_status(self, session_id: str, /) -> Coroutine[Any, Any, SessionStatus]:
-        found = tracer()
-        job = self.inner.load_session_status(session_id)
-        if found is None:
-            return job
-        key = ("agentledger.session.id", session_id)
-        return self._traced(found, "load_session_status", key, job)
-
-    def save_tool_result(
-        self, run_id: str, call_key: str, data: bytes, /
-    ) -> Coroutine[Any, Any, bytes]:
-        found = tracer()
-        job = self.inner.save_tool_result(run_id, call_key, data)
-        if found is None:
-            return job
-        run = ("agentledger.run.id", run_id)
-        return self._traced(found, "save_tool_result", run, job, _saved(call_key, data))
-
-    def load_tool_result(self, run_id: str, call_key: str, /) -> Coroutine[Any, Any, bytes | None]:
-        found = tracer()
-        job = self.inner.load_tool_result(run_id, call_key)
-        if found is None:
-            return job
-        return self._traced(found, "load_tool_result", ("agentledger.run.id", run_id), job)
-
-    def load_run_suspension(self, run_id: str, /) -> Coroutine[Any, Any, Checkpoint]:
-        found = tracer()
-        job = self.inner.load_run_suspension(run_id)
-        if found is None:
-            return job
-        return self._traced(found, "load_run_suspension", ("agentledger.run.id", run_id), job)
-
-    def list_run_records(
-        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Coroutine[Any, Any, Page]:
-        found = tracer()
-        job = self.inner.list_run_records(run_id, cursor=cursor, limit=limit)
-        if found is None:
-            return job
-        key = ("agentledger.run.id", run_id)
-        return self._traced(found, "list_run_records", key, job, _paged)
-
-    def load_transcript_chain(
-        self, run_id: str, /, *, windowed: bool = False
-    ) -> Coroutine[Any, Any, tuple[TranscriptSegment, ...]]:
-        found = tracer()
-        job = self.inner.load_transcript_chain(run_id, windowed=windowed)
-        if found is None:
-            return job
-        key = ("agentledger.run.id", run_id)
-        return self._traced(found, "load_transcript_chain", key, job)
-
-    def list_session_run_records(
-        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Coroutine[Any, Any, Page]:
-        found = tracer()
-        job = self.inner.list_session_run_records(session_id, cursor=cursor, limit=limit)
-        if found is None:
-            return job
-        key = ("agentledger.session.id", session_id)
-        return self._traced(found, "list_session_run_records", key, job, _paged)
+_DESCRIBERS: dict[Operation[Any, Any], Callable[[Any], Callable[[Span, Any], None]]] = {
+    ops.START_ROOT_RUN: _started,
+    ops.START_CHILD_RUN: _started,
+    ops.START_ONE_SHOT_RUN: _started,
+    ops.START_ONE_SHOT_CHILD_RUN: _started,
+    ops.APPEND_RUN_RECORD: lambda record: _appended(record),
+    ops.APPEND_RUN_RECORDS: lambda batch: _batch_appended(batch.records),
+    ops.RECORD_RUN_CANCELLATION: lambda cmd: _appended(cmd.record),
+    ops.RECORD_RUN_SUSPENSION: lambda cmd: _appended(cmd.record, cmd.records),
+    ops.RECORD_RUN_TERMINAL: lambda cmd: _appended(cmd.record, cmd.records),
+    ops.REPAIR_RUN_SUSPENSION: lambda cmd: _repaired,
+    ops.REPAIR_RUN_TERMINAL: lambda cmd: _repaired,
+    ops.SAVE_TOOL_RESULT: lambda save: _saved(save.call_key, save.data),
+    ops.LIST_RUN_RECORDS: lambda query: _paged,
+    ops.LIST_SESSION_RUN_RECORDS: lambda query: _paged,
+}
+"""What a span records of each operation's result, beyond its method and subject."""
 
 
 def traced_store(store: Store) -> Store:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from datetime import datetime
+import sys
+from collections.abc import AsyncIterator, Iterable, Mapping
+from enum import Enum
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 from urllib.parse import quote
 
 import aiohttp
@@ -36,31 +37,9 @@ from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
 from agentledger.storage import lifecycle
 from agentledger.storage.archive import ArchiveManifest
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
-from agentledger.storage.session_image import SessionImage
-from agentledger.storage.types import (
-    AppendResult,
-    Checkpoint,
-    ChildRunStart,
-    OneShotChildRunStart,
-    OneShotRunStart,
-    Page,
-    PurgeReceipt,
-    Record,
-    RepairResult,
-    RootRunStart,
-    RunCancellation,
-    RunMeta,
-    RunStatus,
-    RunSuspension,
-    RunTerminal,
-    Session,
-    SessionPage,
-    SessionStatus,
-    StartResult,
-    TranscriptSegment,
-)
-from agentledger.storage.validation import SizeLimits, require_id
+from agentledger.storage.operations import AdminOperations, Operation
+from agentledger.storage.types import Record
+from agentledger.storage.validation import SizeLimits
 
 __all__ = ["FollowedRecord", "StoreClient"]
 
@@ -85,19 +64,27 @@ class FollowedRecord(msgspec.Struct, frozen=True, kw_only=True):
     cursor: str
 
 
-def _labels(labels: Any) -> Any:
-    """Labels as sent: any mapping as a dict; anything else as given, for the check to refuse."""
-    return dict(labels) if isinstance(labels, Mapping) else labels
+def _plain(request: Req) -> Req:
+    """A request's arguments as the wire carries them: any mapping as a dict, any other
+    iterable (a status filter) as a list of values; anything else as given, for the
+    store to refuse."""
+    struct = cast(msgspec.Struct, request)
+    changes: dict[str, object] = {}
+    for field in struct.__struct_fields__:
+        value = getattr(request, field)
+        if isinstance(value, Mapping):
+            if not isinstance(value, dict):
+                changes[field] = dict(value)
+        elif isinstance(value, Iterable) and not isinstance(value, str | bytes | list):
+            changes[field] = [v.value if isinstance(v, Enum) else v for v in value]
+    return cast(Req, msgspec.structs.replace(struct, **changes)) if changes else request
 
 
-def _statuses(statuses: Iterable[Any]) -> list[str] | str:
-    """A status filter as sent: the store, not the client, refuses unknown ones."""
-    if isinstance(statuses, str):
-        return statuses
-    return [s.value if isinstance(s, RunStatus | SessionStatus) else s for s in statuses]
+_UNBOUNDED = SizeLimits(max_payload_bytes=sys.maxsize, max_checkpoint_bytes=sys.maxsize)
+"""No caps: a client that does not know the service's leaves sizes to the service."""
 
 
-class StoreClient:
+class StoreClient(AdminOperations):
     """A ``Store`` and ``SessionAdmin`` served by ``agentledger serve`` at ``url``.
 
     Args:
@@ -126,6 +113,7 @@ class StoreClient:
             headers["authorization"] = f"Bearer {token}"
         self.url = url.rstrip("/")
         self.limits = limits
+        self._check_limits = _UNBOUNDED if limits is None else limits
         self._headers = headers
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 10.0))
         self._max_connections = max_connections
@@ -176,8 +164,6 @@ class StoreClient:
     async def _call(self, method: wire.Method[Req, Resp], request: Req) -> Resp:
         if self._closed:
             raise StoreClosedError(backend="service", operation=method.name)
-        if self.limits is not None and method.writes:
-            lifecycle.check_sizes(request, self.limits)
         check_carriable(request, method.request, method.prefix)
         try:
             body = _ENCODER.encode(request)
@@ -211,124 +197,23 @@ class StoreClient:
                 message=f"{method.name}: unexpected answer from {self.url}: {e}",
             ) from e
 
-    # ------------------------------------------------------------ Store
+    async def perform(self, op: Operation[Req, Resp], request: Req, /) -> Resp:
+        """Send one store operation as one ``POST``.
 
-    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
-        return await self._call(wire.START_ROOT_RUN, cmd)
-
-    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
-        return await self._call(wire.START_CHILD_RUN, cmd)
-
-    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
-        return await self._call(wire.START_ONE_SHOT_RUN, cmd)
-
-    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
-        return await self._call(wire.START_ONE_SHOT_CHILD_RUN, cmd)
-
-    async def append_run_record(self, record: Record, /) -> AppendResult:
-        return await self._call(wire.APPEND_RUN_RECORD, record)
-
-    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        batch = lifecycle.check_batch(records, self.limits)  # refused as the store refuses it
-        return await self._call(wire.APPEND_RUN_RECORDS, wire.RecordBatch(records=batch))
-
-    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
-        return await self._call(wire.RECORD_RUN_CANCELLATION, cmd)
-
-    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
-        return await self._call(wire.RECORD_RUN_SUSPENSION, cmd)
-
-    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
-        return await self._call(wire.RECORD_RUN_TERMINAL, cmd)
-
-    async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
-        return await self._call(wire.REPAIR_RUN_SUSPENSION, cmd)
-
-    async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
-        return await self._call(wire.REPAIR_RUN_TERMINAL, cmd)
-
-    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
-        lifecycle.check_tool_result(run_id, call_key, data, self.limits)
-        save = wire.ToolResultSave(run_id=run_id, call_key=call_key, data=data)
-        return await self._call(wire.SAVE_TOOL_RESULT, save)
-
-    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
-        require_id("run_id", run_id)
-        require_id("call_key", call_key)
-        ref = wire.ToolResultRef(run_id=run_id, call_key=call_key)
-        return await self._call(wire.LOAD_TOOL_RESULT, ref)
-
-    async def load_run(self, run_id: str, /) -> RunMeta:
-        return await self._call(wire.LOAD_RUN, wire.RunRef(run_id=run_id))
-
-    async def load_session_status(self, session_id: str, /) -> SessionStatus:
-        return await self._call(wire.LOAD_SESSION_STATUS, wire.SessionRef(session_id=session_id))
-
-    async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
-        return await self._call(wire.LOAD_RUN_SUSPENSION, wire.RunRef(run_id=run_id))
-
-    async def load_transcript_chain(
-        self, run_id: str, /, *, windowed: bool = False
-    ) -> tuple[TranscriptSegment, ...]:
-        query = wire.ChainQuery(run_id=run_id, windowed=windowed)
-        return await self._call(wire.LOAD_TRANSCRIPT_CHAIN, query)
-
-    async def list_run_records(
-        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Page:
-        query = wire.RunPageQuery(run_id=run_id, cursor=cursor, limit=limit)
-        return await self._call(wire.LIST_RUN_RECORDS, query)
-
-    async def list_session_run_records(
-        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Page:
-        query = wire.SessionPageQuery(session_id=session_id, cursor=cursor, limit=limit)
-        return await self._call(wire.LIST_SESSION_RUN_RECORDS, query)
-
-    # ----------------------------------------------------- SessionAdmin
-
-    async def create_session(
-        self,
-        session_id: str,
-        /,
-        created_at: datetime | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> Session:
-        call = wire.SessionCreate(session_id=session_id, created_at=created_at,
-                                  labels=_labels(labels))  # fmt: skip
-        return await self._call(wire.CREATE_SESSION, call)
-
-    async def load_session(self, session_id: str, /) -> Session:
-        return await self._call(wire.LOAD_SESSION, wire.SessionRef(session_id=session_id))
-
-    async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
-        call = wire.SessionEnd(session_id=session_id, ended_at=ended_at)
-        return await self._call(wire.END_SESSION, call)
-
-    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
-        call = wire.SessionPurge(session_id=session_id, expected_digest=expected_digest)
-        return await self._call(wire.PURGE_SESSION, call)
-
-    async def import_session(self, image: SessionImage, /) -> None:
-        await self._call(wire.IMPORT_SESSION, image)
-
-    async def list_runs_by_session(
-        self, session_id: str, /, statuses: Iterable[RunStatus] = ()
-    ) -> list[RunMeta]:
-        query = wire.RunsBySessionQuery(session_id=session_id, statuses=_statuses(statuses))
-        return await self._call(wire.LIST_RUNS_BY_SESSION, query)
-
-    async def list_sessions(
-        self,
-        statuses: Iterable[SessionStatus] = (),
-        labels: Mapping[str, str] | None = None,
-        cursor: str = "",
-        limit: int = DEFAULT_PAGE_LIMIT,
-    ) -> SessionPage:
-        query = wire.SessionsQuery(
-            statuses=_statuses(statuses), labels=_labels(labels), cursor=cursor, limit=limit
-        )
-        return await self._call(wire.LIST_SESSIONS, query)
+        A command is sent as given (over this client's ``limits``, if known, it is
+        refused here); loose arguments are first checked as the store checks them
+        before reading anything (so what the wire could not carry as given is refused
+        as the store refuses it), then sent as the wire carries them.
+        """
+        if self._closed:
+            raise StoreClosedError(backend="service", operation=op.name)
+        if op.positional is None:
+            if self.limits is not None and op.writes:
+                lifecycle.check_sizes(request, self.limits)
+        else:
+            op.check(request, self._check_limits)
+            request = _plain(request)
+        return await self._call(wire.STORE_METHODS[op], request)
 
     # --------------------------------------------------------- archives
 

@@ -26,10 +26,9 @@ through, and the store still makes every decision about the call itself.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Any, cast
+from typing import Any
 
 from agentledger.errors import (
     AccessDeniedError,
@@ -40,6 +39,7 @@ from agentledger.errors import (
 )
 from agentledger.service.auth import Principal
 from agentledger.service.wire import Subject
+from agentledger.storage.operations import decide_stateless
 from agentledger.storage.protocol import AdminStore
 from agentledger.storage.state import StateReader
 from agentledger.storage.types import RunMeta, Session
@@ -97,20 +97,6 @@ def _denied(operation: str, reason: str) -> AccessDeniedError:
     return AccessDeniedError(operation=operation, status=403, reason=reason)
 
 
-class _NeedsState(Exception):
-    """A stateless run of a plan reached its first read of stored state."""
-
-
-class _Stateless:
-    """A :class:`StateReader` with no state: its first read stops the plan."""
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        def read(*args: object) -> Any:
-            raise _NeedsState(name)
-
-        return read
-
-
 def check_stateless(
     plan: Callable[[StateReader, Any, SizeLimits], object] | None,
     call: Any,
@@ -124,10 +110,8 @@ def check_stateless(
     Raises:
         AgentledgerError: the store's own refusal of the call as given.
     """
-    if plan is None:
-        return
-    with contextlib.suppress(_NeedsState):
-        plan(cast(StateReader, _Stateless()), call, limits)
+    if plan is not None:
+        decide_stateless(lambda reader: plan(reader, call, limits))
 
 
 async def check_scope(

@@ -1,63 +1,60 @@
-"""The protocol on the wire: one declaration per store method [S2].
+"""The protocol on the wire: one :class:`Method` per store operation [S2].
 
 Each :class:`Method` names its route (``POST /v1/<name>``), the msgspec type
 of its request body and of its response, the roles that may call it [S4],
 the sessions or runs its label scope is checked against, and how the
-service turns a decoded request into the backend call. The app, the client
-and the OpenAPI document are all built from :data:`METHODS`, so adding a
-method is one entry here and one line in the client.
+service turns a decoded request into the backend call. Every one of them is
+derived from an entry of :data:`agentledger.storage.operations.OPERATIONS`
+(the request structs are the table's), plus the two archive methods, which
+only the service offers. The app, the client and the OpenAPI document are all
+built from :data:`METHODS`, so a new store operation needs nothing here.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from agentledger.errors import AccessDeniedError, ValidationError
-from agentledger.storage import lifecycle, payloads
+from agentledger.errors import ValidationError
 from agentledger.storage.archive import (
     ArchiveManifest,
     archive_bytes,
     read_manifest,
     restore_archive_bytes,
 )
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT, AdminStore
-from agentledger.storage.session_image import SessionImage
-from agentledger.storage.session_import import plan_import_session
-from agentledger.storage.state import StateReader
-from agentledger.storage.types import (
-    AppendResult,
-    Checkpoint,
-    ChildRunStart,
-    OneShotChildRunStart,
-    OneShotRunStart,
-    Page,
-    PurgeReceipt,
-    Record,
-    RepairResult,
-    RootRunStart,
-    RunCancellation,
-    RunMeta,
-    RunStart,
-    RunSuspension,
-    RunTerminal,
-    Session,
-    SessionPage,
-    SessionStatus,
-    StartResult,
-    TranscriptSegment,
+from agentledger.storage.operations import (
+    OPERATIONS,
+    Access,
+    ChainQuery,
+    Operation,
+    RecordBatch,
+    RunPageQuery,
+    RunRef,
+    RunsBySessionQuery,
+    SessionCreate,
+    SessionEnd,
+    SessionPageQuery,
+    SessionPurge,
+    SessionRef,
+    SessionsQuery,
+    ToolResultRef,
+    ToolResultSave,
+    Touch,
+    within,
 )
+from agentledger.storage.protocol import AdminStore
+from agentledger.storage.state import StateReader
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = [
     "MAX_ENTRIES",
     "METHODS",
+    "STORE_METHODS",
     "ArchiveFile",
+    "ChainQuery",
     "Method",
     "RecordBatch",
     "Role",
@@ -75,6 +72,7 @@ __all__ = [
     "ToolResultSave",
     "body_cap",
     "check_entries",
+    "within",
 ]
 
 Req = TypeVar("Req")
@@ -93,101 +91,6 @@ WORKERS = frozenset({Role.WORKER, Role.HOST})
 HOSTS = frozenset({Role.HOST})
 STORE_READERS = frozenset({Role.WORKER, Role.HOST, Role.READER})
 ADMIN_READERS = frozenset({Role.HOST, Role.READER})
-
-
-class RunRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Names one run."""
-
-    run_id: str
-
-
-class ChainQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Names one run's transcript chain: whole, or ``windowed`` to the model input's start."""
-
-    run_id: str
-    windowed: bool = False
-
-
-class RecordBatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """[B1] Ordinary records of one run, in order, stored all or none."""
-
-    records: list[Record]
-
-
-class ToolResultSave(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Save a tool call's result unless one is saved (the first save wins)."""
-
-    run_id: str
-    call_key: str
-    data: bytes
-
-
-class ToolResultRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Names one tool call's saved result."""
-
-    run_id: str
-    call_key: str
-
-
-class SessionRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Names one session."""
-
-    session_id: str
-
-
-class SessionPurge(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Purge a session [D7], only if its digest is ``expected_digest`` when one is given [A1]."""
-
-    session_id: str
-    expected_digest: str = ""
-
-
-class RunPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One page of a run's records [L9]."""
-
-    run_id: str
-    cursor: str = ""
-    limit: int = DEFAULT_PAGE_LIMIT
-
-
-class SessionPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One page of a session's records [L9]."""
-
-    session_id: str
-    cursor: str = ""
-    limit: int = DEFAULT_PAGE_LIMIT
-
-
-class SessionCreate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Create a session with its fixed labels [D4] [D6]; no ``created_at``: the store's clock."""
-
-    session_id: str
-    created_at: datetime | None = None
-    labels: dict[str, str] | None = None
-
-
-class SessionEnd(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """End a session [D2]."""
-
-    session_id: str
-    ended_at: datetime
-
-
-# Status filters travel as strings: the store, not the wire, refuses unknown ones.
-class RunsBySessionQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A session's runs, optionally only those with these statuses."""
-
-    session_id: str
-    statuses: list[str] | str = msgspec.field(default_factory=list)
-
-
-class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One page of sessions, newest first, filtered by statuses and labels [D6]."""
-
-    statuses: list[str] | str = msgspec.field(default_factory=list)
-    labels: dict[str, str] | None = None
-    cursor: str = ""
-    limit: int = DEFAULT_PAGE_LIMIT
 
 
 class ArchiveFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -211,40 +114,20 @@ class Subject(msgspec.Struct, frozen=True):
     new: bool = False
 
 
-def _session(session_id: str) -> Subject:
-    return Subject("session", session_id)
-
-
-def _run(run_id: str) -> Subject:
-    return Subject("run", run_id)
-
-
-def _new_session(session_id: str) -> Subject:
-    return Subject("session", session_id, new=True)
-
-
-def _new_run(run_id: str) -> Subject:
-    return Subject("run", run_id, new=True)
-
-
-def _labels(labels: dict[str, str]) -> Subject:
-    return Subject("labels", labels=labels)
-
-
-def _start(run: RunStart, *named: Subject, records: Sequence[Record] = ()) -> tuple[Subject, ...]:
-    """A start's subjects: its labels or session, its parent, its predecessor, the run its
-    history references, its new id."""
-    sources = []
-    for record in records:
-        if record.type == payloads.TRANSCRIPT_REFERENCED:
-            with contextlib.suppress(ValidationError):  # the store refuses it, unscoped
-                sources.append(_run(payloads.TranscriptReference.decode(record.payload).run_id))
-    return (*named, _run(run.predecessor_run_id), *sources, _new_run(run.run_id))
+def _subjects(touched: tuple[Touch, ...]) -> tuple[Subject, ...]:
+    """The scope subjects of what an operation touches (its records are its runs')."""
+    return tuple(
+        Subject(t.kind, t.id, dict(t.labels), t.new) for t in touched if t.kind != "record"
+    )
 
 
 def _imported(labels: dict[str, str], session_id: str, run_ids: Any) -> tuple[Subject, ...]:
     """An import's subjects: the session's labels, its id and every run id it would create."""
-    return (_labels(labels), _new_session(session_id), *(_new_run(r) for r in run_ids))
+    return (
+        Subject("labels", labels=labels),
+        Subject("session", session_id, new=True),
+        *(Subject("run", r, new=True) for r in run_ids),
+    )
 
 
 def _archived(archive: ArchiveFile) -> tuple[Subject, ...]:
@@ -321,22 +204,6 @@ async def _restore(store: AdminStore, archive: ArchiveFile) -> ArchiveManifest:
     )
 
 
-def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
-    """A label filter narrowed to a token's scope.
-
-    Raises:
-        AccessDeniedError: (403) the filter asks for labels outside the scope.
-    """
-    clash = {k: v for k, v in labels.items() if k in scope and scope[k] != v}
-    if clash:
-        raise AccessDeniedError(
-            operation="list_sessions",
-            status=403,
-            reason=f"labels {clash} are outside the token's scope {scope}",
-        )
-    return {**labels, **scope}
-
-
 class Method(Generic[Req, Resp]):
     """One store method on the wire.
 
@@ -404,169 +271,40 @@ class Method(Generic[Req, Resp]):
         )
 
 
-# ------------------------------------------------------------------ Store
+_ROLES = {
+    Access.WRITE: WORKERS,
+    Access.SCRATCH: WORKERS,
+    Access.READ: STORE_READERS,
+    Access.ADMIN: HOSTS,
+    Access.ADMIN_READ: ADMIN_READERS,
+}
 
-START_ROOT_RUN: Method[RootRunStart, StartResult] = Method(
-    "start_root_run", RootRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: _start(c.run, _session(c.run.session_id), records=c.records),
-    call=lambda s, c: s.start_root_run(c),
-    plan=lambda r, c, limits: lifecycle.plan_root_start(r, c, limits=limits),
-)  # fmt: skip
-START_CHILD_RUN: Method[ChildRunStart, StartResult] = Method(
-    "start_child_run", ChildRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: _start(
-        c.run, _session(c.run.session_id), _run(c.run.parent_run_id), records=c.records),
-    call=lambda s, c: s.start_child_run(c),
-    plan=lambda r, c, limits: lifecycle.plan_child_start(r, c, limits=limits),
-)  # fmt: skip
-START_ONE_SHOT_RUN: Method[OneShotRunStart, StartResult] = Method(
-    "start_one_shot_run", OneShotRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: _start(c.run, _labels(c.run.labels)),
-    call=lambda s, c: s.start_one_shot_run(c),
-    plan=lambda r, c, limits: lifecycle.plan_one_shot_start(r, c, limits=limits),
-)  # fmt: skip
-START_ONE_SHOT_CHILD_RUN: Method[OneShotChildRunStart, StartResult] = Method(
-    "start_one_shot_child_run", OneShotChildRunStart, StartResult, roles=WORKERS, writes=True,
-    subjects=lambda c: _start(c.run, _labels(c.run.labels), _run(c.run.parent_run_id)),
-    call=lambda s, c: s.start_one_shot_child_run(c),
-    plan=lambda r, c, limits: lifecycle.plan_one_shot_child_start(r, c, limits=limits),
-)  # fmt: skip
-APPEND_RUN_RECORD: Method[Record, AppendResult] = Method(
-    "append_run_record", Record, AppendResult, roles=WORKERS, writes=True,
-    subjects=lambda r: (_run(r.run_id),),
-    call=lambda s, r: s.append_run_record(r), prefix="record",
-    plan=lambda r, c, limits: lifecycle.plan_append(r, c, limits=limits),
-)  # fmt: skip
-APPEND_RUN_RECORDS: Method[RecordBatch, list[AppendResult]] = Method(
-    "append_run_records", RecordBatch, list[AppendResult], roles=WORKERS, writes=True,
-    subjects=lambda b: tuple(_run(run_id) for run_id in dict.fromkeys(r.run_id for r in b.records)),
-    call=lambda s, b: s.append_run_records(b.records),
-    plan=lambda r, b, limits: lifecycle.plan_append_batch(r, b.records, limits=limits),
-)  # fmt: skip
-RECORD_RUN_CANCELLATION: Method[RunCancellation, AppendResult] = Method(
-    "record_run_cancellation", RunCancellation, AppendResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_run(c.run_id),),
-    call=lambda s, c: s.record_run_cancellation(c),
-    plan=lambda r, c, limits: lifecycle.plan_cancellation(r, c, limits=limits),
-)  # fmt: skip
-RECORD_RUN_SUSPENSION: Method[RunSuspension, AppendResult] = Method(
-    "record_run_suspension", RunSuspension, AppendResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_run(c.run_id),),
-    call=lambda s, c: s.record_run_suspension(c),
-    plan=lambda r, c, limits: lifecycle.plan_suspension(r, c, limits=limits),
-)  # fmt: skip
-RECORD_RUN_TERMINAL: Method[RunTerminal, AppendResult] = Method(
-    "record_run_terminal", RunTerminal, AppendResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_run(c.run_id),),
-    call=lambda s, c: s.record_run_terminal(c),
-    plan=lambda r, c, limits: lifecycle.plan_terminal(r, c, limits=limits),
-)  # fmt: skip
-REPAIR_RUN_SUSPENSION: Method[RunSuspension, RepairResult] = Method(
-    "repair_run_suspension", RunSuspension, RepairResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_run(c.run_id),),
-    call=lambda s, c: s.repair_run_suspension(c),
-    plan=lambda r, c, limits: lifecycle.plan_repair_suspension(r, c, limits=limits),
-)  # fmt: skip
-REPAIR_RUN_TERMINAL: Method[RunTerminal, RepairResult] = Method(
-    "repair_run_terminal", RunTerminal, RepairResult, roles=WORKERS, writes=True,
-    subjects=lambda c: (_run(c.run_id),),
-    call=lambda s, c: s.repair_run_terminal(c),
-    plan=lambda r, c, limits: lifecycle.plan_repair_terminal(r, c, limits=limits),
-)  # fmt: skip
-SAVE_TOOL_RESULT: Method[ToolResultSave, bytes] = Method(
-    "save_tool_result", ToolResultSave, bytes, roles=WORKERS, writes=True,
-    subjects=lambda c: (_run(c.run_id),),
-    call=lambda s, c: s.save_tool_result(c.run_id, c.call_key, c.data),
-    plan=lambda r, c, limits: lifecycle.plan_save_tool_result(
-        r, c.run_id, c.call_key, c.data, limits=limits),
-)  # fmt: skip
-LOAD_TOOL_RESULT: Method[ToolResultRef, bytes | None] = Method(
-    "load_tool_result", ToolResultRef, bytes | None, roles=WORKERS, writes=False,
-    subjects=lambda q: (_run(q.run_id),),
-    call=lambda s, q: s.load_tool_result(q.run_id, q.call_key),
-)  # fmt: skip
-LOAD_RUN: Method[RunRef, RunMeta] = Method(
-    "load_run", RunRef, RunMeta, roles=STORE_READERS, writes=False,
-    subjects=lambda q: (_run(q.run_id),),
-    call=lambda s, q: s.load_run(q.run_id),
-)  # fmt: skip
-LOAD_SESSION_STATUS: Method[SessionRef, SessionStatus] = Method(
-    "load_session_status", SessionRef, SessionStatus, roles=STORE_READERS, writes=False,
-    subjects=lambda q: (_session(q.session_id),),
-    call=lambda s, q: s.load_session_status(q.session_id),
-)  # fmt: skip
-LOAD_RUN_SUSPENSION: Method[RunRef, Checkpoint] = Method(
-    "load_run_suspension", RunRef, Checkpoint, roles=STORE_READERS, writes=False,
-    subjects=lambda q: (_run(q.run_id),),
-    call=lambda s, q: s.load_run_suspension(q.run_id),
-)  # fmt: skip
-LIST_RUN_RECORDS: Method[RunPageQuery, Page] = Method(
-    "list_run_records", RunPageQuery, Page, roles=STORE_READERS, writes=False,
-    subjects=lambda q: (_run(q.run_id),),
-    call=lambda s, q: s.list_run_records(q.run_id, cursor=q.cursor, limit=q.limit),
-)  # fmt: skip
-LOAD_TRANSCRIPT_CHAIN: Method[ChainQuery, tuple[TranscriptSegment, ...]] = Method(
-    "load_transcript_chain", ChainQuery, tuple[TranscriptSegment, ...], roles=STORE_READERS,
-    writes=False,
-    subjects=lambda q: (_run(q.run_id),),
-    call=lambda s, q: s.load_transcript_chain(q.run_id, windowed=q.windowed),
-)  # fmt: skip
-LIST_SESSION_RUN_RECORDS: Method[SessionPageQuery, Page] = Method(
-    "list_session_run_records", SessionPageQuery, Page, roles=STORE_READERS, writes=False,
-    subjects=lambda q: (_session(q.session_id),),
-    call=lambda s, q: s.list_session_run_records(q.session_id, cursor=q.cursor, limit=q.limit),
-)  # fmt: skip
 
-# ---------------------------------------------------------- SessionAdmin
+def _method(op: Operation[Req, Resp]) -> Method[Req, Resp]:
+    """The wire's view of one store operation: its roles, its scope subjects, its call."""
+    touches = op.touches
+    return Method(
+        op.name,
+        op.request,
+        op.response,
+        roles=_ROLES[op.access],
+        writes=op.writes,
+        subjects=lambda request: _subjects(touches(request)),
+        call=op.invoke,
+        prefix=op.prefix,
+        narrow=op.narrow,
+        plan=op.plan,
+    )
 
-CREATE_SESSION: Method[SessionCreate, Session] = Method(
-    "create_session", SessionCreate, Session, roles=HOSTS, writes=True,
-    subjects=lambda q: (_labels(q.labels or {}), _new_session(q.session_id)),
-    call=lambda s, q: s.create_session(q.session_id, created_at=q.created_at, labels=q.labels),
-    plan=lambda r, q, _: lifecycle.plan_create_session(r, q.session_id, q.created_at, q.labels),
-)  # fmt: skip
-LOAD_SESSION: Method[SessionRef, Session] = Method(
-    "load_session", SessionRef, Session, roles=ADMIN_READERS, writes=False,
-    subjects=lambda q: (_session(q.session_id),),
-    call=lambda s, q: s.load_session(q.session_id),
-)  # fmt: skip
-END_SESSION: Method[SessionEnd, Session] = Method(
-    "end_session", SessionEnd, Session, roles=HOSTS, writes=True,
-    subjects=lambda q: (_session(q.session_id),),
-    call=lambda s, q: s.end_session(q.session_id, ended_at=q.ended_at),
-    plan=lambda r, q, _: lifecycle.plan_end_session(r, q.session_id, q.ended_at),
-)  # fmt: skip
-PURGE_SESSION: Method[SessionPurge, PurgeReceipt] = Method(
-    "purge_session", SessionPurge, PurgeReceipt, roles=HOSTS, writes=True,
-    subjects=lambda q: (_session(q.session_id),),
-    call=lambda s, q: s.purge_session(q.session_id, q.expected_digest),
-    plan=lambda r, q, _: lifecycle.plan_purge_session(r, q.session_id, q.expected_digest),
-)  # fmt: skip
-IMPORT_SESSION: Method[SessionImage, None] = Method(
-    "import_session", SessionImage, None, roles=HOSTS, writes=True,
-    subjects=lambda q: _imported(q.session.labels, q.session.id, (r.run_id for r in q.runs)),
-    call=lambda s, q: s.import_session(q),
-    plan=lambda r, q, limits: plan_import_session(r, q, limits=limits),
-)  # fmt: skip
-LIST_RUNS_BY_SESSION: Method[RunsBySessionQuery, list[RunMeta]] = Method(
-    "list_runs_by_session", RunsBySessionQuery, list[RunMeta], roles=ADMIN_READERS,
-    writes=False,
-    subjects=lambda q: (_session(q.session_id),),
-    call=lambda s, q: s.list_runs_by_session(q.session_id, statuses=q.statuses),
-)  # fmt: skip
-LIST_SESSIONS: Method[SessionsQuery, SessionPage] = Method(
-    "list_sessions", SessionsQuery, SessionPage, roles=ADMIN_READERS, writes=False,
-    subjects=lambda q: (), narrow=lambda q, scope: msgspec.structs.replace(
-        q, labels=within(scope, q.labels or {})),
-    call=lambda s, q: s.list_sessions(
-        statuses=q.statuses, labels=q.labels, cursor=q.cursor, limit=q.limit),
-)  # fmt: skip
+
+STORE_METHODS: dict[Operation[Any, Any], Method[Any, Any]] = {op: _method(op) for op in OPERATIONS}
+"""The method of each store operation, by operation (what ``StoreClient`` sends)."""
 
 # -------------------------------------------------------------- archives
 
 EXPORT_ARCHIVE: Method[SessionRef, ArchiveFile] = Method(
     "export_archive", SessionRef, ArchiveFile, roles=ADMIN_READERS, writes=False,
-    subjects=lambda q: (_session(q.session_id),),
+    subjects=lambda q: (Subject("session", q.session_id),),
     call=lambda s, q: _export_archive(s, q.session_id),
 )  # fmt: skip
 IMPORT_ARCHIVE: Method[ArchiveFile, ArchiveManifest] = Method(
@@ -580,33 +318,5 @@ async def _export_archive(store: AdminStore, session_id: str) -> ArchiveFile:
     return ArchiveFile(data=await archive_bytes(store, session_id))
 
 
-METHODS: tuple[Method[Any, Any], ...] = (
-    START_ROOT_RUN,
-    START_CHILD_RUN,
-    START_ONE_SHOT_RUN,
-    START_ONE_SHOT_CHILD_RUN,
-    APPEND_RUN_RECORD,
-    APPEND_RUN_RECORDS,
-    RECORD_RUN_CANCELLATION,
-    RECORD_RUN_SUSPENSION,
-    RECORD_RUN_TERMINAL,
-    REPAIR_RUN_SUSPENSION,
-    REPAIR_RUN_TERMINAL,
-    SAVE_TOOL_RESULT,
-    LOAD_TOOL_RESULT,
-    LOAD_RUN,
-    LOAD_SESSION_STATUS,
-    LOAD_RUN_SUSPENSION,
-    LIST_RUN_RECORDS,
-    LOAD_TRANSCRIPT_CHAIN,
-    LIST_SESSION_RUN_RECORDS,
-    CREATE_SESSION,
-    LOAD_SESSION,
-    END_SESSION,
-    PURGE_SESSION,
-    IMPORT_SESSION,
-    LIST_RUNS_BY_SESSION,
-    LIST_SESSIONS,
-    EXPORT_ARCHIVE,
-    IMPORT_ARCHIVE,
-)
+METHODS: tuple[Method[Any, Any], ...] = (*STORE_METHODS.values(), EXPORT_ARCHIVE, IMPORT_ARCHIVE)
+"""Every route of the service: the store operations, then the archives."""

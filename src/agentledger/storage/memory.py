@@ -9,40 +9,26 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast
 
 from agentledger.errors import StoreClosedError
 from agentledger.storage import lifecycle, payloads
+from agentledger.storage import operations as ops
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
+from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.pages import RunHead
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
-from agentledger.storage.session_image import SessionImage
-from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.transcript_chain import CHAIN_TYPES, ChainIndex, chain_links
 from agentledger.storage.types import (
-    AppendResult,
-    Checkpoint,
-    ChildRunStart,
-    OneShotChildRunStart,
-    OneShotRunStart,
     Page,
     PurgeReceipt,
     Record,
-    RepairResult,
-    RootRunStart,
-    RunCancellation,
     RunMeta,
     RunStatus,
-    RunSuspension,
-    RunTerminal,
-    Session,
     SessionPage,
     SessionStatus,
-    StartResult,
     TranscriptSegment,
 )
 from agentledger.storage.validation import (
@@ -56,6 +42,8 @@ from agentledger.storage.validation import (
 __all__ = ["MemoryStore"]
 
 R = TypeVar("R")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 
 
 class _State(StateReader):
@@ -150,7 +138,7 @@ def _page(records: list[Record], scope: str, scope_id: str, cursor: str, limit: 
     return Page(records=tuple(chunk), next_cursor=next_cursor)
 
 
-class MemoryStore:
+class MemoryStore(AdminOperations):
     """A complete ``Store`` and ``SessionAdmin`` held in memory.
 
     Safe under concurrent asyncio tasks and threads; every rule of the
@@ -188,172 +176,83 @@ class MemoryStore:
         if self._closed:
             raise StoreClosedError(backend="memory")
 
-    def _write(self, decide: Callable[[StateReader], Plan[R]]) -> R:
+    async def perform(self, op: Operation[Req, Resp], request: Req, /) -> Resp:
+        """Run ``op`` under the lock: a write's plan decided and applied with no await between."""
         self._check_open()
+        plan, read = op.plan, op.read
         with self._lock:
-            plan = decide(self._state)
-            self._state.apply(plan)
-            return plan.result
+            if plan is not None:
+                planned = plan(self._state, request, self.limits)
+                self._state.apply(planned)
+                return planned.result
+            if read is not None:
+                return read(self._state, request)
+            return cast(Resp, _READS[op](self._state, request))
 
-    def _read(self, read: Callable[[_State], R]) -> R:
-        self._check_open()
-        with self._lock:
-            return read(self._state)
 
-    # Store -------------------------------------------------------------------
+# Reads a StateReader cannot answer: one function per operation, over the dictionaries.
 
-    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits))
 
-    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits))
+def _run_page(s: _State, q: ops.RunPageQuery) -> Page:
+    lifecycle.require_run(s, q.run_id)
+    return _page(s.logs[q.run_id], "run", q.run_id, q.cursor, q.limit)
 
-    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
-        return self._write(lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits))
 
-    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
-        return self._write(
-            lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits)
+def _transcript_chain(s: _State, q: ops.ChainQuery) -> tuple[TranscriptSegment, ...]:
+    run_id = q.run_id
+    run = lifecycle.require_run(s, run_id)
+    ids = s.session_runs.get(run.session_id, []) if run.session_id else [run_id]
+    heads = {}
+    index = ChainIndex({}, {})
+    for rid in ids:
+        row = s.runs[rid]
+        heads[rid] = RunHead(row.agent_id, row.session_id, row.last_seq, row.status)
+        for record in s.logs[rid]:
+            if record.type == payloads.TRANSCRIPT_REFERENCED:
+                index.references[rid] = record
+            elif record.type == payloads.TRANSCRIPT_WINDOW:
+                index.windows.setdefault(rid, []).append(record)
+    return tuple(
+        TranscriptSegment(
+            run_id=link.run_id,
+            through=str(link.through),
+            records=tuple(
+                r
+                for r in s.logs[link.run_id][link.first - 1 : link.through]
+                if r.type in CHAIN_TYPES
+            ),
+            first=str(link.first),
         )
+        for link in chain_links(run_id, heads, index, windowed=q.windowed)
+    )
 
-    async def append_run_record(self, record: Record, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_append(r, record, limits=self.limits))
 
-    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        return self._write(lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits))
+def _session_page(s: _State, q: ops.SessionPageQuery) -> Page:
+    lifecycle.require_session(s, q.session_id)
+    records = s.session_logs.get(q.session_id, [])
+    return _page(records, "session", q.session_id, q.cursor, q.limit)
 
-    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_cancellation(r, cmd, limits=self.limits))
 
-    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits))
+def _session_runs(s: _State, q: ops.RunsBySessionQuery) -> list[RunMeta]:
+    wanted = check_statuses(q.statuses, RunStatus)
+    lifecycle.require_session(s, q.session_id)
+    rows = (s.runs[run_id] for run_id in s.session_runs.get(q.session_id, ()))
+    return [row.meta() for row in rows if not wanted or row.status in wanted]
 
-    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
-        return self._write(lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits))
 
-    async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
-        return self._write(lambda r: lifecycle.plan_repair_suspension(r, cmd, limits=self.limits))
+def _sessions(s: _State, q: ops.SessionsQuery) -> SessionPage:
+    statuses = cast(Iterable[SessionStatus], q.statuses)
+    query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
+    found = [row.public() for row in s.sessions.values()]
+    found = [session for session in found if query.matches(session)]
+    found.sort(key=lambda session: (session.created_at, session.id), reverse=True)
+    return session_page(query, found[: query.fetch])
 
-    async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
-        return self._write(lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits))
 
-    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
-        return self._write(
-            lambda r: lifecycle.plan_save_tool_result(r, run_id, call_key, data, limits=self.limits)
-        )
-
-    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
-        return self._read(lambda s: lifecycle.load_tool_result(s, run_id, call_key))
-
-    async def load_run(self, run_id: str, /) -> RunMeta:
-        return self._read(lambda s: lifecycle.load_run(s, run_id))
-
-    async def load_session_status(self, session_id: str, /) -> SessionStatus:
-        return self._read(lambda s: lifecycle.load_session_status(s, session_id))
-
-    async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
-        return self._read(lambda s: lifecycle.load_run_suspension(s, run_id))
-
-    async def list_run_records(
-        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Page:
-        def read(s: _State) -> Page:
-            lifecycle.require_run(s, run_id)
-            return _page(s.logs[run_id], "run", run_id, cursor, limit)
-
-        return self._read(read)
-
-    async def load_transcript_chain(
-        self, run_id: str, /, *, windowed: bool = False
-    ) -> tuple[TranscriptSegment, ...]:
-        def read(s: _State) -> tuple[TranscriptSegment, ...]:
-            run = lifecycle.require_run(s, run_id)
-            ids = s.session_runs.get(run.session_id, []) if run.session_id else [run_id]
-            heads = {}
-            index = ChainIndex({}, {})
-            for rid in ids:
-                row = s.runs[rid]
-                heads[rid] = RunHead(row.agent_id, row.session_id, row.last_seq, row.status)
-                for record in s.logs[rid]:
-                    if record.type == payloads.TRANSCRIPT_REFERENCED:
-                        index.references[rid] = record
-                    elif record.type == payloads.TRANSCRIPT_WINDOW:
-                        index.windows.setdefault(rid, []).append(record)
-            return tuple(
-                TranscriptSegment(
-                    run_id=link.run_id,
-                    through=str(link.through),
-                    records=tuple(
-                        r
-                        for r in s.logs[link.run_id][link.first - 1 : link.through]
-                        if r.type in CHAIN_TYPES
-                    ),
-                    first=str(link.first),
-                )
-                for link in chain_links(run_id, heads, index, windowed=windowed)
-            )
-
-        return self._read(read)
-
-    async def list_session_run_records(
-        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Page:
-        def read(s: _State) -> Page:
-            lifecycle.require_session(s, session_id)
-            return _page(s.session_logs.get(session_id, []), "session", session_id, cursor, limit)
-
-        return self._read(read)
-
-    # SessionAdmin ------------------------------------------------------------
-
-    async def create_session(
-        self,
-        session_id: str,
-        /,
-        created_at: datetime | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> Session:
-        return self._write(
-            lambda r: lifecycle.plan_create_session(r, session_id, created_at, labels)
-        )
-
-    async def load_session(self, session_id: str, /) -> Session:
-        return self._read(lambda s: lifecycle.load_session(s, session_id))
-
-    async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
-        return self._write(lambda r: lifecycle.plan_end_session(r, session_id, ended_at))
-
-    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
-        return self._write(lambda r: lifecycle.plan_purge_session(r, session_id, expected_digest))
-
-    async def import_session(self, image: SessionImage, /) -> None:
-        self._write(lambda r: plan_import_session(r, image, limits=self.limits))
-
-    async def list_runs_by_session(
-        self, session_id: str, /, statuses: Iterable[RunStatus] = ()
-    ) -> list[RunMeta]:
-        wanted = check_statuses(statuses, RunStatus)
-
-        def read(s: _State) -> list[RunMeta]:
-            lifecycle.require_session(s, session_id)
-            rows = (s.runs[run_id] for run_id in s.session_runs.get(session_id, ()))
-            return [row.meta() for row in rows if not wanted or row.status in wanted]
-
-        return self._read(read)
-
-    async def list_sessions(
-        self,
-        statuses: Iterable[SessionStatus] = (),
-        labels: Mapping[str, str] | None = None,
-        cursor: str = "",
-        limit: int = DEFAULT_PAGE_LIMIT,
-    ) -> SessionPage:
-        query = session_query(statuses, {} if labels is None else labels, cursor, limit)
-
-        def read(s: _State) -> SessionPage:
-            found = [row.public() for row in s.sessions.values()]
-            found = [session for session in found if query.matches(session)]
-            found.sort(key=lambda session: (session.created_at, session.id), reverse=True)
-            return session_page(query, found[: query.fetch])
-
-        return self._read(read)
+_READS: dict[Operation[Any, Any], Callable[[_State, Any], object]] = {
+    ops.LIST_RUN_RECORDS: _run_page,
+    ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
+    ops.LIST_SESSION_RUN_RECORDS: _session_page,
+    ops.LIST_RUNS_BY_SESSION: _session_runs,
+    ops.LIST_SESSIONS: _sessions,
+}

@@ -47,7 +47,7 @@ from agentledger.storage.types import PurgeReceipt, Record
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
 
-__all__ = ["Guess", "Known", "KnownRuns", "guess", "healthy", "learn", "write_guess"]
+__all__ = ["Guess", "Known", "KnownRuns", "Remembered", "guess", "healthy", "learn", "write_guess"]
 
 _RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
 _NOT_GUESSED = {"run_id", "checkpoint_id", "checkpoint_data"}  # key; sealed data: slow path
@@ -93,31 +93,40 @@ class KnownRuns:
         self._runs.pop(run_id, None)
 
 
-class _Remembered(StateReader):
-    """A StateReader over one :class:`Known`; record keys are assumed absent, and noted."""
+class Remembered(StateReader):
+    """A StateReader over the run a decision asks for first, as ``lookup`` knows it (a
+    :class:`Known`, or None: then ``Missing``); record keys are assumed absent, and noted."""
 
-    def __init__(self, known: Known) -> None:
-        self.known = known
+    def __init__(self, lookup: Callable[[str], Known | None]) -> None:
+        self.lookup = lookup
+        self.known: Known | None = None
+        self.asked: str | None = None
+        """The run the decision asked for first: an id it checked before reading it."""
         self.absent: list[str] = []
 
     def session(self, session_id: str) -> SessionRow | None:
-        if self.known.session is None or session_id != self.known.session.id:
+        known = self.known
+        if known is None or known.session is None or session_id != known.session.id:
             raise Missing(("session", session_id, ""))
-        return self.known.session
+        return known.session
 
     def session_purged(self, session_id: str) -> bool:
         raise Missing(("session_purged", session_id, ""))
 
     def run(self, run_id: str) -> RunRow | None:
-        if run_id != self.known.run.run_id:
+        if self.asked is None:
+            self.asked = run_id
+            self.known = self.lookup(run_id)
+        known = self.known
+        if known is None or run_id != known.run.run_id:
             raise Missing(("run", run_id, ""))
-        return self.known.run
+        return known.run
 
     def purged_run_session(self, run_id: str) -> str | None:
         raise Missing(("purged_run", run_id, ""))
 
     def record(self, run_id: str, event_key: str) -> Record | None:
-        if run_id != self.known.run.run_id:
+        if self.known is None or run_id != self.known.run.run_id:
             raise Missing(("record", run_id, event_key))
         self.absent.append(event_key)
         return None
@@ -150,16 +159,19 @@ class Guess:
     """Positions in ``RUN_COLUMNS`` of the run row's changed values."""
 
 
-def guess(known: Known, decide: Callable[[StateReader], Plan[Any]]) -> Guess | None:
-    """The decision on ``known`` if it appends records to that run alone; else None.
+def guess(reader: Remembered, decide: Callable[[StateReader], Plan[Any]]) -> Guess | None:
+    """The decision on the run ``reader`` knows if it appends records to that run alone;
+    else None.
 
     None means: decide under locks instead (a refusal or a retry is never
     taken from remembered state, and nor is a plan that needs anything else).
     """
-    reader = _Remembered(known)
     try:
         plan = decide(reader)
     except (Missing, AgentledgerError):
+        return None
+    known = reader.known
+    if known is None:
         return None
     run_id = known.run.run_id
     if (

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncConnection, conninfo, pq
@@ -27,14 +26,17 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 
 from agentledger.errors import StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
+from agentledger.storage import operations as ops
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_page, session_query
+from agentledger.storage.operations import AdminOperations, Operation, Touch
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres.apply import apply_plan
 from agentledger.storage.postgres.one_statement import (
     Known,
     KnownRuns,
+    Remembered,
     guess,
     healthy,
     learn,
@@ -51,30 +53,13 @@ from agentledger.storage.postgres.rows import (
     run_from_row,
     session_from_row,
 )
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
-from agentledger.storage.session_image import SessionImage
-from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
-    AppendResult,
-    Checkpoint,
-    ChildRunStart,
-    OneShotChildRunStart,
-    OneShotRunStart,
     Page,
-    PurgeReceipt,
-    Record,
-    RepairResult,
-    RootRunStart,
-    RunCancellation,
     RunMeta,
     RunStatus,
-    RunSuspension,
-    RunTerminal,
-    Session,
     SessionPage,
     SessionStatus,
-    StartResult,
     TranscriptSegment,
 )
 from agentledger.storage.validation import (
@@ -89,6 +74,8 @@ from agentledger.storage.validation import (
 __all__ = ["PostgresStore"]
 
 R = TypeVar("R")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
 
@@ -116,29 +103,23 @@ _SESSIONS_ORDER = ' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT %s'
 _SESSIONS_AFTER = '(created_at < %s OR (created_at = %s AND id COLLATE "C" < %s))'
 
 
-def _valid_id(value: object) -> str:
-    """``value`` if it passes the shared id check, else "" (the decision reports it)."""
-    try:
-        return require_id("id", value)
-    except ValidationError:
-        return ""
-
-
-def _ids(*pairs: tuple[Literal["session", "run"], object]) -> list[Key]:
-    """Prefetch keys for the well-formed ids among ``pairs``.
-
-    Only ids the shared checks accept reach SQL; the decision refuses the rest
-    with the contract's error before anything is read.
-    """
-    return [(kind, ident, "") for kind, value in pairs if (ident := _valid_id(value))]
-
-
-def _record_key(record: object) -> list[Key]:
-    run_id = _valid_id(getattr(record, "run_id", None))
-    event_key = _valid_id(getattr(record, "event_key", None))
-    if run_id and event_key:
-        return [("run", run_id, ""), ("record", run_id, event_key)]
-    return []
+def _keys(
+    touched: Sequence[Touch], *, appends: bool = False
+) -> tuple[list[Key], tuple[str, list[str]] | None]:
+    """What a checked request names, as keys to load before deciding: the sessions and
+    runs, and its records (one: a key; more, or an append's: the run and their event keys,
+    read together)."""
+    prefetch: list[Key] = [
+        (touch.kind, touch.id, "")
+        for touch in touched
+        if (touch.kind == "session" or touch.kind == "run") and touch.id
+    ]
+    records = [touch for touch in touched if touch.kind == "record"]
+    if len(records) == 1 and not appends:
+        prefetch.append(("record", records[0].id, records[0].event_key))
+    elif records:
+        return prefetch, (records[0].id, list(dict.fromkeys(r.event_key for r in records)))
+    return prefetch, None
 
 
 async def _abandon(conn: Conn) -> None:
@@ -147,25 +128,6 @@ async def _abandon(conn: Conn) -> None:
         return
     with contextlib.suppress(psycopg.Error):
         await conn.execute("ROLLBACK")
-
-
-def _carried(cmd: object) -> tuple[str, list[str]] | None:
-    """The run and event keys a lifecycle command carrying records will read (one round trip)."""
-    carried = getattr(cmd, "records", None)
-    if not carried or not isinstance(carried, Sequence):
-        return None
-    return _appended([getattr(cmd, "record", None), *carried])
-
-
-def _appended(records: object) -> tuple[str, list[str]] | None:
-    """The run and event keys an append will read, if the input is well-formed enough."""
-    if not isinstance(records, Sequence) or not records:
-        return None
-    run_id = _valid_id(getattr(records[0], "run_id", None))
-    keys = [_valid_id(getattr(record, "event_key", None)) for record in records]
-    if not run_id or not all(keys):
-        return None
-    return run_id, list(dict.fromkeys(keys))
 
 
 def _check_pool_sizes(min_size: object, max_size: object) -> tuple[int, int]:
@@ -228,7 +190,7 @@ async def _bind_encryption(conn: AsyncConnection[TupleRow], encryption: Encrypti
         await asyncio.to_thread(bind, encryption, (str(row[0]), str(row[1])), has_data=True)
 
 
-class PostgresStore:
+class PostgresStore(AdminOperations):
     """A ``Store`` and ``SessionAdmin`` on a PostgreSQL database, via a connection pool.
 
     Open it with :meth:`open` (which applies pending migrations) and close it
@@ -414,31 +376,33 @@ class PostgresStore:
                 self._known.put(Known(run, version, session))
 
     async def _append(
-        self,
-        operation: str,
-        decide: Callable[[StateReader], Plan[R]],
-        appends: tuple[str, list[str]] | None,
-    ) -> R:
+        self, op: Operation[Req, Resp], request: Req, decide: Callable[[StateReader], Plan[Resp]]
+    ) -> Resp:
         """[B3] an append in one statement, on the run as this handle knows it or reads it.
 
         A run this handle wrote last costs one round trip; another, two (one
-        read, one write). Anything the statement cannot settle goes to
-        :meth:`_write`, which decides again under locks.
+        read, one write). The decision runs once on what the handle remembers,
+        so it checks the request before any id of it is read; anything the
+        statement cannot settle goes to :meth:`_write`, which decides again
+        under locks.
         """
-        if appends is not None:
-            run_id = appends[0]
-            known = self._known.get(run_id)
+        operation = op.name
+        reader = Remembered(self._known.get)
+        found = guess(reader, decide)
+        run_id = reader.asked  # checked by the decision before it asked
+        if run_id is not None:
             writing = False
-            found = version = None
+            version = None
             try:
                 with self._deferring(0):
                     async with self._pool.connection() as conn:
                         if not healthy(conn):
-                            known = None
+                            found = None
                             await conn.close()  # the pool replaces it; the locking path retries
-                        elif known is None:
+                        elif reader.known is None:
                             known = await learn(conn, run_id)
-                        found = None if known is None else guess(known, decide)
+                            if known is not None:
+                                found = guess(Remembered(lambda _: known), decide)
                         if found is not None:
                             writing = True
                             version = await write_guess(conn, found, self.encryption)
@@ -451,8 +415,10 @@ class PostgresStore:
             else:
                 if found is not None and version is not None:
                     self._known.put(Known(found.plan.runs[0], version, found.known.session))
-                    return cast(R, found.plan.result)
+                    return cast(Resp, found.plan.result)
                 self._known.drop(run_id)
+        op.check(request, self.limits)  # a refusal, before anything is read
+        _, appends = _keys(op.touches(request), appends=True)
         return await self._write(operation, decide, (), appends, remember=True)
 
     async def _read(
@@ -526,155 +492,29 @@ class PostgresStore:
 
         return await self._read(operation, run, prefetch)
 
-    # Store -------------------------------------------------------------------
+    async def perform(self, op: Operation[Req, Resp], request: Req, /) -> Resp:
+        """Run ``op``: a write in one locking transaction, its request checked first (its ids
+        are read only once valid); an append perhaps in one statement, decided first on
+        the run this handle remembers; or a read."""
+        self._check_open(op.name)
+        plan = op.plan
+        if plan is not None:
+            limits = self.limits
 
-    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
-        run = getattr(cmd, "run", None)
-        keys = _ids(
-            ("session", getattr(run, "session_id", None)), ("run", getattr(run, "run_id", None))
-        )
-        return await self._write(
-            "start_root_run",
-            lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits),
-            keys,
-            remember=True,
-        )
+            def decide(r: StateReader) -> Plan[Resp]:
+                return plan(r, request, limits)
 
-    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
-        run = getattr(cmd, "run", None)
-        keys = _ids(
-            ("session", getattr(run, "session_id", None)),
-            ("run", getattr(run, "parent_run_id", None)),
-            ("run", getattr(run, "run_id", None)),
-        )
-        return await self._write(
-            "start_child_run",
-            lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits),
-            keys,
-            remember=True,
-        )
-
-    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
-        keys = _ids(("run", getattr(getattr(cmd, "run", None), "run_id", None)))
-        return await self._write(
-            "start_one_shot_run",
-            lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits),
-            keys,
-            remember=True,
-        )
-
-    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
-        run = getattr(cmd, "run", None)
-        keys = _ids(
-            ("run", getattr(run, "parent_run_id", None)), ("run", getattr(run, "run_id", None))
-        )
-        return await self._write(
-            "start_one_shot_child_run",
-            lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits),
-            keys,
-            remember=True,
-        )
-
-    async def append_run_record(self, record: Record, /) -> AppendResult:
-        return await self._append(
-            "append_run_record",
-            lambda r: lifecycle.plan_append(r, record, limits=self.limits),
-            _appended([record]),
-        )
-
-    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        return await self._append(
-            "append_run_records",
-            lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
-            _appended(records),
-        )
-
-    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
-        keys = _record_key(getattr(cmd, "record", None))
-        return await self._write(
-            "record_run_cancellation",
-            lambda r: lifecycle.plan_cancellation(r, cmd, limits=self.limits),
-            keys,
-        )
-
-    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
-        keys = _record_key(getattr(cmd, "record", None))
-        return await self._write(
-            "record_run_suspension",
-            lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits),
-            keys,
-            _carried(cmd),
-        )
-
-    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
-        keys = _record_key(getattr(cmd, "record", None))
-        return await self._write(
-            "record_run_terminal",
-            lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits),
-            keys,
-            _carried(cmd),
-        )
-
-    async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
-        keys = _record_key(getattr(cmd, "record", None))
-        return await self._write(
-            "repair_run_suspension",
-            lambda r: lifecycle.plan_repair_suspension(r, cmd, limits=self.limits),
-            keys,
-        )
-
-    async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
-        keys = _record_key(getattr(cmd, "record", None))
-        return await self._write(
-            "repair_run_terminal",
-            lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits),
-            keys,
-        )
-
-    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
-        return await self._write(
-            "save_tool_result",
-            lambda r: lifecycle.plan_save_tool_result(
-                r, run_id, call_key, data, limits=self.limits
-            ),
-            _ids(("run", run_id)),
-        )
-
-    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
-        return await self._load(
-            "load_tool_result",
-            lambda r: lifecycle.load_tool_result(r, run_id, call_key),
-            _ids(("run", run_id)),
-        )
-
-    async def load_run(self, run_id: str, /) -> RunMeta:
-        return await self._load(
-            "load_run", lambda r: lifecycle.load_run(r, run_id), _ids(("run", run_id))
-        )
-
-    async def load_session_status(self, session_id: str, /) -> SessionStatus:
-        return await self._load(
-            "load_session_status",
-            lambda r: lifecycle.load_session_status(r, session_id),
-            _ids(("session", session_id)),
-        )
-
-    async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
-        return await self._load(
-            "load_run_suspension",
-            lambda r: lifecycle.load_run_suspension(r, run_id),
-            _ids(("run", run_id)),
-        )
-
-    async def list_run_records(
-        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Page:
-        def require(r: StateReader) -> int:
-            return lifecycle.require_run(r, run_id).last_seq
-
-        return await self._read(
-            "list_run_records", page_reader("run", run_id, require, cursor, limit), ()
-        )
+            if op.appended is not None:  # the decision checks it, on what this handle knows
+                return await self._append(op, request, decide)
+            op.check(request, limits)
+            prefetch, appends = _keys(op.touches(request))
+            return await self._write(op.name, decide, prefetch, appends, remember=op.starts)
+        read = op.read
+        if read is not None:
+            op.check(request, self.limits)
+            prefetch, _ = _keys(op.touches(request))
+            return await self._load(op.name, lambda r: read(r, request), prefetch)
+        return cast(Resp, await _READS[op](self, request))
 
     @property
     def transcripts_verified(self) -> bool:
@@ -691,67 +531,6 @@ class PostgresStore:
 
         return await self._read(
             "verified_transcript_payloads", transcript_reader(run_id, require), ()
-        )
-
-    async def load_transcript_chain(
-        self, run_id: str, /, *, windowed: bool = False
-    ) -> tuple[TranscriptSegment, ...]:
-        return await self._read(
-            "load_transcript_chain", chain_reader(run_id, windowed=windowed), ()
-        )
-
-    async def list_session_run_records(
-        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Page:
-        def require(r: StateReader) -> int:
-            lifecycle.require_session(r, session_id)
-            return cast(CachedReader, r).session_seq[session_id]
-
-        lister = page_reader("session", session_id, require, cursor, limit)
-        return await self._read("list_session_run_records", lister, ())
-
-    # SessionAdmin ------------------------------------------------------------
-
-    async def create_session(
-        self,
-        session_id: str,
-        /,
-        created_at: datetime | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> Session:
-        return await self._write(
-            "create_session",
-            lambda r: lifecycle.plan_create_session(r, session_id, created_at, labels),
-            _ids(("session", session_id)),
-        )
-
-    async def load_session(self, session_id: str, /) -> Session:
-        return await self._load(
-            "load_session",
-            lambda r: lifecycle.load_session(r, session_id),
-            _ids(("session", session_id)),
-        )
-
-    async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
-        return await self._write(
-            "end_session",
-            lambda r: lifecycle.plan_end_session(r, session_id, ended_at),
-            _ids(("session", session_id)),
-        )
-
-    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
-        return await self._write(
-            "purge_session",
-            lambda r: lifecycle.plan_purge_session(r, session_id, expected_digest),
-            _ids(("session", session_id)),
-        )
-
-    async def import_session(self, image: SessionImage, /) -> None:
-        session = getattr(getattr(image, "session", None), "id", None)
-        runs = [getattr(run, "run_id", None) for run in getattr(image, "runs", ())]
-        keys = _ids(("session", session), *(("run", run_id) for run_id in runs))
-        await self._write(
-            "import_session", lambda r: plan_import_session(r, image, limits=self.limits), keys
         )
 
     # Encryption at rest [A2] -------------------------------------------------
@@ -776,50 +555,84 @@ class PostgresStore:
             )
         return self.encryption
 
-    async def list_runs_by_session(
-        self, session_id: str, /, statuses: Iterable[RunStatus] = ()
-    ) -> list[RunMeta]:
-        wanted = check_statuses(statuses, RunStatus)
 
-        async def read(loader: Loader) -> list[RunMeta]:
-            require_id("session_id", session_id)
-            # One statement: the session and its runs from one snapshot.
-            cur = await loader.conn.execute(_SESSION_WITH_RUNS, (session_id,))
-            rows = await cur.fetchall()
-            session = session_from_row(rows[0][:SESSION_WIDTH]) if rows else None
-            loader.cache.sessions[session_id] = session
-            await _decide(loader, lambda r: lifecycle.require_session(r, session_id))
-            width = SESSION_WIDTH
-            runs = [run_from_row(row[width:]) for row in rows if row[width] is not None]
-            return [run.meta() for run in runs if not wanted or run.status in wanted]
+# Reads a StateReader cannot answer: one function per operation, each its own query.
 
-        return await self._read("list_runs_by_session", read, ())
 
-    async def list_sessions(
-        self,
-        statuses: Iterable[SessionStatus] = (),
-        labels: Mapping[str, str] | None = None,
-        cursor: str = "",
-        limit: int = DEFAULT_PAGE_LIMIT,
-    ) -> SessionPage:
-        query = session_query(statuses, {} if labels is None else labels, cursor, limit)
-        where: list[str] = []
-        params: list[object] = []
-        if query.statuses:
-            where.append("status = ANY(%s)")
-            params.append(sorted(str(status) for status in query.statuses))
-        if query.labels:
-            where.append("labels @> %s")
-            params.append(Jsonb(query.labels))
-        if query.after is not None:
-            where.append(_SESSIONS_AFTER)
-            params.extend((query.after[0], query.after[0], query.after[1]))
-        sql = _SESSIONS + (" WHERE " + " AND ".join(where) if where else "") + _SESSIONS_ORDER
-        params.append(query.fetch)
+async def _run_page(store: PostgresStore, q: ops.RunPageQuery) -> Page:
+    def require(r: StateReader) -> int:
+        return lifecycle.require_run(r, q.run_id).last_seq
 
-        async def read(loader: Loader) -> SessionPage:
-            cur = await loader.conn.execute(sql, params)
-            rows = [session_from_row(row).public() for row in await cur.fetchall()]
-            return session_page(query, rows)
+    lister = page_reader("run", q.run_id, require, q.cursor, q.limit)
+    return await store._read("list_run_records", lister, ())
 
-        return await self._read("list_sessions", read, ())
+
+async def _transcript_chain(
+    store: PostgresStore, q: ops.ChainQuery
+) -> tuple[TranscriptSegment, ...]:
+    chain = chain_reader(q.run_id, windowed=q.windowed)
+    return await store._read("load_transcript_chain", chain, ())
+
+
+async def _session_page(store: PostgresStore, q: ops.SessionPageQuery) -> Page:
+    session_id = q.session_id
+
+    def require(r: StateReader) -> int:
+        lifecycle.require_session(r, session_id)
+        return cast(CachedReader, r).session_seq[session_id]
+
+    lister = page_reader("session", session_id, require, q.cursor, q.limit)
+    return await store._read("list_session_run_records", lister, ())
+
+
+async def _session_runs(store: PostgresStore, q: ops.RunsBySessionQuery) -> list[RunMeta]:
+    wanted = check_statuses(q.statuses, RunStatus)
+    session_id = q.session_id
+
+    async def read(loader: Loader) -> list[RunMeta]:
+        require_id("session_id", session_id)
+        # One statement: the session and its runs from one snapshot.
+        cur = await loader.conn.execute(_SESSION_WITH_RUNS, (session_id,))
+        rows = await cur.fetchall()
+        session = session_from_row(rows[0][:SESSION_WIDTH]) if rows else None
+        loader.cache.sessions[session_id] = session
+        await _decide(loader, lambda r: lifecycle.require_session(r, session_id))
+        width = SESSION_WIDTH
+        runs = [run_from_row(row[width:]) for row in rows if row[width] is not None]
+        return [run.meta() for run in runs if not wanted or run.status in wanted]
+
+    return await store._read("list_runs_by_session", read, ())
+
+
+async def _sessions(store: PostgresStore, q: ops.SessionsQuery) -> SessionPage:
+    statuses = cast(Iterable[SessionStatus], q.statuses)
+    query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
+    where: list[str] = []
+    params: list[object] = []
+    if query.statuses:
+        where.append("status = ANY(%s)")
+        params.append(sorted(str(status) for status in query.statuses))
+    if query.labels:
+        where.append("labels @> %s")
+        params.append(Jsonb(query.labels))
+    if query.after is not None:
+        where.append(_SESSIONS_AFTER)
+        params.extend((query.after[0], query.after[0], query.after[1]))
+    sql = _SESSIONS + (" WHERE " + " AND ".join(where) if where else "") + _SESSIONS_ORDER
+    params.append(query.fetch)
+
+    async def read(loader: Loader) -> SessionPage:
+        cur = await loader.conn.execute(sql, params)
+        rows = [session_from_row(row).public() for row in await cur.fetchall()]
+        return session_page(query, rows)
+
+    return await store._read("list_sessions", read, ())
+
+
+_READS: dict[Operation[Any, Any], Callable[[PostgresStore, Any], Awaitable[object]]] = {
+    ops.LIST_RUN_RECORDS: _run_page,
+    ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
+    ops.LIST_SESSION_RUN_RECORDS: _session_page,
+    ops.LIST_RUNS_BY_SESSION: _session_runs,
+    ops.LIST_SESSIONS: _sessions,
+}

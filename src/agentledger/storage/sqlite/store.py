@@ -15,18 +15,15 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentledger.errors import AgentledgerError, StoreClosedError, ValidationError
-from agentledger.storage import lifecycle
+from agentledger.storage import operations as ops
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
-from agentledger.storage.session_image import SessionImage
-from agentledger.storage.session_import import plan_import_session
+from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.sqlite.apply import apply_plan
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -50,25 +47,12 @@ from agentledger.storage.sqlite.readonly import (
 from agentledger.storage.sqlite.threads import ConnectionThreads
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
-    AppendResult,
-    Checkpoint,
-    ChildRunStart,
-    OneShotChildRunStart,
-    OneShotRunStart,
     Page,
-    PurgeReceipt,
     Record,
-    RepairResult,
-    RootRunStart,
-    RunCancellation,
     RunMeta,
     RunStatus,
-    RunSuspension,
-    RunTerminal,
-    Session,
     SessionPage,
     SessionStatus,
-    StartResult,
     TranscriptSegment,
 )
 from agentledger.storage.validation import (
@@ -85,6 +69,8 @@ if TYPE_CHECKING:
 __all__ = ["SQLiteStore", "default_path"]
 
 R = TypeVar("R")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 
 _READERS = 4
 """Reader threads per handle: reads run in parallel with each other and with writes."""
@@ -242,7 +228,7 @@ def _read_job(
     return job
 
 
-class SQLiteStore:
+class SQLiteStore(AdminOperations):
     """A complete ``Store`` and ``SessionAdmin`` in one SQLite file (WAL mode).
 
     Open it with :meth:`open` (or :meth:`open_read_only`, for inspection that must
@@ -538,116 +524,28 @@ class SQLiteStore:
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
-    # Store -------------------------------------------------------------------
-
-    async def start_root_run(self, cmd: RootRunStart, /) -> StartResult:
-        return await self._write(
-            "start_root_run", lambda r: lifecycle.plan_root_start(r, cmd, limits=self.limits)
-        )
-
-    async def start_child_run(self, cmd: ChildRunStart, /) -> StartResult:
-        return await self._write(
-            "start_child_run", lambda r: lifecycle.plan_child_start(r, cmd, limits=self.limits)
-        )
-
-    async def start_one_shot_run(self, cmd: OneShotRunStart, /) -> StartResult:
-        return await self._write(
-            "start_one_shot_run",
-            lambda r: lifecycle.plan_one_shot_start(r, cmd, limits=self.limits),
-        )
-
-    async def start_one_shot_child_run(self, cmd: OneShotChildRunStart, /) -> StartResult:
-        return await self._write(
-            "start_one_shot_child_run",
-            lambda r: lifecycle.plan_one_shot_child_start(r, cmd, limits=self.limits),
-        )
-
-    async def append_run_record(self, record: Record, /) -> AppendResult:
-        return await self._write(
-            "append_run_record",
-            lambda r: lifecycle.plan_append(r, record, limits=self.limits),
-            insert_first=True,
-            appended=(record,),
-        )
-
-    async def append_run_records(self, records: Sequence[Record], /) -> list[AppendResult]:
-        return await self._write(
-            "append_run_records",
-            lambda r: lifecycle.plan_append_batch(r, records, limits=self.limits),
-            insert_first=True,
-            appended=records,
-        )
-
-    async def record_run_cancellation(self, cmd: RunCancellation, /) -> AppendResult:
-        return await self._write(
-            "record_run_cancellation",
-            lambda r: lifecycle.plan_cancellation(r, cmd, limits=self.limits),
-        )
-
-    async def record_run_suspension(self, cmd: RunSuspension, /) -> AppendResult:
-        return await self._write(
-            "record_run_suspension", lambda r: lifecycle.plan_suspension(r, cmd, limits=self.limits)
-        )
-
-    async def record_run_terminal(self, cmd: RunTerminal, /) -> AppendResult:
-        return await self._write(
-            "record_run_terminal", lambda r: lifecycle.plan_terminal(r, cmd, limits=self.limits)
-        )
-
-    async def repair_run_suspension(self, cmd: RunSuspension, /) -> RepairResult:
-        return await self._write(
-            "repair_run_suspension",
-            lambda r: lifecycle.plan_repair_suspension(r, cmd, limits=self.limits),
-        )
-
-    async def repair_run_terminal(self, cmd: RunTerminal, /) -> RepairResult:
-        return await self._write(
-            "repair_run_terminal",
-            lambda r: lifecycle.plan_repair_terminal(r, cmd, limits=self.limits),
-        )
-
-    async def save_tool_result(self, run_id: str, call_key: str, data: bytes, /) -> bytes:
-        return await self._write(
-            "save_tool_result",
-            lambda r: lifecycle.plan_save_tool_result(
-                r, run_id, call_key, data, limits=self.limits
-            ),
-        )
-
-    async def load_tool_result(self, run_id: str, call_key: str, /) -> bytes | None:
-        return await self._read(
-            "load_tool_result",
-            lambda r: lifecycle.load_tool_result(r, run_id, call_key),
-            small=True,
-        )
-
-    async def load_run(self, run_id: str, /) -> RunMeta:
-        return await self._read(
-            "load_run", lambda r: lifecycle.load_run(r, run_id), one_statement=True, small=True
-        )
-
-    async def load_session_status(self, session_id: str, /) -> SessionStatus:
-        return await self._read(
-            "load_session_status",
-            lambda r: lifecycle.load_session_status(r, session_id),
-            one_statement=True,
-            small=True,
-        )
-
-    async def load_run_suspension(self, run_id: str, /) -> Checkpoint:
-        return await self._read(
-            "load_run_suspension", lambda r: lifecycle.load_run_suspension(r, run_id)
-        )
-
-    async def list_run_records(
-        self, run_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Page:
-        return await self._read(
-            "list_run_records",
-            lambda r: r.run_page(run_id, cursor, limit),
-            one_statement=True,
-            small=_small_page(limit),
-        )
+    async def perform(self, op: Operation[Req, Resp], request: Req, /) -> Resp:
+        """Run ``op``: a write's decision on the writer (an append perhaps on the caller's
+        thread), a read on a reader thread, or on the caller's thread if bounded."""
+        plan = op.plan
+        if plan is not None:
+            limits = self.limits
+            appended = op.appended
+            return await self._write(
+                op.name,
+                lambda r: plan(r, request, limits),
+                insert_first=appended is not None,
+                appended=None if appended is None else appended(request),
+            )
+        read = op.read
+        if read is not None:
+            return await self._read(
+                op.name,
+                lambda r: read(r, request),
+                one_statement=op.one_statement,
+                small=op.bounded,
+            )
+        return cast(Resp, await _READS[op](self, request))
 
     @property
     def transcripts_verified(self) -> bool:
@@ -664,58 +562,6 @@ class SQLiteStore:
             lambda r: r.transcript_payloads(run_id),
             one_statement=True,
             small=True,  # a log of at most MAX_RECORDS records; longer ones decline
-        )
-
-    async def load_transcript_chain(
-        self, run_id: str, /, *, windowed: bool = False
-    ) -> tuple[TranscriptSegment, ...]:
-        return await self._read(
-            "load_transcript_chain", lambda r: r.transcript_chain(run_id, windowed=windowed)
-        )
-
-    async def list_session_run_records(
-        self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
-    ) -> Page:
-        return await self._read(
-            "list_session_run_records", lambda r: r.session_page(session_id, cursor, limit)
-        )
-
-    # SessionAdmin ------------------------------------------------------------
-
-    async def create_session(
-        self,
-        session_id: str,
-        /,
-        created_at: datetime | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> Session:
-        return await self._write(
-            "create_session",
-            lambda r: lifecycle.plan_create_session(r, session_id, created_at, labels),
-        )
-
-    async def load_session(self, session_id: str, /) -> Session:
-        return await self._read(
-            "load_session",
-            lambda r: lifecycle.load_session(r, session_id),
-            one_statement=True,
-            small=True,
-        )
-
-    async def end_session(self, session_id: str, /, ended_at: datetime) -> Session:
-        return await self._write(
-            "end_session", lambda r: lifecycle.plan_end_session(r, session_id, ended_at)
-        )
-
-    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
-        return await self._write(
-            "purge_session",
-            lambda r: lifecycle.plan_purge_session(r, session_id, expected_digest),
-        )
-
-    async def import_session(self, image: SessionImage, /) -> None:
-        await self._write(
-            "import_session", lambda r: plan_import_session(r, image, limits=self.limits)
         )
 
     # Encryption at rest [A2] -------------------------------------------------
@@ -746,20 +592,46 @@ class SQLiteStore:
             )
         return self.encryption
 
-    async def list_runs_by_session(
-        self, session_id: str, /, statuses: Iterable[RunStatus] = ()
-    ) -> list[RunMeta]:
-        wanted = check_statuses(statuses, RunStatus)
-        return await self._read(
-            "list_runs_by_session", lambda r: r.session_runs(session_id, wanted)
-        )
 
-    async def list_sessions(
-        self,
-        statuses: Iterable[SessionStatus] = (),
-        labels: Mapping[str, str] | None = None,
-        cursor: str = "",
-        limit: int = DEFAULT_PAGE_LIMIT,
-    ) -> SessionPage:
-        query = session_query(statuses, {} if labels is None else labels, cursor, limit)
-        return await self._read("list_sessions", lambda r: r.session_list(query))
+# Reads a StateReader cannot answer: one function per operation, each its own query.
+
+
+async def _run_page(store: SQLiteStore, q: ops.RunPageQuery) -> Page:
+    return await store._read(
+        "list_run_records",
+        lambda r: r.run_page(q.run_id, q.cursor, q.limit),
+        one_statement=True,
+        small=_small_page(q.limit),
+    )
+
+
+async def _transcript_chain(store: SQLiteStore, q: ops.ChainQuery) -> tuple[TranscriptSegment, ...]:
+    return await store._read(
+        "load_transcript_chain", lambda r: r.transcript_chain(q.run_id, windowed=q.windowed)
+    )
+
+
+async def _session_page(store: SQLiteStore, q: ops.SessionPageQuery) -> Page:
+    return await store._read(
+        "list_session_run_records", lambda r: r.session_page(q.session_id, q.cursor, q.limit)
+    )
+
+
+async def _session_runs(store: SQLiteStore, q: ops.RunsBySessionQuery) -> list[RunMeta]:
+    wanted = check_statuses(q.statuses, RunStatus)
+    return await store._read("list_runs_by_session", lambda r: r.session_runs(q.session_id, wanted))
+
+
+async def _sessions(store: SQLiteStore, q: ops.SessionsQuery) -> SessionPage:
+    statuses = cast(Iterable[SessionStatus], q.statuses)
+    query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
+    return await store._read("list_sessions", lambda r: r.session_list(query))
+
+
+_READS: dict[Operation[Any, Any], Callable[[SQLiteStore, Any], Awaitable[object]]] = {
+    ops.LIST_RUN_RECORDS: _run_page,
+    ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
+    ops.LIST_SESSION_RUN_RECORDS: _session_page,
+    ops.LIST_RUNS_BY_SESSION: _session_runs,
+    ops.LIST_SESSIONS: _sessions,
+}
