@@ -11,7 +11,8 @@ import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from agentledger.errors import StoreClosedError
 from agentledger.storage import lifecycle, payloads
@@ -52,6 +53,9 @@ from agentledger.storage.validation import (
     check_limit,
     check_statuses,
 )
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
 
 __all__ = ["MemoryStore"]
 
@@ -169,13 +173,37 @@ class MemoryStore:
             max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
         )
         """The payload and checkpoint caps this store enforces on writes."""
+        self.encryption: Encryption | None = None
+        """Always None: nothing is kept at rest to seal."""
         self._lock = threading.Lock()
         self._state = _State()
         self._closed = False
 
+    @classmethod
+    async def open(
+        cls,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+    ) -> MemoryStore:
+        """An empty store, opened as every backend is (``MemoryStore()`` is the same):
+        no location and nothing at rest, so only the caps of the other backends' ``open``."""
+        return cls(max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes)
+
     async def close(self) -> None:
         """Refuse every later call (``StoreClosedError``), as every backend does; idempotent."""
         self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     def handle(self) -> MemoryStore:
         """Another handle on this store's data, closed on its own (as a second open of a
