@@ -16,11 +16,19 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentledger.errors import AgentledgerError
+from agentledger.errors import AgentledgerError, CorruptRecordError
 from agentledger.storage import Record, RecordBuilder, RunStatus
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres.migrations import _backfill_checksums as pg_backfill
+from agentledger.storage.session_pages import (
+    SessionEnd,
+    check_order,
+    entering,
+    missing_before,
+    session_page,
+    session_start,
+)
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.schema import _backfill_checksums as sqlite_backfill
 
@@ -168,3 +176,38 @@ async def test_a_rewritten_lifecycle_record_is_the_same_error_on_both_backends(
         assert (got[1], got[2]) == (ids["a"], "6"), got
         assert "contradicts its run" in got[3]
         assert await _listing(pg, sid, limit) == got
+
+
+def _row(pos: int, run_id: str, seq: int) -> tuple[object, ...]:
+    return (pos, run_id, "agent", "s", seq, "t", f"k{seq}", "note", 0, b"{}", 0)
+
+
+def test_each_run_on_a_page_follows_its_sequence_and_what_came_before_it() -> None:
+    """Positions may skip (commit order across sessions); a run's ids may not."""
+    rows = [_row(10, "a", 3), _row(12, "b", 1), _row(15, "a", 4), _row(20, "b", 2)]
+    assert entering(rows) == [("a", 2)]
+    check_order(rows, {("a", 2): 7})
+    check_order(rows, None)  # positions vouched for by a backend whose positions are gap-free
+    for before in ({}, {("a", 2): None}, {("a", 2): 11}):  # not stored, or stored after it
+        with pytest.raises(CorruptRecordError, match="sequence gap") as caught:
+            check_order(rows, before)
+        assert (caught.value.run_id, caught.value.record_id) == ("a", "2")
+    skipped = [_row(10, "a", 3), _row(15, "a", 5)]
+    with pytest.raises(CorruptRecordError, match="sequence gap") as caught:
+        check_order(skipped, None)
+    assert (caught.value.run_id, caught.value.record_id) == ("a", "4")
+    assert str(caught.value) == str(missing_before("a", 5))
+
+
+def test_the_next_cursor_and_the_last_page_check() -> None:
+    ended = [SessionEnd("a", "completed", 4, "note")]
+    page = session_page("s", (), end=4, newest=9, statuses={}, ends=lambda: ended)
+    assert session_start("s", page.next_cursor, 9) == 4
+    with pytest.raises(CorruptRecordError, match="not its run_completed") as caught:
+        session_page("s", (), end=9, newest=9, statuses={}, ends=lambda: ended)
+    assert (caught.value.run_id, caught.value.record_id) == ("a", "4")
+    with pytest.raises(CorruptRecordError, match="run row"):
+        session_page("s", (), end=9, newest=9, statuses={}, ends=lambda: [("a", "?", 1, "x")])
+    running = [SessionEnd("b", "running", 1, "note")]
+    last = session_page("s", (), end=9, newest=9, statuses={}, ends=lambda: running)
+    assert last.next_cursor == ""

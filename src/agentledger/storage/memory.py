@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self, TypeVar
 
 from agentledger.errors import StoreClosedError
-from agentledger.storage import lifecycle, payloads
+from agentledger.storage import lifecycle, payloads, session_pages
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.pages import RunHead
@@ -328,7 +328,13 @@ class MemoryStore:
     ) -> Page:
         def read(s: _State) -> Page:
             lifecycle.require_session(s, session_id)
-            return _page(s.session_logs.get(session_id, []), "session", session_id, cursor, limit)
+            log = s.session_logs.get(session_id, [])  # positions 1..len(log); never damaged
+            size = check_limit(limit)
+            start = session_pages.session_start(session_id, cursor, len(log))
+            records = tuple(log[start : start + size])
+            end = start + len(records)
+            next_cursor = session_pages.next_cursor(session_id, end, len(log))
+            return Page(records=records, next_cursor=next_cursor)
 
         return self._read(read)
 

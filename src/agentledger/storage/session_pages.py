@@ -35,6 +35,8 @@ __all__ = [
     "check_order",
     "entering",
     "missing_before",
+    "next_cursor",
+    "page_end",
     "position_gap",
     "session_page",
     "session_records",
@@ -135,20 +137,29 @@ def session_records(
     return tuple(records)
 
 
+def page_end(rows: Sequence[Any], start: int) -> int:
+    """The position a page of session ``rows`` after ``start`` ends at (``start`` if empty)."""
+    return int(rows[-1][0]) if rows else start
+
+
+def next_cursor(session_id: str, end: int, newest: int) -> str:
+    """The cursor of the page after the one ending at position ``end`` ("" at ``newest``)."""
+    return encode_cursor(_SCOPE, session_id, end) if end < newest else ""
+
+
 def session_page(
     session_id: str,
-    rows: Sequence[Any],
     records: tuple[Record, ...],
     *,
-    start: int,
+    end: int,
     newest: int,
     statuses: Mapping[str, RunStatus | None],
     ends: Callable[[], Iterable[SessionEnd]],
 ) -> Page:
-    """The page of ``records`` (built from ``rows`` by :func:`session_records`): their
-    lifecycle records checked against ``statuses`` (those of
-    :func:`~agentledger.storage.lifecycle.completed_runs`), then the next page's
-    cursor; on the last page, every ended run's log must end with what ended it
+    """The page of ``records`` (built by :func:`session_records`, ending at position
+    ``end``: see :func:`page_end`): their lifecycle records checked against ``statuses``
+    (those of :func:`~agentledger.storage.lifecycle.completed_runs`), then the next
+    page's cursor; on the last page, every ended run's log must end with what ended it
     (``ends`` is asked only then).
 
     Raises:
@@ -156,11 +167,10 @@ def session_page(
             ended run whose log does not end with its ending.
     """
     lifecycle.check_listed(records, statuses)
-    end = rows[-1][0] if rows else start
-    if end < newest:
-        return Page(records=records, next_cursor=encode_cursor(_SCOPE, session_id, end))
-    _check_ends(ends())
-    return Page(records=records, next_cursor="")
+    cursor = next_cursor(session_id, end, newest)
+    if not cursor:
+        _check_ends(ends())
+    return Page(records=records, next_cursor=cursor)
 
 
 def _check_ends(ends: Iterable[SessionEnd]) -> None:

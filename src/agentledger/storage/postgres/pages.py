@@ -204,8 +204,9 @@ async def _session_page(
     records = session_pages.session_records(rows, per_second=_US, sealer=loader.sealer)
     statuses = await _completed_statuses(loader, records)
     if positions == list(range(start + 1, min(start + size, newest) + 1)):
+        end = session_pages.page_end(rows, start)
         return session_pages.session_page(
-            session_id, rows, records, start=start, newest=newest, statuses=statuses, ends=tuple
+            session_id, records, end=end, newest=newest, statuses=statuses, ends=tuple
         )
     conn = loader.conn
     stored = await (await conn.execute(_SESSION_STORED_NEWEST, (session_id,))).fetchone()
@@ -215,9 +216,8 @@ async def _session_page(
     ]
     session_pages.session_page(  # raises if the page reaches the end of what is stored
         session_id,
-        rows,
         records,
-        start=start,
+        end=session_pages.page_end(rows, start),
         newest=(stored[0] if stored else None) or 0,
         statuses=statuses,
         ends=lambda: ends,

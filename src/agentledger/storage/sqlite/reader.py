@@ -523,9 +523,8 @@ class SQLiteReader(StateReader):
             statuses[run_id] = None if run is None else run.status
         return session_pages.session_page(
             session_id,
-            rows,
             records,
-            start=start,
+            end=session_pages.page_end(rows, start),
             newest=newest,
             statuses=statuses,
             ends=lambda: [
