@@ -24,7 +24,6 @@ from agentledger.storage.postgres.rows import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
 )
-from agentledger.storage.session_pages import session_start
 from agentledger.storage.state import StateReader
 from agentledger.storage.transcript_chain import (
     ChainScan,
@@ -179,7 +178,7 @@ def page_reader(
         else:
             loader.cache.sessions[scope_id] = None
         newest = await decide(loader, require)
-        session_start(scope_id, cursor, newest)
+        session_pages.session_start(scope_id, cursor, newest)
         page = [row[_SESSION_WIDTH:] for row in rows if row[_SESSION_WIDTH] is not None]
         return await _session_page(loader, scope_id, page, start, size, newest)
 
@@ -193,11 +192,13 @@ async def _session_page(
 
     Positions here are gap-free ``1..newest``: on a page that holds exactly the
     positions it should, they vouch for what the shared checks would read across
-    pages (the record before each run's first one on the page, the newest record of
-    each ended run), so an intact page costs no more statements. A page that skips a
-    position is damaged; what is stored is then read (more statements, on this path
-    only) so the damage is named as every backend names it, by its run and record;
-    only damage no other check sees is reported by position.
+    pages (a deleted record, the one before a run's first on the page or an ended
+    run's last, leaves a gap), so an intact page costs no more statements. A page
+    that skips a position is damaged; what is stored is then read (more statements,
+    on this path only) so the damage is named as every backend names it, by its run
+    and record; only damage no other check sees is reported by position. Not seen
+    here: a run's status changed behind the store's back while its records are
+    intact (SQLite's last session page sees it; the run's own listing does on both).
     """
     positions = [row[0] for row in rows]
     session_pages.check_order(rows, None)
