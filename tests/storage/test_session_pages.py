@@ -64,6 +64,11 @@ DAMAGE = [
         "DELETE FROM agentledger_records WHERE run_id = %(a)s AND seq = 6",
     ),
     (
+        "a running run's status",
+        "UPDATE runs SET status = 'completed' WHERE run_id = :b",
+        "UPDATE agentledger_runs SET status = 'completed' WHERE run_id = %(b)s",
+    ),
+    (
         "a completed run's status",
         "UPDATE runs SET status = 'failed' WHERE run_id = :a",
         "UPDATE agentledger_runs SET status = 'failed' WHERE run_id = %(a)s",

@@ -45,16 +45,23 @@ def _prefixed(alias: str, columns: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
 
 
-# A session and one page of its log as session rows (see :mod:`..session_pages`), in one
-# statement (one snapshot).
+# A session, one page of its log as session rows (see :mod:`..session_pages`) and, when
+# the page is the last, each ended run of the session with its newest stored record (a
+# JSON array on the page's first row only): one statement, one snapshot.
 _SESSION_WITH_PAGE = (
-    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, x.session_seq, x.run_id, "
-    "x.agent_id, x.session_id, x.seq, x.turn_id, x.event_key, x.type, "
+    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, "
+    "CASE WHEN coalesce(x.session_seq, %(first)s) = %(first)s THEN e.ends END, "
+    "x.session_seq, x.run_id, x.agent_id, x.session_id, x.seq, x.turn_id, x.event_key, x.type, "
     "(extract(epoch FROM x.ts) * 1000000)::int8, x.payload, x.checksum "
     "FROM agentledger_sessions s LEFT JOIN LATERAL ("
+    " SELECT json_agg(json_build_array(r.run_id, r.status, l.seq, l.type)) AS ends"
+    " FROM agentledger_runs r LEFT JOIN LATERAL (SELECT seq, type FROM agentledger_records"
+    " WHERE run_id = r.run_id ORDER BY seq DESC LIMIT 1) l ON true"
+    " WHERE s.last_seq <= %(last)s AND r.session_id = s.id AND r.status <> 'running') e ON true "
+    "LEFT JOIN LATERAL ("
     " SELECT * FROM agentledger_records"
-    " WHERE session_id = s.id AND session_seq > %s ORDER BY session_seq LIMIT %s) x ON true "
-    "WHERE s.id = %s ORDER BY x.session_seq"
+    " WHERE session_id = s.id AND session_seq > %(start)s ORDER BY session_seq LIMIT %(size)s"
+    ") x ON true WHERE s.id = %(id)s ORDER BY x.session_seq"
 )
 _FIRST_ORPHAN = (
     "SELECT r.run_id, r.seq FROM agentledger_records r WHERE r.session_id = %s "
@@ -171,34 +178,41 @@ def page_reader(
             raise
         if scope == "run":
             return await _run_page(loader, scope_id, require, cursor, start, size)
-        cur = await loader.conn.execute(_SESSION_WITH_PAGE, (start, size, scope_id))
-        rows = await cur.fetchall()
+        query = {"id": scope_id, "start": start, "size": size}
+        query |= {"first": start + 1, "last": start + size}
+        rows = await (await loader.conn.execute(_SESSION_WITH_PAGE, query)).fetchall()
         if rows:
             loader.keep_session(rows[0][:_SESSION_WIDTH])
         else:
             loader.cache.sessions[scope_id] = None
         newest = await decide(loader, require)
         session_pages.session_start(scope_id, cursor, newest)
-        page = [row[_SESSION_WIDTH:] for row in rows if row[_SESSION_WIDTH] is not None]
-        return await _session_page(loader, scope_id, page, start, size, newest)
+        width = _SESSION_WIDTH + 1  # then the ended runs, then the session row
+        page = [row[width:] for row in rows if row[width] is not None]
+        ends = [session_pages.SessionEnd(*end) for end in rows[0][_SESSION_WIDTH] or ()]
+        return await _session_page(loader, scope_id, page, ends, start, size, newest)
 
     return read
 
 
 async def _session_page(
-    loader: Loader, session_id: str, rows: list[Any], start: int, size: int, newest: int
+    loader: Loader,
+    session_id: str,
+    rows: list[Any],
+    ends: list[session_pages.SessionEnd],
+    start: int,
+    size: int,
+    newest: int,
 ) -> Page:
     """[L9] the session page of ``rows`` (see :mod:`..session_pages`).
 
-    Positions here are gap-free ``1..newest``: on a page that holds exactly the
-    positions it should, they vouch for what the shared checks would read across
-    pages (a deleted record, the one before a run's first on the page or an ended
-    run's last, leaves a gap), so an intact page costs no more statements. A page
+    ``ends``: each ended run and its newest record, read with the last page. Positions
+    here are gap-free ``1..newest``: on a page that holds exactly the positions it
+    should, they vouch for the record before each run's first one on the page (a
+    deleted one leaves a gap), so an intact page costs no more statements. A page
     that skips a position is damaged; what is stored is then read (more statements,
     on this path only) so the damage is named as every backend names it, by its run
-    and record; only damage no other check sees is reported by position. Not seen
-    here: a run's status changed behind the store's back while its records are
-    intact (SQLite's last session page sees it; the run's own listing does on both).
+    and record; only damage no other check sees is reported by position.
     """
     positions = [row[0] for row in rows]
     session_pages.check_order(rows, None)
@@ -207,14 +221,14 @@ async def _session_page(
     if positions == list(range(start + 1, min(start + size, newest) + 1)):
         end = session_pages.page_end(rows, start)
         return session_pages.session_page(
-            session_id, records, end=end, newest=newest, statuses=statuses, ends=tuple
+            session_id, records, end=end, newest=newest, statuses=statuses, ends=lambda: ends
         )
     conn = loader.conn
     stored = await (await conn.execute(_SESSION_STORED_NEWEST, (session_id,))).fetchone()
     ends = [
         session_pages.SessionEnd(*row)
         for row in await (await conn.execute(_SESSION_ENDS, (session_id,))).fetchall()
-    ]
+    ]  # as stored: this page may be the last of what is stored, not of the session row's
     session_pages.session_page(  # raises if the page reaches the end of what is stored
         session_id,
         records,
