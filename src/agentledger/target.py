@@ -131,12 +131,12 @@ class Target:
 
         limits = limits or DEFAULT_LIMITS
         if self.kind == "service":
-            return self._client()
+            return await self._client()
         if self.kind == "postgres":
             return await self._postgres(create, encryption, limits, durability, pool_size)
         return await self._sqlite(read_only, create, encryption, limits, durability)
 
-    def _client(self) -> AdminStore:
+    async def _client(self) -> AdminStore:
         try:
             service = importlib.import_module("agentledger.service")
         except ImportError as e:
@@ -149,7 +149,7 @@ class Target:
                     f"installation does not have ({e})"
                 ),
             ) from e
-        client: AdminStore = service.StoreClient(
+        client: AdminStore = await service.StoreClient.open(
             self.text, token=os.environ.get(TOKEN_VARIABLE, "")
         )
         return client

@@ -56,7 +56,7 @@ async def write_log(world: World) -> Log:
     return Log(run_id=run.run.run_id, session_id=sid, notes=notes, end=end, end_run=run.run)
 
 
-async def _pages(list_page: Callable[..., Awaitable[object]], scope: str, limit: int) -> None:
+async def page_through(list_page: Callable[..., Awaitable[object]], scope: str, limit: int) -> None:
     cursor = ""
     for _ in range(MAX_PAGES):
         page = await list_page(scope, cursor=cursor, limit=limit)
@@ -78,13 +78,13 @@ def read_paths(
     of the damaged one).
     """
     paths: dict[str, Callable[[], Awaitable[object]]] = {
-        "list_run_records": lambda: _pages(store.list_run_records, log.run_id, 1000),
-        "list_run_records by 2": lambda: _pages(store.list_run_records, log.run_id, 2),
-        "list_run_records by 1": lambda: _pages(store.list_run_records, log.run_id, 1),
-        "list_session_run_records": lambda: _pages(
+        "list_run_records": lambda: page_through(store.list_run_records, log.run_id, 1000),
+        "list_run_records by 2": lambda: page_through(store.list_run_records, log.run_id, 2),
+        "list_run_records by 1": lambda: page_through(store.list_run_records, log.run_id, 1),
+        "list_session_run_records": lambda: page_through(
             store.list_session_run_records, log.session_id, 1000
         ),
-        "list_session_run_records by 2": lambda: _pages(
+        "list_session_run_records by 2": lambda: page_through(
             store.list_session_run_records, log.session_id, 2
         ),
     }
@@ -105,18 +105,16 @@ def read_paths(
 
 
 async def assert_every_read_refuses(
-    store: AdminStore, log: Log, seq: int, reason: str, *, named: bool = True, by_key: bool = True
+    store: AdminStore, log: Log, seq: int, reason: str, *, by_key: bool = True
 ) -> None:
     """Each read path reaching record ``seq`` raises CorruptRecordError matching ``reason``.
 
-    ``named``: the error names the run and record ``seq`` (a session listing
-    that finds a position missing can name neither).
+    The error names the run and record ``seq``, on session listings too.
     """
     for name, read in read_paths(store, log, seq, by_key=by_key).items():
         with pytest.raises(CorruptRecordError, match=reason) as caught:
             await read()
-        if named and not (name.startswith("list_session") and caught.value.run_id == ""):
-            assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(seq)), name
+        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(seq)), name
 
 
 async def assert_meaning_damage_is_corruption(

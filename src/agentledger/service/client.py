@@ -121,6 +121,32 @@ class StoreClient(AdminOperations):
         self._routes: dict[str, URL] = {}
         self._closed = False
 
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 60.0,  # noqa: ASYNC109 (each later call's, not this one's)
+        max_connections: int = 64,
+        limits: SizeLimits | None = None,
+    ) -> StoreClient:
+        """A client of the service at ``url``, opened as every store is (the arguments are
+        the constructor's); connections are made on the first call. Encryption and the
+        caps are the service's store's: ``limits`` only lets a write over them be refused
+        before it is sent.
+
+        Raises:
+            ValidationError: ``url`` is not an ``http://`` or ``https://`` URL.
+        """
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ValidationError(
+                field="url", expected="the service's http:// or https:// URL", got=url
+            )
+        return cls(
+            url, token=token, timeout=timeout, max_connections=max_connections, limits=limits
+        )
+
     def _http(self) -> aiohttp.ClientSession:
         """The pooled session, made on first use (inside the caller's event loop)."""
         if self._session is None:

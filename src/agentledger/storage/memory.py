@@ -10,10 +10,11 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, cast
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from agentledger.errors import StoreClosedError
-from agentledger.storage import lifecycle, payloads
+from agentledger.storage import lifecycle, payloads, session_pages
 from agentledger.storage import operations as ops
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
@@ -38,6 +39,9 @@ from agentledger.storage.validation import (
     check_limit,
     check_statuses,
 )
+
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
 
 __all__ = ["MemoryStore"]
 
@@ -157,13 +161,37 @@ class MemoryStore(AdminOperations):
             max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
         )
         """The payload and checkpoint caps this store enforces on writes."""
+        self.encryption: Encryption | None = None
+        """Always None: nothing is kept at rest to seal."""
         self._lock = threading.Lock()
         self._state = _State()
         self._closed = False
 
+    @classmethod
+    async def open(
+        cls,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+    ) -> MemoryStore:
+        """An empty store, opened as every backend is (``MemoryStore()`` is the same):
+        no location and nothing at rest, so only the caps of the other backends' ``open``."""
+        return cls(max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes)
+
     async def close(self) -> None:
         """Refuse every later call (``StoreClosedError``), as every backend does; idempotent."""
         self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     def handle(self) -> MemoryStore:
         """Another handle on this store's data, closed on its own (as a second open of a
@@ -229,8 +257,13 @@ def _transcript_chain(s: _State, q: ops.ChainQuery) -> tuple[TranscriptSegment, 
 
 def _session_page(s: _State, q: ops.SessionPageQuery) -> Page:
     lifecycle.require_session(s, q.session_id)
-    records = s.session_logs.get(q.session_id, [])
-    return _page(records, "session", q.session_id, q.cursor, q.limit)
+    log = s.session_logs.get(q.session_id, [])  # positions 1..len(log); never damaged
+    size = check_limit(q.limit)
+    start = session_pages.session_start(q.session_id, q.cursor, len(log))
+    records = tuple(log[start : start + size])
+    end = start + len(records)
+    next_cursor = session_pages.next_cursor(q.session_id, end, len(log))
+    return Page(records=records, next_cursor=next_cursor)
 
 
 def _session_runs(s: _State, q: ops.RunsBySessionQuery) -> list[RunMeta]:

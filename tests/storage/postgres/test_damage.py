@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from agentledger.errors import CorruptRecordError
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres.migrations import _backfill_checksums
@@ -16,6 +17,7 @@ from tests.storage.damage import (
     assert_every_read_refuses,
     assert_lifecycle_damage_refused_on_listings,
     assert_meaning_damage_is_corruption,
+    page_through,
     write_log,
 )
 
@@ -60,11 +62,22 @@ async def test_a_deleted_record_is_a_sequence_gap_and_paging_terminates(
     store: PostgresStore, postgres_dsn: str, seq: int
 ) -> None:
     """The issue's case: with record 3 gone, pages read 1,2,4,5,5; with the last gone,
-    the cursor repeated forever. Now every page over the gap raises instead."""
+    the cursor repeated forever. Now every page over the gap raises instead. A session
+    listing names the damage as SQLite's does: with the last record gone, the run's
+    stored log ends before its run_completed."""
     log = await write_log(World(store))
     delete = "DELETE FROM agentledger_records WHERE run_id = %s AND seq = %s"
     await _raw(postgres_dsn, delete, log.run_id, seq)
-    await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
+    if seq != LAST:
+        await assert_every_read_refuses(store, log, seq, "sequence gap", by_key=False)
+        return
+    for limit in (1000, 2, 1):
+        with pytest.raises(CorruptRecordError, match="not its run_completed") as caught:
+            await page_through(store.list_session_run_records, log.session_id, limit)
+        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(LAST - 1))
+        with pytest.raises(CorruptRecordError, match="sequence gap") as caught:
+            await page_through(store.list_run_records, log.run_id, limit)
+        assert (caught.value.run_id, caught.value.record_id) == (log.run_id, str(LAST))
 
 
 async def test_a_retry_over_a_damaged_event_key_is_corruption(

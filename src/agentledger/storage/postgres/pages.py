@@ -16,13 +16,11 @@ import psycopg
 from psycopg import pq
 
 from agentledger.errors import CorruptRecordError, ValidationError
-from agentledger.storage import lifecycle
-from agentledger.storage.cursor import decode_cursor, encode_cursor
-from agentledger.storage.integrity import sequence_gap
+from agentledger.storage import lifecycle, session_pages
+from agentledger.storage.cursor import decode_cursor
 from agentledger.storage.pages import RunHead, run_page, split_transcript
 from agentledger.storage.postgres.reader import Loader, Missing
 from agentledger.storage.postgres.rows import (
-    RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
 )
@@ -33,7 +31,7 @@ from agentledger.storage.transcript_chain import (
     chain_segments,
     reference_records,
 )
-from agentledger.storage.types import Page, RunStatus, TranscriptSegment
+from agentledger.storage.types import Page, Record, RunStatus, TranscriptSegment
 from agentledger.storage.validation import check_limit, require_id
 
 __all__ = ["chain_reader", "decide", "page_reader", "transcript_reader"]
@@ -47,15 +45,40 @@ def _prefixed(alias: str, columns: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
 
 
-# A session and one page of its log, in one statement (one snapshot).
+# A session, one page of its log as session rows (see :mod:`..session_pages`) and, when
+# the page is the last, each ended run of the session with its newest stored record (a
+# JSON array on the page's first row only): one statement, one snapshot.
 _SESSION_WITH_PAGE = (
-    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, {_prefixed('x', RECORD_COLUMNS)}, "
-    "x.session_seq "
+    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, "
+    "CASE WHEN coalesce(x.session_seq, %(first)s) = %(first)s THEN e.ends END, "
+    "x.session_seq, x.run_id, x.agent_id, x.session_id, x.seq, x.turn_id, x.event_key, x.type, "
+    "(extract(epoch FROM x.ts) * 1000000)::int8, x.payload, x.checksum "
     "FROM agentledger_sessions s LEFT JOIN LATERAL ("
-    f" SELECT {RECORD_COLUMNS}, session_seq FROM agentledger_records"
-    " WHERE session_id = s.id AND session_seq > %s ORDER BY session_seq LIMIT %s) x ON true "
-    "WHERE s.id = %s ORDER BY x.session_seq"
+    " SELECT json_agg(json_build_array(r.run_id, r.status, l.seq, l.type)) AS ends"
+    " FROM agentledger_runs r LEFT JOIN LATERAL (SELECT seq, type FROM agentledger_records"
+    " WHERE run_id = r.run_id ORDER BY seq DESC LIMIT 1) l ON true"
+    " WHERE s.last_seq <= %(last)s AND r.session_id = s.id AND r.status <> 'running') e ON true "
+    "LEFT JOIN LATERAL ("
+    " SELECT * FROM agentledger_records"
+    " WHERE session_id = s.id AND session_seq > %(start)s ORDER BY session_seq LIMIT %(size)s"
+    ") x ON true WHERE s.id = %(id)s ORDER BY x.session_seq"
 )
+_FIRST_ORPHAN = (
+    "SELECT r.run_id, r.seq FROM agentledger_records r WHERE r.session_id = %s "
+    "AND r.session_seq > %s AND r.seq > 1 AND NOT EXISTS (SELECT 1 FROM agentledger_records p "
+    "WHERE p.run_id = r.run_id AND p.seq = r.seq - 1) ORDER BY r.session_seq LIMIT 1"
+)
+"""The first record after a position whose run's record before it is not stored
+(damage path only)."""
+_SESSION_ENDS = (
+    "SELECT r.run_id, r.status, x.seq, x.type FROM agentledger_runs r LEFT JOIN LATERAL ("
+    " SELECT seq, type FROM agentledger_records WHERE run_id = r.run_id"
+    " ORDER BY seq DESC LIMIT 1) x ON true "
+    "WHERE r.session_id = %s AND r.status <> 'running'"
+)
+"""Each ended run of a session and its newest stored record (damage path only)."""
+_SESSION_STORED_NEWEST = "SELECT max(session_seq) FROM agentledger_records WHERE session_id = %s"
+"""The newest position stored (damage path only: the session row keeps its own)."""
 # A run's own row and its page: two statements, one snapshot (REPEATABLE READ),
 # one round trip (pipelined). The page fetches only what varies within a run.
 _RUN_ROW = f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE run_id = %s"
@@ -155,45 +178,80 @@ def page_reader(
             raise
         if scope == "run":
             return await _run_page(loader, scope_id, require, cursor, start, size)
-        cur = await loader.conn.execute(_SESSION_WITH_PAGE, (start, size, scope_id))
-        rows = await cur.fetchall()
+        query = {"id": scope_id, "start": start, "size": size}
+        query |= {"first": start + 1, "last": start + size}
+        rows = await (await loader.conn.execute(_SESSION_WITH_PAGE, query)).fetchall()
         if rows:
             loader.keep_session(rows[0][:_SESSION_WIDTH])
         else:
             loader.cache.sessions[scope_id] = None
         newest = await decide(loader, require)
-        decode_cursor(cursor, scope, scope_id, newest)
-        width = _SESSION_WIDTH
+        session_pages.session_start(scope_id, cursor, newest)
+        width = _SESSION_WIDTH + 1  # then the ended runs, then the session row
         page = [row[width:] for row in rows if row[width] is not None]
-        end = min(start + size, newest)
-        positions = [row[-1] for row in page]
-        if positions != list(range(start + 1, end + 1)):
-            raise _session_gap(scope_id, start, positions)
-        records = tuple(loader.decode_record(row[:-1]) for row in page)
-        completed = lifecycle.completed_runs(records)
-        if completed:
-            runs = await decide(loader, lambda reader: [reader.run(r) for r in sorted(completed)])
-            statuses = {
-                r: None if run is None else run.status
-                for r, run in zip(sorted(completed), runs, strict=True)
-            }
-        else:
-            statuses = {}
-        lifecycle.check_listed(records, statuses)
-        next_cursor = encode_cursor(scope, scope_id, end) if end < newest else ""
-        return Page(records=records, next_cursor=next_cursor)
+        ends = [session_pages.SessionEnd(*end) for end in rows[0][_SESSION_WIDTH] or ()]
+        return await _session_page(loader, scope_id, page, ends, start, size, newest)
 
     return read
 
 
-def _session_gap(session_id: str, start: int, positions: list[int]) -> CorruptRecordError:
-    """A session page whose positions are not the consecutive ones after ``start``."""
-    error = sequence_gap("", start, positions)
-    return CorruptRecordError(
-        run_id="",
-        record_id=error.record_id,
-        reason=f"session {session_id!r}, by position: {error.reason}",
+async def _session_page(
+    loader: Loader,
+    session_id: str,
+    rows: list[Any],
+    ends: list[session_pages.SessionEnd],
+    start: int,
+    size: int,
+    newest: int,
+) -> Page:
+    """[L9] the session page of ``rows`` (see :mod:`..session_pages`).
+
+    ``ends``: each ended run and its newest record, read with the last page. Positions
+    here are gap-free ``1..newest``: on a page that holds exactly the positions it
+    should, they vouch for the record before each run's first one on the page (a
+    deleted one leaves a gap), so an intact page costs no more statements. A page
+    that skips a position is damaged; what is stored is then read (more statements,
+    on this path only) so the damage is named as every backend names it, by its run
+    and record; only damage no other check sees is reported by position.
+    """
+    positions = [row[0] for row in rows]
+    session_pages.check_order(rows, None)
+    records = session_pages.session_records(rows, per_second=_US, sealer=loader.sealer)
+    statuses = await _completed_statuses(loader, records)
+    if positions == list(range(start + 1, min(start + size, newest) + 1)):
+        end = session_pages.page_end(rows, start)
+        return session_pages.session_page(
+            session_id, records, end=end, newest=newest, statuses=statuses, ends=lambda: ends
+        )
+    conn = loader.conn
+    stored = await (await conn.execute(_SESSION_STORED_NEWEST, (session_id,))).fetchone()
+    ends = [
+        session_pages.SessionEnd(*row)
+        for row in await (await conn.execute(_SESSION_ENDS, (session_id,))).fetchall()
+    ]  # as stored: this page may be the last of what is stored, not of the session row's
+    session_pages.session_page(  # raises if the page reaches the end of what is stored
+        session_id,
+        records,
+        end=session_pages.page_end(rows, start),
+        newest=(stored[0] if stored else None) or 0,
+        statuses=statuses,
+        ends=lambda: ends,
     )
+    orphan = await (await conn.execute(_FIRST_ORPHAN, (session_id, start))).fetchone()
+    if orphan is not None:  # as a backend with gaps in its positions finds it, later on
+        raise session_pages.missing_before(orphan[0], orphan[1])
+    raise session_pages.position_gap(session_id, start, positions)
+
+
+async def _completed_statuses(
+    loader: Loader, records: tuple[Record, ...]
+) -> dict[str, RunStatus | None]:
+    """The status of each run whose ``run_completed`` is among ``records`` (None: purged)."""
+    completed = sorted(lifecycle.completed_runs(records))
+    if not completed:
+        return {}
+    runs = await decide(loader, lambda reader: [reader.run(r) for r in completed])
+    return {r: None if run is None else run.status for r, run in zip(completed, runs, strict=True)}
 
 
 async def _run_rows(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
@@ -200,13 +201,34 @@ class PostgresStore(AdminOperations):
 
     def __init__(
         self,
-        pool: AsyncConnectionPool[Conn],
+        *legacy: Any,
+        pool: AsyncConnectionPool[Conn] | None = None,
         encryption: Encryption | None = None,
-        *,
         limits: SizeLimits = DEFAULT_LIMITS,
         transcripts_verified: bool = False,
     ) -> None:
-        """Wrap an open pool; use :meth:`open` instead."""
+        """Use :meth:`open`; this only assembles an opened store around its open ``pool``.
+
+        ``PostgresStore(pool, encryption)`` (positional) still works for one release,
+        with a ``DeprecationWarning``: pass them by keyword.
+        """
+        if legacy:
+            warnings.warn(
+                "PostgresStore(pool, encryption) is deprecated: pass pool= and encryption= "
+                "by keyword, or open the store with PostgresStore.open(dsn, ...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if len(legacy) > 2 or pool is not None or (len(legacy) == 2 and encryption is not None):
+                raise ValidationError(
+                    field="pool",
+                    expected="one pool and at most one encryption, each given once",
+                    got=f"{len(legacy)} positional arguments",
+                )
+            pool = legacy[0]
+            encryption = legacy[1] if len(legacy) == 2 else encryption
+        if pool is None:
+            raise ValidationError(field="pool", expected="an open connection pool", got=None)
         self._pool = pool
         self.encryption = encryption
         """Encryption at rest [A2], or None for a plaintext database."""
@@ -222,27 +244,27 @@ class PostgresStore(AdminOperations):
         cls,
         dsn: str,
         *,
+        encryption: Encryption | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
         min_size: int = 1,
         max_size: int = 10,
         pool_timeout: float = 30.0,
         migrate: bool = True,
-        encryption: Encryption | None = None,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
     ) -> PostgresStore:
         """Connect, bring the schema up to date and open the pool.
 
         Args:
             dsn: a libpq connection string or ``postgresql://`` URI.
+            encryption: seal payloads and checkpoints at rest [A2]; required for a
+                database created with it, refused for a plaintext one holding data.
+            max_payload_bytes: largest record payload a write may carry (16 MiB).
+            max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
             min_size: connections the pool keeps open.
             max_size: most connections the pool opens at once.
             pool_timeout: seconds to wait for a connection (on open and per operation).
             migrate: apply pending migrations; with False a database that needs
                 them is refused (for deployments that migrate separately).
-            encryption: seal payloads and checkpoints at rest [A2]; required for a
-                database created with it, refused for a plaintext one holding data.
-            max_payload_bytes: largest record payload a write may carry (16 MiB).
-            max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
 
         Raises:
             ValidationError: a malformed ``dsn``, pool size or cap, or a database
@@ -282,7 +304,7 @@ class PostgresStore(AdminOperations):
             if isinstance(e, psycopg.Error | PoolTimeout):
                 raise transient(e, "open") from e
             raise
-        return cls(pool, encryption, limits=limits, transcripts_verified=verified)
+        return cls(pool=pool, encryption=encryption, limits=limits, transcripts_verified=verified)
 
     async def close(self) -> None:
         """Close every pooled connection. Idempotent; later calls fail with StoreClosedError."""

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentledger.errors import CorruptRecordError, ValidationError
-from agentledger.storage import lifecycle, pages
+from agentledger.storage import lifecycle, pages, session_pages
 from agentledger.storage import transcript_chain as chain
-from agentledger.storage.cursor import decode_cursor, encode_cursor
-from agentledger.storage.integrity import sequence_gap, verified_tool_result
+from agentledger.storage.cursor import decode_cursor
+from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.listing import SessionQuery, session_page
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.sqlite.inline_reads import MAX_RECORDS, Declined
@@ -133,9 +133,10 @@ _SESSION_ENDS = (
 _RECORD_POS = "SELECT pos FROM records WHERE run_id = ? AND seq = ?"
 _SESSION_NEWEST = "SELECT max(pos) FROM records WHERE session_id = ?"
 _SESSION_PAGE = (
-    f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id = ? AND pos > ? "
-    "ORDER BY pos LIMIT ?"
+    f"SELECT pos, run_id, agent_id, session_id, {RUN_PAGE_COLUMNS} FROM records "
+    "WHERE session_id = ? AND pos > ? ORDER BY pos LIMIT ?"
 )
+"""Session rows (see :mod:`..session_pages`)."""
 
 
 _CHAIN_HEADS = (
@@ -502,61 +503,35 @@ class SQLiteReader(StateReader):
             raise CorruptRecordError(run_id=run_id, record_id="", reason=f"run row: {e}") from e
 
     def session_page(self, session_id: str, cursor: str, limit: int) -> Page:
-        """[L9] records after the cursor in a session's commit order; positions are ``pos``."""
+        """[L9] records after the cursor in a session's commit order; positions are ``pos``
+        (see :mod:`..session_pages`: this only fetches rows)."""
         lifecycle.require_session(self, session_id)
         size = check_limit(limit)
         (newest,) = self._conn.execute(_SESSION_NEWEST, (session_id,)).fetchone()
         newest = newest or 0
-        start = decode_cursor(cursor, "session", session_id, newest)
+        start = session_pages.session_start(session_id, cursor, newest)
         rows = self._conn.execute(_SESSION_PAGE, (session_id, start, size)).fetchall()
-        self._check_session_order(rows)
-        records = decode_records([row[1:] for row in rows])
-        if self.sealer is not None:
-            records = self.sealer.open_records(records)
+        before: dict[tuple[str, int], int | None] = {}
+        for run_id, seq in session_pages.entering(rows):
+            found = self._conn.execute(_RECORD_POS, (run_id, seq)).fetchone()
+            before[run_id, seq] = None if found is None else found[0]
+        session_pages.check_order(rows, before)
+        records = session_pages.session_records(rows, per_second=1000, sealer=self.sealer)
         statuses = {}
         for run_id in lifecycle.completed_runs(records):
             run = self.run(run_id)
             statuses[run_id] = None if run is None else run.status
-        lifecycle.check_listed(records, statuses)
-        end = rows[-1][0] if rows else start
-        if end < newest:
-            return Page(records=records, next_cursor=encode_cursor("session", session_id, end))
-        self._check_session_ends(session_id)
-        return Page(records=records, next_cursor="")
-
-    def _check_session_ends(self, session_id: str) -> None:
-        """At the end of a session listing: every ended run's log ends with what ended it.
-
-        Session positions have gaps by design, so a deleted last record of a run
-        leaves no gap to see; one indexed lookup per ended run, on the last page only.
-        """
-        for run_id, status, seq, type_ in self._conn.execute(_SESSION_ENDS, (session_id,)):
-            try:
-                run_status = RunStatus(status)
-            except ValueError as e:
-                raise CorruptRecordError(
-                    run_id=str(run_id), record_id="", reason=f"run row: {e}"
-                ) from e
-            last_type = None if type_ is None else str(type_)
-            lifecycle.check_log_end(str(run_id), run_status, str(seq), last_type)
-
-    def _check_session_order(self, rows: list[Any]) -> None:
-        """Each run's records on a session page follow its sequence without a gap.
-
-        Session positions have gaps by design (they are commit order across all
-        sessions), so the check is per run: consecutive ids within the page, and
-        the record before a run's first one on the page committed before it.
-        """
-        newest: dict[str, int] = {}
-        for pos, run_id, seq, *_ in rows:
-            before = newest.get(run_id)
-            if before is None and seq > 1:
-                found = self._conn.execute(_RECORD_POS, (run_id, seq - 1)).fetchone()
-                if found is None or found[0] >= pos:
-                    raise sequence_gap(run_id, seq - 2, [seq])
-            elif before is not None and seq != before + 1:
-                raise sequence_gap(run_id, before, [seq])
-            newest[run_id] = seq
+        return session_pages.session_page(
+            session_id,
+            records,
+            end=session_pages.page_end(rows, start),
+            newest=newest,
+            statuses=statuses,
+            ends=lambda: [
+                session_pages.SessionEnd(*row)
+                for row in self._conn.execute(_SESSION_ENDS, (session_id,))
+            ],
+        )
 
     def session_runs(self, session_id: str, statuses: Collection[RunStatus]) -> list[RunMeta]:
         """The session's runs in start order, only those with ``statuses`` if any."""

@@ -310,23 +310,23 @@ class SQLiteStore(AdminOperations):
         cls,
         path: str | os.PathLike[str],
         *,
-        durability: Durability = "full",
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         encryption: Encryption | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES,
+        durability: Durability = "full",
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         inline: bool = True,
     ) -> SQLiteStore:
         """Open (creating or migrating) the database at ``path``.
 
         Args:
             path: the database file; created if missing (its directory must exist).
-            durability: ``"full"`` or ``"normal"``; see the class docstring.
-            busy_timeout: seconds to wait for another writer before TransientError.
             encryption: seal payloads and checkpoints at rest [A2]; required for a
                 database created with it, refused for a plaintext one holding data.
             max_payload_bytes: largest record payload a write may carry (16 MiB).
             max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
+            durability: ``"full"`` or ``"normal"``; see the class docstring.
+            busy_timeout: seconds to wait for another writer before TransientError.
             inline: let a small append (at ``normal``) or a small read that would
                 wait for nothing run on the caller's thread (see the class
                 docstring); False sends every operation to the handle's threads,
@@ -390,8 +390,8 @@ class SQLiteStore(AdminOperations):
         cls,
         path: str | os.PathLike[str],
         *,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         encryption: Encryption | None = None,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         inline: bool = True,
     ) -> SQLiteStore:
         """Open an existing database for reads only; nothing is ever written to the file.
