@@ -1,0 +1,111 @@
+"""One page of ``list_sessions`` on PostgreSQL [D6], read from an index ordered as the page is.
+
+The SQLite module's twin (:mod:`agentledger.storage.sqlite.session_list`):
+without labels a range of ``agentledger_sessions_newest_first`` (or
+``_by_status`` for one status); with labels a range of the label index
+(``agentledger_session_labels``, migration 11) for the rarest label, each
+entry joined to its session, the other labels checked per entry by primary
+key. The cursor is a row comparison, which the index range starts at, so a
+page deep in the listing costs what the first does. Ids compare byte-wise
+(``COLLATE "C"``).
+"""
+
+from __future__ import annotations
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
+
+from agentledger.storage.listing import LABEL_PROBE, SessionQuery, session_page
+from agentledger.storage.postgres.rows import SESSION_COLUMNS, session_from_row
+from agentledger.storage.types import SessionPage
+
+__all__ = ["session_list"]
+
+_COLUMNS = ", ".join(f"s.{name.strip()}" for name in SESSION_COLUMNS.split(","))
+_OTHER_LABEL = (
+    "EXISTS (SELECT 1 FROM agentledger_session_labels o "
+    "WHERE o.session_id = l.session_id AND o.key = %s AND o.value = %s)"
+)
+
+
+async def session_list(conn: AsyncConnection[TupleRow], query: SessionQuery) -> SessionPage:
+    """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..listing`)."""
+    if query.labels:
+        sql, params = _labelled(query, await _probe(conn, query))
+    else:
+        sql, params = _unlabelled(query)
+    cur = await conn.execute(sql, (*params, query.fetch))
+    rows = [session_from_row(row).public() for row in await cur.fetchall()]
+    return session_page(query, rows)
+
+
+def _status_terms(query: SessionQuery, one: str, several: str) -> tuple[list[str], list[object]]:
+    """One status: a range on ``one``'s index; several: checked per row on ``several``."""
+    statuses = sorted(str(status) for status in query.status_filter)
+    if len(statuses) == 1:
+        return [f"{one}.status = %s"], [statuses[0]]
+    if statuses:
+        return [f"{several}.status = ANY(%s)"], [statuses]
+    return [], []
+
+
+def _after_terms(query: SessionQuery, created_at: str, id_: str) -> tuple[list[str], list[object]]:
+    if query.after is None:
+        return [], []
+    return [f'({created_at}, {id_} COLLATE "C") < (%s, %s)'], [*query.after]
+
+
+def _unlabelled(query: SessionQuery) -> tuple[str, list[object]]:
+    where, params = _status_terms(query, "s", "s")
+    after, after_params = _after_terms(query, "s.created_at", "s.id")
+    where += after
+    params += after_params
+    sql = f"SELECT {_COLUMNS} FROM agentledger_sessions s"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return sql + ' ORDER BY s.created_at DESC, s.id COLLATE "C" DESC LIMIT %s', params
+
+
+def _labelled(query: SessionQuery, counts: dict[tuple[str, str], int]) -> tuple[str, list[object]]:
+    (key, value), *others = query.labels_rarest_first(counts)
+    status, status_params = _status_terms(query, "l", "s")
+    after, after_params = _after_terms(query, "l.created_at", "l.session_id")
+    where = ["l.key = %s", "l.value = %s", *status, *after]
+    params: list[object] = [key, value, *status_params, *after_params]
+    for other_key, other_value in others:
+        where.append(_OTHER_LABEL)
+        params += (other_key, other_value)
+    sql = (
+        f"SELECT {_COLUMNS} FROM agentledger_session_labels l "
+        f"JOIN agentledger_sessions s ON s.id = l.session_id WHERE {' AND '.join(where)} "
+        'ORDER BY l.created_at DESC, l.session_id COLLATE "C" DESC LIMIT %s'
+    )
+    return sql, params
+
+
+async def _probe(
+    conn: AsyncConnection[TupleRow], query: SessionQuery
+) -> dict[tuple[str, str], int]:
+    """Each label's index entries past the cursor, up to :data:`LABEL_PROBE`; one round trip.
+
+    Only for several labels: one label drives the page whatever its count.
+    """
+    labels = list(query.labels.items())
+    if len(labels) < 2:
+        return {}
+    status, status_params = _status_terms(query, "l", "l")
+    if len(status) and "ANY" in status[0]:  # several statuses: the probe counts every status
+        status, status_params = [], []
+    after, after_params = _after_terms(query, "l.created_at", "l.session_id")
+    where = " AND ".join(["l.key = %s", "l.value = %s", *status, *after])
+    one = (
+        f"(SELECT count(*) FROM (SELECT 1 FROM agentledger_session_labels l WHERE {where} "
+        "LIMIT %s) x)"
+    )
+    params: list[object] = []
+    for key, value in labels:
+        params += (key, value, *status_params, *after_params, LABEL_PROBE)
+    cur = await conn.execute("SELECT " + ", ".join([one] * len(labels)), params)
+    row = await cur.fetchone()
+    assert row is not None
+    return {label: int(count) for label, count in zip(labels, row, strict=True)}
