@@ -19,7 +19,7 @@ from agentledger.storage.listing import LABEL_PROBE, SessionQuery, session_page
 from agentledger.storage.postgres.rows import SESSION_COLUMNS, session_from_row
 from agentledger.storage.types import SessionPage
 
-__all__ = ["session_list"]
+__all__ = ["page_sql", "session_list"]
 
 _COLUMNS = ", ".join(f"s.{name.strip()}" for name in SESSION_COLUMNS.split(","))
 _OTHER_LABEL = (
@@ -30,13 +30,20 @@ _OTHER_LABEL = (
 
 async def session_list(conn: AsyncConnection[TupleRow], query: SessionQuery) -> SessionPage:
     """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..listing`)."""
+    cur = await conn.execute(*await page_sql(conn, query))
+    rows = [session_from_row(row).public() for row in await cur.fetchall()]
+    return session_page(query, rows)
+
+
+async def page_sql(
+    conn: AsyncConnection[TupleRow], query: SessionQuery
+) -> tuple[str, list[object]]:
+    """The statement that fetches ``query``'s page, and its parameters (for EXPLAIN too)."""
     if query.labels:
         sql, params = _labelled(query, await _probe(conn, query))
     else:
         sql, params = _unlabelled(query)
-    cur = await conn.execute(sql, (*params, query.fetch))
-    rows = [session_from_row(row).public() for row in await cur.fetchall()]
-    return session_page(query, rows)
+    return sql, [*params, query.fetch]
 
 
 def _status_terms(query: SessionQuery, one: str, several: str) -> tuple[list[str], list[object]]:

@@ -16,7 +16,7 @@ from agentledger.storage.listing import LABEL_PROBE, SessionQuery, session_page,
 from agentledger.storage.sqlite.rows import SESSION_COLUMNS, decode_session
 from agentledger.storage.types import SessionPage
 
-__all__ = ["session_list"]
+__all__ = ["page_sql", "session_list"]
 
 _COLUMNS = ", ".join(f"s.{name.strip()}" for name in SESSION_COLUMNS.split(","))
 _OTHER_LABEL = (
@@ -27,14 +27,19 @@ _OTHER_LABEL = (
 
 def session_list(conn: sqlite3.Connection, query: SessionQuery) -> SessionPage:
     """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..listing`)."""
-    sql, params = (_labelled if query.labels else _unlabelled)(conn, query)
-    rows = conn.execute(sql, (*params, query.fetch)).fetchall()
+    rows = conn.execute(*page_sql(conn, query)).fetchall()
     return session_page(query, [decode_session(row).public() for row in rows])
+
+
+def page_sql(conn: sqlite3.Connection, query: SessionQuery) -> tuple[str, list[object]]:
+    """The statement that fetches ``query``'s page, and its parameters (for EXPLAIN too)."""
+    sql, params = (_labelled if query.labels else _unlabelled)(conn, query)
+    return sql, [*params, query.fetch]
 
 
 def _status_terms(query: SessionQuery, one: str, several: str) -> tuple[list[str], list[object]]:
     """One status: a range on ``one``'s index; several: checked per row on ``several``."""
-    statuses: list[object] = sorted(str(status) for status in query.status_filter)
+    statuses: list[object] = [str(status) for status in sorted(query.status_filter)]
     if len(statuses) == 1:
         return [f"{one}.status = ?"], statuses
     if statuses:
