@@ -153,8 +153,8 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                 update = f"UPDATE agentledger_sessions SET {assignments} WHERE id = %s"
                 await conn.execute(_one_row(update), (*sets.values(), row.id))
                 if row.labels and sets.keys() & {"status", "created_at"}:
-                    labels = (row.status.value, row.created_at, row.id)
-                    await conn.execute(_UPDATE_LABELS, labels)
+                    moved = (row.status.value, row.created_at, row.id)
+                    await conn.execute(_UPDATE_LABELS, moved)
     sealer = loader.sealer
     for run in plan.runs:
         values = run_params(run)
