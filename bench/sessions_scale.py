@@ -2,12 +2,12 @@
 
 Run as ``.venv/bin/python bench/sessions_scale.py [--sessions 100000] [--reads 200]``.
 It is not a test. One SQLite file and one PostgreSQL database each hold
-``--sessions`` sessions, one second apart, made through the store:
-``tenant=t0|t1`` alternately (a common label: one session in 2), ``rare=yes`` on
-one session in 1,000 (spread evenly), and every third session ended (PostgreSQL's in bulk SQL, then checked exact). Each is read
-in process and through ``agentledger serve`` (four sides, all open at once);
-every round reads each page once on each side, interleaved, and p50/p99 are
-taken over ``--reads`` rounds. Pages hold 50 sessions. Goal: p99 <= 10 ms.
+``--sessions`` sessions, one second apart, made through the store (PostgreSQL's
+in bulk SQL, then checked exact): ``tenant=t0|t1`` alternately (a common label:
+one session in 2), ``rare=yes`` on one session in 1,000 (spread evenly), and
+every third session ended. Each is read in process and through ``agentledger
+serve`` (four sides, all open at once); every round reads each page once on each
+side, interleaved, and p50/p99 are taken over ``--reads`` rounds. Pages hold 50 sessions. Goal: p99 <= 10 ms.
 
 PostgreSQL is ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is created and
 dropped), else a throwaway cluster from ``tests/storage/postgres/server.py``.

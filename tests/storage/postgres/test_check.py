@@ -89,7 +89,8 @@ RUNS = "agentledger_runs"
             "label index row disagreeing with its session: session 'chk-s'",
         ),
         (
-            "INSERT INTO agentledger_session_labels VALUES ('chk-ghost', 'k', 'v', 'active', now())",
+            "INSERT INTO agentledger_session_labels "
+            "VALUES ('chk-ghost', 'k', 'v', 'active', now())",
             "label index row disagreeing with its session: session 'chk-ghost', label 'k'",
         ),
         (

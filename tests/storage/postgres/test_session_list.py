@@ -122,7 +122,8 @@ async def test_a_page_reads_an_index_range_without_sorting(
     cursor is where the range starts): no sequential scan, no sort, no bitmap of a label."""
     nodes = await _plan(filled, statuses, labels, paged)
     types = [node["Node Type"] for node in nodes]
-    assert "Seq Scan" not in types and "Sort" not in types, types
+    assert "Seq Scan" not in types, types
+    assert "Sort" not in types, types
     assert not any(t.startswith("Bitmap") for t in types), types
     scans = [node for node in nodes if "Index Name" in node]
     driver = scans[0]
