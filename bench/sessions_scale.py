@@ -7,7 +7,8 @@ in bulk SQL, then checked exact): ``tenant=t0|t1`` alternately (a common label:
 one session in 2), ``rare=yes`` on one session in 1,000 (spread evenly), and
 every third session ended. Each is read in process and through ``agentledger
 serve`` (four sides, all open at once); every round reads each page once on each
-side, interleaved, and p50/p99 are taken over ``--reads`` rounds. Pages hold 50 sessions. Goal: p99 <= 10 ms.
+side, interleaved, and p50/p99 are taken over ``--reads`` rounds. Pages hold 50
+sessions. Goal: p99 <= 10 ms.
 
 PostgreSQL is ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is created and
 dropped), else a throwaway cluster from ``tests/storage/postgres/server.py``.
