@@ -188,9 +188,10 @@ async def run(db: str, dsn: str, tmp: Path, rounds: int) -> None:
         sqlite_store = await SQLiteStore.open(db)
         pg_store = await PostgresStore.open(dsn)
         try:
-            async with StoreClient(lite.url, token=token) as c1, StoreClient(
-                pg.url, token=token
-            ) as c2:
+            async with (
+                StoreClient(lite.url, token=token) as c1,
+                StoreClient(pg.url, token=token) as c2,
+            ):
                 sides = {"sqlite": sqlite_store, "sqlite serve": c1,
                          "postgres": pg_store, "postgres serve": c2}  # fmt: skip
                 await measure(sides, rounds)

@@ -309,7 +309,7 @@ def test_a_version_12_file_gains_the_label_index_of_its_sessions(v1_copy: Path) 
         migrate(conn, upto=12)
         conn.execute(
             "INSERT INTO sessions (id, status, created_at, ended_at, labels) VALUES "
-            "('a', 'active', 10, NULL, '{\"tenant\":\"acme\",\"tier\":\"gold\"}'), "
+            '(\'a\', \'active\', 10, NULL, \'{"tenant":"acme","tier":"gold"}\'), '
             "('b', 'ended', 11, 12, '{\"tenant\":\"acme\"}')"
         )
     finally:
