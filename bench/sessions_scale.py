@@ -145,7 +145,7 @@ def sqlite_plans(db: str) -> None:
 async def postgres_plans(dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         for name, (statuses, labels) in PAGES.items():
-            sql, params = await pg_list.page_sql(conn, session_query(statuses, labels, "", 50))
+            sql, params = pg_list.page_sql(session_query(statuses, labels, "", 50))
             cur = await conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)  # type: ignore[arg-type]
             lines = [row[0].strip() for row in await cur.fetchall()]
             print(f"postgres plan, {name}: {' | '.join(lines)}")

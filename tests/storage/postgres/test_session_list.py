@@ -73,6 +73,10 @@ def filled(postgres_dsn: str) -> Iterator[str]:
 
 
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The plan's nodes that ran, but the probe (the ``driver`` CTE of several labels,
+    which counts at most LABEL_PROBE entries of each label)."""
+    if plan.get("Subplan Name", "").startswith("CTE driver") or plan["Actual Loops"] == 0:
+        return
     yield plan
     for child in plan.get("Plans", []):
         yield from _nodes(child)
@@ -88,7 +92,7 @@ async def _plan(
             cursor = page.next_cursor
             assert cursor
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        sql, params = await page_sql(conn, session_query(statuses, labels, cursor, 50))
+        sql, params = page_sql(session_query(statuses, labels, cursor, 50))
         cur = await conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)  # type: ignore[arg-type]
         row = await cur.fetchone()
     assert row is not None
@@ -123,9 +127,10 @@ async def test_a_page_reads_an_index_range_without_sorting(
     nodes = await _plan(filled, statuses, labels, paged)
     types = [node["Node Type"] for node in nodes]
     assert "Seq Scan" not in types, types
-    assert "Sort" not in types, types
+    # (A branch of several labels that the probe gated off may hold a sort of nothing.)
+    assert not [n for n in nodes if n["Node Type"] == "Sort" and n["Actual Rows"]], types
     assert not any(t.startswith("Bitmap") for t in types), types
-    scans = [node for node in nodes if "Index Name" in node]
+    scans = [node for node in nodes if "Index Name" in node and node["Actual Rows"]]
     driver = scans[0]
     assert driver["Index Name"].startswith(index), [n.get("Index Name") for n in scans]
     if paged:

@@ -30,20 +30,35 @@ _OTHER_LABEL = (
 
 async def session_list(conn: AsyncConnection[TupleRow], query: SessionQuery) -> SessionPage:
     """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..listing`)."""
-    cur = await conn.execute(*await page_sql(conn, query))
+    cur = await conn.execute(*page_sql(query))
     rows = [session_from_row(row).public() for row in await cur.fetchall()]
+    if len(query.labels) > 1:  # one branch of a UNION ALL: put its order beyond doubt
+        rows.sort(key=lambda session: (session.created_at, session.id), reverse=True)
     return session_page(query, rows)
 
 
-async def page_sql(
-    conn: AsyncConnection[TupleRow], query: SessionQuery
-) -> tuple[str, list[object]]:
-    """The statement that fetches ``query``'s page, and its parameters (for EXPLAIN too)."""
-    if query.labels:
-        sql, params = _labelled(query, await _probe(conn, query))
-    else:
+def page_sql(query: SessionQuery) -> tuple[str, list[object]]:
+    """The statement that fetches ``query``'s page, and its parameters (for EXPLAIN too).
+
+    Several labels: one branch per label, each driven by its label's index
+    range; a probe in the same statement counts each label's entries past the
+    cursor (up to :data:`LABEL_PROBE`) and only the rarest label's branch runs
+    (the others are gated off before they read anything). One round trip.
+    """
+    if not query.labels:
         sql, params = _unlabelled(query)
-    return sql, [*params, query.fetch]
+        return sql, [*params, query.fetch]
+    labels = list(query.labels.items())
+    if len(labels) == 1:
+        sql, params = _driven_by(query, labels[0], [], None)
+        return sql, [*params, query.fetch]
+    probe, params = _probe(query, labels)
+    branches: list[str] = []
+    for i, label in enumerate(labels):
+        sql, branch_params = _driven_by(query, label, labels[:i] + labels[i + 1 :], i)
+        branches.append(f"({sql})")
+        params += (*branch_params, query.fetch)
+    return f"WITH driver AS MATERIALIZED ({probe}) " + " UNION ALL ".join(branches), params
 
 
 def _status_terms(query: SessionQuery, one: str, several: str) -> tuple[list[str], list[object]]:
@@ -73,15 +88,23 @@ def _unlabelled(query: SessionQuery) -> tuple[str, list[object]]:
     return sql + ' ORDER BY s.created_at DESC, s.id COLLATE "C" DESC LIMIT %s', params
 
 
-def _labelled(query: SessionQuery, counts: dict[tuple[str, str], int]) -> tuple[str, list[object]]:
-    (key, value), *others = query.labels_rarest_first(counts)
+def _driven_by(
+    query: SessionQuery,
+    label: tuple[str, str],
+    others: list[tuple[str, str]],
+    gate: int | None,
+) -> tuple[str, list[object]]:
+    """The page read from ``label``'s index range, ``others`` checked per entry; with
+    ``gate``, only if the probe chose this label (the ``driver`` CTE)."""
     status, status_params = _status_terms(query, "l", "s")
     after, after_params = _after_terms(query, "l.created_at", "l.session_id")
     where = ["l.key = %s", "l.value = %s", *status, *after]
-    params: list[object] = [key, value, *status_params, *after_params]
-    for other_key, other_value in others:
+    params: list[object] = [*label, *status_params, *after_params]
+    for other in others:
         where.append(_OTHER_LABEL)
-        params += (other_key, other_value)
+        params += other
+    if gate is not None:
+        where.append(f"(SELECT i FROM driver) = {gate:d}")
     sql = (
         f"SELECT {_COLUMNS} FROM agentledger_session_labels l "
         f"JOIN agentledger_sessions s ON s.id = l.session_id WHERE {' AND '.join(where)} "
@@ -90,29 +113,20 @@ def _labelled(query: SessionQuery, counts: dict[tuple[str, str], int]) -> tuple[
     return sql, params
 
 
-async def _probe(
-    conn: AsyncConnection[TupleRow], query: SessionQuery
-) -> dict[tuple[str, str], int]:
-    """Each label's index entries past the cursor, up to :data:`LABEL_PROBE`; one round trip.
-
-    Only for several labels: one label drives the page whatever its count.
-    """
-    labels = list(query.labels.items())
-    if len(labels) < 2:
-        return {}
+def _probe(query: SessionQuery, labels: list[tuple[str, str]]) -> tuple[str, list[object]]:
+    """Which label drives: the fewest index entries past the cursor, counted up to
+    :data:`LABEL_PROBE`, ties to the first by key (as ``labels_rarest_first`` orders)."""
     status, status_params = _status_terms(query, "l", "l")
-    if len(status) and "ANY" in status[0]:  # several statuses: the probe counts every status
+    if len(status_params) != 1:  # several statuses: the probe counts every status
         status, status_params = [], []
     after, after_params = _after_terms(query, "l.created_at", "l.session_id")
     where = " AND ".join(["l.key = %s", "l.value = %s", *status, *after])
-    one = (
+    count = (
         f"(SELECT count(*) FROM (SELECT 1 FROM agentledger_session_labels l WHERE {where} "
         "LIMIT %s) x)"
     )
     params: list[object] = []
-    for key, value in labels:
-        params += (key, value, *status_params, *after_params, LABEL_PROBE)
-    cur = await conn.execute("SELECT " + ", ".join([one] * len(labels)), params)
-    row = await cur.fetchone()
-    assert row is not None
-    return {label: int(count) for label, count in zip(labels, row, strict=True)}
+    for label in labels:
+        params += (*label, *status_params, *after_params, LABEL_PROBE)
+    rows = ", ".join(f"({i:d}, {count})" for i in range(len(labels)))
+    return f"SELECT i FROM (VALUES {rows}) AS v(i, c) ORDER BY c, i LIMIT 1", params
