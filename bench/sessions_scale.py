@@ -8,7 +8,8 @@ one session in 2), ``rare=yes`` on one session in 1,000 (spread evenly), and
 every third session ended. Each is read in process and through ``agentledger
 serve`` (four sides, all open at once); every round reads each page once on each
 side, interleaved, and p50/p99 are taken over ``--reads`` rounds. Pages hold 50
-sessions. Goal: p99 <= 10 ms.
+sessions. Goal: p99 <= 10 ms. ``--replaced`` also times, interleaved, SQLite's
+statement from before the label index on the same file (a reference).
 
 PostgreSQL is ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is created and
 dropped), else a throwaway cluster from ``tests/storage/postgres/server.py``.
@@ -151,11 +152,36 @@ async def postgres_plans(dsn: str) -> None:
             print(f"postgres plan, {name}: {' | '.join(lines)}")
 
 
+class ReplacedSQL:
+    """SQLite's listing before the label index (each label a ``json_each`` probe per session,
+    newest first), run on a plain connection: the reference the index is measured against."""
+
+    def __init__(self, db: str) -> None:
+        self.conn = sqlite3.connect(db)
+
+    async def list_sessions(
+        self, statuses: tuple[SessionStatus, ...], labels: dict[str, str], limit: int
+    ) -> list[Any]:
+        where = ["EXISTS (SELECT 1 FROM json_each(sessions.labels) WHERE json_each.key = ? "
+                 "AND json_each.value = ?)" for _ in labels]  # fmt: skip
+        params: list[object] = [part for item in labels.items() for part in item]
+        if statuses:
+            where.append("status = ?")
+            params.append(str(statuses[0]))
+        sql = "SELECT id, status, created_at, ended_at, labels FROM sessions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        return self.conn.execute(sql, (*params, limit + 1)).fetchall()
+
+
 def reads(store: Any) -> dict[str, Callable[[], Awaitable[object]]]:
     def page(statuses: tuple[SessionStatus, ...], labels: dict[str, str]) -> Callable[[], Any]:
         return lambda: store.list_sessions(statuses, labels=labels, limit=50)
 
     chosen = {name: page(*spec) for name, spec in PAGES.items()}
+    if isinstance(store, ReplacedSQL):
+        return chosen
 
     async def next_rare() -> None:
         first = await store.list_sessions(labels={"rare": "yes"}, limit=50)
@@ -181,7 +207,7 @@ async def measure(sides: dict[str, Any], rounds: int) -> None:
               f"p99 {p99 * 1000:7.2f} ms")  # fmt: skip
 
 
-async def run(db: str, dsn: str, tmp: Path, rounds: int) -> None:
+async def run(db: str, dsn: str, tmp: Path, rounds: int, replaced: bool) -> None:
     tokens = tmp / "tokens.json"
     token = add_token(tokens, "host")
     with ServiceProcess(db, tokens) as lite, ServiceProcess(dsn, tokens) as pg:
@@ -194,6 +220,8 @@ async def run(db: str, dsn: str, tmp: Path, rounds: int) -> None:
             ):
                 sides = {"sqlite": sqlite_store, "sqlite serve": c1,
                          "postgres": pg_store, "postgres serve": c2}  # fmt: skip
+                if replaced:
+                    sides["sqlite, replaced SQL"] = ReplacedSQL(db)
                 await measure(sides, rounds)
         finally:
             await sqlite_store.close()
@@ -204,6 +232,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--reads", type=int, default=200)
+    parser.add_argument(
+        "--replaced", action="store_true", help="also time the SQL the label index replaced"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, postgres() as dsn:
         db = str(Path(tmp) / "scale.db")
@@ -223,7 +254,7 @@ def main() -> None:
         asyncio.run(fill_both())
         sqlite_plans(db)
         asyncio.run(postgres_plans(dsn))
-        asyncio.run(run(db, dsn, Path(tmp), args.reads))
+        asyncio.run(run(db, dsn, Path(tmp), args.reads, args.replaced))
 
 
 if __name__ == "__main__":
