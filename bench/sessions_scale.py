@@ -197,6 +197,8 @@ async def measure(sides: dict[str, Any], rounds: int) -> None:
     for _ in range(rounds):
         for name in next(iter(table.values())):
             for side, pages in table.items():
+                if name not in pages:
+                    continue
                 started = time.perf_counter()
                 await pages[name]()
                 took.setdefault((side, name), []).append(time.perf_counter() - started)
