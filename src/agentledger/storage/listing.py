@@ -28,11 +28,15 @@ from agentledger.storage.cursor import decode_key_cursor, encode_key_cursor
 from agentledger.storage.types import Session, SessionPage, SessionStatus
 from agentledger.storage.validation import check_labels, check_limit, check_statuses, require_id
 
-__all__ = ["SessionQuery", "from_ms", "session_page", "session_query", "to_ms"]
+__all__ = ["LABEL_PROBE", "SessionQuery", "from_ms", "session_page", "session_query", "to_ms"]
 
 _SCOPE = "sessions"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
+_EVERY_STATUS = frozenset(SessionStatus)
+
+LABEL_PROBE = 1000
+"""How many label index entries a backend counts, at most, to find a filter's rarest label."""
 
 
 def to_ms(value: datetime) -> int:
@@ -64,6 +68,27 @@ class SessionQuery:
     def fetch(self) -> int:
         """How many sessions to fetch: one more than the page, to know if more follow."""
         return self.limit + 1
+
+    @property
+    def status_filter(self) -> frozenset[SessionStatus]:
+        """The statuses a fetch must filter by: none when ``statuses`` keeps every status.
+
+        One status is an index range on each backend (sessions and the label
+        index are ordered by status, then newest first); several that are not
+        all of them are checked per row.
+        """
+        return frozenset() if self.statuses == _EVERY_STATUS else self.statuses
+
+    def labels_rarest_first(self, counts: Mapping[tuple[str, str], int]) -> list[tuple[str, str]]:
+        """The filter's labels, the one with the fewest index entries first (ties by key).
+
+        A fetch drives from the first (its index range, newest first) and
+        checks the rest per session, so a page reads at most the rarest
+        label's entries. ``counts`` are the backend's probes, each capped at
+        :data:`LABEL_PROBE` past the cursor: a bounded cost that still tells
+        a rare label from a common one.
+        """
+        return sorted(self.labels.items(), key=lambda item: (counts.get(item, 0), item))
 
     def matches(self, session: Session) -> bool:
         """Whether ``session`` passes the filter and comes after the cursor."""

@@ -19,7 +19,7 @@ from tests.storage.postgres.server import create_database, drop_database
 async def _populate(dsn: str) -> None:
     async with await PostgresStore.open(dsn) as store:
         world = World(store, namespace="chk")
-        sid = await world.session("s")
+        sid = await world.session("s", labels={"tenant": "acme"})
         done = await world.root("done", session=sid)
         await store.append_run_record(world.note(done, "n1"))
         await store.append_run_record(world.note(done, "n2"))
@@ -79,6 +79,23 @@ RUNS = "agentledger_runs"
             f"UPDATE {R} SET payload = convert_to('{{\"status\": 1}}', 'UTF8') "
             "WHERE run_id = 'chk-done' AND type = 'run_completed'",
             "corrupt record '4' of run 'chk-done'",
+        ),
+        (
+            "UPDATE agentledger_session_labels SET value = 'other'",
+            "label index row disagreeing with its session: session 'chk-s', label 'tenant'",
+        ),
+        (
+            "UPDATE agentledger_session_labels SET status = 'ended'",
+            "label index row disagreeing with its session: session 'chk-s'",
+        ),
+        (
+            "INSERT INTO agentledger_session_labels "
+            "VALUES ('chk-ghost', 'k', 'v', 'active', now())",
+            "label index row disagreeing with its session: session 'chk-ghost', label 'k'",
+        ),
+        (
+            "DELETE FROM agentledger_session_labels",
+            "session label missing from the label index: session 'chk-s', label 'tenant'",
         ),
         ("DELETE FROM _agentledger_migrations", "no agentledger migrations"),
     ],

@@ -25,10 +25,12 @@ from agentledger.errors import (
     TransientError,
     ValidationError,
 )
+from agentledger.storage import SessionStatus
 from agentledger.storage.conformance import World
 from agentledger.storage.integrity import record_checksum, run_seed
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.postgres import PostgresStore, migrations
+from agentledger.storage.postgres.check import check_invariants
 from agentledger.storage.postgres.rows import micros
 from agentledger.storage.receipts import unknown_receipt
 from agentledger.transcript import (
@@ -172,7 +174,43 @@ async def test_migration_2_gives_version_1_sessions_empty_labels(fresh_dsn: str)
             "SELECT indexname FROM pg_indexes WHERE tablename = 'agentledger_sessions'"
         )
         names = {row[0] for row in await cur.fetchall()}
-    assert {"agentledger_sessions_newest_first", "agentledger_sessions_by_labels"} <= names
+    assert {"agentledger_sessions_newest_first", "agentledger_sessions_by_status"} <= names
+    assert "agentledger_sessions_by_labels" not in names  # the label index replaced it
+
+
+async def test_migration_11_indexes_the_labels_of_existing_sessions(fresh_dsn: str) -> None:
+    """[D6] sessions stored at version 10 get their label index rows (status and time
+    included): label-filtered pages list them, and check finds the index exact."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        assert await migrations.migrate(conn, upto=10) == list(range(1, 11))
+        await conn.execute(
+            "INSERT INTO agentledger_sessions (id, status, created_at, ended_at, labels) VALUES "
+            '(\'a\', \'active\', %s, NULL, \'{"tenant": "acme", "tier": "gold"}\'), '
+            "('b', 'ended', %s, %s, '{\"tenant\": \"acme\"}'), ('c', 'active', %s, NULL, '{}')",
+            (at, at + timedelta(milliseconds=1), at + timedelta(milliseconds=2), at),
+        )
+    async with await PostgresStore.open(fresh_dsn) as store:
+        acme = await store.list_sessions(labels={"tenant": "acme"})
+        assert [s.id for s in acme.sessions] == ["b", "a"]
+        ended = await store.list_sessions([SessionStatus.ENDED], labels={"tenant": "acme"})
+        assert [s.id for s in ended.sessions] == ["b"]
+        gold = await store.list_sessions(labels={"tenant": "acme", "tier": "gold"})
+        assert [s.id for s in gold.sessions] == ["a"]
+        await store.end_session("a", ended_at=at + timedelta(milliseconds=5))
+        ended = await store.list_sessions([SessionStatus.ENDED], labels={"tier": "gold"})
+        assert [s.id for s in ended.sessions] == ["a"]
+        await store.purge_session("b")
+    assert (11, "session label index") in await _applied(fresh_dsn)
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT session_id, key, value, status FROM agentledger_session_labels ORDER BY 1, 2"
+        )
+        assert await cur.fetchall() == [
+            ("a", "tenant", "acme", "ended"),
+            ("a", "tier", "gold", "ended"),
+        ]
+    assert await check_invariants(fresh_dsn) == []
 
 
 async def test_migration_3_checksums_every_existing_record(fresh_dsn: str) -> None:

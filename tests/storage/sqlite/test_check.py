@@ -16,7 +16,7 @@ from agentledger.storage.sqlite import SQLiteStore, check_invariants
 async def _populate(path: Path) -> None:
     async with await SQLiteStore.open(path, durability="normal") as store:
         world = World(store, namespace="chk")
-        sid = await world.session("s")
+        sid = await world.session("s", labels={"tenant": "acme"})
         done = await world.root("done", session=sid)
         await store.append_run_record(world.note(done, "n1"))
         await store.append_run_record(world.note(done, "n2"))
@@ -97,6 +97,22 @@ def test_a_sound_file_has_no_violations(sound: Path) -> None:
             "UPDATE records SET payload = CAST('{\"status\": 1}' AS BLOB) "
             "WHERE run_id = 'chk-done' AND type = 'run_completed'",
             "corrupt record '4' of run 'chk-done'",
+        ),
+        (
+            "UPDATE session_labels SET value = 'other'",
+            "label index row disagreeing with its session: session 'chk-s', label 'tenant'",
+        ),
+        (
+            "UPDATE session_labels SET status = 'ended'",
+            "label index row disagreeing with its session: session 'chk-s'",
+        ),
+        (
+            "INSERT INTO session_labels VALUES ('chk-ghost', 'k', 'v', 'active', 0)",
+            "label index row disagreeing with its session: session 'chk-ghost', label 'k'",
+        ),
+        (
+            "DELETE FROM session_labels",
+            "session label missing from the label index: session 'chk-s', label 'tenant'",
         ),
         ("DELETE FROM _agentledger_migrations", "no agentledger migrations"),
         (

@@ -299,3 +299,43 @@ def test_a_version_5_tombstone_gains_an_unknown_receipt(v1_copy: Path) -> None:
 
     with pytest.raises(CorruptRecordError, match="purge receipt of session 'fresh'"):
         asyncio.run(purge_damaged())
+
+
+def test_a_version_12_file_gains_the_label_index_of_its_sessions(v1_copy: Path) -> None:
+    """Migration 13 [D6]: sessions stored at version 12 get their label index rows (status and
+    time included), so label-filtered pages list them; ending and purging keep it exact."""
+    conn = _connect(v1_copy)
+    try:
+        migrate(conn, upto=12)
+        conn.execute(
+            "INSERT INTO sessions (id, status, created_at, ended_at, labels) VALUES "
+            '(\'a\', \'active\', 10, NULL, \'{"tenant":"acme","tier":"gold"}\'), '
+            "('b', 'ended', 11, 12, '{\"tenant\":\"acme\"}')"
+        )
+    finally:
+        conn.close()
+
+    async def use() -> None:
+        async with await SQLiteStore.open(v1_copy) as store:
+            acme = await store.list_sessions(labels={"tenant": "acme"})
+            assert [s.id for s in acme.sessions] == ["b", "a"]
+            ended = await store.list_sessions([SessionStatus.ENDED], labels={"tenant": "acme"})
+            assert [s.id for s in ended.sessions] == ["b"]
+            gold = await store.list_sessions(labels={"tier": "gold", "tenant": "acme"})
+            assert [s.id for s in gold.sessions] == ["a"]
+            await store.end_session("a", ended_at=AT)
+            ended = await store.list_sessions([SessionStatus.ENDED], labels={"tier": "gold"})
+            assert [s.id for s in ended.sessions] == ["a"]
+            await store.purge_session("b")
+
+    asyncio.run(use())
+    conn = _connect(v1_copy)
+    try:
+        assert (13, "session_label_index") in applied(conn)
+        rows = conn.execute(
+            "SELECT session_id, key, value, status, created_at FROM session_labels ORDER BY 1, 2"
+        ).fetchall()
+        assert rows == [("a", "tenant", "acme", "ended", 10), ("a", "tier", "gold", "ended", 10)]
+    finally:
+        conn.close()
+    assert check_invariants(v1_copy) == []

@@ -28,13 +28,13 @@ from agentledger.errors import (
     SessionPurgedError,
 )
 from agentledger.storage.conformance._base import ConformanceBase
-from agentledger.storage.conformance._world import AdminStore, World, dump_store
+from agentledger.storage.conformance._world import AdminStore, World, all_sessions, dump_store
 from agentledger.storage.session_image import (
     SessionImage,
     read_session_image,
     session_digest,
 )
-from agentledger.storage.types import Checkpoint, RunStatus, StartOutcome
+from agentledger.storage.types import Checkpoint, RunStatus, SessionStatus, StartOutcome
 
 __all__ = ["ImportConformance"]
 
@@ -96,7 +96,14 @@ class ImportConformance(ConformanceBase):
         again = await read_session_image(world.store, copy.session.id)
         assert again == copy
         assert session_digest(again) == session_digest(copy)
+        # [D6] listed under its labels and status, like the original, until purged.
+        wanted, labels = [SessionStatus.ENDED], {"tenant": "acme", "tier": "gold"}
+        listed = {s.id for s in await all_sessions(world.store, wanted, labels)}
+        assert {image.session.id, copy.session.id} <= listed
         assert (await world.store.purge_session(copy.session.id)).digest == session_digest(copy)
+        listed = {s.id for s in await all_sessions(world.store, wanted, labels)}
+        assert image.session.id in listed
+        assert copy.session.id not in listed
 
     async def test_an_imported_run_keeps_its_lifecycle(self, world: World) -> None:
         """[A1] imported runs are ended: writes to them are refused as on the original."""

@@ -11,6 +11,7 @@ namespace (``{"world": world.ns}``) and lists through that filter.
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -328,6 +329,56 @@ class SessionListingConformance(ConformanceBase):
         assert await _ids(world.store, world, tenant="") == []  # "" is a value, not "any"
         assert await _ids(world.store, world, ended, tenant="acme") == [acme]
         assert await _ids(world.store, world, active, tenant="acme") == [gold]
+
+    async def test_random_filters_and_cursors_list_what_the_filter_defines(
+        self, world: World, other_store: AdminStore
+    ) -> None:
+        """[D6] on random label sets, statuses, limits and cursors (some sessions ended,
+        some purged, times tied), every page lists exactly the sessions the filter keeps,
+        newest first: whatever index a backend pages from, it agrees with the sessions."""
+        rng = random.Random(27)
+        keys = [f"{world.ns}-{name}" for name in ("a", "b", "c")]
+        sessions: dict[str, Session] = {}
+        for i in range(40):
+            labels = {key: rng.choice("xy") for key in keys if rng.random() < 0.6}
+            sid = await world.session(f"s{i:02}", labels=labels, at=_at(rng.randrange(12)))
+            sessions[sid] = await world.store.load_session(sid)
+        for sid in rng.sample(sorted(sessions), 16):
+            sessions[sid] = await world.store.end_session(sid, ended_at=world.now())
+        for sid in rng.sample(sorted(s.id for s in sessions.values() if s.ended_at), 4):
+            await world.store.purge_session(sid)
+            del sessions[sid]
+        statuses = ((), (SessionStatus.ACTIVE,), (SessionStatus.ENDED,), tuple(SessionStatus))
+        for round_ in range(30):
+            wanted = rng.choice(statuses)
+            chosen = rng.sample(keys, rng.randrange(1, 4))
+            labels = {key: rng.choice("xyz" if round_ % 5 == 0 else "xy") for key in chosen}
+            expected = [
+                s.id
+                for s in sorted(sessions.values(), key=lambda s: (s.created_at, s.id), reverse=True)
+                if (not wanted or s.status in wanted)
+                and all(s.labels.get(k) == v for k, v in labels.items())
+            ]
+            limit = rng.randrange(1, 6)
+            seen: list[str] = []
+            cursor = ""
+            while True:
+                store = rng.choice((world.store, other_store))
+                page = await store.list_sessions(wanted, labels=labels, cursor=cursor, limit=limit)
+                assert all(sessions[s.id] == s for s in page.sessions)
+                seen.extend(s.id for s in page.sessions)
+                if not page.next_cursor:
+                    break
+                assert len(page.sessions) == limit
+                cursor = page.next_cursor
+            assert seen == expected, (wanted, labels, limit)
+        for wanted in statuses:
+            listed = [s.id for s in await all_sessions(world.store, wanted) if s.id in sessions]
+            assert listed == [
+                s.id
+                for s in sorted(sessions.values(), key=lambda s: (s.created_at, s.id), reverse=True)
+                if not wanted or s.status in wanted
+            ]
 
     async def test_list_sessions_checks_its_filter(self, world: World) -> None:
         """[D6] a malformed status or label filter is a ValidationError."""

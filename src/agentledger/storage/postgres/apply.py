@@ -46,6 +46,14 @@ _INSERT_SESSION = (
     "INSERT INTO agentledger_sessions (id, status, created_at, ended_at, labels) "
     "VALUES (%s, %s, %s, %s, %s)"
 )
+_INSERT_LABELS = (
+    "INSERT INTO agentledger_session_labels (session_id, key, value, status, created_at) "
+    "SELECT %s, key, value, %s, %s FROM jsonb_each_text(%s)"
+)
+"""[D6] the label index rows of a new session (see migration 11)."""
+_UPDATE_LABELS = (
+    "UPDATE agentledger_session_labels SET status = %s, created_at = %s WHERE session_id = %s"
+)
 _RECORD_FIELDS = len(RECORD_COLUMNS.split(",")) + 1
 _INSERT_RECORDS = f"INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq) VALUES "
 _RECORD_VALUES = "(" + ", ".join(["%s"] * _RECORD_FIELDS) + ")"
@@ -64,6 +72,7 @@ _PURGE = (
     "DELETE FROM agentledger_tool_results WHERE run_id IN "
     "(SELECT run_id FROM agentledger_runs WHERE session_id = %(s)s)",
     "DELETE FROM agentledger_runs WHERE session_id = %(s)s",
+    "DELETE FROM agentledger_session_labels WHERE session_id = %(s)s",
     "DELETE FROM agentledger_sessions WHERE id = %(s)s",
     "INSERT INTO agentledger_purged_sessions (id, receipt) VALUES (%(s)s, %(receipt)s)",
 )
@@ -129,6 +138,9 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
         if before is None:
             insert = (row.id, row.status.value, row.created_at, row.ended_at, Jsonb(row.labels))
             await conn.execute(_INSERT_SESSION, insert)
+            if row.labels:
+                labels = (row.id, row.status.value, row.created_at, Jsonb(row.labels))
+                await conn.execute(_INSERT_LABELS, labels)
         else:
             columns = {
                 "status": (row.status.value, before.status.value),
@@ -140,6 +152,9 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                 assignments = ", ".join(f"{name} = %s" for name in sets)
                 update = f"UPDATE agentledger_sessions SET {assignments} WHERE id = %s"
                 await conn.execute(_one_row(update), (*sets.values(), row.id))
+                if row.labels and sets.keys() & {"status", "created_at"}:
+                    moved = (row.status.value, row.created_at, row.id)
+                    await conn.execute(_UPDATE_LABELS, moved)
     sealer = loader.sealer
     for run in plan.runs:
         values = run_params(run)

@@ -87,6 +87,24 @@ _ORPHANS = (
 )
 
 
+# [D6] the label index against the sessions' labels (the truth), both ways.
+_LABEL_INDEX = (
+    (
+        "label index row disagreeing with its session",
+        "SELECT l.session_id, l.key FROM agentledger_session_labels l "
+        "LEFT JOIN agentledger_sessions s ON s.id = l.session_id WHERE s.id IS NULL "
+        "OR l.status <> s.status OR l.created_at <> s.created_at "
+        "OR s.labels ->> l.key IS DISTINCT FROM l.value ORDER BY l.session_id, l.key",
+    ),
+    (
+        "session label missing from the label index",
+        "SELECT s.id, j.key FROM agentledger_sessions s, jsonb_each_text(s.labels) j "
+        "WHERE NOT EXISTS (SELECT 1 FROM agentledger_session_labels l "
+        "WHERE l.session_id = s.id AND l.key = j.key) ORDER BY s.id, j.key",
+    ),
+)
+
+
 async def stored_run_ids(dsn: str) -> list[str]:
     """Every run id in the database in start order, one-shot runs included; only reads."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
@@ -106,7 +124,8 @@ async def check_invariants(dsn: str) -> list[str]:
     decode strictly; no run without its session or parent, records owned by
     their run's agent and session, session positions unique, nothing left of
     a purged session, no saved tool result of a run that is not running or
-    whose checksum fails.
+    whose checksum fails; the label index holds exactly each session's labels,
+    with its status and creation time.
     """
     try:
         async with await psycopg.AsyncConnection.connect(dsn) as conn:
@@ -142,6 +161,12 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
     for what, query in _ORPHANS:
         cur = await conn.execute(query)
         problems.extend(f"{what}: {value!r}" for (value,) in await cur.fetchall())
+    for what, query in _LABEL_INDEX:
+        cur = await conn.execute(query)
+        problems.extend(
+            f"{what}: session {session_id!r}, label {key!r}"
+            for session_id, key in await cur.fetchall()
+        )
     cur = await conn.execute(
         f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE type = ANY(%s)",
         (list(_PAYLOADS),),

@@ -283,6 +283,34 @@ CREATE INDEX agentledger_records_windows ON agentledger_records (session_id, ses
     WHERE type IN ('transcript_messages_referenced', 'transcript_window_applied');
 """
 
+# [D6] a label-filtered listing reads one index range per page: each label of a
+# session is a row, ordered as the listing is, with the session's status (so a
+# status filter is a range too) and its creation time. The session's labels stay
+# the truth; these rows are written with it, updated when it ends, deleted by its
+# purge, and checked against it. The GIN index, which a page could not read in
+# order, goes; existing sessions are backfilled.
+_SESSION_LABEL_INDEX = """
+CREATE TABLE agentledger_session_labels (
+    session_id  text NOT NULL,
+    key         text NOT NULL,
+    value       text NOT NULL,
+    status      text NOT NULL,
+    created_at  timestamptz NOT NULL,
+    PRIMARY KEY (session_id, key)
+);
+CREATE INDEX agentledger_session_labels_newest_first
+    ON agentledger_session_labels (key, value, created_at DESC, session_id COLLATE "C" DESC);
+CREATE INDEX agentledger_session_labels_by_status
+    ON agentledger_session_labels
+    (key, value, status, created_at DESC, session_id COLLATE "C" DESC);
+CREATE INDEX agentledger_sessions_by_status
+    ON agentledger_sessions (status, created_at DESC, id COLLATE "C" DESC);
+DROP INDEX agentledger_sessions_by_labels;
+INSERT INTO agentledger_session_labels (session_id, key, value, status, created_at)
+    SELECT s.id, l.key, l.value, s.status, s.created_at
+    FROM agentledger_sessions s, jsonb_each_text(s.labels) l;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
@@ -294,6 +322,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "tool result checksums", _TOOL_RESULT_CHECKSUMS, _backfill_tool_result_checksums),
     Migration(9, "history references", _HISTORY_REFERENCES),
     Migration(10, "transcript windows", _TRANSCRIPT_WINDOWS),
+    Migration(11, "session label index", _SESSION_LABEL_INDEX),
 )
 """Every migration this code knows, in order."""
 

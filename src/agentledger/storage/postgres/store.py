@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 import psycopg
 from psycopg import AsyncConnection, conninfo, pq
 from psycopg.rows import TupleRow
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from agentledger.errors import StoreClosedError, ValidationError
@@ -30,7 +29,7 @@ from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
-from agentledger.storage.listing import session_page, session_query
+from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation, Touch
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres.apply import apply_plan
@@ -54,6 +53,7 @@ from agentledger.storage.postgres.rows import (
     run_from_row,
     session_from_row,
 )
+from agentledger.storage.postgres.session_list import session_list
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     Page,
@@ -98,10 +98,6 @@ _SESSION_WITH_RUNS = (
     "FROM agentledger_sessions s LEFT JOIN agentledger_runs r ON r.session_id = s.id "
     "WHERE s.id = %s ORDER BY r.ord"
 )
-# [D6] newest first; ids compare byte-wise (COLLATE "C"), as in every backend.
-_SESSIONS = f"SELECT {SESSION_COLUMNS} FROM agentledger_sessions"
-_SESSIONS_ORDER = ' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT %s'
-_SESSIONS_AFTER = '(created_at < %s OR (created_at = %s AND id COLLATE "C" < %s))'
 
 
 def _keys(
@@ -629,26 +625,7 @@ async def _session_runs(store: PostgresStore, q: ops.RunsBySessionQuery) -> list
 async def _sessions(store: PostgresStore, q: ops.SessionsQuery) -> SessionPage:
     statuses = cast(Iterable[SessionStatus], q.statuses)
     query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
-    where: list[str] = []
-    params: list[object] = []
-    if query.statuses:
-        where.append("status = ANY(%s)")
-        params.append(sorted(str(status) for status in query.statuses))
-    if query.labels:
-        where.append("labels @> %s")
-        params.append(Jsonb(query.labels))
-    if query.after is not None:
-        where.append(_SESSIONS_AFTER)
-        params.extend((query.after[0], query.after[0], query.after[1]))
-    sql = _SESSIONS + (" WHERE " + " AND ".join(where) if where else "") + _SESSIONS_ORDER
-    params.append(query.fetch)
-
-    async def read(loader: Loader) -> SessionPage:
-        cur = await loader.conn.execute(sql, params)
-        rows = [session_from_row(row).public() for row in await cur.fetchall()]
-        return session_page(query, rows)
-
-    return await store._read("list_sessions", read, ())
+    return await store._read("list_sessions", lambda r: session_list(r.conn, query), ())
 
 
 _READS: dict[Operation[Any, Any], Callable[[PostgresStore, Any], Awaitable[object]]] = {

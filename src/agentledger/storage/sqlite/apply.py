@@ -39,6 +39,12 @@ _UPSERT_SESSION = (
     "ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
     "created_at = excluded.created_at, ended_at = excluded.ended_at"
 )
+_UPSERT_LABELS = (
+    "INSERT INTO session_labels (session_id, key, value, status, created_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, key) DO UPDATE SET "
+    "value = excluded.value, status = excluded.status, created_at = excluded.created_at"
+)
+"""[D6] the label index rows of a session, written with its row (see schema migration 13)."""
 _UPSERT_RUN = (
     f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) "
     "ON CONFLICT (run_id) DO UPDATE SET "
@@ -62,6 +68,7 @@ _PURGE = (
     "DELETE FROM records WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
     "DELETE FROM tool_results WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
     "DELETE FROM runs WHERE session_id = :id",
+    "DELETE FROM session_labels WHERE session_id = :id",
     "DELETE FROM sessions WHERE id = :id",
     "INSERT INTO session_tombstones (id, receipt) VALUES (:id, :receipt)",
 )
@@ -111,6 +118,8 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
     statements: list[_Statement] = []
     if plan.session is not None:
         statements.append((_UPSERT_SESSION, _session_values(plan.session), False))
+        if plan.session.labels:
+            statements.append((_UPSERT_LABELS, _label_values(plan.session), True))
     for row in plan.runs:
         _put_run(statements, reader, row)
     records = plan.records
@@ -146,6 +155,11 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
 def _session_values(row: SessionRow) -> tuple[object, ...]:
     ended_at = None if row.ended_at is None else to_ms(row.ended_at)
     return (row.id, str(row.status), to_ms(row.created_at), ended_at, encode_labels(row.labels))
+
+
+def _label_values(row: SessionRow) -> list[tuple[object, ...]]:
+    status, created_at = str(row.status), to_ms(row.created_at)
+    return [(row.id, key, value, status, created_at) for key, value in row.labels.items()]
 
 
 def _put_run(statements: list[_Statement], reader: SQLiteReader, row: RunRow) -> None:

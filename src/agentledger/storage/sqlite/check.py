@@ -80,6 +80,22 @@ _ORPHANS = (
 )
 
 
+# [D6] the label index against the sessions' labels (the truth), both ways.
+_LABEL_INDEX = (
+    (
+        "label index row disagreeing with its session",
+        "SELECT l.session_id, l.key FROM session_labels AS l "
+        "LEFT JOIN sessions AS s ON s.id = l.session_id WHERE s.id IS NULL "
+        "OR l.status != s.status OR l.created_at != s.created_at OR NOT EXISTS ("
+        "SELECT 1 FROM json_each(s.labels) AS j WHERE j.key = l.key AND j.value = l.value)",
+    ),
+    (
+        "session label missing from the label index",
+        "SELECT s.id, j.key FROM sessions AS s, json_each(s.labels) AS j WHERE NOT EXISTS ("
+        "SELECT 1 FROM session_labels AS l WHERE l.session_id = s.id AND l.key = j.key)",
+    ),
+)
+
 _STALE_TOOL_RESULTS = (
     "SELECT DISTINCT run_id FROM tool_results "
     "WHERE run_id NOT IN (SELECT run_id FROM runs WHERE status = 'running')"
@@ -98,7 +114,8 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     type; stored lifecycle payloads decode strictly; no record or checkpoint
     without its run, no run without its session or parent, nothing left of a
     purged session, no saved tool result of a run that is not running or
-    whose checksum fails.
+    whose checksum fails; the label index holds exactly each session's labels,
+    with its status and creation time.
 
     Raises:
         ValidationError: ``field="schema_version"``: the schema is behind this
@@ -168,6 +185,11 @@ def _check(conn: sqlite3.Connection) -> list[str]:
             problems.append(f"run {run_id!r}: {what} {event_key!r} names no {record_type} record")
     for what, query in _ORPHANS:
         problems.extend(f"{what}: {value!r}" for (value,) in conn.execute(query))
+    for what, query in _LABEL_INDEX:
+        problems.extend(
+            f"{what}: session {session_id!r}, label {key!r}"
+            for session_id, key in conn.execute(query)
+        )
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tool_results'").fetchone():
         problems.extend(
             f"saved tool result of a run that is not running: {run_id!r}"

@@ -21,7 +21,7 @@ from agentledger.storage import lifecycle, pages, session_pages
 from agentledger.storage import transcript_chain as chain
 from agentledger.storage.cursor import decode_cursor
 from agentledger.storage.integrity import verified_tool_result
-from agentledger.storage.listing import SessionQuery, session_page
+from agentledger.storage.listing import SessionQuery
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.sqlite.inline_reads import MAX_RECORDS, Declined
 from agentledger.storage.sqlite.rows import (
@@ -33,9 +33,9 @@ from agentledger.storage.sqlite.rows import (
     decode_records,
     decode_run,
     decode_session,
-    to_ms,
     unverified_record,
 )
+from agentledger.storage.sqlite.session_list import session_list
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
     Page,
@@ -82,10 +82,6 @@ _TOOL_RESULT_BOUNDED = (
 )
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
-_LABEL_MATCHES = (
-    "EXISTS (SELECT 1 FROM json_each(sessions.labels) WHERE json_each.key = ? "
-    "AND json_each.value = ?)"
-)
 
 
 # A run's constant ids, its newest seq and one page of its log: one statement, so
@@ -540,21 +536,5 @@ class SQLiteReader(StateReader):
         return [run.meta() for run in rows if not statuses or run.status in statuses]
 
     def session_list(self, query: SessionQuery) -> SessionPage:
-        """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..listing`)."""
-        where: list[str] = []
-        params: list[object] = []
-        if query.statuses:
-            where.append(f"status IN ({', '.join('?' * len(query.statuses))})")
-            params.extend(str(status) for status in sorted(query.statuses))
-        for key, value in query.labels.items():
-            where.append(_LABEL_MATCHES)
-            params.extend((key, value))
-        if query.after is not None:
-            where.append("(created_at, id) < (?, ?)")
-            params.extend((to_ms(query.after[0]), query.after[1]))
-        sql = f"SELECT {SESSION_COLUMNS} FROM sessions"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
-        rows = self._conn.execute(sql, (*params, query.fetch)).fetchall()
-        return session_page(query, [decode_session(row).public() for row in rows])
+        """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..session_list`)."""
+        return session_list(self._conn, query)

@@ -154,6 +154,31 @@ def _check_transcripts(conn: sqlite3.Connection) -> None:
     conn.executemany("INSERT INTO unchecked_transcripts (run_id, seq) VALUES (?, ?)", bad)
 
 
+# [D6] a label-filtered listing reads one index range per page: each label of a
+# session is a row, ordered as the listing is, with the session's status (so a
+# status filter is a range too) and its creation time. The session's labels stay
+# the truth; these rows are written with it, updated when it ends, deleted by its
+# purge, and checked against it. The last statement backfills existing sessions.
+_SESSION_LABEL_INDEX = (
+    """CREATE TABLE session_labels (
+        session_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (session_id, key)
+    ) STRICT, WITHOUT ROWID""",
+    "CREATE INDEX session_labels_newest_first "
+    "ON session_labels (key, value, created_at DESC, session_id DESC)",
+    "CREATE INDEX session_labels_by_status "
+    "ON session_labels (key, value, status, created_at DESC, session_id DESC)",
+    "CREATE INDEX sessions_by_status ON sessions (status, created_at DESC, id DESC)",
+    "INSERT INTO session_labels (session_id, key, value, status, created_at) "
+    "SELECT sessions.id, labels.key, labels.value, sessions.status, sessions.created_at "
+    "FROM sessions, json_each(sessions.labels) AS labels",
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="base_schema", statements=_BASE_SCHEMA),
     Migration(
@@ -251,6 +276,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX records_windows ON records (session_id) "
             "WHERE type IN ('transcript_messages_referenced', 'transcript_window_applied')",
         ),
+    ),
+    Migration(
+        version=13,
+        name="session_label_index",
+        statements=_SESSION_LABEL_INDEX,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
