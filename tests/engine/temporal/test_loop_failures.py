@@ -10,6 +10,7 @@ import uuid
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from agentledger.engine.temporal import TemporalEngine
+from agentledger.engine.temporal.paused import Pause, find_pause
 from agentledger.runtime import Runtime, user_message
 from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
@@ -76,6 +77,69 @@ async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
         assert [r.id for r in await records(store, out.run_id)] == [
             str(i) for i in range(1, len(done) + 1)
         ]
+        assert fixed.stop() == 0, fixed.output()
+    finally:
+        for worker in (buggy, fixed):
+            if worker is not None:
+                worker.kill()
+
+
+async def _paused(client: Client, run_id: str, *, attempts: int = 1, within: float = 90) -> Pause:
+    """The run's pause once its workflow task has failed ``attempts`` times."""
+    deadline = time.monotonic() + within
+    seen: Pause | None = None
+    while time.monotonic() < deadline:
+        seen = await find_pause(client, run_id)
+        if seen is not None and seen.attempts >= attempts:
+            return seen
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{run_id} did not fail {attempts} workflow tasks in {within} s: {seen}")
+
+
+async def test_a_bug_in_the_first_task_pauses_the_run_too(
+    temporal_address: str, temporal_client: Client, store: Store, worker_db: str
+) -> None:
+    """A bug right after the run starts (in its first workflow task, where the start runs as
+    a local activity): each retried task starts the run again with the same inputs, an exact
+    retry, so the run pauses like any other; a fixed worker then finishes it."""
+    queue = f"first-bug-{uuid.uuid4().hex[:12]}"
+    options = ("--sticky-timeout", "1")
+    buggy = WorkerProcess(
+        temporal=temporal_address, db=worker_db, task_queue=queue,
+        app="tests.engine.temporal.apps:first_task_buggy_setup", extra=options,
+    ).start()  # fmt: skip
+    fixed: WorkerProcess | None = None
+    try:
+        runtime = Runtime(
+            store, engine=TemporalEngine(temporal_client, task_queue=queue, retry_policy=FAST_RETRY)
+        )
+        apps.setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        client = runtime.agent_client("stepper")
+        handle = await client.start(session, [user_message("fix me")])
+        pause = await _paused(temporal_client, handle.run_id, attempts=3)
+        assert "a bug in the run loop: KeyError: 'a bug right after the start'" in pause.error
+        assert pause.run_id == handle.run_id
+        described = await temporal_client.get_workflow_handle(handle.run_id).describe()
+        assert described.status is WorkflowExecutionStatus.RUNNING  # paused, not failed
+        meta = await store.load_run(handle.run_id)
+        assert meta.status is RunStatus.RUNNING
+        before = await types(store, handle.run_id)
+        assert before[0] == "run_started" and "run_completed" not in before
+        assert buggy.stop() == 0, buggy.output()
+        fixed = WorkerProcess(
+            temporal=temporal_address, db=worker_db, task_queue=queue, extra=options
+        ).start()
+        out = await asyncio.wait_for(handle.wait(), 120)
+        assert out.status is RunStatus.COMPLETED, out.failure
+        assert out.text == "finished: fix me done"
+        assert (await store.load_run(out.run_id)).started_at == meta.started_at
+        assert await find_pause(temporal_client, out.run_id) is None  # closed: no pause
+        done = await types(store, out.run_id)
+        assert done[: len(before)] == before
+        reference = await client.run(session, [user_message("fix me")])
+        assert done == await types(store, reference.run_id)
         assert fixed.stop() == 0, fixed.output()
     finally:
         for worker in (buggy, fixed):
