@@ -4,8 +4,11 @@ until fixed code is deployed; the in-process engine fails the run (tests/runtime
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
@@ -14,6 +17,7 @@ from agentledger.engine.temporal.paused import Pause, find_pause
 from agentledger.runtime import Runtime, user_message
 from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
+from tests.cli.conftest import run_process
 from tests.engine.temporal import apps
 from tests.engine.temporal.harness import FAST_RETRY, now_ms
 from tests.engine.temporal.processes import WorkerProcess
@@ -32,6 +36,27 @@ async def _task_failure(client: Client, workflow_id: str, within: float = 60) ->
                 return str(event.workflow_task_failed_event_attributes.failure.message)
         await asyncio.sleep(0.2)
     raise AssertionError(f"no workflow task of {workflow_id} failed within {within} s")
+
+
+@dataclass
+class _Seen:
+    """What ``agentledger check`` and ``agentledger runs`` printed about one run."""
+
+    check: str
+    check_code: int
+    paused: dict[str, Any] | None
+    runs: str
+
+
+def _seen_by_the_cli(temporal: str, db: str, session: str, run_id: str) -> _Seen:
+    """``check --temporal`` (text and JSON) and ``runs SESSION --temporal``, as processes."""
+    server = ("--temporal", temporal)
+    text = run_process("check", "--db", db, *server)
+    as_json = run_process("check", "--db", db, *server, "--json")
+    listed = run_process("runs", session, "--db", db, *server)
+    assert listed.returncode == 0, listed.stderr
+    paused = [p for p in json.loads(as_json.stdout)["paused"] if p["run_id"] == run_id]
+    return _Seen(text.stdout, text.returncode, paused[0] if paused else None, listed.stdout)
 
 
 async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
@@ -61,6 +86,17 @@ async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
         assert (await store.load_run(handle.run_id)).status is RunStatus.RUNNING
         described = await temporal_client.get_workflow_handle(handle.run_id).describe()
         assert described.status is WorkflowExecutionStatus.RUNNING  # paused, not failed
+        pause = await _paused(temporal_client, handle.run_id, attempts=2)
+        bug = "a bug in the run loop: KeyError: 'a bug in this deploy'"
+        assert pause.error == bug
+        seen = _seen_by_the_cli(temporal_address, worker_db, session, handle.run_id)
+        assert f"run {handle.run_id!r} is paused: {bug} (its workflow task failed" in seen.check
+        assert "deploy fixed code and the run continues by itself" in seen.check
+        assert seen.check_code == 1
+        assert seen.paused is not None
+        assert seen.paused["error"] == bug
+        assert seen.paused["attempts"] >= 2
+        assert f"stepper  running (paused: {bug} (its workflow task failed" in seen.runs
         before = await types(store, handle.run_id)
         assert "run_completed" not in before
         assert buggy.stop() == 0, buggy.output()
@@ -74,6 +110,10 @@ async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
         assert done[: len(before)] == before  # nothing rewritten
         reference = await client.run(session, [user_message("fix me")])
         assert done == await types(store, reference.run_id)
+        seen = _seen_by_the_cli(temporal_address, worker_db, session, handle.run_id)
+        assert seen.paused is None
+        assert handle.run_id not in seen.check
+        assert f"{handle.run_id}  stepper  completed  started" in seen.runs
         assert [r.id for r in await records(store, out.run_id)] == [
             str(i) for i in range(1, len(done) + 1)
         ]
@@ -126,7 +166,8 @@ async def test_a_bug_in_the_first_task_pauses_the_run_too(
         meta = await store.load_run(handle.run_id)
         assert meta.status is RunStatus.RUNNING
         before = await types(store, handle.run_id)
-        assert before[0] == "run_started" and "run_completed" not in before
+        assert before[0] == "run_started"
+        assert "run_completed" not in before
         assert buggy.stop() == 0, buggy.output()
         fixed = WorkerProcess(
             temporal=temporal_address, db=worker_db, task_queue=queue, extra=options

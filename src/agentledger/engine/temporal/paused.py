@@ -36,8 +36,9 @@ class Pause:
 
     Attributes:
         run_id: the run (its workflow id).
-        error: what failed the workflow task, e.g. ``run 'r1': a bug in the run
-            loop: KeyError: 'x'``: the message of the streak's first failure.
+        error: what failed the workflow task, e.g. ``a bug in the run loop:
+            KeyError: 'x'``: the message of the streak's first failure (without
+            the ``run 'ID': `` it may begin with).
         attempts: how many attempts of the task have failed so far (at least 1).
         since: when the first of them failed (UTC).
     """
@@ -90,9 +91,8 @@ async def find_pause(client: Client, run_id: str) -> Pause | None:
         if e.status is RPCStatusCode.NOT_FOUND:
             return None
         raise _transient(e, run_id) from e
-    return Pause(
-        run_id=run_id, error=error or "its workflow task fails", attempts=attempts, since=since
-    )
+    error = error.removeprefix(f"run {run_id!r}: ") or "its workflow task fails"
+    return Pause(run_id=run_id, error=error, attempts=attempts, since=since)
 
 
 async def find_pauses(
