@@ -53,8 +53,9 @@ def check(settings: Settings, temporal: str | None, namespace: str) -> int:
     """Check every invariant of the store and decode every stored record strictly.
 
     Prints each finding on a line (or, with --json, {"target", "sessions",
-    "runs", "records", "findings", "paused", "ok"}) and exits 1 if there is any,
-    0 if none. With --temporal, each run paused on that server is a finding.
+    "runs", "records", "findings", "ok"}) and exits 1 if there is any, 0 if none.
+    With --temporal, each run paused on that server is a finding (and --json
+    adds "paused": [{"run_id", "error", "attempts", "since"}]).
     """
 
     async def use(store: AdminStore) -> int:
@@ -86,7 +87,7 @@ def check(settings: Settings, temporal: str | None, namespace: str) -> int:
                     "runs": result.runs,
                     "records": result.records,
                     "findings": result.findings,
-                    "paused": paused,
+                    **({"paused": paused} if temporal else {}),
                     "ok": not result.findings,
                 }
             )
