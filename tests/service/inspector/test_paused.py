@@ -1,6 +1,7 @@
 """A run paused on Temporal (its workflow task keeps failing: a bug in the run loop) shows
-on its page with the error, in Chromium, when the service's host runtime runs on Temporal;
-once a worker with fixed code finishes it, the pause is gone."""
+on its page with the error, in Chromium, when the service knows the Temporal server
+(``serve --temporal``, or a host runtime on Temporal); once a worker with fixed code
+finishes it, the pause is gone."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 BUG = "a bug in the run loop: KeyError: 'a bug in this deploy'"
 
 
+@pytest.mark.parametrize("told", ["serve --temporal", "host runtime"])
 async def test_a_paused_run_shows_its_error_until_fixed_code_finishes_it(
-    page: Page, temporal_address: str, tokens: Tokens, tmp_path: Path
+    page: Page, temporal_address: str, tokens: Tokens, tmp_path: Path, told: str
 ) -> None:
     db = tmp_path / "paused.db"
     queue = f"inspect-pause-{uuid.uuid4().hex[:12]}"
@@ -44,7 +46,9 @@ async def test_a_paused_run_shows_its_error_until_fixed_code_finishes_it(
     worker = dict(temporal=temporal_address, db=str(db), task_queue=queue,
                   extra=("--sticky-timeout", "1"))  # fmt: skip
     env = {TEMPORAL_ENV: temporal_address, QUEUE_ENV: queue}
-    options = ("--host-runtime", "tests.service.inspector.temporal_host:build")
+    options = ("--temporal", temporal_address)
+    if told == "host runtime":
+        options = ("--host-runtime", "tests.service.inspector.temporal_host:build")
     service = ServiceProcess(str(db), tokens.path, env=env, options=options).start()
     try:
         workers.append(
@@ -71,8 +75,12 @@ async def test_a_paused_run_shows_its_error_until_fixed_code_finishes_it(
         await expect(page.locator("#run-status")).to_have_text("completed")
         await expect(page.locator("#run-paused")).to_have_count(0)
         await expect(page.locator("#run-paused-badge")).to_have_count(0)
+        if told == "serve --temporal":
+            code, _, err = service.stop()
+            assert code == 0, err  # no abort in the interpreter's teardown
     finally:
-        service.kill()
+        if service.process is not None and service.process.poll() is None:
+            service.kill()
         for one in workers:
             one.kill()
         await store.close()

@@ -500,7 +500,7 @@ class Pages:
         running = run.status is RunStatus.RUNNING
         return {
             "run": run,
-            "pause": await pause_of(self.state.host_runtime, run_id) if running else None,
+            "pause": await pause_of(self.state, run_id) if running else None,
             "question": await question_of(self.store, run_id) if suspended else None,
             "host_runtime": self.state.host_runtime is not None,
             "waiting": waiting,

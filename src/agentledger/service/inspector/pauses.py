@@ -2,11 +2,11 @@
 
 A run on Temporal whose workflow task keeps failing (a bug in the run loop)
 stays ``running`` in the store and waits for fixed code; only Temporal knows
-it. When the service's host runtime runs its runs on a
-:class:`~agentledger.engine.temporal.TemporalEngine`, the run page asks that
-engine's client (:func:`agentledger.engine.temporal.paused.find_pause`).
-Without one, or if Temporal cannot be reached, the page shows the run as the
-store has it.
+it. The run page asks the client ``agentledger serve --temporal`` connected,
+else, when the service's host runtime runs its runs on a
+:class:`~agentledger.engine.temporal.TemporalEngine`, that engine's
+(:func:`agentledger.engine.temporal.paused.find_pause`). Without either, or
+if Temporal cannot be reached, the page shows the run as the store has it.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def _temporal_client(host: Any) -> Any:
     return engine.client if isinstance(engine, engines.TemporalEngine) else None
 
 
-async def pause_of(host: Any, run_id: str) -> Pause | None:
-    """The pause of the running run ``run_id``, if the host runtime runs it on Temporal."""
-    client = _temporal_client(host)
+async def pause_of(state: Any, run_id: str) -> Pause | None:
+    """The pause of the running run ``run_id``, if the service knows a Temporal server."""
+    client = getattr(state, "temporal", None) or _temporal_client(state.host_runtime)
     if client is None:
         return None
     from agentledger.engine.temporal.paused import find_pause
