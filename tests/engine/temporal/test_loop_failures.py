@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -124,6 +125,17 @@ async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
                 worker.kill()
 
 
+async def _task_failures(client: Client, workflow_id: str) -> list[datetime]:
+    """When each ``WorkflowTaskFailed`` event of the workflow's history happened."""
+    from temporalio.api.enums.v1 import EventType
+
+    return [
+        event.event_time.ToDatetime().replace(tzinfo=UTC)
+        async for event in client.get_workflow_handle(workflow_id).fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+
+
 async def _paused(client: Client, run_id: str, *, attempts: int = 1, within: float = 90) -> Pause:
     """The run's pause once its workflow task has failed ``attempts`` times."""
     deadline = time.monotonic() + within
@@ -159,7 +171,10 @@ async def test_a_bug_in_the_first_task_pauses_the_run_too(
         client = runtime.agent_client("stepper")
         handle = await client.start(session, [user_message("fix me")])
         pause = await _paused(temporal_client, handle.run_id, attempts=3)
-        assert "a bug in the run loop: KeyError: 'a bug right after the start'" in pause.error
+        assert pause.error == "a bug in the run loop: KeyError: 'a bug right after the start'"
+        failed = await _task_failures(temporal_client, handle.run_id)
+        assert len(failed) == 1  # later attempts leave no event: since is the first failure
+        assert pause.since == failed[0]
         assert pause.run_id == handle.run_id
         described = await temporal_client.get_workflow_handle(handle.run_id).describe()
         assert described.status is WorkflowExecutionStatus.RUNNING  # paused, not failed
