@@ -91,13 +91,13 @@ async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
         bug = "a bug in the run loop: KeyError: 'a bug in this deploy'"
         assert pause.error == bug
         seen = _seen_by_the_cli(temporal_address, worker_db, session, handle.run_id)
-        assert f"run {handle.run_id!r} is paused: {bug} (its workflow task failed" in seen.check
+        assert f"run {handle.run_id!r} is paused: {bug}; its workflow task failed" in seen.check
         assert "deploy fixed code and the run continues by itself" in seen.check
         assert seen.check_code == 1
         assert seen.paused is not None
         assert seen.paused["error"] == bug
         assert seen.paused["attempts"] >= 2
-        assert f"stepper  running (paused: {bug} (its workflow task failed" in seen.runs
+        assert f"stepper  running (paused: {bug}; its workflow task failed" in seen.runs
         before = await types(store, handle.run_id)
         assert "run_completed" not in before
         assert buggy.stop() == 0, buggy.output()

@@ -52,7 +52,7 @@ class Pause:
         """One line: the error, how often and since when (for ``check`` and the CLI)."""
         times = "once" if self.attempts == 1 else f"{self.attempts} times"
         since = self.since.strftime("%Y-%m-%d %H:%M:%S UTC")
-        return f"{self.error} (its workflow task failed {times}, since {since})"
+        return f"{self.error}; its workflow task failed {times} since {since}"
 
 
 def _transient(error: RPCError, run_id: str) -> TransientError:
