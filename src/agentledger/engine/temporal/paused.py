@@ -6,9 +6,10 @@ retries the task, the run stays ``running`` in the store and carries on once
 a worker with fixed code takes the task. Nothing about the pause is written
 to the run's log (its records are immutable, and replayed); Temporal knows
 it: the workflow is open, its pending workflow task is past its first attempt
-(``DescribeWorkflowExecution``), and the history's last ``WorkflowTaskFailed``
-event holds the error and when the current streak of failures began (later
-attempts of a failing task leave no event of their own).
+(``DescribeWorkflowExecution``), the last workflow task in the history failed
+(one that timed out, its worker lost, is no pause), and that
+``WorkflowTaskFailed`` event holds the error and when the current streak of
+failures began (later attempts of a failing task leave no event of their own).
 
 ``agentledger check``, ``agentledger runs`` and the inspector show pauses
 through :func:`find_pauses`.
@@ -55,6 +56,15 @@ class Pause:
         return f"{self.error}; its workflow task failed {times} since {since}"
 
 
+_TASK_ENDED_OTHERWISE = frozenset(
+    {
+        EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+    }
+)
+"""How a workflow task ends when it does not fail: then the run is not paused."""
+
+
 def _transient(error: RPCError, run_id: str) -> TransientError:
     return TransientError(
         f"temporal: {error.status.name}: {error.message} (run {run_id})",
@@ -81,16 +91,21 @@ async def find_pause(client: Client, run_id: str) -> Pause | None:
     if not raw.HasField("pending_workflow_task") or raw.pending_workflow_task.attempt < 2:
         return None  # no workflow task pending, or its first attempt: not failing
     attempts = raw.pending_workflow_task.attempt - 1
-    error, since = "", datetime.now(UTC)
+    error, since, failing = "", datetime.now(UTC), False
     try:
         async for event in handle.fetch_history_events():
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 error = event.workflow_task_failed_event_attributes.failure.message
                 since = event.event_time.ToDatetime().replace(tzinfo=UTC)
+                failing = True
+            elif event.event_type in _TASK_ENDED_OTHERWISE:
+                failing = False
     except RPCError as e:
         if e.status is RPCStatusCode.NOT_FOUND:
             return None
         raise _transient(e, run_id) from e
+    if not failing:  # its last task timed out (a worker lost while it held it): no pause
+        return None
     error = error.removeprefix(f"run {run_id!r}: ") or "its workflow task fails"
     return Pause(run_id=run_id, error=error, attempts=attempts, since=since)
 
