@@ -16,6 +16,11 @@ Two layers, both read-only:
   transcript), a running run's transcript decoding, a suspended run's checkpoint.
 
 A service URL gets the protocol layer only (its sessions' runs).
+
+With ``--temporal HOST:PORT``, every run still running in the store is also
+looked up on that Temporal server: a run whose workflow task keeps failing
+(a bug in the run loop) is paused, waiting for fixed code, and is a finding
+with its error (:mod:`agentledger.engine.temporal.paused`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING
 import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.temporal import PAUSED_HELP, finish, temporal_options
 
 if TYPE_CHECKING:
     from agentledger.storage.protocol import AdminStore
@@ -35,19 +41,44 @@ if TYPE_CHECKING:
 __all__ = ["Audit", "audit", "check"]
 
 
-@click.command(short_help="check every invariant and decode every stored record")
+@click.command(
+    short_help="check every invariant and decode every stored record", epilog=PAUSED_HELP
+)
+@temporal_options(
+    required=False,
+    help="also ask this Temporal server about every running run: a paused one is a finding",
+)
 @settings_options
-def check(settings: Settings) -> int:
+def check(settings: Settings, temporal: str | None, namespace: str) -> int:
     """Check every invariant of the store and decode every stored record strictly.
 
     Prints each finding on a line (or, with --json, {"target", "sessions",
     "runs", "records", "findings", "ok"}) and exits 1 if there is any, 0 if none.
+    With --temporal, each run paused on that server is a finding (and --json
+    adds "paused": [{"run_id", "error", "attempts", "since"}]).
     """
 
     async def use(store: AdminStore) -> int:
         from agentledger.cli.output import echo, echo_json
 
         result = await audit(store, settings.target)
+        paused: list[dict[str, object]] = []
+        if temporal:
+            from agentledger.cli.temporal import paused_runs
+
+            for run_id, pause in (await paused_runs(temporal, namespace, result.running)).items():
+                result.findings.append(
+                    f"run {run_id!r} is paused: {pause.describe()}; deploy fixed code and "
+                    "the run continues by itself"
+                )
+                paused.append(
+                    {
+                        "run_id": run_id,
+                        "error": pause.error,
+                        "attempts": pause.attempts,
+                        "since": pause.since.isoformat(),
+                    }
+                )
         if settings.json:
             echo_json(
                 {
@@ -56,6 +87,7 @@ def check(settings: Settings) -> int:
                     "runs": result.runs,
                     "records": result.records,
                     "findings": result.findings,
+                    **({"paused": paused} if temporal else {}),
                     "ok": not result.findings,
                 }
             )
@@ -69,6 +101,8 @@ def check(settings: Settings) -> int:
             )
         return 1 if result.findings else 0
 
+    if temporal:
+        finish(lambda: run(with_store(settings, use)), json=settings.json)
     return run(with_store(settings, use))
 
 
@@ -80,6 +114,8 @@ class Audit:
     runs: int = 0
     records: int = 0
     findings: list[str] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    """The runs still running in the store (those Temporal may hold paused)."""
 
 
 async def _backend(target: Target) -> tuple[list[str], list[str]]:
@@ -191,6 +227,8 @@ async def _check_run(store: AdminStore, run_id: str, result: Audit) -> list[str]
     except SessionKeyErasedError:  # [A2] erased on purpose: its records are unreadable
         return []
     result.records += len(records)
+    if meta.status is RunStatus.RUNNING:
+        result.running.append(run_id)
     findings = _check_records(meta, records)
     try:
         transcript = await run_transcript(store, run_id, records)  # follows its references

@@ -1,4 +1,9 @@
-"""``agentledger runs SESSION_ID``: a session's runs as a tree (children, continuations)."""
+"""``agentledger runs SESSION_ID``: a session's runs as a tree (children, continuations).
+
+With ``--temporal HOST:PORT`` a running run paused on that server (its
+workflow task keeps failing: a bug in the run loop) shows as ``running
+(paused: ERROR ...)``.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +13,37 @@ import click
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
 from agentledger.cli.complete import session_ids
+from agentledger.cli.temporal import PAUSED_HELP, finish, temporal_options
 
 if TYPE_CHECKING:
+    from agentledger.engine.temporal.paused import Pause
     from agentledger.storage.protocol import AdminStore
     from agentledger.storage.types import RunMeta
 
 __all__ = ["predecessor", "run_tree", "runs"]
 
 
-@click.command(short_help="a session's runs, as a tree")
+@click.command(short_help="a session's runs, as a tree", epilog=PAUSED_HELP)
 @click.argument("session_id", shell_complete=session_ids)
+@temporal_options(
+    required=False,
+    help="the Temporal server running the runs: a running run paused there shows as "
+    "'running (paused: ERROR)'",
+)
 @settings_options
-def runs(settings: Settings, session_id: str) -> None:
+def runs(settings: Settings, session_id: str, temporal: str | None, namespace: str) -> None:
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
     continuation under the suspended run it resumed. A run whose history is an
     earlier run's transcript says which (the turn it follows, or the run and
     record it forks)."""
+    if temporal:
+        server = (temporal, namespace)
+
+        def body() -> int:
+            run(with_store(settings, lambda store: _runs(store, settings, session_id, server)))
+            return 0
+
+        finish(body, json=settings.json)
     run(with_store(settings, lambda store: _runs(store, settings, session_id)))
 
 
@@ -52,35 +72,54 @@ async def history_source(store: AdminStore, run_id: str) -> dict[str, str] | Non
     return None
 
 
-async def _runs(store: AdminStore, settings: Settings, session_id: str) -> None:
+async def _runs(
+    store: AdminStore,
+    settings: Settings,
+    session_id: str,
+    temporal: tuple[str, str] | None = None,
+) -> None:
     from agentledger.cli.output import echo, echo_json, jsonable, when
+    from agentledger.storage.types import RunStatus
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
+    pauses: dict[str, Pause] = {}
+    if temporal is not None:
+        from agentledger.cli.temporal import paused_runs
+
+        running = [r.run_id for r in metas if r.status is RunStatus.RUNNING]
+        pauses = await paused_runs(*temporal, running)
     if settings.json:
         rows = [
             {
                 **jsonable(r),
                 "predecessor_run_id": predecessors[r.run_id],
                 "history": histories[r.run_id],
+                **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
             }
             for r in metas
         ]
         echo_json({"session": found, "runs": rows})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories):
+    for line in run_tree(metas, predecessors, histories, pauses):
         echo(line)
+
+
+def _pause_json(pause: Pause) -> dict[str, object]:
+    return {"error": pause.error, "attempts": pause.attempts, "since": pause.since.isoformat()}
 
 
 def run_tree(
     metas: list[RunMeta],
     predecessors: dict[str, str],
     histories: dict[str, dict[str, str] | None] | None = None,
+    pauses: dict[str, Pause] | None = None,
 ) -> list[str]:
-    """Tree lines: children under their parent, a continuation under its predecessor."""
+    """Tree lines: children under their parent, a continuation under its predecessor;
+    a paused run's status says why it waits."""
     from agentledger.cli.output import when
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
@@ -99,6 +138,8 @@ def run_tree(
         for index, (how, r) in enumerate(entries):
             last = index == len(entries) - 1
             reason = f"  ({r.cancellation_reason})" if r.cancellation_reason else ""
+            pause = (pauses or {}).get(r.run_id)
+            status = f"{r.status} (paused: {pause.describe()})" if pause else str(r.status)
             source = (histories or {}).get(r.run_id)
             follows = ""
             if source is not None and source["kind"] == "next_turn":
@@ -107,7 +148,7 @@ def run_tree(
                 follows = f"  fork of {source['run_id']} at record {source['through']}"
             lines.append(
                 f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
-                f"{r.status}{reason}  started {when(r.started_at)}{follows}"
+                f"{status}{reason}  started {when(r.started_at)}{follows}"
             )
             walk(r.run_id, indent + ("    " if last else "│   "))
 

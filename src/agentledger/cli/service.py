@@ -10,6 +10,8 @@ from typing import Literal
 
 import click
 
+from agentledger.cli.temporal import temporal_options
+
 __all__ = ["serve", "token"]
 
 # agentledger.storage.validation's defaults, repeated so that --help imports no store
@@ -63,6 +65,12 @@ _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
     help="let host tokens answer, fork and cancel runs from the inspector: FACTORY(store) "
     "builds the runtime that runs them (see docs/inspector.md)",
 )  # fmt: skip
+@temporal_options(
+    required=False,
+    help="the Temporal server running the runs: the inspector shows a running run paused "
+    "there (its workflow task keeps failing) with the error (a host runtime on Temporal "
+    "does this without it)",
+)
 def serve(
     db: str,
     listen: str,
@@ -74,6 +82,8 @@ def serve(
     durability: Literal["full", "normal"],
     secure_cookies: str,
     host_runtime: str | None,
+    temporal: str | None,
+    namespace: str,
 ) -> int:
     """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
@@ -81,7 +91,7 @@ def serve(
     vault, payloads and checkpoints are sealed at rest (docs/retention.md)."""
     from agentledger.service.server import run_serve
 
-    return run_serve(
+    code = run_serve(
         db,
         listen,
         tokens,
@@ -92,7 +102,14 @@ def serve(
         durability=durability,
         secure_cookies=secure_cookies,
         host_runtime=host_runtime,
+        temporal=temporal,
+        namespace=namespace,
     )
+    if temporal:  # a Temporal client's native threads can abort the interpreter's teardown
+        from agentledger.engine.temporal.cli import exit_now
+
+        exit_now(code)
+    return code
 
 
 @click.group(short_help="manage the store service's bearer tokens")

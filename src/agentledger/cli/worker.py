@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from agentledger.cli.temporal import temporal_options
+
 __all__ = ["worker"]
 
 _DEFAULT_APP = "agentledger.engine.temporal.example:setup"
@@ -37,7 +39,7 @@ def _moved_to_host(ctx: click.Context, param: click.Parameter, value: Any) -> No
 
 
 @click.command(short_help="run a Temporal worker for agentledger runs", epilog=_RECOVERY)
-@click.option("--temporal", required=True, metavar="HOST:PORT", help="the Temporal frontend")
+@temporal_options(required=True, help="the Temporal frontend")
 @click.option(
     "--db", "--store", "target", metavar="TARGET",
     help="the store every worker of the task queue shares: a SQLite file, a postgresql:// "
@@ -48,7 +50,6 @@ def _moved_to_host(ctx: click.Context, param: click.Parameter, value: Any) -> No
     "--app", default=_DEFAULT_APP, show_default=True, metavar="MODULE:FUNCTION",
     help="setup(runtime), registering the agents, tools and models",
 )  # fmt: skip
-@click.option("--namespace", default="default", show_default=True, help="the Temporal namespace")
 @click.option(
     "--grace", type=float, default=10.0, show_default=True, metavar="SECONDS",
     help="on shutdown, how long activities in flight may finish",

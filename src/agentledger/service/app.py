@@ -94,6 +94,9 @@ class ServiceState:
         self.metrics = ServiceMetrics()
         self.notifier = Notifier()
         self.stopping = False
+        self.temporal: Any = None
+        """A Temporal client the inspector asks whether a running run is paused (``serve
+        --temporal``); None: the host runtime's, when it runs on Temporal."""
 
 
 async def _answer(

@@ -156,6 +156,8 @@ async def serve(
     durability: Literal["full", "normal"] = "full",
     secure_cookies: str = "auto",
     host_runtime: str | None = None,
+    temporal: str | None = None,
+    namespace: str = "default",
 ) -> None:
     """Serve ``db`` on ``listen`` until SIGINT or SIGTERM; ``on_ready(url)`` once listening.
 
@@ -166,6 +168,8 @@ async def serve(
     ``host_runtime``: ``module:factory``, called with the opened store, building the
     :class:`~agentledger.service.host_runtime.RuntimeHost` that lets the inspector
     answer, fork and cancel runs (closed when the service stops).
+    ``temporal``: ``HOST:PORT`` of the Temporal server running the runs (in
+    ``namespace``), which the inspector asks whether a running run is paused.
 
     Raises:
         ValidationError: a bad ``listen``, token file, ``db`` or ``host_runtime``, or
@@ -190,6 +194,10 @@ async def serve(
             state = ServiceState(
                 store, table, secure_cookies=secure_cookies, host_runtime=runtime_host
             )
+            if temporal:
+                from agentledger.engine.temporal.client import connect
+
+                state.temporal = await connect(temporal, namespace=namespace)
             config = uvicorn.Config(
                 create_app(store, table, state=state),
                 host=host,
@@ -245,6 +253,8 @@ def run_serve(
     durability: Literal["full", "normal"] = "full",
     secure_cookies: str = "auto",
     host_runtime: str | None = None,
+    temporal: str | None = None,
+    namespace: str = "default",
 ) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status."""
     target = Target.parse(db, default=False) if db else None
@@ -274,6 +284,8 @@ def run_serve(
                 durability=durability,
                 secure_cookies=secure_cookies,
                 host_runtime=host_runtime,
+                temporal=temporal,
+                namespace=namespace,
             )
         )
     except AgentledgerError as e:

@@ -130,3 +130,16 @@ def buggy_setup(runtime: Runtime) -> None:
 
     run_loop._Loop._execute = broken  # type: ignore[method-assign, assignment]
     setup(runtime)
+
+
+def first_task_buggy_setup(runtime: Runtime) -> None:
+    """:func:`setup` on a worker whose run loop has a bug right after the run starts: it
+    raises before the first planner turn, in the run's first workflow task (where the
+    start ran as a local activity)."""
+    from agentledger.runtime import workflow as run_loop
+
+    async def broken(self: object, *args: object, **kwargs: object) -> object:
+        raise KeyError("a bug right after the start")
+
+    run_loop._Loop._plan_loop = broken  # type: ignore[method-assign, assignment]
+    setup(runtime)

@@ -72,7 +72,11 @@ Payload discipline and limits (Temporal server defaults):
   about 30.
 * Failures of the run loop's own code (a bug, a sandbox violation) fail
   the workflow *task*, which Temporal retries until a fixed worker is
-  deployed; the run stays ``running`` meanwhile.
+  deployed; the run stays ``running`` meanwhile (paused), also when the bug
+  strikes in the run's first task, right after its start: that task's clock
+  is the workflow's start time, so a retry starts the run exactly as before.
+  :mod:`~agentledger.engine.temporal.paused` finds paused runs and their
+  errors (``agentledger check --temporal``, ``runs --temporal``, the inspector).
 """
 
 from __future__ import annotations

@@ -32,7 +32,13 @@ How the engine boundary maps onto Temporal:
   ends the child and ``ensure_run_completion`` gives it its [C3] ending [E2].
 * ``ctx.now()`` is ``workflow.now()`` truncated to milliseconds: the same
   value on every replay, so record timestamps of a retried or replayed
-  activity are identical [X1].
+  activity are identical [X1]. Until the loop first waits for work outside
+  the workflow task (an activity through the task queue, a child), it is the
+  workflow's start time instead: the run's first workflow task starts the run
+  (a local activity), and a retry of that task (after a bug in the run loop
+  failed it) must start it again with the very same inputs, an exact retry
+  the store answers with the original ids, while ``workflow.now()`` is the
+  retried task's own time.
 * A payload over ``max_payload_bytes`` is never sent: the activity fails
   for good (:data:`~agentledger.engine.temporal.options.PAYLOAD_TOO_LARGE`)
   and the loop ends the run as failed, instead of Temporal failing the
@@ -158,6 +164,7 @@ class TemporalContext:
         self.options = options
         self._canceled = asyncio.Event()
         self._last = datetime.min.replace(tzinfo=workflow.now().tzinfo)
+        self._first_task = True  # no work outside this workflow task awaited yet
 
     @property
     def workflow_id(self) -> str:
@@ -168,7 +175,10 @@ class TemporalContext:
         return True  # a failed workflow task is retried: the run waits for a fixed worker
 
     def now(self) -> datetime:
-        now = workflow.now()
+        # The first task's clock is the workflow's start, the same in every retry of that
+        # task (workflow.now() is each attempt's own): its local activities, the run's
+        # start among them, are exact retries.
+        now = workflow.info().workflow_start_time if self._first_task else workflow.now()
         now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
         self._last = max(self._last, now)
         return self._last
@@ -214,6 +224,7 @@ class TemporalContext:
                 retry_policy=self._retry_policy(),
             )
         else:
+            self._first_task = False  # its result comes in a later workflow task
             handle = workflow.start_activity(
                 name,
                 arg,
@@ -239,6 +250,7 @@ class TemporalContext:
     async def child(self, workflow_id: str, arg: Any, result_type: type[T]) -> T:
         if self.cancel_requested():
             raise WorkflowCanceled()
+        self._first_task = False  # the child's start and result come in later workflow tasks
         handle = await workflow.start_child_workflow(
             WORKFLOW_NAME,
             args=[arg, self.options],

@@ -47,6 +47,7 @@ from agentledger.service.inspector.login import (
     safe_next,
     secure_cookie,
 )
+from agentledger.service.inspector.pauses import pause_of
 from agentledger.service.inspector.positions import matches, window
 from agentledger.service.inspector.render import page_url, render
 from agentledger.service.inspector.timeline import timeline
@@ -496,8 +497,10 @@ class Pages:
         usage = usage_of(log.records)
         suspended = run.status is RunStatus.SUSPENDED
         waiting = await self._waiting(run) if suspended else ""
+        running = run.status is RunStatus.RUNNING
         return {
             "run": run,
+            "pause": await pause_of(self.state, run_id) if running else None,
             "question": await question_of(self.store, run_id) if suspended else None,
             "host_runtime": self.state.host_runtime is not None,
             "waiting": waiting,
