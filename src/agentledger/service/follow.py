@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -36,9 +37,17 @@ FOLLOW_PAGE = 100
 """Records read from the store per page while following."""
 
 HEARTBEAT = 1.0
-"""Seconds between polls of a followed log for writes through other replicas (on average:
-each wait is drawn from 0.5-1.5 times it, so a thousand feeds do not all read the store in
-the same instant). Writes through this service wake the log's feed at once."""
+"""Seconds between polls of a followed log for writes through other replicas (a stream
+without a key waits 0.5-1.5 times it). Writes through this service wake the log's feed at
+once; polls only find the others'."""
+
+POLL_RATE = 200
+"""Most polls of followed logs a service makes per second: with more than this many logs
+followed, each is polled less often than every :data:`HEARTBEAT` (1,000 logs: every 5 s),
+so the polls' cost stays bounded however many logs are followed."""
+
+_POLL_TICK = 0.05
+"""Seconds between the poller's rounds, each waking its share of the feeds."""
 
 KEEPALIVE = 15.0
 """Seconds of silence after which a follow stream sends a comment line, so proxies keep
@@ -156,9 +165,7 @@ class _Feed:
     async def _run(self) -> None:
         try:
             while self.followers:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(HEARTBEAT * random.uniform(0.5, 1.5)):
-                        await self.wake.wait()
+                await self.wake.wait()  # a write, or the poller
                 self.wake.clear()
                 if not self.followers:
                     break
@@ -194,14 +201,15 @@ class Notifier:
     woken by the writes that name it, or by any write whose logs are not named;
     an unkeyed waiter (the inspector's change feed) is woken by every write. So an
     append wakes the feed of its run and of its session, not every follower.
-    Writes through another replica are found by each feed polling every
-    :data:`HEARTBEAT`.
+    Writes through another replica are found by polling each followed log every
+    :data:`HEARTBEAT`, at most :data:`POLL_RATE` logs a second.
     """
 
     def __init__(self) -> None:
         self._any = asyncio.Event()
         self._keyed: dict[str, tuple[asyncio.Event, int]] = {}  # key -> (event, waiters)
         self._feeds: dict[str, dict[ListPage, _Feed]] = {}  # key -> reader -> feed
+        self._poller: asyncio.Task[None] | None = None
 
     def notify(self, keys: Iterable[str] | None = None) -> None:
         """Wake the followers of ``keys`` (of every log when None) and every unkeyed waiter."""
@@ -254,7 +262,21 @@ class Notifier:
         found = feeds.get(list_page)
         if found is None:
             found = feeds[list_page] = _Feed(self, key, list_page, scope_id)
+            if self._poller is None or self._poller.done():
+                self._poller = asyncio.create_task(self._poll())
         return found
+
+    async def _poll(self) -> None:
+        """Wake every feed once per :data:`HEARTBEAT` (or more slowly, past
+        :data:`POLL_RATE` feeds), a share of them each tick, while any feed lives."""
+        while self._feeds:
+            feeds = [feed for every in self._feeds.values() for feed in every.values()]
+            period = max(HEARTBEAT, len(feeds) / POLL_RATE)
+            share = max(1, math.ceil(len(feeds) * _POLL_TICK / period))
+            for i in range(0, len(feeds), share):
+                await asyncio.sleep(period * share / len(feeds))
+                for feed in feeds[i : i + share]:
+                    feed.wake.set()
 
     def drop(self, feed: _Feed) -> None:
         """Forget ``feed`` (nobody follows it, or its log cannot be read)."""
