@@ -207,14 +207,16 @@ class Notifier:
 
     def __init__(self) -> None:
         self._any = asyncio.Event()
+        self._unkeyed = 0  # waiters on _any
         self._keyed: dict[str, tuple[asyncio.Event, int]] = {}  # key -> (event, waiters)
         self._feeds: dict[str, dict[ListPage, _Feed]] = {}  # key -> reader -> feed
         self._poller: asyncio.Task[None] | None = None
 
     def notify(self, keys: Iterable[str] | None = None) -> None:
         """Wake the followers of ``keys`` (of every log when None) and every unkeyed waiter."""
-        event, self._any = self._any, asyncio.Event()
-        event.set()
+        if self._unkeyed:  # else nobody waits on it: keep it (a new Event costs per write)
+            event, self._any = self._any, asyncio.Event()
+            event.set()
         if keys is None:
             keyed, self._keyed = self._keyed, {}
             for woken, _ in keyed.values():
@@ -227,8 +229,10 @@ class Notifier:
             found = self._keyed.pop(key, None)
             if found is not None:
                 found[0].set()
-            for feed in self._feeds.get(key, {}).values():
-                feed.wake.set()
+            feeds = self._feeds.get(key)
+            if feeds is not None:
+                for feed in feeds.values():
+                    feed.wake.set()
 
     def stop(self) -> None:
         """Wake every follower and waiter, so each stream sees the service stopping."""
@@ -242,6 +246,7 @@ class Notifier:
         """Wait for the next write (of ``key``'s log, if given), or ``seconds``."""
         if not key:
             event = self._any
+            self._unkeyed += 1
         else:
             event, waiters = self._keyed.get(key, (asyncio.Event(), 0))
             self._keyed[key] = (event, waiters + 1)
@@ -250,7 +255,9 @@ class Notifier:
                 async with asyncio.timeout(seconds):
                     await event.wait()
         finally:
-            if key and (entry := self._keyed.get(key)) is not None and entry[0] is event:
+            if not key:
+                self._unkeyed -= 1
+            elif (entry := self._keyed.get(key)) is not None and entry[0] is event:
                 if entry[1] > 1:
                     self._keyed[key] = (event, entry[1] - 1)
                 else:
