@@ -224,3 +224,33 @@ async def test_a_log_the_feed_cannot_read_ends_its_streams_with_the_error() -> N
         with pytest.raises(SessionPurgedError):
             await asyncio.wait_for(anext(stream), 5)
     assert world.notifier.feeds() == 0
+
+
+async def test_a_follower_joining_a_feed_that_ends_meanwhile_joins_the_next() -> None:
+    """The last follower of a log leaves while another is about to join its feed: the
+    newcomer joins a new feed and still gets the next record (not a feed nobody reads)."""
+    world = _World()
+    await world.start()
+    leaving = await world.follow()
+    await anext(leaving)
+    await anext(leaving)
+    pending = asyncio.ensure_future(anext(leaving))  # attached to the feed, waiting
+    await asyncio.sleep(0.01)
+    (feed,) = world.notifier._feeds["run:fed"].values()
+    async with feed.lock:  # the feed is busy: the newcomer waits to join it
+        joining = await world.follow()
+        await anext(joining)
+        assert len(_parse(await anext(joining))) == 1  # run_started, read on its own
+        seen: list[tuple[str, Record]] = []
+        newcomer = asyncio.create_task(_take(joining, 1, seen))
+        await asyncio.sleep(0.01)
+        pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)
+        await leaving.aclose()  # type: ignore[attr-defined]
+        assert feed.dropped
+    await asyncio.sleep(0.01)
+    await world.append(1)
+    await asyncio.wait_for(newcomer, 5)
+    assert [record.event_key for _, record in seen] == ["n0"]
+    world.stopped = True
+    world.notifier.stop()

@@ -123,6 +123,8 @@ class _Feed:
         self.lock = asyncio.Lock()
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        self.dropped = False
+        """Nobody followed it, or its log could not be read: the notifier forgot it."""
 
     async def join(
         self, follower: _Follower, position: Position, last: Record | None
@@ -139,6 +141,8 @@ class _Feed:
         """
         async with self.lock:
             for _ in range(_JOIN_ATTEMPTS):
+                if self.dropped:  # ended while this follower waited for it: join the next
+                    break
                 if self.position is None:
                     self.position, self.last = position, last
                 if position == self.position or (last is not None and last == self.last):
@@ -288,6 +292,7 @@ class Notifier:
     def drop(self, feed: _Feed) -> None:
         """Forget ``feed`` (nobody follows it, or its log cannot be read)."""
         feeds = self._feeds.get(feed.key)
+        feed.dropped = True
         if feeds is not None and feeds.get(feed.list_page) is feed:
             del feeds[feed.list_page]
             if not feeds:
@@ -424,6 +429,7 @@ async def follow(
                     last, wait = None, False
                 elif missed is not None:  # the log kept growing: read alone, rejoin later
                     position, last = missed
+                    wait = not feed.dropped  # (or the feed ended meanwhile: join the next)
             if wait and not stopping():
                 await notifier.wait(HEARTBEAT * random.uniform(0.5, 1.5), key)
             if stopping():
