@@ -43,6 +43,7 @@ from agentledger.service import StoreClient
 from agentledger.service.auth import add_token
 from agentledger.service.server import open_backend
 from agentledger.storage import RecordBuilder, RunStart
+from agentledger.target import Target
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PAYLOAD = b'{"text": "' + b"x" * 280 + b'"}'
@@ -169,7 +170,7 @@ def databases(backend: str, tmp: Path) -> Iterator[tuple[str, str]]:
 async def bench(
     inproc_db: str, services: list[ServiceProcess], token: str, args: argparse.Namespace
 ) -> None:
-    store = await open_backend(inproc_db)
+    store = await open_backend(Target.parse(inproc_db, default=False))
     served_url = services[0].url
     clients = [StoreClient(served_url, token=token) for _ in range(16)]
     # With a replica: 8 workers on each of two services over one database.

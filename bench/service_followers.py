@@ -31,7 +31,13 @@ from agentledger.storage import RecordBuilder, RunStart
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-async def bench(url: str, token: str, followers: int, writes: int) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def bench(url: str, token: str, followers: int, writes: int, pid: int) -> None:
     host = StoreClient(url, token=token, max_connections=16)
     streams = StoreClient(url, token=token, max_connections=followers + 8)
     try:
@@ -57,6 +63,7 @@ async def bench(url: str, token: str, followers: int, writes: int) -> None:
         tasks = [asyncio.create_task(follower(run)) for run in runs]
         while connected < followers:  # noqa: ASYNC110 (a count, no event)
             await asyncio.sleep(0.1)
+        started, server_cpu, own_cpu = time.perf_counter(), cpu_seconds(pid), time.process_time()
         for k in range(writes):
             record = runs[k % followers].record("note", b'{"k": %d}' % k, event_key=f"k{k}",
                                                 at=T0)  # fmt: skip
@@ -64,6 +71,9 @@ async def bench(url: str, token: str, followers: int, writes: int) -> None:
             await host.append_run_record(record)
             await asyncio.sleep(0.01)
         await asyncio.sleep(2)
+        wall = time.perf_counter() - started
+        server_cpu = (cpu_seconds(pid) - server_cpu) / wall
+        own_cpu = (time.process_time() - own_cpu) / wall
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -75,6 +85,8 @@ async def bench(url: str, token: str, followers: int, writes: int) -> None:
     print(f"{followers} followers, {len(delays)}/{writes} records seen: delay median "
           f"{statistics.median(delays) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
           f"worst {delays[-1] * 1000:.1f} ms")  # fmt: skip
+    print(f"CPU while following: service {server_cpu:.0%} of a core, followers and writer "
+          f"{own_cpu:.0%}")  # fmt: skip
     print(f"load average: {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} cores")
 
 
@@ -87,7 +99,7 @@ def main() -> None:
         tokens = Path(tmp) / "tokens.json"
         token = add_token(tokens, "host")
         with ServiceProcess(str(Path(tmp) / "followed.db"), tokens) as service:
-            asyncio.run(bench(service.url, token, args.followers, args.writes))
+            asyncio.run(bench(service.url, token, args.followers, args.writes, service.pid))
 
 
 if __name__ == "__main__":

@@ -162,3 +162,33 @@ async def test_an_append_wakes_the_followers_of_its_logs_only() -> None:
     assert await woken("run:a", None)
     assert await woken("", ["run:b", "session:t"])
     assert notifier._keyed == {}  # nobody waits: nothing is kept
+
+
+async def test_a_stopping_service_ends_its_follow_streams_at_once(
+    tmp_path: Path, tokens: Tokens
+) -> None:
+    """SIGTERM wakes every follow stream, so a service with idle followers stops well
+    before their next keepalive (15 s), instead of waiting for it."""
+    with ServiceProcess(str(tmp_path / "stop.db"), tokens.path) as service:
+        async with StoreClient(service.url, token=tokens.host) as client:
+            await client.create_session("stop-s", created_at=T0)
+            run = RecordBuilder(RunStart(run_id="stop-r", agent_id="a", session_id="stop-s",
+                                         started_at=T0))  # fmt: skip
+            await client.start_root_run(run.root_start())
+            seen: list[FollowedRecord] = []
+            followers = [
+                asyncio.create_task(_take(client.follow_run_records("stop-r"), 2, seen)),
+                asyncio.create_task(_take(client.follow_session_run_records("stop-s"), 2, seen)),
+            ]
+            while len(seen) < 2:  # noqa: ASYNC110 (a count, no event)
+                await asyncio.sleep(0.05)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            service.terminate()
+            code, _, err = await asyncio.to_thread(service.stop)
+            stopped = loop.time() - started
+            for task in followers:
+                task.cancel()
+            await asyncio.gather(*followers, return_exceptions=True)
+    assert code == 0, err
+    assert stopped < 10, stopped

@@ -108,7 +108,7 @@ async def _answer(
 ) -> Response[Any]:
     """Authenticate, authorize, run ``work``; typed errors become their HTTP answers."""
     started = time.perf_counter()
-    state.metrics.in_flight.inc()
+    state.metrics.in_flight += 1
     try:
         principal = authorize(state, operation, request.headers.get("authorization"), roles)
         response = await work(principal)
@@ -119,7 +119,7 @@ async def _answer(
         failure = TransientError("internal error in the store service", operation=operation)
         response = Response(encode_error(failure), status_code=500, media_type=_JSON)
     finally:
-        state.metrics.in_flight.dec()
+        state.metrics.in_flight -= 1
     status = response.status_code or 200
     state.metrics.observe(operation, status, time.perf_counter() - started)
     return response

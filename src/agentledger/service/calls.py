@@ -104,7 +104,7 @@ async def answer_call(
     caller is authenticated and authorized, and every error is answered as its typed
     error (JSON). ``msgpack``: the result as MessagePack."""
     started = time.perf_counter()
-    state.metrics.in_flight.inc()
+    state.metrics.in_flight += 1
     try:
         principal = authorize(state, method.name, authorization, method.roles)
         body = await read_body()
@@ -132,7 +132,7 @@ async def answer_call(
         failure = TransientError("internal error in the store service", operation=method.name)
         answered = (500, encode_error(failure), JSON)
     finally:
-        state.metrics.in_flight.dec()
+        state.metrics.in_flight -= 1
     state.metrics.observe(method.name, answered[0], time.perf_counter() - started)
     return answered
 

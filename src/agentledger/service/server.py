@@ -138,6 +138,8 @@ class _Server(uvicorn.Server):
         # Like uvicorn's, minus re-raising the signal once stopped: the store
         # must still be closed, and the process exit 0.
         self.agentledger.stopping = True
+        with contextlib.suppress(RuntimeError):  # wake follow streams, so they end now
+            asyncio.get_running_loop().call_soon_threadsafe(self.agentledger.notifier.stop)
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
         else:
