@@ -8,6 +8,7 @@ cursor is just the last position returned and a page is a range query.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
@@ -41,15 +42,12 @@ R = TypeVar("R")
 _MAX_RERUNS = 10_000  # a decision reads a handful of items; more means a loader bug
 
 
-def _prefixed(alias: str, columns: str) -> str:
-    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
-
-
 # A session, one page of its log as session rows (see :mod:`..session_pages`) and, when
 # the page is the last, each ended run of the session with its newest stored record (a
-# JSON array on the page's first row only): one statement, one snapshot.
+# JSON array on the page's first row only): one statement, one snapshot. The session's
+# columns repeat on every row; its labels come as text, so only the first row's are parsed.
 _SESSION_WITH_PAGE = (
-    f"SELECT {_prefixed('s', SESSION_COLUMNS)}, s.last_seq, "
+    "SELECT s.id, s.status, s.created_at, s.ended_at, s.labels::text, s.last_seq, "
     "CASE WHEN coalesce(x.session_seq, %(first)s) = %(first)s THEN e.ends END, "
     "x.session_seq, x.run_id, x.agent_id, x.session_id, x.seq, x.turn_id, x.event_key, x.type, "
     "(extract(epoch FROM x.ts) * 1000000)::int8, x.payload, x.checksum "
@@ -181,8 +179,9 @@ def page_reader(
         query = {"id": scope_id, "start": start, "size": size}
         query |= {"first": start + 1, "last": start + size}
         rows = await (await loader.conn.execute(_SESSION_WITH_PAGE, query)).fetchall()
-        if rows:
-            loader.keep_session(rows[0][:_SESSION_WIDTH])
+        if rows:  # labels come as text on every row; parsed once, here
+            *head, labels, last_seq = rows[0][:_SESSION_WIDTH]
+            loader.keep_session((*head, json.loads(labels), last_seq))
         else:
             loader.cache.sessions[scope_id] = None
         newest = await decide(loader, require)
