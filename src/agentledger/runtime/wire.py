@@ -139,6 +139,9 @@ class RunOutput(_Wire, frozen=True, kw_only=True):
     cancellation_reason: str = ""
     awaiting: Awaiting | None = None
     """Set when ``status`` is ``suspended``."""
+    finished_at: datetime | None = None
+    """When the run's loop ended or suspended it, by the run's clock (None from a worker
+    older than this field)."""
 
     @property
     def text(self) -> str:
@@ -244,6 +247,9 @@ class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
     recorded: bool = False
     suspended: bool = False
     session_ended: bool = False
+    finished_at: datetime | None = None
+    """When the turn finished, stamped by an engine whose run clock comes from its
+    history (Temporal); None from the others."""
 
 
 class ToolCallInput(_Wire, frozen=True, kw_only=True):
@@ -262,6 +268,9 @@ class ToolCallOutput(_Wire, frozen=True, kw_only=True):
 
     outcome: ToolOutcome
     session_ended: bool = False
+    finished_at: datetime | None = None
+    """When the call finished, stamped by an engine whose run clock comes from its
+    history (Temporal); None from the others."""
 
 
 class SuspendRunInput(_Wire, frozen=True, kw_only=True):

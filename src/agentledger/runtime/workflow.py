@@ -220,6 +220,7 @@ class _Loop:
             session_id=self.inp.session_id,
             turn_id=self.inp.turn_id,
             status=status,
+            finished_at=self.ctx.now(),
             **fields,  # type: ignore[arg-type]
         )
 

@@ -12,6 +12,7 @@ import asyncio
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 from agentledger.runtime import (
     Agent,
@@ -142,4 +143,19 @@ def first_task_buggy_setup(runtime: Runtime) -> None:
         raise KeyError("a bug right after the start")
 
     run_loop._Loop._plan_loop = broken  # type: ignore[method-assign, assignment]
+    setup(runtime)
+
+
+def later_task_buggy_setup(runtime: Runtime) -> None:
+    """:func:`setup` on a worker whose run loop has a bug right after a store write in a
+    later workflow task: it raises once the run's ending is written (a local activity)."""
+    from agentledger.runtime import workflow as run_loop
+
+    complete = run_loop._Loop._complete
+
+    async def broken(self: Any, *args: Any, **kwargs: Any) -> str:
+        await complete(self, *args, **kwargs)
+        raise KeyError("a bug after a write")
+
+    run_loop._Loop._complete = broken  # type: ignore[method-assign]
     setup(runtime)

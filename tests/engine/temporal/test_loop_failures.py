@@ -201,3 +201,48 @@ async def test_a_bug_in_the_first_task_pauses_the_run_too(
         for worker in (buggy, fixed):
             if worker is not None:
                 worker.kill()
+
+
+async def test_a_bug_right_after_a_write_in_a_later_task_pauses_the_run(
+    temporal_address: str, temporal_client: Client, store: Store, worker_db: str
+) -> None:
+    """A bug in a later workflow task, right after that task wrote the run's ending (a local
+    activity, whose result Temporal keeps only if the task completes): each retry writes it
+    again at the same time (the run's clock comes from its history, not from the retry's
+    own), an exact retry, so the run pauses; a fixed worker then closes the workflow."""
+    queue = f"later-bug-{uuid.uuid4().hex[:12]}"
+    options = ("--sticky-timeout", "1")
+    buggy = WorkerProcess(
+        temporal=temporal_address, db=worker_db, task_queue=queue,
+        app="tests.engine.temporal.apps:later_task_buggy_setup", extra=options,
+    ).start()  # fmt: skip
+    fixed: WorkerProcess | None = None
+    try:
+        runtime = Runtime(
+            store, engine=TemporalEngine(temporal_client, task_queue=queue, retry_policy=FAST_RETRY)
+        )
+        apps.setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        client = runtime.agent_client("stepper")
+        handle = await client.start(session, [user_message("fix me")])
+        pause = await _paused(temporal_client, handle.run_id, attempts=3)
+        assert pause.error == "a bug in the run loop: KeyError: 'a bug after a write'"
+        assert (await store.load_run(handle.run_id)).status is RunStatus.COMPLETED
+        before = await records(store, handle.run_id)
+        assert before[-1].type == "run_completed"
+        assert buggy.stop() == 0, buggy.output()
+        fixed = WorkerProcess(
+            temporal=temporal_address, db=worker_db, task_queue=queue, extra=options
+        ).start()
+        out = await asyncio.wait_for(handle.wait(), 120)
+        assert out.status is RunStatus.COMPLETED, out.failure
+        assert out.text == "finished: fix me done"
+        assert await records(store, out.run_id) == before  # nothing written twice
+        reference = await client.run(session, [user_message("fix me")])
+        assert await types(store, out.run_id) == await types(store, reference.run_id)
+        assert fixed.stop() == 0, fixed.output()
+    finally:
+        for worker in (buggy, fixed):
+            if worker is not None:
+                worker.kill()

@@ -72,9 +72,10 @@ Payload discipline and limits (Temporal server defaults):
   about 30.
 * Failures of the run loop's own code (a bug, a sandbox violation) fail
   the workflow *task*, which Temporal retries until a fixed worker is
-  deployed; the run stays ``running`` meanwhile (paused), also when the bug
-  strikes in the run's first task, right after its start: that task's clock
-  is the workflow's start time, so a retry starts the run exactly as before.
+  deployed; the run stays as the store has it meanwhile (paused), also when
+  the bug strikes right after the task wrote to the store: the run's clock
+  comes from its history (see :mod:`.workflows`), so a retry repeats those
+  writes exactly and nothing is written twice.
   :mod:`~agentledger.engine.temporal.paused` finds paused runs and their
   errors (``agentledger check --temporal``, ``runs --temporal``, the inspector).
 """

@@ -19,10 +19,14 @@ from typing import Any
 from agentledger import errors
 from agentledger.errors import AgentledgerError, TransientError
 
-__all__ = ["ACTIVITY_FAILED", "error_details", "rebuild_error"]
+__all__ = ["ACTIVITY_FAILED", "FINISHED_AT", "error_details", "rebuild_error"]
 
 ACTIVITY_FAILED = "ActivityFailed"
 """The ``ApplicationError`` type of a workflow that ended on a failed activity."""
+
+FINISHED_AT = "finished_at"
+"""The detail an activity worker adds: when the failed attempt ended (ISO 8601), what the
+run's clock advances to (see :mod:`.workflows`)."""
 
 _SCALARS = (str, int, float, bool, type(None))
 

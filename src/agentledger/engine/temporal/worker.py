@@ -14,7 +14,10 @@ and every activity of the runtime. Each activity is wrapped so that:
   heartbeat timeout and the attempt is retried on another worker, and a
   cancellation (an interrupted planner turn or tool call) reaches it;
 * a result too large to send fails it for good instead of wedging the
-  workflow (:data:`~agentledger.engine.temporal.options.PAYLOAD_TOO_LARGE`).
+  workflow (:data:`~agentledger.engine.temporal.options.PAYLOAD_TOO_LARGE`);
+* outside local activities, its result (when it has a ``finished_at``) or its
+  failure says when it finished: what the run's clock advances to, so a
+  retried workflow task repeats its writes exactly (see :mod:`.workflows`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import asyncio
 import contextlib
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -37,7 +40,7 @@ from agentledger import __version__
 from agentledger.engine.base import Activity, attempt_of
 from agentledger.engine.temporal.client import check_client
 from agentledger.engine.temporal.converter import data_converter
-from agentledger.engine.temporal.failures import error_details
+from agentledger.engine.temporal.failures import FINISHED_AT, error_details
 from agentledger.engine.temporal.options import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     PAYLOAD_TOO_LARGE,
@@ -73,6 +76,12 @@ async def _heartbeat(interval: float) -> None:
         activity.heartbeat()
 
 
+def _now() -> datetime:
+    """This worker's time, to the millisecond (what record timestamps keep)."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+
+
 def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awaitable[Any]]:
     """``fn`` as a Temporal activity named ``name``, typed by ``fn``'s own hints."""
     hints = typing.get_type_hints(fn)
@@ -100,24 +109,27 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
                 f"{max_payload_bytes}-byte payload limit"
             )
 
+        def stamped(details: dict[str, Any]) -> dict[str, Any]:
+            if not info.is_local:
+                details[FINISHED_AT] = _now().isoformat()
+            return details
+
         try:
             with attempt_of(info.attempt, oversized):
                 result = await fn(arg)
         except TransientError as e:
-            raise ApplicationError(
-                str(e), error_details(e, attempt=info.attempt), type=type(e).__name__
-            ) from e
+            details = stamped(error_details(e, attempt=info.attempt))
+            raise ApplicationError(str(e), details, type=type(e).__name__) from e
         except Exception as e:
-            raise ApplicationError(
-                str(e),
-                error_details(e, attempt=info.attempt),
-                type=type(e).__name__,
-                non_retryable=True,
-            ) from e
+            details = stamped(error_details(e, attempt=info.attempt))
+            kind = type(e).__name__
+            raise ApplicationError(str(e), details, type=kind, non_retryable=True) from e
         finally:
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beating
+        if not info.is_local and "finished_at" in getattr(result, "__struct_fields__", ()):
+            result = msgspec.structs.replace(result, finished_at=_now())
         message = oversized(result)
         if message:
             details = {
@@ -127,7 +139,9 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
                 "attempts": info.attempt,
                 "state": {},
             }
-            raise ApplicationError(message, details, type=PAYLOAD_TOO_LARGE, non_retryable=True)
+            raise ApplicationError(
+                message, stamped(details), type=PAYLOAD_TOO_LARGE, non_retryable=True
+            )
         return result
 
     run.__name__ = run.__qualname__ = name.rpartition(".")[2]

@@ -30,15 +30,18 @@ How the engine boundary maps onto Temporal:
 * ``ctx.child`` starts a child workflow (workflow id = the child's run id)
   with parent close policy TERMINATE: if the parent closes first, Temporal
   ends the child and ``ensure_run_completion`` gives it its [C3] ending [E2].
-* ``ctx.now()`` is ``workflow.now()`` truncated to milliseconds: the same
-  value on every replay, so record timestamps of a retried or replayed
-  activity are identical [X1]. Until the loop first waits for work outside
-  the workflow task (an activity through the task queue, a child), it is the
-  workflow's start time instead: the run's first workflow task starts the run
-  (a local activity), and a retry of that task (after a bug in the run loop
-  failed it) must start it again with the very same inputs, an exact retry
-  the store answers with the original ids, while ``workflow.now()`` is the
-  retried task's own time.
+* ``ctx.now()`` comes from the run's history only, truncated to
+  milliseconds: the workflow's start time, then, each time the loop gets
+  work back from outside the workflow task, when that work finished (the
+  worker that ran an activity stamps its result, or its failure; a child
+  run's output says when it ended). So record timestamps are the same on
+  every replay [X1], and also in every retry of a workflow task that a bug
+  in the run loop failed: the local activities it ran before the bug (the
+  run's start, records, its ending) run again with the very same inputs, an
+  exact retry the store answers with the original ids. ``workflow.now()``
+  cannot serve: it is each retry's own time, and Temporal keeps a local
+  activity's result only when its workflow task completes. A result from an
+  older worker that does not stamp falls back to ``workflow.now()``.
 * A payload over ``max_payload_bytes`` is never sent: the activity fails
   for good (:data:`~agentledger.engine.temporal.options.PAYLOAD_TOO_LARGE`)
   and the loop ends the run as failed, instead of Temporal failing the
@@ -66,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from agentledger.engine.base import ActivityFailed, ChildFailed, WorkflowCanceled
     from agentledger.engine.temporal.failures import (
         ACTIVITY_FAILED,
+        FINISHED_AT,
         error_details,
         rebuild_error,
     )
@@ -164,7 +168,7 @@ class TemporalContext:
         self.options = options
         self._canceled = asyncio.Event()
         self._last = datetime.min.replace(tzinfo=workflow.now().tzinfo)
-        self._first_task = True  # no work outside this workflow task awaited yet
+        self._clock = workflow.info().workflow_start_time  # advanced by _finished
 
     @property
     def workflow_id(self) -> str:
@@ -175,13 +179,17 @@ class TemporalContext:
         return True  # a failed workflow task is retried: the run waits for a fixed worker
 
     def now(self) -> datetime:
-        # The first task's clock is the workflow's start, the same in every retry of that
-        # task (workflow.now() is each attempt's own): its local activities, the run's
-        # start among them, are exact retries.
-        now = workflow.info().workflow_start_time if self._first_task else workflow.now()
+        # From the history only (see the module docstring): the same in every retry of a
+        # workflow task, so the task's local activities are exact retries.
+        now = self._clock
         now = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
         self._last = max(self._last, now)
         return self._last
+
+    def _finished(self, at: datetime | None) -> None:
+        """Advance the clock to ``at``, when work outside the task finished (None: a
+        result from a worker that does not stamp, so this task's own time)."""
+        self._clock = max(self._clock, workflow.now() if at is None else at)
 
     def cancel_requested(self) -> bool:
         return self._canceled.is_set()
@@ -215,7 +223,8 @@ class TemporalContext:
                 attempts=0,
             )
         handle: asyncio.Future[T]
-        if name in STORE_ONLY and not interruptible:
+        local = name in STORE_ONLY and not interruptible
+        if local:
             handle = workflow.start_local_activity(
                 name,
                 arg,
@@ -224,7 +233,6 @@ class TemporalContext:
                 retry_policy=self._retry_policy(),
             )
         else:
-            self._first_task = False  # its result comes in a later workflow task
             handle = workflow.start_activity(
                 name,
                 arg,
@@ -244,13 +252,18 @@ class TemporalContext:
         try:
             result: T = await handle
         except FailureError as e:
+            if not local:
+                stamp = _failure_stamp(e)
+                if stamp is not None:  # a timeout carries none: the clock stays
+                    self._finished(stamp)
             raise _from_activity_error(name, e) from None
+        if not local and hasattr(result, "finished_at"):
+            self._finished(result.finished_at)
         return result
 
     async def child(self, workflow_id: str, arg: Any, result_type: type[T]) -> T:
         if self.cancel_requested():
             raise WorkflowCanceled()
-        self._first_task = False  # the child's start and result come in later workflow tasks
         handle = await workflow.start_child_workflow(
             WORKFLOW_NAME,
             args=[arg, self.options],
@@ -275,6 +288,7 @@ class TemporalContext:
             if isinstance(cause, ApplicationError) and cause.type == ACTIVITY_FAILED:
                 inner = activity_failed(cause.details[0] if cause.details else {})
             raise ChildFailed(workflow_id=workflow_id, message=message, error=inner) from None
+        self._finished(getattr(result, "finished_at", None))
         return result
 
     async def _until_done_or_canceled(self, job: asyncio.Future[Any]) -> None:
@@ -283,6 +297,18 @@ class TemporalContext:
             await workflow.wait([job, canceled], return_when=asyncio.FIRST_COMPLETED)
         finally:
             canceled.cancel()
+
+
+def _failure_stamp(error: FailureError) -> datetime | None:
+    """When a failed activity's last attempt ended, as its worker stamped the failure."""
+    cause = error.cause if isinstance(error, ActivityError) else error
+    if isinstance(cause, ApplicationError) and cause.details:
+        details = cause.details[0]
+        stamp = details.get(FINISHED_AT) if isinstance(details, dict) else None
+        if isinstance(stamp, str):
+            with contextlib.suppress(ValueError):
+                return datetime.fromisoformat(stamp)
+    return None
 
 
 async def _settle(job: asyncio.Future[Any]) -> None:
