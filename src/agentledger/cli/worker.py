@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from agentledger.cli.temporal import temporal_options
+from agentledger.cli.temporal import finish, temporal_options
 
 __all__ = ["worker"]
 
@@ -95,13 +95,10 @@ def worker(
         raise click.UsageError("Missing option '--db' / '--store': the store to work on")
     import asyncio
 
-    from agentledger.cli.refusal import missing_extra, report
-    from agentledger.engine.temporal.cli import exit_now, serve
-    from agentledger.errors import AgentledgerError
+    from agentledger.engine.temporal.cli import serve
 
-    code = 1
-    try:
-        code = asyncio.run(
+    def body() -> int:
+        return asyncio.run(
             serve(
                 temporal=temporal,
                 db=Target.parse(target),
@@ -113,11 +110,5 @@ def worker(
                 sticky_timeout=sticky_timeout,
             )
         )
-    except AgentledgerError as e:
-        report(e, json=as_json)
-    except ImportError as e:
-        missing = missing_extra(e)
-        if missing is None:
-            raise
-        report(missing, json=as_json)
-    exit_now(code)  # Temporal's native threads must not see the interpreter's teardown
+
+    finish(body, json=as_json)  # Temporal's native threads must not see the teardown

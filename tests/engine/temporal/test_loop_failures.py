@@ -4,9 +4,11 @@ until fixed code is deployed; the in-process engine fails the run (tests/runtime
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from agentledger.engine.temporal import TemporalEngine
 from agentledger.engine.temporal.paused import Pause, find_pause
-from agentledger.runtime import Runtime, user_message
+from agentledger.runtime import AgentClient, Runtime, user_message
 from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
 from tests.cli.conftest import run_process
@@ -60,19 +62,41 @@ def _seen_by_the_cli(temporal: str, db: str, session: str, run_id: str) -> _Seen
     return _Seen(text.stdout, text.returncode, paused[0] if paused else None, listed.stdout)
 
 
-async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
-    temporal_address: str, temporal_client: Client, store: Store, worker_db: str
-) -> None:
-    """A worker process with a bug in its run loop fails the workflow task after the first
-    planner turn; once it is replaced by a worker with the fix, the run completes, its log
-    that of an uninterrupted run."""
-    queue = f"loop-bug-{uuid.uuid4().hex[:12]}"
-    options = ("--sticky-timeout", "1")
+@dataclass
+class _Deploy:
+    """A task queue served by a worker process with a bug, until :meth:`fix` replaces it."""
+
+    temporal: str
+    db: str
+    queue: str
+    client: AgentClient
+    session: str
+    buggy: WorkerProcess
+    fixed: WorkerProcess | None = None
+
+    def fix(self) -> None:
+        """Stop the buggy worker (it exits cleanly), then start one running ``apps.setup``."""
+        assert self.buggy.stop() == 0, self.buggy.output()
+        self.fixed = WorkerProcess(
+            temporal=self.temporal, db=self.db, task_queue=self.queue, extra=_OPTIONS
+        ).start()
+
+
+_OPTIONS = ("--sticky-timeout", "1")
+
+
+@contextlib.asynccontextmanager
+async def _buggy_deploy(
+    temporal_address: str, temporal_client: Client, store: Store, worker_db: str, app: str
+) -> AsyncIterator[_Deploy]:
+    """A session of ``stepper`` runs on a fresh task queue served by a worker set up by
+    ``tests.engine.temporal.apps:<app>``; both workers are killed at the end."""
+    queue = f"{app.replace('_', '-')}-{uuid.uuid4().hex[:12]}"
     buggy = WorkerProcess(
         temporal=temporal_address, db=worker_db, task_queue=queue,
-        app="tests.engine.temporal.apps:buggy_setup", extra=options,
+        app=f"tests.engine.temporal.apps:{app}", extra=_OPTIONS,
     ).start()  # fmt: skip
-    fixed: WorkerProcess | None = None
+    deploy: _Deploy | None = None
     try:
         runtime = Runtime(
             store, engine=TemporalEngine(temporal_client, task_queue=queue, retry_policy=FAST_RETRY)
@@ -81,6 +105,26 @@ async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
         session = f"s-{uuid.uuid4().hex}"
         await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
         client = runtime.agent_client("stepper")
+        deploy = _Deploy(temporal_address, worker_db, queue, client, session, buggy)
+        yield deploy
+        if deploy.fixed is not None:
+            assert deploy.fixed.stop() == 0, deploy.fixed.output()
+    finally:
+        buggy.kill()
+        if deploy is not None and deploy.fixed is not None:
+            deploy.fixed.kill()
+
+
+async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
+    temporal_address: str, temporal_client: Client, store: Store, worker_db: str
+) -> None:
+    """A worker process with a bug in its run loop fails the workflow task after the first
+    planner turn; once it is replaced by a worker with the fix, the run completes, its log
+    that of an uninterrupted run."""
+    async with _buggy_deploy(
+        temporal_address, temporal_client, store, worker_db, "buggy_setup"
+    ) as deploy:
+        session, client = deploy.session, deploy.client
         handle = await client.start(session, [user_message("fix me")])
         message = await _task_failure(temporal_client, handle.run_id)
         assert "KeyError: 'a bug in this deploy'" in message
@@ -100,10 +144,7 @@ async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
         assert f"stepper  running (paused: {bug}; its workflow task failed" in seen.runs
         before = await types(store, handle.run_id)
         assert "run_completed" not in before
-        assert buggy.stop() == 0, buggy.output()
-        fixed = WorkerProcess(
-            temporal=temporal_address, db=worker_db, task_queue=queue, extra=options
-        ).start()
+        deploy.fix()
         out = await asyncio.wait_for(handle.wait(), 120)
         assert out.status is RunStatus.COMPLETED, out.failure
         assert out.text == "finished: fix me done"
@@ -118,11 +159,6 @@ async def test_a_fixed_worker_continues_the_run_a_buggy_one_paused(
         assert [r.id for r in await records(store, out.run_id)] == [
             str(i) for i in range(1, len(done) + 1)
         ]
-        assert fixed.stop() == 0, fixed.output()
-    finally:
-        for worker in (buggy, fixed):
-            if worker is not None:
-                worker.kill()
 
 
 async def _task_failures(client: Client, workflow_id: str) -> list[datetime]:
@@ -154,21 +190,10 @@ async def test_a_bug_in_the_first_task_pauses_the_run_too(
     """A bug right after the run starts (in its first workflow task, where the start runs as
     a local activity): each retried task starts the run again with the same inputs, an exact
     retry, so the run pauses like any other; a fixed worker then finishes it."""
-    queue = f"first-bug-{uuid.uuid4().hex[:12]}"
-    options = ("--sticky-timeout", "1")
-    buggy = WorkerProcess(
-        temporal=temporal_address, db=worker_db, task_queue=queue,
-        app="tests.engine.temporal.apps:first_task_buggy_setup", extra=options,
-    ).start()  # fmt: skip
-    fixed: WorkerProcess | None = None
-    try:
-        runtime = Runtime(
-            store, engine=TemporalEngine(temporal_client, task_queue=queue, retry_policy=FAST_RETRY)
-        )
-        apps.setup(runtime)
-        session = f"s-{uuid.uuid4().hex}"
-        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
-        client = runtime.agent_client("stepper")
+    async with _buggy_deploy(
+        temporal_address, temporal_client, store, worker_db, "first_task_buggy_setup"
+    ) as deploy:
+        session, client = deploy.session, deploy.client
         handle = await client.start(session, [user_message("fix me")])
         pause = await _paused(temporal_client, handle.run_id, attempts=3)
         assert pause.error == "a bug in the run loop: KeyError: 'a bug right after the start'"
@@ -183,10 +208,7 @@ async def test_a_bug_in_the_first_task_pauses_the_run_too(
         before = await types(store, handle.run_id)
         assert before[0] == "run_started"
         assert "run_completed" not in before
-        assert buggy.stop() == 0, buggy.output()
-        fixed = WorkerProcess(
-            temporal=temporal_address, db=worker_db, task_queue=queue, extra=options
-        ).start()
+        deploy.fix()
         out = await asyncio.wait_for(handle.wait(), 120)
         assert out.status is RunStatus.COMPLETED, out.failure
         assert out.text == "finished: fix me done"
@@ -196,11 +218,6 @@ async def test_a_bug_in_the_first_task_pauses_the_run_too(
         assert done[: len(before)] == before
         reference = await client.run(session, [user_message("fix me")])
         assert done == await types(store, reference.run_id)
-        assert fixed.stop() == 0, fixed.output()
-    finally:
-        for worker in (buggy, fixed):
-            if worker is not None:
-                worker.kill()
 
 
 async def test_a_bug_right_after_a_write_in_a_later_task_pauses_the_run(
@@ -210,39 +227,20 @@ async def test_a_bug_right_after_a_write_in_a_later_task_pauses_the_run(
     activity, whose result Temporal keeps only if the task completes): each retry writes it
     again at the same time (the run's clock comes from its history, not from the retry's
     own), an exact retry, so the run pauses; a fixed worker then closes the workflow."""
-    queue = f"later-bug-{uuid.uuid4().hex[:12]}"
-    options = ("--sticky-timeout", "1")
-    buggy = WorkerProcess(
-        temporal=temporal_address, db=worker_db, task_queue=queue,
-        app="tests.engine.temporal.apps:later_task_buggy_setup", extra=options,
-    ).start()  # fmt: skip
-    fixed: WorkerProcess | None = None
-    try:
-        runtime = Runtime(
-            store, engine=TemporalEngine(temporal_client, task_queue=queue, retry_policy=FAST_RETRY)
-        )
-        apps.setup(runtime)
-        session = f"s-{uuid.uuid4().hex}"
-        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
-        client = runtime.agent_client("stepper")
+    async with _buggy_deploy(
+        temporal_address, temporal_client, store, worker_db, "later_task_buggy_setup"
+    ) as deploy:
+        session, client = deploy.session, deploy.client
         handle = await client.start(session, [user_message("fix me")])
         pause = await _paused(temporal_client, handle.run_id, attempts=3)
         assert pause.error == "a bug in the run loop: KeyError: 'a bug after a write'"
         assert (await store.load_run(handle.run_id)).status is RunStatus.COMPLETED
         before = await records(store, handle.run_id)
         assert before[-1].type == "run_completed"
-        assert buggy.stop() == 0, buggy.output()
-        fixed = WorkerProcess(
-            temporal=temporal_address, db=worker_db, task_queue=queue, extra=options
-        ).start()
+        deploy.fix()
         out = await asyncio.wait_for(handle.wait(), 120)
         assert out.status is RunStatus.COMPLETED, out.failure
         assert out.text == "finished: fix me done"
         assert await records(store, out.run_id) == before  # nothing written twice
         reference = await client.run(session, [user_message("fix me")])
         assert await types(store, out.run_id) == await types(store, reference.run_id)
-        assert fixed.stop() == 0, fixed.output()
-    finally:
-        for worker in (buggy, fixed):
-            if worker is not None:
-                worker.kill()
