@@ -11,7 +11,8 @@ on the same schema, over one async psycopg connection, with no store around it.
   also locks the session and the run, checks the event key, and moves the
   run's and the session's counters: one statement on a run the handle wrote
   last, else two round trips [B3]. Both commit with ``synchronous_commit=on``.
-  Target >= 0.85x.
+  Target >= 0.85x. A third side, the physical floor, sends the same INSERT alone
+  in autocommit (one round trip, nothing else checked); target >= 0.85x of it too.
   On a local server the CPU both sides spend per append (this process and
   its server backend, from ``/proc``) is shown too: unlike the rate, it does
   not move with what else the machine runs;
@@ -161,8 +162,11 @@ async def _raw_run(conn: AsyncConnection[Any], run: RecordBuilder) -> RawRun:
     return RawRun(run, run_from_row(row), int(seq[0]))
 
 
-async def _raw_appends(conn: AsyncConnection[Any], state: RawRun, n: int, clock: Clock) -> float:
-    """``n`` transactions of one INSERT of the same record row; parameters built beforehand."""
+async def _raw_appends(
+    conn: AsyncConnection[Any], state: RawRun, n: int, clock: Clock, *, transaction: bool = True
+) -> float:
+    """``n`` transactions of one INSERT of the same record row (``transaction``: BEGIN, INSERT,
+    COMMIT; else the INSERT alone in autocommit, one round trip); parameters built beforehand."""
     rows = []
     for i in range(n):
         record = state.run.record(
@@ -174,7 +178,10 @@ async def _raw_appends(conn: AsyncConnection[Any], state: RawRun, n: int, clock:
         rows.append(record_params(record, state.session_seq))
     started = time.perf_counter()
     for row in rows:
-        async with conn.transaction():
+        if transaction:
+            async with conn.transaction():
+                await conn.execute(_INSERT_RECORD, row)
+        else:
             await conn.execute(_INSERT_RECORD, row)
     return n / (time.perf_counter() - started)
 
@@ -206,11 +213,13 @@ class Cpu:
 
 async def _bench_appends(
     dsn: str,
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Append rates of both sides, and their client + server CPU seconds per append."""
+) -> tuple[list[float], list[float], list[float], list[float], list[float], list[float]]:
+    """Append rates of the three sides (ours, raw transactions, raw autocommit INSERTs), then
+    ours' and the raw transactions' client + server CPU seconds per append."""
     clock = Clock()
     ours: list[float] = []
     raw: list[float] = []
+    floor: list[float] = []
     async with (
         await PostgresStore.open(dsn, min_size=1, max_size=1) as store,
         await AsyncConnection.connect(dsn, autocommit=True) as conn,
@@ -219,16 +228,21 @@ async def _bench_appends(
             ours_cpu, raw_cpu = Cpu(pooled.info.backend_pid), Cpu(conn.info.backend_pid)
         run = await _started_run(store, "bench-run", clock)
         state = await _raw_run(conn, await _started_run(store, "raw-run", clock))
-        await _ours_appends(store, run, APPENDS // 5, clock)  # warm up both
+        bare = await _raw_run(conn, await _started_run(store, "floor-run", clock))
+        await _ours_appends(store, run, APPENDS // 5, clock)  # warm up all three
         await _raw_appends(conn, state, APPENDS // 5, clock)
+        await _raw_appends(conn, bare, APPENDS // 5, clock, transaction=False)
         for rep in range(REPETITIONS):
-            for side in ("ours", "raw") if rep % 2 == 0 else ("raw", "ours"):
+            sides = ("ours", "raw", "floor")
+            for side in sides[rep % 3 :] + sides[: rep % 3]:
                 if side == "ours":
                     with ours_cpu.measure():
                         ours.append(await _ours_appends(store, run, APPENDS, clock))
-                else:
+                elif side == "raw":
                     with raw_cpu.measure():
                         raw.append(await _raw_appends(conn, state, APPENDS, clock))
+                else:
+                    floor.append(await _raw_appends(conn, bare, APPENDS, clock, transaction=False))
         total = 1 + APPENDS // 5 + REPETITIONS * APPENDS
         cur = await conn.execute(
             "SELECT count(*), max(seq), max(session_seq) FROM agentledger_records "
@@ -237,7 +251,7 @@ async def _bench_appends(
         )
         assert await cur.fetchone() == (total, total, total)  # whole and gap-free
     per_append = [[spent / APPENDS for spent in side.spent] for side in (ours_cpu, raw_cpu)]
-    return ours, raw, per_append[0], per_append[1]
+    return ours, raw, floor, per_append[0], per_append[1]
 
 
 # Reload ----------------------------------------------------------------------
@@ -475,8 +489,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{REPETITIONS} interleaved repetitions, medians (ratio: median of the "
             f"per-repetition ratios); payload {len(PAYLOAD)} bytes\n"
         )
-        ours, raw, ours_cpu, raw_cpu = asyncio.run(_bench_appends(dsn))
+        ours, raw, floor, ours_cpu, raw_cpu = asyncio.run(_bench_appends(dsn))
         rows.append(_row(f"append_run_record (x{APPENDS})", "rec/s", ours, raw, 0.85))
+        rows.append(_row("  raw: one autocommit INSERT each", "rec/s", ours, floor, 0.85))
         if len(ours_cpu) == len(raw_cpu) == REPETITIONS:  # a local server: its CPU is readable
             rates = ([1 / c for c in ours_cpu], [1 / c for c in raw_cpu])
             rows.append(_row("  per CPU second, client + server", "rec", *rates))
