@@ -19,7 +19,8 @@ from pydantic_ai import messages as pai
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from agentledger.contrib.pydantic_ai import STAMPED, from_pydantic_ai, to_pydantic_ai
+from agentledger.contrib.pydantic_ai import from_pydantic_ai, to_pydantic_ai
+from agentledger.contrib.pydantic_ai.common import STAMPED
 from agentledger.errors import TranscriptError
 from agentledger.transcript import (
     CacheCheckpointPart,
