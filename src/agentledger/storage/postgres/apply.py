@@ -30,7 +30,7 @@ from agentledger.storage.postgres.rows import (
 from agentledger.storage.receipts import encode_receipt
 from agentledger.storage.state import Plan
 
-__all__ = ["StaleWrite", "apply_plan"]
+__all__ = ["StaleWrite", "apply_plan", "changed_columns"]
 
 
 class StaleWrite(Exception):
@@ -113,7 +113,7 @@ def _plain(value: object) -> object:
     return value.obj if isinstance(value, Jsonb) else value
 
 
-def _changed(new: tuple[object, ...], old: tuple[object, ...]) -> list[int]:
+def changed_columns(new: tuple[object, ...], old: tuple[object, ...]) -> list[int]:
     """Positions (past the key) of the parameters that differ."""
     return [i for i in range(1, len(new)) if _plain(new[i]) != _plain(old[i])]
 
@@ -159,7 +159,7 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     for run in plan.runs:
         values = run_params(run)
         previous = cache.runs.get(run.run_id)
-        changed = None if previous is None else _changed(values, run_params(previous))
+        changed = None if previous is None else changed_columns(values, run_params(previous))
         if sealer is not None and run.checkpoint is not None:  # compared plaintext, sent sealed
             sealed = list(values)
             sealed[_CHECKPOINT_DATA] = sealer.seal_checkpoint(

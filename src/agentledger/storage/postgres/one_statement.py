@@ -30,7 +30,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError
-from agentledger.storage.postgres.apply import _changed
+from agentledger.storage.postgres.apply import changed_columns
 from agentledger.storage.postgres.reader import Missing
 from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
@@ -186,7 +186,7 @@ def guess(reader: Remembered, decide: Callable[[StateReader], Plan[Any]]) -> Gue
         or any(record.run_id != run_id for record in plan.records)
     ):
         return None
-    changed = _changed(run_params(plan.runs[0]), run_params(known.run))
+    changed = changed_columns(run_params(plan.runs[0]), run_params(known.run))
     if not changed or any(_RUN_FIELDS[i] in _NOT_GUESSED for i in changed):
         return None
     return Guess(known, plan, list(dict.fromkeys(reader.absent)), changed)
