@@ -17,10 +17,11 @@ Two layers, both read-only:
 
 A service URL gets the protocol layer only (its sessions' runs).
 
-With ``--temporal HOST:PORT``, every run still running in the store is also
-looked up on that Temporal server: a run whose workflow task keeps failing
-(a bug in the run loop) is paused, waiting for fixed code, and is a finding
-with its error (:mod:`agentledger.engine.temporal.paused`).
+With ``--temporal HOST:PORT``, every run still running in the store, and every
+run of the store whose workflow is still open, is also looked up on that
+Temporal server: a run whose workflow task keeps failing (a bug in the run
+loop) is paused, waiting for fixed code, and is a finding with its error
+(:mod:`agentledger.engine.temporal.paused`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ __all__ = ["Audit", "audit", "check"]
 )
 @temporal_options(
     required=False,
-    help="also ask this Temporal server about every running run: a paused one is a finding",
+    help="also ask this Temporal server about every running run and every run whose workflow "
+    "is still open: a paused one is a finding",
 )
 @settings_options
 def check(settings: Settings, temporal: str | None, namespace: str) -> int:
@@ -66,7 +68,8 @@ def check(settings: Settings, temporal: str | None, namespace: str) -> int:
         if temporal:
             from agentledger.cli.temporal import paused_runs
 
-            for run_id, pause in (await paused_runs(temporal, namespace, result.running)).items():
+            found = await paused_runs(temporal, namespace, result.running, store=store)
+            for run_id, pause in found.items():
                 result.findings.append(
                     f"run {run_id!r} is paused: {pause.describe()}; deploy fixed code and "
                     "the run continues by itself"

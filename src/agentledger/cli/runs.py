@@ -79,7 +79,6 @@ async def _runs(
     temporal: tuple[str, str] | None = None,
 ) -> None:
     from agentledger.cli.output import echo, echo_json, jsonable, when
-    from agentledger.storage.types import RunStatus
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
@@ -89,8 +88,7 @@ async def _runs(
     if temporal is not None:
         from agentledger.cli.temporal import paused_runs
 
-        running = [r.run_id for r in metas if r.status is RunStatus.RUNNING]
-        pauses = await paused_runs(*temporal, running)
+        pauses = await paused_runs(*temporal, [r.run_id for r in metas])
     if settings.json:
         rows = [
             {

@@ -17,6 +17,7 @@ import click
 
 if TYPE_CHECKING:
     from agentledger.engine.temporal.paused import Pause
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = ["finish", "paused_runs", "temporal_options"]
 
@@ -43,17 +44,32 @@ def temporal_options(*, required: bool, help: str) -> Callable[[F], F]:
     return add
 
 
-async def paused_runs(temporal: str, namespace: str, run_ids: Iterable[str]) -> dict[str, Pause]:
-    """The runs among ``run_ids`` paused on the Temporal server ``temporal``, by run id.
+async def paused_runs(
+    temporal: str, namespace: str, run_ids: Iterable[str], *, store: AdminStore | None = None
+) -> dict[str, Pause]:
+    """The runs among ``run_ids`` paused on the Temporal server ``temporal``, by run id; with
+    ``store``, also each run of it whose workflow is still open (a bug may hold a workflow
+    open after the run's ending was written).
 
     Raises:
         TransientError: the server cannot be reached.
     """
     from agentledger.engine.temporal.client import connect
-    from agentledger.engine.temporal.paused import find_pauses
+    from agentledger.engine.temporal.paused import find_pauses, open_runs
+    from agentledger.errors import RunNotFoundError
 
     client = await connect(temporal, namespace=namespace)  # a wrong address is refused
-    return await find_pauses(client, run_ids)
+    asked = list(dict.fromkeys(run_ids))
+    if store is not None:
+        for run_id in await open_runs(client):
+            if run_id in asked:
+                continue
+            try:
+                await store.load_run(run_id)
+            except RunNotFoundError:  # another store's run on the same namespace
+                continue
+            asked.append(run_id)
+    return await find_pauses(client, asked)
 
 
 def finish(body: Callable[[], int], *, json: bool) -> NoReturn:

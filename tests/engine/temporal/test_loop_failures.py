@@ -237,10 +237,20 @@ async def test_a_bug_right_after_a_write_in_a_later_task_pauses_the_run(
         assert (await store.load_run(handle.run_id)).status is RunStatus.COMPLETED
         before = await records(store, handle.run_id)
         assert before[-1].type == "run_completed"
+        # Its workflow is open though the store says completed: check and runs still see it.
+        bug = "a bug in the run loop: KeyError: 'a bug after a write'"
+        seen = _seen_by_the_cli(temporal_address, worker_db, session, handle.run_id)
+        assert f"run {handle.run_id!r} is paused: {bug}; its workflow task failed" in seen.check
+        assert seen.paused is not None
+        assert seen.paused["error"] == bug
+        assert f"stepper  completed (paused: {bug}; its workflow task failed" in seen.runs
         deploy.fix()
         out = await asyncio.wait_for(handle.wait(), 120)
         assert out.status is RunStatus.COMPLETED, out.failure
         assert out.text == "finished: fix me done"
         assert await records(store, out.run_id) == before  # nothing written twice
+        seen = _seen_by_the_cli(temporal_address, worker_db, session, handle.run_id)
+        assert seen.paused is None
+        assert handle.run_id not in seen.check
         reference = await client.run(session, [user_message("fix me")])
         assert await types(store, out.run_id) == await types(store, reference.run_id)

@@ -2,7 +2,8 @@
 
 A bug in the run loop (:class:`~agentledger.errors.RunLoopError`) or a run of a
 retired workflow type fails the run's *workflow task*, not the run: Temporal
-retries the task, the run stays ``running`` in the store and carries on once
+retries the task, the run stays as the store has it (``running``, or already
+ended when the bug struck right after its ending was written) and carries on once
 a worker with fixed code takes the task. Nothing about the pause is written
 to the run's log (its records are immutable, and replayed); Temporal knows
 it: the workflow is open, its pending workflow task is past its first attempt
@@ -12,7 +13,8 @@ it: the workflow is open, its pending workflow task is past its first attempt
 failures began (later attempts of a failing task leave no event of their own).
 
 ``agentledger check``, ``agentledger runs`` and the inspector show pauses
-through :func:`find_pauses`.
+through :func:`find_pauses`; :func:`open_runs` lists the runs whose workflow is
+still open, whatever the store says of them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentledger.errors import TransientError
 
-__all__ = ["Pause", "find_pause", "find_pauses"]
+__all__ = ["Pause", "find_pause", "find_pauses", "open_runs"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,24 @@ async def find_pause(client: Client, run_id: str) -> Pause | None:
         return None
     error = error.removeprefix(f"run {run_id!r}: ") or "its workflow task fails"
     return Pause(run_id=run_id, error=error, attempts=attempts, since=since)
+
+
+async def open_runs(client: Client) -> list[str]:
+    """The ids of the runs whose workflow is still open on the server (its visibility store,
+    which may lag a workflow started a moment ago).
+
+    Raises:
+        TransientError: Temporal cannot be reached.
+    """
+    from agentledger.engine.temporal.workflows import WORKFLOW_NAME
+
+    query = f'WorkflowType = "{WORKFLOW_NAME}" AND ExecutionStatus = "Running"'
+    try:
+        return [execution.id async for execution in client.list_workflows(query)]
+    except RPCError as e:
+        raise TransientError(
+            f"temporal: {e.status.name}: {e.message}", operation="list_workflows"
+        ) from e
 
 
 async def find_pauses(

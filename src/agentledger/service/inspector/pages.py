@@ -497,10 +497,9 @@ class Pages:
         usage = usage_of(log.records)
         suspended = run.status is RunStatus.SUSPENDED
         waiting = await self._waiting(run) if suspended else ""
-        running = run.status is RunStatus.RUNNING
         return {
             "run": run,
-            "pause": await pause_of(self.state, run_id) if running else None,
+            "pause": await pause_of(self.state, run_id),
             "question": await question_of(self.store, run_id) if suspended else None,
             "host_runtime": self.state.host_runtime is not None,
             "waiting": waiting,

@@ -1,8 +1,8 @@
-"""Whether a running run is paused on Temporal, for its page: asked of the host runtime's engine.
+"""Whether a run is paused on Temporal, for its page: asked of the host runtime's engine.
 
 A run on Temporal whose workflow task keeps failing (a bug in the run loop)
-stays ``running`` in the store and waits for fixed code; only Temporal knows
-it. The run page asks the client ``agentledger serve --temporal`` connected,
+stays as the store has it (``running``, or ended if the bug struck right after
+its ending was written) and waits for fixed code; only Temporal knows it. The run page asks the client ``agentledger serve --temporal`` connected,
 else, when the service's host runtime runs its runs on a
 :class:`~agentledger.engine.temporal.TemporalEngine`, that engine's
 (:func:`agentledger.engine.temporal.paused.find_pause`). Without either, or
@@ -35,7 +35,7 @@ def _temporal_client(host: Any) -> Any:
 
 
 async def pause_of(state: Any, run_id: str) -> Pause | None:
-    """The pause of the running run ``run_id``, if the service knows a Temporal server."""
+    """The pause of run ``run_id``, if the service knows a Temporal server."""
     client = getattr(state, "temporal", None) or _temporal_client(state.host_runtime)
     if client is None:
         return None
