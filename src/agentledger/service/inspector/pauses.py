@@ -2,8 +2,9 @@
 
 A run on Temporal whose workflow task keeps failing (a bug in the run loop)
 stays as the store has it (``running``, or ended if the bug struck right after
-its ending was written) and waits for fixed code; only Temporal knows it. The run page asks the client ``agentledger serve --temporal`` connected,
-else, when the service's host runtime runs its runs on a
+its ending was written) and waits for fixed code; only Temporal knows it. The
+run page asks the client ``agentledger serve --temporal`` connected, else,
+when the service's host runtime runs its runs on a
 :class:`~agentledger.engine.temporal.TemporalEngine`, that engine's
 (:func:`agentledger.engine.temporal.paused.find_pause`). Without either, or
 if Temporal cannot be reached, the page shows the run as the store has it.
