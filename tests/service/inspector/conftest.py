@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentledger.storage import RecordBuilder, RunStart, RunStatus
 from agentledger.storage.payloads import TRANSCRIPT_APPENDED
@@ -37,6 +37,10 @@ from agentledger.transcript import (
     encode_messages,
 )
 from tests.service.process import ServiceProcess, Tokens
+
+# Assertions wait as long as actions do (20 s): on two busy cores a page can take longer to
+# load or redraw than Playwright's 5 s default. A passing check returns as soon as it holds.
+expect.set_options(timeout=20_000)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
