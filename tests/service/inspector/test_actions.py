@@ -93,9 +93,10 @@ def acting(tokens: Tokens, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 async def _finished(url: str, token: str, run_id: str) -> RunStatus:
-    """The run's status once it is no longer running (the host runtime runs it)."""
+    """The run's status once it is no longer running (the host runtime runs it; 30 s at most,
+    which a loaded CI machine may need)."""
     async with StoreClient(url, token=token) as client:
-        for _ in range(200):
+        for _ in range(600):
             meta = await client.load_run(run_id)
             if meta.status is not RunStatus.RUNNING:
                 return meta.status
