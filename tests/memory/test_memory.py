@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,6 +104,38 @@ async def test_sqlite_memory_shares_a_file_with_the_runtime_store(tmp_path: Path
         assert (await reopened.load_run("agent", "run-1")).events == EVENTS
     finally:
         await reopened.close()
+
+
+async def test_sqlite_memory_waits_for_another_handle_opening_the_same_new_file(
+    tmp_path: Path,
+) -> None:
+    """Switching a new file to WAL needs it to itself, and SQLite answers "locked" at once while
+    another handle holds it (as when processes open one fresh file together): the open waits
+    for it instead of refusing the file as no database."""
+    path = tmp_path / "fresh.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # as another handle creating the file's table holds it
+    release = threading.Timer(0.3, holder.execute, ("COMMIT",))
+    release.start()
+    try:
+        memory = await SQLiteMemory.open(path)
+    finally:
+        release.join()
+        holder.close()
+    try:
+        await memory.append_events("agent", "run-1", *EVENTS)
+        assert (await memory.load_run("agent", "run-1")).events == EVENTS
+    finally:
+        await memory.close()
+
+
+async def test_sqlite_memory_refuses_a_file_that_is_no_database(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"not a database, just some text that is long enough" * 40)
+    with pytest.raises(ValidationError) as caught:
+        await SQLiteMemory.open(path)
+    assert caught.value.field == "path"
+    assert path.read_bytes().startswith(b"not a database")
 
 
 async def test_last_returns_the_latest_events_in_order(memory: ProductMemory) -> None:

@@ -15,12 +15,16 @@ from typing import Any
 
 import msgspec
 
-from agentledger.errors import RecordConflictError, TransientError, ValidationError
+from agentledger.errors import RecordConflictError, TransientError
 from agentledger.memory.types import MemoryEvent, Snapshot, check_last
+from agentledger.storage.sqlite.connection import map_open_error
+from agentledger.storage.sqlite.opening import enable_wal
 from agentledger.transcript import JsonNumber
 
 __all__ = ["SQLiteMemory"]
 
+_BUSY_TIMEOUT = 30.0
+"""Seconds a statement waits for another connection's lock on the file."""
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS agentledger_memory_events (
         agent_id TEXT NOT NULL,
@@ -75,14 +79,20 @@ class SQLiteMemory:
         name = os.fspath(path)
 
         def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(name, isolation_level=None, check_same_thread=False, timeout=30)
             try:
-                conn.execute("PRAGMA journal_mode = WAL")
+                conn = sqlite3.connect(
+                    name, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT
+                )
+            except sqlite3.Error as e:
+                raise map_open_error(e, name) from e
+            try:
+                # Another process opening the same new file may hold it for a moment.
+                enable_wal(conn, _BUSY_TIMEOUT)
                 for statement in _SCHEMA:
                     conn.execute(statement)
             except sqlite3.Error as e:
                 conn.close()
-                raise ValidationError(field="path", expected="an SQLite database", got=name) from e
+                raise map_open_error(e, name) from e
             return conn
 
         return cls(await asyncio.to_thread(connect), name)
