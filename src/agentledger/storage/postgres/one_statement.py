@@ -47,7 +47,19 @@ from agentledger.storage.types import PurgeReceipt, Record
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
 
-__all__ = ["Guess", "Known", "KnownRuns", "Remembered", "guess", "healthy", "learn", "write_guess"]
+__all__ = [
+    "Guess",
+    "Known",
+    "KnownRuns",
+    "Remembered",
+    "Statement",
+    "guess",
+    "guess_statement",
+    "healthy",
+    "learn",
+    "send_statements",
+    "written",
+]
 
 _RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
 _NOT_GUESSED = {"run_id", "checkpoint_id", "checkpoint_data"}  # key; sealed data: slow path
@@ -285,10 +297,16 @@ def healthy(conn: AsyncConnection[TupleRow]) -> bool:
     return not poller.poll(0)
 
 
-async def write_guess(
-    conn: AsyncConnection[TupleRow], g: Guess, sealer: Encryption | None
-) -> str | None:
-    """Send ``g`` as one statement; the run row's new version, or None if nothing was written."""
+Statement = tuple[str, dict[str, object]]
+"""An SQL statement and its named parameters."""
+
+
+def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
+    """``g`` as the one statement that writes it (its records sealed with ``sealer``).
+
+    Raises:
+        KeyNeeded: sealing needs a key not loaded yet (nothing was sent).
+    """
     known, run = g.known, g.plan.runs[0]
     session = known.session
     names = tuple(_RUN_FIELDS[i] for i in g.changed)
@@ -311,10 +329,30 @@ async def write_guess(
             params[f"v{i}_{j}"] = values[j]
         params[f"v{i}_seq"] = values[8]
         params[f"v{i}_sum"] = values[9]
-    sql = _statement(session is not None, names, len(g.plan.records), len(g.absent))
-    cur = await conn.execute(sql, params)
-    row = await cur.fetchone()
+    return _statement(session is not None, names, len(g.plan.records), len(g.absent)), params
+
+
+def written(row: TupleRow | None, g: Guess) -> str | None:
+    """The run row's new version from the statement's answer ``row``; None if it wrote nothing."""
     if row is None or row[0] is None:
         return None
     assert row[1] == len(g.plan.records), row
     return str(row[0])
+
+
+async def send_statements(
+    conn: AsyncConnection[TupleRow], statements: list[Statement]
+) -> list[TupleRow | None]:
+    """Run ``statements`` and give each one's answer: one alone in autocommit; more as one
+    transaction in one round trip (pipelined), answered after its one COMMIT.
+
+    An error rolls the transaction back (the caller abandons it): none of them wrote.
+    """
+    if len(statements) == 1:
+        cur = await conn.execute(*statements[0])
+        return [await cur.fetchone()]
+    async with conn.pipeline():
+        await conn.execute("BEGIN")
+        cursors = [await conn.execute(sql, params) for sql, params in statements]
+        await conn.execute("COMMIT")
+    return [await cur.fetchone() for cur in cursors]

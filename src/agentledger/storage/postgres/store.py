@@ -34,13 +34,17 @@ from agentledger.storage.operations import AdminOperations, Operation, Touch
 from agentledger.storage.postgres import migrations as _migrations
 from agentledger.storage.postgres.apply import apply_plan
 from agentledger.storage.postgres.one_statement import (
+    Guess,
     Known,
     KnownRuns,
     Remembered,
+    Statement,
     guess,
+    guess_statement,
     healthy,
     learn,
-    write_guess,
+    send_statements,
+    written,
 )
 from agentledger.storage.postgres.pages import chain_reader, page_reader, transcript_reader
 from agentledger.storage.postgres.pages import decide as _decide
@@ -53,6 +57,7 @@ from agentledger.storage.postgres.rows import (
     run_from_row,
     session_from_row,
 )
+from agentledger.storage.postgres.session_commits import SessionCommits
 from agentledger.storage.postgres.session_list import session_list
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
@@ -234,6 +239,8 @@ class PostgresStore(AdminOperations):
         self._transcripts_verified = transcripts_verified
         self._known = KnownRuns()
         """The runs this handle wrote last, for appends in one statement [B3]."""
+        self._commits: SessionCommits[Statement, TupleRow | None] = SessionCommits(self._send)
+        """Appends in one statement to one session, grouped while one is in flight."""
 
     @classmethod
     async def open(
@@ -413,17 +420,17 @@ class PostgresStore(AdminOperations):
             version = None
             try:
                 with self._deferring(0):
-                    async with self._pool.connection() as conn:
-                        if not healthy(conn):
-                            found = None
-                            await conn.close()  # the pool replaces it; the locking path retries
-                        elif reader.known is None:
-                            known = await learn(conn, run_id)
-                            if known is not None:
-                                found = guess(Remembered(lambda _: known), decide)
-                        if found is not None:
-                            writing = True
-                            version = await write_guess(conn, found, self.encryption)
+                    if reader.known is None:
+                        found = await self._learn(run_id, decide)
+                    if found is not None:
+                        statement = guess_statement(found, self.encryption)
+                        writing = True
+                        session = found.known.session
+                        if session is None:
+                            answer = (await self._send([statement]))[0]
+                        else:
+                            answer = await self._commits.run(session.id, statement)
+                        version = written(answer, found)
             except KeyNeeded:  # sealed before anything was sent: the locking path loads it
                 found = None
             except Exception as e:
@@ -438,6 +445,28 @@ class PostgresStore(AdminOperations):
         op.check(request, self.limits)  # a refusal, before anything is read
         _, appends = _keys(op.touches(request), appends=True)
         return await self._write(operation, decide, (), appends, remember=True)
+
+    async def _learn(
+        self, run_id: str, decide: Callable[[StateReader], Plan[Resp]]
+    ) -> Guess | None:
+        """The decision on ``run_id`` as the database holds it now, if one statement can
+        write it (see :func:`.one_statement.guess`)."""
+        async with self._pool.connection() as conn:
+            known = await learn(conn, run_id)
+        return None if known is None else guess(Remembered(lambda _: known), decide)
+
+    async def _send(self, statements: list[Statement]) -> list[TupleRow | None]:
+        """Run appends' statements on one pooled connection (see ``send_statements``);
+        on a connection the server closed meanwhile, none (each answers None)."""
+        async with self._pool.connection() as conn:
+            if not healthy(conn):
+                await conn.close()  # the pool replaces it; the locking path retries
+                return [None] * len(statements)
+            try:
+                return await send_statements(conn, statements)
+            except BaseException:
+                await _abandon(conn)
+                raise
 
     async def _read(
         self, operation: str, read: Callable[[Loader], Awaitable[R]], prefetch: Sequence[Key]
