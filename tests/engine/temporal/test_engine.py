@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from agentledger.engine import ChildFailed
 from agentledger.engine.temporal import TemporalEngine, connect, create_worker
-from agentledger.errors import RunNotFoundError, ValidationError
+from agentledger.engine.temporal.failures import FINISHED_AT
+from agentledger.errors import RunNotFoundError, TransientError, ValidationError
 from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
 from agentledger.runtime.completion import check_lifecycle
 from agentledger.runtime.workflow import run_workflow
@@ -202,3 +205,43 @@ async def test_a_start_without_eager_dispatch_writes_the_same_run(
     assert out.text == "said hi"
     check_lifecycle(await store.load_run(out.run_id), await records(store, out.run_id))
     await valid_transcript(store, out.run_id)
+
+
+class _Unreachable(ScriptedModel):
+    """A model whose every call fails as the network would: retried, then given up."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    async def complete(self, request: Any) -> Any:
+        raise TransientError("the model is unreachable", operation="complete")
+
+    async def stream(self, request: Any) -> Any:
+        raise TransientError("the model is unreachable", operation="stream")
+        yield  # an async generator, as the planner streams
+
+
+async def test_the_record_after_a_failed_activity_has_the_time_its_worker_stamped(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """A planner turn that fails for good (its model unreachable through every retry): the
+    run's ending, recorded after it, carries the time the worker stamped on the last failure
+    (the same in every retry of the workflow task), not the time of the task that handled it."""
+    async with temporal_runtime(temporal_client, store, chat(_Unreachable())) as runtime:
+        out = await runtime.agent_client("chat").run(session, [user_message("hello?")])
+    assert out.status is RunStatus.FAILED
+
+    stamps: list[datetime] = []
+    history = await temporal_client.get_workflow_handle(out.run_id).fetch_history()
+    for event in history.events:
+        if event.HasField("activity_task_failed_event_attributes"):
+            failure = event.activity_task_failed_event_attributes.failure
+            error = await temporal_client.data_converter.decode_failure(failure)
+            cause = error.cause if isinstance(error, ActivityError) else error
+            assert isinstance(cause, ApplicationError)
+            stamps.append(datetime.fromisoformat(cause.details[0][FINISHED_AT]))
+    assert len(stamps) == 1  # the last attempt's failure; the retries are the server's
+    stamp = stamps[0].replace(microsecond=stamps[0].microsecond // 1000 * 1000)
+    ending = (await records(store, out.run_id))[-1]
+    assert ending.type == "run_completed"
+    assert ending.timestamp == stamp
