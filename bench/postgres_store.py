@@ -338,17 +338,22 @@ async def _bench_reload(dsn: str) -> tuple[list[float], list[float]]:
 
 
 async def _load_once(
-    stores: list[PostgresStore], conn: AsyncConnection[Any], rep: int, runs: int
+    stores: list[PostgresStore],
+    conn: AsyncConnection[Any],
+    rep: int | str,
+    runs: int,
+    sessions: int = SESSIONS,
 ) -> tuple[float, float]:
-    """One round of the 16-worker load; (writes/s, runs/s), after checking the totals."""
+    """One round of the 16-worker load (worker ``w`` on ``stores[w % len(stores)]``, in
+    session ``w % sessions``); (writes/s, runs/s), after checking the totals."""
     clock = Clock()
     admin = stores[0]
-    sids = [f"load{rep}-s{i}" for i in range(SESSIONS)]
+    sids = [f"load{rep}-s{i}" for i in range(sessions)]
     for sid in sids:
         await admin.create_session(sid, created_at=clock())
 
     async def worker(w: int) -> None:
-        store, sid = stores[w], sids[w % SESSIONS]
+        store, sid = stores[w % len(stores)], sids[w % sessions]
         for n in range(runs):
             run = RecordBuilder(
                 RunStart(
@@ -369,12 +374,12 @@ async def _load_once(
     began = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(WORKERS)))
     seconds = time.perf_counter() - began
-    _check_load(await _load_totals(conn, rep), runs)
+    _check_load(await _load_totals(conn, rep), runs, sessions)
     total_runs = WORKERS * runs
     return total_runs * (LOAD_APPENDS + 2) / seconds, total_runs / seconds
 
 
-async def _load_totals(conn: AsyncConnection[Any], rep: int) -> list[tuple[Any, ...]]:
+async def _load_totals(conn: AsyncConnection[Any], rep: int | str) -> list[tuple[Any, ...]]:
     pattern = f"load{rep}-%"
     cur = await conn.execute(
         "SELECT count(*), count(*) FILTER (WHERE last_seq = %s AND status = %s), "
@@ -404,14 +409,14 @@ async def _load_totals(conn: AsyncConnection[Any], rep: int) -> list[tuple[Any, 
     return rows
 
 
-def _check_load(rows: list[tuple[Any, ...]], runs: int) -> None:
+def _check_load(rows: list[tuple[Any, ...]], runs: int, sessions: int) -> None:
     """Every run complete with ids 1..22, every session log gap-free and whole."""
     total_runs, per_run = WORKERS * runs, LOAD_APPENDS + 2
     records = total_runs * per_run
     expected_runs = (total_runs, total_runs, records, records, records)
     assert rows[0] == expected_runs, (rows[0], expected_runs)
-    per_session = records // SESSIONS
-    assert rows[1:] == [(per_session, per_session, per_session)] * SESSIONS, rows[1:]
+    per_session = records // sessions
+    assert rows[1:] == [(per_session, per_session, per_session)] * sessions, rows[1:]
 
 
 async def _bench_load(dsn: str, runs: int) -> tuple[list[float], list[float]]:
@@ -432,6 +437,38 @@ async def _bench_load(dsn: str, runs: int) -> tuple[list[float], list[float]]:
     finally:
         await asyncio.gather(*(s.close() for s in stores))
     return writes, rates
+
+
+async def _bench_one_session(dsn: str, runs: int) -> dict[str, list[float]]:
+    """16 runs in one session against 16 runs in 16 sessions, interleaved (writes/s): on
+    one shared store (as the in-process runtime and ``serve`` write), and on 16 stores of
+    one connection each (as 16 processes would)."""
+    shared = [await PostgresStore.open(dsn, min_size=WORKERS, max_size=WORKERS)]
+    apart = list(
+        await asyncio.gather(
+            *(PostgresStore.open(dsn, min_size=1, max_size=1) for _ in range(WORKERS))
+        )
+    )
+    sides = {
+        "shared, 1 session": (shared, 1),
+        "shared, 16 sessions": (shared, WORKERS),
+        "apart, 1 session": (apart, 1),
+        "apart, 16 sessions": (apart, WORKERS),
+    }
+    found: dict[str, list[float]] = {name: [] for name in sides}
+    try:
+        async with await AsyncConnection.connect(dsn, autocommit=True) as conn:
+            for rep in range(REPETITIONS + 1):
+                order = list(sides) if rep % 2 == 0 else list(sides)[::-1]
+                for i, name in enumerate(order):
+                    stores, sessions = sides[name]
+                    tag = f"one{rep}-{i}"
+                    writes, _ = await _load_once(stores, conn, tag, runs, sessions)
+                    if rep:  # the first round warms up
+                        found[name].append(writes)
+    finally:
+        await asyncio.gather(*(s.close() for s in [*shared, *apart]))
+    return found
 
 
 # Report ----------------------------------------------------------------------
@@ -498,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         ours, raw = asyncio.run(_bench_reload(dsn))
         rows.append(_row(f"reload {RELOAD_RECORDS:,} records (limit 1000)", "rec/s", ours, raw))
         writes, rates = asyncio.run(_bench_load(dsn, args.runs))
+        one = asyncio.run(_bench_one_session(dsn, args.runs))
     header = ["operation", "agentledger", "raw psycopg", "ratio", "target"]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for line in [header, ["-" * w for w in widths], *rows]:
@@ -511,6 +549,15 @@ def main(argv: list[str] | None = None) -> int:
         f"  {statistics.median(writes):,.0f} writes/s, {statistics.median(rates):,.1f} runs/s; "
         f"totals exact in all {REPETITIONS} repetitions"
     )
+    print(f"\n{WORKERS} runs of one session vs in {WORKERS} sessions (writes/s, medians):")
+    for where in ("shared", "apart"):
+        single, many = one[f"{where}, 1 session"], one[f"{where}, 16 sessions"]
+        ratio = statistics.median(a / b for a, b in zip(single, many, strict=True))
+        label = "one store" if where == "shared" else f"{WORKERS} stores"
+        print(
+            f"  {label}: {statistics.median(single):,.0f} vs {statistics.median(many):,.0f}"
+            f" = {ratio:.2f}x"
+        )
     return 0
 
 
