@@ -213,7 +213,7 @@ class Cpu:
 
 async def _bench_appends(
     dsn: str,
-) -> tuple[list[float], list[float], list[float], list[float], list[float], list[float]]:
+) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
     """Append rates of the three sides (ours, raw transactions, raw autocommit INSERTs), then
     ours' and the raw transactions' client + server CPU seconds per append."""
     clock = Clock()
@@ -439,11 +439,24 @@ async def _bench_load(dsn: str, runs: int) -> tuple[list[float], list[float]]:
     return writes, rates
 
 
+class _Ungrouped:
+    """A store whose appends to one session each commit alone (as before they were grouped)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    async def run(self, session_id: str, statement: Any) -> Any:
+        return (await self.store._send([statement]))[0]
+
+
 async def _bench_one_session(dsn: str, runs: int) -> dict[str, list[float]]:
     """16 runs in one session against 16 runs in 16 sessions, interleaved (writes/s): on
-    one shared store (as the in-process runtime and ``serve`` write), and on 16 stores of
-    one connection each (as 16 processes would)."""
+    one shared store (as the in-process runtime and ``serve`` write), the same with each
+    append committing alone (no grouping), and on 16 stores of one connection each (as 16
+    processes would)."""
     shared = [await PostgresStore.open(dsn, min_size=WORKERS, max_size=WORKERS)]
+    ungrouped = [await PostgresStore.open(dsn, min_size=WORKERS, max_size=WORKERS)]
+    ungrouped[0]._commits = _Ungrouped(ungrouped[0])  # type: ignore[assignment]
     apart = list(
         await asyncio.gather(
             *(PostgresStore.open(dsn, min_size=1, max_size=1) for _ in range(WORKERS))
@@ -452,6 +465,7 @@ async def _bench_one_session(dsn: str, runs: int) -> dict[str, list[float]]:
     sides = {
         "shared, 1 session": (shared, 1),
         "shared, 16 sessions": (shared, WORKERS),
+        "ungrouped, 1 session": (ungrouped, 1),
         "apart, 1 session": (apart, 1),
         "apart, 16 sessions": (apart, WORKERS),
     }
@@ -467,7 +481,7 @@ async def _bench_one_session(dsn: str, runs: int) -> dict[str, list[float]]:
                     if rep:  # the first round warms up
                         found[name].append(writes)
     finally:
-        await asyncio.gather(*(s.close() for s in [*shared, *apart]))
+        await asyncio.gather(*(s.close() for s in [*shared, *ungrouped, *apart]))
     return found
 
 
@@ -530,8 +544,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(_row(f"append_run_record (x{APPENDS})", "rec/s", ours, raw, 0.85))
         rows.append(_row("  raw: one autocommit INSERT each", "rec/s", ours, floor, 0.85))
         if len(ours_cpu) == len(raw_cpu) == REPETITIONS:  # a local server: its CPU is readable
-            rates = ([1 / c for c in ours_cpu], [1 / c for c in raw_cpu])
-            rows.append(_row("  per CPU second, client + server", "rec", *rates))
+            per_cpu = ([1 / c for c in ours_cpu], [1 / c for c in raw_cpu])
+            rows.append(_row("  per CPU second, client + server", "rec", *per_cpu))
         ours, raw = asyncio.run(_bench_reload(dsn))
         rows.append(_row(f"reload {RELOAD_RECORDS:,} records (limit 1000)", "rec/s", ours, raw))
         writes, rates = asyncio.run(_bench_load(dsn, args.runs))
@@ -550,10 +564,15 @@ def main(argv: list[str] | None = None) -> int:
         f"totals exact in all {REPETITIONS} repetitions"
     )
     print(f"\n{WORKERS} runs of one session vs in {WORKERS} sessions (writes/s, medians):")
-    for where in ("shared", "apart"):
-        single, many = one[f"{where}, 1 session"], one[f"{where}, 16 sessions"]
+    labels = {
+        "shared": "one store",
+        "ungrouped": "one store, each append committing alone",
+        "apart": f"{WORKERS} stores",
+    }
+    for where, label in labels.items():
+        single = one[f"{where}, 1 session"]
+        many = one[f"{'shared' if where == 'ungrouped' else where}, 16 sessions"]
         ratio = statistics.median(a / b for a, b in zip(single, many, strict=True))
-        label = "one store" if where == "shared" else f"{WORKERS} stores"
         print(
             f"  {label}: {statistics.median(single):,.0f} vs {statistics.median(many):,.0f}"
             f" = {ratio:.2f}x"
