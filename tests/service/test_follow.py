@@ -79,6 +79,25 @@ async def test_follow_resumes_without_gap_or_duplicate(tmp_path: Path, tokens: T
     assert [f.record for f in through] == log
 
 
+async def test_each_record_reaches_a_follower_as_it_commits(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """[S5] a small log is followed record by record: nothing waits for a buffer to fill."""
+    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+        await client.create_session("follow-one-s", created_at=T0)
+        run = RecordBuilder(RunStart(run_id="follow-one-r", agent_id="a",
+                                     session_id="follow-one-s", started_at=T0))  # fmt: skip
+        await client.start_root_run(run.root_start())
+        follow = client.follow_run_records("follow-one-r")
+        first = await asyncio.wait_for(anext(follow), 10)
+        assert first.record.type == "run_started"
+        for i in range(2, 5):
+            await _append(client, run, i, i + 1)
+            followed = await asyncio.wait_for(anext(follow), 10)
+            assert followed.record.event_key == f"n{i}"
+        await follow.aclose()  # type: ignore[attr-defined]
+
+
 async def test_follow_refusals_are_typed(sqlite_service: ServiceProcess, tokens: Tokens) -> None:
     """[S5] [S4] an unknown run, a forged cursor or no token: typed errors, no stream."""
     async with StoreClient(sqlite_service.url, token=tokens.host) as host:

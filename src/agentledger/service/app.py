@@ -33,6 +33,7 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.observability.propagation import TraceMiddleware
+from agentledger.observability.tracing import tracer
 from agentledger.service.auth import Principal, TokenTable
 from agentledger.service.calls import (
     StoreCalls,
@@ -301,7 +302,10 @@ class _ServiceApp(Litestar):
     traced_calls: _ASGI
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if self.calls.route(scope) is not None:
+        method = self.calls.route(scope)
+        if method is None:
+            await super().__call__(scope, receive, send)
+        elif tracer() is None:  # no span to open: skip the middleware's layer
+            await self.calls.answer(method, scope, receive, send)
+        else:
             await self.traced_calls(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)

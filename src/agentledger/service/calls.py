@@ -119,7 +119,7 @@ async def answer_call(
             check_stateless(method.plan, call, state.limits)
             await check_scope(state.store, principal, method.name, method.subjects(call))
         result = await method.call(state.store, call)
-        if method.writes:
+        if method.writes and state.notifier.waiting:
             state.notifier.notify(_logs_written(call))
         if msgpack:
             answered = (200, _MSGPACK_ENCODER.encode(result), MSGPACK)
@@ -148,6 +148,10 @@ def _logs_written(call: object) -> list[str] | None:
     return None
 
 
+_CONTENT_TYPES = {t: (b"content-type", t.encode()) for t in (JSON, MSGPACK)}
+"""The answer's ``Content-Type`` header, by media type, made once."""
+
+
 class StoreCalls:
     """``POST /v1/<name>`` answered from the ASGI scope; ``route`` tells which requests."""
 
@@ -163,7 +167,12 @@ class StoreCalls:
         return self.methods.get(scope.get("path", ""))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = self.methods[scope["path"]]
+        await self.answer(self.methods[scope["path"]], scope, receive, send)
+
+    async def answer(
+        self, method: Method[Any, Any], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Answer one call of ``method`` (what :meth:`route` found for this request)."""
         scope["path_template"] = method.route  # names the request's trace span
         authorization = accept = None
         declared = -1
@@ -194,9 +203,6 @@ class StoreCalls:
         status, answer, media_type = await answer_call(
             self.state, method, authorization, read_body, msgpack=wants_msgpack(accept)
         )
-        headers = [
-            (b"content-type", media_type.encode()),
-            (b"content-length", str(len(answer)).encode()),
-        ]
+        headers = [_CONTENT_TYPES[media_type], (b"content-length", b"%d" % len(answer))]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": answer})

@@ -216,6 +216,11 @@ class Notifier:
         self._feeds: dict[str, dict[ListPage, _Feed]] = {}  # key -> reader -> feed
         self._poller: asyncio.Task[None] | None = None
 
+    @property
+    def waiting(self) -> bool:
+        """Whether anyone waits to be woken: if not, :meth:`notify` would do nothing."""
+        return bool(self._unkeyed or self._keyed or self._feeds)
+
     def notify(self, keys: Iterable[str] | None = None) -> None:
         """Wake the followers of ``keys`` (of every log when None) and every unkeyed waiter."""
         if self._unkeyed:  # else nobody waits on it: keep it (a new Event costs per write)
