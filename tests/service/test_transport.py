@@ -6,12 +6,13 @@ reply after the service committed, answers 502, or stalls.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from datetime import UTC, datetime
 
 import pytest
 
-from agentledger.errors import TransientError
+from agentledger.errors import SessionNotFoundError, TransientError, ValidationError
 from agentledger.service import StoreClient
 from agentledger.storage import AppendResult, RecordBuilder, RunStart, SessionStatus
 from tests.service.process import ServiceProcess, Tokens
@@ -90,3 +91,53 @@ async def test_a_refused_connection_is_transient(tokens: Tokens) -> None:
         with pytest.raises(TransientError) as info:
             await client.create_session("nobody", created_at=AT)
     assert info.value.operation == "create_session"
+
+
+async def test_proxy_settings_of_the_environment_are_not_used(
+    sqlite_service: ServiceProcess, tokens: Tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client talks to the service it was given, not to a proxy the environment names."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, nowhere)
+        monkeypatch.setenv(name.lower(), nowhere)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+        created = await client.create_session("no-proxy-s", created_at=AT)
+    assert created.id == "no-proxy-s"
+
+
+async def test_a_redirect_is_refused_not_followed(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """Something in front of the service answering a redirect is not an agentledger service:
+    the call is refused, and nothing is sent to where it points."""
+
+    async def redirect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        path = request.split(b" ", 2)[1].decode()
+        writer.write(
+            b"HTTP/1.1 307 Temporary Redirect\r\nLocation: "
+            + (sqlite_service.url + path).encode()
+            + b"\r\nContent-Length: 0\r\n\r\n"
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(redirect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with (
+            StoreClient(f"http://127.0.0.1:{port}", token=tokens.host) as client,
+            StoreClient(sqlite_service.url, token=tokens.host) as direct,
+        ):
+            with pytest.raises(ValidationError, match="HTTP 307"):
+                await client.create_session("redirected-s", created_at=AT)
+            with pytest.raises(SessionNotFoundError):
+                await direct.load_session("redirected-s")
+    finally:
+        server.close()
+        await server.wait_closed()

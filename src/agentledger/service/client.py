@@ -151,10 +151,13 @@ class StoreClient(AdminOperations):
 
     def _http(self) -> Client:
         """The pooled client, made on first use. Each call sets its own total timeout (a
-        follow stream has none); the service's answers are never compressed."""
+        follow stream has none); the service's answers are never compressed. It talks to
+        the service's URL only: no proxy from the environment, no redirect followed."""
         if self._client is None:
             self._client = (
                 ClientBuilder()
+                .no_proxy()
+                .follow_redirects(False)
                 .default_headers(self._headers)
                 .max_connections(self._max_connections)
                 .pool_idle_timeout(_KEEPALIVE)
