@@ -9,7 +9,6 @@ nothing and the append is decided again under locks.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -19,17 +18,6 @@ from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.types import RunStatus, SessionStatus
-
-
-@pytest.fixture
-async def pair(postgres_dsn: str) -> AsyncIterator[tuple[PostgresStore, PostgresStore]]:
-    """Two handles on one database, each with a pool of four connections."""
-    first = await PostgresStore.open(postgres_dsn, min_size=1, max_size=4)
-    second = await PostgresStore.open(postgres_dsn, min_size=1, max_size=4)
-    try:
-        yield first, second
-    finally:
-        await asyncio.gather(first.close(), second.close())
 
 
 async def _ids(store: PostgresStore, sid: str) -> list[tuple[str, str, str]]:

@@ -10,7 +10,6 @@ checks alone: a stale one writes nothing and only its caller decides again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from psycopg import AsyncConnection
@@ -21,16 +20,6 @@ from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres.session_commits import MAX_GROUP, SessionCommits
-
-
-@pytest.fixture
-async def pair(postgres_dsn: str) -> AsyncIterator[tuple[PostgresStore, PostgresStore]]:
-    first = await PostgresStore.open(postgres_dsn, min_size=1, max_size=4)
-    second = await PostgresStore.open(postgres_dsn, min_size=1, max_size=4)
-    try:
-        yield first, second
-    finally:
-        await asyncio.gather(first.close(), second.close())
 
 
 async def _transactions(dsn: str, sid: str, keys: list[str]) -> int:
