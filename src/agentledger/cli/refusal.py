@@ -29,7 +29,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "uvicorn": ("service", "the store service"),
     "httptools": ("service", "the store service"),
     "uvloop": ("service", "the store service"),
-    "pyreqwest": ("service", "the store service"),
+    "aiohttp": ("service", "the store service"),
     "prometheus_client": ("service", "the store service"),
     "jinja2": ("service", "the store service"),
     "temporalio": ("temporal", "the Temporal engine"),

@@ -7,7 +7,7 @@ A :class:`RuntimeHost` (e.g. :class:`RuntimeClientHost` over a ``Runtime``)
 given to the service lets the inspector answer, fork and cancel runs.
 
 Names load on first use, so ``agentledger`` can list its commands without the
-``service`` extra (litestar, uvicorn, pyreqwest) installed.
+``service`` extra (litestar, uvicorn, aiohttp) installed.
 """
 
 from __future__ import annotations

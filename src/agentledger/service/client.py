@@ -1,9 +1,8 @@
 """StoreClient: ``Store`` and ``SessionAdmin`` over HTTP, for workers and hosts elsewhere [S2].
 
 Each method is one ``POST`` to the store service, with pooled keep-alive
-connections (pyreqwest, Rust's reqwest: it costs about 60% of aiohttp's client CPU per
-call and aiohttp a quarter of httpx's, measured with ``bench/service.py``). Results and
-typed errors are those of the backend
+connections (aiohttp's client: it costs about a quarter of httpx's client CPU per
+call, measured in ``bench/service.py``). Results and typed errors are those of the backend
 behind the service, class and fields alike. Transport failures (refused,
 reset, timeout, a 5xx without a typed error) are
 :class:`~agentledger.errors.TransientError` [S3]: an exact retry is safe,
@@ -13,20 +12,18 @@ because the store answers it with the original ids [X1].
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
-from datetime import timedelta
 from enum import Enum
 from types import TracebackType
 from typing import TypeVar, cast
 from urllib.parse import quote
 
+import aiohttp
 import msgspec
-from pyreqwest.client import Client, ClientBuilder
-from pyreqwest.exceptions import PyreqwestError
-from pyreqwest.http import Url
-from pyreqwest.response import ResponseBodyReader
+from yarl import URL
 
 from agentledger.errors import (
     AgentledgerError,
@@ -51,11 +48,13 @@ Resp = TypeVar("Resp")
 
 _ENCODER = msgspec.json.Encoder()
 _TOKEN_ENV = "AGENTLEDGER_TOKEN"
-_KEEPALIVE = timedelta(seconds=60)
-"""How long an idle pooled connection is kept: under the service's own keep-alive, so the
+_KEEPALIVE = 60.0
+"""Seconds an idle pooled connection is kept: under the service's own keep-alive, so the
 client always closes an idle connection first and never sends on one being closed."""
-_TRANSPORT_ERRORS = (PyreqwestError, TimeoutError)
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
 _MSGPACK = "application/msgpack"
+_STREAMED = 1024 * 1024
+"""Bodies past this size are sent from a buffer in chunks, not written in one piece."""
 
 
 class FollowedRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,11 +115,10 @@ class StoreClient(AdminOperations):
         self.limits = limits
         self._check_limits = _UNBOUNDED if limits is None else limits
         self._headers = headers
-        self._timeout = timedelta(seconds=timeout)
-        self._connect_timeout = timedelta(seconds=min(timeout, 10.0))
+        self._timeout = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 10.0))
         self._max_connections = max_connections
-        self._client: Client | None = None
-        self._routes: dict[str, Url] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._routes: dict[str, URL] = {}
         self._closed = False
 
     @classmethod
@@ -149,50 +147,34 @@ class StoreClient(AdminOperations):
             url, token=token, timeout=timeout, max_connections=max_connections, limits=limits
         )
 
-    def _http(self) -> Client:
-        """The pooled client, made on first use. Each call sets its own total timeout (a
-        follow stream has none); the service's answers are never compressed. It talks to
-        the service's URL only: no proxy from the environment, no redirect followed."""
-        if self._client is None:
-            self._client = (
-                ClientBuilder()
-                .no_proxy()
-                .follow_redirects(False)
-                .default_headers(self._headers)
-                .max_connections(self._max_connections)
-                .pool_idle_timeout(_KEEPALIVE)
-                .connect_timeout(self._connect_timeout)
-                .gzip(False)
-                .brotli(False)
-                .zstd(False)
-                .deflate(False)
-                .build()
+    def _http(self) -> aiohttp.ClientSession:
+        """The pooled session, made on first use (inside the caller's event loop)."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, keepalive_timeout=_KEEPALIVE, ttl_dns_cache=300
             )
-        return self._client
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                timeout=self._timeout,
+                connector=connector,
+                skip_auto_headers=("User-Agent",),
+                cookie_jar=aiohttp.DummyCookieJar(),  # the service sets no cookies on /v1
+            )
+        return self._session
 
-    def _route(self, path: str) -> Url:
-        """The URL of ``path``, parsed once.
-
-        Raises:
-            ValidationError: not a URL (the service's URL is malformed).
-        """
+    def _route(self, path: str) -> URL:
+        """The URL of ``path``, parsed once."""
         url = self._routes.get(path)
         if url is None:
-            try:
-                url = self._routes[path] = Url(self.url + path)
-            except ValueError as e:
-                raise ValidationError(
-                    field="url", expected="the service's http:// or https:// URL", got=self.url
-                ) from e
+            url = self._routes[path] = URL(self.url + path)
         return url
 
     async def close(self) -> None:
         """Close the pooled connections; closing twice is a no-op, later calls fail with
         ``StoreClosedError`` as on every backend."""
         self._closed = True
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.close()
+        if self._session is not None:
+            await self._session.close()
 
     async def __aenter__(self) -> StoreClient:
         return self
@@ -218,18 +200,20 @@ class StoreClient(AdminOperations):
                 got=str(e),
                 message=f"{method.name}: the call cannot be encoded: {e}",
             ) from e
-        url = self._route(method.route)
         try:
-            builder = self._http().post(url).body_bytes(body).timeout(self._timeout)
-            if traced := trace_headers():
-                builder = builder.headers(traced)
-            response = await builder.build().send()
-            status, content = response.status, await response.bytes()
-            packed = _media_type(response.get_header("content-type")) == _MSGPACK
+            data = body if len(body) <= _STREAMED else io.BytesIO(body)
+            async with self._http().post(
+                self._route(method.route),
+                data=data,
+                headers=trace_headers() or None,
+                allow_redirects=False,  # a redirect is refused, never followed with the token
+            ) as response:
+                status, content = response.status, await response.read()
+                packed = response.content_type == _MSGPACK
         except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
             raise TransientError(f"{type(e).__name__}: {e}", operation=method.name) from e
         if status != 200:
-            raise _refusal(method.name, status, bytes(content))
+            raise _refusal(method.name, status, content)
         try:
             if packed:
                 return method.response_msgpack_decoder.decode(content)
@@ -295,19 +279,20 @@ class StoreClient(AdminOperations):
         a row (about 25 seconds).
         """
         failures = 0
-        url = self._route(path)
+        endless = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=None)
         while True:
             try:
                 headers = {"last-event-id": after} if after else {}
-                builder = self._http().get(url).headers({**headers, **trace_headers()})
-                # Buffer nothing ahead: by default the response waits for 64 KiB of events.
-                builder = builder.streamed_read_buffer_limit(0)
-                async with builder.build_streamed() as response:
+                async with self._http().get(
+                    self._route(path),
+                    headers={**headers, **trace_headers()},
+                    timeout=endless,
+                    allow_redirects=False,
+                ) as response:
                     if response.status != 200:
-                        content = await response.bytes()
-                        raise _refusal(operation, response.status, bytes(content))
+                        raise _refusal(operation, response.status, await response.read())
                     failures = 0
-                    async for cursor, data in _events(_lines(_chunks(response.body_reader))):
+                    async for cursor, data in _events(_lines(response.content.iter_any())):
                         after = cursor
                         yield FollowedRecord(record=_RECORD.decode(data), cursor=cursor)
             except (*_TRANSPORT_ERRORS, TransientError) as e:
@@ -320,17 +305,6 @@ class StoreClient(AdminOperations):
 
 
 _RECORD = msgspec.json.Decoder(Record)
-
-
-def _media_type(content_type: str | None) -> str:
-    """A ``Content-Type`` header's media type, without parameters, in lower case."""
-    return (content_type or "").partition(";")[0].strip().lower()
-
-
-async def _chunks(reader: ResponseBodyReader) -> AsyncIterator[bytes]:
-    """A streamed body's chunks as they arrive."""
-    while (chunk := await reader.read_chunk()) is not None:
-        yield bytes(chunk)
 
 
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
