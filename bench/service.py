@@ -13,8 +13,11 @@ cluster runs it), each on its own fresh database.
   service: the client's) and the service process's (goal: each <= 150 us
   beyond the store's own);
 - append, 16 workers: 16 concurrent workers, each appending to its own run
-  (in process: 16 tasks on one store; through the service: 16 StoreClients);
-  appends/s (goal: service >= 0.5x in process on 2 cores) and CPU per append;
+  (in process: 16 tasks on one store; through the service: 16 StoreClients, as
+  16 processes would have); appends/s (goal: service >= 0.5x in process on 2
+  cores) and CPU per append; then the 16 workers of one process sharing one
+  StoreClient, whose calls made at the same moment go as one request, and the
+  same with that grouping turned off (the A/B);
 - reload: a 10,000-record run paged to the end with ``limit=1000`` (goal <= 1.3x);
 - with ``--backend postgres``, 16 workers through two ``serve`` replicas of one
   database, 8 StoreClients on each.
@@ -167,12 +170,22 @@ def databases(backend: str, tmp: Path) -> Iterator[tuple[str, str]]:
             server.stop()
 
 
+_SHARED = {
+    "shared": "  16 workers, one client",
+    "ungrouped": "  one client, calls not grouped",
+}
+"""The 16-worker rows of one shared StoreClient: its calls grouped, and (the A/B) not."""
+
+
 async def bench(
     inproc_db: str, services: list[ServiceProcess], token: str, args: argparse.Namespace
 ) -> None:
     store = await open_backend(Target.parse(inproc_db, default=False))
     served_url = services[0].url
     clients = [StoreClient(served_url, token=token) for _ in range(16)]
+    shared = StoreClient(served_url, token=token)  # 16 workers of one process, one client
+    ungrouped = StoreClient(served_url, token=token)
+    ungrouped._batches = None  # the A/B: each call its own request, as before grouping
     # With a replica: 8 workers on each of two services over one database.
     spread = [StoreClient(services[i % len(services)].url, token=token) for i in range(16)]
     mine = Cpu()
@@ -185,9 +198,9 @@ async def bench(
         for handle in (store, clients[0]):
             await handle.create_session("bench", created_at=T0)
         one: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": []}
-        many: dict[str, list[float]] = {"inproc": [], "served": [], "replicas": []}
+        many: dict[str, list[float]] = {k: [] for k in ("inproc", "served", "replicas", *_SHARED)}
         cpu1: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": []}
-        cpu16: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": [], "replicas": []}
+        cpu16: dict[str, list[tuple[float, float]]] = {k: [] for k in many}
         loads: dict[str, list[float]] = {"inproc": [], "served": []}
         filled = {"inproc": await fill(inproc, store), "served": await fill(served, clients[0])}
         for _ in range(args.repeat):  # interleaved: in process, then through the service
@@ -199,6 +212,9 @@ async def bench(
                                                      mine, cpu16["inproc"]))  # fmt: skip
             many["served"].append(await appends_many(served, clients, args.appends // 4,
                                                      theirs, cpu16["served"]))  # fmt: skip
+            for name, client in zip(_SHARED, (shared, ungrouped), strict=True):
+                many[name].append(await appends_many(served, [client] * 16, args.appends // 4,
+                                                     theirs, cpu16[name]))  # fmt: skip
             if len(services) > 1:
                 many["replicas"].append(await appends_many(replicas, spread, args.appends // 4,
                                                            both, cpu16["replicas"]))  # fmt: skip
@@ -206,7 +222,7 @@ async def bench(
             loads["served"].append(await reload(clients[0], filled["served"]))
     finally:
         await store.close()
-        for client in clients + spread:
+        for client in [*clients, *spread, shared, ungrouped]:
             await client.close()
 
     def med(values: list[float]) -> float:
@@ -230,6 +246,8 @@ async def bench(
         ratio = values["served"] / values["inproc"]
         print(f"{name:30} {cell.format(values['inproc'])} {cell.format(values['served'])} "
               f"{ratio:11.2f}")  # fmt: skip
+    for name, label in _SHARED.items():
+        print(f"{label:30} {'':12} {rate16[name]:12.0f} {rate16[name] / rate16['inproc']:11.2f}")
     if "replicas" in rate16:
         print(f"{'  through 2 replicas':30} {'':12} {rate16['replicas']:12.0f} "
               f"{rate16['replicas'] / rate16['inproc']:11.2f}")  # fmt: skip
@@ -240,6 +258,9 @@ async def bench(
         client, server = us(cpus["served"], 0), us(cpus["served"], 1)
         print(f"  {name:10} in process {own:6.0f}   client {client:6.0f}   server {server:6.0f} "
               f"({server - own:+.0f} beyond the store's own)")  # fmt: skip
+        for shared_name, label in _SHARED.items() if cpus is cpu16 else ():
+            print(f"  {label.strip():40} client {us(cpus[shared_name], 0):6.0f}   server "
+                  f"{us(cpus[shared_name], 1):6.0f}")  # fmt: skip
         if cpus.get("replicas"):
             print(f"  {'':10} 2 replicas: client {us(cpus['replicas'], 0):6.0f}   servers "
                   f"{us(cpus['replicas'], 1):6.0f}")  # fmt: skip

@@ -35,8 +35,8 @@ from agentledger.errors import (
 from agentledger.observability.propagation import TraceMiddleware
 from agentledger.observability.tracing import tracer
 from agentledger.service.auth import Principal, TokenTable
+from agentledger.service.batch import answer_calls
 from agentledger.service.calls import (
-    StoreCalls,
     answer_call,
     authorize,
     body_too_large,
@@ -49,7 +49,9 @@ from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope
+from agentledger.service.store_routes import StoreCalls
 from agentledger.service.wire import (
+    CALLS_ROUTE,
     METHODS,
     STORE_READERS,
     Method,
@@ -149,6 +151,21 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
         return Response(answer, status_code=status, media_type=media_type)
 
     return post(method.route, name=method.name, include_in_schema=False, status_code=200)(handle)
+
+
+def _calls_route(state: ServiceState) -> HTTPRouteHandler:
+    """The framework's route of ``POST /v1/calls``: what :class:`StoreCalls` does not take."""
+
+    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
+        status, answer, media_type = await answer_calls(
+            state,
+            request.headers.get("authorization"),
+            lambda: _body(request, "calls"),
+            msgpack=wants_msgpack(request.headers.get("accept")),
+        )
+        return Response(answer, status_code=status, media_type=media_type)
+
+    return post(CALLS_ROUTE, name="calls", include_in_schema=False, status_code=200)(handle)
 
 
 def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
@@ -276,7 +293,7 @@ def create_app(
         return Response(document, media_type=_JSON)
 
     handlers: list[HTTPRouteHandler] = [healthz, readyz, metrics, openapi, root]
-    handlers += [_method_route(state, m) for m in METHODS]
+    handlers += [_method_route(state, m) for m in METHODS] + [_calls_route(state)]
     handlers += [_follow_route(state, s) for s in ("runs", "sessions")]
     handlers += inspector_handlers(state)  # the web inspector at /ui [DESIGN 11]
     cap = body_cap(getattr(store, "limits", DEFAULT_LIMITS))
@@ -296,16 +313,15 @@ def create_app(
 
 
 class _ServiceApp(Litestar):
-    """Litestar, with the store calls answered before its router (see :mod:`.calls`)."""
+    """Litestar, with the store calls answered before its router (see :mod:`.store_routes`)."""
 
     calls: StoreCalls
     traced_calls: _ASGI
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        method = self.calls.route(scope)
-        if method is None:
+        if not self.calls.route(scope):
             await super().__call__(scope, receive, send)
         elif tracer() is None:  # no span to open: skip the middleware's layer
-            await self.calls.answer(method, scope, receive, send)
+            await self.calls(scope, receive, send)
         else:
             await self.traced_calls(scope, receive, send)

@@ -33,6 +33,7 @@ from agentledger.errors import (
 )
 from agentledger.observability.propagation import trace_headers
 from agentledger.service import wire
+from agentledger.service.call_batches import Answer, CallBatches, Member
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
 from agentledger.storage import lifecycle
@@ -120,6 +121,7 @@ class StoreClient(AdminOperations):
         self._session: aiohttp.ClientSession | None = None
         self._routes: dict[str, URL] = {}
         self._closed = False
+        self._batches: CallBatches | None = CallBatches(self._send_group)
 
     @classmethod
     async def open(
@@ -200,18 +202,7 @@ class StoreClient(AdminOperations):
                 got=str(e),
                 message=f"{method.name}: the call cannot be encoded: {e}",
             ) from e
-        try:
-            data = body if len(body) <= _STREAMED else io.BytesIO(body)
-            async with self._http().post(
-                self._route(method.route),
-                data=data,
-                headers=trace_headers() or None,
-                allow_redirects=False,  # a redirect is refused, never followed with the token
-            ) as response:
-                status, content = response.status, await response.read()
-                packed = response.content_type == _MSGPACK
-        except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
-            raise TransientError(f"{type(e).__name__}: {e}", operation=method.name) from e
+        status, content, packed = await self._answer(method, body)
         if status != 200:
             raise _refusal(method.name, status, content)
         try:
@@ -219,12 +210,71 @@ class StoreClient(AdminOperations):
                 return method.response_msgpack_decoder.decode(content)
             return method.response_decoder.decode(content)
         except msgspec.DecodeError as e:  # not an agentledger service of this version
-            raise ValidationError(
-                field=f"{method.name} answer",
-                expected=f"an answer of this agentledger version from {self.url}",
-                got=str(e),
-                message=f"{method.name}: unexpected answer from {self.url}: {e}",
-            ) from e
+            raise self._unexpected(method.name, e) from e
+
+    async def _answer(self, method: wire.Method[Req, Resp], body: bytes) -> Answer:
+        """The service's answer to one call: in a group of calls made at the same moment,
+        or alone (when tracing, each call carries its own trace context)."""
+        traced = trace_headers()
+        if self._batches is not None and not traced:
+            answer = await self._batches.call(method.name, body)
+            if answer is not None:
+                return answer
+        return await self._post(method.route, body, method.name, traced)
+
+    async def _post(
+        self, path: str, body: bytes, operation: str, headers: dict[str, str] | None = None
+    ) -> Answer:
+        """(status, body, is MessagePack) of one ``POST``; a transport failure is a
+        ``TransientError``."""
+        try:
+            data = body if len(body) <= _STREAMED else io.BytesIO(body)
+            async with self._http().post(
+                self._route(path),
+                data=data,
+                headers=headers or None,
+                allow_redirects=False,  # a redirect is refused, never followed with the token
+            ) as response:
+                return response.status, await response.read(), response.content_type == _MSGPACK
+        except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
+            raise TransientError(f"{type(e).__name__}: {e}", operation=operation) from e
+
+    async def _send_group(self, group: list[Member]) -> None:
+        """One ``POST /v1/calls`` of ``group``, each member answered with its own answer.
+
+        A refusal of the whole request sends each member alone, for its own answer or
+        typed error; a service that does not take groups is not sent any more.
+        """
+        body = b"[" + b",".join(b'["%s",%s]' % (m.name.encode(), m.body) for m in group) + b"]"
+        try:
+            status, content, packed = await self._post(wire.CALLS_ROUTE, body, "calls")
+        except TransientError as e:  # sent or not, each call's outcome is unknown
+            for member in group:
+                _settle(member, error=TransientError(str(e), operation=member.name))
+            return
+        if status != 200 or not packed:
+            if status in (404, 405):  # a service of a version without groups
+                self._batches = None
+            return  # every member goes alone
+        try:
+            answers = _GROUP_ANSWER.decode(content)
+            if len(answers) != len(group):
+                raise msgspec.DecodeError(f"{len(answers)} answers to {len(group)} calls")
+        except msgspec.DecodeError as e:
+            for member in group:
+                _settle(member, error=self._unexpected(member.name, e))
+            return
+        for member, (answered, answer) in zip(group, answers, strict=True):
+            _settle(member, answer=(answered, answer, True))
+
+    def _unexpected(self, operation: str, error: msgspec.DecodeError) -> ValidationError:
+        """The error of an answer this client cannot read: not this version's service."""
+        return ValidationError(
+            field=f"{operation} answer",
+            expected=f"an answer of this agentledger version from {self.url}",
+            got=str(error),
+            message=f"{operation}: unexpected answer from {self.url}: {error}",
+        )
 
     async def perform(self, op: Operation[Req, Resp], request: Req, /) -> Resp:
         """Send one store operation as one ``POST``.
@@ -305,6 +355,19 @@ class StoreClient(AdminOperations):
 
 
 _RECORD = msgspec.json.Decoder(Record)
+_GROUP_ANSWER = msgspec.msgpack.Decoder(list[tuple[int, bytes]])
+
+
+def _settle(
+    member: Member, *, answer: Answer | None = None, error: BaseException | None = None
+) -> None:
+    """Give ``member`` its answer or error, unless it gave up waiting (cancelled)."""
+    if member.answer.done():
+        return
+    if error is not None:
+        member.answer.set_exception(error)
+    else:
+        member.answer.set_result(answer)
 
 
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:

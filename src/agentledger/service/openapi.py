@@ -12,7 +12,7 @@ import msgspec
 
 from agentledger import __version__
 from agentledger.service.error_codec import ErrorBody
-from agentledger.service.wire import METHODS
+from agentledger.service.wire import CALLS_ROUTE, MAX_CALLS, METHODS
 
 __all__ = ["openapi_document"]
 
@@ -25,6 +25,35 @@ def _json(schema: Any, description: str) -> dict[str, Any]:
 
 def _parameter(name: str, where: str, *, required: bool = False) -> dict[str, Any]:
     return {"name": name, "in": where, "required": required, "schema": {"type": "string"}}
+
+
+def _calls_path(refusals: dict[str, Any]) -> dict[str, Any]:
+    """``POST /v1/calls``: several store calls in one request, each answered on its own."""
+    pair = {"type": "array", "prefixItems": [{"type": "string"}, {}], "minItems": 2,
+            "maxItems": 2}  # fmt: skip
+    return {
+        "post": {
+            "operationId": "calls",
+            "summary": f"Up to {MAX_CALLS} store calls in one request, as "
+            "[method name, request] pairs; each is authorized and made as if alone",
+            "security": [{"bearer": []}],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"type": "array", "items": pair, "maxItems": MAX_CALLS}
+                    }
+                },
+            },
+            "responses": {
+                "200": _json(
+                    {"type": "array", "items": {**pair, "prefixItems": [{"type": "integer"}, {}]}},
+                    "[status, answer] per call, in order: what POST /v1/<method> answers it",
+                ),
+                **refusals,
+            },
+        }
+    }
 
 
 def openapi_document() -> dict[str, Any]:
@@ -55,6 +84,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {"200": _json(response, "the call's result"), **refusals},
             }
         }
+    paths[CALLS_ROUTE] = _calls_path(refusals)
     for scope in ("runs", "sessions"):
         name = scope.removesuffix("s")
         paths[f"/v1/{scope}/{{{name}_id}}/records"] = {

@@ -50,6 +50,8 @@ from agentledger.storage.state import StateReader
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = [
+    "CALLS_ROUTE",
+    "MAX_CALLS",
     "MAX_ENTRIES",
     "METHODS",
     "STORE_METHODS",
@@ -147,6 +149,11 @@ def body_cap(limits: SizeLimits) -> int:
     largest = limits.max_checkpoint_bytes + limits.max_payload_bytes
     return 4 * -(-largest // 3) + 1024 * 1024
 
+
+CALLS_ROUTE = "/v1/calls"
+"""Several store calls in one request (see :mod:`agentledger.service.batch`)."""
+MAX_CALLS = 64
+"""The most calls one ``POST /v1/calls`` may carry."""
 
 MAX_ENTRIES = 100_000
 """The most records and runs one request may carry (a batch, a start, an import): each

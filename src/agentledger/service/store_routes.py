@@ -1,0 +1,93 @@
+"""The store's ``POST`` routes answered straight from the ASGI scope, ahead of the router.
+
+Measured in ``bench/service.py``, Litestar's request and response objects cost
+about as much server CPU per call as the SQLite append itself, while the
+framework adds nothing a store call needs: a route is an exact path, the body is
+read raw, the answer is bytes. :class:`StoreCalls` answers ``POST /v1/<name>``
+(one call, :func:`~agentledger.service.calls.answer_call`) and ``POST /v1/calls``
+(several, :func:`~agentledger.service.batch.answer_calls`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from agentledger.errors import TransientError
+from agentledger.service.batch import answer_calls
+from agentledger.service.calls import JSON, MSGPACK, answer_call, body_too_large, wants_msgpack
+from agentledger.service.wire import CALLS_ROUTE, METHODS, Method
+
+if TYPE_CHECKING:
+    from agentledger.service.app import ServiceState
+
+__all__ = ["StoreCalls"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_CONTENT_TYPES = {t: (b"content-type", t.encode()) for t in (JSON, MSGPACK)}
+"""The answer's ``Content-Type`` header, by media type, made once."""
+
+
+class StoreCalls:
+    """``POST /v1/<name>`` and ``POST /v1/calls`` answered from the ASGI scope; ``route``
+    tells which requests."""
+
+    def __init__(self, state: ServiceState, cap: int) -> None:
+        self.state = state
+        self.cap = cap
+        self.methods: dict[str, Method[Any, Any] | None] = {m.route: m for m in METHODS}
+        self.methods[CALLS_ROUTE] = None
+
+    def route(self, scope: Scope) -> bool:
+        """Whether the request is a plain ``POST`` of a store method or of several."""
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            return False
+        return scope.get("path", "") in self.methods
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request :meth:`route` took."""
+        path: str = scope["path"]
+        method = self.methods[path]
+        scope["path_template"] = path  # names the request's trace span
+        operation = "calls" if method is None else method.name
+        authorization = accept = None
+        declared = -1
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+            elif name == b"accept":
+                accept = value.decode("latin-1")
+            elif name == b"content-length" and value.isdigit():
+                declared = int(value)
+
+        async def read_body() -> bytes:
+            if declared > self.cap:
+                raise body_too_large(operation, self.cap)
+            chunks, size = [], 0
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise TransientError("the caller went away", operation=operation)
+                chunk: bytes = message.get("body", b"")
+                size += len(chunk)
+                if size > self.cap:
+                    raise body_too_large(operation, self.cap)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+        msgpack = wants_msgpack(accept)
+        if method is None:
+            answered = await answer_calls(self.state, authorization, read_body, msgpack=msgpack)
+        else:
+            answered = await answer_call(
+                self.state, method, authorization, read_body, msgpack=msgpack
+            )
+        status, answer, media_type = answered
+        headers = [_CONTENT_TYPES[media_type], (b"content-length", b"%d" % len(answer))]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
