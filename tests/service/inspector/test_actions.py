@@ -125,7 +125,10 @@ async def test_host_approves_and_declines_a_confirmation(
     await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
     continuation = _run_id(page)
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
-    # Wait for the navigation itself: live updates may still be redrawing the run page.
+    # The live redraw of the header has landed (a running run's header is taller: it moves
+    # the tabs, and a click made as it lands would miss the link); then wait for the
+    # navigation itself.
+    await expect(page.locator("#run-status")).to_have_text("completed", timeout=30_000)
     async with page.expect_navigation(url=re.compile(r"/ui/run/transcript\?")):
         await page.get_by_role("link", name="Transcript").click()
     await expect(page.locator("li.bubble").last).to_contain_text("Booked: 2 at Chez Demo.")
