@@ -67,3 +67,28 @@ async def test_an_untraced_call_gives_a_root_server_span(spans: Spans, tmp_path:
         await client.create_session("untraced", created_at=now_ms())
     [server] = [s for s in spans.finished() if s.kind is SpanKind.SERVER]
     assert server.parent is None
+
+
+async def test_concurrent_traced_calls_each_carry_their_own_trace(
+    spans: Spans, tmp_path: Path
+) -> None:
+    """Calls made at the same moment under different spans are not grouped into one
+    request: each reaches the service with its own caller's trace context."""
+    async with _service(tmp_path) as (url, token), StoreClient(url, token=token) as client:
+        await client.create_session("both", created_at=now_ms())
+        tracer = trace.get_tracer("tests")
+
+        async def load(name: str) -> trace.Span:
+            with tracer.start_as_current_span(name) as span:
+                await client.load_session("both")
+                return span
+
+        callers = await asyncio.gather(load("first"), load("second"))
+    servers = [
+        s
+        for s in spans.finished()
+        if s.kind is SpanKind.SERVER and s.name == "POST /v1/load_session"
+    ]
+    assert len(servers) == 2
+    parents = {s.parent.span_id for s in servers if s.parent is not None}
+    assert parents == {c.get_span_context().span_id for c in callers}
