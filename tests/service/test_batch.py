@@ -8,8 +8,10 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
+from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentledger.errors import AccessDeniedError, AgentledgerError, TransientError
@@ -261,3 +263,43 @@ def test_the_route_needs_a_known_token(sqlite_service: ServiceProcess, token: st
     answer = httpx.post(f"{sqlite_service.url}/v1/calls", content=b"[]", headers=headers)
     assert answer.status_code == 401
     assert answer.json()["error"]["type"] == "AccessDeniedError"
+
+
+async def test_a_service_without_groups_gets_each_call_alone(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """A new client in front of an older service (a rolling upgrade): the service answers
+    ``/v1/calls`` with 404, the group's calls are sent alone, and the client stops grouping."""
+    seen: list[str] = []
+
+    async def older(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        if request.path == "/v1/calls":
+            return web.json_response({"error": {"type": "NotFoundError", "message": "no route",
+                                                "fields": {}}}, status=404)  # fmt: skip
+        async with aiohttp.ClientSession() as http:
+            answer = await http.post(sqlite_service.url + request.path, data=await request.read(),
+                                     headers={k: v for k, v in request.headers.items()
+                                              if k.lower() in ("authorization", "accept",
+                                                               "content-type")})  # fmt: skip
+            return web.Response(body=await answer.read(), status=answer.status,
+                                content_type=answer.content_type)  # fmt: skip
+
+    app = web.Application()
+    app.router.add_route("POST", "/{path:.*}", older)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with StoreClient(f"http://127.0.0.1:{port}", token=tokens.host) as client:
+            await client.create_session("batch-older", created_at=_at(0))
+            for _ in range(2):
+                loaded = await asyncio.gather(client.load_session("batch-older"),
+                                              client.load_session("batch-older"))  # fmt: skip
+                assert [s.id for s in loaded] == ["batch-older"] * 2
+    finally:
+        await runner.cleanup()
+    assert seen.count("/v1/calls") == 1
+    assert seen.count("/v1/load_session") == 4
