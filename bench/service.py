@@ -18,6 +18,9 @@ cluster runs it), each on its own fresh database.
   cores) and CPU per append; then the 16 workers of one process sharing one
   StoreClient, whose calls made at the same moment go as one request, and the
   same with that grouping turned off (the A/B);
+- agent runs: 16 workers of one ``Runtime``, each doing one-tool agent runs (a scripted
+  model) in sessions of their own: in process, and on one shared StoreClient, its calls
+  grouped and not;
 - reload: a 10,000-record run paged to the end with ``limit=1000`` (goal <= 1.3x);
 - with ``--backend postgres``, 16 workers through two ``serve`` replicas of one
   database, 8 StoreClients on each.
@@ -127,6 +130,39 @@ async def appends_many(
     return len(stores) * count / elapsed
 
 
+async def agent_runs(store: Any, tag: str, workers: int, runs: int) -> float:
+    """Runs/s of ``workers`` concurrent workers of one Runtime, each doing ``runs`` one-tool
+    agent runs (question, tool call, answer; a scripted model) in sessions of their own."""
+    from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
+    from agentledger.testing import ScriptedModel, reply, tool_calls
+
+    @tool
+    async def get_weather(city: str) -> dict[str, object]:
+        """Current weather in a city."""
+        return {"city": city, "temp_c": 18, "conditions": "light rain"}
+
+    runtime = Runtime(store)
+    for w in range(workers):  # a model per worker: each script is read in its own order
+        script = [tool_calls(("call_1", "get_weather", {"city": "Paris"})), reply("Rainy.")]
+        runtime.register_model(f"model-{w}", ScriptedModel(script * runs))
+        runtime.register_agent(Agent(f"weather-{w}", ModelPlanner(f"model-{w}"),
+                                     tools=[get_weather]))  # fmt: skip
+
+    async def worker(w: int) -> None:
+        client = runtime.agent_client(f"weather-{w}")
+        for i in range(runs):
+            session = f"{tag}-{w}-{i}"
+            await store.create_session(session, created_at=T0)
+            out = await client.run(session, [user_message("Is it raining in Paris?")])
+            assert out.status == "completed", out
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+    elapsed = time.perf_counter() - started
+    await runtime.close()
+    return workers * runs / elapsed
+
+
 async def reload(store: Any, run_id: str) -> float:
     """Seconds to page a run's whole log with limit=1000."""
     started = time.perf_counter()
@@ -202,6 +238,7 @@ async def bench(
         cpu1: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": []}
         cpu16: dict[str, list[tuple[float, float]]] = {k: [] for k in many}
         loads: dict[str, list[float]] = {"inproc": [], "served": []}
+        agents: dict[str, list[float]] = {"inproc": [], **{k: [] for k in _SHARED}}
         filled = {"inproc": await fill(inproc, store), "served": await fill(served, clients[0])}
         for _ in range(args.repeat):  # interleaved: in process, then through the service
             one["inproc"].append(await appends_one(inproc, store, args.appends, mine,
@@ -218,6 +255,10 @@ async def bench(
             if len(services) > 1:
                 many["replicas"].append(await appends_many(replicas, spread, args.appends // 4,
                                                            both, cpu16["replicas"]))  # fmt: skip
+            handles = (("inproc", store), *zip(_SHARED, (shared, ungrouped), strict=True))
+            for name, handle in handles:
+                agents[name].append(await agent_runs(handle, f"{name}-{len(agents[name])}",
+                                                     16, args.agent_runs))  # fmt: skip
             loads["inproc"].append(await reload(store, filled["inproc"]))
             loads["served"].append(await reload(clients[0], filled["served"]))
     finally:
@@ -248,6 +289,10 @@ async def bench(
               f"{ratio:11.2f}")  # fmt: skip
     for name, label in _SHARED.items():
         print(f"{label:30} {'':12} {rate16[name]:12.0f} {rate16[name] / rate16['inproc']:11.2f}")
+    runs = {k: med(v) for k, v in agents.items()}
+    print(f"{'agent runs, 16 workers (runs/s)':30} {runs['inproc']:12.1f}")
+    for name, label in _SHARED.items():
+        print(f"{label:30} {'':12} {runs[name]:12.1f} {runs[name] / runs['inproc']:11.2f}")
     if "replicas" in rate16:
         print(f"{'  through 2 replicas':30} {'':12} {rate16['replicas']:12.0f} "
               f"{rate16['replicas'] / rate16['inproc']:11.2f}")  # fmt: skip
@@ -272,6 +317,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--appends", type=int, default=400, help="appends per 1-worker round")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--agent-runs", type=int, default=5, help="agent runs per worker")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, databases(args.backend, Path(tmp)) as dbs:
         tokens = Path(tmp) / "tokens.json"
