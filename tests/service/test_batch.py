@@ -4,6 +4,7 @@ is answered exactly as it would be alone: its result, or its own typed error."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -303,3 +304,32 @@ async def test_a_service_without_groups_gets_each_call_alone(
         await runner.cleanup()
     assert seen.count("/v1/calls") == 1
     assert seen.count("/v1/load_session") == 4
+
+
+async def test_a_quick_call_is_not_held_back_by_a_slow_one_beside_it(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """Each call of a group is answered as it is answered: a read is answered while the
+    append beside it still waits for the database's write lock (held here by another
+    connection), and the append once the lock is let go."""
+    url = sqlite_service.url
+    async with StoreClient(url, token=tokens.host) as client:
+        await client.create_session("batch-slow", created_at=_at(0))
+        run = _run("batch-slow-r", "batch-slow")
+        await client.start_root_run(run.root_start())
+        note = run.record("note", b"{}", event_key="n1", at=_at(1))
+        groups = _requests(url, "calls")
+        holder = sqlite3.connect(sqlite_service.db, isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")  # the write lock: appends wait for it
+            append = asyncio.create_task(client.append_run_record(note))
+            loaded = await asyncio.wait_for(client.load_session("batch-slow"), 10)
+            assert loaded.id == "batch-slow"
+            await asyncio.sleep(0.2)
+            assert not append.done()
+        finally:
+            holder.rollback()
+            holder.close()
+        appended = await asyncio.wait_for(append, 30)
+        assert (appended.id, appended.inserted) == ("2", True)
+        assert _requests(url, "calls") == groups + 1  # they went together

@@ -154,14 +154,12 @@ def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHan
 
 
 def _calls_route(state: ServiceState) -> HTTPRouteHandler:
-    """The framework's route of ``POST /v1/calls``: what :class:`StoreCalls` does not take."""
+    """The framework's route of ``POST /v1/calls``: what :class:`StoreCalls` does not take
+    (answered as one JSON array)."""
 
     async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
         status, answer, media_type = await answer_calls(
-            state,
-            request.headers.get("authorization"),
-            lambda: _body(request, "calls"),
-            msgpack=wants_msgpack(request.headers.get("accept")),
+            state, request.headers.get("authorization"), lambda: _body(request, "calls")
         )
         return Response(answer, status_code=status, media_type=media_type)
 

@@ -3,17 +3,19 @@
 A :class:`~agentledger.service.client.StoreClient` shared by concurrent workers
 sends the calls they make at the same moment together, so the HTTP exchange is
 paid once for all of them (measured in ``bench/service.py``). The body is a JSON
-array of ``[method name, request]`` pairs; the answer is an array of
-``[status, answer]`` pairs in the same order, each exactly what ``POST
-/v1/<name>`` would have answered that call alone: its result (MessagePack if the
-caller accepts it, as a byte string) or its typed error (JSON).
+array of ``[method name, request]`` pairs. Each call's answer is exactly what
+``POST /v1/<name>`` would have answered it alone: its result or its typed error
+(JSON). A caller that accepts :data:`FRAMES` (StoreClient does) gets each answer
+as soon as its call is answered, results as MessagePack, so a quick call never
+waits for a slow one beside it; any other caller gets one JSON array of
+``[status, answer]`` pairs in the order of the calls.
 
 The token is checked before the body is read; each call is then authorized,
-scope-checked and made on its own, exactly as alone, all of them at once, so concurrent appends
-still meet in the store's group commit. One call's refusal never touches the
-others. Only a refusal of the whole request (no or an unknown token, the service
-stopping, a body past the cap or not such an array) answers the request itself
-with that typed error.
+scope-checked and made on its own, exactly as alone, all of them at once, so
+concurrent appends still meet in the store's group commit. One call's refusal
+never touches the others. Only a refusal of the whole request (no or an unknown
+token, the service stopping, a body past the cap or not such an array) answers
+the request itself with that typed error.
 """
 
 from __future__ import annotations
@@ -26,13 +28,19 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentledger.errors import TransientError, ValidationError
-from agentledger.service.calls import JSON, MSGPACK, authorize, refusal, run_call
-from agentledger.service.wire import MAX_CALLS, METHODS, Method
+from agentledger.service.calls import JSON, authorize, refusal, run_call
+from agentledger.service.wire import FRAMES, MAX_CALLS, METHODS, Method
 
 if TYPE_CHECKING:
     from agentledger.service.app import ServiceState
 
-__all__ = ["answer_calls"]
+__all__ = ["answer_calls", "open_calls", "stream_calls", "wants_frames"]
+
+
+def wants_frames(accept: str | None) -> bool:
+    """Whether an ``Accept`` header asks for the answers as a stream of frames."""
+    return accept is not None and FRAMES in accept
+
 
 _REQUEST = msgspec.json.Decoder(list[tuple[str, msgspec.Raw]])
 _JSON_ANSWER = msgspec.json.Encoder()
@@ -40,29 +48,72 @@ _MSGPACK_ANSWER = msgspec.msgpack.Encoder()
 _BY_NAME: dict[str, Method[Any, Any]] = {m.name: m for m in METHODS}
 
 
+async def open_calls(
+    state: ServiceState, authorization: str | None, read_body: Callable[[], Awaitable[bytes]]
+) -> list[tuple[str, msgspec.Raw]]:
+    """The ``[name, request]`` pairs of a ``POST /v1/calls`` whose token is known; the body
+    is read only then.
+
+    Raises:
+        AgentledgerError: the request is refused whole (stopping, token, body).
+    """
+    if state.stopping:
+        raise TransientError("the service is shutting down", operation="calls")
+    state.tokens.authenticate(authorization, "calls")
+    return _decode(await read_body())
+
+
 async def answer_calls(
     state: ServiceState,
     authorization: str | None,
     read_body: Callable[[], Awaitable[bytes]],
-    *,
-    msgpack: bool = False,
 ) -> tuple[int, bytes, str]:
-    """(HTTP status, answer, its media type) of a ``POST /v1/calls``; see the module."""
+    """(HTTP status, answer, JSON) of a ``POST /v1/calls`` answered as one JSON array of
+    ``[status, answer]`` pairs, in the order of the calls, once every call is answered."""
     try:
-        if state.stopping:
-            raise TransientError("the service is shutting down", operation="calls")
-        state.tokens.authenticate(authorization, "calls")  # before reading the body
-        calls = _decode(await read_body())
+        calls = await open_calls(state, authorization, read_body)
     except Exception as e:  # every failure is answered: see refusal
         return refusal("calls", e)
     started = time.perf_counter()
     answers = await asyncio.gather(
-        *(_answer(state, authorization, name, body, msgpack) for name, body in calls)
+        *(_answer(state, authorization, name, body, False) for name, body in calls)
     )
     state.metrics.observe("calls", 200, time.perf_counter() - started)  # each call, and the group
-    if msgpack:
-        return 200, _MSGPACK_ANSWER.encode(answers), MSGPACK
     return 200, _JSON_ANSWER.encode([(s, msgspec.Raw(a)) for s, a in answers]), JSON
+
+
+async def stream_calls(
+    state: ServiceState,
+    authorization: str | None,
+    calls: list[tuple[str, msgspec.Raw]],
+    send: Callable[[bytes], Awaitable[None]],
+) -> None:
+    """Make every call at once and ``send`` the frames of those answered, as they are
+    answered (all those answered at the same moment in one piece), so that no call waits
+    for a slower one. A frame is its length (4 bytes, big-endian) then the MessagePack
+    array ``[index of the call, status, answer]``; a caller gone before the end leaves the
+    calls to finish as they would alone."""
+    started = time.perf_counter()
+    tasks = [
+        asyncio.create_task(_answer(state, authorization, name, body, True)) for name, body in calls
+    ]
+    index = {task: i for i, task in enumerate(tasks)}
+    pending = set(tasks)
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            answered = sorted((index[t], *t.result()) for t in done)
+            await send(b"".join(_frame(i, status, answer) for i, status, answer in answered))
+    finally:
+        if pending:
+            await asyncio.wait(pending)
+        state.metrics.observe("calls", 200, time.perf_counter() - started)
+
+
+def _frame(index: int, status: int, answer: bytes) -> bytes:
+    """One answer of a stream of frames: its length, then ``[index, status, answer]``."""
+    frame = _MSGPACK_ANSWER.encode((index, status, answer))
+    return len(frame).to_bytes(4, "big") + frame
 
 
 def _decode(body: bytes) -> list[tuple[str, msgspec.Raw]]:

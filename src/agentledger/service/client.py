@@ -210,7 +210,7 @@ class StoreClient(AdminOperations):
                 return method.response_msgpack_decoder.decode(content)
             return method.response_decoder.decode(content)
         except msgspec.DecodeError as e:  # not an agentledger service of this version
-            raise self._unexpected(method.name, e) from e
+            raise self._unexpected(method.name, str(e)) from e
 
     async def _answer(self, method: wire.Method[Req, Resp], body: bytes) -> Answer:
         """The service's answer to one call: in a group of calls made at the same moment,
@@ -240,34 +240,38 @@ class StoreClient(AdminOperations):
             raise TransientError(f"{type(e).__name__}: {e}", operation=operation) from e
 
     async def _send_group(self, group: list[Member]) -> None:
-        """One ``POST /v1/calls`` of ``group``, each member answered with its own answer.
+        """One ``POST /v1/calls`` of ``group``; each member is answered as its own answer
+        arrives (a stream of frames: see :mod:`agentledger.service.batch`).
 
-        A refusal of the whole request sends each member alone, for its own answer or
-        typed error; a service that does not take groups is not sent any more.
+        A refusal of the whole request leaves each member to go alone, for its own answer
+        or typed error; a service that does not take groups is sent none any more. A
+        connection lost before a member's answer is that member's ``TransientError``.
         """
         body = b"[" + b",".join(b'["%s",%s]' % (m.name.encode(), m.body) for m in group) + b"]"
         try:
-            status, content, packed = await self._post(wire.CALLS_ROUTE, body, "calls")
-        except TransientError as e:  # sent or not, each call's outcome is unknown
+            async with self._http().post(
+                self._route(wire.CALLS_ROUTE),
+                data=body,
+                headers=_FRAMES_ACCEPTED,
+                allow_redirects=False,
+            ) as response:
+                if response.status != 200 or response.content_type != wire.FRAMES:
+                    if response.status in (404, 405):  # a service of a version without groups
+                        self._batches = None
+                    return  # every member goes alone
+                for _ in group:
+                    size = int.from_bytes(await response.content.readexactly(4), "big")
+                    index, status, answer = _FRAME.decode(await response.content.readexactly(size))
+                    _settle(group[index], answer=(status, answer, True))
+        except (*_TRANSPORT_ERRORS, asyncio.IncompleteReadError) as e:  # outcomes unknown
             for member in group:
-                _settle(member, error=TransientError(str(e), operation=member.name))
-            return
-        if status != 200 or not packed:
-            if status in (404, 405):  # a service of a version without groups
-                self._batches = None
-            return  # every member goes alone
-        try:
-            answers = _GROUP_ANSWER.decode(content)
-            if len(answers) != len(group):
-                raise msgspec.DecodeError(f"{len(answers)} answers to {len(group)} calls")
-        except msgspec.DecodeError as e:
+                _settle(member, error=TransientError(f"{type(e).__name__}: {e}",
+                                                     operation=member.name))  # fmt: skip
+        except (msgspec.DecodeError, IndexError) as e:
             for member in group:
-                _settle(member, error=self._unexpected(member.name, e))
-            return
-        for member, (answered, answer) in zip(group, answers, strict=True):
-            _settle(member, answer=(answered, answer, True))
+                _settle(member, error=self._unexpected(member.name, str(e)))
 
-    def _unexpected(self, operation: str, error: msgspec.DecodeError) -> ValidationError:
+    def _unexpected(self, operation: str, error: str) -> ValidationError:
         """The error of an answer this client cannot read: not this version's service."""
         return ValidationError(
             field=f"{operation} answer",
@@ -355,7 +359,8 @@ class StoreClient(AdminOperations):
 
 
 _RECORD = msgspec.json.Decoder(Record)
-_GROUP_ANSWER = msgspec.msgpack.Decoder(list[tuple[int, bytes]])
+_FRAME = msgspec.msgpack.Decoder(tuple[int, int, bytes])
+_FRAMES_ACCEPTED = {"accept": wire.FRAMES}
 
 
 def _settle(

@@ -12,7 +12,7 @@ import msgspec
 
 from agentledger import __version__
 from agentledger.service.error_codec import ErrorBody
-from agentledger.service.wire import CALLS_ROUTE, MAX_CALLS, METHODS
+from agentledger.service.wire import CALLS_ROUTE, FRAMES, MAX_CALLS, METHODS
 
 __all__ = ["openapi_document"]
 
@@ -48,7 +48,9 @@ def _calls_path(refusals: dict[str, Any]) -> dict[str, Any]:
             "responses": {
                 "200": _json(
                     {"type": "array", "items": {**pair, "prefixItems": [{"type": "integer"}, {}]}},
-                    "[status, answer] per call, in order: what POST /v1/<method> answers it",
+                    "[status, answer] per call, in order: what POST /v1/<method> answers it "
+                    f"(with Accept: {FRAMES}, each answer as a frame as soon as it is answered: "
+                    "a 4-byte big-endian length, then MessagePack [index, status, answer])",
                 ),
                 **refusals,
             },

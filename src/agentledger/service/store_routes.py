@@ -14,9 +14,16 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from agentledger.errors import TransientError
-from agentledger.service.batch import answer_calls
-from agentledger.service.calls import JSON, MSGPACK, answer_call, body_too_large, wants_msgpack
-from agentledger.service.wire import CALLS_ROUTE, METHODS, Method
+from agentledger.service.batch import answer_calls, open_calls, stream_calls, wants_frames
+from agentledger.service.calls import (
+    JSON,
+    MSGPACK,
+    answer_call,
+    body_too_large,
+    refusal,
+    wants_msgpack,
+)
+from agentledger.service.wire import CALLS_ROUTE, FRAMES, METHODS, Method
 
 if TYPE_CHECKING:
     from agentledger.service.app import ServiceState
@@ -30,6 +37,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 _CONTENT_TYPES = {t: (b"content-type", t.encode()) for t in (JSON, MSGPACK)}
 """The answer's ``Content-Type`` header, by media type, made once."""
+_FRAMES_TYPE = (b"content-type", FRAMES.encode())
 
 
 class StoreCalls:
@@ -80,14 +88,38 @@ class StoreCalls:
                 if not message.get("more_body", False):
                     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-        msgpack = wants_msgpack(accept)
-        if method is None:
-            answered = await answer_calls(self.state, authorization, read_body, msgpack=msgpack)
-        else:
+        if method is not None:
             answered = await answer_call(
-                self.state, method, authorization, read_body, msgpack=msgpack
+                self.state, method, authorization, read_body, msgpack=wants_msgpack(accept)
             )
-        status, answer, media_type = answered
-        headers = [_CONTENT_TYPES[media_type], (b"content-length", b"%d" % len(answer))]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": answer})
+        elif wants_frames(accept):
+            await self._stream(authorization, read_body, send)
+            return
+        else:
+            answered = await answer_calls(self.state, authorization, read_body)
+        await _answer(send, *answered)
+
+    async def _stream(
+        self, authorization: str | None, read_body: Callable[[], Awaitable[bytes]], send: Send
+    ) -> None:
+        """``POST /v1/calls`` answered as a stream of frames (see :mod:`.batch`); a refusal
+        of the whole request as one typed error."""
+        try:
+            calls = await open_calls(self.state, authorization, read_body)
+        except Exception as e:  # every failure is answered: see refusal
+            await _answer(send, *refusal("calls", e))
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [_FRAMES_TYPE]})
+
+        async def frames(body: bytes) -> None:
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+
+        await stream_calls(self.state, authorization, calls, frames)
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _answer(send: Send, status: int, answer: bytes, media_type: str) -> None:
+    """Send a whole answer: its status, type and length, then its bytes."""
+    headers = [_CONTENT_TYPES[media_type], (b"content-length", b"%d" % len(answer))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": answer})

@@ -51,6 +51,7 @@ from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = [
     "CALLS_ROUTE",
+    "FRAMES",
     "MAX_CALLS",
     "MAX_ENTRIES",
     "METHODS",
@@ -154,6 +155,8 @@ CALLS_ROUTE = "/v1/calls"
 """Several store calls in one request (see :mod:`agentledger.service.batch`)."""
 MAX_CALLS = 64
 """The most calls one ``POST /v1/calls`` may carry."""
+FRAMES = "application/vnd.agentledger.frames"
+"""The media type of ``POST /v1/calls`` answers streamed as frames, as each call is answered."""
 
 MAX_ENTRIES = 100_000
 """The most records and runs one request may carry (a batch, a start, an import): each
