@@ -6,19 +6,27 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 import httpx
+import msgspec
 import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentledger.errors import AccessDeniedError, AgentledgerError, TransientError
+from agentledger.errors import (
+    AccessDeniedError,
+    AgentledgerError,
+    SessionNotFoundError,
+    TransientError,
+    ValidationError,
+)
 from agentledger.service import StoreClient
 from agentledger.service.error_codec import encode_error
-from agentledger.service.wire import MAX_CALLS
+from agentledger.service.wire import FRAMES, MAX_CALLS
 from agentledger.storage import RecordBuilder, RunStart
 from tests.service.process import ServiceProcess, Tokens
 from tests.service.proxy import Proxy
@@ -266,6 +274,20 @@ def test_the_route_needs_a_known_token(sqlite_service: ServiceProcess, token: st
     assert answer.json()["error"]["type"] == "AccessDeniedError"
 
 
+@asynccontextmanager
+async def _answering(answer: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Any:
+    """A local HTTP server answering every POST with ``answer``; yields its URL."""
+    app = web.Application()
+    app.router.add_route("POST", "/{path:.*}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
 async def test_a_service_without_groups_gets_each_call_alone(
     sqlite_service: ServiceProcess, tokens: Tokens
 ) -> None:
@@ -286,22 +308,15 @@ async def test_a_service_without_groups_gets_each_call_alone(
             return web.Response(body=await answer.read(), status=answer.status,
                                 content_type=answer.content_type)  # fmt: skip
 
-    app = web.Application()
-    app.router.add_route("POST", "/{path:.*}", older)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        async with StoreClient(f"http://127.0.0.1:{port}", token=tokens.host) as client:
-            await client.create_session("batch-older", created_at=_at(0))
-            for _ in range(2):
-                loaded = await asyncio.gather(client.load_session("batch-older"),
-                                              client.load_session("batch-older"))  # fmt: skip
-                assert [s.id for s in loaded] == ["batch-older"] * 2
-    finally:
-        await runner.cleanup()
+    async with (
+        _answering(older) as url,
+        StoreClient(url, token=tokens.host) as client,
+    ):
+        await client.create_session("batch-older", created_at=_at(0))
+        for _ in range(2):
+            loaded = await asyncio.gather(client.load_session("batch-older"),
+                                          client.load_session("batch-older"))  # fmt: skip
+            assert [s.id for s in loaded] == ["batch-older"] * 2
     assert seen.count("/v1/calls") == 1
     assert seen.count("/v1/load_session") == 4
 
@@ -333,3 +348,40 @@ async def test_a_quick_call_is_not_held_back_by_a_slow_one_beside_it(
         appended = await asyncio.wait_for(append, 30)
         assert (appended.id, appended.inserted) == ("2", True)
         assert _requests(url, "calls") == groups + 1  # they went together
+
+
+def _frame(index: int, status: int, answer: bytes) -> bytes:
+    frame = msgspec.msgpack.encode((index, status, answer))
+    return len(frame).to_bytes(4, "big") + frame
+
+
+@pytest.mark.parametrize("rest", [b"", b"\x00\x00\x00\x03abc"], ids=["cut", "garbled"])
+async def test_a_stream_cut_short_or_garbled_fails_only_the_calls_not_yet_answered(
+    rest: bytes,
+) -> None:
+    """The first answer arrives, then the stream ends (the service went away) or carries
+    bytes that are no answer: the first call keeps its answer, the second gets a
+    TransientError or a ValidationError naming its own operation."""
+    missing = encode_error(SessionNotFoundError(session_id="gone"))
+    seen: list[str] = []
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        seen.append(request.path)
+        response = web.StreamResponse(headers={"content-type": FRAMES})
+        await response.prepare(request)
+        await response.write(_frame(0, 404, missing) + rest)
+        return response
+
+    async with _answering(answer) as url, StoreClient(url, token="t") as client:
+        first, second = await asyncio.gather(
+            client.load_session("gone"), client.load_run("r"), return_exceptions=True
+        )
+    assert seen == ["/v1/calls"]  # nothing sent again: its outcome is unknown
+    assert isinstance(first, SessionNotFoundError)
+    assert first.session_id == "gone"
+    if rest:
+        assert isinstance(second, ValidationError)
+        assert second.field == "load_run answer"
+    else:
+        assert isinstance(second, TransientError)
+        assert second.operation == "load_run"

@@ -262,12 +262,14 @@ class StoreClient(AdminOperations):
                 for _ in group:
                     size = int.from_bytes(await response.content.readexactly(4), "big")
                     index, status, answer = _FRAME.decode(await response.content.readexactly(size))
+                    if not 0 <= index < len(group):
+                        raise msgspec.DecodeError(f"an answer to call {index} of {len(group)}")
                     _settle(group[index], answer=(status, answer, True))
         except (*_TRANSPORT_ERRORS, asyncio.IncompleteReadError) as e:  # outcomes unknown
             for member in group:
                 _settle(member, error=TransientError(f"{type(e).__name__}: {e}",
                                                      operation=member.name))  # fmt: skip
-        except (msgspec.DecodeError, IndexError) as e:
+        except msgspec.DecodeError as e:
             for member in group:
                 _settle(member, error=self._unexpected(member.name, str(e)))
 
