@@ -102,6 +102,10 @@ async def stream_calls(
     try:
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if pending:  # answers of one commit come in a row: one turn, then one send
+                await asyncio.sleep(0)
+                also = {t for t in pending if t.done()}
+                done, pending = done | also, pending - also
             answered = sorted((index[t], *t.result()) for t in done)
             await send(b"".join(_frame(i, status, answer) for i, status, answer in answered))
     finally:
