@@ -43,7 +43,7 @@ async def _session_log(store: PostgresStore, sid: str) -> list[tuple[str, str, s
 async def test_parallel_runs_of_one_session_share_commits(
     pair: tuple[PostgresStore, PostgresStore], postgres_dsn: str
 ) -> None:
-    """Eight runs appending at once: the first goes alone, the seven waiting for it together."""
+    """Eight runs appending at once commit together: one transaction per round."""
     store, _ = pair
     world = World(store)
     sid = await world.session("s")
@@ -57,7 +57,7 @@ async def test_parallel_runs_of_one_session_share_commits(
         assert [(r.id, r.inserted) for r in results] == [(str(n + 2), True)] * 8
 
     keys = [f"n{n}" for n in range(rounds)]
-    assert await _transactions(postgres_dsn, sid, keys) <= 2 * rounds  # was one per append
+    assert await _transactions(postgres_dsn, sid, keys) == rounds  # was one per append
     log = await _session_log(store, sid)
     assert len(log) == 8 * (rounds + 1)
     for run in runs:
@@ -93,7 +93,7 @@ async def test_a_stale_append_in_a_group_is_decided_again_alone(
         (third.run.run_id, "2", "c"),
         (stale.run.run_id, "3", "b"),
     ]
-    assert await _transactions(postgres_dsn, sid, ["a", "b", "c"]) == 3
+    assert await _transactions(postgres_dsn, sid, ["a", "b", "c"]) == 2  # the group, b again
 
 
 async def test_a_retry_and_a_conflict_in_a_group_leave_the_others_stored(
@@ -146,7 +146,7 @@ async def test_the_next_append_of_a_grouped_run_is_one_statement_again(
     known = [store._known.get(run.run.run_id) for run in runs]
     versions = [k.version if k is not None else None for k in known]
     assert None not in versions
-    assert versions[1] == versions[2] != versions[0]  # the leader alone, then one group
+    assert versions[0] == versions[1] == versions[2]  # one group
 
     await theirs.append_run_record(world.note(runs[2], "theirs"))
     after = await asyncio.gather(*(store.append_run_record(world.note(r, "b")) for r in runs))
@@ -181,6 +181,42 @@ async def test_a_failed_group_answers_every_member_with_its_error() -> None:
             await task
     assert await commits.run("s", "d") == "ok d"  # the session is free again
     assert sent == [["a"], ["b", "c"], ["d"]]
+
+
+async def test_appends_made_at_once_go_together_and_a_lone_one_alone() -> None:
+    """The first append of a moment waits one loop turn for the others of its session;
+    an append with nobody beside it is sent alone, and another session never joins."""
+    sent: list[list[str]] = []
+
+    async def send(statements: list[str]) -> list[str]:
+        sent.append(statements)
+        return [f"ok {s}" for s in statements]
+
+    commits: SessionCommits[str, str] = SessionCommits(send)
+    answers = await asyncio.gather(
+        commits.run("s", "a"), commits.run("s", "b"), commits.run("t", "x"), commits.run("s", "c")
+    )
+    assert answers == ["ok a", "ok b", "ok x", "ok c"]
+    assert sorted(sent) == [["a", "b", "c"], ["x"]]
+    assert await commits.run("s", "d") == "ok d"
+    assert sent[-1] == ["d"]
+
+
+async def test_the_first_append_cancelled_in_its_turn_leaves_the_others_sent() -> None:
+    sent: list[list[str]] = []
+
+    async def send(statements: list[str]) -> list[str]:
+        sent.append(statements)
+        return [f"ok {s}" for s in statements]
+
+    commits: SessionCommits[str, str] = SessionCommits(send)
+    tasks = [asyncio.create_task(commits.run("s", s)) for s in ("a", "b", "c")]
+    await asyncio.sleep(0)  # each has started; the first waits its turn
+    tasks[0].cancel()
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(done[0], asyncio.CancelledError)
+    assert done[1:] == ["ok b", "ok c"]
+    assert sent == [["b", "c"]]
 
 
 async def test_a_caller_that_gave_up_is_left_out_and_groups_are_bounded() -> None:

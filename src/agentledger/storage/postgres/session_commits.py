@@ -5,12 +5,14 @@ that its records take the next positions in the session's log in commit
 order. Two appends to one session therefore wait for each other's commit,
 fsync included, and parallel runs of one session (a parent and its children)
 would take turns. Within one handle (one process's store, or one ``serve``)
-they need not: the first append to a session is sent at once, alone, and the
-appends to that session arriving while it is in flight wait for it, then go
-together as the statements of one transaction, in one round trip, answered
-after its one COMMIT. Each statement still checks everything it checks alone;
-one that finds the state changed writes nothing, and only its caller decides
-again. Nobody hears an answer before the commit that stores it.
+they need not: the first append to a session waits one turn of the event loop,
+and the appends to that session made meanwhile go with it, as do those arriving
+while a write of the session is in flight, once it ends: together, as the
+statements of one transaction, in one round trip, answered after its one
+COMMIT. An append with nobody beside it is sent alone, as one statement. Each
+statement still checks everything it checks alone; one that finds the state
+changed writes nothing, and only its caller decides again. Nobody hears an
+answer before the commit that stores it.
 """
 
 from __future__ import annotations
@@ -40,10 +42,20 @@ class SessionCommits(Generic[S, A]):
 
     async def run(self, session_id: str, statement: S) -> A:
         """``statement``'s answer, after the commit that stored it (or its error)."""
+        future: asyncio.Future[A] = asyncio.get_running_loop().create_future()
         waiting = self._waiting.get(session_id)
         if waiting is not None:
-            future: asyncio.Future[A] = asyncio.get_running_loop().create_future()
             waiting.append((statement, future))
+            return await future
+        waiting = self._waiting[session_id] = [(statement, future)]
+        try:
+            await asyncio.sleep(0)  # one loop turn: the session's appends made meanwhile join
+        except asyncio.CancelledError:
+            future.cancel()
+            self._next(session_id)
+            raise
+        if len(waiting) > 1:
+            self._next(session_id)  # a group, this append first
             return await future
         self._waiting[session_id] = []
         try:
