@@ -2,7 +2,9 @@
 
 Each method is one ``POST`` to the store service, with pooled keep-alive
 connections (aiohttp's client: it costs about a quarter of httpx's client CPU per
-call, measured in ``bench/service.py``). Results and typed errors are those of the backend
+call, measured in ``bench/service.py``); calls that concurrent callers make at the
+same moment share one ``POST /v1/calls`` (see :mod:`.call_batches`), each still
+answered on its own. Results and typed errors are those of the backend
 behind the service, class and fields alike. Transport failures (refused,
 reset, timeout, a 5xx without a typed error) are
 :class:`~agentledger.errors.TransientError` [S3]: an exact retry is safe,
@@ -283,7 +285,7 @@ class StoreClient(AdminOperations):
         )
 
     async def perform(self, op: Operation[Req, Resp], request: Req, /) -> Resp:
-        """Send one store operation as one ``POST``.
+        """Send one store operation: one ``POST``, or one call of a group sent together.
 
         A command is sent as given (over this client's ``limits``, if known, it is
         refused here); loose arguments are first checked as the store checks them
