@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentledger.errors import TransientError, ValidationError
-from agentledger.service.calls import JSON, authorize, refusal, run_call
+from agentledger.service.calls import JSON, answer_call, refusal
 from agentledger.service.wire import FRAMES, MAX_CALLS, METHODS, Method
 
 if TYPE_CHECKING:
@@ -142,21 +142,16 @@ def _decode(body: bytes) -> list[tuple[str, msgspec.Raw]]:
 async def _answer(
     state: ServiceState, authorization: str | None, name: str, body: msgspec.Raw, msgpack: bool
 ) -> tuple[int, bytes]:
-    """(status, answer) of one call of a request, as ``POST /v1/<name>`` answers it."""
-    started = time.perf_counter()
-    state.metrics.in_flight += 1
+    """(status, answer) of one call of a request: what ``POST /v1/<name>`` answers it."""
     method = _BY_NAME.get(name)
-    try:
-        if method is None:
-            raise ValidationError(
-                field="method", expected="the name of a store method", got=name[:100]
-            )
-        principal = authorize(state, name, authorization, method.roles)
-        status, answer, _ = await run_call(state, method, principal, bytes(body), msgpack)
-    except Exception as e:  # every failure is answered: see refusal
-        status, answer, _ = refusal(name, e)
-    finally:
-        state.metrics.in_flight -= 1
-    if method is not None:
-        state.metrics.observe(name, status, time.perf_counter() - started)
+    if method is None:
+        unknown = ValidationError(field="method", expected="the name of a store method",
+                                  got=name[:100])  # fmt: skip
+        status, answer, _ = refusal(name, unknown)
+        return status, answer
+
+    async def read_body() -> bytes:
+        return bytes(body)
+
+    status, answer, _ = await answer_call(state, method, authorization, read_body, msgpack=msgpack)
     return status, answer

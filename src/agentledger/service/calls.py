@@ -4,7 +4,7 @@
 web framework: it takes the ``Authorization`` header and a way to read the
 body, and gives the HTTP status and the JSON answer (the result or the typed
 error). :mod:`.store_routes` runs it straight from the ASGI scope, and
-:mod:`.batch` runs :func:`run_call` for each call of a ``POST /v1/calls``.
+:mod:`.batch` runs it for each call of a ``POST /v1/calls``.
 
 A caller that sends ``Accept: application/msgpack`` (StoreClient does) gets a
 result as MessagePack instead of JSON: bytes travel as they are, not as base64,
@@ -39,7 +39,6 @@ __all__ = [
     "authorize",
     "body_too_large",
     "refusal",
-    "run_call",
     "wants_msgpack",
 ]
 
@@ -100,7 +99,7 @@ async def answer_call(
     state.metrics.in_flight += 1
     try:
         principal = authorize(state, method.name, authorization, method.roles)
-        answered = await run_call(state, method, principal, await read_body(), msgpack)
+        answered = await _run_call(state, method, principal, await read_body(), msgpack)
     except Exception as e:  # every failure is answered: see refusal
         answered = refusal(method.name, e)
     finally:
@@ -109,7 +108,7 @@ async def answer_call(
     return answered
 
 
-async def run_call(
+async def _run_call(
     state: ServiceState, method: Method[Any, Any], principal: Principal, body: bytes, msgpack: bool
 ) -> tuple[int, bytes, str]:
     """The answer of one authorized call of ``method`` with request ``body``: decoded,
