@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
@@ -21,13 +22,22 @@ def _context(trace_id: int, span_id: int) -> SpanContext:
     return SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(1))
 
 
-def read_spans(path: Path) -> list[ReadableSpan]:
-    """The spans a worker process exported (see ``apps.JsonLinesExporter``)."""
+def exported(path: Path) -> list[dict[str, Any]]:
+    """The spans one worker process exported, as JSON objects (``apps.JsonLinesExporter``).
+
+    Read only after the process has exited: its tracer provider flushes every span at exit.
+    A worker that was given no task exports no span and so writes no file: that is no span,
+    not a missing one (which worker polls a task first is up to the server and the load).
+    """
     if not path.exists():
         return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def read_spans(lines: list[dict[str, Any]]) -> list[ReadableSpan]:
+    """The exported spans as SDK spans, for the tree and trace checks."""
     found = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        s = json.loads(line)
+    for s in lines:
         parent = s["parent_id"]
         found.append(
             ReadableSpan(
@@ -72,14 +82,18 @@ async def test_one_trace_across_worker_processes(
         ) as runtime:
             runs = await scenario.drive(runtime, session)
     finally:
+        # A clean exit (status 0) is the condition the files wait for: each worker's
+        # provider has flushed its last spans on the way out.
         for w in workers:
             assert w.stop() == 0, w.output()
+    lines = {w.pid: exported(f) for w, f in zip(workers, files, strict=True)}
+    for pid, found in lines.items():
+        assert {s["pid"] for s in found} <= {pid}  # each process writes only its own file
+    assert any(lines.values()), "no worker process exported a span"
     here = list(spans.finished())
-    there = [s for f in files for s in read_spans(f)]
+    there = read_spans([s for found in lines.values() for s in found])
     assert [s.name for s in here] == ["test"]  # nothing of the run was traced in this process
     finished = here + there
     assert draw(finished) == scenario.expected
     one_trace(finished)
     await check_store_spans(finished, store, runs)
-    pids = {json.loads(line)["pid"] for f in files for line in f.read_text().splitlines()}
-    assert pids <= {w.pid for w in workers}
