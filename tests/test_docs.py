@@ -1,4 +1,5 @@
-"""The docs' examples are real: every Python block of ``docs/*.md`` runs, or is a fragment.
+"""The docs' examples are real: every Python block of ``docs/*.md`` runs (twice in one
+directory, as a reader may run it again), or is a fragment; every relative link resolves.
 
 Fragments (```` ```python fragment ````: a piece of a larger program, or one
 needing a key or a server) must still compile. Extraction is shared with
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.markdown import ROOT, CodeBlock, python_blocks
+from tests.markdown import ROOT, CodeBlock, broken_link, python_blocks, relative_links
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 # Docs whose runnable blocks change process-wide state run in their own test, a process each.
@@ -38,6 +39,9 @@ def test_each_client_has_a_runnable_example() -> None:
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.name)
 def test_docs_example(block: CodeBlock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # examples may write files
-    code = block.compile()
-    if not block.fragment:
-        exec(code, {"__name__": f"docs_block_{block.line}"})
+    block.run(f"docs_block_{block.line}")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
+def test_links_point_to_files_and_headings_that_exist(doc: Path) -> None:
+    assert [why for link in relative_links(doc) if (why := broken_link(doc, link))] == []

@@ -4,7 +4,7 @@
 uv's cache, filled when ``make test`` set up ``.venv``) into a new virtualenv
 holding nothing else, and the checks run with that venv's interpreter and
 console script, outside the repository: import, ``agentledger --help``, the
-README quick start; then the conformance extra, with which the README's
+README quick start; then the conformance extra, with which docs/store.md's
 conformance snippet runs in a bare project.
 """
 
@@ -87,7 +87,7 @@ def test_readme_quick_start(venv: Path, tmp_path: Path) -> None:
 def test_conformance_needs_its_extra_then_runs_in_a_bare_project(
     venv: Path, wheel: Path, tmp_path: Path
 ) -> None:
-    """Without the extra: the install hint. With it: the README snippet passes there."""
+    """Without the extra: the install hint. With it: the snippet of docs/store.md passes there."""
     python = venv / "bin" / "python"
     done = subprocess.run(
         [python, "-c", "import agentledger.storage.conformance"],

@@ -55,7 +55,7 @@ def test_root_help_lists_every_command() -> None:
 
 
 def test_bare_agentledger_prints_usage_and_exits_2() -> None:
-    """The README's promise: usage errors exit 2, a bare command is one."""
+    """docs/cli.md's promise: usage errors exit 2, a bare command is one."""
     done = run_process()
     assert done.returncode == 2
     assert "Usage: agentledger" in done.stderr

@@ -1,4 +1,4 @@
-"""The README's conformance snippet works in someone else's project.
+"""The conformance snippet of docs/store.md works in someone else's project.
 
 It is written, unchanged, into a fresh directory with its own pytest config
 (strict pytest-asyncio mode, warnings as errors, nothing from this repo's
@@ -18,7 +18,9 @@ import pytest
 
 from tests.markdown import ROOT, python_blocks
 
-SNIPPET = next(b for b in python_blocks(ROOT / "README.md") if "StoreConformance" in b.source)
+SNIPPET = next(
+    b for b in python_blocks(ROOT / "docs" / "store.md") if "StoreConformance" in b.source
+)
 CLASS_LINE = "class TestMyStore(StoreConformance):\n"
 
 # Strict mode, and warnings as errors so that pytest-asyncio's deprecation of async
