@@ -125,7 +125,7 @@ async def test_cancellation_interrupts_only_interruptible_activities() -> None:
 
     engine = _engine(workflow, tool=tool, write=write)
     await engine.start("w1", "x")
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), 60)
     assert await engine.cancel("w1")
     assert await engine.result("w1") == "canceled"
     assert finished == ["tool interrupted", "cleanup"]
@@ -170,7 +170,7 @@ async def test_children_run_and_are_canceled_with_their_parent() -> None:
 
     engine = _engine(workflow, wait=wait)
     await engine.start("p1", "parent")
-    await asyncio.wait_for(child_running.wait(), 5)
+    await asyncio.wait_for(child_running.wait(), 60)
     await engine.cancel("p1")
     assert await engine.result("p1") == "parent canceled"
     assert log == ["c1 canceled", "parent canceled"]

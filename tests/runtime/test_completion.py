@@ -21,6 +21,7 @@ from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.schema import _backfill_checksums
 from agentledger.testing import ScriptedModel, reply
 from agentledger.transcript import Message, TextPart, ToolResultPart, ToolUsePart
+from tests.conditions import HANG_GUARD
 from tests.runtime.support import AnyStore, chat_runtime, now_ms, records, types, valid_transcript
 from tests.runtime.test_failures import Faulty
 
@@ -66,21 +67,23 @@ async def test_a_stream_is_required_while_the_session_is_active(
 
 async def test_a_run_still_going_is_left_alone(store: AnyStore, session: str) -> None:
     """[E2] while the engine reports the workflow running, nothing is written."""
-    release = asyncio.Event()
+    called, release = asyncio.Event(), asyncio.Event()
 
     class Waiting(ScriptedModel):
         async def complete(self, request):  # type: ignore[no-untyped-def]
+            called.set()
             await release.wait()
             return await super().complete(request)
 
         async def stream(self, request):  # type: ignore[no-untyped-def,override]
+            called.set()
             await release.wait()
             async for event in super().stream(request):
                 yield event
 
     runtime = chat_runtime(store, Waiting([reply("late")]))
     handle = await runtime.agent_client("chat").start(session, [user_message("hi")])
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(called.wait(), HANG_GUARD)  # the run is inside its model call
     done = await runtime.ensure_run_completion(handle.run_id)
     assert done.status is RunStatus.RUNNING
     assert done.record is None
@@ -213,7 +216,7 @@ async def test_a_killed_worker_is_recovered(tmp_path: Path) -> None:
             env=env,
         )
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + HANG_GUARD
             while "tool_call_scheduled" not in await _types_or_none(store, "crash-1"):
                 assert worker.returncode is None, "the worker died on its own"
                 assert time.monotonic() < deadline, "the worker never reached its tool"

@@ -338,7 +338,7 @@ async def test_a_quick_call_is_not_held_back_by_a_slow_one_beside_it(
         try:
             holder.execute("BEGIN IMMEDIATE")  # the write lock: appends wait for it
             append = asyncio.create_task(client.append_run_record(note))
-            loaded = await asyncio.wait_for(client.load_session("batch-slow"), 10)
+            loaded = await asyncio.wait_for(client.load_session("batch-slow"), 60)
             assert loaded.id == "batch-slow"
             await asyncio.sleep(0.2)
             assert not append.done()

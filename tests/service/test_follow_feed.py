@@ -19,6 +19,7 @@ import pytest
 from agentledger.errors import SessionPurgedError
 from agentledger.service.follow import BACKLOG, Notifier, follow
 from agentledger.storage import MemoryStore, Page, Record, RecordBuilder, RunStart, RunStatus
+from tests.conditions import until
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 _RECORD = msgspec.json.Decoder(Record)
@@ -93,6 +94,11 @@ class _World:
         return records
 
 
+def _attached(world: _World) -> int:
+    """How many followers are attached to a feed now (each waits for the feed's next read)."""
+    return sum(len(f.followers) for every in world.notifier._feeds.values() for f in every.values())
+
+
 async def _take(stream: AsyncIterator[bytes], count: int, into: list[tuple[str, Record]]) -> None:
     async for chunk in stream:
         into.extend(_parse(chunk))
@@ -113,7 +119,7 @@ async def test_many_followers_of_one_log_each_get_every_record_in_order() -> Non
         asyncio.create_task(_take(s, 351, into))
         for s, into in zip([*runs, *sessions], seen, strict=True)
     ]
-    await asyncio.sleep(0.01)
+    await until(lambda: _attached(world) == 50, "every follower attached")
     assert world.notifier.feeds() == 2  # one feed per log, however many follow it
     before = world.reads.calls
     await world.append(350)
@@ -139,10 +145,12 @@ async def test_a_follower_joining_mid_stream_gets_no_gap() -> None:
     while not writer.done():
         await asyncio.sleep(0.002)
         if first and len(joined) < 12:
-            skip = len(first) if len(joined) % 3 else 0  # some from the start
+            session = len(joined) % 4 == 3  # a session's follower: from the start (the
+            # leader's cursors are the run's, which a session's log refuses)
+            skip = len(first) if len(joined) % 3 and not session else 0  # some from the start
             after = first[skip - 1][0] if skip else ""
             into: list[tuple[str, Record]] = []
-            stream = await world.follow(after, session=len(joined) % 4 == 3)
+            stream = await world.follow(after, session=session)
             joined.append((skip, into, asyncio.create_task(_take(stream, 601 - skip, into))))
     await writer
     await asyncio.wait_for(asyncio.gather(*(task for _, _, task in joined)), 30)
@@ -152,7 +160,7 @@ async def test_a_follower_joining_mid_stream_gets_no_gap() -> None:
         assert [record for _, record in into] == log[skip:]
     world.stopped = True
     world.notifier.stop()
-    await asyncio.wait_for(leader, 5)
+    await asyncio.wait_for(leader, 60)
 
 
 async def test_a_slow_follower_is_cut_loose_and_still_gets_every_record() -> None:
@@ -164,12 +172,12 @@ async def test_a_slow_follower_is_cut_loose_and_still_gets_every_record() -> Non
     assert _parse(await anext(slow)) == []  # ": following"
     assert len(_parse(await anext(slow))) == 1  # run_started, read on its own
     first = asyncio.ensure_future(anext(slow))  # at the end: it joins the feed
-    await asyncio.sleep(0.01)
+    await until(lambda: _attached(world) == 1, "the follower attached")
     await world.append(1)
     assert len(_parse(await asyncio.wait_for(first, 5))) == 1  # from the feed; then it stops
     fast: list[tuple[str, Record]] = []
     keeping_up = asyncio.create_task(_take(await world.follow(), 2 * BACKLOG + 52, fast))
-    await asyncio.sleep(0.01)
+    await until(lambda: _attached(world) == 2, "the second follower attached")
     queued = lag = 0
     for _ in range(2 * BACKLOG + 50):
         await world.append(1, pause=5)
@@ -197,7 +205,7 @@ async def test_feeds_end_with_their_followers() -> None:
         await anext(stream)
         await anext(stream)
     pending = [asyncio.ensure_future(anext(stream)) for stream in streams]
-    await asyncio.sleep(0.01)
+    await until(lambda: _attached(world) == 3, "the three followers attached")
     assert world.notifier.feeds() == 1
     for task in pending:
         task.cancel()
@@ -222,7 +230,7 @@ async def test_a_log_the_feed_cannot_read_ends_its_streams_with_the_error() -> N
     world.notifier.notify()  # as the service does after any write but an append
     for stream in streams:
         with pytest.raises(SessionPurgedError):
-            await asyncio.wait_for(anext(stream), 5)
+            await asyncio.wait_for(anext(stream), 60)
     assert world.notifier.feeds() == 0
 
 
@@ -235,7 +243,7 @@ async def test_a_follower_joining_a_feed_that_ends_meanwhile_joins_the_next() ->
     await anext(leaving)
     await anext(leaving)
     pending = asyncio.ensure_future(anext(leaving))  # attached to the feed, waiting
-    await asyncio.sleep(0.01)
+    await until(lambda: _attached(world) == 1, "the follower attached")
     (feed,) = world.notifier._feeds["run:fed"].values()
     async with feed.lock:  # the feed is busy: the newcomer waits to join it
         joining = await world.follow()
@@ -243,14 +251,14 @@ async def test_a_follower_joining_a_feed_that_ends_meanwhile_joins_the_next() ->
         assert len(_parse(await anext(joining))) == 1  # run_started, read on its own
         seen: list[tuple[str, Record]] = []
         newcomer = asyncio.create_task(_take(joining, 1, seen))
-        await asyncio.sleep(0.01)
+        await until(lambda: bool(feed.lock._waiters), "the newcomer waits for the feed")
         pending.cancel()
         await asyncio.gather(pending, return_exceptions=True)
         await leaving.aclose()  # type: ignore[attr-defined]
         assert feed.dropped
-    await asyncio.sleep(0.01)
+    await until(lambda: _attached(world) == 1, "the newcomer attached to a new feed")
     await world.append(1)
-    await asyncio.wait_for(newcomer, 5)
+    await asyncio.wait_for(newcomer, 60)
     assert [record.event_key for _, record in seen] == ["n0"]
     world.stopped = True
     world.notifier.stop()

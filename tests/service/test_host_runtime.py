@@ -24,6 +24,7 @@ from agentledger.service import RuntimeClientHost, RuntimeHost, TokenTable, add_
 from agentledger.service.host_runtime import build_host_runtime, load_host_runtime
 from agentledger.storage import RunStatus
 from agentledger.storage.sqlite import SQLiteStore
+from tests.conditions import HANG_GUARD
 from tests.service.inspector.host_agents import runtime as agents
 
 
@@ -81,7 +82,8 @@ async def test_an_embedding_host_passes_its_runtime_and_the_inspector_answers_wi
 
 async def _running(store: SQLiteStore, run_id: str) -> None:
     """Wait for the run's first write (an engine starts the workflow before it)."""
-    for _ in range(500):
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD
+    while asyncio.get_running_loop().time() < deadline:
         try:
             await store.load_run(run_id)
             return

@@ -29,6 +29,7 @@ from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.types import Checkpoint
 from agentledger.transcript import Message, TextPart, encode_messages
+from tests.conditions import HANG_GUARD
 from tests.service.inspector.conftest import log_in
 from tests.service.inspector.host_agents import runtime
 from tests.service.process import ServiceProcess, Tokens
@@ -93,10 +94,11 @@ def acting(tokens: Tokens, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 async def _finished(url: str, token: str, run_id: str) -> RunStatus:
-    """The run's status once it is no longer running (the host runtime runs it; 30 s at most,
-    which a loaded CI machine may need)."""
+    """The run's status once it is no longer running (the host runtime runs it; a minute at
+    most, a hang guard)."""
     async with StoreClient(url, token=token) as client:
-        for _ in range(600):
+        deadline = asyncio.get_running_loop().time() + HANG_GUARD
+        while asyncio.get_running_loop().time() < deadline:
             meta = await client.load_run(run_id)
             if meta.status is not RunStatus.RUNNING:
                 return meta.status

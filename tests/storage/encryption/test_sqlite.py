@@ -303,7 +303,7 @@ async def test_a_key_made_by_another_process_keeps_the_keys_in_memory(files: Fil
     lock = sqlite3.connect(files.vault, isolation_level=None)
     try:
         lock.execute("BEGIN EXCLUSIVE")  # no connection can read the vault meanwhile
-        page = await asyncio.wait_for(serving.list_run_records(run_id), 5)
+        page = await asyncio.wait_for(serving.list_run_records(run_id), 60)
         assert len(page.records) == 4
     finally:
         lock.close()

@@ -23,6 +23,7 @@ from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.types import Record, RunStatus
+from tests.conditions import HANG_GUARD
 
 T = TypeVar("T")
 
@@ -55,7 +56,8 @@ async def _blocked_backend(
     admin: psycopg.AsyncConnection[Any], app_name: str, not_pid: int = 0
 ) -> int:
     """The pid of the victim's backend once it waits on a lock (and is not ``not_pid``)."""
-    for _ in range(1000):
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD
+    while asyncio.get_running_loop().time() < deadline:
         cur = await admin.execute(_BLOCKED, (app_name,))
         pids = [row[0] for row in await cur.fetchall() if row[0] != not_pid]
         if pids:
@@ -191,7 +193,8 @@ async def test_a_connection_killed_while_idle_is_replaced_before_an_append(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
         (app_name,),
     )
-    for _ in range(500):  # until the server has closed it
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD
+    while asyncio.get_running_loop().time() < deadline:  # until the server has closed it
         cur = await admin.execute(_BACKENDS, (app_name,))
         if not await cur.fetchall():
             break

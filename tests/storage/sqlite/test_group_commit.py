@@ -29,6 +29,7 @@ from agentledger.storage.sqlite.store import _small
 from agentledger.storage.types import AppendResult
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import Message, TextPart
+from tests.conditions import until
 from tests.storage.sqlite._ticks import loop_ticks
 
 
@@ -63,11 +64,20 @@ def write_lock_held(db_path: Path) -> Iterator[None]:
         blocker.close()
 
 
-async def _queued(calls: list[Awaitable[Any]], db_path: Path) -> list[Any]:
+def _waiting_for_the_writer(store: SQLiteStore) -> int:
+    """How many operations are queued for the store's writer thread and not yet answered."""
+    assert store._writer is not None
+    return store._writer._outstanding
+
+
+async def _queued(store: SQLiteStore, calls: list[Awaitable[Any]], db_path: Path) -> list[Any]:
     """Start every call while the write lock is held, then release it: one group."""
     with write_lock_held(db_path):
         tasks = [asyncio.ensure_future(c) for c in calls]
-        await asyncio.sleep(0.3)  # every call has reached the writer's queue
+        await until(
+            lambda: _waiting_for_the_writer(store) == len(calls) or any(t.done() for t in tasks),
+            "every call reaches the writer's queue",
+        )
         assert not any(t.done() for t in tasks), "a write finished while the lock was held"
     return list(await asyncio.gather(*tasks, return_exceptions=True))
 
@@ -81,6 +91,7 @@ async def test_waiting_operations_share_one_commit(
     before = wal_commits(db_path)
 
     results = await _queued(
+        store,
         [store.append_run_record(world.note(run, "k")) for run in runs],
         db_path,
     )
@@ -105,6 +116,7 @@ async def test_a_refused_operation_in_a_group_leaves_the_others_alone(
     before = wal_commits(db_path)
 
     results = await _queued(
+        store,
         [
             store.append_run_records([world.note(a, "a1"), world.note(a, "a2")]),
             # refused after writing its first record: that write must be undone alone
@@ -148,6 +160,7 @@ async def test_a_write_that_fails_in_sqlite_undoes_only_its_own_rows(
     before = wal_commits(db_path)
 
     results = await _queued(
+        store,
         [
             store.append_run_record(world.note(a, "a1")),
             store.append_run_record(world.note(b, "too-big", body=big)),
@@ -268,9 +281,8 @@ async def test_at_normal_a_write_waiting_for_the_lock_leaves_the_loop_free(
         async with loop_ticks() as ticks:
             with write_lock_held(db_path):
                 waiting = asyncio.ensure_future(store.append_run_record(world.note(run, "waits")))
-                await asyncio.sleep(0.3)
-                assert not waiting.done()
-                assert ticks.count >= 10, ticks  # the loop ran while the write waited
+                await until(lambda: ticks.count >= 10 or waiting.done(), "ten turns of the loop")
+                assert not waiting.done()  # the loop ran while the write waited
         assert (await waiting).id == "3"
 
 
@@ -281,14 +293,19 @@ async def test_at_normal_the_writer_checkpoints_the_wal(db_path: Path) -> None:
         run = await world.root("r", session=await world.session("s"))
         for i in range(CHECKPOINT_EVERY + 20):
             await store.append_run_record(world.note(run, f"k{i}"))
-        await asyncio.sleep(0.2)  # the thread checkpoints after the answer
-        # Immutable: read the database file alone, as if the WAL were not there.
-        main_file = sqlite3.connect(f"file:{db_path}?immutable=1", uri=True)
-        try:
-            (copied,) = main_file.execute("SELECT count(*) FROM records").fetchone()
-        finally:
-            main_file.close()
-        assert copied >= CHECKPOINT_EVERY // 2, copied
+
+        def copied() -> int:
+            """Records in the database file alone (immutable: as if the WAL were not there)."""
+            main_file = sqlite3.connect(f"file:{db_path}?immutable=1", uri=True)
+            try:
+                return int(main_file.execute("SELECT count(*) FROM records").fetchone()[0])
+            except sqlite3.OperationalError:  # no table yet: nothing copied
+                return 0
+            finally:
+                main_file.close()
+
+        # The thread checkpoints after the answers: wait for it, not for a time.
+        await until(lambda: copied() >= CHECKPOINT_EVERY // 2, "the writer's checkpoint")
 
 
 def test_only_small_appends_may_run_on_the_callers_thread(world: World) -> None:
@@ -346,9 +363,8 @@ async def test_at_normal_an_encrypted_append_never_reads_the_vault_on_the_loop(
             async with loop_ticks() as ticks:
                 blocker.execute("BEGIN EXCLUSIVE")  # no key can be read meanwhile
                 waiting = asyncio.ensure_future(fresh.append_run_record(world.note(run, "first")))
-                await asyncio.sleep(0.3)
-                assert not waiting.done()
-                assert ticks.count >= 3, ticks  # the loop ran while the append waited
+                await until(lambda: ticks.count >= 3 or waiting.done(), "three turns of the loop")
+                assert not waiting.done()  # the loop ran while the append waited
                 blocker.execute("ROLLBACK")
         finally:
             blocker.close()

@@ -27,6 +27,7 @@ from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS
 from agentledger.transcript import Message, TextPart, encode_messages
+from tests.conditions import until
 from tests.storage.sqlite._ticks import loop_ticks
 
 T = TypeVar("T")
@@ -200,9 +201,8 @@ async def test_a_read_that_would_wait_for_a_lock_leaves_the_loop_free(db_path: P
         async with loop_ticks() as ticks:
             with wal_being_recovered(db_path):
                 waiting = asyncio.ensure_future(store.load_run(rid))
-                await asyncio.sleep(0.3)
-                assert not waiting.done()
-                assert ticks.count >= 3, ticks  # the loop ran while the read waited (blocked: 0)
+                await until(lambda: ticks.count >= 3 or waiting.done(), "three turns of the loop")
+                assert not waiting.done()  # the loop ran while the read waited
         assert (await waiting).run_id == rid
         assert (await _yielded(store.load_run(rid)))[1] is False  # inline again
 

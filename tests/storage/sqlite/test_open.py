@@ -24,6 +24,7 @@ from agentledger.storage import SessionAdmin, SessionStatus, Store
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import LATEST_VERSION, SQLiteStore, default_path
 from agentledger.storage.sqlite.group import QUEUE
+from tests.conditions import HANG_GUARD, until
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -278,7 +279,7 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_transient_error(db_path: P
 
 async def test_a_lock_released_within_the_busy_timeout_is_waited_for(db_path: Path) -> None:
     await _make_db(db_path)
-    async with await SQLiteStore.open(db_path, busy_timeout=5) as store:
+    async with await SQLiteStore.open(db_path, busy_timeout=HANG_GUARD) as store:
         holder = _hold_write_lock(db_path)
         release = threading.Timer(0.3, holder.rollback)
         release.start()
@@ -290,19 +291,26 @@ async def test_a_lock_released_within_the_busy_timeout_is_waited_for(db_path: Pa
         assert session.id == "patient"
 
 
+async def _read_five_times(store: SQLiteStore) -> None:
+    for _ in range(5):
+        assert (await store.load_session("s")).id == "s"
+        assert [s.id for s in (await store.list_sessions()).sessions] == ["s"]
+
+
 async def test_readers_do_not_wait_behind_a_writer(db_path: Path) -> None:
     await _make_db(db_path)
-    async with await SQLiteStore.open(db_path, busy_timeout=2) as store:
+    # The writer waits for the lock as long as the test may take (a hang guard, not a measure):
+    # a read that queued behind it would hang until the holder lets go, below.
+    async with await SQLiteStore.open(db_path, busy_timeout=HANG_GUARD) as store:
         holder = _hold_write_lock(db_path)
         try:
             blocked = asyncio.ensure_future(store.create_session("queued", created_at=AT))
-            await asyncio.sleep(0.05)  # the store's writer now waits on the lock
-            started = time.monotonic()
-            for _ in range(5):
-                assert (await store.load_session("s")).id == "s"
-                assert [s.id for s in (await store.list_sessions()).sessions] == ["s"]
-            assert time.monotonic() - started < 1.0
+            await until(lambda: store._writer is not None and store._writer._outstanding == 1,
+                        "the store's writer waits on the lock")  # fmt: skip
+            reads = asyncio.ensure_future(_read_five_times(store))
+            await until(lambda: reads.done() or blocked.done(), "the reads or the write end")
             assert not blocked.done()
+            reads.result()
         finally:
             holder.rollback()
             holder.close()
