@@ -2,9 +2,9 @@
 
 The browser is Debian's ``/usr/bin/chromium`` driven by Playwright (never
 ``playwright install``). Screenshots go to ``$AGENTLEDGER_ARTIFACTS`` (or a
-temporary directory); with ``AGENTLEDGER_DOCS_SCREENSHOT=1`` the README's
-pictures are also written to ``docs/`` (the transcript, the waterfall and the
-session's conversation).
+temporary directory); with ``AGENTLEDGER_DOCS_SCREENSHOT=1`` the pictures of
+the README and docs/inspector.md are also written to ``docs/`` (the transcript, the
+waterfall and the session's conversation).
 """
 
 from __future__ import annotations

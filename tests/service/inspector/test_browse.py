@@ -2,8 +2,8 @@
 
 Sessions -> a session's run tree -> a child run -> its records -> its
 transcript, then a transcript with every kind of part. Screenshots are saved
-as artifacts; ``AGENTLEDGER_DOCS_SCREENSHOT=1`` also writes the README's
-``docs/inspector.png``.
+as artifacts; ``AGENTLEDGER_DOCS_SCREENSHOT=1`` also writes the picture of
+``docs/inspector.md``, ``docs/inspector.png``.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ async def test_stored_text_is_escaped(
 async def test_readme_screenshot(
     page: Page, service: ServiceProcess, tokens: Tokens, demo: Demo, artifacts: Path
 ) -> None:
-    """The README's picture: the demo's first turn (two tool calls at once) as a conversation."""
+    """The picture in docs/inspector.md: the demo's first turn (two tool calls at once)."""
     await log_in(page, service.url, tokens.reader)
     await page.goto(f"{service.url}/ui/session?id={demo.session_id}")
     first = page.locator("ul.tree > li a.tx").first
