@@ -96,9 +96,7 @@ class StartRetryConformance(ConformanceBase):
         cmd = replace(cmd, records=(world.note(run, "a"), world.note(run, "b")))
         await _retries_of(world, run, world.store.start_child_run, cmd)
 
-    async def test_one_shot_start_retried_with_other_records_conflicts(
-        self, world: World
-    ) -> None:
+    async def test_one_shot_start_retried_with_other_records_conflicts(self, world: World) -> None:
         run = world.run("o")
         cmd = replace(run.one_shot_start(), records=(world.note(run, "a"), world.note(run, "b")))
         await _retries_of(world, run, world.store.start_one_shot_run, cmd)

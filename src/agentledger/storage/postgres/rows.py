@@ -48,7 +48,8 @@ SESSION_WIDTH = len(SESSION_COLUMNS.split(","))
 RUN_COLUMNS = (
     "run_id, agent_id, session_id, parent_run_id, status, start_outcome, started_at, "
     "updated_at, labels, cancellation_reason, successor_run_id, started_key, link_key, "
-    "cancel_key, suspension_key, terminal_key, checkpoint_id, checkpoint_data, last_seq, start_records"
+    "cancel_key, suspension_key, terminal_key, checkpoint_id, checkpoint_data, last_seq, "
+    "start_records"
 )
 
 RECORD_COLUMNS = (
