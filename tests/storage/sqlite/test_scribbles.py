@@ -9,6 +9,7 @@ sizes. Every read must either return exactly what was written or raise a typed
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sqlite3
 from pathlib import Path
@@ -17,6 +18,7 @@ from agentledger.errors import AgentledgerError
 from agentledger.storage import Record
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import SQLiteStore
+from agentledger.storage.sqlite.check import check_invariants
 
 TRIALS = 200
 RUNS = 3
@@ -170,6 +172,9 @@ async def test_a_schema_byte_that_is_not_utf8_is_a_typed_refusal_naming_the_file
     data[at] = 0xD5  # "NUL\xd5": a syntax error SQLite reports quoting it
     db.write_bytes(bytes(data))
     assert await _open_both(db) == "CorruptRecordError"
+    [finding] = check_invariants(db)  # `agentledger check` reports it, and goes on
+    assert finding.startswith(f"{db}: "), finding
+    assert "malformed database schema" in finding, finding
 
 
 async def test_scribbles_into_the_schema_pages_are_typed_refusals_naming_the_file(
@@ -190,5 +195,7 @@ async def test_scribbles_into_the_schema_pages_are_typed_refusals_naming_the_fil
             target.write_bytes(bytes(damaged))
             outcome = await _open_both(target)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            with contextlib.suppress(AgentledgerError):  # a schema version it cannot check
+                check_invariants(target)  # findings, or a typed error: nothing else
             _remove(target)
     assert outcomes.get("CorruptRecordError", 0) > 10, outcomes  # the scribbles hit the schema
