@@ -150,10 +150,6 @@ class _Inflating:
         self.pos += size
         return value
 
-    def skip(self, n: int) -> None:
-        self.need(n)
-        self.pos += n
-
     def finish(self) -> None:
         """The image is whole: nothing may follow it, and the stream must end here."""
         if len(self.buf) > self.pos or self._more() or self._inflater.unused_data:
@@ -165,11 +161,14 @@ class _Inflating:
 def _object(src: _Inflating) -> bytes:
     """The bytes of the next msgpack object, whole (its nested objects included).
 
-    Each byte of a header is read in Python, so an object of more than
-    :data:`_MAX_OBJECTS` objects is refused as it comes: what a hostile body
-    costs in time is bounded per entry, like its memory.
+    Each header is read in Python, so an object of more than :data:`_MAX_OBJECTS`
+    objects is refused as it comes: what a hostile body costs in time is bounded
+    per entry, like its memory. (The buffer is read through locals; ``need``
+    only grows it, in place, while an entry is read.)
     """
     src.release()
+    buf = src.buf
+    pos = 0
     remaining = 1
     seen = 0
     while remaining:
@@ -177,27 +176,44 @@ def _object(src: _Inflating) -> bytes:
         seen += 1
         if seen > _MAX_OBJECTS:
             raise msgspec.DecodeError(f"an entry of more than {_MAX_OBJECTS} values")
-        head = src.byte()
+        if pos >= len(buf):
+            src.pos = pos
+            src.need(1)
+        head = buf[pos]
+        pos += 1
         if head <= 0x7F or head >= 0xE0:  # fixint
             continue
         if head <= 0x8F:  # fixmap
             remaining += 2 * (head & 0x0F)
-        elif head <= 0x9F:  # fixarray
+            continue
+        if head <= 0x9F:  # fixarray
             remaining += head & 0x0F
-        elif head <= 0xBF:  # fixstr
-            src.skip(head & 0x1F)
+            continue
+        if head <= 0xBF:  # fixstr
+            pos += head & 0x1F
         else:
             fixed, size, counts = _HEADS.get(head, (-1, 0, ""))
             if fixed < 0:
                 raise msgspec.DecodeError(f"invalid msgpack byte 0x{head:02x}")
-            length = src.uint(size) if size else 0
+            length = 0
+            if size:
+                if pos + size > len(buf):
+                    src.pos = pos
+                    src.need(size)
+                length = int.from_bytes(buf[pos : pos + size], "big")
+                pos += size
             if counts == "items":
                 remaining += length
-            elif counts == "pairs":
+                continue
+            if counts == "pairs":
                 remaining += 2 * length
-            else:
-                src.skip(fixed + length)
-    return bytes(src.buf[: src.pos])
+                continue
+            pos += fixed + length
+        if pos > len(buf):  # skipped past what is inflated: inflate up to it
+            src.pos = len(buf)
+            src.need(pos - len(buf))
+    src.pos = pos
+    return bytes(buf[:pos])
 
 
 def _count(src: _Inflating, pairs: bool) -> int:
