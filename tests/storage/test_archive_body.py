@@ -90,3 +90,15 @@ async def test_changed_cut_or_padded_bodies_are_the_same_image_or_refused(
         else:
             assert got == image, f"trial {trial}: a changed body decoded to other data"
     assert refused > 500, refused
+
+
+async def test_an_entry_longer_than_its_kind_can_be_is_refused_before_it_is_inflated(
+    archived: bytes,
+) -> None:
+    """A session value of 1 MiB fits the manifest's bound but no session is that long."""
+    head, manifest, _ = _parts(archived)
+    size = 1 << 20
+    body = b"\x84\xa7session\xc6" + size.to_bytes(4, "big") + bytes(size)
+    with pytest.raises(CorruptArchiveError) as caught:
+        decode_archive(_archive(head, manifest, body), "a")
+    assert f"an entry of more than {archive_body.RUN_BOUND} bytes" in caught.value.reason

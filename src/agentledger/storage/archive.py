@@ -42,7 +42,12 @@ from agentledger.errors import (
     SessionHasActiveRunsError,
     ValidationError,
 )
-from agentledger.storage.archive_body import inflate_body
+from agentledger.storage.archive_body import (
+    CHECKPOINT_BOUND,
+    RECORD_BOUND,
+    RUN_BOUND,
+    inflate_body,
+)
 from agentledger.storage.encryption.binding import SCHEME
 from agentledger.storage.session_image import (
     SessionImage,
@@ -53,12 +58,6 @@ from agentledger.storage.session_image import (
     session_digest,
 )
 from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, Session, SessionStatus
-from agentledger.storage.validation import (
-    MAX_ID_LENGTH,
-    MAX_LABEL_KEY_LENGTH,
-    MAX_LABEL_VALUE_LENGTH,
-    MAX_LABELS,
-)
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -85,11 +84,6 @@ ARCHIVE_SUFFIX = ".alarchive"
 _MAGIC = b"agentledger-archive "
 _TRAILER = len(b"sha256:") + 64 + 1
 _COMPRESSION = "zlib"
-_ID_BOUND = 4 * MAX_ID_LENGTH + 8  # msgpack's str header
-_LABELS_BOUND = MAX_LABELS * 4 * (MAX_LABEL_KEY_LENGTH + MAX_LABEL_VALUE_LENGTH + 16)
-_RECORD_BOUND = 8 * _ID_BOUND + 256  # seven ids and the type, field names, a timestamp
-_CHECKPOINT_BOUND = 2 * _ID_BOUND + 64
-_RUN_BOUND = 8 * _ID_BOUND + _LABELS_BOUND + 512  # ids, labels, status, times (or the session)
 
 
 class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -214,8 +208,8 @@ def inflated_bound(manifest: ArchiveManifest) -> int:
     characters of 4 UTF-8 bytes, every label set at its limits. A body that
     inflates past it does not hold what its manifest says.
     """
-    entries = manifest.records * _RECORD_BOUND + manifest.checkpoints * _CHECKPOINT_BOUND
-    return manifest.byte_total + entries + (manifest.runs + 1) * _RUN_BOUND
+    entries = manifest.records * RECORD_BOUND + manifest.checkpoints * CHECKPOINT_BOUND
+    return manifest.byte_total + entries + (manifest.runs + 1) * RUN_BOUND
 
 
 def _parse(data: bytes, path: str) -> tuple[ArchiveManifest, bytes]:

@@ -22,9 +22,23 @@ import msgspec
 
 from agentledger.errors import CorruptArchiveError
 from agentledger.storage.types import Checkpoint, Record, RunMeta, Session
-from agentledger.storage.validation import MAX_LABELS
+from agentledger.storage.validation import (
+    MAX_ID_LENGTH,
+    MAX_LABEL_KEY_LENGTH,
+    MAX_LABEL_VALUE_LENGTH,
+    MAX_LABELS,
+)
 
-__all__ = ["PAGE", "ArchiveBody", "inflate_body"]
+__all__ = [
+    "CHECKPOINT_BOUND",
+    "ID_BOUND",
+    "LABELS_BOUND",
+    "PAGE",
+    "RECORD_BOUND",
+    "RUN_BOUND",
+    "ArchiveBody",
+    "inflate_body",
+]
 
 PAGE = 64 * 1024
 """Bytes inflated at a time."""
@@ -66,6 +80,14 @@ _HEADS: dict[int, tuple[int, int, str]] = {
     0xDE: (0, 2, "pairs"),  # map 16/32
     0xDF: (0, 4, "pairs"),
 }
+ID_BOUND = 4 * MAX_ID_LENGTH + 8  # msgpack's str header
+LABELS_BOUND = MAX_LABELS * 4 * (MAX_LABEL_KEY_LENGTH + MAX_LABEL_VALUE_LENGTH + 16)
+RECORD_BOUND = 8 * ID_BOUND + 256  # seven ids and the type, field names, a timestamp
+CHECKPOINT_BOUND = 2 * ID_BOUND + 64
+RUN_BOUND = 8 * ID_BOUND + LABELS_BOUND + 512  # ids, labels, status, times (or the session)
+"""The largest a record (without its payload), a checkpoint (without its data), a run or
+the session can be in msgpack: every id at its longest in 4-byte UTF-8 characters,
+every label set at its limits."""
 _FIELDS = ("session", "runs", "records", "checkpoints")
 _MAX_OBJECTS = 2 * MAX_LABELS + 64
 """The most msgpack objects one entry holds (a run: its fields and its labels at their
@@ -150,6 +172,13 @@ class _Inflating:
         self.pos += size
         return value
 
+    def too_big(self, end: int, cap: int) -> CorruptArchiveError:
+        """The refusal of an entry that would end at ``end``, past ``cap``: the bound's
+        if reading it would pass the bound too, else one naming the entry's cap."""
+        if self.total + end - len(self.buf) > self._bound:
+            return self._past
+        return self._corrupt(f"unreadable contents: an entry of more than {cap} bytes")
+
     def finish(self) -> None:
         """The image is whole: nothing may follow it, and the stream must end here."""
         if len(self.buf) > self.pos or self._more() or self._inflater.unused_data:
@@ -158,8 +187,18 @@ class _Inflating:
             raise self._corrupt("unreadable contents: a cut or padded stream")
 
 
-def _object(src: _Inflating) -> bytes:
-    """The bytes of the next msgpack object, whole (its nested objects included).
+def _entry(src: _Inflating, decoder: msgspec.msgpack.Decoder[T], cap: int) -> T:
+    """The next msgpack object, decoded from the buffer in place (no copy of its bytes).
+
+    An object that would pass ``cap`` bytes is refused before it is inflated.
+    """
+    end = _object(src, cap)
+    with memoryview(src.buf) as whole, whole[:end] as view:
+        return decoder.decode(view)
+
+
+def _object(src: _Inflating, cap: int) -> int:
+    """Scan the next msgpack object, whole (its nested objects included); its end.
 
     Each header is read in Python, so an object of more than :data:`_MAX_OBJECTS`
     objects is refused as it comes: what a hostile body costs in time is bounded
@@ -209,11 +248,13 @@ def _object(src: _Inflating) -> bytes:
                 remaining += 2 * length
                 continue
             pos += fixed + length
+        if pos > cap:
+            raise src.too_big(pos, cap)
         if pos > len(buf):  # skipped past what is inflated: inflate up to it
             src.pos = len(buf)
             src.need(pos - len(buf))
     src.pos = pos
-    return bytes(buf[:pos])
+    return pos
 
 
 def _count(src: _Inflating, pairs: bool) -> int:
@@ -234,12 +275,13 @@ def _entries(
     decoder: msgspec.msgpack.Decoder[T],
     claimed: int,
     mismatch: CorruptArchiveError,
+    cap: int,
 ) -> list[T]:
     """A list of entries, its length checked against the manifest before any is built."""
     count = _count(src, pairs=False)
     if count != claimed:
         raise mismatch
-    return [decoder.decode(_object(src)) for _ in range(count)]
+    return [_entry(src, decoder, cap) for _ in range(count)]
 
 
 def inflate_body(
@@ -268,23 +310,23 @@ def inflate_body(
 
     fields: dict[str, Any] = {}
     for _ in range(_count(src, pairs=True)):
-        key = _KEY.decode(_object(src))
+        key = _entry(src, _KEY, ID_BOUND)
         if key not in _FIELDS or key in fields:
             raise msgspec.DecodeError(f"the session image has field {key!r} again or unknown")
         if key == "session":
-            fields[key] = _SESSION.decode(_object(src))
+            fields[key] = _entry(src, _SESSION, RUN_BOUND)
         elif key == "runs":
-            fields[key] = _entries(src, _RUN, claims.runs, mismatch("runs"))
+            fields[key] = _entries(src, _RUN, claims.runs, mismatch("runs"), RUN_BOUND)
         elif key == "records":
-            fields[key] = _entries(src, _RECORD, claims.records, mismatch("records"))
+            fields[key] = _entries(src, _RECORD, claims.records, mismatch("records"), bound)
         else:
             count = _count(src, pairs=True)
             if count != claims.checkpoints:
                 raise mismatch("checkpoints")
             checkpoints: dict[str, Checkpoint] = {}
             for _ in range(count):
-                run_id = _KEY.decode(_object(src))
-                checkpoints[run_id] = _CHECKPOINT.decode(_object(src))
+                run_id = _entry(src, _KEY, ID_BOUND)
+                checkpoints[run_id] = _entry(src, _CHECKPOINT, bound)
             if len(checkpoints) != count:
                 raise mismatch("checkpoints")
             fields[key] = checkpoints
