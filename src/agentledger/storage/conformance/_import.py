@@ -219,6 +219,17 @@ def _with_reference(image: SessionImage, **changes: str) -> tuple[SessionImage, 
     return msgspec.structs.replace(image, records=records), changed
 
 
+def _twice_referenced(image: SessionImage) -> tuple[SessionImage, Record]:
+    """``image`` with its referencing run holding a second reference before its end."""
+    at = next(i for i, r in enumerate(image.records) if r.type == payloads.TRANSCRIPT_REFERENCED)
+    first = image.records[at]
+    log = [r for r in image.records if r.run_id == first.run_id]
+    again = msgspec.structs.replace(first, id=str(len(log)), event_key="referenced:again")
+    last = msgspec.structs.replace(log[-1], id=str(len(log) + 1))
+    records = [r for r in image.records if r.run_id != first.run_id]
+    return msgspec.structs.replace(image, records=[*records, *log[:-1], again, last]), again
+
+
 class ImportReferenceConformance(ConformanceBase):
     """Capability: an imported history reference stays inside the image, or nothing is."""
 
@@ -236,6 +247,8 @@ class ImportReferenceConformance(ConformanceBase):
             "itself": _with_reference(copy, run_id=second),
             "past the source's end": _with_reference(copy, through="4"),
             "far past it": _with_reference(copy, through="999"),
+            "a continuation of a completed run": _with_reference(copy, kind="continuation"),
+            "a second reference": _twice_referenced(copy),
         }
         tracked = World(world.store, namespace=world.ns)
         tracked.session_ids = [*world.session_ids, copy.session.id]
