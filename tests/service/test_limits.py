@@ -109,7 +109,8 @@ def test_serve_defaults_are_the_stores_defaults() -> None:
 
 
 def hostile_archive(inflated: int, claimed: int) -> bytes:
-    """A valid-looking archive whose body inflates to ``inflated`` zero bytes, claiming more."""
+    """A valid-looking archive whose body inflates to ``inflated`` bytes, claiming more: a
+    session image whose first value says it is ``inflated`` bytes long, then zeros."""
     at = datetime(2026, 1, 1, tzinfo=UTC)
     manifest = ArchiveManifest(
         format_version=1, session_id="bomb", labels={}, session_created_at=at,
@@ -117,7 +118,8 @@ def hostile_archive(inflated: int, claimed: int) -> bytes:
         run_digests={}, session_digest="sha256:" + "0" * 64, compression="zlib", created_at=at,
     )  # fmt: skip
     deflate = zlib.compressobj(9)
-    body = b"".join(deflate.compress(bytes(1 << 20)) for _ in range(inflated >> 20))
+    body = deflate.compress(b"\x84\xa7session\xc6" + inflated.to_bytes(4, "big"))
+    body += b"".join(deflate.compress(bytes(1 << 20)) for _ in range(inflated >> 20))
     content = b"agentledger-archive 1\n" + msgspec.json.encode(manifest) + b"\n"
     content += body + deflate.flush()
     return content + b"sha256:" + hashlib.sha256(content).hexdigest().encode() + b"\n"

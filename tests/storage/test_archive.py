@@ -28,6 +28,7 @@ from agentledger.storage.archive import (
     restore_archive,
     verify_archive,
 )
+from agentledger.storage.archive_body import PAGE
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import SQLiteStore
 from tests.storage.archived import ended_session
@@ -216,24 +217,29 @@ def _with_body(data: bytes, body: bytes) -> bytes:
 async def test_a_body_inflating_past_its_manifest_is_refused_unread(
     archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
 ) -> None:
-    """A decompression bomb with a fitting checksum stops at the manifest's bound, in memory too."""
+    """A decompression bomb with a fitting checksum is refused a page in, in memory too:
+    zeros are no session image, and an image whose first value claims 64 MiB passes the
+    manifest's bound before a byte of it is inflated."""
     world, path, data = archived
     bound = inflated_bound(read_manifest(data, str(path)))
     bomb_size = 64 * 1024 * 1024
     assert bound < bomb_size // 8
-    squeeze = zlib.compressobj(9)
-    chunk = bytes(1024 * 1024)
-    bomb = b"".join(squeeze.compress(chunk) for _ in range(bomb_size // len(chunk)))
-    bomb_file = tmp_path / "bomb.alarchive"
-    bomb_file.write_bytes(_with_body(data, bomb + squeeze.flush()))
-    tracemalloc.start()
-    try:
-        error = await _refused(bomb_file, target, world)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert f"inflates past {bound} bytes" in error.reason
-    assert peak < bomb_size // 4
+    claim = b"\x84\xa7session\xc6" + bomb_size.to_bytes(4, "big")  # {"session": 64 MiB...
+    for prefix, reason in ((b"", "unreadable contents"), (claim, f"inflates past {bound} bytes")):
+        squeeze = zlib.compressobj(9)
+        chunk = bytes(1024 * 1024)
+        bomb = squeeze.compress(prefix)
+        bomb += b"".join(squeeze.compress(chunk) for _ in range(bomb_size // len(chunk)))
+        bomb_file = tmp_path / "bomb.alarchive"
+        bomb_file.write_bytes(_with_body(data, bomb + squeeze.flush()))
+        tracemalloc.start()
+        try:
+            error = await _refused(bomb_file, target, world)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert reason in error.reason
+        assert peak < 32 * PAGE, peak  # 2 MiB, for a 64 MiB bomb: the file, a page, the checks
 
     for claim in (b'"records":-99999999', b'"records":4611686018427387904'):  # counts are claims
         forged = tmp_path / "claims.alarchive"

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import sys
 import tempfile
 import zlib
 from datetime import UTC, datetime
@@ -43,6 +42,12 @@ from agentledger.errors import (
     SessionHasActiveRunsError,
     ValidationError,
 )
+from agentledger.storage.archive_body import (
+    CHECKPOINT_BOUND,
+    RECORD_BOUND,
+    RUN_BOUND,
+    inflate_body,
+)
 from agentledger.storage.encryption.binding import SCHEME
 from agentledger.storage.session_image import (
     SessionImage,
@@ -53,12 +58,6 @@ from agentledger.storage.session_image import (
     session_digest,
 )
 from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, Session, SessionStatus
-from agentledger.storage.validation import (
-    MAX_ID_LENGTH,
-    MAX_LABEL_KEY_LENGTH,
-    MAX_LABEL_VALUE_LENGTH,
-    MAX_LABELS,
-)
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -85,12 +84,6 @@ ARCHIVE_SUFFIX = ".alarchive"
 _MAGIC = b"agentledger-archive "
 _TRAILER = len(b"sha256:") + 64 + 1
 _COMPRESSION = "zlib"
-_ID_BOUND = 4 * MAX_ID_LENGTH + 8  # msgpack's str header
-_LABELS_BOUND = MAX_LABELS * 4 * (MAX_LABEL_KEY_LENGTH + MAX_LABEL_VALUE_LENGTH + 16)
-_RECORD_BOUND = 8 * _ID_BOUND + 256  # seven ids and the type, field names, a timestamp
-_CHECKPOINT_BOUND = 2 * _ID_BOUND + 64
-_RUN_BOUND = 8 * _ID_BOUND + _LABELS_BOUND + 512  # ids, labels, status, times (or the session)
-_INFLATE_STEP = 1 << 20  # bytes inflated at a time, each counted against the bound
 
 
 class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -118,17 +111,6 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """[A2] ``""``: a plain body; else the scheme that sealed the body under the
     session's data key (an archive of an encrypted store): erasing the key makes
     the archive unreadable too."""
-
-
-class _Counted(msgspec.Struct, frozen=True, kw_only=True):
-    """The body's lists as raw spans: counted before anything in them is built."""
-
-    runs: list[msgspec.Raw] = msgspec.field(default_factory=list)
-    records: list[msgspec.Raw] = msgspec.field(default_factory=list)
-    checkpoints: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
-
-
-_COUNTED = msgspec.msgpack.Decoder(_Counted)
 
 
 class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -226,37 +208,8 @@ def inflated_bound(manifest: ArchiveManifest) -> int:
     characters of 4 UTF-8 bytes, every label set at its limits. A body that
     inflates past it does not hold what its manifest says.
     """
-    entries = manifest.records * _RECORD_BOUND + manifest.checkpoints * _CHECKPOINT_BOUND
-    return manifest.byte_total + entries + (manifest.runs + 1) * _RUN_BOUND
-
-
-def _inflate(
-    compressed: bytes, manifest: ArchiveManifest, path: str, limit: int | None
-) -> bytearray:
-    """The decompressed body, refused once it passes :func:`inflated_bound` or ``limit``."""
-    bound = inflated_bound(manifest)
-    if limit is not None:
-        bound = min(bound, limit)
-    bound = min(max(bound, 0), sys.maxsize - 1)  # counts are a claim: negative or huge ones too
-    # Inflated a step at a time into one growing buffer, counted as it goes: a body
-    # that passes the bound is refused having held the bound at most, never twice it.
-    inflater = zlib.decompressobj()
-    body = bytearray()
-    pending: bytes | memoryview = compressed
-    while not inflater.eof and len(body) <= bound:
-        step = inflater.decompress(pending, min(_INFLATE_STEP, bound + 1 - len(body)))
-        pending = inflater.unconsumed_tail
-        if not step and not pending:
-            break  # every byte read and nothing more comes out: a cut stream
-        body += step
-    if len(body) > bound:
-        why = "the manifest's counts allow" if limit is None or bound < limit else "the limit is"
-        raise CorruptArchiveError(
-            path=path, reason=f"the body inflates past {bound} bytes, which {why} (refused)"
-        )
-    if not inflater.eof or inflater.unused_data:
-        raise CorruptArchiveError(path=path, reason="unreadable contents: a cut or padded stream")
-    return body
+    entries = manifest.records * RECORD_BOUND + manifest.checkpoints * CHECKPOINT_BOUND
+    return manifest.byte_total + entries + (manifest.runs + 1) * RUN_BOUND
 
 
 def _parse(data: bytes, path: str) -> tuple[ArchiveManifest, bytes]:
@@ -314,17 +267,18 @@ def decode_archive(
         return CorruptArchiveError(path=path, reason=reason)
 
     manifest, compressed = _parse(data, path)
+    bound = inflated_bound(manifest)
+    if max_inflated_bytes is not None:
+        bound = min(bound, max_inflated_bytes)
+
+    def past(bound: int) -> CorruptArchiveError:
+        limited = max_inflated_bytes is not None and bound >= max_inflated_bytes
+        why = "the limit is" if limited else "the manifest's counts allow"
+        return corrupt(f"the body inflates past {bound} bytes, which {why} (refused)")
+
     try:
         compressed = _opened(encryption, manifest, compressed)
-        inflated = _inflate(compressed, manifest, path, max_inflated_bytes)
-        counted = _COUNTED.decode(inflated)
-        counts = {"runs": counted.runs, "records": counted.records,
-                  "checkpoints": counted.checkpoints}  # fmt: skip
-        wrong = [name for name, held in counts.items() if len(held) != getattr(manifest, name)]
-        if wrong:  # before any record is built: what is built is what the manifest counts
-            raise corrupt(f"contents do not match the manifest ({', '.join(wrong)})")
-        del counted, counts
-        body = msgspec.msgpack.decode(inflated, type=_Body)
+        body = inflate_body(compressed, manifest, bound, corrupt, past)
     except CorruptRecordError as e:
         if isinstance(e, CorruptArchiveError):
             raise

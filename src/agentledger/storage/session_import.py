@@ -26,6 +26,7 @@ from agentledger.storage.invariants import run_problems
 from agentledger.storage.lifecycle import check_listed
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
+from agentledger.storage.transcript_chain import decode_reference
 from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, SessionStatus
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
@@ -113,7 +114,11 @@ def _run_row(run: RunMeta, log: Sequence[Record], link_key: str, cp: Checkpoint 
         link_key=link_key,
         checkpoint=cp,
         last_seq=len(log),
-        **keys,
+        started_key=keys["started_key"],
+        cancel_key=keys["cancel_key"],
+        suspension_key=keys["suspension_key"],
+        terminal_key=keys["terminal_key"],
+        start_records=-1,  # unknown: the image does not say; a retry is checked record by record
     )
 
 
@@ -192,6 +197,48 @@ def _check_run_log(run: RunMeta, log: list[Record], checkpoint: Checkpoint | Non
         raise _bad(run.run_id, "1", f"run_started names parent {started.parent_run_id!r}")
 
 
+_SOURCE_STATUS = {"next_turn": RunStatus.COMPLETED, "continuation": RunStatus.SUSPENDED}
+"""The status a reference's source must have (as at the start; both are final)."""
+
+
+def _check_references(image: SessionImage, logs: dict[str, list[Record]]) -> None:
+    """[V3] each history reference names an earlier run of the image, through one of its
+    records, as the store checked when the run started: else replay could not follow it.
+
+    Runs are imaged in start order, so the source of a reference (which existed
+    when its run started) comes before it; this also rules out a cycle.
+    """
+    order = {run.run_id: i for i, run in enumerate(image.runs)}
+    statuses = {run.run_id: run.status for run in image.runs}
+    for run in image.runs:
+        found = [r for r in logs[run.run_id] if r.type == payloads.TRANSCRIPT_REFERENCED]
+        if len(found) > 1:
+            raise _bad(run.run_id, found[1].id, "a second history reference")
+        for record in found:
+            reference = decode_reference(record)
+            source, through = reference.run_id, int(reference.through)
+            log = logs.get(source)
+            wanted = _SOURCE_STATUS.get(reference.kind)
+            if log is None or order[source] >= order[run.run_id]:
+                problem = (
+                    f"its history reference names run {source!r}, not an earlier run of "
+                    "this session's image (a reference never leaves its session)"
+                )
+            elif through > len(log):
+                problem = (
+                    f"its history reference names record {through} of run {source!r}, "
+                    f"whose log ends at {len(log)}"
+                )
+            elif wanted is not None and statuses[source] is not wanted:
+                problem = (
+                    f"its {reference.kind} history reference names run {source!r}, "
+                    f"which is {statuses[source].value}, not {wanted.value}"
+                )
+            else:
+                continue
+            raise _bad(run.run_id, record.id, problem)
+
+
 def _link_keys(logs: dict[str, list[Record]]) -> dict[str, str]:
     """Each child's ``child_run_linked`` key on its parent's log."""
     links: dict[str, str] = {}
@@ -213,10 +260,12 @@ def plan_import_session(
     (:class:`SessionConflictError`) or purged (:class:`SessionPurgedError`); a
     run id it holds (:class:`RunConflictError`) or purged; an image that
     contradicts itself (:class:`CorruptRecordError` naming the run and record,
-    or :class:`ValidationError` naming the field).
+    or :class:`ValidationError` naming the field), a history reference that
+    leaves the image or names a record its source does not hold included.
     """
     session_id = _check_session(image)
     logs = _check_runs(image, session_id, limits)
+    _check_references(image, logs)
     links = _link_keys(logs)
     rows: list[RunRow] = []
     for run in image.runs:

@@ -69,6 +69,10 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     terminal_key: str = ""  # run_completed (also the stop record of a [C2] start)
     checkpoint: Checkpoint | None = None
     last_seq: int = 0  # id of the newest record on this run's log
+    # How many ordinary records the start wrote after run_started (ids 2, 3 ...), so
+    # that its retry must carry them all [L10]; -1 when unknown (a run stored before
+    # this was kept, or imported: its retry is then checked record by record).
+    start_records: int = -1
 
     def meta(self) -> RunMeta:
         """The run as callers see it."""

@@ -8,10 +8,17 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from agentledger.errors import CorruptRecordError, SessionConflictError, SessionPurgedError
+from agentledger.errors import (
+    CorruptRecordError,
+    RunConflictError,
+    SessionConflictError,
+    SessionPurgedError,
+)
 from agentledger.storage import PurgeReceipt, RecordBuilder, RunStart, RunStatus, SessionStatus
+from agentledger.storage.conformance import World
 from agentledger.storage.receipts import unknown_receipt
 from agentledger.storage.sqlite import LATEST_VERSION, MIGRATIONS, SQLiteStore, check_invariants
 from agentledger.storage.sqlite.schema import Migration, applied, check_migrations, migrate, pending
@@ -339,3 +346,43 @@ def test_a_version_12_file_gains_the_label_index_of_its_sessions(v1_copy: Path) 
     finally:
         conn.close()
     assert check_invariants(v1_copy) == []
+
+
+def test_a_version_13_file_keeps_no_count_of_its_starts_records(v1_copy: Path) -> None:
+    """Migration 14 [L10]: a run stored before it has an unknown count (-1), not 0."""
+    conn = _connect(v1_copy)
+    try:
+        migrate(conn, upto=13)
+        runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        assert runs > 0
+        migrate(conn)
+        assert conn.execute("SELECT DISTINCT start_records FROM runs").fetchall() == [(-1,)]
+    finally:
+        conn.close()
+
+
+async def test_a_start_stored_without_its_count_is_retried_as_far_as_its_ids_tell(
+    tmp_path: Path,
+) -> None:
+    """A run whose count is unknown (stored before migration 14): its retry must still carry
+    records from id 2 on, in order; a leading part of them cannot be told from all."""
+    db = tmp_path / "old.db"
+    async with await SQLiteStore.open(db) as store:
+        world = World(store)
+        run = world.run("r", session=await world.session("s"))
+        notes = (world.note(run, "a"), world.note(run, "b"))
+        cmd = msgspec.structs.replace(run.root_start(), records=notes)
+        await store.start_root_run(cmd)
+    conn = _connect(db)
+    try:
+        conn.execute("UPDATE runs SET start_records = -1")  # as migration 14 leaves older runs
+    finally:
+        conn.close()
+    async with await SQLiteStore.open(db) as store:
+        again = await store.start_root_run(cmd)
+        assert [(r.id, r.inserted) for r in again.records] == [("2", False), ("3", False)]
+        part = await store.start_root_run(msgspec.structs.replace(cmd, records=notes[:1]))
+        assert [r.id for r in part.records] == ["2"]
+        for records in (notes[1:], notes[::-1], (*notes, world.note(run, "c"))):
+            with pytest.raises(RunConflictError):
+                await store.start_root_run(msgspec.structs.replace(cmd, records=records))

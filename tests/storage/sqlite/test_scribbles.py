@@ -9,6 +9,7 @@ sizes. Every read must either return exactly what was written or raise a typed
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sqlite3
 from pathlib import Path
@@ -17,6 +18,7 @@ from agentledger.errors import AgentledgerError
 from agentledger.storage import Record
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import SQLiteStore
+from agentledger.storage.sqlite.check import check_invariants
 
 TRIALS = 200
 RUNS = 3
@@ -110,3 +112,90 @@ async def test_random_scribbles_into_record_pages_never_read_back_silently(
             outcomes["intact"] += 1
         _remove(target)
     assert outcomes["refused"] > TRIALS // 2, outcomes  # the scribbles did land on records
+
+
+SCHEMA_STEP = 53
+"""Every 53rd byte of the schema's pages is scribbled, one file each: ~230 files."""
+
+
+async def _write_small(path: Path) -> None:
+    async with await SQLiteStore.open(path) as store:
+        world = World(store)
+        await world.root("r", session=await world.session("s"))
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        conn.close()
+
+
+def _schema_pages(path: Path) -> list[int]:
+    """The byte offsets of the pages that hold the schema (``sqlite_schema``)."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT pageno FROM dbstat WHERE name = 'sqlite_schema'").fetchall()
+    finally:
+        conn.close()
+    return sorted((pageno - 1) * PAGE for (pageno,) in rows)
+
+
+async def _open_both(target: Path) -> str:
+    """Open ``target`` writable and read-only: "clean" or the typed refusal's class name.
+
+    Each refusal must be an AgentledgerError naming the file; anything else
+    (a UnicodeDecodeError from SQLite's own message quoting the damaged schema)
+    escapes and fails the test.
+    """
+    outcome = "clean"
+    for opener in (SQLiteStore.open_read_only, SQLiteStore.open):
+        refusal: AgentledgerError | None = None
+        try:
+            async with await opener(target):
+                pass
+        except AgentledgerError as e:
+            refusal = e
+        if refusal is not None:
+            assert str(target) in str(refusal), refusal
+            outcome = type(refusal).__name__
+    return outcome
+
+
+async def test_a_schema_byte_that_is_not_utf8_is_a_typed_refusal_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    """SQLite quotes the damaged schema text in its message; its bytes are not UTF-8."""
+    db = tmp_path / "damaged.db"
+    await _write_small(db)
+    data = bytearray(db.read_bytes())
+    at = data.index(b"suspension_key TEXT NOT NULL") + len(b"suspension_key TEXT NOT NUL")
+    data[at] = 0xD5  # "NUL\xd5": a syntax error SQLite reports quoting it
+    db.write_bytes(bytes(data))
+    assert await _open_both(db) == "CorruptRecordError"
+    [finding] = check_invariants(db)  # `agentledger check` reports it, and goes on
+    assert finding.startswith(f"{db}: "), finding
+    assert "malformed database schema" in finding, finding
+
+
+async def test_scribbles_into_the_schema_pages_are_typed_refusals_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    pristine = tmp_path / "pristine.db"
+    await _write_small(pristine)
+    data = pristine.read_bytes()
+    pages = _schema_pages(pristine)
+    assert len(pages) >= 1, pages
+    outcomes: dict[str, int] = {}
+    for page in pages:
+        first = page + (100 if page == 0 else 0) + 8  # past the file and page headers
+        for at in range(first, page + PAGE, SCHEMA_STEP):
+            damaged = bytearray(data)
+            damaged[at] ^= 0xA5  # a byte that is no longer ASCII, or no longer what it was
+            target = tmp_path / f"scribbled-{at}.db"
+            target.write_bytes(bytes(damaged))
+            outcome = await _open_both(target)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            with contextlib.suppress(AgentledgerError):  # a schema version it cannot check
+                check_invariants(target)  # findings, or a typed error: nothing else
+            _remove(target)
+    assert outcomes.get("CorruptRecordError", 0) > 10, outcomes  # the scribbles hit the schema

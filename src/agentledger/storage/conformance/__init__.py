@@ -46,7 +46,7 @@ from agentledger.storage.conformance._carried import CarriedRecordsConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._closing import ClosingConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
-from agentledger.storage.conformance._import import ImportConformance
+from agentledger.storage.conformance._import import ImportConformance, ImportReferenceConformance
 from agentledger.storage.conformance._one_shot import OneShotConformance
 from agentledger.storage.conformance._opener import StoreOpener
 from agentledger.storage.conformance._paging import PagingConformance
@@ -58,6 +58,7 @@ from agentledger.storage.conformance._records import RecordConformance
 from agentledger.storage.conformance._references import HistoryReferenceConformance
 from agentledger.storage.conformance._session_listing import SessionListingConformance
 from agentledger.storage.conformance._sessions import SessionConformance
+from agentledger.storage.conformance._start_retries import StartRetryConformance
 from agentledger.storage.conformance._starts import StartConformance
 from agentledger.storage.conformance._stateful import StatefulConformance
 from agentledger.storage.conformance._suspension import SuspensionConformance
@@ -80,9 +81,11 @@ class StoreConformance(
     TranscriptWindowConformance,
     PurgeConformance,
     ImportConformance,
+    ImportReferenceConformance,
     RecordConformance,
     BatchConformance,
     CarriedRecordsConformance,
+    StartRetryConformance,
     CancellationConformance,
     SuspensionConformance,
     TerminalConformance,

@@ -27,6 +27,7 @@ from agentledger.errors import (
     SessionNotFoundError,
     SessionPurgedError,
 )
+from agentledger.storage import payloads
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._world import AdminStore, World, all_sessions, dump_store
 from agentledger.storage.session_image import (
@@ -34,9 +35,9 @@ from agentledger.storage.session_image import (
     read_session_image,
     session_digest,
 )
-from agentledger.storage.types import Checkpoint, RunStatus, SessionStatus, StartOutcome
+from agentledger.storage.types import Checkpoint, Record, RunStatus, SessionStatus, StartOutcome
 
-__all__ = ["ImportConformance"]
+__all__ = ["ImportConformance", "ImportReferenceConformance"]
 
 
 async def _exported(world: World) -> SessionImage:
@@ -183,3 +184,84 @@ class ImportConformance(ConformanceBase):
         assert len(errors) == 1, results
         assert isinstance(errors[0], SessionConflictError | RunConflictError), errors[0]
         assert await read_session_image(other_store, copy.session.id) == copy
+
+
+async def _referencing(world: World) -> SessionImage:
+    """An ended session whose second turn's history references the first turn."""
+    sid = await world.session("refs")
+    first = await world.root("turn-1", session=sid)
+    await world.store.append_run_record(world.note(first, "said"))
+    await world.finish(first)  # ids 1..3
+    second = world.run("turn-2", session=sid)
+    reference = payloads.TranscriptReference(kind="next_turn", run_id=first.run.run_id, through="3")
+    cmd = second.root_start()
+    carried = second.record(
+        payloads.TRANSCRIPT_REFERENCED,
+        reference.encode(),
+        event_key="transcript:referenced",
+        at=world.now(),
+    )
+    await world.store.start_root_run(msgspec.structs.replace(cmd, records=(carried,)))
+    await world.finish(second)
+    await world.store.end_session(sid, ended_at=world.now())
+    return await read_session_image(world.store, sid)
+
+
+def _with_reference(image: SessionImage, **changes: str) -> tuple[SessionImage, Record]:
+    """``image`` with its history reference's payload changed; the changed record."""
+    at = next(i for i, r in enumerate(image.records) if r.type == payloads.TRANSCRIPT_REFERENCED)
+    record = image.records[at]
+    reference = msgspec.structs.replace(
+        payloads.TranscriptReference.decode(record.payload), **changes
+    )
+    changed = msgspec.structs.replace(record, payload=reference.encode())
+    records = [*image.records[:at], changed, *image.records[at + 1 :]]
+    return msgspec.structs.replace(image, records=records), changed
+
+
+def _twice_referenced(image: SessionImage) -> tuple[SessionImage, Record]:
+    """``image`` with its referencing run holding a second reference before its end."""
+    at = next(i for i, r in enumerate(image.records) if r.type == payloads.TRANSCRIPT_REFERENCED)
+    first = image.records[at]
+    log = [r for r in image.records if r.run_id == first.run_id]
+    again = msgspec.structs.replace(first, id=str(len(log)), event_key="referenced:again")
+    last = msgspec.structs.replace(log[-1], id=str(len(log) + 1))
+    records = [r for r in image.records if r.run_id != first.run_id]
+    return msgspec.structs.replace(image, records=[*records, *log[:-1], again, last]), again
+
+
+class ImportReferenceConformance(ConformanceBase):
+    """Capability: an imported history reference stays inside the image, or nothing is."""
+
+    async def test_import_refuses_a_reference_that_leaves_the_image(self, world: World) -> None:
+        """A reference to no run, another session's run, a later run or a record past the
+        source's end: refused whole, naming the run and the record, writing nothing."""
+        image = await _referencing(world)
+        copy = _renamed(image, world.ns, _fresh_ns(world), SessionImage)
+        first, second = (run.run_id for run in copy.runs)
+        outside = await world.root("outside", session=await world.session("elsewhere"))
+        cases = {
+            "no such run": _with_reference(copy, run_id=f"{first}-missing"),
+            "another session's run": _with_reference(copy, run_id=outside.run.run_id),
+            "the original's run": _with_reference(copy, run_id=image.runs[0].run_id),
+            "itself": _with_reference(copy, run_id=second),
+            "past the source's end": _with_reference(copy, through="4"),
+            "far past it": _with_reference(copy, through="999"),
+            "a continuation of a completed run": _with_reference(copy, kind="continuation"),
+            "a second reference": _twice_referenced(copy),
+        }
+        tracked = World(world.store, namespace=world.ns)
+        tracked.session_ids = [*world.session_ids, copy.session.id]
+        tracked.run_ids = [*world.run_ids, first, second]
+        for name, (bad, reference) in cases.items():
+            async with tracked.unchanged():
+                with pytest.raises(CorruptRecordError) as caught:
+                    await world.store.import_session(bad)
+            assert (caught.value.run_id, caught.value.record_id) == (
+                second,
+                reference.id,
+            ), name
+        with pytest.raises(SessionNotFoundError):
+            await world.store.load_session(copy.session.id)
+        await world.store.import_session(copy)  # the reference as exported is fine
+        assert await read_session_image(world.store, copy.session.id) == copy

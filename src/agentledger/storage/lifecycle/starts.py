@@ -188,6 +188,35 @@ def _require_parent(reader: StateReader, run: RunStart) -> RunRow:
     return parent
 
 
+def _retried_carried(reader: StateReader, existing: RunRow, carried: list[Record]) -> list[Record]:
+    """[L10] the stored records a start's retry carries: all its first write did, in order.
+
+    Each is repeated exactly (:func:`retried_records`), and together they are the
+    records the first write stored after ``run_started`` (ids 2, 3 ...), none
+    missing, none more, in the same order: a retry that carries fewer (even a
+    leading part), more or reordered records is another start, a conflict.
+    A record the start wrote once (repeated in the batch, or ``run_started``
+    repeated) counts once.
+    """
+    stored = retried_records(RunConflictError, reader, existing, carried)
+    seen = {existing.started_key}
+    ids: list[int] = []
+    for record in stored:
+        if record.event_key not in seen:
+            seen.add(record.event_key)
+            ids.append(int(record.id))
+    want = existing.start_records
+    if ids != list(range(2, len(ids) + 2)) or (want >= 0 and len(ids) != want):
+        count = "" if want < 0 else f"{want} "
+        raise RunConflictError(
+            run_id=existing.run_id,
+            field="records",
+            expected=f"the {count}records its first write carried, all, in the same order",
+            got=f"records with ids {ids}",
+        )
+    return stored
+
+
 def _retry_start(
     reader: StateReader,
     existing: RunRow,
@@ -231,7 +260,7 @@ def _retry_start(
         canceled_result = AppendResult(id=stored_stop.id, inserted=False, session_status=status)
     carried_results: tuple[AppendResult, ...] = ()
     if existing.start_outcome is StartOutcome.PROCEED:
-        stored = retried_records(RunConflictError, reader, existing, carried)
+        stored = _retried_carried(reader, existing, carried)
         carried_results = tuple(
             AppendResult(id=r.id, inserted=False, session_status=status) for r in stored
         )
@@ -302,12 +331,14 @@ def _new_start(
         link_key=link_key,
         terminal_key=stop.event_key if canceled_result and stop else "",
         last_seq=2 if canceled_result else 1,
+        start_records=0,
     )
     carried_results: list[AppendResult] = []
     if not canceled_result and carried:
         row, carried_results, written = carry(
             reader, row, carried, session_status, taken=[first], new_run=True
         )
+        row = msgspec.structs.replace(row, start_records=len(written))
         records.extend(written)
     rows.append(row)
     if predecessor is not None:

@@ -311,6 +311,12 @@ INSERT INTO agentledger_session_labels (session_id, key, value, status, created_
     FROM agentledger_sessions s, jsonb_each_text(s.labels) l;
 """
 
+# [L10] how many records a start carried, so its retry must carry them all;
+# -1 for runs stored before (their retries are checked record by record).
+_START_RECORDS = """
+ALTER TABLE agentledger_runs ADD COLUMN start_records integer NOT NULL DEFAULT -1;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
@@ -323,6 +329,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "history references", _HISTORY_REFERENCES),
     Migration(10, "transcript windows", _TRANSCRIPT_WINDOWS),
     Migration(11, "session label index", _SESSION_LABEL_INDEX),
+    Migration(12, "start records", _START_RECORDS),
 )
 """Every migration this code knows, in order."""
 

@@ -48,7 +48,8 @@ SESSION_WIDTH = len(SESSION_COLUMNS.split(","))
 RUN_COLUMNS = (
     "run_id, agent_id, session_id, parent_run_id, status, start_outcome, started_at, "
     "updated_at, labels, cancellation_reason, successor_run_id, started_key, link_key, "
-    "cancel_key, suspension_key, terminal_key, checkpoint_id, checkpoint_data, last_seq"
+    "cancel_key, suspension_key, terminal_key, checkpoint_id, checkpoint_data, last_seq, "
+    "start_records"
 )
 
 RECORD_COLUMNS = (
@@ -106,6 +107,7 @@ def run_from_row(row: Row) -> RunRow:
         terminal_key=row[15],
         checkpoint=checkpoint,
         last_seq=row[18],
+        start_records=row[19],
     )
 
 
@@ -132,6 +134,7 @@ def run_params(run: RunRow) -> tuple[object, ...]:
         None if checkpoint is None else checkpoint.id,
         None if checkpoint is None else checkpoint.data,
         run.last_seq,
+        run.start_records,
     )
 
 

@@ -17,6 +17,7 @@ from agentledger.storage import payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.sqlite import schema
+from agentledger.storage.sqlite.connection import map_open_error
 from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record
 from agentledger.storage.validation import decode_stored_payload
 
@@ -138,6 +139,8 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
         behind = schema.behind(conn, name) if schema.applied(conn) else None
         if behind is None:
             return _check(conn)
+    except UnicodeDecodeError as e:  # SQLite's message quoted a damaged schema's bytes
+        return [f"{name}: {map_open_error(e, name)}"]
     except sqlite3.Error as e:
         return [f"{name}: {type(e).__name__}: {e}"]
     except AgentledgerError as e:

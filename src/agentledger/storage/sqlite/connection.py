@@ -16,6 +16,7 @@ from agentledger.errors import AgentledgerError, CorruptRecordError, TransientEr
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
+    "OPEN_ERRORS",
     "Durability",
     "check_busy_timeout",
     "check_durability",
@@ -148,8 +149,21 @@ def map_error(error: sqlite3.Error, operation: str) -> AgentledgerError:
     return TransientError(f"{type(error).__name__}: {error}", operation=operation)
 
 
-def map_open_error(error: sqlite3.Error, path: str) -> AgentledgerError:
-    """The error for a failure while opening ``path``: a bad file is the caller's to fix."""
+OPEN_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+"""What a call into sqlite3 raises while opening a file: SQLite's errors, and the
+``UnicodeDecodeError`` sqlite3 raises instead when SQLite's message quotes bytes
+of a damaged schema that are not UTF-8 (see :func:`map_open_error`)."""
+
+
+def map_open_error(error: sqlite3.Error | UnicodeDecodeError, path: str) -> AgentledgerError:
+    """The error for a failure while opening ``path``, naming it: a bad file is the
+    caller's to fix, a damaged one is :class:`CorruptRecordError`."""
+    if isinstance(error, UnicodeDecodeError):
+        # sqlite3 could not decode SQLite's error message: it quotes the damaged
+        # schema text (for instance "malformed database schema (runs) - near ...").
+        quoted = error.object if isinstance(error.object, bytes) else str(error).encode()
+        message = bytes(quoted).decode("utf-8", "backslashreplace")
+        return CorruptRecordError(run_id="", record_id="", reason=f"open {path}: {message}")
     code = _code(error)
     if code == _NOTADB:
         return ValidationError(field="path", expected="an SQLite database file", got=path)
@@ -157,4 +171,9 @@ def map_open_error(error: sqlite3.Error, path: str) -> AgentledgerError:
         return ValidationError(field="path", expected="a writable database file", got=path)
     if code == _CANTOPEN:
         return ValidationError(field="path", expected="a database file SQLite can open", got=path)
-    return map_error(error, "open")
+    mapped = map_error(error, "open")
+    if isinstance(mapped, CorruptRecordError):
+        return CorruptRecordError(run_id="", record_id="", reason=f"open {path}: {error}")
+    if isinstance(mapped, TransientError):
+        return TransientError(f"{path}: {type(error).__name__}: {error}", operation="open")
+    return mapped

@@ -14,7 +14,7 @@ from agentledger.errors import ValidationError
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.file_mode import create_private
 from agentledger.storage.sqlite import schema
-from agentledger.storage.sqlite.connection import connect, map_open_error
+from agentledger.storage.sqlite.connection import OPEN_ERRORS, connect, map_open_error
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -64,7 +64,7 @@ def open_writer(
         if path != ":memory:" and not path.startswith("file:"):
             create_private(path)  # its WAL and journal files take its mode
         conn = connect(path, busy_timeout=busy_timeout, synchronous=synchronous, read_only=False)
-    except sqlite3.Error as e:
+    except OPEN_ERRORS as e:
         raise map_open_error(e, path) from e
     try:
         # Reads first: a file that is not a database, or a schema from a newer
@@ -78,7 +78,7 @@ def open_writer(
         (unchecked,) = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM unchecked_transcripts)"
         ).fetchone()
-    except sqlite3.Error as e:
+    except OPEN_ERRORS as e:
         conn.close()
         raise map_open_error(e, path) from e
     except BaseException:

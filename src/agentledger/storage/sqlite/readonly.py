@@ -15,7 +15,7 @@ import urllib.parse
 
 from agentledger.errors import ValidationError
 from agentledger.storage.sqlite import schema
-from agentledger.storage.sqlite.connection import map_open_error
+from agentledger.storage.sqlite.connection import OPEN_ERRORS, map_open_error
 
 __all__ = ["check_existing_path", "connect_read_only", "open_checked"]
 
@@ -64,7 +64,7 @@ def open_checked(path: str, *, busy_timeout: float) -> sqlite3.Connection:
     """
     try:
         conn = connect_read_only(path, busy_timeout=busy_timeout)
-    except sqlite3.Error as e:
+    except OPEN_ERRORS as e:
         raise map_open_error(e, path) from e
     try:
         if not schema.applied(conn):
@@ -77,7 +77,7 @@ def open_checked(path: str, *, busy_timeout: float) -> sqlite3.Connection:
         refusal = schema.behind(conn, path)
         if refusal is not None:
             raise refusal
-    except sqlite3.Error as e:
+    except OPEN_ERRORS as e:
         conn.close()
         raise map_open_error(e, path) from e
     except BaseException:

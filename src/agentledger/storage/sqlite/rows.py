@@ -73,6 +73,7 @@ RUN_FIELDS = (
     "cancel_key",
     "suspension_key",
     "terminal_key",
+    "start_records",
 )
 """RunRow fields stored as columns of ``runs`` (the checkpoint has its own table, and
 ``last_seq`` is derived from the run's records)."""
@@ -182,6 +183,7 @@ def decode_run(row: Sequence[Any]) -> RunRow:
             cancel_key,
             suspension_key,
             terminal_key,
+            start_records,
             last_seq,
             checkpoint_id,
             checkpoint_data,
@@ -209,6 +211,7 @@ def decode_run(row: Sequence[Any]) -> RunRow:
                 else Checkpoint(id=checkpoint_id, data=checkpoint_data)
             ),
             last_seq=last_seq,
+            start_records=start_records,
         )
     except (ValueError, TypeError, OverflowError, msgspec.DecodeError) as e:
         raise CorruptRecordError(run_id=str(row[0]), record_id="", reason=f"run row: {e}") from e

@@ -282,6 +282,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         name="session_label_index",
         statements=_SESSION_LABEL_INDEX,
     ),
+    Migration(
+        version=14,
+        name="start_records",
+        # [L10] how many records a start carried, so its retry must carry them all;
+        # -1 for runs stored before (their retries are checked record by record).
+        statements=("ALTER TABLE runs ADD COLUMN start_records INTEGER NOT NULL DEFAULT -1",),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

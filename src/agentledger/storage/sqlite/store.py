@@ -27,6 +27,7 @@ from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.sqlite.apply import apply_plan
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
+    OPEN_ERRORS,
     Durability,
     check_busy_timeout,
     check_durability,
@@ -335,6 +336,7 @@ class SQLiteStore(AdminOperations):
         Raises:
             ValidationError: a bad argument, path, file or schema version, or an
                 ``encryption`` that does not fit the database.
+            CorruptRecordError: a damaged file (its schema unreadable), naming it.
             TransientError: the database stayed locked for ``busy_timeout``.
         """
         synchronous = check_durability(durability)
@@ -358,7 +360,7 @@ class SQLiteStore(AdminOperations):
                 inline_reads = InlineReads(opened, encrypted=encryption is not None)
             except BaseException as e:
                 conn.close()
-                if isinstance(e, sqlite3.Error):
+                if isinstance(e, OPEN_ERRORS):
                     raise map_open_error(e, name) from e
                 raise
 
@@ -404,6 +406,7 @@ class SQLiteStore(AdminOperations):
             ValidationError: no such file, not an agentledger database (a 0-byte
                 or foreign file is refused unchanged), or a schema version other
                 than this code's.
+            CorruptRecordError: a damaged file (its schema unreadable), naming it.
         """
         timeout = check_busy_timeout(busy_timeout)
         _check_inline(inline)
@@ -417,7 +420,7 @@ class SQLiteStore(AdminOperations):
         if inline:  # checked by the probe: a connection that never waits
             try:
                 opened = await asyncio.to_thread(connect_read_only, name, busy_timeout=0.0)
-            except sqlite3.Error as e:
+            except OPEN_ERRORS as e:
                 raise map_open_error(e, name) from e
             inline_reads = InlineReads(opened, encrypted=encryption is not None)
 
