@@ -129,3 +129,39 @@ def test_ctrl_c_as_the_http_server_starts_is_one_line_and_exit_130(
     else:
         assert _one_line_refusal(done, 130) == "agentledger serve: interrupted (Ctrl-C)\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "tokens.json"]
+
+
+def _serves(args: list[str], env: dict[str, str]) -> str:
+    """Start ``agentledger ARGS``, wait for its first line, stop it with SIGTERM; that line."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agentledger", *args], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, **env},
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=60)
+    assert server.returncode == 0, err
+    return banner
+
+
+def test_serve_takes_db_before_the_command_or_from_the_environment(
+    demo: Demo, tmp_path: Path
+) -> None:
+    db = demo.copy(tmp_path)
+    tokens = Tokens(tmp_path / "tokens.json")
+    rest = ["--listen", "127.0.0.1:0", "--tokens", str(tokens.path)]
+    before = _serves(["--db", str(db), "serve", *rest], {})
+    assert f"(store {db}," in before, before
+    from_env = _serves(["serve", *rest], {"AGENTLEDGER_DB": str(db)})
+    assert f"(store {db}," in from_env, from_env
+    env = {k: v for k, v in os.environ.items() if k != "AGENTLEDGER_DB"}
+    missing = subprocess.run(
+        [sys.executable, "-m", "agentledger", "serve", *rest],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert missing.returncode == 2, missing.stderr
+    assert "Missing option '--db'" in missing.stderr
+    assert "$AGENTLEDGER_DB" in missing.stderr
