@@ -195,5 +195,7 @@ def test_the_worker_takes_the_store_given_before_it(tmp_path: Path) -> None:
     done = run_process("--db", str(db), "worker", "--temporal", "127.0.0.1:9")
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.splitlines()
-    assert line.startswith("agentledger: error: connect: temporal at 127.0.0.1:9"), line
+    assert line.startswith(
+        "agentledger: error: connect: the Temporal server is not reachable at 127.0.0.1:9"
+    ), line
     assert db.exists()
