@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.cli.conftest import ROOT, Demo
+from tests.cli.conftest import ROOT, Demo, run_cli
 from tests.service.process import Tokens
 
 
@@ -165,3 +165,9 @@ def test_serve_takes_db_before_the_command_or_from_the_environment(
     assert missing.returncode == 2, missing.stderr
     assert "Missing option '--db'" in missing.stderr
     assert "$AGENTLEDGER_DB" in missing.stderr
+
+
+def test_serve_help_gives_its_exit_status() -> None:
+    out = " ".join(run_cli("serve", "--help").out.split())
+    assert "Exit status: 0 once stopped; 1 when it cannot start" in out
+    assert "130 for a Ctrl-C before it listens" in out

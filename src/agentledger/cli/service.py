@@ -90,7 +90,11 @@ def serve(
     """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
     refused. A second serve on the same SQLite file is refused. With a keyring and a
-    vault, payloads and checkpoints are sealed at rest (docs/retention.md)."""
+    vault, payloads and checkpoints are sealed at rest (docs/retention.md).
+
+    Exit status: 0 once stopped; 1 when it cannot start (one line on stderr: an
+    address in use or not this machine's, a SQLite file already served...); 130
+    for a Ctrl-C before it listens."""
     import os
 
     from agentledger.cli.app import Given
