@@ -107,11 +107,13 @@ def test_a_missing_file_is_not_created(tmp_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _read_only_directory(source: Path, view: Path) -> Iterator[tuple[Path, str]]:
+def _read_only_directory(
+    source: Path, view: Path, *, mount: bool = True
+) -> Iterator[tuple[Path, str]]:
     """``source`` as a directory nobody can write: (that directory, how it was made).
 
-    Root ignores permissions, so as root: a read-only bind mount at ``view``, else
-    ``chattr +i`` on ``source``; as anyone else, ``chmod 0555``.
+    Root ignores permissions, so as root: a read-only bind mount at ``view`` (unless not
+    ``mount``), else ``chattr +i`` on ``source``; as anyone else, ``chmod 0555``.
     """
     if os.geteuid() != 0:
         source.chmod(0o555)
@@ -121,7 +123,9 @@ def _read_only_directory(source: Path, view: Path) -> Iterator[tuple[Path, str]]
             source.chmod(0o755)
         return
     view.mkdir()
-    mounted = subprocess.run(["mount", "--bind", str(source), str(view)], capture_output=True)
+    mounted = subprocess.run(
+        ["mount", "--bind", str(source), str(view)] if mount else ["false"], capture_output=True
+    )
     if mounted.returncode == 0:
         try:
             remounted = subprocess.run(
@@ -140,13 +144,16 @@ def _read_only_directory(source: Path, view: Path) -> Iterator[tuple[Path, str]]
         subprocess.run(["chattr", "-i", str(source)], check=True)
 
 
-def test_a_database_in_a_read_only_directory_can_be_read(demo: Demo, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mount", [True, False], ids=["mount-or-chmod", "chattr-or-chmod"])
+def test_a_database_in_a_read_only_directory_can_be_read(
+    demo: Demo, tmp_path: Path, mount: bool
+) -> None:
     source = tmp_path / "data"
     source.mkdir()
     shutil.copy(demo.db, source / "ledger.db")
     before = _digest(source / "ledger.db")
     run_id = demo.runs[-1]["run_id"]
-    with _read_only_directory(source, tmp_path / "view") as (directory, how):
+    with _read_only_directory(source, tmp_path / "view", mount=mount) as (directory, how):
         db = str(directory / "ledger.db")
         with pytest.raises(OSError, match=r"Read-only|Permission|not permitted"):
             (directory / "probe").touch()
