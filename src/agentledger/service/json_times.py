@@ -25,19 +25,36 @@ _ENCODER = msgspec.json.Encoder()
 
 def json_time(value: datetime) -> str:
     """``value`` as ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="milliseconds")[:-6] + "Z"  # less its "+00:00"
+
+
+_NESTED = (dict, list, tuple)
 
 
 def _times(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return json_time(value)
-    if isinstance(value, dict):
-        return {k: _times(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_times(v) for v in value]
+    """``value`` (what :func:`msgspec.to_builtins` made) with its times as text; its
+    dicts are changed in place (they are its own)."""
+    if type(value) is dict:
+        for key, item in value.items():
+            kind = type(item)
+            if kind is datetime:
+                value[key] = json_time(item)
+            elif kind in _NESTED:
+                value[key] = _times(item)
+        return value
+    if type(value) in (list, tuple):
+        return [
+            json_time(item)
+            if type(item) is datetime
+            else (_times(item) if type(item) in _NESTED else item)
+            for item in value
+        ]
     return value
 
 
 def encode_json(value: Any) -> bytes:
     """``value`` as the service's JSON: what msgspec writes, times in milliseconds."""
-    return _ENCODER.encode(_times(msgspec.to_builtins(value, builtin_types=(datetime,))))
+    built = msgspec.to_builtins(value, builtin_types=(datetime,))
+    return _ENCODER.encode(json_time(built) if type(built) is datetime else _times(built))
