@@ -58,3 +58,16 @@ def test_docs_say_rules_in_words() -> None:
         text = doc.read_text(encoding="utf-8")
         assert not re.findall(r"\[[A-Z][0-9]+\]", text), doc.name
         assert "DESIGN" not in text, doc.name
+
+
+def test_an_example_that_calls_openai_says_it_needs_a_key() -> None:
+    """A block running an OpenAI Agents SDK agent (``Runner.run``) calls OpenAI's API: the
+    text just before it (since the previous block) says that it needs ``OPENAI_API_KEY``."""
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        blocks = [b for b in python_blocks(doc) if "Runner.run(" in b.source]
+        for block in blocks:
+            before = lines[: block.line - 1]
+            fences = [n for n, line in enumerate(before) if line.startswith("```")]
+            lead = before[fences[-1] + 1 :] if fences else before
+            assert "OPENAI_API_KEY" in "\n".join(lead) + block.source, block.name

@@ -96,8 +96,10 @@ def test_conformance_needs_its_extra_then_runs_in_a_bare_project(
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
-        r"ModuleNotFoundError: agentledger.storage.conformance needs "
-        r"'(pytest|pytest_asyncio|hypothesis)': pip install 'agentledger\[conformance\]'",
+        r"ModuleNotFoundError: agentledger.storage.conformance needs agentledger's "
+        r"\[conformance\] extra, which is not installed "
+        rf"\(no module '(pytest|pytest_asyncio|hypothesis)'\): pip install "
+        rf"'{re.escape(str(wheel))}\[conformance\]'",
         last,
     ), last
     spec = f"agentledger[conformance] @ {wheel.as_uri()}"

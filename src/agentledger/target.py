@@ -40,6 +40,8 @@ Kind = Literal["sqlite", "postgres", "service"]
 _POSTGRES = ("postgres://", "postgresql://")
 _SERVICE = ("http://", "https://")
 _SQLITE = "sqlite:///"
+_SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*)://")
+_KINDS = "a SQLite file path, a postgresql:// DSN or an http(s):// service URL"
 _PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
 
 
@@ -76,6 +78,13 @@ class Target:
             )
         if text.startswith(_SERVICE):
             return cls(text, "service")
+        scheme = _SCHEME.match(text)
+        if scheme and not text.startswith((*_POSTGRES, "sqlite://")):
+            raise ValidationError(
+                field="--db", expected=_KINDS, got=masked(text),
+                message=f"{masked(text)}: agentledger does not store in {scheme[1]}; "
+                f"--db takes {_KINDS}",
+            )  # fmt: skip
         if text.startswith(_POSTGRES) or "dbname=" in text or "host=" in text:
             return cls(text, "postgres")
         return cls(text, "sqlite")

@@ -195,5 +195,17 @@ def test_the_worker_takes_the_store_given_before_it(tmp_path: Path) -> None:
     done = run_process("--db", str(db), "worker", "--temporal", "127.0.0.1:9")
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.splitlines()
-    assert line.startswith("agentledger: error: connect: temporal at 127.0.0.1:9"), line
+    assert line.startswith(
+        "agentledger: error: connect: the Temporal server is not reachable at 127.0.0.1:9"
+    ), line
     assert db.exists()
+
+
+def test_the_demo_is_described_as_what_it_runs() -> None:
+    """The demo's model is an offline one unless an API key is set: help does not call the
+    session it records real."""
+    listed = " ".join(run_cli("--help").out.split())
+    assert "demo record a demo session (an offline model unless an API key is set)" in listed
+    assert "a real" not in listed
+    own = " ".join(run_cli("demo", "--help").out.split())
+    assert "offline, deterministic demo model, unless ANTHROPIC_API_KEY" in own

@@ -34,7 +34,9 @@ def test_keys_rotate_and_erase_from_the_command_line(
     sid, run_id = asyncio.run(fill())
     plain = run_cli("--db", str(db), "records", run_id)
     assert plain.code == 1
-    assert "encrypted" in plain.err  # no keyring: a clear refusal
+    assert "encrypted" in plain.err  # no keyring: a clear refusal, naming where keys go
+    assert "$AGENTLEDGER_KEYRING_FILE" in plain.err
+    assert "$AGENTLEDGER_VAULT" in plain.err
 
     assert run_cli("keys", "add", "k2", "--keyring", str(ring)).code == 0
     keys = ["--keyring", str(ring), "--vault", str(vault)]

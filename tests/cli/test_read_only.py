@@ -3,8 +3,13 @@ agentledger database is refused without changing it; a damaged one is named."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import shutil
 import sqlite3
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -99,3 +104,83 @@ def test_a_missing_file_is_not_created(tmp_path: Path) -> None:
         assert done.code == 1
         assert "no database at" in done.err
     assert list(tmp_path.iterdir()) == []
+
+
+@contextlib.contextmanager
+def _read_only_directory(
+    source: Path, view: Path, *, mount: bool = True
+) -> Iterator[tuple[Path, str]]:
+    """``source`` as a directory nobody can write: (that directory, how it was made).
+
+    Root ignores permissions, so as root: a read-only bind mount at ``view`` (unless not
+    ``mount``), else ``chattr +i`` on ``source``; as anyone else, ``chmod 0555``.
+    """
+    if os.geteuid() != 0:
+        source.chmod(0o555)
+        try:
+            yield source, "chmod 0555"
+        finally:
+            source.chmod(0o755)
+        return
+    view.mkdir()
+    mounted = subprocess.run(
+        ["mount", "--bind", str(source), str(view)] if mount else ["false"], capture_output=True
+    )
+    if mounted.returncode == 0:
+        try:
+            remounted = subprocess.run(
+                ["mount", "-o", "remount,ro,bind", str(view)], capture_output=True
+            )
+            if remounted.returncode == 0:
+                yield view, "a read-only bind mount"
+                return
+        finally:
+            subprocess.run(["umount", str(view)], check=True)
+    if subprocess.run(["chattr", "+i", str(source)], capture_output=True).returncode != 0:
+        pytest.skip("root, and neither a read-only bind mount nor chattr +i is permitted here")
+    try:
+        yield source, "chattr +i"
+    finally:
+        subprocess.run(["chattr", "-i", str(source)], check=True)
+
+
+@pytest.mark.parametrize("mount", [True, False], ids=["mount-or-chmod", "chattr-or-chmod"])
+def test_a_database_in_a_read_only_directory_can_be_read(
+    demo: Demo, tmp_path: Path, mount: bool
+) -> None:
+    source = tmp_path / "data"
+    source.mkdir()
+    shutil.copy(demo.db, source / "ledger.db")
+    before = _digest(source / "ledger.db")
+    run_id = demo.runs[-1]["run_id"]
+    with _read_only_directory(source, tmp_path / "view", mount=mount) as (directory, how):
+        db = str(directory / "ledger.db")
+        with pytest.raises(OSError, match=r"Read-only|Permission|not permitted"):
+            (directory / "probe").touch()
+        sessions = run_cli("--db", db, "--json", "sessions")
+        assert sessions.code == 0, (how, sessions.err)
+        assert [s["id"] for s in sessions.json()["sessions"]] == [demo.session]
+        runs = run_cli("--db", db, "runs", demo.session)
+        assert runs.code == 0, (how, runs.err)
+        assert run_id in runs.out
+        transcript = run_cli("--db", db, "transcript", run_id)
+        assert transcript.code == 0, (how, transcript.err)
+        assert transcript.out.strip()
+        checked = run_cli("--db", db, "check")
+        assert checked.code == 0, (how, checked.err)
+        assert sorted(p.name for p in directory.iterdir()) == ["ledger.db"]
+    assert _digest(source / "ledger.db") == before
+
+
+def test_a_read_only_directory_with_a_log_left_behind_is_refused_saying_why(
+    demo: Demo, tmp_path: Path
+) -> None:
+    source = tmp_path / "data"
+    source.mkdir()
+    shutil.copy(demo.db, source / "ledger.db")
+    (source / "ledger.db-wal").write_bytes(b"\0" * 32)  # transactions not yet checkpointed
+    with _read_only_directory(source, tmp_path / "view") as (directory, _):
+        done = run_cli("--db", str(directory / "ledger.db"), "sessions")
+    assert done.code == 1
+    assert "its directory is read-only" in done.err, done.err
+    assert "-wal holds transactions not yet in the database" in done.err, done.err

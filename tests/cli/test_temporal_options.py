@@ -33,7 +33,9 @@ def test_check_refuses_a_temporal_server_it_cannot_reach(demo: Demo) -> None:
     done = run_process("check", "--db", str(demo.db), "--temporal", NOWHERE)
     assert done.returncode == 1, done.stdout + done.stderr
     (line,) = done.stderr.splitlines()
-    assert line.startswith(f"agentledger: error: connect: temporal at {NOWHERE}"), line
+    assert line.startswith(
+        f"agentledger: error: connect: the Temporal server is not reachable at {NOWHERE}"
+    ), line
     as_json = run_process("check", "--db", str(demo.db), "--temporal", NOWHERE, "--json")
     assert as_json.returncode == 1
     assert json.loads(as_json.stderr)["error"]["type"] == "TransientError"
@@ -44,7 +46,9 @@ def test_runs_refuses_a_temporal_server_it_cannot_reach(demo: Demo) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()
-    assert line.startswith(f"agentledger: error: connect: temporal at {NOWHERE}"), line
+    assert line.startswith(
+        f"agentledger: error: connect: the Temporal server is not reachable at {NOWHERE}"
+    ), line
 
 
 def test_without_temporal_check_json_is_unchanged(demo: Demo) -> None:

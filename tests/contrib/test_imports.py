@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from agentledger._extras import install_command
+
 _BLOCK = """
 import importlib.abc, sys
 
@@ -52,4 +54,5 @@ def test_agentledger_imports_no_framework_sdk() -> None:
 )
 def test_a_missing_sdk_gives_the_install_hint(module: str, sdk: str, extra: str) -> None:
     out = _run(_BLOCK.format(sdk=sdk, module=module))
-    assert f"pip install 'agentledger[{extra}]'" in out
+    assert f"needs agentledger's [{extra}] extra" in out
+    assert out.endswith(install_command(extra)), out

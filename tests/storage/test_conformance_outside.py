@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agentledger._extras import install_command
 from tests.markdown import ROOT, python_blocks
 
 SNIPPET = next(
@@ -110,6 +111,7 @@ def test_import_without_pytest_names_the_extra(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
     )
     assert done.stdout.strip() == (
-        "ModuleNotFoundError pytest | agentledger.storage.conformance needs 'pytest': "
-        "pip install 'agentledger[conformance]'"
+        "ModuleNotFoundError pytest | agentledger.storage.conformance needs agentledger's "
+        f"[conformance] extra, which is not installed (no module 'pytest'): "
+        f"{install_command('conformance')}"
     )

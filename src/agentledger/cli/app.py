@@ -24,6 +24,7 @@ from agentledger.errors import (
     ContractError,
     CorruptArchiveError,
     CorruptRecordError,
+    RunNotFoundError,
     SessionPurgedError,
 )
 from agentledger.target import Target
@@ -164,7 +165,10 @@ async def with_store(
 
     try:
         async with opened(settings.target, read_only=read_only) as store:
-            return await use(store)
+            try:
+                return await use(store)
+            except RunNotFoundError as e:
+                raise await _mistaken_id(store, e) from e
     except CorruptRecordError as e:
         if e.run_id or e.record_id or isinstance(e, CorruptArchiveError):
             raise
@@ -185,6 +189,20 @@ async def with_store(
             f"(`agentledger session purge {e.session_id}` prints its receipt again)",
             subject=f"session {e.session_id}",
         ) from e
+
+
+async def _mistaken_id(store: AdminStore, error: RunNotFoundError) -> RunNotFoundError:
+    """``error``, or, when its run id is a session's, the same error saying so."""
+    try:
+        await store.load_session(error.run_id)
+    except AgentledgerError:
+        return error
+    worded = RunNotFoundError(run_id=error.run_id)
+    worded.message = (
+        f"{error.run_id} is a session, not a run: `agentledger runs {error.run_id}` lists its runs"
+    )
+    worded.args = (worded.message,)
+    return worded
 
 
 class _Registry(click.Group):

@@ -9,11 +9,13 @@ from agentledger.cli.app import SQLITE_HELP, Settings, run, settings_options
 __all__ = ["demo"]
 
 
-@click.command(short_help="run a real multi-turn agent session into the database")
+@click.command(short_help="record a demo session (an offline model unless an API key is set)")
 @settings_options(target_help=SQLITE_HELP)
 def demo(settings: Settings) -> int:
     """Run a four-turn travel-concierge session into the SQLite file --db (created if
     missing): parallel tool calls, a child run, a suspension resumed, a cancellation.
+    The model is an offline, deterministic demo model, unless ANTHROPIC_API_KEY,
+    OPENAI_API_KEY or AWS credentials are set: then that provider's real model.
 
     With --json the narration goes to stderr and stdout gets
     {"db", "session", "runs"} describing what was recorded.

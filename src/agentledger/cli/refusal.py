@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+
+from agentledger._extras import install_command
 
 __all__ = [
     "EXTRAS",
@@ -68,32 +69,6 @@ def missing_extra(error: BaseException) -> MissingExtra | None:
                 return MissingExtra(extra=extra, feature=feature, module=top)
         seen = seen.__cause__ or seen.__context__
     return None
-
-
-def install_command(extra: str) -> str:
-    """The command adding ``extra`` to this installation, from where it was installed.
-
-    agentledger is not on a package index: it is installed from a checkout or a
-    built wheel, which pip records (``direct_url.json``, PEP 610).
-    """
-    import json
-    from importlib import metadata
-    from urllib.parse import unquote, urlparse
-
-    try:
-        recorded = metadata.distribution("agentledger").read_text("direct_url.json")
-        origin: dict[str, Any] = json.loads(recorded or "{}")
-    except (metadata.PackageNotFoundError, ValueError):
-        origin = {}
-    url = str(origin.get("url", ""))
-    if not url.startswith("file://"):
-        return (
-            f"install agentledger again from its checkout or wheel with [{extra}] "
-            f"(pip install '.[{extra}]' in the checkout)"
-        )
-    path = unquote(urlparse(url).path)
-    editable = "-e " if origin.get("dir_info", {}).get("editable") else ""
-    return f"pip install {editable}'{path}[{extra}]'"
 
 
 def wants_json(args: Sequence[str]) -> bool:

@@ -18,6 +18,7 @@ from agentledger.cli.temporal import PAUSED_HELP, finish, temporal_options
 if TYPE_CHECKING:
     from agentledger.engine.temporal.paused import Pause
     from agentledger.storage.protocol import AdminStore
+    from agentledger.storage.run_failure import RunFailure
     from agentledger.storage.types import RunMeta
 
 __all__ = ["predecessor", "run_tree", "runs"]
@@ -35,7 +36,8 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
     continuation under the suspended run it resumed. A run whose history is an
     earlier run's transcript says which (the turn it follows, or the run and
-    record it forks)."""
+    record it forks). A failed run says why (its error's kind and message, from
+    its last record), a canceled one the reason given."""
     if temporal:
         server = (temporal, namespace)
 
@@ -79,11 +81,13 @@ async def _runs(
     temporal: tuple[str, str] | None = None,
 ) -> None:
     from agentledger.cli.output import echo, echo_json, jsonable, when
+    from agentledger.storage.run_failure import load_run_failures
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
+    failures = await load_run_failures(store, metas)
     pauses: dict[str, Pause] = {}
     if temporal is not None:
         from agentledger.cli.temporal import paused_runs
@@ -95,6 +99,7 @@ async def _runs(
                 **jsonable(r),
                 "predecessor_run_id": predecessors[r.run_id],
                 "history": histories[r.run_id],
+                "failure": jsonable(failures.get(r.run_id)),
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
             }
             for r in metas
@@ -102,7 +107,7 @@ async def _runs(
         echo_json({"session": found, "runs": rows})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories, pauses):
+    for line in run_tree(metas, predecessors, histories, pauses, failures):
         echo(line)
 
 
@@ -115,9 +120,10 @@ def run_tree(
     predecessors: dict[str, str],
     histories: dict[str, dict[str, str] | None] | None = None,
     pauses: dict[str, Pause] | None = None,
+    failures: dict[str, RunFailure] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
-    a paused run's status says why it waits."""
+    a paused run's status says why it waits, a failed or canceled one why it ended."""
     from agentledger.cli.output import when
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
@@ -135,7 +141,9 @@ def run_tree(
         entries = kids.get(parent, [])
         for index, (how, r) in enumerate(entries):
             last = index == len(entries) - 1
+            failure = (failures or {}).get(r.run_id)
             reason = f"  ({r.cancellation_reason})" if r.cancellation_reason else ""
+            reason += f"  ({failure})" if failure is not None else ""
             pause = (pauses or {}).get(r.run_id)
             status = f"{r.status} (paused: {pause.describe()})" if pause else str(r.status)
             source = (histories or {}).get(r.run_id)

@@ -22,8 +22,10 @@ _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
 
 @click.command(short_help="serve a store over HTTP to workers and hosts")
 @click.option(
-    "--db", required=True, metavar="PATH_OR_DSN", help="a SQLite file or a postgresql:// DSN"
-)
+    "--db", metavar="PATH_OR_DSN",
+    help="a SQLite file or a postgresql:// DSN (default: $AGENTLEDGER_DB; created or "
+    "migrated as needed)",
+)  # fmt: skip
 @click.option(
     "--listen", default="127.0.0.1:8470", show_default=True, metavar="HOST:PORT",
     help="where to listen (put TLS termination in front; see docs/service.md)",
@@ -72,7 +74,7 @@ _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
     "does this without it)",
 )
 def serve(
-    db: str,
+    db: str | None,
     listen: str,
     tokens: str,
     keyring: str | None,
@@ -88,7 +90,23 @@ def serve(
     """Own a SQLite file or a PostgreSQL database and serve it to StoreClients and the
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
     refused. A second serve on the same SQLite file is refused. With a keyring and a
-    vault, payloads and checkpoints are sealed at rest (docs/retention.md)."""
+    vault, payloads and checkpoints are sealed at rest (docs/retention.md).
+
+    Exit status: 0 once stopped; 1 when it cannot start (one line on stderr: an
+    address in use or not this machine's, a SQLite file already served...); 130
+    for a Ctrl-C before it listens."""
+    import os
+
+    from agentledger.cli.app import Given
+    from agentledger.target import DB_VARIABLE
+
+    root = click.get_current_context().find_root().obj
+    db = db or (root.target if isinstance(root, Given) else None) or os.environ.get(DB_VARIABLE)
+    if not db:
+        raise click.UsageError(
+            f"Missing option '--db': the SQLite file or PostgreSQL DSN to serve "
+            f"(or set ${DB_VARIABLE})"
+        )
     from agentledger.service.server import run_serve
 
     code = run_serve(

@@ -74,7 +74,11 @@ def tail(
             store, run_id, emit, cursor=cursor, after=after, interval=interval, forever=forever
         )
         if not settings.json:
-            click.echo(f"run {run_id} {status}", err=True)
+            from agentledger.storage.run_failure import load_run_failure
+
+            failure = await load_run_failure(store, await store.load_run(run_id))
+            ended = f"{status}: {failure}" if failure is not None else str(status)
+            click.echo(f"run {run_id} {ended}", err=True)
 
     run(with_store(settings, use))
 

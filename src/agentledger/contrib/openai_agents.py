@@ -10,7 +10,7 @@ atomic delete in the backend, so concurrent writers on one session, in threads
 or processes, lose nothing, duplicate nothing, and never pop the same item
 twice. `items_to_messages` reads the items back as a transcript.
 
-Needs the SDK: ``pip install 'agentledger[openai-agents]'``.
+Needs the SDK: agentledger's ``[openai-agents]`` extra.
 """
 
 from __future__ import annotations
@@ -50,9 +50,12 @@ def _installed(name: str) -> bool:
 
 
 if not _installed("agents"):
-    raise ImportError(
-        "agentledger.contrib.openai_agents needs the OpenAI Agents SDK:"
-        " pip install 'agentledger[openai-agents]'"
+    from agentledger._extras import needs_extra
+
+    raise needs_extra(
+        "agentledger.contrib.openai_agents",
+        "openai-agents",
+        ModuleNotFoundError("No module named 'agents'", name="agents"),
     )
 
 __all__ = ["FRAMEWORK", "MemorySession", "items_to_messages"]

@@ -1,4 +1,4 @@
-"""PostgresMemory: product memory in PostgreSQL (``pip install 'agentledger[postgres]'``).
+"""PostgresMemory: product memory in PostgreSQL (agentledger's ``[postgres]`` extra).
 
 Its table (``agentledger_memory_events``) is its own, so it can share a
 database with :class:`~agentledger.storage.postgres.PostgresStore` or live in
@@ -25,9 +25,9 @@ try:
     import psycopg
     from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "agentledger.memory.postgres needs psycopg 3: pip install 'agentledger[postgres]'"
-    ) from e
+    from agentledger._extras import needs_extra
+
+    raise needs_extra("agentledger.memory.postgres", "postgres", e) from e
 
 import msgspec
 

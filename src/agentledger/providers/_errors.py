@@ -26,8 +26,12 @@ __all__ = [
 
 def missing_sdk(package: str, extra: str) -> ImportError:
     """The error for a provider SDK that is not installed, with the install hint."""
-    return ImportError(
-        f"the {package!r} package is needed for this client: pip install 'agentledger[{extra}]'"
+    from agentledger._extras import needs_extra
+
+    return needs_extra(
+        f"the {package} client",
+        extra,
+        ModuleNotFoundError(f"No module named {package!r}", name=package),
     )
 
 

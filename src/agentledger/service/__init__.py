@@ -55,7 +55,9 @@ def __getattr__(name: str) -> Any:
     try:
         module = importlib.import_module(f"agentledger.service.{home}")
     except ImportError as e:
-        raise ImportError(
-            f"{e}; the store service needs its extra: pip install 'agentledger[service]'"
-        ) from e
+        if e.name is None or e.name.startswith("agentledger"):
+            raise
+        from agentledger._extras import needs_extra
+
+        raise needs_extra("the store service", "service", e) from e
     return getattr(module, name)

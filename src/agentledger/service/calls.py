@@ -25,6 +25,7 @@ from agentledger.errors import AccessDeniedError, AgentledgerError, TransientErr
 from agentledger.service.auth import Principal
 from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
+from agentledger.service.json_times import encode_json
 from agentledger.service.scope import check_scope, check_stateless
 from agentledger.service.wire import Method, RecordBatch, Role, check_entries
 from agentledger.storage.types import Record
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("agentledger.service")
-_ENCODER = msgspec.json.Encoder()
 _MSGPACK_ENCODER = msgspec.msgpack.Encoder()
 JSON = "application/json"
 MSGPACK = "application/msgpack"
@@ -132,7 +132,7 @@ async def _run_call(
         state.notifier.notify(_logs_written(call))
     if msgpack:
         return 200, _MSGPACK_ENCODER.encode(result), MSGPACK
-    return 200, _ENCODER.encode(result), JSON
+    return 200, encode_json(result), JSON
 
 
 def refusal(operation: str, error: Exception) -> tuple[int, bytes, str]:

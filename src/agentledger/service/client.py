@@ -28,6 +28,7 @@ import msgspec
 from yarl import URL
 
 from agentledger.errors import (
+    AccessDeniedError,
     AgentledgerError,
     StoreClosedError,
     TransientError,
@@ -43,6 +44,7 @@ from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.types import Record
 from agentledger.storage.validation import SizeLimits
+from agentledger.target import masked
 
 __all__ = ["FollowedRecord", "StoreClient"]
 
@@ -239,7 +241,7 @@ class StoreClient(AdminOperations):
             ) as response:
                 return response.status, await response.read(), response.content_type == _MSGPACK
         except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
-            raise TransientError(f"{type(e).__name__}: {e}", operation=operation) from e
+            raise _unreachable(e, operation, self.url) from e
 
     async def _send_group(self, group: list[Member]) -> None:
         """One ``POST /v1/calls`` of ``group``; each member is answered as its own answer
@@ -269,8 +271,7 @@ class StoreClient(AdminOperations):
                     _settle(group[index], answer=(status, answer, True))
         except (*_TRANSPORT_ERRORS, asyncio.IncompleteReadError) as e:  # outcomes unknown
             for member in group:
-                _settle(member, error=TransientError(f"{type(e).__name__}: {e}",
-                                                     operation=member.name))  # fmt: skip
+                _settle(member, error=_unreachable(e, member.name, self.url))
         except msgspec.DecodeError as e:
             for member in group:
                 _settle(member, error=self._unexpected(member.name, str(e)))
@@ -358,7 +359,7 @@ class StoreClient(AdminOperations):
                 if failures > attempts:
                     if isinstance(e, TransientError):
                         raise
-                    raise TransientError(f"{type(e).__name__}: {e}", operation=operation) from e
+                    raise _unreachable(e, operation, self.url) from e
                 await asyncio.sleep(min(0.05 * 2**failures, 1.0))
 
 
@@ -411,9 +412,29 @@ async def _events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, bytes]]
             data = f"{data}\n{value}" if data else value
 
 
+def _unreachable(error: BaseException, operation: str, url: str) -> TransientError:
+    """The error of a call that got no answer: a service not listening at ``url`` is
+    named as such (the transport's own words otherwise)."""
+    if isinstance(error, aiohttp.ClientConnectorError):
+        code = error.os_error.errno
+        why = os.strerror(code).lower() if code else str(error.os_error)
+        return TransientError(
+            f"the store service is not reachable at {masked(url)} ({why}): is it running? "
+            f"`agentledger serve` starts one",
+            operation=operation,
+        )
+    return TransientError(f"{type(error).__name__}: {error}", operation=operation)
+
+
 def _refusal(operation: str, status: int, content: bytes) -> AgentledgerError:
     """The typed error a non-200 answer carries, or what its status means."""
     error = decode_error(content)
+    if isinstance(error, AccessDeniedError) and error.status == 401:
+        return AccessDeniedError(
+            operation=error.operation, status=401,
+            reason=f"{error.reason} (send a token the service knows: ${_TOKEN_ENV}, or "
+            f"StoreClient(token=...); `agentledger token new` makes one)",
+        )  # fmt: skip
     if error is not None:
         return error
     text = content[:300].decode(errors="replace")

@@ -26,9 +26,8 @@ import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
-import msgspec
-
 from agentledger.errors import ValidationError
+from agentledger.service.json_times import encode_json
 from agentledger.storage.types import Page, Record
 
 __all__ = ["BACKLOG", "FOLLOW_PAGE", "KEEPALIVE", "Notifier", "follow", "parse_after"]
@@ -326,11 +325,8 @@ def _format(cursor: str, skip: int) -> str:
     return f"{cursor}.{skip}" if skip else cursor
 
 
-_ENCODER = msgspec.json.Encoder()
-
-
 def _event(record: Record, position: str) -> bytes:
-    return b"id: %s\nevent: record\ndata: %s\n\n" % (position.encode(), _ENCODER.encode(record))
+    return b"id: %s\nevent: record\ndata: %s\n\n" % (position.encode(), encode_json(record))
 
 
 def _events(page: Page, cursor: str, skip: int) -> tuple[list[tuple[bytes, Position]], int]:

@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from msgspec import inspect
 
 from agentledger import __version__
 from agentledger.service.error_codec import ErrorBody
+from agentledger.service.json_times import TIME_FORMAT
 from agentledger.service.wire import CALLS_ROUTE, FRAMES, MAX_CALLS, METHODS
 
 __all__ = ["openapi_document"]
@@ -56,6 +58,43 @@ def _calls_path(refusals: dict[str, Any]) -> dict[str, Any]:
             },
         }
     }
+
+
+def _time_fields(info: Any, seen: set[type], out: dict[str, set[str]]) -> None:
+    """The fields typed as a time, by struct name, of the types ``info`` reaches."""
+    if isinstance(info, inspect.StructType):
+        if info.cls in seen:
+            return
+        seen.add(info.cls)
+        for field in info.fields:
+            kinds = field.type.types if isinstance(field.type, inspect.UnionType) else (field.type,)
+            if any(isinstance(kind, inspect.DateTimeType) for kind in kinds):
+                out.setdefault(info.cls.__name__, set()).add(field.encode_name)
+            _time_fields(field.type, seen, out)
+        return
+    for name in ("types", "item_types"):
+        for inner in getattr(info, name, ()):
+            _time_fields(inner, seen, out)
+    for name in ("item_type", "key_type", "value_type"):
+        if hasattr(info, name):
+            _time_fields(getattr(info, name), seen, out)
+
+
+def _describe_times(types: list[Any], components: dict[str, Any]) -> None:
+    """Mark each time field a date-time written as answers write it (msgspec says only
+    "string")."""
+    fields: dict[str, set[str]] = {}
+    seen: set[type] = set()
+    for info in inspect.multi_type_info(types):
+        _time_fields(info, seen, fields)
+    for struct, names in fields.items():
+        properties = components.get(struct, {}).get("properties", {})
+        for name in names & properties.keys():
+            prop = properties[name]
+            for branch in prop.get("anyOf", [prop]):
+                if branch.get("type") == "string":
+                    branch["format"] = "date-time"
+            prop["description"] = f"in answers: {TIME_FORMAT}"
 
 
 def openapi_document() -> dict[str, Any]:
@@ -118,9 +157,14 @@ def openapi_document() -> dict[str, Any]:
             "responses": {"200": {"description": "text exposition format"}},
         }
     }
+    _describe_times(types, components)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "agentledger store service", "version": __version__},
+        "info": {
+            "title": "agentledger store service",
+            "version": __version__,
+            "description": f"Times in JSON answers and follow events: {TIME_FORMAT}.",
+        },
         "paths": paths,
         "components": {
             "schemas": components,

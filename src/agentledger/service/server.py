@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -25,7 +27,12 @@ import uvicorn
 from agentledger.errors import AgentledgerError, ValidationError
 from agentledger.service.app import ServiceState, create_app
 from agentledger.service.auth import TokenTable
-from agentledger.service.host_runtime import RuntimeHost, build_host_runtime, load_host_runtime
+from agentledger.service.host_runtime import (
+    HostRuntimeFactory,
+    RuntimeHost,
+    build_host_runtime,
+    load_host_runtime,
+)
 from agentledger.service.inspector.login import SECURE_COOKIES
 from agentledger.storage.encryption.config import configured_encryption
 from agentledger.storage.file_mode import create_private, file_mode
@@ -41,7 +48,7 @@ if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
     from agentledger.storage.protocol import AdminStore
 
-__all__ = ["DEFAULT_LISTEN", "open_backend", "parse_listen", "run_serve", "serve"]
+__all__ = ["DEFAULT_LISTEN", "bind_listen", "open_backend", "parse_listen", "run_serve", "serve"]
 
 DEFAULT_LISTEN = "127.0.0.1:8470"
 
@@ -80,6 +87,62 @@ def parse_listen(listen: str) -> tuple[str, int]:
     if not host or not port.isdigit() or int(port) > 65535:
         raise ValidationError(field="listen", expected="HOST:PORT", got=listen)
     return host.strip("[]"), int(port)
+
+
+_BIND_TROUBLE = {
+    errno.EADDRINUSE: "the address is in use (another process listens there; "
+    "choose another port with --listen HOST:PORT)",
+    errno.EADDRNOTAVAIL: "this machine has no such address (listen on 127.0.0.1, "
+    "0.0.0.0 or one of its own addresses)",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+}
+
+
+def bind_listen(listen: str) -> list[socket.socket]:
+    """Sockets bound to every address ``HOST:PORT`` names (not yet listening).
+
+    Bound before anything else starts, so that an address the service cannot
+    use is refused in one line, the database untouched.
+
+    Raises:
+        ValidationError: ``field="listen"``: not ``HOST:PORT``, an unknown host,
+            or an address this process cannot bind (in use, not this machine's).
+    """
+    host, port = parse_listen(listen)
+
+    def refused(why: str) -> ValidationError:
+        return ValidationError(
+            field="listen", expected="an address this process can listen on", got=listen,
+            message=f"cannot listen on {listen}: {why}",
+        )  # fmt: skip
+
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as e:
+        raise refused(f"unknown host {host!r} ({e.strerror})") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port:
+                address = (address[0], port, *address[2:])
+            try:
+                sock.bind(address)
+            except OSError as e:
+                why = _BIND_TROUBLE.get(e.errno or 0, e.strerror or str(e))
+                raise refused(why) from None
+            port = port or sock.getsockname()[1]  # port 0: every address on the one picked
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 @contextlib.contextmanager
@@ -133,10 +196,17 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, state: ServiceState) -> None:
         super().__init__(config)
         self.agentledger = state
+        self.announced = False
+        """Whether the service said it was listening."""
+        self.interrupted = False
+        """Whether a Ctrl-C stopped it before that."""
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         # Like uvicorn's, minus re-raising the signal once stopped: the store
-        # must still be closed, and the process exit 0.
+        # must still be closed, and the process exit 0 (130 for a Ctrl-C
+        # that came before the service said it was listening).
+        if not self.announced and sig == signal.SIGINT:
+            self.interrupted = True
         self.agentledger.stopping = True
         with contextlib.suppress(RuntimeError):  # wake follow streams, so they end now
             asyncio.get_running_loop().call_soon_threadsafe(self.agentledger.notifier.stop)
@@ -179,7 +249,7 @@ async def serve(
         TransientError: the database cannot be reached.
     """
     target = db if isinstance(db, Target) else Target.parse(db, default=False)
-    host, port = parse_listen(listen)
+    host, _ = parse_listen(listen)
     if secure_cookies not in SECURE_COOKIES:
         raise ValidationError(
             field="secure_cookies", expected=f"one of {', '.join(SECURE_COOKIES)}",
@@ -187,50 +257,74 @@ async def serve(
         )  # fmt: skip
     table = TokenTable.load(tokens)
     factory = load_host_runtime(host_runtime) if host_runtime else None
-    with _sole_server(target):
-        store = await open_backend(target, encryption, limits, durability)
-        runtime_host: RuntimeHost | None = None
-        try:
-            if factory is not None:
-                runtime_host = await build_host_runtime(factory, store)
-            state = ServiceState(
-                store, table, secure_cookies=secure_cookies, host_runtime=runtime_host
-            )
-            if temporal:
-                from agentledger.engine.temporal.client import connect
+    sockets = bind_listen(listen)
+    try:
+        with _sole_server(target):
+            await _serve_store(
+                target, sockets, host, table, factory, grace=grace, on_ready=on_ready,
+                encryption=encryption, limits=limits, durability=durability,
+                secure_cookies=secure_cookies, temporal=temporal, namespace=namespace,
+            )  # fmt: skip
+    finally:
+        for sock in sockets:
+            sock.close()
 
-                state.temporal = await connect(temporal, namespace=namespace)
-            config = uvicorn.Config(
-                create_app(store, table, state=state),
-                host=host,
-                port=port,
-                log_level="warning",
-                access_log=False,
-                lifespan="off",
-                timeout_graceful_shutdown=max(1, grace),
-                # Longer than StoreClient's, so the client closes an idle connection first.
-                timeout_keep_alive=75,
-                server_header=False,
-            )
-            server = _Server(config, state)
-            task = asyncio.create_task(server.serve())
-            while not server.started and not task.done():  # noqa: ASYNC110 (a flag, no event)
-                await asyncio.sleep(0.01)
-            if server.started and on_ready is not None:
-                bound = server.servers[0].sockets[0].getsockname()
-                on_ready(f"http://{host if ':' not in host else f'[{host}]'}:{bound[1]}")
-            try:
-                await task
-            except SystemExit:  # uvicorn exits when it cannot bind
-                raise ValidationError(
-                    field="listen", expected="an address this process can listen on", got=listen
-                ) from None
+
+async def _serve_store(
+    target: Target,
+    sockets: list[socket.socket],
+    host: str,
+    table: TokenTable,
+    factory: HostRuntimeFactory | None,
+    *,
+    grace: int,
+    on_ready: Callable[[str], None] | None,
+    encryption: Encryption | None,
+    limits: SizeLimits,
+    durability: Literal["full", "normal"],
+    secure_cookies: str,
+    temporal: str | None,
+    namespace: str,
+) -> None:
+    """:func:`serve` once its address is bound and its SQLite file locked."""
+    store = await open_backend(target, encryption, limits, durability)
+    runtime_host: RuntimeHost | None = None
+    try:
+        if factory is not None:
+            runtime_host = await build_host_runtime(factory, store)
+        state = ServiceState(store, table, secure_cookies=secure_cookies, host_runtime=runtime_host)
+        if temporal:
+            from agentledger.engine.temporal.client import connect
+
+            state.temporal = await connect(temporal, namespace=namespace)
+        config = uvicorn.Config(
+            create_app(store, table, state=state),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=max(1, grace),
+            # Longer than StoreClient's, so the client closes an idle connection first.
+            timeout_keep_alive=75,
+            server_header=False,
+        )
+        server = _Server(config, state)
+        task = asyncio.create_task(server.serve(sockets=sockets))
+        while not server.started and not task.done():  # noqa: ASYNC110 (a flag, no event)
+            await asyncio.sleep(0.01)
+        if server.started and not state.stopping:
+            server.announced = True
+            if on_ready is not None:
+                port = sockets[0].getsockname()[1]
+                on_ready(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
+        await task
+        if server.interrupted:
+            raise KeyboardInterrupt
+    finally:
+        try:
+            if runtime_host is not None:
+                await runtime_host.close()
         finally:
-            try:
-                if runtime_host is not None:
-                    await runtime_host.close()
-            finally:
-                await store.close()
+            await store.close()
 
 
 def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
@@ -294,6 +388,7 @@ def run_serve(
         print(f"agentledger serve: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        print("agentledger serve: interrupted (Ctrl-C)", file=sys.stderr)
         return 130
     print("agentledger serve: stopped", flush=True)
     return 0

@@ -31,7 +31,7 @@ part one side has no place for at all (a redacted thinking block, citations,
 a text document, audio, a native tool call...) is a
 `~agentledger.errors.TranscriptError` naming it, never a silent drop.
 
-Needs pydantic-ai: ``pip install 'agentledger[pydantic-ai]'``.
+Needs pydantic-ai: agentledger's ``[pydantic-ai]`` extra.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from __future__ import annotations
 try:
     import pydantic_ai  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "agentledger.contrib.pydantic_ai needs pydantic-ai: pip install 'agentledger[pydantic-ai]'"
-    ) from e
+    from agentledger._extras import needs_extra
+
+    raise needs_extra("agentledger.contrib.pydantic_ai", "pydantic-ai", e) from e
 
 from agentledger.contrib.pydantic_ai.decoding import from_pydantic_ai
 from agentledger.contrib.pydantic_ai.encoding import to_pydantic_ai

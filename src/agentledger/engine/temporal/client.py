@@ -8,6 +8,7 @@ payloads the same way; :func:`connect` is ``Client.connect`` with
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from temporalio.client import Client
@@ -42,7 +43,23 @@ async def connect(target_host: str, *, namespace: str = "default", **options: An
     except RPCError as e:
         raise TransientError(f"temporal at {target_host}: {e}", operation="connect") from e
     except RuntimeError as e:  # the SDK reports a refused connection as a RuntimeError
-        raise TransientError(f"temporal at {target_host}: {e}", operation="connect") from e
+        raise TransientError(_unreachable(target_host, str(e)), operation="connect") from e
+
+
+_OS_MESSAGE = re.compile(r'message: "([^"]+)"')
+
+
+def _unreachable(target_host: str, error: str) -> str:
+    """The words for a Temporal server that did not answer (the SDK's own text, which
+    is the Rust transport's debug output, reduced to the system's reason in it)."""
+    if "tonic::transport::Error" not in error:
+        return f"temporal at {target_host}: {error}"
+    reason = _OS_MESSAGE.search(error)
+    why = f" ({reason[1].lower()})" if reason else ""
+    return (
+        f"the Temporal server is not reachable at {target_host}{why}: is it running? "
+        f"(`temporal server start-dev` starts one for development)"
+    )
 
 
 def check_client(client: Client) -> None:

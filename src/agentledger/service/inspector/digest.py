@@ -20,6 +20,7 @@ from agentledger.service.inspector.positions import end_position, position_after
 from agentledger.service.inspector.timeline import duration_text
 from agentledger.service.inspector.usage import Tokens, Usage
 from agentledger.storage.payloads import RUN_COMPLETED, RUN_SUSPENDED, TRANSCRIPT_APPENDED
+from agentledger.storage.run_failure import RunFailure
 from agentledger.storage.types import Page, Record, RunMeta, RunStatus
 from agentledger.storage.validation import MAX_PAGE_LIMIT
 from agentledger.transcript import TextPart, decode_messages
@@ -91,6 +92,8 @@ class RunSummary:
     turns: int = 0
     ended: datetime | None = None
     tokens: Tokens = field(default_factory=Tokens)
+    failure: RunFailure | None = None
+    """Why the run failed (see :func:`~agentledger.storage.run_failure.load_run_failure`)."""
 
     def seconds(self, now: datetime) -> float:
         """How long the run took (so far, while it runs)."""

@@ -67,6 +67,7 @@ from agentledger.storage.replay import (
     MessageOrigin,
     replay_with_origins,
 )
+from agentledger.storage.run_failure import load_run_failure, load_run_failures
 from agentledger.storage.transcript_chain import decode_reference, decode_window
 from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
 from agentledger.transcript import Message, decode_messages
@@ -349,7 +350,10 @@ class Pages:
     ) -> tuple[list[RunNode], Log, dict[str, RunSummary]]:
         runs = await self.store.list_runs_by_session(session_id)
         log = await read_log(self.store.list_session_run_records, session_id)
-        return run_tree(runs), log, summarize(runs, log.records)
+        summaries = summarize(runs, log.records)
+        for run_id, failure in (await load_run_failures(self.store, runs)).items():
+            summaries[run_id].failure = failure
+        return run_tree(runs), log, summaries
 
     async def session(
         self, request: _ANY, principal: Principal, *, fragment: bool
@@ -494,6 +498,7 @@ class Pages:
         if log.records:
             predecessor = str(_json(log.records[0]).get("predecessor_run_id", ""))
         summary = summarize([run], log.records)[run_id]
+        summary.failure = await load_run_failure(self.store, run)
         usage = usage_of(log.records)
         suspended = run.status is RunStatus.SUSPENDED
         waiting = await self._waiting(run) if suspended else ""

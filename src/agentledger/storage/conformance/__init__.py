@@ -34,10 +34,9 @@ try:
     import pytest  # noqa: F401
     import pytest_asyncio  # noqa: F401
 except ImportError as e:
-    raise ModuleNotFoundError(
-        f"agentledger.storage.conformance needs {e.name!r}: pip install 'agentledger[conformance]'",
-        name=e.name,
-    ) from e
+    from agentledger._extras import needs_extra
+
+    raise needs_extra("agentledger.storage.conformance", "conformance", e) from e
 
 from agentledger.storage.conformance._base import ConformanceBase, StoreFactory
 from agentledger.storage.conformance._batches import BatchConformance

@@ -26,9 +26,8 @@ def __getattr__(name: str) -> Any:
         try:
             from agentledger.storage.encryption.sealer import Encryption
         except ImportError as e:
-            raise ModuleNotFoundError(
-                "encryption at rest needs 'cryptography': pip install 'agentledger[encryption]'",
-                name=e.name,
-            ) from e
+            from agentledger._extras import needs_extra
+
+            raise needs_extra("encryption at rest", "encryption", e) from e
         return Encryption
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

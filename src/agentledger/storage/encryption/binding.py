@@ -40,6 +40,9 @@ def bind(
                 field="encryption",
                 expected="a keyring and vault (Encryption): this database is encrypted",
                 got=None,
+                message="this database is encrypted: open it with its keyring and vault "
+                "($AGENTLEDGER_KEYRING_FILE or $AGENTLEDGER_KEYRING, and $AGENTLEDGER_VAULT; "
+                "--keyring and --vault where a command takes them; encryption= in Python)",
             )
         if scheme != SCHEME:
             raise ValidationError(field="encryption", expected=f"scheme {SCHEME}", got=scheme)

@@ -1,6 +1,6 @@
 """The PostgreSQL backend: ``PostgresStore``, for many workers sharing one database.
 
-Install with ``pip install 'agentledger[postgres]'`` (psycopg 3 and its pool)::
+Needs agentledger's ``[postgres]`` extra (psycopg 3 and its pool)::
 
     from agentledger.storage.postgres import PostgresStore
 
@@ -16,10 +16,9 @@ try:
     import psycopg  # noqa: F401
     import psycopg_pool  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "agentledger.storage.postgres needs psycopg 3 and psycopg-pool: "
-        "pip install 'agentledger[postgres]'"
-    ) from e
+    from agentledger._extras import needs_extra
+
+    raise needs_extra("agentledger.storage.postgres", "postgres", e) from e
 
 from agentledger.storage.postgres.store import PostgresStore
 

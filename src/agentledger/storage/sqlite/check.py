@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import urllib.parse
 from typing import Any
 
-from agentledger.errors import AgentledgerError, CorruptRecordError
+from agentledger.errors import AgentledgerError, CorruptRecordError, ValidationError
 from agentledger.storage import payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.connection import map_open_error
+from agentledger.storage.sqlite.readonly import read_only_uri
 from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record
 from agentledger.storage.validation import decode_stored_payload
 
@@ -126,9 +126,10 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     name = os.fspath(path)
     if not os.path.isfile(name):
         return [f"{name}: no such database file"]
-    uri = f"file:{urllib.parse.quote(os.path.abspath(name))}?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        conn = sqlite3.connect(read_only_uri(name), uri=True, isolation_level=None)
+    except ValidationError as e:
+        return [f"{name}: {e}"]
     except sqlite3.Error as e:
         return [f"{name}: cannot open: {e}"]
     try:
@@ -156,8 +157,7 @@ def stored_run_ids(path: str | os.PathLike[str]) -> list[str]:
     For audits that walk every run through the ``Store`` protocol, which lists
     runs by session only. Only reads.
     """
-    uri = f"file:{urllib.parse.quote(os.path.abspath(os.fspath(path)))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    conn = sqlite3.connect(read_only_uri(os.fspath(path)), uri=True, isolation_level=None)
     try:
         return [str(run_id) for (run_id,) in conn.execute("SELECT run_id FROM runs ORDER BY pos")]
     finally:
