@@ -616,7 +616,9 @@ class Activities:
             attempt=arg.attempts_before + 1,
         )
         text = f"in doubt: tool {call.name} was started and its outcome is unknown"
-        outcome = ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=text, is_error=True)
+        outcome = ToolOutcome(
+            tool_call_id=call.id, tool_name=call.name, content=text, is_error=True
+        )
         return ToolCallOutput(outcome=outcome, in_doubt=doubt)
 
     async def _parallel_call(self, arg: ToolCallInput, key: str) -> ToolOutcome | None:

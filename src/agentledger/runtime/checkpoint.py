@@ -39,6 +39,7 @@ __all__ = [
     "ChildWait",
     "InDoubtToolCall",
     "RunCheckpoint",
+    "step_checkpoint",
     "suspension",
 ]
 
@@ -222,6 +223,31 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             raise ValidationError(
                 field="checkpoint", expected="a run checkpoint", got=str(e)
             ) from e
+
+
+def step_checkpoint(
+    *,
+    agent_id: str,
+    turn: int,
+    calls: tuple[ToolCall, ...],
+    results: tuple[ToolOutcome, ...],
+    children: tuple[ChildWait, ...] = (),
+    in_doubt: tuple[InDoubtToolCall, ...] = (),
+    text: str = "",
+    origin_run_id: str = "",
+) -> RunCheckpoint:
+    """The checkpoint of a tool step that waits for the host (the loop's and repair's)."""
+    return RunCheckpoint(
+        version=CHECKPOINT_VERSION,
+        agent_id=agent_id,
+        turn=turn,
+        children=children,
+        calls=calls,
+        results=results,
+        text=text,
+        in_doubt=in_doubt,
+        origin_run_id=origin_run_id,
+    )
 
 
 def suspension(

@@ -80,6 +80,7 @@ from agentledger.runtime.checkpoint import (
     ChildWait,
     InDoubtToolCall,
     RunCheckpoint,
+    step_checkpoint,
 )
 from agentledger.runtime.planner import (
     Answer,
@@ -120,7 +121,7 @@ from agentledger.storage.payloads import SESSION_ENDED, Failure
 from agentledger.storage.types import RunStart, RunStatus, StartOutcome
 from agentledger.transcript import Message, TextPart, ToolResultPart
 
-__all__ = ["INTERRUPTED", "plan_records", "run_workflow", "step_checkpoint"]
+__all__ = ["INTERRUPTED", "plan_records", "run_workflow"]
 
 INTERRUPTED = "interrupted: the run was canceled before this tool call finished"
 """Content of the error result a tool call in flight gets when its run is canceled."""
@@ -839,31 +840,6 @@ class _Loop:
         await self._close_pending(_NOT_RUN)
         await self._complete(RunStatus.FAILED, failure)
         return self._output(RunStatus.FAILED, failure=failure)
-
-
-def step_checkpoint(
-    *,
-    agent_id: str,
-    turn: int,
-    calls: tuple[ToolCall, ...],
-    results: tuple[ToolOutcome, ...],
-    children: tuple[ChildWait, ...] = (),
-    in_doubt: tuple[InDoubtToolCall, ...] = (),
-    text: str = "",
-    origin_run_id: str = "",
-) -> RunCheckpoint:
-    """The checkpoint of a tool step that waits for the host (the loop's and repair's)."""
-    return RunCheckpoint(
-        version=CHECKPOINT_VERSION,
-        agent_id=agent_id,
-        turn=turn,
-        children=children,
-        calls=calls,
-        results=results,
-        text=text,
-        in_doubt=in_doubt,
-        origin_run_id=origin_run_id,
-    )
 
 
 def plan_records(
