@@ -35,7 +35,8 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
     continuation under the suspended run it resumed. A run whose history is an
     earlier run's transcript says which (the turn it follows, or the run and
-    record it forks)."""
+    record it forks). Under a run, each tool call whose effect is not 'retry' shows
+    it, and a call in doubt says so, with the answer it got and who gave it."""
     if temporal:
         server = (temporal, namespace)
 
@@ -79,11 +80,13 @@ async def _runs(
     temporal: tuple[str, str] | None = None,
 ) -> None:
     from agentledger.cli.output import echo, echo_json, jsonable, when
+    from agentledger.cli.tool_notes import call_notes
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
+    notes = {r.run_id: await call_notes(store, r.run_id) for r in metas}
     pauses: dict[str, Pause] = {}
     if temporal is not None:
         from agentledger.cli.temporal import paused_runs
@@ -95,6 +98,7 @@ async def _runs(
                 **jsonable(r),
                 "predecessor_run_id": predecessors[r.run_id],
                 "history": histories[r.run_id],
+                **({"tool_calls": notes[r.run_id]} if notes[r.run_id] else {}),
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
             }
             for r in metas
@@ -102,7 +106,7 @@ async def _runs(
         echo_json({"session": found, "runs": rows})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories, pauses):
+    for line in run_tree(metas, predecessors, histories, pauses, notes):
         echo(line)
 
 
@@ -115,9 +119,11 @@ def run_tree(
     predecessors: dict[str, str],
     histories: dict[str, dict[str, str] | None] | None = None,
     pauses: dict[str, Pause] | None = None,
+    notes: dict[str, dict[str, list[str]]] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
-    a paused run's status says why it waits."""
+    a paused run's status says why it waits; ``notes`` (run id -> tool call id -> notes)
+    go under their run."""
     from agentledger.cli.output import when
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
@@ -148,7 +154,10 @@ def run_tree(
                 f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
                 f"{status}{reason}  started {when(r.started_at)}{follows}"
             )
-            walk(r.run_id, indent + ("    " if last else "│   "))
+            below = indent + ("    " if last else "│   ")
+            for call_id, said in (notes or {}).get(r.run_id, {}).items():
+                lines.append(f"{below}  call {call_id}: {'; '.join(said)}")
+            walk(r.run_id, below)
 
     walk("", "")
     return lines
