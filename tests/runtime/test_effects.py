@@ -450,3 +450,48 @@ async def test_started_records_are_ordinary_records(store: AnyStore, session: st
     assert (first.inserted, again.inserted, second.inserted) == (True, False, True)
     assert again.id == first.id
     assert second.id != first.id
+
+
+async def test_a_call_in_doubt_is_asked_before_a_waiting_child(
+    store: AnyStore, session: str
+) -> None:
+    """One step: a once call in doubt and a child run that asks the user. The run asks
+    about the call first (a child's answer is refused then); then the child's question."""
+    from tests.runtime.test_nested import _Asker
+
+    ledger = Ledger()
+    model = ScriptedModel(
+        [
+            tool_calls(("p1", "send", {"to": "a"}), ("p2", "helper", {"request": "ask"})),
+            reply("Both done."),
+        ]
+    )
+    runtime = Runtime(
+        LoseWrite(store, "turn:1:tool:p1:result"), engine=InProcessEngine(FAST), stream=QueueSink()
+    )
+    runtime.register_model("m", model)
+    runtime.register_agent(Agent("helper", _Asker("Which city?"), description="Asks."))
+    runtime.register_agent(
+        Agent("chat", ModelPlanner("m"), tools=[ledger.tool("once")], agents=["helper"])
+    )
+    client = runtime.agent_client("chat")
+    first = await client.run(session, "Go", run_id="r-mixed")
+    assert first.awaiting is not None
+    assert (first.awaiting.kind, first.awaiting.run_id) == ("in_doubt", "r-mixed")
+    with pytest.raises(ValidationError):
+        await client.start_resume(session, "r-mixed", "Oslo")
+    second = await client.resume(session, "r-mixed", ToolHappened("sent"))
+    assert second.status is RunStatus.SUSPENDED
+    assert second.awaiting is not None
+    assert (second.awaiting.kind, second.awaiting.question) == ("clarification", "Which city?")
+    with pytest.raises(ValidationError):
+        await client.start_resume(session, second.run_id, ToolRetry())
+    third = await client.resume(session, second.run_id, "Oslo")
+    assert third.status is RunStatus.COMPLETED, third.failure
+    assert third.text == "Both done."
+    assert len(ledger.calls) == 1
+    messages = await valid_transcript(store, third.run_id)
+    got = {
+        p.tool_use_id: p.content for m in messages for p in m.parts if isinstance(p, ToolResultPart)
+    }
+    assert got == {"p1": "sent", "p2": "You said Oslo."}
