@@ -4,8 +4,13 @@ doubt, never run again by the retry, and the host's answer continues the run."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from pathlib import Path
+
 from temporalio.client import Client
 
+from agentledger.engine.temporal import TemporalEngine
 from agentledger.runtime import (
     Agent,
     ModelPlanner,
@@ -17,7 +22,9 @@ from agentledger.runtime import (
 from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
 from agentledger.testing import ScriptedModel, reply, tool_calls
-from tests.engine.temporal.harness import temporal_runtime
+from tests.engine.temporal import apps, effect_apps
+from tests.engine.temporal.harness import FAST_RETRY, now_ms, temporal_runtime
+from tests.engine.temporal.processes import WorkerProcess
 from tests.runtime.support import records, valid_transcript
 from tests.runtime.test_effects import Ledger, LoseWrite
 
@@ -91,3 +98,59 @@ async def test_a_child_in_doubt_on_temporal(
     assert done.status is RunStatus.COMPLETED, done.failure
     assert done.text == "Ok."
     assert len(once.calls) == 1
+
+
+async def test_a_worker_killed_inside_a_once_tool_leaves_it_in_doubt(
+    temporal_address: str, temporal_client: Client, store: Store, worker_db: str, tmp_path: Path
+) -> None:
+    """SIGKILL the worker inside a once tool: Temporal retries the activity on a second
+    worker, which does not call the tool again; the run asks the host, and ToolHappened
+    finishes it there. The tool acted once."""
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    env = {apps.MARKERS_ENV: str(folder), apps.SLOW_SECONDS_ENV: "600"}
+    queue = f"doubt-{uuid.uuid4().hex[:12]}"
+    app = "tests.engine.temporal.effect_apps:setup"
+    options = ("--sticky-timeout", "1")
+
+    def worker() -> WorkerProcess:
+        return WorkerProcess(
+            temporal=temporal_address, db=worker_db, task_queue=queue, env=env, extra=options,
+            app=app,
+        ).start()  # fmt: skip
+
+    first = worker()
+    second: WorkerProcess | None = None
+    try:
+        engine = TemporalEngine(
+            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=2.0
+        )
+        runtime = Runtime(store, engine=engine)
+        effect_apps.setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        client = runtime.agent_client("payer")
+        handle = await client.start(session, "pay")
+        deadline = asyncio.get_running_loop().time() + 60
+        while not apps.markers(folder, f"charged-{handle.run_id}"):
+            assert asyncio.get_running_loop().time() < deadline, "the tool never started"
+            await asyncio.sleep(0.05)
+        first.kill()
+        second = worker()
+        out = await asyncio.wait_for(handle.wait(), 90)
+        assert out.status is RunStatus.SUSPENDED, out.failure
+        assert out.awaiting is not None
+        assert out.awaiting.in_doubt is not None
+        assert out.awaiting.in_doubt.key == idempotency_key(handle.run_id, "pay-1")
+        assert out.awaiting.in_doubt.attempt == 1
+        assert len(apps.markers(folder, f"charged-{handle.run_id}")) == 1
+        done = await client.resume(session, handle.run_id, ToolHappened("charged 500", by="ops"))
+        assert done.status is RunStatus.COMPLETED, done.failure
+        assert done.text == "finished: charged 500"
+        assert len(apps.markers(folder, f"charged-{handle.run_id}")) == 1
+        await valid_transcript(store, done.run_id)
+        assert second.stop() == 0, second.output()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
