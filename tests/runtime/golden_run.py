@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool, user_message
+from agentledger.runtime import Agent, Answer, ModelPlanner, QueueSink, Runtime, tool, user_message
 from agentledger.storage import MemoryStore
 from agentledger.testing import ScriptedModel, reply, tool_calls
 
@@ -23,6 +23,12 @@ from agentledger.testing import ScriptedModel, reply, tool_calls
 async def weather(city: str) -> str:
     """The weather."""
     return f"{city}: 21C"
+
+
+@tool(confirm=True)
+async def book(city: str) -> str:
+    """Book a trip (asks first)."""
+    return f"booked {city}"
 
 
 async def golden_records(store: Any = None) -> list[list[str]]:
@@ -34,17 +40,27 @@ async def golden_records(store: Any = None) -> list[list[str]]:
             tool_calls(("c1", "weather", {"city": "Oslo"})),
             tool_calls(("c2", "weather", {"city": "Rome"}), ("c3", "weather", {"city": "Lima"})),
             reply("Warm everywhere."),
+            tool_calls(("c4", "book", {"city": "Rome"})),
+            reply("Booked."),
         ]
     )
     runtime = Runtime(store, stream=QueueSink())
     runtime.register_model("m", model)
-    runtime.register_agent(Agent("chat", ModelPlanner("m", system="Be brief."), tools=[weather]))
-    out = await runtime.agent_client("chat").run(
+    agent = Agent("chat", ModelPlanner("m", system="Be brief."), tools=[weather, book])
+    runtime.register_agent(agent)
+    client = runtime.agent_client("chat")
+    out = await client.run(
         "golden", [user_message("Weather?")], run_id="run-golden", turn_id="turn-golden"
     )
     assert out.text == "Warm everywhere.", out
-    page = await store.list_run_records("run-golden", limit=1000)
-    return [[r.type, r.event_key, r.payload.decode()] for r in page.records]
+    asked = await client.run("golden", "Book Rome", run_id="run-asks", turn_id="turn-asks")
+    done = await client.resume("golden", "run-asks", Answer.approve(), run_id="run-approved")
+    assert (asked.status, done.text) == ("suspended", "Booked."), (asked, done)
+    rows = []
+    for run_id in ("run-golden", "run-asks", "run-approved"):  # a confirmed call runs on resume
+        page = await store.list_run_records(run_id, limit=1000)
+        rows += [[r.type, r.event_key, r.payload.decode()] for r in page.records]
+    return rows
 
 
 if __name__ == "__main__":
