@@ -21,6 +21,8 @@ from agentledger.runtime import (
 from agentledger.runtime.events import event_from_record
 from agentledger.storage import MemoryStore, RunStatus
 from agentledger.storage.archive import archive_session, restore_archive
+from agentledger.storage.encryption import Encryption, Keyring
+from agentledger.storage.sqlite import SQLiteStore
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from tests.runtime.support import now_ms, records
 from tests.runtime.test_effects import FAST, Ledger, LoseWrite
@@ -76,3 +78,43 @@ async def test_once_and_keyed_tools_on_every_backend(
     for rid in runs:
         with pytest.raises(AgentledgerError):
             await records(store, rid)
+
+
+def _file_bytes(folder: Path, pattern: str) -> bytes:
+    """Every byte of the files ``pattern`` names (a database and its journal)."""
+    return b"".join(p.read_bytes() for p in sorted(folder.glob(pattern)))
+
+
+async def test_calls_in_doubt_are_sealed_at_rest(tmp_path: Path) -> None:
+    """With encryption, the in-doubt checkpoint (the call's input), the started and answered
+    records (the key, the host's result) hold no plaintext in the SQLite file, and read back."""
+    db = tmp_path / "sealed.db"
+    store = await SQLiteStore.open(
+        db, encryption=Encryption(Keyring.generate("k1"), tmp_path / "keys.vault")
+    )
+    try:
+        await store.create_session("s", created_at=now_ms())
+        ledger = Ledger()
+        model = ScriptedModel([tool_calls(("c1", "send", {"to": "RECIPIENT-SECRET"})), reply("ok")])
+        runtime = Runtime(
+            LoseWrite(store, "turn:1:tool:c1:result"),
+            engine=InProcessEngine(FAST),
+            stream=QueueSink(),
+        )
+        runtime.register_model("m", model)
+        runtime.register_agent(Agent("chat", ModelPlanner("m"), tools=[ledger.tool("once")]))
+        client = runtime.agent_client("chat")
+        first = await client.run("s", "Go", run_id="sealed-1")
+        assert first.status is RunStatus.SUSPENDED
+        done = await client.resume("s", "sealed-1", ToolHappened("RESULT-SECRET", by="ops"))
+        assert done.status is RunStatus.COMPLETED, done.failure
+        key = idempotency_key("sealed-1", "c1").encode()
+        kinds = {r.type: r for r in await records(store, done.run_id)}
+        assert b"RESULT-SECRET" in kinds["tool_call_answered"].payload
+        started = [r for r in await records(store, "sealed-1") if r.type == "tool_call_started"]
+        assert key in started[0].payload
+    finally:
+        await store.close()
+    raw = _file_bytes(tmp_path, "sealed.db*")
+    for secret in (b"RECIPIENT-SECRET", b"RESULT-SECRET", key):
+        assert secret not in raw, secret
