@@ -37,7 +37,9 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     continuation under the suspended run it resumed. A run whose history is an
     earlier run's transcript says which (the turn it follows, or the run and
     record it forks). A failed run says why (its error's kind and message, from
-    its last record), a canceled one the reason given."""
+    its last record), a canceled one the reason given. Under a run, each tool call
+    whose effect is not 'retry' shows it, and a call in doubt says so, with the
+    answer it got and who gave it."""
     if temporal:
         server = (temporal, namespace)
 
@@ -81,6 +83,7 @@ async def _runs(
     temporal: tuple[str, str] | None = None,
 ) -> None:
     from agentledger.cli.output import echo, echo_json, jsonable, when
+    from agentledger.cli.tool_notes import call_notes
     from agentledger.storage.run_failure import load_run_failures
 
     found = await store.load_session(session_id)
@@ -88,6 +91,7 @@ async def _runs(
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
     failures = await load_run_failures(store, metas)
+    notes = {r.run_id: await call_notes(store, r.run_id) for r in metas}
     pauses: dict[str, Pause] = {}
     if temporal is not None:
         from agentledger.cli.temporal import paused_runs
@@ -100,6 +104,7 @@ async def _runs(
                 "predecessor_run_id": predecessors[r.run_id],
                 "history": histories[r.run_id],
                 "failure": jsonable(failures.get(r.run_id)),
+                **({"tool_calls": notes[r.run_id]} if notes[r.run_id] else {}),
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
             }
             for r in metas
@@ -107,7 +112,7 @@ async def _runs(
         echo_json({"session": found, "runs": rows})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories, pauses, failures):
+    for line in run_tree(metas, predecessors, histories, pauses, failures, notes):
         echo(line)
 
 
@@ -121,9 +126,11 @@ def run_tree(
     histories: dict[str, dict[str, str] | None] | None = None,
     pauses: dict[str, Pause] | None = None,
     failures: dict[str, RunFailure] | None = None,
+    notes: dict[str, dict[str, list[str]]] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
-    a paused run's status says why it waits, a failed or canceled one why it ended."""
+    a paused run's status says why it waits, a failed or canceled one why it ended;
+    ``notes`` (run id -> tool call id -> notes) go under their run."""
     from agentledger.cli.output import when
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
@@ -156,7 +163,10 @@ def run_tree(
                 f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
                 f"{status}{reason}  started {when(r.started_at)}{follows}"
             )
-            walk(r.run_id, indent + ("    " if last else "│   "))
+            below = indent + ("    " if last else "│   ")
+            for call_id, said in (notes or {}).get(r.run_id, {}).items():
+                lines.append(f"{below}  call {call_id}: {'; '.join(said)}")
+            walk(r.run_id, below)
 
     walk("", "")
     return lines

@@ -1,10 +1,12 @@
 """The suspension checkpoint: what a suspended run needs to be continued [L6].
 
 A run suspends either because its planner waits for outside input
-(``awaiting``), or because child runs it started did (``children``): then
-the checkpoint also keeps the whole tool step (its calls, the results that
-came in, the text that goes with them), so the continuation can answer the
-first child, continue it [K1], and finish the step.
+(``awaiting``), or because child runs it started did (``children``), or
+because ``once`` tool calls are in doubt (``in_doubt``: started, outcome
+unknown): then the checkpoint also keeps the whole tool step (its calls, the
+results that came in, the text that goes with them), so the continuation can
+answer the first question (an in-doubt call first, then a child), and finish
+the step.
 
 Stored as the private bytes of the store's ``Checkpoint``. It is versioned
 and decoded strictly: a checkpoint of an unknown version, with unknown or
@@ -14,7 +16,8 @@ continuation built from a misread checkpoint would answer the wrong question.
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 
 import msgspec
 
@@ -27,27 +30,58 @@ from agentledger.runtime.planner import (
     ToolOutcome,
 )
 from agentledger.runtime.records import decode_json, encode_json
+from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.types import Checkpoint, RunStart, RunSuspension
 
-__all__ = ["CHECKPOINT_VERSION", "Awaiting", "ChildWait", "RunCheckpoint"]
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "Awaiting",
+    "ChildWait",
+    "InDoubtToolCall",
+    "RunCheckpoint",
+    "step_checkpoint",
+    "suspension",
+]
 
 CHECKPOINT_VERSION = 1
 """The version this runtime writes and reads."""
+
+
+class InDoubtToolCall(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A ``once`` tool call that was started and whose outcome is unknown (a crash or a
+    lost answer came between): the runtime never calls it again on its own.
+
+    Answer it with ``ToolHappened(result)``, ``ToolRetry()`` or ``ToolFailed(reason)``.
+    """
+
+    tool_name: str
+    tool_call_id: str
+    key: str
+    """The call's idempotency key (what the tool was given)."""
+    input: dict[str, Any] = msgspec.field(default_factory=dict)
+    started_at: datetime
+    """When the ``tool_call_started`` record of the attempt in doubt was written."""
+    attempt: int
+    """The attempt in doubt (1 for the first)."""
 
 
 class Awaiting(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What a suspended run waits for: the question a host answers with ``resume``.
 
     For a run suspended by its child, this is the innermost question, and
-    ``run_id``/``agent_id`` name the run that asked it.
+    ``run_id``/``agent_id`` name the run that asked it. ``in_doubt`` names the
+    call in doubt when ``kind`` is ``in_doubt``.
     """
 
-    kind: Literal["clarification", "confirmation", "external_tools"]
+    kind: Literal["clarification", "confirmation", "external_tools", "in_doubt"]
     question: str = ""
     calls: tuple[ToolCall, ...] = ()
     run_id: str = ""
     """The run that asked (this run, or a descendant that suspended it)."""
     agent_id: str = ""
     """The agent of that run."""
+    in_doubt: InDoubtToolCall | None = None
+    """The call in doubt (kind ``in_doubt``)."""
 
     @classmethod
     def of(cls, awaiting: Await, *, run_id: str, agent_id: str) -> Awaiting:
@@ -81,8 +115,8 @@ class ChildWait(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Why a run suspended and which tool calls (if any) wait for an answer.
 
-    Exactly one of ``awaiting`` (the planner waits) and ``children`` (child
-    runs wait) is set.
+    Either ``awaiting`` (the planner waits) is set, or the tool step waits
+    (``children``: child runs wait; ``in_doubt``: once calls in doubt), not both.
     """
 
     version: int
@@ -101,14 +135,24 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """With ``children``: the results of that step already in (recorded by this run)."""
     text: str = ""
     """With ``children``: user text that follows the step's results in the transcript."""
+    in_doubt: tuple[InDoubtToolCall, ...] = ()
+    """Once calls of the step in doubt, in call order; a resume decides the first."""
+    origin_run_id: str = ""
+    """The run that scheduled the step's calls (their idempotency keys derive from it);
+    "" for this run."""
 
     def __post_init__(self) -> None:
-        if (self.awaiting is None) == (not self.children):
-            raise ValueError("a checkpoint holds exactly one of awaiting and children")
+        if (self.awaiting is None) == (not self.children and not self.in_doubt):
+            raise ValueError("a checkpoint holds exactly one of awaiting and a waiting step")
 
     @property
-    def kind(self) -> Literal["clarification", "confirmation", "external_tools", "child"]:
-        """The kind of input awaited (``child``: a child run waits for it)."""
+    def kind(
+        self,
+    ) -> Literal["clarification", "confirmation", "external_tools", "child", "in_doubt"]:
+        """The kind of input awaited (``child``: a child run waits for it; ``in_doubt``: the
+        host decides a once call in doubt, asked before the step's children)."""
+        if self.in_doubt:
+            return "in_doubt"
         if self.awaiting is None:
             return "child"
         if isinstance(self.awaiting, AwaitClarification):
@@ -122,12 +166,34 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     @property
     def pending(self) -> tuple[ToolCall, ...]:
         """Tool calls whose tool_use is in the transcript without a result yet."""
-        if self.awaiting is None:
+        if self.awaiting is None:  # a waiting step
             done = {o.tool_call_id for o in self.results}
             return tuple(c for c in self.calls if c.id not in done)
         if isinstance(self.awaiting, AwaitClarification):
             return ()
         return self.awaiting.calls
+
+    def asked(self, *, run_id: str, agent_id: str) -> Awaiting:
+        """The question this checkpoint puts to the host, as asked by ``run_id``: the first
+        call in doubt, else the first waiting child's question, else the planner's."""
+        if self.in_doubt:
+            doubt = self.in_doubt[0]
+            call = next((c for c in self.calls if c.id == doubt.tool_call_id), None)
+            return Awaiting(
+                kind="in_doubt",
+                question=(
+                    f"tool {doubt.tool_name} (call {doubt.tool_call_id}, attempt "
+                    f"{doubt.attempt}) was started and its outcome is unknown: did it happen?"
+                ),
+                calls=(call,) if call is not None else (),
+                run_id=run_id,
+                agent_id=agent_id,
+                in_doubt=doubt,
+            )
+        if self.children:
+            return self.children[0].awaiting
+        assert self.awaiting is not None
+        return Awaiting.of(self.awaiting, run_id=run_id, agent_id=agent_id)
 
     def encode(self) -> bytes:
         """The checkpoint's bytes."""
@@ -157,6 +223,45 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             raise ValidationError(
                 field="checkpoint", expected="a run checkpoint", got=str(e)
             ) from e
+
+
+def step_checkpoint(
+    *,
+    agent_id: str,
+    turn: int,
+    calls: tuple[ToolCall, ...],
+    results: tuple[ToolOutcome, ...],
+    children: tuple[ChildWait, ...] = (),
+    in_doubt: tuple[InDoubtToolCall, ...] = (),
+    text: str = "",
+    origin_run_id: str = "",
+) -> RunCheckpoint:
+    """The checkpoint of a tool step that waits for the host (the loop's and repair's)."""
+    return RunCheckpoint(
+        version=CHECKPOINT_VERSION,
+        agent_id=agent_id,
+        turn=turn,
+        children=children,
+        calls=calls,
+        results=results,
+        text=text,
+        in_doubt=in_doubt,
+        origin_run_id=origin_run_id,
+    )
+
+
+def suspension(
+    run: RunStart, turn_id: str, at: datetime, checkpoint: RunCheckpoint
+) -> RunSuspension:
+    """[L6] the command that suspends ``run`` with ``checkpoint`` (the loop's and repair's)."""
+    pending = checkpoint.pending
+    return RecordBuilder(run, turn_id=turn_id).suspension(
+        Checkpoint(id=f"{run.run_id}:suspension", data=checkpoint.encode()),
+        at=at,
+        pending_count=len(pending) or 1,
+        required_tools=tuple(c.name for c in pending),
+        version=CHECKPOINT_VERSION,
+    )
 
 
 class _Version(msgspec.Struct, frozen=True):
