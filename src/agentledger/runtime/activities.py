@@ -301,7 +301,11 @@ class Activities:
             return BeginRunOutput(
                 outcome=started.outcome, run_status=started.run_status, failure=failure
             )
-        plan = AgentPlan(max_turns=resolved.agent.max_turns, agent_tools=dict(resolved.agent_tools))
+        plan = AgentPlan(
+            max_turns=resolved.agent.max_turns,
+            agent_tools=dict(resolved.agent_tools),
+            max_turn_attempts=resolved.agent.max_turn_attempts,
+        )
         ended = any(r.session_status is SessionStatus.ENDED for r in started.records)
         return BeginRunOutput(
             outcome=started.outcome,

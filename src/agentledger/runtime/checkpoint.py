@@ -1,10 +1,13 @@
 """The suspension checkpoint: what a suspended run needs to be continued [L6].
 
-A run suspends either because its planner waits for outside input
-(``awaiting``), or because child runs it started did (``children``): then
+A run suspends because its planner waits for outside input (``awaiting``),
+because child runs it started did (``children``), or because one planner turn
+or tool call was started ``max_turn_attempts`` times without finishing
+(``crash_loop``: its worker kept dying). For children and a looping tool call
 the checkpoint also keeps the whole tool step (its calls, the results that
 came in, the text that goes with them), so the continuation can answer the
-first child, continue it [K1], and finish the step.
+first child and continue it [K1], or run the calls still without a result
+again, and finish the step.
 
 Stored as the private bytes of the store's ``Checkpoint``. It is versioned
 and decoded strictly: a checkpoint of an unknown version, with unknown or
@@ -28,7 +31,7 @@ from agentledger.runtime.planner import (
 )
 from agentledger.runtime.records import decode_json, encode_json
 
-__all__ = ["CHECKPOINT_VERSION", "Awaiting", "ChildWait", "RunCheckpoint"]
+__all__ = ["CHECKPOINT_VERSION", "Awaiting", "ChildWait", "CrashLoop", "RunCheckpoint"]
 
 CHECKPOINT_VERSION = 1
 """The version this runtime writes and reads."""
@@ -39,15 +42,27 @@ class Awaiting(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     For a run suspended by its child, this is the innermost question, and
     ``run_id``/``agent_id`` name the run that asked it.
+
+    ``crash_loop``: the run paused because one planner turn or tool call
+    (``activity``) was started ``attempts`` times without finishing (its
+    worker kept dying). ``question`` says so in words; ``calls`` are the tool
+    calls that will run again. ``resume`` with an empty ``Answer()`` runs the
+    unfinished work again (the planner turn, or the calls still without a
+    result); ``cancel`` ends the run canceled.
     """
 
-    kind: Literal["clarification", "confirmation", "external_tools"]
+    kind: Literal["clarification", "confirmation", "external_tools", "crash_loop"]
     question: str = ""
     calls: tuple[ToolCall, ...] = ()
     run_id: str = ""
     """The run that asked (this run, or a descendant that suspended it)."""
     agent_id: str = ""
     """The agent of that run."""
+    activity: str = ""
+    """``crash_loop``: the activity that kept dying (``agentledger.plan_turn`` or
+    ``agentledger.tool_call``)."""
+    attempts: int = 0
+    """``crash_loop``: how many times it was started without finishing."""
 
     @classmethod
     def of(cls, awaiting: Await, *, run_id: str, agent_id: str) -> Awaiting:
@@ -67,6 +82,37 @@ class Awaiting(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return cls(kind="external_tools", calls=awaiting.calls, run_id=run_id, agent_id=agent_id)
 
 
+class CrashLoop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A planner turn or tool call started ``attempts`` times without finishing."""
+
+    activity: str
+    """The activity's name (``agentledger.plan_turn`` or ``agentledger.tool_call``)."""
+    attempts: int
+    """How many times it was started without finishing (the agent's ``max_turn_attempts``)."""
+    calls: tuple[ToolCall, ...] = ()
+    """The tool calls that kept dying (none for a planner turn)."""
+    resume: bool = False
+    """A planner turn: whether it was a later turn (``plan_resume``) or the first one."""
+
+    def awaiting(self, *, run_id: str, agent_id: str) -> Awaiting:
+        """The pause as the question a host answers."""
+        what = (
+            f"tool call(s) {', '.join(c.name for c in self.calls)}"
+            if self.calls
+            else "the planner turn"
+        )
+        return Awaiting(
+            kind="crash_loop",
+            question=f"{what} ({self.activity}) started {self.attempts} times without "
+            "finishing; resume to run it again, or cancel the run",
+            calls=self.calls,
+            run_id=run_id,
+            agent_id=agent_id,
+            activity=self.activity,
+            attempts=self.attempts,
+        )
+
+
 class ChildWait(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A tool call whose child run suspended: the run to continue and what it asks."""
 
@@ -82,7 +128,8 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """Why a run suspended and which tool calls (if any) wait for an answer.
 
     Exactly one of ``awaiting`` (the planner waits) and ``children`` (child
-    runs wait) is set.
+    runs wait) or ``crash_loop`` (a turn's activity kept dying; children of
+    the same step may wait too) is set.
     """
 
     version: int
@@ -96,19 +143,30 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     children: tuple[ChildWait, ...] = ()
     """Suspended child runs, in call order; a resume answers the first."""
     calls: tuple[ToolCall, ...] = ()
-    """With ``children``: every call of the suspended tool step, in order."""
+    """With ``children`` or a looping tool call: every call of the suspended tool step, in
+    order."""
     results: tuple[ToolOutcome, ...] = ()
-    """With ``children``: the results of that step already in (recorded by this run)."""
+    """With ``children`` or a looping tool call: the results of that step already in
+    (recorded by this run); with a looping planner turn: the tool results it was given."""
     text: str = ""
     """With ``children``: user text that follows the step's results in the transcript."""
+    crash_loop: CrashLoop | None = None
+    """The planner turn or tool calls that kept dying (the run paused, see :class:`CrashLoop`)."""
 
     def __post_init__(self) -> None:
-        if (self.awaiting is None) == (not self.children):
-            raise ValueError("a checkpoint holds exactly one of awaiting and children")
+        if (self.awaiting is None) == (not self.children and self.crash_loop is None):
+            raise ValueError(
+                "a checkpoint holds exactly one of awaiting and children or crash_loop"
+            )
 
     @property
-    def kind(self) -> Literal["clarification", "confirmation", "external_tools", "child"]:
-        """The kind of input awaited (``child``: a child run waits for it)."""
+    def kind(
+        self,
+    ) -> Literal["clarification", "confirmation", "external_tools", "child", "crash_loop"]:
+        """The kind of input awaited (``child``: a child run waits for it; ``crash_loop``:
+        the host decides whether the work that kept dying runs again)."""
+        if self.crash_loop is not None:
+            return "crash_loop"
         if self.awaiting is None:
             return "child"
         if isinstance(self.awaiting, AwaitClarification):
@@ -122,6 +180,8 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     @property
     def pending(self) -> tuple[ToolCall, ...]:
         """Tool calls whose tool_use is in the transcript without a result yet."""
+        if self.crash_loop is not None and not self.calls:
+            return ()  # a planner turn: no tool use waits
         if self.awaiting is None:
             done = {o.tool_call_id for o in self.results}
             return tuple(c for c in self.calls if c.id not in done)

@@ -87,10 +87,11 @@ async def _load_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
 
 
 async def _innermost_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
-    """The checkpoint of the run that asked: ``run_id``'s, or its first waiting child's, down."""
+    """The checkpoint of the run that asked: ``run_id``'s, or its first waiting child's, down
+    (a run paused by a crash loop asks itself, even when children of its step wait)."""
     checkpoint = await _load_checkpoint(store, run_id)
     seen = {run_id}
-    while checkpoint.children:
+    while checkpoint.children and checkpoint.crash_loop is None:
         child = checkpoint.children[0].run_id
         if child in seen:
             raise CorruptRecordError(run_id=child, record_id="", reason="checkpoint: a cycle")

@@ -175,6 +175,9 @@ class AgentPlan(_Wire, frozen=True, kw_only=True):
     max_turns: int
     agent_tools: dict[str, str] = msgspec.field(default_factory=dict)
     """Tool name -> agent id, for tools that run a child run."""
+    max_turn_attempts: int = 3
+    """Starts without finishing of one planner turn or tool call before the run pauses
+    (``Agent.max_turn_attempts``)."""
 
 
 class BeginRunOutput(_Wire, frozen=True, kw_only=True):
@@ -230,6 +233,9 @@ class PlanTurnInput(_Wire, frozen=True, kw_only=True):
     prompt: RenderedPrompt | None = None
     tool_results: tuple[ToolOutcome, ...] = ()
     answer: Answer | None = None
+    max_turn_attempts: int = 0
+    """Starts without finishing before the engine gives the turn up as a crash loop
+    (0: no limit, as from a loop older than this field)."""
 
 
 class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
@@ -261,6 +267,9 @@ class ToolCallInput(_Wire, frozen=True, kw_only=True):
     step: str = ""
     at: datetime | None = None
     """When set, the result is recorded (``tool_result_received``) by the activity."""
+    max_turn_attempts: int = 0
+    """Starts without finishing before the engine gives the call up as a crash loop
+    (0: no limit, as from a loop older than this field)."""
 
 
 class ToolCallOutput(_Wire, frozen=True, kw_only=True):

@@ -51,6 +51,18 @@ The parent's continuation answers the first child by continuing it [K1]
 step with one user message holding every result, and plans on. A child
 that asks again suspends the parent's continuation again.
 
+A planner turn or tool call started ``max_turn_attempts`` times without
+finishing (its worker kept dying: killed, out of memory, timed out) fails
+with :data:`~agentledger.engine.CRASH_LOOP`, and the run *pauses*: it
+suspends with a ``crash_loop`` checkpoint naming the activity and the
+attempts, keeping the tool step's state the way a waiting child does (the
+step's other results are recorded). The host decides: ``resume`` with an
+empty ``Answer()`` starts the continuation, which runs the unfinished work
+again (the planner turn, or the calls still without a result; a call the
+answer gives a result in ``tool_results`` takes that result instead);
+``resume`` with ``Answer(approved=False)`` ends it: the calls get an error
+result and the continuation fails with kind ``crash_loop``.
+
 Cancellation [C1]/[C3] reaches the loop at interruptible awaits and at the
 safe points between steps. Tool calls in flight are interrupted and get an
 error result, so every tool_use in the transcript has its tool_result; the
@@ -66,6 +78,7 @@ from datetime import datetime
 import msgspec
 
 from agentledger.engine.base import (
+    CRASH_LOOP,
     ActivityFailed,
     ChildFailed,
     WorkflowCanceled,
@@ -77,6 +90,7 @@ from agentledger.runtime.checkpoint import (
     CHECKPOINT_VERSION,
     Awaiting,
     ChildWait,
+    CrashLoop,
     RunCheckpoint,
 )
 from agentledger.runtime.planner import (
@@ -156,6 +170,34 @@ class _ChildrenWait(Exception):
         text: str,
     ) -> None:
         super().__init__(f"{len(children)} child run(s) wait for outside input")
+        self.calls = calls
+        self.results = results
+        self.children = children
+        self.text = text
+
+
+class _Looped(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call whose activity was started too often without finishing."""
+
+    call: ToolCall
+    activity: str
+    attempts: int
+
+
+class _CrashLooped(Exception):
+    """A planner turn or tool calls kept dying: the run pauses with the step's state."""
+
+    def __init__(
+        self,
+        crash_loop: CrashLoop,
+        *,
+        calls: tuple[ToolCall, ...] = (),
+        results: tuple[ToolOutcome, ...] = (),
+        children: tuple[ChildWait, ...] = (),
+        text: str = "",
+    ) -> None:
+        super().__init__(f"{crash_loop.activity} started {crash_loop.attempts} times")
+        self.crash_loop = crash_loop
         self.calls = calls
         self.results = results
         self.children = children
@@ -318,6 +360,8 @@ class _Loop:
             return await self._prepare_and_plan(begin)
         except _ChildrenWait as waiting:
             return await self._suspend_for_children(waiting)
+        except _CrashLooped as looped:
+            return await self._pause(looped)
 
     async def _prepare_and_plan(self, begin: BeginRunOutput) -> RunOutput:
         assert begin.agent is not None
@@ -327,15 +371,24 @@ class _Loop:
             _ = self.inp.messages[-1]  # begin_run recorded it (no message: a bug, IndexError)
             return await self._plan_loop(resume=False, results=(), answer=None)
         answer = self.inp.answer or Answer()
+        looped = begin.checkpoint.crash_loop
+        if looped is not None and not looped.calls:  # a planner turn: plan it again
+            if answer.approved is False:
+                raise _Fail(_crash_loop_failure(looped))
+            self._owe([RecordSpec.phase(Phase.PROMPTED)])
+            results = begin.checkpoint.results
+            return await self._plan_loop(resume=looped.resume, results=results, answer=None)
         results = await self._take_answer(begin.checkpoint, answer)
         # a child's answer went to the child: this planner sees the step's results
-        mine = None if begin.checkpoint.kind == "child" else answer
+        mine = None if begin.checkpoint.kind in ("child", "crash_loop") else answer
         return await self._plan_loop(resume=True, results=results, answer=mine)
 
     async def _take_answer(
         self, checkpoint: RunCheckpoint, answer: Answer
     ) -> tuple[ToolOutcome, ...]:
         """Put the outside input into the transcript: text, tool results, or run the calls."""
+        if checkpoint.crash_loop is not None:
+            return await self._rerun(checkpoint, checkpoint.crash_loop, answer)
         if checkpoint.kind == "child":
             return await self._answer_child(checkpoint, answer)
         if checkpoint.kind == "clarification":
@@ -389,6 +442,47 @@ class _Loop:
         }
         outcomes = tuple(by_id[c.id] for c in calls)
         return await self._settle("resume", calls, outcomes, checkpoint.text)
+
+    async def _rerun(
+        self, checkpoint: RunCheckpoint, looped: CrashLoop, answer: Answer
+    ) -> tuple[ToolOutcome, ...]:
+        """Run the calls of a paused step still without a result again, then finish the step.
+
+        A call ``answer.tool_results`` gives a result takes it instead; with
+        ``answer.approved`` False the run ends failed (kind ``crash_loop``),
+        every call still without a result getting an error result (not run). Children of
+        the step that wait for outside input still wait.
+        """
+        calls = checkpoint.calls
+        self.pending, self.pending_step = calls, "resume"
+        self.recorded = {o.tool_call_id: o for o in checkpoint.results}
+        self._owe([RecordSpec.phase(Phase.PROMPTED)])
+        if answer.approved is False:  # ended: the calls without a result get an error result
+            raise _Fail(_crash_loop_failure(looped))
+        waiting = {w.call.id: w for w in checkpoint.children}
+        given = {
+            c.id: ToolOutcome(
+                tool_call_id=c.id, tool_name=c.name, content=answer.tool_results[c.id]
+            )
+            for c in calls
+            if c.id in answer.tool_results and c.id not in self.recorded
+        }
+        again = tuple(
+            c
+            for c in calls
+            if c.id not in self.recorded and c.id not in waiting and c.id not in given
+        )
+        at = self.ctx.now() if len(again) == 1 else None
+        outcomes = await asyncio.gather(*(self._call(c, "resume", at) for c in again))
+        by_id: dict[str, ToolOutcome | ChildWait | _Looped | None] = {
+            **self.recorded,
+            **waiting,
+            **given,
+            **{c.id: o for c, o in zip(again, outcomes, strict=True)},
+        }
+        return await self._settle(
+            "resume", calls, tuple(by_id[c.id] for c in calls), checkpoint.text
+        )
 
     async def _plan_loop(
         self, *, resume: bool, results: tuple[ToolOutcome, ...], answer: Answer | None
@@ -444,10 +538,14 @@ class _Loop:
             prompt=self.prompt,
             tool_results=results,
             answer=answer,
+            max_turn_attempts=self.agent.max_turn_attempts,
         )
         try:
             out = await self.ctx.activity(PLAN_TURN, arg, PlanTurnOutput, interruptible=True)
         except ActivityFailed as e:
+            if e.error_type == CRASH_LOOP:  # the turn kept dying: pause, its owed records too
+                looped = CrashLoop(activity=e.activity, attempts=e.attempts, resume=resume)
+                raise _CrashLooped(looped, results=results) from e
             raise _Fail(_activity_failure("planner_error", e)) from e
         self._paid()
         if out.session_ended:
@@ -485,13 +583,15 @@ class _Loop:
         self,
         step: str,
         calls: tuple[ToolCall, ...],
-        outcomes: tuple[ToolOutcome | ChildWait | None, ...],
+        outcomes: tuple[ToolOutcome | ChildWait | _Looped | None, ...],
         text: str,
     ) -> tuple[ToolOutcome, ...]:
-        """Record a finished step's results; or suspend for its waiting children.
+        """Record a finished step's results; or pause it; or suspend for its waiting children.
 
         Raises:
             WorkflowCanceled: a call was interrupted (every call has its result).
+            _CrashLooped: calls kept dying (the other results are recorded, the
+                results message is not; children that wait are kept).
             _ChildrenWait: child runs wait for outside input (the other results
                 are recorded, the results message is not).
         """
@@ -504,7 +604,8 @@ class _Loop:
             raise WorkflowCanceled()
         children = tuple(o for o in outcomes if isinstance(o, ChildWait))
         done = tuple(o for o in outcomes if isinstance(o, ToolOutcome))
-        if children:
+        looped = tuple(o for o in outcomes if isinstance(o, _Looped))
+        if children or looped:
             fresh = [o for o in done if o.tool_call_id not in self.recorded]
             by_id = {c.id: c for c in calls}
             self._owe(
@@ -514,19 +615,32 @@ class _Loop:
                 for o in fresh
             )
             self.recorded.update((o.tool_call_id, o) for o in fresh)
+            if looped:
+                crash = CrashLoop(
+                    activity=looped[0].activity,
+                    attempts=max(o.attempts for o in looped),
+                    calls=tuple(o.call for o in looped),
+                )
+                raise _CrashLooped(crash, calls=calls, results=done, children=children, text=text)
             raise _ChildrenWait(calls, done, children, text)
         await self._record_results(step, calls, done, text)
         return done
 
     async def _call(
         self, call: ToolCall, step: str, at: datetime | None
-    ) -> ToolOutcome | ChildWait | None:
-        """One call's outcome (a tool records its own); a waiting child; None if interrupted."""
+    ) -> ToolOutcome | ChildWait | _Looped | None:
+        """One call's outcome (a tool records its own); a waiting child; a call that kept
+        dying; None if interrupted."""
         try:
             if call.name in self.agent.agent_tools:
                 return await self._child(call, self.agent.agent_tools[call.name])
             arg = ToolCallInput(
-                run=self.run_start, turn_id=self.inp.turn_id, call=call, step=step, at=at
+                run=self.run_start,
+                turn_id=self.inp.turn_id,
+                call=call,
+                step=step,
+                at=at,
+                max_turn_attempts=self.agent.max_turn_attempts,
             )
             out = await self.ctx.activity(TOOL_CALL, arg, ToolCallOutput, interruptible=True)
             if at is not None:
@@ -536,6 +650,8 @@ class _Loop:
         except WorkflowCanceled:
             return None
         except ActivityFailed as e:
+            if e.error_type == CRASH_LOOP:
+                return _Looped(call=call, activity=e.activity, attempts=e.attempts)
             return _interrupted(call, f"tool {call.name} failed: {e.reason}")
         except ChildFailed as e:
             return _interrupted(call, f"agent {call.name} failed: {e.reason}")
@@ -682,6 +798,32 @@ class _Loop:
         self._paid()
         return self._output(RunStatus.SUSPENDED, awaiting=waiting.children[0].awaiting)
 
+    async def _pause(self, looped: _CrashLooped) -> RunOutput:
+        """Suspend with a ``crash_loop`` checkpoint: the step's state, what kept dying."""
+        self._check_cancel()
+        checkpoint = RunCheckpoint(
+            version=CHECKPOINT_VERSION,
+            agent_id=self.inp.agent_id,
+            turn=self.turn,
+            children=looped.children,
+            calls=looped.calls,
+            results=looped.results,
+            text=looped.text,
+            crash_loop=looped.crash_loop,
+        )
+        arg = SuspendRunInput(
+            run=self.run_start,
+            turn_id=self.inp.turn_id,
+            at=self.ctx.now(),
+            checkpoint=checkpoint,
+            records=tuple(self.owed),
+            records_at=self.owed_at,
+        )
+        await self.ctx.activity(SUSPEND_RUN, arg, type(None))
+        self._paid()
+        asked = looped.crash_loop.awaiting(run_id=self.inp.run_id, agent_id=self.inp.agent_id)
+        return self._output(RunStatus.SUSPENDED, awaiting=asked)
+
     async def _complete(self, status: RunStatus, failure: Failure | None = None) -> str:
         arg = CompleteRunInput(
             run=self.run_start,
@@ -709,6 +851,16 @@ class _Loop:
         await self._close_pending(_NOT_RUN)
         await self._complete(RunStatus.FAILED, failure)
         return self._output(RunStatus.FAILED, failure=failure)
+
+
+def _crash_loop_failure(looped: CrashLoop) -> Failure:
+    """How a paused run the host declined to run again ends."""
+    return Failure(
+        message=f"{looped.activity} was started {looped.attempts} times without finishing; "
+        "the host declined to run it again",
+        kind="crash_loop",
+        code=CRASH_LOOP,
+    )
 
 
 def plan_records(turn: int, plan: PlanResult) -> list[RecordSpec]:

@@ -1,0 +1,237 @@
+"""Workers that kill themselves, and the supervisor that keeps one running.
+
+The app (``agentledger worker --app tests.engine.temporal.crashing:setup``)
+has tools and a planner that, while the *mode file* (``$AGENTLEDGER_TEST_MODE``)
+says ``kill``, SIGKILL their own worker process the moment they start: a
+worker death mid-activity, again on every attempt. Each start first appends
+one line to the *counter file* (``$AGENTLEDGER_TEST_COUNTER``), outside the
+store, so a test counts starts exactly. Once the mode file says anything
+else they behave.
+
+``$AGENTLEDGER_TEST_MODE`` may also say ``after``: then the ``effect`` tool
+does its side effect (one more line in the counter file, and for ``keyed``
+a POST to the stub server of :class:`StubEffects` with the call's
+idempotency key) and only then kills its worker, before its result is
+saved: the harness of a tool whose outcome is unknown after a crash.
+
+:class:`Supervisor` keeps one worker process polling a task queue: when it
+dies it starts another, until stopped. :class:`StubEffects` is a loopback
+HTTP server that counts POSTs and deduplicates them on the
+``Idempotency-Key`` header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import os
+import signal
+import threading
+import urllib.request
+from pathlib import Path
+
+from agentledger.runtime import (
+    Agent,
+    PlanInput,
+    PlanResult,
+    PlanResumeInput,
+    Runtime,
+    ToolCall,
+    ToolContext,
+    tool,
+)
+from tests.engine.temporal.processes import WorkerProcess
+
+__all__ = [
+    "COUNTER_ENV",
+    "MODE_ENV",
+    "STUB_ENV",
+    "StubEffects",
+    "Supervisor",
+    "count",
+    "setup",
+]
+
+COUNTER_ENV = "AGENTLEDGER_TEST_COUNTER"
+MODE_ENV = "AGENTLEDGER_TEST_MODE"
+STUB_ENV = "AGENTLEDGER_TEST_STUB_URL"
+
+
+def _started(what: str) -> str:
+    """Count one start of ``what``; return the mode."""
+    with open(os.environ[COUNTER_ENV], "a", encoding="utf-8") as f:
+        f.write(f"{what} {os.getpid()}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return Path(os.environ[MODE_ENV]).read_text().strip()
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def count(counter: Path, what: str = "") -> int:
+    """How many starts the counter file holds (of ``what``, when given)."""
+    if not counter.exists():
+        return 0
+    lines = counter.read_text().splitlines()
+    return sum(1 for line in lines if not what or line.split(" ")[0] == what)
+
+
+@tool
+async def fragile(label: str, ctx: ToolContext) -> str:
+    """Kill the worker on every start while the mode says ``kill``."""
+    if _started("fragile") == "kill":
+        _die()
+    return f"{label} done"
+
+
+@tool
+async def steady(label: str, ctx: ToolContext) -> str:
+    """Answer at once (the other call of a parallel step)."""
+    return f"{label} steady"
+
+
+def _post(request: urllib.request.Request) -> None:
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        answer.read()
+
+
+@tool
+async def effect(label: str, ctx: ToolContext) -> str:
+    """Act on the world (a line in the counter file; a POST to the stub server when one
+    is set), then, while the mode says ``after``, die before the result is saved."""
+    mode = _started("effect")
+    stub = os.environ.get(STUB_ENV, "")
+    if stub:
+        key = getattr(ctx, "idempotency_key", "") or f"{ctx.run_id}:{ctx.tool_call_id}"
+        request = urllib.request.Request(
+            stub, data=label.encode(), headers={"Idempotency-Key": key}, method="POST"
+        )
+        await asyncio.to_thread(_post, request)
+    if mode == "after":
+        _die()
+    return f"{label} happened"
+
+
+class OneCall:
+    """Calls ``tool`` once (call ``c1``), then answers with its result."""
+
+    def __init__(self, tool_name: str) -> None:
+        self.tool_name = tool_name
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return PlanResult.call(ToolCall(id="c1", name=self.tool_name, input={"label": "x"}))
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
+
+
+class PairCall:
+    """Calls ``steady`` (call ``a``) and ``fragile`` (call ``b``) in parallel, then answers."""
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return PlanResult(
+            tool_calls=(
+                ToolCall(id="a", name="steady", input={"label": "a"}),
+                ToolCall(id="b", name="fragile", input={"label": "b"}),
+            )
+        )
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
+
+
+class KillingPlanner:
+    """Kills the worker on its first turn while the mode says ``kill``; else answers."""
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        if _started("planner") == "kill":
+            _die()
+        return PlanResult.answer("planned")
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return await self.plan_start(input)
+
+
+def setup(runtime: Runtime) -> None:
+    """``fragile`` (default attempts), ``fragile2`` (``max_turn_attempts=2``), ``pair``,
+    ``planner`` (its planner kills) and ``effect`` agents."""
+    runtime.register_agent(Agent("fragile", OneCall("fragile"), tools=[fragile]))
+    runtime.register_agent(
+        Agent("fragile2", OneCall("fragile"), tools=[fragile], max_turn_attempts=2)
+    )
+    runtime.register_agent(Agent("pair", PairCall(), tools=[steady, fragile]))
+    runtime.register_agent(Agent("planner", KillingPlanner()))
+    runtime.register_agent(Agent("effect", OneCall("effect"), tools=[effect]))
+
+
+class Supervisor:
+    """Keeps one worker process polling: starts another whenever the last one died."""
+
+    def __init__(self, **worker: object) -> None:
+        self._worker = worker
+        self._stop = threading.Event()
+        self.started: list[WorkerProcess] = []
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> Supervisor:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                process = WorkerProcess(**self._worker).start()  # type: ignore[arg-type]
+                self.started.append(process)
+                while process._process is not None and process._process.poll() is None:
+                    if self._stop.wait(0.05):
+                        return
+                process.kill()  # reaps it, closes its pipe
+        except BaseException as e:  # shown by stop()
+            self.error = e
+
+    def stop(self) -> None:
+        """Stop supervising and kill the worker left (its death is no crash of interest)."""
+        self._stop.set()
+        self._thread.join(timeout=120)
+        for process in self.started:
+            process.kill()
+        if self.error is not None:
+            raise AssertionError(f"supervisor: {self.error}") from self.error
+
+
+class StubEffects:
+    """A loopback HTTP server: each POST is an effect, once per ``Idempotency-Key``."""
+
+    def __init__(self) -> None:
+        self.posts: list[str] = []
+        self.effects: dict[str, str] = {}
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length).decode()
+                key = self.headers.get("Idempotency-Key", "")
+                stub.posts.append(key)
+                stub.effects.setdefault(key, body)
+                payload = json.dumps({"key": key, "effects": len(stub.effects)}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/effects"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
