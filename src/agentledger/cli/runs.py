@@ -1,5 +1,8 @@
 """``agentledger runs SESSION_ID``: a session's runs as a tree (children, continuations).
 
+A run suspended because one planner turn or tool call kept dying shows as
+``suspended (crash_loop: ACTIVITY started N times)``.
+
 With ``--temporal HOST:PORT`` a running run paused on that server (its
 workflow task keeps failing: a bug in the run loop) shows as ``running
 (paused: ERROR ...)``.
@@ -20,7 +23,7 @@ if TYPE_CHECKING:
     from agentledger.storage.protocol import AdminStore
     from agentledger.storage.types import RunMeta
 
-__all__ = ["predecessor", "run_tree", "runs"]
+__all__ = ["crash_loops", "predecessor", "run_tree", "runs"]
 
 
 @click.command(short_help="a session's runs, as a tree", epilog=PAUSED_HELP)
@@ -35,7 +38,8 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
     continuation under the suspended run it resumed. A run whose history is an
     earlier run's transcript says which (the turn it follows, or the run and
-    record it forks)."""
+    record it forks). A run suspended because a planner turn or tool call kept
+    killing its worker says so: 'suspended (crash_loop: ACTIVITY started N times)'."""
     if temporal:
         server = (temporal, namespace)
 
@@ -56,6 +60,32 @@ async def predecessor(store: AdminStore, run_id: str) -> str:
     if not page.records or page.records[0].type != payloads.RUN_STARTED:
         return ""
     return decode_stored_payload(page.records[0], payloads.RunStarted).predecessor_run_id
+
+
+async def crash_loops(store: AdminStore, metas: list[RunMeta]) -> dict[str, dict[str, object]]:
+    """The suspended runs paused by a crash loop: the activity and how often it started.
+
+    Raises:
+        CorruptRecordError: a suspended run's checkpoint cannot be read.
+    """
+    from agentledger.errors import CorruptRecordError, ValidationError
+    from agentledger.runtime.checkpoint import RunCheckpoint
+    from agentledger.storage.types import RunStatus
+
+    found: dict[str, dict[str, object]] = {}
+    for r in metas:
+        if r.status is not RunStatus.SUSPENDED:
+            continue
+        stored = await store.load_run_suspension(r.run_id)
+        try:
+            looped = RunCheckpoint.decode(stored.data).crash_loop
+        except ValidationError as e:
+            raise CorruptRecordError(
+                run_id=r.run_id, record_id="", reason=f"checkpoint: {e}"
+            ) from e
+        if looped is not None:
+            found[r.run_id] = {"activity": looped.activity, "attempts": looped.attempts}
+    return found
 
 
 async def history_source(store: AdminStore, run_id: str) -> dict[str, str] | None:
@@ -84,6 +114,7 @@ async def _runs(
     metas = await store.list_runs_by_session(session_id)
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
+    looped = await crash_loops(store, metas)
     pauses: dict[str, Pause] = {}
     if temporal is not None:
         from agentledger.cli.temporal import paused_runs
@@ -96,13 +127,14 @@ async def _runs(
                 "predecessor_run_id": predecessors[r.run_id],
                 "history": histories[r.run_id],
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
+                **({"crash_loop": looped[r.run_id]} if r.run_id in looped else {}),
             }
             for r in metas
         ]
         echo_json({"session": found, "runs": rows})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories, pauses):
+    for line in run_tree(metas, predecessors, histories, pauses, looped):
         echo(line)
 
 
@@ -115,9 +147,10 @@ def run_tree(
     predecessors: dict[str, str],
     histories: dict[str, dict[str, str] | None] | None = None,
     pauses: dict[str, Pause] | None = None,
+    looped: dict[str, dict[str, object]] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
-    a paused run's status says why it waits."""
+    a paused run's status says why it waits, and so does one a crash loop suspended."""
     from agentledger.cli.output import when
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
@@ -138,6 +171,11 @@ def run_tree(
             reason = f"  ({r.cancellation_reason})" if r.cancellation_reason else ""
             pause = (pauses or {}).get(r.run_id)
             status = f"{r.status} (paused: {pause.describe()})" if pause else str(r.status)
+            loop = (looped or {}).get(r.run_id)
+            if loop is not None:
+                status = (
+                    f"{r.status} (crash_loop: {loop['activity']} started {loop['attempts']} times)"
+                )
             source = (histories or {}).get(r.run_id)
             follows = ""
             if source is not None and source["kind"] == "next_turn":

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -120,6 +122,16 @@ async def test_a_tool_that_kills_its_worker_pauses_the_run_after_n_starts(
             "run_suspended",
         ]
         check_lifecycle(await store.load_run(handle.run_id), await records(store, handle.run_id))
+        listed = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "agentledger", "--db", worker_db, "runs", s.session],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        shown = listed.stdout
+        assert f"suspended (crash_loop: {TOOL_CALL} started {attempts} times)" in shown
 
         s.mode.write_text("ok")  # the tool behaves now
         done = await asyncio.wait_for(client.resume(s.session, handle.run_id, Answer()), HANG_GUARD)
