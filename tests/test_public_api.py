@@ -64,11 +64,13 @@ PUBLIC = {
     "agentledger.runtime": [
         "Agent", "AgentClient", "AgentTool", "Answer", "AwaitClarification", "AwaitConfirmation",
         "AwaitExternalTools", "Awaiting", "Compaction", "Completion", "HistoryContext",
-        "HistoryCut", "HistoryPolicy", "LastTurns", "ModelPlanner", "ModelUsage", "Note", "Phase",
-        "PlanInput", "PlanResult", "PlanResumeInput", "Planner", "PromptUse", "PromptVersion",
-        "QueueSink", "RenderedPrompt", "RunContext", "RunHandle", "RunOutput", "Runtime",
-        "StreamSink", "TokenBudget", "Tool", "ToolCall", "ToolContext", "ToolOutcome", "Toolset",
-        "agent_tool", "estimate_tokens", "events", "prompt_versions", "tool", "user_message",
+        "HistoryCut", "HistoryPolicy", "InDoubtToolCall", "LastTurns", "ModelPlanner",
+        "ModelUsage", "Note", "Phase", "PlanInput", "PlanResult", "PlanResumeInput", "Planner",
+        "PromptUse", "PromptVersion", "QueueSink", "RenderedPrompt", "RunContext", "RunHandle",
+        "RunOutput", "Runtime", "StreamSink", "TokenBudget", "Tool", "ToolCall", "ToolContext",
+        "ToolDecision", "ToolFailed", "ToolHappened", "ToolOutcome", "ToolRetry", "Toolset",
+        "agent_tool", "estimate_tokens", "events", "idempotency_key", "prompt_versions", "tool",
+        "user_message",
     ],
     "agentledger.sync": ["SyncStore", "open_postgres", "open_sqlite"],
     "agentledger.providers": [

@@ -38,8 +38,10 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
     continuation under the suspended run it resumed. A run whose history is an
     earlier run's transcript says which (the turn it follows, or the run and
-    record it forks). A run suspended because a planner turn or tool call kept
-    killing its worker says so: 'suspended (crash_loop: ACTIVITY started N times)'."""
+    record it forks). Under a run, each tool call whose effect is not 'retry' shows
+    it, and a call in doubt says so, with the answer it got and who gave it. A run
+    suspended because a planner turn or tool call kept killing its worker says so:
+    'suspended (crash_loop: ACTIVITY started N times)'."""
     if temporal:
         server = (temporal, namespace)
 
@@ -109,12 +111,14 @@ async def _runs(
     temporal: tuple[str, str] | None = None,
 ) -> None:
     from agentledger.cli.output import echo, echo_json, jsonable, when
+    from agentledger.cli.tool_notes import call_notes
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
     looped = await crash_loops(store, metas)
+    notes = {r.run_id: await call_notes(store, r.run_id) for r in metas}
     pauses: dict[str, Pause] = {}
     if temporal is not None:
         from agentledger.cli.temporal import paused_runs
@@ -126,6 +130,7 @@ async def _runs(
                 **jsonable(r),
                 "predecessor_run_id": predecessors[r.run_id],
                 "history": histories[r.run_id],
+                **({"tool_calls": notes[r.run_id]} if notes[r.run_id] else {}),
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
                 **({"crash_loop": looped[r.run_id]} if r.run_id in looped else {}),
             }
@@ -134,7 +139,7 @@ async def _runs(
         echo_json({"session": found, "runs": rows})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories, pauses, looped):
+    for line in run_tree(metas, predecessors, histories, pauses, notes, looped):
         echo(line)
 
 
@@ -147,10 +152,12 @@ def run_tree(
     predecessors: dict[str, str],
     histories: dict[str, dict[str, str] | None] | None = None,
     pauses: dict[str, Pause] | None = None,
+    notes: dict[str, dict[str, list[str]]] | None = None,
     looped: dict[str, dict[str, object]] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
-    a paused run's status says why it waits, and so does one a crash loop suspended."""
+    a paused run's status says why it waits, and so does one a crash loop suspended;
+    ``notes`` (run id -> tool call id -> notes) go under their run."""
     from agentledger.cli.output import when
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
@@ -186,7 +193,10 @@ def run_tree(
                 f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
                 f"{status}{reason}  started {when(r.started_at)}{follows}"
             )
-            walk(r.run_id, indent + ("    " if last else "│   "))
+            below = indent + ("    " if last else "│   ")
+            for call_id, said in (notes or {}).get(r.run_id, {}).items():
+                lines.append(f"{below}  call {call_id}: {'; '.join(said)}")
+            walk(r.run_id, below)
 
     walk("", "")
     return lines

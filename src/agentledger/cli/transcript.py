@@ -55,11 +55,18 @@ async def _transcript(
         messages = await build_messages_from_run_log(store, run_id, full=not model_input)
         echo(encode_messages(messages).decode())
         return
+    from agentledger.cli.tool_notes import call_notes
+
     segments = await store.load_transcript_chain(run_id, windowed=model_input)
     for line in _chain_lines(segments):
         echo(line)
+    notes: dict[str, list[str]] = {}
+    for segment in reversed(segments):  # the oldest run first
+        for call_id, said in (await call_notes(store, segment.run_id)).items():
+            notes.setdefault(call_id, []).extend(said)
     pairs = replay_with_origins(segments, full=not model_input)
-    for line in message_lines(pairs, marks={} if model_input else _window_marks(segments)):
+    marks = {} if model_input else _window_marks(segments)
+    for line in message_lines(pairs, marks=marks, notes=notes):
         echo(line)
 
 
@@ -151,10 +158,14 @@ def message_lines(
     messages: Sequence[Message | tuple[Message, MessageOrigin]],
     *,
     marks: dict[tuple[str, str, int], list[str]] | None = None,
+    notes: dict[str, list[str]] | None = None,
 ) -> list[str]:
     """Each message as a ``#N role`` line (with where it is stored, when known) and its
     parts, indented, in order, whole; ``marks`` go before the message stored where
-    they are keyed (run, record, place in the record)."""
+    they are keyed (run, record, place in the record); ``notes`` (by tool call id: its
+    effect class, in doubt, the answers) follow the call's tool use."""
+    from agentledger.transcript import ToolUsePart
+
     lines: list[str] = []
     for index, item in enumerate(messages):
         origin = None
@@ -171,4 +182,6 @@ def message_lines(
         for part in message.parts:
             text = _part(part).splitlines() or [""]
             lines.extend(f"    {line}" for line in text)
+            if notes and isinstance(part, ToolUsePart) and part.id in notes:
+                lines.append(f"      [{'; '.join(notes[part.id])}]")
     return lines

@@ -7,6 +7,7 @@ over a store, register agents, and run them through ``agent_client(...)``.
 
 from agentledger.runtime import events
 from agentledger.runtime.agent import Agent
+from agentledger.runtime.checkpoint import InDoubtToolCall
 from agentledger.runtime.client import AgentClient, RunHandle
 from agentledger.runtime.completion import Completion
 from agentledger.runtime.history import (
@@ -33,13 +34,25 @@ from agentledger.runtime.planner import (
     RenderedPrompt,
     RunContext,
     ToolCall,
+    ToolDecision,
+    ToolFailed,
+    ToolHappened,
     ToolOutcome,
+    ToolRetry,
 )
 from agentledger.runtime.prompts import PromptUse, PromptVersion, prompt_versions
 from agentledger.runtime.records import Phase
 from agentledger.runtime.runtime import Runtime
 from agentledger.runtime.stream import QueueSink, StreamSink
-from agentledger.runtime.tools import AgentTool, Tool, ToolContext, Toolset, agent_tool, tool
+from agentledger.runtime.tools import (
+    AgentTool,
+    Tool,
+    ToolContext,
+    Toolset,
+    agent_tool,
+    idempotency_key,
+    tool,
+)
 from agentledger.runtime.wire import Awaiting, RunOutput
 from agentledger.transcript import Message, TextPart
 
@@ -57,6 +70,7 @@ __all__ = [
     "HistoryContext",
     "HistoryCut",
     "HistoryPolicy",
+    "InDoubtToolCall",
     "LastTurns",
     "ModelPlanner",
     "ModelUsage",
@@ -79,11 +93,16 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolDecision",
+    "ToolFailed",
+    "ToolHappened",
     "ToolOutcome",
+    "ToolRetry",
     "Toolset",
     "agent_tool",
     "estimate_tokens",
     "events",
+    "idempotency_key",
     "prompt_versions",
     "tool",
     "user_message",

@@ -37,7 +37,12 @@ from agentledger.errors import (
 from agentledger.memory.types import ProductMemory
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
-from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
+from agentledger.runtime.checkpoint import (
+    CHECKPOINT_VERSION,
+    InDoubtToolCall,
+    RunCheckpoint,
+    suspension,
+)
 from agentledger.runtime.events import delta_event
 from agentledger.runtime.planner import (
     AwaitClarification,
@@ -53,7 +58,7 @@ from agentledger.runtime.planner import ToolCall as PlannedCall
 from agentledger.runtime.publisher import Publisher
 from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
-from agentledger.runtime.tools import ToolContext
+from agentledger.runtime.tools import ToolContext, idempotency_key
 from agentledger.runtime.tracing import traced_tool_call
 from agentledger.runtime.transcript_cache import KnownTranscript, TranscriptCache
 from agentledger.runtime.windows import HistoryWindows
@@ -83,7 +88,6 @@ from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.types import (
-    Checkpoint,
     Record,
     RunStart,
     RunStatus,
@@ -305,6 +309,7 @@ class Activities:
             max_turns=resolved.agent.max_turns,
             agent_tools=dict(resolved.agent_tools),
             max_turn_attempts=resolved.agent.max_turn_attempts,
+            effects={n: t.effect for n, t in resolved.tools.items() if t.effect != "retry"},
         )
         ended = any(r.session_status is SessionStatus.ENDED for r in started.records)
         return BeginRunOutput(
@@ -395,7 +400,8 @@ class Activities:
         Unless a cancellation was recorded meanwhile [C1]: then the loop ends
         the run canceled at its next safe point. Returns whether it suspended.
         """
-        specs = [*window, *plan_records(arg.turn, plan)]
+        effects = {n: t.effect for n, t in self.registry.agent(arg.run.agent_id).tools.items()}
+        specs = [*window, *plan_records(arg.turn, plan, effects, arg.run.run_id)]
         records = self._build(arg.run, arg.turn_id, arg.at, specs)
         if plan.await_ is None or (await self.store.load_run(arg.run.run_id)).cancellation_reason:
             await self._write(records)
@@ -557,12 +563,16 @@ class Activities:
         call, whose result the workflow records with the step's others, in call order).
 
         A retried attempt whose result is already stored returns it without
-        running the tool again.
+        running the tool again. A retried attempt of a ``once`` call that finds no
+        result is in doubt: it never runs the tool, and says so (``in_doubt``).
         """
         call, run = arg.call, arg.run
         key = rt.RecordSpec.result(arg.step, call.id, call.name, None, False).event_key
         if arg.at is None:
-            return ToolCallOutput(outcome=await self._parallel_call(arg, key))
+            saved = await self._parallel_call(arg, key)
+            if saved is None:
+                return self._in_doubt(arg)
+            return ToolCallOutput(outcome=saved)
         if activity_attempt() > 1:
             async for record in self._records(run.run_id):
                 if record.type == rt.TOOL_RESULT_RECEIVED and record.event_key == key:
@@ -574,13 +584,47 @@ class Activities:
                         is_error=got.is_error,
                     )
                     return ToolCallOutput(outcome=outcome)
-        outcome = self._carried(arg, await self._invoke(arg))
+            if arg.effect == "once":
+                return self._in_doubt(arg)
+        outcome = self._carried(arg, await self._invoke(arg, self._context(arg)))
         spec = rt.RecordSpec.result(arg.step, call.id, call.name, outcome.content, outcome.is_error)
         ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
         return ToolCallOutput(outcome=outcome, session_ended=ended)
 
-    async def _parallel_call(self, arg: ToolCallInput, key: str) -> ToolOutcome:
-        """A parallel call's outcome, its tool run once across attempts.
+    @staticmethod
+    def _context(arg: ToolCallInput) -> ToolContext:
+        """The call's context: its idempotency key and this attempt's number."""
+        return ToolContext(
+            run_id=arg.run.run_id,
+            agent_id=arg.run.agent_id,
+            session_id=arg.run.session_id,
+            turn_id=arg.turn_id,
+            tool_call_id=arg.call.id,
+            idempotency_key=arg.key or idempotency_key(arg.run.run_id, arg.call.id),
+            attempt=arg.attempts_before + activity_attempt(),
+        )
+
+    @staticmethod
+    def _in_doubt(arg: ToolCallInput) -> ToolCallOutput:
+        """A once call started by an earlier attempt, with no outcome: never run it again."""
+        call = arg.call
+        doubt = InDoubtToolCall(
+            tool_name=call.name,
+            tool_call_id=call.id,
+            key=arg.key or idempotency_key(arg.run.run_id, call.id),
+            input=call.input,
+            started_at=arg.started_at or arg.run.started_at,
+            attempt=arg.attempts_before + 1,
+        )
+        text = f"in doubt: tool {call.name} was started and its outcome is unknown"
+        outcome = ToolOutcome(
+            tool_call_id=call.id, tool_name=call.name, content=text, is_error=True
+        )
+        return ToolCallOutput(outcome=outcome, in_doubt=doubt)
+
+    async def _parallel_call(self, arg: ToolCallInput, key: str) -> ToolOutcome | None:
+        """A parallel call's outcome, its tool run once across attempts (None: a once call
+        in doubt).
 
         The outcome is saved in the store under the call's result key before the
         activity completes; an attempt that finds one saved returns it, and an
@@ -588,7 +632,9 @@ class Activities:
         """
         saved = await self.store.load_tool_result(arg.run.run_id, key)
         if saved is None:
-            ran = self._carried(arg, await self._invoke(arg))
+            if arg.effect == "once" and activity_attempt() > 1:
+                return None
+            ran = self._carried(arg, await self._invoke(arg, self._context(arg)))
             data = rt.encode_json(ran)
             saved = await _finish(self.store.save_tool_result(arg.run.run_id, key, data))
         try:
@@ -621,8 +667,12 @@ class Activities:
         )
 
     @traced_tool_call
-    async def _invoke(self, arg: ToolCallInput) -> ToolOutcome:
-        """Run one tool call; anything but a TransientError becomes an error result."""
+    async def _invoke(self, arg: ToolCallInput, context: ToolContext) -> ToolOutcome:
+        """Run one tool call; anything but a TransientError becomes an error result.
+
+        A once tool's TransientError becomes an error result too: the runtime
+        never calls a once tool twice on its own.
+        """
         call = arg.call
         resolved = self.registry.agent(arg.run.agent_id)
 
@@ -634,17 +684,15 @@ class Activities:
         found = resolved.tools.get(call.name)
         if found is None:
             return error(f"unknown tool {call.name!r}; available: {sorted(resolved.tools)}")
-        context = ToolContext(
-            run_id=arg.run.run_id,
-            agent_id=arg.run.agent_id,
-            session_id=arg.run.session_id,
-            turn_id=arg.turn_id,
-            tool_call_id=call.id,
-        )
         try:
             value = await found.invoke(call.input, context)
-        except TransientError:
-            raise
+        except TransientError as e:
+            if arg.effect != "once":
+                raise
+            return error(
+                f"tool {call.name} failed: {e} (a once tool is never called a second time "
+                "on its own; its outcome is reported as it is)"
+            )
         except ValidationError as e:
             return error(str(e))
         except Exception as e:
@@ -670,14 +718,7 @@ class Activities:
         records: list[Record],
     ) -> None:
         """``records``, then [L6] the checkpoint, the status and ``run_suspended``, at once."""
-        pending = checkpoint.pending
-        cmd = RecordBuilder(run, turn_id=turn_id).suspension(
-            Checkpoint(id=f"{run.run_id}:suspension", data=checkpoint.encode()),
-            at=at,
-            pending_count=len(pending) or 1,
-            required_tools=tuple(c.name for c in pending),
-            version=CHECKPOINT_VERSION,
-        )
+        cmd = suspension(run, turn_id, at, checkpoint)
         await self.store.record_run_suspension(msgspec.structs.replace(cmd, records=tuple(records)))
         await self.publish([*records, cmd.record])
         self.transcripts.forget(run.run_id)

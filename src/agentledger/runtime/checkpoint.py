@@ -1,13 +1,14 @@
 """The suspension checkpoint: what a suspended run needs to be continued [L6].
 
 A run suspends because its planner waits for outside input (``awaiting``),
-because child runs it started did (``children``), or because one planner turn
-or tool call was started ``max_turn_attempts`` times without finishing
-(``crash_loop``: its worker kept dying). For children and a looping tool call
-the checkpoint also keeps the whole tool step (its calls, the results that
-came in, the text that goes with them), so the continuation can answer the
-first child and continue it [K1], or run the calls still without a result
-again, and finish the step.
+or because its tool step waits: child runs it started did (``children``),
+``once`` tool calls are in doubt (``in_doubt``: started, outcome unknown), or
+one planner turn or tool call was started ``max_turn_attempts`` times without
+finishing (``crash_loop``: its worker kept dying). A waiting step's
+checkpoint also keeps the whole tool step (its calls, the results that came
+in, the text that goes with them), so the continuation can answer the first
+question (a crash loop, then an in-doubt call, then a child), run what is
+still without a result, and finish the step.
 
 Stored as the private bytes of the store's ``Checkpoint``. It is versioned
 and decoded strictly: a checkpoint of an unknown version, with unknown or
@@ -17,7 +18,8 @@ continuation built from a misread checkpoint would answer the wrong question.
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 
 import msgspec
 
@@ -30,34 +32,67 @@ from agentledger.runtime.planner import (
     ToolOutcome,
 )
 from agentledger.runtime.records import decode_json, encode_json
+from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.types import Checkpoint, RunStart, RunSuspension
 
-__all__ = ["CHECKPOINT_VERSION", "Awaiting", "ChildWait", "CrashLoop", "RunCheckpoint"]
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "Awaiting",
+    "ChildWait",
+    "CrashLoop",
+    "InDoubtToolCall",
+    "RunCheckpoint",
+    "step_checkpoint",
+    "suspension",
+]
 
 CHECKPOINT_VERSION = 1
 """The version this runtime writes and reads."""
+
+
+class InDoubtToolCall(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A ``once`` tool call that was started and whose outcome is unknown (a crash or a
+    lost answer came between): the runtime never calls it again on its own.
+
+    Answer it with ``ToolHappened(result)``, ``ToolRetry()`` or ``ToolFailed(reason)``.
+    """
+
+    tool_name: str
+    tool_call_id: str
+    key: str
+    """The call's idempotency key (what the tool was given)."""
+    input: dict[str, Any] = msgspec.field(default_factory=dict)
+    started_at: datetime
+    """When the ``tool_call_started`` record of the attempt in doubt was written."""
+    attempt: int
+    """The attempt in doubt (1 for the first)."""
 
 
 class Awaiting(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What a suspended run waits for: the question a host answers with ``resume``.
 
     For a run suspended by its child, this is the innermost question, and
-    ``run_id``/``agent_id`` name the run that asked it.
+    ``run_id``/``agent_id`` name the run that asked it. ``in_doubt`` names the
+    call in doubt when ``kind`` is ``in_doubt``.
 
     ``crash_loop``: the run paused because one planner turn or tool call
     (``activity``) was started ``attempts`` times without finishing (its
     worker kept dying). ``question`` says so in words; ``calls`` are the tool
-    calls that will run again. ``resume`` with an empty ``Answer()`` runs the
+    calls that kept dying. ``resume`` with an empty ``Answer()`` runs the
     unfinished work again (the planner turn, or the calls still without a
-    result); ``cancel`` ends the run canceled.
+    result); ``Answer(approved=False)`` ends the run (failed, kind
+    ``crash_loop``).
     """
 
-    kind: Literal["clarification", "confirmation", "external_tools", "crash_loop"]
+    kind: Literal["clarification", "confirmation", "external_tools", "in_doubt", "crash_loop"]
     question: str = ""
     calls: tuple[ToolCall, ...] = ()
     run_id: str = ""
     """The run that asked (this run, or a descendant that suspended it)."""
     agent_id: str = ""
     """The agent of that run."""
+    in_doubt: InDoubtToolCall | None = None
+    """The call in doubt (kind ``in_doubt``)."""
     activity: str = ""
     """``crash_loop``: the activity that kept dying (``agentledger.plan_turn`` or
     ``agentledger.tool_call``)."""
@@ -127,9 +162,9 @@ class ChildWait(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Why a run suspended and which tool calls (if any) wait for an answer.
 
-    Exactly one of ``awaiting`` (the planner waits) and ``children`` (child
-    runs wait) or ``crash_loop`` (a turn's activity kept dying; children of
-    the same step may wait too) is set.
+    Either ``awaiting`` (the planner waits) is set, or the tool step waits
+    (``children``: child runs wait; ``in_doubt``: once calls in doubt;
+    ``crash_loop``: a planner turn or tool calls kept dying), not both.
     """
 
     version: int
@@ -150,23 +185,32 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     (recorded by this run); with a looping planner turn: the tool results it was given."""
     text: str = ""
     """With ``children``: user text that follows the step's results in the transcript."""
+    in_doubt: tuple[InDoubtToolCall, ...] = ()
+    """Once calls of the step in doubt, in call order; a resume decides the first."""
+    origin_run_id: str = ""
+    """The run that scheduled the step's calls (their idempotency keys derive from it);
+    "" for this run."""
     crash_loop: CrashLoop | None = None
     """The planner turn or tool calls that kept dying (the run paused, see :class:`CrashLoop`)."""
 
     def __post_init__(self) -> None:
-        if (self.awaiting is None) == (not self.children and self.crash_loop is None):
-            raise ValueError(
-                "a checkpoint holds exactly one of awaiting and children or crash_loop"
-            )
+        waits = bool(self.children or self.in_doubt or self.crash_loop is not None)
+        if (self.awaiting is None) == (not waits):
+            raise ValueError("a checkpoint holds exactly one of awaiting and a waiting step")
 
     @property
     def kind(
         self,
-    ) -> Literal["clarification", "confirmation", "external_tools", "child", "crash_loop"]:
-        """The kind of input awaited (``child``: a child run waits for it; ``crash_loop``:
-        the host decides whether the work that kept dying runs again)."""
+    ) -> Literal[
+        "clarification", "confirmation", "external_tools", "child", "in_doubt", "crash_loop"
+    ]:
+        """The kind of input awaited (``child``: a child run waits for it; ``in_doubt``: the
+        host decides a once call in doubt, asked before the step's children; ``crash_loop``:
+        the host decides whether the work that kept dying runs again, asked first)."""
         if self.crash_loop is not None:
             return "crash_loop"
+        if self.in_doubt:
+            return "in_doubt"
         if self.awaiting is None:
             return "child"
         if isinstance(self.awaiting, AwaitClarification):
@@ -182,12 +226,37 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         """Tool calls whose tool_use is in the transcript without a result yet."""
         if self.crash_loop is not None and not self.calls:
             return ()  # a planner turn: no tool use waits
-        if self.awaiting is None:
+        if self.awaiting is None:  # a waiting step
             done = {o.tool_call_id for o in self.results}
             return tuple(c for c in self.calls if c.id not in done)
         if isinstance(self.awaiting, AwaitClarification):
             return ()
         return self.awaiting.calls
+
+    def asked(self, *, run_id: str, agent_id: str) -> Awaiting:
+        """The question this checkpoint puts to the host, as asked by ``run_id``: the first
+        call in doubt, else the first waiting child's question, else the planner's; a crash
+        loop before all of them."""
+        if self.crash_loop is not None:
+            return self.crash_loop.awaiting(run_id=run_id, agent_id=agent_id)
+        if self.in_doubt:
+            doubt = self.in_doubt[0]
+            call = next((c for c in self.calls if c.id == doubt.tool_call_id), None)
+            return Awaiting(
+                kind="in_doubt",
+                question=(
+                    f"tool {doubt.tool_name} (call {doubt.tool_call_id}, attempt "
+                    f"{doubt.attempt}) was started and its outcome is unknown: did it happen?"
+                ),
+                calls=(call,) if call is not None else (),
+                run_id=run_id,
+                agent_id=agent_id,
+                in_doubt=doubt,
+            )
+        if self.children:
+            return self.children[0].awaiting
+        assert self.awaiting is not None
+        return Awaiting.of(self.awaiting, run_id=run_id, agent_id=agent_id)
 
     def encode(self) -> bytes:
         """The checkpoint's bytes."""
@@ -217,6 +286,47 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             raise ValidationError(
                 field="checkpoint", expected="a run checkpoint", got=str(e)
             ) from e
+
+
+def step_checkpoint(
+    *,
+    agent_id: str,
+    turn: int,
+    calls: tuple[ToolCall, ...],
+    results: tuple[ToolOutcome, ...],
+    children: tuple[ChildWait, ...] = (),
+    in_doubt: tuple[InDoubtToolCall, ...] = (),
+    text: str = "",
+    origin_run_id: str = "",
+    crash_loop: CrashLoop | None = None,
+) -> RunCheckpoint:
+    """The checkpoint of a tool step that waits for the host (the loop's and repair's)."""
+    return RunCheckpoint(
+        version=CHECKPOINT_VERSION,
+        agent_id=agent_id,
+        turn=turn,
+        children=children,
+        calls=calls,
+        results=results,
+        text=text,
+        in_doubt=in_doubt,
+        origin_run_id=origin_run_id,
+        crash_loop=crash_loop,
+    )
+
+
+def suspension(
+    run: RunStart, turn_id: str, at: datetime, checkpoint: RunCheckpoint
+) -> RunSuspension:
+    """[L6] the command that suspends ``run`` with ``checkpoint`` (the loop's and repair's)."""
+    pending = checkpoint.pending
+    return RecordBuilder(run, turn_id=turn_id).suspension(
+        Checkpoint(id=f"{run.run_id}:suspension", data=checkpoint.encode()),
+        at=at,
+        pending_count=len(pending) or 1,
+        required_tools=tuple(c.name for c in pending),
+        version=CHECKPOINT_VERSION,
+    )
 
 
 class _Version(msgspec.Struct, frozen=True):

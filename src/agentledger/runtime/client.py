@@ -20,7 +20,7 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.runtime.checkpoint import RunCheckpoint
-from agentledger.runtime.planner import Answer
+from agentledger.runtime.planner import Answer, ToolFailed, ToolHappened, ToolRetry
 from agentledger.runtime.wire import HistorySource, RunInput, RunOutput
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import build_messages_from_run_log, without_reasoning
@@ -88,10 +88,11 @@ async def _load_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
 
 async def _innermost_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
     """The checkpoint of the run that asked: ``run_id``'s, or its first waiting child's, down
-    (a run paused by a crash loop asks itself, even when children of its step wait)."""
+    (a run paused by a crash loop, or with a call in doubt, asks itself first, even when
+    children of its step wait)."""
     checkpoint = await _load_checkpoint(store, run_id)
     seen = {run_id}
-    while checkpoint.children and checkpoint.crash_loop is None:
+    while checkpoint.kind == "child":
         child = checkpoint.children[0].run_id
         if child in seen:
             raise CorruptRecordError(run_id=child, record_id="", reason="checkpoint: a cycle")
@@ -102,6 +103,21 @@ async def _innermost_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
 
 def _check_answer(checkpoint: RunCheckpoint, answer: Answer) -> None:
     """The answer must answer what the run waits for; refuse it before starting anything."""
+    if checkpoint.kind == "in_doubt" and answer.decision is None:
+        raise ValidationError(
+            field="answer",
+            expected=(
+                "ToolHappened(result), ToolRetry() or ToolFailed(reason): the run waits "
+                "for a decision on a tool call in doubt"
+            ),
+            got=answer,
+        )
+    if checkpoint.kind != "in_doubt" and answer.decision is not None:
+        raise ValidationError(
+            field="answer",
+            expected=f"an answer to a {checkpoint.kind} question, not a decision on a tool call",
+            got=answer.decision,
+        )
     if checkpoint.kind == "confirmation" and answer.approved is None:
         raise ValidationError(
             field="answer.approved",
@@ -365,7 +381,7 @@ class AgentClient:
         self,
         session_id: str,
         previous_run_id: str,
-        answer: Answer | str,
+        answer: Answer | str | ToolHappened | ToolRetry | ToolFailed,
         turn_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         run_id: str | None = None,
@@ -376,7 +392,9 @@ class AgentClient:
         answer; it keeps the predecessor's turn id and labels unless given.
         When a child run suspended the run, ``answer`` answers that child's
         question (``RunOutput.awaiting`` names the run that asked): the child
-        is continued first, then this run.
+        is continued first, then this run. A run that waits for a decision on a
+        tool call in doubt (``awaiting.kind == "in_doubt"``) takes ``ToolHappened``,
+        ``ToolRetry`` or ``ToolFailed``, and nothing else does.
         """
         if not isinstance(previous_run_id, str) or not previous_run_id:
             raise ValidationError(
@@ -384,8 +402,26 @@ class AgentClient:
             )
         if isinstance(answer, str):
             answer = Answer(text=answer)
+        if isinstance(answer, (ToolHappened, ToolRetry, ToolFailed)):
+            answer = Answer(decision=answer)
         if not isinstance(answer, Answer):
-            raise ValidationError(field="answer", expected="an Answer or a str", got=answer)
+            raise ValidationError(
+                field="answer",
+                expected="an Answer, a str, or ToolHappened/ToolRetry/ToolFailed",
+                got=answer,
+            )
+        decision = answer.decision
+        if decision is not None and not isinstance(decision.by, str):
+            raise ValidationError(field="answer.by", expected="a str", got=decision.by)
+        if isinstance(decision, ToolFailed) and not isinstance(decision.reason, str):
+            raise ValidationError(field="answer.reason", expected="a str", got=decision.reason)
+        if isinstance(decision, ToolHappened):
+            try:
+                ToolResultPart(tool_use_id="-", content=decision.result)
+            except TranscriptError as e:
+                raise ValidationError(
+                    field="answer.result", expected="plain JSON", got=decision.result
+                ) from e
         for call_id, content in answer.tool_results.items():
             try:
                 ToolResultPart(tool_use_id=call_id, content=content)
@@ -418,7 +454,7 @@ class AgentClient:
         self,
         session_id: str,
         previous_run_id: str,
-        answer: Answer | str,
+        answer: Answer | str | ToolHappened | ToolRetry | ToolFailed,
         **kwargs: Any,
     ) -> RunOutput:
         """Continue a suspended run with ``answer`` and wait for it (see :meth:`start_resume`)."""

@@ -4,7 +4,9 @@ A run stays ``running`` in the store when its workflow died before writing
 its final record (a crashed process, a terminal write that kept failing).
 :func:`ensure_run_completion` gives such a run its one final record, built
 only from stored facts and the engine's closing time, so calling it again
-(from anywhere) writes nothing new and returns the same record.
+(from anywhere) writes nothing new and returns the same record. A run that
+died inside a ``once`` tool call is not failed: it is suspended with that
+call in doubt, for the host to decide (see :mod:`agentledger.runtime.doubt`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import msgspec
 
 from agentledger.engine.base import Engine, WorkflowInfo, WorkflowStatus
 from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
+from agentledger.runtime.checkpoint import suspension
+from agentledger.runtime.doubt import in_doubt_step
 from agentledger.runtime.events import event_from_record
 from agentledger.runtime.records import RecordSpec
 from agentledger.runtime.stream import StreamSink
@@ -186,6 +190,18 @@ async def _repair(
     )
     transcript = await run_transcript(store, meta.run_id, records)
     dangling = _dangling(_valid(meta.run_id, transcript, pending=True))
+    doubtful = await in_doubt_step(store, meta, records, dangling) if not canceled else None
+    if doubtful is not None:  # a once call started without an outcome: ask, don't fail
+        if doubtful.results:
+            await store.append_run_records(
+                [
+                    builder.record(s.type, s.payload, event_key=s.event_key, at=at)
+                    for s in doubtful.results
+                ]
+            )
+        return await store.repair_run_suspension(
+            suspension(run, records[0].turn_id, at, doubtful.checkpoint)
+        )
     if dangling:
         results = tuple(
             ToolResultPart(tool_use_id=u.id, content=text, is_error=True) for u in dangling

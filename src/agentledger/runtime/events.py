@@ -50,7 +50,9 @@ __all__ = [
     "RunEvent",
     "RunStarted",
     "RunSuspended",
+    "ToolCallAnswered",
     "ToolCallScheduled",
+    "ToolCallStarted",
     "ToolResultReceived",
     "delta_event",
     "event_from_record",
@@ -96,11 +98,34 @@ class MessagesAppended(_Event, frozen=True, kw_only=True, tag="transcript_messag
 
 
 class ToolCallScheduled(_Event, frozen=True, kw_only=True, tag="tool_call_scheduled"):
-    """A tool call (or a child run) is about to run."""
+    """A tool call (or a child run) is about to run; ``effect`` is its tool's effect class."""
 
     tool_call_id: str
     tool_name: str
     input: dict[str, Any]
+    effect: str = "retry"
+
+
+class ToolCallStarted(_Event, frozen=True, kw_only=True, tag="tool_call_started"):
+    """A ``once`` tool call is about to be invoked (its ``attempt``-th time)."""
+
+    tool_call_id: str
+    tool_name: str
+    idempotency_key: str
+    attempt: int
+
+
+class ToolCallAnswered(_Event, frozen=True, kw_only=True, tag="tool_call_answered"):
+    """The host decided a tool call in doubt: ``happened`` (with ``result``), ``retry`` or
+    ``failed`` (with ``reason``); ``by`` says who."""
+
+    tool_call_id: str
+    tool_name: str
+    idempotency_key: str
+    decision: str
+    by: str = ""
+    result: Any = None
+    reason: str = ""
 
 
 class ToolResultReceived(_Event, frozen=True, kw_only=True, tag="tool_result_received"):
@@ -189,6 +214,8 @@ RunEvent: TypeAlias = (
     | PhaseChanged
     | MessagesAppended
     | ToolCallScheduled
+    | ToolCallStarted
+    | ToolCallAnswered
     | ToolResultReceived
     | PlannerNoted
     | ModelUsageReported
@@ -260,7 +287,32 @@ def _project(record: Record) -> RunEvent | None:
         case rt.TOOL_CALL_SCHEDULED:
             call = rt.decode_json(record.payload, rt.ToolScheduledPayload)
             return ToolCallScheduled(
-                **base, tool_call_id=call.tool_call_id, tool_name=call.tool_name, input=call.input
+                **base,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                input=call.input,
+                effect=call.effect,
+            )
+        case rt.TOOL_CALL_STARTED:
+            began = rt.decode_json(record.payload, rt.ToolStartedPayload)
+            return ToolCallStarted(
+                **base,
+                tool_call_id=began.tool_call_id,
+                tool_name=began.tool_name,
+                idempotency_key=began.key,
+                attempt=began.attempt,
+            )
+        case rt.TOOL_CALL_ANSWERED:
+            said = rt.decode_json(record.payload, rt.ToolAnsweredPayload)
+            return ToolCallAnswered(
+                **base,
+                tool_call_id=said.tool_call_id,
+                tool_name=said.tool_name,
+                idempotency_key=said.key,
+                decision=said.decision,
+                by=said.by,
+                result=said.result,
+                reason=said.reason,
             )
         case rt.TOOL_RESULT_RECEIVED:
             res = rt.decode_json(record.payload, rt.ToolResultPayload)

@@ -33,7 +33,11 @@ __all__ = [
     "RenderedPrompt",
     "RunContext",
     "ToolCall",
+    "ToolDecision",
+    "ToolFailed",
+    "ToolHappened",
     "ToolOutcome",
+    "ToolRetry",
 ]
 
 
@@ -98,17 +102,46 @@ Await: TypeAlias = AwaitClarification | AwaitConfirmation | AwaitExternalTools
 """Outside input a planner can wait for; the run suspends until ``client.resume``."""
 
 
+class ToolHappened(msgspec.Struct, frozen=True, tag="happened"):
+    """The host's answer to a call in doubt: it did happen, and returned ``result``
+    (the model sees it as the call's result). ``by`` says who decided."""
+
+    result: Any = None
+    by: str = ""
+
+
+class ToolRetry(msgspec.Struct, frozen=True, tag="retry"):
+    """The host's answer to a call in doubt: it did not happen; call it again (the same
+    idempotency key, the next attempt). ``by`` says who decided."""
+
+    by: str = ""
+
+
+class ToolFailed(msgspec.Struct, frozen=True, tag="failed"):
+    """The host's answer to a call in doubt: treat it as failed with ``reason`` (the model
+    sees an error result). ``by`` says who decided."""
+
+    reason: str
+    by: str = ""
+
+
+ToolDecision: TypeAlias = ToolHappened | ToolRetry | ToolFailed
+"""A host's decision on a tool call in doubt (``client.resume(..., decision)``)."""
+
+
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
     """The outside input that resumes a suspended run [K1].
 
     ``text`` answers a clarification (and may accompany anything else);
     ``approved`` answers a confirmation; ``tool_results`` maps tool call ids
-    to results for external tools.
+    to results for external tools; ``decision`` decides a tool call in doubt
+    (``client.resume`` puts a bare :data:`ToolDecision` here).
     """
 
     text: str = ""
     approved: bool | None = None
     tool_results: dict[str, Any] = msgspec.field(default_factory=dict)
+    decision: ToolDecision | None = None
 
     @classmethod
     def approve(cls, text: str = "") -> Answer:

@@ -12,7 +12,7 @@ stores it.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -25,7 +25,9 @@ __all__ = [
     "PLANNER_NOTE",
     "PROMPT_RENDERED",
     "RUN_PHASE_CHANGED",
+    "TOOL_CALL_ANSWERED",
     "TOOL_CALL_SCHEDULED",
+    "TOOL_CALL_STARTED",
     "TOOL_RESULT_RECEIVED",
     "TRANSCRIPT_APPENDED",
     "TRANSCRIPT_REFERENCED",
@@ -35,8 +37,10 @@ __all__ = [
     "PhasePayload",
     "PromptPayload",
     "RecordSpec",
+    "ToolAnsweredPayload",
     "ToolResultPayload",
     "ToolScheduledPayload",
+    "ToolStartedPayload",
     "UsagePayload",
     "decode_json",
     "encode_json",
@@ -45,6 +49,8 @@ __all__ = [
 RUN_PHASE_CHANGED = "run_phase_changed"
 TOOL_CALL_SCHEDULED = "tool_call_scheduled"
 TOOL_RESULT_RECEIVED = "tool_result_received"
+TOOL_CALL_STARTED = "tool_call_started"
+TOOL_CALL_ANSWERED = "tool_call_answered"
 PLANNER_NOTE = "planner_note"
 MODEL_USAGE = "model_usage"
 PROMPT_RENDERED = payloads.PROMPT_RENDERED
@@ -116,12 +122,41 @@ class PromptPayload(_Payload, frozen=True, kw_only=True):
     text: str
 
 
-class ToolScheduledPayload(_Payload, frozen=True, kw_only=True):
-    """``tool_call_scheduled``: a call about to run (or a child run about to start)."""
+class ToolScheduledPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
+    """``tool_call_scheduled``: a call about to run (or a child run about to start).
+
+    ``effect`` is the tool's effect class; it is left out for ``retry`` (the
+    default), so such a record has the very bytes it had before effects existed.
+    """
 
     tool_call_id: str
     tool_name: str
     input: dict[str, Any]
+    effect: Literal["retry", "keyed", "once"] = "retry"
+
+
+class ToolStartedPayload(_Payload, frozen=True, kw_only=True):
+    """``tool_call_started``: a ``once`` call is about to be invoked (attempt ``attempt``)."""
+
+    tool_call_id: str
+    tool_name: str
+    key: str
+    attempt: int
+
+
+class ToolAnsweredPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
+    """``tool_call_answered``: the host's decision on a call in doubt, and who gave it.
+
+    ``result`` goes with ``happened``, ``reason`` with ``failed``.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    key: str
+    decision: Literal["happened", "retry", "failed"]
+    by: str = ""
+    result: Any = None
+    reason: str = ""
 
 
 class ToolResultPayload(_Payload, frozen=True, kw_only=True):
@@ -196,13 +231,41 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
         )
 
     @classmethod
-    def scheduled(cls, step: str, call_id: str, name: str, input: dict[str, Any]) -> RecordSpec:
+    def scheduled(
+        cls,
+        step: str,
+        call_id: str,
+        name: str,
+        input: dict[str, Any],
+        effect: Literal["retry", "keyed", "once"] = "retry",
+    ) -> RecordSpec:
         """A tool call is about to run."""
-        payload = ToolScheduledPayload(tool_call_id=call_id, tool_name=name, input=input)
+        payload = ToolScheduledPayload(
+            tool_call_id=call_id, tool_name=name, input=input, effect=effect
+        )
         return cls(
             type=TOOL_CALL_SCHEDULED,
             event_key=f"{step}:tool:{call_id}:scheduled",
             payload=encode_json(payload),
+        )
+
+    @classmethod
+    def started(cls, step: str, call_id: str, name: str, key: str, attempt: int) -> RecordSpec:
+        """A ``once`` call is about to be invoked, for the ``attempt``-th time."""
+        payload = ToolStartedPayload(tool_call_id=call_id, tool_name=name, key=key, attempt=attempt)
+        return cls(
+            type=TOOL_CALL_STARTED,
+            event_key=f"{step}:tool:{call_id}:started:{attempt}",
+            payload=encode_json(payload),
+        )
+
+    @classmethod
+    def answered(cls, step: str, answer: ToolAnsweredPayload) -> RecordSpec:
+        """The host decided a call in doubt."""
+        return cls(
+            type=TOOL_CALL_ANSWERED,
+            event_key=f"{step}:tool:{answer.tool_call_id}:answered",
+            payload=encode_json(answer),
         )
 
     @classmethod

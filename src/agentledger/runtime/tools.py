@@ -14,31 +14,71 @@ context there.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, overload
+from typing import Any, Literal, get_args, overload
 
 import msgspec
 
 from agentledger.errors import ValidationError
 from agentledger.providers.model import ToolDefinition
 
-__all__ = ["AgentTool", "Tool", "ToolContext", "Toolset", "agent_tool", "tool"]
+__all__ = [
+    "EFFECTS",
+    "AgentTool",
+    "Effect",
+    "Tool",
+    "ToolContext",
+    "Toolset",
+    "agent_tool",
+    "idempotency_key",
+    "tool",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """Tool names every provider accepts (OpenAI, Anthropic and Bedrock agree on this)."""
 
 
+Effect = Literal["retry", "keyed", "once"]
+"""What running a tool again does to the world (see :class:`Tool`)."""
+
+EFFECTS: tuple[Effect, ...] = get_args(Effect)
+"""Every effect class, the default first."""
+
+_KEY_PREFIX = "al1-"
+
+
+def idempotency_key(run_id: str, tool_call_id: str) -> str:
+    """The idempotency key of tool call ``tool_call_id`` first scheduled by run ``run_id``.
+
+    Format: ``"al1-"`` followed by the 64 lowercase hex digits of the SHA-256 of
+    ``run_id``, one NUL byte, and ``tool_call_id`` (both UTF-8): 68 characters,
+    safe in any HTTP header. Only these two ids go in, so every attempt, engine
+    and worker (and a continuation that runs the call again) derives the same key.
+    """
+    digest = hashlib.sha256(
+        run_id.encode("utf-8") + b"\x00" + tool_call_id.encode("utf-8")
+    ).hexdigest()
+    return _KEY_PREFIX + digest
+
+
 class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
-    """Who is calling a tool: the run, session, turn and call id."""
+    """Who is calling a tool: the run, session, turn and call id; the call's key and attempt.
+
+    ``idempotency_key`` is the same in every attempt of the call (see
+    :func:`idempotency_key`); ``attempt`` counts the attempts, 1 first.
+    """
 
     run_id: str
     agent_id: str
     session_id: str
     turn_id: str
     tool_call_id: str
+    idempotency_key: str = ""
+    attempt: int = 1
 
 
 def _check_name(name: str, what: str) -> str:
@@ -75,7 +115,12 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         confirm: bool = False,
+        effect: Effect = "retry",
     ) -> None:
+        if effect not in EFFECTS:
+            raise ValidationError(
+                field="tool.effect", expected=f"one of {', '.join(EFFECTS)}", got=effect
+            )
         if not inspect.iscoroutinefunction(fn):
             raise ValidationError(
                 field="tool",
@@ -87,6 +132,10 @@ class Tool:
         self.description = description if description is not None else inspect.getdoc(fn) or ""
         self.confirm = confirm
         """Whether a call needs the user's confirmation first (ModelPlanner then suspends)."""
+        self.effect: Effect = effect
+        """``retry``: safe to run again (the default); ``keyed``: it hands the call's
+        idempotency key to the system it changes, so running again is safe; ``once``:
+        never run again when its outcome is unknown (the run asks the host instead)."""
         self._context_param = ""
         fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
         hints = typing.get_type_hints(fn)
@@ -150,7 +199,11 @@ def tool(fn: Callable[..., Awaitable[Any]], /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, confirm: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    confirm: bool = False,
+    effect: Effect = "retry",
 ) -> Callable[[Callable[..., Awaitable[Any]]], Tool]: ...
 
 
@@ -161,14 +214,22 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     confirm: bool = False,
+    effect: Effect = "retry",
 ) -> Tool | Callable[[Callable[..., Awaitable[Any]]], Tool]:
-    """Make an async function a :class:`Tool` (``@tool`` or ``@tool(name=..., confirm=True)``).
+    """Make an async function a :class:`Tool` (``@tool`` or ``@tool(name=..., effect="once")``).
 
     The description defaults to the docstring, the name to the function's name.
+
+    Raises:
+        ValidationError: ``effect`` is not ``"retry"``, ``"keyed"`` or ``"once"``.
     """
+    if effect not in EFFECTS:
+        raise ValidationError(
+            field="tool.effect", expected=f"one of {', '.join(EFFECTS)}", got=effect
+        )
 
     def wrap(f: Callable[..., Awaitable[Any]]) -> Tool:
-        return Tool(f, name=name, description=description, confirm=confirm)
+        return Tool(f, name=name, description=description, confirm=confirm, effect=effect)
 
     return wrap(fn) if fn is not None else wrap
 

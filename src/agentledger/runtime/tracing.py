@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
 
     from agentledger.runtime.planner import ToolOutcome
+    from agentledger.runtime.tools import ToolContext
     from agentledger.runtime.wire import (
         PlanTurnInput,
         PlanTurnOutput,
@@ -275,18 +276,21 @@ class TracedContext:
 
 
 def traced_tool_call(
-    fn: Callable[[S, ToolCallInput], Awaitable[ToolOutcome]],
-) -> Callable[[S, ToolCallInput], Awaitable[ToolOutcome]]:
-    """The tool-call activity with one ``execute_tool`` span per attempt."""
+    fn: Callable[[S, ToolCallInput, ToolContext], Awaitable[ToolOutcome]],
+) -> Callable[[S, ToolCallInput, ToolContext], Awaitable[ToolOutcome]]:
+    """The tool-call activity with one ``execute_tool`` span per attempt; the span names the
+    call's idempotency key, attempt and effect class."""
 
     @functools.wraps(fn)
-    def traced(self: S, arg: ToolCallInput) -> Awaitable[ToolOutcome]:
+    def traced(self: S, arg: ToolCallInput, context: ToolContext) -> Awaitable[ToolOutcome]:
         found = tracer()
         if found is None:
-            return fn(self, arg)  # the activity's own coroutine: nothing in between
-        return attempt(found, self, arg)
+            return fn(self, arg, context)  # the activity's own coroutine: nothing in between
+        return attempt(found, self, arg, context)
 
-    async def attempt(found: Tracer, self: S, arg: ToolCallInput) -> ToolOutcome:
+    async def attempt(
+        found: Tracer, self: S, arg: ToolCallInput, context: ToolContext
+    ) -> ToolOutcome:
         call = arg.call
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "execute_tool",
@@ -294,9 +298,12 @@ def traced_tool_call(
             "gen_ai.tool.call.id": call.id,
             "gen_ai.tool.type": "function",
             "agentledger.run.id": arg.run.run_id,
+            "agentledger.tool.idempotency_key": context.idempotency_key,
+            "agentledger.tool.attempt": context.attempt,
+            "agentledger.tool.effect": arg.effect,
         }
         with span(found, f"execute_tool {call.name}", attributes) as opened:
-            outcome = await fn(self, arg)
+            outcome = await fn(self, arg, context)
             opened.set_attribute("agentledger.tool.is_error", outcome.is_error)
             if outcome.is_error:
                 opened.set_attribute("error.type", "tool_error")

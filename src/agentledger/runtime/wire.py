@@ -21,7 +21,7 @@ from typing import Literal
 
 import msgspec
 
-from agentledger.runtime.checkpoint import Awaiting, RunCheckpoint
+from agentledger.runtime.checkpoint import Awaiting, InDoubtToolCall, RunCheckpoint
 from agentledger.runtime.planner import (
     Answer,
     PlanResult,
@@ -178,6 +178,8 @@ class AgentPlan(_Wire, frozen=True, kw_only=True):
     max_turn_attempts: int = 3
     """Starts without finishing of one planner turn or tool call before the run pauses
     (``Agent.max_turn_attempts``)."""
+    effects: dict[str, str] = msgspec.field(default_factory=dict)
+    """Tool name -> effect class, for tools whose effect is not ``retry``."""
 
 
 class BeginRunOutput(_Wire, frozen=True, kw_only=True):
@@ -270,6 +272,15 @@ class ToolCallInput(_Wire, frozen=True, kw_only=True):
     max_turn_attempts: int = 0
     """Starts without finishing before the engine gives the call up as a crash loop
     (0: no limit, as from a loop older than this field)."""
+    effect: str = "retry"
+    """The tool's effect class, as the run recorded it (``once``: never run again when
+    an earlier attempt may have run it)."""
+    key: str = ""
+    """The call's idempotency key ("": derived from this run's id and the call id)."""
+    attempts_before: int = 0
+    """Attempts of this call made by earlier runs (a continuation running it again)."""
+    started_at: datetime | None = None
+    """A once call: when its ``tool_call_started`` record was written."""
 
 
 class ToolCallOutput(_Wire, frozen=True, kw_only=True):
@@ -280,6 +291,9 @@ class ToolCallOutput(_Wire, frozen=True, kw_only=True):
     finished_at: datetime | None = None
     """When the call finished, stamped by an engine whose run clock comes from its
     history (Temporal); None from the others."""
+    in_doubt: InDoubtToolCall | None = None
+    """A once call started before whose outcome is unknown: not called again; ``outcome``
+    is then an error saying so, and the loop suspends the run to ask the host."""
 
 
 class SuspendRunInput(_Wire, frozen=True, kw_only=True):

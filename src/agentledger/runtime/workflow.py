@@ -72,8 +72,9 @@ terminal record then repeats the recorded reason.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any, Literal
 
 import msgspec
 
@@ -91,7 +92,9 @@ from agentledger.runtime.checkpoint import (
     Awaiting,
     ChildWait,
     CrashLoop,
+    InDoubtToolCall,
     RunCheckpoint,
+    step_checkpoint,
 )
 from agentledger.runtime.planner import (
     Answer,
@@ -100,9 +103,12 @@ from agentledger.runtime.planner import (
     PlanResult,
     RenderedPrompt,
     ToolCall,
+    ToolFailed,
+    ToolHappened,
     ToolOutcome,
 )
-from agentledger.runtime.records import Phase, RecordSpec, UsagePayload
+from agentledger.runtime.records import Phase, RecordSpec, ToolAnsweredPayload, UsagePayload
+from agentledger.runtime.tools import idempotency_key
 from agentledger.runtime.wire import (
     APPEND_RECORDS,
     BEGIN_RUN,
@@ -160,7 +166,8 @@ class _Fail(Exception):
 
 
 class _ChildrenWait(Exception):
-    """Child runs of a tool step suspended: the run suspends with the step's state."""
+    """Child runs of a tool step suspended, or once calls of it are in doubt: the run
+    suspends with the step's state."""
 
     def __init__(
         self,
@@ -168,12 +175,18 @@ class _ChildrenWait(Exception):
         results: tuple[ToolOutcome, ...],
         children: tuple[ChildWait, ...],
         text: str,
+        in_doubt: tuple[InDoubtToolCall, ...] = (),
     ) -> None:
-        super().__init__(f"{len(children)} child run(s) wait for outside input")
+        super().__init__(f"{len(children) + len(in_doubt)} call(s) wait for outside input")
         self.calls = calls
         self.results = results
         self.children = children
         self.text = text
+        self.in_doubt = in_doubt
+
+
+_Waiting = ChildWait | InDoubtToolCall
+"""A call of a tool step that waits for the host: a suspended child, or a call in doubt."""
 
 
 class _Looped(msgspec.Struct, frozen=True, kw_only=True):
@@ -182,6 +195,10 @@ class _Looped(msgspec.Struct, frozen=True, kw_only=True):
     call: ToolCall
     activity: str
     attempts: int
+
+
+_Outcome = ToolOutcome | _Waiting | _Looped | None
+"""A call's outcome in a step: its result, a wait, a crash loop, or None (interrupted)."""
 
 
 class _CrashLooped(Exception):
@@ -194,6 +211,7 @@ class _CrashLooped(Exception):
         calls: tuple[ToolCall, ...] = (),
         results: tuple[ToolOutcome, ...] = (),
         children: tuple[ChildWait, ...] = (),
+        in_doubt: tuple[InDoubtToolCall, ...] = (),
         text: str = "",
     ) -> None:
         super().__init__(f"{crash_loop.activity} started {crash_loop.attempts} times")
@@ -201,6 +219,7 @@ class _CrashLooped(Exception):
         self.calls = calls
         self.results = results
         self.children = children
+        self.in_doubt = in_doubt
         self.text = text
 
 
@@ -252,6 +271,10 @@ class _Loop:
         self.session_ended = False
         self.owed: list[RecordSpec] = []  # decided, not yet written
         self.owed_at: datetime | None = None
+        self.origin = ""  # the run that scheduled the pending step's calls ("" = this one)
+        self.attempts: dict[str, int] = {}  # attempts of a call made by earlier runs
+        self.started_at: dict[str, datetime] = {}  # once calls: their started record's time
+        self.turn_at: datetime | None = None  # when the last planner turn's plan was recorded
 
     # ------------------------------------------------------------------ helpers
 
@@ -276,6 +299,14 @@ class _Loop:
     def _paid(self) -> None:
         """The owed records are written."""
         self.owed, self.owed_at = [], None
+
+    def _effect(self, call: ToolCall) -> Literal["retry", "keyed", "once"]:
+        effect = self.agent.effects.get(call.name, "retry")
+        return "once" if effect == "once" else "keyed" if effect == "keyed" else "retry"
+
+    def _key(self, call: ToolCall) -> str:
+        """The call's idempotency key: from the run that scheduled it, carried on."""
+        return idempotency_key(self.origin or self.inp.run_id, call.id)
 
     async def _flush(self) -> None:
         """Write the owed records now (before work that needs them in the log)."""
@@ -379,8 +410,9 @@ class _Loop:
             results = begin.checkpoint.results
             return await self._plan_loop(resume=looped.resume, results=results, answer=None)
         results = await self._take_answer(begin.checkpoint, answer)
-        # a child's answer went to the child: this planner sees the step's results
-        mine = None if begin.checkpoint.kind in ("child", "crash_loop") else answer
+        # a child's answer went to the child, a decision to its call, a crash loop's answer
+        # to the calls run again: the planner sees the step's results
+        mine = None if begin.checkpoint.kind in ("child", "in_doubt", "crash_loop") else answer
         return await self._plan_loop(resume=True, results=results, answer=mine)
 
     async def _take_answer(
@@ -391,6 +423,8 @@ class _Loop:
             return await self._rerun(checkpoint, checkpoint.crash_loop, answer)
         if checkpoint.kind == "child":
             return await self._answer_child(checkpoint, answer)
+        if checkpoint.kind == "in_doubt":
+            return await self._answer_in_doubt(checkpoint, answer)
         if checkpoint.kind == "clarification":
             reply = Message(role="user", parts=(TextPart(text=answer.text),))
             self._owe(
@@ -424,6 +458,7 @@ class _Loop:
         self.pending, self.pending_step = calls, "resume"
         # recorded by the predecessor: the results message still needs them
         self.recorded = {o.tool_call_id: o for o in checkpoint.results}
+        self.origin = checkpoint.origin_run_id or self.inp.predecessor_run_id
         self._owe([RecordSpec.phase(Phase.PROMPTED)])
         first, *rest = checkpoint.children
         try:
@@ -434,8 +469,9 @@ class _Loop:
             outcome = None
         except ChildFailed as e:
             outcome = _interrupted(first.call, f"agent {first.call.name} failed: {e.reason}")
-        waiting = {w.call.id: w for w in rest}
-        by_id: dict[str, ToolOutcome | ChildWait | None] = {
+        waiting: dict[str, _Waiting] = {w.call.id: w for w in rest}
+        waiting.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
+        by_id: dict[str, _Outcome] = {
             **self.recorded,
             **waiting,
             first.call.id: outcome,
@@ -450,39 +486,93 @@ class _Loop:
 
         A call ``answer.tool_results`` gives a result takes it instead; with
         ``answer.approved`` False the run ends failed (kind ``crash_loop``),
-        every call still without a result getting an error result (not run). Children of
-        the step that wait for outside input still wait.
+        every call still without a result getting an error result (not run).
+        Children of the step that wait for outside input, and calls in doubt,
+        still wait. A call run again keeps its idempotency key (of the run that
+        scheduled it), its attempts counting on from the lost ones.
         """
         calls = checkpoint.calls
         self.pending, self.pending_step = calls, "resume"
         self.recorded = {o.tool_call_id: o for o in checkpoint.results}
+        self.origin = checkpoint.origin_run_id or self.inp.predecessor_run_id
         self._owe([RecordSpec.phase(Phase.PROMPTED)])
         if answer.approved is False:  # ended: the calls without a result get an error result
             raise _Fail(_crash_loop_failure(looped))
-        waiting = {w.call.id: w for w in checkpoint.children}
-        given = {
-            c.id: ToolOutcome(
-                tool_call_id=c.id, tool_name=c.name, content=answer.tool_results[c.id]
+        by_id: dict[str, _Outcome] = dict(self.recorded)
+        by_id.update((w.call.id, w) for w in checkpoint.children)
+        by_id.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
+        by_id.update(
+            (
+                c.id,
+                ToolOutcome(tool_call_id=c.id, tool_name=c.name, content=answer.tool_results[c.id]),
             )
             for c in calls
-            if c.id in answer.tool_results and c.id not in self.recorded
-        }
-        again = tuple(
-            c
-            for c in calls
-            if c.id not in self.recorded and c.id not in waiting and c.id not in given
+            if c.id in answer.tool_results and c.id not in by_id
         )
-        at = self.ctx.now() if len(again) == 1 else None
-        outcomes = await asyncio.gather(*(self._call(c, "resume", at) for c in again))
-        by_id: dict[str, ToolOutcome | ChildWait | _Looped | None] = {
-            **self.recorded,
-            **waiting,
-            **given,
-            **{c.id: o for c, o in zip(again, outcomes, strict=True)},
-        }
+        lost = {c.id for c in looped.calls}
+        again = tuple(c for c in calls if c.id not in by_id)
+        for call in again:  # attempts made before: the lost ones; 1 for the others
+            self.attempts[call.id] = looped.attempts if call.id in lost else 1
+        ran = await self._run_calls(again, "resume", start=True) if again else ()
+        by_id.update((c.id, o) for c, o in zip(again, ran, strict=True))
         return await self._settle(
             "resume", calls, tuple(by_id[c.id] for c in calls), checkpoint.text
         )
+
+    async def _answer_in_doubt(
+        self, checkpoint: RunCheckpoint, answer: Answer
+    ) -> tuple[ToolOutcome, ...]:
+        """Record the host's decision on the first call in doubt, then finish the step.
+
+        ``happened`` and ``failed`` become the call's result; ``retry`` runs it again
+        (same key, next attempt). The step's other calls without a result run again
+        (calls still in doubt and waiting children stay waiting).
+        """
+        calls = checkpoint.calls
+        self.pending, self.pending_step = calls, "resume"
+        self.recorded = {o.tool_call_id: o for o in checkpoint.results}
+        self.origin = checkpoint.origin_run_id or self.inp.predecessor_run_id
+        first, *rest = checkpoint.in_doubt
+        decision = answer.decision
+        assert decision is not None  # the client refuses anything else
+        by_id: dict[str, _Outcome] = dict(self.recorded)
+        by_id.update((w.call.id, w) for w in checkpoint.children)
+        by_id.update((d.tool_call_id, d) for d in rest)
+        content: Any = None
+        if isinstance(decision, ToolHappened):
+            kind: Literal["happened", "retry", "failed"] = "happened"
+            content = decision.result
+            outcome = ToolOutcome(
+                tool_call_id=first.tool_call_id, tool_name=first.tool_name, content=content
+            )
+            by_id[first.tool_call_id] = outcome
+        elif isinstance(decision, ToolFailed):
+            kind = "failed"
+            by_id[first.tool_call_id] = ToolOutcome(
+                tool_call_id=first.tool_call_id,
+                tool_name=first.tool_name,
+                content=f"failed (decided by {decision.by or 'the host'}): {decision.reason}",
+                is_error=True,
+            )
+        else:
+            kind = "retry"
+        record = ToolAnsweredPayload(
+            tool_call_id=first.tool_call_id,
+            tool_name=first.tool_name,
+            key=first.key,
+            decision=kind,
+            by=decision.by,
+            result=content,
+            reason=decision.reason if isinstance(decision, ToolFailed) else "",
+        )
+        self._owe([RecordSpec.phase(Phase.PROMPTED), RecordSpec.answered("resume", record)])
+        again = tuple(c for c in calls if c.id not in by_id)
+        for call in again:  # attempts made before: the doubted one's; 1 for the others
+            self.attempts[call.id] = first.attempt if call.id == first.tool_call_id else 1
+        ran = await self._run_calls(again, "resume", start=True) if again else ()
+        by_id.update((c.id, o) for c, o in zip(again, ran, strict=True))
+        outcomes = tuple(by_id[c.id] for c in calls)
+        return await self._settle("resume", calls, outcomes, checkpoint.text)
 
     async def _plan_loop(
         self, *, resume: bool, results: tuple[ToolOutcome, ...], answer: Answer | None
@@ -506,12 +596,17 @@ class _Loop:
             step = f"turn:{self.turn}"
             if out.recorded:  # its tool uses (if any) are in the log
                 self.pending, self.pending_step = plan.tool_calls or _calls(plan.await_), step
+                self.origin, self.attempts = "", {}
+                assert self.turn_at is not None
+                self.started_at = {
+                    c.id: self.turn_at for c in plan.tool_calls if self._effect(c) == "once"
+                }
             self._check_cancel()  # a safe point
             if plan.final is not None:
                 return await self._end_completed(plan.final)
             if plan.await_ is not None:
                 if not out.recorded:  # a planner turn of an earlier version left it to us
-                    self._owe(plan_records(self.turn, plan))
+                    self._owe(plan_records(self.turn, plan, self.agent.effects, self.inp.run_id))
                 if not isinstance(plan.await_, AwaitClarification):
                     self.pending, self.pending_step = plan.await_.calls, step
                 return await self._suspend(plan.await_)
@@ -528,6 +623,7 @@ class _Loop:
         """
         self._owe([RecordSpec.phase(phase, self.turn)])
         assert self.owed_at is not None
+        self.turn_at = self.owed_at
         arg = PlanTurnInput(
             run=self.run_start,
             turn_id=self.inp.turn_id,
@@ -567,33 +663,56 @@ class _Loop:
         Unless the planner turn ``scheduled`` them, the calls are recorded first.
         """
         if not scheduled:
+            self.origin, self.attempts = "", {}
             self._owe(
                 [
                     RecordSpec.phase(Phase.EXECUTING_TOOLS, self.turn),
-                    *(RecordSpec.scheduled(step, c.id, c.name, c.input) for c in calls),
+                    *(
+                        RecordSpec.scheduled(step, c.id, c.name, c.input, self._effect(c))
+                        for c in calls
+                    ),
                 ]
             )
+        outcomes = await self._run_calls(calls, step, start=not scheduled)
+        return await self._settle(step, calls, outcomes, text)
+
+    async def _run_calls(
+        self, calls: tuple[ToolCall, ...], step: str, *, start: bool
+    ) -> tuple[_Outcome, ...]:
+        """Run the calls concurrently, each once call after its ``tool_call_started`` record.
+
+        With ``start``, the owed records (and those started records) are written
+        first; otherwise the planner turn wrote them with its plan.
+        """
+        if start:
+            once = [c for c in calls if self._effect(c) == "once"]
+            self._owe(
+                RecordSpec.started(step, c.id, c.name, self._key(c), self.attempts.get(c.id, 0) + 1)
+                for c in once
+            )
+            if self.owed_at is not None:
+                self.started_at.update((c.id, self.owed_at) for c in once)
             await self._flush()
         # A lone call records its own result; several record theirs together, in call order.
         at = self.ctx.now() if len(calls) == 1 else None
-        outcomes = await asyncio.gather(*(self._call(c, step, at) for c in calls))
-        return await self._settle(step, calls, tuple(outcomes), text)
+        return tuple(await asyncio.gather(*(self._call(c, step, at) for c in calls)))
 
     async def _settle(
         self,
         step: str,
         calls: tuple[ToolCall, ...],
-        outcomes: tuple[ToolOutcome | ChildWait | _Looped | None, ...],
+        outcomes: tuple[_Outcome, ...],
         text: str,
     ) -> tuple[ToolOutcome, ...]:
-        """Record a finished step's results; or pause it; or suspend for its waiting children.
+        """Record a finished step's results; or pause it; or suspend for its waiting children
+        and calls in doubt.
 
         Raises:
             WorkflowCanceled: a call was interrupted (every call has its result).
             _CrashLooped: calls kept dying (the other results are recorded, the
-                results message is not; children that wait are kept).
-            _ChildrenWait: child runs wait for outside input (the other results
-                are recorded, the results message is not).
+                results message is not; children and calls in doubt are kept).
+            _ChildrenWait: child runs wait for outside input, or once calls are in
+                doubt (the other results are recorded, the results message is not).
         """
         if any(o is None for o in outcomes):
             final = tuple(
@@ -603,9 +722,10 @@ class _Loop:
             await self._record_results(step, calls, final, text)
             raise WorkflowCanceled()
         children = tuple(o for o in outcomes if isinstance(o, ChildWait))
+        doubts = tuple(o for o in outcomes if isinstance(o, InDoubtToolCall))
         done = tuple(o for o in outcomes if isinstance(o, ToolOutcome))
         looped = tuple(o for o in outcomes if isinstance(o, _Looped))
-        if children or looped:
+        if children or doubts or looped:
             fresh = [o for o in done if o.tool_call_id not in self.recorded]
             by_id = {c.id: c for c in calls}
             self._owe(
@@ -621,19 +741,25 @@ class _Loop:
                     attempts=max(o.attempts for o in looped),
                     calls=tuple(o.call for o in looped),
                 )
-                raise _CrashLooped(crash, calls=calls, results=done, children=children, text=text)
-            raise _ChildrenWait(calls, done, children, text)
+                raise _CrashLooped(
+                    crash,
+                    calls=calls,
+                    results=done,
+                    children=children,
+                    in_doubt=doubts,
+                    text=text,
+                )
+            raise _ChildrenWait(calls, done, children, text, doubts)
         await self._record_results(step, calls, done, text)
         return done
 
-    async def _call(
-        self, call: ToolCall, step: str, at: datetime | None
-    ) -> ToolOutcome | ChildWait | _Looped | None:
-        """One call's outcome (a tool records its own); a waiting child; a call that kept
-        dying; None if interrupted."""
+    async def _call(self, call: ToolCall, step: str, at: datetime | None) -> _Outcome:
+        """One call's outcome (a tool records its own); a waiting child or a once call in
+        doubt; a call that kept dying; None if interrupted."""
         try:
             if call.name in self.agent.agent_tools:
                 return await self._child(call, self.agent.agent_tools[call.name])
+            effect = self._effect(call)
             arg = ToolCallInput(
                 run=self.run_start,
                 turn_id=self.inp.turn_id,
@@ -641,8 +767,15 @@ class _Loop:
                 step=step,
                 at=at,
                 max_turn_attempts=self.agent.max_turn_attempts,
+                effect=effect,
+                key=self._key(call) if self.origin else "",
+                attempts_before=self.attempts.get(call.id, 0),
+                started_at=self.started_at.get(call.id) if effect == "once" else None,
             )
             out = await self.ctx.activity(TOOL_CALL, arg, ToolCallOutput, interruptible=True)
+            if out.in_doubt is not None:
+                self.session_ended = self.session_ended or out.session_ended
+                return out.in_doubt
             if at is not None:
                 self.recorded[call.id] = out.outcome
             self.session_ended = self.session_ended or out.session_ended
@@ -775,41 +908,44 @@ class _Loop:
         return self._suspended(awaiting)
 
     async def _suspend_for_children(self, waiting: _ChildrenWait) -> RunOutput:
-        """Suspend because child runs wait; the first child's question is the run's."""
-        self._check_cancel()
-        checkpoint = RunCheckpoint(
-            version=CHECKPOINT_VERSION,
-            agent_id=self.inp.agent_id,
-            turn=self.turn,
-            children=waiting.children,
-            calls=waiting.calls,
-            results=waiting.results,
-            text=waiting.text,
+        """Suspend because child runs wait or once calls are in doubt; the first call in
+        doubt (else the first child's question) is the run's question."""
+        return await self._suspend_step(
+            waiting.calls, waiting.results, waiting.children, waiting.in_doubt, waiting.text
         )
-        arg = SuspendRunInput(
-            run=self.run_start,
-            turn_id=self.inp.turn_id,
-            at=self.ctx.now(),
-            checkpoint=checkpoint,
-            records=tuple(self.owed),
-            records_at=self.owed_at,
-        )
-        await self.ctx.activity(SUSPEND_RUN, arg, type(None))
-        self._paid()
-        return self._output(RunStatus.SUSPENDED, awaiting=waiting.children[0].awaiting)
 
     async def _pause(self, looped: _CrashLooped) -> RunOutput:
         """Suspend with a ``crash_loop`` checkpoint: the step's state, what kept dying."""
+        return await self._suspend_step(
+            looped.calls,
+            looped.results,
+            looped.children,
+            looped.in_doubt,
+            looped.text,
+            looped.crash_loop,
+        )
+
+    async def _suspend_step(
+        self,
+        calls: tuple[ToolCall, ...],
+        results: tuple[ToolOutcome, ...],
+        children: tuple[ChildWait, ...],
+        in_doubt: tuple[InDoubtToolCall, ...],
+        text: str,
+        crash_loop: CrashLoop | None = None,
+    ) -> RunOutput:
+        """Suspend with a waiting step's checkpoint; its first question is the run's."""
         self._check_cancel()
-        checkpoint = RunCheckpoint(
-            version=CHECKPOINT_VERSION,
+        checkpoint = step_checkpoint(
             agent_id=self.inp.agent_id,
             turn=self.turn,
-            children=looped.children,
-            calls=looped.calls,
-            results=looped.results,
-            text=looped.text,
-            crash_loop=looped.crash_loop,
+            calls=calls,
+            results=results,
+            children=children,
+            in_doubt=in_doubt,
+            text=text,
+            origin_run_id=self.origin,
+            crash_loop=crash_loop,
         )
         arg = SuspendRunInput(
             run=self.run_start,
@@ -821,7 +957,7 @@ class _Loop:
         )
         await self.ctx.activity(SUSPEND_RUN, arg, type(None))
         self._paid()
-        asked = looped.crash_loop.awaiting(run_id=self.inp.run_id, agent_id=self.inp.agent_id)
+        asked = checkpoint.asked(run_id=self.inp.run_id, agent_id=self.inp.agent_id)
         return self._output(RunStatus.SUSPENDED, awaiting=asked)
 
     async def _complete(self, status: RunStatus, failure: Failure | None = None) -> str:
@@ -863,13 +999,18 @@ def _crash_loop_failure(looped: CrashLoop) -> Failure:
     )
 
 
-def plan_records(turn: int, plan: PlanResult) -> list[RecordSpec]:
+def plan_records(
+    turn: int, plan: PlanResult, effects: Mapping[str, str] | None = None, run_id: str = ""
+) -> list[RecordSpec]:
     """What plan ``plan`` of turn ``turn`` records, in order (the planner turn writes these).
 
     Notes and model usage; then the final message, or the assistant message,
-    the ``executing_tools`` phase and one ``tool_call_scheduled`` per call, or
-    (an await) the assistant message of the question.
+    the ``executing_tools`` phase and one ``tool_call_scheduled`` per call
+    (naming the tool's effect class from ``effects`` unless it is ``retry``) and
+    one ``tool_call_started`` per ``once`` call (its key from ``run_id``), or (an
+    await) the assistant message of the question.
     """
+    effects = effects or {}
     step = f"turn:{turn}"
     specs = [RecordSpec.note(turn, i, n.text, n.labels) for i, n in enumerate(plan.notes)]
     specs += [
@@ -888,5 +1029,18 @@ def plan_records(turn: int, plan: PlanResult) -> list[RecordSpec]:
         *specs,
         RecordSpec.appended(f"{step}:assistant", message),
         RecordSpec.phase(Phase.EXECUTING_TOOLS, turn),
-        *(RecordSpec.scheduled(step, c.id, c.name, c.input) for c in plan.tool_calls),
+        *(
+            RecordSpec.scheduled(step, c.id, c.name, c.input, _effect_of(effects, c.name))
+            for c in plan.tool_calls
+        ),
+        *(
+            RecordSpec.started(step, c.id, c.name, idempotency_key(run_id, c.id), 1)
+            for c in plan.tool_calls
+            if effects.get(c.name) == "once"
+        ),
     ]
+
+
+def _effect_of(effects: Mapping[str, str], name: str) -> Literal["retry", "keyed", "once"]:
+    effect = effects.get(name, "retry")
+    return "once" if effect == "once" else "keyed" if effect == "keyed" else "retry"

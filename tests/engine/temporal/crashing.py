@@ -47,6 +47,7 @@ __all__ = [
     "COUNTER_ENV",
     "MODE_ENV",
     "STUB_ENV",
+    "TEMPORAL_ENV",
     "StubEffects",
     "Supervisor",
     "count",
@@ -56,6 +57,8 @@ __all__ = [
 COUNTER_ENV = "AGENTLEDGER_TEST_COUNTER"
 MODE_ENV = "AGENTLEDGER_TEST_MODE"
 STUB_ENV = "AGENTLEDGER_TEST_STUB_URL"
+TEMPORAL_ENV = "AGENTLEDGER_TEST_CRASH_TEMPORAL"
+"""The Temporal server's address, for a tool that waits until it is its run's last activity."""
 
 
 def _started(what: str) -> str:
@@ -82,6 +85,30 @@ def count(counter: Path, what: str = "") -> int:
 @tool
 async def fragile(label: str, ctx: ToolContext) -> str:
     """Kill the worker on every start while the mode says ``kill``."""
+    if _started("fragile") == "kill":
+        _die()
+    return f"{label} done"
+
+
+async def _alone(run_id: str, within: float = 60.0) -> None:
+    """Wait until this is the only activity of the run Temporal still has pending: the
+    step's other calls have finished, and Temporal knows it (their completion cannot die
+    with this worker)."""
+    from agentledger.engine.temporal import connect
+
+    client = await connect(os.environ[TEMPORAL_ENV])
+    handle = client.get_workflow_handle(run_id)
+    deadline = asyncio.get_running_loop().time() + within
+    while len((await handle.describe()).raw_description.pending_activities) > 1:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"other activities of {run_id} still pending after {within}s")
+        await asyncio.sleep(0.05)
+
+
+@tool
+async def lonely(label: str, ctx: ToolContext) -> str:
+    """:func:`fragile`, once the step's other calls have finished."""
+    await _alone(ctx.run_id)
     if _started("fragile") == "kill":
         _die()
     return f"{label} done"
@@ -129,13 +156,13 @@ class OneCall:
 
 
 class PairCall:
-    """Calls ``steady`` (call ``a``) and ``fragile`` (call ``b``) in parallel, then answers."""
+    """Calls ``steady`` (call ``a``) and ``lonely`` (call ``b``) in parallel, then answers."""
 
     async def plan_start(self, input: PlanInput) -> PlanResult:
         return PlanResult(
             tool_calls=(
                 ToolCall(id="a", name="steady", input={"label": "a"}),
-                ToolCall(id="b", name="fragile", input={"label": "b"}),
+                ToolCall(id="b", name="lonely", input={"label": "b"}),
             )
         )
 
@@ -162,7 +189,7 @@ def setup(runtime: Runtime) -> None:
     runtime.register_agent(
         Agent("fragile2", OneCall("fragile"), tools=[fragile], max_turn_attempts=2)
     )
-    runtime.register_agent(Agent("pair", PairCall(), tools=[steady, fragile]))
+    runtime.register_agent(Agent("pair", PairCall(), tools=[steady, lonely]))
     runtime.register_agent(Agent("planner", KillingPlanner()))
     runtime.register_agent(Agent("effect", OneCall("effect"), tools=[effect]))
 

@@ -53,7 +53,11 @@ async def _crashing_workers(
 ) -> AsyncIterator[_Setup]:
     counter, mode = folder / "starts.txt", folder / "mode.txt"
     mode.write_text("kill")
-    env = {crashing.COUNTER_ENV: str(counter), crashing.MODE_ENV: str(mode)}
+    env = {
+        crashing.COUNTER_ENV: str(counter),
+        crashing.MODE_ENV: str(mode),
+        crashing.TEMPORAL_ENV: temporal_address,
+    }
     queue = f"loop-{uuid.uuid4().hex[:12]}"
     supervisor = crashing.Supervisor(
         temporal=temporal_address,

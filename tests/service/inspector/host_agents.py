@@ -10,7 +10,9 @@ test process need no shared script:
   it calls a tool that waits a minute instead (a run to cancel);
 - ``fetcher`` waits for an outside tool's result, then repeats it;
 - ``delegator`` asks ``asker`` (a child run, which asks which city), then
-  repeats what it said.
+  repeats what it said;
+- ``sender`` calls its ``once`` tool ``send_note`` (seeded in doubt: its result's
+  write was lost), then repeats what the call returned.
 """
 
 from __future__ import annotations
@@ -81,6 +83,20 @@ class Fetcher:
         return PlanResult.answer(f"Stock: {outcome.content}")
 
 
+SEND = ToolCall(id="send-1", name="send_note", input={"to": "ann"})
+
+
+class Sender:
+    async def plan_start(self, input: PlanInput, /) -> PlanResult:
+        return PlanResult.call(SEND)
+
+    async def plan_resume(self, input: PlanResumeInput, /) -> PlanResult:
+        (outcome,) = input.tool_results
+        if outcome.is_error:
+            return PlanResult.answer(f"Not sent ({outcome.content}).")
+        return PlanResult.answer(f"Sent: {outcome.content}.")
+
+
 class Delegator:
     async def plan_start(self, input: PlanInput, /) -> PlanResult:
         return PlanResult.call(
@@ -105,6 +121,12 @@ async def nap() -> str:
     return "rested"
 
 
+@tool(effect="once")
+async def send_note(to: str) -> str:
+    """Send a note (at most once)."""
+    return f"note to {to}"
+
+
 @tool
 async def stock_level(sku: str) -> int:
     """Answered from outside the runtime."""
@@ -118,6 +140,7 @@ def runtime(store: Any) -> Runtime:
     built.register_agent(Agent("asker", Asker(), tools=[nap]))
     built.register_agent(Agent("fetcher", Fetcher(), tools=[stock_level]))
     built.register_agent(Agent("delegator", Delegator(), agents=["asker"]))
+    built.register_agent(Agent("sender", Sender(), tools=[send_note]))
     return built
 
 

@@ -29,6 +29,7 @@ from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.types import Checkpoint
 from agentledger.transcript import Message, TextPart, encode_messages
+from tests.runtime.test_effects import LoseWrite
 from tests.service.inspector.conftest import log_in
 from tests.service.inspector.host_agents import runtime
 from tests.service.process import ServiceProcess, Tokens
@@ -77,6 +78,20 @@ async def _seed(db: Path) -> None:
         assert done.status is RunStatus.COMPLETED
     finally:
         await seeded.close()
+    # A once call whose result's write was lost: the run asks whether it happened.
+    try:
+        for session in ("doubt-1", "doubt-2"):
+            lossy = runtime(LoseWrite(store, "turn:1:tool:send-1:result"))
+            try:
+                await store.create_session(session, created_at=_now())
+                client = lossy.agent_client("sender")
+                out = await client.run(session, "Send it.", run_id=f"{session}-run")
+                assert out.status is RunStatus.SUSPENDED, out
+                assert out.awaiting is not None
+                assert out.awaiting.kind == "in_doubt"
+            finally:
+                await lossy.close()
+    finally:
         await store.close()
 
 
@@ -178,6 +193,72 @@ async def test_host_answers_a_clarification_and_gives_outside_results(
     assert await _finished(url, tokens.host, fetched) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={fetched}")
     await expect(page.locator("li.bubble").last).to_contain_text("Stock: 42")
+
+
+async def test_host_decides_a_tool_call_in_doubt(
+    page: Page, acting: Acting, tokens: Tokens, artifacts: Path
+) -> None:
+    """A once call in doubt: a badge on the call, the three answers as buttons; 'It
+    happened' gives the model the host's result, and the decision names who gave it."""
+    url = acting.service.url
+    await log_in(page, url, tokens.host)
+    await page.goto(f"{url}/ui/run/transcript?id=doubt-1-run")
+    await expect(page.locator(".badge.in-doubt")).to_have_text("in doubt")
+    await page.goto(f"{url}/ui/run?id=doubt-1-run")
+    question = page.get_by_role("region", name="What the run asks")
+    await expect(question.locator("#run-in-doubt")).to_contain_text("attempt 1")
+    await expect(question.locator(".calls")).to_contain_text("send_note")
+    for name in ("It happened", "Run it again", "It failed"):
+        await expect(page.get_by_role("button", name=name)).to_have_count(1)
+    await page.screenshot(path=artifacts / "26-answer-in-doubt.png", full_page=True)
+    await page.get_by_label("What it returned").fill("delivered")
+    await page.get_by_label("Decided by").fill("ops@example")
+    await page.get_by_role("button", name="It happened").click()
+    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    continuation = _run_id(page)
+    assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
+    await page.goto(f"{url}/ui/run/transcript?id={continuation}")
+    await expect(page.locator("li.bubble").last).to_contain_text("Sent: delivered.")
+    async with StoreClient(url, token=tokens.host) as client:
+        page_of = await client.list_run_records(continuation)
+    answered = [r for r in page_of.records if r.type == "tool_call_answered"]
+    assert len(answered) == 1
+    assert b'"by":"ops@example"' in answered[0].payload
+    assert b'"decision":"happened"' in answered[0].payload
+
+
+async def test_a_call_in_doubt_is_decided_by_a_posted_form(acting: Acting, tokens: Tokens) -> None:
+    """Without a browser: the run page offers the three answers and marks the call; a
+    decision that does not fit is refused and changes nothing; 'failed' with a reason and
+    who decided continues the run with an error result."""
+    url = acting.service.url
+    bearer = {"Authorization": f"Bearer {tokens.host}"}
+    async with httpx.AsyncClient(headers=bearer) as client:
+        shown = await client.get(f"{url}/ui/run", params={"id": "doubt-2-run"})
+        assert shown.status_code == 200
+        for text in ("It happened", "Run it again", "It failed", 'id="run-in-doubt"'):
+            assert text in shown.text, text
+        transcript = await client.get(f"{url}/ui/run/transcript", params={"id": "doubt-2-run"})
+        assert 'class="badge suspended in-doubt"' in transcript.text
+        for wrong in ({"decision": "approve"}, {"decision": "failed"}):  # no reason: refused
+            refused = await client.post(f"{url}/ui/run/answer", data={"id": "doubt-2-run", **wrong})
+            assert refused.status_code == 422, wrong
+        async with StoreClient(url, token=tokens.host) as store:
+            assert (await store.load_run("doubt-2-run")).successor_run_id == ""
+        decided = await client.post(
+            f"{url}/ui/run/answer",
+            data={"id": "doubt-2-run", "decision": "failed", "reason": "bounced", "by": "ops"},
+        )
+        assert decided.status_code == 303
+        continuation = decided.headers["location"].split("id=")[1]
+    assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
+    async with StoreClient(url, token=tokens.host) as store:
+        logged = (await store.list_run_records(continuation)).records
+    answered = [r for r in logged if r.type == "tool_call_answered"]
+    assert len(answered) == 1
+    assert b'"decision":"failed"' in answered[0].payload
+    assert b'"by":"ops"' in answered[0].payload
+    assert any(b"bounced" in r.payload for r in logged if r.type == "tool_result_received")
 
 
 async def test_a_run_suspended_by_its_child_is_answered_through_it(

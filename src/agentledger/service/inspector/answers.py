@@ -17,12 +17,13 @@ from typing import Any
 import msgspec
 
 from agentledger.errors import AgentledgerError, ValidationError
-from agentledger.runtime.checkpoint import RunCheckpoint
+from agentledger.runtime.checkpoint import InDoubtToolCall, RunCheckpoint
 from agentledger.runtime.planner import (
     Answer,
-    AwaitClarification,
-    AwaitConfirmation,
     ToolCall,
+    ToolFailed,
+    ToolHappened,
+    ToolRetry,
 )
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import MessageOrigin
@@ -30,8 +31,12 @@ from agentledger.transcript import Message, ToolUsePart
 
 __all__ = ["DECISIONS", "Question", "answer_of", "fork_points", "question_of"]
 
-DECISIONS = ("approve", "decline", "clarify", "results")
-"""The answers the form posts: approve or decline a confirmation, clarify, give results."""
+DECISIONS = ("approve", "decline", "clarify", "results", "happened", "retry", "failed")
+"""The answers the form posts: approve or decline a confirmation, clarify, give results;
+decide a tool call in doubt (it happened, run it again, it failed)."""
+
+BY = "the inspector"
+"""Who decided a call in doubt, when the form does not say."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class Question:
     calls: tuple[ToolCall, ...] = field(default=())
     asked_by: str = ""
     """The run whose planner asked (the run itself, or a child run below it)."""
+    in_doubt: InDoubtToolCall | None = None
+    """The tool call in doubt (kind ``in_doubt``)."""
 
 
 async def question_of(store: Store, run_id: str) -> Question | None:
@@ -52,15 +59,8 @@ async def question_of(store: Store, run_id: str) -> Question | None:
         checkpoint = RunCheckpoint.decode(stored.data)
     except (AgentledgerError, ValueError):
         return None
-    if checkpoint.awaiting is None:
-        inner = checkpoint.children[0].awaiting
-        return Question(inner.kind, inner.question, inner.calls, inner.run_id)
-    asked = checkpoint.awaiting
-    if isinstance(asked, AwaitClarification):
-        return Question("clarification", asked.question, (), run_id)
-    if isinstance(asked, AwaitConfirmation):
-        return Question("confirmation", asked.prompt, asked.calls, run_id)
-    return Question("external_tools", "", asked.calls, run_id)
+    asked = checkpoint.asked(run_id=run_id, agent_id=checkpoint.agent_id)
+    return Question(asked.kind, asked.question, asked.calls, asked.run_id, asked.in_doubt)
 
 
 def _result(text: str) -> Any:
@@ -84,11 +84,22 @@ def answer_of(form: dict[str, str], question: Question | None) -> Answer:
         raise ValidationError(field="decision", expected=" or ".join(DECISIONS), got=decision)
     kind = question.kind if question is not None else ""
     fits = {"approve": "confirmation", "decline": "confirmation", "clarify": "clarification",
-            "results": "external_tools"}  # fmt: skip
+            "results": "external_tools", "happened": "in_doubt", "retry": "in_doubt",
+            "failed": "in_doubt"}  # fmt: skip
     if kind and fits[decision] != kind:
         raise ValidationError(
             field="decision", expected=f"an answer to a {kind.replace('_', ' ')}", got=decision
         )
+    by = form.get("by", "").strip() or BY
+    if decision == "happened":
+        return Answer(decision=ToolHappened(_result(form.get("result", "").strip()), by=by))
+    if decision == "retry":
+        return Answer(decision=ToolRetry(by=by))
+    if decision == "failed":
+        reason = form.get("reason", "").strip()
+        if not reason:
+            raise ValidationError(field="reason", expected="why the call failed", got=reason)
+        return Answer(decision=ToolFailed(reason, by=by))
     if decision == "approve":
         return Answer.approve(text)
     if decision == "decline":

@@ -45,6 +45,7 @@ WAITS = {
     "clarification": "waits for a clarification",
     "external_tools": "waits for results from outside",
     "child": "waits for its child run's question to be answered",
+    "in_doubt": "waits for a decision on a tool call in doubt",
 }
 """What a suspended run waits for, by the kind its checkpoint names."""
 

@@ -32,7 +32,7 @@ from agentledger.errors import (
     TransientError,
     ValidationError,
 )
-from agentledger.runtime.checkpoint import RunCheckpoint
+from agentledger.runtime.checkpoint import InDoubtToolCall, RunCheckpoint
 from agentledger.runtime.prompts import prompt_versions
 from agentledger.service.auth import Principal
 from agentledger.service.error_codec import http_status
@@ -458,7 +458,22 @@ class Pages:
                     str(link.get("tool_call_id", "")), str(link.get("child_run_id", ""))
                 )
         return {"children": children, "waits": await self._waits(runs),
-                "statuses": {r.run_id: r for r in runs}}  # fmt: skip
+                "statuses": {r.run_id: r for r in runs},
+                "doubts": await self._doubts(runs)}  # fmt: skip
+
+    async def _doubts(self, runs: list[RunMeta]) -> dict[str, InDoubtToolCall]:
+        """Tool calls in doubt, by call id, in the suspended runs no continuation took."""
+        doubts: dict[str, InDoubtToolCall] = {}
+        for run in runs:
+            if run.status is not RunStatus.SUSPENDED or run.successor_run_id:
+                continue
+            try:
+                stored = await self.store.load_run_suspension(run.run_id)
+                checkpoint = RunCheckpoint.decode(stored.data)
+            except AgentledgerError:
+                continue
+            doubts.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
+        return doubts
 
     async def search(self, request: _ANY, principal: Principal) -> Response[Any]:
         """Records of a session whose payload, type or key holds the text searched for."""
