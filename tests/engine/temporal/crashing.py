@@ -9,10 +9,11 @@ store, so a test counts starts exactly. Once the mode file says anything
 else they behave.
 
 ``$AGENTLEDGER_TEST_MODE`` may also say ``after``: then the ``effect`` tool
-does its side effect (one more line in the counter file, and for ``keyed``
-a POST to the stub server of :class:`StubEffects` with the call's
-idempotency key) and only then kills its worker, before its result is
-saved: the harness of a tool whose outcome is unknown after a crash.
+(declared ``once``, ``retry`` or ``keyed``) does its side effect (a line in
+the counter file with its idempotency key and attempt, and a POST to the stub
+server of :class:`StubEffects` with that key) and only then kills its worker,
+on the call's first attempt, before its result is saved: the harness of a
+tool whose outcome is unknown after a crash.
 
 :class:`Supervisor` keeps one worker process polling a task queue: when it
 dies it starts another, until stopped. :class:`StubEffects` is a loopback
@@ -23,16 +24,24 @@ HTTP server that counts POSTs and deduplicates them on the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
 import os
 import signal
 import threading
 import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from temporalio.client import Client
+
+from agentledger.engine.temporal import TemporalEngine
 from agentledger.runtime import (
     Agent,
+    AgentClient,
     PlanInput,
     PlanResult,
     PlanResumeInput,
@@ -41,16 +50,22 @@ from agentledger.runtime import (
     ToolContext,
     tool,
 )
+from agentledger.storage.protocol import Store
+from tests.engine.temporal.harness import FAST_RETRY, now_ms
 from tests.engine.temporal.processes import WorkerProcess
 
 __all__ = [
     "COUNTER_ENV",
+    "EFFECT_TOOLS",
     "MODE_ENV",
     "STUB_ENV",
     "TEMPORAL_ENV",
+    "Setup",
     "StubEffects",
     "Supervisor",
     "count",
+    "crashing_workers",
+    "effects",
     "setup",
 ]
 
@@ -61,10 +76,10 @@ TEMPORAL_ENV = "AGENTLEDGER_TEST_CRASH_TEMPORAL"
 """The Temporal server's address, for a tool that waits until it is its run's last activity."""
 
 
-def _started(what: str) -> str:
-    """Count one start of ``what``; return the mode."""
+def _started(what: str, *more: object) -> str:
+    """Count one start of ``what`` (a line ``WHAT PID MORE...``); return the mode."""
     with open(os.environ[COUNTER_ENV], "a", encoding="utf-8") as f:
-        f.write(f"{what} {os.getpid()}\n")
+        f.write(" ".join(str(w) for w in (what, os.getpid(), *more)) + "\n")
         f.flush()
         os.fsync(f.fileno())
     return Path(os.environ[MODE_ENV]).read_text().strip()
@@ -125,21 +140,38 @@ def _post(request: urllib.request.Request) -> None:
         answer.read()
 
 
-@tool
-async def effect(label: str, ctx: ToolContext) -> str:
-    """Act on the world (a line in the counter file; a POST to the stub server when one
-    is set), then, while the mode says ``after``, die before the result is saved."""
-    mode = _started("effect")
+async def _effect(label: str, ctx: ToolContext) -> str:
+    """Act on the world: one line in the counter file (``effect PID KEY ATTEMPT``) and, when a
+    stub server is set, a POST to it with the call's idempotency key; then, while the mode
+    says ``after``, die on the call's first attempt, before its result is saved."""
+    mode = _started("effect", ctx.idempotency_key, ctx.attempt)
     stub = os.environ.get(STUB_ENV, "")
     if stub:
-        key = getattr(ctx, "idempotency_key", "") or f"{ctx.run_id}:{ctx.tool_call_id}"
         request = urllib.request.Request(
-            stub, data=label.encode(), headers={"Idempotency-Key": key}, method="POST"
+            stub,
+            data=label.encode(),
+            headers={"Idempotency-Key": ctx.idempotency_key},
+            method="POST",
         )
         await asyncio.to_thread(_post, request)
-    if mode == "after":
+    if mode == "after" and ctx.attempt == 1:
         _die()
     return f"{label} happened"
+
+
+EFFECT_TOOLS = {
+    effect: tool(name="effect", effect=effect)(_effect)  # type: ignore[arg-type]
+    for effect in ("once", "retry", "keyed")
+}
+"""The same acting tool, declared with each effect class."""
+
+
+def effects(counter: Path) -> list[tuple[str, int]]:
+    """The effect lines of the counter file: (key, attempt) each."""
+    if not counter.exists():
+        return []
+    rows = [line.split(" ") for line in counter.read_text().splitlines()]
+    return [(row[2], int(row[3])) for row in rows if row[0] == "effect"]
 
 
 class OneCall:
@@ -184,14 +216,16 @@ class KillingPlanner:
 
 def setup(runtime: Runtime) -> None:
     """``fragile`` (default attempts), ``fragile2`` (``max_turn_attempts=2``), ``pair``,
-    ``planner`` (its planner kills) and ``effect`` agents."""
+    ``planner`` (its planner kills) and ``effect_once``/``effect_retry``/``effect_keyed``
+    (the acting tool with each effect class) agents."""
     runtime.register_agent(Agent("fragile", OneCall("fragile"), tools=[fragile]))
     runtime.register_agent(
         Agent("fragile2", OneCall("fragile"), tools=[fragile], max_turn_attempts=2)
     )
     runtime.register_agent(Agent("pair", PairCall(), tools=[steady, lonely]))
     runtime.register_agent(Agent("planner", KillingPlanner()))
-    runtime.register_agent(Agent("effect", OneCall("effect"), tools=[effect]))
+    for kind, acting in EFFECT_TOOLS.items():
+        runtime.register_agent(Agent(f"effect_{kind}", OneCall("effect"), tools=[acting]))
 
 
 class Supervisor:
@@ -262,3 +296,62 @@ class StubEffects:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+@dataclass
+class Setup:
+    """What a test gets from :func:`crashing_workers`."""
+
+    client_for: dict[str, AgentClient]
+    session: str
+    counter: Path
+    mode: Path
+    store: Store
+
+
+@contextlib.asynccontextmanager
+async def crashing_workers(
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    folder: Path,
+    env: Mapping[str, str] | None = None,
+) -> AsyncIterator[Setup]:
+    """Supervised worker processes of this app on a fresh task queue (mode ``kill``), a
+    runtime on ``store`` that starts runs there (heartbeat timeout 1.5 s), and a session."""
+    counter, mode = folder / "starts.txt", folder / "mode.txt"
+    mode.write_text("kill")
+    env = {
+        COUNTER_ENV: str(counter),
+        MODE_ENV: str(mode),
+        TEMPORAL_ENV: temporal_address,
+        **(env or {}),
+    }
+    queue = f"loop-{uuid.uuid4().hex[:12]}"
+    supervisor = Supervisor(
+        temporal=temporal_address,
+        db=worker_db,
+        task_queue=queue,
+        env=env,
+        extra=("--sticky-timeout", "1"),
+        app="tests.engine.temporal.crashing:setup",
+    ).start()
+    try:
+        engine = TemporalEngine(
+            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=1.5
+        )
+        runtime = Runtime(store, engine=engine)
+        setup(runtime)
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
+        agents = ("fragile", "fragile2", "pair", "planner", *(f"effect_{k}" for k in EFFECT_TOOLS))
+        yield Setup(
+            client_for={a: runtime.agent_client(a) for a in agents},
+            session=session,
+            counter=counter,
+            mode=mode,
+            store=store,
+        )
+    finally:
+        supervisor.stop()

@@ -13,78 +13,23 @@ the work again (now behaving); ``Answer(approved=False)`` ends the run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
-from agentledger.engine.temporal import TemporalEngine
-from agentledger.runtime import AgentClient, Answer, Runtime, user_message
+from agentledger.runtime import Answer, user_message
 from agentledger.runtime.completion import check_lifecycle
 from agentledger.runtime.wire import PLAN_TURN, TOOL_CALL
 from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
 from tests.engine.temporal import crashing
-from tests.engine.temporal.harness import FAST_RETRY, now_ms
 from tests.runtime.support import records, types, valid_transcript
 
 HANG_GUARD = 240.0
 """Seconds a run may take to pause before the test calls it hung (it takes a few)."""
-
-
-@dataclass
-class _Setup:
-    client_for: dict[str, AgentClient]
-    session: str
-    counter: Path
-    mode: Path
-    store: Store
-
-
-@contextlib.asynccontextmanager
-async def _crashing_workers(
-    temporal_address: str, temporal_client: Client, store: Store, worker_db: str, folder: Path
-) -> AsyncIterator[_Setup]:
-    counter, mode = folder / "starts.txt", folder / "mode.txt"
-    mode.write_text("kill")
-    env = {
-        crashing.COUNTER_ENV: str(counter),
-        crashing.MODE_ENV: str(mode),
-        crashing.TEMPORAL_ENV: temporal_address,
-    }
-    queue = f"loop-{uuid.uuid4().hex[:12]}"
-    supervisor = crashing.Supervisor(
-        temporal=temporal_address,
-        db=worker_db,
-        task_queue=queue,
-        env=env,
-        extra=("--sticky-timeout", "1"),
-        app="tests.engine.temporal.crashing:setup",
-    ).start()
-    try:
-        engine = TemporalEngine(
-            temporal_client, task_queue=queue, retry_policy=FAST_RETRY, heartbeat_timeout=1.5
-        )
-        runtime = Runtime(store, engine=engine)
-        crashing.setup(runtime)
-        session = f"s-{uuid.uuid4().hex}"
-        await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
-        agents = ("fragile", "fragile2", "pair", "planner", "effect")
-        yield _Setup(
-            client_for={a: runtime.agent_client(a) for a in agents},
-            session=session,
-            counter=counter,
-            mode=mode,
-            store=store,
-        )
-    finally:
-        supervisor.stop()
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])
@@ -100,7 +45,7 @@ async def test_a_tool_that_kills_its_worker_pauses_the_run_after_n_starts(
 ) -> None:
     """N starts (3 by default, ``max_turn_attempts=2``), then ``crash_loop``; resume runs the
     call again and completes the run."""
-    async with _crashing_workers(
+    async with crashing.crashing_workers(
         temporal_address, temporal_client, store, worker_db, tmp_path
     ) as s:
         client = s.client_for[agent]
@@ -157,7 +102,7 @@ async def test_a_paused_step_keeps_its_other_results_and_declining_ends_the_run(
     """Two calls in parallel, one kills its worker: the other's result is recorded with the
     pause; ``Answer(approved=False)`` ends the run failed (``crash_loop``), the looping call
     not started again."""
-    async with _crashing_workers(
+    async with crashing.crashing_workers(
         temporal_address, temporal_client, store, worker_db, tmp_path
     ) as s:
         client = s.client_for["pair"]
@@ -196,7 +141,7 @@ async def test_a_planner_turn_that_kills_its_worker_pauses_the_run_and_resume_re
 ) -> None:
     """The planner kills its worker on every start: three starts, ``crash_loop`` naming the
     planner turn; resume plans the turn again and the run completes."""
-    async with _crashing_workers(
+    async with crashing.crashing_workers(
         temporal_address, temporal_client, store, worker_db, tmp_path
     ) as s:
         client = s.client_for["planner"]
