@@ -55,6 +55,8 @@ def test_a_call_in_doubt_and_its_answer(tmp_path: Path) -> None:
     assert "call c1: once; in doubt (attempt 1" in runs.out
     assert "call c2: keyed" in runs.out
     assert "tool_calls" in run_cli("--db", str(db), "--json", "runs", "s").out
+    checked = run_cli("--db", str(db), "check")  # the new records decode strictly
+    assert checked.code == 0, checked.out
 
 
 def test_the_answer_and_who_gave_it(tmp_path: Path) -> None:
@@ -67,3 +69,5 @@ def test_the_answer_and_who_gave_it(tmp_path: Path) -> None:
     runs = run_cli("--db", str(db), "runs", "s")
     assert "call c1: answered failed by ops@example: bounced" in runs.out
     assert done in runs.out
+    checked = run_cli("--db", str(db), "check")
+    assert checked.code == 0, checked.out

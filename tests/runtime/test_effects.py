@@ -30,12 +30,17 @@ from agentledger.runtime import (
     tool,
 )
 from agentledger.runtime.events import event_from_record
-from agentledger.runtime.records import ToolAnsweredPayload, ToolStartedPayload, decode_json
-from agentledger.storage import Record, RunStatus
+from agentledger.runtime.records import (
+    RecordSpec,
+    ToolAnsweredPayload,
+    ToolStartedPayload,
+    decode_json,
+)
+from agentledger.storage import Record, RecordBuilder, RunStart, RunStatus
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from agentledger.transcript import ToolResultPart
 from tests.runtime.golden_run import golden_records
-from tests.runtime.support import AnyStore, records, valid_transcript
+from tests.runtime.support import AnyStore, now_ms, records, valid_transcript
 
 FAST = RetryPolicy(initial_interval=0.001, maximum_interval=0.01)
 GOLDEN = Path(__file__).parent / "data" / "retry_run_golden.json"
@@ -429,3 +434,64 @@ async def test_damaged_payloads_of_the_new_records_are_corrupt() -> None:
         **base,
     )
     assert isinstance(event_from_record(good), events.ToolCallAnswered)
+
+
+async def test_started_records_are_ordinary_records(store: AnyStore, session: str) -> None:
+    """An exact retry of a tool_call_started returns its id; the same call started again
+    with another attempt is a new record."""
+    run = RunStart(run_id="r-rec", agent_id="chat", session_id=session, started_at=now_ms())
+    builder = RecordBuilder(run, turn_id="t")
+    await store.start_root_run(builder.root_start())
+    key = idempotency_key("r-rec", "c1")
+    specs = [RecordSpec.started("turn:1", "c1", "send", key, n) for n in (1, 1, 2)]
+    at = now_ms()
+    built = [builder.record(s.type, s.payload, event_key=s.event_key, at=at) for s in specs]
+    first, again, second = [await store.append_run_record(r) for r in built]
+    assert (first.inserted, again.inserted, second.inserted) == (True, False, True)
+    assert again.id == first.id
+    assert second.id != first.id
+
+
+async def test_a_call_in_doubt_is_asked_before_a_waiting_child(
+    store: AnyStore, session: str
+) -> None:
+    """One step: a once call in doubt and a child run that asks the user. The run asks
+    about the call first (a child's answer is refused then); then the child's question."""
+    from tests.runtime.test_nested import _Asker
+
+    ledger = Ledger()
+    model = ScriptedModel(
+        [
+            tool_calls(("p1", "send", {"to": "a"}), ("p2", "helper", {"request": "ask"})),
+            reply("Both done."),
+        ]
+    )
+    runtime = Runtime(
+        LoseWrite(store, "turn:1:tool:p1:result"), engine=InProcessEngine(FAST), stream=QueueSink()
+    )
+    runtime.register_model("m", model)
+    runtime.register_agent(Agent("helper", _Asker("Which city?"), description="Asks."))
+    runtime.register_agent(
+        Agent("chat", ModelPlanner("m"), tools=[ledger.tool("once")], agents=["helper"])
+    )
+    client = runtime.agent_client("chat")
+    first = await client.run(session, "Go", run_id="r-mixed")
+    assert first.awaiting is not None
+    assert (first.awaiting.kind, first.awaiting.run_id) == ("in_doubt", "r-mixed")
+    with pytest.raises(ValidationError):
+        await client.start_resume(session, "r-mixed", "Oslo")
+    second = await client.resume(session, "r-mixed", ToolHappened("sent"))
+    assert second.status is RunStatus.SUSPENDED
+    assert second.awaiting is not None
+    assert (second.awaiting.kind, second.awaiting.question) == ("clarification", "Which city?")
+    with pytest.raises(ValidationError):
+        await client.start_resume(session, second.run_id, ToolRetry())
+    third = await client.resume(session, second.run_id, "Oslo")
+    assert third.status is RunStatus.COMPLETED, third.failure
+    assert third.text == "Both done."
+    assert len(ledger.calls) == 1
+    messages = await valid_transcript(store, third.run_id)
+    got = {
+        p.tool_use_id: p.content for m in messages for p in m.parts if isinstance(p, ToolResultPart)
+    }
+    assert got == {"p1": "sent", "p2": "You said Oslo."}

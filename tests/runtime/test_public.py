@@ -10,12 +10,15 @@ PUBLIC = {
     "agentledger.runtime": [
         "Agent", "AgentClient", "AgentTool", "Answer", "AwaitClarification", "AwaitConfirmation",
         "AwaitExternalTools", "Awaiting", "Compaction", "Completion", "HistoryContext",
-        "HistoryCut", "HistoryPolicy", "LastTurns", "ModelPlanner", "ModelUsage", "Note",
+        "HistoryCut", "HistoryPolicy", "InDoubtToolCall", "LastTurns", "ModelPlanner",
+        "ModelUsage", "Note",
         "Phase", "PlanInput", "PlanResult", "PlanResumeInput", "Planner", "PromptUse",
         "PromptVersion", "QueueSink",
         "RenderedPrompt", "RunContext", "RunHandle", "RunOutput", "Runtime", "StreamSink",
-        "TokenBudget", "Tool", "ToolCall", "ToolContext", "ToolOutcome", "Toolset", "agent_tool",
-        "estimate_tokens", "events", "prompt_versions", "tool", "user_message",
+        "TokenBudget", "Tool", "ToolCall", "ToolContext", "ToolDecision", "ToolFailed",
+        "ToolHappened", "ToolOutcome", "ToolRetry", "Toolset", "agent_tool",
+        "estimate_tokens", "events", "idempotency_key", "prompt_versions", "tool",
+        "user_message",
     ],
     "agentledger.engine": [
         "ActivityFailed", "ChildFailed", "Engine", "InProcessEngine", "RetryPolicy",
@@ -29,15 +32,18 @@ PUBLIC = {
     "agentledger.runtime.events": [
         "CancellationRequested", "ChildRunLinked", "MessagesAppended", "ModelDelta",
         "ModelUsageReported", "PhaseChanged", "PlannerNoted", "PromptRendered", "RunCompleted",
-        "RunEvent", "RunStarted", "RunSuspended", "ToolCallScheduled", "ToolResultReceived",
+        "RunEvent", "RunStarted", "RunSuspended", "ToolCallAnswered", "ToolCallScheduled",
+        "ToolCallStarted", "ToolResultReceived",
         "delta_event", "event_from_record",
     ],
     "agentledger.runtime.records": [
         "MODEL_USAGE", "PLANNER_NOTE", "PROMPT_RENDERED", "RUN_PHASE_CHANGED",
-        "TOOL_CALL_SCHEDULED", "TOOL_RESULT_RECEIVED", "TRANSCRIPT_APPENDED",
+        "TOOL_CALL_ANSWERED", "TOOL_CALL_SCHEDULED", "TOOL_CALL_STARTED",
+        "TOOL_RESULT_RECEIVED", "TRANSCRIPT_APPENDED",
         "TRANSCRIPT_REFERENCED", "TRANSCRIPT_SEEDED",
         "NotePayload", "Phase", "PhasePayload", "PromptPayload", "RecordSpec",
-        "ToolResultPayload", "ToolScheduledPayload", "UsagePayload", "decode_json", "encode_json",
+        "ToolAnsweredPayload", "ToolResultPayload", "ToolScheduledPayload", "ToolStartedPayload",
+        "UsagePayload", "decode_json", "encode_json",
     ],
 }  # fmt: skip
 

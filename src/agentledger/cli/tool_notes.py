@@ -30,7 +30,8 @@ async def call_notes(store: AdminStore, run_id: str) -> dict[str, list[str]]:
     """Notes on the tool calls of ``run_id``, by call id, in the order they happened:
     its effect class unless ``retry``, ``in doubt`` while the run waits for a decision on
     it (``was in doubt`` once a continuation took the decision), and each answer with who
-    gave it.
+    gave it. The checkpoint is read only for a run that started or answered a once call
+    (a run in doubt always did): other writers may keep checkpoints of their own.
 
     Raises:
         CorruptRecordError: a record or the checkpoint does not decode.
@@ -41,6 +42,7 @@ async def call_notes(store: AdminStore, run_id: str) -> dict[str, list[str]]:
     from agentledger.storage.types import RunStatus
 
     notes: dict[str, list[str]] = {}
+    once = False  # a run with no once call started or answered asks about none
     cursor = ""
     while True:
         page = await store.list_run_records(run_id, cursor=cursor, limit=1000)
@@ -50,7 +52,10 @@ async def call_notes(store: AdminStore, run_id: str) -> dict[str, list[str]]:
                 assert isinstance(call, rt.ToolScheduledPayload)
                 if call.effect != "retry":
                     notes.setdefault(call.tool_call_id, []).append(call.effect)
+            elif record.type == rt.TOOL_CALL_STARTED:
+                once = True
             elif record.type == rt.TOOL_CALL_ANSWERED:
+                once = True
                 said = _decode(record, rt.ToolAnsweredPayload)
                 assert isinstance(said, rt.ToolAnsweredPayload)
                 text = f"answered {said.decision} by {said.by or 'the host'}"
@@ -61,7 +66,7 @@ async def call_notes(store: AdminStore, run_id: str) -> dict[str, list[str]]:
             break
         cursor = page.next_cursor
     meta = await store.load_run(run_id)
-    if meta.status is RunStatus.SUSPENDED:
+    if once and meta.status is RunStatus.SUSPENDED:
         stored = await store.load_run_suspension(run_id)
         try:
             checkpoint = RunCheckpoint.decode(stored.data)

@@ -301,8 +301,7 @@ class _Loop:
         self.owed, self.owed_at = [], None
 
     def _effect(self, call: ToolCall) -> Literal["retry", "keyed", "once"]:
-        effect = self.agent.effects.get(call.name, "retry")
-        return "once" if effect == "once" else "keyed" if effect == "keyed" else "retry"
+        return _effect_of(self.agent.effects, call.name)
 
     def _key(self, call: ToolCall) -> str:
         """The call's idempotency key: from the run that scheduled it, carried on."""

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from temporalio.client import Client
 
-from agentledger.runtime import Agent, ModelPlanner, Runtime, ToolRetry, idempotency_key
+from agentledger.runtime import (
+    Agent,
+    ModelPlanner,
+    Runtime,
+    ToolHappened,
+    ToolRetry,
+    idempotency_key,
+)
 from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
 from agentledger.testing import ScriptedModel, reply, tool_calls
@@ -52,3 +59,35 @@ async def test_keyed_and_once_tools_on_temporal(
     kinds = [r.type for r in await records(store, done.run_id)]
     assert kinds.count("tool_call_answered") == kinds.count("tool_call_started") == 1
     await valid_transcript(store, done.run_id)
+
+
+async def test_a_child_in_doubt_on_temporal(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """A child workflow's once call in doubt suspends the parent workflow; the decision,
+    given to the parent, reaches the child."""
+    once = Ledger()
+    lossy = LoseWrite(store, "turn:1:tool:c1:result")
+
+    def setup(runtime: Runtime) -> None:
+        runtime.register_model(
+            "boss", ScriptedModel([tool_calls(("p1", "mailer", {"request": "go"})), reply("Ok.")])
+        )
+        runtime.register_model(
+            "worker", ScriptedModel([tool_calls(("c1", "send", {"to": "x"})), reply("Mailed.")])
+        )
+        mailer = Agent("mailer", ModelPlanner("worker"), tools=[once.tool("once")])
+        runtime.register_agent(mailer)
+        runtime.register_agent(Agent("chat", ModelPlanner("boss"), agents=["mailer"]))
+
+    async with temporal_runtime(temporal_client, lossy, setup) as runtime:
+        client = runtime.agent_client("chat")
+        first = await client.run(session, "Mail", run_id=f"tc-{session}")
+        assert first.status is RunStatus.SUSPENDED, first.failure
+        assert first.awaiting is not None
+        assert first.awaiting.kind == "in_doubt"
+        assert first.awaiting.run_id == f"tc-{session}.p1"
+        done = await client.resume(session, first.run_id, ToolHappened("mailed"))
+    assert done.status is RunStatus.COMPLETED, done.failure
+    assert done.text == "Ok."
+    assert len(once.calls) == 1
