@@ -202,6 +202,16 @@ class PairCall:
         return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
 
 
+class Boss:
+    """Asks the ``fragile`` agent (a child run), then answers with its answer."""
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return PlanResult.call(ToolCall(id="ask", name="fragile", input={"request": "go"}))
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return PlanResult.answer(f"boss: {input.tool_results[0].content}")
+
+
 class KillingPlanner:
     """Kills the worker on its first turn while the mode says ``kill``; else answers."""
 
@@ -216,14 +226,16 @@ class KillingPlanner:
 
 def setup(runtime: Runtime) -> None:
     """``fragile`` (default attempts), ``fragile2`` (``max_turn_attempts=2``), ``pair``,
-    ``planner`` (its planner kills) and ``effect_once``/``effect_retry``/``effect_keyed``
-    (the acting tool with each effect class) agents."""
+    ``planner`` (its planner kills), ``boss`` (asks ``fragile`` as a child run) and
+    ``effect_once``/``effect_retry``/``effect_keyed`` (the acting tool with each effect
+    class) agents."""
     runtime.register_agent(Agent("fragile", OneCall("fragile"), tools=[fragile]))
     runtime.register_agent(
         Agent("fragile2", OneCall("fragile"), tools=[fragile], max_turn_attempts=2)
     )
     runtime.register_agent(Agent("pair", PairCall(), tools=[steady, lonely]))
     runtime.register_agent(Agent("planner", KillingPlanner()))
+    runtime.register_agent(Agent("boss", Boss(), agents=["fragile"]))
     for kind, acting in EFFECT_TOOLS.items():
         runtime.register_agent(Agent(f"effect_{kind}", OneCall("effect"), tools=[acting]))
 
@@ -345,7 +357,14 @@ async def crashing_workers(
         setup(runtime)
         session = f"s-{uuid.uuid4().hex}"
         await store.create_session(session, created_at=now_ms())  # type: ignore[attr-defined]
-        agents = ("fragile", "fragile2", "pair", "planner", *(f"effect_{k}" for k in EFFECT_TOOLS))
+        agents = (
+            "fragile",
+            "fragile2",
+            "pair",
+            "planner",
+            "boss",
+            *(f"effect_{k}" for k in EFFECT_TOOLS),
+        )
         yield Setup(
             client_for={a: runtime.agent_client(a) for a in agents},
             session=session,

@@ -161,3 +161,33 @@ async def test_a_planner_turn_that_kills_its_worker_pauses_the_run_and_resume_re
         assert done.status is RunStatus.COMPLETED, done.failure
         assert done.text == "planned"
         assert crashing.count(s.counter, "planner") == 4
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+async def test_a_child_run_that_crash_loops_pauses_its_parent_and_resume_reaches_it(
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    tmp_path: Path,
+) -> None:
+    """An agent used as a tool whose tool kills its worker: the child pauses, its parent
+    suspends with the child's question; resuming the parent runs the child's call again."""
+    async with crashing.crashing_workers(
+        temporal_address, temporal_client, store, worker_db, tmp_path
+    ) as s:
+        client = s.client_for["boss"]
+        handle = await client.start(s.session, [user_message("go")])
+        out = await asyncio.wait_for(handle.wait(), HANG_GUARD)
+        assert out.status is RunStatus.SUSPENDED, out.failure
+        assert out.awaiting is not None
+        assert out.awaiting.kind == "crash_loop"
+        assert out.awaiting.run_id == f"{handle.run_id}.ask"  # the child asks
+        assert out.awaiting.activity == TOOL_CALL
+        assert crashing.count(s.counter, "fragile") == 3
+
+        s.mode.write_text("ok")
+        done = await asyncio.wait_for(client.resume(s.session, handle.run_id, Answer()), HANG_GUARD)
+        assert done.status is RunStatus.COMPLETED, done.failure
+        assert done.text == "boss: x done"
+        assert crashing.count(s.counter, "fragile") == 4
