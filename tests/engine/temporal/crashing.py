@@ -39,6 +39,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from agentledger.engine.temporal import TemporalEngine
+from agentledger.errors import TransientError
 from agentledger.runtime import (
     Agent,
     AgentClient,
@@ -125,6 +126,17 @@ async def lonely(label: str, ctx: ToolContext) -> str:
     """:func:`fragile`, once the step's other calls have finished."""
     await _alone(ctx.run_id)
     if _started("fragile") == "kill":
+        _die()
+    return f"{label} done"
+
+
+@tool
+async def flaky(label: str, ctx: ToolContext) -> str:
+    """A TransientError on the call's first two attempts, then :func:`fragile`."""
+    mode = _started("flaky", ctx.attempt)
+    if ctx.attempt <= 2:
+        raise TransientError("not yet", operation="flaky")
+    if mode == "kill":
         _die()
     return f"{label} done"
 
@@ -226,6 +238,7 @@ class KillingPlanner:
 
 def setup(runtime: Runtime) -> None:
     """``fragile`` (default attempts), ``fragile2`` (``max_turn_attempts=2``), ``pair``,
+    ``flaky2`` (two TransientErrors, then kills; ``max_turn_attempts=2``),
     ``planner`` (its planner kills), ``boss`` (asks ``fragile`` as a child run) and
     ``effect_once``/``effect_retry``/``effect_keyed`` (the acting tool with each effect
     class) agents."""
@@ -234,6 +247,7 @@ def setup(runtime: Runtime) -> None:
         Agent("fragile2", OneCall("fragile"), tools=[fragile], max_turn_attempts=2)
     )
     runtime.register_agent(Agent("pair", PairCall(), tools=[steady, lonely]))
+    runtime.register_agent(Agent("flaky2", OneCall("flaky"), tools=[flaky], max_turn_attempts=2))
     runtime.register_agent(Agent("planner", KillingPlanner()))
     runtime.register_agent(Agent("boss", Boss(), agents=["fragile"]))
     for kind, acting in EFFECT_TOOLS.items():
@@ -363,6 +377,7 @@ async def crashing_workers(
             "pair",
             "planner",
             "boss",
+            "flaky2",
             *(f"effect_{k}" for k in EFFECT_TOOLS),
         )
         yield Setup(

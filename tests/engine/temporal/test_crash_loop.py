@@ -191,3 +191,27 @@ async def test_a_child_run_that_crash_loops_pauses_its_parent_and_resume_reaches
         assert done.status is RunStatus.COMPLETED, done.failure
         assert done.text == "boss: x done"
         assert crashing.count(s.counter, "fragile") == 4
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+async def test_attempts_that_end_with_a_transient_error_are_not_lost(
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    tmp_path: Path,
+) -> None:
+    """Two TransientErrors (retried by the policy), then two worker deaths: the run pauses
+    after four starts, the two deaths counted (``max_turn_attempts=2``), not after two."""
+    async with crashing.crashing_workers(
+        temporal_address, temporal_client, store, worker_db, tmp_path
+    ) as s:
+        client = s.client_for["flaky2"]
+        handle = await client.start(s.session, [user_message("go")])
+        out = await asyncio.wait_for(handle.wait(), HANG_GUARD)
+        assert out.status is RunStatus.SUSPENDED, out.failure
+        assert out.awaiting is not None
+        assert out.awaiting.kind == "crash_loop"
+        assert out.awaiting.attempts == 2
+        lines = s.counter.read_text().splitlines()
+        assert [line.split(" ")[2] for line in lines] == ["1", "2", "3", "4"]
