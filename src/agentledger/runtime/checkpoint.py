@@ -139,7 +139,8 @@ class CrashLoop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         return Awaiting(
             kind="crash_loop",
             question=f"{what} ({self.activity}) started {self.attempts} times without "
-            "finishing; resume to run it again, or cancel the run",
+            "finishing; resume with an empty answer to run it again, or with approved=False "
+            "to end the run",
             calls=self.calls,
             run_id=run_id,
             agent_id=agent_id,
