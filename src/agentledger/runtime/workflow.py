@@ -19,6 +19,7 @@ A run's records, in order, and the activity that writes them::
     transcript_messages_appended         plan_turn: the assistant message
     run_phase_changed  executing_tools   plan_turn
     tool_call_scheduled ...              plan_turn: one per call (child runs link here [L2])
+    tool_call_started ...                plan_turn: one per ``once`` call, before it runs
     tool_result_received ...             one per call, in call order (tool_call, for a lone call)
     transcript_messages_appended         the next activity: the user message holding every result
     ...                                  more turns
@@ -42,6 +43,13 @@ completion finds the record instead of doing the work again. The results of
 parallel calls are written together, in call order, after the last one; each
 call's activity saves its result privately in the store first, so a retry
 after a lost completion does not run its tool again either.
+
+A ``once`` tool call whose activity runs again without a recorded or saved
+result (its first attempt may have acted) is *in doubt*: the activity does
+not call the tool, and the run suspends like a waiting child, asking the
+host about one such call at a time; the continuation records the decision
+(``tool_call_answered``) and the call's result, or runs it again with the
+same idempotency key (a new ``tool_call_started`` first).
 
 A child run that suspends (an agent used as a tool waits for outside input)
 suspends its parent once the step's other calls are in: the parent keeps
@@ -533,7 +541,14 @@ class _Loop:
         self.origin = checkpoint.origin_run_id or self.inp.predecessor_run_id
         first, *rest = checkpoint.in_doubt
         decision = answer.decision
-        assert decision is not None  # the client refuses anything else
+        if decision is None:  # the client refuses this; a run started around it fails
+            raise _Fail(
+                Failure(
+                    message="a tool call in doubt is answered with ToolHappened, ToolRetry "
+                    "or ToolFailed",
+                    kind="invalid_answer",
+                )
+            )
         by_id: dict[str, _Outcome] = dict(self.recorded)
         by_id.update((w.call.id, w) for w in checkpoint.children)
         by_id.update((d.tool_call_id, d) for d in rest)

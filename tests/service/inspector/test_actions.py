@@ -240,6 +240,8 @@ async def test_a_call_in_doubt_is_decided_by_a_posted_form(acting: Acting, token
             assert text in shown.text, text
         transcript = await client.get(f"{url}/ui/run/transcript", params={"id": "doubt-2-run"})
         assert 'class="badge suspended in-doubt"' in transcript.text
+        line = await client.get(f"{url}/ui/run/timeline", params={"id": "doubt-2-run"})
+        assert "tool · send_note (once)" in line.text
         for wrong in ({"decision": "approve"}, {"decision": "failed"}):  # no reason: refused
             refused = await client.post(f"{url}/ui/run/answer", data={"id": "doubt-2-run", **wrong})
             assert refused.status_code == 422, wrong

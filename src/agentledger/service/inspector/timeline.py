@@ -271,6 +271,9 @@ class _Builder:
         """A tool call's (or child run's) bar, from what its records can tell."""
         payload = _json(scheduled)
         call_id, name = str(payload.get("tool_call_id", "")), str(payload.get("tool_name", ""))
+        effect = str(payload.get("effect", "retry"))
+        if effect != "retry":  # keyed or once: what running it again would do
+            name = f"{name} ({effect})"
         step = scheduled.event_key.split(":tool:", 1)[0]
         result = self.by_key.get(f"{step}:tool:{call_id}:result")
         line = self.line
