@@ -259,3 +259,57 @@ async def test_resuming_a_run_that_is_not_suspended_says_so(store: AnyStore, ses
     )
     assert "is completed, expected suspended" in str(e.value)
     assert [r.run_id for r in await store.list_runs_by_session(session)] == [done.run_id]
+
+
+def test_crash_loop_checkpoints_round_trip_and_name_what_looped() -> None:
+    """A crash_loop checkpoint keeps the step and what kept dying; its question says so."""
+    from agentledger.runtime.checkpoint import CrashLoop
+    from agentledger.runtime.planner import ToolCall, ToolOutcome
+
+    call, other = ToolCall(id="b", name="fragile"), ToolCall(id="a", name="steady")
+    looped = CrashLoop(activity="agentledger.tool_call", attempts=3, calls=(call,))
+    checkpoint = RunCheckpoint(
+        version=1,
+        agent_id="a",
+        turn=1,
+        calls=(other, call),
+        results=(ToolOutcome(tool_call_id="a", tool_name="steady", content="ok"),),
+        crash_loop=looped,
+    )
+    assert RunCheckpoint.decode(checkpoint.encode()) == checkpoint
+    assert checkpoint.kind == "crash_loop"
+    assert checkpoint.pending == (call,)
+    asked = looped.awaiting(run_id="r", agent_id="a")
+    assert (asked.kind, asked.activity, asked.attempts, asked.calls) == (
+        "crash_loop",
+        "agentledger.tool_call",
+        3,
+        (call,),
+    )
+    assert "fragile" in asked.question
+    assert "started 3 times" in asked.question
+    planner = RunCheckpoint(
+        version=1,
+        agent_id="a",
+        turn=2,
+        crash_loop=CrashLoop(activity="agentledger.plan_turn", attempts=2, resume=True),
+    )
+    assert planner.kind == "crash_loop"
+    assert planner.pending == ()
+    with pytest.raises(ValueError, match="exactly one"):
+        RunCheckpoint(
+            version=1,
+            agent_id="a",
+            turn=1,
+            awaiting=AwaitClarification(question="?"),
+            crash_loop=looped,
+        )
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.0, "3"])
+def test_max_turn_attempts_must_be_a_positive_int(bad: object) -> None:
+    """Agent(max_turn_attempts=...) is validated when the agent is made."""
+    with pytest.raises(ValidationError, match="max_turn_attempts"):
+        Agent("a", _Asker(), max_turn_attempts=bad)  # type: ignore[arg-type]
+    assert Agent("a", _Asker()).max_turn_attempts == 3
+    assert Agent("a", _Asker(), max_turn_attempts=1).max_turn_attempts == 1

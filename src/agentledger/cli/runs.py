@@ -1,5 +1,8 @@
 """``agentledger runs SESSION_ID``: a session's runs as a tree (children, continuations).
 
+A run suspended because one planner turn or tool call kept dying shows as
+``suspended (crash_loop: ACTIVITY started N times)``.
+
 With ``--temporal HOST:PORT`` a running run paused on that server (its
 workflow task keeps failing: a bug in the run loop) shows as ``running
 (paused: ERROR ...)``.
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
     from agentledger.storage.run_failure import RunFailure
     from agentledger.storage.types import RunMeta
 
-__all__ = ["predecessor", "run_tree", "runs"]
+__all__ = ["crash_loops", "predecessor", "run_tree", "runs"]
 
 
 @click.command(short_help="a session's runs, as a tree", epilog=PAUSED_HELP)
@@ -39,7 +42,9 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     record it forks). A failed run says why (its error's kind and message, from
     its last record), a canceled one the reason given. Under a run, each tool call
     whose effect is not 'retry' shows it, and a call in doubt says so, with the
-    answer it got and who gave it."""
+    answer it got and who gave it. A run suspended because a planner turn or tool
+    call kept killing its worker says so: 'suspended (crash_loop: ACTIVITY started
+    N times)'."""
     if temporal:
         server = (temporal, namespace)
 
@@ -60,6 +65,32 @@ async def predecessor(store: AdminStore, run_id: str) -> str:
     if not page.records or page.records[0].type != payloads.RUN_STARTED:
         return ""
     return decode_stored_payload(page.records[0], payloads.RunStarted).predecessor_run_id
+
+
+async def crash_loops(store: AdminStore, metas: list[RunMeta]) -> dict[str, dict[str, object]]:
+    """The suspended runs paused by a crash loop: the activity and how often it started.
+
+    Raises:
+        CorruptRecordError: a suspended run's checkpoint cannot be read.
+    """
+    from agentledger.errors import CorruptRecordError, ValidationError
+    from agentledger.runtime.checkpoint import RunCheckpoint
+    from agentledger.storage.types import RunStatus
+
+    found: dict[str, dict[str, object]] = {}
+    for r in metas:
+        if r.status is not RunStatus.SUSPENDED:
+            continue
+        stored = await store.load_run_suspension(r.run_id)
+        try:
+            looped = RunCheckpoint.decode(stored.data).crash_loop
+        except ValidationError as e:
+            raise CorruptRecordError(
+                run_id=r.run_id, record_id="", reason=f"checkpoint: {e}"
+            ) from e
+        if looped is not None:
+            found[r.run_id] = {"activity": looped.activity, "attempts": looped.attempts}
+    return found
 
 
 async def history_source(store: AdminStore, run_id: str) -> dict[str, str] | None:
@@ -91,6 +122,7 @@ async def _runs(
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
     failures = await load_run_failures(store, metas)
+    looped = await crash_loops(store, metas)
     notes = {r.run_id: await call_notes(store, r.run_id) for r in metas}
     pauses: dict[str, Pause] = {}
     if temporal is not None:
@@ -106,13 +138,14 @@ async def _runs(
                 "failure": jsonable(failures.get(r.run_id)),
                 **({"tool_calls": notes[r.run_id]} if notes[r.run_id] else {}),
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
+                **({"crash_loop": looped[r.run_id]} if r.run_id in looped else {}),
             }
             for r in metas
         ]
         echo_json({"session": found, "runs": rows})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories, pauses, failures, notes):
+    for line in run_tree(metas, predecessors, histories, pauses, failures, notes, looped):
         echo(line)
 
 
@@ -127,9 +160,11 @@ def run_tree(
     pauses: dict[str, Pause] | None = None,
     failures: dict[str, RunFailure] | None = None,
     notes: dict[str, dict[str, list[str]]] | None = None,
+    looped: dict[str, dict[str, object]] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
-    a paused run's status says why it waits, a failed or canceled one why it ended;
+    a paused run's status says why it waits (and so does one a crash loop suspended),
+    a failed or canceled one why it ended;
     ``notes`` (run id -> tool call id -> notes) go under their run."""
     from agentledger.cli.output import when
 
@@ -153,6 +188,11 @@ def run_tree(
             reason += f"  ({failure})" if failure is not None else ""
             pause = (pauses or {}).get(r.run_id)
             status = f"{r.status} (paused: {pause.describe()})" if pause else str(r.status)
+            loop = (looped or {}).get(r.run_id)
+            if loop is not None:
+                status = (
+                    f"{r.status} (crash_loop: {loop['activity']} started {loop['attempts']} times)"
+                )
             source = (histories or {}).get(r.run_id)
             follows = ""
             if source is not None and source["kind"] == "next_turn":

@@ -18,6 +18,13 @@ Contract every engine keeps:
   while the workflow is being canceled, so the loop knows exactly what was
   written. An interruptible one (a planner turn, a tool call, a child run) is
   stopped when cancellation arrives and raises :class:`WorkflowCanceled`.
+* An activity whose input carries ``max_turn_attempts`` N > 0 (a planner
+  turn, a tool call) and that was *started N times without finishing* (its
+  worker died, ran out of memory or timed out) is not run again: it fails for
+  good with error type :data:`CRASH_LOOP` (``attempts`` = N). Attempts that
+  ended with a TransientError do not count: they follow the retry policy.
+  Only an engine that outlives its workers (Temporal) can see this; in
+  process, a crash ends the process and every attempt with it.
 * When a workflow closes, the engine remembers when and whether it was
   canceled, for :meth:`Engine.describe` (used by ``ensure_run_completion`` [E2]).
 """
@@ -36,6 +43,7 @@ import msgspec
 from agentledger.errors import ActivityFailed, ChildFailed, TransientError, WorkflowCanceled
 
 __all__ = [
+    "CRASH_LOOP",
     "Activity",
     "ActivityFailed",
     "ChildFailed",
@@ -52,6 +60,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+CRASH_LOOP = "CrashLoop"
+"""The ``error_type`` of an :class:`ActivityFailed` whose activity was started
+``max_turn_attempts`` times without finishing (see the contract above); the run
+loop pauses the run on it instead of failing it."""
 
 _ATTEMPT: ContextVar[int] = ContextVar("agentledger_activity_attempt", default=1)
 

@@ -308,6 +308,7 @@ class Activities:
         plan = AgentPlan(
             max_turns=resolved.agent.max_turns,
             agent_tools=dict(resolved.agent_tools),
+            max_turn_attempts=resolved.agent.max_turn_attempts,
             effects={n: t.effect for n, t in resolved.tools.items() if t.effect != "retry"},
         )
         ended = any(r.session_status is SessionStatus.ENDED for r in started.records)

@@ -35,6 +35,14 @@ class Agent:
         history: how much of the conversation each turn sends the model
             (:class:`~agentledger.runtime.LastTurns`, :class:`~agentledger.runtime.TokenBudget`,
             :class:`~agentledger.runtime.Compaction`); None sends it all.
+        max_turn_attempts: how many times one planner turn or one tool call
+            may be started without finishing (its worker killed, out of
+            memory, timed out) before the run pauses, suspended with the
+            reason ``crash_loop``, instead of starting it again; the host then
+            resumes the run (the turn's unfinished work runs again) or cancels
+            it. Attempts that end with a TransientError do not count (they
+            follow the engine's retry policy). Only Temporal runs can meet this:
+            in process, a crash ends the process and its runs with it.
     """
 
     def __init__(
@@ -47,6 +55,7 @@ class Agent:
         description: str = "",
         max_turns: int = 16,
         history: HistoryPolicy | None = None,
+        max_turn_attempts: int = 3,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ValidationError(field="agent.id", expected="a non-empty string", got=id)
@@ -56,6 +65,14 @@ class Agent:
             )
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ValidationError(field=f"agent {id}.max_turns", expected=">= 1", got=max_turns)
+        if (
+            not isinstance(max_turn_attempts, int)
+            or isinstance(max_turn_attempts, bool)
+            or max_turn_attempts < 1
+        ):
+            raise ValidationError(
+                field=f"agent {id}.max_turn_attempts", expected=">= 1", got=max_turn_attempts
+            )
         if history is not None and not isinstance(history, HistoryPolicy):
             raise ValidationError(
                 field=f"agent {id}.history",
@@ -68,6 +85,7 @@ class Agent:
         self.tools: tuple[ToolSource, ...] = (*tools, *(agent_tool(a) for a in agents))
         self.description = description
         self.max_turns = max_turns
+        self.max_turn_attempts = max_turn_attempts
 
     def __repr__(self) -> str:
         return f"<Agent {self.id}>"

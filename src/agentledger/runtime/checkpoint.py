@@ -1,12 +1,14 @@
 """The suspension checkpoint: what a suspended run needs to be continued [L6].
 
-A run suspends either because its planner waits for outside input
-(``awaiting``), or because child runs it started did (``children``), or
-because ``once`` tool calls are in doubt (``in_doubt``: started, outcome
-unknown): then the checkpoint also keeps the whole tool step (its calls, the
-results that came in, the text that goes with them), so the continuation can
-answer the first question (an in-doubt call first, then a child), and finish
-the step.
+A run suspends because its planner waits for outside input (``awaiting``),
+or because its tool step waits: child runs it started did (``children``),
+``once`` tool calls are in doubt (``in_doubt``: started, outcome unknown), or
+one planner turn or tool call was started ``max_turn_attempts`` times without
+finishing (``crash_loop``: its worker kept dying). A waiting step's
+checkpoint also keeps the whole tool step (its calls, the results that came
+in, the text that goes with them), so the continuation can answer the first
+question (a crash loop, then an in-doubt call, then a child), run what is
+still without a result, and finish the step.
 
 Stored as the private bytes of the store's ``Checkpoint``. It is versioned
 and decoded strictly: a checkpoint of an unknown version, with unknown or
@@ -37,6 +39,7 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "Awaiting",
     "ChildWait",
+    "CrashLoop",
     "InDoubtToolCall",
     "RunCheckpoint",
     "step_checkpoint",
@@ -71,9 +74,17 @@ class Awaiting(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     For a run suspended by its child, this is the innermost question, and
     ``run_id``/``agent_id`` name the run that asked it. ``in_doubt`` names the
     call in doubt when ``kind`` is ``in_doubt``.
+
+    ``crash_loop``: the run paused because one planner turn or tool call
+    (``activity``) was started ``attempts`` times without finishing (its
+    worker kept dying). ``question`` says so in words; ``calls`` are the tool
+    calls that kept dying. ``resume`` with an empty ``Answer()`` runs the
+    unfinished work again (the planner turn, or the calls still without a
+    result); ``Answer(approved=False)`` ends the run (failed, kind
+    ``crash_loop``).
     """
 
-    kind: Literal["clarification", "confirmation", "external_tools", "in_doubt"]
+    kind: Literal["clarification", "confirmation", "external_tools", "in_doubt", "crash_loop"]
     question: str = ""
     calls: tuple[ToolCall, ...] = ()
     run_id: str = ""
@@ -82,6 +93,11 @@ class Awaiting(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """The agent of that run."""
     in_doubt: InDoubtToolCall | None = None
     """The call in doubt (kind ``in_doubt``)."""
+    activity: str = ""
+    """``crash_loop``: the activity that kept dying (``agentledger.plan_turn`` or
+    ``agentledger.tool_call``)."""
+    attempts: int = 0
+    """``crash_loop``: how many times it was started without finishing."""
 
     @classmethod
     def of(cls, awaiting: Await, *, run_id: str, agent_id: str) -> Awaiting:
@@ -101,6 +117,38 @@ class Awaiting(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return cls(kind="external_tools", calls=awaiting.calls, run_id=run_id, agent_id=agent_id)
 
 
+class CrashLoop(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A planner turn or tool call started ``attempts`` times without finishing."""
+
+    activity: str
+    """The activity's name (``agentledger.plan_turn`` or ``agentledger.tool_call``)."""
+    attempts: int
+    """How many times it was started without finishing (the agent's ``max_turn_attempts``)."""
+    calls: tuple[ToolCall, ...] = ()
+    """The tool calls that kept dying (none for a planner turn)."""
+    resume: bool = False
+    """A planner turn: whether it was a later turn (``plan_resume``) or the first one."""
+
+    def awaiting(self, *, run_id: str, agent_id: str) -> Awaiting:
+        """The pause as the question a host answers."""
+        what = (
+            f"tool call(s) {', '.join(c.name for c in self.calls)}"
+            if self.calls
+            else "the planner turn"
+        )
+        return Awaiting(
+            kind="crash_loop",
+            question=f"{what} ({self.activity}) started {self.attempts} times without "
+            "finishing; resume with an empty answer to run it again, or with approved=False "
+            "to end the run",
+            calls=self.calls,
+            run_id=run_id,
+            agent_id=agent_id,
+            activity=self.activity,
+            attempts=self.attempts,
+        )
+
+
 class ChildWait(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A tool call whose child run suspended: the run to continue and what it asks."""
 
@@ -116,7 +164,8 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """Why a run suspended and which tool calls (if any) wait for an answer.
 
     Either ``awaiting`` (the planner waits) is set, or the tool step waits
-    (``children``: child runs wait; ``in_doubt``: once calls in doubt), not both.
+    (``children``: child runs wait; ``in_doubt``: once calls in doubt;
+    ``crash_loop``: a planner turn or tool calls kept dying), not both.
     """
 
     version: int
@@ -130,9 +179,11 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     children: tuple[ChildWait, ...] = ()
     """Suspended child runs, in call order; a resume answers the first."""
     calls: tuple[ToolCall, ...] = ()
-    """With ``children``: every call of the suspended tool step, in order."""
+    """With ``children`` or a looping tool call: every call of the suspended tool step, in
+    order."""
     results: tuple[ToolOutcome, ...] = ()
-    """With ``children``: the results of that step already in (recorded by this run)."""
+    """With ``children`` or a looping tool call: the results of that step already in
+    (recorded by this run); with a looping planner turn: the tool results it was given."""
     text: str = ""
     """With ``children``: user text that follows the step's results in the transcript."""
     in_doubt: tuple[InDoubtToolCall, ...] = ()
@@ -140,17 +191,25 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     origin_run_id: str = ""
     """The run that scheduled the step's calls (their idempotency keys derive from it);
     "" for this run."""
+    crash_loop: CrashLoop | None = None
+    """The planner turn or tool calls that kept dying (the run paused, see :class:`CrashLoop`)."""
 
     def __post_init__(self) -> None:
-        if (self.awaiting is None) == (not self.children and not self.in_doubt):
+        waits = bool(self.children or self.in_doubt or self.crash_loop is not None)
+        if (self.awaiting is None) == (not waits):
             raise ValueError("a checkpoint holds exactly one of awaiting and a waiting step")
 
     @property
     def kind(
         self,
-    ) -> Literal["clarification", "confirmation", "external_tools", "child", "in_doubt"]:
+    ) -> Literal[
+        "clarification", "confirmation", "external_tools", "child", "in_doubt", "crash_loop"
+    ]:
         """The kind of input awaited (``child``: a child run waits for it; ``in_doubt``: the
-        host decides a once call in doubt, asked before the step's children)."""
+        host decides a once call in doubt, asked before the step's children; ``crash_loop``:
+        the host decides whether the work that kept dying runs again, asked first)."""
+        if self.crash_loop is not None:
+            return "crash_loop"
         if self.in_doubt:
             return "in_doubt"
         if self.awaiting is None:
@@ -166,6 +225,8 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     @property
     def pending(self) -> tuple[ToolCall, ...]:
         """Tool calls whose tool_use is in the transcript without a result yet."""
+        if self.crash_loop is not None and not self.calls:
+            return ()  # a planner turn: no tool use waits
         if self.awaiting is None:  # a waiting step
             done = {o.tool_call_id for o in self.results}
             return tuple(c for c in self.calls if c.id not in done)
@@ -175,7 +236,10 @@ class RunCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
     def asked(self, *, run_id: str, agent_id: str) -> Awaiting:
         """The question this checkpoint puts to the host, as asked by ``run_id``: the first
-        call in doubt, else the first waiting child's question, else the planner's."""
+        call in doubt, else the first waiting child's question, else the planner's; a crash
+        loop before all of them."""
+        if self.crash_loop is not None:
+            return self.crash_loop.awaiting(run_id=run_id, agent_id=agent_id)
         if self.in_doubt:
             doubt = self.in_doubt[0]
             call = next((c for c in self.calls if c.id == doubt.tool_call_id), None)
@@ -235,6 +299,7 @@ def step_checkpoint(
     in_doubt: tuple[InDoubtToolCall, ...] = (),
     text: str = "",
     origin_run_id: str = "",
+    crash_loop: CrashLoop | None = None,
 ) -> RunCheckpoint:
     """The checkpoint of a tool step that waits for the host (the loop's and repair's)."""
     return RunCheckpoint(
@@ -247,6 +312,7 @@ def step_checkpoint(
         text=text,
         in_doubt=in_doubt,
         origin_run_id=origin_run_id,
+        crash_loop=crash_loop,
     )
 
 

@@ -88,10 +88,11 @@ async def _load_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
 
 async def _innermost_checkpoint(store: Store, run_id: str) -> RunCheckpoint:
     """The checkpoint of the run that asked: ``run_id``'s, or its first waiting child's, down
-    (a run whose step holds a call in doubt asks about it first)."""
+    (a run paused by a crash loop, or with a call in doubt, asks itself first, even when
+    children of its step wait)."""
     checkpoint = await _load_checkpoint(store, run_id)
     seen = {run_id}
-    while checkpoint.children and not checkpoint.in_doubt:
+    while checkpoint.kind == "child":
         child = checkpoint.children[0].run_id
         if child in seen:
             raise CorruptRecordError(run_id=child, record_id="", reason="checkpoint: a cycle")

@@ -89,13 +89,16 @@ class RunSpan:
         return TracedContext(ctx, self)
 
     def ended(self, out: RunOutput) -> None:
-        """Say how the run ended: its status, cancellation reason or failure."""
+        """Say how the run ended: its status, cancellation reason, failure or what it waits
+        for."""
         target = self._span
         if target is None:
             return
         target.set_attribute("agentledger.run.status", out.status.value)
         if out.cancellation_reason:
             target.set_attribute("agentledger.run.cancellation_reason", out.cancellation_reason)
+        if out.awaiting is not None:  # suspended: what it waits for (e.g. crash_loop)
+            target.set_attribute("agentledger.run.awaiting", out.awaiting.kind)
         if out.failure is not None:
             kind = out.failure.code or out.failure.kind
             target.set_attribute("error.type", kind)

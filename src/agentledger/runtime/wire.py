@@ -175,6 +175,9 @@ class AgentPlan(_Wire, frozen=True, kw_only=True):
     max_turns: int
     agent_tools: dict[str, str] = msgspec.field(default_factory=dict)
     """Tool name -> agent id, for tools that run a child run."""
+    max_turn_attempts: int = 3
+    """Starts without finishing of one planner turn or tool call before the run pauses
+    (``Agent.max_turn_attempts``)."""
     effects: dict[str, str] = msgspec.field(default_factory=dict)
     """Tool name -> effect class, for tools whose effect is not ``retry``."""
 
@@ -232,6 +235,9 @@ class PlanTurnInput(_Wire, frozen=True, kw_only=True):
     prompt: RenderedPrompt | None = None
     tool_results: tuple[ToolOutcome, ...] = ()
     answer: Answer | None = None
+    max_turn_attempts: int = 0
+    """Starts without finishing before the engine gives the turn up as a crash loop
+    (0: no limit, as from a loop older than this field)."""
 
 
 class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
@@ -263,6 +269,9 @@ class ToolCallInput(_Wire, frozen=True, kw_only=True):
     step: str = ""
     at: datetime | None = None
     """When set, the result is recorded (``tool_result_received``) by the activity."""
+    max_turn_attempts: int = 0
+    """Starts without finishing before the engine gives the call up as a crash loop
+    (0: no limit, as from a loop older than this field)."""
     effect: str = "retry"
     """The tool's effect class, as the run recorded it (``once``: never run again when
     an earlier attempt may have run it)."""

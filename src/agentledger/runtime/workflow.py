@@ -59,6 +59,18 @@ The parent's continuation answers the first child by continuing it [K1]
 step with one user message holding every result, and plans on. A child
 that asks again suspends the parent's continuation again.
 
+A planner turn or tool call started ``max_turn_attempts`` times without
+finishing (its worker kept dying: killed, out of memory, timed out) fails
+with :data:`~agentledger.engine.CRASH_LOOP`, and the run *pauses*: it
+suspends with a ``crash_loop`` checkpoint naming the activity and the
+attempts, keeping the tool step's state the way a waiting child does (the
+step's other results are recorded). The host decides: ``resume`` with an
+empty ``Answer()`` starts the continuation, which runs the unfinished work
+again (the planner turn, or the calls still without a result; a call the
+answer gives a result in ``tool_results`` takes that result instead);
+``resume`` with ``Answer(approved=False)`` ends it: the calls get an error
+result and the continuation fails with kind ``crash_loop``.
+
 Cancellation [C1]/[C3] reaches the loop at interruptible awaits and at the
 safe points between steps. Tool calls in flight are interrupted and get an
 error result, so every tool_use in the transcript has its tool_result; the
@@ -75,6 +87,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentledger.engine.base import (
+    CRASH_LOOP,
     ActivityFailed,
     ChildFailed,
     WorkflowCanceled,
@@ -86,6 +99,7 @@ from agentledger.runtime.checkpoint import (
     CHECKPOINT_VERSION,
     Awaiting,
     ChildWait,
+    CrashLoop,
     InDoubtToolCall,
     RunCheckpoint,
     step_checkpoint,
@@ -181,6 +195,40 @@ class _ChildrenWait(Exception):
 
 _Waiting = ChildWait | InDoubtToolCall
 """A call of a tool step that waits for the host: a suspended child, or a call in doubt."""
+
+
+class _Looped(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call whose activity was started too often without finishing."""
+
+    call: ToolCall
+    activity: str
+    attempts: int
+
+
+_Outcome = ToolOutcome | _Waiting | _Looped | None
+"""A call's outcome in a step: its result, a wait, a crash loop, or None (interrupted)."""
+
+
+class _CrashLooped(Exception):
+    """A planner turn or tool calls kept dying: the run pauses with the step's state."""
+
+    def __init__(
+        self,
+        crash_loop: CrashLoop,
+        *,
+        calls: tuple[ToolCall, ...] = (),
+        results: tuple[ToolOutcome, ...] = (),
+        children: tuple[ChildWait, ...] = (),
+        in_doubt: tuple[InDoubtToolCall, ...] = (),
+        text: str = "",
+    ) -> None:
+        super().__init__(f"{crash_loop.activity} started {crash_loop.attempts} times")
+        self.crash_loop = crash_loop
+        self.calls = calls
+        self.results = results
+        self.children = children
+        self.in_doubt = in_doubt
+        self.text = text
 
 
 def _activity_failure(kind: str, error: ActivityFailed) -> Failure:
@@ -350,6 +398,8 @@ class _Loop:
             return await self._prepare_and_plan(begin)
         except _ChildrenWait as waiting:
             return await self._suspend_for_children(waiting)
+        except _CrashLooped as looped:
+            return await self._pause(looped)
 
     async def _prepare_and_plan(self, begin: BeginRunOutput) -> RunOutput:
         assert begin.agent is not None
@@ -359,16 +409,25 @@ class _Loop:
             _ = self.inp.messages[-1]  # begin_run recorded it (no message: a bug, IndexError)
             return await self._plan_loop(resume=False, results=(), answer=None)
         answer = self.inp.answer or Answer()
+        looped = begin.checkpoint.crash_loop
+        if looped is not None and not looped.calls:  # a planner turn: plan it again
+            if answer.approved is False:
+                raise _Fail(_crash_loop_failure(looped))
+            self._owe([RecordSpec.phase(Phase.PROMPTED)])
+            results = begin.checkpoint.results
+            return await self._plan_loop(resume=looped.resume, results=results, answer=None)
         results = await self._take_answer(begin.checkpoint, answer)
-        # a child's answer went to the child, a decision to its call: the planner sees
-        # the step's results
-        mine = None if begin.checkpoint.kind in ("child", "in_doubt") else answer
+        # a child's answer went to the child, a decision to its call, a crash loop's answer
+        # to the calls run again: the planner sees the step's results
+        mine = None if begin.checkpoint.kind in ("child", "in_doubt", "crash_loop") else answer
         return await self._plan_loop(resume=True, results=results, answer=mine)
 
     async def _take_answer(
         self, checkpoint: RunCheckpoint, answer: Answer
     ) -> tuple[ToolOutcome, ...]:
         """Put the outside input into the transcript: text, tool results, or run the calls."""
+        if checkpoint.crash_loop is not None:
+            return await self._rerun(checkpoint, checkpoint.crash_loop, answer)
         if checkpoint.kind == "child":
             return await self._answer_child(checkpoint, answer)
         if checkpoint.kind == "in_doubt":
@@ -419,13 +478,53 @@ class _Loop:
             outcome = _interrupted(first.call, f"agent {first.call.name} failed: {e.reason}")
         waiting: dict[str, _Waiting] = {w.call.id: w for w in rest}
         waiting.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
-        by_id: dict[str, ToolOutcome | _Waiting | None] = {
+        by_id: dict[str, _Outcome] = {
             **self.recorded,
             **waiting,
             first.call.id: outcome,
         }
         outcomes = tuple(by_id[c.id] for c in calls)
         return await self._settle("resume", calls, outcomes, checkpoint.text)
+
+    async def _rerun(
+        self, checkpoint: RunCheckpoint, looped: CrashLoop, answer: Answer
+    ) -> tuple[ToolOutcome, ...]:
+        """Run the calls of a paused step still without a result again, then finish the step.
+
+        A call ``answer.tool_results`` gives a result takes it instead; with
+        ``answer.approved`` False the run ends failed (kind ``crash_loop``),
+        every call still without a result getting an error result (not run).
+        Children of the step that wait for outside input, and calls in doubt,
+        still wait. A call run again keeps its idempotency key (of the run that
+        scheduled it), its attempts counting on from the lost ones.
+        """
+        calls = checkpoint.calls
+        self.pending, self.pending_step = calls, "resume"
+        self.recorded = {o.tool_call_id: o for o in checkpoint.results}
+        self.origin = checkpoint.origin_run_id or self.inp.predecessor_run_id
+        self._owe([RecordSpec.phase(Phase.PROMPTED)])
+        if answer.approved is False:  # ended: the calls without a result get an error result
+            raise _Fail(_crash_loop_failure(looped))
+        by_id: dict[str, _Outcome] = dict(self.recorded)
+        by_id.update((w.call.id, w) for w in checkpoint.children)
+        by_id.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
+        by_id.update(
+            (
+                c.id,
+                ToolOutcome(tool_call_id=c.id, tool_name=c.name, content=answer.tool_results[c.id]),
+            )
+            for c in calls
+            if c.id in answer.tool_results and c.id not in by_id
+        )
+        lost = {c.id for c in looped.calls}
+        again = tuple(c for c in calls if c.id not in by_id)
+        for call in again:  # attempts made before: the lost ones; 1 for the others
+            self.attempts[call.id] = looped.attempts if call.id in lost else 1
+        ran = await self._run_calls(again, "resume", start=True) if again else ()
+        by_id.update((c.id, o) for c, o in zip(again, ran, strict=True))
+        return await self._settle(
+            "resume", calls, tuple(by_id[c.id] for c in calls), checkpoint.text
+        )
 
     async def _answer_in_doubt(
         self, checkpoint: RunCheckpoint, answer: Answer
@@ -450,7 +549,7 @@ class _Loop:
                     kind="invalid_answer",
                 )
             )
-        by_id: dict[str, ToolOutcome | _Waiting | None] = dict(self.recorded)
+        by_id: dict[str, _Outcome] = dict(self.recorded)
         by_id.update((w.call.id, w) for w in checkpoint.children)
         by_id.update((d.tool_call_id, d) for d in rest)
         content: Any = None
@@ -549,10 +648,14 @@ class _Loop:
             prompt=self.prompt,
             tool_results=results,
             answer=answer,
+            max_turn_attempts=self.agent.max_turn_attempts,
         )
         try:
             out = await self.ctx.activity(PLAN_TURN, arg, PlanTurnOutput, interruptible=True)
         except ActivityFailed as e:
+            if e.error_type == CRASH_LOOP:  # the turn kept dying: pause, its owed records too
+                looped = CrashLoop(activity=e.activity, attempts=e.attempts, resume=resume)
+                raise _CrashLooped(looped, results=results) from e
             raise _Fail(_activity_failure("planner_error", e)) from e
         self._paid()
         if out.session_ended:
@@ -589,7 +692,7 @@ class _Loop:
 
     async def _run_calls(
         self, calls: tuple[ToolCall, ...], step: str, *, start: bool
-    ) -> tuple[ToolOutcome | _Waiting | None, ...]:
+    ) -> tuple[_Outcome, ...]:
         """Run the calls concurrently, each once call after its ``tool_call_started`` record.
 
         With ``start``, the owed records (and those started records) are written
@@ -612,14 +715,16 @@ class _Loop:
         self,
         step: str,
         calls: tuple[ToolCall, ...],
-        outcomes: tuple[ToolOutcome | _Waiting | None, ...],
+        outcomes: tuple[_Outcome, ...],
         text: str,
     ) -> tuple[ToolOutcome, ...]:
-        """Record a finished step's results; or suspend for its waiting children and calls
-        in doubt.
+        """Record a finished step's results; or pause it; or suspend for its waiting children
+        and calls in doubt.
 
         Raises:
             WorkflowCanceled: a call was interrupted (every call has its result).
+            _CrashLooped: calls kept dying (the other results are recorded, the
+                results message is not; children and calls in doubt are kept).
             _ChildrenWait: child runs wait for outside input, or once calls are in
                 doubt (the other results are recorded, the results message is not).
         """
@@ -633,7 +738,8 @@ class _Loop:
         children = tuple(o for o in outcomes if isinstance(o, ChildWait))
         doubts = tuple(o for o in outcomes if isinstance(o, InDoubtToolCall))
         done = tuple(o for o in outcomes if isinstance(o, ToolOutcome))
-        if children or doubts:
+        looped = tuple(o for o in outcomes if isinstance(o, _Looped))
+        if children or doubts or looped:
             fresh = [o for o in done if o.tool_call_id not in self.recorded]
             by_id = {c.id: c for c in calls}
             self._owe(
@@ -643,15 +749,27 @@ class _Loop:
                 for o in fresh
             )
             self.recorded.update((o.tool_call_id, o) for o in fresh)
+            if looped:
+                crash = CrashLoop(
+                    activity=looped[0].activity,
+                    attempts=max(o.attempts for o in looped),
+                    calls=tuple(o.call for o in looped),
+                )
+                raise _CrashLooped(
+                    crash,
+                    calls=calls,
+                    results=done,
+                    children=children,
+                    in_doubt=doubts,
+                    text=text,
+                )
             raise _ChildrenWait(calls, done, children, text, doubts)
         await self._record_results(step, calls, done, text)
         return done
 
-    async def _call(
-        self, call: ToolCall, step: str, at: datetime | None
-    ) -> ToolOutcome | _Waiting | None:
+    async def _call(self, call: ToolCall, step: str, at: datetime | None) -> _Outcome:
         """One call's outcome (a tool records its own); a waiting child or a once call in
-        doubt; None if interrupted."""
+        doubt; a call that kept dying; None if interrupted."""
         try:
             if call.name in self.agent.agent_tools:
                 return await self._child(call, self.agent.agent_tools[call.name])
@@ -662,6 +780,7 @@ class _Loop:
                 call=call,
                 step=step,
                 at=at,
+                max_turn_attempts=self.agent.max_turn_attempts,
                 effect=effect,
                 key=self._key(call) if self.origin else "",
                 attempts_before=self.attempts.get(call.id, 0),
@@ -678,6 +797,8 @@ class _Loop:
         except WorkflowCanceled:
             return None
         except ActivityFailed as e:
+            if e.error_type == CRASH_LOOP:
+                return _Looped(call=call, activity=e.activity, attempts=e.attempts)
             return _interrupted(call, f"tool {call.name} failed: {e.reason}")
         except ChildFailed as e:
             return _interrupted(call, f"agent {call.name} failed: {e.reason}")
@@ -803,16 +924,42 @@ class _Loop:
     async def _suspend_for_children(self, waiting: _ChildrenWait) -> RunOutput:
         """Suspend because child runs wait or once calls are in doubt; the first call in
         doubt (else the first child's question) is the run's question."""
+        return await self._suspend_step(
+            waiting.calls, waiting.results, waiting.children, waiting.in_doubt, waiting.text
+        )
+
+    async def _pause(self, looped: _CrashLooped) -> RunOutput:
+        """Suspend with a ``crash_loop`` checkpoint: the step's state, what kept dying."""
+        return await self._suspend_step(
+            looped.calls,
+            looped.results,
+            looped.children,
+            looped.in_doubt,
+            looped.text,
+            looped.crash_loop,
+        )
+
+    async def _suspend_step(
+        self,
+        calls: tuple[ToolCall, ...],
+        results: tuple[ToolOutcome, ...],
+        children: tuple[ChildWait, ...],
+        in_doubt: tuple[InDoubtToolCall, ...],
+        text: str,
+        crash_loop: CrashLoop | None = None,
+    ) -> RunOutput:
+        """Suspend with a waiting step's checkpoint; its first question is the run's."""
         self._check_cancel()
         checkpoint = step_checkpoint(
             agent_id=self.inp.agent_id,
             turn=self.turn,
-            calls=waiting.calls,
-            results=waiting.results,
-            children=waiting.children,
-            in_doubt=waiting.in_doubt,
-            text=waiting.text,
+            calls=calls,
+            results=results,
+            children=children,
+            in_doubt=in_doubt,
+            text=text,
             origin_run_id=self.origin,
+            crash_loop=crash_loop,
         )
         arg = SuspendRunInput(
             run=self.run_start,
@@ -854,6 +1001,16 @@ class _Loop:
         await self._close_pending(_NOT_RUN)
         await self._complete(RunStatus.FAILED, failure)
         return self._output(RunStatus.FAILED, failure=failure)
+
+
+def _crash_loop_failure(looped: CrashLoop) -> Failure:
+    """How a paused run the host declined to run again ends."""
+    return Failure(
+        message=f"{looped.activity} was started {looped.attempts} times without finishing; "
+        "the host declined to run it again",
+        kind="crash_loop",
+        code=CRASH_LOOP,
+    )
 
 
 def plan_records(

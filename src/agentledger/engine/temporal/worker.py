@@ -13,6 +13,9 @@ and every activity of the runtime. Each activity is wrapped so that:
 * it heartbeats while it runs, so a worker that dies is noticed within the
   heartbeat timeout and the attempt is retried on another worker, and a
   cancellation (an interrupted planner turn or tool call) reaches it;
+* a planner turn or tool call (an input with ``max_turn_attempts`` N > 0)
+  that was started N times without finishing is not run again: it fails for
+  good with :data:`~agentledger.engine.CRASH_LOOP` (see :class:`_Starts`);
 * a result too large to send fails it for good instead of wedging the
   workflow (:data:`~agentledger.engine.temporal.options.PAYLOAD_TOO_LARGE`);
 * outside local activities, its result (when it has a ``finished_at``) or its
@@ -37,7 +40,7 @@ from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentledger import __version__
-from agentledger.engine.base import Activity, attempt_of
+from agentledger.engine.base import CRASH_LOOP, Activity, attempt_of
 from agentledger.engine.temporal.client import check_client
 from agentledger.engine.temporal.converter import data_converter
 from agentledger.engine.temporal.failures import FINISHED_AT, error_details
@@ -68,12 +71,71 @@ _MAX_HEARTBEAT_INTERVAL = 1.0
 """Seconds between heartbeats at most: how long a cancellation may take to reach an activity."""
 
 
-async def _heartbeat(interval: float) -> None:
+async def _heartbeat(interval: float, *details: Any) -> None:
     # The first beat waits one interval: most activities (store writes) end
-    # before it, and need no heartbeat call at all.
+    # before it, and need no heartbeat call at all. Every beat carries the
+    # same details (a beat replaces the details the server keeps).
     while True:
         await asyncio.sleep(interval)
-        activity.heartbeat()
+        activity.heartbeat(*details)
+
+
+class _Starts(msgspec.Struct, frozen=True, kw_only=True):
+    """How often an activity was started without finishing: the heartbeat details it carries.
+
+    Temporal tells an attempt only its number (``activity.info().attempt``)
+    and the details of the last heartbeat any earlier attempt sent
+    (``activity.info().heartbeat_details``); it does not say why earlier
+    attempts ended, and an attempt that ended with a TransientError counts
+    the same as one whose worker died. So each attempt ``k`` of a counted
+    activity says it itself, in its heartbeat details:
+
+    * when it starts, before any work, it heartbeats ``{attempt: k, lost: L,
+      transient: T, ended: false}``: L attempts before it were lost, T ended
+      with a TransientError;
+    * when it ends with a TransientError, it heartbeats the same with
+      ``ended: true`` before it fails. The SDK sends an activity's last
+      heartbeat before its failure (it waits for the pending heartbeat, past
+      the throttle), and the server keeps heartbeat details across retries of
+      any kind, so the next attempt reads it.
+
+    Attempt ``k`` then knows exactly how many attempts before it were lost:
+    from the last details it got, ``{attempt: j, lost: L, ended: e}``, attempt
+    ``j`` was lost unless ``e``, and so was every attempt between ``j`` and
+    ``k`` (none of them got a single heartbeat through, so none of them ended
+    with a TransientError); with no details at all, all ``k - 1`` were.
+    An attempt whose worker dies, runs out of memory or times out (heartbeat
+    or start-to-close) never marks itself ended: it is lost. One that finds N
+    attempts lost fails at once with :data:`CRASH_LOOP`, before running.
+
+    The retry policy of a counted activity allows ``maximum_attempts + N``
+    attempts in all (see the workflow): the attempts that end with a
+    TransientError still get ``maximum_attempts`` (this wrapper ends them
+    after that many), and N lost ones come on top, so the crash loop is
+    always seen before Temporal's own attempts run out.
+    """
+
+    attempt: int
+    lost: int = 0
+    transient: int = 0
+    ended: bool = False
+
+    @classmethod
+    def at_start(cls, attempt: int, details: Any) -> _Starts:
+        """Attempt ``attempt``'s count, from the heartbeat details it was given."""
+        last: _Starts | None = None
+        if details:
+            with contextlib.suppress(msgspec.ValidationError, TypeError):
+                last = msgspec.convert(details[0], _Starts)
+        if last is None or last.attempt >= attempt:  # no details (or not ours): all lost
+            return cls(attempt=attempt, lost=attempt - 1)
+        gap = attempt - 1 - last.attempt  # attempts that never got a heartbeat through
+        lost = last.lost + gap + (0 if last.ended else 1)
+        return cls(attempt=attempt, lost=lost, transient=last.transient)
+
+    def details(self) -> dict[str, Any]:
+        """As heartbeat details (plain JSON)."""
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
 
 def _now() -> datetime:
@@ -97,8 +159,18 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
         info = activity.info()
         timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else 0.0
         interval = min(timeout / 3, _MAX_HEARTBEAT_INTERVAL) if timeout else _MAX_HEARTBEAT_INTERVAL
+        limit = getattr(arg, "max_turn_attempts", 0)
+        starts: _Starts | None = None
+        if limit > 0 and not info.is_local:
+            starts = _Starts.at_start(info.attempt, info.heartbeat_details)
+            if starts.lost >= limit:
+                raise _crash_loop(name, starts.lost)
+            activity.heartbeat(starts.details())  # this attempt has started
+        beat = () if starts is None else (starts.details(),)
         # Local activities (store-only steps) do not heartbeat: they are short.
-        beating = asyncio.ensure_future(asyncio.sleep(0) if info.is_local else _heartbeat(interval))
+        beating = asyncio.ensure_future(
+            asyncio.sleep(0) if info.is_local else _heartbeat(interval, *beat)
+        )
 
         def oversized(value: Any) -> str:
             size = sum(p.ByteSize() for p in activity.payload_converter().to_payloads([value]))
@@ -119,7 +191,15 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
                 result = await fn(arg)
         except TransientError as e:
             details = stamped(error_details(e, attempt=info.attempt))
-            raise ApplicationError(str(e), details, type=type(e).__name__) from e
+            if starts is None:
+                raise ApplicationError(str(e), details, type=type(e).__name__) from e
+            ended = msgspec.structs.replace(starts, transient=starts.transient + 1, ended=True)
+            activity.heartbeat(ended.details())  # sent before the failure: not a lost attempt
+            budget = _transient_budget(info, limit)
+            last = budget > 0 and ended.transient >= budget
+            raise ApplicationError(
+                str(e), details, type=type(e).__name__, non_retryable=last
+            ) from e
         except Exception as e:
             details = stamped(error_details(e, attempt=info.attempt))
             kind = type(e).__name__
@@ -147,6 +227,30 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
     run.__name__ = run.__qualname__ = name.rpartition(".")[2]
     run.__annotations__ = {"arg": arg_type, "return": result_type}
     return activity.defn(name=name)(run)
+
+
+def _transient_budget(info: activity.Info, limit: int) -> int:
+    """How many attempts a counted activity's TransientErrors get (0: Temporal bounds them):
+    the run's ``maximum_attempts``, its retry policy's total less the ``limit`` lost ones."""
+    policy = info.retry_policy
+    if policy is None or policy.maximum_attempts <= limit:
+        return 0
+    return policy.maximum_attempts - limit
+
+
+def _crash_loop(name: str, attempts: int) -> ApplicationError:
+    """The failure of an activity started ``attempts`` times without finishing."""
+    message = f"{name} was started {attempts} times without finishing (its worker died)"
+    details = {
+        "activity": name,
+        "error_type": CRASH_LOOP,
+        "message": message,
+        "retryable": False,
+        "attempts": attempts,
+        "state": {},
+        FINISHED_AT: _now().isoformat(),
+    }
+    return ApplicationError(message, details, type=CRASH_LOOP, non_retryable=True)
 
 
 def _warm(*types: Any) -> None:

@@ -12,7 +12,12 @@ How the engine boundary maps onto Temporal:
   :class:`~agentledger.engine.temporal.options.EngineOptions` (timeouts,
   retry policy mirrored from :class:`~agentledger.engine.RetryPolicy`).
   A final failure becomes :class:`~agentledger.engine.ActivityFailed`,
-  carrying the rebuilt :mod:`agentledger.errors` error. Activities that
+  carrying the rebuilt :mod:`agentledger.errors` error. A planner turn or
+  tool call whose input carries ``max_turn_attempts`` N gets N more attempts
+  than the policy's ``maximum_attempts``: the attempts its worker lost (it
+  died, timed out) are counted apart by the worker (see
+  :class:`~agentledger.engine.temporal.worker._Starts`), which fails the N+1st
+  start with :data:`~agentledger.engine.CRASH_LOOP` before it runs. Activities that
   only talk to the store (:data:`~agentledger.runtime.wire.STORE_ONLY`) run
   as local activities, on the worker that runs the workflow task: no task
   queue round trip, one marker event in the history.
@@ -198,13 +203,14 @@ class TemporalContext:
         """Temporal asked this workflow to cancel (called by :func:`drive`)."""
         self._canceled.set()
 
-    def _retry_policy(self) -> TemporalRetryPolicy:
+    def _retry_policy(self, lost: int = 0) -> TemporalRetryPolicy:
+        """The options' retry policy, with ``lost`` more attempts for lost ones (see above)."""
         retry = self.options.retry
         return TemporalRetryPolicy(
             initial_interval=timedelta(seconds=retry.initial_interval),
             backoff_coefficient=retry.backoff_coefficient,
             maximum_interval=timedelta(seconds=retry.maximum_interval),
-            maximum_attempts=retry.maximum_attempts,
+            maximum_attempts=retry.maximum_attempts + lost,
         )
 
     async def activity(
@@ -239,7 +245,7 @@ class TemporalContext:
                 result_type=result_type,
                 start_to_close_timeout=timedelta(seconds=self.options.activity_timeout),
                 heartbeat_timeout=timedelta(seconds=self.options.heartbeat_timeout),
-                retry_policy=self._retry_policy(),
+                retry_policy=self._retry_policy(max(0, getattr(arg, "max_turn_attempts", 0))),
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
         if interruptible:
