@@ -69,8 +69,9 @@ async def seed_crash_loop(
             crash_loop=CrashLoop(activity=PLAN_TURN, attempts=attempts),
         )
     else:
-        use = Message(role="assistant",
-                      parts=(ToolUsePart(id=call.id, name=call.name, input=call.input),))
+        use = Message(
+            role="assistant", parts=(ToolUsePart(id=call.id, name=call.name, input=call.input),)
+        )
         scheduled = {"tool_call_id": call.id, "tool_name": call.name, "input": call.input}
         batch += [
             records.record(TRANSCRIPT_APPENDED, _said(use), event_key="turn:1:assistant:messages",
