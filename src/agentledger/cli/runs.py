@@ -20,11 +20,12 @@ from agentledger.cli.temporal import PAUSED_HELP, finish, temporal_options
 
 if TYPE_CHECKING:
     from agentledger.engine.temporal.paused import Pause
+    from agentledger.runtime.checkpoint import CrashLoop
     from agentledger.storage.protocol import AdminStore
     from agentledger.storage.run_failure import RunFailure
     from agentledger.storage.types import RunMeta
 
-__all__ = ["crash_loops", "predecessor", "run_tree", "runs"]
+__all__ = ["predecessor", "run_tree", "runs"]
 
 
 @click.command(short_help="a session's runs, as a tree", epilog=PAUSED_HELP)
@@ -67,32 +68,6 @@ async def predecessor(store: AdminStore, run_id: str) -> str:
     return decode_stored_payload(page.records[0], payloads.RunStarted).predecessor_run_id
 
 
-async def crash_loops(store: AdminStore, metas: list[RunMeta]) -> dict[str, dict[str, object]]:
-    """The suspended runs paused by a crash loop: the activity and how often it started.
-
-    Raises:
-        CorruptRecordError: a suspended run's checkpoint cannot be read.
-    """
-    from agentledger.errors import CorruptRecordError, ValidationError
-    from agentledger.runtime.checkpoint import RunCheckpoint
-    from agentledger.storage.types import RunStatus
-
-    found: dict[str, dict[str, object]] = {}
-    for r in metas:
-        if r.status is not RunStatus.SUSPENDED:
-            continue
-        stored = await store.load_run_suspension(r.run_id)
-        try:
-            looped = RunCheckpoint.decode(stored.data).crash_loop
-        except ValidationError as e:
-            raise CorruptRecordError(
-                run_id=r.run_id, record_id="", reason=f"checkpoint: {e}"
-            ) from e
-        if looped is not None:
-            found[r.run_id] = {"activity": looped.activity, "attempts": looped.attempts}
-    return found
-
-
 async def history_source(store: AdminStore, run_id: str) -> dict[str, str] | None:
     """The history reference a run started from (its kind, source run and last record),
     among the few records its start wrote; None for a run seeded by copy or not at all."""
@@ -115,6 +90,7 @@ async def _runs(
 ) -> None:
     from agentledger.cli.output import echo, echo_json, jsonable, when
     from agentledger.cli.tool_notes import call_notes
+    from agentledger.runtime.crash_loops import load_crash_loops
     from agentledger.storage.run_failure import load_run_failures
 
     found = await store.load_session(session_id)
@@ -122,7 +98,7 @@ async def _runs(
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
     failures = await load_run_failures(store, metas)
-    looped = await crash_loops(store, metas)
+    looped = await load_crash_loops(store, metas)
     notes = {r.run_id: await call_notes(store, r.run_id) for r in metas}
     pauses: dict[str, Pause] = {}
     if temporal is not None:
@@ -138,7 +114,7 @@ async def _runs(
                 "failure": jsonable(failures.get(r.run_id)),
                 **({"tool_calls": notes[r.run_id]} if notes[r.run_id] else {}),
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
-                **({"crash_loop": looped[r.run_id]} if r.run_id in looped else {}),
+                **({"crash_loop": _loop_json(looped[r.run_id])} if r.run_id in looped else {}),
             }
             for r in metas
         ]
@@ -147,6 +123,10 @@ async def _runs(
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
     for line in run_tree(metas, predecessors, histories, pauses, failures, notes, looped):
         echo(line)
+
+
+def _loop_json(loop: CrashLoop) -> dict[str, object]:
+    return {"activity": loop.activity, "attempts": loop.attempts}
 
 
 def _pause_json(pause: Pause) -> dict[str, object]:
@@ -160,13 +140,14 @@ def run_tree(
     pauses: dict[str, Pause] | None = None,
     failures: dict[str, RunFailure] | None = None,
     notes: dict[str, dict[str, list[str]]] | None = None,
-    looped: dict[str, dict[str, object]] | None = None,
+    looped: dict[str, CrashLoop] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
     a paused run's status says why it waits (and so does one a crash loop suspended),
     a failed or canceled one why it ended;
     ``notes`` (run id -> tool call id -> notes) go under their run."""
     from agentledger.cli.output import when
+    from agentledger.runtime.crash_loops import describe_crash_loop
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
     known = {r.run_id for r in metas}
@@ -190,9 +171,7 @@ def run_tree(
             status = f"{r.status} (paused: {pause.describe()})" if pause else str(r.status)
             loop = (looped or {}).get(r.run_id)
             if loop is not None:
-                status = (
-                    f"{r.status} (crash_loop: {loop['activity']} started {loop['attempts']} times)"
-                )
+                status = f"{r.status} (crash_loop: {describe_crash_loop(loop)})"
             source = (histories or {}).get(r.run_id)
             follows = ""
             if source is not None and source["kind"] == "next_turn":

@@ -33,6 +33,7 @@ from tests.conditions import HANG_GUARD
 from tests.runtime.test_effects import LoseWrite
 from tests.service.inspector.conftest import log_in
 from tests.service.inspector.host_agents import runtime
+from tests.service.inspector.looping import seed_crash_loop
 from tests.service.process import ServiceProcess, Tokens
 
 # One event loop for the whole run, shared with the one browser.
@@ -81,6 +82,11 @@ async def _seed(db: Path) -> None:
         await seeded.close()
     # A once call whose result's write was lost: the run asks whether it happened.
     try:
+        # A planner turn that kept killing its worker (written as the run loop pauses one).
+        for session in ("loop-1", "loop-2"):
+            await store.create_session(session, created_at=_now())
+            await seed_crash_loop(store, session_id=session, run_id=f"{session}-run",
+                                  agent_id="sender", said="Send it.", at=_now())  # fmt: skip
         for session in ("doubt-1", "doubt-2"):
             lossy = runtime(LoseWrite(store, "turn:1:tool:send-1:result"))
             try:
@@ -263,6 +269,63 @@ async def test_a_call_in_doubt_is_decided_by_a_posted_form(acting: Acting, token
     assert b'"decision":"failed"' in answered[0].payload
     assert b'"by":"ops"' in answered[0].payload
     assert any(b"bounced" in r.payload for r in logged if r.type == "tool_result_received")
+
+
+async def test_host_runs_the_work_of_a_crash_loop_again(
+    page: Page, acting: Acting, tokens: Tokens, artifacts: Path
+) -> None:
+    """A planner turn that kept killing its worker: the page says so and offers 'Run it
+    again' and 'End the run'; running it again plans the turn anew and the run completes."""
+    url = acting.service.url
+    await log_in(page, url, tokens.host)
+    await page.goto(f"{url}/ui/run?id=loop-1-run")
+    await expect(page.locator("#run-waits")).to_have_text(
+        "it is paused: agentledger.plan_turn started 3 times without finishing "
+        "(its worker kept dying)"
+    )
+    question = page.get_by_role("region", name="What the run asks")
+    await expect(question.locator("#run-crash-loop")).to_contain_text(
+        "A planner turn (agentledger.plan_turn) was started 3 times without finishing"
+    )
+    await expect(page.get_by_role("button", name="End the run")).to_have_count(1)
+    await page.screenshot(path=artifacts / "29-answer-crash-loop.png", full_page=True)
+    await page.get_by_role("button", name="Run it again").click()
+    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    continuation = _run_id(page)
+    assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
+    await page.goto(f"{url}/ui/run/transcript?id={continuation}")
+    await expect(page.locator("li.bubble").last).to_contain_text("Sent: note to ann.")
+    async with StoreClient(url, token=tokens.host) as client:
+        assert (await client.load_run("loop-1-run")).successor_run_id == continuation
+
+
+async def test_a_crash_loop_is_ended_by_a_posted_form(acting: Acting, tokens: Tokens) -> None:
+    """Without a browser: the page offers the two answers; an answer that does not fit is
+    refused and changes nothing; 'end' ends the run failed (kind crash_loop), the turn
+    not planned again."""
+    url = acting.service.url
+    bearer = {"Authorization": f"Bearer {tokens.host}"}
+    async with httpx.AsyncClient(headers=bearer) as client:
+        shown = await client.get(f"{url}/ui/run", params={"id": "loop-2-run"})
+        for text in ('value="rerun">Run it again', 'value="end" class="danger">End the run'):
+            assert text in shown.text, text
+        for wrong in ("approve", "retry", "results"):
+            refused = await client.post(f"{url}/ui/run/answer",
+                                        data={"id": "loop-2-run", "decision": wrong})  # fmt: skip
+            assert refused.status_code == 422, wrong
+            assert "an answer to a crash loop" in refused.text
+        async with StoreClient(url, token=tokens.host) as store:
+            assert (await store.load_run("loop-2-run")).successor_run_id == ""
+        ended = await client.post(f"{url}/ui/run/answer",
+                                  data={"id": "loop-2-run", "decision": "end"})  # fmt: skip
+        assert ended.status_code == 303
+        continuation = ended.headers["location"].split("id=")[1]
+    assert await _finished(url, tokens.host, continuation) is RunStatus.FAILED
+    async with StoreClient(url, token=tokens.host) as store:
+        logged = (await store.list_run_records(continuation)).records
+    assert logged[-1].type == "run_completed"
+    assert b'"kind":"crash_loop"' in logged[-1].payload
+    assert not [r for r in logged if r.type == "tool_call_scheduled"]  # not planned again
 
 
 async def test_a_run_suspended_by_its_child_is_answered_through_it(

@@ -31,9 +31,12 @@ from agentledger.transcript import Message, ToolUsePart
 
 __all__ = ["DECISIONS", "Question", "answer_of", "fork_points", "question_of"]
 
-DECISIONS = ("approve", "decline", "clarify", "results", "happened", "retry", "failed")
+DECISIONS = (
+    "approve", "decline", "clarify", "results", "happened", "retry", "failed", "rerun", "end"
+)  # fmt: skip
 """The answers the form posts: approve or decline a confirmation, clarify, give results;
-decide a tool call in doubt (it happened, run it again, it failed)."""
+decide a tool call in doubt (it happened, run it again, it failed); run the work of a crash
+loop again, or end the run."""
 
 BY = "the inspector"
 """Who decided a call in doubt, when the form does not say."""
@@ -50,6 +53,10 @@ class Question:
     """The run whose planner asked (the run itself, or a child run below it)."""
     in_doubt: InDoubtToolCall | None = None
     """The tool call in doubt (kind ``in_doubt``)."""
+    activity: str = ""
+    """Kind ``crash_loop``: the activity that kept killing its worker."""
+    attempts: int = 0
+    """Kind ``crash_loop``: how many times it was started without finishing."""
 
 
 async def question_of(store: Store, run_id: str) -> Question | None:
@@ -60,7 +67,8 @@ async def question_of(store: Store, run_id: str) -> Question | None:
     except (AgentledgerError, ValueError):
         return None
     asked = checkpoint.asked(run_id=run_id, agent_id=checkpoint.agent_id)
-    return Question(asked.kind, asked.question, asked.calls, asked.run_id, asked.in_doubt)
+    return Question(asked.kind, asked.question, asked.calls, asked.run_id, asked.in_doubt,
+                    asked.activity, asked.attempts)  # fmt: skip
 
 
 def _result(text: str) -> Any:
@@ -85,11 +93,15 @@ def answer_of(form: dict[str, str], question: Question | None) -> Answer:
     kind = question.kind if question is not None else ""
     fits = {"approve": "confirmation", "decline": "confirmation", "clarify": "clarification",
             "results": "external_tools", "happened": "in_doubt", "retry": "in_doubt",
-            "failed": "in_doubt"}  # fmt: skip
+            "failed": "in_doubt", "rerun": "crash_loop", "end": "crash_loop"}  # fmt: skip
     if kind and fits[decision] != kind:
         raise ValidationError(
             field="decision", expected=f"an answer to a {kind.replace('_', ' ')}", got=decision
         )
+    if decision == "rerun":
+        return Answer()
+    if decision == "end":
+        return Answer(approved=False)
     by = form.get("by", "").strip() or BY
     if decision == "happened":
         return Answer(decision=ToolHappened(_result(form.get("result", "").strip()), by=by))

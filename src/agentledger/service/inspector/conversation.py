@@ -46,6 +46,7 @@ WAITS = {
     "external_tools": "waits for results from outside",
     "child": "waits for its child run's question to be answered",
     "in_doubt": "waits for a decision on a tool call in doubt",
+    "crash_loop": "is paused: a planner turn or tool call kept killing its worker",
 }
 """What a suspended run waits for, by the kind its checkpoint names."""
 

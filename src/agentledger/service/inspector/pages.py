@@ -33,6 +33,7 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.runtime.checkpoint import InDoubtToolCall, RunCheckpoint
+from agentledger.runtime.crash_loops import describe_crash_loop, load_crash_loop
 from agentledger.runtime.prompts import prompt_versions
 from agentledger.service.auth import Principal
 from agentledger.service.error_codec import http_status
@@ -386,13 +387,25 @@ class Pages:
         except AgentledgerError:
             return ""
 
+    async def _waiting_text(self, run: RunMeta, kind: str) -> str:
+        """What a suspended run waiting for ``kind`` waits for, in words; a crash loop says
+        which activity kept dying and how many times it started."""
+        if kind == "crash_loop":
+            try:
+                loop = await load_crash_loop(self.store, run.run_id)
+            except AgentledgerError:
+                loop = None
+            if loop is not None:
+                said = describe_crash_loop(loop)
+                return f"is paused: {said} without finishing (its worker kept dying)"
+        return WAITS.get(kind, "waits for outside input")
+
     async def _waits(self, runs: list[RunMeta]) -> dict[str, str]:
         """What each suspended run waits for, in words."""
         waits: dict[str, str] = {}
         for run in runs:
             if run.status is RunStatus.SUSPENDED:
-                kind = await self._waiting(run)
-                waits[run.run_id] = WAITS.get(kind, "waits for outside input")
+                waits[run.run_id] = await self._waiting_text(run, await self._waiting(run))
         return waits
 
     async def conversation(
@@ -523,7 +536,7 @@ class Pages:
             "question": await question_of(self.store, run_id) if suspended else None,
             "host_runtime": self.state.host_runtime is not None,
             "waiting": waiting,
-            "waiting_text": WAITS.get(waiting, "waits for outside input"),
+            "waiting_text": await self._waiting_text(run, waiting) if suspended else "",
             "predecessor": predecessor,
             "summary": summary,
             "now": _now(),
