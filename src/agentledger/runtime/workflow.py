@@ -80,11 +80,9 @@ terminal record then repeats the recorded reason.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
-
-import msgspec
 
 from agentledger.engine.base import (
     CRASH_LOOP,
@@ -108,14 +106,29 @@ from agentledger.runtime.planner import (
     Answer,
     Await,
     AwaitClarification,
-    PlanResult,
     RenderedPrompt,
     ToolCall,
     ToolFailed,
     ToolHappened,
     ToolOutcome,
 )
-from agentledger.runtime.records import Phase, RecordSpec, ToolAnsweredPayload, UsagePayload
+from agentledger.runtime.records import Phase, RecordSpec, ToolAnsweredPayload
+from agentledger.runtime.steps import (
+    INTERRUPTED,
+    NOT_RUN,
+    CrashLooped,
+    Fail,
+    Looped,
+    Outcome,
+    StepWaits,
+    Waiting,
+    activity_failure,
+    calls_of,
+    crash_loop_failure,
+    effect_of,
+    interrupted,
+    plan_records,
+)
 from agentledger.runtime.tools import idempotency_key
 from agentledger.runtime.wire import (
     APPEND_RECORDS,
@@ -145,11 +158,6 @@ from agentledger.transcript import Message, TextPart, ToolResultPart
 
 __all__ = ["INTERRUPTED", "plan_records", "run_workflow"]
 
-INTERRUPTED = "interrupted: the run was canceled before this tool call finished"
-"""Content of the error result a tool call in flight gets when its run is canceled."""
-
-_NOT_RUN = "not run: the run failed before this tool call finished"
-
 
 async def run_workflow(ctx: WorkflowContext, inp: RunInput) -> RunOutput:
     """Run one run to its end and say how it ended.
@@ -163,96 +171,6 @@ async def run_workflow(ctx: WorkflowContext, inp: RunInput) -> RunOutput:
         out = await _Loop(span.traced(ctx), inp).run()
         span.ended(out)
     return out
-
-
-class _Fail(Exception):
-    """The run fails with ``failure`` (planner error, invalid plan, too many turns)."""
-
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-
-
-class _ChildrenWait(Exception):
-    """Child runs of a tool step suspended, or once calls of it are in doubt: the run
-    suspends with the step's state."""
-
-    def __init__(
-        self,
-        calls: tuple[ToolCall, ...],
-        results: tuple[ToolOutcome, ...],
-        children: tuple[ChildWait, ...],
-        text: str,
-        in_doubt: tuple[InDoubtToolCall, ...] = (),
-    ) -> None:
-        super().__init__(f"{len(children) + len(in_doubt)} call(s) wait for outside input")
-        self.calls = calls
-        self.results = results
-        self.children = children
-        self.text = text
-        self.in_doubt = in_doubt
-
-
-_Waiting = ChildWait | InDoubtToolCall
-"""A call of a tool step that waits for the host: a suspended child, or a call in doubt."""
-
-
-class _Looped(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool call whose activity was started too often without finishing."""
-
-    call: ToolCall
-    activity: str
-    attempts: int
-
-
-_Outcome = ToolOutcome | _Waiting | _Looped | None
-"""A call's outcome in a step: its result, a wait, a crash loop, or None (interrupted)."""
-
-
-class _CrashLooped(Exception):
-    """A planner turn or tool calls kept dying: the run pauses with the step's state."""
-
-    def __init__(
-        self,
-        crash_loop: CrashLoop,
-        *,
-        calls: tuple[ToolCall, ...] = (),
-        results: tuple[ToolOutcome, ...] = (),
-        children: tuple[ChildWait, ...] = (),
-        in_doubt: tuple[InDoubtToolCall, ...] = (),
-        text: str = "",
-    ) -> None:
-        super().__init__(f"{crash_loop.activity} started {crash_loop.attempts} times")
-        self.crash_loop = crash_loop
-        self.calls = calls
-        self.results = results
-        self.children = children
-        self.in_doubt = in_doubt
-        self.text = text
-
-
-def _activity_failure(kind: str, error: ActivityFailed) -> Failure:
-    return Failure(
-        message=error.reason, kind=kind, code=error.error_type, retryable=error.retryable
-    )
-
-
-def _interrupted(call: ToolCall, text: str = INTERRUPTED) -> ToolOutcome:
-    return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=text, is_error=True)
-
-
-def _calls(awaiting: Await | None) -> tuple[ToolCall, ...]:
-    """The tool calls an await holds (a clarification holds none)."""
-    if awaiting is None or isinstance(awaiting, AwaitClarification):
-        return ()
-    return awaiting.calls
-
-
-def _await_message(awaiting: Await) -> Message:
-    """The assistant message of a suspension, when the planner gave none."""
-    if isinstance(awaiting, AwaitClarification):
-        return Message(role="assistant", parts=(TextPart(text=awaiting.question),))
-    return Message(role="assistant", parts=tuple(c.part() for c in awaiting.calls))
 
 
 class _Loop:
@@ -309,7 +227,7 @@ class _Loop:
         self.owed, self.owed_at = [], None
 
     def _effect(self, call: ToolCall) -> Literal["retry", "keyed", "once"]:
-        return _effect_of(self.agent.effects, call.name)
+        return effect_of(self.agent.effects, call.name)
 
     def _key(self, call: ToolCall) -> str:
         """The call's idempotency key: from the run that scheduled it, carried on."""
@@ -334,7 +252,7 @@ class _Loop:
         if self.ctx.cancel_requested():
             raise WorkflowCanceled()
         if self.session_ended:
-            raise _Fail(
+            raise Fail(
                 Failure(message="the session ended while the run was going", kind="session_ended")
             )
 
@@ -347,22 +265,22 @@ class _Loop:
             if not e.retryable:
                 raise  # the start was refused: nothing was written
             try:  # the attempts ran out, maybe after the start: end the run if it is there
-                return await self._end_failed(_activity_failure("activity_failed", e))
+                return await self._end_failed(activity_failure("activity_failed", e))
             except ActivityFailed:
                 raise e from None
         if begin.outcome is StartOutcome.STOP:  # [C2]: no planner or tool work at all
             return self._output(RunStatus.CANCELED, cancellation_reason=SESSION_ENDED)
         try:
             if begin.failure is not None or begin.agent is None:
-                raise _Fail(begin.failure or Failure(message="no agent", kind="activity_failed"))
+                raise Fail(begin.failure or Failure(message="no agent", kind="activity_failed"))
             self.session_ended = begin.session_ended
             return await self._drive(begin)
         except WorkflowCanceled:
             return await self._end_canceled()
-        except _Fail as failed:
+        except Fail as failed:
             return await self._end_failed(failed.failure)
         except ActivityFailed as e:
-            return await self._end_failed(_activity_failure("activity_failed", e))
+            return await self._end_failed(activity_failure("activity_failed", e))
         except Exception as e:  # a bug in this loop
             if self.ctx.waits_for_fixes:  # Temporal: fail the task, the run waits for a fix
                 raise RunLoopError(
@@ -396,9 +314,9 @@ class _Loop:
     async def _drive(self, begin: BeginRunOutput) -> RunOutput:
         try:
             return await self._prepare_and_plan(begin)
-        except _ChildrenWait as waiting:
+        except StepWaits as waiting:
             return await self._suspend_for_children(waiting)
-        except _CrashLooped as looped:
+        except CrashLooped as looped:
             return await self._pause(looped)
 
     async def _prepare_and_plan(self, begin: BeginRunOutput) -> RunOutput:
@@ -412,7 +330,7 @@ class _Loop:
         looped = begin.checkpoint.crash_loop
         if looped is not None and not looped.calls:  # a planner turn: plan it again
             if answer.approved is False:
-                raise _Fail(_crash_loop_failure(looped))
+                raise Fail(crash_loop_failure(looped))
             self._owe([RecordSpec.phase(Phase.PROMPTED)])
             results = begin.checkpoint.results
             return await self._plan_loop(resume=looped.resume, results=results, answer=None)
@@ -445,13 +363,13 @@ class _Loop:
             return await self._execute(calls, "resume", answer.text)
         if checkpoint.kind == "confirmation":
             why = f"declined by the user: {answer.text}" if answer.text else "declined by the user"
-            outcomes = tuple(_interrupted(c, why) for c in calls)
+            outcomes = tuple(interrupted(c, why) for c in calls)
             await self._record_results("resume", calls, outcomes)
             return outcomes
         outcomes = tuple(
             ToolOutcome(tool_call_id=c.id, tool_name=c.name, content=answer.tool_results[c.id])
             if c.id in answer.tool_results
-            else _interrupted(c, "no result was provided for this call")
+            else interrupted(c, "no result was provided for this call")
             for c in calls
         )
         await self._record_results("resume", calls, outcomes, answer.text)
@@ -475,10 +393,10 @@ class _Loop:
         except WorkflowCanceled:
             outcome = None
         except ChildFailed as e:
-            outcome = _interrupted(first.call, f"agent {first.call.name} failed: {e.reason}")
-        waiting: dict[str, _Waiting] = {w.call.id: w for w in rest}
+            outcome = interrupted(first.call, f"agent {first.call.name} failed: {e.reason}")
+        waiting: dict[str, Waiting] = {w.call.id: w for w in rest}
         waiting.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
-        by_id: dict[str, _Outcome] = {
+        by_id: dict[str, Outcome] = {
             **self.recorded,
             **waiting,
             first.call.id: outcome,
@@ -504,8 +422,8 @@ class _Loop:
         self.origin = checkpoint.origin_run_id or self.inp.predecessor_run_id
         self._owe([RecordSpec.phase(Phase.PROMPTED)])
         if answer.approved is False:  # ended: the calls without a result get an error result
-            raise _Fail(_crash_loop_failure(looped))
-        by_id: dict[str, _Outcome] = dict(self.recorded)
+            raise Fail(crash_loop_failure(looped))
+        by_id: dict[str, Outcome] = dict(self.recorded)
         by_id.update((w.call.id, w) for w in checkpoint.children)
         by_id.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
         by_id.update(
@@ -542,14 +460,14 @@ class _Loop:
         first, *rest = checkpoint.in_doubt
         decision = answer.decision
         if decision is None:  # the client refuses this; a run started around it fails
-            raise _Fail(
+            raise Fail(
                 Failure(
                     message="a tool call in doubt is answered with ToolHappened, ToolRetry "
                     "or ToolFailed",
                     kind="invalid_answer",
                 )
             )
-        by_id: dict[str, _Outcome] = dict(self.recorded)
+        by_id: dict[str, Outcome] = dict(self.recorded)
         by_id.update((w.call.id, w) for w in checkpoint.children)
         by_id.update((d.tool_call_id, d) for d in rest)
         content: Any = None
@@ -595,7 +513,7 @@ class _Loop:
             self._check_cancel()
             self.turn += 1
             if self.turn > self.agent.max_turns:
-                raise _Fail(
+                raise Fail(
                     Failure(
                         message=f"the agent took more than {self.agent.max_turns} planner turns",
                         kind="max_turns_exceeded",
@@ -609,7 +527,7 @@ class _Loop:
                 return self._suspended(plan.await_)
             step = f"turn:{self.turn}"
             if out.recorded:  # its tool uses (if any) are in the log
-                self.pending, self.pending_step = plan.tool_calls or _calls(plan.await_), step
+                self.pending, self.pending_step = plan.tool_calls or calls_of(plan.await_), step
                 self.origin, self.attempts = "", {}
                 assert self.turn_at is not None
                 self.started_at = {
@@ -655,16 +573,16 @@ class _Loop:
         except ActivityFailed as e:
             if e.error_type == CRASH_LOOP:  # the turn kept dying: pause, its owed records too
                 looped = CrashLoop(activity=e.activity, attempts=e.attempts, resume=resume)
-                raise _CrashLooped(looped, results=results) from e
-            raise _Fail(_activity_failure("planner_error", e)) from e
+                raise CrashLooped(looped, results=results) from e
+            raise Fail(activity_failure("planner_error", e)) from e
         self._paid()
         if out.session_ended:
             self.session_ended = True
             self._check_cancel()
         if out.failure is not None:
-            raise _Fail(out.failure)
+            raise Fail(out.failure)
         if out.result is None:
-            raise _Fail(Failure(message="the planner returned nothing", kind="invalid_plan"))
+            raise Fail(Failure(message="the planner returned nothing", kind="invalid_plan"))
         return out
 
     # ------------------------------------------------------------------- tools
@@ -692,7 +610,7 @@ class _Loop:
 
     async def _run_calls(
         self, calls: tuple[ToolCall, ...], step: str, *, start: bool
-    ) -> tuple[_Outcome, ...]:
+    ) -> tuple[Outcome, ...]:
         """Run the calls concurrently, each once call after its ``tool_call_started`` record.
 
         With ``start``, the owed records (and those started records) are written
@@ -715,7 +633,7 @@ class _Loop:
         self,
         step: str,
         calls: tuple[ToolCall, ...],
-        outcomes: tuple[_Outcome, ...],
+        outcomes: tuple[Outcome, ...],
         text: str,
     ) -> tuple[ToolOutcome, ...]:
         """Record a finished step's results; or pause it; or suspend for its waiting children
@@ -723,14 +641,14 @@ class _Loop:
 
         Raises:
             WorkflowCanceled: a call was interrupted (every call has its result).
-            _CrashLooped: calls kept dying (the other results are recorded, the
+            CrashLooped: calls kept dying (the other results are recorded, the
                 results message is not; children and calls in doubt are kept).
-            _ChildrenWait: child runs wait for outside input, or once calls are in
+            StepWaits: child runs wait for outside input, or once calls are in
                 doubt (the other results are recorded, the results message is not).
         """
         if any(o is None for o in outcomes):
             final = tuple(
-                o if isinstance(o, ToolOutcome) else _interrupted(c)
+                o if isinstance(o, ToolOutcome) else interrupted(c)
                 for c, o in zip(calls, outcomes, strict=True)
             )
             await self._record_results(step, calls, final, text)
@@ -738,7 +656,7 @@ class _Loop:
         children = tuple(o for o in outcomes if isinstance(o, ChildWait))
         doubts = tuple(o for o in outcomes if isinstance(o, InDoubtToolCall))
         done = tuple(o for o in outcomes if isinstance(o, ToolOutcome))
-        looped = tuple(o for o in outcomes if isinstance(o, _Looped))
+        looped = tuple(o for o in outcomes if isinstance(o, Looped))
         if children or doubts or looped:
             fresh = [o for o in done if o.tool_call_id not in self.recorded]
             by_id = {c.id: c for c in calls}
@@ -755,7 +673,7 @@ class _Loop:
                     attempts=max(o.attempts for o in looped),
                     calls=tuple(o.call for o in looped),
                 )
-                raise _CrashLooped(
+                raise CrashLooped(
                     crash,
                     calls=calls,
                     results=done,
@@ -763,11 +681,11 @@ class _Loop:
                     in_doubt=doubts,
                     text=text,
                 )
-            raise _ChildrenWait(calls, done, children, text, doubts)
+            raise StepWaits(calls, done, children, text, doubts)
         await self._record_results(step, calls, done, text)
         return done
 
-    async def _call(self, call: ToolCall, step: str, at: datetime | None) -> _Outcome:
+    async def _call(self, call: ToolCall, step: str, at: datetime | None) -> Outcome:
         """One call's outcome (a tool records its own); a waiting child or a once call in
         doubt; a call that kept dying; None if interrupted."""
         try:
@@ -798,10 +716,10 @@ class _Loop:
             return None
         except ActivityFailed as e:
             if e.error_type == CRASH_LOOP:
-                return _Looped(call=call, activity=e.activity, attempts=e.attempts)
-            return _interrupted(call, f"tool {call.name} failed: {e.reason}")
+                return Looped(call=call, activity=e.activity, attempts=e.attempts)
+            return interrupted(call, f"tool {call.name} failed: {e.reason}")
         except ChildFailed as e:
-            return _interrupted(call, f"agent {call.name} failed: {e.reason}")
+            return interrupted(call, f"agent {call.name} failed: {e.reason}")
 
     async def _child(
         self,
@@ -820,7 +738,7 @@ class _Loop:
         if not predecessor:
             request = call.input.get("request")
             if not isinstance(request, str) or not request:
-                return _interrupted(
+                return interrupted(
                     call, f'invalid input for agent {call.name}: expected {{"request": "<text>"}}'
                 )
             messages = (Message(role="user", parts=(TextPart(text=request),)),)
@@ -848,10 +766,10 @@ class _Loop:
             return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=out.text)
         if out.status is RunStatus.FAILED:
             why = out.failure.message if out.failure else "no reason given"
-            return _interrupted(call, f"agent {call.name} failed: {why}")
+            return interrupted(call, f"agent {call.name} failed: {why}")
         if out.status is RunStatus.CANCELED:
-            return _interrupted(call, f"agent {call.name} was canceled: {out.cancellation_reason}")
-        return _interrupted(call, f"agent {call.name} suspended without saying why")
+            return interrupted(call, f"agent {call.name} was canceled: {out.cancellation_reason}")
+        return interrupted(call, f"agent {call.name} suspended without saying why")
 
     async def _record_results(
         self,
@@ -892,7 +810,7 @@ class _Loop:
         await self._record_results(
             self.pending_step,
             calls,
-            tuple(self.recorded.get(c.id) or _interrupted(c, text) for c in calls),
+            tuple(self.recorded.get(c.id) or interrupted(c, text) for c in calls),
         )
 
     # ------------------------------------------------------------------ endings
@@ -921,14 +839,14 @@ class _Loop:
         self._paid()
         return self._suspended(awaiting)
 
-    async def _suspend_for_children(self, waiting: _ChildrenWait) -> RunOutput:
+    async def _suspend_for_children(self, waiting: StepWaits) -> RunOutput:
         """Suspend because child runs wait or once calls are in doubt; the first call in
         doubt (else the first child's question) is the run's question."""
         return await self._suspend_step(
             waiting.calls, waiting.results, waiting.children, waiting.in_doubt, waiting.text
         )
 
-    async def _pause(self, looped: _CrashLooped) -> RunOutput:
+    async def _pause(self, looped: CrashLooped) -> RunOutput:
         """Suspend with a ``crash_loop`` checkpoint: the step's state, what kept dying."""
         return await self._suspend_step(
             looped.calls,
@@ -998,63 +916,6 @@ class _Loop:
         return self._output(RunStatus.CANCELED, cancellation_reason=reason)
 
     async def _end_failed(self, failure: Failure) -> RunOutput:
-        await self._close_pending(_NOT_RUN)
+        await self._close_pending(NOT_RUN)
         await self._complete(RunStatus.FAILED, failure)
         return self._output(RunStatus.FAILED, failure=failure)
-
-
-def _crash_loop_failure(looped: CrashLoop) -> Failure:
-    """How a paused run the host declined to run again ends."""
-    return Failure(
-        message=f"{looped.activity} was started {looped.attempts} times without finishing; "
-        "the host declined to run it again",
-        kind="crash_loop",
-        code=CRASH_LOOP,
-    )
-
-
-def plan_records(
-    turn: int, plan: PlanResult, effects: Mapping[str, str] | None = None, run_id: str = ""
-) -> list[RecordSpec]:
-    """What plan ``plan`` of turn ``turn`` records, in order (the planner turn writes these).
-
-    Notes and model usage; then the final message, or the assistant message,
-    the ``executing_tools`` phase and one ``tool_call_scheduled`` per call
-    (naming the tool's effect class from ``effects`` unless it is ``retry``) and
-    one ``tool_call_started`` per ``once`` call (its key from ``run_id``), or (an
-    await) the assistant message of the question.
-    """
-    effects = effects or {}
-    step = f"turn:{turn}"
-    specs = [RecordSpec.note(turn, i, n.text, n.labels) for i, n in enumerate(plan.notes)]
-    specs += [
-        RecordSpec.usage(turn, i, UsagePayload(**msgspec.structs.asdict(u)))
-        for i, u in enumerate(plan.usage)
-    ]
-    if plan.final is not None:
-        return [*specs, RecordSpec.appended(f"{step}:final", plan.final)]
-    if plan.await_ is not None:
-        message = plan.message or _await_message(plan.await_)
-        return [*specs, RecordSpec.appended(f"{step}:assistant", message)]
-    message = plan.message or Message(
-        role="assistant", parts=tuple(c.part() for c in plan.tool_calls)
-    )
-    return [
-        *specs,
-        RecordSpec.appended(f"{step}:assistant", message),
-        RecordSpec.phase(Phase.EXECUTING_TOOLS, turn),
-        *(
-            RecordSpec.scheduled(step, c.id, c.name, c.input, _effect_of(effects, c.name))
-            for c in plan.tool_calls
-        ),
-        *(
-            RecordSpec.started(step, c.id, c.name, idempotency_key(run_id, c.id), 1)
-            for c in plan.tool_calls
-            if effects.get(c.name) == "once"
-        ),
-    ]
-
-
-def _effect_of(effects: Mapping[str, str], name: str) -> Literal["retry", "keyed", "once"]:
-    effect = effects.get(name, "retry")
-    return "once" if effect == "once" else "keyed" if effect == "keyed" else "retry"
