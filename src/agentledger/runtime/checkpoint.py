@@ -42,6 +42,7 @@ __all__ = [
     "CrashLoop",
     "InDoubtToolCall",
     "RunCheckpoint",
+    "checkpoint_id",
     "step_checkpoint",
     "suspension",
 ]
@@ -316,13 +317,19 @@ def step_checkpoint(
     )
 
 
+def checkpoint_id(run_id: str) -> str:
+    """The id under which the runtime stores run ``run_id``'s checkpoint (a checkpoint
+    under another id was stored by some other writer, whose bytes are its own)."""
+    return f"{run_id}:suspension"
+
+
 def suspension(
     run: RunStart, turn_id: str, at: datetime, checkpoint: RunCheckpoint
 ) -> RunSuspension:
     """[L6] the command that suspends ``run`` with ``checkpoint`` (the loop's and repair's)."""
     pending = checkpoint.pending
     return RecordBuilder(run, turn_id=turn_id).suspension(
-        Checkpoint(id=f"{run.run_id}:suspension", data=checkpoint.encode()),
+        Checkpoint(id=checkpoint_id(run.run_id), data=checkpoint.encode()),
         at=at,
         pending_count=len(pending) or 1,
         required_tools=tuple(c.name for c in pending),

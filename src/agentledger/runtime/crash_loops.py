@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agentledger.errors import CorruptRecordError, ValidationError
-from agentledger.runtime.checkpoint import CrashLoop, RunCheckpoint
+from agentledger.runtime.checkpoint import CrashLoop, RunCheckpoint, checkpoint_id
 from agentledger.storage.protocol import Store
 from agentledger.storage.types import RunMeta, RunStatus
 
@@ -28,13 +28,16 @@ def describe_crash_loop(loop: CrashLoop) -> str:
 
 async def load_crash_loop(store: Store, run_id: str) -> CrashLoop | None:
     """What paused suspended run ``run_id`` if its own work kept dying, else None (it waits
-    for something else, or for a child run).
+    for something else, or for a child run, or it was suspended by another writer than
+    the runtime, whose checkpoint bytes are private to it).
 
     Raises:
         NotFoundError: the run holds no suspension checkpoint.
-        CorruptRecordError: its checkpoint cannot be read.
+        CorruptRecordError: the runtime's checkpoint cannot be read.
     """
     stored = await store.load_run_suspension(run_id)
+    if stored.id != checkpoint_id(run_id):
+        return None
     try:
         checkpoint = RunCheckpoint.decode(stored.data)
     except ValidationError as e:
