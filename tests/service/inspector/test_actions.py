@@ -133,6 +133,14 @@ def _run_id(page: Page) -> str:
     return found.group(1)
 
 
+async def _left_for_a_new_transcript(page: Page, shown: str) -> None:
+    """Wait until the page has moved from run ``shown``'s transcript to another run's (the
+    page was already on a URL of that shape, so matching the shape alone returns at once)."""
+    await page.wait_for_url(
+        lambda u: re.search(r"/ui/run/transcript\?id=run-", u) is not None and shown not in u
+    )
+
+
 async def test_host_approves_and_declines_a_confirmation(
     page: Page, acting: Acting, tokens: Tokens, artifacts: Path
 ) -> None:
@@ -380,7 +388,7 @@ async def test_host_forks_after_a_middle_message_and_cancels_a_live_run(
     await middle.get_by_label("New message").fill("Paris")
     await page.screenshot(path=artifacts / "24-fork-from-a-message.png", full_page=True)
     await middle.get_by_role("button", name="Start fork").click()
-    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-"))
+    await _left_for_a_new_transcript(page, continued)
     forked = _run_id(page)
     assert await _finished(url, tokens.host, forked) is RunStatus.COMPLETED
     await page.reload()
@@ -401,7 +409,7 @@ async def test_host_forks_after_a_middle_message_and_cancels_a_live_run(
     await last.locator("details.fork summary").click()
     await last.get_by_label("New message").fill("slowly")
     await last.get_by_role("button", name="Start fork").click()
-    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-"))
+    await _left_for_a_new_transcript(page, forked)
     napping = _run_id(page)
     await page.goto(f"{url}/ui/run?id={napping}")
     await expect(page.locator("#run-status")).to_have_text("running")
