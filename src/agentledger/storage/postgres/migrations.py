@@ -311,6 +311,30 @@ INSERT INTO agentledger_session_labels (session_id, key, value, status, created_
     FROM agentledger_sessions s, jsonb_each_text(s.labels) l;
 """
 
+# A session's submitted messages in arrival order (pos), each with the run id of its
+# turn; the waiting ones (not started) in one short index range.
+_SESSION_MESSAGES = """
+CREATE TABLE agentledger_session_messages (
+    run_id          text PRIMARY KEY,
+    session_id      text NOT NULL,
+    pos             bigint NOT NULL,
+    turn_id         text NOT NULL,
+    agent_id        text NOT NULL,
+    message         bytea NOT NULL,
+    if_busy         text NOT NULL,
+    submitted_at    timestamptz NOT NULL,
+    requested_after text NOT NULL,
+    labels          text NOT NULL,
+    fate            text NOT NULL,
+    after_run_id    text NOT NULL,
+    running_run_id  text NOT NULL,
+    started         integer NOT NULL,
+    UNIQUE (session_id, pos)
+);
+CREATE INDEX agentledger_session_messages_waiting
+    ON agentledger_session_messages (session_id, pos) WHERE started = 0;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
@@ -323,6 +347,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "history references", _HISTORY_REFERENCES),
     Migration(10, "transcript windows", _TRANSCRIPT_WINDOWS),
     Migration(11, "session label index", _SESSION_LABEL_INDEX),
+    Migration(12, "session messages", _SESSION_MESSAGES),
 )
 """Every migration this code knows, in order."""
 
