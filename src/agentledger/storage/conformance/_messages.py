@@ -110,7 +110,8 @@ class MessageConformance(ConformanceBase):
         result = await world.store.start_root_run(await queued_start(world, first))
         assert result.started.inserted
         (started,) = await world.store.list_session_messages(sid)
-        assert started.started and await world.store.load_pending_messages(sid) == []
+        assert started.started
+        assert await world.store.load_pending_messages(sid) == []
         assert await world.store.submit_message(sub) == started  # a retry after its start
 
     async def test_reject_while_busy_names_the_running_run_and_stores_nothing(
@@ -179,7 +180,7 @@ class MessageConformance(ConformanceBase):
             for bad in (
                 replace(sub, message=b"not json"),
                 replace(sub, message=msgspec.json.encode({"role": "x"})),
-                replace(sub, if_busy="sometimes"),  # type: ignore[arg-type]
+                replace(sub, if_busy="sometimes"),
                 replace(sub, run_id=""),
             ):
                 with pytest.raises(ValidationError):
