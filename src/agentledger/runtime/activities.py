@@ -37,6 +37,7 @@ from agentledger.errors import (
 from agentledger.memory.types import ProductMemory
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
+from agentledger.runtime.busy import claim_spec
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
 from agentledger.runtime.events import delta_event
 from agentledger.runtime.planner import (
@@ -277,6 +278,8 @@ class Activities:
                 specs.append(rt.RecordSpec.prompt(prompt.prompt_id, prompt.version, prompt.text))
             if reference is not None:
                 specs.append(rt.RecordSpec.referenced(reference))
+            if arg.claim:  # a queued message's turn: which runtime started it
+                specs.append(claim_spec(arg.claim))
             if history:
                 specs.append(rt.RecordSpec.seeded(history))
             if arg.message is not None and checkpoint is None:

@@ -47,6 +47,7 @@ class Agent:
         description: str = "",
         max_turns: int = 16,
         history: HistoryPolicy | None = None,
+        if_busy: str = "reject",
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ValidationError(field="agent.id", expected="a non-empty string", got=id)
@@ -62,6 +63,9 @@ class Agent:
                 expected="a history policy (LastTurns, TokenBudget, Compaction or your own)",
                 got=type(history).__name__,
             )
+        from agentledger.runtime.busy import check_policy
+
+        self.if_busy = check_policy(if_busy, f"agent {id}.if_busy").value
         self.id = id
         self.history = history
         self.planner = planner
