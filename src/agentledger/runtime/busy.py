@@ -34,7 +34,10 @@ from typing import TYPE_CHECKING, Any
 from agentledger.errors import (
     AgentledgerError,
     RunCancellationConflictError,
+    RunConflictError,
     RunNotActiveError,
+    RunNotFoundError,
+    SessionBusyError,
     TranscriptError,
     ValidationError,
 )
@@ -121,16 +124,29 @@ class QueuedRunHandle:
         """The run id of the message's turn (also its workflow id)."""
 
     async def wait(self) -> RunOutput:
-        """Wait for the turn to start (after the turns ahead of it) and to end.
+        """Wait for the turn to start (after the turns ahead of it) and to end. A turn
+        another runtime started (it saw the turn ahead end first) is followed in the store.
 
         Raises:
-            AgentledgerError: as ``RunHandle.wait``; ``SessionBusyError`` when
-                another runtime started this turn first (it runs there).
+            AgentledgerError: as ``RunHandle.wait``.
         """
         from agentledger.runtime.client import RunHandle
 
-        await self._busy.started(self.run_id)
-        return await RunHandle(self._busy.runtime, self.run_id).wait()
+        busy, run_id = self._busy, self.run_id
+        waiter = busy._waiter(run_id)
+        delay = _POLL_FIRST
+        while not waiter.done():
+            if run_id not in busy._launched and await _exists(busy.runtime, run_id):
+                return await _output_from_store(busy.runtime, self.message)
+            await asyncio.wait({waiter}, timeout=delay)
+            delay = min(delay * 2, _POLL_MOST)
+        await waiter
+        try:
+            return await RunHandle(busy.runtime, run_id).wait()
+        except (RunConflictError, SessionBusyError):
+            if not await _claimed_elsewhere(busy, run_id):
+                raise
+            return await _output_from_store(busy.runtime, self.message)
 
     async def cancel(self, reason: str) -> None:
         """Cancel the turn once it has started [C1]."""
@@ -304,6 +320,61 @@ async def _ended(runtime: Runtime, run_id: str) -> None:
     while (await runtime.store.load_run(run_id)).status is RunStatus.RUNNING:
         await asyncio.sleep(delay)  # a run of another process: its store row says when
         delay = min(delay * 2, _POLL_MOST)
+
+
+async def _exists(runtime: Runtime, run_id: str) -> bool:
+    try:
+        await runtime.store.load_run(run_id)
+    except RunNotFoundError:
+        return False
+    return True
+
+
+async def _claimed_elsewhere(busy: BusyTurns, run_id: str) -> bool:
+    """Whether ``run_id`` was started by another runtime's claim (this one's start lost)."""
+    if not await _exists(busy.runtime, run_id):
+        return False
+    page = await busy.runtime.store.list_run_records(run_id, limit=8)
+    claims = [r.payload for r in page.records if r.type == MESSAGE_CLAIMED]
+    return bool(claims) and claims[0] != claim_spec(busy.claim).payload
+
+
+async def _output_from_store(runtime: Runtime, message: SessionMessage) -> RunOutput:
+    """How a turn another runtime ran ended, read from the store once it has."""
+    run_id = message.run_id
+    await _ended(runtime, run_id)
+    meta = await runtime.store.load_run(run_id)
+    final = None
+    failure = None
+    if meta.status is RunStatus.COMPLETED:
+        transcript = await build_messages_from_run_log(runtime.store, run_id, full=True)
+        if transcript and transcript[-1].role == "assistant":
+            final = transcript[-1]
+    last = await _last_record(runtime, run_id)
+    if last is not None and last.type == payloads.RUN_COMPLETED:
+        failure = payloads.RunCompleted.decode(last.payload).failure
+    return RunOutput(
+        run_id=run_id,
+        agent_id=meta.agent_id,
+        session_id=meta.session_id,
+        turn_id=message.turn_id,
+        status=meta.status,
+        final=final,
+        failure=failure,
+        cancellation_reason=meta.cancellation_reason,
+        finished_at=meta.updated_at,
+    )
+
+
+async def _last_record(runtime: Runtime, run_id: str) -> Any:
+    cursor, last = "", None
+    while True:
+        page = await runtime.store.list_run_records(run_id, cursor=cursor)
+        if page.records:
+            last = page.records[-1]
+        cursor = page.next_cursor
+        if not cursor:
+            return last
 
 
 async def _history(runtime: Runtime, head: SessionMessage, meta: RunMeta | None) -> Any:
