@@ -209,18 +209,14 @@ class MessageConformance(ConformanceBase):
             )
         assert waiting.run_id == world.id("m1")
 
-    async def test_concurrent_messages_get_one_order(
-        self, world: World, other_store: Any
-    ) -> None:
+    async def test_concurrent_messages_get_one_order(self, world: World, other_store: Any) -> None:
         """Messages at the same moment on two handles: positions 1..n, one starts at once,
         each of the others follows exactly one other (a single chain)."""
         sid = await world.session("s")
         at = world.now()
         subs = [submission(world, sid, f"m{i}", at=at) for i in range(self.race_writers)]
         stores = [world.store, other_store]
-        results = await race(
-            [stores[i % 2].submit_message(sub) for i, sub in enumerate(subs)]
-        )
+        results = await race([stores[i % 2].submit_message(sub) for i, sub in enumerate(subs)])
         wins, losses = split(results, SessionMessage)
         assert not losses, losses
         stored = await world.store.list_session_messages(sid)
