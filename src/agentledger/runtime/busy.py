@@ -297,8 +297,8 @@ class BusyTurns:
         task.add_done_callback(self._tasks.discard)
 
     async def _after(self, session_id: str, run_id: str) -> None:
-        await _ended(self.runtime, run_id)
-        with contextlib.suppress(AgentledgerError):
+        with contextlib.suppress(AgentledgerError):  # its messages wait for another runtime
+            await _ended(self.runtime, run_id)
             await self.start_due(session_id)
 
     async def close(self) -> None:

@@ -5,8 +5,8 @@ messages, in the store's transaction, with the turn it follows and what was
 decided for it (:class:`MessageFate`). Two messages at the same moment get one
 order because this decision and its write share one transaction. A run started
 for a message claims it in its start's transaction: only the first message
-whose turn has not started may start, and only when no turn of the session is
-running, so exactly one start of each message wins.
+whose turn has not started may start, and only once the turn it follows has
+ended, so exactly one start of each message wins.
 """
 
 from __future__ import annotations
@@ -224,12 +224,13 @@ def claim_message(
 ) -> SessionMessage | None:
     """The message a new root run starts, marked started; None when it starts none.
 
-    Only the first waiting message of its session may start, only when no turn
-    of the session is running, and only following the turn it was queued
-    after (by reference), so of two processes starting it, one wins.
+    Only the first waiting message of its session may start, only once the
+    turn it was queued after has ended, and only following that turn (by
+    reference), so of two processes starting it, one wins. (A run started
+    without a message, with its own history, neither waits nor holds the queue.)
 
     Raises:
-        SessionBusyError: a turn still runs, or a message waits ahead of it.
+        SessionBusyError: the turn ahead still runs, or a message waits ahead of it.
         RunConflictError: the start differs from the message (agent, turn followed).
     """
     message = reader.session_message(run.run_id)
@@ -243,9 +244,6 @@ def claim_message(
             expected=getattr(message, field),
             got=getattr(run, field),
         )
-    running = latest_running_turn(reader, run.session_id)
-    if running:
-        raise SessionBusyError(session_id=run.session_id, run_id=running, message_run_id=run.run_id)
     pending = reader.pending_messages(run.session_id)
     if pending and pending[0].run_id != run.run_id:
         raise SessionBusyError(
@@ -260,7 +258,7 @@ def claim_message(
         )
     if message.after:
         source = reader.run(message.after)
-        if source is not None and source.status is RunStatus.RUNNING:  # a child turn
+        if source is not None and source.status is RunStatus.RUNNING:
             raise SessionBusyError(
                 session_id=run.session_id, run_id=message.after, message_run_id=run.run_id
             )
