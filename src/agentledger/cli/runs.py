@@ -18,7 +18,7 @@ from agentledger.cli.temporal import PAUSED_HELP, finish, temporal_options
 if TYPE_CHECKING:
     from agentledger.engine.temporal.paused import Pause
     from agentledger.storage.protocol import AdminStore
-    from agentledger.storage.types import RunMeta
+    from agentledger.storage.types import RunMeta, SessionMessage
 
 __all__ = ["predecessor", "run_tree", "runs"]
 
@@ -35,7 +35,9 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     """SESSION_ID's runs in start order, as a tree: a child run under its parent, a
     continuation under the suspended run it resumed. A run whose history is an
     earlier run's transcript says which (the turn it follows, or the run and
-    record it forks)."""
+    record it forks). A run started for a message sent while the session was
+    busy says what happened to the message (queued, interrupted a run, steered
+    into one); messages still waiting are listed last."""
     if temporal:
         server = (temporal, namespace)
 
@@ -82,6 +84,7 @@ async def _runs(
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
+    messages = {m.run_id: m for m in await store.list_session_messages(session_id)}
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
     pauses: dict[str, Pause] = {}
@@ -96,14 +99,40 @@ async def _runs(
                 "predecessor_run_id": predecessors[r.run_id],
                 "history": histories[r.run_id],
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
+                **({"message": _message_json(messages[r.run_id])} if r.run_id in messages else {}),
             }
             for r in metas
         ]
-        echo_json({"session": found, "runs": rows})
+        waiting = [_message_json(m) for m in messages.values() if not m.started]
+        echo_json({"session": found, "runs": rows, "waiting": waiting})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories, pauses):
+    for line in run_tree(metas, predecessors, histories, pauses, messages):
         echo(line)
+    for m in messages.values():
+        if not m.started:
+            echo(f"waiting: {m.run_id}  message #{m.position} {_fate(m)}, after {m.after}")
+
+
+def _fate(message: SessionMessage) -> str:
+    """What happened to a message, in words."""
+    if message.fate.value == "interrupting":
+        return f"interrupted {message.running_run_id}"
+    if message.fate.value == "steering":
+        return f"steered into {message.running_run_id}"
+    return message.fate.value
+
+
+def _message_json(message: SessionMessage) -> dict[str, object]:
+    return {
+        "run_id": message.run_id,
+        "position": message.position,
+        "fate": message.fate.value,
+        "if_busy": message.if_busy.value,
+        "after": message.after,
+        "running_run_id": message.running_run_id,
+        "started": message.started,
+    }
 
 
 def _pause_json(pause: Pause) -> dict[str, object]:
@@ -115,6 +144,7 @@ def run_tree(
     predecessors: dict[str, str],
     histories: dict[str, dict[str, str] | None] | None = None,
     pauses: dict[str, Pause] | None = None,
+    messages: dict[str, SessionMessage] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
     a paused run's status says why it waits."""
@@ -144,6 +174,9 @@ def run_tree(
                 follows = f"  follows {source['run_id']}"
             elif source is not None and source["kind"] == "fork":
                 follows = f"  fork of {source['run_id']} at record {source['through']}"
+            message = (messages or {}).get(r.run_id)
+            if message is not None:
+                follows += f"  message #{message.position} {_fate(message)}"
             lines.append(
                 f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
                 f"{status}{reason}  started {when(r.started_at)}{follows}"

@@ -37,7 +37,7 @@ from agentledger.errors import (
 from agentledger.memory.types import ProductMemory
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
-from agentledger.runtime.busy import claim_spec
+from agentledger.runtime.busy import MESSAGE_CLAIMED, claim_spec
 from agentledger.runtime.checkpoint import CHECKPOINT_VERSION, RunCheckpoint
 from agentledger.runtime.events import delta_event
 from agentledger.runtime.planner import (
@@ -294,9 +294,10 @@ class Activities:
         try:
             started = await self._start(arg, records)
         except ContractError as e:
-            if not records:
+            claim = [r for r in records if r.type == MESSAGE_CLAIMED]  # a queued turn's claim
+            if len(claim) == len(records):
                 raise
-            started = await self._start(arg, [])  # refused alone: the start's own error
+            started = await self._start(arg, claim)  # refused alone: the start's own error
             failure = _prepare_failure(e)
         if started.outcome is StartOutcome.STOP:  # [C2]
             return BeginRunOutput(outcome=started.outcome, run_status=started.run_status)

@@ -314,7 +314,7 @@ class BusyTurns:
 async def _ended(runtime: Runtime, run_id: str) -> None:
     """Wait until ``run_id`` is no longer running in the store."""
     if await runtime.engine.describe(run_id) is not None:
-        with contextlib.suppress(BaseException):
+        with contextlib.suppress(Exception):  # how it ended is the store's to say
             await runtime.engine.result(run_id)
     delay = _POLL_FIRST
     while (await runtime.store.load_run(run_id)).status is RunStatus.RUNNING:
