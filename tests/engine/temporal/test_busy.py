@@ -50,7 +50,8 @@ async def test_messages_at_once(temporal_client: Client, store: Store, session: 
         client = runtime.agent_client("chat")
         handles = await asyncio.gather(*(client.start(session, f"m{i}") for i in range(6)))
         outputs = await asyncio.wait_for(asyncio.gather(*(h.wait() for h in handles)), _WITHIN)
-        by_position = sorted(zip(handles, outputs, strict=True), key=lambda p: p[0].message.position)
+        pairs = zip(handles, outputs, strict=True)
+        by_position = sorted(pairs, key=lambda p: p[0].message.position)
         for i, (handle, out) in enumerate(by_position):
             said = _text(decode_message(handle.message.message))
             assert out.text == f"re: {said} ({i + 1} user messages)"
