@@ -27,7 +27,8 @@ PUBLIC = {
         "SQLiteMemory", "Snapshot", "Thinking", "ToolCall", "ToolResult", "UserMessage",
     ],
     "agentledger.runtime.events": [
-        "CancellationRequested", "ChildRunLinked", "MessagesAppended", "ModelDelta",
+        "CancellationRequested", "ChildRunLinked", "MessageSubmitted", "MessagesAppended",
+        "ModelDelta",
         "ModelUsageReported", "PhaseChanged", "PlannerNoted", "PromptRendered", "RunCompleted",
         "RunEvent", "RunStarted", "RunSuspended", "ToolCallScheduled", "ToolResultReceived",
         "delta_event", "event_from_record",
