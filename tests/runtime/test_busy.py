@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from agentledger.errors import SessionBusyError
-from agentledger.runtime import Agent, QueueSink, Runtime, events
+from agentledger.runtime import Agent, QueueSink, Runtime, events, tool
 from agentledger.runtime.busy import interruption_reason
-from agentledger.runtime.planner import PlanInput, PlanResult, PlanResumeInput
+from agentledger.runtime.planner import PlanInput, PlanResult, PlanResumeInput, ToolCall
+from agentledger.runtime.workflow import INTERRUPTED
 from agentledger.storage import MessageFate, RunStatus
-from agentledger.transcript import Message, TextPart, validate_planner_transcript
+from agentledger.transcript import Message, TextPart, ToolResultPart, validate_planner_transcript
 
 pytestmark = pytest.mark.asyncio
 
@@ -162,3 +163,46 @@ def _text_of(handle: Any) -> str:
     from agentledger.transcript import decode_message
 
     return _text(decode_message(handle.message.message))
+
+
+class CallsSlowTool(Echo):
+    """The first user message makes it call the ``slow`` tool, which holds until released."""
+
+    async def plan_start(self, input: PlanInput, /) -> PlanResult:
+        messages = await input.prepare_messages()
+        if len([m for m in messages if m.role == "user"]) == 1:
+            return PlanResult.call(ToolCall(id="t1", name="slow", input={}))
+        return await super().plan_start(input)
+
+    async def plan_resume(self, input: PlanResumeInput, /) -> PlanResult:
+        return PlanResult.answer("done")
+
+
+async def test_interrupt_during_a_tool_keeps_its_interrupted_result(
+    every_store: Any, every_session: str
+) -> None:
+    """The new turn follows the canceled one through its interrupted tool result: no tool
+    use is left without its result, and the result says the call was interrupted."""
+    planner = CallsSlowTool()
+    started = asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        started.set()
+        await planner.release.wait()
+        return "never"
+
+    runtime = Runtime(every_store, stream=QueueSink())
+    runtime.register_agent(Agent("chat", planner, tools=[slow]))
+    client = runtime.agent_client("chat")
+    first = await client.start(every_session, "look it up", if_busy="queue")
+    await started.wait()
+    stop = await client.start(every_session, "never mind", if_busy="interrupt")
+    assert (await first.wait()).status is RunStatus.CANCELED
+    assert (await stop.wait()).status is RunStatus.COMPLETED
+    transcript = await runtime.transcript(stop.run_id)
+    validate_planner_transcript(transcript)
+    results = [p for m in transcript for p in m.parts if isinstance(p, ToolResultPart)]
+    assert [(r.tool_use_id, r.is_error, r.content) for r in results] == [("t1", True, INTERRUPTED)]
+    assert _text(transcript[-2]) == "never mind"
+    await runtime.close()
