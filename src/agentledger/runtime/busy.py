@@ -4,8 +4,9 @@
 store (``submit_message``), which decides, in its transaction, where the
 message stands: its turn may start at once, or it waits for the turn ahead of
 it (queued), or it waits for the running run it cancels (interrupting), or it
-is offered to the running run (steering; until the run takes it, it waits like
-a queued one). The store refuses a ``reject`` while busy with
+is meant for the running run (steering; in this version a run does not take it
+in the middle of its turn, so it waits like a queued one and becomes the next
+turn). The store refuses a ``reject`` while busy with
 ``SessionBusyError``.
 
 A waiting message is started by whichever runtime sees the turn ahead of it

@@ -194,10 +194,10 @@ class AgentClient:
         when the session's latest turn is still running: ``"reject"``
         (``SessionBusyError``), ``"queue"`` (its turn starts when the turns ahead
         of it end), ``"interrupt"`` (the running run is canceled, then its turn
-        starts) or ``"steer"`` (it waits like a queued one until the running run
-        takes it). With a policy, ``messages`` is the one new user message: its
-        history is the session's latest turn (or ``after``), by reference; the
-        handle's ``message`` says where it stood.
+        starts) or ``"steer"`` (meant for the running run; in this version it
+        becomes the next turn, like a queued one). With a policy, ``messages`` is
+        the one new user message: its history is the session's latest turn (or
+        ``after``), by reference; the handle's ``message`` says where it stood.
 
         Raises:
             RunNotActiveError: ``after`` has not completed.

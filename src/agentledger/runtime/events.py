@@ -189,8 +189,8 @@ class MessageSubmitted(_Event, frozen=True, kw_only=True, tag="message_submitted
 
     ``fate``: ``start`` (nothing ran ahead of it), ``queued`` (it waits for the
     turn ``after``), ``interrupting`` (it cancels ``running_run_id`` and follows
-    it) or ``steering`` (offered to ``running_run_id``; it waits like a queued one
-    until that run takes it).
+    it) or ``steering`` (meant for ``running_run_id``; for now it waits like a
+    queued one and becomes the next turn).
     """
 
     position: int

@@ -315,7 +315,7 @@ class BusyPolicy(StrEnum):
     REJECT = "reject"  # refused with SessionBusyError naming the running run; nothing stored
     QUEUE = "queue"  # started as the next turn when the turns ahead of it have ended
     INTERRUPT = "interrupt"  # the running run is canceled; the message's turn follows it
-    STEER = "steer"  # joins the running run; stored as the next turn if that run ends first
+    STEER = "steer"  # meant for the running run; for now its next turn, like queue
 
 
 class MessageFate(StrEnum):
@@ -324,7 +324,7 @@ class MessageFate(StrEnum):
     START = "start"  # nothing ran ahead of it: its turn may start at once
     QUEUED = "queued"  # it waits for the turn ahead of it (``after``) to end
     INTERRUPTING = "interrupting"  # it waits for ``running_run_id``, which it cancels
-    STEERING = "steering"  # offered to the running run ``running_run_id``
+    STEERING = "steering"  # meant for ``running_run_id``; waits like a queued one
 
 
 class MessageSubmission(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -135,8 +135,8 @@ def plan_submit_message(
     ``reject`` raises :class:`SessionBusyError` and stores nothing; ``queue``
     waits behind the last waiting message or the running turn; ``interrupt``
     waits for the running run, which the caller cancels naming this message;
-    ``steer`` is offered to the running run (and runs as the next turn if that
-    run ends without taking it).
+    ``steer`` is marked for the running run (fate ``steering``) and waits like a
+    queued message.
 
     Raises:
         SessionBusyError: busy and ``reject``.
