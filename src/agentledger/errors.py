@@ -16,6 +16,7 @@ keyword-only attributes; the message is derived from them.
     │   ├── SessionActiveError          (session_id)
     │   ├── SessionHasActiveRunsError   (session_id, run_ids)
     │   ├── RunNotActiveError           (run_id, expected, got)
+    │   │   └── SessionBusyError        (+ session_id, message_run_id)
     │   ├── RecordOwnerMismatchError    (run_id, field, expected, got)
     │   ├── RunSessionMismatchError     (run_id, expected, got)
     │   ├── ConflictError               (run_id, field, expected, got)
@@ -68,6 +69,7 @@ __all__ = [
     "RunSuspensionConflictError",
     "RunTerminalConflictError",
     "SessionActiveError",
+    "SessionBusyError",
     "SessionConflictError",
     "SessionEndedError",
     "SessionHasActiveRunsError",
@@ -268,6 +270,26 @@ class RunNotActiveError(ContractError):
         self.run_id = run_id
         self.expected = expected
         self.got = got
+
+
+class SessionBusyError(RunNotActiveError):
+    """A message arrived while the session's latest turn ``run_id`` is still running
+    (or messages wait ahead of it), and its policy is ``reject``: nothing was stored.
+
+    ``message_run_id`` is the run id the refused message would have started.
+    """
+
+    def __init__(self, *, session_id: str, run_id: str, message_run_id: str = "") -> None:
+        ContractError.__init__(
+            self,
+            f"session {session_id!r} is busy: its turn {run_id!r} is still running "
+            "(send the message with if_busy='queue', 'interrupt' or 'steer', or wait)",
+        )
+        self.session_id = session_id
+        self.run_id = run_id
+        self.message_run_id = message_run_id
+        self.expected = "ended"
+        self.got = "running"
 
 
 class RecordOwnerMismatchError(ContractError):

@@ -25,7 +25,14 @@ import pytest
 
 from agentledger.service import StoreClient, wire
 from agentledger.service.error_codec import decode_error
-from agentledger.storage import Checkpoint, RecordBuilder, RunStart, RunStatus
+from agentledger.storage import (
+    BusyPolicy,
+    Checkpoint,
+    MessageSubmission,
+    RecordBuilder,
+    RunStart,
+    RunStatus,
+)
 from agentledger.storage.archive import archive_bytes
 from agentledger.storage.conformance import dump_store
 from agentledger.storage.memory import MemoryStore
@@ -97,6 +104,12 @@ def _bodies(t: Target, image: Any, archive: bytes) -> dict[str, Any]:
         "list_run_records": wire.RunPageQuery(run_id=t.run),
         "load_transcript_chain": wire.RunRef(run_id=t.run),
         "list_session_run_records": wire.SessionPageQuery(session_id=t.session),
+        "submit_message": MessageSubmission(
+            session_id=t.session, run_id="p-new-5", turn_id="t", agent_id="a",
+            message=b'{"role":"user","parts":[{"kind":"text","text":"hi"}]}',
+            if_busy=BusyPolicy.QUEUE, submitted_at=_at(6)),
+        "load_pending_messages": wire.SessionRef(session_id=t.session),
+        "list_session_messages": wire.SessionRef(session_id=t.session),
         "create_session": wire.SessionCreate(session_id=t.session, labels=ACME),
         "load_session": wire.SessionRef(session_id=t.session),
         "end_session": wire.SessionEnd(session_id=t.session, ended_at=_at(9)),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentledger.runtime.checkpoint import CrashLoop
     from agentledger.storage.protocol import AdminStore
     from agentledger.storage.run_failure import RunFailure
-    from agentledger.storage.types import RunMeta
+    from agentledger.storage.types import RunMeta, SessionMessage
 
 __all__ = ["predecessor", "run_tree", "runs"]
 
@@ -45,7 +45,9 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     whose effect is not 'retry' shows it, and a call in doubt says so, with the
     answer it got and who gave it. A run suspended because a planner turn or tool
     call kept killing its worker says so: 'suspended (crash_loop: ACTIVITY started
-    N times)'."""
+    N times)'. A run started for a message sent while the session was busy says
+    what happened to the message (queued, interrupted a run, steered into one);
+    messages still waiting are listed last."""
     if temporal:
         server = (temporal, namespace)
 
@@ -95,6 +97,7 @@ async def _runs(
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
+    messages = {m.run_id: m for m in await store.list_session_messages(session_id)}
     predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
     histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
     failures = await load_run_failures(store, metas)
@@ -115,14 +118,40 @@ async def _runs(
                 **({"tool_calls": notes[r.run_id]} if notes[r.run_id] else {}),
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
                 **({"crash_loop": _loop_json(looped[r.run_id])} if r.run_id in looped else {}),
+                **({"message": _message_json(messages[r.run_id])} if r.run_id in messages else {}),
             }
             for r in metas
         ]
-        echo_json({"session": found, "runs": rows})
+        waiting = [_message_json(m) for m in messages.values() if not m.started]
+        echo_json({"session": found, "runs": rows, "waiting": waiting})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
-    for line in run_tree(metas, predecessors, histories, pauses, failures, notes, looped):
+    for line in run_tree(metas, predecessors, histories, pauses, failures, notes, looped, messages):
         echo(line)
+    for m in messages.values():
+        if not m.started:
+            echo(f"waiting: {m.run_id}  message #{m.position} {_fate(m)}, after {m.after}")
+
+
+def _fate(message: SessionMessage) -> str:
+    """What happened to a message, in words."""
+    if message.fate.value == "interrupting":
+        return f"interrupted {message.running_run_id}"
+    if message.fate.value == "steering":
+        return f"steered into {message.running_run_id}"
+    return message.fate.value
+
+
+def _message_json(message: SessionMessage) -> dict[str, object]:
+    return {
+        "run_id": message.run_id,
+        "position": message.position,
+        "fate": message.fate.value,
+        "if_busy": message.if_busy.value,
+        "after": message.after,
+        "running_run_id": message.running_run_id,
+        "started": message.started,
+    }
 
 
 def _loop_json(loop: CrashLoop) -> dict[str, object]:
@@ -141,11 +170,13 @@ def run_tree(
     failures: dict[str, RunFailure] | None = None,
     notes: dict[str, dict[str, list[str]]] | None = None,
     looped: dict[str, CrashLoop] | None = None,
+    messages: dict[str, SessionMessage] | None = None,
 ) -> list[str]:
     """Tree lines: children under their parent, a continuation under its predecessor;
     a paused run's status says why it waits (and so does one a crash loop suspended),
     a failed or canceled one why it ended;
-    ``notes`` (run id -> tool call id -> notes) go under their run."""
+    ``notes`` (run id -> tool call id -> notes) go under their run, and a run started
+    for a message sent while the session was busy says the message's fate."""
     from agentledger.cli.output import when
     from agentledger.runtime.crash_loops import describe_crash_loop
 
@@ -178,6 +209,9 @@ def run_tree(
                 follows = f"  follows {source['run_id']}"
             elif source is not None and source["kind"] == "fork":
                 follows = f"  fork of {source['run_id']} at record {source['through']}"
+            message = (messages or {}).get(r.run_id)
+            if message is not None:
+                follows += f"  message #{message.position} {_fate(message)}"
             lines.append(
                 f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
                 f"{status}{reason}  started {when(r.started_at)}{follows}"

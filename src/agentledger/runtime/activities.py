@@ -37,6 +37,7 @@ from agentledger.errors import (
 from agentledger.memory.types import ProductMemory
 from agentledger.providers.model import ModelStreamEvent, StreamEnd
 from agentledger.runtime import records as rt
+from agentledger.runtime.busy import MESSAGE_CLAIMED, claim_spec
 from agentledger.runtime.checkpoint import (
     CHECKPOINT_VERSION,
     InDoubtToolCall,
@@ -281,6 +282,8 @@ class Activities:
                 specs.append(rt.RecordSpec.prompt(prompt.prompt_id, prompt.version, prompt.text))
             if reference is not None:
                 specs.append(rt.RecordSpec.referenced(reference))
+            if arg.claim:  # a queued message's turn: which runtime started it
+                specs.append(claim_spec(arg.claim))
             if history:
                 specs.append(rt.RecordSpec.seeded(history))
             if arg.message is not None and checkpoint is None:
@@ -295,9 +298,10 @@ class Activities:
         try:
             started = await self._start(arg, records)
         except ContractError as e:
-            if not records:
+            claim = [r for r in records if r.type == MESSAGE_CLAIMED]  # a queued turn's claim
+            if len(claim) == len(records):
                 raise
-            started = await self._start(arg, [])  # refused alone: the start's own error
+            started = await self._start(arg, claim)  # refused alone: the start's own error
             failure = _prepare_failure(e)
         if started.outcome is StartOutcome.STOP:  # [C2]
             return BeginRunOutput(outcome=started.outcome, run_status=started.run_status)

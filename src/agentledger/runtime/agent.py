@@ -56,6 +56,7 @@ class Agent:
         max_turns: int = 16,
         history: HistoryPolicy | None = None,
         max_turn_attempts: int = 3,
+        if_busy: str = "reject",
     ) -> None:
         if not isinstance(id, str) or not id:
             raise ValidationError(field="agent.id", expected="a non-empty string", got=id)
@@ -79,6 +80,9 @@ class Agent:
                 expected="a history policy (LastTurns, TokenBudget, Compaction or your own)",
                 got=type(history).__name__,
             )
+        from agentledger.runtime.busy import check_policy
+
+        self.if_busy = check_policy(if_busy, f"agent {id}.if_busy").value
         self.id = id
         self.history = history
         self.planner = planner

@@ -16,15 +16,17 @@ from agentledger.errors import (
     CorruptRecordError,
     RunNotActiveError,
     RunSessionMismatchError,
+    SessionBusyError,
     TranscriptError,
     ValidationError,
 )
+from agentledger.runtime.busy import QueuedRunHandle, check_policy, one_message
 from agentledger.runtime.checkpoint import RunCheckpoint
 from agentledger.runtime.planner import Answer, ToolFailed, ToolHappened, ToolRetry
 from agentledger.runtime.wire import HistorySource, RunInput, RunOutput
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import build_messages_from_run_log, without_reasoning
-from agentledger.storage.types import RunStatus
+from agentledger.storage.types import BusyPolicy, RunStatus
 from agentledger.transcript import Message, TextPart, ToolResultPart, validate_planner_transcript
 
 if TYPE_CHECKING:
@@ -191,7 +193,8 @@ class AgentClient:
         *,
         after: str | None = None,
         exclude_reasoning: bool = False,
-    ) -> RunHandle:
+        if_busy: str | None = None,
+    ) -> RunHandle | QueuedRunHandle:
         """Start a run in ``session_id``; ``messages`` is the history then the new user message.
 
         Messages before the last are recorded as seeded, the last as appended [R1].
@@ -204,12 +207,44 @@ class AgentClient:
         message. ``exclude_reasoning`` leaves the earlier turns' thinking out of
         the history (and out of every later turn's that follows this one).
 
+        ``if_busy`` (default: the agent's ``if_busy``) says what the message does
+        when the session's latest turn is still running: ``"reject"``
+        (``SessionBusyError``), ``"queue"`` (its turn starts when the turns ahead
+        of it end), ``"interrupt"`` (the running run is canceled, then its turn
+        starts) or ``"steer"`` (meant for the running run; in this version it
+        becomes the next turn, like a queued one). With a policy, ``messages`` is
+        the one new user message: its history is the session's latest turn (or
+        ``after``), by reference; the handle's ``message`` says where it stood.
+
         Raises:
             RunNotActiveError: ``after`` has not completed.
+            SessionBusyError: ``after`` (or, with ``if_busy="reject"``, the
+                session's latest turn) is still running.
             RunSessionMismatchError: ``after`` belongs to another session.
         """
         if not isinstance(session_id, str) or not session_id:
             raise ValidationError(field="session_id", expected="a non-empty string", got=session_id)
+        policy = check_policy(
+            if_busy if if_busy is not None else self._runtime._registry.if_busy(self.agent_id)
+        )
+        if if_busy is not None or policy is not BusyPolicy.REJECT:
+            if exclude_reasoning:
+                raise ValidationError(
+                    field="exclude_reasoning",
+                    expected="False with if_busy (the turn follows the session's latest turn)",
+                    got=exclude_reasoning,
+                )
+            self._runtime._close_registration()
+            return await self._runtime._busy.submit(
+                self.agent_id,
+                session_id,
+                one_message(messages),
+                policy=policy,
+                after=_check_id("after", after),
+                turn_id=_check_id("turn_id", turn_id) or _new_id("turn"),
+                run_id=_check_id("run_id", run_id) or _new_id("run"),
+                labels=_check_labels(labels),
+            )
         checked = _check_messages(messages, after=bool(after))
         source = None
         if after is not None:
@@ -238,6 +273,8 @@ class AgentClient:
         meta = await self._runtime.store.load_run(after)
         if meta.session_id != session_id:
             raise RunSessionMismatchError(run_id=after, expected=session_id, got=meta.session_id)
+        if meta.status is RunStatus.RUNNING:
+            raise SessionBusyError(session_id=session_id, run_id=after)
         if meta.status is not RunStatus.COMPLETED:
             raise RunNotActiveError(run_id=after, expected="completed", got=meta.status.value)
         return HistorySource(
@@ -257,6 +294,7 @@ class AgentClient:
         *,
         after: str | None = None,
         exclude_reasoning: bool = False,
+        if_busy: str | None = None,
     ) -> RunOutput:
         """Start a run and wait for it (see :meth:`start`)."""
         handle = await self.start(
@@ -267,6 +305,7 @@ class AgentClient:
             run_id=run_id,
             after=after,
             exclude_reasoning=exclude_reasoning,
+            if_busy=if_busy,
         )
         return await handle.wait()
 

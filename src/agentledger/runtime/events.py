@@ -40,6 +40,7 @@ from agentledger.transcript import Message, decode_messages
 __all__ = [
     "CancellationRequested",
     "ChildRunLinked",
+    "MessageSubmitted",
     "MessagesAppended",
     "ModelDelta",
     "ModelUsageReported",
@@ -208,6 +209,22 @@ class ModelDelta(_Event, frozen=True, kw_only=True, tag="model_delta"):
     tool_name: str = ""
 
 
+class MessageSubmitted(_Event, frozen=True, kw_only=True, tag="message_submitted"):
+    """A message reached a session (``run_id`` is its turn's run, started later if it waits).
+
+    ``fate``: ``start`` (nothing ran ahead of it), ``queued`` (it waits for the
+    turn ``after``), ``interrupting`` (it cancels ``running_run_id`` and follows
+    it) or ``steering`` (meant for ``running_run_id``; for now it waits like a
+    queued one and becomes the next turn).
+    """
+
+    position: int
+    fate: str
+    if_busy: str
+    after: str = ""
+    running_run_id: str = ""
+
+
 RunEvent: TypeAlias = (
     RunStarted
     | PromptRendered
@@ -224,6 +241,7 @@ RunEvent: TypeAlias = (
     | RunSuspended
     | RunCompleted
     | ModelDelta
+    | MessageSubmitted
 )
 """Any stream event (tagged by ``type`` in JSON)."""
 

@@ -116,6 +116,14 @@ class Registry:
             for agent in self._agents.values():
                 self._resolve(agent)
 
+    def has_agent(self, agent_id: str) -> bool:
+        """Whether ``agent_id`` is registered."""
+        return agent_id in self._agents
+
+    def if_busy(self, agent_id: str) -> str:
+        """The agent's default policy for a message while its session is busy."""
+        return self._agents[agent_id].if_busy
+
     def close(self) -> None:
         """Resolve every agent's tools and refuse further registration (idempotent).
 

@@ -20,6 +20,7 @@ from agentledger.observability.store import traced_store
 from agentledger.providers.model import ModelClient
 from agentledger.runtime.activities import Activities
 from agentledger.runtime.agent import Agent
+from agentledger.runtime.busy import BusyTurns
 from agentledger.runtime.client import AgentClient
 from agentledger.runtime.completion import Completion, ensure_run_completion
 from agentledger.runtime.registry import Registry
@@ -68,6 +69,7 @@ class Runtime:
         self.stream = stream
         self._registry = Registry()
         self._activities = Activities(traced_store(store), self._registry, stream, memory)
+        self._busy = BusyTurns(self)
 
     # ------------------------------------------------------------ registration
 
@@ -170,7 +172,22 @@ class Runtime:
             ValidationError: the session is active and the runtime has no stream.
             CorruptRecordError: stored data contradicts the contract.
         """
-        return await ensure_run_completion(self.store, self.engine, self.stream, run_id)
+        completion = await ensure_run_completion(self.store, self.engine, self.stream, run_id)
+        meta = await self.store.load_run(run_id)
+        if meta.session_id and not meta.parent_run_id:  # what waited for it may start now
+            await self.start_queued(meta.session_id)
+        return completion
+
+    async def start_queued(self, session_id: str) -> list[str]:
+        """Start the session's first waiting message if the turn ahead of it has ended
+        (else follow that turn and start it then): what a runtime does when it opens a
+        session after another process queued messages and stopped. Returns the run ids
+        started here.
+
+        Raises:
+            SessionNotFoundError, SessionPurgedError: no such session.
+        """
+        return await self._busy.start_due(session_id)
 
     async def transcript(self, run_id: str, *, full: bool = False) -> list[Message]:
         """The run's transcript, rebuilt from its records [R2]: what its model is sent now
@@ -179,6 +196,7 @@ class Runtime:
 
     async def close(self) -> None:
         """Cancel runs still going in this runtime's engine, wait for them, close the stream."""
+        await self._busy.close()
         await self.engine.close()
         if self.stream is not None:
             await self.stream.close()

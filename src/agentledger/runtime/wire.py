@@ -116,6 +116,8 @@ class RunInput(_Wire, frozen=True, kw_only=True):
     predecessor_run_id: str = ""
     answer: Answer | None = None
     """Continuations: the outside input that resumes the predecessor [K1]."""
+    claim: str = ""
+    """A queued message's turn: the claim of the runtime that starts it (recorded)."""
 
     @property
     def mode(self) -> StartMode:
@@ -167,6 +169,8 @@ class BeginRunInput(_Wire, frozen=True, kw_only=True):
     """A new run's history by reference (recorded as ``transcript_messages_referenced``)."""
     message: Message | None = None
     """A new run's new user message (appended, then the ``prompted`` phase)."""
+    claim: str = ""
+    """A queued message's turn: the claim of the runtime that starts it (recorded)."""
 
 
 class AgentPlan(_Wire, frozen=True, kw_only=True):

@@ -307,6 +307,7 @@ class _Loop:
                 history=() if continuation else self.inp.messages[:-1],
                 history_from=None if continuation else self.inp.history_from,
                 message=None if continuation else self.inp.messages[-1],
+                claim=self.inp.claim,
             ),
             BeginRunOutput,
         )

@@ -12,8 +12,11 @@ from agentledger.storage.memory import MemoryStore
 from agentledger.storage.protocol import SessionAdmin, Store
 from agentledger.storage.types import (
     AppendResult,
+    BusyPolicy,
     Checkpoint,
     ChildRunStart,
+    MessageFate,
+    MessageSubmission,
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
@@ -29,6 +32,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionMessage,
     SessionPage,
     SessionStatus,
     StartOutcome,
@@ -37,9 +41,12 @@ from agentledger.storage.types import (
 
 __all__ = [
     "AppendResult",
+    "BusyPolicy",
     "Checkpoint",
     "ChildRunStart",
     "MemoryStore",
+    "MessageFate",
+    "MessageSubmission",
     "OneShotChildRunStart",
     "OneShotRunStart",
     "Page",
@@ -57,6 +64,7 @@ __all__ = [
     "RunTerminal",
     "Session",
     "SessionAdmin",
+    "SessionMessage",
     "SessionPage",
     "SessionStatus",
     "StartOutcome",

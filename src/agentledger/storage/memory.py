@@ -28,6 +28,7 @@ from agentledger.storage.types import (
     Record,
     RunMeta,
     RunStatus,
+    SessionMessage,
     SessionPage,
     SessionStatus,
     TranscriptSegment,
@@ -63,6 +64,8 @@ class _State(StateReader):
         self.session_logs: dict[str, list[Record]] = {}  # commit order across runs
         self.session_runs: dict[str, list[str]] = {}  # start order
         self.tool_results: dict[str, dict[str, bytes]] = {}  # run id -> call key -> data
+        self.messages: dict[str, SessionMessage] = {}  # run id -> message
+        self.session_messages_: dict[str, list[str]] = {}  # session id -> run ids, in order
 
     def session(self, session_id: str) -> SessionRow | None:
         return self.sessions.get(session_id)
@@ -96,6 +99,20 @@ class _State(StateReader):
     def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
         return self.tool_results.get(run.run_id, {}).get(call_key)
 
+    def session_message(self, run_id: str) -> SessionMessage | None:
+        return self.messages.get(run_id)
+
+    def pending_messages(self, session_id: str) -> list[SessionMessage]:
+        found = (self.messages[r] for r in self.session_messages_.get(session_id, ()))
+        return [m for m in found if not m.started]
+
+    def latest_message(self, session_id: str) -> SessionMessage | None:
+        ids = self.session_messages_.get(session_id)
+        return self.messages[ids[-1]] if ids else None
+
+    def session_messages(self, session_id: str) -> list[SessionMessage]:
+        return [self.messages[r] for r in self.session_messages_.get(session_id, ())]
+
     def damaged_records(self, run_id: str) -> list[Record]:
         return []  # nothing outside this process can reach the dictionaries
 
@@ -117,6 +134,10 @@ class _State(StateReader):
             self.tool_results.setdefault(result.run_id, {})[result.call_key] = result.data
         for run_id in plan.ended_runs:
             self.tool_results.pop(run_id, None)
+        for message in plan.messages:
+            if message.run_id not in self.messages:
+                self.session_messages_.setdefault(message.session_id, []).append(message.run_id)
+            self.messages[message.run_id] = message
         if plan.purge_session:
             assert plan.purge_receipt is not None
             self._purge(plan.purge_session, plan.purge_receipt)
@@ -129,6 +150,9 @@ class _State(StateReader):
                 del self.keys[(run_id, record.event_key)]
             self.purged_runs[run_id] = session_id
         self.session_logs.pop(session_id, None)
+        for run_id in self.session_messages_.pop(session_id, []):
+            del self.messages[run_id]
+            self.purged_runs.setdefault(run_id, session_id)
         del self.sessions[session_id]
         self.purged_sessions[session_id] = receipt
 

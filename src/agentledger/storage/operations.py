@@ -36,6 +36,7 @@ from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
     ChildRunStart,
+    MessageSubmission,
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
@@ -50,6 +51,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionMessage,
     SessionPage,
     SessionStatus,
     StartResult,
@@ -511,6 +513,22 @@ LIST_SESSION_RUN_RECORDS: Operation[SessionPageQuery, Page] = Operation(
     "list_session_run_records", SessionPageQuery, Page, access=Access.READ,
     touches=lambda q: (_session(q.session_id),),
 )  # fmt: skip
+SUBMIT_MESSAGE: Operation[MessageSubmission, SessionMessage] = Operation(
+    "submit_message", MessageSubmission, SessionMessage, access=Access.WRITE,
+    touches=lambda c: (_session(c.session_id), Touch("run", c.run_id, new=True)),
+    plan=lambda r, c, limits: lifecycle.plan_submit_message(r, c, limits=limits),
+    positional=None,
+)  # fmt: skip
+LOAD_PENDING_MESSAGES: Operation[SessionRef, list[SessionMessage]] = Operation(
+    "load_pending_messages", SessionRef, list[SessionMessage], access=Access.READ,
+    touches=lambda q: (_session(q.session_id),),
+    read=lambda r, q: lifecycle.load_pending_messages(r, q.session_id),
+)  # fmt: skip
+LIST_SESSION_MESSAGES: Operation[SessionRef, list[SessionMessage]] = Operation(
+    "list_session_messages", SessionRef, list[SessionMessage], access=Access.READ,
+    touches=lambda q: (_session(q.session_id),),
+    read=lambda r, q: lifecycle.list_session_messages(r, q.session_id),
+)  # fmt: skip
 
 # SessionAdmin -----------------------------------------------------------
 
@@ -569,6 +587,9 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     LIST_RUN_RECORDS,
     LOAD_TRANSCRIPT_CHAIN,
     LIST_SESSION_RUN_RECORDS,
+    SUBMIT_MESSAGE,
+    LOAD_PENDING_MESSAGES,
+    LIST_SESSION_MESSAGES,
     CREATE_SESSION,
     LOAD_SESSION,
     END_SESSION,
@@ -682,6 +703,23 @@ class StoreOperations:
         """[L9] One page of a session's records, its runs interleaved as committed."""
         query = SessionPageQuery(session_id=session_id, cursor=cursor, limit=limit)
         return self.perform(LIST_SESSION_RUN_RECORDS, query)
+
+    def submit_message(self, sub: MessageSubmission, /) -> Coroutine[Any, Any, SessionMessage]:
+        """Keep a message in its session's order and decide its fate (a message while the
+        session is busy); an exact retry returns the stored message."""
+        return self.perform(SUBMIT_MESSAGE, sub)
+
+    def load_pending_messages(
+        self, session_id: str, /
+    ) -> Coroutine[Any, Any, list[SessionMessage]]:
+        """The session's messages whose turn has not started, in arrival order."""
+        return self.perform(LOAD_PENDING_MESSAGES, SessionRef(session_id=session_id))
+
+    def list_session_messages(
+        self, session_id: str, /
+    ) -> Coroutine[Any, Any, list[SessionMessage]]:
+        """Every message submitted to the session, in arrival order, with its fate."""
+        return self.perform(LIST_SESSION_MESSAGES, SessionRef(session_id=session_id))
 
 
 class AdminOperations(StoreOperations):

@@ -12,6 +12,7 @@ from agentledger.storage.types import (
     AppendResult,
     Checkpoint,
     ChildRunStart,
+    MessageSubmission,
     OneShotChildRunStart,
     OneShotRunStart,
     Page,
@@ -25,6 +26,7 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionMessage,
     SessionPage,
     SessionStatus,
     StartResult,
@@ -143,6 +145,18 @@ class Store(Protocol):
         self, session_id: str, /, cursor: str = "", limit: int = DEFAULT_PAGE_LIMIT
     ) -> Page:
         """[L9] One page of a session's records, its runs interleaved as committed."""
+        ...
+
+    async def submit_message(self, sub: MessageSubmission, /) -> SessionMessage:
+        """Keep a message in its session's order and decide its fate, in one transaction."""
+        ...
+
+    async def load_pending_messages(self, session_id: str, /) -> list[SessionMessage]:
+        """The session's messages whose turn has not started, in arrival order."""
+        ...
+
+    async def list_session_messages(self, session_id: str, /) -> list[SessionMessage]:
+        """Every message submitted to the session, in arrival order, with its fate."""
         ...
 
 

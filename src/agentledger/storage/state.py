@@ -19,6 +19,7 @@ from agentledger.storage.types import (
     RunMeta,
     RunStatus,
     Session,
+    SessionMessage,
     SessionStatus,
     StartOutcome,
 )
@@ -143,6 +144,22 @@ class StateReader(Protocol):
         """The result saved for this call of ``run`` (read after ``run``), or None."""
         ...
 
+    def session_message(self, run_id: str) -> SessionMessage | None:
+        """The message submitted for the turn ``run_id``, or None."""
+        ...
+
+    def pending_messages(self, session_id: str) -> list[SessionMessage]:
+        """The session's messages whose turn has not started, in arrival order."""
+        ...
+
+    def latest_message(self, session_id: str) -> SessionMessage | None:
+        """The session's newest message (the highest position), or None."""
+        ...
+
+    def session_messages(self, session_id: str) -> list[SessionMessage]:
+        """Every message of the session, in arrival order."""
+        ...
+
     def damaged_records(self, run_id: str) -> list[Record]:
         """The records of this run's log whose stored bytes fail their checksum, as stored.
 
@@ -167,12 +184,18 @@ class Plan(msgspec.Struct, Generic[R]):
     purge_session: str = ""  # delete this session's data and leave tombstones
     purge_receipt: PurgeReceipt | None = None  # kept with the tombstone of purge_session
     tool_results: list[ToolResultRow] = msgspec.field(default_factory=list)  # insert
+    messages: list[SessionMessage] = msgspec.field(default_factory=list)  # insert or replace
 
     @property
     def writes(self) -> bool:
         """Whether applying the plan changes anything."""
         return bool(
-            self.session or self.runs or self.records or self.purge_session or self.tool_results
+            self.session
+            or self.runs
+            or self.records
+            or self.purge_session
+            or self.tool_results
+            or self.messages
         )
 
     @property

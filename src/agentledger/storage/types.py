@@ -14,8 +14,11 @@ import msgspec
 
 __all__ = [
     "AppendResult",
+    "BusyPolicy",
     "Checkpoint",
     "ChildRunStart",
+    "MessageFate",
+    "MessageSubmission",
     "OneShotChildRunStart",
     "OneShotRunStart",
     "Page",
@@ -31,6 +34,7 @@ __all__ = [
     "RunSuspension",
     "RunTerminal",
     "Session",
+    "SessionMessage",
     "SessionPage",
     "SessionStatus",
     "StartOutcome",
@@ -297,8 +301,72 @@ class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     bytes: int | None  # record payload bytes + checkpoint data bytes deleted
     digest: str  # "sha256:<hex>", or "" when unknown
     purged_at: datetime | None  # UTC, millisecond precision; None when unknown
+    messages: int | None = None  # messages submitted to the session deleted (queued or not)
 
     @property
     def known(self) -> bool:
         """Whether the purge recorded what it deleted (False for a pre-receipt tombstone)."""
         return bool(self.digest)
+
+
+class BusyPolicy(StrEnum):
+    """What a message does when its session's latest turn is still running."""
+
+    REJECT = "reject"  # refused with SessionBusyError naming the running run; nothing stored
+    QUEUE = "queue"  # started as the next turn when the turns ahead of it have ended
+    INTERRUPT = "interrupt"  # the running run is canceled; the message's turn follows it
+    STEER = "steer"  # meant for the running run; for now its next turn, like queue
+
+
+class MessageFate(StrEnum):
+    """What the store decided for a submitted message, in the transaction that stored it."""
+
+    START = "start"  # nothing ran ahead of it: its turn may start at once
+    QUEUED = "queued"  # it waits for the turn ahead of it (``after``) to end
+    INTERRUPTING = "interrupting"  # it waits for ``running_run_id``, which it cancels
+    STEERING = "steering"  # meant for ``running_run_id``; waits like a queued one
+
+
+class MessageSubmission(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A user message for a session, given its turn's run id and turn id when submitted.
+
+    ``message`` is the JSON of one user message; ``after`` names the turn it
+    follows when the caller knows it ("" lets the store choose the session's
+    latest turn). An exact retry returns the stored message; the same
+    ``run_id`` with anything else different is a conflict.
+    """
+
+    session_id: str
+    run_id: str
+    turn_id: str
+    agent_id: str
+    message: bytes
+    if_busy: BusyPolicy
+    submitted_at: datetime
+    after: str = ""
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class SessionMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A submitted message as the session keeps it, in arrival order (``position``, from 1).
+
+    ``after`` is the turn its turn follows (the running run, the message ahead
+    of it, or the caller's ``after``); ``running_run_id`` the run that was
+    running when it arrived ("" when none); ``started`` whether its run has
+    started (its start claimed it, in the start's transaction).
+    """
+
+    session_id: str
+    position: int
+    run_id: str
+    turn_id: str
+    agent_id: str
+    message: bytes
+    if_busy: BusyPolicy
+    submitted_at: datetime
+    requested_after: str
+    labels: dict[str, str]
+    fate: MessageFate
+    after: str
+    running_run_id: str
+    started: bool = False

@@ -11,6 +11,7 @@ import pytest
 
 from agentledger.storage import Checkpoint
 from agentledger.storage.conformance import World
+from agentledger.storage.conformance._messages import submission
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres.check import check_invariants, stored_run_ids
 from tests.storage.postgres.server import create_database, drop_database
@@ -30,6 +31,7 @@ async def _populate(dsn: str) -> None:
         )
         parent = await world.root("parent", session=sid)
         await world.child("child", parent=parent)
+        await store.submit_message(submission(world, sid, "m1"))  # waits for chk-parent
 
 
 @pytest.fixture
@@ -49,11 +51,24 @@ async def test_a_sound_database_has_no_violations(database: str) -> None:
 
 R = "agentledger_records"
 RUNS = "agentledger_runs"
+MESSAGES = "agentledger_session_messages"
 
 
 @pytest.mark.parametrize(
     ("damage", "expected"),
     [
+        (
+            f"UPDATE {MESSAGES} SET started = 1 WHERE run_id = 'chk-m1'",
+            "message marked started without its run: 'chk-m1'",
+        ),
+        (
+            f"UPDATE {MESSAGES} SET pos = 3 WHERE run_id = 'chk-m1'",
+            "not numbered 1, 2, ... without gaps: 'chk-s'",
+        ),
+        (
+            f"UPDATE {MESSAGES} SET session_id = 'chk-gone' WHERE run_id = 'chk-m1'",
+            "message of a missing or purged session: 'chk-m1'",
+        ),
         (
             f"DELETE FROM {R} WHERE run_id = 'chk-done' AND type = 'run_completed'",
             "completed with 0 run_completed records",

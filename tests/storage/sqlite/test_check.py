@@ -10,6 +10,7 @@ import pytest
 
 from agentledger.storage import Checkpoint
 from agentledger.storage.conformance import World
+from agentledger.storage.conformance._messages import queued_start, submission
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
 
 
@@ -27,6 +28,10 @@ async def _populate(path: Path) -> None:
         )
         parent = await world.root("parent", session=sid)
         await world.child("child", parent=parent)
+        await store.submit_message(submission(world, sid, "m1"))  # waits for chk-parent
+        other = await world.session("s2")
+        started = await store.submit_message(submission(world, other, "m0"))
+        await store.start_root_run(await queued_start(world, started))
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +118,22 @@ def test_a_sound_file_has_no_violations(sound: Path) -> None:
         (
             "DELETE FROM session_labels",
             "session label missing from the label index: session 'chk-s', label 'tenant'",
+        ),
+        (
+            "UPDATE session_messages SET started = 0 WHERE run_id = 'chk-m0'",
+            "message waiting though its run has started: 'chk-m0'",
+        ),
+        (
+            "UPDATE session_messages SET started = 1 WHERE run_id = 'chk-m1'",
+            "message marked started without its run: 'chk-m1'",
+        ),
+        (
+            "UPDATE session_messages SET pos = 3 WHERE run_id = 'chk-m1'",
+            "not numbered 1, 2, ... without gaps: 'chk-s'",
+        ),
+        (
+            "UPDATE session_messages SET session_id = 'chk-gone' WHERE run_id = 'chk-m1'",
+            "message of a missing or purged session: 'chk-m1'",
         ),
         ("DELETE FROM _agentledger_migrations", "no agentledger migrations"),
         (

@@ -46,6 +46,7 @@ from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._closing import ClosingConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
 from agentledger.storage.conformance._import import ImportConformance, ImportReferenceConformance
+from agentledger.storage.conformance._messages import MessageConformance
 from agentledger.storage.conformance._one_shot import OneShotConformance
 from agentledger.storage.conformance._opener import StoreOpener
 from agentledger.storage.conformance._paging import PagingConformance
@@ -78,6 +79,7 @@ class StoreConformance(
     ContinuationConformance,
     HistoryReferenceConformance,
     TranscriptWindowConformance,
+    MessageConformance,
     PurgeConformance,
     ImportConformance,
     ImportReferenceConformance,

@@ -281,6 +281,7 @@ class Model:
             + sum(len(c.data) for c in checkpoints.values()),
             digest=session_digest(image),
             purged_at=None,
+            messages=0,  # the model submits no messages
         )
         for run_id in session.runs:
             del self.runs[run_id]

@@ -22,6 +22,12 @@ from agentledger.storage.lifecycle.endings import (
     plan_suspension,
     plan_terminal,
 )
+from agentledger.storage.lifecycle.messages import (
+    claim_message,
+    list_session_messages,
+    load_pending_messages,
+    plan_submit_message,
+)
 from agentledger.storage.lifecycle.reads import (
     load_run,
     load_run_suspension,
@@ -53,7 +59,10 @@ __all__ = [
     "check_log_end",
     "check_sizes",
     "check_tool_result",
+    "claim_message",
     "completed_runs",
+    "list_session_messages",
+    "load_pending_messages",
     "load_run",
     "load_run_suspension",
     "load_session",
@@ -72,6 +81,7 @@ __all__ = [
     "plan_repair_terminal",
     "plan_root_start",
     "plan_save_tool_result",
+    "plan_submit_message",
     "plan_suspension",
     "plan_terminal",
     "require_run",

@@ -20,6 +20,7 @@ from agentledger.storage.lifecycle.guards import (
     check_owner,
     same_or_conflict,
 )
+from agentledger.storage.lifecycle.messages import claim_message
 from agentledger.storage.lifecycle.reads import (
     require_run,
     require_session,
@@ -381,7 +382,11 @@ def plan_root_start(
     existing = reader.run(run.run_id)
     if existing is not None:
         return _retry_start(reader, existing, run, cmd.started, None, cmd.canceled, carried)
-    return _new_start(reader, run, cmd.started, None, None, cmd.canceled, carried)
+    claimed = claim_message(reader, run, carried)  # a queued turn starts only in its turn
+    plan = _new_start(reader, run, cmd.started, None, None, cmd.canceled, carried)
+    if claimed is not None:
+        plan.messages.append(claimed)
+    return plan
 
 
 def plan_child_start(

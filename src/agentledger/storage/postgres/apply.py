@@ -20,6 +20,7 @@ import msgspec
 from psycopg.types.json import Jsonb
 
 from agentledger.storage.integrity import tool_result_checksum
+from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.postgres.reader import Loader
 from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
@@ -62,6 +63,11 @@ _INSERT_TOOL_RESULT = (
     "INSERT INTO agentledger_tool_results (run_id, call_key, data, checksum) "
     "VALUES (%s, %s, %s, %s)"
 )
+_UPSERT_MESSAGE = (
+    f"INSERT INTO agentledger_session_messages ({MESSAGE_COLUMNS}) "
+    f"VALUES ({', '.join(['%s'] * 14)}) "
+    "ON CONFLICT (run_id) DO UPDATE SET started = excluded.started"
+)
 _DELETE_TOOL_RESULTS = "DELETE FROM agentledger_tool_results WHERE run_id = ANY(%s)"
 _ALLOCATE = "UPDATE agentledger_sessions SET last_seq = %s WHERE id = %s AND last_seq = %s"
 _PURGE = (
@@ -73,6 +79,10 @@ _PURGE = (
     "(SELECT run_id FROM agentledger_runs WHERE session_id = %(s)s)",
     "DELETE FROM agentledger_runs WHERE session_id = %(s)s",
     "DELETE FROM agentledger_session_labels WHERE session_id = %(s)s",
+    "INSERT INTO agentledger_purged_runs (run_id, session_id) "
+    "SELECT run_id, session_id FROM agentledger_session_messages WHERE session_id = %(s)s "
+    "ON CONFLICT DO NOTHING",
+    "DELETE FROM agentledger_session_messages WHERE session_id = %(s)s",
     "DELETE FROM agentledger_sessions WHERE id = %(s)s",
     "INSERT INTO agentledger_purged_sessions (id, receipt) VALUES (%(s)s, %(receipt)s)",
 )
@@ -107,6 +117,10 @@ def _one_row(update: str) -> str:
     commits a partial plan; no result has to be awaited before the COMMIT.
     """
     return f"WITH changed AS ({update} RETURNING 1) SELECT 1 / count(*)::int FROM changed"
+
+
+def _same(value: object) -> object:
+    return value
 
 
 def _plain(value: object) -> object:
@@ -194,6 +208,8 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
             data = sealer.seal_tool_result(result.session_id, result.run_id, result.call_key, data)
         checksum = tool_result_checksum(result.run_id, result.call_key, data)
         await conn.execute(_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data, checksum))
+    for message in plan.messages:
+        await conn.execute(_UPSERT_MESSAGE, message_values(message, _same, sealer))
     ended = plan.ended_runs
     if ended:
         await conn.execute(_DELETE_TOOL_RESULTS, (ended,))

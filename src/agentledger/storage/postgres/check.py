@@ -54,6 +54,31 @@ _KEYS = (
     ("link_key", "child_run_linked", "r.parent_run_id"),
 )
 
+# A session's messages (the same rules as SQLite's check).
+_MESSAGES = (
+    (
+        "message of a missing or purged session",
+        "SELECT run_id FROM agentledger_session_messages "
+        "WHERE session_id NOT IN (SELECT id FROM agentledger_sessions)",
+    ),
+    (
+        "message marked started without its run",
+        "SELECT m.run_id FROM agentledger_session_messages m WHERE m.started = 1 "
+        "AND NOT EXISTS (SELECT 1 FROM agentledger_runs r WHERE r.run_id = m.run_id "
+        "AND r.session_id = m.session_id AND r.agent_id = m.agent_id)",
+    ),
+    (
+        "message waiting though its run has started",
+        "SELECT m.run_id FROM agentledger_session_messages m WHERE m.started = 0 "
+        "AND EXISTS (SELECT 1 FROM agentledger_runs r WHERE r.run_id = m.run_id)",
+    ),
+    (
+        "session whose messages are not numbered 1, 2, ... without gaps",
+        "SELECT session_id FROM agentledger_session_messages GROUP BY session_id "
+        "HAVING min(pos) <> 1 OR max(pos) <> count(*)",
+    ),
+)
+
 _ORPHANS = (
     (
         "record naming another agent or session than its run",
@@ -158,7 +183,7 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
         )
         for run_id, event_key in await cur.fetchall():
             problems.append(f"run {run_id!r}: {what} {event_key!r} names no {record_type} record")
-    for what, query in _ORPHANS:
+    for what, query in (*_ORPHANS, *_MESSAGES):
         cur = await conn.execute(query)
         problems.extend(f"{what}: {value!r}" for (value,) in await cur.fetchall())
     for what, query in _LABEL_INDEX:

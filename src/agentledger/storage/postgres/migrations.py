@@ -317,6 +317,30 @@ _START_RECORDS = """
 ALTER TABLE agentledger_runs ADD COLUMN start_records integer NOT NULL DEFAULT -1;
 """
 
+# A session's submitted messages in arrival order (pos), each with the run id of its
+# turn; the waiting ones (not started) in one short index range.
+_SESSION_MESSAGES = """
+CREATE TABLE agentledger_session_messages (
+    run_id          text PRIMARY KEY,
+    session_id      text NOT NULL,
+    pos             bigint NOT NULL,
+    turn_id         text NOT NULL,
+    agent_id        text NOT NULL,
+    message         bytea NOT NULL,
+    if_busy         text NOT NULL,
+    submitted_at    timestamptz NOT NULL,
+    requested_after text NOT NULL,
+    labels          text NOT NULL,
+    fate            text NOT NULL,
+    after_run_id    text NOT NULL,
+    running_run_id  text NOT NULL,
+    started         integer NOT NULL,
+    UNIQUE (session_id, pos)
+);
+CREATE INDEX agentledger_session_messages_waiting
+    ON agentledger_session_messages (session_id, pos) WHERE started = 0;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
     Migration(2, "session labels", _SESSION_LABELS),
@@ -330,6 +354,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "transcript windows", _TRANSCRIPT_WINDOWS),
     Migration(11, "session label index", _SESSION_LABEL_INDEX),
     Migration(12, "start records", _START_RECORDS),
+    Migration(13, "session messages", _SESSION_MESSAGES),
 )
 """Every migration this code knows, in order."""
 

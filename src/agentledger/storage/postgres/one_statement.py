@@ -42,7 +42,7 @@ from agentledger.storage.postgres.rows import (
     session_from_row,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
-from agentledger.storage.types import PurgeReceipt, Record
+from agentledger.storage.types import PurgeReceipt, Record, SessionMessage
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -154,6 +154,18 @@ class Remembered(StateReader):
 
     def tool_result(self, run: RunRow, call_key: str) -> bytes | None:
         raise Missing(("tool_result", run.run_id, call_key))
+
+    def session_message(self, run_id: str) -> SessionMessage | None:
+        raise Missing(("message", run_id, ""))
+
+    def pending_messages(self, session_id: str) -> list[SessionMessage]:
+        raise Missing(("pending", session_id, ""))
+
+    def latest_message(self, session_id: str) -> SessionMessage | None:
+        raise Missing(("latest_message", session_id, ""))
+
+    def session_messages(self, session_id: str) -> list[SessionMessage]:
+        raise Missing(("messages", session_id, ""))
 
     def damaged_records(self, run_id: str) -> list[Record]:
         raise Missing(("damaged", run_id, ""))

@@ -40,6 +40,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.storage.integrity import verified_tool_result
+from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_from_row
 from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -50,9 +51,10 @@ from agentledger.storage.postgres.rows import (
     session_from_row,
     unverified_record,
 )
+from agentledger.storage.postgres.rows import utc as _utc
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.state import RunRow, SessionRow, StateReader
-from agentledger.storage.types import PurgeReceipt, Record
+from agentledger.storage.types import PurgeReceipt, Record, SessionMessage
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -69,6 +71,10 @@ Kind = Literal[
     "contents",
     "damaged",
     "tool_result",
+    "message",
+    "pending",
+    "latest_message",
+    "messages",
 ]
 Key = tuple[Kind, str, str]
 """``(kind, id, event_key)``; the third is the event key of a ``record``, the call key of a
@@ -103,6 +109,18 @@ _SELECT_CONTENT_RECORDS = (
 _SELECT_PURGED_RUN = "SELECT session_id FROM agentledger_purged_runs WHERE run_id = %s"
 _SELECT_RUNNING = (
     "SELECT run_id FROM agentledger_runs WHERE session_id = %s AND status = 'running' ORDER BY ord"
+)
+_SELECT_MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM agentledger_session_messages WHERE run_id = %s"
+_SELECT_PENDING = (
+    f"SELECT {MESSAGE_COLUMNS} FROM agentledger_session_messages "
+    "WHERE session_id = %s AND started = 0 ORDER BY pos"
+)
+_SELECT_LATEST_MESSAGE = (
+    f"SELECT {MESSAGE_COLUMNS} FROM agentledger_session_messages "
+    "WHERE session_id = %s ORDER BY pos DESC LIMIT 1"
+)
+_SELECT_MESSAGES = (
+    f"SELECT {MESSAGE_COLUMNS} FROM agentledger_session_messages WHERE session_id = %s ORDER BY pos"
 )
 _ADVISORY = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
 
@@ -158,6 +176,10 @@ class CachedReader(StateReader):
         self.damaged: dict[str, list[Record]] = {}
         self.tool_results: dict[tuple[str, str], bytes | None] = {}
         self.session_seq: dict[str, int] = {}  # newest position in each loaded session's log
+        self.messages: dict[str, SessionMessage | None] = {}  # by run id
+        self.pending: dict[str, list[SessionMessage]] = {}
+        self.latest_messages: dict[str, SessionMessage | None] = {}
+        self.session_message_lists: dict[str, list[SessionMessage]] = {}
 
     def session(self, session_id: str) -> SessionRow | None:
         try:
@@ -213,6 +235,30 @@ class CachedReader(StateReader):
             return self.tool_results[(run.run_id, call_key)]
         except KeyError:
             raise Missing(("tool_result", run.run_id, call_key)) from None
+
+    def session_message(self, run_id: str) -> SessionMessage | None:
+        try:
+            return self.messages[run_id]
+        except KeyError:
+            raise Missing(("message", run_id, "")) from None
+
+    def pending_messages(self, session_id: str) -> list[SessionMessage]:
+        try:
+            return list(self.pending[session_id])
+        except KeyError:
+            raise Missing(("pending", session_id, "")) from None
+
+    def latest_message(self, session_id: str) -> SessionMessage | None:
+        try:
+            return self.latest_messages[session_id]
+        except KeyError:
+            raise Missing(("latest_message", session_id, "")) from None
+
+    def session_messages(self, session_id: str) -> list[SessionMessage]:
+        try:
+            return list(self.session_message_lists[session_id])
+        except KeyError:
+            raise Missing(("messages", session_id, "")) from None
 
     def damaged_records(self, run_id: str) -> list[Record]:
         try:
@@ -287,6 +333,10 @@ class Loader:
             "running": c.running,
             "contents": c.contents,
             "damaged": c.damaged,
+            "message": c.messages,
+            "pending": c.pending,
+            "latest_message": c.latest_messages,
+            "messages": c.session_message_lists,
         }
         return ident in tables[kind]
 
@@ -309,6 +359,8 @@ class Loader:
             await self.damaged(ident)
         elif kind == "tool_result":
             await self.tool_result(ident, event_key)
+        elif kind in ("message", "pending", "latest_message", "messages"):
+            await self.messages(kind, ident)
         else:
             await self.running(ident)
 
@@ -484,6 +536,30 @@ class Loader:
         self.cache.damaged[run_id] = [
             d for row in rows if (d := unverified_record(row)) is not None
         ]
+
+    async def messages(self, kind: Kind, ident: str) -> None:
+        """A session's messages: one by run id, the waiting ones, the newest, or all (those
+        of a session read after the session is locked, so they cannot change meanwhile)."""
+        cache = self.cache
+        if kind == "message":
+            row = await self._one(_SELECT_MESSAGE, (ident,))
+            cache.messages[ident] = None if row is None else self._message(row)
+            return
+        await self.session(ident)
+        if kind == "latest_message":
+            row = await self._one(_SELECT_LATEST_MESSAGE, (ident,))
+            cache.latest_messages[ident] = None if row is None else self._message(row)
+            return
+        query = _SELECT_PENDING if kind == "pending" else _SELECT_MESSAGES
+        cur = await self.conn.execute(query, (ident,))
+        found = [self._message(row) for row in await cur.fetchall()]
+        if kind == "pending":
+            cache.pending[ident] = found
+        else:
+            cache.session_message_lists[ident] = found
+
+    def _message(self, row: TupleRow) -> SessionMessage:
+        return message_from_row(row, _utc, self.sealer)
 
     async def running(self, session_id: str) -> None:
         """The session's running runs (read after the session is locked)."""

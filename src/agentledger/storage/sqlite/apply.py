@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from agentledger.storage.integrity import tool_result_checksum
+from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.receipts import encode_receipt
 from agentledger.storage.sqlite.reader import SQLiteReader
 from agentledger.storage.sqlite.rows import (
@@ -60,6 +61,10 @@ _INSERT_TOOL_RESULT = (
     "INSERT INTO tool_results (run_id, call_key, data, checksum) VALUES (?, ?, ?, ?)"
 )
 _DELETE_TOOL_RESULTS = "DELETE FROM tool_results WHERE run_id = ?"
+_UPSERT_MESSAGE = (
+    f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 14)}) "
+    "ON CONFLICT (run_id) DO UPDATE SET started = excluded.started"
+)
 _CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
 _PURGE = (
     "INSERT INTO run_tombstones (run_id, session_id) "
@@ -69,6 +74,9 @@ _PURGE = (
     "DELETE FROM tool_results WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
     "DELETE FROM runs WHERE session_id = :id",
     "DELETE FROM session_labels WHERE session_id = :id",
+    "INSERT OR IGNORE INTO run_tombstones (run_id, session_id) "
+    "SELECT run_id, session_id FROM session_messages WHERE session_id = :id",
+    "DELETE FROM session_messages WHERE session_id = :id",
     "DELETE FROM sessions WHERE id = :id",
     "INSERT INTO session_tombstones (id, receipt) VALUES (:id, :receipt)",
 )
@@ -142,6 +150,8 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         statements.append(
             (_INSERT_TOOL_RESULT, (result.run_id, result.call_key, data, checksum), False)
         )
+    for message in plan.messages:
+        statements.append((_UPSERT_MESSAGE, message_values(message, to_ms, sealer), False))
     ended = plan.ended_runs
     if ended:
         statements.append((_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended], True))

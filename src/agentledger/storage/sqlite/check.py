@@ -97,6 +97,31 @@ _LABEL_INDEX = (
     ),
 )
 
+# A session's messages: each in a live session, numbered 1.. without gaps, started exactly
+# when its run exists, waiting only while its run does not.
+_MESSAGES = (
+    (
+        "message of a missing or purged session",
+        "SELECT run_id FROM session_messages WHERE session_id NOT IN (SELECT id FROM sessions)",
+    ),
+    (
+        "message marked started without its run",
+        "SELECT m.run_id FROM session_messages AS m WHERE m.started = 1 "
+        "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.run_id = m.run_id "
+        "AND runs.session_id = m.session_id AND runs.agent_id = m.agent_id)",
+    ),
+    (
+        "message waiting though its run has started",
+        "SELECT m.run_id FROM session_messages AS m WHERE m.started = 0 "
+        "AND EXISTS (SELECT 1 FROM runs WHERE runs.run_id = m.run_id)",
+    ),
+    (
+        "session whose messages are not numbered 1, 2, ... without gaps",
+        "SELECT session_id FROM session_messages GROUP BY session_id "
+        "HAVING min(pos) != 1 OR max(pos) != count(*)",
+    ),
+)
+
 _STALE_TOOL_RESULTS = (
     "SELECT DISTINCT run_id FROM tool_results "
     "WHERE run_id NOT IN (SELECT run_id FROM runs WHERE status = 'running')"
@@ -116,7 +141,8 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     without its run, no run without its session or parent, nothing left of a
     purged session, no saved tool result of a run that is not running or
     whose checksum fails; the label index holds exactly each session's labels,
-    with its status and creation time.
+    with its status and creation time; a session's messages are numbered 1, 2,
+    ... in a live session, marked started exactly when their run exists.
 
     Raises:
         ValidationError: ``field="schema_version"``: the schema is behind this
@@ -193,6 +219,9 @@ def _check(conn: sqlite3.Connection) -> list[str]:
             f"{what}: session {session_id!r}, label {key!r}"
             for session_id, key in conn.execute(query)
         )
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'session_messages'").fetchone():
+        for what, query in _MESSAGES:
+            problems.extend(f"{what}: {value!r}" for (value,) in conn.execute(query))
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tool_results'").fetchone():
         problems.extend(
             f"saved tool result of a run that is not running: {run_id!r}"

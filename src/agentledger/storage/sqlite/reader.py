@@ -22,6 +22,7 @@ from agentledger.storage import transcript_chain as chain
 from agentledger.storage.cursor import decode_cursor
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.listing import SessionQuery
+from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_from_row
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.sqlite.inline_reads import MAX_RECORDS, Declined
 from agentledger.storage.sqlite.rows import (
@@ -33,6 +34,7 @@ from agentledger.storage.sqlite.rows import (
     decode_records,
     decode_run,
     decode_session,
+    from_ms,
     unverified_record,
 )
 from agentledger.storage.sqlite.session_list import session_list
@@ -43,6 +45,7 @@ from agentledger.storage.types import (
     Record,
     RunMeta,
     RunStatus,
+    SessionMessage,
     SessionPage,
     TranscriptSegment,
 )
@@ -80,6 +83,15 @@ _TOOL_RESULT_BOUNDED = (
     "SELECT CASE WHEN length(data) <= ? THEN data END, checksum, length(data) "
     "FROM tool_results WHERE run_id = ? AND call_key = ?"
 )
+_MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM session_messages WHERE run_id = ?"
+_WAITING = (
+    f"SELECT {MESSAGE_COLUMNS} FROM session_messages WHERE session_id = ? AND started = 0 "
+    "ORDER BY pos"
+)
+_LATEST_MESSAGE = (
+    f"SELECT {MESSAGE_COLUMNS} FROM session_messages WHERE session_id = ? ORDER BY pos DESC LIMIT 1"
+)
+_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM session_messages WHERE session_id = ? ORDER BY pos"
 _RUNNING = "SELECT run_id FROM runs WHERE session_id = ? AND status = 'running' ORDER BY pos"
 _SESSION_RUNS = f"SELECT {RUN_COLUMNS}, NULL, NULL FROM runs WHERE session_id = ? ORDER BY pos"
 
@@ -332,6 +344,22 @@ class SQLiteReader(StateReader):
 
     def running_run_ids(self, session_id: str) -> list[str]:
         return [str(run_id) for (run_id,) in self._conn.execute(_RUNNING, (session_id,))]
+
+    def session_message(self, run_id: str) -> SessionMessage | None:
+        row = self._conn.execute(_MESSAGE, (run_id,)).fetchone()
+        return None if row is None else message_from_row(row, from_ms, self.sealer)
+
+    def pending_messages(self, session_id: str) -> list[SessionMessage]:
+        rows = self._conn.execute(_WAITING, (session_id,))
+        return [message_from_row(row, from_ms, self.sealer) for row in rows]
+
+    def latest_message(self, session_id: str) -> SessionMessage | None:
+        row = self._conn.execute(_LATEST_MESSAGE, (session_id,)).fetchone()
+        return None if row is None else message_from_row(row, from_ms, self.sealer)
+
+    def session_messages(self, session_id: str) -> list[SessionMessage]:
+        rows = self._conn.execute(_MESSAGES, (session_id,))
+        return [message_from_row(row, from_ms, self.sealer) for row in rows]
 
     def purge_receipt(self, session_id: str) -> PurgeReceipt:
         row = self._conn.execute(_PURGE_RECEIPT, (session_id,)).fetchone()

@@ -289,6 +289,33 @@ MIGRATIONS: tuple[Migration, ...] = (
         # -1 for runs stored before (their retries are checked record by record).
         statements=("ALTER TABLE runs ADD COLUMN start_records INTEGER NOT NULL DEFAULT -1",),
     ),
+    Migration(
+        version=15,
+        name="session_messages",
+        # A session's submitted messages in arrival order (pos), each with the run
+        # id of its turn; the waiting ones (not started) in one short index range.
+        statements=(
+            """CREATE TABLE session_messages (
+                run_id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                pos INTEGER NOT NULL,
+                turn_id TEXT NOT NULL,
+                agent_id TEXT NOT NULL,
+                message BLOB NOT NULL,
+                if_busy TEXT NOT NULL,
+                submitted_at INTEGER NOT NULL,
+                requested_after TEXT NOT NULL,
+                labels TEXT NOT NULL,
+                fate TEXT NOT NULL,
+                after_run_id TEXT NOT NULL,
+                running_run_id TEXT NOT NULL,
+                started INTEGER NOT NULL,
+                UNIQUE (session_id, pos)
+            ) STRICT""",
+            "CREATE INDEX session_messages_waiting ON session_messages (session_id, pos) "
+            "WHERE started = 0",
+        ),
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

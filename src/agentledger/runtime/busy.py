@@ -1,0 +1,425 @@
+"""A message while the agent works: the runtime side of the store's message order.
+
+``client.run(session_id, message, if_busy=...)`` hands the message to the
+store (``submit_message``), which decides, in its transaction, where the
+message stands: its turn may start at once, or it waits for the turn ahead of
+it (queued), or it waits for the running run it cancels (interrupting), or it
+is meant for the running run (steering; in this version a run does not take it
+in the middle of its turn, so it waits like a queued one and becomes the next
+turn). The store refuses a ``reject`` while busy with
+``SessionBusyError``.
+
+A waiting message is started by whichever runtime sees the turn ahead of it
+end: the runtime that submitted it follows that turn, and a runtime that
+repairs a run (``ensure_run_completion``) or opens a session's queue
+(``Runtime.start_queued``) starts what is due. Its start claims it in the
+store's transaction (only the first waiting message, only when no turn of the
+session runs), and carries this runtime's claim, so of two runtimes starting
+it, exactly one wins; the other's workflow is refused before it writes anything.
+
+The new turn follows the turn ahead of it by reference: the whole transcript
+of a completed turn; of a failed, canceled or suspended one, the transcript
+through its last record after which a user message may follow (so no tool use
+is left without its result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from agentledger.errors import (
+    AgentledgerError,
+    RunCancellationConflictError,
+    RunConflictError,
+    RunNotActiveError,
+    RunNotFoundError,
+    SessionBusyError,
+    TranscriptError,
+    ValidationError,
+)
+from agentledger.runtime.events import MessageSubmitted
+from agentledger.runtime.records import RecordSpec
+from agentledger.runtime.wire import HistorySource, RunInput, RunOutput
+from agentledger.storage import payloads
+from agentledger.storage.replay import build_messages_from_run_log
+from agentledger.storage.types import (
+    BusyPolicy,
+    MessageFate,
+    MessageSubmission,
+    RunMeta,
+    RunStatus,
+    SessionMessage,
+)
+from agentledger.transcript import (
+    Message,
+    decode_message,
+    encode_message,
+    validate_planner_transcript,
+)
+
+if TYPE_CHECKING:
+    from agentledger.runtime.runtime import Runtime
+
+__all__ = [
+    "MESSAGE_CLAIMED",
+    "BusyTurns",
+    "QueuedRunHandle",
+    "check_policy",
+    "claim_spec",
+    "interruption_reason",
+]
+
+MESSAGE_CLAIMED = "session_message_claimed"
+"""The record a queued turn's start carries: which runtime started it (its claim)."""
+
+_TRANSCRIPT_TYPES = frozenset(
+    {payloads.TRANSCRIPT_APPENDED, payloads.TRANSCRIPT_SEEDED, payloads.TRANSCRIPT_REFERENCED}
+)
+_POLL_FIRST = 0.01
+_POLL_MOST = 0.5
+
+
+def check_policy(value: object, field: str = "if_busy") -> BusyPolicy:
+    """A busy policy by name.
+
+    Raises:
+        ValidationError: not one of reject, queue, interrupt, steer.
+    """
+    try:
+        return BusyPolicy(value if isinstance(value, str) else "")
+    except ValueError:
+        expected = "one of " + ", ".join(repr(p.value) for p in BusyPolicy)
+        raise ValidationError(field=field, expected=expected, got=value) from None
+
+
+def claim_spec(claim: str) -> RecordSpec:
+    """The record that says which runtime started a queued turn (a start retried by the
+    same runtime repeats it; another runtime's start differs, and the store refuses it)."""
+    body = b'{"claim":"' + claim.encode() + b'"}'
+    return RecordSpec(type=MESSAGE_CLAIMED, event_key="session_message:claimed", payload=body)
+
+
+def interruption_reason(message_run_id: str) -> str:
+    """The cancellation reason of a run an ``interrupt`` message stops: it names the message."""
+    return f"interrupted by message {message_run_id}"
+
+
+def _now_ms() -> datetime:
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+
+
+class QueuedRunHandle:
+    """A message's turn: ``message`` says where it stood; wait for its output or cancel it."""
+
+    def __init__(self, busy: BusyTurns, message: SessionMessage) -> None:
+        self._busy = busy
+        self.message = message
+        """The message as the store kept it (its position, fate and the turn it follows)."""
+        self.run_id = message.run_id
+        """The run id of the message's turn (also its workflow id)."""
+
+    async def wait(self) -> RunOutput:
+        """Wait for the turn to start (after the turns ahead of it) and to end. A turn
+        another runtime started (it saw the turn ahead end first) is followed in the store.
+
+        Raises:
+            AgentledgerError: as ``RunHandle.wait``.
+        """
+        from agentledger.runtime.client import RunHandle
+
+        busy, run_id = self._busy, self.run_id
+        waiter = busy._waiter(run_id)
+        delay = _POLL_FIRST
+        while not waiter.done():
+            if run_id not in busy._launched and await _exists(busy.runtime, run_id):
+                return await _output_from_store(busy.runtime, self.message)
+            await asyncio.wait({waiter}, timeout=delay)
+            delay = min(delay * 2, _POLL_MOST)
+        await waiter
+        try:
+            return await RunHandle(busy.runtime, run_id).wait()
+        except (RunConflictError, SessionBusyError):
+            if not await _claimed_elsewhere(busy, run_id):
+                raise
+            return await _output_from_store(busy.runtime, self.message)
+
+    async def cancel(self, reason: str) -> None:
+        """Cancel the turn once it has started [C1]."""
+        await self._busy.started(self.run_id)
+        await self._busy.runtime.cancel_run(self.run_id, reason)
+
+    def __repr__(self) -> str:
+        return f"<QueuedRunHandle {self.run_id} {self.message.fate.value}>"
+
+
+class BusyTurns:
+    """The messages of sessions this runtime submits, follows and starts."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.claim = uuid.uuid4().hex
+        """This runtime's claim, carried by each queued turn it starts."""
+        self._launched: set[str] = set()
+        self._waiters: dict[str, asyncio.Future[None]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._followed: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------- submitting
+
+    async def submit(
+        self,
+        agent_id: str,
+        session_id: str,
+        message: Message,
+        *,
+        policy: BusyPolicy,
+        after: str,
+        turn_id: str,
+        run_id: str,
+        labels: Mapping[str, str],
+    ) -> QueuedRunHandle:
+        """Store the message in its session's order, act on its fate, return its turn."""
+        sub = MessageSubmission(
+            session_id=session_id,
+            run_id=run_id,
+            turn_id=turn_id,
+            agent_id=agent_id,
+            message=encode_message(message),
+            if_busy=policy,
+            submitted_at=_now_ms(),
+            after=after,
+            labels=dict(labels),
+        )
+        stored = await self.runtime.store.submit_message(sub)
+        await self._announce(stored)
+        if stored.fate is MessageFate.INTERRUPTING:
+            await self._interrupt(stored)
+        await self.start_due(session_id)
+        return QueuedRunHandle(self, stored)
+
+    async def _announce(self, message: SessionMessage) -> None:
+        stream = self.runtime.stream
+        if stream is None:
+            return
+        await stream.send(
+            MessageSubmitted(
+                key=f"{message.run_id}/session_message:submitted",
+                run_id=message.run_id,
+                agent_id=message.agent_id,
+                session_id=message.session_id,
+                turn_id=message.turn_id,
+                timestamp=message.submitted_at,
+                position=message.position,
+                fate=message.fate.value,
+                if_busy=message.if_busy.value,
+                after=message.after,
+                running_run_id=message.running_run_id,
+            )
+        )
+
+    async def _interrupt(self, message: SessionMessage) -> None:
+        """[C1] cancel the run the message interrupts, naming the message."""
+        with contextlib.suppress(RunNotActiveError, RunCancellationConflictError):
+            await self.runtime.cancel_run(
+                message.running_run_id, interruption_reason(message.run_id)
+            )
+
+    # --------------------------------------------------------------- starting
+
+    async def start_due(self, session_id: str) -> list[str]:
+        """Start the session's first waiting message if the turn ahead of it has ended;
+        else follow that turn, to start it then. Returns the run ids started here."""
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            pending = await self.runtime.store.load_pending_messages(session_id)
+            if not pending:
+                return []
+            head = pending[0]
+            if head.run_id in self._launched:
+                return []  # started here already; its start claims it
+            meta = None
+            if head.after:
+                meta = await self.runtime.store.load_run(head.after)
+                if meta.status is RunStatus.RUNNING:
+                    if head.fate is MessageFate.INTERRUPTING and not meta.cancellation_reason:
+                        await self._interrupt(head)  # its submitter stopped before it could
+                    self.follow(session_id, head.after)
+                    return []
+            if not self.runtime._registry.has_agent(head.agent_id):
+                return []  # another runtime serves this agent
+            history = await _history(self.runtime, head, meta)
+            inp = RunInput(
+                run_id=head.run_id,
+                agent_id=head.agent_id,
+                session_id=session_id,
+                turn_id=head.turn_id,
+                labels=dict(head.labels),
+                messages=(decode_message(head.message),),
+                history_from=history,
+                claim=self.claim,
+            )
+            self._launched.add(head.run_id)
+            waiter = self._waiter(head.run_id)
+            self.runtime._close_registration()
+            try:
+                await self.runtime.engine.start(head.run_id, inp)
+            except BaseException as e:
+                if not waiter.done():
+                    waiter.set_exception(e)
+                raise
+            if not waiter.done():
+                waiter.set_result(None)
+            self.follow(session_id, head.run_id)
+            return [head.run_id]
+
+    def _waiter(self, run_id: str) -> asyncio.Future[None]:
+        if run_id not in self._waiters:
+            self._waiters[run_id] = asyncio.get_running_loop().create_future()
+        return self._waiters[run_id]
+
+    async def started(self, run_id: str) -> None:
+        """Wait until this runtime has started ``run_id``'s turn."""
+        await asyncio.shield(self._waiter(run_id))
+
+    def follow(self, session_id: str, run_id: str) -> None:
+        """When ``run_id`` ends, start what is then due in its session (once per run)."""
+        if run_id in self._followed:
+            return
+        self._followed.add(run_id)
+        task = asyncio.get_running_loop().create_task(self._after(session_id, run_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _after(self, session_id: str, run_id: str) -> None:
+        with contextlib.suppress(AgentledgerError):  # its messages wait for another runtime
+            await _ended(self.runtime, run_id)
+            await self.start_due(session_id)
+
+    async def close(self) -> None:
+        """Stop following runs (their messages wait in the store for another runtime)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+
+async def _ended(runtime: Runtime, run_id: str) -> None:
+    """Wait until ``run_id`` is no longer running in the store."""
+    if await runtime.engine.describe(run_id) is not None:
+        with contextlib.suppress(Exception):  # how it ended is the store's to say
+            await runtime.engine.result(run_id)
+    delay = _POLL_FIRST
+    while (await runtime.store.load_run(run_id)).status is RunStatus.RUNNING:
+        await asyncio.sleep(delay)  # a run of another process: its store row says when
+        delay = min(delay * 2, _POLL_MOST)
+
+
+async def _exists(runtime: Runtime, run_id: str) -> bool:
+    try:
+        await runtime.store.load_run(run_id)
+    except RunNotFoundError:
+        return False
+    return True
+
+
+async def _claimed_elsewhere(busy: BusyTurns, run_id: str) -> bool:
+    """Whether ``run_id`` was started by another runtime's claim (this one's start lost)."""
+    if not await _exists(busy.runtime, run_id):
+        return False
+    page = await busy.runtime.store.list_run_records(run_id, limit=8)
+    claims = [r.payload for r in page.records if r.type == MESSAGE_CLAIMED]
+    return bool(claims) and claims[0] != claim_spec(busy.claim).payload
+
+
+async def _output_from_store(runtime: Runtime, message: SessionMessage) -> RunOutput:
+    """How a turn another runtime ran ended, read from the store once it has."""
+    run_id = message.run_id
+    await _ended(runtime, run_id)
+    meta = await runtime.store.load_run(run_id)
+    final = None
+    failure = None
+    if meta.status is RunStatus.COMPLETED:
+        transcript = await build_messages_from_run_log(runtime.store, run_id, full=True)
+        if transcript and transcript[-1].role == "assistant":
+            final = transcript[-1]
+    last = await _last_record(runtime, run_id)
+    if last is not None and last.type == payloads.RUN_COMPLETED:
+        failure = payloads.RunCompleted.decode(last.payload).failure
+    return RunOutput(
+        run_id=run_id,
+        agent_id=meta.agent_id,
+        session_id=meta.session_id,
+        turn_id=message.turn_id,
+        status=meta.status,
+        final=final,
+        failure=failure,
+        cancellation_reason=meta.cancellation_reason,
+        finished_at=meta.updated_at,
+    )
+
+
+async def _last_record(runtime: Runtime, run_id: str) -> Any:
+    cursor, last = "", None
+    while True:
+        page = await runtime.store.list_run_records(run_id, cursor=cursor)
+        if page.records:
+            last = page.records[-1]
+        cursor = page.next_cursor
+        if not cursor:
+            return last
+
+
+async def _history(runtime: Runtime, head: SessionMessage, meta: RunMeta | None) -> Any:
+    """The reference the head's turn starts from: the turn it follows."""
+    if meta is None:
+        return None
+    if meta.status is RunStatus.COMPLETED:
+        return HistorySource(kind="next_turn", run_id=meta.run_id, through=meta.last_record_id)
+    new = decode_message(head.message)
+    through = await _last_complete(runtime, meta, new)
+    return HistorySource(kind="fork", run_id=meta.run_id, through=through)
+
+
+async def _last_complete(runtime: Runtime, meta: RunMeta, new: Message) -> str:
+    """The newest record of a run that did not complete after which ``new`` may follow:
+    not between a tool call and its result."""
+    store = runtime.store
+    ids: list[str] = []
+    cursor = ""
+    while True:
+        page = await store.list_run_records(meta.run_id, cursor=cursor)
+        ids.extend(r.id for r in page.records if r.type in _TRANSCRIPT_TYPES)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    for cut in reversed(ids):
+        history = await build_messages_from_run_log(store, meta.run_id, through=cut, full=True)
+        with contextlib.suppress(TranscriptError, ValidationError):
+            validate_planner_transcript((*history, new))
+            return cut
+    return "1"  # nothing of its own fits: only its start (the history before it, if any)
+
+
+def one_message(messages: Sequence[Message] | str) -> Message:
+    """The one user message a busy-policy call sends (its history comes by reference)."""
+    from agentledger.transcript import TextPart
+
+    if isinstance(messages, str):
+        return Message(role="user", parts=(TextPart(text=messages),))
+    items = list(messages)
+    if len(items) != 1 or not isinstance(items[0], Message) or items[0].role != "user":
+        raise ValidationError(
+            field="messages",
+            expected="one user message (with if_busy, the history comes from the session)",
+            got=f"{len(items)} messages",
+        )
+    return items[0]

@@ -1,0 +1,62 @@
+"""``agentledger runs`` says what happened to each message sent while the session was busy."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agentledger.runtime import Agent, QueueSink, Runtime
+from agentledger.storage.sqlite import SQLiteStore
+from tests.cli.conftest import run_cli
+from tests.runtime.support import now_ms
+from tests.runtime.test_busy import Echo
+
+
+async def _session(path: Path) -> dict[str, str]:
+    store = await SQLiteStore.open(path)
+    await store.create_session("chat", created_at=now_ms())
+    planner = Echo()
+    runtime = Runtime(store, stream=QueueSink())
+    runtime.register_agent(Agent("echo", planner, if_busy="queue"))
+    client = runtime.agent_client("echo")
+    first = await client.start("chat", "please wait")
+    await planner.holding.wait()
+    queued = await client.start("chat", "two")
+    stop = await client.start("chat", "stop", if_busy="interrupt")
+    await first.wait()
+    await queued.wait()
+    await stop.wait()
+    # A message left waiting: its turn follows one that is still running.
+    planner.holding.clear()
+    planner.release.clear()
+    slow = await client.start("chat", "wait again")
+    await planner.holding.wait()
+    waiting = await client.start("chat", "later")
+    ids = {
+        "first": first.run_id, "queued": queued.run_id, "stop": stop.run_id,
+        "slow": slow.run_id, "waiting": waiting.run_id,
+    }  # fmt: skip
+    await runtime.close()
+    await store.close()
+    return ids
+
+
+def test_runs_show_each_message_fate(tmp_path: Path) -> None:
+    db = tmp_path / "busy.db"
+    ids = asyncio.run(_session(db))
+    done = run_cli("--db", str(db), "runs", "chat")
+    assert done.code == 0, done.err
+    lines = done.out.splitlines()
+    line = {
+        name: next(x for x in lines if f"── {run_id} " in x or x.startswith(f"waiting: {run_id}"))
+        for name, run_id in ids.items()
+    }
+    assert "message #1 start" in line["first"]
+    assert f"(interrupted by message {ids['stop']})" in line["first"]
+    assert "message #2 queued" in line["queued"]
+    assert f"message #3 interrupted {ids['first']}" in line["stop"]
+    assert line["waiting"].startswith(f"waiting: {ids['waiting']}  message #5 queued")
+    data = run_cli("--db", str(db), "runs", "chat", "--json").json()
+    fates = {r["run_id"]: r["message"]["fate"] for r in data["runs"] if "message" in r}
+    assert fates[ids["stop"]] == "interrupting"
+    assert [w["run_id"] for w in data["waiting"]] == [ids["waiting"]]
