@@ -50,7 +50,8 @@ def test_demo_twice_then_end_and_purge(tmp_path: Path) -> None:
     assert re.fullmatch(r"digest sha256:[0-9a-f]{64}", digest)
     receipt = run_cli("--db", db, "--json", "session", "purge", first).json()
     assert set(receipt) == {
-        "session_id", "runs", "records", "checkpoints", "bytes", "digest", "purged_at"
+        "session_id", "runs", "records", "checkpoints", "messages", "bytes", "digest",
+        "purged_at",
     }  # fmt: skip
     assert receipt["session_id"] == first
     assert receipt["digest"] == digest.removeprefix("digest ")
@@ -163,6 +164,6 @@ def test_purge_of_a_tombstone_older_than_receipts(tmp_path: Path) -> None:
     assert text.code == 0, text.err
     assert text.out == "session old purged (before receipts were kept: what it held is unknown)\n"
     assert run_cli("--db", str(db), "--json", "session", "purge", "old").json() == {
-        "session_id": "old", "runs": None, "records": None, "checkpoints": None, "bytes": None,
-        "digest": "", "purged_at": None,
+        "session_id": "old", "runs": None, "records": None, "checkpoints": None,
+        "messages": None, "bytes": None, "digest": "", "purged_at": None,
     }  # fmt: skip
