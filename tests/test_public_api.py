@@ -52,8 +52,9 @@ PUBLIC = {
         "TranscriptReference", "TranscriptWindow", "WindowReplaces",
     ],
     "agentledger.storage.session_image": [
-        "IMAGE_FORMAT", "SessionImage", "SessionImageSource", "image_byte_total",
-        "read_session_image", "run_digest", "session_digest",
+        "IMAGE_FORMAT", "MESSAGES_IMAGE_FORMAT", "SessionImage", "SessionImageSource",
+        "image_byte_total", "image_message_bytes", "read_session_image", "run_digest",
+        "session_digest",
     ],
     "agentledger.storage.archive": [
         "ARCHIVE_SUFFIX", "FORMAT_VERSION", "ArchiveCarrier", "ArchiveManifest", "archive_bytes",

@@ -1,15 +1,20 @@
-"""``agentledger runs`` says what happened to each message sent while the session was busy."""
+"""``agentledger runs`` and the web inspector (server-rendered pages, read over HTTP) say
+what happened to each message sent while the session was busy, in the same words."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+import httpx
+import pytest
+
 from agentledger.runtime import Agent, QueueSink, Runtime
 from agentledger.storage.sqlite import SQLiteStore
 from tests.cli.conftest import run_cli
 from tests.runtime.support import now_ms
 from tests.runtime.test_busy import Echo
+from tests.service.process import ServiceProcess, Tokens
 
 
 async def _session(path: Path) -> dict[str, str]:
@@ -41,9 +46,14 @@ async def _session(path: Path) -> dict[str, str]:
     return ids
 
 
-def test_runs_show_each_message_fate(tmp_path: Path) -> None:
-    db = tmp_path / "busy.db"
-    ids = asyncio.run(_session(db))
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    db = tmp_path_factory.mktemp("busy") / "busy.db"
+    return db, asyncio.run(_session(db))
+
+
+def test_runs_show_each_message_fate(busy: tuple[Path, dict[str, str]]) -> None:
+    db, ids = busy
     done = run_cli("--db", str(db), "runs", "chat")
     assert done.code == 0, done.err
     lines = done.out.splitlines()
@@ -51,7 +61,7 @@ def test_runs_show_each_message_fate(tmp_path: Path) -> None:
         name: next(x for x in lines if f"── {run_id} " in x or x.startswith(f"waiting: {run_id}"))
         for name, run_id in ids.items()
     }
-    assert "message #1 start" in line["first"]
+    assert "message #1 started at once" in line["first"]
     assert f"(interrupted by message {ids['stop']})" in line["first"]
     assert "message #2 queued" in line["queued"]
     assert f"message #3 interrupted {ids['first']}" in line["stop"]
@@ -60,3 +70,41 @@ def test_runs_show_each_message_fate(tmp_path: Path) -> None:
     fates = {r["run_id"]: r["message"]["fate"] for r in data["runs"] if "message" in r}
     assert fates[ids["stop"]] == "interrupting"
     assert [w["run_id"] for w in data["waiting"]] == [ids["waiting"]]
+
+
+def test_the_inspector_shows_each_message_fate(
+    busy: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """The session page and conversation note each run's message (position and fate) and
+    list the message still waiting; a run's header says which message started it."""
+    db, ids = busy
+    fates = {  # each shown as <span class="message-fate" title="...started for">FATE</span>
+        "first": "message #1 started at once",
+        "queued": "message #2 queued",
+        "stop": f"message #3 interrupted {ids['first']}",
+        "slow": "message #4 started at once",
+    }
+    waiting = (
+        f'<li data-message="{ids["waiting"]}"><span class="message-fate">message #5 queued, '
+        f'after {ids["slow"]}</span> <span class="id">{ids["waiting"]}</span> '
+        '<span class="asked">“later”</span></li>'
+    )
+    tokens = Tokens(tmp_path / "tokens.json")
+    with ServiceProcess(str(db), tokens.path) as service:
+        headers = {"Authorization": f"Bearer {tokens.reader}"}
+        with httpx.Client(base_url=service.url, headers=headers, timeout=60) as client:
+
+            def page(path: str, **params: str) -> str:
+                answer = client.get(path, params=params)
+                assert answer.status_code == 200, answer.text[:500]
+                return answer.text
+
+            for path in ("/ui/session", "/ui/session/conversation"):
+                shown = page(path, id="chat")
+                for fate in fates.values():
+                    assert f'started for">{fate}</span>' in shown, (path, fate)
+                assert waiting in shown, path
+                assert "Waiting for their turn" in shown
+            for name, fate in fates.items():
+                header = page("/ui/run", id=ids[name])
+                assert f'<dd id="run-message">{fate}</dd>' in header, name

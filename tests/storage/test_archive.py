@@ -10,6 +10,7 @@ import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from agentledger.errors import (
@@ -30,6 +31,8 @@ from agentledger.storage.archive import (
 )
 from agentledger.storage.archive_body import PAGE
 from agentledger.storage.conformance import World
+from agentledger.storage.conformance._import import messaged_session
+from agentledger.storage.session_image import SessionImage, read_session_image, session_digest
 from agentledger.storage.sqlite import SQLiteStore
 from tests.storage.archived import ended_session
 
@@ -189,10 +192,14 @@ async def test_another_format_version_is_refused(
     archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
 ) -> None:
     world, _, data = archived
-    newer = tmp_path / "v2.alarchive"
-    newer.write_bytes(_rechecksummed(data[:-72].replace(b"archive 1\n", b"archive 2\n", 1)))
+    newer = tmp_path / "v3.alarchive"
+    newer.write_bytes(_rechecksummed(data[:-72].replace(b"archive 2\n", b"archive 3\n", 1)))
     error = await _refused(newer, target, world)
-    assert "format version '2' is not supported" in error.reason
+    assert "format version '3' is not supported" in error.reason
+    older = tmp_path / "v1.alarchive"  # a version 1 first line over a version 2 manifest
+    older.write_bytes(_rechecksummed(data[:-72].replace(b"archive 2\n", b"archive 1\n", 1)))
+    error = await _refused(older, target, world)
+    assert "the manifest says format version 2" in error.reason
 
 
 async def test_a_checksum_forged_over_changed_contents_is_refused(
@@ -287,3 +294,82 @@ async def test_a_conversation_by_reference_restores_whole(
     await restore_archive(target, path)
     assert await build_messages_from_run_log(target, previous) == expected
     assert len(expected) == 10
+
+
+def _version_1(data: bytes, image: SessionImage) -> bytes:
+    """``data`` (an archive of ``image``, which holds no messages) as agentledger wrote it
+    before messages existed: format version 1, no message counts, no messages in the body."""
+    _, manifest, _ = data.split(b"\n", 2)
+    fields = msgspec.json.decode(manifest)
+    assert (fields.pop("messages"), fields.pop("message_bytes")) == (0, 0)
+    fields["format_version"] = 1
+    body = {f: getattr(image, f) for f in ("session", "runs", "records", "checkpoints")}
+    return _rechecksummed(
+        b"agentledger-archive 1\n"
+        + msgspec.json.encode(fields)
+        + b"\n"
+        + zlib.compress(msgspec.msgpack.encode(body), 6)
+    )
+
+
+async def test_an_archive_from_before_messages_still_restores(
+    archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
+) -> None:
+    """[A1] a version 1 archive (no messages anywhere) verifies and restores as before; one
+    whose body carries messages all the same is refused."""
+    world, _, data = archived
+    image = await read_session_image(world.store, world.id("s"))
+    old = tmp_path / "old.alarchive"
+    old.write_bytes(_version_1(data, image))
+    manifest = await verify_archive(old)
+    assert (manifest.format_version, manifest.messages) == (1, 0)
+    assert manifest.session_digest == session_digest(image)
+    before = await world.dump()
+    await restore_archive(target, old)
+    assert await dump_of(target, world) == before
+    magic, head, _ = _version_1(data, image).split(b"\n", 2)
+    body = {f: getattr(image, f) for f in ("session", "runs", "records", "checkpoints")}
+    body["messages"] = []
+    smuggled = tmp_path / "smuggled.alarchive"
+    smuggled.write_bytes(
+        _rechecksummed(magic + b"\n" + head + b"\n" + zlib.compress(msgspec.msgpack.encode(body)))
+    )
+    fresh = World(world.store, namespace=world.ns)
+    fresh.session_ids, fresh.run_ids = world.session_ids, world.run_ids
+    assert "field 'messages'" in (await _refused(smuggled, target, fresh)).reason
+
+
+async def test_an_archive_carries_the_sessions_messages(
+    source: SQLiteStore, target: SQLiteStore, tmp_path: Path
+) -> None:
+    """[A1] [Q1] queued, interrupting and started messages travel in the archive (format
+    version 2), counted in its manifest and covered by its digest, which is the purge
+    receipt's; the restore shows them as the source did."""
+    world = World(source)
+    sid = await messaged_session(world, "chat")
+    messages = await source.list_session_messages(sid)
+    path = tmp_path / "chat.alarchive"
+    manifest = await archive_session(source, sid, path)
+    assert (manifest.format_version, manifest.messages) == (2, 3)
+    assert manifest.message_bytes == sum(len(m.message) for m in messages)
+    before = await world.dump()
+    receipt = await source.purge_session(sid)
+    assert (receipt.digest, receipt.messages) == (manifest.session_digest, 3)
+    assert await restore_archive(target, path) == manifest
+    assert await dump_of(target, world) == before
+    assert await target.list_session_messages(sid) == messages
+    assert [m.run_id for m in await target.load_pending_messages(sid)] == [
+        m.run_id for m in messages[1:]
+    ]
+    # A changed message changes the digest: a forged body is refused against its manifest.
+    image = await read_session_image(target, sid)
+    changed = msgspec.structs.replace(
+        image.messages[1], message=image.messages[1].message.replace(b"stop", b"STOP")
+    )
+    body = {f: getattr(image, f) for f in ("session", "runs", "records", "checkpoints")}
+    body["messages"] = [image.messages[0], changed, image.messages[2]]
+    data = path.read_bytes()
+    forged = tmp_path / "forged.alarchive"
+    forged.write_bytes(_with_body(data, zlib.compress(msgspec.msgpack.encode(body))))
+    with pytest.raises(CorruptArchiveError, match="session_digest"):
+        await verify_archive(forged)

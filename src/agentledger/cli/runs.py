@@ -93,6 +93,7 @@ async def _runs(
     from agentledger.cli.output import echo, echo_json, jsonable, when
     from agentledger.cli.tool_notes import call_notes
     from agentledger.runtime.crash_loops import load_crash_loops
+    from agentledger.storage.message_fate import describe_waiting, message_json
     from agentledger.storage.run_failure import load_run_failures
 
     found = await store.load_session(session_id)
@@ -118,11 +119,11 @@ async def _runs(
                 **({"tool_calls": notes[r.run_id]} if notes[r.run_id] else {}),
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
                 **({"crash_loop": _loop_json(looped[r.run_id])} if r.run_id in looped else {}),
-                **({"message": _message_json(messages[r.run_id])} if r.run_id in messages else {}),
+                **({"message": message_json(messages[r.run_id])} if r.run_id in messages else {}),
             }
             for r in metas
         ]
-        waiting = [_message_json(m) for m in messages.values() if not m.started]
+        waiting = [message_json(m) for m in messages.values() if not m.started]
         echo_json({"session": found, "runs": rows, "waiting": waiting})
         return
     echo(f"session {found.id}  {found.status}  created {when(found.created_at)}")
@@ -130,28 +131,7 @@ async def _runs(
         echo(line)
     for m in messages.values():
         if not m.started:
-            echo(f"waiting: {m.run_id}  message #{m.position} {_fate(m)}, after {m.after}")
-
-
-def _fate(message: SessionMessage) -> str:
-    """What happened to a message, in words."""
-    if message.fate.value == "interrupting":
-        return f"interrupted {message.running_run_id}"
-    if message.fate.value == "steering":
-        return f"steered into {message.running_run_id}"
-    return message.fate.value
-
-
-def _message_json(message: SessionMessage) -> dict[str, object]:
-    return {
-        "run_id": message.run_id,
-        "position": message.position,
-        "fate": message.fate.value,
-        "if_busy": message.if_busy.value,
-        "after": message.after,
-        "running_run_id": message.running_run_id,
-        "started": message.started,
-    }
+            echo(f"waiting: {m.run_id}  {describe_waiting(m)}")
 
 
 def _loop_json(loop: CrashLoop) -> dict[str, object]:
@@ -179,6 +159,7 @@ def run_tree(
     for a message sent while the session was busy says the message's fate."""
     from agentledger.cli.output import when
     from agentledger.runtime.crash_loops import describe_crash_loop
+    from agentledger.storage.message_fate import describe_message
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
     known = {r.run_id for r in metas}
@@ -211,7 +192,7 @@ def run_tree(
                 follows = f"  fork of {source['run_id']} at record {source['through']}"
             message = (messages or {}).get(r.run_id)
             if message is not None:
-                follows += f"  message #{message.position} {_fate(message)}"
+                follows += f"  {describe_message(message)}"
             lines.append(
                 f"{indent}{'└── ' if last else '├── '}{how}{r.run_id}  {r.agent_id}  "
                 f"{status}{reason}  started {when(r.started_at)}{follows}"

@@ -4,8 +4,12 @@ An archive is, in order::
 
     agentledger-archive 1\\n              magic and format version
     {manifest JSON}\\n                      counts, per-run digests, the session digest
-    zlib(msgpack(session image))           every run, record and checkpoint, bytes kept
+    zlib(msgpack(session image))           every run, record, checkpoint and message
     sha256:<64 hex digits>\\n               over every byte before it
+
+Format version 2 added the session's submitted messages: its manifest counts
+them (``messages``, ``message_bytes``) and its body carries them. Archives of
+version 1 (from before messages existed, holding none) are still read.
 
 An archive of an encrypted store [A2] has its body sealed under the session's
 data key (``manifest.sealed``): erasing the key makes the archive unreadable too.
@@ -44,6 +48,7 @@ from agentledger.errors import (
 )
 from agentledger.storage.archive_body import (
     CHECKPOINT_BOUND,
+    MESSAGE_BOUND,
     RECORD_BOUND,
     RUN_BOUND,
     inflate_body,
@@ -53,11 +58,20 @@ from agentledger.storage.session_image import (
     SessionImage,
     SessionImageSource,
     image_byte_total,
+    image_message_bytes,
     read_session_image,
     run_digest,
     session_digest,
 )
-from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, Session, SessionStatus
+from agentledger.storage.types import (
+    Checkpoint,
+    Record,
+    RunMeta,
+    RunStatus,
+    Session,
+    SessionMessage,
+    SessionStatus,
+)
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -75,8 +89,9 @@ __all__ = [
     "verify_archive",
 ]
 
-FORMAT_VERSION = 1
-"""The archive format this agentledger writes and reads."""
+FORMAT_VERSION = 2
+"""The archive format this agentledger writes; it reads version 1 too."""
+_VERSIONS = (1, 2)
 
 ARCHIVE_SUFFIX = ".alarchive"
 """The file name ending the retention sweep gives archives."""
@@ -91,7 +106,9 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
     ``session_digest`` equals the ``digest`` of the session's purge receipt;
     ``run_digests`` maps each run id to its digest; ``byte_total`` counts
-    payload and checkpoint bytes as the receipt does.
+    payload and checkpoint bytes as the receipt does; ``messages`` and
+    ``message_bytes`` count the session's submitted messages and their JSON
+    (format version 2; always 0 in version 1).
     """
 
     format_version: int
@@ -107,6 +124,8 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     session_digest: str
     compression: str
     created_at: datetime
+    messages: int = 0
+    message_bytes: int = 0
     sealed: str = ""
     """[A2] ``""``: a plain body; else the scheme that sealed the body under the
     session's data key (an archive of an encrypted store): erasing the key makes
@@ -120,6 +139,7 @@ class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     runs: list[RunMeta]
     records: list[Record]
     checkpoints: dict[str, Checkpoint]
+    messages: list[SessionMessage]
 
 
 async def _store_image(store: SessionImageSource, session_id: str) -> SessionImage:
@@ -138,12 +158,15 @@ def _now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-def manifest_of(image: SessionImage, created_at: datetime, sealed: str = "") -> ArchiveManifest:
-    """The manifest describing ``image``, as an archive written at ``created_at`` carries."""
+def manifest_of(
+    image: SessionImage, created_at: datetime, sealed: str = "", version: int = FORMAT_VERSION
+) -> ArchiveManifest:
+    """The manifest describing ``image``, as an archive of format ``version`` written at
+    ``created_at`` carries."""
     session = image.session
     assert session.ended_at is not None
     return ArchiveManifest(
-        format_version=FORMAT_VERSION,
+        format_version=version,
         session_id=session.id,
         labels=dict(session.labels),
         session_created_at=session.created_at,
@@ -156,6 +179,8 @@ def manifest_of(image: SessionImage, created_at: datetime, sealed: str = "") -> 
         session_digest=session_digest(image),
         compression=_COMPRESSION,
         created_at=created_at,
+        messages=len(image.messages),
+        message_bytes=image_message_bytes(image),
         sealed=sealed,
     )
 
@@ -170,10 +195,11 @@ def encode_archive(
         runs=list(image.runs),
         records=list(image.records),
         checkpoints=dict(image.checkpoints),
+        messages=list(image.messages),
     )
     content = b"".join(
         (
-            _MAGIC + str(FORMAT_VERSION).encode() + b"\n",
+            _MAGIC + str(manifest.format_version).encode() + b"\n",
             msgspec.json.encode(manifest) + b"\n",
             _sealed(encryption, image.session.id, zlib.compress(msgspec.msgpack.encode(body), 6)),
         )
@@ -209,7 +235,8 @@ def inflated_bound(manifest: ArchiveManifest) -> int:
     inflates past it does not hold what its manifest says.
     """
     entries = manifest.records * RECORD_BOUND + manifest.checkpoints * CHECKPOINT_BOUND
-    return manifest.byte_total + entries + (manifest.runs + 1) * RUN_BOUND
+    messages = manifest.message_bytes + manifest.messages * MESSAGE_BOUND
+    return manifest.byte_total + entries + messages + (manifest.runs + 1) * RUN_BOUND
 
 
 def _parse(data: bytes, path: str) -> tuple[ArchiveManifest, bytes]:
@@ -222,10 +249,10 @@ def _parse(data: bytes, path: str) -> tuple[ArchiveManifest, bytes]:
     if not newline or not first.startswith(_MAGIC):
         raise corrupt("not an agentledger archive")
     version = first[len(_MAGIC) :]
-    if version != str(FORMAT_VERSION).encode():
+    if version not in {str(v).encode() for v in _VERSIONS}:
         raise corrupt(
             f"format version {version.decode(errors='replace')!r} is not supported "
-            f"(this agentledger reads version {FORMAT_VERSION})"
+            f"(this agentledger reads versions {', '.join(map(str, _VERSIONS))})"
         )
     if len(data) < len(first) + 1 + _TRAILER:
         raise corrupt("truncated")
@@ -235,9 +262,15 @@ def _parse(data: bytes, path: str) -> tuple[ArchiveManifest, bytes]:
         raise corrupt("checksum mismatch: the file is damaged or truncated")
     manifest_line, newline, body = rest[: len(rest) - _TRAILER].partition(b"\n")
     try:
-        return msgspec.json.decode(manifest_line, type=ArchiveManifest), body
+        manifest = msgspec.json.decode(manifest_line, type=ArchiveManifest)
     except msgspec.DecodeError as e:
         raise corrupt(f"unreadable manifest: {e}") from e
+    if str(manifest.format_version).encode() != version:
+        raise corrupt(
+            f"the manifest says format version {manifest.format_version}, "
+            f"the file's first line {version.decode()}"
+        )
+    return manifest, body
 
 
 def read_manifest(data: bytes, path: str) -> ArchiveManifest:
@@ -286,10 +319,14 @@ def decode_archive(
     except (msgspec.DecodeError, zlib.error) as e:
         raise corrupt(f"unreadable contents: {e}") from e
     image = SessionImage(
-        session=body.session, runs=body.runs, records=body.records, checkpoints=body.checkpoints
+        session=body.session,
+        runs=body.runs,
+        records=body.records,
+        checkpoints=body.checkpoints,
+        messages=body.messages,
     )
     try:
-        again = manifest_of(image, manifest.created_at, manifest.sealed)
+        again = manifest_of(image, manifest.created_at, manifest.sealed, manifest.format_version)
     except Exception as e:  # a digest cannot be computed over a malformed image
         raise corrupt(f"malformed session image: {e}") from e
     if again != manifest:

@@ -1,7 +1,8 @@
 """[A1] An archive's body inflated and decoded as a stream, a page at a time.
 
 The body is ``zlib(msgpack(session image))``: a map of the session, its runs,
-its records and its checkpoints. It is inflated a page (64 KiB) at a time and
+its records and its checkpoints (and, from format version 2, its submitted
+messages). It is inflated a page (64 KiB) at a time and
 each entry is decoded as soon as its bytes are in, then its bytes are dropped:
 what a body costs in memory is the image it really holds plus a page, never
 what it inflates to. A body that stops fitting its manifest is refused at
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from agentledger.errors import CorruptArchiveError
-from agentledger.storage.types import Checkpoint, Record, RunMeta, Session
+from agentledger.storage.types import Checkpoint, Record, RunMeta, Session, SessionMessage
 from agentledger.storage.validation import (
     MAX_ID_LENGTH,
     MAX_LABEL_KEY_LENGTH,
@@ -33,6 +34,7 @@ __all__ = [
     "CHECKPOINT_BOUND",
     "ID_BOUND",
     "LABELS_BOUND",
+    "MESSAGE_BOUND",
     "PAGE",
     "RECORD_BOUND",
     "RUN_BOUND",
@@ -85,10 +87,13 @@ LABELS_BOUND = MAX_LABELS * 4 * (MAX_LABEL_KEY_LENGTH + MAX_LABEL_VALUE_LENGTH +
 RECORD_BOUND = 8 * ID_BOUND + 256  # seven ids and the type, field names, a timestamp
 CHECKPOINT_BOUND = 2 * ID_BOUND + 64
 RUN_BOUND = 8 * ID_BOUND + LABELS_BOUND + 512  # ids, labels, status, times (or the session)
+MESSAGE_BOUND = 8 * ID_BOUND + LABELS_BOUND + 512  # seven ids, labels, fate, policy, a time
 """The largest a record (without its payload), a checkpoint (without its data), a run or
-the session can be in msgpack: every id at its longest in 4-byte UTF-8 characters,
-every label set at its limits."""
+the session, or a message (without its JSON) can be in msgpack: every id at its longest
+in 4-byte UTF-8 characters, every label set at its limits."""
 _FIELDS = ("session", "runs", "records", "checkpoints")
+_MESSAGES = "messages"
+"""The field a body of format version 2 or later holds too (the session's messages)."""
 _MAX_OBJECTS = 2 * MAX_LABELS + 64
 """The most msgpack objects one entry holds (a run: its fields and its labels at their
 limit): an entry that holds more is not one, and is refused before it is read on."""
@@ -97,6 +102,7 @@ _SESSION = msgspec.msgpack.Decoder(Session)
 _RUN = msgspec.msgpack.Decoder(RunMeta)
 _RECORD = msgspec.msgpack.Decoder(Record)
 _CHECKPOINT = msgspec.msgpack.Decoder(Checkpoint)
+_MESSAGE = msgspec.msgpack.Decoder(SessionMessage)
 
 
 class ArchiveBody(NamedTuple):
@@ -106,6 +112,7 @@ class ArchiveBody(NamedTuple):
     runs: list[RunMeta]
     records: list[Record]
     checkpoints: dict[str, Checkpoint]
+    messages: list[SessionMessage]
 
 
 class _Inflating:
@@ -293,9 +300,10 @@ def inflate_body(
 ) -> ArchiveBody:
     """The session image of a compressed body, inflated and decoded a page at a time.
 
-    ``claims`` is the manifest (its ``runs``, ``records`` and ``checkpoints``
-    counts); ``bound`` the most bytes the body may inflate to; ``past(bound)``
-    the refusal of a body that passes it.
+    ``claims`` is the manifest (its ``runs``, ``records``, ``checkpoints`` and
+    ``messages`` counts, and its ``format_version``: a body of version 1 has no
+    messages, one of version 2 has them, maybe none); ``bound`` the most bytes
+    the body may inflate to; ``past(bound)`` the refusal of a body that passes it.
 
     Raises:
         CorruptArchiveError: from ``corrupt`` or ``past``.
@@ -308,10 +316,11 @@ def inflate_body(
     def mismatch(name: str) -> CorruptArchiveError:
         return corrupt(f"contents do not match the manifest ({name})")
 
+    wanted = (*_FIELDS, _MESSAGES) if claims.format_version >= 2 else _FIELDS
     fields: dict[str, Any] = {}
     for _ in range(_count(src, pairs=True)):
         key = _entry(src, _KEY, ID_BOUND)
-        if key not in _FIELDS or key in fields:
+        if key not in wanted or key in fields:
             raise msgspec.DecodeError(f"the session image has field {key!r} again or unknown")
         if key == "session":
             fields[key] = _entry(src, _SESSION, RUN_BOUND)
@@ -319,6 +328,8 @@ def inflate_body(
             fields[key] = _entries(src, _RUN, claims.runs, mismatch("runs"), RUN_BOUND)
         elif key == "records":
             fields[key] = _entries(src, _RECORD, claims.records, mismatch("records"), bound)
+        elif key == _MESSAGES:
+            fields[key] = _entries(src, _MESSAGE, claims.messages, mismatch("messages"), bound)
         else:
             count = _count(src, pairs=True)
             if count != claims.checkpoints:
@@ -330,9 +341,10 @@ def inflate_body(
             if len(checkpoints) != count:
                 raise mismatch("checkpoints")
             fields[key] = checkpoints
-    missing = [name for name in _FIELDS if name not in fields]
+    missing = [name for name in wanted if name not in fields]
     if missing:
         raise msgspec.DecodeError(f"the session image lacks {', '.join(missing)}")
     src.release()
     src.finish()
+    fields.setdefault(_MESSAGES, [])
     return ArchiveBody(**fields)

@@ -407,6 +407,7 @@ def _imported(image: SessionImage) -> tuple[Touch, ...]:
         Touch("labels", labels=session.labels),
         Touch("session", session.id, new=True),
         *(Touch("run", run.run_id, new=True) for run in image.runs),
+        *(Touch("run", m.run_id, new=True) for m in image.messages if not m.started),
     )
 
 

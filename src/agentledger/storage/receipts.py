@@ -31,6 +31,7 @@ def purge_receipt(image: SessionImage, purged_at: datetime) -> PurgeReceipt:
         bytes=image_byte_total(image),
         digest=session_digest(image),
         purged_at=purged_at,
+        messages=len(image.messages),
     )
 
 

@@ -19,8 +19,12 @@ and the session's digest is the sha256 of the encoding of::
      "runs": [[run_id, run_digest], ...], "session": <Session>}
 
 where ``runs`` is in session (start) order and ``order`` is how the session's
-records interleave across its runs. Any change to any byte of any field of
-the session, a run, a record or a checkpoint changes the session digest.
+records interleave across its runs. A session holding submitted messages
+(version ``agentledger.session-image/2``) adds ``"messages": [<SessionMessage>,
+...]`` in arrival order and names that version in ``format``; a session without
+any encodes exactly as version 1 did, so the digests of older archives and
+purge receipts stay what they were. Any change to any byte of any field of
+the session, a run, a record, a checkpoint or a message changes the session digest.
 """
 
 from __future__ import annotations
@@ -32,20 +36,31 @@ from typing import Any, Protocol
 import msgspec
 
 from agentledger.errors import SuspensionNotFoundError
-from agentledger.storage.types import Checkpoint, Page, Record, RunMeta, Session
+from agentledger.storage.types import (
+    Checkpoint,
+    Page,
+    Record,
+    RunMeta,
+    Session,
+    SessionMessage,
+)
 from agentledger.storage.validation import MAX_PAGE_LIMIT
 
 __all__ = [
     "IMAGE_FORMAT",
+    "MESSAGES_IMAGE_FORMAT",
     "SessionImage",
     "SessionImageSource",
     "image_byte_total",
+    "image_message_bytes",
     "read_session_image",
     "run_digest",
     "session_digest",
 ]
 
 IMAGE_FORMAT = "agentledger.session-image/1"
+MESSAGES_IMAGE_FORMAT = "agentledger.session-image/2"
+"""The version of an image that holds submitted messages (its session digest covers them)."""
 
 
 class SessionImage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -53,7 +68,9 @@ class SessionImage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     ``runs`` are in session (start) order; ``records`` are every record of
     those runs in ``list_session_run_records`` order, ids set; ``checkpoints``
-    maps a run id to the suspension checkpoint of each run that has one.
+    maps a run id to the suspension checkpoint of each run that has one;
+    ``messages`` are the messages submitted to the session, started or still
+    waiting, in arrival order (an image from before messages has none).
     One-shot runs never belong to a session, so never to an image.
     """
 
@@ -61,6 +78,7 @@ class SessionImage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     runs: list[RunMeta]
     records: list[Record]
     checkpoints: dict[str, Checkpoint] = msgspec.field(default_factory=dict)
+    messages: list[SessionMessage] = msgspec.field(default_factory=list)
 
 
 class SessionImageSource(Protocol):
@@ -75,6 +93,8 @@ class SessionImageSource(Protocol):
     ) -> Page: ...
 
     async def load_run_suspension(self, run_id: str, /) -> Checkpoint: ...
+
+    async def list_session_messages(self, session_id: str, /) -> list[SessionMessage]: ...
 
 
 async def read_session_image(store: SessionImageSource, session_id: str) -> SessionImage:
@@ -97,7 +117,10 @@ async def read_session_image(store: SessionImageSource, session_id: str) -> Sess
     for run in runs:
         with contextlib.suppress(SuspensionNotFoundError):  # never suspended
             checkpoints[run.run_id] = await store.load_run_suspension(run.run_id)
-    return SessionImage(session=session, runs=runs, records=records, checkpoints=checkpoints)
+    messages = await store.list_session_messages(session_id)
+    return SessionImage(
+        session=session, runs=runs, records=records, checkpoints=checkpoints, messages=messages
+    )
 
 
 def _canonical(value: Any) -> bytes:
@@ -141,20 +164,19 @@ def run_digest(image: SessionImage, run_id: str) -> str:
 
 
 def session_digest(image: SessionImage) -> str:
-    """``sha256:<hex>`` of the whole image: the session, each run's digest, the record order."""
+    """``sha256:<hex>`` of the whole image: the session, each run's digest, the record
+    order and the session's messages (when it has any)."""
     by_run = _records_by_run(image)
-    return _sha256(
-        _canonical(
-            {
-                "format": IMAGE_FORMAT,
-                "session": image.session,
-                "runs": [
-                    [run.run_id, _run_digest(image, run, by_run[run.run_id])] for run in image.runs
-                ],
-                "order": [[r.run_id, r.id] for r in image.records],
-            }
-        )
-    )
+    whole: dict[str, Any] = {
+        "format": IMAGE_FORMAT,
+        "session": image.session,
+        "runs": [[run.run_id, _run_digest(image, run, by_run[run.run_id])] for run in image.runs],
+        "order": [[r.run_id, r.id] for r in image.records],
+    }
+    if image.messages:
+        whole["format"] = MESSAGES_IMAGE_FORMAT
+        whole["messages"] = image.messages
+    return _sha256(_canonical(whole))
 
 
 def image_byte_total(image: SessionImage) -> int:
@@ -162,3 +184,8 @@ def image_byte_total(image: SessionImage) -> int:
     return sum(len(r.payload) for r in image.records) + sum(
         len(c.data) for c in image.checkpoints.values()
     )
+
+
+def image_message_bytes(image: SessionImage) -> int:
+    """The bytes of the image's submitted messages (the JSON of each)."""
+    return sum(len(m.message) for m in image.messages)

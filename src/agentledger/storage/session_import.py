@@ -3,7 +3,8 @@
 :func:`plan_import_session` checks a :class:`SessionImage` against the store
 (through the backend's transaction) and against itself, then returns a
 :class:`Plan` that writes the session row, its runs (with the lifecycle keys
-derived from their records) and every record with its id, in session order.
+derived from their records), every record with its id, in session order, and
+the session's submitted messages, started or waiting, with their fates.
 A backend applies it like any other plan, so a refused import changes nothing.
 It lives beside :mod:`agentledger.storage.lifecycle` only because that module
 is long enough already.
@@ -12,6 +13,8 @@ is long enough already.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import msgspec
 
 from agentledger.errors import (
     CorruptRecordError,
@@ -27,7 +30,14 @@ from agentledger.storage.lifecycle import check_listed
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.transcript_chain import decode_reference
-from agentledger.storage.types import Checkpoint, Record, RunMeta, RunStatus, SessionStatus
+from agentledger.storage.types import (
+    Checkpoint,
+    Record,
+    RunMeta,
+    RunStatus,
+    SessionMessage,
+    SessionStatus,
+)
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
     SizeLimits,
@@ -80,6 +90,19 @@ def _check_against_store(reader: StateReader, image: SessionImage, session_id: s
                 field="run_id",
                 expected="a run id this store never held",
                 got=run.run_id,
+            )
+    for message in image.messages:
+        purged = reader.purged_run_session(message.run_id)
+        if purged is not None:
+            raise SessionPurgedError(session_id=purged, run_id=message.run_id)
+        if reader.session_message(message.run_id) is not None or (
+            not message.started and reader.run(message.run_id) is not None
+        ):
+            raise RunConflictError(
+                run_id=message.run_id,
+                field="message.run_id",
+                expected="a message run id this store never held",
+                got=message.run_id,
             )
 
 
@@ -239,6 +262,62 @@ def _check_references(image: SessionImage, logs: dict[str, list[Record]]) -> Non
             raise _bad(run.run_id, record.id, problem)
 
 
+def _message_problem(message: SessionMessage, runs: dict[str, RunMeta], turns: set[str]) -> str:
+    """What is wrong with one imaged message against the image's runs ("" if nothing)."""
+    run = runs.get(message.run_id)
+    if message.started and run is None:
+        return "the message says its run started, but the run is not in the image"
+    if not message.started and run is not None:
+        return "the message says its run has not started, but the run is in the image"
+    if run is not None and (run.parent_run_id or run.agent_id != message.agent_id):
+        return f"its run is not a root run of agent {message.agent_id!r}"
+    for field in ("after", "running_run_id"):
+        named = getattr(message, field)
+        if named and named not in turns:
+            return f"its {field} names {named!r}, not a run or message of this session's image"
+    try:
+        decoded = msgspec.json.decode(message.message)
+    except msgspec.DecodeError:
+        decoded = None
+    if not isinstance(decoded, dict) or decoded.get("role") != "user":
+        return "its message is not the JSON of one user message"
+    return ""
+
+
+def _check_messages(image: SessionImage, session_id: str, limits: SizeLimits) -> None:
+    """[Q1] The imaged messages, as the store kept them: in the session, at positions
+    1..n in arrival order, each run id once, started exactly when their run is imaged."""
+    runs = {run.run_id: run for run in image.runs}
+    turns = set(runs) | {m.run_id for m in image.messages}
+    seen: set[str] = set()
+    for i, message in enumerate(image.messages):
+        if not isinstance(message, SessionMessage):
+            raise ValidationError(
+                field=f"image.messages[{i}]", expected="a SessionMessage", got=message
+            )
+        for field in ("run_id", "turn_id", "agent_id"):
+            require_id(f"image.messages[{i}].{field}", getattr(message, field))
+        check_timestamp(f"image.messages[{i}].submitted_at", message.submitted_at)
+        check_labels(f"image.messages[{i}].labels", message.labels)
+        if len(message.message) > limits.max_payload_bytes:
+            raise ValidationError(
+                field=f"image.messages[{i}].message",
+                expected=f"at most {limits.max_payload_bytes} bytes (max_payload_bytes)",
+                got=f"{len(message.message)} bytes",
+            )
+        if message.run_id in seen:
+            problem = "the message's run id is listed twice"
+        elif message.session_id != session_id:
+            problem = f"the message's session_id is {message.session_id!r}, not {session_id!r}"
+        elif message.position != i + 1:
+            problem = f"the message is at position {message.position}, not {i + 1}"
+        else:
+            problem = _message_problem(message, runs, turns)
+        if problem:
+            raise _bad(message.run_id, "", problem)
+        seen.add(message.run_id)
+
+
 def _link_keys(logs: dict[str, list[Record]]) -> dict[str, str]:
     """Each child's ``child_run_linked`` key on its parent's log."""
     links: dict[str, str] = {}
@@ -261,11 +340,14 @@ def plan_import_session(
     run id it holds (:class:`RunConflictError`) or purged; an image that
     contradicts itself (:class:`CorruptRecordError` naming the run and record,
     or :class:`ValidationError` naming the field), a history reference that
-    leaves the image or names a record its source does not hold included.
+    leaves the image or names a record its source does not hold included, and a
+    message at the wrong position, listed twice, or started without its run in
+    the image; a message run id the store holds (:class:`RunConflictError`).
     """
     session_id = _check_session(image)
     logs = _check_runs(image, session_id, limits)
     _check_references(image, logs)
+    _check_messages(image, session_id, limits)
     links = _link_keys(logs)
     rows: list[RunRow] = []
     for run in image.runs:
@@ -285,4 +367,4 @@ def plan_import_session(
         labels=dict(session.labels),
     )
     records = [normalize_record(r, r.id) for r in image.records]
-    return Plan(None, session=row, runs=rows, records=records)
+    return Plan(None, session=row, runs=rows, records=records, messages=list(image.messages))

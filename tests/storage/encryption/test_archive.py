@@ -12,6 +12,7 @@ from agentledger.errors import SessionKeyErasedError, ValidationError
 from agentledger.service import StoreClient
 from agentledger.storage.archive import archive_session, restore_archive, verify_archive
 from agentledger.storage.conformance import World, dump_store
+from agentledger.storage.conformance._import import messaged_session
 from tests.cli.conftest import run_cli
 from tests.service.process import ServiceProcess, Tokens
 from tests.storage.encryption.test_sqlite import SECRETS, Files, populate
@@ -121,3 +122,31 @@ async def test_an_archive_made_through_a_served_encrypted_store_is_sealed(
     assert not any(secret in fresh.read_bytes() for secret in SECRETS)
     with pytest.raises(SessionKeyErasedError):
         await verify_archive(archive, files.encryption())
+
+
+async def test_a_sealed_archive_keeps_the_messages_sealed(files: Files, tmp_path: Path) -> None:
+    """[A2] [Q1] an encrypted session's messages travel only inside the sealed body, and a
+    restore into another encrypted file seals them again: no message text in plaintext."""
+    secret = b"hello from msgs-m"  # the text of two of the messages; b"stop, caf" the other
+    store = await files.open()
+    world = World(store)
+    sid = await messaged_session(world)
+    messages = await store.list_session_messages(sid)
+    assert sum(secret in m.message for m in messages) == 2
+    archive = tmp_path / "s.alarchive"
+    manifest = await archive_session(store, sid, archive)
+    assert manifest.sealed
+    assert manifest.messages == 3
+    assert secret not in archive.read_bytes()
+    assert b"stop, caf" not in archive.read_bytes()
+    receipt = await store.purge_session(sid)
+    assert receipt.digest == manifest.session_digest
+    await store.close()
+
+    elsewhere = await files.open(tmp_path / "elsewhere.db")
+    assert await restore_archive(elsewhere, archive) == manifest
+    assert await elsewhere.list_session_messages(sid) == messages
+    await elsewhere.close()
+    raw = (tmp_path / "elsewhere.db").read_bytes()
+    assert secret not in raw
+    assert b"stop, caf" not in raw

@@ -94,6 +94,8 @@ class RunSummary:
     tokens: Tokens = field(default_factory=Tokens)
     failure: RunFailure | None = None
     """Why the run failed (see :func:`~agentledger.storage.run_failure.load_run_failure`)."""
+    message: str = ""
+    """The position and fate of the message it was started for ("" if none)."""
 
     def seconds(self, now: datetime) -> float:
         """How long the run took (so far, while it runs)."""

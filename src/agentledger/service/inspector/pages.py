@@ -48,6 +48,7 @@ from agentledger.service.inspector.login import (
     safe_next,
     secure_cookie,
 )
+from agentledger.service.inspector.messages import WaitingMessage, message_fates, run_message
 from agentledger.service.inspector.pauses import pause_of
 from agentledger.service.inspector.positions import matches, window
 from agentledger.service.inspector.render import page_url, render
@@ -348,13 +349,14 @@ class Pages:
 
     async def _session_runs(
         self, session_id: str
-    ) -> tuple[list[RunNode], Log, dict[str, RunSummary]]:
+    ) -> tuple[list[RunNode], Log, dict[str, RunSummary], list[WaitingMessage]]:
         runs = await self.store.list_runs_by_session(session_id)
         log = await read_log(self.store.list_session_run_records, session_id)
         summaries = summarize(runs, log.records)
         for run_id, failure in (await load_run_failures(self.store, runs)).items():
             summaries[run_id].failure = failure
-        return run_tree(runs), log, summaries
+        waiting = await message_fates(self.store, session_id, summaries)
+        return run_tree(runs), log, summaries, waiting
 
     async def session(
         self, request: _ANY, principal: Principal, *, fragment: bool
@@ -362,10 +364,11 @@ class Pages:
         session_id = param(request, "id")
         await self.in_scope(principal, "inspect_session", "session", session_id)
         session = await self.store.load_session(session_id)
-        tree, log, summaries = await self._session_runs(session_id)
+        tree, log, summaries, waiting = await self._session_runs(session_id)
         usage = usage_of(log.records)
         context = {
             "tree": tree,
+            "waiting_messages": waiting,
             "session": session,
             "summaries": summaries,
             "now": _now(),
@@ -415,7 +418,7 @@ class Pages:
         session_id = param(request, "id")
         await self.in_scope(principal, "inspect_session", "session", session_id)
         session = await self.store.load_session(session_id)
-        tree, log, summaries = await self._session_runs(session_id)
+        tree, log, summaries, waiting = await self._session_runs(session_id)
         order = _chain_order(tree)
         first = order[0].run_id if order else ""
         wanted = {run.run_id for run in order}
@@ -456,6 +459,7 @@ class Pages:
             windows=windows,
             now=_now(),
             turns=_turn_numbers(tree),
+            waiting_messages=waiting,
             **paging,
         )
         if fragment:
@@ -527,6 +531,7 @@ class Pages:
             predecessor = str(_json(log.records[0]).get("predecessor_run_id", ""))
         summary = summarize([run], log.records)[run_id]
         summary.failure = await load_run_failure(self.store, run)
+        summary.message = await run_message(self.store, run)
         usage = usage_of(log.records)
         suspended = run.status is RunStatus.SUSPENDED
         waiting = await self._waiting(run) if suspended else ""

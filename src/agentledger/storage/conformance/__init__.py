@@ -45,7 +45,11 @@ from agentledger.storage.conformance._carried import CarriedRecordsConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._closing import ClosingConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
-from agentledger.storage.conformance._import import ImportConformance, ImportReferenceConformance
+from agentledger.storage.conformance._import import (
+    ImportConformance,
+    ImportMessageConformance,
+    ImportReferenceConformance,
+)
 from agentledger.storage.conformance._messages import MessageConformance
 from agentledger.storage.conformance._one_shot import OneShotConformance
 from agentledger.storage.conformance._opener import StoreOpener
@@ -82,6 +86,7 @@ class StoreConformance(
     MessageConformance,
     PurgeConformance,
     ImportConformance,
+    ImportMessageConformance,
     ImportReferenceConformance,
     RecordConformance,
     BatchConformance,

@@ -28,16 +28,27 @@ from agentledger.errors import (
     SessionPurgedError,
 )
 from agentledger.storage import payloads
+from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
+from agentledger.storage.conformance._messages import queued_start, submission
 from agentledger.storage.conformance._world import AdminStore, World, all_sessions, dump_store
 from agentledger.storage.session_image import (
     SessionImage,
     read_session_image,
     session_digest,
 )
-from agentledger.storage.types import Checkpoint, Record, RunStatus, SessionStatus, StartOutcome
+from agentledger.storage.types import (
+    BusyPolicy,
+    Checkpoint,
+    MessageFate,
+    Record,
+    RunStatus,
+    SessionMessage,
+    SessionStatus,
+    StartOutcome,
+)
 
-__all__ = ["ImportConformance", "ImportReferenceConformance"]
+__all__ = ["ImportConformance", "ImportMessageConformance", "ImportReferenceConformance"]
 
 
 async def _exported(world: World) -> SessionImage:
@@ -265,3 +276,91 @@ class ImportReferenceConformance(ConformanceBase):
             await world.store.load_session(copy.session.id)
         await world.store.import_session(copy)  # the reference as exported is fine
         assert await read_session_image(world.store, copy.session.id) == copy
+
+
+async def messaged_session(world: World, name: str = "msgs") -> str:
+    """An ended session whose messages were queued and interrupting: one started (its turn
+    ran after the busy one), two still waiting when the session ended."""
+    sid = await world.session(name, labels={"tenant": "acme"})
+    busy = await world.root(f"{name}-busy", session=sid)
+    await world.store.append_run_record(world.note(busy, "said"))
+    first = await world.store.submit_message(submission(world, sid, f"{name}-m1"))
+    await world.finish(busy)
+    start = await queued_start(world, first)
+    await world.store.start_root_run(start)
+    turn = RecordBuilder(start.run, turn_id=first.turn_id)
+    waiting = await world.store.submit_message(
+        submission(world, sid, f"{name}-m2", BusyPolicy.INTERRUPT, text="stop, caf\u00e9")
+    )
+    await world.store.submit_message(submission(world, sid, f"{name}-m3"))
+    await world.store.record_run_terminal(turn.terminal(RunStatus.COMPLETED, at=world.now()))
+    assert waiting.fate is MessageFate.INTERRUPTING
+    await world.store.end_session(sid, ended_at=world.now())
+    return sid
+
+
+class ImportMessageConformance(ConformanceBase):
+    """Capability: an imported session keeps its submitted messages, or nothing is written."""
+
+    async def test_import_carries_started_and_waiting_messages(self, world: World) -> None:
+        """[A1] [Q1] the messages come back in order with their fates, started or waiting,
+        and the session digest (which covers them) is the original's."""
+        image = await read_session_image(world.store, await messaged_session(world))
+        assert [(m.fate, m.started) for m in image.messages] == [
+            (MessageFate.QUEUED, True),
+            (MessageFate.INTERRUPTING, False),
+            (MessageFate.QUEUED, False),
+        ]
+        without = msgspec.structs.replace(image, messages=[])
+        assert session_digest(without) != session_digest(image)
+        copy = _renamed(image, world.ns, _fresh_ns(world), SessionImage)
+        await world.store.import_session(copy)
+        sid = copy.session.id
+        assert await world.store.list_session_messages(sid) == copy.messages
+        assert await world.store.load_pending_messages(sid) == copy.messages[1:]
+        again = await read_session_image(world.store, sid)
+        assert again == copy
+        assert session_digest(again) == session_digest(copy)
+        receipt = await world.store.purge_session(sid)
+        assert (receipt.messages, receipt.digest) == (3, session_digest(copy))
+
+    async def test_import_refuses_messages_that_contradict_the_image(self, world: World) -> None:
+        """A started message without its run, a waiting one whose run is imaged, positions
+        not 1..n, a run id twice, one of another session, or taken in the store: refused
+        whole, naming the message's run, writing nothing."""
+        image = await read_session_image(world.store, await messaged_session(world))
+        copy = _renamed(image, world.ns, _fresh_ns(world), SessionImage)
+        one, two, three = copy.messages
+        sid = copy.session.id
+
+        def messages(*changed: SessionMessage) -> SessionImage:
+            image: SessionImage = msgspec.structs.replace(copy, messages=list(changed))
+            return image
+
+        replace = msgspec.structs.replace
+        cases: list[tuple[type[AgentledgerError], str, SessionImage]] = [
+            (CorruptRecordError, two.run_id, messages(one, replace(two, started=True), three)),
+            (CorruptRecordError, one.run_id, messages(replace(one, started=False), two, three)),
+            (CorruptRecordError, three.run_id, messages(one, two, replace(three, position=4))),
+            (CorruptRecordError, three.run_id, messages(one, three, two)),
+            (CorruptRecordError, two.run_id, messages(one, two, replace(two, position=3))),
+            (CorruptRecordError, two.run_id, messages(
+                one, replace(two, session_id=image.session.id), three)),
+            (CorruptRecordError, two.run_id, messages(
+                one, replace(two, after=f"{two.run_id}-elsewhere"), three)),
+            (RunConflictError, image.messages[2].run_id, messages(
+                one, two, replace(image.messages[2], position=3, session_id=sid,
+                                  after=two.run_id, running_run_id=""))),
+        ]  # fmt: skip
+        tracked = World(world.store, namespace=world.ns)
+        tracked.session_ids = [*world.session_ids, sid]
+        tracked.run_ids = [*world.run_ids, *(run.run_id for run in copy.runs)]
+        for error, run_id, bad in cases:
+            async with tracked.unchanged():
+                with pytest.raises(error) as caught:
+                    await world.store.import_session(bad)
+            assert getattr(caught.value, "run_id", "") == run_id, caught.value
+        with pytest.raises(SessionNotFoundError):
+            await world.store.load_session(sid)
+        await world.store.import_session(copy)
+        assert await read_session_image(world.store, sid) == copy

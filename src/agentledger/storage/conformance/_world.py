@@ -114,6 +114,7 @@ async def dump_store(
         dump[f"status:{sid}"] = await _outcome(store.load_session_status, sid)
         dump[f"runs:{sid}"] = await _outcome(store.list_runs_by_session, sid)
         dump[f"log:{sid}"] = await _outcome(all_pages, store.list_session_run_records, sid)
+        dump[f"messages:{sid}"] = await _outcome(store.list_session_messages, sid)
     for rid in runs:
         dump[f"run:{rid}"] = await _outcome(store.load_run, rid)
         dump[f"records:{rid}"] = await _outcome(all_pages, store.list_run_records, rid)

@@ -110,9 +110,9 @@ def plan_purge_session(
         runs=[run.meta() for run in runs],
         records=records,
         checkpoints={run.run_id: run.checkpoint for run in runs if run.checkpoint is not None},
+        messages=reader.session_messages(session_id),
     )
     receipt = purge_receipt(image, purged_at=_now_ms())
-    receipt = msgspec.structs.replace(receipt, messages=len(reader.session_messages(session_id)))
     if expected_digest and receipt.digest != expected_digest:
         raise SessionConflictError(
             session_id=session_id, field="digest", expected=receipt.digest, got=expected_digest
