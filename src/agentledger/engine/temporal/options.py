@@ -24,7 +24,10 @@ __all__ = [
     "HISTORY_SIZE_LIMIT",
     "HISTORY_SIZE_WARNING",
     "PAYLOAD_TOO_LARGE",
+    "START_DUE",
     "EngineOptions",
+    "StartDue",
+    "StartedTurns",
     "tool_turns_before_history_limit",
 ]
 
@@ -88,3 +91,23 @@ class EngineOptions(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("timeouts must be > 0")
         if not 0 < self.max_payload_bytes <= BLOB_SIZE_LIMIT:
             raise ValueError(f"max_payload_bytes must be in 1..{BLOB_SIZE_LIMIT}")
+
+
+START_DUE = "agentledger.start_due"
+"""The activity a root run's workflow runs when it has ended: start its session's due turn."""
+
+
+class StartDue(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of :data:`START_DUE`: the session whose first waiting message may now start,
+    and the options its turn's workflow is started with (those of the run that ended)."""
+
+    session_id: str
+    task_queue: str = ""
+    """The queue the turn's workflow is started on: the ended run's."""
+    options: EngineOptions = EngineOptions()
+
+
+class StartedTurns(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of :data:`START_DUE`: the run ids of the turns it started (none or one)."""
+
+    run_ids: tuple[str, ...] = ()
