@@ -262,15 +262,15 @@ class BusyTurns:
             waiter = self._waiter(head.run_id)
             self.runtime._close_registration()
             try:
-                await start_turn(self.runtime.engine, due.start)
+                here = await start_turn(self.runtime.engine, due.start)
             except BaseException as e:
                 if not waiter.done():
                     waiter.set_exception(e)
                 raise
             if not waiter.done():
-                waiter.set_result(None)
+                waiter.set_result(None)  # its workflow runs (whoever started it): follow it
             self.follow(session_id, head.run_id)
-            return [head.run_id]
+            return [head.run_id] if here else []
 
     def _waiter(self, run_id: str) -> asyncio.Future[None]:
         if run_id not in self._waiters:

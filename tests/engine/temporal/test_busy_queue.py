@@ -129,3 +129,63 @@ async def test_the_worker_starts_queued_turns_after_the_host_was_killed(
         assert (await store.load_run(ids["first"])).status is RunStatus.RUNNING
         planner.release.set()
         await _check_ran_once_in_order(store, session, ids)
+
+
+async def test_a_host_that_follows_and_the_worker_start_each_turn_once(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """The host still follows the turn ahead while the worker starts what is due: of their
+    two starts of a turn Temporal accepts one, and the host's handles follow that one."""
+    planner = Echo()
+    queue = f"test-{uuid.uuid4().hex[:12]}"
+
+    def setup(runtime: Runtime) -> None:
+        runtime.register_agent(Agent("chat", Echo(), if_busy="queue"))
+
+    async with (
+        _worker(temporal_client, store, planner, queue),
+        temporal_runtime(temporal_client, store, setup, task_queue=queue, worker=False) as host,
+    ):
+        chat = host.agent_client("chat")
+        first = await chat.start(session, "please wait")
+        await asyncio.wait_for(planner.holding.wait(), _WITHIN)
+        one = await chat.start(session, "one")
+        two = await chat.start(session, "two")
+        planner.release.set()
+        outs = await asyncio.wait_for(asyncio.gather(one.wait(), two.wait()), _WITHIN)
+        assert [o.text for o in outs] == [
+            "re: one (2 user messages)", "re: two (3 user messages)"
+        ]  # fmt: skip
+        ids = {"first": first.run_id, "one": one.run_id, "two": two.run_id}
+        await _check_ran_once_in_order(store, session, ids)
+        await host.close()
+
+
+async def test_a_turn_whose_workflow_another_started_is_followed_not_started_again(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """A runtime opening the session finds the due turn's workflow already started (by the
+    worker or another host): Temporal refuses its start, and it follows that workflow."""
+    planner = Echo()
+    queue = f"test-{uuid.uuid4().hex[:12]}"
+
+    def setup(runtime: Runtime) -> None:
+        runtime.register_agent(Agent("chat", Echo(), if_busy="queue"))
+
+    async with temporal_runtime(temporal_client, store, setup, task_queue=queue, worker=False) as a:
+        one = await a.agent_client("chat").start(session, "one")  # no worker yet: not run
+        (pending,) = await store.load_pending_messages(session)
+        assert pending.run_id == one.run_id
+        async with temporal_runtime(
+            temporal_client, store, setup, task_queue=queue, worker=False
+        ) as b:
+            assert await b.start_queued(session) == []  # its workflow exists: not again
+            async with _worker(temporal_client, store, planner, queue):
+                assert (await asyncio.wait_for(one.wait(), _WITHIN)).text == (
+                    "re: one (1 user messages)"
+                )
+            await b.close()
+        await a.close()
+    kinds = await types(store, one.run_id)
+    assert (kinds.count("run_started"), kinds.count("run_completed")) == (1, 1)
+    assert [r.run_id for r in await store.list_runs_by_session(session)] == [one.run_id]
