@@ -43,8 +43,9 @@ HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 """The server ends a workflow at this many history bytes (``limit.historySize.error``)."""
 HISTORY_SIZE_WARNING = 10 * 1024 * 1024
 """The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
-EVENTS_PER_RUN = 13
-"""History events of a run that answers at once (begin marker, one planner turn, end marker)."""
+EVENTS_PER_RUN = 16
+"""History events of a session's run that answers at once (begin marker, one planner turn, end
+marker, then 3 to start the session's due turn: a patch marker, its search attribute, a marker)."""
 EVENTS_PER_TOOL_TURN = 12
 """History events each planner turn with one tool call adds (2 activities, each with its task)."""
 EVENTS_PER_EXTRA_CALL = 6
