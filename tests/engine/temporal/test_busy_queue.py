@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from temporalio.client import Client
 
-from agentledger.engine.temporal import create_worker
+from agentledger.engine.temporal import create_replayer, create_worker
 from agentledger.errors import RunNotFoundError
 from agentledger.runtime import Agent, QueueSink, Runtime
 from agentledger.storage import MessageFate, RunStatus
@@ -94,6 +94,10 @@ async def test_the_worker_starts_queued_turns_after_the_host_closed(
         planner.release.set()
         ids = {"first": first.run_id, "one": one.run_id, "two": two.run_id}
         await _check_ran_once_in_order(store, session, ids)
+    for key in ("first", "two"):  # the step that started the next turn replays (or had none)
+        history = await temporal_client.get_workflow_handle(ids[key]).fetch_history()
+        replayed = await create_replayer().replay_workflow(history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is None, replayed.replay_failure
 
 
 async def test_the_worker_starts_queued_turns_after_the_host_was_killed(
