@@ -16,6 +16,11 @@ repairs a run (``ensure_run_completion``) or opens a session's queue
 store's transaction (only the first waiting message, only when no turn of the
 session runs), and carries this runtime's claim, so of two runtimes starting
 it, exactly one wins; the other's workflow is refused before it writes anything.
+On Temporal the queue does not depend on any of them: when a root run's
+workflow ends, the worker starts what is then due (see
+:mod:`agentledger.engine.temporal.queue`), with the same decision
+(:func:`due_turn`); a start of a workflow id Temporal already has is refused
+there, and the runtime that lost follows the winner's workflow.
 
 The new turn follows the turn ahead of it by reference: the whole transcript
 of a completed turn; of a failed, canceled or suspended one, the transcript
@@ -28,9 +33,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agentledger.errors import (
     AgentledgerError,
@@ -63,15 +68,19 @@ from agentledger.transcript import (
 )
 
 if TYPE_CHECKING:
+    from agentledger.engine.base import Engine
     from agentledger.runtime.runtime import Runtime
 
 __all__ = [
     "MESSAGE_CLAIMED",
     "BusyTurns",
+    "DueTurn",
     "QueuedRunHandle",
     "check_policy",
     "claim_spec",
+    "due_turn",
     "interruption_reason",
+    "start_turn",
 ]
 
 MESSAGE_CLAIMED = "session_message_claimed"
@@ -238,46 +247,30 @@ class BusyTurns:
         else follow that turn, to start it then. Returns the run ids started here."""
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
-            pending = await self.runtime.store.load_pending_messages(session_id)
-            if not pending:
+            due = await due_turn(self.runtime, session_id, self.claim, skip=self._launched)
+            if due is None:
                 return []
-            head = pending[0]
-            if head.run_id in self._launched:
-                return []  # started here already; its start claims it
-            meta = None
-            if head.after:
-                meta = await self.runtime.store.load_run(head.after)
-                if meta.status is RunStatus.RUNNING:
-                    if head.fate is MessageFate.INTERRUPTING and not meta.cancellation_reason:
-                        await self._interrupt(head)  # its submitter stopped before it could
-                    self.follow(session_id, head.after)
-                    return []
-            if not self.runtime._registry.has_agent(head.agent_id):
+            head = due.head
+            if due.running is not None:
+                if head.fate is MessageFate.INTERRUPTING and not due.running.cancellation_reason:
+                    await self._interrupt(head)  # its submitter stopped before it could
+                self.follow(session_id, due.running.run_id)
+                return []
+            if due.start is None:
                 return []  # another runtime serves this agent
-            history = await _history(self.runtime, head, meta)
-            inp = RunInput(
-                run_id=head.run_id,
-                agent_id=head.agent_id,
-                session_id=session_id,
-                turn_id=head.turn_id,
-                labels=dict(head.labels),
-                messages=(decode_message(head.message),),
-                history_from=history,
-                claim=self.claim,
-            )
             self._launched.add(head.run_id)
             waiter = self._waiter(head.run_id)
             self.runtime._close_registration()
             try:
-                await self.runtime.engine.start(head.run_id, inp)
+                here = await start_turn(self.runtime.engine, due.start)
             except BaseException as e:
                 if not waiter.done():
                     waiter.set_exception(e)
                 raise
             if not waiter.done():
-                waiter.set_result(None)
+                waiter.set_result(None)  # its workflow runs (whoever started it): follow it
             self.follow(session_id, head.run_id)
-            return [head.run_id]
+            return [head.run_id] if here else []
 
     def _waiter(self, run_id: str) -> asyncio.Future[None]:
         if run_id not in self._waiters:
@@ -310,6 +303,64 @@ class BusyTurns:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+
+
+class DueTurn(NamedTuple):
+    """What a session's first waiting message needs (see :func:`due_turn`)."""
+
+    head: SessionMessage
+    """The first waiting message."""
+    running: RunMeta | None
+    """The turn ahead of it, while it still runs (the message waits for its end)."""
+    start: RunInput | None
+    """The input that starts the message's turn now (None: it waits, or this runtime
+    does not serve its agent)."""
+
+
+async def due_turn(
+    runtime: Runtime, session_id: str, claim: str, *, skip: Set[str] = frozenset()
+) -> DueTurn | None:
+    """The session's first waiting message and whether its turn may start now: the one
+    decision every starter of a queued turn makes (a runtime following the turn ahead,
+    ``start_queued``, repair, and the Temporal worker when a run's workflow ends). Its
+    start carries ``claim``. None when nothing waits, or the head is in ``skip`` (this
+    runtime started it already; its start claims it)."""
+    pending = await runtime.store.load_pending_messages(session_id)
+    if not pending or pending[0].run_id in skip:
+        return None
+    head = pending[0]
+    meta = None
+    if head.after:
+        meta = await runtime.store.load_run(head.after)
+        if meta.status is RunStatus.RUNNING:
+            return DueTurn(head=head, running=meta, start=None)
+    if not runtime._registry.has_agent(head.agent_id):
+        return DueTurn(head=head, running=None, start=None)
+    history = await _history(runtime, head, meta)
+    inp = RunInput(
+        run_id=head.run_id,
+        agent_id=head.agent_id,
+        session_id=session_id,
+        turn_id=head.turn_id,
+        labels=dict(head.labels),
+        messages=(decode_message(head.message),),
+        history_from=history,
+        claim=claim,
+    )
+    return DueTurn(head=head, running=None, start=inp)
+
+
+async def start_turn(engine: Engine, inp: RunInput) -> bool:
+    """Start a waiting message's turn on ``engine``; False when the engine already has
+    a workflow of that run id (another starter won: on Temporal the workflow id is the
+    run id, so of two starts exactly one is accepted)."""
+    try:
+        await engine.start(inp.run_id, inp)
+    except ValidationError:
+        if await engine.describe(inp.run_id) is None:
+            raise
+        return False
+    return True
 
 
 async def _ended(runtime: Runtime, run_id: str) -> None:

@@ -24,7 +24,10 @@ __all__ = [
     "HISTORY_SIZE_LIMIT",
     "HISTORY_SIZE_WARNING",
     "PAYLOAD_TOO_LARGE",
+    "START_DUE",
     "EngineOptions",
+    "StartDue",
+    "StartedTurns",
     "tool_turns_before_history_limit",
 ]
 
@@ -40,8 +43,9 @@ HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 """The server ends a workflow at this many history bytes (``limit.historySize.error``)."""
 HISTORY_SIZE_WARNING = 10 * 1024 * 1024
 """The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
-EVENTS_PER_RUN = 13
-"""History events of a run that answers at once (begin marker, one planner turn, end marker)."""
+EVENTS_PER_RUN = 16
+"""History events of a session's run that answers at once (begin marker, one planner turn, end
+marker, then 3 to start the session's due turn: a patch marker, its search attribute, a marker)."""
 EVENTS_PER_TOOL_TURN = 12
 """History events each planner turn with one tool call adds (2 activities, each with its task)."""
 EVENTS_PER_EXTRA_CALL = 6
@@ -88,3 +92,23 @@ class EngineOptions(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("timeouts must be > 0")
         if not 0 < self.max_payload_bytes <= BLOB_SIZE_LIMIT:
             raise ValueError(f"max_payload_bytes must be in 1..{BLOB_SIZE_LIMIT}")
+
+
+START_DUE = "agentledger.start_due"
+"""The activity a root run's workflow runs when it has ended: start its session's due turn."""
+
+
+class StartDue(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of :data:`START_DUE`: the session whose first waiting message may now start,
+    and the options its turn's workflow is started with (those of the run that ended)."""
+
+    session_id: str
+    task_queue: str = ""
+    """The queue the turn's workflow is started on: the ended run's."""
+    options: EngineOptions = EngineOptions()
+
+
+class StartedTurns(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of :data:`START_DUE`: the run ids of the turns it started (none or one)."""
+
+    run_ids: tuple[str, ...] = ()

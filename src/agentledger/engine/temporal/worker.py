@@ -47,8 +47,12 @@ from agentledger.engine.temporal.failures import FINISHED_AT, error_details
 from agentledger.engine.temporal.options import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     PAYLOAD_TOO_LARGE,
+    START_DUE,
     EngineOptions,
+    StartDue,
+    StartedTurns,
 )
+from agentledger.engine.temporal.queue import start_due_activity
 from agentledger.engine.temporal.workflows import AgentRunWorkflow, RetiredRunWorkflow
 from agentledger.errors import TransientError, ValidationError
 from agentledger.runtime import wire
@@ -283,7 +287,7 @@ def warm_types() -> None:
     structs = [
         v for v in vars(wire).values() if isinstance(v, type) and issubclass(v, msgspec.Struct)
     ]
-    _warm(EngineOptions, ToolOutcome, *structs)
+    _warm(EngineOptions, StartDue, StartedTurns, ToolOutcome, *structs)
 
 
 def create_replayer(**replayer_options: Any) -> Replayer:
@@ -309,6 +313,10 @@ def create_worker(
     **worker_options: Any,
 ) -> Worker:
     """A Temporal worker for ``runtime``'s runs on ``task_queue``.
+
+    Besides the runtime's activities it runs the one that starts a session's
+    queued turn when the turn ahead of it ends (see
+    :mod:`~agentledger.engine.temporal.queue`): it starts workflows with ``client``.
 
     Run it with ``await worker.run()`` (stop with ``await worker.shutdown()``)
     or ``async with worker: ...``. Any number of workers, in any number of
@@ -338,12 +346,11 @@ def create_worker(
     worker_options.setdefault(
         "default_heartbeat_throttle_interval", timedelta(seconds=_MAX_HEARTBEAT_INTERVAL)
     )
+    activities = {**runtime.activity_table(), START_DUE: start_due_activity(runtime, client)}
     return Worker(
         client,
         task_queue=task_queue,
         workflows=_WORKFLOWS,
-        activities=activity_definitions(
-            runtime.activity_table(), max_payload_bytes=max_payload_bytes
-        ),
+        activities=activity_definitions(activities, max_payload_bytes=max_payload_bytes),
         **worker_options,
     )

@@ -78,7 +78,13 @@ with workflow.unsafe.imports_passed_through():
         error_details,
         rebuild_error,
     )
-    from agentledger.engine.temporal.options import PAYLOAD_TOO_LARGE, EngineOptions
+    from agentledger.engine.temporal.options import (
+        PAYLOAD_TOO_LARGE,
+        START_DUE,
+        EngineOptions,
+        StartDue,
+        StartedTurns,
+    )
     from agentledger.errors import AgentledgerError, ContractError, RunLoopError
     from agentledger.runtime.wire import STORE_ONLY, RunInput, RunOutput
     from agentledger.runtime.workflow import run_workflow
@@ -360,7 +366,41 @@ class AgentRunWorkflow:
     async def run(self, inp: RunInput, options: EngineOptions) -> RunOutput:
         """Run the runtime's run loop for ``inp`` and return how the run ended."""
         ctx = TemporalContext(options)
-        return await drive(ctx, run_workflow(ctx, inp))
+        try:
+            output = await drive(ctx, run_workflow(ctx, inp))
+        except ApplicationError:
+            await _start_due(inp, options)  # the run failed for good: what waits may start
+            raise
+        await _start_due(inp, options)
+        return output
+
+
+_START_DUE_PATCH = "agentledger.start_due"
+"""The patch marker of the :data:`START_DUE` step (histories recorded before it replay)."""
+
+
+async def _start_due(inp: RunInput, options: EngineOptions) -> None:
+    """A root run of a session has ended: start the session's due turn, if any (see
+    :mod:`agentledger.engine.temporal.queue`). A start that fails for good leaves the
+    message waiting in the store for repair: the run's own ending stands."""
+    if not inp.session_id or inp.parent_run_id or not workflow.patched(_START_DUE_PATCH):
+        return
+    queue = workflow.info().task_queue
+    arg = StartDue(session_id=inp.session_id, task_queue=queue, options=options)
+    retry = options.retry
+    with contextlib.suppress(FailureError):
+        await workflow.execute_local_activity(
+            START_DUE,
+            arg,
+            result_type=StartedTurns,
+            start_to_close_timeout=timedelta(seconds=options.activity_timeout),
+            retry_policy=TemporalRetryPolicy(
+                initial_interval=timedelta(seconds=retry.initial_interval),
+                backoff_coefficient=retry.backoff_coefficient,
+                maximum_interval=timedelta(seconds=retry.maximum_interval),
+                maximum_attempts=retry.maximum_attempts,
+            ),
+        )
 
 
 class RetiredWorkflowTypeError(ContractError):
