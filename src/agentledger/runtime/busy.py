@@ -4,10 +4,16 @@
 store (``submit_message``), which decides, in its transaction, where the
 message stands: its turn may start at once, or it waits for the turn ahead of
 it (queued), or it waits for the running run it cancels (interrupting), or it
-is meant for the running run (steering; in this version a run does not take it
-in the middle of its turn, so it waits like a queued one and becomes the next
-turn). The store refuses a ``reject`` while busy with
-``SessionBusyError``.
+is meant for the running run (steering). The store refuses a ``reject`` while
+busy with ``SessionBusyError``.
+
+A steering message is taken by the running run at its next planner turn: the
+turn's first write (``append_turn_records``) appends the turn's owed records
+and, in the same transaction, the message as a user message with its
+provenance, and marks it ``steered``, so it joins the run exactly once and
+never starts a turn of its own; its handle waits for that run's output. If the
+run ends before a planner turn took it, it is still waiting, and becomes the
+next turn like a queued message.
 
 A waiting message is started by whichever runtime sees the turn ahead of it
 end: the runtime that submitted it follows that turn, and a runtime that
@@ -31,6 +37,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from agentledger.errors import (
     AgentledgerError,
@@ -134,6 +142,10 @@ class QueuedRunHandle:
         from agentledger.runtime.client import RunHandle
 
         busy, run_id = self._busy, self.run_id
+        if self.message.fate is MessageFate.STEERING and run_id not in busy._launched:
+            taken = await _steered_into(busy.runtime, self.message)
+            if taken is not None:
+                return taken
         waiter = busy._waiter(run_id)
         delay = _POLL_FIRST
         while not waiter.done():
@@ -321,6 +333,21 @@ async def _ended(runtime: Runtime, run_id: str) -> None:
     while (await runtime.store.load_run(run_id)).status is RunStatus.RUNNING:
         await asyncio.sleep(delay)  # a run of another process: its store row says when
         delay = min(delay * 2, _POLL_MOST)
+
+
+async def _steered_into(runtime: Runtime, message: SessionMessage) -> RunOutput | None:
+    """The output of the run a steering message joined, once it has ended; None when
+    the run ended without taking it (then it is a turn of its own)."""
+    await _ended(runtime, message.running_run_id)
+    for stored in await runtime.store.list_session_messages(message.session_id):
+        if stored.run_id == message.run_id and stored.fate is MessageFate.STEERED:
+            page = await runtime.store.list_run_records(message.running_run_id, limit=1)
+            turn_id = page.records[0].turn_id if page.records else message.turn_id
+            joined = msgspec.structs.replace(
+                message, run_id=message.running_run_id, turn_id=turn_id
+            )
+            return await _output_from_store(runtime, joined)
+    return None
 
 
 async def _exists(runtime: Runtime, run_id: str) -> bool:
