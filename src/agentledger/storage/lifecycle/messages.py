@@ -260,7 +260,8 @@ def claim_message(
 
     Raises:
         SessionBusyError: the turn ahead still runs, or a message waits ahead of it.
-        RunConflictError: the start differs from the message (agent, turn followed).
+        RunConflictError: the start differs from the message (agent, turn followed), or
+            the message was taken by the run it steered.
     """
     message = reader.session_message(run.run_id)
     if message is None:
@@ -272,6 +273,13 @@ def claim_message(
             field=f"run.{field}",
             expected=getattr(message, field),
             got=getattr(run, field),
+        )
+    if message.fate is MessageFate.STEERED:  # it joined the run it steered: no turn of its own
+        raise RunConflictError(
+            run_id=run.run_id,
+            field="message.fate",
+            expected="a message waiting for its own turn",
+            got=f"steered into {message.running_run_id}",
         )
     pending = reader.pending_messages(run.session_id)
     if pending and pending[0].run_id != run.run_id:
