@@ -159,3 +159,25 @@ async def test_a_steer_after_the_last_planner_turn_is_the_next_turn(
         (MessageFate.STEERING, True),
     ]
     await runtime.close()
+
+
+async def test_the_runtime_keeps_nothing_of_turns_that_ended(
+    every_store: Any, every_session: str
+) -> None:
+    """The per-message bookkeeping is bounded: after N queued messages (and a steer) have
+    been answered, nothing is left of them in the runtime."""
+    runtime, _, started, release, _ = _setup(every_store)
+    client = runtime.agent_client("chat")
+    first = await client.start(every_session, "look it up", if_busy="queue")
+    await started.wait()
+    steer = await client.start(every_session, "cats", if_busy="steer")
+    handles = [await client.start(every_session, f"m{i}", if_busy="queue") for i in range(6)]
+    release.set()
+    for handle in (first, steer, *handles):
+        assert (await handle.wait()).status is RunStatus.COMPLETED
+    busy = runtime._busy
+    while busy._tasks:  # the last turn's follower starts nothing, then forgets it
+        await asyncio.gather(*busy._tasks, return_exceptions=True)
+    kept = (busy._launched, busy._waiters, busy._locks, busy._followed, busy._lock_users)
+    assert kept == (set(), {}, {}, set(), {})
+    await runtime.close()

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -147,19 +147,23 @@ class QueuedRunHandle:
             if taken is not None:
                 return taken
         waiter = busy._waiter(run_id)
-        delay = _POLL_FIRST
-        while not waiter.done():
-            if run_id not in busy._launched and await _exists(busy.runtime, run_id):
-                return await _output_from_store(busy.runtime, self.message)
-            await asyncio.wait({waiter}, timeout=delay)
-            delay = min(delay * 2, _POLL_MOST)
-        await waiter
         try:
-            return await RunHandle(busy.runtime, run_id).wait()
-        except (RunConflictError, SessionBusyError):
-            if not await _claimed_elsewhere(busy, run_id):
-                raise
-            return await _output_from_store(busy.runtime, self.message)
+            delay = _POLL_FIRST
+            while not waiter.done():
+                if run_id not in busy._launched and await _exists(busy.runtime, run_id):
+                    return await _output_from_store(busy.runtime, self.message)
+                await asyncio.wait({waiter}, timeout=delay)
+                delay = min(delay * 2, _POLL_MOST)
+            await waiter
+            try:
+                return await RunHandle(busy.runtime, run_id).wait()
+            except (RunConflictError, SessionBusyError):
+                if not await _claimed_elsewhere(busy, run_id):
+                    raise
+                return await _output_from_store(busy.runtime, self.message)
+        finally:
+            if waiter.done() or run_id not in busy._launched:
+                busy._waiters.pop(run_id, None)  # nothing left to tell about its start
 
     async def cancel(self, reason: str) -> None:
         """Cancel the turn once it has started [C1]."""
@@ -180,6 +184,7 @@ class BusyTurns:
         self._launched: set[str] = set()
         self._waiters: dict[str, asyncio.Future[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._lock_users: dict[str, int] = {}
         self._followed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -248,8 +253,7 @@ class BusyTurns:
     async def start_due(self, session_id: str) -> list[str]:
         """Start the session's first waiting message if the turn ahead of it has ended;
         else follow that turn, to start it then. Returns the run ids started here."""
-        lock = self._locks.setdefault(session_id, asyncio.Lock())
-        async with lock:
+        async with self._session_lock(session_id):
             pending = await self.runtime.store.load_pending_messages(session_id)
             if not pending:
                 return []
@@ -291,6 +295,20 @@ class BusyTurns:
             self.follow(session_id, head.run_id)
             return [head.run_id]
 
+    @contextlib.asynccontextmanager
+    async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
+        """The session's lock in this runtime, kept only while someone holds or awaits it."""
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        self._lock_users[session_id] = self._lock_users.get(session_id, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._lock_users[session_id] -= 1
+            if not self._lock_users[session_id]:
+                del self._lock_users[session_id]
+                del self._locks[session_id]
+
     def _waiter(self, run_id: str) -> asyncio.Future[None]:
         if run_id not in self._waiters:
             self._waiters[run_id] = asyncio.get_running_loop().create_future()
@@ -310,9 +328,21 @@ class BusyTurns:
         task.add_done_callback(self._tasks.discard)
 
     async def _after(self, session_id: str, run_id: str) -> None:
-        with contextlib.suppress(AgentledgerError):  # its messages wait for another runtime
-            await _ended(self.runtime, run_id)
-            await self.start_due(session_id)
+        try:
+            with contextlib.suppress(AgentledgerError):  # its messages wait for another runtime
+                await _ended(self.runtime, run_id)
+                await self.start_due(session_id)
+        finally:
+            self._forget(run_id)
+
+    def _forget(self, run_id: str) -> None:
+        """Drop what this runtime kept about ``run_id``'s turn once it has ended, so the
+        bookkeeping is bounded by the turns still going (a late ``wait`` reads the store)."""
+        self._followed.discard(run_id)
+        self._launched.discard(run_id)
+        waiter = self._waiters.get(run_id)
+        if waiter is not None and waiter.done():
+            del self._waiters[run_id]
 
     async def close(self) -> None:
         """Stop following runs (their messages wait in the store for another runtime)."""
