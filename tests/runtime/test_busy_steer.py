@@ -28,8 +28,13 @@ class Steerable:
 
     def __init__(self) -> None:
         self.seen: list[list[str]] = []
+        self.gate: asyncio.Event | None = None  # when set, each turn waits for it
+        self.holding = asyncio.Event()
 
     async def plan_start(self, input: PlanInput, /) -> PlanResult:
+        if self.gate is not None:
+            self.holding.set()
+            await self.gate.wait()
         messages = await input.prepare_messages()
         users = [_text(m) for m in messages if m.role == "user" and _text(m)]
         self.seen.append(users)
@@ -133,15 +138,9 @@ async def test_a_steer_after_the_last_planner_turn_is_the_next_turn(
     every_store: Any, every_session: str
 ) -> None:
     """The run's last planner turn is under way: the message becomes its own turn."""
-    hold, holding = asyncio.Event(), asyncio.Event()
-
-    class Slow(Steerable):
-        async def plan_start(self, input: PlanInput, /) -> PlanResult:
-            holding.set()
-            await hold.wait()
-            return await super().plan_start(input)
-
-    planner = Slow()
+    planner = Steerable()
+    planner.gate = hold = asyncio.Event()
+    holding = planner.holding
     runtime = Runtime(every_store, stream=QueueSink())
     runtime.register_agent(Agent("chat", planner))
     client = runtime.agent_client("chat")

@@ -46,8 +46,10 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     answer it got and who gave it. A run suspended because a planner turn or tool
     call kept killing its worker says so: 'suspended (crash_loop: ACTIVITY started
     N times)'. A run started for a message sent while the session was busy says
-    what happened to the message (queued, interrupted a run, steered into one);
-    messages still waiting are listed last."""
+    what happened to the message (queued, interrupted a run, steered into one
+    that ended first); a run that took a steering message at a planner turn
+    lists it ('took message #N RUN (steered)'); messages still waiting are
+    listed last."""
     if temporal:
         server = (temporal, namespace)
 
@@ -119,6 +121,11 @@ async def _runs(
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
                 **({"crash_loop": _loop_json(looped[r.run_id])} if r.run_id in looped else {}),
                 **({"message": _message_json(messages[r.run_id])} if r.run_id in messages else {}),
+                **(
+                    {"steered": [_message_json(m) for m in _steered_into(messages, r.run_id)]}
+                    if _steered_into(messages, r.run_id)
+                    else {}
+                ),
             }
             for r in metas
         ]
@@ -137,9 +144,20 @@ def _fate(message: SessionMessage) -> str:
     """What happened to a message, in words."""
     if message.fate.value == "interrupting":
         return f"interrupted {message.running_run_id}"
-    if message.fate.value == "steering":
-        return f"steered into {message.running_run_id}"
+    if message.fate.value == "steering":  # the run ended before a planner turn took it
+        return f"steered into {message.running_run_id}, which ended first: its own turn"
+    if message.fate.value == "steered":
+        return f"steered into {message.running_run_id}, taken by the run"
     return message.fate.value
+
+
+def _steered_into(messages: dict[str, SessionMessage] | None, run_id: str) -> list[SessionMessage]:
+    """The steering messages ``run_id`` took at its planner turns, in arrival order."""
+    return [
+        m
+        for m in (messages or {}).values()
+        if m.fate.value == "steered" and m.running_run_id == run_id
+    ]
 
 
 def _message_json(message: SessionMessage) -> dict[str, object]:
@@ -219,6 +237,8 @@ def run_tree(
             below = indent + ("    " if last else "│   ")
             for call_id, said in (notes or {}).get(r.run_id, {}).items():
                 lines.append(f"{below}  call {call_id}: {'; '.join(said)}")
+            for m in _steered_into(messages, r.run_id):
+                lines.append(f"{below}  took message #{m.position} {m.run_id} (steered)")
             walk(r.run_id, below)
 
     walk("", "")
