@@ -221,7 +221,8 @@ async def test_a_planner_turns_write_without_steering_is_one_statement(traced: T
     await traced.mark("end")
     phases = await traced.phases()
 
-    assert plain.steered == [] and [r.inserted for r in plain.results] == [True]
+    assert plain.steered == []
+    assert [r.inserted for r in plain.results] == [True]
     assert round_trips(phases["no steering"]) == 1, phases["no steering"]
     assert len(_statements(phases["no steering"])) == 1, phases["no steering"]
     assert [(m.run_id, m.fate) for m in took.steered] == [(steer.run_id, MessageFate.STEERED)]
