@@ -135,35 +135,41 @@ class QueuedRunHandle:
     async def wait(self) -> RunOutput:
         """Wait for the turn to start (after the turns ahead of it) and to end. A turn
         another runtime started (it saw the turn ahead end first) is followed in the store.
+        A steering message the running run took answers with that run's output.
 
         Raises:
             AgentledgerError: as ``RunHandle.wait``.
         """
-        from agentledger.runtime.client import RunHandle
-
         busy, run_id = self._busy, self.run_id
         if self.message.fate is MessageFate.STEERING and run_id not in busy._launched:
             taken = await _steered_into(busy.runtime, self.message)
             if taken is not None:
                 return taken
-        waiter = busy._waiter(run_id)
         try:
-            delay = _POLL_FIRST
-            while not waiter.done():
-                if run_id not in busy._launched and await _exists(busy.runtime, run_id):
-                    return await _output_from_store(busy.runtime, self.message)
-                await asyncio.wait({waiter}, timeout=delay)
-                delay = min(delay * 2, _POLL_MOST)
-            await waiter
-            try:
-                return await RunHandle(busy.runtime, run_id).wait()
-            except (RunConflictError, SessionBusyError):
-                if not await _claimed_elsewhere(busy, run_id):
-                    raise
-                return await _output_from_store(busy.runtime, self.message)
+            return await self._wait()
         finally:
-            if waiter.done() or run_id not in busy._launched:
-                busy._waiters.pop(run_id, None)  # nothing left to tell about its start
+            waiter = busy._waiters.get(run_id)
+            if waiter is not None and (waiter.done() or run_id not in busy._launched):
+                del busy._waiters[run_id]  # nothing left to tell about its start
+
+    async def _wait(self) -> RunOutput:
+        from agentledger.runtime.client import RunHandle
+
+        busy, run_id = self._busy, self.run_id
+        waiter = busy._waiter(run_id)
+        delay = _POLL_FIRST
+        while not waiter.done():
+            if run_id not in busy._launched and await _exists(busy.runtime, run_id):
+                return await _output_from_store(busy.runtime, self.message)
+            await asyncio.wait({waiter}, timeout=delay)
+            delay = min(delay * 2, _POLL_MOST)
+        await waiter
+        try:
+            return await RunHandle(busy.runtime, run_id).wait()
+        except (RunConflictError, SessionBusyError):
+            if not await _claimed_elsewhere(busy, run_id):
+                raise
+            return await _output_from_store(busy.runtime, self.message)
 
     async def cancel(self, reason: str) -> None:
         """Cancel the turn once it has started [C1]."""
