@@ -41,7 +41,7 @@ PUBLIC = {
         "RootRunStart", "RunCancellation", "RunMeta", "RunStart", "RunStatus", "RunSuspension",
         "RunTerminal", "Session", "SessionAdmin", "SessionMessage", "SessionPage", "SessionStatus",
         "StartOutcome",
-        "StartResult", "Store", "payloads",
+        "StartResult", "Store", "TurnAppend", "payloads",
     ],
     "agentledger.storage.payloads": [
         "CANCELLATION_INTENT", "CHILD_RUN_LINKED", "ENGINE_CANCELED", "LIFECYCLE_TYPES",

@@ -108,3 +108,46 @@ def test_the_inspector_shows_each_message_fate(
             for name, fate in fates.items():
                 header = page("/ui/run", id=ids[name])
                 assert f'<dd id="run-message">{fate}</dd>' in header, name
+
+
+async def _steered(path: Path) -> dict[str, str]:
+    from tests.runtime.test_busy_steer import _setup
+
+    store = await SQLiteStore.open(path)
+    await store.create_session("chat", created_at=now_ms())
+    runtime, planner, started, release, _ = _setup(store)
+    client = runtime.agent_client("chat")
+    first = await client.start("chat", "look it up", if_busy="queue")
+    await started.wait()
+    taken = await client.start("chat", "cats", if_busy="steer")
+    release.set()
+    await first.wait()
+    # a steer that arrives during the run's last planner turn becomes its own turn
+    planner.gate = hold = asyncio.Event()
+    second = await client.start("chat", "and?", if_busy="queue")
+    await planner.holding.wait()
+    own = await client.start("chat", "dogs", if_busy="steer")
+    hold.set()
+    await second.wait()
+    await own.wait()
+    ids = {"first": first.run_id, "taken": taken.run_id, "second": second.run_id}
+    ids["own"] = own.run_id
+    await runtime.close()
+    await store.close()
+    return ids
+
+
+def test_runs_say_whether_a_steer_was_taken_or_became_a_turn(tmp_path: Path) -> None:
+    db = tmp_path / "steer.db"
+    ids = asyncio.run(_steered(db))
+    done = run_cli("--db", str(db), "runs", "chat")
+    assert done.code == 0, done.err
+    lines = done.out.splitlines()
+    first = next(i for i, x in enumerate(lines) if f"── {ids['first']} " in x)
+    assert lines[first + 1].strip(" │") == f"took message #2 {ids['taken']} (steered)"
+    own = next(x for x in lines if f"── {ids['own']} " in x)
+    assert f"steered into {ids['second']}, which ended first: its own turn" in own
+    assert not any(f"── {ids['taken']} " in x for x in lines)  # no turn of its own
+    data = run_cli("--db", str(db), "runs", "chat", "--json").json()
+    row = next(r for r in data["runs"] if r["run_id"] == ids["first"])
+    assert [(m["run_id"], m["fate"]) for m in row["steered"]] == [(ids["taken"], "steered")]

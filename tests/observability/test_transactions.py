@@ -25,10 +25,10 @@ from tests.runtime.support import ONE_CALL, types
 
 WRITES = [
     "start_root_run",  # begin_run: run_started, prompt, input, phase
-    "append_run_records",  # plan_turn #1, before the model: phase
+    "append_turn_records",  # plan_turn #1, before the model: phase (and steering messages)
     "append_run_records",  # plan_turn #1, its plan: usage, assistant message, schedule
     "append_run_records",  # tool_call: its result
-    "append_run_records",  # plan_turn #2, before the model: results message, phase
+    "append_turn_records",  # plan_turn #2, before the model: results message, phase
     "append_run_records",  # plan_turn #2, its plan: usage, answer
     "record_run_terminal",  # complete_run: run_completed
 ]

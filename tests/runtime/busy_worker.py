@@ -7,6 +7,8 @@ KIND is ``sqlite`` (TARGET a file), ``postgres`` (TARGET a DSN) or ``service``
 
 * ``queue_then_hang``: start a turn that holds, queue a message behind it, print
   ``{"first": run_id, "queued": run_id}``, then hang until killed.
+* ``steer_then_hang``: start a turn whose tool holds, send a steering message while
+  it does, print ``{"first": run_id, "steer": run_id}``, then hang until killed.
 * ``race``: print ``ready``, wait for ``go`` on stdin, send one message
   (``if_busy="queue"``, run id NAME), wait for its turn's end and print
   ``{"run_id", "position", "text"}``; then keep serving the session until stdin
@@ -47,6 +49,16 @@ async def main(kind: str, target: str, session_id: str, mode: str, name: str) ->
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    if mode == "steer_then_hang":
+        from tests.runtime.test_busy_steer import _setup
+
+        steered, _, started, _, _ = _setup(store)
+        chat = steered.agent_client("chat")
+        first = await chat.start(session_id, "look it up", run_id=f"{name}-first", if_busy="queue")
+        await started.wait()
+        steer = await chat.start(session_id, "cats", run_id=f"{name}-steer", if_busy="steer")
+        print(json.dumps({"first": first.run_id, "steer": steer.run_id}), flush=True)
+        await asyncio.Event().wait()
     if mode == "queue_then_hang":
         first = await client.start(session_id, "please wait", run_id=f"{name}-first")
         await planner.holding.wait()

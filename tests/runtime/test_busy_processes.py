@@ -93,6 +93,38 @@ async def test_a_process_killed_after_queueing(target: tuple[str, str]) -> None:
     await store.close()
 
 
+async def test_a_process_killed_between_a_steer_and_its_take(target: tuple[str, str]) -> None:
+    """The steering message is not lost: its run, repaired, ended without taking it, so it
+    becomes the next turn, once (and is never also taken)."""
+    from agentledger.storage import MessageFate
+    from tests.runtime.test_busy_steer import _setup
+
+    kind, where = target
+    store = await _open(kind, where)
+    session = f"s-{uuid.uuid4().hex}"
+    await store.create_session(session, created_at=now_ms())
+    worker = await _spawn(kind, where, session, "steer_then_hang", f"k-{uuid.uuid4().hex[:8]}")
+    try:
+        ids = json.loads(await _line(worker))
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(worker.wait(), _TIMEOUT)
+    (pending,) = await store.load_pending_messages(session)
+    assert (pending.run_id, pending.fate) == (ids["steer"], MessageFate.STEERING)
+    runtime, planner, _, _, _ = _setup(store)
+    await runtime.ensure_run_completion(ids["first"])  # repair: the run ends, untaken
+    assert (await store.load_run(ids["first"])).status is not RunStatus.RUNNING
+    out = await asyncio.wait_for(RunHandle(runtime, ids["steer"]).wait(), _TIMEOUT)
+    assert out.status is RunStatus.COMPLETED
+    assert planner.seen[-1][-1] == "cats"
+    assert "session_message_steered" not in await types(store, ids["first"])
+    kinds = await types(store, ids["steer"])
+    assert kinds.count("run_started") == 1
+    assert await store.load_pending_messages(session) == []
+    await runtime.close()
+    await store.close()
+
+
 async def test_messages_at_the_same_moment_from_several_processes(
     target: tuple[str, str],
 ) -> None:

@@ -30,7 +30,8 @@ PUBLIC = {
         "SQLiteMemory", "Snapshot", "Thinking", "ToolCall", "ToolResult", "UserMessage",
     ],
     "agentledger.runtime.events": [
-        "CancellationRequested", "ChildRunLinked", "MessageSubmitted", "MessagesAppended",
+        "CancellationRequested", "ChildRunLinked", "MessageSteered", "MessageSubmitted",
+        "MessagesAppended",
         "ModelDelta",
         "ModelUsageReported", "PhaseChanged", "PlannerNoted", "PromptRendered", "RunCompleted",
         "RunEvent", "RunStarted", "RunSuspended", "ToolCallAnswered", "ToolCallScheduled",

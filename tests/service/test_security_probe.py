@@ -91,6 +91,8 @@ def _bodies(t: Target, image: Any, archive: bytes) -> dict[str, Any]:
         "append_run_record": run.record("note", b"{}", event_key="n", at=_at(5)),
         "append_run_records": wire.RecordBatch(
             records=[run.record("note", b"{}", event_key="n", at=_at(5))]),
+        "append_turn_records": wire.RecordBatch(
+            records=[run.record("note", b"{}", event_key="n", at=_at(5))]),
         "record_run_cancellation": run.cancellation("stop", at=_at(5)),
         "record_run_suspension": run.suspension(Checkpoint(id="c", data=b"x"), at=_at(5)),
         "record_run_terminal": run.terminal(RunStatus.COMPLETED, at=_at(5)),

@@ -46,8 +46,10 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
     answer it got and who gave it. A run suspended because a planner turn or tool
     call kept killing its worker says so: 'suspended (crash_loop: ACTIVITY started
     N times)'. A run started for a message sent while the session was busy says
-    what happened to the message (queued, interrupted a run, steered into one);
-    messages still waiting are listed last."""
+    what happened to the message (queued, interrupted a run, steered into one
+    that ended first); a run that took a steering message at a planner turn
+    lists it ('took message #N RUN (steered)'); messages still waiting are
+    listed last."""
     if temporal:
         server = (temporal, namespace)
 
@@ -93,7 +95,7 @@ async def _runs(
     from agentledger.cli.output import echo, echo_json, jsonable, when
     from agentledger.cli.tool_notes import call_notes
     from agentledger.runtime.crash_loops import load_crash_loops
-    from agentledger.storage.message_fate import describe_waiting, message_json
+    from agentledger.storage.message_fate import describe_waiting, message_json, steered_into
     from agentledger.storage.run_failure import load_run_failures
 
     found = await store.load_session(session_id)
@@ -120,6 +122,11 @@ async def _runs(
                 **({"paused": _pause_json(pauses[r.run_id])} if r.run_id in pauses else {}),
                 **({"crash_loop": _loop_json(looped[r.run_id])} if r.run_id in looped else {}),
                 **({"message": message_json(messages[r.run_id])} if r.run_id in messages else {}),
+                **(
+                    {"steered": [message_json(m) for m in took]}
+                    if (took := steered_into(messages.values(), r.run_id))
+                    else {}
+                ),
             }
             for r in metas
         ]
@@ -159,7 +166,7 @@ def run_tree(
     for a message sent while the session was busy says the message's fate."""
     from agentledger.cli.output import when
     from agentledger.runtime.crash_loops import describe_crash_loop
-    from agentledger.storage.message_fate import describe_message
+    from agentledger.storage.message_fate import describe_message, steered_into
 
     kids: dict[str, list[tuple[str, RunMeta]]] = {"": []}
     known = {r.run_id for r in metas}
@@ -200,6 +207,8 @@ def run_tree(
             below = indent + ("    " if last else "│   ")
             for call_id, said in (notes or {}).get(r.run_id, {}).items():
                 lines.append(f"{below}  call {call_id}: {'; '.join(said)}")
+            for m in steered_into((messages or {}).values(), r.run_id):
+                lines.append(f"{below}  took message #{m.position} {m.run_id} (steered)")
             walk(r.run_id, below)
 
     walk("", "")

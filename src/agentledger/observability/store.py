@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentledger.observability.tracing import available, span, tracer
 from agentledger.storage import operations as ops
+from agentledger.storage.lifecycle.messages import steered_records
 from agentledger.storage.operations import Operation, StoreOperations
 from agentledger.storage.protocol import Store
 from agentledger.storage.types import (
@@ -24,6 +25,7 @@ from agentledger.storage.types import (
     RepairResult,
     RootRunStart,
     StartResult,
+    TurnAppend,
 )
 
 if TYPE_CHECKING:
@@ -84,6 +86,20 @@ def _batch_appended(records: Sequence[Record]) -> Callable[[Span, list[AppendRes
         target.set_attribute("agentledger.store.records", len(results))
         for record, result in zip(records, results, strict=True):
             _record_event(target, record, result)
+
+    return describe
+
+
+def _turn_appended(records: Sequence[Record]) -> Callable[[Span, TurnAppend], None]:
+    """A planner turn's write: the batch, then the records of each steering message taken."""
+    batch = _batch_appended(records)
+
+    def describe(target: Span, result: TurnAppend) -> None:
+        batch(target, result.results)
+        target.set_attribute("agentledger.store.steered", len(result.steered))
+        built = [r for m in result.steered for r in steered_records(records[-1], m)]
+        for record, landed in zip(built, result.steered_records, strict=False):
+            _record_event(target, record, landed)
 
     return describe
 
@@ -204,6 +220,7 @@ _DESCRIBERS: dict[Operation[Any, Any], Callable[[Any], Callable[[Span, Any], Non
     ops.START_ONE_SHOT_CHILD_RUN: _started,
     ops.APPEND_RUN_RECORD: lambda record: _appended(record),
     ops.APPEND_RUN_RECORDS: lambda batch: _batch_appended(batch.records),
+    ops.APPEND_TURN_RECORDS: lambda batch: _turn_appended(batch.records),
     ops.RECORD_RUN_CANCELLATION: lambda cmd: _appended(cmd.record),
     ops.RECORD_RUN_SUSPENSION: lambda cmd: _appended(cmd.record, cmd.records),
     ops.RECORD_RUN_TERMINAL: lambda cmd: _appended(cmd.record, cmd.records),

@@ -86,6 +86,7 @@ from agentledger.runtime.wire import (
 from agentledger.runtime.workflow import plan_records
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.lifecycle.messages import steered_records
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.types import (
@@ -361,6 +362,21 @@ class Activities:
         await self.publish(records)
         return any(r.session_status is SessionStatus.ENDED for r in results)
 
+    async def _write_turn(self, records: list[Record]) -> bool:
+        """A planner turn's owed records, with the steering messages waiting for the run
+        taken in the same transaction (a user message each, after the last step's tool
+        results: the planner sees them); say whether the session has ended."""
+        if not records:
+            return False
+        done = await self.store.append_turn_records(records)
+        built = [r for m in done.steered for r in steered_records(records[-1], m)]
+        steered = [
+            msgspec.structs.replace(r, id=placed.id)
+            for r, placed in zip(built, done.steered_records, strict=False)
+        ]
+        await self.publish([*records, *steered])
+        return any(r.session_status is SessionStatus.ENDED for r in done.results)
+
     async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
         """One planner turn: what the loop owes, then the plan, each recorded in one transaction.
 
@@ -373,7 +389,7 @@ class Activities:
         """
         run = arg.run
         owed = self._build(run, arg.turn_id, arg.at, arg.records)
-        if await _before(self._write(owed)):
+        if await _before(self._write_turn(owed)):
             return PlanTurnOutput(session_ended=True)  # no new planner work [D2]
         if activity_attempt() > 1:
             stored = await self._stored_plan(run.run_id, arg.turn)

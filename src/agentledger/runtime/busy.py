@@ -4,10 +4,16 @@
 store (``submit_message``), which decides, in its transaction, where the
 message stands: its turn may start at once, or it waits for the turn ahead of
 it (queued), or it waits for the running run it cancels (interrupting), or it
-is meant for the running run (steering; in this version a run does not take it
-in the middle of its turn, so it waits like a queued one and becomes the next
-turn). The store refuses a ``reject`` while busy with
-``SessionBusyError``.
+is meant for the running run (steering). The store refuses a ``reject`` while
+busy with ``SessionBusyError``.
+
+A steering message is taken by the running run at its next planner turn: the
+turn's first write (``append_turn_records``) appends the turn's owed records
+and, in the same transaction, the message as a user message with its
+provenance, and marks it ``steered``, so it joins the run exactly once and
+never starts a turn of its own; its handle waits for that run's output. If the
+run ends before a planner turn took it, it is still waiting, and becomes the
+next turn like a queued message.
 
 A waiting message is started by whichever runtime sees the turn ahead of it
 end: the runtime that submitted it follows that turn, and a runtime that
@@ -33,9 +39,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import AsyncIterator, Mapping, Sequence, Set
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import msgspec
 
 from agentledger.errors import (
     AgentledgerError,
@@ -136,10 +144,24 @@ class QueuedRunHandle:
     async def wait(self) -> RunOutput:
         """Wait for the turn to start (after the turns ahead of it) and to end. A turn
         another runtime started (it saw the turn ahead end first) is followed in the store.
+        A steering message the running run took answers with that run's output.
 
         Raises:
             AgentledgerError: as ``RunHandle.wait``.
         """
+        busy, run_id = self._busy, self.run_id
+        if self.message.fate is MessageFate.STEERING and run_id not in busy._launched:
+            taken = await _steered_into(busy.runtime, self.message)
+            if taken is not None:
+                return taken
+        try:
+            return await self._wait()
+        finally:
+            waiter = busy._waiters.get(run_id)
+            if waiter is not None and (waiter.done() or run_id not in busy._launched):
+                del busy._waiters[run_id]  # nothing left to tell about its start
+
+    async def _wait(self) -> RunOutput:
         from agentledger.runtime.client import RunHandle
 
         busy, run_id = self._busy, self.run_id
@@ -177,6 +199,7 @@ class BusyTurns:
         self._launched: set[str] = set()
         self._waiters: dict[str, asyncio.Future[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._lock_users: dict[str, int] = {}
         self._followed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -245,8 +268,7 @@ class BusyTurns:
     async def start_due(self, session_id: str) -> list[str]:
         """Start the session's first waiting message if the turn ahead of it has ended;
         else follow that turn, to start it then. Returns the run ids started here."""
-        lock = self._locks.setdefault(session_id, asyncio.Lock())
-        async with lock:
+        async with self._session_lock(session_id):
             due = await due_turn(self.runtime, session_id, self.claim, skip=self._launched)
             if due is None:
                 return []
@@ -272,6 +294,20 @@ class BusyTurns:
             self.follow(session_id, head.run_id)
             return [head.run_id] if here else []
 
+    @contextlib.asynccontextmanager
+    async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
+        """The session's lock in this runtime, kept only while someone holds or awaits it."""
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        self._lock_users[session_id] = self._lock_users.get(session_id, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._lock_users[session_id] -= 1
+            if not self._lock_users[session_id]:
+                del self._lock_users[session_id]
+                del self._locks[session_id]
+
     def _waiter(self, run_id: str) -> asyncio.Future[None]:
         if run_id not in self._waiters:
             self._waiters[run_id] = asyncio.get_running_loop().create_future()
@@ -291,9 +327,21 @@ class BusyTurns:
         task.add_done_callback(self._tasks.discard)
 
     async def _after(self, session_id: str, run_id: str) -> None:
-        with contextlib.suppress(AgentledgerError):  # its messages wait for another runtime
-            await _ended(self.runtime, run_id)
-            await self.start_due(session_id)
+        try:
+            with contextlib.suppress(AgentledgerError):  # its messages wait for another runtime
+                await _ended(self.runtime, run_id)
+                await self.start_due(session_id)
+        finally:
+            self._forget(run_id)
+
+    def _forget(self, run_id: str) -> None:
+        """Drop what this runtime kept about ``run_id``'s turn once it has ended, so the
+        bookkeeping is bounded by the turns still going (a late ``wait`` reads the store)."""
+        self._followed.discard(run_id)
+        self._launched.discard(run_id)
+        waiter = self._waiters.get(run_id)
+        if waiter is not None and waiter.done():
+            del self._waiters[run_id]
 
     async def close(self) -> None:
         """Stop following runs (their messages wait in the store for another runtime)."""
@@ -372,6 +420,21 @@ async def _ended(runtime: Runtime, run_id: str) -> None:
     while (await runtime.store.load_run(run_id)).status is RunStatus.RUNNING:
         await asyncio.sleep(delay)  # a run of another process: its store row says when
         delay = min(delay * 2, _POLL_MOST)
+
+
+async def _steered_into(runtime: Runtime, message: SessionMessage) -> RunOutput | None:
+    """The output of the run a steering message joined, once it has ended; None when
+    the run ended without taking it (then it is a turn of its own)."""
+    await _ended(runtime, message.running_run_id)
+    for stored in await runtime.store.list_session_messages(message.session_id):
+        if stored.run_id == message.run_id and stored.fate is MessageFate.STEERED:
+            page = await runtime.store.list_run_records(message.running_run_id, limit=1)
+            turn_id = page.records[0].turn_id if page.records else message.turn_id
+            joined = msgspec.structs.replace(
+                message, run_id=message.running_run_id, turn_id=turn_id
+            )
+            return await _output_from_store(runtime, joined)
+    return None
 
 
 async def _exists(runtime: Runtime, run_id: str) -> bool:

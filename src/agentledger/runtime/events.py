@@ -34,12 +34,14 @@ from agentledger.providers.model import (
 )
 from agentledger.runtime import records as rt
 from agentledger.storage import payloads
+from agentledger.storage.lifecycle import messages
 from agentledger.storage.types import Record
 from agentledger.transcript import Message, decode_messages
 
 __all__ = [
     "CancellationRequested",
     "ChildRunLinked",
+    "MessageSteered",
     "MessageSubmitted",
     "MessagesAppended",
     "ModelDelta",
@@ -214,8 +216,8 @@ class MessageSubmitted(_Event, frozen=True, kw_only=True, tag="message_submitted
 
     ``fate``: ``start`` (nothing ran ahead of it), ``queued`` (it waits for the
     turn ``after``), ``interrupting`` (it cancels ``running_run_id`` and follows
-    it) or ``steering`` (meant for ``running_run_id``; for now it waits like a
-    queued one and becomes the next turn).
+    it) or ``steering`` (meant for ``running_run_id``: its next planner turn takes
+    it, see :class:`MessageSteered`; if the run ends first, it becomes the next turn).
     """
 
     position: int
@@ -223,6 +225,15 @@ class MessageSubmitted(_Event, frozen=True, kw_only=True, tag="message_submitted
     if_busy: str
     after: str = ""
     running_run_id: str = ""
+
+
+class MessageSteered(_Event, frozen=True, kw_only=True, tag="message_steered"):
+    """A steering message joined the running run ``run_id`` at a planner turn: its user
+    message follows in the run's transcript; it starts no turn of its own.
+    ``message_run_id`` and ``position`` name the message as the session keeps it."""
+
+    message_run_id: str
+    position: int
 
 
 RunEvent: TypeAlias = (
@@ -242,6 +253,7 @@ RunEvent: TypeAlias = (
     | RunCompleted
     | ModelDelta
     | MessageSubmitted
+    | MessageSteered
 )
 """Any stream event (tagged by ``type`` in JSON)."""
 
@@ -344,6 +356,11 @@ def _project(record: Record) -> RunEvent | None:
         case rt.PLANNER_NOTE:
             note = rt.decode_json(record.payload, rt.NotePayload)
             return PlannerNoted(**base, text=note.text, labels=note.labels)
+        case messages.MESSAGE_STEERED:
+            mark = msgspec.json.decode(record.payload, type=messages.SteeredMark)
+            return MessageSteered(
+                **base, message_run_id=mark.message_run_id, position=mark.position
+            )
         case rt.MODEL_USAGE:
             usage = rt.decode_json(record.payload, rt.UsagePayload)
             return ModelUsageReported(**base, **msgspec.structs.asdict(usage))

@@ -37,6 +37,7 @@ from agentledger.storage.types import (
     SessionStatus,
     StartOutcome,
     StartResult,
+    TurnAppend,
 )
 
 __all__ = [
@@ -70,5 +71,6 @@ __all__ = [
     "StartOutcome",
     "StartResult",
     "Store",
+    "TurnAppend",
     "payloads",
 ]

@@ -7,23 +7,35 @@ at once``); a message still waiting says so and which turn it follows.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import assert_never
 
 from agentledger.storage.types import MessageFate, SessionMessage
 
-__all__ = ["describe_fate", "describe_message", "describe_waiting", "message_json"]
+__all__ = [
+    "describe_fate",
+    "describe_message",
+    "describe_waiting",
+    "message_json",
+    "steered_into",
+]
 
 
 def describe_fate(message: SessionMessage) -> str:
     """What was decided for the message, in words: ``queued``, ``interrupted RUN``,
-    ``steered into RUN`` or ``started at once`` (``to start at once`` until it has)."""
+    ``steered into RUN`` (``taken by the run``, or ``its own turn`` when the run ended
+    first) or ``started at once`` (``to start at once`` until it has)."""
     fate = message.fate
     if fate is MessageFate.QUEUED:
         return "queued"
     if fate is MessageFate.INTERRUPTING:
         return f"interrupted {message.running_run_id}"
-    if fate is MessageFate.STEERING:
+    if fate is MessageFate.STEERING:  # a started one: the run ended before a turn took it
+        if message.started:
+            return f"steered into {message.running_run_id}, which ended first: its own turn"
         return f"steered into {message.running_run_id}"
+    if fate is MessageFate.STEERED:
+        return f"steered into {message.running_run_id}, taken by the run"
     if fate is MessageFate.START:
         return "started at once" if message.started else "to start at once"
     assert_never(fate)
@@ -51,3 +63,8 @@ def message_json(message: SessionMessage) -> dict[str, object]:
         "running_run_id": message.running_run_id,
         "started": message.started,
     }
+
+
+def steered_into(messages: Iterable[SessionMessage], run_id: str) -> list[SessionMessage]:
+    """The steering messages run ``run_id`` took at its planner turns, in arrival order."""
+    return [m for m in messages if m.fate is MessageFate.STEERED and m.running_run_id == run_id]

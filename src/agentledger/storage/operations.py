@@ -56,6 +56,7 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
     TranscriptSegment,
+    TurnAppend,
 )
 from agentledger.storage.validation import SizeLimits
 
@@ -558,6 +559,11 @@ IMPORT_SESSION: Operation[SessionImage, None] = Operation(
     "import_session", SessionImage, None, access=Access.ADMIN, touches=_imported,
     plan=lambda r, q, limits: plan_import_session(r, q, limits=limits), positional=None,
 )  # fmt: skip
+APPEND_TURN_RECORDS: Operation[RecordBatch, TurnAppend] = Operation(
+    "append_turn_records", RecordBatch, TurnAppend, access=Access.WRITE,
+    touches=lambda b: _appending(b.records), appended=lambda b: b.records,
+    plan=lambda r, b, limits: lifecycle.plan_append_turn(r, b.records, limits=limits),
+)  # fmt: skip
 LIST_RUNS_BY_SESSION: Operation[RunsBySessionQuery, list[RunMeta]] = Operation(
     "list_runs_by_session", RunsBySessionQuery, list[RunMeta], access=Access.ADMIN_READ,
     touches=lambda q: (_session(q.session_id),),
@@ -575,6 +581,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     START_ONE_SHOT_CHILD_RUN,
     APPEND_RUN_RECORD,
     APPEND_RUN_RECORDS,
+    APPEND_TURN_RECORDS,
     RECORD_RUN_CANCELLATION,
     RECORD_RUN_SUSPENSION,
     RECORD_RUN_TERMINAL,
@@ -641,6 +648,12 @@ class StoreOperations:
     ) -> Coroutine[Any, Any, list[AppendResult]]:
         """[B1] Append ordinary records of one run, in order, in one transaction."""
         return self.perform(APPEND_RUN_RECORDS, RecordBatch(records=cast(list[Record], records)))
+
+    def append_turn_records(self, records: Sequence[Record], /) -> Coroutine[Any, Any, TurnAppend]:
+        """A planner turn's first write: append ``records`` as ``append_run_records`` does and,
+        in the same transaction, take the steering messages waiting for the run (each
+        becomes a user message in its log, with its provenance, and no longer waits)."""
+        return self.perform(APPEND_TURN_RECORDS, RecordBatch(records=cast(list[Record], records)))
 
     def record_run_cancellation(self, cmd: RunCancellation, /) -> Coroutine[Any, Any, AppendResult]:
         """[L5] Save the first cancellation reason and its intent record."""

@@ -31,6 +31,7 @@ from agentledger.storage.types import (
     SessionStatus,
     StartResult,
     TranscriptSegment,
+    TurnAppend,
 )
 
 __all__ = ["DEFAULT_PAGE_LIMIT", "AdminStore", "SessionAdmin", "Store", "VerifiedTranscripts"]
@@ -72,6 +73,16 @@ class Store(Protocol):
 
         All are accepted (each inserted or an exact retry) or none: the first
         refusal is raised and the store is unchanged. One result per record.
+        """
+        ...
+
+    async def append_turn_records(self, records: Sequence[Record], /) -> TurnAppend:
+        """A planner turn's first write: ``records`` appended as ``append_run_records``
+        does and, in the same transaction, the steering messages waiting for the run
+        (a running root run of a session) taken: each becomes a user message in the
+        run's log after ``records``, with a ``session_message_steered`` record naming
+        it, and is marked ``steered`` (it no longer waits, so it never starts a turn of
+        its own). A message the run does not take before it ends starts the next turn.
         """
         ...
 

@@ -40,6 +40,7 @@ __all__ = [
     "StartOutcome",
     "StartResult",
     "TranscriptSegment",
+    "TurnAppend",
 ]
 
 
@@ -241,6 +242,19 @@ class AppendResult(
     records: tuple[AppendResult, ...] = ()  # the carried records', in order
 
 
+class TurnAppend(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a planner turn's first write did: where its records landed (``results``, as
+    ``append_run_records``) and the steering messages the run took in the same
+    transaction (``steered``, each now fate ``steered``, in arrival order; their
+    records follow the turn's in the run's log)."""
+
+    results: list[AppendResult]
+    steered: list[SessionMessage] = msgspec.field(default_factory=list)
+    steered_records: list[AppendResult] = msgspec.field(default_factory=list)
+    """Where each steered message's two records landed (its user message, then its
+    ``session_message_steered`` provenance), in the order of ``steered``."""
+
+
 class StartResult(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
 ):
@@ -324,7 +338,8 @@ class MessageFate(StrEnum):
     START = "start"  # nothing ran ahead of it: its turn may start at once
     QUEUED = "queued"  # it waits for the turn ahead of it (``after``) to end
     INTERRUPTING = "interrupting"  # it waits for ``running_run_id``, which it cancels
-    STEERING = "steering"  # meant for ``running_run_id``; waits like a queued one
+    STEERING = "steering"  # meant for ``running_run_id``; its next planner turn takes it
+    STEERED = "steered"  # taken by ``running_run_id`` at a planner turn: no turn of its own
 
 
 class MessageSubmission(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

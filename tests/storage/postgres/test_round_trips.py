@@ -198,3 +198,32 @@ async def test_an_exact_retry_writes_nothing(traced: Traced) -> None:
     assert not any("INSERT INTO" in sql or "UPDATE agentledger" in sql for sql in statements[1:])
     assert round_trips(trace) == 3, trace
     assert [r.id for r in await all_pages(store.list_run_records, run.run.run_id)] == ["1", "2"]
+
+
+async def test_a_planner_turns_write_without_steering_is_one_statement(traced: Traced) -> None:
+    """A planner turn's write (``append_turn_records``) costs what an append costs while no
+    steering message waits for the run; one that waits sends it under locks, which take it."""
+    from agentledger.storage.conformance._messages import submission
+    from agentledger.storage.types import BusyPolicy, MessageFate
+
+    store = traced.store
+    world = World(store)
+    sid = await world.session("s")
+    run = await world.root("r", session=sid)
+    await store.append_run_record(world.note(run, "one"))
+
+    await traced.mark("no steering")
+    plain = await store.append_turn_records([world.note(run, "turn 2")])
+    await traced.mark("submit")
+    steer = await store.submit_message(submission(world, sid, "m1", BusyPolicy.STEER))
+    await traced.mark("steering")
+    took = await store.append_turn_records([world.note(run, "turn 3")])
+    await traced.mark("end")
+    phases = await traced.phases()
+
+    assert plain.steered == []
+    assert [r.inserted for r in plain.results] == [True]
+    assert round_trips(phases["no steering"]) == 1, phases["no steering"]
+    assert len(_statements(phases["no steering"])) == 1, phases["no steering"]
+    assert [(m.run_id, m.fate) for m in took.steered] == [(steer.run_id, MessageFate.STEERED)]
+    assert '"BEGIN"' in phases["steering"]  # the one statement wrote nothing: under locks

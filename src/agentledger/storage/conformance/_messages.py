@@ -30,6 +30,7 @@ from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._races import race, split
 from agentledger.storage.conformance._world import World
+from agentledger.storage.lifecycle.messages import MESSAGE_STEERED
 from agentledger.storage.types import (
     BusyPolicy,
     MessageFate,
@@ -237,3 +238,72 @@ class MessageConformance(ConformanceBase):
             run = RecordBuilder(start.run, turn_id=message.turn_id)
             await world.store.record_run_terminal(run.terminal(RunStatus.COMPLETED, at=world.now()))
         assert await world.store.load_pending_messages(sid) == []
+
+    async def test_a_turn_takes_its_steering_messages_once(self, world: World) -> None:
+        sid = await world.session("s")
+        busy = await world.root("busy", session=sid)
+        one = await world.store.submit_message(submission(world, sid, "m1", BusyPolicy.STEER))
+        two = await world.store.submit_message(submission(world, sid, "m2", BusyPolicy.STEER))
+        later = await world.store.submit_message(submission(world, sid, "m3"))
+        assert (two.fate, two.after) == (MessageFate.STEERING, one.run_id)
+        assert (later.fate, later.after) == (MessageFate.QUEUED, two.run_id)
+        note = busy.record("note", b"{}", event_key="turn:2:phase", at=world.now())
+        done = await world.store.append_turn_records([note])
+        assert [r.inserted for r in done.results] == [True]
+        assert [(m.run_id, m.fate, m.started) for m in done.steered] == [
+            (one.run_id, MessageFate.STEERED, True), (two.run_id, MessageFate.STEERED, True)
+        ]  # fmt: skip
+        assert len(done.steered_records) == 4
+        page = await world.store.list_run_records(busy.run.run_id)
+        tail = [(r.type, r.event_key) for r in page.records][-5:]
+        assert tail == [
+            ("note", "turn:2:phase"),
+            (payloads.TRANSCRIPT_APPENDED, f"steer:{one.run_id}:messages"),
+            (MESSAGE_STEERED, f"steer:{one.run_id}"),
+            (payloads.TRANSCRIPT_APPENDED, f"steer:{two.run_id}:messages"),
+            (MESSAGE_STEERED, f"steer:{two.run_id}"),
+        ]
+        assert [r.id for r in page.records][-4:] == [r.id for r in done.steered_records]
+        # the queued message now follows the run; the steered ones wait no more
+        (waiting,) = await world.store.load_pending_messages(sid)
+        assert (waiting.run_id, waiting.after) == (later.run_id, busy.run.run_id)
+        again = await world.store.append_turn_records([note])  # an exact retry takes nothing
+        assert (again.steered, [r.inserted for r in again.results]) == ([], [False])
+        await world.finish(busy)
+        for taken in (one, two):  # never started as a turn of its own
+            with pytest.raises(RunConflictError):
+                await world.store.start_root_run(await queued_start(world, taken))
+        assert (await world.store.start_root_run(await queued_start(world, waiting))).started
+        assert await world.store.load_pending_messages(sid) == []
+
+    async def test_a_steer_is_taken_by_its_run_or_starts_its_turn_never_both(
+        self, world: World, other_store: Any
+    ) -> None:
+        """The run's planner turn races the run's end: then the message's start. Exactly
+        one of them has it, whichever order the store gave them."""
+        for i in range(self.race_writers):
+            sid = await world.session(f"s{i}")
+            busy = await world.root(f"busy{i}", session=sid)
+            steer = submission(world, sid, f"m{i}", BusyPolicy.STEER)
+            message = await world.store.submit_message(steer)
+            note = busy.record("note", b"{}", event_key="turn:2:phase", at=world.now())
+            took, _ = await race(
+                [
+                    world.store.append_turn_records([note]),
+                    other_store.record_run_terminal(
+                        busy.terminal(RunStatus.COMPLETED, at=world.now())
+                    ),
+                ]
+            )
+            taken = not isinstance(took, BaseException) and bool(took.steered)
+            try:
+                started = await world.store.start_root_run(await queued_start(world, message))
+                began = started.started.inserted
+            except RunConflictError:
+                began = False
+            assert taken != began, (took, began)
+            (stored,) = [
+                m for m in await world.store.list_session_messages(sid) if m.run_id == steer.run_id
+            ]
+            assert stored.fate is (MessageFate.STEERED if taken else MessageFate.STEERING)
+            assert stored.started

@@ -26,6 +26,7 @@ from agentledger.storage.lifecycle.messages import (
     claim_message,
     list_session_messages,
     load_pending_messages,
+    plan_append_turn,
     plan_submit_message,
 )
 from agentledger.storage.lifecycle.reads import (
@@ -70,6 +71,7 @@ __all__ = [
     "load_tool_result",
     "plan_append",
     "plan_append_batch",
+    "plan_append_turn",
     "plan_cancellation",
     "plan_child_start",
     "plan_create_session",

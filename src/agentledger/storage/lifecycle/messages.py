@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from datetime import datetime
 
 import msgspec
 
@@ -25,9 +26,12 @@ from agentledger.errors import (
     ValidationError,
 )
 from agentledger.storage import payloads
-from agentledger.storage.lifecycle.reads import require_run, require_session
+from agentledger.storage.lifecycle.appends import carry, check_batch
+from agentledger.storage.lifecycle.guards import owned_run
+from agentledger.storage.lifecycle.reads import require_run, require_session, run_session_status
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
+    AppendResult,
     BusyPolicy,
     MessageFate,
     MessageSubmission,
@@ -36,6 +40,7 @@ from agentledger.storage.types import (
     RunStatus,
     SessionMessage,
     SessionStatus,
+    TurnAppend,
 )
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
@@ -46,12 +51,31 @@ from agentledger.storage.validation import (
 )
 
 __all__ = [
+    "MESSAGE_STEERED",
+    "SteeredMark",
     "claim_message",
     "latest_running_turn",
     "list_session_messages",
     "load_pending_messages",
+    "plan_append_turn",
     "plan_submit_message",
+    "steered_records",
 ]
+
+MESSAGE_STEERED = "session_message_steered"
+"""The record that says a steering message joined the run: its run id, position and turn."""
+
+
+class SteeredMark(msgspec.Struct, frozen=True, kw_only=True):
+    """The payload of ``session_message_steered``: which message joined the run, where it
+    stood in the session, and that it was steered (not started as a turn of its own)."""
+
+    message_run_id: str
+    position: int
+    turn_id: str
+    submitted_at: datetime
+    fate: str = "steered"
+
 
 _COMPARED = (
     "session_id",
@@ -135,8 +159,10 @@ def plan_submit_message(
     ``reject`` raises :class:`SessionBusyError` and stores nothing; ``queue``
     waits behind the last waiting message or the running turn; ``interrupt``
     waits for the running run, which the caller cancels naming this message;
-    ``steer`` is marked for the running run (fate ``steering``) and waits like a
-    queued message.
+    ``steer`` is marked for the running run (fate ``steering``, also behind
+    other steering messages for it): the run's next planner turn takes it
+    (:func:`plan_append_turn`); if the run ends first, it waits like a queued
+    message.
 
     Raises:
         SessionBusyError: busy and ``reject``.
@@ -178,7 +204,10 @@ def plan_submit_message(
             )
         after = waiting[-1] if waiting else running
         fate = MessageFate.QUEUED
-        if running and not waiting and policy is BusyPolicy.STEER:
+        steering = all(
+            m.fate is MessageFate.STEERING and m.running_run_id == running for m in pending
+        )
+        if running and steering and policy is BusyPolicy.STEER:
             fate = MessageFate.STEERING
         elif running and policy is BusyPolicy.INTERRUPT:
             fate = MessageFate.INTERRUPTING
@@ -231,7 +260,8 @@ def claim_message(
 
     Raises:
         SessionBusyError: the turn ahead still runs, or a message waits ahead of it.
-        RunConflictError: the start differs from the message (agent, turn followed).
+        RunConflictError: the start differs from the message (agent, turn followed), or
+            the message was taken by the run it steered.
     """
     message = reader.session_message(run.run_id)
     if message is None:
@@ -243,6 +273,13 @@ def claim_message(
             field=f"run.{field}",
             expected=getattr(message, field),
             got=getattr(run, field),
+        )
+    if message.fate is MessageFate.STEERED:  # it joined the run it steered: no turn of its own
+        raise RunConflictError(
+            run_id=run.run_id,
+            field="message.fate",
+            expected="a message waiting for its own turn",
+            got=f"steered into {message.running_run_id}",
         )
     pending = reader.pending_messages(run.session_id)
     if pending and pending[0].run_id != run.run_id:
@@ -275,3 +312,79 @@ def list_session_messages(reader: StateReader, session_id: str) -> list[SessionM
     """Every message submitted to the session, in arrival order, with its fate."""
     require_session(reader, session_id)
     return reader.session_messages(session_id)
+
+
+def steered_records(run: Record, message: SessionMessage) -> list[Record]:
+    """The records of a steering message joining the run: the user message, then its
+    provenance (which message, where it stood in the session, that it was steered)."""
+    provenance = msgspec.json.encode(
+        SteeredMark(
+            message_run_id=message.run_id,
+            position=message.position,
+            turn_id=message.turn_id,
+            submitted_at=message.submitted_at,
+        )
+    )
+    base = msgspec.structs.replace(run, id="")
+    return [
+        msgspec.structs.replace(
+            base,
+            type=payloads.TRANSCRIPT_APPENDED,
+            event_key=f"steer:{message.run_id}:messages",
+            payload=b"[" + message.message + b"]",
+        ),
+        msgspec.structs.replace(
+            base, type=MESSAGE_STEERED, event_key=f"steer:{message.run_id}", payload=provenance
+        ),
+    ]
+
+
+def plan_append_turn(
+    reader: StateReader, records: Sequence[Record], *, limits: SizeLimits = DEFAULT_LIMITS
+) -> Plan[TurnAppend]:
+    """A planner turn's first write: ``records`` appended as ``append_run_records`` does,
+    and the steering messages waiting for the run taken, in the same transaction.
+
+    Each steering message for this (running, root, sessionful) run becomes a user
+    message in its log after ``records`` (which end with the last step's tool
+    results, if any, so no tool use is left without its result before it), with a
+    ``session_message_steered`` record naming it, and is marked taken (fate
+    ``steered``, started): it no longer waits, so no start can claim it, and a
+    message queued behind it now follows the run. A message taken here has no
+    turn of its own; one the run did not take before it ended becomes the next
+    turn. A retried write whose records are all stored takes what waits now.
+
+    Raises:
+        as ``append_run_records``.
+    """
+    batch = check_batch(records, limits)
+    run = owned_run(reader, batch[0].run_id, batch[0])
+    status = run_session_status(reader, run)
+    run, results, written = carry(reader, run, batch, status)
+    steered: list[SessionMessage] = []
+    landed: list[AppendResult] = []
+    changed: list[SessionMessage] = []
+    if run.session_id and not run.parent_run_id and status is SessionStatus.ACTIVE:
+        pending = reader.pending_messages(run.session_id)
+        taken = {
+            m.run_id: m
+            for m in pending
+            if m.fate is MessageFate.STEERING and m.running_run_id == run.run_id
+        }
+        for message in taken.values():
+            run, placed, more = carry(reader, run, steered_records(batch[-1], message), status)
+            landed.extend(placed)
+            written.extend(more)
+            done = msgspec.structs.replace(message, fate=MessageFate.STEERED, started=True)
+            steered.append(done)
+            changed.append(done)
+        for message in pending:
+            if message.run_id not in taken and message.after in taken:
+                follows = message.after
+                while follows in taken:  # the turn the taken message would have followed
+                    follows = taken[follows].after
+                changed.append(msgspec.structs.replace(message, after=follows))
+    result = TurnAppend(results=results, steered=steered, steered_records=landed)
+    if not written:
+        return Plan(result, messages=changed)
+    return Plan(result, runs=[run], records=written, messages=changed)

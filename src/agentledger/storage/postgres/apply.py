@@ -66,7 +66,8 @@ _INSERT_TOOL_RESULT = (
 _UPSERT_MESSAGE = (
     f"INSERT INTO agentledger_session_messages ({MESSAGE_COLUMNS}) "
     f"VALUES ({', '.join(['%s'] * 14)}) "
-    "ON CONFLICT (run_id) DO UPDATE SET started = excluded.started"
+    "ON CONFLICT (run_id) DO UPDATE SET started = excluded.started, fate = excluded.fate, "
+    "after_run_id = excluded.after_run_id"
 )
 _DELETE_TOOL_RESULTS = "DELETE FROM agentledger_tool_results WHERE run_id = ANY(%s)"
 _ALLOCATE = "UPDATE agentledger_sessions SET last_seq = %s WHERE id = %s AND last_seq = %s"

@@ -115,6 +115,8 @@ class Remembered(StateReader):
         self.asked: str | None = None
         """The run the decision asked for first: an id it checked before reading it."""
         self.absent: list[str] = []
+        self.none_steering = False
+        """The decision found no steering message waiting for the run; it must still be so."""
 
     def session(self, session_id: str) -> SessionRow | None:
         known = self.known
@@ -159,7 +161,13 @@ class Remembered(StateReader):
         raise Missing(("message", run_id, ""))
 
     def pending_messages(self, session_id: str) -> list[SessionMessage]:
-        raise Missing(("pending", session_id, ""))
+        known = self.known
+        if known is None or known.session is None or session_id != known.session.id:
+            raise Missing(("pending", session_id, ""))
+        # A planner turn's write (the only append that asks) assumes no steering message
+        # waits for its run; the statement checks it, and writes nothing if one does.
+        self.none_steering = True
+        return []
 
     def latest_message(self, session_id: str) -> SessionMessage | None:
         raise Missing(("latest_message", session_id, ""))
@@ -181,6 +189,8 @@ class Guess:
     """Event keys the decision found unused; each must still be."""
     changed: list[int]
     """Positions in ``RUN_COLUMNS`` of the run row's changed values."""
+    none_steering: bool = False
+    """No steering message may wait for the run (a planner turn's write)."""
 
 
 def guess(reader: Remembered, decide: Callable[[StateReader], Plan[Any]]) -> Guess | None:
@@ -202,6 +212,7 @@ def guess(reader: Remembered, decide: Callable[[StateReader], Plan[Any]]) -> Gue
         plan.session is not None
         or plan.purge_session
         or plan.tool_results
+        or plan.messages
         or len(plan.runs) != 1
         or plan.runs[0].run_id != run_id
         or not plan.records
@@ -213,15 +224,19 @@ def guess(reader: Remembered, decide: Callable[[StateReader], Plan[Any]]) -> Gue
     changed = changed_columns(run_params(plan.runs[0]), run_params(known.run))
     if not changed or any(_RUN_FIELDS[i] in _NOT_GUESSED for i in changed):
         return None
-    return Guess(known, plan, list(dict.fromkeys(reader.absent)), changed)
+    steering = reader.none_steering and known.session is not None
+    return Guess(known, plan, list(dict.fromkeys(reader.absent)), changed, steering)
 
 
 @lru_cache(maxsize=256)
-def _statement(session: bool, changed: tuple[str, ...], count: int, keys: int) -> str:
+def _statement(
+    session: bool, changed: tuple[str, ...], count: int, keys: int, steering: bool = False
+) -> str:
     """The statement writing ``count`` records and the run columns ``changed``.
 
     Locks and checks in the order every writer uses: session, run, then the
-    run's event keys; each write happens only if the step before matched.
+    run's event keys (and, with ``steering``, that no steering message waits for
+    the run); each write happens only if the step before matched.
     """
     lock = (
         "WITH s AS (SELECT 1 FROM agentledger_sessions WHERE id = %(sid)s "
@@ -239,6 +254,12 @@ def _statement(session: bool, changed: tuple[str, ...], count: int, keys: int) -
         f"WHERE run_id = %(rid)s AND event_key = %(k{i})s)"
         for i in range(keys)
     )
+    if steering:
+        unused += (
+            " AND NOT EXISTS (SELECT 1 FROM agentledger_session_messages "
+            "WHERE session_id = %(sid)s AND started = 0 AND fate = 'steering' "
+            "AND running_run_id = %(rid)s)"
+        )
     run = (
         f"r AS (UPDATE agentledger_runs SET {assignments} "
         f"WHERE run_id = %(rid)s AND xmin::text = %(version)s AND {gate}"
@@ -341,7 +362,10 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
             params[f"v{i}_{j}"] = values[j]
         params[f"v{i}_seq"] = values[8]
         params[f"v{i}_sum"] = values[9]
-    return _statement(session is not None, names, len(g.plan.records), len(g.absent)), params
+    sql = _statement(
+        session is not None, names, len(g.plan.records), len(g.absent), g.none_steering
+    )
+    return sql, params
 
 
 def written(row: TupleRow | None, g: Guess) -> str | None:

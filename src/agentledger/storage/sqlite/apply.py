@@ -63,7 +63,8 @@ _INSERT_TOOL_RESULT = (
 _DELETE_TOOL_RESULTS = "DELETE FROM tool_results WHERE run_id = ?"
 _UPSERT_MESSAGE = (
     f"INSERT INTO session_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 14)}) "
-    "ON CONFLICT (run_id) DO UPDATE SET started = excluded.started"
+    "ON CONFLICT (run_id) DO UPDATE SET started = excluded.started, fate = excluded.fate, "
+    "after_run_id = excluded.after_run_id"
 )
 _CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
 _PURGE = (
