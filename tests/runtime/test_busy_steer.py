@@ -180,3 +180,44 @@ async def test_the_runtime_keeps_nothing_of_turns_that_ended(
     kept = (busy._launched, busy._waiters, busy._locks, busy._followed, busy._lock_users)
     assert kept == (set(), {}, {}, set(), {})
     await runtime.close()
+
+
+class _HoldsAfterTheTool(Steerable):
+    """Steerable, whose turn after the tool waits (holding set) until it is canceled."""
+
+    async def plan_resume(self, input: PlanResumeInput, /) -> PlanResult:
+        await input.prepare_messages()
+        self.holding.set()
+        await asyncio.Event().wait()  # until the run is canceled
+        raise AssertionError("unreachable")
+
+
+async def test_canceling_a_steer_the_run_took_cancels_that_run(
+    every_store: Any, every_session: str
+) -> None:
+    """A steering message has no turn of its own once the run took it: canceling its
+    handle cancels the run that answers it (before, it waited for a turn that never starts)."""
+    planner = _HoldsAfterTheTool()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        started.set()
+        await release.wait()
+        return "found"
+
+    runtime = Runtime(every_store)
+    runtime.register_agent(Agent("chat", planner, tools=[slow]))
+    client = runtime.agent_client("chat")
+    first = await client.start(every_session, "look it up", if_busy="queue")
+    await started.wait()
+    steer = await client.start(every_session, "and cats", if_busy="steer")
+    release.set()
+    await planner.holding.wait()  # the turn after the tool took the steer and now waits
+    fates = {m.run_id: m.fate for m in await every_store.list_session_messages(every_session)}
+    assert fates[steer.run_id] is MessageFate.STEERED
+    await asyncio.wait_for(steer.cancel("the user gave up"), 60)  # a hang guard only
+    out = await first.wait()
+    assert out.status is RunStatus.CANCELED
+    assert out.cancellation_reason == "the user gave up"
+    await runtime.close()

@@ -181,9 +181,25 @@ class QueuedRunHandle:
             return await _output_from_store(busy.runtime, self.message)
 
     async def cancel(self, reason: str) -> None:
-        """Cancel the turn once it has started [C1]."""
-        await self._busy.started(self.run_id)
-        await self._busy.runtime.cancel_run(self.run_id, reason)
+        """Cancel the run that answers the message, once there is one [C1]: its own turn
+        when it starts (here or in another runtime), or the running run a steering
+        message joined.
+
+        Raises:
+            RunNotActiveError: that run has already ended.
+        """
+        runtime = self._busy.runtime
+        delay = _POLL_FIRST
+        while True:
+            if await _exists(runtime, self.run_id):
+                break
+            stored = await _stored(runtime, self.message)
+            if stored.fate is MessageFate.STEERED:  # it joined that run: stop that run
+                await runtime.cancel_run(stored.running_run_id, reason)
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _POLL_MOST)
+        await runtime.cancel_run(self.run_id, reason)
 
     def __repr__(self) -> str:
         return f"<QueuedRunHandle {self.run_id} {self.message.fate.value}>"
@@ -435,6 +451,14 @@ async def _steered_into(runtime: Runtime, message: SessionMessage) -> RunOutput 
             )
             return await _output_from_store(runtime, joined)
     return None
+
+
+async def _stored(runtime: Runtime, message: SessionMessage) -> SessionMessage:
+    """The message as the store holds it now (its fate may have moved on)."""
+    for stored in await runtime.store.list_session_messages(message.session_id):
+        if stored.run_id == message.run_id:
+            return stored
+    raise RunNotFoundError(run_id=message.run_id)
 
 
 async def _exists(runtime: Runtime, run_id: str) -> bool:
