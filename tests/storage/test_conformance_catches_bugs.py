@@ -32,6 +32,7 @@ from agentledger.storage.transcript_chain import CHAIN_TYPES
 from agentledger.storage.types import (
     AppendResult,
     ChildRunStart,
+    MessageSubmission,
     OneShotChildRunStart,
     OneShotRunStart,
     PurgeReceipt,
@@ -42,10 +43,12 @@ from agentledger.storage.types import (
     RunSuspension,
     RunTerminal,
     Session,
+    SessionMessage,
     SessionPage,
     SessionStatus,
     StartResult,
     TranscriptSegment,
+    TurnAppend,
 )
 
 R = TypeVar("R")
@@ -399,6 +402,27 @@ class IgnoresWindows(MemoryStore):
         return await super().load_transcript_chain(run_id)
 
 
+class SubmitsWithoutATransaction(MemoryStore):
+    """[Q2] a message's place in its session is decided, the loop yields, then it is stored:
+    sequentially perfect; messages sent at once get no single order."""
+
+    async def submit_message(self, sub: MessageSubmission, /) -> SessionMessage:
+        with self._lock:
+            plan = lifecycle.plan_submit_message(self._state, sub, limits=self.limits)
+        await asyncio.sleep(0)
+        with self._lock:
+            self._state.apply(plan)
+        return plan.result
+
+
+class IgnoresSteeringMessages(MemoryStore):
+    """[Q1] a planner turn's write leaves the run's steering messages waiting: the run never
+    takes them (each becomes a turn of its own, after the run)."""
+
+    async def append_turn_records(self, records: Sequence[Record], /) -> TurnAppend:
+        return TurnAppend(results=await self.append_run_records(records))
+
+
 # --------------------------------------------------------------------- harness
 
 MINE = "test_race_ or test_state_machine"
@@ -486,6 +510,16 @@ CASES = (
             "test_windowed_chain_ends_at_the_window_start",
             "test_a_window_of_a_run_without_a_session",
         ),
+    ),
+    Case(
+        "SubmitsWithoutATransaction",
+        "test_concurrent_messages",
+        ("test_concurrent_messages_get_one_order",),
+    ),
+    Case(
+        "IgnoresSteeringMessages",
+        "steer",
+        ("test_a_turn_takes_its_steering_messages_once",),
     ),
     Case(
         "DecidesThenYields",
