@@ -314,7 +314,7 @@ class Activities:
             max_turns=resolved.agent.max_turns,
             agent_tools=dict(resolved.agent_tools),
             max_turn_attempts=resolved.agent.max_turn_attempts,
-            effects={n: t.effect for n, t in resolved.tools.items() if t.effect != "retry"},
+            effects=dict(resolved.effects),
         )
         ended = any(r.session_status is SessionStatus.ENDED for r in started.records)
         return BeginRunOutput(
@@ -420,7 +420,7 @@ class Activities:
         Unless a cancellation was recorded meanwhile [C1]: then the loop ends
         the run canceled at its next safe point. Returns whether it suspended.
         """
-        effects = {n: t.effect for n, t in self.registry.agent(arg.run.agent_id).tools.items()}
+        effects = self.registry.agent(arg.run.agent_id).effects
         specs = [*window, *plan_records(arg.turn, plan, effects, arg.run.run_id)]
         records = self._build(arg.run, arg.turn_id, arg.at, specs)
         if plan.await_ is None or (await self.store.load_run(arg.run.run_id)).cancellation_reason:

@@ -31,6 +31,8 @@ class ResolvedAgent:
         self.agent_tools = agent_tools
         """Tool name -> id of the agent that a call runs as a child run."""
         self.definitions = definitions
+        self.effects = {n: t.effect for n, t in tools.items() if t.effect != "retry"}
+        """Tool name -> effect class, for the tools whose effect is not ``retry``."""
 
 
 class Registry:
