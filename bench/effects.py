@@ -20,6 +20,11 @@ counted by a pass-through wrapper) and records per run (read back after).
 Ratios are taken within a repetition. Goals (issue 38): ``retry`` ÷ ``today``
 CPU <= 1.02x with the same records and store calls; ``once`` adds at most
 one record per call and no store call.
+
+CPU seconds are noisy on a loaded machine. For a figure that is not, count
+instructions: run one trial (``--trial VARIANT DIR N``, with ``PYTHONPATH``
+naming the tree) under ``valgrind --tool=callgrind`` at two sizes, N=20 and
+N=120, and divide the difference by 100 (imports and setup cancel out).
 """
 
 from __future__ import annotations
@@ -28,47 +33,23 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+from trials import ROOT, Counted, baseline_tree, fmt, spawn
 
 from agentledger.runtime import ToolContext
 
 VARIANTS = ("today", "retry", "keyed", "once")
 QUESTION = "Charge order 1182 and tell me when it is done."
-ROOT = Path(__file__).resolve().parent.parent
 
 
 async def charge_keyed(order: str, ctx: ToolContext) -> dict[str, object]:
     """Charge an order, deduplicated on the call's key."""
     return {"order": order, "charged": True, "key": ctx.idempotency_key}
-
-
-class _Counted:
-    """The store, with every awaited method call counted by name (a pass-through)."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._store, name)
-        if not callable(value) or name.startswith("_"):
-            return value
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            result = value(*args, **kwargs)
-            if asyncio.iscoroutine(result):
-                self.calls[name] += 1
-            return result
-
-        return counted
 
 
 async def _runs(variant: str, workdir: Path, n: int) -> dict[str, float]:
@@ -88,7 +69,7 @@ async def _runs(variant: str, workdir: Path, n: int) -> dict[str, float]:
         made = tool(name="charge", effect=variant)(charge)  # type: ignore[call-arg]
 
     raw = await SQLiteStore.open(str(workdir / "effects.db"))
-    store = _Counted(raw)
+    store = Counted(raw)
     runtime = Runtime(store)  # type: ignore[arg-type]
     script = []
     for _ in range(n):
@@ -120,32 +101,6 @@ async def _runs(variant: str, workdir: Path, n: int) -> dict[str, float]:
     }
 
 
-def _baseline_tree(ref: str, root: Path) -> Path:
-    """The baseline's ``src`` directory, unpacked from git (no work tree is touched)."""
-    target = root / "baseline"
-    target.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target / "src"
-
-
-def _spawn(variant: str, workdir: Path, n: int, src: Path) -> dict[str, float]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    argv = [sys.executable, __file__, "--trial", variant, str(workdir), str(n)]
-    out = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
-    if out.returncode != 0:
-        raise SystemExit(f"trial {variant} failed:\n{out.stderr}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
-def _fmt(values: list[float], digits: int = 3) -> str:
-    low, mid, high = min(values), statistics.median(values), max(values)
-    return f"{mid:,.{digits}f} ({low:,.{digits}f}-{high:,.{digits}f})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=7)
@@ -161,7 +116,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agentledger-effects-") as tmp:
         root = Path(tmp)
         sources = {v: ROOT / "src" for v in VARIANTS}
-        sources["today"] = _baseline_tree(args.baseline, root)
+        sources["today"] = baseline_tree(args.baseline, root)
         print(f"load: {os.getloadavg()[0]:.2f} (1 min); cores: {os.cpu_count()}")
         print(f"{args.runs} one-tool runs a trial, synchronous=FULL, baseline {args.baseline}\n")
         figures: dict[tuple[str, str], list[float]] = {}
@@ -170,7 +125,9 @@ def main() -> None:
             order = VARIANTS[rep % 4 :] + VARIANTS[: rep % 4]
             this = {}
             for variant in order:
-                got = _spawn(variant, root / f"{variant}-{rep}", args.runs, sources[variant])
+                got = spawn(
+                    __file__, variant, root / f"{variant}-{rep}", args.runs, sources[variant]
+                )
                 this[variant] = got
                 for name, value in got.items():
                     figures.setdefault((variant, name), []).append(value)
@@ -184,13 +141,13 @@ def main() -> None:
         print(f"| figure | {' | '.join(VARIANTS)} |")
         print("|---|" + "---|" * len(VARIANTS))
         for name in names:
-            cells = [_fmt(figures[v, name], 2) for v in VARIANTS]
+            cells = [fmt(figures[v, name]) for v in VARIANTS]
             print(f"| {name} | {' | '.join(cells)} |")
         print("\nCPU per run ÷ today's (same repetition)\n")
         print("| variant | ratio |")
         print("|---|---|")
         for variant, values in ratios.items():
-            print(f"| {variant} | {_fmt(values)} |")
+            print(f"| {variant} | {fmt(values, 3)} |")
 
 
 if __name__ == "__main__":

@@ -20,40 +20,16 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from trials import ROOT, Counted, baseline_tree, fmt, spawn
+
 VARIANTS = ("before", "after")
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class _Counted:
-    """The store, with every awaited method call counted by name (a pass-through)."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._store, name)
-        if not callable(value) or name.startswith("_"):
-            return value
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            result = value(*args, **kwargs)
-            if asyncio.iscoroutine(result):
-                self.calls[name] += 1
-            return result
-
-        return counted
 
 
 async def _open(backend: str, workdir: Path) -> Any:
@@ -76,7 +52,7 @@ async def _runs(backend: str, workdir: Path, n: int) -> dict[str, float]:
         return {"order": order, "found": True}
 
     raw = await _open(backend, workdir)
-    store = _Counted(raw)
+    store = Counted(raw)
     runtime = Runtime(store)
     script = []
     for _ in range(n):
@@ -110,32 +86,6 @@ async def _runs(backend: str, workdir: Path, n: int) -> dict[str, float]:
     }
 
 
-def _baseline_tree(ref: str, root: Path) -> Path:
-    """The baseline's ``src`` directory, unpacked from git (no work tree is touched)."""
-    target = root / "baseline"
-    target.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target / "src"
-
-
-def _spawn(backend: str, workdir: Path, n: int, src: Path) -> dict[str, float]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    argv = [sys.executable, __file__, "--trial", backend, str(workdir), str(n)]
-    out = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
-    if out.returncode != 0:
-        raise SystemExit(f"trial {backend} failed:\n{out.stderr}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
-def _fmt(values: list[float], digits: int = 2) -> str:
-    low, mid, high = min(values), statistics.median(values), max(values)
-    return f"{mid:,.{digits}f} ({low:,.{digits}f}-{high:,.{digits}f})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=5)
@@ -151,7 +101,7 @@ def main() -> None:
     backends = ["sqlite"] + (["postgres"] if os.environ.get("AGENTLEDGER_BENCH_PG_DSN") else [])
     with tempfile.TemporaryDirectory(prefix="agentledger-steer-") as tmp:
         root = Path(tmp)
-        sources = {"before": _baseline_tree(args.baseline, root), "after": ROOT / "src"}
+        sources = {"before": baseline_tree(args.baseline, root), "after": ROOT / "src"}
         print(f"load: {os.getloadavg()[0]:.2f} (1 min); cores: {os.cpu_count()}")
         print(f"{args.runs} one-tool runs a trial, no steering, baseline {args.baseline}\n")
         for backend in backends:
@@ -161,7 +111,9 @@ def main() -> None:
                 order = VARIANTS if rep % 2 == 0 else VARIANTS[::-1]
                 this = {}
                 for v in order:
-                    got = _spawn(backend, root / f"{backend}-{v}-{rep}", args.runs, sources[v])
+                    got = spawn(
+                        __file__, backend, root / f"{backend}-{v}-{rep}", args.runs, sources[v]
+                    )
                     this[v] = got
                     for name, value in got.items():
                         figures.setdefault((v, name), []).append(value)
@@ -171,11 +123,11 @@ def main() -> None:
             print("|---|---|---|")
             for name in ("cpu_ms_per_run", "wall_ms_per_run", "store_calls_per_run"):
                 print(
-                    f"| {name} | {_fmt(figures['before', name])} | {_fmt(figures['after', name])} |"
+                    f"| {name} | {fmt(figures['before', name])} | {fmt(figures['after', name])} |"
                 )
             name = "records_per_run"
-            print(f"| {name} | {_fmt(figures['before', name])} | {_fmt(figures['after', name])} |")
-            print(f"\nCPU after ÷ before (same repetition): {_fmt(ratios, 3)}\n")
+            print(f"| {name} | {fmt(figures['before', name])} | {fmt(figures['after', name])} |")
+            print(f"\nCPU after ÷ before (same repetition): {fmt(ratios, 3)}\n")
 
 
 if __name__ == "__main__":
