@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
 from agentledger.errors import (
     CorruptRecordError,
     RunConflictError,
@@ -27,6 +25,7 @@ from agentledger.errors import (
 from agentledger.storage import payloads
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.lifecycle import check_listed
+from agentledger.storage.lifecycle.messages import is_user_message
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
 from agentledger.storage.transcript_chain import decode_reference
@@ -275,11 +274,7 @@ def _message_problem(message: SessionMessage, runs: dict[str, RunMeta], turns: s
         named = getattr(message, field)
         if named and named not in turns:
             return f"its {field} names {named!r}, not a run or message of this session's image"
-    try:
-        decoded = msgspec.json.decode(message.message)
-    except msgspec.DecodeError:
-        decoded = None
-    if not isinstance(decoded, dict) or decoded.get("role") != "user":
+    if not is_user_message(message.message):
         return "its message is not the JSON of one user message"
     return ""
 

@@ -54,6 +54,7 @@ __all__ = [
     "MESSAGE_STEERED",
     "SteeredMark",
     "claim_message",
+    "is_user_message",
     "latest_running_turn",
     "list_session_messages",
     "load_pending_messages",
@@ -108,17 +109,22 @@ def _check_submission(sub: MessageSubmission, limits: SizeLimits) -> BusyPolicy:
             expected=f"at most {limits.max_payload_bytes} bytes (max_payload_bytes)",
             got=f"{len(sub.message)} bytes",
         )
-    try:
-        decoded = msgspec.json.decode(sub.message)
-    except msgspec.DecodeError:
-        decoded = None
-    if not isinstance(decoded, dict) or decoded.get("role") != "user":
+    if not is_user_message(sub.message):
         raise ValidationError(
             field="message", expected="the JSON of one user message", got=sub.message[:80]
         )
     check_timestamp("submitted_at", sub.submitted_at)
     check_labels("labels", sub.labels)
     return policy
+
+
+def is_user_message(data: bytes) -> bool:
+    """Whether ``data`` is the JSON of one user message (what a submitted message holds)."""
+    try:
+        decoded = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(decoded, dict) and decoded.get("role") == "user"
 
 
 def latest_running_turn(reader: StateReader, session_id: str) -> str:
