@@ -35,11 +35,10 @@ import json
 import os
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from trials import ROOT, Counted, baseline_tree, fmt, spawn
+from trials import ROOT, Counted, baseline_tree, fmt, measure_runs, spawn
 
 from agentledger.runtime import ToolContext
 
@@ -53,7 +52,7 @@ async def charge_keyed(order: str, ctx: ToolContext) -> dict[str, object]:
 
 
 async def _runs(variant: str, workdir: Path, n: int) -> dict[str, float]:
-    from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
+    from agentledger.runtime import Agent, ModelPlanner, Runtime, tool
     from agentledger.storage.sqlite import SQLiteStore
     from agentledger.testing import ScriptedModel, reply, tool_calls
 
@@ -79,26 +78,11 @@ async def _runs(variant: str, workdir: Path, n: int) -> dict[str, float]:
     client = runtime.agent_client("clerk")
     for i in range(n):  # sessions made before the clock starts: the runs are measured
         await raw.create_session(f"s{i}", created_at=datetime.now(UTC).replace(microsecond=0))
-    store.calls.clear()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    run_ids = []
-    for i in range(n):
-        out = await client.run(f"s{i}", [user_message(QUESTION)])
-        assert out.status == "completed", out
-        run_ids.append(out.run_id)
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    calls = sum(store.calls.values())
-    records = 0
-    for run_id in run_ids:
-        records += len((await raw.list_run_records(run_id, limit=1000)).records)
+    sessions = [f"s{i}" for i in range(n)]
+    figures = await measure_runs(client, raw, store, sessions, QUESTION)
     await runtime.close()
     await raw.close()
-    return {
-        "cpu_ms_per_run": cpu / n * 1000,
-        "wall_ms_per_run": wall / n * 1000,
-        "store_calls_per_run": calls / n,
-        "records_per_run": records / n,
-    }
+    return figures
 
 
 def main() -> None:

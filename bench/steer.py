@@ -21,13 +21,12 @@ import asyncio
 import json
 import os
 import tempfile
-import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trials import ROOT, Counted, baseline_tree, fmt, spawn
+from trials import ROOT, Counted, baseline_tree, fmt, measure_runs, spawn
 
 VARIANTS = ("before", "after")
 
@@ -43,7 +42,7 @@ async def _open(backend: str, workdir: Path) -> Any:
 
 
 async def _runs(backend: str, workdir: Path, n: int) -> dict[str, float]:
-    from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message
+    from agentledger.runtime import Agent, ModelPlanner, Runtime, tool
     from agentledger.testing import ScriptedModel, reply, tool_calls
 
     @tool(name="lookup")
@@ -64,26 +63,11 @@ async def _runs(backend: str, workdir: Path, n: int) -> dict[str, float]:
     for i in range(n):  # sessions made before the clock starts: the runs are measured
         created = datetime.now(UTC).replace(microsecond=0)
         await raw.create_session(f"steer-{tag}-{i}", created_at=created)
-    store.calls.clear()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    run_ids = []
-    for i in range(n):
-        out = await client.run(f"steer-{tag}-{i}", [user_message("Where is order 1182?")])
-        assert out.status == "completed", out
-        run_ids.append(out.run_id)
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    calls = sum(store.calls.values())
-    records = 0
-    for run_id in run_ids:
-        records += len((await raw.list_run_records(run_id, limit=1000)).records)
+    sessions = [f"steer-{tag}-{i}" for i in range(n)]
+    figures = await measure_runs(client, raw, store, sessions, "Where is order 1182?")
     await runtime.close()
     await raw.close()
-    return {
-        "cpu_ms_per_run": cpu / n * 1000,
-        "wall_ms_per_run": wall / n * 1000,
-        "store_calls_per_run": calls / n,
-        "records_per_run": records / n,
-    }
+    return figures
 
 
 def main() -> None:

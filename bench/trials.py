@@ -13,6 +13,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -68,3 +69,31 @@ def fmt(values: list[float], digits: int = 2) -> str:
     """A figure's median and range: ``median (min-max)``."""
     low, mid, high = min(values), statistics.median(values), max(values)
     return f"{mid:,.{digits}f} ({low:,.{digits}f}-{high:,.{digits}f})"
+
+
+async def measure_runs(
+    client: Any, raw: Any, counted: Counted, sessions: list[str], text: str
+) -> dict[str, float]:
+    """One run of ``client``'s agent in each of ``sessions`` (made beforehand), timed; per
+    run: CPU and wall milliseconds, store calls (through ``counted``) and records written."""
+    from agentledger.runtime import user_message
+
+    n = len(sessions)
+    counted.calls.clear()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    run_ids = []
+    for session in sessions:
+        out = await client.run(session, [user_message(text)])
+        assert out.status == "completed", out
+        run_ids.append(out.run_id)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    calls = sum(counted.calls.values())
+    records = 0
+    for run_id in run_ids:
+        records += len((await raw.list_run_records(run_id, limit=1000)).records)
+    return {
+        "cpu_ms_per_run": cpu / n * 1000,
+        "wall_ms_per_run": wall / n * 1000,
+        "store_calls_per_run": calls / n,
+        "records_per_run": records / n,
+    }
