@@ -30,6 +30,7 @@ from agentledger.errors import (
     RunSessionMismatchError,
     RunSuspensionConflictError,
     RunTerminalConflictError,
+    SchemaVersionError,
     SessionActiveError,
     SessionBusyError,
     SessionConflictError,
@@ -53,6 +54,7 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     ProviderError: AgentledgerError,
     ValidationError: ContractError,
     TranscriptError: ValidationError,
+    SchemaVersionError: ValidationError,
     NotFoundError: ContractError,
     SessionNotFoundError: NotFoundError,
     RunNotFoundError: NotFoundError,
@@ -112,6 +114,8 @@ SAMPLES: list[AgentledgerError] = [
         part_index=1,
         tool_use_ids=["t1"],
     ),
+    SchemaVersionError(current=12, latest=15),
+    SchemaVersionError(current=16, latest=15, where="ledger.db: "),
     SessionNotFoundError(session_id="s1"),
     RunNotFoundError(run_id="r1"),
     SuspensionNotFoundError(run_id="r1"),
@@ -193,3 +197,23 @@ def test_messages_name_the_data() -> None:
     exists = ArchiveExistsError(path="/a/s1.alarchive", session_id="s1", reason="other digest")
     assert (exists.session_id, exists.reason) == ("s1", "other digest")
     assert "'s1'" in str(exists)
+
+
+def test_a_schema_version_error_says_what_to_do() -> None:
+    """Behind: how many migrations are pending; newer: upgrade, never migrate."""
+    behind = SchemaVersionError(current=12, latest=15, where="ledger.db: ", advice="; migrate it")
+    assert (behind.field, behind.got, behind.pending, behind.newer) == (
+        "schema_version",
+        12,
+        (13, 14, 15),
+        False,
+    )
+    assert str(behind) == (
+        "ledger.db: 3 migrations pending (schema version 12, this agentledger's is 15); migrate it"
+    )
+    newer = SchemaVersionError(current=16, latest=15, advice="; migrate it")
+    assert (newer.got, newer.pending, newer.newer) == (16, (), True)
+    assert str(newer) == (
+        "this database was written by a newer agentledger (schema 16, this one knows 15); "
+        "upgrade agentledger"
+    )

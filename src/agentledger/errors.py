@@ -6,7 +6,8 @@ keyword-only attributes; the message is derived from them.
     AgentledgerError
     ├── ContractError                   permanent: retrying cannot change the answer
     │   ├── ValidationError             (field, expected, got)
-    │   │   └── TranscriptError         (+ message_index, part_index, tool_use_ids)
+    │   │   ├── TranscriptError         (+ message_index, part_index, tool_use_ids)
+    │   │   └── SchemaVersionError      (+ current, latest, pending) not this code's schema
     │   ├── NotFoundError               (kind, id)
     │   │   ├── SessionNotFoundError
     │   │   ├── RunNotFoundError
@@ -68,6 +69,7 @@ __all__ = [
     "RunSessionMismatchError",
     "RunSuspensionConflictError",
     "RunTerminalConflictError",
+    "SchemaVersionError",
     "SessionActiveError",
     "SessionBusyError",
     "SessionConflictError",
@@ -188,6 +190,63 @@ class TranscriptError(ValidationError):
         self.message_index = message_index
         self.part_index = part_index
         self.tool_use_ids = tuple(tool_use_ids)
+
+
+class SchemaVersionError(ValidationError):
+    """The database's schema version is not the one this agentledger reads and writes.
+
+    Older (``current < latest``): migrations are pending; a writer (``agentledger
+    migrate``, ``serve``, a worker, ``SQLiteStore.open``) applies them. Newer
+    (``current > latest``): a newer agentledger wrote it; this one cannot use it
+    and never migrates it, so upgrade agentledger. Either way nothing was written.
+    ``field`` is ``"schema_version"`` and ``got`` is ``current``.
+
+    Attributes:
+        current: the database's schema version (0: none yet; for a newer
+            database, the newest version it recorded).
+        latest: this agentledger's schema version.
+        pending: the versions of the migrations it still needs, in order (none
+            for a newer database).
+    """
+
+    def __init__(
+        self,
+        *,
+        current: int,
+        latest: int,
+        pending: Sequence[int] | None = None,
+        where: str = "",
+        advice: str = "",
+    ) -> None:
+        # ``where`` leads the message (the database, as the caller names it); ``advice``
+        # ends an older database's (how to migrate it from where the caller stands).
+        if current > latest:
+            versions: tuple[int, ...] = ()
+            message = (
+                f"{where}this database was written by a newer agentledger (schema {current}, "
+                f"this one knows {latest}); upgrade agentledger"
+            )
+        else:
+            versions = tuple(range(current + 1, latest + 1) if pending is None else pending)
+            count = len(versions)
+            message = (
+                f"{where}{count} migration{'s' if count > 1 else ''} pending (schema version "
+                f"{current}, this agentledger's is {latest}){advice}"
+            )
+        super().__init__(
+            field="schema_version",
+            expected=f"schema version {latest}",
+            got=current,
+            message=message,
+        )
+        self.current = current
+        self.latest = latest
+        self.pending = versions
+
+    @property
+    def newer(self) -> bool:
+        """Whether a newer agentledger wrote the database (upgrade, do not migrate)."""
+        return self.current > self.latest
 
 
 class NotFoundError(ContractError):

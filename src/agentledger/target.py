@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from agentledger.errors import ValidationError
+from agentledger.errors import SchemaVersionError, ValidationError
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -130,10 +130,12 @@ class Target:
         ``pool_size`` caps PostgreSQL connections (default: the store's).
 
         Raises:
+            SchemaVersionError: a database that needs migrating (without
+                ``create``: the message names ``agentledger migrate``), or one a
+                newer agentledger wrote (the message says to upgrade).
             ValidationError: a missing or foreign file, a DSN libpq cannot
-                parse, a database that needs migrating (without ``create``),
-                ``"normal"`` durability for PostgreSQL, a service URL without
-                ``agentledger.service``.
+                parse, ``"normal"`` durability for PostgreSQL, a service URL
+                without ``agentledger.service``.
             TransientError: the database or service cannot be reached.
         """
         from agentledger.storage.validation import DEFAULT_LIMITS
@@ -222,33 +224,33 @@ class Target:
             if read_only:
                 return reader
             await reader.close()
-        return await SQLiteStore.open(
-            path,
-            encryption=encryption,
-            durability=durability,
-            max_payload_bytes=limits.max_payload_bytes,
-            max_checkpoint_bytes=limits.max_checkpoint_bytes,
-        )
+        try:
+            return await SQLiteStore.open(
+                path,
+                encryption=encryption,
+                durability=durability,
+                max_payload_bytes=limits.max_payload_bytes,
+                max_checkpoint_bytes=limits.max_checkpoint_bytes,
+            )
+        except ValidationError as e:
+            raise self._unmigrated(e) from e
 
     def _unmigrated(self, error: ValidationError) -> ValidationError:
-        """A database whose schema is behind this code's: say which command migrates it."""
-        if error.field != "schema_version" or not isinstance(error.got, int):
+        """A schema that is not this code's, said for the command line: a database
+        behind it names the command that migrates it; a newer one, this target.
+        """
+        if not isinstance(error, SchemaVersionError):
             return error
-        latest = re.search(r"\d+", error.expected)
-        if latest is None:
-            return error
+        if error.newer:
+            return SchemaVersionError(current=error.current, latest=error.latest, where=f"{self}: ")
         import shlex
 
-        count = int(latest.group()) - error.got
-        return ValidationError(
-            field="schema_version",
-            expected=error.expected,
-            got=error.got,
-            message=(
-                f"{self} needs migrating: {count} migration{'s' if count > 1 else ''} "
-                f"pending (schema version {error.got}, this agentledger's is {latest.group()}); "
-                f"run `agentledger migrate --db {shlex.quote(str(self))}`"
-            ),
+        return SchemaVersionError(
+            current=error.current,
+            latest=error.latest,
+            pending=error.pending,
+            where=f"{self} needs migrating: ",
+            advice=f"; run `agentledger migrate --db {shlex.quote(str(self))}`",
         )
 
 

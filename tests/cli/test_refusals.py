@@ -151,3 +151,27 @@ def test_migrate_a_sqlite_file_behind_this_code(tmp_path: Path) -> None:
     assert missing.code == 1
     assert re.fullmatch(r"agentledger: error: no database at \S+none\.db .*\n", missing.err)
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_sqlite_file_from_a_newer_agentledger_says_upgrade(tmp_path: Path) -> None:
+    """Not "-1 migration pending ... run agentledger migrate": readers and `migrate` alike
+    say a newer agentledger wrote it, and leave it as it is."""
+    db = tmp_path / "newer.db"
+    latest = schema.LATEST_VERSION
+    conn = sqlite3.connect(db, isolation_level=None)
+    schema.migrate(conn)
+    conn.execute(
+        "INSERT INTO _agentledger_migrations (version, name, applied_at) VALUES (?, 'next', 0)",
+        (latest + 1,),
+    )
+    conn.close()
+    before = db.read_bytes()
+    expected = (
+        f"agentledger: error: {db}: this database was written by a newer agentledger "
+        f"(schema {latest + 1}, this one knows {latest}); upgrade agentledger\n"
+    )
+    for command in (["sessions"], ["migrate"]):
+        refused = run_cli("--db", str(db), *command)
+        assert refused.code == 1
+        assert refused.err == expected, command
+    assert db.read_bytes() == before

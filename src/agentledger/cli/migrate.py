@@ -55,7 +55,7 @@ def migrate(settings: Settings) -> None:
 
 
 async def _migrate(target: Target) -> Migrated:
-    from agentledger.errors import ValidationError
+    from agentledger.errors import SchemaVersionError, ValidationError
 
     kind = target.kind
     if kind == "service":
@@ -64,9 +64,15 @@ async def _migrate(target: Target) -> Migrated:
             expected="a SQLite file or a PostgreSQL DSN (the service migrates its own database)",
             got=str(target),
         )
-    if kind == "postgres":
-        return await _migrate_postgres(target)
-    return await _migrate_sqlite(target.path)
+    try:
+        if kind == "postgres":
+            return await _migrate_postgres(target)
+        return await _migrate_sqlite(target.path)
+    except SchemaVersionError as e:
+        if not e.newer:
+            raise
+        # Written by a newer agentledger: never migrated here; say which database it is.
+        raise SchemaVersionError(current=e.current, latest=e.latest, where=f"{target}: ") from e
 
 
 async def _migrate_postgres(target: Target) -> Migrated:
@@ -95,7 +101,7 @@ async def _migrate_sqlite(path: str) -> Migrated:
     import os
     import sqlite3
 
-    from agentledger.errors import ValidationError
+    from agentledger.errors import SchemaVersionError, ValidationError
     from agentledger.storage.sqlite import LATEST_VERSION, SQLiteStore
     from agentledger.storage.sqlite.readonly import open_checked
 
@@ -106,17 +112,16 @@ async def _migrate_sqlite(path: str) -> Migrated:
             got=path,
             message=f"no database at {path} (agentledger demo, or SQLiteStore.open, creates one)",
         )
-    pending = 0
+    applied: list[int] = []
     try:
         probe = await asyncio.to_thread(open_checked, path, busy_timeout=5.0)
         probe.close()
-    except ValidationError as e:
-        if e.field != "schema_version" or not isinstance(e.got, int):
-            raise
-        pending = LATEST_VERSION - e.got
+    except SchemaVersionError as e:
+        if e.newer:
+            raise  # migrating it would be guessing: upgrade agentledger
+        applied = list(e.pending)
     except sqlite3.Error:
         pass  # SQLiteStore.open says what is wrong with the file
     store = await SQLiteStore.open(path)
     await store.close()
-    applied = list(range(LATEST_VERSION - pending + 1, LATEST_VERSION + 1))
     return Migrated(applied=applied, schema_version=LATEST_VERSION)

@@ -20,6 +20,7 @@ from psycopg import conninfo, sql
 
 from agentledger.errors import (
     CorruptRecordError,
+    SchemaVersionError,
     SessionConflictError,
     StoreClosedError,
     TransientError,
@@ -33,6 +34,7 @@ from agentledger.storage.postgres import PostgresStore, migrations
 from agentledger.storage.postgres.check import check_invariants
 from agentledger.storage.postgres.rows import micros
 from agentledger.storage.receipts import unknown_receipt
+from agentledger.target import Target
 from agentledger.transcript import (
     Message,
     TextPart,
@@ -318,10 +320,23 @@ async def test_a_newer_schema_is_refused(fresh_dsn: str) -> None:
             f"INSERT INTO {migrations.MIGRATIONS_TABLE} (version, name) VALUES (%s, 'future')",
             (future,),
         )
-    with pytest.raises(ValidationError) as e:
-        await PostgresStore.open(fresh_dsn)
-    assert (e.value.field, e.value.got) == ("schema_version", future)
-    assert "upgrade agentledger" in str(e.value)
+    newer = (
+        f"this database was written by a newer agentledger (schema {future}, "
+        f"this one knows {migrations.SCHEMA_VERSION}); upgrade agentledger"
+    )
+    for migrate in (True, False):
+        with pytest.raises(SchemaVersionError) as e:
+            await PostgresStore.open(fresh_dsn, migrate=migrate)
+        assert (e.value.field, e.value.got) == ("schema_version", future)
+        assert (e.value.current, e.value.latest) == (future, migrations.SCHEMA_VERSION)
+        assert str(e.value) == newer
+    # What the command line and workers open: no "-1 migration pending ... migrate" advice.
+    target = Target.parse(fresh_dsn)
+    for create in (False, True):
+        with pytest.raises(SchemaVersionError) as opened:
+            await target.open(create=create)
+        assert str(opened.value) == f"{target}: {newer}"
+    assert (future, "future") in await _applied(fresh_dsn)
 
 
 async def test_a_renamed_migration_is_refused(fresh_dsn: str) -> None:
@@ -337,9 +352,10 @@ async def test_a_renamed_migration_is_refused(fresh_dsn: str) -> None:
 async def test_migrate_false_refuses_an_unmigrated_database_and_writes_nothing(
     fresh_dsn: str,
 ) -> None:
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(SchemaVersionError) as e:
         await PostgresStore.open(fresh_dsn, migrate=False)
     assert (e.value.field, e.value.got) == ("schema_version", 0)
+    assert e.value.pending == tuple(m.version for m in migrations.MIGRATIONS)
     assert await _applied(fresh_dsn) == []
     async with await PostgresStore.open(fresh_dsn):
         pass

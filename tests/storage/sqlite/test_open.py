@@ -15,6 +15,7 @@ import pytest
 import agentledger.storage.sqlite as sqlite_backend
 from agentledger.errors import (
     CorruptRecordError,
+    SchemaVersionError,
     SessionNotFoundError,
     StoreClosedError,
     TransientError,
@@ -24,6 +25,7 @@ from agentledger.storage import SessionAdmin, SessionStatus, Store
 from agentledger.storage.conformance import World
 from agentledger.storage.sqlite import LATEST_VERSION, SQLiteStore, default_path
 from agentledger.storage.sqlite.group import QUEUE
+from agentledger.target import Target
 from tests.conditions import HANG_GUARD, until
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -206,11 +208,23 @@ async def test_a_database_from_a_newer_schema_is_refused_and_left_unchanged(
     )
     conn.close()
     before = _snapshot(db_path.parent)
-    with pytest.raises(ValidationError) as caught:
+    newer = (
+        f"this database was written by a newer agentledger (schema {LATEST_VERSION + 1}, "
+        f"this one knows {LATEST_VERSION}); upgrade agentledger"
+    )
+    with pytest.raises(SchemaVersionError) as caught:
         await SQLiteStore.open(db_path)
-    assert caught.value.field == "schema_version"
-    assert caught.value.got == LATEST_VERSION + 1
-    assert "upgrade agentledger" in str(caught.value)
+    assert (caught.value.current, caught.value.latest) == (LATEST_VERSION + 1, LATEST_VERSION)
+    assert (caught.value.field, caught.value.got) == ("schema_version", LATEST_VERSION + 1)
+    assert str(caught.value) == newer
+    with pytest.raises(SchemaVersionError) as read_only:
+        await SQLiteStore.open_read_only(db_path)
+    assert str(read_only.value) == newer
+    # What the command line and workers open: no "-1 migration pending ... migrate" advice.
+    for create in (False, True):
+        with pytest.raises(SchemaVersionError) as target:
+            await Target.parse(str(db_path)).open(create=create)
+        assert str(target.value) == f"{db_path}: {newer}"
     assert _snapshot(db_path.parent) == before
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentledger.errors import ValidationError
+from agentledger.errors import SchemaVersionError, ValidationError
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.sqlite.schema import MIGRATIONS_TABLE
 
@@ -44,7 +44,9 @@ async def test_an_older_schema_is_refused_not_migrated(tmp_path: Path) -> None:
         conn.execute("DROP INDEX runs_by_session_status")
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(SchemaVersionError) as refused:
         await SQLiteStore.open_read_only(path)
     assert refused.value.field == "schema_version"
+    assert (refused.value.current, refused.value.pending) == (1, (2,))
+    assert "1 migration pending" in str(refused.value)
     assert path.read_bytes() == before

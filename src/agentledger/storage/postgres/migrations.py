@@ -4,8 +4,7 @@ Each migration and its row are written in one transaction, under a
 transaction-level advisory lock, so concurrent openers never race: the second
 waits, then finds the migration applied. :func:`applied` and :func:`pending`
 only read. A database whose schema is newer than this code is refused with a
-:class:`~agentledger.errors.ValidationError` on ``schema_version`` rather
-than used half-understood.
+:class:`~agentledger.errors.SchemaVersionError` rather than used half-understood.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from datetime import datetime
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
-from agentledger.errors import TranscriptError, ValidationError
+from agentledger.errors import SchemaVersionError, TranscriptError, ValidationError
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.storage.postgres.rows import micros
 from agentledger.transcript.codec import decode_messages
@@ -383,18 +382,11 @@ async def applied(conn: _Conn) -> list[AppliedMigration]:
 def _check_known(done: list[AppliedMigration]) -> None:
     """Refuse a database written by newer (or different) code."""
     known = {m.version: m for m in MIGRATIONS}
+    unknown = [row.version for row in done if row.version not in known]
+    if unknown:
+        raise SchemaVersionError(current=max(unknown), latest=SCHEMA_VERSION)
     for row in done:
-        ours = known.get(row.version)
-        if ours is None:
-            raise ValidationError(
-                field="schema_version",
-                expected=f"at most {SCHEMA_VERSION} (this agentledger's schema)",
-                got=max(r.version for r in done),
-                message=(
-                    f"the database schema is version {max(r.version for r in done)}, newer "
-                    f"than this agentledger understands ({SCHEMA_VERSION}); upgrade agentledger"
-                ),
-            )
+        ours = known[row.version]
         if ours.name != row.name:
             raise ValidationError(
                 field="schema_version",
@@ -407,7 +399,8 @@ async def pending(conn: _Conn) -> list[Migration]:
     """The migrations not yet applied, in order. Never writes.
 
     Raises:
-        ValidationError: the database was migrated by newer code (``schema_version``).
+        SchemaVersionError: the database was migrated by newer code.
+        ValidationError: a recorded migration has another name than this code's.
     """
     done = await applied(conn)
     _check_known(done)

@@ -24,7 +24,7 @@ from psycopg import AsyncConnection, conninfo, pq
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
-from agentledger.errors import StoreClosedError, ValidationError
+from agentledger.errors import SchemaVersionError, StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
 from agentledger.storage.encryption.binding import bind
@@ -167,10 +167,10 @@ async def _prepare(
         else:
             todo = await _migrations.pending(conn)
             if todo:
-                raise ValidationError(
-                    field="schema_version",
-                    expected=f"{_migrations.SCHEMA_VERSION} (migrated)",
-                    got=todo[0].version - 1,
+                raise SchemaVersionError(
+                    current=todo[0].version - 1,
+                    latest=_migrations.SCHEMA_VERSION,
+                    pending=[m.version for m in todo],
                 )
         await _bind_encryption(conn, encryption)
         return await _migrations.transcripts_checked(conn)
@@ -270,8 +270,10 @@ class PostgresStore(AdminOperations):
                 them is refused (for deployments that migrate separately).
 
         Raises:
-            ValidationError: a malformed ``dsn``, pool size or cap, or a database
-                schema this code cannot use (``schema_version``).
+            SchemaVersionError: the database was written by a newer agentledger,
+                or (with ``migrate=False``) it needs migrating.
+            ValidationError: a malformed ``dsn``, pool size or cap, or a migration
+                history that is not this code's (``schema_version``).
             TransientError: the server cannot be reached or refuses the connection.
         """
         if not isinstance(dsn, str):

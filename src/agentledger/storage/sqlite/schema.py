@@ -4,8 +4,8 @@ Each migration and the row recording it are written in one transaction, so a
 crash leaves a database at one version or the next, never in between.
 :func:`applied` and :func:`pending` only read. A database recording a version
 this code does not know (made by a newer agentledger) is refused with a
-:class:`~agentledger.errors.ValidationError` on ``schema_version`` before
-anything is written: migrating it would be guessing.
+:class:`~agentledger.errors.SchemaVersionError` before anything is written:
+migrating it would be guessing.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentledger.errors import TranscriptError, ValidationError
+from agentledger.errors import SchemaVersionError, TranscriptError, ValidationError
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.transcript.codec import decode_messages
 
@@ -352,17 +352,10 @@ def applied(conn: sqlite3.Connection) -> list[tuple[int, str]]:
 
 def _check_known(done: Sequence[tuple[int, str]], migrations: Sequence[Migration]) -> None:
     known = {m.version: m.name for m in migrations}
+    unknown = [version for version, _ in done if version not in known]
+    if unknown:
+        raise SchemaVersionError(current=max(unknown), latest=len(migrations))
     for version, name in done:
-        if version not in known:
-            raise ValidationError(
-                field="schema_version",
-                expected=f"at most {len(migrations)} (this agentledger's newest schema)",
-                got=version,
-                message=(
-                    f"the database has schema version {version}, newer than this "
-                    f"agentledger knows (up to {len(migrations)}); upgrade agentledger"
-                ),
-            )
         if known[version] != name:
             raise ValidationError(
                 field="schema_version",
@@ -377,7 +370,8 @@ def pending(
     """The migrations the database still needs, in order; never writes.
 
     Raises:
-        ValidationError: the database recorded a migration this code does not know.
+        SchemaVersionError: the database recorded a migration this code does not know.
+        ValidationError: a recorded migration has another name than this code's.
     """
     done = applied(conn)
     _check_known(done, migrations)
@@ -385,26 +379,25 @@ def pending(
     return [m for m in migrations if m.version not in versions]
 
 
-def behind(conn: sqlite3.Connection, path: str) -> ValidationError | None:
+def behind(conn: sqlite3.Connection, path: str) -> SchemaVersionError | None:
     """The refusal for a database whose schema is behind this code's; None if it is current.
 
-    For readers, which never migrate: the error (``field="schema_version"``)
-    says how many migrations are pending and that a writer migrates them.
+    For readers, which never migrate: the error says how many migrations are
+    pending and that a writer migrates them.
+
+    Raises:
+        SchemaVersionError: a newer agentledger wrote the database.
     """
     missing = pending(conn)
     if not missing:
         return None
-    current = missing[0].version - 1
-    count = len(missing)
-    return ValidationError(
-        field="schema_version",
-        expected=f"schema version {LATEST_VERSION}",
-        got=current,
-        message=(
-            f"{path}: {count} migration{'s' if count > 1 else ''} pending (schema version "
-            f"{current}, this agentledger's is {LATEST_VERSION}); open it with a writer "
-            "(SQLiteStore.open, agentledger serve or a worker) to migrate it"
-        ),
+    return SchemaVersionError(
+        current=missing[0].version - 1,
+        latest=LATEST_VERSION,
+        pending=[m.version for m in missing],
+        where=f"{path}: ",
+        advice="; open it with a writer (SQLiteStore.open, agentledger serve or a worker) "
+        "to migrate it",
     )
 
 

@@ -275,7 +275,8 @@ class SQLiteStore(AdminOperations):
         :class:`~agentledger.errors.ValidationError` with ``field="path"`` for
         a directory, a missing parent directory, a read-only file (one with no
         write permission bit, even as root) or a file that is not an SQLite
-        database; with ``field="schema_version"`` for a database made by a
+        database; :class:`~agentledger.errors.SchemaVersionError` (a
+        ``ValidationError`` on ``schema_version``) for a database made by a
         newer agentledger. Nothing is written to the file in these cases.
         An older schema is migrated (see :mod:`.schema`).
     """
