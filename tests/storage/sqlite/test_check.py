@@ -138,7 +138,7 @@ def test_a_sound_file_has_no_violations(sound: Path) -> None:
         ("DELETE FROM _agentledger_migrations", "no agentledger migrations"),
         (
             "INSERT INTO _agentledger_migrations VALUES (99, 'future', 0)",
-            "newer than this agentledger knows",
+            "written by a newer agentledger (schema 99, this one knows",
         ),
     ],
 )
