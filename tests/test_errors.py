@@ -9,10 +9,10 @@ import pytest
 from agentledger import errors
 from agentledger.errors import (
     AccessDeniedError,
-    ActivityFailed,
+    ActivityFailedError,
     AgentledgerError,
     ArchiveExistsError,
-    ChildFailed,
+    ChildFailedError,
     ConflictError,
     ContractError,
     CorruptArchiveError,
@@ -44,7 +44,6 @@ from agentledger.errors import (
     TranscriptError,
     TransientError,
     ValidationError,
-    WorkflowCanceled,
 )
 
 PARENTS: dict[type[Exception], type[Exception]] = {
@@ -80,10 +79,9 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     ArchiveExistsError: ContractError,
     RegistrationClosedError: ContractError,
     StoreClosedError: ContractError,
-    RunLoopError: AgentledgerError,
-    ActivityFailed: AgentledgerError,
-    ChildFailed: AgentledgerError,
-    WorkflowCanceled: AgentledgerError,
+    RunLoopError: ContractError,
+    ActivityFailedError: ContractError,
+    ChildFailedError: ContractError,
     AccessDeniedError: ContractError,
 }
 
@@ -103,6 +101,34 @@ def test_contract_and_transient_are_disjoint() -> None:
     """Section 8: a permanent error is never retryable and the other way round."""
     for cls in PARENTS:
         assert not (issubclass(cls, ContractError) and issubclass(cls, TransientError)), cls
+
+
+def test_every_error_is_permanent_or_transient() -> None:
+    """Retry policies branch on ContractError and TransientError: no error sits beside them."""
+    beside = {AgentledgerError, ProviderError}
+    for cls in PARENTS:
+        if cls not in beside and issubclass(cls, AgentledgerError):
+            assert issubclass(cls, ContractError | TransientError), cls
+
+
+def test_the_engines_errors_are_permanent_and_their_cancel_is_private() -> None:
+    """An engine's final failures are ContractErrors; its cancel signal is not an error of the
+    tree (the run loop catches it; no caller sees it)."""
+    from agentledger import engine
+    from agentledger.engine.base import WorkflowCanceled
+
+    for cls in (ActivityFailedError, ChildFailedError, RunLoopError):
+        assert issubclass(cls, ContractError), cls
+    assert not hasattr(errors, "WorkflowCanceled")
+    assert "WorkflowCanceled" not in engine.__all__
+    assert not issubclass(WorkflowCanceled, AgentledgerError)
+    failed = ActivityFailedError(
+        activity="plan_turn", error_type="KeyError", reason="'x'", retryable=False, attempts=1
+    )
+    assert failed.reason == "'x'"
+    assert str(failed) == "activity plan_turn failed after 1 attempt(s): 'x'"
+    child = ChildFailedError(workflow_id="r2", reason="boom", error=None)
+    assert (child.reason, str(child)) == ("boom", "child workflow r2 failed: boom")
 
 
 SAMPLES: list[AgentledgerError] = [
@@ -137,11 +163,10 @@ SAMPLES: list[AgentledgerError] = [
     RegistrationClosedError(name="chat"),
     StoreClosedError(backend="sqlite", operation="load_run"),
     RunLoopError(run_id="r1", error_type="KeyError", reason="'x'"),
-    ActivityFailed(
-        activity="begin_run", error_type="ValueError", message="x", retryable=False, attempts=1
+    ActivityFailedError(
+        activity="begin_run", error_type="ValueError", reason="x", retryable=False, attempts=1
     ),
-    ChildFailed(workflow_id="r1", message="boom", error=None),
-    WorkflowCanceled(run_id="r1"),
+    ChildFailedError(workflow_id="r1", reason="boom", error=None),
     AccessDeniedError(operation="end_session", status=403, reason="role worker"),
     TransientError("database is locked", operation="append_run_record"),
     ProviderError(provider="openai", status=400, body="bad request"),

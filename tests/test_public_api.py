@@ -19,8 +19,8 @@ PUBLIC = {
         "validate_planner_transcript",
     ],
     "agentledger.errors": [
-        "AccessDeniedError", "ActivityFailed", "AgentledgerError", "ArchiveExistsError",
-        "ChildFailed", "ConflictError",
+        "AccessDeniedError", "ActivityFailedError", "AgentledgerError", "ArchiveExistsError",
+        "ChildFailedError", "ConflictError",
         "ContractError", "CorruptArchiveError", "CorruptRecordError", "NotFoundError",
         "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
@@ -32,7 +32,7 @@ PUBLIC = {
         "SessionHasActiveRunsError",
         "SessionKeyErasedError", "SessionNotFoundError", "SessionPurgedError",
         "StoreClosedError", "SuspensionNotFoundError", "TranscriptError", "TransientError",
-        "ValidationError", "WorkflowCanceled",
+        "ValidationError",
     ],
     "agentledger.storage": [
         "AppendResult", "BusyPolicy", "Checkpoint", "ChildRunStart", "MemoryStore",

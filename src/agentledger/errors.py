@@ -33,13 +33,17 @@ keyword-only attributes; the message is derived from them.
     │   ├── SessionKeyErasedError       (session_id, run_id) its data key was destroyed [A2]
     │   ├── RegistrationClosedError     (name)
     │   ├── StoreClosedError            (backend, operation) the store was closed before the call
-    │   └── AccessDeniedError           (operation, status, reason) the store service refused
+    │   ├── AccessDeniedError           (operation, status, reason) the store service refused
+    │   ├── ActivityFailedError         (activity, error_type, reason, retryable, attempts, error)
+    │   ├── ChildFailedError            (workflow_id, reason, error) a child run's workflow raised
+    │   └── RunLoopError                (run_id, error_type, reason) a bug in the run loop
     ├── TransientError                  database or network trouble; may be retried
-    ├── ProviderError                   (provider, status, body) a model provider refused
-    ├── ActivityFailed                  (activity, error_type, message, retryable, attempts, error)
-    ├── ChildFailed                     (workflow_id, message, error) a child run's workflow raised
-    ├── RunLoopError                    (run_id, error_type, reason) a bug in the run loop
-    └── WorkflowCanceled                (run_id) raised into a run's loop once it is canceled
+    └── ProviderError                   (provider, status, body) a model provider refused
+
+Code that retries branches on the first two: a :class:`TransientError` may succeed
+later, a :class:`ContractError` never will. The engine's three (``ActivityFailedError``,
+``ChildFailedError``, ``RunLoopError``) are permanent: what retrying there was, the engine
+did before raising them (each class says how).
 """
 
 from __future__ import annotations
@@ -48,10 +52,10 @@ from collections.abc import Sequence
 
 __all__ = [
     "AccessDeniedError",
-    "ActivityFailed",
+    "ActivityFailedError",
     "AgentledgerError",
     "ArchiveExistsError",
-    "ChildFailed",
+    "ChildFailedError",
     "ConflictError",
     "ContractError",
     "CorruptArchiveError",
@@ -83,7 +87,6 @@ __all__ = [
     "TranscriptError",
     "TransientError",
     "ValidationError",
-    "WorkflowCanceled",
 ]
 
 
@@ -525,8 +528,13 @@ class StoreClosedError(ContractError):
         self.operation = operation
 
 
-class ActivityFailed(AgentledgerError):
+class ActivityFailedError(ContractError):
     """An activity failed for good: a permanent error, or transient errors past the attempts.
+
+    Not retryable: the engine's retry policy has already run (it retries only a
+    :class:`TransientError`), so the same call gets the same answer. ``retryable``
+    says which way it ended: True when a transient cause ran out of attempts (a
+    new run may succeed once the trouble passes), False when the cause was permanent.
 
     Attributes:
         activity: the activity's name.
@@ -543,56 +551,45 @@ class ActivityFailed(AgentledgerError):
         *,
         activity: str,
         error_type: str,
-        message: str,
+        reason: str,
         retryable: bool,
         attempts: int,
         error: BaseException | None = None,
     ) -> None:
-        super().__init__(f"activity {activity} failed after {attempts} attempt(s): {message}")
+        super().__init__(f"activity {activity} failed after {attempts} attempt(s): {reason}")
         self.activity = activity
         self.error_type = error_type
-        self.reason = message
+        self.reason = reason
         self.retryable = retryable
         self.attempts = attempts
         self.error = error
 
 
-class ChildFailed(AgentledgerError):
-    """A run's workflow ended by raising instead of returning its output.
+class ChildFailedError(ContractError):
+    """A run's workflow ended by raising (or without output: terminated, timed out).
+
+    Not retryable: that workflow is over, and asking again gets the same ending.
 
     Attributes:
         workflow_id: the workflow's id (its run id).
-        reason: what went wrong (the ``message`` it was made with).
+        reason: what went wrong.
         error: the error itself when the engine runs in this process, else None.
     """
 
-    def __init__(self, *, workflow_id: str, message: str, error: BaseException | None) -> None:
-        super().__init__(f"child workflow {workflow_id} failed: {message}")
+    def __init__(self, *, workflow_id: str, reason: str, error: BaseException | None) -> None:
+        super().__init__(f"child workflow {workflow_id} failed: {reason}")
         self.workflow_id = workflow_id
-        self.reason = message
+        self.reason = reason
         self.error = error
 
 
-class WorkflowCanceled(AgentledgerError):
-    """Raised into a run's loop at an interruptible await once the run is being canceled.
-
-    The loop catches it and records the cancellation; a caller never sees it.
-    ``run_id`` is the run's, when the engine knows it at that point.
-    """
-
-    def __init__(self, *, run_id: str = "") -> None:
-        super().__init__(
-            f"run {run_id!r} is being canceled" if run_id else "the run is being canceled"
-        )
-        self.run_id = run_id
-
-
-class RunLoopError(AgentledgerError):
+class RunLoopError(ContractError):
     """An unexpected exception in a run's loop, on an engine that waits for a fix.
 
-    On Temporal it fails the workflow task, not the run: Temporal retries the
-    task, so the run waits (still running in the store) until a worker with
-    fixed code continues it. The in-process engine ends the run failed instead.
+    Not retryable by a caller: the same code fails the same way. On Temporal it
+    fails the workflow task, not the run: Temporal retries the task, so the run
+    waits (still running in the store) until a worker with fixed code continues
+    it. The in-process engine ends the run failed instead.
 
     Attributes:
         run_id: the run.

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from agentledger.engine import (
-    ActivityFailed,
-    ChildFailed,
+    ActivityFailedError,
+    ChildFailedError,
     InProcessEngine,
     RetryPolicy,
-    WorkflowCanceled,
     WorkflowContext,
     WorkflowStatus,
 )
+from agentledger.engine.base import WorkflowCanceled
 from agentledger.errors import TransientError, ValidationError
 
 FAST = RetryPolicy(initial_interval=0.001, backoff_coefficient=2.0, maximum_interval=0.004)
@@ -40,7 +40,7 @@ def _engine(workflow: Any, **activities: Any) -> InProcessEngine:
 
 
 async def test_activities_are_retried_on_transient_errors_then_fail() -> None:
-    """Transient errors retry up to maximum_attempts; then ActivityFailed (retryable)."""
+    """Transient errors retry up to maximum_attempts; then ActivityFailedError (retryable)."""
     calls: list[int] = []
 
     async def flaky(arg: int) -> int:
@@ -57,7 +57,7 @@ async def test_activities_are_retried_on_transient_errors_then_fail() -> None:
         first = await ctx.activity("flaky", arg, int)
         try:
             await ctx.activity("always", arg, int)
-        except ActivityFailed as e:
+        except ActivityFailedError as e:
             return first, e.retryable, e.attempts, e.error_type
         raise AssertionError("unreachable")
 
@@ -80,7 +80,7 @@ async def test_a_contract_error_is_not_retried() -> None:
 
     engine = _engine(workflow, refuse=refuse)
     await engine.start("w1", 1)
-    with pytest.raises(ActivityFailed) as failed:
+    with pytest.raises(ActivityFailedError) as failed:
         await engine.result("w1")
     assert failed.value.attempts == 1
     assert not failed.value.retryable
@@ -160,7 +160,7 @@ async def test_children_run_and_are_canceled_with_their_parent() -> None:
         if arg == "parent-of-boom":
             try:
                 await ctx.child("boom-1", "boom", str)
-            except ChildFailed as e:
+            except ChildFailedError as e:
                 return e.reason
         try:
             return await ctx.child("c1", "child", str)

@@ -21,8 +21,8 @@ PUBLIC = {
         "user_message",
     ],
     "agentledger.engine": [
-        "ActivityFailed", "ChildFailed", "Engine", "InProcessEngine", "RetryPolicy",
-        "WorkflowCanceled", "WorkflowContext", "WorkflowInfo", "WorkflowStatus",
+        "ActivityFailedError", "ChildFailedError", "Engine", "InProcessEngine", "RetryPolicy",
+        "WorkflowContext", "WorkflowInfo", "WorkflowStatus",
     ],
     "agentledger.memory": [
         "AssistantMessage", "FrameworkItem", "InMemoryMemory", "MemoryEvent", "PlannerNote",

@@ -6,11 +6,10 @@ which engine runs.
 """
 
 from agentledger.engine.base import (
-    ActivityFailed,
-    ChildFailed,
+    ActivityFailedError,
+    ChildFailedError,
     Engine,
     RetryPolicy,
-    WorkflowCanceled,
     WorkflowContext,
     WorkflowInfo,
     WorkflowStatus,
@@ -18,12 +17,11 @@ from agentledger.engine.base import (
 from agentledger.engine.inprocess import InProcessEngine
 
 __all__ = [
-    "ActivityFailed",
-    "ChildFailed",
+    "ActivityFailedError",
+    "ChildFailedError",
     "Engine",
     "InProcessEngine",
     "RetryPolicy",
-    "WorkflowCanceled",
     "WorkflowContext",
     "WorkflowInfo",
     "WorkflowStatus",

@@ -13,7 +13,7 @@ Contract every engine keeps:
 * Activities are retried on :class:`~agentledger.errors.TransientError` with
   exponential backoff up to :attr:`RetryPolicy.maximum_attempts`, never on any
   other error (a :class:`~agentledger.errors.ContractError` is permanent). A
-  final failure reaches the workflow as :class:`ActivityFailed`.
+  final failure reaches the workflow as :class:`ActivityFailedError`.
 * A non-interruptible activity (a store write) always runs to its end, even
   while the workflow is being canceled, so the loop knows exactly what was
   written. An interruptible one (a planner turn, a tool call, a child run) is
@@ -40,17 +40,16 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
-from agentledger.errors import ActivityFailed, ChildFailed, TransientError, WorkflowCanceled
+from agentledger.errors import ActivityFailedError, ChildFailedError, TransientError
 
 __all__ = [
     "CRASH_LOOP",
     "Activity",
-    "ActivityFailed",
-    "ChildFailed",
+    "ActivityFailedError",
+    "ChildFailedError",
     "Engine",
     "RetryPolicy",
     "Workflow",
-    "WorkflowCanceled",
     "WorkflowContext",
     "WorkflowInfo",
     "WorkflowStatus",
@@ -62,9 +61,26 @@ __all__ = [
 T = TypeVar("T")
 
 CRASH_LOOP = "CrashLoop"
-"""The ``error_type`` of an :class:`ActivityFailed` whose activity was started
+"""The ``error_type`` of an :class:`ActivityFailedError` whose activity was started
 ``max_turn_attempts`` times without finishing (see the contract above); the run
 loop pauses the run on it instead of failing it."""
+
+
+class WorkflowCanceled(Exception):
+    """Raised into a run's loop at an interruptible await once the run is being canceled.
+
+    The engines' and the run loop's own control flow (like
+    :class:`asyncio.CancelledError`), not an error of :mod:`agentledger.errors`:
+    the loop catches it and records the cancellation, so no caller ever sees it.
+    ``run_id`` is the run's, when the engine knows it.
+    """
+
+    def __init__(self, *, run_id: str = "") -> None:
+        super().__init__(
+            f"run {run_id!r} is being canceled" if run_id else "the run is being canceled"
+        )
+        self.run_id = run_id
+
 
 _ATTEMPT: ContextVar[int] = ContextVar("agentledger_activity_attempt", default=1)
 
@@ -202,7 +218,7 @@ class WorkflowContext(Protocol):
         was on the way returns its result (what it recorded is in the log).
 
         Raises:
-            ActivityFailed: the activity failed for good.
+            ActivityFailedError: the activity failed for good.
             WorkflowCanceled: ``interruptible`` and cancellation arrived first.
         """
         ...
@@ -214,7 +230,7 @@ class WorkflowContext(Protocol):
         closes on its own; this call raises :class:`WorkflowCanceled` after it.
 
         Raises:
-            ChildFailed: the child raised.
+            ChildFailedError: the child raised.
             WorkflowCanceled: this workflow is being canceled.
         """
         ...

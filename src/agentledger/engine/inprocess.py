@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 from agentledger.engine.base import (
     Activity,
-    ActivityFailed,
-    ChildFailed,
+    ActivityFailedError,
+    ChildFailedError,
     RetryPolicy,
     Workflow,
     WorkflowCanceled,
@@ -197,7 +197,7 @@ class InProcessEngine:
         except BaseException as e:
             if isinstance(e, asyncio.CancelledError) and not task.done():
                 raise
-            raise ChildFailed(workflow_id=workflow_id, message=str(e), error=e) from e
+            raise ChildFailedError(workflow_id=workflow_id, reason=str(e), error=e) from e
 
     async def result(self, workflow_id: str) -> Any:
         task = self._state(workflow_id).task
@@ -233,13 +233,13 @@ class InProcessEngine:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run_activity(self, name: str, arg: Any) -> Any:
-        """One activity under the retry policy; its final failure as ActivityFailed."""
+        """One activity under the retry policy; its final failure as ActivityFailedError."""
         fn = self._activities.get(name)
         if fn is None:
-            raise ActivityFailed(
+            raise ActivityFailedError(
                 activity=name,
                 error_type="ValidationError",
-                message=f"no activity named {name!r}",
+                reason=f"no activity named {name!r}",
                 retryable=False,
                 attempts=0,
             )
@@ -255,10 +255,10 @@ class InProcessEngine:
                 if self._retry.retries(e, attempt):
                     await asyncio.sleep(self._retry.delay(attempt))
                     continue
-                raise ActivityFailed(
+                raise ActivityFailedError(
                     activity=name,
                     error_type=type(e).__name__,
-                    message=str(e),
+                    reason=str(e),
                     retryable=isinstance(e, TransientError),
                     attempts=attempt,
                     error=e,

@@ -124,7 +124,7 @@ def workflow_tracer() -> Tracer | None:
 
 
 def error_type(error: BaseException) -> str:
-    """The typed class an error stands for (an ActivityFailed names its cause's class)."""
+    """The typed class an error stands for (an ActivityFailedError names its cause's class)."""
     carried = getattr(error, "error_type", "")
     return carried if isinstance(carried, str) and carried else type(error).__name__
 

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentledger.engine.base import ActivityFailed
+from agentledger.engine.base import ActivityFailedError
 from agentledger.errors import (
     AgentledgerError,
     CorruptRecordError,
@@ -150,13 +150,13 @@ class RunHandle:
         Raises:
             AgentledgerError: the run could not start (unknown session, ended
                 agent ...), or its final record could not be written: the
-                store's own error when there is one, else ``ActivityFailed``
-                (or ``ChildFailed`` for a workflow that ended without output),
+                store's own error when there is one, else ``ActivityFailedError``
+                (or ``ChildFailedError`` for a workflow that ended without output),
                 both in the same tree, with their fields.
         """
         try:
             output: RunOutput = await self._runtime.engine.result(self.run_id)
-        except ActivityFailed as e:
+        except ActivityFailedError as e:
             if isinstance(e.error, AgentledgerError):
                 raise e.error from None
             raise

@@ -16,7 +16,7 @@ import msgspec
 
 from agentledger.engine.base import (
     CRASH_LOOP,
-    ActivityFailed,
+    ActivityFailedError,
 )
 from agentledger.runtime.checkpoint import (
     ChildWait,
@@ -125,7 +125,7 @@ class CrashLooped(Exception):
         self.text = text
 
 
-def activity_failure(kind: str, error: ActivityFailed) -> Failure:
+def activity_failure(kind: str, error: ActivityFailedError) -> Failure:
     return Failure(
         message=error.reason, kind=kind, code=error.error_type, retryable=error.retryable
     )

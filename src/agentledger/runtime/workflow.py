@@ -86,8 +86,8 @@ from typing import Any, Literal
 
 from agentledger.engine.base import (
     CRASH_LOOP,
-    ActivityFailed,
-    ChildFailed,
+    ActivityFailedError,
+    ChildFailedError,
     WorkflowCanceled,
     WorkflowContext,
 )
@@ -163,7 +163,7 @@ async def run_workflow(ctx: WorkflowContext, inp: RunInput) -> RunOutput:
     """Run one run to its end and say how it ended.
 
     Raises:
-        ActivityFailed: the start itself failed (nothing was written), or the
+        ActivityFailedError: the start itself failed (nothing was written), or the
             run's final record could not be written (``ensure_run_completion``
             closes such a run later [E2]).
     """
@@ -261,12 +261,12 @@ class _Loop:
     async def run(self) -> RunOutput:
         try:
             begin = await self._begin()
-        except ActivityFailed as e:
+        except ActivityFailedError as e:
             if not e.retryable:
                 raise  # the start was refused: nothing was written
             try:  # the attempts ran out, maybe after the start: end the run if it is there
                 return await self._end_failed(activity_failure("activity_failed", e))
-            except ActivityFailed:
+            except ActivityFailedError:
                 raise e from None
         if begin.outcome is StartOutcome.STOP:  # [C2]: no planner or tool work at all
             return self._output(RunStatus.CANCELED, cancellation_reason=SESSION_ENDED)
@@ -279,7 +279,7 @@ class _Loop:
             return await self._end_canceled()
         except Fail as failed:
             return await self._end_failed(failed.failure)
-        except ActivityFailed as e:
+        except ActivityFailedError as e:
             return await self._end_failed(activity_failure("activity_failed", e))
         except Exception as e:  # a bug in this loop
             if self.ctx.waits_for_fixes:  # Temporal: fail the task, the run waits for a fix
@@ -393,7 +393,7 @@ class _Loop:
             )
         except WorkflowCanceled:
             outcome = None
-        except ChildFailed as e:
+        except ChildFailedError as e:
             outcome = interrupted(first.call, f"agent {first.call.name} failed: {e.reason}")
         waiting: dict[str, Waiting] = {w.call.id: w for w in rest}
         waiting.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
@@ -571,7 +571,7 @@ class _Loop:
         )
         try:
             out = await self.ctx.activity(PLAN_TURN, arg, PlanTurnOutput, interruptible=True)
-        except ActivityFailed as e:
+        except ActivityFailedError as e:
             if e.error_type == CRASH_LOOP:  # the turn kept dying: pause, its owed records too
                 looped = CrashLoop(activity=e.activity, attempts=e.attempts, resume=resume)
                 raise CrashLooped(looped, results=results) from e
@@ -715,11 +715,11 @@ class _Loop:
             return out.outcome
         except WorkflowCanceled:
             return None
-        except ActivityFailed as e:
+        except ActivityFailedError as e:
             if e.error_type == CRASH_LOOP:
                 return Looped(call=call, activity=e.activity, attempts=e.attempts)
             return interrupted(call, f"tool {call.name} failed: {e.reason}")
-        except ChildFailed as e:
+        except ChildFailedError as e:
             return interrupted(call, f"agent {call.name} failed: {e.reason}")
 
     async def _child(

@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from agentledger.engine import ChildFailed
+from agentledger.engine import ChildFailedError
 from agentledger.engine.temporal import TemporalEngine, connect, create_worker
 from agentledger.engine.temporal.failures import FINISHED_AT
 from agentledger.errors import RunNotFoundError, TransientError, ValidationError
@@ -58,7 +58,7 @@ async def test_a_terminated_parent_ends_its_child_and_both_get_c3(
         await asyncio.wait_for(gate.started.wait(), 30)
         await temporal_client.get_workflow_handle(handle.run_id).terminate(reason="operator")
         assert await _closed(temporal_client, child_id) is WorkflowExecutionStatus.TERMINATED
-        with pytest.raises(ChildFailed):
+        with pytest.raises(ChildFailedError):
             await handle.wait()
         assert (await store.load_run(child_id)).status is RunStatus.RUNNING
         for run_id in (child_id, handle.run_id):

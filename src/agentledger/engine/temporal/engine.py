@@ -28,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentledger.engine.base import (
     Activity,
-    ChildFailed,
+    ChildFailedError,
     RetryPolicy,
     Workflow,
     WorkflowInfo,
@@ -172,9 +172,9 @@ class TemporalEngine:
         """Wait for the run's workflow and return its :class:`~agentledger.runtime.RunOutput`.
 
         Raises:
-            ActivityFailed: the workflow ended on an activity that failed for
+            ActivityFailedError: the workflow ended on an activity that failed for
                 good (e.g. the start itself); ``error`` is the rebuilt error.
-            ChildFailed: the workflow ended without output (terminated, timed
+            ChildFailedError: the workflow ended without output (terminated, timed
                 out, or its loop failed).
         """
         try:
@@ -184,7 +184,7 @@ class TemporalEngine:
             if isinstance(cause, ApplicationError) and cause.type == ACTIVITY_FAILED:
                 raise activity_failed(cause.details[0] if cause.details else {}) from None
             message = getattr(cause, "message", "") or str(cause or e)
-            raise ChildFailed(workflow_id=workflow_id, message=message, error=None) from e
+            raise ChildFailedError(workflow_id=workflow_id, reason=message, error=None) from e
         except RPCError as e:
             if e.status is RPCStatusCode.NOT_FOUND:
                 raise ValidationError(

@@ -11,7 +11,7 @@ How the engine boundary maps onto Temporal:
 * ``ctx.activity`` schedules a Temporal activity with the run's
   :class:`~agentledger.engine.temporal.options.EngineOptions` (timeouts,
   retry policy mirrored from :class:`~agentledger.engine.RetryPolicy`).
-  A final failure becomes :class:`~agentledger.engine.ActivityFailed`,
+  A final failure becomes :class:`~agentledger.engine.ActivityFailedError`,
   carrying the rebuilt :mod:`agentledger.errors` error. A planner turn or
   tool call whose input carries ``max_turn_attempts`` N gets N more attempts
   than the policy's ``maximum_attempts``: the attempts its worker lost (it
@@ -29,7 +29,7 @@ How the engine boundary maps onto Temporal:
   ``ctx.cancel_requested()`` turns true, a store write in flight still runs
   to its end, and an interruptible activity or child workflow in flight is
   canceled (its worker learns it from the next heartbeat) and raises
-  :class:`~agentledger.engine.WorkflowCanceled`. The loop then writes the
+  :class:`~agentledger.engine.base.WorkflowCanceled`. The loop then writes the
   canceled ending itself, so the workflow completes normally with a canceled
   :class:`~agentledger.runtime.wire.RunOutput`.
 * ``ctx.child`` starts a child workflow (workflow id = the child's run id)
@@ -71,7 +71,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from agentledger.engine.base import ActivityFailed, ChildFailed, WorkflowCanceled
+    from agentledger.engine.base import ActivityFailedError, ChildFailedError, WorkflowCanceled
     from agentledger.engine.temporal.failures import (
         ACTIVITY_FAILED,
         FINISHED_AT,
@@ -116,7 +116,7 @@ RETIRED = "RetiredWorkflowType"
 """The error type of a workflow task refused by :class:`RetiredRunWorkflow`."""
 
 
-def activity_failed_details(error: ActivityFailed) -> dict[str, Any]:
+def activity_failed_details(error: ActivityFailedError) -> dict[str, Any]:
     """What a workflow that ended on ``error`` carries in its failure."""
     details: dict[str, Any] = {
         "activity": error.activity,
@@ -131,38 +131,38 @@ def activity_failed_details(error: ActivityFailed) -> dict[str, Any]:
     return details
 
 
-def activity_failed(details: Any, *, activity: str = "") -> ActivityFailed:
-    """An :class:`ActivityFailed` from failure details (an activity's or a workflow's)."""
+def activity_failed(details: Any, *, activity: str = "") -> ActivityFailedError:
+    """An :class:`ActivityFailedError` from failure details (an activity's or a workflow's)."""
     d: dict[str, Any] = details if isinstance(details, dict) else {}
-    return ActivityFailed(
+    return ActivityFailedError(
         activity=str(d.get("activity", activity)),
         error_type=str(d.get("error_type", "")),
-        message=str(d.get("message", "")),
+        reason=str(d.get("message", "")),
         retryable=bool(d.get("retryable", False)),
         attempts=int(d.get("attempts", 0)),
         error=rebuild_error(d),
     )
 
 
-def _from_activity_error(name: str, error: FailureError) -> ActivityFailed:
+def _from_activity_error(name: str, error: FailureError) -> ActivityFailedError:
     # A local activity's failure comes unwrapped (no ActivityError around it).
     cause = error.cause if isinstance(error, ActivityError) else error
     if isinstance(cause, ApplicationError):
         if cause.details and isinstance(cause.details[0], dict):
             return activity_failed(cause.details[0], activity=name)
-        return ActivityFailed(
+        return ActivityFailedError(
             activity=name,
             error_type=cause.type or "ApplicationError",
-            message=cause.message,
+            reason=cause.message,
             retryable=not cause.non_retryable,
             attempts=0,
         )
     # A timeout (the attempts ran out on lost workers) or another Temporal failure.
     message = str(cause) if cause is not None else str(error)
-    return ActivityFailed(
+    return ActivityFailedError(
         activity=name,
         error_type=type(cause).__name__ if cause is not None else type(error).__name__,
-        message=message,
+        reason=message,
         retryable=True,
         attempts=0,
     )
@@ -226,10 +226,10 @@ class TemporalContext:
             raise WorkflowCanceled()
         size = _payload_size(arg)
         if size > self.options.max_payload_bytes:
-            raise ActivityFailed(
+            raise ActivityFailedError(
                 activity=name,
                 error_type=PAYLOAD_TOO_LARGE,
-                message=f"the input of {name} is {size} bytes encoded, over the "
+                reason=f"the input of {name} is {size} bytes encoded, over the "
                 f"{self.options.max_payload_bytes}-byte payload limit",
                 retryable=False,
                 attempts=0,
@@ -299,7 +299,7 @@ class TemporalContext:
             inner: BaseException | None = None
             if isinstance(cause, ApplicationError) and cause.type == ACTIVITY_FAILED:
                 inner = activity_failed(cause.details[0] if cause.details else {})
-            raise ChildFailed(workflow_id=workflow_id, message=message, error=inner) from None
+            raise ChildFailedError(workflow_id=workflow_id, reason=message, error=inner) from None
         self._finished(getattr(result, "finished_at", None))
         return result
 
@@ -346,11 +346,11 @@ async def drive(ctx: TemporalContext, loop: Coroutine[Any, Any, T]) -> T:
             if task.done() or workflow.cancellation_reason() is None:
                 raise  # not a cancel request (e.g. the worker evicting this workflow)
             ctx.request_cancel()
-        except ActivityFailed as e:
+        except ActivityFailedError as e:
             raise ApplicationError(
                 str(e), activity_failed_details(e), type=ACTIVITY_FAILED, non_retryable=True
             ) from None
-        except (WorkflowCanceled, ChildFailed, RunLoopError):
+        except (WorkflowCanceled, ChildFailedError, RunLoopError):
             raise  # a bug (these escape the loop only by one): the task fails, the run waits
         except AgentledgerError as e:
             raise ApplicationError(
