@@ -34,11 +34,11 @@ keyword-only attributes; the message is derived from them.
     │   ├── RegistrationClosedError     (name)
     │   ├── StoreClosedError            (backend, operation) the store was closed before the call
     │   ├── AccessDeniedError           (operation, status, reason) the store service refused
+    │   ├── ProviderError               (provider, status, body) a model provider refused
     │   ├── ActivityFailedError         (activity, error_type, reason, retryable, attempts, error)
     │   ├── ChildFailedError            (workflow_id, reason, error) a child run's workflow raised
     │   └── RunLoopError                (run_id, error_type, reason) a bug in the run loop
-    ├── TransientError                  database or network trouble; may be retried
-    └── ProviderError                   (provider, status, body) a model provider refused
+    └── TransientError                  database or network trouble; may be retried
 
 Code that retries branches on the first two: a :class:`TransientError` may succeed
 later, a :class:`ContractError` never will. The engine's three (``ActivityFailedError``,
@@ -132,8 +132,11 @@ class TransientError(AgentledgerError):
         self.operation = operation
 
 
-class ProviderError(AgentledgerError):
+class ProviderError(ContractError):
     """A model provider refused a request with a non-retryable status.
+
+    Permanent: the provider answers the same request the same way (a throttle, a
+    timeout or a 5xx is a :class:`TransientError` instead).
 
     Attributes:
         provider: ``"openai"``, ``"anthropic"``, ``"bedrock"`` ...
