@@ -46,7 +46,8 @@ PUBLIC = {
     ],
     "agentledger.storage.payloads": [
         "CANCELLATION_INTENT", "CHILD_RUN_LINKED", "ENGINE_CANCELED", "LIFECYCLE_TYPES",
-        "PROMPT_RENDERED", "RUN_COMPLETED", "RUN_STARTED", "RUN_SUSPENDED", "SESSION_ENDED",
+        "PROMPT_RENDERED", "RESERVED_REASONS", "RUN_COMPLETED", "RUN_STARTED", "RUN_SUSPENDED",
+        "SESSION_ENDED",
         "TRANSCRIPT_APPENDED", "TRANSCRIPT_REFERENCED", "TRANSCRIPT_SEEDED", "TRANSCRIPT_TYPES",
         "TRANSCRIPT_WINDOW", "CancellationIntent", "CancellationNote", "ChildRunLinked",
         "Failure", "RunCompleted", "RunStarted", "RunSuspended", "TranscriptPosition",

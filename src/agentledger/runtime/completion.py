@@ -169,15 +169,7 @@ async def _repair(
     if not records or records[0].type != payloads.RUN_STARTED:
         raise _corrupt(meta.run_id, "", "a running run without a run_started record")
     started = decode_stored_payload(records[0], payloads.RunStarted)
-    run = RunStart(
-        run_id=meta.run_id,
-        agent_id=meta.agent_id,
-        session_id=meta.session_id,
-        parent_run_id=meta.parent_run_id,
-        predecessor_run_id=started.predecessor_run_id,
-        started_at=meta.started_at,
-        labels=dict(meta.labels),
-    )
+    run = RunStart.of(meta, predecessor_run_id=started.predecessor_run_id)
     builder = RecordBuilder(run, turn_id=records[0].turn_id)
     at = (
         info.closed_at if info is not None and info.closed_at is not None else records[-1].timestamp

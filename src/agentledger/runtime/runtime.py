@@ -36,9 +36,6 @@ from agentledger.transcript import Message
 
 __all__ = ["Runtime"]
 
-_RESERVED_REASONS = frozenset({payloads.SESSION_ENDED, payloads.ENGINE_CANCELED})
-"""Reasons the runtime writes itself ([C2], [C3]); a caller cannot give them."""
-
 
 def _now_ms() -> datetime:
     now = datetime.now(UTC)
@@ -135,11 +132,12 @@ class Runtime:
             RunNotActiveError: the run already ended.
             RunCancellationConflictError: another reason was recorded first.
         """
-        if not isinstance(reason, str) or not reason or reason in _RESERVED_REASONS:
+        reserved = payloads.RESERVED_REASONS  # the runtime writes these itself
+        if not isinstance(reason, str) or not reason or reason in reserved:
             raise ValidationError(
                 field="reason",
                 expected="a non-empty reason other than the reserved "
-                f"{sorted(_RESERVED_REASONS)} (an explicit cancel records the caller's reason)",
+                f"{sorted(reserved)} (an explicit cancel records the caller's reason)",
                 got=reason,
             )
         meta = await self.store.load_run(run_id)
@@ -148,15 +146,7 @@ class Runtime:
         if meta.status is not RunStatus.RUNNING:
             raise RunNotActiveError(run_id=run_id, expected="running", got=meta.status.value)
         if meta.cancellation_reason != reason:
-            run = RunStart(
-                run_id=meta.run_id,
-                agent_id=meta.agent_id,
-                session_id=meta.session_id,
-                parent_run_id=meta.parent_run_id,
-                started_at=meta.started_at,
-                labels=dict(meta.labels),
-            )
-            cmd = RecordBuilder(run).cancellation(reason, at=_now_ms())
+            cmd = RecordBuilder(RunStart.of(meta)).cancellation(reason, at=_now_ms())
             await self._activities.store.record_run_cancellation(cmd)  # traced
             await self._activities.publish([cmd.record])
         await self.engine.cancel(run_id)

@@ -20,6 +20,7 @@ __all__ = [
     "ENGINE_CANCELED",
     "LIFECYCLE_TYPES",
     "PROMPT_RENDERED",
+    "RESERVED_REASONS",
     "RUN_COMPLETED",
     "RUN_STARTED",
     "RUN_SUSPENDED",
@@ -69,6 +70,9 @@ SESSION_ENDED = "session_ended"
 
 ENGINE_CANCELED = "engine_canceled"
 """Reason in ``run_completed`` when the engine canceled with no recorded request [C3]."""
+
+RESERVED_REASONS = frozenset({SESSION_ENDED, ENGINE_CANCELED})
+"""Cancellation reasons only agentledger records; an explicit cancel must give another."""
 
 _ENCODER = msgspec.json.Encoder()
 _KEPT: dict[tuple[type[Any], bytes], Any] = {}

@@ -130,6 +130,23 @@ class RunStart(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     started_at: datetime
     labels: dict[str, str] = msgspec.field(default_factory=dict)
 
+    @classmethod
+    def of(cls, meta: RunMeta, *, predecessor_run_id: str = "") -> RunStart:
+        """The start of the stored run ``meta``, for the records written to it later.
+
+        ``RunMeta`` does not keep the predecessor: pass it (from the run's
+        ``run_started`` record) when the records need it.
+        """
+        return cls(
+            run_id=meta.run_id,
+            agent_id=meta.agent_id,
+            session_id=meta.session_id,
+            parent_run_id=meta.parent_run_id,
+            predecessor_run_id=predecessor_run_id,
+            started_at=meta.started_at,
+            labels=dict(meta.labels),
+        )
+
 
 class RunMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What the store knows of a run now. The predecessor lives only in its records."""

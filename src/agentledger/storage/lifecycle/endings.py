@@ -24,7 +24,6 @@ from agentledger.storage.lifecycle.guards import (
     same_or_conflict,
 )
 from agentledger.storage.lifecycle.reads import (
-    RESERVED_REASONS,
     TERMINAL_STATUSES,
     run_session_status,
     stored_record,
@@ -60,10 +59,10 @@ def plan_cancellation(
     """[L5]/[C1] the first cancellation reason and its intent record, together."""
     check_sizes(cmd, limits)
     reason = require_id("reason", cmd.reason)
-    if reason in RESERVED_REASONS:
+    if reason in payloads.RESERVED_REASONS:
         raise ValidationError(
             field="reason",
-            expected=f"a reason other than the reserved {sorted(RESERVED_REASONS)}",
+            expected=f"a reason other than the reserved {sorted(payloads.RESERVED_REASONS)}",
             got=reason,
         )
     validate_record(cmd.record)

@@ -9,7 +9,6 @@ from agentledger.errors import (
     SessionPurgedError,
     SuspensionNotFoundError,
 )
-from agentledger.storage import payloads
 from agentledger.storage.state import RunRow, SessionRow, StateReader
 from agentledger.storage.types import (
     Checkpoint,
@@ -30,9 +29,6 @@ TERMINAL_STATUSES = {
     RunStatus.FAILED: ("failed", "failed"),
     RunStatus.CANCELED: ("canceled", "canceled"),
 }
-
-
-RESERVED_REASONS = frozenset({payloads.SESSION_ENDED, payloads.ENGINE_CANCELED})
 
 
 def require_session(reader: StateReader, session_id: str) -> SessionRow:
