@@ -207,6 +207,29 @@ def test_a_fresh_database_is_refused_naming_migrate_which_migrates_it(postgres_d
         drop_database(dsn)
 
 
+def test_a_database_from_a_newer_agentledger_says_upgrade(postgres_dsn: str) -> None:
+    """Not "-1 migration pending ... run agentledger migrate": reads and `migrate` alike
+    say a newer agentledger wrote it, and change nothing."""
+    dsn = create_database(postgres_dsn, prefix="agentledger_cli_newer")
+    try:
+        assert run_cli("migrate", "--db", dsn).code == 0
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                f"INSERT INTO {migrations.MIGRATIONS_TABLE} (version, name) VALUES (%s, 'next')",
+                (LATEST + 1,),
+            )
+        expected = (
+            f"agentledger: error: {dsn}: this database was written by a newer agentledger "
+            f"(schema {LATEST + 1}, this one knows {LATEST}); upgrade agentledger\n"
+        )
+        for command in (["sessions"], ["migrate"]):
+            refused = run_cli("--db", dsn, *command)
+            assert refused.code == 1
+            assert refused.err == expected, command
+    finally:
+        drop_database(dsn)
+
+
 def test_a_missing_database_is_reported_once(postgres_dsn: str) -> None:
     params = psycopg.conninfo.conninfo_to_dict(postgres_dsn)
     missing = psycopg.conninfo.make_conninfo(**{**params, "dbname": "agentledger_no_such_db"})
