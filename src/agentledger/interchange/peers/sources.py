@@ -1,8 +1,8 @@
 """Reading a peer's database with plain SQL: a SQLite file (read only) or PostgreSQL.
 
 A source is a path, a SQLAlchemy-style URL (``sqlite:///path``,
-``sqlite+aiosqlite:///path``, ``postgresql+asyncpg://...``) or a
-``postgresql://`` DSN; the peers' packages are not needed to read their stores.
+``sqlite+aiosqlite:///path``, ``postgresql+asyncpg://...``), a ``postgresql://``
+DSN or a libpq ``key=value`` one; the peers' packages are not needed to read their stores.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ __all__ = ["PeerSource", "shown"]
 
 _SQLITE_URL = re.compile(r"^sqlite(\+\w+)?:///(.*)$")
 _POSTGRES_URL = re.compile(r"^postgres(ql)?(\+\w+)?://")
+_CONNINFO = re.compile(r"^\s*\w+\s*=")
+"""A libpq key=value DSN (``host=... dbname=...``)."""
 
 
 class PeerSource:
@@ -29,10 +31,12 @@ class PeerSource:
     def __init__(self, source: str) -> None:
         self.source = source
         match = _SQLITE_URL.match(source)
-        self.postgres = bool(_POSTGRES_URL.match(source))
+        self.postgres = bool(_POSTGRES_URL.match(source)) or (
+            not match and _CONNINFO.match(source) is not None and not os.path.exists(source)
+        )
         self.path = match[2] if match else ("" if self.postgres else source)
         if self.postgres:
-            self.dsn = re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", source)
+            self.dsn = _POSTGRES_URL.sub("postgresql://", source)
         elif not os.path.isfile(self.path):
             raise ValidationError(
                 field="source",
