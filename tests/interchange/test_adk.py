@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +25,8 @@ from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.transcript_chain import decode_reference
 from agentledger.transcript import JsonNumber, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from tests.cli.conftest import run_cli
-from tests.installs import UV
+from tests.interchange.peer_venv import ROOT, peer_python
 
-ROOT = Path(__file__).resolve().parents[2]
 PEER_VENV = ROOT / ".venv-adk-peer"
 SCRIPT = Path(__file__).with_name("adk_peer.py")
 
@@ -36,16 +34,7 @@ SCRIPT = Path(__file__).with_name("adk_peer.py")
 @pytest.fixture(scope="session")
 def adk_python() -> Path:
     """The ADK peer's interpreter, its venv built first if absent (never skipped)."""
-    python = PEER_VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([UV, "venv", "-q", "--python", sys.executable, PEER_VENV], check=True)
-        subprocess.run(
-            [UV, "pip", "install", "-q", "--python", python, "--group", "bench-adk-peer",
-             "-e", ROOT],
-            check=True,
-            cwd=ROOT,
-        )  # fmt: skip
-    return python
+    return peer_python(PEER_VENV, "--group", "bench-adk-peer", "-e", ROOT)
 
 
 def _adk_store(python: Path, db: Path) -> dict[str, list[dict[str, Any]]]:

@@ -31,10 +31,9 @@ from agentledger.transcript import (
     ToolUsePart,
 )
 from tests.cli.conftest import run_cli
-from tests.installs import UV
+from tests.interchange.peer_venv import ROOT, peer_python
 from tests.storage.postgres.server import create_database, drop_database
 
-ROOT = Path(__file__).resolve().parents[2]
 PEER_VENV = ROOT / ".venv-langgraph-peer"
 SCRIPT = Path(__file__).with_name("langgraph_peer.py")
 PACKAGES = ("langgraph>=0.6", "langgraph-checkpoint-sqlite>=2.0", "langgraph-checkpoint-postgres")
@@ -52,14 +51,7 @@ def langgraph_python() -> Path:
     """An interpreter with LangGraph and its SQLite and PostgreSQL savers (never skipped)."""
     if all(_has(m) for m in ("langgraph.checkpoint.sqlite", "langgraph.checkpoint.postgres")):
         return Path(sys.executable)
-    python = PEER_VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([UV, "venv", "-q", "--python", sys.executable, PEER_VENV], check=True)
-        subprocess.run(
-            [UV, "pip", "install", "-q", "--python", python, *PACKAGES, "psycopg[binary]"],
-            check=True,
-        )
-    return python
+    return peer_python(PEER_VENV, *PACKAGES, "psycopg[binary]")
 
 
 def _thread(python: Path, kind: str, where: str) -> list[dict[str, Any]]:
