@@ -101,6 +101,14 @@ def test_an_encrypted_session_is_exported_only_with_its_keys(
     done = run_cli("--db", str(db), "export", sid, "-o", str(out))
     assert done.code == 0, done.err
     assert b"PAYLOAD-SECRET-alpha" in out.read_bytes()
+    other = tmp_path / "other.db"  # a new encrypted database: imported records are sealed again
+    imported = run_cli("--db", str(other), "import", str(out), "--create")
+    assert imported.code == 0, imported.err
+    assert b"PAYLOAD-SECRET-alpha" not in b"".join(
+        p.read_bytes() for p in tmp_path.glob("other.db*")
+    )
+    back = run_cli("--db", str(other), "export", sid)
+    assert back.out.encode() == out.read_bytes()
 
 
 @pytest.mark.parametrize(
