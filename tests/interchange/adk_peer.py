@@ -1,9 +1,10 @@
 """Run in the ADK peer's own venv (.venv-adk-peer): write a DatabaseSessionService store.
 
-``python adk_peer.py DB`` creates two sessions with Google ADK's own API, appends
-events to them (text, a function call and its response, thinking, a state change
-with no content), and prints, as one JSON line, what ``get_session`` returns for
-each: ``{"<session id>": [<event as JSON>, ...]}``. Not collected by pytest.
+``python adk_peer.py DB`` (a SQLite path, or a SQLAlchemy URL) creates two
+sessions with Google ADK's own API, appends events to them (text, a function call
+and its response, thinking, a state change with no content), and prints, as one
+JSON line, what ``get_session`` returns for each: ``{"<session id>": [<event as
+JSON>, ...]}``. Not collected by pytest.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def _event(author: str, *parts: types.Part, role: str = "", **kw: object) -> Eve
 
 
 async def main(db: str) -> None:
-    service = DatabaseSessionService(f"sqlite+aiosqlite:///{db}")
+    url = db if "://" in db else f"sqlite+aiosqlite:///{db}"
+    service = DatabaseSessionService(url)
     try:
         chat = await service.create_session(app_name=APP, user_id=USER, session_id="chat-1")
         events = [

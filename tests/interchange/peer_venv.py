@@ -1,8 +1,9 @@
 """A venv of its own for a peer whose packages the test venv does not hold, built once.
 
 Built with uv on first use, under a file lock, so two pytest-xdist workers never
-build the same venv at once; later runs reuse it. Never skipped: a venv that cannot
-be built fails the tests that need it, with uv's reason.
+build the same venv at once; later runs reuse it (one made elsewhere, e.g. by the
+bench, is completed in place). Never skipped: a venv that cannot be built fails the
+tests that need it, with uv's reason.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ def peer_python(venv: Path, *install: str | Path) -> Path:
         fcntl.flock(held, fcntl.LOCK_EX)
         done = venv / ".installed"
         if not done.exists():
-            subprocess.run([UV, "venv", "-q", "--python", sys.executable, venv], check=True)
+            subprocess.run(
+                [UV, "venv", "-q", "--allow-existing", "--python", sys.executable, venv],
+                check=True,
+            )
             subprocess.run(
                 [UV, "pip", "install", "-q", "--python", python, *install], check=True, cwd=ROOT
             )

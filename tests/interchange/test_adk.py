@@ -26,6 +26,7 @@ from agentledger.storage.transcript_chain import decode_reference
 from agentledger.transcript import JsonNumber, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from tests.cli.conftest import run_cli
 from tests.interchange.peer_venv import ROOT, peer_python
+from tests.storage.postgres.server import create_database, drop_database
 
 PEER_VENV = ROOT / ".venv-adk-peer"
 SCRIPT = Path(__file__).with_name("adk_peer.py")
@@ -34,10 +35,10 @@ SCRIPT = Path(__file__).with_name("adk_peer.py")
 @pytest.fixture(scope="session")
 def adk_python() -> Path:
     """The ADK peer's interpreter, its venv built first if absent (never skipped)."""
-    return peer_python(PEER_VENV, "--group", "bench-adk-peer", "-e", ROOT)
+    return peer_python(PEER_VENV, "--group", "bench-adk-peer", "asyncpg", "-e", ROOT)
 
 
-def _adk_store(python: Path, db: Path) -> dict[str, list[dict[str, Any]]]:
+def _adk_store(python: Path, db: Path | str) -> dict[str, list[dict[str, Any]]]:
     """Write the store with ADK itself; what its ``get_session`` returns, numbers exact."""
     done = subprocess.run(
         [python, SCRIPT, db], capture_output=True, text=True, check=True, timeout=300
@@ -110,3 +111,34 @@ def test_the_command_imports_an_adk_store(adk_python: Path, tmp_path: Path) -> N
         "already held, unchanged: session adk:weather-app:u1:chat-1: 2 runs, "
     )
     assert json.loads(run_cli("--db", str(db), "--json", "sessions").out)["sessions"]
+
+
+async def test_an_adk_store_on_postgresql(
+    adk_python: Path, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """DatabaseSessionService on PostgreSQL (events as JSONB) reads the same, numbers exact."""
+    from psycopg import conninfo
+
+    dsn = create_database(postgres_dsn)  # its own database: ADK's tables, nothing else
+    try:
+        parts = conninfo.conninfo_to_dict(dsn)
+        url = (
+            f"postgresql+asyncpg://{parts.get('user', 'postgres')}"
+            f"{':' + str(parts['password']) if parts.get('password') else ''}"
+            f"@{parts.get('host', '127.0.0.1')}:{parts.get('port', 5432)}/{parts['dbname']}"
+        )
+        returned = _adk_store(adk_python, url)
+        async with await SQLiteStore.open(tmp_path / "ledger.db") as store:
+            report = await import_peer(store, "adk", dsn, "chat-1")
+            (outcome,) = report.sessions
+            runs = await store.list_runs_by_session(outcome.session_id)
+            replayed = await build_messages_from_run_log(store, runs[-1].run_id)
+            expected, _, _ = adk_events_to_messages(returned["chat-1"])
+            assert replayed == expected
+            assert replayed[1].parts[0] == ToolUsePart(
+                id="call-1", name="weather", input={"city": "Paris", "celsius": JsonNumber("21.5")}
+            )
+            again = await import_peer(store, "adk", url, "chat-1")  # its URL reads the same
+            assert [o.imported for o in again.sessions] == [False]
+    finally:
+        drop_database(dsn)

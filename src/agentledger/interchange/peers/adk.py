@@ -140,14 +140,15 @@ async def read_adk(source: str, only: str) -> tuple[list[Conversation], list[str
     gaps: list[str] = []
     for app, user, peer_id, created, updated in sessions:
         where = f"session {app}/{user}/{peer_id}"
+        data_text = "event_data::text" if db.postgres else "event_data"  # JSONB: exact numbers
         rows = await db.rows(
-            "SELECT id, event_data, timestamp FROM events WHERE app_name = ? AND user_id = ? "
+            f"SELECT id, {data_text}, timestamp FROM events WHERE app_name = ? AND user_id = ? "
             "AND session_id = ? ORDER BY timestamp, id",
             (app, user, peer_id),
         )
         events = []
         for event_id, data, at in rows:
-            event = _DECODER.decode(data) if isinstance(data, str | bytes) else dict(data or {})
+            event = _DECODER.decode(data) if data else {}
             event["id"] = event_id
             if event.get("timestamp") is None:
                 event["timestamp"] = _time(at).replace(tzinfo=UTC).timestamp()
