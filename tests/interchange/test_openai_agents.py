@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import itertools
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents.memory import SQLiteSession
 
 from agentledger.contrib.openai_agents import items_to_messages
@@ -17,6 +22,11 @@ from agentledger.storage.session_image import read_session_image
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.transcript_chain import decode_reference
 from tests.cli.conftest import run_cli
+from tests.interchange.peer_venv import ROOT, peer_python
+from tests.storage.postgres.server import create_database, drop_database
+
+PEER_VENV = ROOT / ".venv-agents-peer"
+SCRIPT = Path(__file__).with_name("agents_peer.py")
 
 CHAT: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief."},
@@ -137,3 +147,59 @@ def test_the_command_imports_one_session_and_reports(tmp_path: Path) -> None:
     other = run_cli("--db", str(db), "import", "--from", "openai-agents", str(db))
     assert other.code == 1
     assert "agent_messages" in other.err
+
+
+@pytest.fixture(scope="session")
+def sqlalchemy_python() -> Path:
+    """An interpreter with the SDK, SQLAlchemy and asyncpg: this one when the test venv has
+    them (the ``test`` group lists them), else a venv of its own (never skipped)."""
+    if all(_has(m) for m in ("sqlalchemy", "asyncpg")):
+        return Path(sys.executable)
+    return peer_python(PEER_VENV, "openai-agents[sqlalchemy]>=0.24")
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def _sqlalchemy_session(python: Path, url: str) -> list[dict[str, Any]]:
+    """Write session chat-1 with the SDK's SQLAlchemySession; what ``get_items()`` returns."""
+    done = subprocess.run(
+        [python, SCRIPT, url], capture_output=True, text=True, check=True, timeout=300
+    )
+    items: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return items
+
+
+async def test_a_sqlalchemy_session_on_postgresql(
+    sqlalchemy_python: Path, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The SDK's SQLAlchemySession on PostgreSQL, read through its DSN: replay equals
+    what ``get_items()`` returns."""
+    from psycopg import conninfo
+
+    dsn = create_database(postgres_dsn)  # its own database: the SDK's tables, nothing else
+    try:
+        parts = conninfo.conninfo_to_dict(dsn)
+        url = (
+            f"postgresql+asyncpg://{parts.get('user', 'postgres')}"
+            f"{':' + str(parts['password']) if parts.get('password') else ''}"
+            f"@{parts.get('host', '127.0.0.1')}:{parts.get('port', 5432)}/{parts['dbname']}"
+        )
+        items = _sqlalchemy_session(sqlalchemy_python, url)
+        async with await SQLiteStore.open(tmp_path / "ledger.db") as store:
+            report = await import_peer(store, "openai-agents", url)
+            assert [(o.session_id, o.runs) for o in report.sessions] == [
+                ("openai-agents:chat-1", 2)
+            ]
+            assert report.not_carried == []
+            runs = await store.list_runs_by_session("openai-agents:chat-1")
+            replayed = await build_messages_from_run_log(store, runs[-1].run_id)
+            assert replayed == items_to_messages(items)
+            again = await import_peer(store, "openai-agents", dsn, "chat-1")
+            assert [o.imported for o in again.sessions] == [False]
+    finally:
+        drop_database(dsn)
