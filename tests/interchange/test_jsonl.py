@@ -200,3 +200,21 @@ def test_header_round_trips_through_msgspec() -> None:
             b'"created_at":"2026-01-01T00:00:00Z"}}',
             type=SessionFileHeader,
         )
+
+
+async def test_through_postgresql_the_file_is_the_same(tmp_path: Path, postgres_dsn: str) -> None:
+    """SQLite -> file -> PostgreSQL -> file: the same bytes (times, labels, payloads)."""
+    from agentledger.storage.postgres import PostgresStore
+
+    source, sids = await _source(tmp_path)
+    target = await PostgresStore.open(postgres_dsn)
+    try:
+        for sid in sids:
+            data = await export_session(source, sid)
+            path = _written(tmp_path, f"{sid}.jsonl", data)
+            imported = await import_session_file(target, path)
+            assert imported.imported
+            assert await export_session(target, sid) == data
+    finally:
+        await target.close()
+        await source.close()
