@@ -124,6 +124,19 @@ async def test_each_conversation_becomes_turns_by_reference(tmp_path: Path) -> N
         assert [await read_session_image(store, sid) for sid in sids] == before
         assert len((await store.list_sessions()).sessions) == 2
 
+        grown = SQLiteSession("chat-2", peer)  # the conversation goes on in the SDK
+        try:
+            await grown.add_items([{"role": "user", "content": "still there?"}])
+        finally:
+            grown.close()
+        third = await import_peer(store, "openai-agents", str(peer))
+        assert [o.imported for o in third.sessions] == [False]  # chat-1, unchanged
+        assert third.not_carried[-1].startswith(
+            "session openai-agents:chat-2: not imported: SessionConflictError"
+        )
+        assert "purge the session first" in third.not_carried[-1]
+        assert [await read_session_image(store, sid) for sid in sids] == before
+
 
 def test_the_command_imports_one_session_and_reports(tmp_path: Path) -> None:
     peer, db = tmp_path / "agents.db", tmp_path / "ledger.db"

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -62,6 +62,9 @@ from agentledger.storage.types import (
     SessionStatus,
     StartOutcome,
 )
+
+if TYPE_CHECKING:
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = [
     "FORMAT",
@@ -403,7 +406,7 @@ class ImportOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """True: written now. False: the store already held this same session (nothing changed)."""
 
 
-async def import_image(store: Any, image: SessionImage) -> ImportOutcome:
+async def import_image(store: AdminStore, image: SessionImage) -> ImportOutcome:
     """Import ``image`` in one transaction; a store holding the very same session is left as it is.
 
     Raises:
@@ -445,7 +448,7 @@ async def export_session(store: SessionImageSource, session_id: str) -> bytes:
     return await asyncio.to_thread(lambda: b"".join(encode_session(image)))
 
 
-async def import_session_file(store: Any, path: str | Path) -> ImportOutcome:
+async def import_session_file(store: AdminStore, path: str | Path) -> ImportOutcome:
     """Check the file at ``path`` whole, then import its session (see :func:`import_image`)."""
     where = Path(path)
 

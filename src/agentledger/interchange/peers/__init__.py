@@ -11,13 +11,17 @@ be carried is listed in the :class:`PeerReport`, with why.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from agentledger.errors import ValidationError
+from agentledger.errors import ContractError, ValidationError
 from agentledger.interchange.jsonl import ImportOutcome, import_image
 from agentledger.interchange.peers.conversation import Conversation, conversation_image
 from agentledger.interchange.peers.sources import shown
+
+if TYPE_CHECKING:
+    from agentledger.storage.protocol import AdminStore
 
 __all__ = ["PEERS", "PeerReport", "import_peer", "read_peer"]
 
@@ -62,11 +66,22 @@ async def read_peer(peer: str, source: str, only: str = "") -> tuple[list[Conver
     return await _reader(peer)(source, only)
 
 
-async def import_peer(store: object, peer: str, source: str, only: str = "") -> PeerReport:
-    """Import every conversation of ``peer``'s store at ``source``, each in one transaction."""
+async def import_peer(store: AdminStore, peer: str, source: str, only: str = "") -> PeerReport:
+    """Import every conversation of ``peer``'s store at ``source``, each in one transaction.
+
+    A conversation the store refuses (one imported before that has grown since, whose
+    session now differs; one too large for the store's limits) is listed in
+    ``not_carried`` with the refusal, and the others are imported.
+
+    Raises:
+        ValidationError: ``source`` is not that peer's store, or cannot be read.
+    """
     conversations, gaps = await read_peer(peer, source, only)
     outcomes = []
     for conversation in conversations:
-        image = await conversation_image(conversation)
-        outcomes.append(await import_image(store, image))
+        try:
+            image = await conversation_image(conversation)
+            outcomes.append(await import_image(store, image))
+        except ContractError as e:
+            gaps.append(f"session {conversation.session_id}: not imported: {e}")
     return PeerReport(peer=peer, source=shown(source), sessions=outcomes, not_carried=gaps)
