@@ -105,6 +105,8 @@ def test_the_command_imports_an_adk_store(adk_python: Path, tmp_path: Path) -> N
     report = done.json()
     assert [s["imported"] for s in report["sessions"]] == [True, True]
     assert report["peer"] == "adk"
+    audit = run_cli("--db", str(db), "check")  # every record decodes, every transcript valid
+    assert (audit.code, audit.err) == (0, ""), audit.out
     text = run_cli("--db", str(db), "import", "--from", "adk", f"sqlite:///{peer}")
     assert text.code == 0, text.err
     assert text.out.splitlines()[0].startswith(

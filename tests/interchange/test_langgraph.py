@@ -122,3 +122,29 @@ def test_the_command_imports_a_thread(langgraph_python: Path, tmp_path: Path) ->
     )
     assert done.code == 0, done.err
     assert done.out.startswith("imported session langgraph:t1: 2 runs, ")
+    audit = run_cli("--db", str(db), "check")  # every record decodes, every transcript valid
+    assert (audit.code, audit.err) == (0, ""), audit.out
+
+
+def test_what_the_transcript_cannot_hold_is_reported() -> None:
+    """Blocks and calls with no transcript part are listed, not dropped silently."""
+    messages, gaps = langchain_to_messages(
+        [
+            {"type": "human", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
+            {
+                "type": "ai",
+                "content": "ok",
+                "tool_calls": [],
+                "invalid_tool_calls": [{"name": "f", "args": "{bad", "id": "c"}],
+            },
+            {"type": "chat", "content": "?"},
+        ]
+    )
+    assert messages == [Message(role="assistant", parts=(TextPart(text="ok"),))]
+    assert gaps == [
+        "thread message 0 block 0 (image_url): the transcript has no part for it",
+        "thread message 0 (human): empty, not carried",
+        "thread message 1 invalid tool call 'f': its arguments were not JSON, "
+        "so the transcript has no tool use for it",
+        "thread message 2 (type 'chat'): the transcript has no message of that kind",
+    ]

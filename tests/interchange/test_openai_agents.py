@@ -149,6 +149,8 @@ def test_the_command_imports_one_session_and_reports(tmp_path: Path) -> None:
     lines = done.out.splitlines()
     assert lines[0].startswith("imported session openai-agents:chat-1: 3 runs, ")
     assert lines[1].startswith("not carried: session 'chat-1' item 6 (web_search_call)")
+    audit = run_cli("--db", str(db), "check")  # every record decodes, every transcript valid
+    assert (audit.code, audit.err) == (0, ""), audit.out
     again = run_cli(
         "--db", str(db), "--json", "import", "--from", "openai-agents", str(peer),
         "--session", "chat-1",

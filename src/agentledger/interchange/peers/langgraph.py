@@ -126,6 +126,11 @@ def langchain_to_messages(
                         input=_exact(dict(call.get("args") or {})),
                     )
                 )
+            for bad in value.get("invalid_tool_calls") or ():
+                gaps.append(
+                    f"{at} invalid tool call {bad.get('name')!r}: its arguments were not JSON, "
+                    "so the transcript has no tool use for it"
+                )
             role: Role = "assistant"
         elif kind in ("human", "system"):
             role = "user" if kind == "human" else "system"
