@@ -67,6 +67,12 @@ PUBLIC = {
         "StoreConformance", "StoreFactory", "StoreOpener", "World", "dump_store",
     ],
     "agentledger.storage.encryption": ["KEYRING_ENV", "SCHEME", "Encryption", "Keyring"],
+    "agentledger.interchange": [
+        "FORMAT", "FORMAT_VERSION", "ImportOutcome", "SessionFileHeader", "decode_session",
+        "encode_session", "export_session", "import_image", "import_session_file",
+        "is_session_file", "session_schema",
+    ],
+    "agentledger.interchange.peers": ["PEERS", "PeerReport", "import_peer", "read_peer"],
     "agentledger.runtime": [
         "Agent", "AgentClient", "AgentTool", "Answer", "AwaitClarification", "AwaitConfirmation",
         "AwaitExternalTools", "Awaiting", "Compaction", "Completion", "HistoryContext",

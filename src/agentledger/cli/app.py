@@ -62,6 +62,8 @@ COMMANDS: dict[str, str] = {
     "archive": "agentledger.cli.archive:archive",
     "restore": "agentledger.cli.archive:restore",
     "retention": "agentledger.cli.archive:retention",
+    "export": "agentledger.cli.interchange:export",
+    "import": "agentledger.cli.interchange:import_",
     "worker": "agentledger.cli.worker:worker",
     "serve": "agentledger.cli.service:serve",
     "token": "agentledger.cli.service:token",
