@@ -16,6 +16,16 @@ at the run and record the window starts at. A backend reads the session's
 references and windows newest first and stops as soon as :class:`ChainScan`
 says the walk has all it needs, so the cost follows the window, not the
 session's length; then it reads the heads of only the runs those rows name.
+
+Readers take the chain resolved once: :func:`load_transcript_chain` (or
+:func:`resolve_chain` on a store's segments) walks what the store returned by
+the same rules (:func:`chain_links`' walk) and returns a
+:class:`TranscriptChain`: each link's run, cut, first record, depth,
+exclusion of reasoning, reference and newest window, and the window that
+governs. Replay, the transcript cache and prompt versions read that; none
+walks references on its own. References and windows are decoded by the
+checks their writes passed (:mod:`agentledger.storage.validation`), so a
+reader accepts exactly what a store accepts.
 """
 
 from __future__ import annotations
