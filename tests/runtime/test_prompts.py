@@ -278,6 +278,36 @@ async def test_damage_in_an_earlier_turn_fails_the_newest(tmp_path: Path) -> Non
     assert e.value.run_id == first.run_id
 
 
+async def test_a_history_cycle_is_corruption_not_a_shorter_answer(tmp_path: Path) -> None:
+    """A reference rewritten on disk to name its own run (a cycle no store writes) fails
+    the answer, naming that reference; the walk used to stop there silently."""
+    from agentledger.storage.sqlite.schema import _backfill_checksums
+
+    path = tmp_path / "cycle.db"
+    async with await SQLiteStore.open(path) as store:
+        session = f"s-{uuid.uuid4().hex}"
+        await store.create_session(session, created_at=now_ms())
+        first = await _first_runtime(store).agent_client("chat").run(session, "When?")
+        client = _second_runtime(store, first.run_id).agent_client("chat")
+        second = await client.run(session, "Sure?", after=first.run_id)
+        reference = next(
+            r for r in await records(store, second.run_id) if r.type == rt.TRANSCRIPT_REFERENCED
+        )
+    body = payloads.TranscriptReference.decode(reference.payload)
+    looped = msgspec.structs.replace(body, run_id=second.run_id, through="1").encode()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        update = "UPDATE records SET payload = ? WHERE run_id = ? AND seq = ?"
+        assert conn.execute(update, (looped, second.run_id, int(reference.id))).rowcount == 1
+        _backfill_checksums(conn)
+    finally:
+        conn.close()
+    async with await SQLiteStore.open(path) as store:
+        with pytest.raises(CorruptRecordError, match="a cycle") as e:
+            await prompt_versions(store, second.run_id)
+    assert (e.value.run_id, e.value.record_id) == (second.run_id, reference.id)
+
+
 def _requests(url: str, method: str) -> float:
     text = httpx.get(f"{url}/metrics").text
     return sum(
@@ -289,7 +319,8 @@ def _requests(url: str, method: str) -> float:
 
 async def test_reads_are_one_page_per_run_reached(served: tuple[str, str]) -> None:
     """Over HTTP: one ``list_run_records`` call per run reached (each holds under a page),
-    and no other read, however the runs are related."""
+    one ``load_transcript_chain`` per run walked from (the run asked about and its
+    child), and no other read, however the runs are related."""
     url, token = served
     async with StoreClient(url, token=token) as client:
         session = f"s-{uuid.uuid4().hex}"
@@ -299,8 +330,10 @@ async def test_reads_are_one_page_per_run_reached(served: tuple[str, str]) -> No
         second = await chat.run(session, "Sure?", after=first.run_id)
         third = await chat.run(session, "Really?", after=second.run_id)
         before = {m: _requests(url, m) for m in ("list_run_records", "load_run")}
+        chains_before = _requests(url, "load_transcript_chain")
         found = await prompt_versions(client, third.run_id)
         after = {m: _requests(url, m) for m in ("list_run_records", "load_run")}
+        chains_after = _requests(url, "load_transcript_chain")
     assert [(p.prompt_id, p.version) for p in found] == [
         ("chat.system", "4"),
         ("summarise", "2"),
@@ -310,6 +343,7 @@ async def test_reads_are_one_page_per_run_reached(served: tuple[str, str]) -> No
     # the third turn, the second, the first and the first's child
     assert after["list_run_records"] - before["list_run_records"] == 4
     assert after["load_run"] == before["load_run"]
+    assert chains_after - chains_before == 2
 
 
 async def test_compaction_by_the_runtime_lists_its_summariser(store: Any, session: str) -> None:

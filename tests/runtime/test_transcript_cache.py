@@ -12,6 +12,7 @@ import random
 from functools import partial
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -250,3 +251,33 @@ async def test_each_turn_of_a_long_run_reads_what_it_adds(store: AnyStore, sessi
     assert planner.seen == 80
     assert max(planner.read[1:]) <= _PAGE + 10, planner.read
     assert out.run_id not in runtime._activities.transcripts
+
+
+async def test_a_window_replay_refuses_is_refused_by_the_cache_too(
+    store: AnyStore, session: str
+) -> None:
+    """A compaction whose summary would go before an assistant message: replay refuses it
+    as corruption, and so does a cache that already held the run (it applied it)."""
+    from agentledger.errors import CorruptRecordError
+    from agentledger.storage import payloads
+
+    log = _Log(store, "summary-first", session)
+    await log.start()
+    said = [Message(role="user", parts=(TextPart(text="a"),))]
+    await log.append(said)
+    await log.append([Message(role="assistant", parts=(TextPart(text="b"),))])
+    cache = TranscriptCache()
+    assert len((await cache.transcript(store, "summary-first")).messages) == 2
+    answer = (await store.list_run_records("summary-first")).records[-1]
+    start = payloads.TranscriptPosition(run_id="summary-first", record=answer.id)
+    window = payloads.TranscriptWindow(policy="compact:1", start=start, summary="earlier")
+    await store.append_run_records([log._record(payloads.TRANSCRIPT_WINDOW, window.encode())])
+    with pytest.raises(CorruptRecordError, match="summary goes before a assistant") as whole:
+        await build_messages_from_run_log(store, "summary-first")
+    with pytest.raises(CorruptRecordError, match="summary goes before a assistant") as cached:
+        await cache.transcript(store, "summary-first")
+    assert (cached.value.run_id, cached.value.record_id) == (
+        whole.value.run_id,
+        whole.value.record_id,
+    )
+    assert "summary-first" not in cache

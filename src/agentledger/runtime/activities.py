@@ -513,7 +513,9 @@ class Activities:
             known.append(transcript)
             if resolved.agent.history is None:
                 return transcript.messages
-            return await self._history.window(arg, context, resolved, transcript, window)
+            windowed = await self._history.window(arg, context, resolved, transcript)
+            window.extend(windowed.records)
+            return windowed.messages
 
         common: dict[str, Any] = {
             "deltas": self._delta_sender(arg) if self.stream is not None else None,

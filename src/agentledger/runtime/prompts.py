@@ -18,7 +18,7 @@ from agentledger.errors import CorruptRecordError, RunNotFoundError
 from agentledger.runtime import records as rt
 from agentledger.storage import payloads
 from agentledger.storage.protocol import Store
-from agentledger.storage.transcript_chain import decode_reference
+from agentledger.storage.transcript_chain import ChainLink, decode_window, load_transcript_chain
 from agentledger.storage.types import Record
 from agentledger.storage.validation import decode_stored_payload
 
@@ -76,81 +76,73 @@ async def prompt_versions(store: Store, run_id: str) -> tuple[PromptVersion, ...
     Read: the run's own records, its child runs' (recursively, through their
     links), and the runs its history was taken from (a next turn's previous
     turn, a continuation's suspended run, a fork's source through the record
-    it was cut at, and so on back to the first turn), each in pages. Ordered
-    by first use in that walk (a run's records in log order, a child's at its
-    link, then the runs its history came from, newest first); each prompt id
-    and version once, with every record that used it.
+    it was cut at, and so on back to the first turn), each in pages. Which runs
+    the history reaches, and through which record, is the run's resolved
+    transcript chain (one ``load_transcript_chain`` per run walked from: the
+    run and each child). Ordered by first use in that walk (a run's records in
+    log order, a child's at its link, then the runs its history came from,
+    newest first); each prompt id and version once, with every record that
+    used it.
 
     Raises:
         RunNotFoundError: no run has this id (as the store reports it).
         CorruptRecordError: a record it reads does not fit its type, a start
-            carries two history references, or a link or reference names a run
-            the store does not have. Damage is reported, never skipped.
+            carries two history references, a link or reference names a run
+            the store does not have, or references form a cycle. Damage is
+            reported, never skipped.
     """
     found = _Found()
-    await _walk(store, found, run_id, "own", "", None)
+    await _walk(store, found, run_id, "own", None)
     return found.result()
 
 
 async def _walk(
-    store: Store, found: _Found, run_id: str, via: Via, through: str, named_by: Record | None
+    store: Store, found: _Found, run_id: str, via: Via, named_by: Record | None
 ) -> None:
-    """Read ``run_id`` (through record ``through``, or whole) and the runs its history
-    reaches, one after another; a child link is followed where it stands."""
-    while run_id and run_id not in found.seen:
-        found.seen.add(run_id)
-        try:
-            run_id, through, named_by = await _read_run(store, found, run_id, via, through)
-        except RunNotFoundError as e:
-            if named_by is None or e.id != run_id:
-                raise
-            raise CorruptRecordError(
-                run_id=named_by.run_id,
-                record_id=named_by.id,
-                reason=f"{named_by.type}: names run {run_id}, which the store does not have",
-            ) from e
-        via = "history"
+    """Read ``run_id`` and the runs its history reaches (its transcript chain), each
+    through its cut; a child link is followed where it stands."""
+    if run_id in found.seen:
+        return
+    try:
+        chain = await load_transcript_chain(store, run_id)
+    except RunNotFoundError as e:
+        if named_by is None or e.id != run_id:
+            raise
+        raise CorruptRecordError(
+            run_id=named_by.run_id,
+            record_id=named_by.id,
+            reason=f"{named_by.type}: names run {run_id}, which the store does not have",
+        ) from e
+    for link in chain.links:
+        if link.run_id in found.seen:  # reached before, and so was all it references
+            continue
+        found.seen.add(link.run_id)
+        await _read_run(store, found, link.run_id, via if link.depth == 0 else "history", link)
 
 
-async def _read_run(
-    store: Store, found: _Found, run_id: str, via: Via, through: str
-) -> tuple[str, str, Record | None]:
-    """Add the uses in one run's records; the run its history references, the record
-    it is referenced through, and the reference record."""
-    last = int(through) if through else None
-    reference: Record | None = None
-    source = ("", "")
+async def _read_run(store: Store, found: _Found, run_id: str, via: Via, link: ChainLink) -> None:
+    """Add the uses in one run's records through the link's cut."""
     cursor = ""
     while True:
         page = await store.list_run_records(run_id, cursor=cursor, limit=PAGE)
         for record in page.records:
-            if last is not None and int(record.id) > last:
-                return source[0], source[1], reference
+            if int(record.id) > link.through:
+                return
             if record.type == rt.PROMPT_RENDERED:
                 prompt = _prompt(record)
                 found.add(prompt.prompt_id, prompt.version, _use(record, via))
             elif record.type == payloads.TRANSCRIPT_WINDOW:
-                window = decode_stored_payload(record, payloads.TranscriptWindow)
+                window = decode_window(record)
                 if window.prompt_id:
                     use = PromptUse(
                         run_id=run_id, record_id=record.id, via="summary", model=window.model
                     )
                     found.add(window.prompt_id, window.prompt_version, use)
             elif record.type == payloads.CHILD_RUN_LINKED:
-                link = decode_stored_payload(record, payloads.ChildRunLinked)
-                await _walk(store, found, link.child_run_id, "child", "", record)
-            elif record.type == payloads.TRANSCRIPT_REFERENCED:
-                if reference is not None:
-                    raise CorruptRecordError(
-                        run_id=run_id,
-                        record_id=record.id,
-                        reason=f"a second history reference (the first is record {reference.id})",
-                    )
-                reference = record
-                ref = decode_reference(record)
-                source = (ref.run_id, ref.through)
+                child = decode_stored_payload(record, payloads.ChildRunLinked)
+                await _walk(store, found, child.child_run_id, "child", record)
         if not page.next_cursor:
-            return source[0], source[1], reference
+            return
         cursor = page.next_cursor
 
 

@@ -9,11 +9,12 @@ turn reads only the records committed since and checks only what they add.
 A run the cache does not hold is read whole, windowed [V5]: from where the
 window that governs its model input starts (see
 :func:`~agentledger.storage.replay.replay_with_origins`), resolving what
-the run's first records refer to (an earlier run's transcript). After it, the
+the run's first records refer to (an earlier run's transcript), through
+:func:`~agentledger.storage.transcript_chain.load_transcript_chain`. After it, the
 transcript grows only by the run's own records, so the cache appends the
 messages of each new ``transcript_messages_appended`` (or ``seeded``) record,
-in commit order, and applies each new window (dropping what it cuts, so the
-cache stays as long as the model input); any other transcript record type
+in commit order, and applies each new window as replay does (dropping what it
+cuts, so the cache stays as long as the model input); any other transcript record type
 sends the run back to a whole read. Each message is held with where it is
 stored, which is how a history policy's cut is recorded.
 
@@ -51,9 +52,9 @@ from agentledger.storage.replay import (
     position_of,
     replay_run_log_events,
     replay_with_origins,
-    with_summary,
+    summary_first,
 )
-from agentledger.storage.transcript_chain import decode_window
+from agentledger.storage.transcript_chain import decode_window, load_transcript_chain
 from agentledger.storage.types import Record
 from agentledger.transcript import Message
 from agentledger.transcript.validate import PlannerTranscriptCheck
@@ -189,9 +190,9 @@ class TranscriptCache:
     async def _read_whole(self, store: Store, run_id: str) -> KnownTranscript:
         """Read the run whole (opaque), and hold it if nothing changed meanwhile."""
         before = await _tail(store, run_id, "", 0, "")
-        segments = await store.load_transcript_chain(run_id, windowed=True)
+        chain = await load_transcript_chain(store, run_id, windowed=True)
         verified = isinstance(store, VerifiedTranscripts) and store.transcripts_verified
-        pairs = replay_with_origins(segments, verified=verified)
+        pairs = replay_with_origins(chain, verified=verified)
         messages = [m for m, _ in pairs]
         origins = [o for _, o in pairs]
         check = PlannerTranscriptCheck()
@@ -242,15 +243,21 @@ class TranscriptCache:
 
 
 def _apply_window(entry: _Entry, record: Record) -> bool:
-    """Cut ``entry`` where the window ``record`` starts; False if it does not hold that
-    message after its first one (then the run is read whole)."""
+    """Cut ``entry`` where the window ``record`` starts, as replay applies it (the same
+    decoding and the same summary check); False if it does not hold that message after
+    its first one (then the run is read whole).
+
+    Raises:
+        CorruptRecordError: the window does not decode, or puts its summary before
+            a message that is not the user's (replay refuses it too).
+    """
     window = decode_window(record)
     at = position_of(entry.origins, window.start)
     if not at:
         return False
+    first = summary_first(entry.messages[at], record, window)
     del entry.messages[:at], entry.origins[:at]
-    if window.summary:
-        entry.messages[0] = with_summary(entry.messages[0], window.summary)
+    entry.messages[0] = first
     return True
 
 

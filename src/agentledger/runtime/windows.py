@@ -13,6 +13,8 @@ planner note says why.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import msgspec
 
 from agentledger.engine.base import activity_attempt
@@ -29,10 +31,59 @@ from agentledger.storage.protocol import Store
 from agentledger.storage.replay import MessageOrigin, position_of, with_summary
 from agentledger.transcript import Message
 
-__all__ = ["HistoryWindows"]
+__all__ = ["HistoryWindows", "SavedSummaries", "Windowed"]
 
 _NOTE_INDEX = 1000
 """The index of a failed policy's note among the turn's notes (past any planner's)."""
+
+
+class Windowed(NamedTuple):
+    """A turn's model input under its history policy, and what to write with its plan."""
+
+    messages: tuple[Message, ...]
+    """The messages this turn sends the model."""
+    records: tuple[rt.RecordSpec, ...] = ()
+    """The window record (and a summary's usage), or a failed policy's note; nothing when
+    the policy keeps everything."""
+
+
+class SavedSummaries:
+    """Where a compaction's summary waits between the summariser's answer and the turn's
+    plan, so a retried turn uses the same summary instead of asking again.
+
+    It lives in the run's private scratch (``Store.save_tool_result``, under the
+    key ``turn:<n>:history``), because that scratch is exactly what a summary
+    needs: keyed per run and call, the first save wins (a concurrent attempt
+    adopts the kept one), never a record, and deleted by the run's suspension
+    or terminal in its own transaction. A summary is the result of one call (to
+    the summariser) like a tool's; a store operation of its own would be the
+    same table under another name in every backend and the service. Its keys
+    cannot meet a tool call's (``turn:<n>:tool:<id>:result``).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @staticmethod
+    def key(turn: int) -> str:
+        """The scratch key of turn ``turn``'s summary."""
+        return f"turn:{turn}:history"
+
+    async def load(self, run_id: str, turn: int) -> _Saved | None:
+        """The summary saved for the turn, if any.
+
+        Raises:
+            CorruptRecordError: what is saved does not decode.
+        """
+        key = self.key(turn)
+        data = await self.store.load_tool_result(run_id, key)
+        return None if data is None else _decode(run_id, key, data)
+
+    async def save(self, run_id: str, turn: int, saved: _Saved) -> _Saved:
+        """Save the turn's summary unless one is saved; the one kept (the first save)."""
+        key = self.key(turn)
+        data = await self.store.save_tool_result(run_id, key, _ENCODER.encode(saved))
+        return _decode(run_id, key, data)
 
 
 class HistoryWindows:
@@ -41,6 +92,7 @@ class HistoryWindows:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
         self.registry = registry
+        self.summaries = SavedSummaries(store)
 
     async def window(
         self,
@@ -48,10 +100,9 @@ class HistoryWindows:
         context: RunContext,
         resolved: ResolvedAgent,
         transcript: KnownTranscript,
-        records: list[rt.RecordSpec],
-    ) -> tuple[Message, ...]:
-        """The messages this turn sends the model; ``records`` gets what to write with
-        the turn's plan (nothing when the policy keeps everything).
+    ) -> Windowed:
+        """The messages this turn sends the model, and the records to write with the
+        turn's plan.
 
         Raises:
             TransientError: the policy's model call may succeed on retry.
@@ -60,12 +111,12 @@ class HistoryWindows:
         policy = resolved.agent.history
         messages = transcript.messages
         if policy is None or not messages:
-            return messages
-        key = f"turn:{arg.turn}:history"
+            return Windowed(messages)
+        run_id = arg.run.run_id
         origins = transcript.origins
         cut = None
         if activity_attempt() > 1:
-            saved = await self._saved(arg.run.run_id, key)
+            saved = await self.summaries.load(run_id, arg.turn)
             cut = None if saved is None else _adopt(saved, origins)
         if cut is None:
             try:
@@ -74,21 +125,19 @@ class HistoryWindows:
                 raise
             except Exception as e:  # the history stays as it was
                 text = f"history policy {policy.name} failed, every message sent: {e}"
-                records.append(rt.RecordSpec.note(arg.turn, _NOTE_INDEX, text, {}))
-                return messages
+                return Windowed(messages, (rt.RecordSpec.note(arg.turn, _NOTE_INDEX, text, {}),))
             if cut is None or cut.start == 0:
-                return messages
+                return Windowed(messages)
             _check_cut(cut, messages)  # before its start is looked up, or saved
             if cut.summary:  # the first save wins: a concurrent attempt adopts it
                 mine = _Saved(cut=cut, at=_position(origins[cut.start]))
-                data = await self.store.save_tool_result(arg.run.run_id, key, _ENCODER.encode(mine))
-                cut = _adopt(_decode(arg.run.run_id, key, data), origins) or cut
+                kept = await self.summaries.save(run_id, arg.turn, mine)
+                cut = _adopt(kept, origins) or cut
         _check_cut(cut, messages)  # a saved one too: adopted by its message
-        records.extend(_records(arg.turn, policy.name, cut, origins))
-        kept = list(messages[cut.start :])
+        kept_messages = list(messages[cut.start :])
         if cut.summary:
-            kept[0] = with_summary(kept[0], cut.summary)
-        return tuple(kept)
+            kept_messages[0] = with_summary(kept_messages[0], cut.summary)
+        return Windowed(tuple(kept_messages), tuple(_records(arg.turn, policy.name, cut, origins)))
 
     def _context(
         self, arg: PlanTurnInput, context: RunContext, resolved: ResolvedAgent
@@ -110,10 +159,6 @@ class HistoryWindows:
             counter=counter,
             models=self.registry.model,
         )
-
-    async def _saved(self, run_id: str, key: str) -> _Saved | None:
-        data = await self.store.load_tool_result(run_id, key)
-        return None if data is None else _decode(run_id, key, data)
 
 
 class _Saved(msgspec.Struct, frozen=True, kw_only=True):

@@ -32,11 +32,15 @@ from agentledger.storage.payloads import (
     TRANSCRIPT_TYPES,
     TRANSCRIPT_WINDOW,
     TranscriptPosition,
-    TranscriptReference,
     TranscriptWindow,
 )
 from agentledger.storage.protocol import Store, VerifiedTranscripts
-from agentledger.storage.transcript_chain import decode_reference, decode_window
+from agentledger.storage.transcript_chain import (
+    ChainWindow,
+    TranscriptChain,
+    load_transcript_chain,
+    resolve_chain,
+)
 from agentledger.storage.types import Record, TranscriptSegment
 from agentledger.transcript.codec import decode_messages, decode_verified_messages
 from agentledger.transcript.messages import Message
@@ -51,6 +55,7 @@ __all__ = [
     "replay_run_log_events",
     "replay_transcript_chain",
     "replay_with_origins",
+    "summary_first",
     "with_summary",
     "without_reasoning",
 ]
@@ -111,21 +116,9 @@ async def build_messages_from_run_log(
     Raises:
         CorruptRecordError: damage anywhere in the chain, naming its run and record.
     """
-    windowed = not full and not through  # a cut may need what an older window kept
-    segments = await store.load_transcript_chain(run_id, windowed=windowed)
+    chain = await load_transcript_chain(store, run_id, windowed=not full, through=through)
     verified = isinstance(store, VerifiedTranscripts) and store.transcripts_verified
-    if through:
-        head = segments[0]
-        if not through.isdigit() or not 1 <= int(through) <= int(head.through):
-            raise ValidationError(
-                field="through",
-                expected=f"a record id of run {run_id} (1..{head.through})",
-                got=through,
-            )
-        cut = int(through)
-        kept = tuple(r for r in head.records if int(r.id) <= cut)
-        segments = (msgspec.structs.replace(head, through=through, records=kept), *segments[1:])
-    return replay_transcript_chain(segments, verified=verified, full=full)
+    return replay_transcript_chain(chain, verified=verified, full=full)
 
 
 class MessageOrigin(NamedTuple):
@@ -140,17 +133,37 @@ class MessageOrigin(NamedTuple):
     position: int = 0
 
 
-class ReplayedWindow(NamedTuple):
-    """The window a replay applied: its record and its decoded payload."""
+ReplayedWindow = ChainWindow
+"""The window a replay applies: its record, its decoded payload and the link holding it."""
 
-    record: Record
-    window: TranscriptWindow
+Chain = TranscriptChain | Sequence[TranscriptSegment]
+"""What replay reads: a resolved chain, or the segments a store's
+``load_transcript_chain`` returned (resolved here, windowed unless ``full``)."""
 
 
 def with_summary(message: Message, summary: str) -> Message:
     """``message`` with a compaction's summary as its first part: how the first kept
     message is sent to the model [V5]."""
     return msgspec.structs.replace(message, parts=(TextPart(text=summary), *message.parts))
+
+
+def summary_first(message: Message, record: Record, window: TranscriptWindow) -> Message:
+    """The first kept message as ``window`` (stored as ``record``) sends it to the model:
+    with its summary first, if it has one [V5]. Replay and the transcript cache both
+    apply a window through this.
+
+    Raises:
+        CorruptRecordError: a summary before a message that is not the user's.
+    """
+    if not window.summary:
+        return message
+    if message.role != "user":
+        raise CorruptRecordError(
+            run_id=record.run_id,
+            record_id=record.id,
+            reason=f"the window's summary goes before a {message.role} message",
+        )
+    return with_summary(message, window.summary)
 
 
 def position_of(origins: Sequence[MessageOrigin], at: TranscriptPosition) -> int | None:
@@ -162,31 +175,36 @@ def position_of(origins: Sequence[MessageOrigin], at: TranscriptPosition) -> int
     )
 
 
-def replay_transcript_chain(
-    segments: Sequence[TranscriptSegment], *, verified: bool = False, full: bool = False
-) -> list[Message]:
-    """[V4]/[V5] The messages of a chain as ``load_transcript_chain`` returns it.
+def _resolved(chain: Chain, full: bool) -> TranscriptChain:
+    if isinstance(chain, TranscriptChain):
+        return chain
+    return resolve_chain(chain, windowed=not full)
 
-    The first segment is the run replayed; a history reference in a segment
-    stands for its source's messages through the record it names (the next
-    segment), without their thinking parts when that reference or any reference
-    above it excludes reasoning. The governing window is applied unless ``full``.
+
+def replay_transcript_chain(
+    chain: Chain, *, verified: bool = False, full: bool = False
+) -> list[Message]:
+    """[V4]/[V5] The messages of a transcript chain.
+
+    A history reference stands for its source's messages through the record it
+    names (the next link), without their thinking parts when that reference or
+    any reference above it excludes reasoning. The governing window is applied
+    unless ``full``.
 
     Raises:
-        CorruptRecordError: a record that does not decode, a reference the next
-            segment does not answer, or a window that starts outside the chain.
+        CorruptRecordError: a record that does not decode, a reference the
+            chain does not answer, or a window that starts outside the chain.
     """
-    if verified and len(segments) == 1:  # no reference was followed: one decode, in order
-        (segment,) = segments
-        records = segment.records
-        if all(r.type not in _NOT_MESSAGES for r in records) and (
-            not records or int(records[-1].id) <= int(segment.through)
-        ):
+    resolved = _resolved(chain, full)
+    if verified and len(resolved.links) == 1:  # no reference was followed: one decode, in order
+        records = resolved.segments[0].records
+        if all(r.type not in _NOT_MESSAGES for r in records):
             try:
                 return decode_verified_messages(r.payload for r in records)
             except TranscriptError:
                 pass  # the strict path below names the record
-    ordered, window = _ordered(segments)
+    ordered = _ordered(resolved)
+    window = resolved.window
     if window is not None and not full:
         return [m for m, _ in _windowed(ordered, window, verified)]
     if verified:  # one decode of consecutive records that share their exclusion
@@ -212,13 +230,14 @@ def replay_transcript_chain(
 
 
 def replay_with_origins(
-    segments: Sequence[TranscriptSegment], *, verified: bool = False, full: bool = False
+    chain: Chain, *, verified: bool = False, full: bool = False
 ) -> list[tuple[Message, MessageOrigin]]:
     """:func:`replay_transcript_chain`, each message with where it is stored (a message a
     compaction's summary was put before keeps its stored origin)."""
-    ordered, window = _ordered(segments)
-    if window is not None and not full:
-        return _windowed(ordered, window, verified)
+    resolved = _resolved(chain, full)
+    ordered = _ordered(resolved)
+    if resolved.window is not None and not full:
+        return _windowed(ordered, resolved.window, verified)
     return _with_origins(ordered, verified)
 
 
@@ -280,72 +299,33 @@ def _windowed(
                 f"of run {start.run_id}, which its transcript chain does not hold"
             ),
         )
-    if window.window.summary:
-        message, origin = pairs[0]
-        if message.role != "user":
-            raise CorruptRecordError(
-                run_id=window.record.run_id,
-                record_id=window.record.id,
-                reason=f"the window's summary goes before a {message.role} message",
-            )
-        pairs[0] = (with_summary(message, window.window.summary), origin)
+    message, origin = pairs[0]
+    pairs[0] = (summary_first(message, window.record, window.window), origin)
     return pairs
 
 
-def _ordered(
-    segments: Sequence[TranscriptSegment],
-) -> tuple[list[_Entry], ReplayedWindow | None]:
-    """The chain's message records in replay order (how many references away each is,
-    and whether the references above it exclude reasoning), and the newest window."""
-    by_run = {segment.run_id: segment for segment in segments}
+def _ordered(chain: TranscriptChain) -> list[_Entry]:
+    """The chain's message records in replay order: each link's records before its
+    reference, the next link's, then its records after the reference; each with how
+    many references away it is and whether the references above it exclude reasoning."""
     before: list[_Entry] = []
     after: list[list[_Entry]] = []
-    window: ReplayedWindow | None = None
-    exclude_reasoning = False
-    segment = segments[0] if segments else None
-    cut = int(segment.through) if segment else 0
-    seen: set[str] = set()
-    depth = 0
-    while segment is not None:
-        seen.add(segment.run_id)
-        reference: TranscriptReference | None = None
+    for link, segment in zip(chain.links, chain.segments, strict=True):
+        entry_of = (link.depth, link.exclude_reasoning)
+        split = int(link.reference.id) if link.reference is not None else None
         tail: list[_Entry] = []
-        whole = cut >= int(segment.through)  # the store cut the segment there already
-        newest: Record | None = None
         for record in segment.records:
-            if not whole and int(record.id) > cut:
-                break
-            if record.type == TRANSCRIPT_WINDOW:
-                newest = record
+            if record.type in _NOT_MESSAGES:
                 continue
-            if record.type == TRANSCRIPT_REFERENCED:
-                reference = decode_reference(record)
-                if reference.run_id not in by_run or reference.run_id in seen:
-                    raise CorruptRecordError(
-                        run_id=record.run_id,
-                        record_id=record.id,
-                        reason=f"names run {reference.run_id}, not in its transcript chain",
-                    )
-                continue
-            (tail if reference is not None else before).append((depth, record, exclude_reasoning))
+            entry = (entry_of[0], record, entry_of[1])
+            if split is not None and int(record.id) > split:
+                tail.append(entry)
+            else:
+                before.append(entry)
         after.append(tail)
-        if window is None and newest is not None:  # the first run (from the newest) with one
-            window = ReplayedWindow(newest, decode_window(newest))
-        if reference is None:
-            break
-        exclude_reasoning = exclude_reasoning or reference.exclude_reasoning
-        segment = by_run[reference.run_id]
-        cut = int(reference.through)
-        depth += 1
-        if cut > int(segment.through):
-            raise CorruptRecordError(
-                run_id=segment.run_id,
-                record_id=reference.through,
-                reason=f"the chain holds run {segment.run_id} only through {segment.through}",
-            )
     for tail in reversed(after):
         before.extend(tail)
-    return before, window
+    return before
 
 
 def _decode(record: Record, verified: bool) -> list[Message]:

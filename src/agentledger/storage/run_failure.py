@@ -17,7 +17,7 @@ from agentledger.storage.cursor import encode_cursor
 from agentledger.storage.payloads import Failure, RunCompleted
 from agentledger.storage.protocol import Store
 from agentledger.storage.types import Record, RunMeta, RunStatus
-from agentledger.storage.validation import decode_stored_payload
+from agentledger.storage.validation import decode_stored_payload, record_number
 
 __all__ = ["RunFailure", "failure_in", "load_run_failure", "load_run_failures"]
 
@@ -55,11 +55,12 @@ async def load_run_failure(store: Store, run: RunMeta) -> RunFailure | None:
     if run.status is not RunStatus.FAILED:
         return None
     last = run.last_record_id
-    if not last.isdigit() or int(last) < 1:
+    position = record_number(last)
+    if position is None:
         raise CorruptRecordError(
             run_id=run.run_id, record_id=last, reason="a failed run without its ending record"
         )
-    before = int(last) - 1
+    before = position - 1
     cursor = encode_cursor("run", run.run_id, before) if before else ""
     page = await store.list_run_records(run.run_id, cursor=cursor, limit=1)
     if not page.records or page.records[0].id != last:

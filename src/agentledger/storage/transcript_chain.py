@@ -16,31 +16,53 @@ at the run and record the window starts at. A backend reads the session's
 references and windows newest first and stops as soon as :class:`ChainScan`
 says the walk has all it needs, so the cost follows the window, not the
 session's length; then it reads the heads of only the runs those rows name.
+
+Readers take the chain resolved once: :func:`load_transcript_chain` (or
+:func:`resolve_chain` on a store's segments) walks what the store returned by
+the same rules (:func:`chain_links`' walk) and returns a
+:class:`TranscriptChain`: each link's run, cut, first record, depth,
+exclusion of reasoning, reference and newest window, and the window that
+governs. Replay, the transcript cache and prompt versions read that; none
+walks references on its own. References and windows are decoded by the
+checks their writes passed (:mod:`agentledger.storage.validation`), so a
+reader accepts exactly what a store accepts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import payloads
 from agentledger.storage.pages import RunHead, run_records, transcript_records
 from agentledger.storage.types import Record, TranscriptSegment
+from agentledger.storage.validation import (
+    check_reference_payload,
+    check_stored_payload,
+    check_window_payload,
+    record_number,
+)
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
+    from agentledger.storage.protocol import Store
 
 __all__ = [
     "CHAIN_TYPES",
     "ChainIndex",
     "ChainLink",
     "ChainScan",
+    "ChainWindow",
+    "TranscriptChain",
     "chain_links",
     "chain_segments",
     "decode_reference",
     "decode_window",
+    "load_transcript_chain",
     "reference_records",
+    "resolve_chain",
 ]
 
 CHAIN_TYPES = payloads.TRANSCRIPT_TYPES | {
@@ -51,12 +73,35 @@ CHAIN_TYPES = payloads.TRANSCRIPT_TYPES | {
 
 
 class ChainLink(NamedTuple):
-    """One run of a chain and the ids of the first and last of its records the chain
-    reaches (the first is 1 but where a window starts)."""
+    """One run of a chain, as :func:`chain_links` resolves it.
+
+    ``through`` and ``first`` are the ids of the last and first of its records
+    the chain reaches (``first`` is 1 but where a window starts). ``depth`` is
+    how many history references were followed to reach it (0: the run asked
+    about); ``exclude_reasoning`` whether a reference above it drops reasoning
+    (it composes down the chain and no later turn undoes it [V4]).
+    ``reference`` is its history reference within the cut (it names the next
+    link; None for the last), ``window`` its newest window within the cut
+    (None if none).
+    """
 
     run_id: str
     through: int
     first: int = 1
+    depth: int = 0
+    exclude_reasoning: bool = False
+    reference: Record | None = None
+    window: Record | None = None
+
+
+class ChainWindow(NamedTuple):
+    """The window that governs a chain's model input [V5]: walking from the run asked
+    about, the newest window within the cut of the first run that has one."""
+
+    record: Record
+    window: payloads.TranscriptWindow
+    link: int
+    """The index of the link whose run holds ``record``."""
 
 
 class ChainIndex(NamedTuple):
@@ -68,18 +113,15 @@ class ChainIndex(NamedTuple):
 
 
 def decode_reference(record: Record) -> payloads.TranscriptReference:
-    """A stored history reference, strictly decoded; a misfit is corruption [J1]."""
-    try:
-        reference = payloads.TranscriptReference.decode(record.payload)
-        if not reference.through.isdigit() or reference.through.startswith("0"):
-            raise ValidationError(field="through", expected="a record id", got=reference.through)
-    except ValidationError as e:
-        raise CorruptRecordError(
-            run_id=record.run_id,
-            record_id=record.id,
-            reason=f"{payloads.TRANSCRIPT_REFERENCED}: {e.expected}: {e.got}",
-        ) from e
-    return reference
+    """A stored history reference, decoded by the check its write passed; a misfit is
+    corruption [J1]."""
+    return check_stored_payload(record, check_reference_payload)
+
+
+def decode_window(record: Record) -> payloads.TranscriptWindow:
+    """A stored window, decoded by the check its write passed; a misfit is corruption
+    [J1]."""
+    return check_stored_payload(record, check_window_payload)
 
 
 class _Step(NamedTuple):
@@ -162,18 +204,6 @@ class ChainScan:
         return True  # a cycle: the chain check names it
 
 
-def decode_window(record: Record) -> payloads.TranscriptWindow:
-    """A stored window, strictly decoded; a misfit is corruption [J1]."""
-    try:
-        return payloads.TranscriptWindow.decode(record.payload)
-    except ValidationError as e:
-        raise CorruptRecordError(
-            run_id=record.run_id,
-            record_id=record.id,
-            reason=f"{payloads.TRANSCRIPT_WINDOW}: {e.expected}: {e.got}",
-        ) from e
-
-
 def reference_records(
     rows: Iterable[Sequence[Any]],
     heads: Mapping[str, RunHead],
@@ -223,69 +253,237 @@ def chain_links(
     until the record the governing window starts at (see the module docstring).
 
     A reference past the cut of the run holding it is not part of the chain.
+    This is the one place the rules of a chain are decided: backends call it on
+    the rows they read, and :func:`resolve_chain` on what a store returned.
 
     Raises:
         CorruptRecordError: naming the reference that names a run of another
             session or none, a record past its source's log, or closes a cycle;
             or the window that starts outside the chain.
     """
-    links = _walk(run_id, heads, index.references)
+    newest = {rid: head.newest for rid, head in heads.items()}
+    links = _walk(run_id, newest, index, "which the session does not hold")
     if not windowed:
         return links
-    for at, link in enumerate(links):
-        window = next(
-            (w for w in reversed(index.windows.get(link.run_id, ())) if int(w.id) <= link.through),
-            None,
-        )
-        if window is None:
-            continue
-        start = decode_window(window).start
-        for end, bottom in enumerate(links[at:], at):
-            if bottom.run_id != start.run_id:
-                continue
-            first = int(start.record) if start.record.isdigit() else 0
-            limit = int(window.id) if end == at else bottom.through
-            if not 1 <= first <= limit:
-                break
-            return [*links[:end], ChainLink(bottom.run_id, bottom.through, first)]
-        raise CorruptRecordError(
-            run_id=window.run_id,
-            record_id=window.id,
-            reason=(
-                f"the window starts at record {start.record} of run {start.run_id}, "
-                "outside its transcript chain"
-            ),
-        )
-    return links
+    governing = _governing(links)
+    return links if governing is None else _cut(links, governing)
 
 
 def _walk(
-    run_id: str, heads: Mapping[str, RunHead], references: Mapping[str, Record]
+    run_id: str, newest: Mapping[str, int], index: ChainIndex, missing: str
 ) -> list[ChainLink]:
+    """Each link from ``run_id`` down, with its depth, exclusion, reference and window."""
     links: list[ChainLink] = []
     seen: set[str] = set()
-    current, through = run_id, heads[run_id].newest
+    current, through, exclude = run_id, newest[run_id], False
     while True:
-        links.append(ChainLink(current, through))
         seen.add(current)
-        record = references.get(current)
-        if record is None or int(record.id) > through:
+        record = index.references.get(current)
+        if record is not None and int(record.id) > through:
+            record = None
+        window = next(
+            (w for w in reversed(index.windows.get(current, ())) if int(w.id) <= through), None
+        )
+        links.append(ChainLink(current, through, 1, len(links), exclude, record, window))
+        if record is None:
             return links
         reference = decode_reference(record)
-        source = heads.get(reference.run_id)
+        source = newest.get(reference.run_id)
+        cut = int(reference.through)
         problem = ""
         if reference.run_id in seen:
             problem = f"names run {reference.run_id} again (a cycle)"
         elif source is None:
-            problem = f"names run {reference.run_id}, which the session does not hold"
-        elif int(reference.through) > source.newest:
+            problem = f"names run {reference.run_id}, {missing}"
+        elif cut > source:
             problem = (
                 f"names record {reference.through} of run {reference.run_id}, "
-                f"whose log ends at {source.newest}"
+                f"whose log ends at {source}"
             )
         if problem:
             raise CorruptRecordError(run_id=current, record_id=record.id, reason=problem)
-        current, through = reference.run_id, int(reference.through)
+        current, through = reference.run_id, cut
+        exclude = exclude or reference.exclude_reasoning
+
+
+def _governing(links: Sequence[ChainLink]) -> ChainWindow | None:
+    """The window that governs the chain's model input, decoded (None if none)."""
+    for at, link in enumerate(links):
+        if link.window is not None:
+            return ChainWindow(link.window, decode_window(link.window), at)
+    return None
+
+
+def _cut(links: Sequence[ChainLink], governing: ChainWindow) -> list[ChainLink]:
+    """``links`` down to the record the governing window starts at."""
+    record, start, at = governing.record, governing.window.start, governing.link
+    first = record_number(start.record) or 0
+    for end, bottom in enumerate(links[at:], at):
+        if bottom.run_id != start.run_id:
+            continue
+        limit = int(record.id) if end == at else bottom.through
+        if not 1 <= first <= limit:
+            break
+        reference = bottom.reference
+        if reference is not None and int(reference.id) >= first:
+            raise CorruptRecordError(
+                run_id=record.run_id,
+                record_id=record.id,
+                reason=(
+                    f"the window starts at record {start.record} of run {start.run_id}, "
+                    "before that run's history reference"
+                ),
+            )
+        window = bottom.window
+        if window is not None and int(window.id) < first:
+            window = None
+        return [*links[:end], bottom._replace(first=first, reference=None, window=window)]
+    raise CorruptRecordError(
+        run_id=record.run_id,
+        record_id=record.id,
+        reason=(
+            f"the window starts at record {start.record} of run {start.run_id}, "
+            "outside its transcript chain"
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptChain:
+    """A run's transcript chain, resolved once [V4]/[V5]: what replay, the transcript
+    cache, prompt versions and every view of a conversation read.
+
+    Build one with :func:`load_transcript_chain` (from a store) or
+    :func:`resolve_chain` (from the segments a store's ``load_transcript_chain``
+    returned). Nothing here is decoded but the references and the governing
+    window, each by the check its write passed; damage and cycles are
+    :class:`~agentledger.errors.CorruptRecordError`.
+
+    Attributes:
+        links: the runs of the chain from the run asked about (depth 0) down to
+            the first run without a history reference within its cut (or,
+            ``windowed``, the run the governing window starts in). Each
+            :class:`ChainLink` says its run, its cut (``through``), its first
+            record, its depth, whether reasoning is excluded there, its
+            reference (naming the next link) and its newest window.
+        segments: for each link (same index), its chain records (message
+            arrays, its reference, windows) from ``first`` through ``through``,
+            in log order.
+        window: the window that governs the run's model input at its cut
+            (:class:`ChainWindow`: the record, its decoded payload and the
+            index of the link holding it), or None.
+        windowed: whether the links end where ``window`` starts (the model
+            input); else they reach the conversation's start.
+
+    To read it in conversation order, take each link's message records before
+    its reference, then (recursively) the next link's, then its records after
+    the reference, dropping reasoning where ``exclude_reasoning`` says so:
+    :func:`agentledger.storage.replay.replay_with_origins` does exactly that.
+    """
+
+    links: tuple[ChainLink, ...]
+    segments: tuple[TranscriptSegment, ...]
+    window: ChainWindow | None
+    windowed: bool
+
+    @property
+    def run_id(self) -> str:
+        """The run the chain was read for."""
+        return self.links[0].run_id
+
+    @property
+    def through(self) -> int:
+        """The cut of the run the chain was read for."""
+        return self.links[0].through
+
+
+def resolve_chain(
+    segments: Sequence[TranscriptSegment], *, through: int = 0, windowed: bool = False
+) -> TranscriptChain:
+    """The :class:`TranscriptChain` of segments as a store's ``load_transcript_chain``
+    returns them (first the run asked about), walked by :func:`chain_links`' rules.
+
+    ``through`` cuts the first run at that record (0: at its segment's end).
+    ``windowed`` ends the links where the governing window starts; the store
+    may have ended its segments there already (asked ``windowed``), or not.
+    The governing window is decoded either way.
+
+    Raises:
+        CorruptRecordError: a run twice, a second reference, a reference the
+            segments do not answer, a cycle, a window that does not decode or
+            (``windowed``) starts outside the chain.
+    """
+    if not segments:
+        raise CorruptRecordError(run_id="", record_id="", reason="a transcript chain of no run")
+    by_run: dict[str, TranscriptSegment] = {}
+    index = ChainIndex({}, {})
+    for segment in segments:
+        if segment.run_id in by_run:
+            raise CorruptRecordError(
+                run_id=segment.run_id, record_id="", reason="a transcript chain holds it twice"
+            )
+        by_run[segment.run_id] = segment
+        for record in segment.records:
+            if record.type == payloads.TRANSCRIPT_WINDOW:
+                index.windows.setdefault(segment.run_id, []).append(record)
+            elif record.type == payloads.TRANSCRIPT_REFERENCED:
+                if segment.run_id in index.references:
+                    raise CorruptRecordError(
+                        run_id=segment.run_id,
+                        record_id=record.id,
+                        reason="a second history reference",
+                    )
+                index.references[segment.run_id] = record
+    top = segments[0]
+    newest = {s.run_id: int(s.through) for s in segments}
+    if through:
+        newest[top.run_id] = through
+    links = _walk(top.run_id, newest, index, "which its transcript chain does not hold")
+    governing = _governing(links)
+    if windowed and governing is not None:
+        links = _cut(links, governing)
+    kept = []
+    for link in links:
+        segment = by_run[link.run_id]
+        if (link.first, link.through) != (int(segment.first), int(segment.through)):
+            segment = TranscriptSegment(
+                run_id=link.run_id,
+                through=str(link.through),
+                records=tuple(
+                    r for r in segment.records if link.first <= int(r.id) <= link.through
+                ),
+                first=str(link.first),
+            )
+        kept.append(segment)
+    return TranscriptChain(tuple(links), tuple(kept), governing, windowed)
+
+
+async def load_transcript_chain(
+    store: Store, run_id: str, *, windowed: bool = False, through: str = ""
+) -> TranscriptChain:
+    """[V4]/[V5] read a run's transcript chain from ``store`` once, resolved.
+
+    ``windowed``: the chain ends where the window that governs the run's model
+    input starts (at ``through``, if given). ``through`` cuts the run's own log
+    at that record id ("" for its end).
+
+    Raises:
+        ValidationError: ``through`` is not a record id of the run.
+        RunNotFoundError: as the store says.
+        CorruptRecordError: damage anywhere in the chain, naming its run and record.
+    """
+    segments = await store.load_transcript_chain(run_id, windowed=windowed and not through)
+    cut = 0
+    if through:
+        newest = int(segments[0].through) if segments else 0
+        cut = record_number(through) or 0
+        if not 1 <= cut <= newest:
+            raise ValidationError(
+                field="through",
+                expected=f"a record id of run {run_id} (1..{newest})",
+                got=through,
+            )
+    return resolve_chain(segments, through=cut, windowed=windowed)
 
 
 def chain_segments(

@@ -9,7 +9,7 @@ store does not fit its contract [J1].
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TypeGuard, TypeVar, cast
@@ -34,15 +34,20 @@ __all__ = [
     "SizeLimits",
     "check_labels",
     "check_limit",
+    "check_reference_payload",
     "check_statuses",
+    "check_stored_payload",
     "check_stored_record",
     "check_timestamp",
     "check_transcript_payload",
+    "check_window_payload",
     "decode_payload",
     "decode_stored_payload",
     "normalize_record",
     "record_difference",
+    "record_number",
     "require_id",
+    "stored_record_error",
     "validate_record",
     "validate_run_start",
 ]
@@ -51,6 +56,7 @@ MAX_PAGE_LIMIT = 1000
 """Largest page a listing returns; bigger limits are capped to it."""
 
 _P = TypeVar("_P", bound="payloads._Payload")
+_T = TypeVar("_T")
 _S = TypeVar("_S", bound=StrEnum)
 _ZERO = timedelta(0)
 # Syntax only, without building a value: decoding into Raw parses the whole
@@ -122,6 +128,19 @@ def require_id(field: str, value: object) -> str:
             got=value,
         )
     return value
+
+
+def record_number(text: str) -> int | None:
+    """The position a record id names, or None if ``text`` is not a record id.
+
+    A record id is a run's position of a record: a decimal of ASCII digits from
+    1, without leading zeros (``"7"``, not ``"07"``, ``"0"``, ``"-1"`` or a non-ASCII digit).
+    This is the one check of that format: references, windows, replay cuts and
+    a run's last record id all go through it.
+    """
+    if text.isascii() and text.isdigit() and text[0] != "0":
+        return int(text)
+    return None
 
 
 def _require_str(field: str, value: object) -> str:
@@ -329,7 +348,7 @@ def check_reference_payload(record: Record, field: str = "record") -> payloads.T
     """A history reference decodes as exactly one typed object naming a run and a record id."""
     reference = decode_payload(record, payloads.TranscriptReference, field)
     require_id(f"{field}.payload.run_id", reference.run_id)
-    if not reference.through.isdigit() or reference.through.startswith("0"):
+    if record_number(reference.through) is None:
         raise ValidationError(
             field=f"{field}.payload.through",
             expected="a record id of the source run (a decimal from 1)",
@@ -344,7 +363,7 @@ def check_window_payload(record: Record, field: str = "record") -> payloads.Tran
     window = decode_payload(record, payloads.TranscriptWindow, field)
     start = window.start
     require_id(f"{field}.payload.start.run_id", start.run_id)
-    if not start.record.isdigit() or start.record.startswith("0"):
+    if record_number(start.record) is None:
         raise ValidationError(
             field=f"{field}.payload.start.record",
             expected="a record id (a decimal from 1)",
@@ -366,11 +385,37 @@ def check_stored_record(record: Record) -> None:
     try:
         validate_record(msgspec.structs.replace(record, id=""))
     except ValidationError as e:
-        raise CorruptRecordError(
-            run_id=str(record.run_id),
-            record_id=str(record.id),
-            reason=f"{e.field.removeprefix('record.')}: expected {e.expected}, found {e.got!r}",
-        ) from e
+        raise stored_record_error(record, e) from e
+
+
+def stored_record_error(record: Record, error: ValidationError) -> CorruptRecordError:
+    """What a write-side check's ``error`` means for a record already stored: corruption,
+    naming the record and what the check found [J1].
+
+    The one mapping from a checker's :class:`~agentledger.errors.ValidationError` to
+    :class:`~agentledger.errors.CorruptRecordError` (checks run on a ``Record``
+    name their fields ``record.<field>``; the prefix is dropped).
+    """
+    field = error.field.removeprefix("record.")
+    return CorruptRecordError(
+        run_id=str(record.run_id),
+        record_id=str(record.id),
+        reason=f"{record.type}: {field}: expected {error.expected}, found {error.got!r}",
+    )
+
+
+def check_stored_payload(record: Record, check: Callable[[Record, str], _T]) -> _T:
+    """Decode a stored record's payload with the very check a write runs on it
+    (for example :func:`check_reference_payload`), so what a store accepts and what a
+    reader accepts cannot drift; a misfit is corruption [J1].
+
+    Raises:
+        CorruptRecordError: the check refused the stored record.
+    """
+    try:
+        return check(record, "record")
+    except ValidationError as e:
+        raise stored_record_error(record, e) from e
 
 
 def normalize_record(record: Record, record_id: str) -> Record:
@@ -425,12 +470,7 @@ def decode_stored_payload(record: Record, cls: type[_P]) -> _P:
             record_id=record.id,
             reason=f"expected type {cls.record_type!r}, found {record.type!r}",
         )
-    try:
-        return cls.decode(record.payload)
-    except ValidationError as e:
-        raise CorruptRecordError(
-            run_id=record.run_id, record_id=record.id, reason=f"{e.expected}: {e.got}"
-        ) from e
+    return check_stored_payload(record, lambda r, field: decode_payload(r, cls, field))
 
 
 COMPARED_FIELDS = (

@@ -1,0 +1,187 @@
+"""Benchmark: a warm reload and a chain replay against one raw ``SELECT`` (issue 39).
+
+Run as ``.venv/bin/python bench/replay_limits.py``. It is not a test. On one SQLite
+file (WAL):
+
+- ``reload``: one run of ``--messages`` transcript records (one ~200-byte message
+  each) read back by ``build_messages_from_run_log`` on an open store (warm: after
+  a first call), against one raw ``SELECT payload`` of the same rows in order and
+  ``json.loads`` of each (goal: <= 1.1x);
+- ``replay``: the newest of a ``--turns`` conversation, each turn a run whose
+  history is a reference to the turn before (a reference, the user's message, the
+  answer), replayed by ``build_messages_from_run_log``, against one raw ``SELECT``
+  of the session's message payloads in commit order and ``json.loads`` of each
+  (goal: <= 1.5x).
+
+Both sides are timed interleaved, warm, in one process, ``--reps`` times; the
+figure is the median of each and their ratio, with the load average. Each of ours
+is then split into its steps, timed the same way: the store's chain read
+(``load_transcript_chain``: statements, checksums, a ``Record`` per returned row,
+the lifecycle checks, the reader thread), resolving it (:func:`resolve_chain`) and
+decoding the messages (``replay_transcript_chain``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import msgspec
+
+from agentledger.storage import RecordBuilder, RunStart, RunStatus, payloads
+from agentledger.storage.replay import replay_transcript_chain
+from agentledger.storage.sqlite import SQLiteStore
+from agentledger.storage.transcript_chain import resolve_chain
+from agentledger.storage.types import Record
+from agentledger.transcript import Message, TextPart, build_messages_from_run_log, encode_messages
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+_MESSAGES = ("transcript_messages_appended", "transcript_messages_seeded")
+
+
+def _text(i: int) -> str:
+    """About 200 bytes of conversation text, distinct per message."""
+    return f"message {i}: " + ("the ledger keeps every message in order. " * 5)
+
+
+def _said(run: RecordBuilder, key: str, role: str, text: str, at: datetime) -> Record:
+    payload = encode_messages([Message(role=role, parts=(TextPart(text=text),))])  # type: ignore[arg-type]
+    return run.record(payloads.TRANSCRIPT_APPENDED, payload, event_key=key, at=at)
+
+
+async def _fill(path: Path, messages: int, turns: int) -> str:
+    """The reload run ("run") and a ``turns``-turn conversation; the newest turn's id."""
+    store = await SQLiteStore.open(path, durability="normal")
+    await store.create_session("s", created_at=T0)
+    await store.create_session("c", created_at=T0)
+    run = RecordBuilder(RunStart(run_id="run", agent_id="a", session_id="s", started_at=T0))
+    await store.start_root_run(run.root_start())
+    batch = [
+        _said(run, f"m{i}", "user" if i % 2 == 0 else "assistant", _text(i), T0)
+        for i in range(messages)
+    ]
+    for at in range(0, len(batch), 500):
+        await store.append_run_records(batch[at : at + 500])
+    previous = ""
+    for i in range(turns):
+        at = T0 + timedelta(milliseconds=i)
+        turn = RecordBuilder(RunStart(run_id=f"t{i}", agent_id="a", session_id="c", started_at=at))
+        records = []
+        if previous:
+            last = (await store.load_run(previous)).last_record_id
+            body = payloads.TranscriptReference(kind="next_turn", run_id=previous, through=last)
+            records.append(
+                turn.record(payloads.TRANSCRIPT_REFERENCED, body.encode(), event_key="ref", at=at)
+            )
+        records.append(_said(turn, "in", "user", _text(2 * i), at))
+        records.append(_said(turn, "out", "assistant", _text(2 * i + 1), at))
+        start = msgspec.structs.replace(turn.root_start(), records=tuple(records))
+        await store.start_root_run(start)
+        await store.record_run_terminal(turn.terminal(RunStatus.COMPLETED, at=at))
+        previous = f"t{i}"
+    await store.close()
+    return previous
+
+
+def _raw(conn: sqlite3.Connection, sql: str, arg: str) -> Callable[[], int]:
+    def read() -> int:
+        rows = conn.execute(sql, (arg,)).fetchall()
+        return sum(len(json.loads(payload)) for (payload,) in rows)
+
+    return read
+
+
+async def _timed(call: Callable[[], Awaitable[object]] | Callable[[], object]) -> float:
+    start = time.perf_counter()
+    result = call()
+    if asyncio.iscoroutine(result):
+        await result
+    return time.perf_counter() - start
+
+
+async def _main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "limits.db"
+        newest = await _fill(path, args.messages, args.turns)
+        store = await SQLiteStore.open(path)
+        conn = sqlite3.connect(path, isolation_level=None)
+        kinds = ", ".join(f"'{k}'" for k in _MESSAGES)
+        raw_reload = _raw(
+            conn,
+            f"SELECT payload FROM records WHERE run_id = ? AND type IN ({kinds}) ORDER BY seq",
+            "run",
+        )
+        raw_chain = _raw(
+            conn,
+            f"SELECT payload FROM records WHERE session_id = ? AND type IN ({kinds}) ORDER BY pos",
+            "c",
+        )
+        cases = {
+            "reload": (
+                lambda: build_messages_from_run_log(store, "run"),
+                raw_reload,
+                args.messages,
+            ),
+            "replay": (
+                lambda: build_messages_from_run_log(store, newest),
+                raw_chain,
+                2 * args.turns,
+            ),
+        }
+        for ours, raw, count in cases.values():  # warm both, and check equal work
+            assert len(await ours()) == count == raw()
+        print(f"load average {os.getloadavg()[0]:.2f} (2 cores shared)")
+        for name, (ours, raw, count) in cases.items():
+            mine: list[float] = []
+            floor: list[float] = []
+            for _ in range(args.reps):
+                mine.append(await _timed(ours))
+                floor.append(await _timed(raw))
+            a, b = statistics.median(mine), statistics.median(floor)
+            print(
+                f"{name:7} {count:6} messages: agentledger {a * 1000:7.2f} ms, "
+                f"raw SELECT + json.loads {b * 1000:7.2f} ms, ratio {a / b:.2f}x"
+            )
+        for name, run_id in (("reload", "run"), ("replay", newest)):
+            segments = await store.load_transcript_chain(run_id, windowed=True)
+            chain = resolve_chain(segments, windowed=True)
+            steps: dict[str, Callable[[], object]] = {
+                "store read": lambda r=run_id: store.load_transcript_chain(r, windowed=True),
+                "resolve": lambda s=segments: resolve_chain(s, windowed=True),
+                "decode": lambda c=chain: replay_transcript_chain(c, verified=True),
+            }
+            times: dict[str, list[float]] = {step: [] for step in steps}
+            for _ in range(args.reps):
+                for step, call in steps.items():
+                    times[step].append(await _timed(call))
+            split = ", ".join(
+                f"{step} {statistics.median(t) * 1000:.2f} ms" for step, t in times.items()
+            )
+            print(f"{name:7} steps: {split}")
+        print(f"load average {os.getloadavg()[0]:.2f}")
+        conn.close()
+        await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--reps", type=int, default=15)
+    asyncio.run(_main(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

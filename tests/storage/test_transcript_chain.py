@@ -1,0 +1,173 @@
+"""[V4]/[V5] one resolved transcript chain, and stored chain records decoded by the checks
+their writes passed.
+
+On real stores (memory and an SQLite file), and on hand-made segments where the
+damage cannot be written through a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from msgspec.structs import replace
+
+from agentledger.errors import CorruptRecordError, ValidationError
+from agentledger.storage import MemoryStore, Record, payloads
+from agentledger.storage.conformance import World
+from agentledger.storage.conformance._references import _reference, _said, _turn
+from agentledger.storage.sqlite import SQLiteStore
+from agentledger.storage.transcript_chain import (
+    decode_reference,
+    decode_window,
+    load_transcript_chain,
+    resolve_chain,
+)
+from agentledger.storage.types import TranscriptSegment
+from agentledger.storage.validation import record_number
+from agentledger.transcript import Message, TextPart
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
+    if request.param == "memory":
+        yield World(MemoryStore())
+        return
+    async with await SQLiteStore.open(tmp_path / "chain.db") as store:
+        yield World(store)
+
+
+def _at() -> datetime:
+    return datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _record(run_id: str, record_id: str, type: str, payload: bytes) -> Record:
+    return Record(
+        run_id=run_id,
+        agent_id="a",
+        session_id="s",
+        turn_id="",
+        event_key=f"k{record_id}",
+        type=type,
+        timestamp=_at(),
+        payload=payload,
+        id=record_id,
+    )
+
+
+def _ref(run_id: str, record_id: str, source: str, through: str) -> Record:
+    body = payloads.TranscriptReference(kind="fork", run_id=source, through=through)
+    return _record(run_id, record_id, payloads.TRANSCRIPT_REFERENCED, body.encode())
+
+
+def _window(run_id: str, record_id: str, start: str, record: str, message: int = 0) -> Record:
+    position = payloads.TranscriptPosition(run_id=start, record=record, message=message)
+    body = payloads.TranscriptWindow(policy="last_turns:1", start=position, summary="before")
+    return _record(run_id, record_id, payloads.TRANSCRIPT_WINDOW, body.encode())
+
+
+async def test_links_say_run_cut_depth_exclusion_and_reference(world: World) -> None:
+    """Three turns by reference, the newest excluding reasoning: each link of the one
+    resolved chain carries what replay, the cache and prompt versions read."""
+    sid = await world.session("s")
+    one = await _turn(world, "t1", sid, "hello", thinking=True)
+    two = await _turn(world, "t2", sid, "again", after=one.run.run_id)
+    three = await _turn(world, "t3", sid, "last", after=two.run.run_id, exclude_reasoning=True)
+    chain = await load_transcript_chain(world.store, three.run.run_id)
+    ids = [r.run.run_id for r in (three, two, one)]
+    assert [link.run_id for link in chain.links] == ids
+    assert [s.run_id for s in chain.segments] == ids
+    assert [link.depth for link in chain.links] == [0, 1, 2]
+    assert [link.exclude_reasoning for link in chain.links] == [False, True, True]
+    for link in chain.links:
+        meta = await world.store.load_run(link.run_id)
+        assert (link.first, str(link.through)) == (1, meta.last_record_id)
+    assert [decode_reference(link.reference).run_id for link in chain.links[:2]] == ids[1:]  # type: ignore[arg-type]
+    assert chain.links[2].reference is None
+    assert chain.window is None
+    assert (chain.run_id, chain.windowed) == (ids[0], False)
+    cut = await load_transcript_chain(world.store, three.run.run_id, through="1")
+    assert [link.run_id for link in cut.links] == ids[:1]  # its reference is record 2
+    with pytest.raises(ValidationError):
+        await load_transcript_chain(world.store, three.run.run_id, through="01")
+
+
+async def test_the_governing_window_ends_a_windowed_chain(world: World) -> None:
+    """The newest window of the first run (from the newest) holding one governs; a
+    windowed chain ends at the record it starts at, a whole one reaches the start."""
+    sid = await world.session("s")
+    one = await _turn(world, "w1", sid, "hello")
+    two = await _turn(world, "w2", sid, "again", after=one.run.run_id)
+    three = world.run("w3", session=sid)
+    last = (await world.store.load_run(two.run.run_id)).last_record_id
+    said = _said(world, three, "input", Message(role="user", parts=(TextPart(text="x"),)))
+    start = payloads.TranscriptPosition(run_id=two.run.run_id, record="3")  # "again"
+    body = payloads.TranscriptWindow(policy="last_turns:2", start=start)
+    window = three.record(payloads.TRANSCRIPT_WINDOW, body.encode(), event_key="w", at=world.now())
+    records = (_reference(world, three, two.run.run_id, last), said, window)
+    await world.store.start_root_run(replace(three.root_start(), records=records))
+    for windowed in (True, False):
+        chain = await load_transcript_chain(world.store, three.run.run_id, windowed=windowed)
+        assert chain.window is not None
+        assert (chain.window.record.id, chain.window.link, chain.windowed) == ("4", 0, windowed)
+        assert chain.links[0].window == chain.window.record
+        expected = [three.run.run_id, two.run.run_id] + ([] if windowed else [one.run.run_id])
+        assert [link.run_id for link in chain.links] == expected
+        assert chain.links[1].first == (3 if windowed else 1)
+        assert chain.links[1].reference is None if windowed else chain.links[1].reference
+
+
+def test_a_cycle_is_corruption_naming_the_reference_that_closes_it() -> None:
+    """Segments whose references name each other (a store could not have written it,
+    a damaged or forged one can) are refused, never followed round or cut short."""
+    segments = (
+        TranscriptSegment(run_id="a", through="2", records=(_ref("a", "2", "b", "2"),)),
+        TranscriptSegment(run_id="b", through="2", records=(_ref("b", "2", "a", "2"),)),
+    )
+    with pytest.raises(CorruptRecordError, match="a cycle") as caught:
+        resolve_chain(segments)
+    assert (caught.value.run_id, caught.value.record_id) == ("b", "2")
+
+
+def test_a_window_that_starts_outside_its_chain_is_corruption_when_it_governs() -> None:
+    segments = (TranscriptSegment(run_id="a", through="3", records=(_window("a", "3", "z", "1"),)),)
+    with pytest.raises(CorruptRecordError, match="outside its transcript chain"):
+        resolve_chain(segments, windowed=True)
+    assert resolve_chain(segments).window is not None  # the whole conversation still reads
+
+
+def test_stored_windows_and_references_pass_the_check_their_write_passed() -> None:
+    """Read-side decoding is the write-side check: a window whose start message is
+    negative, or a reference through a record id of non-ASCII digits, was refused on
+    write and is corruption on read (both decoded before)."""
+    with pytest.raises(CorruptRecordError, match=r"start\.message") as caught:
+        decode_window(_window("a", "3", "a", "1", message=-1))
+    assert (caught.value.run_id, caught.value.record_id) == ("a", "3")
+    for through in ("\u0663", "\u00b2", "0", "07", "-1", ""):
+        with pytest.raises(CorruptRecordError, match="through"):
+            decode_reference(_ref("a", "2", "b", through))
+    assert decode_reference(_ref("a", "2", "b", "12")).through == "12"
+
+
+def test_a_record_id_is_an_ascii_decimal_from_one() -> None:
+    assert [record_number(t) for t in ("1", "42", "100")] == [1, 42, 100]
+    for text in ("", "0", "07", "-1", "+1", " 1", "1.0", "\u00b2", "\u0663", "1\u0663"):
+        assert record_number(text) is None, text
+
+
+async def test_a_reference_through_a_non_ascii_digit_is_refused_writing_nothing(
+    world: World,
+) -> None:
+    """``"²".isdigit()`` is true but ``int("²")`` fails: such a reference is a
+    ValidationError on write (it was a bare ValueError), and no run is started."""
+    sid = await world.session("s")
+    one = await _turn(world, "d1", sid, "hello")
+    two = world.run("d2", session=sid)
+    for through in ("\u00b2", "\u0663"):
+        bad: Any = _reference(world, two, one.run.run_id, through)
+        with pytest.raises(ValidationError, match="through"):
+            await world.store.start_root_run(replace(two.root_start(), records=(bad,)))
+    assert [r.run_id for r in await world.store.list_runs_by_session(sid)] == [one.run.run_id]
