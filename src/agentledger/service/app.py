@@ -43,12 +43,13 @@ from agentledger.service.calls import (
     wants_msgpack,
 )
 from agentledger.service.error_codec import encode_error, http_status
-from agentledger.service.follow import Notifier, follow
+from agentledger.service.follow import follow
 from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.inspector import inspector_handlers
-from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from agentledger.service.metrics import CONTENT_TYPE_LATEST
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope
+from agentledger.service.state import ServiceState
 from agentledger.service.store_routes import StoreCalls
 from agentledger.service.wire import (
     CALLS_ROUTE,
@@ -60,7 +61,6 @@ from agentledger.service.wire import (
     body_cap,
 )
 from agentledger.storage.protocol import AdminStore
-from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = ["ServiceState", "body_cap", "create_app"]
 
@@ -69,37 +69,6 @@ _JSON = "application/json"
 _ENCODER = msgspec.json.Encoder()
 _ASGI = Callable[..., Awaitable[None]]
 _ANY = Request[Any, Any, Any]
-
-
-class ServiceState:
-    """What every request of one service shares: the backend, tokens, metrics, followers.
-
-    ``stopping`` is set when a graceful shutdown begins: calls still arriving
-    are refused as transient (the client retries elsewhere or later) and
-    follow streams end, while calls already running finish.
-    """
-
-    def __init__(
-        self,
-        store: AdminStore,
-        tokens: TokenTable,
-        *,
-        secure_cookies: str = "auto",
-        host_runtime: RuntimeHost | None = None,
-    ) -> None:
-        self.store = store
-        self.host_runtime = host_runtime
-        """What answers, forks and cancels runs for the inspector (None: it only records)."""
-        self.secure_cookies = secure_cookies
-        """When the inspector's login cookie is ``Secure``: auto (over HTTPS), always, never."""
-        self.limits: SizeLimits = getattr(store, "limits", DEFAULT_LIMITS)
-        self.tokens = tokens
-        self.metrics = ServiceMetrics()
-        self.notifier = Notifier()
-        self.stopping = False
-        self.temporal: Any = None
-        """A Temporal client the inspector asks whether a running run is paused (``serve
-        --temporal``); None: the host runtime's, when it runs on Temporal."""
 
 
 async def _answer(
@@ -242,21 +211,35 @@ def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
 
 
 def create_app(
-    store: AdminStore,
-    tokens: TokenTable,
+    store: AdminStore | None = None,
+    tokens: TokenTable | None = None,
     *,
     state: ServiceState | None = None,
     host_runtime: RuntimeHost | None = None,
 ) -> Litestar:
     """The ASGI app serving ``store`` (any ``Store`` + ``SessionAdmin``) to ``tokens``' holders.
 
-    Pass ``state`` to keep a handle on it (e.g. to begin a graceful shutdown).
-    ``host_runtime`` lets a ``host`` token answer, fork and cancel runs from the
+    Give either ``store`` and ``tokens`` (and ``host_runtime``), or a ``state`` made
+    beforehand (to keep a handle on it, e.g. to begin a graceful shutdown), which holds
+    them all. ``host_runtime`` lets a ``host`` token answer, fork and cancel runs from the
     inspector (see :mod:`agentledger.service.host_runtime`); the caller closes it.
+
+    Raises:
+        ValidationError: both a ``state`` and what it holds were given, or neither.
     """
-    state = state or ServiceState(store, tokens)
-    if host_runtime is not None:
-        state.host_runtime = host_runtime
+    if state is None:
+        if store is None or tokens is None:
+            raise ValidationError(
+                field="create_app", expected="a store and its tokens, or a ServiceState",
+                got="neither",
+            )  # fmt: skip
+        state = ServiceState(store, tokens, host_runtime=host_runtime)
+    elif store is not None or tokens is not None or host_runtime is not None:
+        raise ValidationError(
+            field="create_app",
+            expected="a store and its tokens, or a ServiceState holding them, not both",
+            got="both",
+        )
     document = _ENCODER.encode(openapi_document())
 
     @get("/healthz", include_in_schema=False)
@@ -294,7 +277,7 @@ def create_app(
     handlers += [_method_route(state, m) for m in METHODS] + [_calls_route(state)]
     handlers += [_follow_route(state, s) for s in ("runs", "sessions")]
     handlers += inspector_handlers(state)  # the web inspector at /ui [DESIGN 11]
-    cap = body_cap(getattr(store, "limits", DEFAULT_LIMITS))
+    cap = body_cap(state.limits)
     app = _ServiceApp(
         route_handlers=handlers,
         request_max_body_size=cap,

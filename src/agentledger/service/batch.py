@@ -23,16 +23,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from agentledger.errors import TransientError, ValidationError
 from agentledger.service.calls import JSON, answer_call, refusal
+from agentledger.service.state import ServiceState
 from agentledger.service.wire import FRAMES, MAX_CALLS, METHODS, Method
-
-if TYPE_CHECKING:
-    from agentledger.service.app import ServiceState
 
 __all__ = ["answer_calls", "open_calls", "stream_calls", "wants_frames"]
 

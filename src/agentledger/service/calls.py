@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -27,11 +27,9 @@ from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.json_times import encode_json
 from agentledger.service.scope import check_scope, check_stateless
+from agentledger.service.state import ServiceState
 from agentledger.service.wire import Method, RecordBatch, Role, check_entries
 from agentledger.storage.types import Record
-
-if TYPE_CHECKING:
-    from agentledger.service.app import ServiceState
 
 __all__ = [
     "JSON",

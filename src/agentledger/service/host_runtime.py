@@ -24,6 +24,8 @@ from agentledger.runtime.planner import Answer
 from agentledger.storage.protocol import AdminStore
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from agentledger.runtime.runtime import Runtime
 
 __all__ = [
@@ -53,6 +55,11 @@ class RuntimeHost(Protocol):
     async def cancel(self, run_id: str, reason: str) -> bool:
         """Record the cancellation request and ask the engine to stop the run; whether
         the engine knew the run (False: it ends when the host running it acts)."""
+        ...
+
+    def temporal_client(self) -> Client | None:
+        """The Temporal client of the engine its runs run on, which the inspector asks
+        whether a run is paused; None when they run elsewhere."""
         ...
 
     async def close(self) -> None:
@@ -96,6 +103,15 @@ class RuntimeClientHost:
         """[C1] ``Runtime.cancel_run``: the intent recorded, then the engine asked."""
         await self.runtime.cancel_run(run_id, reason)
         return await self.runtime.engine.describe(run_id) is not None
+
+    def temporal_client(self) -> Client | None:
+        """The client of the runtime's engine when it is a ``TemporalEngine``."""
+        if "agentledger.engine.temporal.engine" not in sys.modules:
+            return None  # never imported: the runtime's engine is not a TemporalEngine
+        from agentledger.engine.temporal.engine import TemporalEngine
+
+        engine = self.runtime.engine
+        return engine.client if isinstance(engine, TemporalEngine) else None
 
     async def close(self) -> None:
         if self.owns_runtime:
@@ -145,7 +161,8 @@ async def build_host_runtime(factory: HostRuntimeFactory, store: AdminStore) -> 
     if not isinstance(built, RuntimeHost):
         raise ValidationError(
             field="host_runtime",
-            expected="a RuntimeHost (resume, fork, cancel, close), e.g. RuntimeClientHost(runtime)",
+            expected="a RuntimeHost (resume, fork, cancel, temporal_client, close), "
+            "e.g. RuntimeClientHost(runtime)",
             got=type(built).__name__,
         )
     return built

@@ -11,7 +11,7 @@ read raw, the answer is bytes. :class:`StoreCalls` answers ``POST /v1/<name>``
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentledger.errors import TransientError
 from agentledger.service.batch import answer_calls, open_calls, stream_calls, wants_frames
@@ -23,10 +23,8 @@ from agentledger.service.calls import (
     refusal,
     wants_msgpack,
 )
+from agentledger.service.state import ServiceState
 from agentledger.service.wire import CALLS_ROUTE, FRAMES, METHODS, Method
-
-if TYPE_CHECKING:
-    from agentledger.service.app import ServiceState
 
 __all__ = ["StoreCalls"]
 
