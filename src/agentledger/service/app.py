@@ -8,21 +8,25 @@ backend's shared lifecycle code decides.
 
 Built on Litestar: it is msgspec-native (our types are msgspec Structs, so
 there is no second model layer), small, fast, and has the lifespan hooks and
-streaming responses the service needs. The store calls themselves are
-answered ahead of its router (:mod:`agentledger.service.calls`), for speed.
+streaming responses the service needs. The store calls themselves have one
+router of their own, ahead of Litestar's (:mod:`agentledger.service.store_routes`),
+for speed; every request enters through one gate (:mod:`agentledger.service.gate`).
+
+The service is three rooms: the store RPC server (:mod:`.gate`, :mod:`.calls`,
+:mod:`.batch`, :mod:`.store_routes`, :mod:`.wire`, :mod:`.follow`), the web
+inspector (:mod:`.inspector`), and the host for running agents
+(:mod:`.host_runtime`); :mod:`.state` is what they share.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 import msgspec
-from litestar import Litestar, Request, Response, get, post
+from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException, NotFoundException
-from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Redirect, Stream
 
@@ -34,29 +38,19 @@ from agentledger.errors import (
 )
 from agentledger.observability.propagation import TraceMiddleware
 from agentledger.observability.tracing import tracer
-from agentledger.service.auth import Principal, TokenTable
-from agentledger.service.batch import answer_calls
-from agentledger.service.calls import (
-    answer_call,
-    authorize,
-    body_too_large,
-    wants_msgpack,
-)
-from agentledger.service.error_codec import encode_error, http_status
+from agentledger.service.auth import TokenTable
+from agentledger.service.error_codec import encode_error
 from agentledger.service.follow import follow
+from agentledger.service.gate import gate, metered
 from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope
 from agentledger.service.state import ServiceState
-from agentledger.service.store_routes import StoreCalls
+from agentledger.service.store_routes import StoreCalls, wrong_method
 from agentledger.service.wire import (
-    CALLS_ROUTE,
-    METHODS,
     STORE_READERS,
-    Method,
-    Role,
     Subject,
     body_cap,
 )
@@ -71,68 +65,12 @@ _ASGI = Callable[..., Awaitable[None]]
 _ANY = Request[Any, Any, Any]
 
 
-async def _answer(
-    state: ServiceState,
-    operation: str,
-    request: _ANY,
-    roles: frozenset[Role],
-    work: Callable[[Principal], Awaitable[Response[Any]]],
-) -> Response[Any]:
-    """Authenticate, authorize, run ``work``; typed errors become their HTTP answers."""
-    started = time.perf_counter()
-    state.metrics.in_flight += 1
-    try:
-        principal = authorize(state, operation, request.headers.get("authorization"), roles)
-        response = await work(principal)
-    except AgentledgerError as e:
-        response = Response(encode_error(e), status_code=http_status(e), media_type=_JSON)
-    except Exception:
-        _log.exception("store service: %s failed", operation)
-        failure = TransientError("internal error in the store service", operation=operation)
-        response = Response(encode_error(failure), status_code=500, media_type=_JSON)
-    finally:
-        state.metrics.in_flight -= 1
-    status = response.status_code or 200
-    state.metrics.observe(operation, status, time.perf_counter() - started)
-    return response
+def _json_refusal(error: AgentledgerError, status: int) -> Response[Any]:
+    return Response(encode_error(error), status_code=status, media_type=_JSON)
 
 
-async def _body(request: _ANY, operation: str) -> bytes:
-    """The request body, or a ValidationError when it passes the service's body cap."""
-    try:
-        return await request.body()
-    except RequestEntityTooLarge:
-        cap = request.route_handler.resolve_request_max_body_size()
-        raise body_too_large(operation, cap or 0) from None
-
-
-def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHandler:
-    """The framework's route of a store method: what :class:`StoreCalls` does not take."""
-
-    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
-        status, answer, media_type = await answer_call(
-            state,
-            method,
-            request.headers.get("authorization"),
-            lambda: _body(request, method.name),
-            msgpack=wants_msgpack(request.headers.get("accept")),
-        )
-        return Response(answer, status_code=status, media_type=media_type)
-
-    return post(method.route, name=method.name, include_in_schema=False, status_code=200)(handle)
-
-
-def _calls_route(state: ServiceState) -> HTTPRouteHandler:
-    """The framework's route of ``POST /v1/calls``: what :class:`StoreCalls` does not take
-    (answered as one JSON array)."""
-
-    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
-        status, answer, media_type = await answer_calls(
-            state, request.headers.get("authorization"), lambda: _body(request, "calls")
-        )
-        return Response(answer, status_code=status, media_type=media_type)
-
-    return post(CALLS_ROUTE, name="calls", include_in_schema=False, status_code=200)(handle)
+def _status(response: Response[Any]) -> int:
+    return response.status_code or 200
 
 
 def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
@@ -151,7 +89,9 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
             return _framework_refusal(request, NotFoundException())
         after = request.headers.get("last-event-id") or request.query_params.get("after") or ""
 
-        async def work(principal: Principal) -> Response[Any]:
+        async def work() -> Response[Any]:
+            authorization = request.headers.get("authorization")
+            principal = gate(state, operation, authorization, STORE_READERS)
             await check_scope(state.store, principal, operation, (Subject(name, scope_id),))
             list_page = (
                 state.store.list_run_records
@@ -172,7 +112,7 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
 
-        return await _answer(state, operation, request, STORE_READERS, work)
+        return await metered(state, operation, work, _json_refusal, _status)
 
     path = f"/v1/{scope}/{{tail:path}}"
     return get(path, name=operation, include_in_schema=False)(handle)
@@ -191,11 +131,7 @@ def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
     if status == 404:
         typed = NotFoundError(kind="route", id=where)
     elif status == 405:
-        typed = ValidationError(
-            field="method",
-            expected=f"the method {request.url.path} takes (POST for a store method, else GET)",
-            got=request.method,
-        )
+        typed = wrong_method(request.url.path, request.method)
     elif status == 413:
         typed = ValidationError(field="body", expected="a body within this service's limit",
                                 got="a larger body")  # fmt: skip
@@ -274,7 +210,6 @@ def create_app(
         return Response(document, media_type=_JSON)
 
     handlers: list[HTTPRouteHandler] = [healthz, readyz, metrics, openapi, root]
-    handlers += [_method_route(state, m) for m in METHODS] + [_calls_route(state)]
     handlers += [_follow_route(state, s) for s in ("runs", "sessions")]
     handlers += inspector_handlers(state)  # the web inspector at /ui [DESIGN 11]
     cap = body_cap(state.limits)
