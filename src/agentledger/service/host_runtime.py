@@ -34,6 +34,7 @@ __all__ = [
     "RuntimeHost",
     "build_host_runtime",
     "load_host_runtime",
+    "request_cancellation",
 ]
 
 
@@ -116,6 +117,24 @@ class RuntimeClientHost:
     async def close(self) -> None:
         if self.owns_runtime:
             await self.runtime.close()
+
+
+async def request_cancellation(store: AdminStore, run_id: str, reason: str) -> None:
+    """[C1] ``Runtime.cancel_run`` where no runtime runs the run: the request is recorded
+    (the reason in the run's metadata and a ``runtime.cancellation_intent`` record), and
+    the run ends canceled once the host running it acts on it.
+
+    Raises:
+        the store's typed errors, as ``Runtime.cancel_run`` (an empty or reserved
+        reason, a run that already ended, another reason recorded first).
+    """
+    from agentledger.runtime.runtime import Runtime
+
+    runtime = Runtime(store)  # its engine runs nothing: only the intent is recorded
+    try:
+        await runtime.cancel_run(run_id, reason)
+    finally:
+        await runtime.close()
 
 
 def load_host_runtime(spec: str) -> HostRuntimeFactory:

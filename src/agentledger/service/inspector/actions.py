@@ -30,14 +30,14 @@ from litestar.response import Redirect
 
 from agentledger.errors import AccessDeniedError, NotFoundError, ValidationError
 from agentledger.service.auth import Principal
-from agentledger.service.host_runtime import RuntimeHost
+from agentledger.service.host_runtime import RuntimeHost, request_cancellation
 from agentledger.service.inspector.answers import answer_of, question_of
 from agentledger.service.inspector.login import same_origin
 from agentledger.service.inspector.pages import HEADERS, Pages
 from agentledger.service.inspector.render import page_url
 from agentledger.service.scope import check_scope
 from agentledger.service.wire import Role, Subject
-from agentledger.storage import RecordBuilder, RunStart, RunStatus
+from agentledger.storage import RunStatus
 
 __all__ = ["Actions"]
 
@@ -123,20 +123,8 @@ class Actions:
         host: RuntimeHost | None = self.pages.state.host_runtime
         if host is not None:
             await host.cancel(run_id, reason)
-            self.pages.state.notifier.notify()
-            return Redirect(page_url("/ui/run", id=run_id), status_code=303, headers=HEADERS)
-        meta = await self.store.load_run(run_id)
-        start = RunStart(
-            run_id=meta.run_id,
-            agent_id=meta.agent_id,
-            session_id=meta.session_id,
-            parent_run_id=meta.parent_run_id,
-            started_at=meta.started_at,
-            labels=dict(meta.labels),
-        )
-        await self.store.record_run_cancellation(
-            RecordBuilder(start).cancellation(reason, at=_now_ms())
-        )
+        else:
+            await request_cancellation(self.store, run_id, reason)
         self.pages.state.notifier.notify()
         return Redirect(page_url("/ui/run", id=run_id), status_code=303, headers=HEADERS)
 
