@@ -180,3 +180,17 @@ async def test_a_runtime_off_temporal_has_no_temporal_client(tmp_path: Path) -> 
     finally:
         await runtime.close()
         await store.close()
+
+
+def test_a_factory_beside_serve_is_found_and_sys_path_is_left_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    (tmp_path / "beside_serve_host.py").write_text("def build(store):\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "beside_serve_host", raising=False)
+    before = list(sys.path)
+    factory = load_host_runtime("beside_serve_host:build")
+    assert factory.__module__ == "beside_serve_host"
+    assert sys.path == before

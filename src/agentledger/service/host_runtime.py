@@ -141,7 +141,8 @@ def load_host_runtime(spec: str) -> HostRuntimeFactory:
     """The factory ``spec`` names (``package.module:function``), imported.
 
     The current folder is searched first (as uvicorn does for its app), so a
-    module beside where ``serve`` runs is found by the console script too.
+    module beside where ``serve`` runs is found by the console script too; it is
+    searched only while the module is imported (``sys.path`` is left as it was).
 
     Raises:
         ValidationError: not ``module:function``, a module that does not import,
@@ -150,8 +151,10 @@ def load_host_runtime(spec: str) -> HostRuntimeFactory:
     module_name, colon, name = spec.partition(":")
     if not colon or not module_name.strip() or not name.strip():
         raise ValidationError(field="host_runtime", expected="package.module:factory", got=spec)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    here = os.getcwd()
+    searched = here not in sys.path
+    if searched:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name.strip())
     except ImportError as e:
@@ -160,6 +163,9 @@ def load_host_runtime(spec: str) -> HostRuntimeFactory:
             expected="a module this Python can import",
             got=f"{module_name} ({e})",
         ) from None
+    finally:
+        if searched and here in sys.path:
+            sys.path.remove(here)
     factory = getattr(module, name.strip(), None)
     if not callable(factory):
         raise ValidationError(
