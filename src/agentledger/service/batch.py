@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import msgspec
 
@@ -32,14 +31,7 @@ from agentledger.service.calls import Answered, answer_call
 from agentledger.service.error_codec import http_status
 from agentledger.service.gate import JSON, gate, json_refusal, metered
 from agentledger.service.state import ServiceState
-from agentledger.service.wire import (
-    FRAMES,
-    METHODS,
-    Method,
-    Role,
-    decode_group,
-    encode_frame,
-)
+from agentledger.service.wire import FRAMES, Role, decode_group, encode_frame, method_named
 
 __all__ = ["answer_calls", "open_calls", "stream_calls", "wants_frames"]
 
@@ -53,7 +45,6 @@ def wants_frames(accept: str | None) -> bool:
 
 
 _JSON_ANSWER = msgspec.json.Encoder()
-_BY_NAME: dict[str, Method[Any, Any]] = {m.name: m for m in METHODS}
 
 
 async def open_calls(
@@ -124,10 +115,9 @@ async def _answer(
     state: ServiceState, principal: Principal, name: str, body: msgspec.Raw, msgpack: bool
 ) -> tuple[int, bytes]:
     """(status, answer) of one call of a request: what ``POST /v1/<name>`` answers it."""
-    method = _BY_NAME.get(name)
-    if method is None:
-        unknown = ValidationError(field="method", expected="the name of a store method",
-                                  got=name[:100])  # fmt: skip
+    try:
+        method = method_named(name)
+    except ValidationError as unknown:  # answered, not counted: names are the caller's
         status, answer, _ = json_refusal(unknown, http_status(unknown))
         return status, answer
     status, answer, _ = await answer_call(state, principal, method, bytes(body), msgpack=msgpack)

@@ -81,6 +81,7 @@ __all__ = [
     "encode_frame",
     "encode_group",
     "frame_size",
+    "method_named",
     "within",
 ]
 
@@ -393,3 +394,18 @@ async def _export_archive(store: AdminStore, session_id: str) -> ArchiveFile:
 
 METHODS: tuple[Method[Any, Any], ...] = (*STORE_METHODS.values(), EXPORT_ARCHIVE, IMPORT_ARCHIVE)
 """Every route of the service: the store operations, then the archives."""
+
+_BY_NAME: dict[str, Method[Any, Any]] = {m.name: m for m in METHODS}
+
+
+def method_named(name: str) -> Method[Any, Any]:
+    """The store method called ``name`` (what a group's or a frame's call names).
+
+    Raises:
+        ValidationError: no store method has that name.
+    """
+    method = _BY_NAME.get(name)
+    if method is None:
+        raise ValidationError(field="method", expected="the name of a store method",
+                              got=name[:100])  # fmt: skip
+    return method
