@@ -12,7 +12,6 @@ before it imports any backend.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -148,8 +147,8 @@ class Target:
         return await self._sqlite(read_only, create, encryption, limits, durability)
 
     async def _client(self) -> AdminStore:
-        try:
-            service = importlib.import_module("agentledger.service")
+        try:  # imported here: the client names this module (no import circle)
+            from agentledger.service.client import StoreClient
         except ImportError as e:
             raise ValidationError(
                 field="--db",
@@ -160,10 +159,7 @@ class Target:
                     f"installation does not have ({e})"
                 ),
             ) from e
-        client: AdminStore = await service.StoreClient.open(
-            self.text, token=os.environ.get(TOKEN_VARIABLE, "")
-        )
-        return client
+        return await StoreClient.open(self.text, token=os.environ.get(TOKEN_VARIABLE, ""))
 
     async def _postgres(
         self,

@@ -32,6 +32,9 @@ class NoHost:
     async def cancel(self, run_id: str, reason: str) -> bool:
         raise NotImplementedError
 
+    def temporal_client(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 

@@ -20,13 +20,13 @@ class Service:
         self.release.set()
 
     async def send(self, group: list[Member]) -> None:
-        self.groups.append([m.name for m in group])
+        self.groups.append([m.item.name for m in group])
         await self.release.wait()
         if self.fail:
             raise RuntimeError("the send broke")
         for member in group:
             if not member.answer.done():
-                member.answer.set_result((200, member.body, True))
+                member.answer.set_result((200, member.item.body, True))
 
 
 async def _turns(count: int) -> None:

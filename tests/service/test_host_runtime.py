@@ -150,3 +150,47 @@ async def test_a_factory_may_be_async_and_must_build_a_runtime_host(tmp_path: Pa
         assert "a RuntimeHost" in str(refused.value)
     finally:
         await store.close()
+
+
+async def test_create_app_takes_a_store_and_tokens_or_a_state_never_both(tmp_path: Path) -> None:
+    from agentledger.service.state import ServiceState
+
+    tokens = tmp_path / "tokens.json"
+    add_token(tokens, "host")
+    table = TokenTable.load(tokens)
+    store = await SQLiteStore.open(str(tmp_path / "ledger.db"))
+    try:
+        state = ServiceState(store, table)
+        create_app(state=state)
+        with pytest.raises(ValidationError, match="not both"):
+            create_app(store, table, state=state)
+        with pytest.raises(ValidationError, match="not both"):
+            create_app(state=state, host_runtime=RuntimeClientHost(agents(store)))
+        with pytest.raises(ValidationError, match="neither"):
+            create_app(store)
+    finally:
+        await store.close()
+
+
+async def test_a_runtime_off_temporal_has_no_temporal_client(tmp_path: Path) -> None:
+    store = await SQLiteStore.open(str(tmp_path / "ledger.db"))
+    runtime = agents(store)
+    try:
+        assert RuntimeClientHost(runtime, owns_runtime=False).temporal_client() is None
+    finally:
+        await runtime.close()
+        await store.close()
+
+
+def test_a_factory_beside_serve_is_found_and_sys_path_is_left_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    (tmp_path / "beside_serve_host.py").write_text("def build(store):\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "beside_serve_host", raising=False)
+    before = list(sys.path)
+    factory = load_host_runtime("beside_serve_host:build")
+    assert factory.__module__ == "beside_serve_host"
+    assert sys.path == before

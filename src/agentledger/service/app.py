@@ -8,21 +8,25 @@ backend's shared lifecycle code decides.
 
 Built on Litestar: it is msgspec-native (our types are msgspec Structs, so
 there is no second model layer), small, fast, and has the lifespan hooks and
-streaming responses the service needs. The store calls themselves are
-answered ahead of its router (:mod:`agentledger.service.calls`), for speed.
+streaming responses the service needs. The store calls themselves have one
+router of their own, ahead of Litestar's (:mod:`agentledger.service.store_routes`),
+for speed; every request enters through one gate (:mod:`agentledger.service.gate`).
+
+The service is three rooms: the store RPC server (:mod:`.gate`, :mod:`.calls`,
+:mod:`.batch`, :mod:`.store_routes`, :mod:`.wire`, :mod:`.follow`), the web
+inspector (:mod:`.inspector`), and the host for running agents
+(:mod:`.host_runtime`); :mod:`.state` is what they share.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 import msgspec
-from litestar import Litestar, Request, Response, get, post
+from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException, NotFoundException
-from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.handlers import HTTPRouteHandler
 from litestar.response import Redirect, Stream
 
@@ -34,33 +38,23 @@ from agentledger.errors import (
 )
 from agentledger.observability.propagation import TraceMiddleware
 from agentledger.observability.tracing import tracer
-from agentledger.service.auth import Principal, TokenTable
-from agentledger.service.batch import answer_calls
-from agentledger.service.calls import (
-    answer_call,
-    authorize,
-    body_too_large,
-    wants_msgpack,
-)
-from agentledger.service.error_codec import encode_error, http_status
-from agentledger.service.follow import Notifier, follow
+from agentledger.service.auth import TokenTable
+from agentledger.service.error_codec import encode_error
+from agentledger.service.follow import follow
+from agentledger.service.gate import gate, metered
 from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.inspector import inspector_handlers
-from agentledger.service.metrics import CONTENT_TYPE_LATEST, ServiceMetrics
+from agentledger.service.metrics import CONTENT_TYPE_LATEST
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope
-from agentledger.service.store_routes import StoreCalls
+from agentledger.service.state import ServiceState
+from agentledger.service.store_routes import StoreCalls, wrong_method
 from agentledger.service.wire import (
-    CALLS_ROUTE,
-    METHODS,
     STORE_READERS,
-    Method,
-    Role,
     Subject,
     body_cap,
 )
 from agentledger.storage.protocol import AdminStore
-from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
 __all__ = ["ServiceState", "body_cap", "create_app"]
 
@@ -71,99 +65,12 @@ _ASGI = Callable[..., Awaitable[None]]
 _ANY = Request[Any, Any, Any]
 
 
-class ServiceState:
-    """What every request of one service shares: the backend, tokens, metrics, followers.
-
-    ``stopping`` is set when a graceful shutdown begins: calls still arriving
-    are refused as transient (the client retries elsewhere or later) and
-    follow streams end, while calls already running finish.
-    """
-
-    def __init__(
-        self,
-        store: AdminStore,
-        tokens: TokenTable,
-        *,
-        secure_cookies: str = "auto",
-        host_runtime: RuntimeHost | None = None,
-    ) -> None:
-        self.store = store
-        self.host_runtime = host_runtime
-        """What answers, forks and cancels runs for the inspector (None: it only records)."""
-        self.secure_cookies = secure_cookies
-        """When the inspector's login cookie is ``Secure``: auto (over HTTPS), always, never."""
-        self.limits: SizeLimits = getattr(store, "limits", DEFAULT_LIMITS)
-        self.tokens = tokens
-        self.metrics = ServiceMetrics()
-        self.notifier = Notifier()
-        self.stopping = False
-        self.temporal: Any = None
-        """A Temporal client the inspector asks whether a running run is paused (``serve
-        --temporal``); None: the host runtime's, when it runs on Temporal."""
+def _json_refusal(error: AgentledgerError, status: int) -> Response[Any]:
+    return Response(encode_error(error), status_code=status, media_type=_JSON)
 
 
-async def _answer(
-    state: ServiceState,
-    operation: str,
-    request: _ANY,
-    roles: frozenset[Role],
-    work: Callable[[Principal], Awaitable[Response[Any]]],
-) -> Response[Any]:
-    """Authenticate, authorize, run ``work``; typed errors become their HTTP answers."""
-    started = time.perf_counter()
-    state.metrics.in_flight += 1
-    try:
-        principal = authorize(state, operation, request.headers.get("authorization"), roles)
-        response = await work(principal)
-    except AgentledgerError as e:
-        response = Response(encode_error(e), status_code=http_status(e), media_type=_JSON)
-    except Exception:
-        _log.exception("store service: %s failed", operation)
-        failure = TransientError("internal error in the store service", operation=operation)
-        response = Response(encode_error(failure), status_code=500, media_type=_JSON)
-    finally:
-        state.metrics.in_flight -= 1
-    status = response.status_code or 200
-    state.metrics.observe(operation, status, time.perf_counter() - started)
-    return response
-
-
-async def _body(request: _ANY, operation: str) -> bytes:
-    """The request body, or a ValidationError when it passes the service's body cap."""
-    try:
-        return await request.body()
-    except RequestEntityTooLarge:
-        cap = request.route_handler.resolve_request_max_body_size()
-        raise body_too_large(operation, cap or 0) from None
-
-
-def _method_route(state: ServiceState, method: Method[Any, Any]) -> HTTPRouteHandler:
-    """The framework's route of a store method: what :class:`StoreCalls` does not take."""
-
-    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
-        status, answer, media_type = await answer_call(
-            state,
-            method,
-            request.headers.get("authorization"),
-            lambda: _body(request, method.name),
-            msgpack=wants_msgpack(request.headers.get("accept")),
-        )
-        return Response(answer, status_code=status, media_type=media_type)
-
-    return post(method.route, name=method.name, include_in_schema=False, status_code=200)(handle)
-
-
-def _calls_route(state: ServiceState) -> HTTPRouteHandler:
-    """The framework's route of ``POST /v1/calls``: what :class:`StoreCalls` does not take
-    (answered as one JSON array)."""
-
-    async def handle(request: Request[Any, Any, Any]) -> Response[Any]:
-        status, answer, media_type = await answer_calls(
-            state, request.headers.get("authorization"), lambda: _body(request, "calls")
-        )
-        return Response(answer, status_code=status, media_type=media_type)
-
-    return post(CALLS_ROUTE, name="calls", include_in_schema=False, status_code=200)(handle)
+def _status(response: Response[Any]) -> int:
+    return response.status_code or 200
 
 
 def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
@@ -182,7 +89,9 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
             return _framework_refusal(request, NotFoundException())
         after = request.headers.get("last-event-id") or request.query_params.get("after") or ""
 
-        async def work(principal: Principal) -> Response[Any]:
+        async def work() -> Response[Any]:
+            authorization = request.headers.get("authorization")
+            principal = gate(state, operation, authorization, STORE_READERS)
             await check_scope(state.store, principal, operation, (Subject(name, scope_id),))
             list_page = (
                 state.store.list_run_records
@@ -203,7 +112,7 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
 
-        return await _answer(state, operation, request, STORE_READERS, work)
+        return await metered(state, operation, work, _json_refusal, _status)
 
     path = f"/v1/{scope}/{{tail:path}}"
     return get(path, name=operation, include_in_schema=False)(handle)
@@ -222,11 +131,7 @@ def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
     if status == 404:
         typed = NotFoundError(kind="route", id=where)
     elif status == 405:
-        typed = ValidationError(
-            field="method",
-            expected=f"the method {request.url.path} takes (POST for a store method, else GET)",
-            got=request.method,
-        )
+        typed = wrong_method(request.url.path, request.method)
     elif status == 413:
         typed = ValidationError(field="body", expected="a body within this service's limit",
                                 got="a larger body")  # fmt: skip
@@ -242,21 +147,35 @@ def _framework_refusal(request: _ANY, error: Exception) -> Response[Any]:
 
 
 def create_app(
-    store: AdminStore,
-    tokens: TokenTable,
+    store: AdminStore | None = None,
+    tokens: TokenTable | None = None,
     *,
     state: ServiceState | None = None,
     host_runtime: RuntimeHost | None = None,
 ) -> Litestar:
     """The ASGI app serving ``store`` (any ``Store`` + ``SessionAdmin``) to ``tokens``' holders.
 
-    Pass ``state`` to keep a handle on it (e.g. to begin a graceful shutdown).
-    ``host_runtime`` lets a ``host`` token answer, fork and cancel runs from the
+    Give either ``store`` and ``tokens`` (and ``host_runtime``), or a ``state`` made
+    beforehand (to keep a handle on it, e.g. to begin a graceful shutdown), which holds
+    them all. ``host_runtime`` lets a ``host`` token answer, fork and cancel runs from the
     inspector (see :mod:`agentledger.service.host_runtime`); the caller closes it.
+
+    Raises:
+        ValidationError: both a ``state`` and what it holds were given, or neither.
     """
-    state = state or ServiceState(store, tokens)
-    if host_runtime is not None:
-        state.host_runtime = host_runtime
+    if state is None:
+        if store is None or tokens is None:
+            raise ValidationError(
+                field="create_app", expected="a store and its tokens, or a ServiceState",
+                got="neither",
+            )  # fmt: skip
+        state = ServiceState(store, tokens, host_runtime=host_runtime)
+    elif store is not None or tokens is not None or host_runtime is not None:
+        raise ValidationError(
+            field="create_app",
+            expected="a store and its tokens, or a ServiceState holding them, not both",
+            got="both",
+        )
     document = _ENCODER.encode(openapi_document())
 
     @get("/healthz", include_in_schema=False)
@@ -291,10 +210,9 @@ def create_app(
         return Response(document, media_type=_JSON)
 
     handlers: list[HTTPRouteHandler] = [healthz, readyz, metrics, openapi, root]
-    handlers += [_method_route(state, m) for m in METHODS] + [_calls_route(state)]
     handlers += [_follow_route(state, s) for s in ("runs", "sessions")]
     handlers += inspector_handlers(state)  # the web inspector at /ui [DESIGN 11]
-    cap = body_cap(getattr(store, "limits", DEFAULT_LIMITS))
+    cap = body_cap(state.limits)
     app = _ServiceApp(
         route_handlers=handlers,
         request_max_body_size=cap,

@@ -21,20 +21,22 @@ the request itself with that typed error.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agentledger.errors import TransientError, ValidationError
-from agentledger.service.calls import JSON, answer_call, refusal
-from agentledger.service.wire import FRAMES, MAX_CALLS, METHODS, Method
-
-if TYPE_CHECKING:
-    from agentledger.service.app import ServiceState
+from agentledger.errors import ValidationError
+from agentledger.service.auth import Principal
+from agentledger.service.calls import Answered, answer_call
+from agentledger.service.error_codec import http_status
+from agentledger.service.gate import JSON, gate, json_refusal, metered
+from agentledger.service.state import ServiceState
+from agentledger.service.wire import FRAMES, Role, decode_group, encode_frame, method_named
 
 __all__ = ["answer_calls", "open_calls", "stream_calls", "wants_frames"]
+
+_EVERY_ROLE = frozenset(Role)
+"""Who may send a group: any token; each call is then checked against its own roles."""
 
 
 def wants_frames(accept: str | None) -> bool:
@@ -42,60 +44,56 @@ def wants_frames(accept: str | None) -> bool:
     return accept is not None and FRAMES in accept
 
 
-_REQUEST = msgspec.json.Decoder(list[tuple[str, msgspec.Raw]])
 _JSON_ANSWER = msgspec.json.Encoder()
-_MSGPACK_ANSWER = msgspec.msgpack.Encoder()
-_BY_NAME: dict[str, Method[Any, Any]] = {m.name: m for m in METHODS}
 
 
 async def open_calls(
     state: ServiceState, authorization: str | None, read_body: Callable[[], Awaitable[bytes]]
-) -> list[tuple[str, msgspec.Raw]]:
-    """The ``[name, request]`` pairs of a ``POST /v1/calls`` whose token is known; the body
-    is read only then.
+) -> tuple[Principal, list[tuple[str, msgspec.Raw]]]:
+    """The caller and the ``[name, request]`` pairs of a ``POST /v1/calls`` through the
+    gate; the body is read only then.
 
     Raises:
         AgentledgerError: the request is refused whole (stopping, token, body).
     """
-    if state.stopping:
-        raise TransientError("the service is shutting down", operation="calls")
-    state.tokens.authenticate(authorization, "calls")
-    return _decode(await read_body())
+    principal = gate(state, "calls", authorization, _EVERY_ROLE)
+    return principal, decode_group(await read_body())
+
+
+def _status(answered: Answered) -> int:
+    return answered[0]
 
 
 async def answer_calls(
     state: ServiceState,
     authorization: str | None,
     read_body: Callable[[], Awaitable[bytes]],
-) -> tuple[int, bytes, str]:
+) -> Answered:
     """(HTTP status, answer, JSON) of a ``POST /v1/calls`` answered as one JSON array of
     ``[status, answer]`` pairs, in the order of the calls, once every call is answered."""
-    try:
-        calls = await open_calls(state, authorization, read_body)
-    except Exception as e:  # every failure is answered: see refusal
-        return refusal("calls", e)
-    started = time.perf_counter()
-    answers = await asyncio.gather(
-        *(_answer(state, authorization, name, body, False) for name, body in calls)
-    )
-    state.metrics.observe("calls", 200, time.perf_counter() - started)  # each call, and the group
-    return 200, _JSON_ANSWER.encode([(s, msgspec.Raw(a)) for s, a in answers]), JSON
+
+    async def work() -> Answered:
+        principal, calls = await open_calls(state, authorization, read_body)
+        answers = await asyncio.gather(
+            *(_answer(state, principal, name, body, False) for name, body in calls)
+        )
+        return 200, _JSON_ANSWER.encode([(s, msgspec.Raw(a)) for s, a in answers]), JSON
+
+    return await metered(state, "calls", work, json_refusal, _status)  # each call, and the group
 
 
 async def stream_calls(
     state: ServiceState,
-    authorization: str | None,
+    principal: Principal,
     calls: list[tuple[str, msgspec.Raw]],
     send: Callable[[bytes], Awaitable[None]],
 ) -> None:
     """Make every call at once and ``send`` the frames of those answered, as they are
     answered (all those answered at the same moment in one piece), so that no call waits
-    for a slower one. A frame is its length (4 bytes, big-endian) then the MessagePack
-    array ``[index of the call, status, answer]``; a caller gone before the end leaves the
-    calls to finish as they would alone."""
-    started = time.perf_counter()
+    for a slower one (:func:`agentledger.service.wire.encode_frame`); a caller gone before
+    the end leaves the calls to finish as they would alone."""
     tasks = [
-        asyncio.create_task(_answer(state, authorization, name, body, True)) for name, body in calls
+        asyncio.create_task(_answer(state, principal, name, body, True)) for name, body in calls
     ]
     index = {task: i for i, task in enumerate(tasks)}
     pending = set(tasks)
@@ -107,51 +105,20 @@ async def stream_calls(
                 also = {t for t in pending if t.done()}
                 done, pending = done | also, pending - also
             answered = sorted((index[t], *t.result()) for t in done)
-            await send(b"".join(_frame(i, status, answer) for i, status, answer in answered))
+            await send(b"".join(encode_frame(i, status, answer) for i, status, answer in answered))
     finally:
         if pending:
             await asyncio.wait(pending)
-        state.metrics.observe("calls", 200, time.perf_counter() - started)
-
-
-def _frame(index: int, status: int, answer: bytes) -> bytes:
-    """One answer of a stream of frames: its length, then ``[index, status, answer]``."""
-    frame = _MSGPACK_ANSWER.encode((index, status, answer))
-    return len(frame).to_bytes(4, "big") + frame
-
-
-def _decode(body: bytes) -> list[tuple[str, msgspec.Raw]]:
-    """The request's ``[name, request]`` pairs, at most :data:`MAX_CALLS` of them."""
-    try:
-        calls = _REQUEST.decode(body)
-    except msgspec.DecodeError as e:
-        raise ValidationError(
-            field="body",
-            expected="a JSON array of [store method name, request] pairs",
-            got=str(e),
-        ) from None
-    if len(calls) > MAX_CALLS:
-        raise ValidationError(
-            field="body",
-            expected=f"at most {MAX_CALLS} calls in one request (this service's limit)",
-            got=f"{len(calls)} calls",
-        )
-    return calls
 
 
 async def _answer(
-    state: ServiceState, authorization: str | None, name: str, body: msgspec.Raw, msgpack: bool
+    state: ServiceState, principal: Principal, name: str, body: msgspec.Raw, msgpack: bool
 ) -> tuple[int, bytes]:
     """(status, answer) of one call of a request: what ``POST /v1/<name>`` answers it."""
-    method = _BY_NAME.get(name)
-    if method is None:
-        unknown = ValidationError(field="method", expected="the name of a store method",
-                                  got=name[:100])  # fmt: skip
-        status, answer, _ = refusal(name, unknown)
+    try:
+        method = method_named(name)
+    except ValidationError as unknown:  # answered, not counted: names are the caller's
+        status, answer, _ = json_refusal(unknown, http_status(unknown))
         return status, answer
-
-    async def read_body() -> bytes:
-        return bytes(body)
-
-    status, answer, _ = await answer_call(state, method, authorization, read_body, msgpack=msgpack)
+    status, answer, _ = await answer_call(state, principal, method, bytes(body), msgpack=msgpack)
     return status, answer

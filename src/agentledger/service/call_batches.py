@@ -15,12 +15,15 @@ the member that started it.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+import logging
+from typing import NamedTuple
 
 from agentledger.service.wire import MAX_CALLS
+from agentledger.storage.coalescer import Coalescer, Member, SendGroup
 
-__all__ = ["MAX_GROUP", "MAX_GROUP_BYTES", "Answer", "CallBatches", "Member"]
+__all__ = ["MAX_GROUP", "MAX_GROUP_BYTES", "Answer", "Call", "CallBatches", "Member"]
+
+_log = logging.getLogger("agentledger.service")
 
 MAX_GROUP = MAX_CALLS
 """The most calls in one group: the service's limit per request."""
@@ -31,85 +34,41 @@ Answer = tuple[int, bytes, bool]
 """(HTTP status, answer body, whether it is MessagePack) of one call."""
 
 
-class Member:
-    """One call in a group: its method, its JSON request, and its answer to come.
+class Call(NamedTuple):
+    """One call in a group: its method's name and its JSON request."""
 
-    The answer is ``None`` when the call is to be sent alone after all (the service
-    refused the group as a whole, or does not take groups).
-    """
-
-    __slots__ = ("answer", "body", "name")
-
-    def __init__(self, name: str, body: bytes, answer: asyncio.Future[Answer | None]) -> None:
-        self.name = name
-        self.body = body
-        self.answer = answer
+    name: str
+    body: bytes
 
 
-SendGroup = Callable[[list[Member]], Awaitable[None]]
-"""Sends a group and settles every member's ``answer`` (a result, None, or an error)."""
+async def _alone(call: Call) -> Answer | None:
+    return None  # its caller sends it alone
+
+
+def _size(call: Call) -> int:
+    return len(call.body)
 
 
 class CallBatches:
-    """Groups the calls made at the same moment; ``send_group`` sends each group."""
+    """Groups the calls made at the same moment; ``send_group`` sends each group and
+    settles each member's answer (a result, None to go alone, or an error)."""
 
-    def __init__(self, send_group: SendGroup) -> None:
+    def __init__(self, send_group: SendGroup[Call, Answer | None]) -> None:
         self._send_group = send_group
-        self._forming: list[Member] | None = None
-        self._size = 0
-        self._sending: set[asyncio.Task[None]] = set()
+        self._calls: Coalescer[Call, Answer | None] = Coalescer(
+            self._send, _alone, max_members=MAX_GROUP, max_bytes=MAX_GROUP_BYTES, size=_size
+        )
+
+    async def _send(self, group: list[Member[Call, Answer | None]]) -> None:
+        """Send ``group``; a send that breaks leaves each member it did not settle to go
+        alone, for its own answer or typed error."""
+        try:
+            await self._send_group(group)
+        except Exception:
+            _log.warning("store client: a group of calls failed; each goes alone", exc_info=True)
 
     async def call(self, name: str, body: bytes) -> Answer | None:
         """The answer of the call ``name`` with request ``body`` if it went in a group;
         None if it is to be sent alone (it was alone, or the group was refused whole)."""
-        if len(body) > MAX_GROUP_BYTES:
-            return None
-        member = Member(name, body, asyncio.get_running_loop().create_future())
-        forming = self._forming
-        if (
-            forming is not None
-            and len(forming) < MAX_GROUP
-            and self._size + len(body) <= MAX_GROUP_BYTES
-        ):
-            forming.append(member)
-            self._size += len(body)
-            return await member.answer
-        forming = self._forming = [member]
-        self._size = len(body)
-        try:
-            await asyncio.sleep(0)  # one loop turn: the calls made meanwhile join
-        except asyncio.CancelledError:
-            self._leave(forming)
-            forming.remove(member)
-            self._start([m for m in forming if not m.answer.done()])
-            raise
-        self._leave(forming)
-        group = [m for m in forming if not m.answer.done()]  # without the cancelled
-        if len(group) == 1:
-            return None
-        self._start(group)
-        return await member.answer
+        return await self._calls.submit(Call(name, body))
 
-    def _leave(self, forming: list[Member]) -> None:
-        """Stop ``forming`` taking members, if it still does."""
-        if self._forming is forming:
-            self._forming = None
-
-    def _start(self, group: list[Member]) -> None:
-        """Send ``group`` in its own task, so no member's cancellation stops it; a group
-        of one is told to go alone."""
-        if len(group) == 1:
-            group[0].answer.set_result(None)
-        elif group:
-            task = asyncio.get_running_loop().create_task(self._send(group))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
-
-    async def _send(self, group: list[Member]) -> None:
-        """Send ``group``; a member ``send_group`` left unsettled is told to go alone."""
-        try:
-            await self._send_group(group)
-        finally:
-            for member in group:
-                if not member.answer.done():
-                    member.answer.set_result(None)

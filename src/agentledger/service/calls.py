@@ -1,10 +1,13 @@
-"""One store call over HTTP: authenticate, authorize, decode, scope-check, call, answer [S1].
+"""One store call: admitted, decoded, scope-checked, made, answered [S1].
 
-:func:`answer_call` is the whole of a ``POST /v1/<name>`` call, free of any
-web framework: it takes the ``Authorization`` header and a way to read the
-body, and gives the HTTP status and the JSON answer (the result or the typed
-error). :mod:`.store_routes` runs it straight from the ASGI scope, and
-:mod:`.batch` runs it for each call of a ``POST /v1/calls``.
+:func:`answer_call` answers one call of a principal already through the gate
+(:func:`agentledger.service.gate.gate`): a call of a ``POST /v1/calls``
+(:mod:`.batch`), and whatever else carries frames ``[call id, method, body]``.
+:func:`answer_request` is the whole of a ``POST /v1/<name>``, free of any web
+framework: it takes the ``Authorization`` header and a way to read the body
+(read only once the caller is through the gate). Both give the HTTP status and
+the answer (the result, or the typed error as JSON), and are counted in the
+service's metrics (:func:`agentledger.service.gate.metered`).
 
 A caller that sends ``Accept: application/msgpack`` (StoreClient does) gets a
 result as MessagePack instead of JSON: bytes travel as they are, not as base64,
@@ -14,60 +17,38 @@ errors are JSON either way.
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-from agentledger.errors import AccessDeniedError, AgentledgerError, TransientError, ValidationError
+from agentledger.errors import ValidationError
 from agentledger.service.auth import Principal
 from agentledger.service.carriage import invalid_body
-from agentledger.service.error_codec import encode_error, http_status
+from agentledger.service.gate import JSON, admit, gate, json_refusal, metered
 from agentledger.service.json_times import encode_json
 from agentledger.service.scope import check_scope, check_stateless
-from agentledger.service.wire import Method, RecordBatch, Role, check_entries
+from agentledger.service.state import ServiceState
+from agentledger.service.wire import Method, RecordBatch, check_entries
 from agentledger.storage.types import Record
-
-if TYPE_CHECKING:
-    from agentledger.service.app import ServiceState
 
 __all__ = [
     "JSON",
     "MSGPACK",
     "answer_call",
-    "authorize",
+    "answer_request",
     "body_too_large",
-    "refusal",
     "wants_msgpack",
 ]
 
-_log = logging.getLogger("agentledger.service")
 _MSGPACK_ENCODER = msgspec.msgpack.Encoder()
-JSON = "application/json"
 MSGPACK = "application/msgpack"
+Answered = tuple[int, bytes, str]
+"""(HTTP status, answer, its media type)."""
 
 
-def authorize(
-    state: ServiceState, operation: str, authorization: str | None, roles: frozenset[Role]
-) -> Principal:
-    """The caller's principal, if the service is serving and its role may call ``operation``.
-
-    Raises:
-        TransientError: the service is shutting down.
-        AccessDeniedError: (401) no or an unknown token; (403) a role that may not call it.
-    """
-    if state.stopping:
-        raise TransientError("the service is shutting down", operation=operation)
-    principal = state.tokens.authenticate(authorization, operation)
-    if principal.role not in roles:
-        raise AccessDeniedError(
-            operation=operation,
-            status=403,
-            reason=f"a {principal.role} token may not call {operation}",
-        )
-    return principal
+def _status(answered: Answered) -> int:
+    return answered[0]
 
 
 def body_too_large(operation: str, cap: int) -> ValidationError:
@@ -86,31 +67,44 @@ def wants_msgpack(accept: str | None) -> bool:
 
 async def answer_call(
     state: ServiceState,
+    principal: Principal,
+    method: Method[Any, Any],
+    body: bytes,
+    *,
+    msgpack: bool = False,
+) -> Answered:
+    """The answer of ``principal``'s call of ``method`` with request ``body``: refused if
+    the service is stopping or the principal's role may not call it, else made; every
+    error is answered as its typed error (JSON). ``msgpack``: the result as MessagePack."""
+
+    async def work() -> Answered:
+        admit(state, principal, method.name, method.roles)
+        return await _run_call(state, method, principal, body, msgpack)
+
+    return await metered(state, method.name, work, json_refusal, _status)
+
+
+async def answer_request(
+    state: ServiceState,
     method: Method[Any, Any],
     authorization: str | None,
     read_body: Callable[[], Awaitable[bytes]],
     *,
     msgpack: bool = False,
-) -> tuple[int, bytes, str]:
-    """(HTTP status, answer, its media type) of one store call; the body is read once the
-    caller is authenticated and authorized, and every error is answered as its typed
-    error (JSON). ``msgpack``: the result as MessagePack."""
-    started = time.perf_counter()
-    state.metrics.in_flight += 1
-    try:
-        principal = authorize(state, method.name, authorization, method.roles)
-        answered = await _run_call(state, method, principal, await read_body(), msgpack)
-    except Exception as e:  # every failure is answered: see refusal
-        answered = refusal(method.name, e)
-    finally:
-        state.metrics.in_flight -= 1
-    state.metrics.observe(method.name, answered[0], time.perf_counter() - started)
-    return answered
+) -> Answered:
+    """The answer of a ``POST /v1/<name>`` of ``method``: the body is read once the caller
+    is through the gate; then as :func:`answer_call`."""
+
+    async def work() -> Answered:
+        principal = gate(state, method.name, authorization, method.roles)
+        return await _run_call(state, method, principal, await read_body(), msgpack)
+
+    return await metered(state, method.name, work, json_refusal, _status)
 
 
 async def _run_call(
     state: ServiceState, method: Method[Any, Any], principal: Principal, body: bytes, msgpack: bool
-) -> tuple[int, bytes, str]:
+) -> Answered:
     """The answer of one authorized call of ``method`` with request ``body``: decoded,
     narrowed and scope-checked for a label-scoped principal, then made.
 
@@ -133,16 +127,6 @@ async def _run_call(
     if msgpack:
         return 200, _MSGPACK_ENCODER.encode(result), MSGPACK
     return 200, encode_json(result), JSON
-
-
-def refusal(operation: str, error: Exception) -> tuple[int, bytes, str]:
-    """(HTTP status, typed error, JSON) answering a call that raised ``error``: its own
-    typed error, or for anything else a logged internal error the caller may retry."""
-    if isinstance(error, AgentledgerError):
-        return http_status(error), encode_error(error), JSON
-    _log.error("store service: %s failed", operation, exc_info=error)
-    failure = TransientError("internal error in the store service", operation=operation)
-    return 500, encode_error(failure), JSON
 
 
 def _logs_written(call: object) -> list[str] | None:

@@ -36,7 +36,7 @@ from agentledger.errors import (
 )
 from agentledger.observability.propagation import trace_headers
 from agentledger.service import wire
-from agentledger.service.call_batches import Answer, CallBatches, Member
+from agentledger.service.call_batches import Answer, Call, CallBatches, Member
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
 from agentledger.storage import lifecycle
@@ -243,7 +243,7 @@ class StoreClient(AdminOperations):
         except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
             raise _unreachable(e, operation, self.url) from e
 
-    async def _send_group(self, group: list[Member]) -> None:
+    async def _send_group(self, group: list[Member[Call, Answer | None]]) -> None:
         """One ``POST /v1/calls`` of ``group``; each member is answered as its own answer
         arrives (a stream of frames: see :mod:`agentledger.service.batch`).
 
@@ -251,7 +251,7 @@ class StoreClient(AdminOperations):
         or typed error; a service that does not take groups is sent none any more. A
         connection lost before a member's answer is that member's ``TransientError``.
         """
-        body = b"[" + b",".join(b'["%s",%s]' % (m.name.encode(), m.body) for m in group) + b"]"
+        body = wire.encode_group(m.item for m in group)
         try:
             async with self._http().post(
                 self._route(wire.CALLS_ROUTE),
@@ -264,17 +264,18 @@ class StoreClient(AdminOperations):
                         self._batches = None
                     return  # every member goes alone
                 for _ in group:
-                    size = int.from_bytes(await response.content.readexactly(4), "big")
-                    index, status, answer = _FRAME.decode(await response.content.readexactly(size))
+                    header = await response.content.readexactly(wire.FRAME_HEADER)
+                    frame = await response.content.readexactly(wire.frame_size(header))
+                    index, status, answer = wire.decode_frame(frame)
                     if not 0 <= index < len(group):
                         raise msgspec.DecodeError(f"an answer to call {index} of {len(group)}")
                     _settle(group[index], answer=(status, answer, True))
         except (*_TRANSPORT_ERRORS, asyncio.IncompleteReadError) as e:  # outcomes unknown
             for member in group:
-                _settle(member, error=_unreachable(e, member.name, self.url))
+                _settle(member, error=_unreachable(e, member.item.name, self.url))
         except msgspec.DecodeError as e:
             for member in group:
-                _settle(member, error=self._unexpected(member.name, str(e)))
+                _settle(member, error=self._unexpected(member.item.name, str(e)))
 
     def _unexpected(self, operation: str, error: str) -> ValidationError:
         """The error of an answer this client cannot read: not this version's service."""
@@ -364,12 +365,14 @@ class StoreClient(AdminOperations):
 
 
 _RECORD = msgspec.json.Decoder(Record)
-_FRAME = msgspec.msgpack.Decoder(tuple[int, int, bytes])
 _FRAMES_ACCEPTED = {"accept": wire.FRAMES}
 
 
 def _settle(
-    member: Member, *, answer: Answer | None = None, error: BaseException | None = None
+    member: Member[Call, Answer | None],
+    *,
+    answer: Answer | None = None,
+    error: BaseException | None = None,
 ) -> None:
     """Give ``member`` its answer or error, unless it gave up waiting (cancelled)."""
     if member.answer.done():

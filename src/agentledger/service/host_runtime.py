@@ -24,6 +24,8 @@ from agentledger.runtime.planner import Answer
 from agentledger.storage.protocol import AdminStore
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from agentledger.runtime.runtime import Runtime
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "RuntimeHost",
     "build_host_runtime",
     "load_host_runtime",
+    "request_cancellation",
 ]
 
 
@@ -53,6 +56,11 @@ class RuntimeHost(Protocol):
     async def cancel(self, run_id: str, reason: str) -> bool:
         """Record the cancellation request and ask the engine to stop the run; whether
         the engine knew the run (False: it ends when the host running it acts)."""
+        ...
+
+    def temporal_client(self) -> Client | None:
+        """The Temporal client of the engine its runs run on, which the inspector asks
+        whether a run is paused; None when they run elsewhere."""
         ...
 
     async def close(self) -> None:
@@ -97,16 +105,44 @@ class RuntimeClientHost:
         await self.runtime.cancel_run(run_id, reason)
         return await self.runtime.engine.describe(run_id) is not None
 
+    def temporal_client(self) -> Client | None:
+        """The client of the runtime's engine when it is a ``TemporalEngine``."""
+        if "agentledger.engine.temporal.engine" not in sys.modules:
+            return None  # never imported: the runtime's engine is not a TemporalEngine
+        from agentledger.engine.temporal.engine import TemporalEngine
+
+        engine = self.runtime.engine
+        return engine.client if isinstance(engine, TemporalEngine) else None
+
     async def close(self) -> None:
         if self.owns_runtime:
             await self.runtime.close()
+
+
+async def request_cancellation(store: AdminStore, run_id: str, reason: str) -> None:
+    """[C1] ``Runtime.cancel_run`` where no runtime runs the run: the request is recorded
+    (the reason in the run's metadata and a ``runtime.cancellation_intent`` record), and
+    the run ends canceled once the host running it acts on it.
+
+    Raises:
+        the store's typed errors, as ``Runtime.cancel_run`` (an empty or reserved
+        reason, a run that already ended, another reason recorded first).
+    """
+    from agentledger.runtime.runtime import Runtime
+
+    runtime = Runtime(store)  # its engine runs nothing: only the intent is recorded
+    try:
+        await runtime.cancel_run(run_id, reason)
+    finally:
+        await runtime.close()
 
 
 def load_host_runtime(spec: str) -> HostRuntimeFactory:
     """The factory ``spec`` names (``package.module:function``), imported.
 
     The current folder is searched first (as uvicorn does for its app), so a
-    module beside where ``serve`` runs is found by the console script too.
+    module beside where ``serve`` runs is found by the console script too; it is
+    searched only while the module is imported (``sys.path`` is left as it was).
 
     Raises:
         ValidationError: not ``module:function``, a module that does not import,
@@ -115,8 +151,10 @@ def load_host_runtime(spec: str) -> HostRuntimeFactory:
     module_name, colon, name = spec.partition(":")
     if not colon or not module_name.strip() or not name.strip():
         raise ValidationError(field="host_runtime", expected="package.module:factory", got=spec)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    here = os.getcwd()
+    searched = here not in sys.path
+    if searched:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name.strip())
     except ImportError as e:
@@ -125,6 +163,9 @@ def load_host_runtime(spec: str) -> HostRuntimeFactory:
             expected="a module this Python can import",
             got=f"{module_name} ({e})",
         ) from None
+    finally:
+        if searched and here in sys.path:
+            sys.path.remove(here)
     factory = getattr(module, name.strip(), None)
     if not callable(factory):
         raise ValidationError(
@@ -145,7 +186,8 @@ async def build_host_runtime(factory: HostRuntimeFactory, store: AdminStore) -> 
     if not isinstance(built, RuntimeHost):
         raise ValidationError(
             field="host_runtime",
-            expected="a RuntimeHost (resume, fork, cancel, close), e.g. RuntimeClientHost(runtime)",
+            expected="a RuntimeHost (resume, fork, cancel, temporal_client, close), "
+            "e.g. RuntimeClientHost(runtime)",
             got=type(built).__name__,
         )
     return built

@@ -298,7 +298,7 @@ async def _serve_store(
 
             state.temporal = await connect(temporal, namespace=namespace)
         config = uvicorn.Config(
-            create_app(store, table, state=state),
+            create_app(state=state),
             log_level="warning",
             access_log=False,
             lifespan="off",

@@ -1,34 +1,34 @@
-"""The store's ``POST`` routes answered straight from the ASGI scope, ahead of the router.
+"""The store's routes, answered straight from the ASGI scope: the one router of store calls.
 
 Measured in ``bench/service.py``, Litestar's request and response objects cost
 about as much server CPU per call as the SQLite append itself, while the
 framework adds nothing a store call needs: a route is an exact path, the body is
-read raw, the answer is bytes. :class:`StoreCalls` answers ``POST /v1/<name>``
-(one call, :func:`~agentledger.service.calls.answer_call`) and ``POST /v1/calls``
-(several, :func:`~agentledger.service.batch.answer_calls`).
+read raw (within the service's body cap), the answer is bytes. :class:`StoreCalls`
+answers ``POST /v1/<name>`` (one call, :func:`~agentledger.service.calls.answer_request`)
+and ``POST /v1/calls`` (several, :mod:`~agentledger.service.batch`), and refuses any
+other method on those paths; every other request goes on to Litestar's router.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentledger.errors import TransientError
+from agentledger.errors import AgentledgerError, TransientError, ValidationError
 from agentledger.service.batch import answer_calls, open_calls, stream_calls, wants_frames
 from agentledger.service.calls import (
     JSON,
     MSGPACK,
-    answer_call,
+    Answered,
+    answer_request,
     body_too_large,
-    refusal,
     wants_msgpack,
 )
+from agentledger.service.gate import json_refusal, metered
+from agentledger.service.state import ServiceState
 from agentledger.service.wire import CALLS_ROUTE, FRAMES, METHODS, Method
 
-if TYPE_CHECKING:
-    from agentledger.service.app import ServiceState
-
-__all__ = ["StoreCalls"]
+__all__ = ["StoreCalls", "wrong_method"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -51,16 +51,18 @@ class StoreCalls:
         self.methods[CALLS_ROUTE] = None
 
     def route(self, scope: Scope) -> bool:
-        """Whether the request is a plain ``POST`` of a store method or of several."""
-        if scope["type"] != "http" or scope.get("method") != "POST":
-            return False
-        return scope.get("path", "") in self.methods
+        """Whether the request is to a store method's path or that of several."""
+        return scope["type"] == "http" and _path(scope) in self.methods
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request :meth:`route` took."""
-        path: str = scope["path"]
+        path = _path(scope)
         method = self.methods[path]
         scope["path_template"] = path  # names the request's trace span
+        if scope.get("method") != "POST":
+            refused = wrong_method(path, str(scope.get("method")))
+            await _answer(send, *json_refusal(refused, 405))
+            return
         operation = "calls" if method is None else method.name
         authorization = accept = None
         declared = -1
@@ -89,7 +91,7 @@ class StoreCalls:
                     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
         if method is not None:
-            answered = await answer_call(
+            answered = await answer_request(
                 self.state, method, authorization, read_body, msgpack=wants_msgpack(accept)
             )
         elif wants_frames(accept):
@@ -104,18 +106,47 @@ class StoreCalls:
     ) -> None:
         """``POST /v1/calls`` answered as a stream of frames (see :mod:`.batch`); a refusal
         of the whole request as one typed error."""
-        try:
-            calls = await open_calls(self.state, authorization, read_body)
-        except Exception as e:  # every failure is answered: see refusal
-            await _answer(send, *refusal("calls", e))
-            return
-        await send({"type": "http.response.start", "status": 200, "headers": [_FRAMES_TYPE]})
+        streaming = False
 
         async def frames(body: bytes) -> None:
             await send({"type": "http.response.body", "body": body, "more_body": True})
 
-        await stream_calls(self.state, authorization, calls, frames)
-        await send({"type": "http.response.body", "body": b""})
+        async def work() -> Answered | None:
+            nonlocal streaming
+            principal, calls = await open_calls(self.state, authorization, read_body)
+            streaming = True
+            await send({"type": "http.response.start", "status": 200, "headers": [_FRAMES_TYPE]})
+            await stream_calls(self.state, principal, calls, frames)
+            await send({"type": "http.response.body", "body": b""})
+            return None  # answered as it went
+
+        def refuse(error: AgentledgerError, status: int) -> Answered | None:
+            if streaming:  # too late for an answer of its own: the caller sees the cut
+                raise error
+            return json_refusal(error, status)
+
+        answered = await metered(self.state, "calls", work, refuse, _streamed_status)
+        if answered is not None:
+            await _answer(send, *answered)
+
+
+def _streamed_status(answered: Answered | None) -> int:
+    return 200 if answered is None else answered[0]
+
+
+def _path(scope: Scope) -> str:
+    """The request's path, without a trailing ``/``."""
+    path: str = scope.get("path", "")
+    return path[:-1] if path.endswith("/") and len(path) > 1 else path
+
+
+def wrong_method(path: str, method: str) -> ValidationError:
+    """The refusal of a request with a method its path does not take."""
+    return ValidationError(
+        field="method",
+        expected=f"the method {path} takes (POST for a store method, else GET)",
+        got=method,
+    )
 
 
 async def _answer(send: Send, status: int, answer: bytes, media_type: str) -> None:

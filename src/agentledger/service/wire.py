@@ -12,7 +12,7 @@ built from :data:`METHODS`, so a new store operation needs nothing here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -52,6 +52,7 @@ from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 __all__ = [
     "CALLS_ROUTE",
     "FRAMES",
+    "FRAME_HEADER",
     "MAX_CALLS",
     "MAX_ENTRIES",
     "METHODS",
@@ -75,6 +76,12 @@ __all__ = [
     "ToolResultSave",
     "body_cap",
     "check_entries",
+    "decode_frame",
+    "decode_group",
+    "encode_frame",
+    "encode_group",
+    "frame_size",
+    "method_named",
     "within",
 ]
 
@@ -157,6 +164,63 @@ MAX_CALLS = 64
 """The most calls one ``POST /v1/calls`` may carry."""
 FRAMES = "application/vnd.agentledger.frames"
 """The media type of ``POST /v1/calls`` answers streamed as frames, as each call is answered."""
+FRAME_HEADER = 4
+"""Bytes of a frame's length, which comes before it (big-endian)."""
+
+_GROUP = msgspec.json.Decoder(list[tuple[str, msgspec.Raw]])
+_FRAME_ENCODER = msgspec.msgpack.Encoder()
+_FRAME = msgspec.msgpack.Decoder(tuple[int, int, bytes])
+
+
+def encode_group(calls: Iterable[tuple[str, bytes]]) -> bytes:
+    """The body of a ``POST /v1/calls``: a JSON array of ``[method name, request]`` pairs,
+    each request the JSON its method takes alone."""
+    return b"[" + b",".join(b'["%s",%s]' % (name.encode(), body) for name, body in calls) + b"]"
+
+
+def decode_group(body: bytes) -> list[tuple[str, msgspec.Raw]]:
+    """The ``[name, request]`` pairs of a ``POST /v1/calls`` body, at most :data:`MAX_CALLS`.
+
+    Raises:
+        ValidationError: not such an array, or too many calls.
+    """
+    try:
+        calls = _GROUP.decode(body)
+    except msgspec.DecodeError as e:
+        raise ValidationError(
+            field="body",
+            expected="a JSON array of [store method name, request] pairs",
+            got=str(e),
+        ) from None
+    if len(calls) > MAX_CALLS:
+        raise ValidationError(
+            field="body",
+            expected=f"at most {MAX_CALLS} calls in one request (this service's limit)",
+            got=f"{len(calls)} calls",
+        )
+    return calls
+
+
+def encode_frame(index: int, status: int, answer: bytes) -> bytes:
+    """One answer of a stream of frames: its length (:data:`FRAME_HEADER` bytes), then the
+    MessagePack array ``[index of the call, HTTP status, answer]``."""
+    frame = _FRAME_ENCODER.encode((index, status, answer))
+    return len(frame).to_bytes(FRAME_HEADER, "big") + frame
+
+
+def frame_size(header: bytes) -> int:
+    """The length of the frame whose :data:`FRAME_HEADER` bytes are ``header``."""
+    return int.from_bytes(header, "big")
+
+
+def decode_frame(frame: bytes) -> tuple[int, int, bytes]:
+    """``(index of the call, HTTP status, answer)`` of one frame (after its length).
+
+    Raises:
+        msgspec.DecodeError: not a frame of this protocol.
+    """
+    return _FRAME.decode(frame)
+
 
 MAX_ENTRIES = 100_000
 """The most records and runs one request may carry (a batch, a start, an import): each
@@ -330,3 +394,18 @@ async def _export_archive(store: AdminStore, session_id: str) -> ArchiveFile:
 
 METHODS: tuple[Method[Any, Any], ...] = (*STORE_METHODS.values(), EXPORT_ARCHIVE, IMPORT_ARCHIVE)
 """Every route of the service: the store operations, then the archives."""
+
+_BY_NAME: dict[str, Method[Any, Any]] = {m.name: m for m in METHODS}
+
+
+def method_named(name: str) -> Method[Any, Any]:
+    """The store method called ``name`` (what a group's or a frame's call names).
+
+    Raises:
+        ValidationError: no store method has that name.
+    """
+    method = _BY_NAME.get(name)
+    if method is None:
+        raise ValidationError(field="method", expected="the name of a store method",
+                              got=name[:100])  # fmt: skip
+    return method

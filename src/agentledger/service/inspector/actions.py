@@ -30,14 +30,15 @@ from litestar.response import Redirect
 
 from agentledger.errors import AccessDeniedError, NotFoundError, ValidationError
 from agentledger.service.auth import Principal
-from agentledger.service.host_runtime import RuntimeHost
+from agentledger.service.host_runtime import RuntimeHost, request_cancellation
 from agentledger.service.inspector.answers import answer_of, question_of
 from agentledger.service.inspector.login import same_origin
 from agentledger.service.inspector.pages import HEADERS, Pages
 from agentledger.service.inspector.render import page_url
 from agentledger.service.scope import check_scope
+from agentledger.service.state import ServiceState
 from agentledger.service.wire import Role, Subject
-from agentledger.storage import RecordBuilder, RunStart, RunStatus
+from agentledger.storage import RunStatus
 
 __all__ = ["Actions"]
 
@@ -56,7 +57,8 @@ class Actions:
 
     def __init__(self, pages: Pages) -> None:
         self.pages = pages
-        self.store = pages.store
+        self.state: ServiceState = pages.state
+        self.store = self.state.store
 
     async def _form(self, request: _ANY, principal: Principal, operation: str) -> dict[str, str]:
         """The posted form, once the post is known to come from a host's page here.
@@ -83,7 +85,7 @@ class Actions:
         Raises:
             ValidationError: none is attached (the service alone runs no agent).
         """
-        host: RuntimeHost | None = self.pages.state.host_runtime
+        host: RuntimeHost | None = self.state.host_runtime
         if host is None:
             raise ValidationError(
                 field="host_runtime",
@@ -120,24 +122,12 @@ class Actions:
         form = await self._form(request, principal, "record_run_cancellation")
         run_id = await self._run_in_scope(form, principal, "record_run_cancellation")
         reason = form.get("reason", "").strip() or "canceled from the inspector"
-        host: RuntimeHost | None = self.pages.state.host_runtime
+        host: RuntimeHost | None = self.state.host_runtime
         if host is not None:
             await host.cancel(run_id, reason)
-            self.pages.state.notifier.notify()
-            return Redirect(page_url("/ui/run", id=run_id), status_code=303, headers=HEADERS)
-        meta = await self.store.load_run(run_id)
-        start = RunStart(
-            run_id=meta.run_id,
-            agent_id=meta.agent_id,
-            session_id=meta.session_id,
-            parent_run_id=meta.parent_run_id,
-            started_at=meta.started_at,
-            labels=dict(meta.labels),
-        )
-        await self.store.record_run_cancellation(
-            RecordBuilder(start).cancellation(reason, at=_now_ms())
-        )
-        self.pages.state.notifier.notify()
+        else:
+            await request_cancellation(self.store, run_id, reason)
+        self.state.notifier.notify()
         return Redirect(page_url("/ui/run", id=run_id), status_code=303, headers=HEADERS)
 
     async def end_session(self, request: _ANY, principal: Principal) -> Response[Any]:
@@ -148,7 +138,7 @@ class Actions:
             raise ValidationError(field="id", expected="a session id", got=session_id)
         await check_scope(self.store, principal, "end_session", (Subject("session", session_id),))
         await self.store.end_session(session_id, ended_at=_now_ms())
-        self.pages.state.notifier.notify()
+        self.state.notifier.notify()
         return Redirect(page_url("/ui/session", id=session_id), status_code=303, headers=HEADERS)
 
     async def answer(self, request: _ANY, principal: Principal) -> Response[Any]:
@@ -162,7 +152,7 @@ class Actions:
         )
         continuation = await host.resume(run_id, answer_of(form, question))
         await self._recorded(continuation)
-        self.pages.state.notifier.notify()
+        self.state.notifier.notify()
         return Redirect(page_url("/ui/run", id=continuation), status_code=303, headers=HEADERS)
 
     async def fork(self, request: _ANY, principal: Principal) -> Response[Any]:
@@ -179,5 +169,5 @@ class Actions:
         host = self._host_runtime("fork a conversation")
         forked = await host.fork(run_id, message, through)
         await self._recorded(forked)
-        self.pages.state.notifier.notify()
+        self.state.notifier.notify()
         return Redirect(page_url("/ui/run/transcript", id=forked), status_code=303, headers=HEADERS)

@@ -10,6 +10,8 @@ scope), so revoking a token in the token file locks its browsers out too. A
 bearer header, when present, is used instead of the cookie.
 
 Only roles that may read sessions use the inspector: ``reader`` and ``host``.
+A page enters through the service's one gate (:func:`enter`, over
+:func:`agentledger.service.gate.gate`), as a store call does.
 """
 
 from __future__ import annotations
@@ -19,16 +21,20 @@ from urllib.parse import quote, unquote, urlsplit
 
 from litestar import Request
 
-from agentledger.errors import AccessDeniedError
 from agentledger.service.auth import Principal, TokenTable
+from agentledger.service.gate import check_role, gate
+from agentledger.service.state import ServiceState
 from agentledger.service.wire import ADMIN_READERS
 
 __all__ = [
     "COOKIE",
+    "INSPECTOR_USE",
     "SECURE_COOKIES",
     "authenticate",
+    "browser_authorization",
     "check_token",
     "cookie_header",
+    "enter",
     "safe_next",
     "same_origin",
     "secure_cookie",
@@ -40,17 +46,38 @@ COOKIE = "agentledger_inspector"
 _PATH = "/ui"
 
 
+INSPECTOR_USE = "use the inspector (reader or host)"
+"""What a token of another role (``worker``) may not do, in the words of its refusal."""
+
+
+def browser_authorization(request: Request[Any, Any, Any]) -> str | None:
+    """The ``Authorization`` value of a browser request: its bearer header, else its cookie's
+    token as one."""
+    header = request.headers.get("authorization")
+    if header is None:
+        token = unquote(request.cookies.get(COOKIE, ""))
+        header = f"Bearer {token}" if token else None
+    return header
+
+
+def enter(state: ServiceState, request: Request[Any, Any, Any], operation: str) -> Principal:
+    """The principal of a browser request through the service's gate (see :func:`check_token`).
+
+    Raises:
+        TransientError: the service is shutting down.
+        AccessDeniedError: see :func:`check_token`.
+    """
+    authorization = browser_authorization(request)
+    return gate(state, operation, authorization, ADMIN_READERS, purpose=INSPECTOR_USE)
+
+
 def authenticate(tokens: TokenTable, request: Request[Any, Any, Any], operation: str) -> Principal:
     """The principal of a browser request (its bearer header, else its cookie).
 
     Raises:
         AccessDeniedError: see :func:`check_token`.
     """
-    header = request.headers.get("authorization")
-    if header is None:
-        token = unquote(request.cookies.get(COOKIE, ""))
-        header = f"Bearer {token}" if token else None
-    return check_token(tokens, header, operation)
+    return check_token(tokens, browser_authorization(request), operation)
 
 
 def check_token(tokens: TokenTable, authorization: str | None, operation: str) -> Principal:
@@ -61,13 +88,7 @@ def check_token(tokens: TokenTable, authorization: str | None, operation: str) -
             may not read sessions (a ``worker`` token).
     """
     principal = tokens.authenticate(authorization, operation)
-    if principal.role not in ADMIN_READERS:
-        raise AccessDeniedError(
-            operation=operation,
-            status=403,
-            reason=f"a {principal.role} token may not use the inspector (reader or host)",
-        )
-    return principal
+    return check_role(principal, operation, ADMIN_READERS, INSPECTOR_USE)
 
 
 def cookie_header(token: str, *, secure: bool) -> str:

@@ -13,21 +13,40 @@ COMMIT. An append with nobody beside it is sent alone, as one statement. Each
 statement still checks everything it checks alone; one that finds the state
 changed writes nothing, and only its caller decides again. Nobody hears an
 answer before the commit that stores it.
+
+The grouping is :class:`agentledger.storage.coalescer.Coalescer`'s, one key per
+session, one group out at a time; a group holds at most :data:`MAX_GROUP`
+statements and :data:`MAX_GROUP_BYTES` of them. A group that fails gives each
+of its callers its own copy of the error.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
-__all__ = ["MAX_GROUP", "SessionCommits"]
+from agentledger.storage.coalescer import Coalescer, Member
+
+__all__ = ["MAX_GROUP", "MAX_GROUP_BYTES", "SessionCommits", "statement_bytes"]
 
 S = TypeVar("S")
 A = TypeVar("A")
 
 MAX_GROUP = 64
 """Most appends sharing one transaction: a bound on the latency a group adds."""
+MAX_GROUP_BYTES = 8 * 1024 * 1024
+"""Most statement bytes in one transaction (a larger statement goes in a group of its own)."""
+
+
+def statement_bytes(statement: object) -> int:
+    """About how many bytes a statement sends: its text and parameters, counted through."""
+    if isinstance(statement, str | bytes | bytearray | memoryview):
+        return len(statement)
+    if isinstance(statement, dict):
+        return sum(statement_bytes(k) + statement_bytes(v) for k, v in statement.items())
+    if isinstance(statement, list | tuple):
+        return sum(statement_bytes(item) for item in statement)
+    return 8  # a number, a time, None
 
 
 class SessionCommits(Generic[S, A]):
@@ -36,58 +55,24 @@ class SessionCommits(Generic[S, A]):
 
     def __init__(self, send: Callable[[list[S]], Awaitable[list[A]]]) -> None:
         self._send = send
-        self._waiting: dict[str, list[tuple[S, asyncio.Future[A]]]] = {}
-        """Each session with a write in flight, and the statements waiting for it."""
-        self._groups: set[asyncio.Task[None]] = set()
+        self._commits: Coalescer[S, A] = Coalescer(
+            self._send_group,
+            self._send_alone,
+            max_members=MAX_GROUP,
+            max_bytes=MAX_GROUP_BYTES,
+            size=statement_bytes,
+            serial=True,
+        )
 
     async def run(self, session_id: str, statement: S) -> A:
         """``statement``'s answer, after the commit that stored it (or its error)."""
-        future: asyncio.Future[A] = asyncio.get_running_loop().create_future()
-        waiting = self._waiting.get(session_id)
-        if waiting is not None:
-            waiting.append((statement, future))
-            return await future
-        waiting = self._waiting[session_id] = [(statement, future)]
-        try:
-            await asyncio.sleep(0)  # one loop turn: the session's appends made meanwhile join
-        except asyncio.CancelledError:
-            future.cancel()
-            self._next(session_id)
-            raise
-        if len(waiting) > 1:
-            self._next(session_id)  # a group, this append first
-            return await future
-        self._waiting[session_id] = []
-        try:
-            return (await self._send([statement]))[0]
-        finally:
-            self._next(session_id)
+        return await self._commits.submit(statement, session_id)
 
-    def _next(self, session_id: str) -> None:
-        """The session's write ended: send what waited for it, as one group, or free it."""
-        waiting = [item for item in self._waiting.pop(session_id) if not item[1].done()]
-        if not waiting:
-            return
-        group, rest = waiting[:MAX_GROUP], waiting[MAX_GROUP:]
-        self._waiting[session_id] = rest
-        task = asyncio.create_task(self._run_group(session_id, group))
-        self._groups.add(task)
-        task.add_done_callback(self._groups.discard)
+    async def _send_alone(self, statement: S) -> A:
+        return (await self._send([statement]))[0]
 
-    async def _run_group(self, session_id: str, group: list[tuple[S, asyncio.Future[A]]]) -> None:
-        try:
-            answers = await self._send([statement for statement, _ in group])
-        except asyncio.CancelledError:
-            for _, future in group:
-                future.cancel()
-            raise
-        except Exception as error:
-            for _, future in group:
-                if not future.done():  # a caller that gave up is not answered
-                    future.set_exception(error)
-        else:
-            for (_, future), answer in zip(group, answers, strict=True):
-                if not future.done():
-                    future.set_result(answer)
-        finally:
-            self._next(session_id)
+    async def _send_group(self, group: list[Member[S, A]]) -> None:
+        answers = await self._send([member.item for member in group])
+        for member, answer in zip(group, answers, strict=True):
+            if not member.answer.done():  # a caller that gave up is not answered
+                member.answer.set_result(answer)
