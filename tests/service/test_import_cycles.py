@@ -22,9 +22,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _top_level_imports(
-    tree: ast.Module, name: str, is_package: bool, files: set[str]
-) -> set[str]:
+def _top_level_imports(tree: ast.Module, name: str, is_package: bool, files: set[str]) -> set[str]:
     """The agentledger modules a module imports at its top level (or in an ``if`` there);
     ``from package import module`` is an import of the module."""
     found: set[str] = set()

@@ -71,4 +71,3 @@ class CallBatches:
         """The answer of the call ``name`` with request ``body`` if it went in a group;
         None if it is to be sent alone (it was alone, or the group was refused whole)."""
         return await self._calls.submit(Call(name, body))
-
