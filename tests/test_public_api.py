@@ -84,7 +84,12 @@ PUBLIC = {
         "ToolUseStart", "Usage", "client_from_environment",
     ],
     "agentledger.contrib": [],
-    "agentledger.contrib.openai_agents": ["FRAMEWORK", "MemorySession", "items_to_messages"],
+    "agentledger.contrib.openai_agents": [
+        "COMPACTION",
+        "FRAMEWORK",
+        "MemorySession",
+        "items_to_messages",
+    ],
     "agentledger.contrib.pydantic_ai": ["from_pydantic_ai", "to_pydantic_ai"],
     "agentledger.observability": [
         "CAPTURE_CONTENT_ENV", "RECORD_EVENT", "TraceMiddleware", "TracedModel", "TracedStore",
