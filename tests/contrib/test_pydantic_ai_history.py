@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from agentledger.contrib.pydantic_ai import PydanticAIHistory
-from agentledger.errors import TranscriptError, ValidationError
+from agentledger.errors import SessionEndedError, TranscriptError, ValidationError
 from agentledger.runtime.history import LastTurns
 from agentledger.service.client import StoreClient
 from agentledger.storage import MemoryStore
@@ -197,3 +198,15 @@ async def test_what_cannot_be_saved_saves_nothing() -> None:
     assert await history.load() == []
     with pytest.raises(ValidationError):
         PydanticAIHistory(store, "")
+
+
+async def test_an_ended_session_takes_no_more_turns() -> None:
+    store = MemoryStore()
+    history = PydanticAIHistory(store, "ended")
+    await _converse(history, 1)
+    before = await history.load()
+    await store.end_session("ended", datetime.now(UTC).replace(microsecond=0))
+    result = await _agent().run("more", message_history=before)
+    with pytest.raises(SessionEndedError):
+        await history.save(result.new_messages())
+    assert await PydanticAIHistory(store, "ended").load() == before

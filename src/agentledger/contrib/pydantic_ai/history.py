@@ -24,14 +24,14 @@ from pydantic_ai import messages as pai
 from agentledger.contrib.pydantic_ai.common import ModelMessage
 from agentledger.contrib.pydantic_ai.decoding import from_pydantic_ai
 from agentledger.contrib.pydantic_ai.encoding import to_pydantic_ai
-from agentledger.errors import SessionNotFoundError, ValidationError
+from agentledger.errors import SessionEndedError, SessionNotFoundError, ValidationError
 from agentledger.runtime.history import HistoryContext, HistoryPolicy
 from agentledger.runtime.planner import RunContext
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.protocol import AdminStore
 from agentledger.storage.replay import build_messages_from_run_log
-from agentledger.storage.types import RunStart, RunStatus
+from agentledger.storage.types import RunStart, RunStatus, StartOutcome
 from agentledger.transcript import Message, encode_messages
 
 __all__ = ["AGENT_ID", "PydanticAIHistory"]
@@ -179,6 +179,8 @@ class PydanticAIHistory:
         Raises:
             TranscriptError: a message agentledger cannot carry (nothing is saved).
             ValidationError: ``new_messages`` is empty, or the store refuses the turn.
+            SessionEndedError: the session has ended (the store records the turn
+                canceled, with none of its messages).
         """
         if not new_messages:
             raise ValidationError(field="new_messages", expected="at least one message", got=[])
@@ -213,7 +215,9 @@ class PydanticAIHistory:
         )
         await self._ensure_session(at)
         start = msgspec.structs.replace(builder.root_start(), records=tuple(records))
-        await self.store.start_root_run(start)
+        started = await self.store.start_root_run(start)
+        if started.outcome == StartOutcome.STOP:  # the store canceled it: nothing was saved
+            raise SessionEndedError(session_id=self.session_id)
         await self.store.record_run_terminal(builder.terminal(RunStatus.COMPLETED, at=at))
         self._head = run.run_id
         return run.run_id
