@@ -25,7 +25,11 @@ from agentledger.errors import SessionEndedError, TranscriptError, ValidationErr
 from agentledger.runtime.history import LastTurns
 from agentledger.service.client import StoreClient
 from agentledger.storage import MemoryStore
-from agentledger.storage.payloads import TRANSCRIPT_APPENDED, TRANSCRIPT_REFERENCED
+from agentledger.storage.payloads import (
+    TRANSCRIPT_APPENDED,
+    TRANSCRIPT_REFERENCED,
+    TRANSCRIPT_SEEDED,
+)
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.sqlite import SQLiteStore
 from tests.service.process import ServiceProcess, Tokens
@@ -183,6 +187,27 @@ async def test_a_fork_branches_from_an_earlier_turn() -> None:
     assert branch.last_run_id != history.last_run_id
     main = await history.load()
     assert "another way" not in _dumped(main).decode()
+
+
+async def test_a_fork_into_another_session_copies_once_then_references() -> None:
+    store = MemoryStore()
+    history = PydanticAIHistory(store, "source")
+    kept = await _converse(history, 2)
+    assert history.last_run_id is not None
+    other = history.fork(history.last_run_id, session_id="copy")
+    assert await other.load() == kept
+    agent = Agent(FunctionModel(lambda m, i: pai.ModelResponse(parts=[pai.TextPart("ok")])))
+    for question in ("one", "two"):
+        result = await agent.run(question, message_history=await other.load())
+        await other.save(result.new_messages())
+    assert await PydanticAIHistory(store, "copy").load() == result.all_messages()
+    first, second = await store.list_runs_by_session("copy")
+    first_types = [r.type for r in (await store.list_run_records(first.run_id)).records]
+    second_types = [r.type for r in (await store.list_run_records(second.run_id)).records]
+    assert TRANSCRIPT_SEEDED in first_types
+    assert TRANSCRIPT_REFERENCED not in first_types
+    assert TRANSCRIPT_REFERENCED in second_types
+    assert await history.load() == kept
 
 
 async def test_what_cannot_be_saved_saves_nothing() -> None:

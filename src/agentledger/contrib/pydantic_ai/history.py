@@ -103,6 +103,8 @@ class PydanticAIHistory:
         self.policy = policy
         self.labels = dict(labels or {})
         self._head = after
+        self._copy_from: str | None = None
+        """A run of another session whose transcript the first turn copies (`fork`)."""
 
     @property
     def last_run_id(self) -> str | None:
@@ -127,7 +129,9 @@ class PydanticAIHistory:
         with ``full``; reasoning always kept)."""
         head = await self._latest()
         if head is None:
-            return []
+            if self._copy_from is None:
+                return []
+            head = self._copy_from
         messages = await build_messages_from_run_log(self.store, head, full=full)
         return list(messages)
 
@@ -197,6 +201,16 @@ class PydanticAIHistory:
         )
         builder = RecordBuilder(run)
         records = []
+        if previous is None and self._copy_from is not None:  # a fork into this session
+            copied = await build_messages_from_run_log(self.store, self._copy_from, full=True)
+            records.append(
+                builder.record(
+                    payloads.TRANSCRIPT_SEEDED,
+                    encode_messages(copied),
+                    event_key="transcript:seeded",
+                    at=at,
+                )
+            )
         if previous is not None:
             through = (await self.store.load_run(previous)).last_record_id
             reference = payloads.TranscriptReference(
@@ -228,18 +242,32 @@ class PydanticAIHistory:
         except SessionNotFoundError:
             await self.store.create_session(self.session_id, created_at=at)
 
-    def fork(self, run_id: str) -> PydanticAIHistory:
-        """A history of the same session that continues from the turn ``run_id``.
+    def fork(self, run_id: str, *, session_id: str | None = None) -> PydanticAIHistory:
+        """A history that continues from the turn ``run_id`` instead of the latest.
 
-        Its next `save` references that turn: the conversation branches there,
-        and this history goes on from its own latest turn.
+        In the same session (the default) its next `save` references that turn:
+        the conversation branches there. With another ``session_id`` (a new
+        session), its first `save` copies the conversation through that turn
+        once, as the session's first run, since no reference crosses sessions;
+        later turns reference each other there. This history goes on as it was.
         """
-        return PydanticAIHistory(
+        if session_id is None or session_id == self.session_id:
+            return PydanticAIHistory(
+                self.store,
+                self.session_id,
+                agent_id=self.agent_id,
+                exclude_reasoning=self.exclude_reasoning,
+                policy=self.policy,
+                after=run_id,
+                labels=self.labels,
+            )
+        forked = PydanticAIHistory(
             self.store,
-            self.session_id,
+            session_id,
             agent_id=self.agent_id,
             exclude_reasoning=self.exclude_reasoning,
             policy=self.policy,
-            after=run_id,
             labels=self.labels,
         )
+        forked._copy_from = run_id
+        return forked
