@@ -223,3 +223,25 @@ async def test_encrypted_session_keeps_items_it_cannot_decrypt(memory: Any) -> N
     assert user("sealed elsewhere") not in readable
     events = (await memory.load_run(store.agent_id, store.compacted_run_id)).events
     assert any(isinstance(e, FrameworkItem) and e.framework == COMPACTION for e in events)
+
+
+async def test_manual_compaction_under_encryption_keeps_what_it_replaced(memory: Any) -> None:
+    """A manual compaction replaces the whole history, as on the SDK's stores; here the
+    items it replaced, a foreign sealed one included, stay readable to the product."""
+    store = MemorySession("sealed-manual", memory)
+    await EncryptedSession("sealed-manual", store, encryption_key="f" * 44).add_items(
+        [user("sealed elsewhere")]
+    )
+    [sealed] = await store.get_items()
+    inner, _ = compacting(store)
+    session = EncryptedSession("sealed-manual", inner, encryption_key=KEY)  # type: ignore[arg-type]
+    await three_turns(session)
+    before = await store.get_items()
+    await session.run_compaction({"force": True, "compaction_mode": "input"})  # type: ignore[attr-defined]
+    assert await session.get_items() == [SUMMARY]
+    [stored] = await store.get_items()
+    assert stored != SUMMARY  # sealed under the session's key
+    last = (await store.compactions())[-1]
+    assert last["whole"]
+    assert last["replaced"] == before
+    assert sealed in last["replaced"]
