@@ -10,7 +10,9 @@ backend, with a scripted model and a stand-in for ``responses.compact`` (no netw
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -245,3 +247,51 @@ async def test_manual_compaction_under_encryption_keeps_what_it_replaced(memory:
     assert last["whole"]
     assert last["replaced"] == before
     assert sealed in last["replaced"]
+
+
+async def _with_an_expired_item(store: Any) -> tuple[Any, StubClient, dict[str, Any]]:
+    """An encrypted compacting session on ``store`` whose oldest item expired long ago."""
+    inner, client = compacting(store)
+    session = EncryptedSession(store.session_id, inner, encryption_key=KEY)  # type: ignore[arg-type]
+    old = int(time.time()) - 100_000  # sealed at a fixed time in the past: no waiting
+    token = session.cipher.encrypt_at_time(json.dumps(user("long ago")).encode(), old)
+    expired = {"__enc__": 1, "v": 1, "kid": "hkdf-v1", "payload": token.decode()}
+    await store.add_items([expired])
+    return session, client, expired
+
+
+async def test_compaction_deletes_expired_items_as_the_sdks_sqlite_session_does(
+    memory: Any, tmp_path: Any
+) -> None:
+    ours = MemorySession("expiring", memory)
+    theirs = SQLiteSession("expiring", str(tmp_path / "sdk.db"))
+    for store in (ours, theirs):
+        session, client, expired = await _with_an_expired_item(store)
+        await three_turns(session)
+        assert client.responses.requests
+        assert expired not in await store.get_items()
+        assert SUMMARY in await session.get_items()
+    assert len(await ours.get_items()) == len(await theirs.get_items())
+
+
+async def test_prune_prefix_deletes_the_oldest_items_it_holds_true_for(memory: Any) -> None:
+    """In the replacement's transaction, up to the first item it does not hold for; they are
+    not kept."""
+    store = MemorySession(f"s-{uuid.uuid4().hex[:8]}", memory)
+    old, keep = user("old"), user("keep")
+    await store.add_items([old, old, keep, old, user("a"), user("b")])
+    snapshot = await store._get_compaction_snapshot(2, prune_prefix=lambda item: item == old)
+    assert snapshot is not None
+    assert await snapshot.replace_suffix(0, [SUMMARY]) is True
+    assert await store.get_items() == [keep, old, SUMMARY]
+    [record] = await store.compactions()
+    assert record == {
+        "replaced": [user("a"), user("b")],
+        "output": [SUMMARY],
+        "whole": False,
+        "expired": 2,
+    }
+    again = await store._get_compaction_snapshot(1, prune_prefix=lambda item: item == old)
+    assert again is not None
+    assert await again.replace_suffix(0, [user("c")]) is True  # `keep` comes first: none go
+    assert await store.get_items() == [keep, old, user("c")]

@@ -329,11 +329,14 @@ class MemorySession:
             for name in ("get_items", "add_items", "pop_item", "clear_session")
         )
 
-    async def _replace(self, replaced: Sequence[str], items: list[Any], *, whole: bool) -> bool:
+    async def _replace(
+        self, replaced: Sequence[str], items: list[Any], *, whole: bool, expired: Sequence[str] = ()
+    ) -> bool:
         """Put ``items`` in place of the stored items ``replaced`` (the latest ones), atomically.
 
         False, with nothing changed, when the session's latest items are no
-        longer ``replaced`` (or, with ``whole``, not all of its items).
+        longer ``replaced`` (or, with ``whole``, not all of its items), or its
+        first items no longer ``expired`` (deleted with the replacement, not kept).
         """
         now = datetime.now(UTC)
         events = [
@@ -350,6 +353,7 @@ class MemorySession:
                 "replaced": list(replaced),
                 "output": [event.item for event in events],
                 "whole": whole,
+                **({"expired": len(expired)} if expired else {}),
             },
         )
         replace_tail = self.memory.replace_tail  # type: ignore[attr-defined]
@@ -361,6 +365,7 @@ class MemorySession:
             whole=whole,
             archive=self.compacted_run_id,
             provenance=(record,),
+            expired=expired,
         )
         return done
 
@@ -379,8 +384,9 @@ class MemorySession:
         session's latest items, returning False (nothing changed) otherwise.
         None when the memory cannot replace items atomically or a subclass
         changes how items are stored. ``prune_prefix`` (the encrypted
-        session's test for expired items) is accepted and not applied:
-        expired items stay, as every other item the compaction does not replace.
+        session's test for expired items) deletes, in the same transaction,
+        the session's oldest items it holds true for, up to the first it does
+        not (as the SDK's SQLite session does); they are not kept.
         """
         from agents.memory.session import _CompactionSnapshot
 
@@ -400,9 +406,22 @@ class MemorySession:
             replaced = keys[start:]
             if not replaced:
                 return False
-            return await self._replace(replaced, output, whole=False)
+            expired = await self._expired(prune_prefix, before=replaced[0])
+            return await self._replace(replaced, output, whole=False, expired=expired)
 
         return _CompactionSnapshot(items, complete, replace_suffix)
+
+    async def _expired(self, prune: Callable[[Any], bool] | None, *, before: str) -> list[str]:
+        """The keys of the session's oldest items ``prune`` holds true for, before ``before``."""
+        if prune is None:
+            return []
+        snapshot = await self.memory.load_run(self.agent_id, self.session_id)
+        expired: list[str] = []
+        for event in snapshot.events:
+            if event.key == before or not prune(self._item(event)):
+                break
+            expired.append(event.key)
+        return expired
 
     async def _atomic_replace_items(self, items: list[Any]) -> bool:
         """Replace the whole history by ``items`` in one transaction (the SDK's hook).

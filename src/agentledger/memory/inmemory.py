@@ -42,6 +42,7 @@ class InMemoryMemory:
         whole: bool = False,
         archive: str | None = None,
         provenance: Sequence[MemoryEvent] = (),
+        expired: Sequence[str] = (),
     ) -> bool:
         """Replace the run's latest events, if they are still ``replaced``, by ``events``.
 
@@ -51,20 +52,24 @@ class InMemoryMemory:
         (moved to run ``archive`` of the same agent, followed by ``provenance``,
         when ``archive`` is given), ``events`` are appended, and True is
         returned. Otherwise nothing changes and False is returned: another
-        writer changed the run since ``replaced`` was read.
+        writer changed the run since ``replaced`` was read. ``expired`` names
+        the run's first events, deleted with the replacement (not kept): if
+        they are no longer its first events, nothing changes either.
 
         Raises:
             RecordConflictError: a key is stored with different content.
         """
-        replaced = tuple(replaced)
+        replaced, expired = tuple(replaced), tuple(expired)
         with self._lock:
             stored = self._runs.get((agent_id, run_id), {})
             keys = tuple(stored)
             tail = keys[len(keys) - len(replaced) :] if replaced else ()
             if tail != replaced or (whole and len(keys) != len(replaced)):
                 return False
+            if keys[: len(expired)] != expired or set(expired) & set(replaced):
+                return False
             kept = [stored[key] for key in replaced]
-            gone = set(replaced)
+            gone = set(replaced) | set(expired)
             remaining = {key: event for key, event in stored.items() if key not in gone}
             updated = _added(run_id, remaining, tuple(events))
             archived = self._runs.get((agent_id, archive), {}) if archive is not None else {}

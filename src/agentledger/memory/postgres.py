@@ -166,13 +166,14 @@ class PostgresMemory:
         whole: bool = False,
         archive: str | None = None,
         provenance: Sequence[MemoryEvent] = (),
+        expired: Sequence[str] = (),
     ) -> bool:
         """Replace the run's latest events, if they are still ``replaced``, by ``events``.
 
         See `~agentledger.memory.InMemoryMemory.replace_tail`: one transaction,
         under the run's lock (then the archive run's).
         """
-        expected = tuple(replaced)
+        expected, pruned = tuple(replaced), tuple(expired)
 
         def replace(conn: psycopg.Connection[Any]) -> bool:
             _lock_run(conn, agent_id, run_id)
@@ -181,12 +182,21 @@ class PostgresMemory:
                 " WHERE agent_id = %s AND run_id = %s ORDER BY seq DESC LIMIT %s",
                 (agent_id, run_id, len(expected) + whole),
             ).fetchall()[::-1]
-            if tuple(row[0] for row in rows) != expected:
+            first = conn.execute(
+                "SELECT key FROM agentledger_memory_events"
+                " WHERE agent_id = %s AND run_id = %s ORDER BY seq LIMIT %s",
+                (agent_id, run_id, len(pruned)),
+            ).fetchall()
+            if (
+                tuple(row[0] for row in rows) != expected
+                or tuple(row[0] for row in first) != pruned
+                or set(pruned) & set(expected)
+            ):
                 return False
             conn.execute(
                 "DELETE FROM agentledger_memory_events"
                 " WHERE agent_id = %s AND run_id = %s AND key = ANY(%s)",
-                (agent_id, run_id, list(expected)),
+                (agent_id, run_id, [*pruned, *expected]),
             )
             if archive is not None:
                 _lock_run(conn, agent_id, archive)

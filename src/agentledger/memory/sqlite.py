@@ -122,6 +122,7 @@ class SQLiteMemory:
         whole: bool,
         archive: str | None,
         provenance: tuple[MemoryEvent, ...],
+        expired: tuple[str, ...],
     ) -> bool:
         with self._lock:
             conn = self._conn
@@ -132,13 +133,22 @@ class SQLiteMemory:
                     " WHERE agent_id = ? AND run_id = ? ORDER BY seq DESC LIMIT ?",
                     (agent_id, run_id, len(replaced) + whole),
                 ).fetchall()[::-1]
-                if tuple(row[0] for row in rows) != replaced:
+                first = conn.execute(
+                    "SELECT key FROM agentledger_memory_events"
+                    " WHERE agent_id = ? AND run_id = ? ORDER BY seq LIMIT ?",
+                    (agent_id, run_id, len(expired)),
+                ).fetchall()
+                if (
+                    tuple(row[0] for row in rows) != replaced
+                    or tuple(row[0] for row in first) != expired
+                    or set(expired) & set(replaced)
+                ):
                     conn.execute("ROLLBACK")
                     return False
                 conn.executemany(
                     "DELETE FROM agentledger_memory_events"
                     " WHERE agent_id = ? AND run_id = ? AND key = ?",
-                    [(agent_id, run_id, key) for key in replaced],
+                    [(agent_id, run_id, key) for key in (*expired, *replaced)],
                 )
                 if archive is not None:
                     kept = tuple(_DECODER.decode(row[1]) for row in rows)
@@ -167,6 +177,7 @@ class SQLiteMemory:
         whole: bool = False,
         archive: str | None = None,
         provenance: Sequence[MemoryEvent] = (),
+        expired: Sequence[str] = (),
     ) -> bool:
         """Replace the run's latest events, if they are still ``replaced``, by ``events``.
 
@@ -182,6 +193,7 @@ class SQLiteMemory:
                 whole,
                 archive,
                 tuple(provenance),
+                tuple(expired),
             )
         except sqlite3.OperationalError as e:
             raise TransientError(str(e), operation="replace_tail") from e
