@@ -290,7 +290,9 @@ class MemorySession:
         Each entry is ``{"replaced": [items], "output": [items], "whole": bool}``:
         the items the compaction took out of the session (kept, as they were
         stored) and the items it put in their place; ``whole`` says whether it
-        replaced the whole history (a manual compaction) or its latest items.
+        replaced the whole history (a manual compaction) or its latest items;
+        ``"expired": n`` is there when it also deleted the session's ``n``
+        oldest items an encrypted session found expired (those are not kept).
 
         Raises:
             CorruptRecordError: the kept items or a record are damaged.
