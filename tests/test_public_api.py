@@ -92,8 +92,13 @@ PUBLIC = {
         "ToolUseStart", "Usage", "client_from_environment",
     ],
     "agentledger.contrib": [],
-    "agentledger.contrib.openai_agents": ["FRAMEWORK", "MemorySession", "items_to_messages"],
-    "agentledger.contrib.pydantic_ai": ["from_pydantic_ai", "to_pydantic_ai"],
+    "agentledger.contrib.openai_agents": [
+        "COMPACTION",
+        "FRAMEWORK",
+        "MemorySession",
+        "items_to_messages",
+    ],
+    "agentledger.contrib.pydantic_ai": ["PydanticAIHistory", "from_pydantic_ai", "to_pydantic_ai"],
     "agentledger.observability": [
         "CAPTURE_CONTENT_ENV", "RECORD_EVENT", "TraceMiddleware", "TracedModel", "TracedStore",
         "inject_trace_context", "temporal_plugins", "trace_headers",

@@ -34,6 +34,8 @@ from agentledger.transcript import (
     ThinkingPart,
     ToolResultPart,
     ToolUsePart,
+    decode_messages,
+    encode_messages,
     validate_planner_transcript,
 )
 from tests.transcript import strategies as ts
@@ -632,3 +634,96 @@ def test_a_transcript_comes_back_exactly_with_timestamps_kept(transcript: list[M
     assert from_pydantic_ai(history) == transcript
     stamped = to_pydantic_ai(transcript, timestamp=AT)
     assert to_pydantic_ai(from_pydantic_ai(stamped), timestamp=AT) == stamped
+
+
+# ------------------------------------------------------------------ after storage, and refusals
+
+
+def _stored(history: list[Any]) -> list[pai.ModelMessage]:
+    """``history`` through a transcript, its stored bytes, and back."""
+    return to_pydantic_ai(decode_messages(encode_messages(from_pydantic_ai(history))))
+
+
+def _floats(value: Any) -> list[type]:
+    """The types of every non-int number in ``value`` (floats only, when all is well)."""
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _floats(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _floats(v)]
+    return [] if isinstance(value, int | str | bool) or value is None else [type(value)]
+
+
+def test_numbers_come_back_as_numbers_after_storage() -> None:
+    """Tool-call arguments, tool-return content, metadata and retry feedback: floats stay floats."""
+    feedback = [{"type": "int_from_float", "loc": ("x",), "msg": "not an int", "input": 2.5}]
+    history: list[Any] = [
+        pai.ModelRequest(parts=[pai.UserPromptPart("halve", timestamp=AT)], metadata={"w": 0.75}),
+        pai.ModelResponse(
+            parts=[pai.ToolCallPart("half", {"n": 1.5, "deep": [{"x": 0.1}]}, "c1")],
+            timestamp=AT,
+        ),
+        pai.ModelRequest(
+            parts=[pai.ToolReturnPart("half", {"half": 0.75, "all": [0.25]}, "c1", timestamp=AT)]
+        ),
+        pai.ModelResponse(parts=[pai.TextPart("0.75")], timestamp=AT),
+        pai.ModelRequest(
+            parts=[
+                pai.RetryFeedbackPart(
+                    feedback, retry=pai.RetryInfo(cause="validation_error"), timestamp=AT
+                )
+            ]
+        ),
+    ]
+    back = _stored(history)
+    assert pai.ModelMessagesTypeAdapter.dump_json(back) == pai.ModelMessagesTypeAdapter.dump_json(
+        history
+    )
+    call = back[1].parts[0]
+    result = back[2].parts[0]
+    retry = back[4].parts[0]
+    assert isinstance(call, pai.ToolCallPart)
+    assert isinstance(result, pai.ToolReturnPart)
+    assert isinstance(retry, pai.RetryFeedbackPart)
+    assert set(_floats(call.args)) == {float}
+    assert set(_floats(result.content)) == {float}
+    assert set(_floats(back[0].metadata)) == {float}
+    assert retry.content == feedback
+    assert retry.model_response() == history[4].parts[0].model_response()
+
+
+PNG_INLINE = pai.BinaryContent(b"\x89PNG", media_type="image/png")
+WAV = pai.BinaryContent(b"RIFF", media_type="audio/wav")
+MP3 = pai.AudioUrl("https://e.com/a.mp3")
+MP4 = pai.VideoUrl("https://e.com/v.mp4")
+
+
+def _returned(content: Any) -> pai.ToolReturnPart:
+    return pai.ToolReturnPart("t", content, "call-1")
+
+
+@pytest.mark.parametrize(
+    ("part", "kind", "path"),
+    [
+        (pai.UserPromptPart([WAV]), "user-prompt binary", ""),
+        (pai.UserPromptPart([MP3]), "user-prompt audio-url", ""),
+        (pai.UserPromptPart([MP4]), "user-prompt video-url", ""),
+        (_returned(WAV), "tool-return binary", ""),
+        (_returned([MP3]), "tool-return audio-url", ""),
+        (_returned(MP4), "tool-return video-url", ""),
+        (_returned({"img": PNG_INLINE}), "tool-return binary", "content['img']"),
+        (_returned([1, {"a": [PNG_INLINE]}]), "tool-return binary", "content[1]['a'][0]"),
+        (_returned(bytearray(b"x")), "tool-return bytearray", ""),
+        (_returned([PNG_INLINE, b"x"]), "tool-return bytes", "content[1]"),
+    ],
+)
+def test_what_agentledger_cannot_carry_is_refused_by_its_own_name(
+    part: Any, kind: str, path: str
+) -> None:
+    """Audio and video, and files or bytes inside a tool return's JSON, are named as such."""
+    call = pai.ModelResponse(parts=[pai.ToolCallPart("t", {}, "call-1")])
+    history = [pai.ModelRequest(parts=[pai.UserPromptPart("hi")]), call, pai.ModelRequest([part])]
+    with pytest.raises(TranscriptError) as caught:
+        from_pydantic_ai(history)
+    assert caught.value.got == kind
+    assert (caught.value.message_index, caught.value.part_index) == (2, 0)
+    assert path in str(caught.value)

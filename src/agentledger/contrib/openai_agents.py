@@ -10,6 +10,13 @@ atomic delete in the backend, so concurrent writers on one session, in threads
 or processes, lose nothing, duplicate nothing, and never pop the same item
 twice. `items_to_messages` reads the items back as a transcript.
 
+Compaction (the SDK's ``OpenAIResponsesCompactionSession``, alone or under
+``EncryptedSession``) replaces items in one transaction of the memory, and
+only if no other writer changed them since they were read. The replaced items
+are kept, in order, under the run ``compacted_run_id(session_id)`` of the same
+agent, each compaction followed there by a `COMPACTION` record naming the
+items it replaced and the items it wrote (`MemorySession.compactions`).
+
 Needs the SDK: agentledger's ``[openai-agents]`` extra.
 """
 
@@ -17,7 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +32,14 @@ import msgspec
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
+    from agents.memory.session import _CompactionSnapshot
 
-from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
+from agentledger.errors import (
+    CorruptRecordError,
+    TranscriptError,
+    TransientError,
+    ValidationError,
+)
 from agentledger.memory.types import FrameworkItem, MemoryEvent, ProductMemory
 from agentledger.providers import openai_responses
 from agentledger.providers._json import b64decode
@@ -58,10 +71,16 @@ if not _installed("agents"):
         ModuleNotFoundError("No module named 'agents'", name="agents"),
     )
 
-__all__ = ["FRAMEWORK", "MemorySession", "items_to_messages"]
+__all__ = ["COMPACTION", "FRAMEWORK", "MemorySession", "items_to_messages"]
 
 FRAMEWORK = "openai-agents"
 """The ``framework`` of the `FrameworkItem`\\ s a `MemorySession` stores."""
+
+COMPACTION = "openai-agents/compaction"
+"""The ``framework`` of the record that says what a compaction replaced (see `MemorySession`)."""
+
+_REPLACE_ATTEMPTS = 100
+"""How often a whole-history replacement rereads a session other writers keep changing."""
 
 
 def _enc_hook(value: Any) -> Any:
@@ -255,9 +274,181 @@ class MemorySession:
         return None if event is None else self._item(event)
 
     async def clear_session(self) -> None:
-        """Delete every item of the session."""
+        """Delete every item of the session, and the items its compactions replaced."""
         self._check_open()
         await self.memory.delete_run(self.agent_id, self.session_id)
+        await self.memory.delete_run(self.agent_id, self.compacted_run_id)
+
+    @property
+    def compacted_run_id(self) -> str:
+        """The memory run that keeps the items compactions replaced, and their records."""
+        return f"{self.session_id}\x1fcompacted"
+
+    async def compactions(self) -> list[dict[str, Any]]:
+        """What each compaction of the session replaced, oldest first.
+
+        Each entry is ``{"replaced": [items], "output": [items], "whole": bool}``:
+        the items the compaction took out of the session (kept, as they were
+        stored) and the items it put in their place; ``whole`` says whether it
+        replaced the whole history (a manual compaction) or its latest items;
+        ``"expired": n`` is there when it also deleted the session's ``n``
+        oldest items an encrypted session found expired (those are not kept).
+
+        Raises:
+            CorruptRecordError: the kept items or a record are damaged.
+        """
+        self._check_open()
+        snapshot = await self.memory.load_run(self.agent_id, self.compacted_run_id)
+        kept: dict[str, dict[str, Any]] = {}
+        found: list[dict[str, Any]] = []
+        for event in snapshot.events:
+            if isinstance(event, FrameworkItem) and event.framework == COMPACTION:
+                record = _copy(event.item)
+                try:
+                    replaced = [kept.pop(key) for key in record["replaced"]]
+                except (KeyError, TypeError) as e:
+                    raise CorruptRecordError(
+                        run_id=self.compacted_run_id,
+                        record_id=event.key,
+                        reason=f"a compaction names an item that is not kept: {e}",
+                    ) from e
+                found.append({**record, "replaced": replaced})
+            else:
+                kept[event.key] = self._item(event)
+        if kept:
+            raise CorruptRecordError(
+                run_id=self.compacted_run_id,
+                record_id=next(iter(kept)),
+                reason="a kept item no compaction record names",
+            )
+        return found
+
+    def _overridden(self) -> bool:
+        """Whether a subclass changes how items are read or written (then no atomic hooks)."""
+        cls = type(self)
+        return any(
+            getattr(cls, name) is not getattr(MemorySession, name)
+            for name in ("get_items", "add_items", "pop_item", "clear_session")
+        )
+
+    async def _replace(
+        self, replaced: Sequence[str], items: list[Any], *, whole: bool, expired: Sequence[str] = ()
+    ) -> bool:
+        """Put ``items`` in place of the stored items ``replaced`` (the latest ones), atomically.
+
+        False, with nothing changed, when the session's latest items are no
+        longer ``replaced`` (or, with ``whole``, not all of its items), or its
+        first items no longer ``expired`` (deleted with the replacement, not kept).
+        """
+        now = datetime.now(UTC)
+        events = [
+            FrameworkItem(
+                key=uuid.uuid4().hex, timestamp=now, framework=FRAMEWORK, item=_checked(i, item)
+            )
+            for i, item in enumerate(items)
+        ]
+        record = FrameworkItem(
+            key=uuid.uuid4().hex,
+            timestamp=now,
+            framework=COMPACTION,
+            item={
+                "replaced": list(replaced),
+                "output": [event.item for event in events],
+                "whole": whole,
+                **({"expired": len(expired)} if expired else {}),
+            },
+        )
+        replace_tail = self.memory.replace_tail  # type: ignore[attr-defined]
+        done: bool = await replace_tail(
+            self.agent_id,
+            self.session_id,
+            replaced,
+            events,
+            whole=whole,
+            archive=self.compacted_run_id,
+            provenance=(record,),
+            expired=expired,
+        )
+        return done
+
+    async def _get_compaction_snapshot(
+        self,
+        limit: int,
+        *,
+        prune_prefix: Callable[[Any], bool] | None = None,
+    ) -> _CompactionSnapshot | None:
+        """The latest ``limit`` items, with a replacement of their suffix in one transaction.
+
+        The OpenAI Agents SDK's hook for automatic compaction (its own SQLite
+        and SQLAlchemy sessions have it): ``complete`` says whether the items
+        are the whole history, and ``replace_suffix(start, output)`` puts
+        ``output`` in place of ``items[start:]`` only if they are still the
+        session's latest items, returning False (nothing changed) otherwise.
+        None when the memory cannot replace items atomically or a subclass
+        changes how items are stored. ``prune_prefix`` (the encrypted
+        session's test for expired items) deletes, in the same transaction,
+        the session's oldest items it holds true for, up to the first it does
+        not (as the SDK's SQLite session does); they are not kept.
+        """
+        from agents.memory.session import _CompactionSnapshot
+
+        self._check_open()
+        if self._overridden() or not hasattr(self.memory, "replace_tail"):
+            return None
+        if type(limit) is not int or limit < 1:
+            raise _Refused(field="limit", expected="an int >= 1", got=limit)
+        snapshot = await self.memory.load_run(self.agent_id, self.session_id, last=limit + 1)
+        events = snapshot.events[-limit:]
+        complete = len(snapshot.events) <= limit
+        items: list[Any] = [self._item(event) for event in events]
+        keys = [event.key for event in events]
+
+        async def replace_suffix(start: int, output: list[Any]) -> bool:
+            self._check_open()
+            replaced = keys[start:]
+            if not replaced:
+                return False
+            expired = await self._expired(prune_prefix, before=replaced[0])
+            return await self._replace(replaced, output, whole=False, expired=expired)
+
+        return _CompactionSnapshot(items, complete, replace_suffix)
+
+    async def _expired(self, prune: Callable[[Any], bool] | None, *, before: str) -> list[str]:
+        """The keys of the session's oldest items ``prune`` holds true for, before ``before``."""
+        if prune is None:
+            return []
+        snapshot = await self.memory.load_run(self.agent_id, self.session_id)
+        expired: list[str] = []
+        for event in snapshot.events:
+            if event.key == before or not prune(self._item(event)):
+                break
+            expired.append(event.key)
+        return expired
+
+    async def _atomic_replace_items(self, items: list[Any]) -> bool:
+        """Replace the whole history by ``items`` in one transaction (the SDK's hook).
+
+        The replaced items are kept with a compaction record (see `compactions`).
+        False when the memory cannot replace items atomically or a subclass
+        changes how items are stored; the SDK then falls back to its own path.
+
+        Raises:
+            TransientError: other writers kept changing the session.
+        """
+        self._check_open()
+        if self._overridden() or not hasattr(self.memory, "replace_tail"):
+            return False
+        checked = [_checked(i, item) for i, item in enumerate(items)]
+        for _ in range(_REPLACE_ATTEMPTS):
+            snapshot = await self.memory.load_run(self.agent_id, self.session_id)
+            keys = [event.key for event in snapshot.events]
+            if await self._replace(keys, checked, whole=True):
+                return True
+        raise TransientError(
+            f"session {self.session_id!r} changed {_REPLACE_ATTEMPTS} times while its"
+            " history was being replaced",
+            operation="replace_items",
+        )
 
     async def messages(self) -> list[Message]:
         """The session's items read back as a transcript (see `items_to_messages`)."""

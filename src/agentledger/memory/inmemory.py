@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import msgspec
 
@@ -26,20 +27,57 @@ class InMemoryMemory:
     async def append_events(self, agent_id: str, run_id: str, /, *events: MemoryEvent) -> None:
         with self._lock:
             stored = self._runs.get((agent_id, run_id), {})
-            added: dict[str, MemoryEvent] = {}
-            for event in events:
-                existing = stored.get(event.key, added.get(event.key))
-                if existing is None:
-                    added[event.key] = event
-                elif existing != event:
-                    raise RecordConflictError(
-                        run_id=run_id,
-                        field=f"memory event {event.key}",
-                        expected=msgspec.structs.asdict(existing),
-                        got=msgspec.structs.asdict(event),
-                    )
+            added = _added(run_id, stored, events)
             if added:  # all or nothing, like the database backends
                 self._runs.setdefault((agent_id, run_id), {}).update(added)
+
+    async def replace_tail(
+        self,
+        agent_id: str,
+        run_id: str,
+        /,
+        replaced: Sequence[str],
+        events: Sequence[MemoryEvent],
+        *,
+        whole: bool = False,
+        archive: str | None = None,
+        provenance: Sequence[MemoryEvent] = (),
+        expired: Sequence[str] = (),
+    ) -> bool:
+        """Replace the run's latest events, if they are still ``replaced``, by ``events``.
+
+        All or nothing, in one transaction (one lock here): when the keys of the
+        run's latest ``len(replaced)`` events are ``replaced`` in order (and,
+        with ``whole``, the run holds nothing else), those events leave the run
+        (moved to run ``archive`` of the same agent, followed by ``provenance``,
+        when ``archive`` is given), ``events`` are appended, and True is
+        returned. Otherwise nothing changes and False is returned: another
+        writer changed the run since ``replaced`` was read. ``expired`` names
+        the run's first events, deleted with the replacement (not kept): if
+        they are no longer its first events, nothing changes either.
+
+        Raises:
+            RecordConflictError: a key is stored with different content.
+        """
+        replaced, expired = tuple(replaced), tuple(expired)
+        with self._lock:
+            stored = self._runs.get((agent_id, run_id), {})
+            keys = tuple(stored)
+            tail = keys[len(keys) - len(replaced) :] if replaced else ()
+            if tail != replaced or (whole and len(keys) != len(replaced)):
+                return False
+            if keys[: len(expired)] != expired or set(expired) & set(replaced):
+                return False
+            kept = [stored[key] for key in replaced]
+            gone = set(replaced) | set(expired)
+            remaining = {key: event for key, event in stored.items() if key not in gone}
+            updated = _added(run_id, remaining, tuple(events))
+            archived = self._runs.get((agent_id, archive), {}) if archive is not None else {}
+            moved = _added(archive or "", archived, (*kept, *provenance))
+            self._runs[(agent_id, run_id)] = {**remaining, **updated}
+            if archive is not None and moved:
+                self._runs[(agent_id, archive)] = {**archived, **moved}
+        return True
 
     async def load_run(self, agent_id: str, run_id: str, /, *, last: int | None = None) -> Snapshot:
         check_last(last)
@@ -60,3 +98,22 @@ class InMemoryMemory:
     async def delete_run(self, agent_id: str, run_id: str, /) -> int:
         with self._lock:
             return len(self._runs.pop((agent_id, run_id), {}))
+
+
+def _added(
+    run_id: str, stored: dict[str, MemoryEvent], events: tuple[MemoryEvent, ...]
+) -> dict[str, MemoryEvent]:
+    """The events not in ``stored`` yet, by key; a key stored differently is refused."""
+    added: dict[str, MemoryEvent] = {}
+    for event in events:
+        existing = stored.get(event.key, added.get(event.key))
+        if existing is None:
+            added[event.key] = event
+        elif existing != event:
+            raise RecordConflictError(
+                run_id=run_id,
+                field=f"memory event {event.key}",
+                expected=msgspec.structs.asdict(existing),
+                got=msgspec.structs.asdict(event),
+            )
+    return added

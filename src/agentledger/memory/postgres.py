@@ -18,7 +18,7 @@ Import it from here (``from agentledger.memory.postgres import PostgresMemory``)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 try:
@@ -154,6 +154,58 @@ class PostgresMemory:
             _append(conn, agent_id, run_id, events)
 
         await self._run("append_events", append)
+
+    async def replace_tail(
+        self,
+        agent_id: str,
+        run_id: str,
+        /,
+        replaced: Sequence[str],
+        events: Sequence[MemoryEvent],
+        *,
+        whole: bool = False,
+        archive: str | None = None,
+        provenance: Sequence[MemoryEvent] = (),
+        expired: Sequence[str] = (),
+    ) -> bool:
+        """Replace the run's latest events, if they are still ``replaced``, by ``events``.
+
+        See `~agentledger.memory.InMemoryMemory.replace_tail`: one transaction,
+        under the run's lock (then the archive run's).
+        """
+        expected, pruned = tuple(replaced), tuple(expired)
+
+        def replace(conn: psycopg.Connection[Any]) -> bool:
+            _lock_run(conn, agent_id, run_id)
+            rows = conn.execute(
+                "SELECT key, payload FROM agentledger_memory_events"
+                " WHERE agent_id = %s AND run_id = %s ORDER BY seq DESC LIMIT %s",
+                (agent_id, run_id, len(expected) + whole),
+            ).fetchall()[::-1]
+            first = conn.execute(
+                "SELECT key FROM agentledger_memory_events"
+                " WHERE agent_id = %s AND run_id = %s ORDER BY seq LIMIT %s",
+                (agent_id, run_id, len(pruned)),
+            ).fetchall()
+            if (
+                tuple(row[0] for row in rows) != expected
+                or tuple(row[0] for row in first) != pruned
+                or set(pruned) & set(expected)
+            ):
+                return False
+            conn.execute(
+                "DELETE FROM agentledger_memory_events"
+                " WHERE agent_id = %s AND run_id = %s AND key = ANY(%s)",
+                (agent_id, run_id, [*pruned, *expected]),
+            )
+            if archive is not None:
+                _lock_run(conn, agent_id, archive)
+                kept = tuple(_DECODER.decode(bytes(row[1])) for row in rows)
+                _append(conn, agent_id, archive, (*kept, *provenance))
+            _append(conn, agent_id, run_id, tuple(events))
+            return True
+
+        return await self._run("replace_tail", replace)
 
     async def load_run(self, agent_id: str, run_id: str, /, *, last: int | None = None) -> Snapshot:
         check_last(last)

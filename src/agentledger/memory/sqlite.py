@@ -11,6 +11,7 @@ import asyncio
 import os
 import sqlite3
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -106,43 +107,96 @@ class SQLiteMemory:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                (seq,) = conn.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM agentledger_memory_events"
-                    " WHERE agent_id = ? AND run_id = ?",
-                    (agent_id, run_id),
-                ).fetchone()
-                for event in events:
-                    payload = _ENCODER.encode(event)
-                    row = conn.execute(
-                        "SELECT payload FROM agentledger_memory_events"
-                        " WHERE agent_id = ? AND run_id = ? AND key = ?",
-                        (agent_id, run_id, event.key),
-                    ).fetchone()
-                    if row is not None:
-                        if _DECODER.decode(row[0]) != event:
-                            raise RecordConflictError(
-                                run_id=run_id,
-                                field=f"memory event {event.key}",
-                                expected=bytes(row[0]).decode(),
-                                got=payload.decode(),
-                            )
-                        continue
-                    seq += 1
-                    conn.execute(
-                        "INSERT INTO agentledger_memory_events"
-                        " (agent_id, run_id, seq, key, type, payload) VALUES (?, ?, ?, ?, ?, ?)",
-                        (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload),
-                    )
+                _insert(conn, agent_id, run_id, events)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+
+    def _replace(
+        self,
+        agent_id: str,
+        run_id: str,
+        replaced: tuple[str, ...],
+        events: tuple[MemoryEvent, ...],
+        whole: bool,
+        archive: str | None,
+        provenance: tuple[MemoryEvent, ...],
+        expired: tuple[str, ...],
+    ) -> bool:
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(
+                    "SELECT key, payload FROM agentledger_memory_events"
+                    " WHERE agent_id = ? AND run_id = ? ORDER BY seq DESC LIMIT ?",
+                    (agent_id, run_id, len(replaced) + whole),
+                ).fetchall()[::-1]
+                first = conn.execute(
+                    "SELECT key FROM agentledger_memory_events"
+                    " WHERE agent_id = ? AND run_id = ? ORDER BY seq LIMIT ?",
+                    (agent_id, run_id, len(expired)),
+                ).fetchall()
+                if (
+                    tuple(row[0] for row in rows) != replaced
+                    or tuple(row[0] for row in first) != expired
+                    or set(expired) & set(replaced)
+                ):
+                    conn.execute("ROLLBACK")
+                    return False
+                conn.executemany(
+                    "DELETE FROM agentledger_memory_events"
+                    " WHERE agent_id = ? AND run_id = ? AND key = ?",
+                    [(agent_id, run_id, key) for key in (*expired, *replaced)],
+                )
+                if archive is not None:
+                    kept = tuple(_DECODER.decode(row[1]) for row in rows)
+                    _insert(conn, agent_id, archive, (*kept, *provenance))
+                _insert(conn, agent_id, run_id, events)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return True
 
     async def append_events(self, agent_id: str, run_id: str, /, *events: MemoryEvent) -> None:
         try:
             await asyncio.to_thread(self._append, agent_id, run_id, events)
         except sqlite3.OperationalError as e:
             raise TransientError(str(e), operation="append_events") from e
+
+    async def replace_tail(
+        self,
+        agent_id: str,
+        run_id: str,
+        /,
+        replaced: Sequence[str],
+        events: Sequence[MemoryEvent],
+        *,
+        whole: bool = False,
+        archive: str | None = None,
+        provenance: Sequence[MemoryEvent] = (),
+        expired: Sequence[str] = (),
+    ) -> bool:
+        """Replace the run's latest events, if they are still ``replaced``, by ``events``.
+
+        See `~agentledger.memory.InMemoryMemory.replace_tail`: one transaction.
+        """
+        try:
+            return await asyncio.to_thread(
+                self._replace,
+                agent_id,
+                run_id,
+                tuple(replaced),
+                tuple(events),
+                whole,
+                archive,
+                tuple(provenance),
+                tuple(expired),
+            )
+        except sqlite3.OperationalError as e:
+            raise TransientError(str(e), operation="replace_tail") from e
 
     def _load(self, agent_id: str, run_id: str, last: int | None) -> Snapshot:
         with self._lock:
@@ -194,3 +248,36 @@ class SQLiteMemory:
         except sqlite3.OperationalError as e:
             raise TransientError(str(e), operation="delete_run") from e
         return len(rows)
+
+
+def _insert(
+    conn: sqlite3.Connection, agent_id: str, run_id: str, events: tuple[MemoryEvent, ...]
+) -> None:
+    """Insert the events not stored yet after the run's last seq (in a write transaction)."""
+    (seq,) = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) FROM agentledger_memory_events"
+        " WHERE agent_id = ? AND run_id = ?",
+        (agent_id, run_id),
+    ).fetchone()
+    for event in events:
+        payload = _ENCODER.encode(event)
+        row = conn.execute(
+            "SELECT payload FROM agentledger_memory_events"
+            " WHERE agent_id = ? AND run_id = ? AND key = ?",
+            (agent_id, run_id, event.key),
+        ).fetchone()
+        if row is not None:
+            if _DECODER.decode(row[0]) != event:
+                raise RecordConflictError(
+                    run_id=run_id,
+                    field=f"memory event {event.key}",
+                    expected=bytes(row[0]).decode(),
+                    got=payload.decode(),
+                )
+            continue
+        seq += 1
+        conn.execute(
+            "INSERT INTO agentledger_memory_events"
+            " (agent_id, run_id, seq, key, type, payload) VALUES (?, ?, ?, ?, ?, ?)",
+            (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload),
+        )

@@ -122,6 +122,11 @@ class ProductMemory(Protocol):
     in-process backend of the runtime store; implementations here are
     :class:`~agentledger.memory.InMemoryMemory` and
     :class:`~agentledger.memory.SQLiteMemory`.
+
+    The three backends here also offer ``replace_tail`` (not part of the
+    protocol: an adapter checks for it), which replaces a run's latest events
+    in one transaction if no other writer changed them, keeping the replaced
+    ones in another run (see :meth:`~agentledger.memory.InMemoryMemory.replace_tail`).
     """
 
     async def append_events(self, agent_id: str, run_id: str, /, *events: MemoryEvent) -> None:

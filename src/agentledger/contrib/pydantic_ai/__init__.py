@@ -31,6 +31,9 @@ part one side has no place for at all (a redacted thinking block, citations,
 a text document, audio, a native tool call...) is a
 `~agentledger.errors.TranscriptError` naming it, never a silent drop.
 
+`PydanticAIHistory` keeps a pydantic-ai conversation in an agentledger store,
+one run per turn, each referencing the turn before.
+
 Needs pydantic-ai: agentledger's ``[pydantic-ai]`` extra.
 """
 
@@ -45,5 +48,6 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from agentledger.contrib.pydantic_ai.decoding import from_pydantic_ai
 from agentledger.contrib.pydantic_ai.encoding import to_pydantic_ai
+from agentledger.contrib.pydantic_ai.history import PydanticAIHistory
 
-__all__ = ["from_pydantic_ai", "to_pydantic_ai"]
+__all__ = ["PydanticAIHistory", "from_pydantic_ai", "to_pydantic_ai"]

@@ -5,6 +5,7 @@ no place for, and pydantic-ai's own fields compared and restored exactly."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -20,6 +21,7 @@ from agentledger.transcript import (
     CacheCheckpointPart,
     DocumentPart,
     ImagePart,
+    JsonNumber,
     Part,
     TextPart,
 )
@@ -48,6 +50,7 @@ __all__ = [
     "our_kind",
     "ours_unconvertible",
     "parse_tool_args",
+    "plain_numbers",
     "restore_fields",
     "split_provider_details",
     "theirs_unconvertible",
@@ -233,3 +236,22 @@ def parse_tool_args(args: Any) -> dict[str, Any]:
             raise ValueError("tool-call arguments are not a JSON object")
         return value
     return dict(args)
+
+
+def plain_numbers(value: Any) -> Any:
+    """``value`` with every `JsonNumber` a float is written as a float, in fresh dicts and lists.
+
+    A stored transcript hands fractional numbers back as ``JsonNumber`` (exact
+    text); pydantic-ai, like the model it feeds, expects the float it had (it
+    would send a ``Decimal`` as a string). A number no float writes the same
+    way (``1e400``, ``2.50``) stays a ``JsonNumber``, so nothing changes value.
+    """
+    if isinstance(value, JsonNumber):
+        number = float(value.literal)
+        exact = math.isfinite(number) and msgspec.json.encode(number) == value.literal.encode()
+        return number if exact else value
+    if isinstance(value, dict):
+        return {key: plain_numbers(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(plain_numbers(item) for item in value)
+    return value

@@ -54,6 +54,50 @@ def _split_files(content: Any) -> tuple[Any, tuple[dict[str, Any], list[Any]] | 
     return content, None
 
 
+def _nested(value: Any, path: str) -> tuple[Any, str] | None:
+    """The first file or bytes inside ``value``'s dicts and lists (not ``value``), with its path."""
+    children = (
+        [(f"{path}[{key!r}]", item) for key, item in value.items()]
+        if isinstance(value, dict)
+        else [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+        if isinstance(value, list | tuple)
+        else []
+    )
+    for where, item in children:
+        if pai.is_multi_modal_content(item) or isinstance(item, bytes | bytearray):
+            return item, where
+        found = _nested(item, where)
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_nested(m: int, p: int, content: Any) -> None:
+    """Refuse, by its name, what a tool return holds that agentledger has no place for.
+
+    Files at the top of the content (alone or in its list) become parts; files
+    deeper (in a dict, a nested list) reach the model as JSON text, not as
+    files, and bytes are not JSON.
+    """
+    tops = list(enumerate(content)) if isinstance(content, list) else [(None, content)]
+    for index, top in tops:
+        path = "content" if index is None else f"content[{index}]"
+        if isinstance(top, bytes | bytearray):
+            found: tuple[Any, str] | None = (top, path)
+        elif pai.is_multi_modal_content(top):
+            continue
+        else:
+            found = _nested(top, path)
+        if found is None:
+            continue
+        item, where = found
+        if isinstance(item, bytes | bytearray):
+            kind, why = type(item).__name__, "bytes are not JSON"
+        else:
+            kind, why = item.kind, "a file inside a dict or nested list is no file part, nor JSON"
+        raise theirs_unconvertible(m, p, f"tool-return {kind}", f"{where}: {why}")
+
+
 Segment: TypeAlias = tuple[Literal["system", "user", "assistant"], list[Part], dict[str, Any]]
 
 
@@ -131,7 +175,7 @@ class _Decoder:
             if isinstance(item, pai.UploadedFile):
                 file = self.uploaded(m, p, item, item_saved)
             elif isinstance(item, pai.BinaryContent | pai.ImageUrl | pai.DocumentUrl):
-                file = self.file(m, p, item, item_saved)
+                file = self.file(m, p, item, item_saved, "tool-return")
             else:
                 raise theirs_unconvertible(
                     m, p, f"tool-return {item.kind}", "agentledger has no such file part"
@@ -176,6 +220,7 @@ class _Decoder:
             self.user_prompt(m, p, part, siblings, parts, saved)
         elif isinstance(part, pai.ToolReturnPart) and part.part_kind == "tool-return":
             _, parts, saved = self.segment(segments, "user")
+            _refuse_nested(m, p, part.content)
             content, files = _split_files(part.content)
             is_error = part.outcome in FAILED_OUTCOMES
             name = self.names.get(part.tool_call_id)
@@ -293,8 +338,12 @@ class _Decoder:
         )
 
     @staticmethod
-    def file(m: int, p: int, item: Any, saved: dict[str, Any]) -> Part:
-        """An image or document (inline or by URL), saving what agentledger has no field for."""
+    def file(m: int, p: int, item: Any, saved: dict[str, Any], origin: str = "user-prompt") -> Part:
+        """An image or document (inline or by URL), saving what agentledger has no field for.
+
+        ``origin`` names where the file sat (a user prompt, a tool return, a
+        model's file part) in a refusal.
+        """
         inline = isinstance(item, pai.BinaryContent)
         media_type = item.media_type
         if not inline and item._media_type is None:
@@ -303,7 +352,7 @@ class _Decoder:
             saved["vendor_metadata"] = item.vendor_metadata
         if not inline and item.force_download is not False:
             saved["force_download"] = item.force_download
-        kind = f"user-prompt {item.kind}"
+        kind = f"{origin} {item.kind}"
         if isinstance(item, pai.ImageUrl) or (inline and media_type.startswith("image/")):
             image_format = IMAGE_FORMATS.get(media_type)
             if image_format is None:
@@ -370,7 +419,7 @@ class _Decoder:
             parts.append(use)
         elif kind == "file" and isinstance(part.content, pai.BinaryContent):
             item: dict[str, Any] = {}
-            image = self.file(m, p, part.content, item)
+            image = self.file(m, p, part.content, item, "file")
             if not isinstance(image, ImagePart):
                 raise theirs_unconvertible(
                     m, p, kind, "a model response holds images only, not documents"

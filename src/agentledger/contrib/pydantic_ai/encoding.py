@@ -23,6 +23,7 @@ from agentledger.contrib.pydantic_ai.common import (
     message_metadata,
     ours_unconvertible,
     parse_tool_args,
+    plain_numbers,
     restore_fields,
     with_provider_details,
 )
@@ -53,7 +54,7 @@ class _Meta(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 def _split_meta(index: int, message: Message) -> tuple[_Meta, dict[str, Any]]:
-    meta = dict(message.meta or {})
+    meta: dict[str, Any] = plain_numbers(dict(message.meta or {}))
     raw = meta.pop(META, None)
     try:
         ours = msgspec.convert(raw or {}, _Meta)
@@ -311,7 +312,7 @@ class _Encoder:
         """A tool result's content with the files saved as later parts put back in place."""
         entry = saved.get("files")
         if entry is None:
-            return part.content
+            return plain_numbers(part.content)
         indices, at = entry.get("parts"), entry.get("at")
         fits = (
             isinstance(indices, list)
@@ -332,7 +333,8 @@ class _Encoder:
         self.files.update(indices)
         if not entry.get("list"):
             return files[0]
-        content = list(part.content) if isinstance(part.content, list) else [part.content]
+        plain = plain_numbers(part.content)
+        content = list(plain) if isinstance(plain, list) else [plain]
         for position, file in sorted(zip(at, files, strict=True), key=lambda pair: pair[0]):
             content.insert(position, file)
         return content
@@ -406,7 +408,7 @@ class _Encoder:
             )
         if isinstance(part, ToolUsePart):
             self.names[part.id] = part.name
-            args: Any = part.input
+            args: Any = plain_numbers(part.input)
             if "args" in fields:
                 args = fields["args"]
                 if parse_tool_args(args) != part.input:
