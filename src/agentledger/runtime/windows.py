@@ -61,7 +61,7 @@ class HistoryWindows:
         messages = transcript.messages
         if policy is None or not messages:
             return messages
-        key = f"turn:{arg.turn}:history"
+        key = rt.history_key(arg.turn)
         origins = transcript.origins
         cut = None
         if activity_attempt() > 1:
@@ -178,7 +178,7 @@ def _records(
     specs = [
         rt.RecordSpec(
             type=payloads.TRANSCRIPT_WINDOW,
-            event_key=f"turn:{turn}:window",
+            event_key=rt.window_key(turn),
             payload=window.encode(),
         )
     ]
@@ -187,7 +187,7 @@ def _records(
         specs.append(
             rt.RecordSpec(
                 type=rt.MODEL_USAGE,
-                event_key=f"turn:{turn}:history:usage",
+                event_key=rt.history_usage_key(turn),
                 payload=rt.encode_json(usage),
             )
         )

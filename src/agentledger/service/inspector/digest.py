@@ -9,15 +9,14 @@ is running. Logs are read in the store's largest pages, up to
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from agentledger.errors import TranscriptError
-from agentledger.runtime.records import RUN_PHASE_CHANGED
+from agentledger.runtime.records import messages_key
 from agentledger.service.inspector.positions import end_position, position_after
-from agentledger.service.inspector.timeline import duration_text
+from agentledger.service.inspector.timeline import duration_text, turn_of
 from agentledger.service.inspector.usage import Tokens, Usage
 from agentledger.storage.payloads import RUN_COMPLETED, RUN_SUSPENDED, TRANSCRIPT_APPENDED
 from agentledger.storage.run_failure import RunFailure
@@ -30,8 +29,9 @@ __all__ = ["MAX_RECORDS", "Log", "RunSummary", "read_log", "summarize"]
 MAX_RECORDS = 50_000
 """Records one inspector request reads at most to summarize a log."""
 
-_TURN_PHASE = re.compile(r"^turn:(\d+):phase:(planning|synthesizing)$")
-_FIRST_MESSAGE = ("input:messages", "resume:answer:messages", "resume:tool_results:messages")
+_FIRST_MESSAGE = frozenset(
+    messages_key(step) for step in ("input", "resume:answer", "resume:tool_results")
+)
 
 ListPage = Callable[..., Awaitable[Page]]
 
@@ -111,7 +111,7 @@ def summarize(runs: Iterable[RunMeta], records: Iterable[Record]) -> dict[str, R
     """A summary of each of ``runs`` from ``records`` (their logs, interleaved or not)."""
     out = {run.run_id: RunSummary(run) for run in runs}
     usage = Usage()
-    turns: dict[str, set[str]] = {}
+    turns: dict[str, set[int]] = {}
     for record in records:
         summary = out.get(record.run_id)
         if summary is None:
@@ -119,10 +119,8 @@ def summarize(runs: Iterable[RunMeta], records: Iterable[Record]) -> dict[str, R
         if record.type == TRANSCRIPT_APPENDED and not summary.asked:
             if record.event_key in _FIRST_MESSAGE:
                 summary.asked = _said(record)
-        elif record.type == RUN_PHASE_CHANGED:
-            turn = _TURN_PHASE.match(record.event_key)
-            if turn:
-                turns.setdefault(record.run_id, set()).add(turn.group(1))
+        elif turn := turn_of(record):
+            turns.setdefault(record.run_id, set()).add(turn.turn)
         elif record.type in (RUN_COMPLETED, RUN_SUSPENDED):
             summary.ended = record.timestamp
         usage.add(record)

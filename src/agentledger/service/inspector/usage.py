@@ -8,17 +8,14 @@ used; a model without a price is named instead of guessed.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-import msgspec
-
 from agentledger.errors import ValidationError
-from agentledger.runtime.records import MODEL_USAGE
+from agentledger.runtime.records import MODEL_USAGE, UsagePayload, decode_payload, parse_event_key
 from agentledger.storage.types import Record
 
 __all__ = ["PRICES_ENV", "Price", "PriceTable", "Tokens", "Usage", "load_prices", "usage_of"]
@@ -26,21 +23,7 @@ __all__ = ["PRICES_ENV", "Price", "PriceTable", "Tokens", "Usage", "load_prices"
 PRICES_ENV = "AGENTLEDGER_PRICES"
 """The environment variable naming the inspector's price table (a TOML file)."""
 
-_TURN = re.compile(r"^turn:(\d+):usage:\d+$")
 _KINDS = ("input", "output", "cache_read", "cache_write")
-
-
-class _UsagePayload(msgspec.Struct, kw_only=True):
-    """The fields of a ``model_usage`` payload the inspector reads (others are ignored)."""
-
-    model: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-
-_DECODER = msgspec.json.Decoder(_UsagePayload)
 
 
 @dataclass
@@ -105,18 +88,19 @@ class Usage:
     total: Tokens = field(default_factory=Tokens)
 
     def add(self, record: Record) -> None:
-        """Count one ``model_usage`` record (others are ignored)."""
+        """Count one ``model_usage`` record (others are ignored); a compaction's summariser
+        counts in the turn it compacted.
+
+        Raises:
+            CorruptRecordError: the record's payload is not a usage payload.
+        """
         if record.type != MODEL_USAGE:
             return
-        try:
-            got = _DECODER.decode(record.payload)
-        except msgspec.DecodeError:
-            return
+        got = decode_payload(record, UsagePayload)
         tokens = Tokens(
             got.input_tokens, got.output_tokens, got.cache_read_tokens, got.cache_write_tokens, 1
         )
-        turn = _TURN.match(record.event_key)
-        key = (record.run_id, int(turn.group(1)) if turn else 0)
+        key = (record.run_id, parse_event_key(record.event_key).turn)
         for into in (
             self.by_model.setdefault(got.model, Tokens()),
             self.by_turn.setdefault(key, Tokens()),
