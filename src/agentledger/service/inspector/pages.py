@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 from litestar import Request, Response
 from litestar.response import Redirect, Stream
 
@@ -35,6 +34,7 @@ from agentledger.errors import (
 from agentledger.runtime.checkpoint import InDoubtToolCall, RunCheckpoint
 from agentledger.runtime.crash_loops import describe_crash_loop, load_crash_loop
 from agentledger.runtime.prompts import prompt_versions
+from agentledger.runtime.records import decode_payload
 from agentledger.service.auth import Principal
 from agentledger.service.error_codec import http_status
 from agentledger.service.follow import HEARTBEAT, follow
@@ -59,9 +59,12 @@ from agentledger.service.scope import check_scope
 from agentledger.service.wire import Role, Subject
 from agentledger.storage.payloads import (
     CHILD_RUN_LINKED,
+    RUN_STARTED,
     TRANSCRIPT_REFERENCED,
     TRANSCRIPT_SEEDED,
     TRANSCRIPT_WINDOW,
+    ChildRunLinked,
+    RunStarted,
 )
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import (
@@ -170,14 +173,6 @@ def _number(request: _ANY, name: str, default: int, most: int, least: int = 1) -
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _json(record: Record) -> dict[str, Any]:
-    try:
-        value = msgspec.json.decode(record.payload)
-    except msgspec.DecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _chain_order(tree: list[RunNode]) -> list[RunMeta]:
@@ -474,10 +469,8 @@ class Pages:
         children: dict[str, str] = {}
         for record in records:
             if record.type == CHILD_RUN_LINKED:
-                link = _json(record)
-                children.setdefault(
-                    str(link.get("tool_call_id", "")), str(link.get("child_run_id", ""))
-                )
+                link = decode_payload(record, ChildRunLinked)
+                children.setdefault(link.tool_call_id, link.child_run_id)
         return {"children": children, "waits": await self._waits(runs),
                 "statuses": {r.run_id: r for r in runs},
                 "doubts": await self._doubts(runs)}  # fmt: skip
@@ -527,8 +520,8 @@ class Pages:
         run = await self.store.load_run(run_id)
         log = log or await read_log(self.store.list_run_records, run_id)
         predecessor = ""
-        if log.records:
-            predecessor = str(_json(log.records[0]).get("predecessor_run_id", ""))
+        if log.records and log.records[0].type == RUN_STARTED:
+            predecessor = decode_payload(log.records[0], RunStarted).predecessor_run_id
         summary = summarize([run], log.records)[run_id]
         summary.failure = await load_run_failure(self.store, run)
         summary.message = await run_message(self.store, run)
@@ -567,7 +560,9 @@ class Pages:
             types=types,
             text=q,
         )
-        children = [_json(r) for r in log.records if r.type == CHILD_RUN_LINKED]
+        children = [
+            decode_payload(r, ChildRunLinked) for r in log.records if r.type == CHILD_RUN_LINKED
+        ]
         prompts, prompts_error = await _prompts(self.store, run_id)
         counts: dict[str, int] = {}
         for record in log.records:
