@@ -107,3 +107,9 @@ def test_a_damaged_payload_is_a_corrupt_record(type: str, payload: bytes, kind: 
         rt.decode_payload(_record(type, payload), kind)
     assert raised.value.run_id == "r1"
     assert raised.value.record_id == "7"
+
+
+def test_a_payload_of_another_record_type_is_a_corrupt_record() -> None:
+    note = _record(rt.PLANNER_NOTE, rt.encode_json(rt.UsagePayload(model="m")))
+    with pytest.raises(CorruptRecordError, match="expected type 'model_usage'"):
+        rt.decode_payload(note, rt.UsagePayload)

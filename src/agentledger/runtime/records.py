@@ -22,10 +22,11 @@ from typing import Any, Literal, TypeVar, cast
 
 import msgspec
 
-from agentledger.errors import CorruptRecordError, ValidationError
+from agentledger.errors import CorruptRecordError
 from agentledger.storage import payloads
 from agentledger.storage.payloads import TranscriptReference
 from agentledger.storage.types import Record
+from agentledger.storage.validation import decode_stored_payload
 from agentledger.transcript import JsonNumber, Message, encode_messages
 
 __all__ = [
@@ -371,23 +372,42 @@ def parse_event_key(key: str) -> EventKey:
 
 _P = TypeVar("_P", bound=msgspec.Struct)
 
+_RECORD_TYPES: dict[type[Any], str] = {
+    PhasePayload: RUN_PHASE_CHANGED,
+    PromptPayload: PROMPT_RENDERED,
+    ToolScheduledPayload: TOOL_CALL_SCHEDULED,
+    ToolStartedPayload: TOOL_CALL_STARTED,
+    ToolAnsweredPayload: TOOL_CALL_ANSWERED,
+    ToolResultPayload: TOOL_RESULT_RECEIVED,
+    NotePayload: PLANNER_NOTE,
+    UsagePayload: MODEL_USAGE,
+}
+
 
 def decode_payload(record: Record, type: type[_P]) -> _P:
     """The payload of a stored ``record`` as ``type``, checked as its writer checked it.
 
     ``type`` is a runtime payload (this module's) or a storage one
-    (:mod:`agentledger.storage.payloads`).
+    (:mod:`agentledger.storage.payloads`, decoded by the store's own
+    :func:`~agentledger.storage.validation.decode_stored_payload`). The
+    record's type must be the one ``type`` is written as.
 
     Raises:
         CorruptRecordError: the payload is not a valid ``type`` (damaged data is
             reported, never read as empty).
     """
+    if isinstance(getattr(type, "record_type", None), str):  # a storage payload
+        return cast(_P, decode_stored_payload(record, cast(Any, type)))
+    expected = _RECORD_TYPES.get(type)
+    if expected is not None and record.type != expected:
+        raise CorruptRecordError(
+            run_id=record.run_id,
+            record_id=record.id,
+            reason=f"expected type {expected!r}, found {record.type!r}",
+        )
     try:
-        decode = getattr(type, "decode", None)  # a storage payload decodes itself
-        if decode is not None:
-            return cast(_P, decode(record.payload))
         return cast(_P, decode_json(record.payload, type))
-    except (ValidationError, msgspec.ValidationError, msgspec.DecodeError) as e:
+    except msgspec.DecodeError as e:  # msgspec.ValidationError is one
         raise CorruptRecordError(
             run_id=record.run_id,
             record_id=record.id,
