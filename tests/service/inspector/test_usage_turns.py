@@ -9,8 +9,8 @@ import pytest
 from agentledger.runtime import records as rt
 from agentledger.runtime.records import KeyKind, parse_event_key
 from agentledger.service.inspector.digest import read_log
-from agentledger.service.inspector.usage import usage_of
 from agentledger.storage.sqlite import SQLiteStore
+from agentledger.views.usage import usage_of
 from tests.service.inspector.test_windows import _compacted
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

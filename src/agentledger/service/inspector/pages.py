@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +28,6 @@ from agentledger.errors import (
     NotFoundError,
     RunNotActiveError,
     SessionEndedError,
-    TranscriptError,
     TransientError,
     ValidationError,
 )
@@ -40,7 +40,7 @@ from agentledger.service.error_codec import http_status
 from agentledger.service.follow import HEARTBEAT, follow
 from agentledger.service.inspector.answers import fork_points, question_of
 from agentledger.service.inspector.conversation import WAITS, arrange, searchable
-from agentledger.service.inspector.digest import Log, RunSummary, read_log, summarize
+from agentledger.service.inspector.digest import MAX_RECORDS, Log, read_log
 from agentledger.service.inspector.login import (
     COOKIE,
     authenticate,
@@ -52,19 +52,13 @@ from agentledger.service.inspector.messages import WaitingMessage, message_fates
 from agentledger.service.inspector.pauses import pause_of
 from agentledger.service.inspector.positions import matches, window
 from agentledger.service.inspector.render import page_url, render
-from agentledger.service.inspector.timeline import timeline
-from agentledger.service.inspector.tree import RunNode, run_tree
-from agentledger.service.inspector.usage import PriceTable, usage_of
 from agentledger.service.scope import check_scope
 from agentledger.service.wire import Role, Subject
 from agentledger.storage.payloads import (
     CHILD_RUN_LINKED,
-    RUN_STARTED,
     TRANSCRIPT_REFERENCED,
-    TRANSCRIPT_SEEDED,
     TRANSCRIPT_WINDOW,
     ChildRunLinked,
-    RunStarted,
 )
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import (
@@ -75,7 +69,11 @@ from agentledger.storage.replay import (
 from agentledger.storage.run_failure import load_run_failure, load_run_failures
 from agentledger.storage.transcript_chain import decode_reference, decode_window
 from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
-from agentledger.transcript import Message, decode_messages
+from agentledger.views.conversation import session_conversation
+from agentledger.views.runs import RunDigest, RunView, read_run_view, summarize
+from agentledger.views.timeline import timeline
+from agentledger.views.tree import RunNode, run_tree
+from agentledger.views.usage import PriceTable, usage_of
 
 __all__ = [
     "HEADERS",
@@ -108,6 +106,8 @@ TRANSCRIPT_PAGE = 100
 """Messages per page of a transcript or a session's conversation."""
 TIMELINE_PAGE = 150
 """Steps per page of a run's timeline."""
+KEPT_DIGESTS = 256
+"""Runs whose figures a service keeps between a page's live refreshes (the most recent)."""
 
 Work = Callable[[Principal], Awaitable[Response[Any]]]
 
@@ -175,24 +175,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _chain_order(tree: list[RunNode]) -> list[RunMeta]:
-    """The session's top-level runs (no child runs) in conversation order."""
-    return [node.run for node in tree if not node.run.parent_run_id or node.continues]
-
-
-def _turn_numbers(tree: list[RunNode]) -> dict[str, str]:
-    """Each top-level run's turn in the conversation (a continuation continues its turn)."""
-    numbers: dict[str, str] = {}
-    turn = 0
-    for node in tree:
-        if node.continues:
-            numbers[node.run.run_id] = f"{turn} (continued)"
-        else:
-            turn += 1
-            numbers[node.run.run_id] = str(turn)
-    return numbers
-
-
 class Pages:
     """The page handlers of one service's inspector, sharing its state."""
 
@@ -200,6 +182,8 @@ class Pages:
         self.state = state
         self.store = state.store
         self.prices = prices
+        self.digests: OrderedDict[str, RunDigest] = OrderedDict()
+        """The figures of the runs whose pages were shown last, to fold only their tails."""
 
     async def answer(
         self, request: _ANY, operation: str, work: Work, *, page: bool
@@ -344,13 +328,16 @@ class Pages:
 
     async def _session_runs(
         self, session_id: str
-    ) -> tuple[list[RunNode], Log, dict[str, RunSummary], list[WaitingMessage]]:
+    ) -> tuple[list[RunNode], Log, dict[str, RunView], list[WaitingMessage]]:
         runs = await self.store.list_runs_by_session(session_id)
         log = await read_log(self.store.list_session_run_records, session_id)
         summaries = summarize(runs, log.records)
         for run_id, failure in (await load_run_failures(self.store, runs)).items():
-            summaries[run_id].failure = failure
-        waiting = await message_fates(self.store, session_id, summaries)
+            summaries[run_id] = summaries[run_id].having(failure=failure)
+        fates, waiting = await message_fates(self.store, session_id)
+        for run_id, fate in fates.items():
+            if run_id in summaries:
+                summaries[run_id] = summaries[run_id].having(message=fate)
         return run_tree(runs), log, summaries, waiting
 
     async def session(
@@ -414,34 +401,14 @@ class Pages:
         await self.in_scope(principal, "inspect_session", "session", session_id)
         session = await self.store.load_session(session_id)
         tree, log, summaries, waiting = await self._session_runs(session_id)
-        order = _chain_order(tree)
-        first = order[0].run_id if order else ""
+        talk = session_conversation(tree, log.records)
+        order = list(talk.runs)
+        bubbles = arrange(list(talk.messages), talk.sources)
+        corrupt = talk.corrupt
         wanted = {run.run_id for run in order}
-        messages: list[Message] = []
-        sources: list[str] = []
-        stored: list[tuple[str, str, int]] = []
-        corrupt: CorruptRecordError | None = None
-        for record in log.records:
-            if record.run_id not in wanted or record.type not in TRANSCRIPT_RECORD_TYPES:
-                continue
-            if record.type == TRANSCRIPT_SEEDED and record.run_id != first:
-                continue  # a later turn's history: the earlier turns, shown already
-            try:
-                found = decode_messages(record.payload)
-            except TranscriptError as e:
-                corrupt = CorruptRecordError(run_id=record.run_id, record_id=record.id,
-                                             reason=f"{record.type}: {e}")  # fmt: skip
-                break
-            messages += found
-            sources += [record.run_id] * len(found)
-            stored += [(record.run_id, record.id, n) for n in range(len(found))]
-        # Records come in commit order; a session's turns are in run order (each run whole).
-        rank = {run.run_id: i for i, run in enumerate(order)}
-        pairs = sorted(zip(sources, messages, stored, strict=True), key=lambda p: rank[p[0]])
-        bubbles = arrange([m for _, m, _ in pairs], [s for s, _, _ in pairs])
         kept = (r for r in log.records if r.run_id in wanted)
         try:
-            windows = _windows(kept, [o for _, _, o in pairs])
+            windows = _windows(kept, talk.origins)
         except CorruptRecordError as e:
             windows, corrupt = {}, corrupt or e
         page, paging = _paged(request, bubbles)
@@ -453,7 +420,8 @@ class Pages:
             summaries=summaries,
             windows=windows,
             now=_now(),
-            turns=_turn_numbers(tree),
+            turns=talk.turns,
+            branches=talk.branches,
             waiting_messages=waiting,
             **paging,
         )
@@ -516,16 +484,35 @@ class Pages:
 
     # -- runs ------------------------------------------------------------------------------
 
+    def _keep(self, digest: RunDigest) -> None:
+        """Keep ``digest`` for the run's next live refresh (the most recent runs only)."""
+        self.digests[digest.run_id] = digest
+        self.digests.move_to_end(digest.run_id)
+        while len(self.digests) > KEPT_DIGESTS:
+            self.digests.popitem(last=False)
+
+    async def _run_view(self, run_id: str, log: Log | None) -> RunView:
+        """The run at a glance: from ``log`` when the page read it, else from ``load_run``
+        and the records written since the run's last view (its whole log the first time)."""
+        if log is None:
+            view, digest = await read_run_view(
+                self.store, run_id, self.digests.get(run_id), most=MAX_RECORDS
+            )
+        else:
+            digest = RunDigest(run_id).extend(log.records)
+            digest.complete = log.complete
+            view = digest.view(await self.store.load_run(run_id))
+        if digest.complete:
+            self._keep(digest)
+        run = view.run
+        return view.having(
+            failure=await load_run_failure(self.store, run),
+            message=await run_message(self.store, run),
+        )
+
     async def _run_context(self, run_id: str, log: Log | None = None) -> dict[str, Any]:
-        run = await self.store.load_run(run_id)
-        log = log or await read_log(self.store.list_run_records, run_id)
-        predecessor = ""
-        if log.records and log.records[0].type == RUN_STARTED:
-            predecessor = decode_payload(log.records[0], RunStarted).predecessor_run_id
-        summary = summarize([run], log.records)[run_id]
-        summary.failure = await load_run_failure(self.store, run)
-        summary.message = await run_message(self.store, run)
-        usage = usage_of(log.records)
+        view = await self._run_view(run_id, log)
+        run = view.run
         suspended = run.status is RunStatus.SUSPENDED
         waiting = await self._waiting(run) if suspended else ""
         return {
@@ -535,13 +522,13 @@ class Pages:
             "host_runtime": self.state.host_runtime is not None,
             "waiting": waiting,
             "waiting_text": await self._waiting_text(run, waiting) if suspended else "",
-            "predecessor": predecessor,
-            "summary": summary,
+            "predecessor": view.predecessor,
+            "summary": view,
             "now": _now(),
-            "usage": usage,
-            "cost": usage.cost(self.prices),
+            "usage": view.usage,
+            "cost": view.usage.cost(self.prices),
             "prices": self.prices,
-            "complete": log.complete,
+            "complete": view.complete,
         }
 
     async def run(self, request: _ANY, principal: Principal) -> Response[Any]:
