@@ -45,7 +45,7 @@ PUBLIC = {
     ],
     "agentledger.views": [
         "Branch", "HistorySource", "Price", "PriceTable", "Row", "RunDigest", "RunView",
-        "SessionConversation", "Timeline", "Tokens", "Usage", "read_run_view",
+        "SessionConversation", "Timeline", "Tokens", "Usage", "read_run_start", "read_run_view",
         "session_conversation", "summarize", "timeline", "usage_of",
     ],
     "agentledger.storage.payloads": [

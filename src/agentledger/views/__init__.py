@@ -10,7 +10,14 @@ record vocabulary, shared by the inspector and the CLI.
 """
 
 from agentledger.views.conversation import Branch, SessionConversation, session_conversation
-from agentledger.views.runs import HistorySource, RunDigest, RunView, read_run_view, summarize
+from agentledger.views.runs import (
+    HistorySource,
+    RunDigest,
+    RunView,
+    read_run_start,
+    read_run_view,
+    summarize,
+)
 from agentledger.views.timeline import Row, Timeline, timeline
 from agentledger.views.usage import Price, PriceTable, Tokens, Usage, usage_of
 
@@ -26,6 +33,7 @@ __all__ = [
     "Timeline",
     "Tokens",
     "Usage",
+    "read_run_start",
     "read_run_view",
     "session_conversation",
     "summarize",

@@ -34,7 +34,7 @@ from agentledger.transcript import TextPart, decode_messages
 from agentledger.views.timeline import duration_text, turn_of
 from agentledger.views.usage import Tokens, Usage
 
-__all__ = ["HistorySource", "RunDigest", "RunView", "read_run_view", "summarize"]
+__all__ = ["HistorySource", "RunDigest", "RunView", "read_run_start", "read_run_view", "summarize"]
 
 _FIRST_MESSAGE = frozenset(
     messages_key(step) for step in ("input", "resume:answer", "resume:tool_results")
@@ -173,6 +173,24 @@ def summarize(runs: Iterable[RunMeta], records: Iterable[Record]) -> dict[str, R
         if digest is not None:
             digest.add(record)
     return {run_id: digests[run_id].view(meta) for run_id, meta in metas.items()}
+
+
+_START_RECORDS = 4
+"""The records a run's start writes at most before its first turn (start, reference or
+seed, input, phase): where its predecessor and its history reference are."""
+
+
+async def read_run_start(store: Store, run_id: str) -> RunDigest:
+    """A digest of the records the run's start wrote: enough for its predecessor
+    (:attr:`RunDigest.predecessor`) and its history reference (:attr:`RunDigest.history`).
+
+    Raises:
+        CorruptRecordError: its ``run_started`` record or reference is damaged.
+    """
+    page = await store.list_run_records(run_id, limit=_START_RECORDS)
+    digest = RunDigest(run_id).extend(page.records)
+    digest.complete = not page.next_cursor
+    return digest
 
 
 async def read_run_view(

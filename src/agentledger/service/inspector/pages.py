@@ -56,8 +56,6 @@ from agentledger.service.scope import check_scope
 from agentledger.service.wire import Role, Subject
 from agentledger.storage.payloads import (
     CHILD_RUN_LINKED,
-    TRANSCRIPT_REFERENCED,
-    TRANSCRIPT_WINDOW,
     ChildRunLinked,
 )
 from agentledger.storage.protocol import Store
@@ -67,11 +65,17 @@ from agentledger.storage.replay import (
     replay_with_origins,
 )
 from agentledger.storage.run_failure import load_run_failure, load_run_failures
-from agentledger.storage.transcript_chain import decode_reference, decode_window
-from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
+from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
 from agentledger.views.conversation import session_conversation
 from agentledger.views.runs import RunDigest, RunView, read_run_view, summarize
 from agentledger.views.timeline import timeline
+from agentledger.views.transcript import (
+    HistoryLink,
+    WindowMark,
+    chain_records,
+    history_links,
+    window_marks,
+)
 from agentledger.views.tree import RunNode, run_tree
 from agentledger.views.usage import PriceTable, usage_of
 
@@ -627,17 +631,16 @@ class Pages:
         await self.in_scope(principal, "inspect_run", "run", run_id)
         log = await read_log(self.store.list_run_records, run_id)
         corrupt: CorruptRecordError | None = None
-        history: list[dict[str, str]] = []
-        windows: dict[int, list[dict[str, str]]] = {}
+        history: list[HistoryLink] = []
+        windows: dict[int, list[WindowMark]] = {}
         forks: dict[int, MessageOrigin] = {}
         try:  # the run's history references followed: each message says where it is stored
             segments = await self.store.load_transcript_chain(run_id)
             pairs = replay_with_origins(segments, full=True)
             bubbles = arrange([m for m, _ in pairs], [origin.run_id for _, origin in pairs])
-            history = _history(segments)
+            history = history_links(segments)
             windows = _windows(
-                (r for segment in reversed(segments) for r in segment.records),
-                [(o.run_id, o.record_id, o.position) for _, o in pairs],
+                chain_records(segments), [(o.run_id, o.record_id, o.position) for _, o in pairs]
             )
             if principal.role == Role.HOST and self.state.host_runtime is not None:
                 forks = fork_points([m for m, _ in pairs], [origin for _, origin in pairs])
@@ -704,46 +707,13 @@ async def _prompts(store: Store, run_id: str) -> tuple[list[tuple[str, ...]], st
     ], ""
 
 
-def _history(segments: Sequence[TranscriptSegment]) -> list[dict[str, str]]:
-    """Each history reference a run's transcript follows, newest first: which run holds
-    it, how it follows its source (next turn, continuation, fork) and where it cuts it."""
-    found = []
-    for segment in segments:
-        for record in segment.records:
-            if record.type == TRANSCRIPT_REFERENCED:
-                ref = decode_reference(record)
-                found.append(
-                    {"run": segment.run_id, "kind": ref.kind, "source": ref.run_id,
-                     "through": ref.through}
-                )  # fmt: skip
-    return found
-
-
 def _windows(
     records: Iterable[Record], origins: Sequence[tuple[str, str, int]]
-) -> dict[int, list[dict[str, str]]]:
+) -> dict[int, list[WindowMark]]:
     """Where each recorded window starts, by message number (``origins`` says where each
-    message is stored: run, record, place in the record): a history policy's cut, or a
-    compaction's summary with what it replaced and who wrote it."""
+    message is stored: run, record, place in the record)."""
     at = {origin: n for n, origin in enumerate(origins)}
-    found: dict[int, list[dict[str, str]]] = {}
-    for record in records:
-        if record.type != TRANSCRIPT_WINDOW:
-            continue
-        window = decode_window(record)
-        start = window.start
-        index = at.get((start.run_id, start.record, start.message))
-        if index is None:
-            continue
-        replaces = ", ".join(
-            f"records {r.first} to {r.last} of {r.run_id}" for r in window.replaces
-        )
-        found.setdefault(index, []).append(
-            {"policy": window.policy, "run": record.run_id, "record": record.id,
-             "summary": window.summary, "replaces": replaces, "model": window.model,
-             "prompt_id": window.prompt_id, "prompt_version": window.prompt_version}
-        )  # fmt: skip
-    return found
+    return {at[stored]: marks for stored, marks in window_marks(records).items() if stored in at}
 
 
 def _paged(request: _ANY, bubbles: list[Any]) -> tuple[list[Any], dict[str, Any]]:
