@@ -7,7 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 from msgspec.structs import replace
 
-from agentledger.storage import MemoryStore, Record, RecordBuilder, RunStart, RunStatus, payloads
+from agentledger.storage import (
+    MemoryStore,
+    Record,
+    RecordBuilder,
+    RunStart,
+    RunStatus,
+    Store,
+    payloads,
+)
 from agentledger.transcript import Message, TextPart, encode_messages
 from agentledger.views import Branch, session_conversation
 from agentledger.views.tree import run_tree
@@ -23,11 +31,11 @@ def _said(run: RecordBuilder, key: str, role: str, text: str, at: datetime) -> R
 
 
 async def _turn(
-    store: MemoryStore, name: str, n: int, text: str, *, source: str = "", kind: str = "",
-    through: str = "",
+    store: Store, name: str, n: int, text: str, *, source: str = "", kind: str = "",
+    through: str = "", session: str = "s",
 ) -> str:  # fmt: skip
     at = T0 + timedelta(seconds=n)
-    run = RecordBuilder(RunStart(run_id=name, agent_id="a", session_id="s", started_at=at))
+    run = RecordBuilder(RunStart(run_id=name, agent_id="a", session_id=session, started_at=at))
     records = []
     if source:
         ref = payloads.TranscriptReference(kind=kind, run_id=source, through=through)  # type: ignore[arg-type]
@@ -44,15 +52,22 @@ async def _turn(
     return (await store.load_run(name)).last_record_id
 
 
+async def forked_session(store: Store, session: str = "s", prefix: str = "") -> None:
+    """Turns one, two and three, and a fork of two after its user message."""
+    await store.create_session(session, created_at=T0)
+    one, two, fork, three = (f"{prefix}{name}" for name in ("one", "two", "fork", "three"))
+    one_last = await _turn(store, one, 1, "hello", session=session)
+    two_last = await _turn(store, two, 2, "again", source=one, kind="next_turn",
+                           through=one_last, session=session)  # fmt: skip
+    # a fork of "two" through its user message (record 3: started, reference, input)
+    await _turn(store, fork, 3, "instead", source=two, kind="fork", through="3", session=session)
+    await _turn(store, three, 4, "last", source=two, kind="next_turn", through=two_last,
+                session=session)  # fmt: skip
+
+
 async def test_a_fork_is_a_branch_leaving_its_source_at_a_message() -> None:
     store = MemoryStore()
-    await store.create_session("s", created_at=T0)
-    one_last = await _turn(store, "one", 1, "hello")
-    two_last = await _turn(store, "two", 2, "again", source="one", kind="next_turn",
-                           through=one_last)  # fmt: skip
-    # a fork of "two" through its user message (record 3: started, reference, input)
-    await _turn(store, "fork", 3, "instead", source="two", kind="fork", through="3")
-    await _turn(store, "three", 4, "last", source="two", kind="next_turn", through=two_last)
+    await forked_session(store)
     runs = await store.list_runs_by_session("s")
     records = (await store.list_session_run_records("s", limit=1000)).records
     talk = session_conversation(run_tree(runs), records)

@@ -1,9 +1,11 @@
 """A record whose payload is damaged is reported by the pages that read it, named, as an error
-page: never read as an empty payload and shown as if nothing were wrong."""
+page: never read as an empty payload and shown as if nothing were wrong. A fork in a session's
+conversation is a branch of its source's turn, not the next turn."""
 
 from __future__ import annotations
 
 import html
+import re
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -13,6 +15,7 @@ from agentledger.runtime import records as rt
 from agentledger.service import StoreClient
 from agentledger.storage import RecordBuilder, RunStart
 from tests.service.process import ServiceProcess, Tokens
+from tests.views.test_conversation import forked_session
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -54,3 +57,20 @@ async def test_a_damaged_payload_is_an_error_page_naming_the_record(
         fragment = await client.get(f"{service.url}/ui/run/header", params={"id": "damaged-run"})
         assert fragment.status_code == 500
         assert f"corrupt record '{damaged}'" in fragment.text
+
+
+async def test_a_fork_shows_as_a_branch_in_the_conversation(
+    service: ServiceProcess, tokens: Tokens
+) -> None:
+    async with StoreClient(service.url, token=tokens.host) as host:
+        await forked_session(host, "branched", prefix="b-")
+    bearer = {"Authorization": f"Bearer {tokens.reader}"}
+    async with httpx.AsyncClient(headers=bearer) as client:
+        shown = await client.get(
+            f"{service.url}/ui/session/conversation", params={"id": "branched"}
+        )
+    assert shown.status_code == 200
+    page = html.unescape(shown.text)
+    labels = re.findall(r'<span class="turn-no">([^<]*)</span>', page)
+    assert labels == ["Turn 1", "Turn 2", "Branch of turn 2", "Turn 3"]
+    assert "at record 3: it leaves the conversation after message 3" in page
