@@ -7,6 +7,9 @@ record vocabulary, shared by the inspector and the CLI.
   one conversation, a fork shown as a branch leaving its source at a message.
 - :mod:`.timeline`: :class:`Timeline`, where a run's time went.
 - :mod:`.usage`: :class:`Usage`, tokens by model, run and turn, and their cost.
+- :mod:`.transcript`: the history links and window marks of a transcript chain.
+- :mod:`.waits`: what suspended runs wait for, and what tool calls point at.
+- :mod:`.tree`: a session's runs as a tree.
 """
 
 from agentledger.views.conversation import Branch, SessionConversation, session_conversation

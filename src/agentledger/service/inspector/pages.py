@@ -10,12 +10,15 @@ what happened in words.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from litestar import Request, Response
 from litestar.response import Redirect, Stream
@@ -31,15 +34,13 @@ from agentledger.errors import (
     TransientError,
     ValidationError,
 )
-from agentledger.runtime.checkpoint import InDoubtToolCall, RunCheckpoint
-from agentledger.runtime.crash_loops import describe_crash_loop, load_crash_loop
 from agentledger.runtime.prompts import prompt_versions
 from agentledger.runtime.records import decode_payload
 from agentledger.service.auth import Principal
 from agentledger.service.error_codec import http_status
 from agentledger.service.follow import HEARTBEAT, follow
-from agentledger.service.inspector.answers import fork_points, question_of
-from agentledger.service.inspector.conversation import WAITS, arrange, searchable
+from agentledger.service.inspector.answers import Question, fork_points, question_of
+from agentledger.service.inspector.conversation import arrange, searchable
 from agentledger.service.inspector.digest import MAX_RECORDS, Log, read_log
 from agentledger.service.inspector.login import (
     COOKIE,
@@ -77,7 +78,11 @@ from agentledger.views.transcript import (
     window_marks,
 )
 from agentledger.views.tree import RunNode, run_tree
-from agentledger.views.usage import PriceTable, usage_of
+from agentledger.views.usage import PriceTable, Usage, usage_of
+from agentledger.views.waits import exchanges, waiting_kind, waiting_text
+
+if TYPE_CHECKING:
+    from agentledger.engine.temporal.paused import Pause
 
 __all__ = [
     "HEADERS",
@@ -173,6 +178,33 @@ def _number(request: _ANY, name: str, default: int, most: int, least: int = 1) -
     if not text.isdigit() or not least <= int(text) <= most:
         raise ValidationError(field=name, expected=f"a number from {least} to {most}", got=text)
     return int(text)
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """What a run's header shows (every run page has it): the run at a glance, whether
+    Temporal holds it paused, what it asks or waits for, and what its tokens cost."""
+
+    run: RunMeta
+    summary: RunView
+    pause: Pause | None
+    question: Question | None
+    host_runtime: bool
+    """Whether this service can act on runs (answer, fork, cancel) itself."""
+    waiting: str
+    """The kind of input a suspended run waits for."""
+    waiting_text: str
+    predecessor: str
+    now: datetime
+    usage: Usage
+    cost: tuple[Decimal | None, list[str]]
+    prices: PriceTable | None
+    complete: bool
+
+
+def _fields(view: Any) -> dict[str, Any]:
+    """A view's fields by name, as a template's context (not copied)."""
+    return {f.name: getattr(view, f.name) for f in dataclasses.fields(view)}
 
 
 def _now() -> datetime:
@@ -368,35 +400,6 @@ class Pages:
         end = await log.end(self.store.list_session_run_records, session_id)
         return html(render("session.html", principal=principal, tab="runs", end=end, **context))
 
-    async def _waiting(self, run: RunMeta) -> str:
-        """The kind of input a suspended run waits for ("" if it cannot be read)."""
-        try:
-            stored = await self.store.load_run_suspension(run.run_id)
-            return RunCheckpoint.decode(stored.data).kind
-        except AgentledgerError:
-            return ""
-
-    async def _waiting_text(self, run: RunMeta, kind: str) -> str:
-        """What a suspended run waiting for ``kind`` waits for, in words; a crash loop says
-        which activity kept dying and how many times it started."""
-        if kind == "crash_loop":
-            try:
-                loop = await load_crash_loop(self.store, run.run_id)
-            except AgentledgerError:
-                loop = None
-            if loop is not None:
-                said = describe_crash_loop(loop)
-                return f"is paused: {said} without finishing (its worker kept dying)"
-        return WAITS.get(kind, "waits for outside input")
-
-    async def _waits(self, runs: list[RunMeta]) -> dict[str, str]:
-        """What each suspended run waits for, in words."""
-        waits: dict[str, str] = {}
-        for run in runs:
-            if run.status is RunStatus.SUSPENDED:
-                waits[run.run_id] = await self._waiting_text(run, await self._waiting(run))
-        return waits
-
     async def conversation(
         self, request: _ANY, principal: Principal, *, fragment: bool
     ) -> Response[Any]:
@@ -416,7 +419,7 @@ class Pages:
         except CorruptRecordError as e:
             windows, corrupt = {}, corrupt or e
         page, paging = _paged(request, bubbles)
-        context = await self._exchange_context(log.records, order)
+        context = _fields(await exchanges(self.store, log.records, order))
         context.update(
             session=session,
             bubbles=page,
@@ -435,31 +438,6 @@ class Pages:
         return html(
             render("conversation.html", principal=principal, tab="conversation", end=end, **context)
         )
-
-    async def _exchange_context(self, records: list[Record], runs: list[RunMeta]) -> dict[str, Any]:
-        """Child runs by tool call id, and what each suspended run's calls wait for."""
-        children: dict[str, str] = {}
-        for record in records:
-            if record.type == CHILD_RUN_LINKED:
-                link = decode_payload(record, ChildRunLinked)
-                children.setdefault(link.tool_call_id, link.child_run_id)
-        return {"children": children, "waits": await self._waits(runs),
-                "statuses": {r.run_id: r for r in runs},
-                "doubts": await self._doubts(runs)}  # fmt: skip
-
-    async def _doubts(self, runs: list[RunMeta]) -> dict[str, InDoubtToolCall]:
-        """Tool calls in doubt, by call id, in the suspended runs no continuation took."""
-        doubts: dict[str, InDoubtToolCall] = {}
-        for run in runs:
-            if run.status is not RunStatus.SUSPENDED or run.successor_run_id:
-                continue
-            try:
-                stored = await self.store.load_run_suspension(run.run_id)
-                checkpoint = RunCheckpoint.decode(stored.data)
-            except AgentledgerError:
-                continue
-            doubts.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
-        return doubts
 
     async def search(self, request: _ANY, principal: Principal) -> Response[Any]:
         """Records of a session whose payload, type or key holds the text searched for."""
@@ -514,32 +492,32 @@ class Pages:
             message=await run_message(self.store, run),
         )
 
-    async def _run_context(self, run_id: str, log: Log | None = None) -> dict[str, Any]:
+    async def _run_header(self, run_id: str, log: Log | None = None) -> RunHeader:
         view = await self._run_view(run_id, log)
         run = view.run
         suspended = run.status is RunStatus.SUSPENDED
-        waiting = await self._waiting(run) if suspended else ""
-        return {
-            "run": run,
-            "pause": await pause_of(self.state, run_id),
-            "question": await question_of(self.store, run_id) if suspended else None,
-            "host_runtime": self.state.host_runtime is not None,
-            "waiting": waiting,
-            "waiting_text": await self._waiting_text(run, waiting) if suspended else "",
-            "predecessor": view.predecessor,
-            "summary": view,
-            "now": _now(),
-            "usage": view.usage,
-            "cost": view.usage.cost(self.prices),
-            "prices": self.prices,
-            "complete": view.complete,
-        }
+        waiting = await waiting_kind(self.store, run) if suspended else ""
+        return RunHeader(
+            run=run,
+            summary=view,
+            pause=await pause_of(self.state, run_id),
+            question=await question_of(self.store, run_id) if suspended else None,
+            host_runtime=self.state.host_runtime is not None,
+            waiting=waiting,
+            waiting_text=await waiting_text(self.store, run, waiting) if suspended else "",
+            predecessor=view.predecessor,
+            now=_now(),
+            usage=view.usage,
+            cost=view.usage.cost(self.prices),
+            prices=self.prices,
+            complete=view.complete,
+        )
 
     async def run(self, request: _ANY, principal: Principal) -> Response[Any]:
         run_id = param(request, "id")
         await self.in_scope(principal, "inspect_run", "run", run_id)
         log = await read_log(self.store.list_run_records, run_id)
-        context = await self._run_context(run_id, log)
+        context = _fields(await self._run_header(run_id, log))
         types = _params(request, "type")
         after = param(request, "after")
         q = param(request, "q").strip()
@@ -592,7 +570,9 @@ class Pages:
         run_id = param(request, "id")
         await self.in_scope(principal, "inspect_run", "run", run_id)
         return html(
-            render("_run_header.html", principal=principal, **await self._run_context(run_id))
+            render(
+                "_run_header.html", principal=principal, **_fields(await self._run_header(run_id))
+            )
         )
 
     async def timeline(
@@ -601,12 +581,11 @@ class Pages:
         run_id = param(request, "id")
         await self.in_scope(principal, "inspect_run", "run", run_id)
         log = await read_log(self.store.list_run_records, run_id)
-        context = await self._run_context(run_id, log)
-        line = timeline(context["run"], log.records, context["now"])
+        header = await self._run_header(run_id, log)
+        context = _fields(header)
+        line = timeline(header.run, log.records, header.now)
         turns = sorted(
-            (turn, tokens)
-            for (rid, turn), tokens in context["usage"].by_turn.items()
-            if rid == run_id
+            (turn, tokens) for (rid, turn), tokens in header.usage.by_turn.items() if rid == run_id
         )
         steps = line.rows[1:-1]  # the run's own row and the writes' row are on every page
         last = max((len(steps) - 1) // TIMELINE_PAGE * TIMELINE_PAGE, 0)
@@ -647,11 +626,10 @@ class Pages:
         except CorruptRecordError as e:
             bubbles, corrupt = [], e
         page, paging = _paged(request, bubbles)
-        context = await self._run_context(run_id, log)
-        context["history"] = history
-        context["windows"] = windows
-        context["forks"] = forks
-        context.update(await self._exchange_context(log.records, [context["run"]]))
+        header = await self._run_header(run_id, log)
+        context = _fields(header)
+        context.update(history=history, windows=windows, forks=forks)
+        context.update(_fields(await exchanges(self.store, log.records, [header.run])))
         if fragment:
             return html(
                 render("_conversation.html", bubbles=page, corrupt=corrupt, **paging, **context)
