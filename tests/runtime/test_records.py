@@ -113,3 +113,10 @@ def test_a_payload_of_another_record_type_is_a_corrupt_record() -> None:
     note = _record(rt.PLANNER_NOTE, rt.encode_json(rt.UsagePayload(model="m")))
     with pytest.raises(CorruptRecordError, match="expected type 'model_usage'"):
         rt.decode_payload(note, rt.UsagePayload)
+
+
+def test_a_step_names_its_turn() -> None:
+    assert rt.step_turn(rt.turn_step(12)) == 12
+    assert rt.step_turn("turn:3:tool_results") == 3
+    assert rt.step_turn("resume:answer") == 0
+    assert rt.step_turn("") == 0

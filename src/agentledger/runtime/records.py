@@ -63,6 +63,7 @@ __all__ = [
     "parse_event_key",
     "phase_key",
     "prompt_key",
+    "step_turn",
     "tool_key",
     "turn_step",
     "usage_key",
@@ -308,7 +309,7 @@ def _number(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() else None
 
 
-def _turn_of(step: str) -> int:
+def step_turn(step: str) -> int:
     """The turn a step prefix belongs to (0 outside turns)."""
     head, _, rest = step.partition(":")
     if head != "turn":
@@ -341,7 +342,7 @@ def parse_event_key(key: str) -> EventKey:
             return other
         return EventKey(
             KeyKind.TOOL,
-            turn=_turn_of(step),
+            turn=step_turn(step),
             step=step,
             call_id=call_id,
             stage=stage,
@@ -349,7 +350,7 @@ def parse_event_key(key: str) -> EventKey:
         )
     if key.endswith(":messages"):
         step = key[: -len(":messages")]
-        return EventKey(KeyKind.MESSAGES, turn=_turn_of(step), step=step) if step else other
+        return EventKey(KeyKind.MESSAGES, turn=step_turn(step), step=step) if step else other
     parts = key.split(":")
     if len(parts) < 3 or parts[0] != "turn" or _number(parts[1]) is None:
         return other
