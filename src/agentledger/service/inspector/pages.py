@@ -492,7 +492,11 @@ class Pages:
             message=await run_message(self.store, run),
         )
 
-    async def _run_header(self, run_id: str, log: Log | None = None) -> RunHeader:
+    async def _run_header(
+        self, run_id: str, log: Log | None = None, *, ask_temporal: bool = True
+    ) -> RunHeader:
+        """The run's header; ``ask_temporal`` False leaves out whether Temporal holds it
+        paused: a live refresh follows a record the run just wrote, so it moves (its page asks)."""
         view = await self._run_view(run_id, log)
         run = view.run
         suspended = run.status is RunStatus.SUSPENDED
@@ -500,7 +504,7 @@ class Pages:
         return RunHeader(
             run=run,
             summary=view,
-            pause=await pause_of(self.state, run_id),
+            pause=await pause_of(self.state, run_id) if ask_temporal else None,
             question=await question_of(self.store, run_id) if suspended else None,
             host_runtime=self.state.host_runtime is not None,
             waiting=waiting,
@@ -571,7 +575,9 @@ class Pages:
         await self.in_scope(principal, "inspect_run", "run", run_id)
         return html(
             render(
-                "_run_header.html", principal=principal, **_fields(await self._run_header(run_id))
+                "_run_header.html",
+                principal=principal,
+                **_fields(await self._run_header(run_id, ask_temporal=False)),
             )
         )
 
