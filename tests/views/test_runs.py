@@ -6,6 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
+import pytest
+
+from agentledger.errors import CorruptRecordError
 from agentledger.runtime import records as rt
 from agentledger.storage import MemoryStore, Page, RecordBuilder, RunStart, RunStatus
 from agentledger.views import RunDigest, read_run_view
@@ -63,3 +67,18 @@ async def test_a_record_folded_twice_counts_once() -> None:
     records = (await store.list_run_records("r")).records
     digest = RunDigest("r").extend(records).extend(records)
     assert digest.view(await store.load_run("r")).tokens.input == 5
+
+
+async def test_a_damaged_first_message_is_a_corrupt_record() -> None:
+    store = MemoryStore()
+    run = RecordBuilder(RunStart(run_id="r", agent_id="a", started_at=T0))
+    await store.start_one_shot_run(run.one_shot_start())
+    started = (await store.list_run_records("r")).records[0]
+    damaged = msgspec.structs.replace(
+        run.record(rt.TRANSCRIPT_APPENDED, b'[{"role": "nobody"}]', event_key="input:messages",
+                   at=T0),
+        id="2",
+    )  # fmt: skip
+    with pytest.raises(CorruptRecordError) as raised:
+        RunDigest("r").extend([started, damaged])
+    assert (raised.value.run_id, raised.value.record_id) == ("r", "2")

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from agentledger.errors import TranscriptError
+from agentledger.errors import CorruptRecordError, TranscriptError
 from agentledger.runtime.records import messages_key
 from agentledger.storage.cursor import encode_cursor
 from agentledger.storage.payloads import (
@@ -90,11 +90,18 @@ class RunView:
 
 
 def _said(record: Record) -> str:
-    """The text of the last message a transcript record holds ("" if none)."""
+    """The text of the last message a transcript record holds ("" if none).
+
+    Raises:
+        CorruptRecordError: the record does not hold messages (the store checks them
+            when they are written, so this is damage, never skipped).
+    """
     try:
         messages = decode_messages(record.payload)
-    except TranscriptError:
-        return ""
+    except TranscriptError as e:
+        raise CorruptRecordError(
+            run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
+        ) from e
     for message in reversed(messages):
         text = " ".join(p.text for p in message.parts if isinstance(p, TextPart)).strip()
         if text:
