@@ -9,7 +9,8 @@ record vocabulary, shared by the inspector and the CLI.
 - :mod:`.usage`: :class:`Usage`, tokens by model, run and turn, and their cost.
 - :mod:`.transcript`: the history links and window marks of a transcript chain.
 - :mod:`.waits`: what suspended runs wait for, and what tool calls point at.
-- :mod:`.tree`: a session's runs as a tree.
+- :mod:`.tree`: a session's runs as a tree; :mod:`.sessions`: the tree with a view of each
+  run and the messages still waiting (:mod:`.messages`: what became of each message).
 """
 
 from agentledger.views.conversation import Branch, SessionConversation, session_conversation

@@ -49,7 +49,6 @@ from agentledger.service.inspector.login import (
     safe_next,
     secure_cookie,
 )
-from agentledger.service.inspector.messages import WaitingMessage, message_fates, run_message
 from agentledger.service.inspector.pauses import pause_of
 from agentledger.service.inspector.positions import matches, window
 from agentledger.service.inspector.render import page_url, render
@@ -65,10 +64,12 @@ from agentledger.storage.replay import (
     MessageOrigin,
     replay_with_origins,
 )
-from agentledger.storage.run_failure import load_run_failure, load_run_failures
+from agentledger.storage.run_failure import load_run_failure
 from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
 from agentledger.views.conversation import session_conversation
-from agentledger.views.runs import RunDigest, RunView, read_run_view, summarize
+from agentledger.views.messages import run_message
+from agentledger.views.runs import RunDigest, RunView, read_run_view
+from agentledger.views.sessions import SessionRuns, session_runs
 from agentledger.views.timeline import timeline
 from agentledger.views.transcript import (
     HistoryLink,
@@ -77,7 +78,6 @@ from agentledger.views.transcript import (
     history_links,
     window_marks,
 )
-from agentledger.views.tree import RunNode, run_tree
 from agentledger.views.usage import PriceTable, Usage, usage_of
 from agentledger.views.waits import exchanges, waiting_kind, waiting_text
 
@@ -362,19 +362,10 @@ class Pages:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _session_runs(
-        self, session_id: str
-    ) -> tuple[list[RunNode], Log, dict[str, RunView], list[WaitingMessage]]:
+    async def _session_runs(self, session_id: str) -> tuple[SessionRuns, Log]:
         runs = await self.store.list_runs_by_session(session_id)
         log = await read_log(self.store.list_session_run_records, session_id)
-        summaries = summarize(runs, log.records)
-        for run_id, failure in (await load_run_failures(self.store, runs)).items():
-            summaries[run_id] = summaries[run_id].having(failure=failure)
-        fates, waiting = await message_fates(self.store, session_id)
-        for run_id, fate in fates.items():
-            if run_id in summaries:
-                summaries[run_id] = summaries[run_id].having(message=fate)
-        return run_tree(runs), log, summaries, waiting
+        return await session_runs(self.store, session_id, runs, log.records), log
 
     async def session(
         self, request: _ANY, principal: Principal, *, fragment: bool
@@ -382,13 +373,13 @@ class Pages:
         session_id = param(request, "id")
         await self.in_scope(principal, "inspect_session", "session", session_id)
         session = await self.store.load_session(session_id)
-        tree, log, summaries, waiting = await self._session_runs(session_id)
+        runs, log = await self._session_runs(session_id)
         usage = usage_of(log.records)
         context = {
-            "tree": tree,
-            "waiting_messages": waiting,
+            "tree": runs.tree,
+            "waiting_messages": runs.waiting,
             "session": session,
-            "summaries": summaries,
+            "summaries": runs.summaries,
             "now": _now(),
             "usage": usage,
             "cost": usage.cost(self.prices),
@@ -407,8 +398,8 @@ class Pages:
         session_id = param(request, "id")
         await self.in_scope(principal, "inspect_session", "session", session_id)
         session = await self.store.load_session(session_id)
-        tree, log, summaries, waiting = await self._session_runs(session_id)
-        talk = session_conversation(tree, log.records)
+        runs, log = await self._session_runs(session_id)
+        talk = session_conversation(runs.tree, log.records)
         order = list(talk.runs)
         bubbles = arrange(list(talk.messages), talk.sources)
         corrupt = talk.corrupt
@@ -424,12 +415,12 @@ class Pages:
             session=session,
             bubbles=page,
             corrupt=corrupt,
-            summaries=summaries,
+            summaries=runs.summaries,
             windows=windows,
             now=_now(),
             turns=talk.turns,
             branches=talk.branches,
-            waiting_messages=waiting,
+            waiting_messages=runs.waiting,
             **paging,
         )
         if fragment:
