@@ -84,9 +84,9 @@ class RunView:
         """:meth:`seconds` as text."""
         return duration_text(self.seconds(now))
 
-    def having(self, **changes: object) -> RunView:
-        """This view with ``changes`` (a failure, a message's fate ...)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+    def having(self, *, failure: RunFailure | None = None, message: str = "") -> RunView:
+        """This view with why the run failed and the fate of its message (each if given)."""
+        return replace(self, failure=failure or self.failure, message=message or self.message)
 
 
 def _said(record: Record) -> str:

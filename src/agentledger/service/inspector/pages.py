@@ -475,8 +475,7 @@ class Pages:
             digest = RunDigest(run_id).extend(log.records)
             digest.complete = log.complete
             view = digest.view(await self.store.load_run(run_id))
-        if digest.complete:
-            self._keep(digest)
+        self._keep(digest)  # a partial one goes on where it stopped, up to the end
         run = view.run
         return view.having(
             failure=await load_run_failure(self.store, run),
