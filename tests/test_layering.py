@@ -28,3 +28,8 @@ def test_replay_is_still_reachable_from_the_transcript_package() -> None:
 def test_observability_does_not_import_the_runtime() -> None:
     loaded = _imported_by("agentledger.observability")
     assert not {m for m in loaded if m.startswith("agentledger.runtime")}
+
+
+def test_the_read_model_does_not_import_the_service_or_the_cli() -> None:
+    loaded = _imported_by("agentledger.views")
+    assert not {m for m in loaded if m.startswith(("agentledger.service", "agentledger.cli"))}

@@ -44,6 +44,11 @@ PUBLIC = {
         "StartOutcome",
         "StartResult", "Store", "TurnAppend", "payloads",
     ],
+    "agentledger.views": [
+        "Branch", "HistorySource", "Price", "PriceTable", "Row", "RunDigest", "RunView",
+        "SessionConversation", "Timeline", "Tokens", "Usage", "read_run_start", "read_run_view",
+        "session_conversation", "summarize", "timeline", "usage_of",
+    ],
     "agentledger.storage.payloads": [
         "CANCELLATION_INTENT", "CHILD_RUN_LINKED", "ENGINE_CANCELED", "LIFECYCLE_TYPES",
         "PROMPT_RENDERED", "RESERVED_REASONS", "RUN_COMPLETED", "RUN_STARTED", "RUN_SUSPENDED",

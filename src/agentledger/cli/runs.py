@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agentledger.storage.protocol import AdminStore
     from agentledger.storage.run_failure import RunFailure
     from agentledger.storage.types import RunMeta, SessionMessage
+    from agentledger.views.runs import HistorySource
 
 __all__ = ["predecessor", "run_tree", "runs"]
 
@@ -63,27 +64,17 @@ def runs(settings: Settings, session_id: str, temporal: str | None, namespace: s
 
 async def predecessor(store: AdminStore, run_id: str) -> str:
     """[K2] the run a continuation resumed: it is kept only in its ``run_started`` record."""
-    from agentledger.storage import payloads
-    from agentledger.storage.validation import decode_stored_payload
+    from agentledger.views.runs import read_run_start
 
-    page = await store.list_run_records(run_id, limit=1)
-    if not page.records or page.records[0].type != payloads.RUN_STARTED:
-        return ""
-    return decode_stored_payload(page.records[0], payloads.RunStarted).predecessor_run_id
+    return (await read_run_start(store, run_id)).predecessor
 
 
-async def history_source(store: AdminStore, run_id: str) -> dict[str, str] | None:
-    """The history reference a run started from (its kind, source run and last record),
-    among the few records its start wrote; None for a run seeded by copy or not at all."""
-    from agentledger.storage import payloads
-    from agentledger.storage.transcript_chain import decode_reference
-
-    page = await store.list_run_records(run_id, limit=4)
-    for record in page.records:
-        if record.type == payloads.TRANSCRIPT_REFERENCED:
-            ref = decode_reference(record)
-            return {"kind": ref.kind, "run_id": ref.run_id, "through": ref.through}
-    return None
+def _history_json(source: HistorySource | None) -> dict[str, str] | None:
+    """The history reference a run started from (its kind, source run and last record);
+    None for a run seeded by copy or not at all."""
+    if source is None:
+        return None
+    return {"kind": source.kind, "run_id": source.run_id, "through": source.through}
 
 
 async def _runs(
@@ -97,12 +88,14 @@ async def _runs(
     from agentledger.runtime.crash_loops import load_crash_loops
     from agentledger.storage.message_fate import describe_waiting, message_json, steered_into
     from agentledger.storage.run_failure import load_run_failures
+    from agentledger.views.runs import read_run_start
 
     found = await store.load_session(session_id)
     metas = await store.list_runs_by_session(session_id)
     messages = {m.run_id: m for m in await store.list_session_messages(session_id)}
-    predecessors = {r.run_id: await predecessor(store, r.run_id) for r in metas}
-    histories = {r.run_id: await history_source(store, r.run_id) for r in metas}
+    starts = {r.run_id: await read_run_start(store, r.run_id) for r in metas}
+    predecessors = {run_id: start.predecessor for run_id, start in starts.items()}
+    histories = {run_id: _history_json(start.history) for run_id, start in starts.items()}
     failures = await load_run_failures(store, metas)
     looped = await load_crash_loops(store, metas)
     notes = {r.run_id: await call_notes(store, r.run_id) for r in metas}

@@ -13,17 +13,9 @@ __all__ = ["call_notes"]
 
 
 def _decode(record: Record, kind: type) -> object:
-    import msgspec
+    from agentledger.runtime.records import decode_payload
 
-    from agentledger.errors import CorruptRecordError, ValidationError
-    from agentledger.runtime.records import decode_json
-
-    try:
-        return decode_json(record.payload, kind)
-    except (msgspec.ValidationError, msgspec.DecodeError, ValidationError) as e:
-        raise CorruptRecordError(
-            run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
-        ) from e
+    return decode_payload(record, kind)
 
 
 async def call_notes(store: AdminStore, run_id: str) -> dict[str, list[str]]:

@@ -73,17 +73,12 @@ async def _transcript(
 def _window_marks(segments: Sequence[TranscriptSegment]) -> dict[tuple[str, str, int], list[str]]:
     """Lines to show before the message each window starts at: the policy's cut, or the
     summary that replaced what came before, with its provenance."""
-    from agentledger.storage import payloads
-    from agentledger.storage.transcript_chain import decode_window
+    from agentledger.views.transcript import chain_records, window_marks
 
     marks: dict[tuple[str, str, int], list[str]] = {}
-    for segment in reversed(segments):
-        for record in segment.records:
-            if record.type != payloads.TRANSCRIPT_WINDOW:
-                continue
-            window = decode_window(record)
-            start = window.start
-            where = f"{record.run_id} record {record.id}"
+    for stored, windows in window_marks(chain_records(segments)).items():
+        for window in windows:
+            where = f"{window.run} record {window.record}"
             if window.summary:
                 replaced = ", ".join(
                     f"{r.run_id} records {r.first}-{r.last}" for r in window.replaces
@@ -97,24 +92,20 @@ def _window_marks(segments: Sequence[TranscriptSegment]) -> dict[tuple[str, str,
                 ]
             else:
                 lines = [f"-- cut ({window.policy}, {where}): from here on the model was sent"]
-            marks.setdefault((start.run_id, start.record, start.message), []).extend(lines)
+            marks.setdefault(stored, []).extend(lines)
     return marks
 
 
 def _chain_lines(segments: Sequence[TranscriptSegment]) -> list[str]:
     """How the run's history reaches back: one line per history reference followed."""
-    from agentledger.storage import payloads
-    from agentledger.storage.transcript_chain import decode_reference
+    from agentledger.views.transcript import history_links
 
-    lines = []
-    for segment in segments:
-        for record in segment.records:
-            if record.type == payloads.TRANSCRIPT_REFERENCED:
-                ref = decode_reference(record)
-                how = {"next_turn": "follows", "continuation": "continues", "fork": "forks"}
-                cut = "" if ref.kind != "fork" else f" at record {ref.through}"
-                lines.append(f"{segment.run_id} {how[ref.kind]} {ref.run_id}{cut}")
-    return lines
+    how = {"next_turn": "follows", "continuation": "continues", "fork": "forks"}
+    return [
+        f"{link.run} {how[link.kind]} {link.source}"
+        + (f" at record {link.through}" if link.kind == "fork" else "")
+        for link in history_links(segments)
+    ]
 
 
 def _part(part: Part) -> str:

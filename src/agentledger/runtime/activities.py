@@ -442,9 +442,9 @@ class Activities:
         suspension: its checkpoint holds what the plan awaits. Without it, the
         earlier attempt died between its two writes and this one finishes them.
         """
-        step = f"turn:{turn}"
-        final = rt.RecordSpec.appended(f"{step}:final").event_key
-        asked = rt.RecordSpec.appended(f"{step}:assistant").event_key
+        step = rt.turn_step(turn)
+        final = rt.messages_key(f"{step}:final")
+        asked = rt.messages_key(f"{step}:assistant")
         message: Message | None = None
         scheduled = suspended = False
         async for record in self._records(run_id):

@@ -37,16 +37,11 @@ class DoubtfulStep(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _decode(record: Record, kind: Any) -> Any:
-    try:
-        return rt.decode_json(record.payload, kind)
-    except (msgspec.ValidationError, msgspec.DecodeError, ValidationError) as e:
-        raise CorruptRecordError(
-            run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
-        ) from e
+    return rt.decode_payload(record, kind)
 
 
-def _step_of(event_key: str, call_id: str) -> str:
-    return event_key.split(f":tool:{call_id}:", 1)[0]
+def _step_of(event_key: str) -> str:
+    return rt.parse_event_key(event_key).step
 
 
 async def in_doubt_step(
@@ -69,12 +64,12 @@ async def in_doubt_step(
             began: rt.ToolStartedPayload = _decode(record, rt.ToolStartedPayload)
             if began.tool_call_id in ids:
                 started[began.tool_call_id] = (record, began)  # the latest attempt wins
-                steps[began.tool_call_id] = _step_of(record.event_key, began.tool_call_id)
+                steps[began.tool_call_id] = _step_of(record.event_key)
         elif record.type == rt.TOOL_CALL_SCHEDULED:
             call: rt.ToolScheduledPayload = _decode(record, rt.ToolScheduledPayload)
             if call.tool_call_id in ids:
                 scheduled.add(call.tool_call_id)
-                steps.setdefault(call.tool_call_id, _step_of(record.event_key, call.tool_call_id))
+                steps.setdefault(call.tool_call_id, _step_of(record.event_key))
         elif record.type == rt.TOOL_RESULT_RECEIVED:
             res: rt.ToolResultPayload = _decode(record, rt.ToolResultPayload)
             if res.tool_call_id in ids:
@@ -122,7 +117,7 @@ async def in_doubt_step(
     calls = tuple(ToolCall(id=u.id, name=u.name, input=dict(u.input)) for u in dangling)
     origin = "" if scheduled else await _origin(store, records)
     step = steps.get(dangling[0].id, "")
-    turn = int(step.split(":")[1]) if step.startswith("turn:") else 0
+    turn = rt.step_turn(step)
     checkpoint = step_checkpoint(
         agent_id=meta.agent_id,
         turn=turn,

@@ -7,17 +7,26 @@ defined here. Event keys are deterministic from the run's step
 record and the store answers with an exact retry [X1]. Building a
 :class:`RecordSpec` is pure computation: the run loop does it, an activity
 stores it.
+
+The key grammar is owned here: the ``*_key`` builders make every event key a
+run writes, and :func:`parse_event_key` reads one back as an :class:`EventKey`;
+:func:`decode_payload` reads a stored payload with the checks its writer made.
+Nothing else builds or parses these keys.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 import msgspec
 
+from agentledger.errors import CorruptRecordError
 from agentledger.storage import payloads
 from agentledger.storage.payloads import TranscriptReference
+from agentledger.storage.types import Record
+from agentledger.storage.validation import decode_stored_payload
 from agentledger.transcript import JsonNumber, Message, encode_messages
 
 __all__ = [
@@ -32,6 +41,8 @@ __all__ = [
     "TRANSCRIPT_APPENDED",
     "TRANSCRIPT_REFERENCED",
     "TRANSCRIPT_SEEDED",
+    "EventKey",
+    "KeyKind",
     "NotePayload",
     "Phase",
     "PhasePayload",
@@ -43,7 +54,20 @@ __all__ = [
     "ToolStartedPayload",
     "UsagePayload",
     "decode_json",
+    "decode_payload",
     "encode_json",
+    "history_key",
+    "history_usage_key",
+    "messages_key",
+    "note_key",
+    "parse_event_key",
+    "phase_key",
+    "prompt_key",
+    "step_turn",
+    "tool_key",
+    "turn_step",
+    "usage_key",
+    "window_key",
 ]
 
 RUN_PHASE_CHANGED = "run_phase_changed"
@@ -185,6 +209,213 @@ class UsagePayload(_Payload, frozen=True, kw_only=True):
     cache_write_tokens: int = 0
 
 
+# ------------------------------------------------------------------------------ event keys
+
+
+class KeyKind(StrEnum):
+    """What a runtime event key names."""
+
+    PHASE = "phase"  # ``phase:<phase>`` or ``turn:N:phase:<phase>``
+    PROMPT = "prompt"  # ``prompt:<prompt id>``
+    SEEDED = "seeded"  # ``transcript:seeded``
+    REFERENCED = "referenced"  # ``transcript:referenced``
+    MESSAGES = "messages"  # ``<step>:messages``
+    TOOL = "tool"  # ``<step>:tool:<call id>:<stage>`` (``started:<attempt>``)
+    NOTE = "note"  # ``turn:N:note:<index>``
+    USAGE = "usage"  # ``turn:N:usage:<index>``, or ``turn:N:history:usage`` (a summariser)
+    WINDOW = "window"  # ``turn:N:window``
+    OTHER = "other"  # not a key the run loop writes (a lifecycle record's, for one)
+
+
+@dataclass(frozen=True)
+class EventKey:
+    """An event key read back (:func:`parse_event_key`).
+
+    ``turn`` is the planner turn the key belongs to (0: before the first turn,
+    or a step outside turns such as ``resume``); ``step`` the step prefix
+    (``turn:2``, ``resume:answer``); ``index`` a note's or usage's number (None
+    for a compaction's summariser usage, ``history`` true); ``call_id`` and
+    ``stage`` a tool call's id and what its record says (``scheduled``,
+    ``started``, ``answered``, ``result``); ``attempt`` a ``started`` record's
+    attempt; ``name`` a phase's or prompt's name.
+    """
+
+    kind: KeyKind
+    turn: int = 0
+    step: str = ""
+    index: int | None = None
+    call_id: str = ""
+    stage: str = ""
+    attempt: int = 0
+    name: str = ""
+    history: bool = False
+
+
+_TOOL_STAGES = frozenset({"scheduled", "answered", "result"})
+
+
+def turn_step(turn: int) -> str:
+    """The step prefix of planner turn ``turn`` (``turn:3``)."""
+    return f"turn:{turn}"
+
+
+def phase_key(phase: Phase | str, turn: int = 0) -> str:
+    """The key of a ``run_phase_changed`` record (``turn`` 0: before the first turn)."""
+    return f"phase:{phase}" if turn == 0 else f"{turn_step(turn)}:phase:{phase}"
+
+
+def prompt_key(prompt_id: str) -> str:
+    """The key of a ``prompt_rendered`` record."""
+    return f"prompt:{prompt_id}"
+
+
+def messages_key(step: str) -> str:
+    """The key of the messages accepted at ``step`` (``input``, ``turn:2:assistant`` ...)."""
+    return f"{step}:messages"
+
+
+def tool_key(step: str, call_id: str, stage: str, attempt: int = 0) -> str:
+    """The key of a tool call's record at ``stage`` (``started`` takes its ``attempt``)."""
+    suffix = f"started:{attempt}" if stage == "started" else stage
+    return f"{step}:tool:{call_id}:{suffix}"
+
+
+def note_key(turn: int, index: int) -> str:
+    """The key of planner note ``index`` of turn ``turn``."""
+    return f"{turn_step(turn)}:note:{index}"
+
+
+def usage_key(turn: int, index: int) -> str:
+    """The key of model call ``index``'s usage in turn ``turn``."""
+    return f"{turn_step(turn)}:usage:{index}"
+
+
+def history_key(turn: int) -> str:
+    """Where turn ``turn``'s compaction summary is saved among the run's per-call results."""
+    return f"{turn_step(turn)}:history"
+
+
+def history_usage_key(turn: int) -> str:
+    """The key of the usage of the summariser that compacted turn ``turn``'s history."""
+    return f"{history_key(turn)}:usage"
+
+
+def window_key(turn: int) -> str:
+    """The key of the ``transcript_window_applied`` record of turn ``turn``."""
+    return f"{turn_step(turn)}:window"
+
+
+def _number(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def step_turn(step: str) -> int:
+    """The turn a step prefix belongs to (0 outside turns)."""
+    head, _, rest = step.partition(":")
+    if head != "turn":
+        return 0
+    return _number(rest.partition(":")[0]) or 0
+
+
+def parse_event_key(key: str) -> EventKey:
+    """What the event key ``key`` names; a key the run loop never writes is ``OTHER``."""
+    other = EventKey(KeyKind.OTHER)
+    if key == "transcript:seeded":
+        return EventKey(KeyKind.SEEDED)
+    if key == "transcript:referenced":
+        return EventKey(KeyKind.REFERENCED)
+    if key.startswith("phase:"):
+        return EventKey(KeyKind.PHASE, name=key[len("phase:") :])
+    if key.startswith("prompt:"):
+        return EventKey(KeyKind.PROMPT, name=key[len("prompt:") :])
+    if ":tool:" in key:
+        step, _, rest = key.partition(":tool:")
+        call_id, _, stage = rest.rpartition(":")
+        attempt = 0
+        if stage not in _TOOL_STAGES:
+            call_id, _, started = call_id.rpartition(":")
+            number = _number(stage)
+            if started != "started" or number is None:
+                return other
+            stage, attempt = "started", number
+        if not call_id:
+            return other
+        return EventKey(
+            KeyKind.TOOL,
+            turn=step_turn(step),
+            step=step,
+            call_id=call_id,
+            stage=stage,
+            attempt=attempt,
+        )
+    if key.endswith(":messages"):
+        step = key[: -len(":messages")]
+        return EventKey(KeyKind.MESSAGES, turn=step_turn(step), step=step) if step else other
+    parts = key.split(":")
+    if len(parts) < 3 or parts[0] != "turn" or _number(parts[1]) is None:
+        return other
+    turn, step, tail = int(parts[1]), turn_step(int(parts[1])), parts[2:]
+    match tail:
+        case ["phase", name] if name:
+            return EventKey(KeyKind.PHASE, turn=turn, step=step, name=name)
+        case ["note", index] if _number(index) is not None:
+            return EventKey(KeyKind.NOTE, turn=turn, step=step, index=int(index))
+        case ["usage", index] if _number(index) is not None:
+            return EventKey(KeyKind.USAGE, turn=turn, step=step, index=int(index))
+        case ["history", "usage"]:
+            return EventKey(KeyKind.USAGE, turn=turn, step=step, history=True)
+        case ["window"]:
+            return EventKey(KeyKind.WINDOW, turn=turn, step=step)
+    return other
+
+
+# ---------------------------------------------------------------------- stored payloads
+
+_P = TypeVar("_P", bound=msgspec.Struct)
+
+_RECORD_TYPES: dict[type[Any], str] = {
+    PhasePayload: RUN_PHASE_CHANGED,
+    PromptPayload: PROMPT_RENDERED,
+    ToolScheduledPayload: TOOL_CALL_SCHEDULED,
+    ToolStartedPayload: TOOL_CALL_STARTED,
+    ToolAnsweredPayload: TOOL_CALL_ANSWERED,
+    ToolResultPayload: TOOL_RESULT_RECEIVED,
+    NotePayload: PLANNER_NOTE,
+    UsagePayload: MODEL_USAGE,
+}
+
+
+def decode_payload(record: Record, type: type[_P]) -> _P:
+    """The payload of a stored ``record`` as ``type``, checked as its writer checked it.
+
+    ``type`` is a runtime payload (this module's) or a storage one
+    (:mod:`agentledger.storage.payloads`, decoded by the store's own
+    :func:`~agentledger.storage.validation.decode_stored_payload`). The
+    record's type must be the one ``type`` is written as.
+
+    Raises:
+        CorruptRecordError: the payload is not a valid ``type`` (damaged data is
+            reported, never read as empty).
+    """
+    if isinstance(getattr(type, "record_type", None), str):  # a storage payload
+        return cast(_P, decode_stored_payload(record, cast(Any, type)))
+    expected = _RECORD_TYPES.get(type)
+    if expected is not None and record.type != expected:
+        raise CorruptRecordError(
+            run_id=record.run_id,
+            record_id=record.id,
+            reason=f"expected type {expected!r}, found {record.type!r}",
+        )
+    try:
+        return cast(_P, decode_json(record.payload, type))
+    except msgspec.DecodeError as e:  # msgspec.ValidationError is one
+        raise CorruptRecordError(
+            run_id=record.run_id,
+            record_id=record.id,
+            reason=f"{record.type} payload is not a valid {type.__name__}: {e}",
+        ) from e
+
+
 class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
     """An ordinary record to write: everything but the run identity and the time."""
 
@@ -197,9 +428,10 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def phase(cls, phase: Phase, turn: int = 0) -> RecordSpec:
         """The run entered ``phase`` (``turn`` 0 is before the first planner turn)."""
-        key = f"phase:{phase}" if turn == 0 else f"turn:{turn}:phase:{phase}"
         return cls(
-            type=RUN_PHASE_CHANGED, event_key=key, payload=encode_json(PhasePayload(phase=phase))
+            type=RUN_PHASE_CHANGED,
+            event_key=phase_key(phase, turn),
+            payload=encode_json(PhasePayload(phase=phase)),
         )
 
     @classmethod
@@ -207,7 +439,7 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
         """The run rendered this prompt."""
         payload = PromptPayload(prompt_id=prompt_id, version=version, text=text)
         return cls(
-            type=PROMPT_RENDERED, event_key=f"prompt:{prompt_id}", payload=encode_json(payload)
+            type=PROMPT_RENDERED, event_key=prompt_key(prompt_id), payload=encode_json(payload)
         )
 
     @classmethod
@@ -227,7 +459,7 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
     def appended(cls, key: str, *messages: Message) -> RecordSpec:
         """Messages accepted during the run, under the step key ``key`` [R1]."""
         return cls(
-            type=TRANSCRIPT_APPENDED, event_key=f"{key}:messages", payload=encode_messages(messages)
+            type=TRANSCRIPT_APPENDED, event_key=messages_key(key), payload=encode_messages(messages)
         )
 
     @classmethod
@@ -245,7 +477,7 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
         )
         return cls(
             type=TOOL_CALL_SCHEDULED,
-            event_key=f"{step}:tool:{call_id}:scheduled",
+            event_key=tool_key(step, call_id, "scheduled"),
             payload=encode_json(payload),
         )
 
@@ -255,7 +487,7 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
         payload = ToolStartedPayload(tool_call_id=call_id, tool_name=name, key=key, attempt=attempt)
         return cls(
             type=TOOL_CALL_STARTED,
-            event_key=f"{step}:tool:{call_id}:started:{attempt}",
+            event_key=tool_key(step, call_id, "started", attempt),
             payload=encode_json(payload),
         )
 
@@ -264,7 +496,7 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
         """The host decided a call in doubt."""
         return cls(
             type=TOOL_CALL_ANSWERED,
-            event_key=f"{step}:tool:{answer.tool_call_id}:answered",
+            event_key=tool_key(step, answer.tool_call_id, "answered"),
             payload=encode_json(answer),
         )
 
@@ -276,7 +508,7 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
         )
         return cls(
             type=TOOL_RESULT_RECEIVED,
-            event_key=f"{step}:tool:{call_id}:result",
+            event_key=tool_key(step, call_id, "result"),
             payload=encode_json(payload),
         )
 
@@ -285,13 +517,11 @@ class RecordSpec(msgspec.Struct, frozen=True, kw_only=True):
         """A planner note of turn ``turn``."""
         return cls(
             type=PLANNER_NOTE,
-            event_key=f"turn:{turn}:note:{index}",
+            event_key=note_key(turn, index),
             payload=encode_json(NotePayload(text=text, labels=labels)),
         )
 
     @classmethod
     def usage(cls, turn: int, index: int, usage: UsagePayload) -> RecordSpec:
         """Token usage of a model call in turn ``turn``."""
-        return cls(
-            type=MODEL_USAGE, event_key=f"turn:{turn}:usage:{index}", payload=encode_json(usage)
-        )
+        return cls(type=MODEL_USAGE, event_key=usage_key(turn, index), payload=encode_json(usage))

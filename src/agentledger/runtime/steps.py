@@ -30,7 +30,7 @@ from agentledger.runtime.planner import (
     ToolCall,
     ToolOutcome,
 )
-from agentledger.runtime.records import Phase, RecordSpec, UsagePayload
+from agentledger.runtime.records import Phase, RecordSpec, UsagePayload, turn_step
 from agentledger.runtime.tools import idempotency_key
 from agentledger.storage.payloads import Failure
 from agentledger.transcript import Message, TextPart
@@ -171,7 +171,7 @@ def plan_records(
     await) the assistant message of the question.
     """
     effects = effects or {}
-    step = f"turn:{turn}"
+    step = turn_step(turn)
     specs = [RecordSpec.note(turn, i, n.text, n.labels) for i, n in enumerate(plan.notes)]
     specs += [
         RecordSpec.usage(turn, i, UsagePayload(**msgspec.structs.asdict(u)))

@@ -67,7 +67,7 @@ class SavedSummaries:
     @staticmethod
     def key(turn: int) -> str:
         """The scratch key of turn ``turn``'s summary."""
-        return f"turn:{turn}:history"
+        return rt.history_key(turn)
 
     async def load(self, run_id: str, turn: int) -> _Saved | None:
         """The summary saved for the turn, if any.
@@ -223,7 +223,7 @@ def _records(
     specs = [
         rt.RecordSpec(
             type=payloads.TRANSCRIPT_WINDOW,
-            event_key=f"turn:{turn}:window",
+            event_key=rt.window_key(turn),
             payload=window.encode(),
         )
     ]
@@ -232,7 +232,7 @@ def _records(
         specs.append(
             rt.RecordSpec(
                 type=rt.MODEL_USAGE,
-                event_key=f"turn:{turn}:history:usage",
+                event_key=rt.history_usage_key(turn),
                 payload=rt.encode_json(usage),
             )
         )

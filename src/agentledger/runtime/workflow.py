@@ -112,7 +112,7 @@ from agentledger.runtime.planner import (
     ToolHappened,
     ToolOutcome,
 )
-from agentledger.runtime.records import Phase, RecordSpec, ToolAnsweredPayload
+from agentledger.runtime.records import Phase, RecordSpec, ToolAnsweredPayload, turn_step
 from agentledger.runtime.steps import (
     INTERRUPTED,
     NOT_RUN,
@@ -526,7 +526,7 @@ class _Loop:
             assert plan is not None
             if out.suspended and plan.await_ is not None:  # the turn suspended the run [L6]
                 return self._suspended(plan.await_)
-            step = f"turn:{self.turn}"
+            step = turn_step(self.turn)
             if out.recorded:  # its tool uses (if any) are in the log
                 self.pending, self.pending_step = plan.tool_calls or calls_of(plan.await_), step
                 self.origin, self.attempts = "", {}

@@ -11,14 +11,16 @@ import pytest
 from agentledger.errors import ValidationError
 from agentledger.service.follow import FOLLOW_PAGE, Notifier, follow
 from agentledger.service.inspector.conversation import Exchange, arrange
-from agentledger.service.inspector.digest import read_log, summarize
+from agentledger.service.inspector.digest import read_log
 from agentledger.service.inspector.positions import end_position, record_types, window
-from agentledger.service.inspector.timeline import Row, Timeline, duration_text, timeline
-from agentledger.service.inspector.tree import run_tree
-from agentledger.service.inspector.usage import load_prices, usage_of
+from agentledger.service.inspector.usage import load_prices
 from agentledger.storage import MemoryStore, Record, RecordBuilder, RunMeta, RunStart, RunStatus
 from agentledger.storage.types import StartOutcome
 from agentledger.transcript import Message, TextPart, ToolResultPart, ToolUsePart
+from agentledger.views.runs import summarize
+from agentledger.views.timeline import Row, Timeline, duration_text, timeline
+from agentledger.views.tree import run_tree
+from agentledger.views.usage import usage_of
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -30,7 +30,6 @@ from agentledger.transcript import (
 )
 
 __all__ = [
-    "WAITS",
     "Bubble",
     "Exchange",
     "arrange",
@@ -39,16 +38,6 @@ __all__ = [
     "pretty_json",
     "searchable",
 ]
-
-WAITS = {
-    "confirmation": "waits for approval",
-    "clarification": "waits for a clarification",
-    "external_tools": "waits for results from outside",
-    "child": "waits for its child run's question to be answered",
-    "in_doubt": "waits for a decision on a tool call in doubt",
-    "crash_loop": "is paused: a planner turn or tool call kept killing its worker",
-}
-"""What a suspended run waits for, by the kind its checkpoint names."""
 
 
 @dataclass

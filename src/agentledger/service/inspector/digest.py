@@ -1,37 +1,21 @@
-"""What a page says about runs at a glance, read from their logs in one pass.
-
-A run row shows the user's first message, the run's duration, its planner
-turns and its tokens; a session shows how many runs it has and whether one
-is running. Logs are read in the store's largest pages, up to
-:data:`MAX_RECORDS` records per request, so a huge log costs a bounded read
-(and its page says the summary is partial).
+"""A run's or session's log as a page reads it: in the store's largest pages, up to
+:data:`MAX_RECORDS` records per request, so a huge log costs a bounded read (and its
+page says its figures are partial). What the records say is :mod:`agentledger.views`'.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
-from agentledger.errors import TranscriptError
-from agentledger.runtime.records import RUN_PHASE_CHANGED
 from agentledger.service.inspector.positions import end_position, position_after
-from agentledger.service.inspector.timeline import duration_text
-from agentledger.service.inspector.usage import Tokens, Usage
-from agentledger.storage.payloads import RUN_COMPLETED, RUN_SUSPENDED, TRANSCRIPT_APPENDED
-from agentledger.storage.run_failure import RunFailure
-from agentledger.storage.types import Page, Record, RunMeta, RunStatus
+from agentledger.storage.types import Page, Record
 from agentledger.storage.validation import MAX_PAGE_LIMIT
-from agentledger.transcript import TextPart, decode_messages
 
-__all__ = ["MAX_RECORDS", "Log", "RunSummary", "read_log", "summarize"]
+__all__ = ["MAX_RECORDS", "Log", "read_log"]
 
 MAX_RECORDS = 50_000
 """Records one inspector request reads at most to summarize a log."""
-
-_TURN_PHASE = re.compile(r"^turn:(\d+):phase:(planning|synthesizing)$")
-_FIRST_MESSAGE = ("input:messages", "resume:answer:messages", "resume:tool_results:messages")
 
 ListPage = Callable[..., Awaitable[Page]]
 
@@ -68,65 +52,3 @@ async def read_log(list_page: ListPage, scope_id: str, *, most: int = MAX_RECORD
         cursor = page.next_cursor
         if len(records) >= most:
             return Log(records, complete=False)
-
-
-def _said(record: Record) -> str:
-    """The text of the last message a transcript record holds ("" if none)."""
-    try:
-        messages = decode_messages(record.payload)
-    except TranscriptError:
-        return ""
-    for message in reversed(messages):
-        text = " ".join(p.text for p in message.parts if isinstance(p, TextPart)).strip()
-        if text:
-            return text
-    return ""
-
-
-@dataclass
-class RunSummary:
-    """A run at a glance: what the user asked, how long it took, turns and tokens."""
-
-    run: RunMeta
-    asked: str = ""
-    turns: int = 0
-    ended: datetime | None = None
-    tokens: Tokens = field(default_factory=Tokens)
-    failure: RunFailure | None = None
-    """Why the run failed (see :func:`~agentledger.storage.run_failure.load_run_failure`)."""
-    message: str = ""
-    """The position and fate of the message it was started for ("" if none)."""
-
-    def seconds(self, now: datetime) -> float:
-        """How long the run took (so far, while it runs)."""
-        end = self.ended or (now if self.run.status is RunStatus.RUNNING else self.run.updated_at)
-        return max((end - self.run.started_at).total_seconds(), 0.0)
-
-    def duration(self, now: datetime) -> str:
-        """:meth:`seconds` as text."""
-        return duration_text(self.seconds(now))
-
-
-def summarize(runs: Iterable[RunMeta], records: Iterable[Record]) -> dict[str, RunSummary]:
-    """A summary of each of ``runs`` from ``records`` (their logs, interleaved or not)."""
-    out = {run.run_id: RunSummary(run) for run in runs}
-    usage = Usage()
-    turns: dict[str, set[str]] = {}
-    for record in records:
-        summary = out.get(record.run_id)
-        if summary is None:
-            continue
-        if record.type == TRANSCRIPT_APPENDED and not summary.asked:
-            if record.event_key in _FIRST_MESSAGE:
-                summary.asked = _said(record)
-        elif record.type == RUN_PHASE_CHANGED:
-            turn = _TURN_PHASE.match(record.event_key)
-            if turn:
-                turns.setdefault(record.run_id, set()).add(turn.group(1))
-        elif record.type in (RUN_COMPLETED, RUN_SUSPENDED):
-            summary.ended = record.timestamp
-        usage.add(record)
-    for run_id, summary in out.items():
-        summary.turns = len(turns.get(run_id, ()))
-        summary.tokens = usage.by_run.get(run_id, Tokens())
-    return out

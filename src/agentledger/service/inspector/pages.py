@@ -10,13 +10,15 @@ what happened in words.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
-import msgspec
 from litestar import Request, Response
 from litestar.response import Redirect, Stream
 
@@ -28,40 +30,33 @@ from agentledger.errors import (
     NotFoundError,
     RunNotActiveError,
     SessionEndedError,
-    TranscriptError,
     TransientError,
     ValidationError,
 )
-from agentledger.runtime.checkpoint import InDoubtToolCall, RunCheckpoint
-from agentledger.runtime.crash_loops import describe_crash_loop, load_crash_loop
 from agentledger.runtime.prompts import prompt_versions
+from agentledger.runtime.records import decode_payload
 from agentledger.service.auth import Principal
-from agentledger.service.error_codec import http_status
 from agentledger.service.follow import HEARTBEAT, follow
-from agentledger.service.inspector.answers import fork_points, question_of
-from agentledger.service.inspector.conversation import WAITS, arrange, searchable
-from agentledger.service.inspector.digest import Log, RunSummary, read_log, summarize
+from agentledger.service.gate import metered
+from agentledger.service.inspector.answers import Question, fork_points, question_of
+from agentledger.service.inspector.conversation import arrange, searchable
+from agentledger.service.inspector.digest import MAX_RECORDS, Log, read_log
 from agentledger.service.inspector.login import (
     COOKIE,
-    authenticate,
     cookie_header,
+    enter,
     safe_next,
     secure_cookie,
 )
-from agentledger.service.inspector.messages import WaitingMessage, message_fates, run_message
 from agentledger.service.inspector.pauses import pause_of
 from agentledger.service.inspector.positions import matches, window
 from agentledger.service.inspector.render import page_url, render
-from agentledger.service.inspector.timeline import timeline
-from agentledger.service.inspector.tree import RunNode, run_tree
-from agentledger.service.inspector.usage import PriceTable, usage_of
 from agentledger.service.scope import check_scope
+from agentledger.service.state import ServiceState
 from agentledger.service.wire import Role, Subject
 from agentledger.storage.payloads import (
     CHILD_RUN_LINKED,
-    TRANSCRIPT_REFERENCED,
-    TRANSCRIPT_SEEDED,
-    TRANSCRIPT_WINDOW,
+    ChildRunLinked,
 )
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import (
@@ -69,10 +64,25 @@ from agentledger.storage.replay import (
     MessageOrigin,
     replay_with_origins,
 )
-from agentledger.storage.run_failure import load_run_failure, load_run_failures
-from agentledger.storage.transcript_chain import decode_reference, decode_window
-from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus, TranscriptSegment
-from agentledger.transcript import Message, decode_messages
+from agentledger.storage.run_failure import load_run_failure
+from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
+from agentledger.views.conversation import session_conversation
+from agentledger.views.messages import run_message
+from agentledger.views.runs import RunDigest, RunView, read_run_view
+from agentledger.views.sessions import SessionRuns, session_runs
+from agentledger.views.timeline import timeline
+from agentledger.views.transcript import (
+    HistoryLink,
+    WindowMark,
+    chain_records,
+    history_links,
+    window_marks,
+)
+from agentledger.views.usage import PriceTable, Usage, usage_of
+from agentledger.views.waits import exchanges, waiting_kind, waiting_text
+
+if TYPE_CHECKING:
+    from agentledger.engine.temporal.paused import Pause
 
 __all__ = [
     "HEADERS",
@@ -105,6 +115,8 @@ TRANSCRIPT_PAGE = 100
 """Messages per page of a transcript or a session's conversation."""
 TIMELINE_PAGE = 150
 """Steps per page of a run's timeline."""
+KEPT_DIGESTS = 256
+"""Runs whose figures a service keeps between a page's live refreshes (the most recent)."""
 
 Work = Callable[[Principal], Awaitable[Response[Any]]]
 
@@ -168,67 +180,65 @@ def _number(request: _ANY, name: str, default: int, most: int, least: int = 1) -
     return int(text)
 
 
+@dataclass(frozen=True)
+class RunHeader:
+    """What a run's header shows (every run page has it): the run at a glance, whether
+    Temporal holds it paused, what it asks or waits for, and what its tokens cost."""
+
+    run: RunMeta
+    summary: RunView
+    pause: Pause | None
+    question: Question | None
+    host_runtime: bool
+    """Whether this service can act on runs (answer, fork, cancel) itself."""
+    waiting: str
+    """The kind of input a suspended run waits for."""
+    waiting_text: str
+    predecessor: str
+    now: datetime
+    usage: Usage
+    cost: tuple[Decimal | None, list[str]]
+    prices: PriceTable | None
+    complete: bool
+
+
+def _fields(view: Any) -> dict[str, Any]:
+    """A view's fields by name, as a template's context (not copied)."""
+    return {f.name: getattr(view, f.name) for f in dataclasses.fields(view)}
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _json(record: Record) -> dict[str, Any]:
-    try:
-        value = msgspec.json.decode(record.payload)
-    except msgspec.DecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _chain_order(tree: list[RunNode]) -> list[RunMeta]:
-    """The session's top-level runs (no child runs) in conversation order."""
-    return [node.run for node in tree if not node.run.parent_run_id or node.continues]
-
-
-def _turn_numbers(tree: list[RunNode]) -> dict[str, str]:
-    """Each top-level run's turn in the conversation (a continuation continues its turn)."""
-    numbers: dict[str, str] = {}
-    turn = 0
-    for node in tree:
-        if node.continues:
-            numbers[node.run.run_id] = f"{turn} (continued)"
-        else:
-            turn += 1
-            numbers[node.run.run_id] = str(turn)
-    return numbers
 
 
 class Pages:
     """The page handlers of one service's inspector, sharing its state."""
 
-    def __init__(self, state: Any, prices: PriceTable | None) -> None:
+    def __init__(self, state: ServiceState, prices: PriceTable | None) -> None:
         self.state = state
         self.store = state.store
         self.prices = prices
+        self.digests: OrderedDict[str, RunDigest] = OrderedDict()
+        """The figures of the runs whose pages were shown last, to fold only their tails."""
 
     async def answer(
         self, request: _ANY, operation: str, work: Work, *, page: bool
     ) -> Response[Any]:
-        """Authenticate, run ``work``; errors become pages (or plain text for fragments)."""
-        started = time.perf_counter()
+        """Through the service's gate, run ``work``; errors become pages (or plain text for
+        fragments), counted in the metrics like every call."""
         principal: Principal | None = None
-        try:
-            if self.state.stopping:
-                raise TransientError("the service is shutting down", operation=operation)
-            principal = authenticate(self.state.tokens, request, operation)
-            response = await work(principal)
-        except AccessDeniedError as e:
-            response = self.refused(request, e, principal, page=page)
-        except AgentledgerError as e:
-            response = self.failed(e, http_status(e), principal, page=page)
-        except Exception:
-            _log.exception("inspector: %s failed", operation)
-            failure = TransientError("internal error in the inspector", operation=operation)
-            response = self.failed(failure, 500, principal, page=page)
-        self.state.metrics.observe(
-            operation, response.status_code or 200, time.perf_counter() - started
-        )
-        return response
+
+        async def entered() -> Response[Any]:
+            nonlocal principal
+            principal = enter(self.state, request, operation)
+            return await work(principal)
+
+        def refuse(error: AgentledgerError, status: int) -> Response[Any]:
+            if isinstance(error, AccessDeniedError):
+                return self.refused(request, error, principal, page=page)
+            return self.failed(error, status, principal, page=page)
+
+        return await metered(self.state, operation, entered, refuse, _status, room="inspector")
 
     def refused(
         self,
@@ -347,16 +357,10 @@ class Pages:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _session_runs(
-        self, session_id: str
-    ) -> tuple[list[RunNode], Log, dict[str, RunSummary], list[WaitingMessage]]:
+    async def _session_runs(self, session_id: str) -> tuple[SessionRuns, Log]:
         runs = await self.store.list_runs_by_session(session_id)
         log = await read_log(self.store.list_session_run_records, session_id)
-        summaries = summarize(runs, log.records)
-        for run_id, failure in (await load_run_failures(self.store, runs)).items():
-            summaries[run_id].failure = failure
-        waiting = await message_fates(self.store, session_id, summaries)
-        return run_tree(runs), log, summaries, waiting
+        return await session_runs(self.store, session_id, runs, log.records), log
 
     async def session(
         self, request: _ANY, principal: Principal, *, fragment: bool
@@ -364,13 +368,13 @@ class Pages:
         session_id = param(request, "id")
         await self.in_scope(principal, "inspect_session", "session", session_id)
         session = await self.store.load_session(session_id)
-        tree, log, summaries, waiting = await self._session_runs(session_id)
+        runs, log = await self._session_runs(session_id)
         usage = usage_of(log.records)
         context = {
-            "tree": tree,
-            "waiting_messages": waiting,
+            "tree": runs.tree,
+            "waiting_messages": runs.waiting,
             "session": session,
-            "summaries": summaries,
+            "summaries": runs.summaries,
             "now": _now(),
             "usage": usage,
             "cost": usage.cost(self.prices),
@@ -382,35 +386,6 @@ class Pages:
         end = await log.end(self.store.list_session_run_records, session_id)
         return html(render("session.html", principal=principal, tab="runs", end=end, **context))
 
-    async def _waiting(self, run: RunMeta) -> str:
-        """The kind of input a suspended run waits for ("" if it cannot be read)."""
-        try:
-            stored = await self.store.load_run_suspension(run.run_id)
-            return RunCheckpoint.decode(stored.data).kind
-        except AgentledgerError:
-            return ""
-
-    async def _waiting_text(self, run: RunMeta, kind: str) -> str:
-        """What a suspended run waiting for ``kind`` waits for, in words; a crash loop says
-        which activity kept dying and how many times it started."""
-        if kind == "crash_loop":
-            try:
-                loop = await load_crash_loop(self.store, run.run_id)
-            except AgentledgerError:
-                loop = None
-            if loop is not None:
-                said = describe_crash_loop(loop)
-                return f"is paused: {said} without finishing (its worker kept dying)"
-        return WAITS.get(kind, "waits for outside input")
-
-    async def _waits(self, runs: list[RunMeta]) -> dict[str, str]:
-        """What each suspended run waits for, in words."""
-        waits: dict[str, str] = {}
-        for run in runs:
-            if run.status is RunStatus.SUSPENDED:
-                waits[run.run_id] = await self._waiting_text(run, await self._waiting(run))
-        return waits
-
     async def conversation(
         self, request: _ANY, principal: Principal, *, fragment: bool
     ) -> Response[Any]:
@@ -418,48 +393,29 @@ class Pages:
         session_id = param(request, "id")
         await self.in_scope(principal, "inspect_session", "session", session_id)
         session = await self.store.load_session(session_id)
-        tree, log, summaries, waiting = await self._session_runs(session_id)
-        order = _chain_order(tree)
-        first = order[0].run_id if order else ""
+        runs, log = await self._session_runs(session_id)
+        talk = session_conversation(runs.tree, log.records)
+        order = list(talk.runs)
+        bubbles = arrange(list(talk.messages), talk.sources)
+        corrupt = talk.corrupt
         wanted = {run.run_id for run in order}
-        messages: list[Message] = []
-        sources: list[str] = []
-        stored: list[tuple[str, str, int]] = []
-        corrupt: CorruptRecordError | None = None
-        for record in log.records:
-            if record.run_id not in wanted or record.type not in TRANSCRIPT_RECORD_TYPES:
-                continue
-            if record.type == TRANSCRIPT_SEEDED and record.run_id != first:
-                continue  # a later turn's history: the earlier turns, shown already
-            try:
-                found = decode_messages(record.payload)
-            except TranscriptError as e:
-                corrupt = CorruptRecordError(run_id=record.run_id, record_id=record.id,
-                                             reason=f"{record.type}: {e}")  # fmt: skip
-                break
-            messages += found
-            sources += [record.run_id] * len(found)
-            stored += [(record.run_id, record.id, n) for n in range(len(found))]
-        # Records come in commit order; a session's turns are in run order (each run whole).
-        rank = {run.run_id: i for i, run in enumerate(order)}
-        pairs = sorted(zip(sources, messages, stored, strict=True), key=lambda p: rank[p[0]])
-        bubbles = arrange([m for _, m, _ in pairs], [s for s, _, _ in pairs])
         kept = (r for r in log.records if r.run_id in wanted)
         try:
-            windows = _windows(kept, [o for _, _, o in pairs])
+            windows = _windows(kept, talk.origins)
         except CorruptRecordError as e:
             windows, corrupt = {}, corrupt or e
         page, paging = _paged(request, bubbles)
-        context = await self._exchange_context(log.records, order)
+        context = _fields(await exchanges(self.store, log.records, order))
         context.update(
             session=session,
             bubbles=page,
             corrupt=corrupt,
-            summaries=summaries,
+            summaries=runs.summaries,
             windows=windows,
             now=_now(),
-            turns=_turn_numbers(tree),
-            waiting_messages=waiting,
+            turns=talk.turns,
+            branches=talk.branches,
+            waiting_messages=runs.waiting,
             **paging,
         )
         if fragment:
@@ -468,33 +424,6 @@ class Pages:
         return html(
             render("conversation.html", principal=principal, tab="conversation", end=end, **context)
         )
-
-    async def _exchange_context(self, records: list[Record], runs: list[RunMeta]) -> dict[str, Any]:
-        """Child runs by tool call id, and what each suspended run's calls wait for."""
-        children: dict[str, str] = {}
-        for record in records:
-            if record.type == CHILD_RUN_LINKED:
-                link = _json(record)
-                children.setdefault(
-                    str(link.get("tool_call_id", "")), str(link.get("child_run_id", ""))
-                )
-        return {"children": children, "waits": await self._waits(runs),
-                "statuses": {r.run_id: r for r in runs},
-                "doubts": await self._doubts(runs)}  # fmt: skip
-
-    async def _doubts(self, runs: list[RunMeta]) -> dict[str, InDoubtToolCall]:
-        """Tool calls in doubt, by call id, in the suspended runs no continuation took."""
-        doubts: dict[str, InDoubtToolCall] = {}
-        for run in runs:
-            if run.status is not RunStatus.SUSPENDED or run.successor_run_id:
-                continue
-            try:
-                stored = await self.store.load_run_suspension(run.run_id)
-                checkpoint = RunCheckpoint.decode(stored.data)
-            except AgentledgerError:
-                continue
-            doubts.update((d.tool_call_id, d) for d in checkpoint.in_doubt)
-        return doubts
 
     async def search(self, request: _ANY, principal: Principal) -> Response[Any]:
         """Records of a session whose payload, type or key holds the text searched for."""
@@ -523,39 +452,61 @@ class Pages:
 
     # -- runs ------------------------------------------------------------------------------
 
-    async def _run_context(self, run_id: str, log: Log | None = None) -> dict[str, Any]:
-        run = await self.store.load_run(run_id)
-        log = log or await read_log(self.store.list_run_records, run_id)
-        predecessor = ""
-        if log.records:
-            predecessor = str(_json(log.records[0]).get("predecessor_run_id", ""))
-        summary = summarize([run], log.records)[run_id]
-        summary.failure = await load_run_failure(self.store, run)
-        summary.message = await run_message(self.store, run)
-        usage = usage_of(log.records)
+    def _keep(self, digest: RunDigest) -> None:
+        """Keep ``digest`` for the run's next live refresh (the most recent runs only)."""
+        self.digests[digest.run_id] = digest
+        self.digests.move_to_end(digest.run_id)
+        while len(self.digests) > KEPT_DIGESTS:
+            self.digests.popitem(last=False)
+
+    async def _run_view(self, run_id: str, log: Log | None) -> RunView:
+        """The run at a glance: from ``log`` when the page read it, else from ``load_run``
+        and the records written since the run's last view (its whole log the first time)."""
+        if log is None:
+            view, digest = await read_run_view(
+                self.store, run_id, self.digests.get(run_id), most=MAX_RECORDS
+            )
+        else:
+            digest = RunDigest(run_id).extend(log.records)
+            digest.complete = log.complete
+            view = digest.view(await self.store.load_run(run_id))
+        self._keep(digest)  # a partial one goes on where it stopped, up to the end
+        run = view.run
+        return view.having(
+            failure=await load_run_failure(self.store, run),
+            message=await run_message(self.store, run),
+        )
+
+    async def _run_header(
+        self, run_id: str, log: Log | None = None, *, ask_temporal: bool = True
+    ) -> RunHeader:
+        """The run's header; ``ask_temporal`` False leaves out whether Temporal holds it
+        paused: a live refresh follows a record the run just wrote, so it moves (its page asks)."""
+        view = await self._run_view(run_id, log)
+        run = view.run
         suspended = run.status is RunStatus.SUSPENDED
-        waiting = await self._waiting(run) if suspended else ""
-        return {
-            "run": run,
-            "pause": await pause_of(self.state, run_id),
-            "question": await question_of(self.store, run_id) if suspended else None,
-            "host_runtime": self.state.host_runtime is not None,
-            "waiting": waiting,
-            "waiting_text": await self._waiting_text(run, waiting) if suspended else "",
-            "predecessor": predecessor,
-            "summary": summary,
-            "now": _now(),
-            "usage": usage,
-            "cost": usage.cost(self.prices),
-            "prices": self.prices,
-            "complete": log.complete,
-        }
+        waiting = await waiting_kind(self.store, run) if suspended else ""
+        return RunHeader(
+            run=run,
+            summary=view,
+            pause=await pause_of(self.state, run_id) if ask_temporal else None,
+            question=await question_of(self.store, run_id) if suspended else None,
+            host_runtime=self.state.host_runtime is not None,
+            waiting=waiting,
+            waiting_text=await waiting_text(self.store, run, waiting) if suspended else "",
+            predecessor=view.predecessor,
+            now=_now(),
+            usage=view.usage,
+            cost=view.usage.cost(self.prices),
+            prices=self.prices,
+            complete=view.complete,
+        )
 
     async def run(self, request: _ANY, principal: Principal) -> Response[Any]:
         run_id = param(request, "id")
         await self.in_scope(principal, "inspect_run", "run", run_id)
         log = await read_log(self.store.list_run_records, run_id)
-        context = await self._run_context(run_id, log)
+        context = _fields(await self._run_header(run_id, log))
         types = _params(request, "type")
         after = param(request, "after")
         q = param(request, "q").strip()
@@ -567,7 +518,9 @@ class Pages:
             types=types,
             text=q,
         )
-        children = [_json(r) for r in log.records if r.type == CHILD_RUN_LINKED]
+        children = [
+            decode_payload(r, ChildRunLinked) for r in log.records if r.type == CHILD_RUN_LINKED
+        ]
         prompts, prompts_error = await _prompts(self.store, run_id)
         counts: dict[str, int] = {}
         for record in log.records:
@@ -606,7 +559,11 @@ class Pages:
         run_id = param(request, "id")
         await self.in_scope(principal, "inspect_run", "run", run_id)
         return html(
-            render("_run_header.html", principal=principal, **await self._run_context(run_id))
+            render(
+                "_run_header.html",
+                principal=principal,
+                **_fields(await self._run_header(run_id, ask_temporal=False)),
+            )
         )
 
     async def timeline(
@@ -615,12 +572,11 @@ class Pages:
         run_id = param(request, "id")
         await self.in_scope(principal, "inspect_run", "run", run_id)
         log = await read_log(self.store.list_run_records, run_id)
-        context = await self._run_context(run_id, log)
-        line = timeline(context["run"], log.records, context["now"])
+        header = await self._run_header(run_id, log)
+        context = _fields(header)
+        line = timeline(header.run, log.records, header.now)
         turns = sorted(
-            (turn, tokens)
-            for (rid, turn), tokens in context["usage"].by_turn.items()
-            if rid == run_id
+            (turn, tokens) for (rid, turn), tokens in header.usage.by_turn.items() if rid == run_id
         )
         steps = line.rows[1:-1]  # the run's own row and the writes' row are on every page
         last = max((len(steps) - 1) // TIMELINE_PAGE * TIMELINE_PAGE, 0)
@@ -645,28 +601,26 @@ class Pages:
         await self.in_scope(principal, "inspect_run", "run", run_id)
         log = await read_log(self.store.list_run_records, run_id)
         corrupt: CorruptRecordError | None = None
-        history: list[dict[str, str]] = []
-        windows: dict[int, list[dict[str, str]]] = {}
+        history: list[HistoryLink] = []
+        windows: dict[int, list[WindowMark]] = {}
         forks: dict[int, MessageOrigin] = {}
         try:  # the run's history references followed: each message says where it is stored
             segments = await self.store.load_transcript_chain(run_id)
             pairs = replay_with_origins(segments, full=True)
             bubbles = arrange([m for m, _ in pairs], [origin.run_id for _, origin in pairs])
-            history = _history(segments)
+            history = history_links(segments)
             windows = _windows(
-                (r for segment in reversed(segments) for r in segment.records),
-                [(o.run_id, o.record_id, o.position) for _, o in pairs],
+                chain_records(segments), [(o.run_id, o.record_id, o.position) for _, o in pairs]
             )
             if principal.role == Role.HOST and self.state.host_runtime is not None:
                 forks = fork_points([m for m, _ in pairs], [origin for _, origin in pairs])
         except CorruptRecordError as e:
             bubbles, corrupt = [], e
         page, paging = _paged(request, bubbles)
-        context = await self._run_context(run_id, log)
-        context["history"] = history
-        context["windows"] = windows
-        context["forks"] = forks
-        context.update(await self._exchange_context(log.records, [context["run"]]))
+        header = await self._run_header(run_id, log)
+        context = _fields(header)
+        context.update(history=history, windows=windows, forks=forks)
+        context.update(_fields(await exchanges(self.store, log.records, [header.run])))
         if fragment:
             return html(
                 render("_conversation.html", bubbles=page, corrupt=corrupt, **paging, **context)
@@ -722,46 +676,13 @@ async def _prompts(store: Store, run_id: str) -> tuple[list[tuple[str, ...]], st
     ], ""
 
 
-def _history(segments: Sequence[TranscriptSegment]) -> list[dict[str, str]]:
-    """Each history reference a run's transcript follows, newest first: which run holds
-    it, how it follows its source (next turn, continuation, fork) and where it cuts it."""
-    found = []
-    for segment in segments:
-        for record in segment.records:
-            if record.type == TRANSCRIPT_REFERENCED:
-                ref = decode_reference(record)
-                found.append(
-                    {"run": segment.run_id, "kind": ref.kind, "source": ref.run_id,
-                     "through": ref.through}
-                )  # fmt: skip
-    return found
-
-
 def _windows(
     records: Iterable[Record], origins: Sequence[tuple[str, str, int]]
-) -> dict[int, list[dict[str, str]]]:
+) -> dict[int, list[WindowMark]]:
     """Where each recorded window starts, by message number (``origins`` says where each
-    message is stored: run, record, place in the record): a history policy's cut, or a
-    compaction's summary with what it replaced and who wrote it."""
+    message is stored: run, record, place in the record)."""
     at = {origin: n for n, origin in enumerate(origins)}
-    found: dict[int, list[dict[str, str]]] = {}
-    for record in records:
-        if record.type != TRANSCRIPT_WINDOW:
-            continue
-        window = decode_window(record)
-        start = window.start
-        index = at.get((start.run_id, start.record, start.message))
-        if index is None:
-            continue
-        replaces = ", ".join(
-            f"records {r.first} to {r.last} of {r.run_id}" for r in window.replaces
-        )
-        found.setdefault(index, []).append(
-            {"policy": window.policy, "run": record.run_id, "record": record.id,
-             "summary": window.summary, "replaces": replaces, "model": window.model,
-             "prompt_id": window.prompt_id, "prompt_version": window.prompt_version}
-        )  # fmt: skip
-    return found
+    return {at[stored]: marks for stored, marks in window_marks(records).items() if stored in at}
 
 
 def _paged(request: _ANY, bubbles: list[Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -788,3 +709,7 @@ def _search_bubbles(bubbles: list[Any], q: str) -> tuple[list[Any], int]:
         return bubbles, len(bubbles)
     needle = q.lower()
     return [b for b in bubbles if needle in searchable(b)], len(bubbles)
+
+
+def _status(response: Response[Any]) -> int:
+    return response.status_code or 200

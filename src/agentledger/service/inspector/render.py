@@ -16,7 +16,7 @@ import jinja2
 import markupsafe
 
 from agentledger.service.inspector.conversation import data_uri, kind_of, pretty_json
-from agentledger.service.inspector.timeline import duration_text
+from agentledger.views.timeline import duration_text
 
 __all__ = ["iso", "page_url", "render"]
 

@@ -33,6 +33,7 @@ from agentledger.service.inspector.login import (
 from agentledger.service.inspector.pages import HEADERS, Pages, html, param
 from agentledger.service.inspector.render import page_url, render
 from agentledger.service.inspector.usage import PRICES_ENV, load_prices
+from agentledger.service.state import ServiceState
 
 __all__ = ["inspector_handlers"]
 
@@ -49,7 +50,7 @@ def _static() -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in _STATIC}
 
 
-def inspector_handlers(state: Any) -> list[HTTPRouteHandler]:
+def inspector_handlers(state: ServiceState) -> list[HTTPRouteHandler]:
     """The inspector's routes under ``/ui`` for a service's ``ServiceState``.
 
     The price table named by ``$AGENTLEDGER_PRICES`` (if set) is read once, here.

@@ -1,146 +1,21 @@
-"""What a run cost: tokens per turn, run and session from ``model_usage`` records, and prices.
-
-Tokens are summed exactly as the planner reported them. A cost is shown
-only when the service was given a price table (``AGENTLEDGER_PRICES``, a
-TOML file of prices per million tokens per model) that prices every model
-used; a model without a price is named instead of guessed.
-"""
+"""The inspector's price table: ``AGENTLEDGER_PRICES``, a TOML file of prices per million
+tokens per model (the token counts and costs are :mod:`agentledger.views.usage`'s)."""
 
 from __future__ import annotations
 
-import re
 import tomllib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-import msgspec
-
 from agentledger.errors import ValidationError
-from agentledger.runtime.records import MODEL_USAGE
-from agentledger.storage.types import Record
+from agentledger.views.usage import Price, PriceTable
 
-__all__ = ["PRICES_ENV", "Price", "PriceTable", "Tokens", "Usage", "load_prices", "usage_of"]
+__all__ = ["PRICES_ENV", "load_prices"]
 
 PRICES_ENV = "AGENTLEDGER_PRICES"
 """The environment variable naming the inspector's price table (a TOML file)."""
 
-_TURN = re.compile(r"^turn:(\d+):usage:\d+$")
 _KINDS = ("input", "output", "cache_read", "cache_write")
-
-
-class _UsagePayload(msgspec.Struct, kw_only=True):
-    """The fields of a ``model_usage`` payload the inspector reads (others are ignored)."""
-
-    model: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-
-_DECODER = msgspec.json.Decoder(_UsagePayload)
-
-
-@dataclass
-class Tokens:
-    """Token counts of one or more model calls."""
-
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    calls: int = 0
-
-    def add(self, other: Tokens) -> None:
-        """Add ``other``'s counts to these."""
-        self.input += other.input
-        self.output += other.output
-        self.cache_read += other.cache_read
-        self.cache_write += other.cache_write
-        self.calls += other.calls
-
-    @property
-    def total(self) -> int:
-        """Every token counted, cache reads and writes included."""
-        return self.input + self.output + self.cache_read + self.cache_write
-
-
-@dataclass(frozen=True)
-class Price:
-    """Prices per million tokens of one model."""
-
-    input: Decimal = Decimal(0)
-    output: Decimal = Decimal(0)
-    cache_read: Decimal = Decimal(0)
-    cache_write: Decimal = Decimal(0)
-
-    def of(self, tokens: Tokens) -> Decimal:
-        """What ``tokens`` cost at these prices."""
-        total = (
-            self.input * tokens.input
-            + self.output * tokens.output
-            + self.cache_read * tokens.cache_read
-            + self.cache_write * tokens.cache_write
-        )
-        return total / Decimal(1_000_000)
-
-
-@dataclass(frozen=True)
-class PriceTable:
-    """Prices per model, in one currency."""
-
-    currency: str = "USD"
-    models: Mapping[str, Price] = field(default_factory=dict)
-
-
-@dataclass
-class Usage:
-    """Tokens by model and by turn (``run_id``, turn number), with their sums."""
-
-    by_model: dict[str, Tokens] = field(default_factory=dict)
-    by_turn: dict[tuple[str, int], Tokens] = field(default_factory=dict)
-    by_run: dict[str, Tokens] = field(default_factory=dict)
-    total: Tokens = field(default_factory=Tokens)
-
-    def add(self, record: Record) -> None:
-        """Count one ``model_usage`` record (others are ignored)."""
-        if record.type != MODEL_USAGE:
-            return
-        try:
-            got = _DECODER.decode(record.payload)
-        except msgspec.DecodeError:
-            return
-        tokens = Tokens(
-            got.input_tokens, got.output_tokens, got.cache_read_tokens, got.cache_write_tokens, 1
-        )
-        turn = _TURN.match(record.event_key)
-        key = (record.run_id, int(turn.group(1)) if turn else 0)
-        for into in (
-            self.by_model.setdefault(got.model, Tokens()),
-            self.by_turn.setdefault(key, Tokens()),
-            self.by_run.setdefault(record.run_id, Tokens()),
-            self.total,
-        ):
-            into.add(tokens)
-
-    def cost(self, prices: PriceTable | None) -> tuple[Decimal | None, list[str]]:
-        """The total cost and the models without a price (cost None if any, or no table)."""
-        if prices is None or not self.by_model:
-            return None, []
-        missing = sorted(m for m in self.by_model if m not in prices.models)
-        if missing:
-            return None, missing
-        return sum((prices.models[m].of(t) for m, t in self.by_model.items()), Decimal(0)), []
-
-
-def usage_of(records: Iterable[Record]) -> Usage:
-    """The token usage the ``model_usage`` records among ``records`` report."""
-    usage = Usage()
-    for record in records:
-        usage.add(record)
-    return usage
 
 
 def _price(path: str, model: str, key: str, value: object) -> Decimal:

@@ -8,11 +8,9 @@ are listed with what they say. The wording is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentledger.errors import TranscriptError
-from agentledger.service.inspector.digest import RunSummary
 from agentledger.storage.message_fate import describe_message, describe_waiting
 from agentledger.storage.protocol import Store
 from agentledger.storage.types import RunMeta, SessionMessage
@@ -42,18 +40,18 @@ def _said(message: SessionMessage) -> str:
 
 
 async def message_fates(
-    store: Store, session_id: str, summaries: Mapping[str, RunSummary]
-) -> list[WaitingMessage]:
-    """Note each started message's fate on its run's summary; the messages still waiting."""
+    store: Store, session_id: str
+) -> tuple[dict[str, str], list[WaitingMessage]]:
+    """Each started message's fate, by the run started for it; the messages still waiting."""
+    fates: dict[str, str] = {}
     waiting: list[WaitingMessage] = []
     for message in await store.list_session_messages(session_id):
-        summary = summaries.get(message.run_id)
-        if message.started and summary is not None:
-            summary.message = describe_message(message)
-        elif not message.started:
+        if message.started:
+            fates[message.run_id] = describe_message(message)
+        else:
             said = _said(message)
             waiting.append(WaitingMessage(message.run_id, said, describe_waiting(message)))
-    return waiting
+    return fates, waiting
 
 
 async def run_message(store: Store, run: RunMeta) -> str:

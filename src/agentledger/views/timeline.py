@@ -11,30 +11,38 @@ when the last one ends, so their bars share the step's span, and say so.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-
-import msgspec
 
 from agentledger.runtime.records import (
     MODEL_USAGE,
     RUN_PHASE_CHANGED,
     TOOL_CALL_SCHEDULED,
+    EventKey,
+    KeyKind,
+    Phase,
+    ToolScheduledPayload,
+    UsagePayload,
+    decode_payload,
+    parse_event_key,
+    phase_key,
+    tool_key,
 )
 from agentledger.storage.payloads import (
     CANCELLATION_INTENT,
     CHILD_RUN_LINKED,
     RUN_COMPLETED,
     RUN_SUSPENDED,
+    CancellationIntent,
+    ChildRunLinked,
+    RunSuspended,
 )
 from agentledger.storage.types import Record, RunMeta, RunStatus
 
-__all__ = ["Row", "Timeline", "duration_text", "timeline"]
+__all__ = ["Row", "Timeline", "duration_text", "timeline", "turn_of"]
 
-_TURN_PHASE = re.compile(r"^turn:(\d+):phase:(planning|synthesizing)$")
-_USAGE = re.compile(r"^turn:(\d+):usage:\d+$")
+_TURN_PHASES = frozenset({Phase.PLANNING.value, Phase.SYNTHESIZING.value})
 
 
 def duration_text(seconds: float) -> str:
@@ -99,24 +107,24 @@ class Timeline:
         return max(((row.end or self.end) - row.start).total_seconds(), 0.0)
 
 
-def _json(record: Record) -> dict[str, object]:
-    try:
-        value = msgspec.json.decode(record.payload)
-    except msgspec.DecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def turn_of(record: Record) -> EventKey | None:
+    """The key of a planner turn's phase record (None for any other record)."""
+    if record.type != RUN_PHASE_CHANGED:
+        return None
+    key = parse_event_key(record.event_key)
+    return key if key.kind is KeyKind.PHASE and key.turn and key.name in _TURN_PHASES else None
 
 
-def _tokens(payload: dict[str, object]) -> str:
+def _tokens(payload: UsagePayload) -> str:
     parts = [
-        f"{payload.get(k, 0)} {name}"
-        for k, name in (
-            ("input_tokens", "in"),
-            ("output_tokens", "out"),
-            ("cache_read_tokens", "cache read"),
-            ("cache_write_tokens", "cache write"),
+        f"{count} {name}"
+        for count, name in (
+            (payload.input_tokens, "in"),
+            (payload.output_tokens, "out"),
+            (payload.cache_read_tokens, "cache read"),
+            (payload.cache_write_tokens, "cache write"),
         )
-        if payload.get(k)
+        if count
     ]
     return " · ".join(parts) + " tokens" if parts else "no tokens reported"
 
@@ -161,13 +169,15 @@ class _Builder:
         self.line = Timeline(start=start, end=max(end, start), running=running)
         self.batches = _Batches(records)
         self.by_key = {r.event_key: r for r in records}
-        self.links = {
-            str(_json(r).get("tool_call_id", "")): r for r in records if r.type == CHILD_RUN_LINKED
-        }
+        self.links: dict[str, tuple[Record, ChildRunLinked]] = {}
+        for r in records:
+            if r.type == CHILD_RUN_LINKED:
+                link = decode_payload(r, ChildRunLinked)
+                self.links[link.tool_call_id] = (r, link)
         self.per_step: dict[str, int] = {}
         for r in records:
             if r.type == TOOL_CALL_SCHEDULED:
-                step = r.event_key.split(":tool:", 1)[0]
+                step = parse_event_key(r.event_key).step
                 self.per_step[step] = self.per_step.get(step, 0) + 1
 
     def until(self, record: Record) -> datetime | None:
@@ -190,7 +200,7 @@ class _Builder:
             )
         )
         if records and records[0].type == "run_started":
-            first_turn = next((r for r in records if self._turn(r)), None)
+            first_turn = next((r for r in records if turn_of(r)), None)
             line.rows.append(
                 Row(
                     "start: prompt, history, new message",
@@ -201,7 +211,7 @@ class _Builder:
                 )
             )
         for r in records:
-            turn = self._turn(r)
+            turn = turn_of(r)
             if turn:
                 line.rows.append(self._turn_row(r, turn))
             elif r.type == MODEL_USAGE:
@@ -209,13 +219,13 @@ class _Builder:
             elif r.type == TOOL_CALL_SCHEDULED:
                 line.rows.append(self._tool_row(r))
             elif r.type == CANCELLATION_INTENT:
-                reason = str(_json(r).get("reason", ""))
+                reason = decode_payload(r, CancellationIntent).reason
                 line.rows.append(
                     Row("cancellation requested", "cancel", 1, r.timestamp, r.timestamp, reason)
                 )
         if self.ending is not None and self.ending.type == RUN_SUSPENDED:
-            tools = _json(self.ending).get("required_tools") or []
-            named = ", ".join(str(t) for t in tools) if isinstance(tools, list) else ""
+            tools = decode_payload(self.ending, RunSuspended).required_tools
+            named = ", ".join(tools)
             note = "waits for outside input" + (f" on {named}" if named else "")
             at = self.ending.timestamp
             line.rows.append(Row("suspended", "wait", 1, at, at, note, run.successor_run_id))
@@ -232,11 +242,7 @@ class _Builder:
         )
         return line
 
-    @staticmethod
-    def _turn(record: Record) -> re.Match[str] | None:
-        return _TURN_PHASE.match(record.event_key) if record.type == RUN_PHASE_CHANGED else None
-
-    def _turn_row(self, record: Record, turn: re.Match[str]) -> Row:
+    def _turn_row(self, record: Record, turn: EventKey) -> Row:
         same_write = (
             self.ending is not None
             and self.ending.type == RUN_SUSPENDED
@@ -247,19 +253,20 @@ class _Builder:
             if (same_write)
             else ""
         )
-        label = f"turn {turn.group(1)} · planner ({turn.group(2)})"
+        label = f"turn {turn.turn} · planner ({turn.name})"
         return Row(label, "turn", 1, record.timestamp, self.until(record), note)
 
     def _model_row(self, record: Record) -> Row:
-        usage = _json(record)
-        found = _USAGE.match(record.event_key)
-        n = found.group(1) if found else ""
-        phase = self.by_key.get(f"turn:{n}:phase:planning") or self.by_key.get(
-            f"turn:{n}:phase:synthesizing"
-        )
+        usage = decode_payload(record, UsagePayload)
+        n = parse_event_key(record.event_key).turn
+        phase = None
+        if n:
+            phase = self.by_key.get(phase_key(Phase.PLANNING, n)) or self.by_key.get(
+                phase_key(Phase.SYNTHESIZING, n)
+            )
         anchor = phase or record
         return Row(
-            f"model call · {usage.get('model', '?')}",
+            f"model call · {usage.model or '?'}",
             "model",
             2,
             anchor.timestamp,
@@ -269,19 +276,20 @@ class _Builder:
 
     def _tool_row(self, scheduled: Record) -> Row:
         """A tool call's (or child run's) bar, from what its records can tell."""
-        payload = _json(scheduled)
-        call_id, name = str(payload.get("tool_call_id", "")), str(payload.get("tool_name", ""))
-        effect = str(payload.get("effect", "retry"))
-        if effect != "retry":  # keyed or once: what running it again would do
-            name = f"{name} ({effect})"
-        step = scheduled.event_key.split(":tool:", 1)[0]
-        result = self.by_key.get(f"{step}:tool:{call_id}:result")
+        payload = decode_payload(scheduled, ToolScheduledPayload)
+        call_id, name = payload.tool_call_id, payload.tool_name
+        if payload.effect != "retry":  # keyed or once: what running it again would do
+            name = f"{name} ({payload.effect})"
+        step = parse_event_key(scheduled.event_key).step
+        result = self.by_key.get(tool_key(step, call_id, "result"))
         line = self.line
         end = result.timestamp if result else (None if line.running else line.end)
-        link = self.links.get(call_id)
-        if link is not None:
-            child = str(_json(link).get("child_run_id", ""))
-            return Row(f"{name} · child run", "child", 2, link.timestamp, end, link=child)
+        linked = self.links.get(call_id)
+        if linked is not None:
+            link, child = linked
+            return Row(
+                f"{name} · child run", "child", 2, link.timestamp, end, link=child.child_run_id
+            )
         if result is None:
             note = "no result yet" if line.running else "no result recorded"
             return Row(f"tool · {name}", "tool", 2, scheduled.timestamp, end, note)

@@ -1,0 +1,153 @@
+"""A session's top-level runs as one conversation, each turn's messages once.
+
+The runs are taken in conversation order (:func:`~agentledger.views.tree.run_tree`:
+each root followed by its continuations). A run holds the messages it added;
+the first run's seeded history is shown too, a later run's seeded or
+referenced history is the earlier turns, shown already. A run whose history
+is a fork of another run is a branch: it leaves its source at the message
+its reference cuts the source at, so it is labelled as a branch of its
+source's turn, not as the next turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from agentledger.errors import CorruptRecordError, TranscriptError
+from agentledger.storage.payloads import TRANSCRIPT_REFERENCED, TRANSCRIPT_SEEDED
+from agentledger.storage.replay import TRANSCRIPT_RECORD_TYPES
+from agentledger.storage.transcript_chain import decode_reference
+from agentledger.storage.types import Record, RunMeta
+from agentledger.transcript import Message, decode_messages
+from agentledger.views.tree import RunNode
+
+__all__ = ["Branch", "SessionConversation", "conversation_order", "session_conversation"]
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A run whose history is a fork of ``source``, cut at its record ``through``.
+
+    ``at`` is the number (from 1) of the source's last message before the cut
+    in this conversation (0 if the conversation does not hold it); ``turn``
+    the source's turn label.
+    """
+
+    run_id: str
+    source: str
+    through: str
+    at: int
+    turn: str
+
+
+@dataclass(frozen=True)
+class SessionConversation:
+    """The messages of a session's top-level runs, where each is stored, and its turns.
+
+    ``origins`` says where each message is stored: (run, record, place in the
+    record). ``turns`` labels each run (``Turn 2``, ``Turn 2 (continued)``,
+    ``Branch of turn 1``); ``branches`` are the forks, by run id. ``corrupt``
+    is the damaged record the conversation stops at (None if none).
+    """
+
+    runs: tuple[RunMeta, ...]
+    messages: tuple[Message, ...] = ()
+    origins: tuple[tuple[str, str, int], ...] = ()
+    turns: dict[str, str] = field(default_factory=dict)
+    branches: dict[str, Branch] = field(default_factory=dict)
+    corrupt: CorruptRecordError | None = None
+
+    @property
+    def sources(self) -> list[str]:
+        """The run each message belongs to."""
+        return [origin[0] for origin in self.origins]
+
+
+def conversation_order(tree: Iterable[RunNode]) -> list[RunMeta]:
+    """The session's top-level runs (no child runs) in conversation order."""
+    return [node.run for node in tree if not node.run.parent_run_id or node.continues]
+
+
+def _references(records: Iterable[Record], wanted: set[str]) -> dict[str, tuple[str, str, str]]:
+    """Each wanted run's history reference: (kind, source run, through)."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for record in records:
+        if record.type == TRANSCRIPT_REFERENCED and record.run_id in wanted:
+            ref = decode_reference(record)
+            found.setdefault(record.run_id, (ref.kind, ref.run_id, ref.through))
+    return found
+
+
+def _labels(
+    tree: Sequence[RunNode], forks: dict[str, tuple[str, str, str]]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each top-level run's turn label, and the source of each fork."""
+    labels: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    turn = 0
+    for node in tree:
+        run_id = node.run.run_id
+        fork = forks.get(run_id)
+        if node.continues:
+            labels[run_id] = f"Turn {turn} (continued)"
+        elif fork is not None and fork[0] == "fork":
+            sources[run_id] = fork[1]
+            source = labels.get(fork[1], "").removeprefix("Turn ")
+            labels[run_id] = f"Branch of turn {source}" if source else "Branch"
+        else:
+            turn += 1
+            labels[run_id] = f"Turn {turn}"
+    return labels, sources
+
+
+def session_conversation(tree: Sequence[RunNode], records: Sequence[Record]) -> SessionConversation:
+    """The conversation of the session whose run tree is ``tree`` and log ``records``
+    (in commit order); a damaged transcript record ends it, named in ``corrupt``.
+
+    Raises:
+        CorruptRecordError: a history reference is damaged.
+    """
+    order = conversation_order(tree)
+    first = order[0].run_id if order else ""
+    wanted = {run.run_id for run in order}
+    messages: list[Message] = []
+    stored: list[tuple[str, str, int]] = []
+    corrupt: CorruptRecordError | None = None
+    for record in records:
+        if record.run_id not in wanted or record.type not in TRANSCRIPT_RECORD_TYPES:
+            continue
+        if record.type == TRANSCRIPT_SEEDED and record.run_id != first:
+            continue  # a later turn's history: the earlier turns, shown already
+        try:
+            found = decode_messages(record.payload)
+        except TranscriptError as e:
+            corrupt = CorruptRecordError(
+                run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
+            )
+            break
+        messages += found
+        stored += [(record.run_id, record.id, n) for n in range(len(found))]
+    # Records come in commit order; a session's turns are in run order (each run whole).
+    rank = {run.run_id: i for i, run in enumerate(order)}
+    pairs = sorted(zip(messages, stored, strict=True), key=lambda p: rank[p[1][0]])
+    origins = tuple(o for _, o in pairs)
+    references = _references(records, wanted)
+    labels, sources = _labels(tree, references)
+    branches: dict[str, Branch] = {}
+    for run_id, source in sources.items():
+        ref = references[run_id]
+        at = 0
+        through = int(ref[2]) if ref[2].isdigit() else 0
+        for n, (owner, record_id, _) in enumerate(origins, start=1):
+            if owner == source and record_id.isdigit() and int(record_id) <= through:
+                at = n
+        branches[run_id] = Branch(run_id, source, ref[2], at, labels.get(source, ""))
+    return SessionConversation(
+        runs=tuple(order),
+        messages=tuple(m for m, _ in pairs),
+        origins=origins,
+        turns=labels,
+        branches=branches,
+        corrupt=corrupt,
+    )
