@@ -309,13 +309,13 @@ def _project(record: Record) -> RunEvent | None:
         case rt.TRANSCRIPT_APPENDED:
             return MessagesAppended(**base, messages=tuple(decode_messages(record.payload)))
         case rt.RUN_PHASE_CHANGED:
-            phase = rt.decode_json(record.payload, rt.PhasePayload)
+            phase = rt.decode_payload(record, rt.PhasePayload)
             return PhaseChanged(**base, phase=phase.phase)
         case rt.PROMPT_RENDERED:
-            prompt = rt.decode_json(record.payload, rt.PromptPayload)
+            prompt = rt.decode_payload(record, rt.PromptPayload)
             return PromptRendered(**base, prompt_id=prompt.prompt_id, version=prompt.version)
         case rt.TOOL_CALL_SCHEDULED:
-            call = rt.decode_json(record.payload, rt.ToolScheduledPayload)
+            call = rt.decode_payload(record, rt.ToolScheduledPayload)
             return ToolCallScheduled(
                 **base,
                 tool_call_id=call.tool_call_id,
@@ -324,7 +324,7 @@ def _project(record: Record) -> RunEvent | None:
                 effect=call.effect,
             )
         case rt.TOOL_CALL_STARTED:
-            began = rt.decode_json(record.payload, rt.ToolStartedPayload)
+            began = rt.decode_payload(record, rt.ToolStartedPayload)
             return ToolCallStarted(
                 **base,
                 tool_call_id=began.tool_call_id,
@@ -333,7 +333,7 @@ def _project(record: Record) -> RunEvent | None:
                 attempt=began.attempt,
             )
         case rt.TOOL_CALL_ANSWERED:
-            said = rt.decode_json(record.payload, rt.ToolAnsweredPayload)
+            said = rt.decode_payload(record, rt.ToolAnsweredPayload)
             return ToolCallAnswered(
                 **base,
                 tool_call_id=said.tool_call_id,
@@ -345,7 +345,7 @@ def _project(record: Record) -> RunEvent | None:
                 reason=said.reason,
             )
         case rt.TOOL_RESULT_RECEIVED:
-            res = rt.decode_json(record.payload, rt.ToolResultPayload)
+            res = rt.decode_payload(record, rt.ToolResultPayload)
             return ToolResultReceived(
                 **base,
                 tool_call_id=res.tool_call_id,
@@ -354,7 +354,7 @@ def _project(record: Record) -> RunEvent | None:
                 is_error=res.is_error,
             )
         case rt.PLANNER_NOTE:
-            note = rt.decode_json(record.payload, rt.NotePayload)
+            note = rt.decode_payload(record, rt.NotePayload)
             return PlannerNoted(**base, text=note.text, labels=note.labels)
         case messages.MESSAGE_STEERED:
             mark = msgspec.json.decode(record.payload, type=messages.SteeredMark)
@@ -362,7 +362,7 @@ def _project(record: Record) -> RunEvent | None:
                 **base, message_run_id=mark.message_run_id, position=mark.position
             )
         case rt.MODEL_USAGE:
-            usage = rt.decode_json(record.payload, rt.UsagePayload)
+            usage = rt.decode_payload(record, rt.UsagePayload)
             return ModelUsageReported(**base, **msgspec.structs.asdict(usage))
     return None
 

@@ -147,13 +147,7 @@ async def _read_run(store: Store, found: _Found, run_id: str, via: Via, link: Ch
 
 
 def _prompt(record: Record) -> rt.PromptPayload:
-    try:
-        prompt: rt.PromptPayload = rt.decode_json(record.payload, rt.PromptPayload)
-    except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise CorruptRecordError(
-            run_id=record.run_id, record_id=record.id, reason=f"{record.type}: {e}"
-        ) from e
-    return prompt
+    return rt.decode_payload(record, rt.PromptPayload)
 
 
 def _use(record: Record, via: Via) -> PromptUse:

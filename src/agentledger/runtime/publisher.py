@@ -48,7 +48,7 @@ def memory_events(record: Record) -> list[MemoryEvent]:
     """What product memory keeps of one stored record."""
     at, turn = record.timestamp, record.turn_id
     if record.type == rt.PLANNER_NOTE:
-        note = rt.decode_json(record.payload, rt.NotePayload)
+        note = rt.decode_payload(record, rt.NotePayload)
         return [
             PlannerNote(
                 key=record.event_key, text=note.text, labels=note.labels, timestamp=at, turn_id=turn
