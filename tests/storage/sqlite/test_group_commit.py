@@ -460,14 +460,19 @@ async def test_on_a_slow_disk_groups_go_to_the_writer_thread(
     store: SQLiteStore, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While COMMITs take longer than HERE_COMMIT_SECONDS the loop does not wait for them:
-    the writer thread commits, and the loop runs other tasks meanwhile."""
+    the writer thread commits, and the loop runs other tasks meanwhile; but for one group
+    in PROBE_EVERY, which commits on the caller's thread to measure again."""
     run = await world.root("r", session=await world.session("s"))
     assert store._writer is not None
     assert store._writer._commit_seconds > 0  # it measures its commits
     monkeypatch.setattr(group, "HERE_COMMIT_SECONDS", -1.0)
     with statements_by_thread(store) as seen:
-        await store.append_run_record(world.note(run, "k"))
-    assert threading.get_ident() not in _threads_of(seen, "COMMIT")
+        for i in range(group.PROBE_EVERY):
+            await store.append_run_record(world.note(run, f"k{i}"))
+    commits = [thread for sql, thread in seen if sql == "COMMIT"]
+    assert len(commits) == group.PROBE_EVERY
+    assert commits.count(threading.get_ident()) == 1
+    assert commits[-1] == threading.get_ident()
 
 
 @pytest.mark.usefixtures("fast_disk")

@@ -44,6 +44,7 @@ __all__ = [
     "HERE_COMMIT_SECONDS",
     "MAX_GROUP",
     "MAX_HERE",
+    "PROBE_EVERY",
     "QUEUE",
     "GroupWriter",
     "Operation",
@@ -66,6 +67,11 @@ takes at most this long, on average over the last few: on a disk that syncs slow
 they queue for the writer thread, so the loop runs meanwhile, and the hand-offs,
 small beside such a sync, buy the overlap of a group's commit with the next one's
 submissions."""
+
+PROBE_EVERY = 16
+"""While commits are slow, every this many groups one runs on the caller's thread all
+the same, to measure again (only a caller's-thread COMMIT is measured: on the writer
+thread the time would include waiting for the GIL after the sync)."""
 
 CHECKPOINT_EVERY = 256
 """Commits between two checkpoints when SQLite's automatic one is off (inline mode):
@@ -191,8 +197,10 @@ class GroupWriter(Generic[C]):
         """Operations queued for the thread and not yet answered: while there are
         any, nothing runs inline, so nothing overtakes them."""
         self._commit_seconds = 0.0
-        """A moving average of how long a COMMIT took (the caller's thread runs
-        groups only while it is at most HERE_COMMIT_SECONDS)."""
+        """A moving average of how long a COMMIT on the caller's thread took (groups
+        run there while it is at most HERE_COMMIT_SECONDS, else one in PROBE_EVERY)."""
+        self._slow_groups = 0
+        """Groups sent to the thread because commits were slow, since the last probe."""
         self._commits = 0
         """Commits since the last checkpoint (inline mode)."""
         self._checkpoint_asked = False
@@ -260,12 +268,22 @@ class GroupWriter(Generic[C]):
             return
         if loop in self._elsewhere:
             self._elsewhere.discard(loop)
-        elif len(batch) <= MAX_HERE and self._commit_seconds <= HERE_COMMIT_SECONDS:
+        elif len(batch) <= MAX_HERE and self._fast_or_probe():
             answers = self._run_here(batch)
             if answers is not QUEUE:
                 _settle_all([(f, r, e) for (_, _, f), r, e in answers if f is not None])
                 return
         self._queue(batch)
+
+    def _fast_or_probe(self) -> bool:
+        """Whether commits are fast; while they are not, True once in PROBE_EVERY calls."""
+        if self._commit_seconds <= HERE_COMMIT_SECONDS:
+            return True
+        self._slow_groups += 1
+        if self._slow_groups < PROBE_EVERY:
+            return False
+        self._slow_groups = 0
+        return True
 
     def run_inline(self, operation: Callable[[sqlite3.Connection, C, bool], R]) -> R | Queued:
         """Run a small ``operation`` here as a group of one, if nothing would have to
@@ -447,8 +465,9 @@ class GroupWriter(Generic[C]):
             assert self._cursor is not None
             started = time.perf_counter()
             self._cursor.execute("COMMIT")
-            took = time.perf_counter() - started
-            self._commit_seconds += (took - self._commit_seconds) / 8
+            if here:
+                took = time.perf_counter() - started
+                self._commit_seconds += (took - self._commit_seconds) / 8
             self._commits += 1
         except BaseException as e:
             if conn.in_transaction:

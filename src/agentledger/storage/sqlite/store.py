@@ -267,8 +267,8 @@ class SQLiteStore(AdminOperations):
       each caller yielding once, so concurrent tasks still share a commit.
       Only while commits are fast (a moving average of at most 1 ms): on a
       disk that syncs slowly the writer thread commits and the loop runs
-      meanwhile. They never wait for the lock, read the vault or run a
-      checkpoint there;
+      meanwhile (but for one group in 16, which measures again). They never
+      wait for the lock, read the vault or run a checkpoint there;
     - at ``"normal"`` durability, where a commit does not wait for the disk,
       such a small append runs at once, without yielding;
     - a small read (``load_run``, ``load_session``, ``load_session_status``,
