@@ -8,8 +8,10 @@ commit" field is non-zero, so counting those frames counts commits.
 from __future__ import annotations
 
 import asyncio
+import math
 import sqlite3
 import struct
+import threading
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -23,7 +25,7 @@ from agentledger.runtime import Agent, ModelPlanner, QueueSink, Runtime, tool
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import run_log
 from agentledger.storage.encryption import Encryption, Keyring
-from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.sqlite import SQLiteStore, check_invariants, group
 from agentledger.storage.sqlite.group import CHECKPOINT_EVERY
 from agentledger.storage.sqlite.store import _small
 from agentledger.storage.types import AppendResult
@@ -286,9 +288,11 @@ async def test_at_normal_a_write_waiting_for_the_lock_leaves_the_loop_free(
         assert (await waiting).id == "3"
 
 
-async def test_at_normal_the_writer_checkpoints_the_wal(db_path: Path) -> None:
-    """SQLite's own checkpoint is off at ``normal``; the writer thread does it instead."""
-    async with await SQLiteStore.open(db_path, durability="normal") as store:
+@pytest.mark.parametrize("durability", ["full", "normal"])
+async def test_the_writer_checkpoints_the_wal(db_path: Path, durability: Any) -> None:
+    """SQLite's own checkpoint is off (commits may run on the caller's thread, which must
+    not run one); the writer thread does it instead."""
+    async with await SQLiteStore.open(db_path, durability=durability) as store:
         world = World(store)
         run = await world.root("r", session=await world.session("s"))
         for i in range(CHECKPOINT_EVERY + 20):
@@ -374,3 +378,150 @@ async def test_at_normal_an_encrypted_append_never_reads_the_vault_on_the_loop(
         assert (await fresh.append_run_record(world.note(run, "second"))).id == "3"
         assert ran == []  # the key is in memory now: inline, without yielding
         other.cancel()
+
+
+# Caller's-thread groups (any durability) --------------------------------------
+
+
+@contextmanager
+def statements_by_thread(store: SQLiteStore) -> Iterator[list[tuple[str, int]]]:
+    """Every statement the store's write connection runs meanwhile, with the thread
+    that ran it (SQLite's own trace callback on that connection)."""
+    writer = store._writer
+    assert writer is not None
+    conn = writer._conn
+    assert conn is not None
+    seen: list[tuple[str, int]] = []
+    conn.set_trace_callback(lambda sql: seen.append((sql, threading.get_ident())))
+    try:
+        yield seen
+    finally:
+        conn.set_trace_callback(None)
+
+
+def _threads_of(seen: list[tuple[str, int]], prefix: str) -> set[int]:
+    return {thread for sql, thread in seen if sql.startswith(prefix)}
+
+
+@pytest.fixture
+def fast_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take every disk for fast: whether a group may run on the caller's thread then
+    does not depend on how long this machine's fsyncs happen to take."""
+    monkeypatch.setattr(group, "HERE_COMMIT_SECONDS", math.inf, raising=False)
+
+
+@pytest.mark.usefixtures("fast_disk")
+async def test_at_full_a_lone_append_commits_on_the_callers_thread(
+    store: SQLiteStore, world: World, db_path: Path
+) -> None:
+    """An idle writer: the append's whole transaction runs on the loop's thread, without
+    the hand-off to the writer thread, and its answer still follows its COMMIT."""
+    run = await world.root("r", session=await world.session("s"))
+    with statements_by_thread(store) as seen:
+        result = await store.append_run_record(world.note(run, "k"))
+    assert result.inserted
+    assert _threads_of(seen, "INSERT") == _threads_of(seen, "COMMIT") == {threading.get_ident()}
+    with sqlite3.connect(db_path) as other:  # durable before the answer: another connection
+        assert other.execute("SELECT count(*) FROM records WHERE event_key = 'k'").fetchone() == (
+            1,
+        )
+
+
+@pytest.mark.usefixtures("fast_disk")
+async def test_at_full_appends_of_one_turn_share_one_commit_on_the_callers_thread(
+    store: SQLiteStore, world: World, db_path: Path
+) -> None:
+    """[B2] concurrent appends still meet: 16 tasks' appends, one COMMIT, no hand-off."""
+    sid = await world.session("s")
+    runs = [await world.root(f"r{i}", session=sid) for i in range(16)]
+    before = wal_commits(db_path)
+    with statements_by_thread(store) as seen:
+        results = await asyncio.gather(
+            *(store.append_run_record(world.note(run, "k")) for run in runs)
+        )
+    assert [r.id for r in results] == ["2"] * 16
+    assert wal_commits(db_path) - before == 1
+    assert _threads_of(seen, "COMMIT") == {threading.get_ident()}
+
+
+@pytest.mark.usefixtures("fast_disk")
+async def test_the_other_small_writes_of_a_run_commit_on_the_callers_thread(
+    store: SQLiteStore, world: World
+) -> None:
+    """A start and a terminal are bounded too: their groups skip the hand-off as well."""
+    sid = await world.session("s")
+    with statements_by_thread(store) as seen:
+        run = await world.root("r", session=sid)
+        await world.finish(run)
+    assert _threads_of(seen, "COMMIT") == {threading.get_ident()}
+
+
+async def test_on_a_slow_disk_groups_go_to_the_writer_thread(
+    store: SQLiteStore, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While COMMITs take longer than HERE_COMMIT_SECONDS the loop does not wait for them:
+    the writer thread commits, and the loop runs other tasks meanwhile; but for one group
+    in PROBE_EVERY, which commits on the caller's thread to measure again."""
+    run = await world.root("r", session=await world.session("s"))
+    assert store._writer is not None
+    assert store._writer._commit_seconds > 0  # it measures its commits
+    monkeypatch.setattr(group, "HERE_COMMIT_SECONDS", -1.0)
+    with statements_by_thread(store) as seen:
+        for i in range(group.PROBE_EVERY):
+            await store.append_run_record(world.note(run, f"k{i}"))
+    commits = [thread for sql, thread in seen if sql == "COMMIT"]
+    assert len(commits) == group.PROBE_EVERY
+    assert commits.count(threading.get_ident()) == 1
+    assert commits[-1] == threading.get_ident()
+
+
+@pytest.mark.usefixtures("fast_disk")
+async def test_at_full_a_write_waiting_for_the_lock_leaves_the_loop_free(
+    db_path: Path,
+) -> None:
+    """A caller's-thread group only tries the lock; waiting for it is the thread's."""
+    async with await SQLiteStore.open(db_path) as store:
+        world = World(store)
+        run = await world.root("r", session=await world.session("s"))
+        async with loop_ticks() as ticks:
+            with write_lock_held(db_path):
+                waiting = asyncio.ensure_future(store.append_run_record(world.note(run, "waits")))
+                await until(lambda: ticks.count >= 10 or waiting.done(), "ten turns of the loop")
+                assert not waiting.done()  # the loop ran while the write waited
+        assert (await waiting).id == "2"
+
+
+@pytest.mark.usefixtures("fast_disk")
+async def test_at_full_an_encrypted_group_needing_a_key_goes_to_the_writer_thread(
+    tmp_path: Path,
+) -> None:
+    """[A2] a caller's-thread group whose data key is not in memory is rolled back,
+    unanswered, and runs on the writer thread, which reads the key: a vault locked by
+    another process holds up those writes only, never the loop; then the loop again."""
+    db, keyring, vault = tmp_path / "ledger.db", Keyring.generate("k1"), tmp_path / "keys.vault"
+    async with await SQLiteStore.open(db, encryption=Encryption(keyring, vault)) as store:
+        world = World(store)
+        runs = [await world.root(f"r{i}", session=await world.session(f"s{i}")) for i in range(2)]
+    async with await SQLiteStore.open(db, encryption=Encryption(keyring, vault)) as fresh:
+        await World(fresh).session("other")  # the writer's connection is open
+        blocker = sqlite3.connect(vault, isolation_level=None)
+        try:
+            async with loop_ticks() as ticks:
+                blocker.execute("BEGIN EXCLUSIVE")  # no key can be read meanwhile
+                waiting = asyncio.gather(
+                    *(fresh.append_run_record(world.note(run, "first")) for run in runs)
+                )
+                await until(lambda: ticks.count >= 3 or waiting.done(), "three turns of the loop")
+                assert not waiting.done()  # the loop ran while the appends waited
+                blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        assert [r.id for r in await waiting] == ["2", "2"]
+        with statements_by_thread(fresh) as seen:
+            assert (await fresh.append_run_record(world.note(runs[0], "second"))).id == "3"
+        assert _threads_of(seen, "COMMIT") == {threading.get_ident()}  # the key is in memory
+        for run in runs:
+            assert [r.event_key for r in await run_log(fresh, run.run.run_id)] == [
+                "run_started",
+                *(["first", "second"] if run is runs[0] else ["first"]),
+            ]

@@ -15,9 +15,10 @@ reported before that write is durable either. If the commit (or a statement
 that aborts the whole transaction) fails, every operation of the group gets
 that error, and none of them wrote.
 
-At ``synchronous=NORMAL`` a small write may run on the caller's thread
-instead, as a group of one, when it would wait for nobody (see
-:class:`GroupWriter`).
+When the writer is idle, what one event loop submitted in one turn may
+instead run on that loop's thread, as one group with the same transaction,
+the same COMMIT and the same answers, without the two thread hand-offs,
+which cost more than a fast disk's fsync (see :class:`GroupWriter`).
 
 Operations submitted in one turn of an event loop reach the thread together,
 as one queue item: waking a thread costs tens of microseconds, and a writer
@@ -33,16 +34,44 @@ import enum
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
-from typing import Any, Final, Generic, Literal, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
-__all__ = ["CHECKPOINT_EVERY", "MAX_GROUP", "QUEUE", "GroupWriter", "Operation", "Queued"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "HERE_COMMIT_SECONDS",
+    "MAX_GROUP",
+    "MAX_HERE",
+    "PROBE_EVERY",
+    "QUEUE",
+    "GroupWriter",
+    "Operation",
+    "Queued",
+]
 
 R = TypeVar("R")
 C = TypeVar("C")
 
 MAX_GROUP = 128
 """Most operations sharing one transaction: a bound on the latency a group adds."""
+
+MAX_HERE = 64
+"""Most operations of one turn that may run on the caller's thread as one group
+(more queue for the writer thread): a bound on how long they hold its loop."""
+
+HERE_COMMIT_SECONDS = 0.001
+"""Caller's-thread groups run only while a COMMIT (its fsync, at ``synchronous=FULL``)
+takes at most this long, on average over the last few: on a disk that syncs slowly
+they queue for the writer thread, so the loop runs meanwhile, and the hand-offs,
+small beside such a sync, buy the overlap of a group's commit with the next one's
+submissions."""
+
+PROBE_EVERY = 16
+"""While commits are slow, every this many groups one runs on the caller's thread all
+the same, to measure again (only a caller's-thread COMMIT is measured: on the writer
+thread the time would include waiting for the GIL after the sync)."""
 
 CHECKPOINT_EVERY = 256
 """Commits between two checkpoints when SQLite's automatic one is off (inline mode):
@@ -70,11 +99,16 @@ QUEUE: Final = _Queue.QUEUE
 Queued = Literal[_Queue.QUEUE]
 """The type of :data:`QUEUE`."""
 
-_Item = tuple[Operation, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+_Item = tuple[Operation, "asyncio.AbstractEventLoop | None", "asyncio.Future[Any] | None"]
+"""An operation, the loop that submitted it and its future (both None: run_inline's)."""
 _Answer = tuple[_Item, Any, "BaseException | None"]
 """An operation, its result and its error (one of the two is None)."""
 _Batch = list[_Item]
 """Operations one event loop submitted in one turn, queued as one item."""
+
+
+class _Requeue(Exception):
+    """A caller's-thread group met an operation that must run on the writer thread."""
 
 
 def _code(error: sqlite3.Error) -> int:
@@ -100,18 +134,26 @@ class GroupWriter(Generic[C]):
     ``lost(context)`` is called when a group's transaction fails, so nothing
     learned inside it survives.
 
-    With ``inline`` (for ``synchronous=NORMAL``, where a commit does not wait
-    for the disk), a small operation offered to :meth:`run_inline` while
-    nothing else is queued or running, and the file's write lock is free at
-    once, runs on the caller's thread instead: a group of one, with the same
-    transaction and the same answer after the same COMMIT, without two thread
-    wake-ups that cost more than the operation. It never waits there: the
-    lock is only tried (busy timeout 0), and an operation that finds it taken
-    queues for the thread, which waits for it with ``busy_timeout``. SQLite's
-    automatic checkpoint is off on the connection, so the caller never runs
-    one either: the thread checkpoints after every :data:`CHECKPOINT_EVERY`
-    commits, on a connection of its own (``open_checkpointer``), so writes on
-    the caller's thread go on meanwhile instead of queueing behind it.
+    With ``inline``, the operations one event loop submitted in one turn,
+    all marked ``here`` (bounded work) and at most :data:`MAX_HERE` of them,
+    run at the end of that turn on the loop's own thread when nothing else is
+    queued or running, the file's write lock is free at once, and recent
+    commits were fast (:data:`HERE_COMMIT_SECONDS`): one group, with the same
+    transaction and the same answers after the same COMMIT (its fsync
+    included), without the two thread wake-ups that cost more than the
+    operations. Each caller still yields once, so the operations of
+    concurrent tasks still meet in one group. It never waits there: the lock
+    is only tried (busy timeout 0), and a group that finds it taken queues
+    for the thread, which waits for it with ``busy_timeout``. An operation
+    that raises one of ``requeue`` there (while ``here_context()`` is
+    entered: the encrypted store's deferred vault reads) rolls the whole
+    group back, unanswered, and it queues for the thread. :meth:`run_inline`
+    runs one operation the same way at once, without a future and without
+    yielding. SQLite's automatic checkpoint is off on the connection, so the
+    caller never runs one either: the thread checkpoints after every
+    :data:`CHECKPOINT_EVERY` commits, on a connection of its own
+    (``open_checkpointer``), so writes on the caller's thread go on meanwhile
+    instead of queueing behind it.
     """
 
     def __init__(
@@ -124,6 +166,8 @@ class GroupWriter(Generic[C]):
         busy_timeout: float,
         inline: bool = False,
         open_checkpointer: Callable[[], sqlite3.Connection] | None = None,
+        here_context: Callable[[], AbstractContextManager[object]] | None = None,
+        requeue: tuple[type[BaseException], ...] = (),
     ) -> None:
         self._open = open_connection
         self._open_checkpointer = open_checkpointer
@@ -133,9 +177,13 @@ class GroupWriter(Generic[C]):
         self._lost = lost
         self._busy_ms = int(busy_timeout * 1000)
         self._inline = inline
+        self._here_context = here_context
+        self._requeue = requeue
         self._jobs: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._submitted: dict[asyncio.AbstractEventLoop, _Batch] = {}
         """This turn's submissions of each loop, queued by :meth:`flush` at the turn's end."""
+        self._elsewhere: set[asyncio.AbstractEventLoop] = set()
+        """Loops whose submissions this turn include one not marked ``here``."""
         self._conn: sqlite3.Connection | None = None
         """The connection, once the thread opened it; used only with ``_lock`` held."""
         self._cursor: sqlite3.Cursor | None = None
@@ -148,6 +196,11 @@ class GroupWriter(Generic[C]):
         self._outstanding = 0
         """Operations queued for the thread and not yet answered: while there are
         any, nothing runs inline, so nothing overtakes them."""
+        self._commit_seconds = 0.0
+        """A moving average of how long a COMMIT on the caller's thread took (groups
+        run there while it is at most HERE_COMMIT_SECONDS, else one in PROBE_EVERY)."""
+        self._slow_groups = 0
+        """Groups sent to the thread because commits were slow, since the last probe."""
         self._commits = 0
         """Commits since the last checkpoint (inline mode)."""
         self._checkpoint_asked = False
@@ -158,28 +211,41 @@ class GroupWriter(Generic[C]):
 
     @property
     def inline(self) -> bool:
-        """Whether small operations may run on the caller's thread (``synchronous=NORMAL``)."""
+        """Whether operations may run on the caller's thread (see the class docstring)."""
         return self._inline
 
-    def submit(self, operation: Callable[[sqlite3.Connection, C, bool], R]) -> asyncio.Future[R]:
-        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT."""
+    def submit(
+        self, operation: Callable[[sqlite3.Connection, C, bool], R], *, here: bool = False
+    ) -> asyncio.Future[R]:
+        """Queue ``operation``; the future resolves on the caller's loop after its COMMIT.
+
+        ``here``: its work is bounded (a few rows and kilobytes), so it may run on
+        the caller's thread at the end of this turn (see the class docstring).
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         item: _Item = (operation, loop, future)
         batch = self._submitted.get(loop)
         if batch is None:
             batch = self._submitted[loop] = []
-            loop.call_soon(self.flush, loop)
+            loop.call_soon(self._end_of_turn, loop)
         batch.append(item)
+        if not here:
+            self._elsewhere.add(loop)
         return future
 
     def flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Queue what ``loop`` submitted this turn now (it runs by itself after the turn)."""
+        """Queue what ``loop`` submitted this turn for the thread now (it runs by itself
+        after the turn)."""
+        self._elsewhere.discard(loop)
         batch = self._submitted.pop(loop, None)
         if batch:
-            with self._count_lock:
-                self._outstanding += len(batch)
-            self._jobs.put(batch)
+            self._queue(batch)
+
+    def _queue(self, batch: _Batch) -> None:
+        with self._count_lock:
+            self._outstanding += len(batch)
+        self._jobs.put(batch)
 
     def stop(self) -> None:
         """Let queued operations finish, then close the connection and end the thread.
@@ -194,17 +260,54 @@ class GroupWriter(Generic[C]):
 
     # caller's thread (inline) ------------------------------------------------
 
+    def _end_of_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """What ``loop`` submitted this turn: run here as one group if it may, else queue
+        it for the thread (on ``loop``'s thread, as the turn's last callback)."""
+        batch = self._submitted.pop(loop, None)
+        if not batch:
+            return
+        if loop in self._elsewhere:
+            self._elsewhere.discard(loop)
+        elif len(batch) <= MAX_HERE and self._fast_or_probe():
+            answers = self._run_here(batch)
+            if answers is not QUEUE:
+                _settle_all([(f, r, e) for (_, _, f), r, e in answers if f is not None])
+                return
+        self._queue(batch)
+
+    def _fast_or_probe(self) -> bool:
+        """Whether commits are fast; while they are not, True once in PROBE_EVERY calls."""
+        if self._commit_seconds <= HERE_COMMIT_SECONDS:
+            return True
+        self._slow_groups += 1
+        if self._slow_groups < PROBE_EVERY:
+            return False
+        self._slow_groups = 0
+        return True
+
     def run_inline(self, operation: Callable[[sqlite3.Connection, C, bool], R]) -> R | Queued:
         """Run a small ``operation`` here as a group of one, if nothing would have to
         wait: its result (or its error) after its COMMIT; :data:`QUEUE` if it must be
         submitted instead. Only an operation of a few rows and kilobytes belongs here:
-        the caller's event loop is held while it runs.
-
-        The same steps as :meth:`_run_group` for a group of one, without its
-        bookkeeping for many, and without a future: the caller gets the answer.
+        the caller's event loop is held while it runs, and it does not yield, so it
+        meets no other task's operations in a group: for ``synchronous=NORMAL``,
+        where a COMMIT does not wait for the disk.
         """
-        if not self._inline or self._submitted:
+        if self._submitted:
             return QUEUE  # never overtake what this turn submitted
+        answers = self._run_here([(operation, None, None)])
+        if answers is QUEUE:
+            return QUEUE
+        ((_, result, error),) = answers
+        if error is not None:
+            raise error
+        return cast(R, result)
+
+    def _run_here(self, group: _Batch) -> list[_Answer] | Queued:
+        """``group`` as one transaction on the caller's thread: its answers after the
+        COMMIT, or :data:`QUEUE` (nothing done) if it must go to the thread."""
+        if not self._inline:
+            return QUEUE
         with self._count_lock:
             if self._outstanding or not self._lock.acquire(blocking=False):
                 return QUEUE
@@ -217,34 +320,20 @@ class GroupWriter(Generic[C]):
                 self._waits = False
             try:
                 cursor.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                if _code(e) in (_BUSY, _LOCKED):
-                    return QUEUE  # another connection writes: queue for the thread
-                raise
-            context: C | None = None
-            refused = False
+            except sqlite3.Error:
+                return QUEUE  # another connection writes (or worse): the thread waits, answers
             try:
-                context = self._begin(cursor)
-                try:
-                    result = operation(conn, context, False)
-                except BaseException:
-                    # Still in the transaction: the operation refused, and what the
-                    # transaction read stays true. Else SQLite rolled it all back.
-                    refused = conn.in_transaction
-                    raise
-                cursor.execute("COMMIT")  # if it fails, the handler below undoes it all
-            except BaseException:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                if context is not None and (not refused or conn.in_transaction):
-                    self._lost(context)
-                raise
-            self._commits += 1
+                if self._here_context is None:
+                    answers = self._run_group(conn, group, here=True)
+                else:
+                    with self._here_context():
+                        answers = self._run_group(conn, group, here=True)
+            except _Requeue:
+                return QUEUE
             if self._commits >= CHECKPOINT_EVERY and not self._checkpoint_asked:
                 self._checkpoint_asked = True
                 self._jobs.put([])  # an empty batch: the thread checkpoints
-            return result
+            return answers
         finally:
             self._lock.release()
 
@@ -332,19 +421,24 @@ class GroupWriter(Generic[C]):
                 found.extend(batch)  # an empty one (a checkpoint request) adds nothing
         return found
 
-    def _run_group(self, conn: sqlite3.Connection, group: list[_Item]) -> list[_Answer]:
+    def _run_group(
+        self, conn: sqlite3.Connection, group: list[_Item], *, here: bool = False
+    ) -> list[_Answer]:
         """Run ``group`` in the open transaction and commit it; one answer per operation.
 
-        Operations that queue while the group runs join it, up to MAX_GROUP:
-        the transaction stays open while work keeps arriving. No savepoint per
+        On the thread, operations that queue while the group runs join it, up to
+        MAX_GROUP: the transaction stays open while work keeps arriving (``here``,
+        on the caller's thread, the group is what it was given). No savepoint per
         operation: each undoes its own writes if it fails (see :data:`Operation`).
+        ``here``, an operation raising one of ``requeue`` rolls the whole group back
+        and raises :class:`_Requeue`: nobody was answered, the thread runs it again.
         """
         answers: list[_Answer] = []
         context: C | None = None
         try:
             assert self._cursor is not None
             context = self._begin(self._cursor)
-            pending = group + self._drain(len(group))
+            pending = group if here else group + self._drain(len(group))
             group[:] = pending
             while pending:
                 for item in pending:
@@ -354,6 +448,8 @@ class GroupWriter(Generic[C]):
                     try:
                         result = item[0](conn, context, not alone)
                     except BaseException as e:
+                        if here and isinstance(e, self._requeue):
+                            raise _Requeue from e
                         if not conn.in_transaction:
                             raise  # SQLite rolled the whole transaction back: the group fails
                         if alone:
@@ -362,10 +458,16 @@ class GroupWriter(Generic[C]):
                         answers.append((item, None, e))  # it undid its own writes
                         continue
                     answers.append((item, result, None))
+                if here:
+                    break
                 pending = self._drain(len(group))
                 group.extend(pending)
             assert self._cursor is not None
+            started = time.perf_counter()
             self._cursor.execute("COMMIT")
+            if here:
+                took = time.perf_counter() - started
+                self._commit_seconds += (took - self._commit_seconds) / 8
             self._commits += 1
         except BaseException as e:
             if conn.in_transaction:
@@ -373,6 +475,8 @@ class GroupWriter(Generic[C]):
                     conn.execute("ROLLBACK")
             if context is not None:
                 self._lost(context)
+            if isinstance(e, _Requeue):
+                raise
             return [(item, None, e) for item in group]
         return answers
 
@@ -383,6 +487,8 @@ class GroupWriter(Generic[C]):
             asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]
         ] = {}
         for (_, loop, future), result, error in answers:
+            assert loop is not None  # the thread runs submitted operations only
+            assert future is not None
             by_loop.setdefault(loop, []).append((future, result, error))
         for loop, settled in by_loop.items():
             # A closed loop raises RuntimeError: nobody is waiting for the result.

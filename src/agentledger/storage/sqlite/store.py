@@ -36,7 +36,7 @@ from agentledger.storage.sqlite.connection import (
     map_error,
     map_open_error,
 )
-from agentledger.storage.sqlite.group import QUEUE, GroupWriter, Queued
+from agentledger.storage.sqlite.group import QUEUE, GroupWriter
 from agentledger.storage.sqlite.inline_reads import MAX_BYTES, MAX_RECORDS, Declined, InlineReads
 from agentledger.storage.sqlite.opening import check_read_only_encryption, open_writer
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
@@ -48,6 +48,7 @@ from agentledger.storage.sqlite.readonly import (
 from agentledger.storage.sqlite.threads import ConnectionThreads
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
+    Checkpoint,
     Page,
     Record,
     RunMeta,
@@ -104,6 +105,34 @@ def _small(records: object) -> bool:
             return False
         size += len(payload)
     return size <= _SMALL_BYTES
+
+
+_BOUNDLESS = frozenset({ops.END_SESSION, ops.PURGE_SESSION, ops.IMPORT_SESSION})
+"""Writes whose rows are not bounded by their request (every run of a session)."""
+
+
+def _light(request: object) -> bool:
+    """Whether a write request other than an append is small enough to run on the
+    caller's thread (see GroupWriter): records, checkpoint and bytes within the
+    bounds of :func:`_small`, looking one level into the request."""
+    records = 0
+    size = 0
+    for name in getattr(request, "__struct_fields__", ()):
+        value = getattr(request, name)
+        if isinstance(value, Record):
+            records += 1
+            value = value.payload
+        elif isinstance(value, Checkpoint):
+            value = value.data
+        elif isinstance(value, tuple | list):
+            if not _small(value):
+                return False
+            records += len(value)
+            size += sum(len(r.payload) for r in value)
+            continue
+        if isinstance(value, bytes):
+            size += len(value)
+    return records <= _SMALL_RECORDS and size <= _SMALL_BYTES
 
 
 def _small_page(limit: object) -> bool:
@@ -185,24 +214,6 @@ def _insert_first(
     return plan
 
 
-def _inline_write(
-    writer: GroupWriter[RowCache],
-    operation: Callable[[sqlite3.Connection, RowCache, bool], R],
-    *,
-    encrypted: bool,
-) -> R | Queued:
-    """:meth:`GroupWriter.run_inline`, never reading the vault on the caller's thread [A2]:
-    a data key not in memory rolls the operation back, and it queues for the writer
-    thread, which reads (or makes) the key."""
-    if not encrypted:
-        return writer.run_inline(operation)
-    try:
-        with deferring_vault_reads():
-            return writer.run_inline(operation)
-    except KeyNeeded:
-        return QUEUE
-
-
 def _read_job(
     read: Callable[[SQLiteReader], R],
     *,
@@ -243,24 +254,33 @@ class SQLiteStore(AdminOperations):
     writer thread, in call order, the ones waiting together sharing one
     transaction and one commit (group commit: a failed one undoes only its own writes,
     none answered before the commit); reads run on its reader threads, each
-    with its own connection, and never wait for a writer. Two kinds of small
-    operation run on the caller's thread instead, when they would wait for
-    nothing (tens of microseconds, less than the hop to a thread costs):
+    with its own connection, and never wait for a writer. Small operations
+    run on the caller's thread instead, when they would wait for nothing
+    (tens of microseconds, less than the hop to a thread costs):
 
+    - the small writes one event loop makes in one turn (an append of up to
+      16 records and 64 KiB, a start, a terminal, a saved tool result: any
+      write but ending, purging or importing a session, within those
+      bounds), when the writer is idle, the file's write lock is free and,
+      encrypted, their data keys are in memory: one group, committed (with
+      its fsync at ``"full"``) at the end of that turn on the loop's thread,
+      each caller yielding once, so concurrent tasks still share a commit.
+      Only while commits are fast (a moving average of at most 1 ms): on a
+      disk that syncs slowly the writer thread commits and the loop runs
+      meanwhile (but for one group in 16, which measures again). They never
+      wait for the lock, read the vault or run a checkpoint there;
     - at ``"normal"`` durability, where a commit does not wait for the disk,
-      a small append (up to 16 records and 64 KiB) that finds the writer idle,
-      the file's write lock free and, encrypted, its data key in memory; it
-      never waits for the lock, reads the vault or runs a checkpoint there;
+      such a small append runs at once, without yielding;
     - a small read (``load_run``, ``load_session``, ``load_session_status``,
       ``load_tool_result``, a ``list_run_records`` page of at most 100
       records, ``verified_transcript_payloads`` of a run of at most 100
       records), on a connection of its own, if what it fetches is at most
       256 KiB, no other thread's loop is reading on that connection, no data
       key must be read from the vault, and SQLite does not ask it to wait
-      (see :mod:`.inline_reads`).
+      (see :mod:`.inline_reads`), without yielding.
 
-    Neither yields to other tasks. ``open(..., inline=False)`` turns both off:
-    every operation then leaves the event loop.
+    ``open(..., inline=False)`` turns all three off: every operation then
+    leaves the event loop.
 
     Durability:
         ``"full"`` (default, ``synchronous=FULL``): a commit is on disk when
@@ -291,6 +311,7 @@ class SQLiteStore(AdminOperations):
         encryption: Encryption | None = None,
         limits: SizeLimits = DEFAULT_LIMITS,
         transcripts_verified: bool = False,
+        direct: bool = False,
     ) -> None:
         """Use :meth:`open`; this only assembles an opened store."""
         self.path = path
@@ -302,6 +323,8 @@ class SQLiteStore(AdminOperations):
         self._transcripts_verified = transcripts_verified
         self._writer = writer
         """None for a handle opened with :meth:`open_read_only`."""
+        self._direct = direct
+        """A small append may run on the caller's thread without yielding (``normal``)."""
         self._readers = readers
         self._inline_reads = inline_reads
         """None when ``inline`` is off: every read goes to ``_readers``."""
@@ -329,10 +352,9 @@ class SQLiteStore(AdminOperations):
             max_checkpoint_bytes: largest suspension checkpoint (64 MiB).
             durability: ``"full"`` or ``"normal"``; see the class docstring.
             busy_timeout: seconds to wait for another writer before TransientError.
-            inline: let a small append (at ``normal``) or a small read that would
-                wait for nothing run on the caller's thread (see the class
-                docstring); False sends every operation to the handle's threads,
-                so each one yields to other tasks.
+            inline: let small writes and small reads that would wait for nothing
+                run on the caller's thread (see the class docstring); False sends
+                every operation to the handle's threads.
 
         Raises:
             ValidationError: a bad argument, path, file or schema version, or an
@@ -372,8 +394,10 @@ class SQLiteStore(AdminOperations):
             lost=RowCache.clear,
             name=f"agentledger-sqlite-writer:{name}",
             busy_timeout=timeout,
-            inline=inline and synchronous == "NORMAL",
+            inline=inline,
             open_checkpointer=open_reader,  # a checkpoint needs no write access
+            here_context=None if encryption is None else deferring_vault_reads,
+            requeue=() if encryption is None else (KeyNeeded,),
         )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
@@ -386,6 +410,7 @@ class SQLiteStore(AdminOperations):
             encryption=encryption,
             limits=limits,
             transcripts_verified=verified,
+            direct=inline and synchronous == "NORMAL",
         )
 
     @classmethod
@@ -482,9 +507,11 @@ class SQLiteStore(AdminOperations):
         *,
         insert_first: bool = False,
         appended: Sequence[object] | None = None,
+        here: bool = False,
     ) -> R:
-        """Run ``decide`` on the writer; ``appended``: the records of an append, which at
-        ``normal`` durability may run on the caller's thread if small (see GroupWriter)."""
+        """Run ``decide`` on the writer; ``here``: its work is bounded, so it may run on the
+        caller's thread (see GroupWriter), and if it is an append (``appended``, its
+        records) at ``normal`` durability, without yielding."""
         writer = self._writer
         if writer is None or self._closed:
             self._check_open()
@@ -493,11 +520,11 @@ class SQLiteStore(AdminOperations):
             )
         op = _write_op(decide, insert_first=insert_first, sealer=self.encryption)
         try:
-            if appended is not None and writer.inline and _small(appended):
-                result = _inline_write(writer, op, encrypted=self.encryption is not None)
+            if here and appended is not None and self._direct:
+                result = writer.run_inline(op)
                 if result is not QUEUE:
                     return result
-            return await writer.submit(op)
+            return await writer.submit(op, here=here)
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
@@ -535,11 +562,19 @@ class SQLiteStore(AdminOperations):
         if plan is not None:
             limits = self.limits
             appended = op.appended
+            if appended is not None:
+                records = appended(request)
+                return await self._write(
+                    op.name,
+                    lambda r: plan(r, request, limits),
+                    insert_first=True,
+                    appended=records,
+                    here=_small(records),
+                )
             return await self._write(
                 op.name,
                 lambda r: plan(r, request, limits),
-                insert_first=appended is not None,
-                appended=None if appended is None else appended(request),
+                here=op not in _BOUNDLESS and _light(request),
             )
         read = op.read
         if read is not None:
