@@ -40,11 +40,8 @@ def build_recorder(out_dir: Path) -> Path:
     """Compile recorder.c with gcc into ``out_dir``; the shared library's path."""
     source = Path(__file__).with_name("recorder.c")
     library = out_dir / "recorder.so"
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wno-format-truncation", "-o", str(library), str(source), "-ldl",
-         "-lpthread"],
-        check=True,
-    )  # fmt: skip
+    flags = ["-shared", "-fPIC", "-O1", "-Wall", "-Wno-format-truncation", "-o", str(library)]
+    subprocess.run(["gcc", *flags, str(source), "-ldl", "-lpthread"], check=True)
     return library
 
 

@@ -85,10 +85,20 @@ def record(scenario: Scenario, work: Path, library: Path) -> Log:
     env["PYTHONPATH"] = os.pathsep.join([str(_REPO / "src"), str(_REPO)])
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.durability.workers", scenario.kind, str(root), str(me),
-             str(scenario.count), scenario.durability],
-            env=env, cwd=_REPO, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.durability.workers",
+                scenario.kind,
+                str(root),
+                str(me),
+                str(scenario.count),
+                scenario.durability,
+            ],
+            env=env,
+            cwd=_REPO,
+            stderr=subprocess.PIPE,
+        )
         for me in range(scenario.writers)
     ]
     for p in procs:
@@ -148,10 +158,7 @@ async def _event_keys(store: SQLiteStore, run_id: str) -> set[str]:
 async def _check_sweep(
     log: Log, scenario: Scenario, cut: int, image: Path
 ) -> tuple[int, list[str]]:
-    acked = {}
-    for line in _acks(log, "sweep", 0, cut):
-        sid, archive, digest = line.split()
-        acked[sid] = (os.path.relpath(archive, log.root), digest)
+    acked = {line.split()[0] for line in _acks(log, "sweep", 0, cut)}
     db = image / workers.DB
     if not db.exists():
         return len(acked), [f"the database is gone; purges acknowledged: {sorted(acked)}"] * bool(
@@ -173,11 +180,13 @@ async def _check_sweep(
             if not purged:
                 continue
             receipt = await store.purge_session(sid)  # a purged session answers its receipt
-            name = str(archive_path(workers.ARCHIVES, sid))
+            name = archive_path(workers.ARCHIVES, sid)
             if not (image / name).is_file():
                 found = (image / workers.ARCHIVES).is_dir()
                 there = "is empty" if found else "is missing"
-                problems.append(f"{sid}: purged, but its archive {name} is missing; its directory {there}")
+                problems.append(
+                    f"{sid}: purged, but its archive {name} is missing; its directory {there}"
+                )
                 continue
             try:
                 manifest = await verify_archive(image / name)
@@ -189,9 +198,7 @@ async def _check_sweep(
     return len(acked), problems
 
 
-async def _check_keys(
-    log: Log, scenario: Scenario, cut: int, image: Path
-) -> tuple[int, list[str]]:
+async def _check_keys(log: Log, scenario: Scenario, cut: int, image: Path) -> tuple[int, list[str]]:
     from agentledger.storage.encryption import Keyring
 
     acked = _acks(log, "keys", 0, cut)

@@ -63,9 +63,7 @@ def test_a_cut_keeps_exactly_what_was_synced(recorder: Path, tmp_path: Path) -> 
     }
 
 
-def test_a_cut_before_the_directory_sync_loses_the_new_name(
-    recorder: Path, tmp_path: Path
-) -> None:
+def test_a_cut_before_the_directory_sync_loses_the_new_name(recorder: Path, tmp_path: Path) -> None:
     log = _recorded(recorder, tmp_path, PROGRAM)
     first_dir_sync = next(i for i, r in enumerate(log.records) if r.kind == 10)
     log.image(first_dir_sync, tmp_path / "early", "synced")

@@ -16,9 +16,7 @@ COUNTS = {"sqlite-full": 25, "sqlite-normal": 25, "sweep": 4, "keys": 6, "tokens
 
 
 @pytest.mark.parametrize("scenario", sorted(COUNTS))
-def test_no_cut_loses_an_acknowledged_write(
-    scenario: str, recorder: Path, tmp_path: Path
-) -> None:
+def test_no_cut_loses_an_acknowledged_write(scenario: str, recorder: Path, tmp_path: Path) -> None:
     outcomes = run_scenario(
         scenario, ["synced", "subset"], CUTS, 7, tmp_path, recorder, count=COUNTS[scenario]
     )

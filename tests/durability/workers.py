@@ -23,7 +23,7 @@ from agentledger.storage.conformance._world import EPOCH
 from agentledger.storage.retention import SweepOutcome, sweep
 from agentledger.storage.sqlite import SQLiteStore
 
-__all__ = ["DB", "KEYRING", "TOKENS", "ARCHIVES", "ack_name", "main"]
+__all__ = ["ARCHIVES", "DB", "KEYRING", "TOKENS", "ack_name", "main"]
 
 DB = "ledger.db"
 KEYRING = "keyring.json"
