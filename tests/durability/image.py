@@ -32,7 +32,9 @@ Mode = Literal["synced", "subset"]
 
 _HEADER = struct.Struct("<IIIIIIQQQ")
 _MAGIC = 0x50574C31
-(WRITE, TRUNC, CREATE, LINK, RENAME, UNLINK, MKDIR, RMDIR, FSYNC, DIRSYNC, SYNCALL) = range(1, 12)
+(WRITE, TRUNC, CREATE, LINK, RENAME, UNLINK, MKDIR, RMDIR, FSYNC, DIRSYNC, SYNCALL, EXTEND) = range(
+    1, 13
+)
 _NAMES = (CREATE, LINK, RENAME, UNLINK, MKDIR, RMDIR)
 
 
@@ -94,9 +96,13 @@ class Log:
                 found.append((i, r.data))
         return found
 
-    def image(self, cut: int, out: Path, mode: Mode, seed: int = 0) -> dict[str, int]:
+    def image(
+        self, cut: int, out: Path, mode: Mode, seed: int = 0, *, fsync_names_file: bool = False
+    ) -> dict[str, int]:
         """Write to ``out`` what the root holds after power is lost after ``cut`` records.
 
+        ``fsync_names_file``: an fsync of a new file also makes its name durable,
+        as ext4 and XFS do (POSIX does not promise it; PostgreSQL relies on it).
         Returns counts: records replayed, unsynced changes, unsynced kept.
         """
         rng = random.Random(seed)
@@ -117,7 +123,7 @@ class Log:
                 key = (r.ino, key[1] + 1)
                 files[key] = _File()
                 live[r.path] = created[i] = key
-            elif r.kind in (WRITE, TRUNC):
+            elif r.kind in (WRITE, TRUNC, EXTEND):
                 files.setdefault(key, _File()).ops.append((i, r))
             elif r.kind == FSYNC:
                 files.setdefault(key, _File()).syncs.append(i)
@@ -148,6 +154,8 @@ class Log:
                 continue
             touched = {os.path.dirname(r.path)} | ({os.path.dirname(r.path2)} if r.path2 else set())
             synced = all(any(s > i for s in dir_syncs.get(d, ())) for d in touched)
+            if fsync_names_file and r.kind == CREATE:
+                synced = synced or any(s > i for s in files[created[i]].syncs)  # type: ignore[index]
             if not durable(i, synced):
                 continue
             if r.kind == CREATE:
@@ -173,6 +181,8 @@ class Log:
                 if r.kind == TRUNC:
                     del data[r.offset :]
                     data.extend(bytes(r.offset - len(data)))
+                elif r.kind == EXTEND:
+                    data.extend(bytes(max(0, r.offset - len(data))))
                 else:
                     if len(data) < r.offset:
                         data.extend(bytes(r.offset - len(data)))

@@ -56,6 +56,7 @@ SCENARIOS: dict[str, Scenario] = {
     "sweep": Scenario("sweep", writers=1, count=8),
     "keys": Scenario("keys", writers=1, count=12),
     "tokens": Scenario("tokens", writers=1, count=12),
+    "postgres": Scenario("pg", writers=3, count=40),
 }
 
 
@@ -265,29 +266,63 @@ def run_scenario(
     work: Path,
     library: Path,
     count: int | None = None,
+    writers: int | None = None,
 ) -> list[Outcome]:
-    """Record scenario ``name`` once (``count`` calls per writer, if given) and check
-    ``cuts`` cuts in each mode."""
+    """Record scenario ``name`` once (``count`` calls per writer, ``writers`` processes,
+    if given) and check ``cuts`` cuts in each mode."""
     scenario = SCENARIOS[name]
     if count is not None:
         scenario = replace(scenario, count=count)
+    if writers is not None:
+        scenario = replace(scenario, writers=writers)
     run_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
+    if scenario.kind == "pg":
+        from tests.durability.postgres import PostgresRun
+
+        cluster = PostgresRun(library, scenario.writers, scenario.count)
+        try:
+            log = cluster.record()
+            return _cuts(name, scenario, log, cluster.check, modes, cuts, seed, cluster.work)
+        finally:
+            cluster.close()
+            shutil.rmtree(run_dir)
     log = record(scenario, run_dir, library)
     check = _CHECKS[scenario.kind]
+
+    def check_sync(log: Log, cut: int, image: Path) -> tuple[int, list[str]]:
+        return asyncio.run(check(log, scenario, cut, image))  # type: ignore[arg-type]
+
+    try:
+        return _cuts(name, scenario, log, check_sync, modes, cuts, seed, run_dir)
+    finally:
+        shutil.rmtree(run_dir)
+
+
+def _cuts(
+    name: str,
+    scenario: Scenario,
+    log: Log,
+    check: Callable[[Log, int, Path], tuple[int, list[str]]],
+    modes: list[Mode],
+    cuts: int,
+    seed: int,
+    run_dir: Path,
+) -> list[Outcome]:
     outcomes = []
     for mode in modes:
         rng = random.Random(f"{seed}-{name}-{mode}")
         outcome = Outcome(name, mode)
         for cut in cut_points(log, scenario, cuts, rng):
             image = run_dir / f"cut-{mode}-{cut}"
-            log.image(cut, image, mode, seed=rng.randrange(2**32))
-            checked, problems = asyncio.run(check(log, scenario, cut, image))  # type: ignore[arg-type]
+            log.image(
+                cut, image, mode, seed=rng.randrange(2**32), fsync_names_file=scenario.kind == "pg"
+            )
+            checked, problems = check(log, cut, image)
             outcome.cuts += 1
             outcome.checked += checked
             outcome.violations += [f"cut {cut}/{len(log)} ({mode}): {p}" for p in problems]
             shutil.rmtree(image)
         outcomes.append(outcome)
-    shutil.rmtree(run_dir)
     return outcomes
 
 

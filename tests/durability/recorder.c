@@ -4,7 +4,8 @@
  * and then appended, as one record, to the shared log $AGENTLEDGER_POWER_LOG
  * (O_APPEND: one write() per record, so the records of all processes form one
  * order). Records: file data written (with the bytes), truncations, creations,
- * hard links, renames, unlinks, mkdir/rmdir, and fsync/fdatasync of a file or
+ * hard links, renames, unlinks, mkdir/rmdir, fallocate (growth only), and
+ * fsync/fdatasync of a file or
  * of a directory, and sync()/syncfs(). tests/durability/image.py replays a
  * prefix of the log to build what a disk would hold after power was cut at
  * that point: only what a sync made durable (or, in the second mode, a seeded
@@ -32,7 +33,7 @@
 #include <unistd.h>
 
 enum { R_WRITE = 1, R_TRUNC, R_CREATE, R_LINK, R_RENAME, R_UNLINK, R_MKDIR, R_RMDIR,
-       R_FSYNC, R_DIRSYNC, R_SYNCALL };
+       R_FSYNC, R_DIRSYNC, R_SYNCALL, R_EXTEND };
 
 struct header {           /* followed by path1, path2 and data, lengths below */
     uint32_t magic;       /* 0x50574c31 "PWL1" */
@@ -208,6 +209,44 @@ int creat64(const char *path, mode_t mode) {
     return open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
 }
 
+/* stdio opens and writes inside glibc, unseen: a stream opened for writing is
+ * logged as created (or truncated) here, and its whole content when it is closed */
+static FILE *stream_opened(const char *path, const char *mode, FILE *f, int existed) {
+    if (f && strpbrk(mode, "wa+")) opened(AT_FDCWD, path, mode[0] == 'w' ? O_TRUNC : 0,
+                                          fileno(f), existed);
+    return f;
+}
+FILE *fopen(const char *path, const char *mode) {
+    REAL(fopen, FILE *, const char *, const char *);
+    int existed = active() ? exists_at(AT_FDCWD, path) : 1;
+    return stream_opened(path, mode, real_fopen(path, mode), existed);
+}
+FILE *fopen64(const char *path, const char *mode) {
+    REAL(fopen64, FILE *, const char *, const char *);
+    int existed = active() ? exists_at(AT_FDCWD, path) : 1;
+    return stream_opened(path, mode, real_fopen64(path, mode), existed);
+}
+int fclose(FILE *f) {
+    REAL(fclose, int, FILE *);
+    uint64_t ino;
+    int fd = fileno(f);
+    if (fd >= 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY && fflush(f) == 0 &&
+        tracked_fd(fd, &ino, NULL, NULL)) {
+        char link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        int in = open(link, O_RDONLY | O_CLOEXEC); /* the stream may be write-only */
+        struct stat st;
+        if (in < 0 || fstat(in, &st) != 0) abort(); /* a stream we cannot read back */
+        char *all = malloc(st.st_size + 1);
+        if (!all || pread(in, all, st.st_size, 0) != st.st_size) abort();
+        close(in);
+        emit(R_TRUNC, ino, 0, NULL, NULL, NULL, 0);
+        emit(R_WRITE, ino, 0, NULL, NULL, all, st.st_size);
+        free(all);
+    }
+    return real_fclose(f);
+}
+
 /* ------------------------------------------------------------ file data */
 
 ssize_t write(int fd, const void *buf, size_t count) {
@@ -280,13 +319,34 @@ int ftruncate64(int fd, off_t length) {
     if (r == 0) truncated(fd, length);
     return r;
 }
+static void allocated(int fd, int mode, off_t offset, off_t len) {
+    uint64_t ino;
+    if (!tracked_fd(fd, &ino, NULL, NULL)) return;
+    if (mode != 0) abort(); /* keep-size, hole punching, zero ranges: unmodelled */
+    emit(R_EXTEND, ino, offset + len, NULL, NULL, NULL, 0);
+}
 int fallocate(int fd, int mode, off_t offset, off_t len) {
     REAL(fallocate, int, int, int, off_t, off_t);
     int r = real_fallocate(fd, mode, offset, len);
-    if (r == 0 && active()) {
-        uint64_t ino;
-        if (tracked_fd(fd, &ino, NULL, NULL) && mode != 0) abort(); /* hole punching: unmodelled */
-    }
+    if (r == 0) allocated(fd, mode, offset, len);
+    return r;
+}
+int fallocate64(int fd, int mode, off_t offset, off_t len) {
+    REAL(fallocate64, int, int, int, off_t, off_t);
+    int r = real_fallocate64(fd, mode, offset, len);
+    if (r == 0) allocated(fd, mode, offset, len);
+    return r;
+}
+int posix_fallocate(int fd, off_t offset, off_t len) {
+    REAL(posix_fallocate, int, int, off_t, off_t);
+    int r = real_posix_fallocate(fd, offset, len);
+    if (r == 0) allocated(fd, 0, offset, len);
+    return r;
+}
+int posix_fallocate64(int fd, off_t offset, off_t len) {
+    REAL(posix_fallocate64, int, int, off_t, off_t);
+    int r = real_posix_fallocate64(fd, offset, len);
+    if (r == 0) allocated(fd, 0, offset, len);
     return r;
 }
 int truncate(const char *path, off_t length) {

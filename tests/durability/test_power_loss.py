@@ -24,3 +24,13 @@ def test_no_cut_loses_an_acknowledged_write(scenario: str, recorder: Path, tmp_p
         assert outcome.cuts == CUTS
         assert outcome.checked > 0, outcome.line()
         assert outcome.violations == [], outcome.line()
+
+
+def test_postgres_keeps_every_acknowledged_append(recorder: Path, tmp_path: Path) -> None:
+    """initdb, the server (fsync=on) and one writer under the recorder; a cut mid-run and
+    one at the end, each recovered by a real server (names made durable by a file's
+    fsync, as on ext4: PostgreSQL's own assumption)."""
+    outcomes = run_scenario("postgres", ["synced"], 2, 7, tmp_path, recorder, count=12, writers=2)
+    assert outcomes[0].cuts == 2
+    assert outcomes[0].checked > 0, outcomes[0].line()
+    assert outcomes[0].violations == [], outcomes[0].line()

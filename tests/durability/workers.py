@@ -1,6 +1,6 @@
 """The writer processes of the power-loss harness, run under the recorder (LD_PRELOAD).
 
-``python -m tests.durability.workers KIND ROOT ME COUNT [DURABILITY]``. Each
+``python -m tests.durability.workers KIND ROOT ME COUNT [DURABILITY or DSN]``. Each
 worker does real store calls under ROOT and, after each call returns, writes
 one line to ``ROOT/acks-KIND-ME``: the acknowledgement. Its record in the log
 comes after every record of the call, so a cut before it means "not yet
@@ -81,6 +81,34 @@ async def _sweeps(root: Path, me: int, count: int) -> None:
                         ack(f"{result.session_id} {result.archive} {result.receipt.digest}")
 
 
+async def _pg_appends(root: Path, me: int, count: int, dsn: str) -> None:
+    """Append ``count`` records through PostgreSQL; writer 0 also forces checkpoints."""
+    import psycopg
+
+    from agentledger.storage.postgres import PostgresStore
+
+    ack = _Acks(root, "pg", me)
+    store = await PostgresStore.open(dsn, migrate=False)
+    try:
+        sid = f"w{me}"
+        await store.create_session(sid, created_at=EPOCH)
+        run = RecordBuilder(
+            RunStart(run_id=f"w{me}-run", agent_id="a", session_id=sid, started_at=EPOCH)
+        )
+        await store.start_root_run(run.root_start())
+        for i in range(count):
+            at = EPOCH + timedelta(milliseconds=i + 1)
+            await store.append_run_record(
+                run.record("planner_note", b'{"i": %d}' % i, event_key=f"n{i}", at=at)
+            )
+            ack(str(i))
+            if me == 0 and i % 10 == 9:  # data files written and synced, WAL recycled
+                async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                    await conn.execute("CHECKPOINT")
+    finally:
+        await store.close()
+
+
 def _keys(root: Path, me: int, count: int) -> None:
     """``agentledger keys add`` to one keyring file, again and again."""
     from agentledger.cli.keys import keys
@@ -102,10 +130,12 @@ def _tokens(root: Path, me: int, count: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Run one worker: ``KIND ROOT ME COUNT [DURABILITY]``."""
+    """Run one worker: ``KIND ROOT ME COUNT [DURABILITY or DSN]``."""
     kind, root, me, count = argv[0], Path(argv[1]), int(argv[2]), int(argv[3])
     if kind == "append":
         asyncio.run(_appends(root, me, count, argv[4]))
+    elif kind == "pg":
+        asyncio.run(_pg_appends(root, me, count, argv[4]))
     elif kind == "sweep":
         asyncio.run(_sweeps(root, me, count))
     elif kind == "keys":
