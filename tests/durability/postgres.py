@@ -140,6 +140,9 @@ class PostgresRun:
         if not (data / "PG_VERSION").exists():
             lost = {me: a for me, a in acked.items() if a}
             return checked, [f"no cluster in the image; acknowledged: {lost}"] if lost else []
+        # after a reboot no process of the old server is left; here its pid may be
+        # taken by a live process, which PostgreSQL would take for a running server
+        (data / "postmaster.pid").unlink(missing_ok=True)
         self._own(image)
         data.chmod(0o700)
         logfile = self.work / "sock" / "recovery.log"

@@ -38,6 +38,8 @@ from tests.durability.image import Log, Mode, build_recorder, preload_env
 __all__ = ["SCENARIOS", "Outcome", "Scenario", "main", "run_scenario"]
 
 _REPO = Path(__file__).resolve().parents[2]
+ALLOWED = "allowed: "
+"""Marks a loss the documentation allows (acknowledged, not yet synced, at ``normal``)."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,8 @@ SCENARIOS: dict[str, Scenario] = {
     "sqlite-full": Scenario("append", writers=3, count=60),
     "sqlite-normal": Scenario("append", writers=3, count=60, durability="normal"),
     "sweep": Scenario("sweep", writers=1, count=8),
-    "keys": Scenario("keys", writers=1, count=12),
-    "tokens": Scenario("tokens", writers=1, count=12),
+    "keys": Scenario("keys", writers=1, count=40),
+    "tokens": Scenario("tokens", writers=1, count=40),
     "postgres": Scenario("pg", writers=3, count=40),
 }
 
@@ -69,11 +71,13 @@ class Outcome:
     cuts: int = 0
     checked: int = 0  # acknowledged writes checked, summed over the cuts
     violations: list[str] = field(default_factory=list)
+    allowed: int = 0  # cuts that lost acknowledged writes where that is allowed (``normal``)
 
     def line(self) -> str:
+        allowed = f"  cuts with allowed losses {self.allowed}" if self.allowed else ""
         return (
             f"{self.scenario:14} {self.mode:7} cuts {self.cuts:4}  writes checked "
-            f"{self.checked:6}  violations {len(self.violations)}"
+            f"{self.checked:6}  violations {len(self.violations)}{allowed}"
         )
 
 
@@ -133,8 +137,9 @@ async def _check_appends(
         for me, done in acked.items():
             present = await _event_keys(store, f"w{me}-run")
             want = {f"n{i}" for i in done}
-            if scenario.durability == "full" and not want <= present:
-                problems.append(f"writer {me}: acknowledged, gone: {sorted(want - present)}")
+            if not want <= present:
+                gone = f"writer {me}: acknowledged, gone: {sorted(want - present)}"
+                problems.append(gone if scenario.durability == "full" else ALLOWED + gone)
             if present != {f"n{i}" for i in range(len(present))}:
                 problems.append(f"writer {me}: not a prefix of its commits: {sorted(present)}")
     finally:
@@ -320,7 +325,11 @@ def _cuts(
             checked, problems = check(log, cut, image)
             outcome.cuts += 1
             outcome.checked += checked
-            outcome.violations += [f"cut {cut}/{len(log)} ({mode}): {p}" for p in problems]
+            allowed = [p for p in problems if p.startswith(ALLOWED)]
+            outcome.allowed += bool(allowed)
+            outcome.violations += [
+                f"cut {cut}/{len(log)} ({mode}): {p}" for p in problems if p not in allowed
+            ]
             shutil.rmtree(image)
         outcomes.append(outcome)
     return outcomes
