@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import os
 import random
 import shutil
@@ -42,6 +43,10 @@ ALLOWED = "allowed: "
 """Marks a loss the documentation allows (acknowledged, not yet synced, at ``normal``)."""
 
 
+_KEY = base64.b64encode(bytes(range(32))).decode()
+_KEYRING = f'{{"current": "k1", "keys": {{"k1": "{_KEY}"}}}}'
+
+
 @dataclass(frozen=True)
 class Scenario:
     """Writer processes to record, and the check of one cut's image."""
@@ -49,13 +54,14 @@ class Scenario:
     kind: str  # the worker kind
     writers: int
     count: int  # calls per writer
-    durability: str = "full"
+    durability: str = "full"  # or the keyring (JSON) of an encrypted store
 
 
 SCENARIOS: dict[str, Scenario] = {
     "sqlite-full": Scenario("append", writers=3, count=60),
     "sqlite-normal": Scenario("append", writers=3, count=60, durability="normal"),
     "sweep": Scenario("sweep", writers=1, count=8),
+    "sealed": Scenario("sealed", writers=2, count=20, durability=_KEYRING),
     "keys": Scenario("keys", writers=1, count=40),
     "tokens": Scenario("tokens", writers=1, count=40),
     "postgres": Scenario("pg", writers=3, count=40),
@@ -161,6 +167,38 @@ async def _event_keys(store: SQLiteStore, run_id: str) -> set[str]:
         return keys
 
 
+async def _check_sealed(
+    log: Log, scenario: Scenario, cut: int, image: Path
+) -> tuple[int, list[str]]:
+    from agentledger.storage.encryption import Encryption, Keyring
+
+    acked = {me: _acks(log, "sealed", me, cut) for me in range(scenario.writers)}
+    checked = sum(len(a) for a in acked.values())
+    db = image / workers.DB
+    if not db.exists():
+        lost = {me: a for me, a in acked.items() if a}
+        return checked, [f"the database file is gone; acknowledged: {lost}"] if lost else []
+    encryption = Encryption(Keyring.from_json(scenario.durability), image / workers.VAULT)
+    try:
+        store = await SQLiteStore.open(db, encryption=encryption)
+    except AgentledgerError as e:
+        return checked, [f"reopen failed: {e!r}"]
+    problems = [f"check: {p}" for p in check_invariants(db)]
+    try:
+        for me, done in acked.items():
+            for i in done:
+                try:
+                    page = await store.list_run_records(f"w{me}-s{i}-run")
+                    payloads = [r.payload for r in page.records if r.event_key == "n0"]
+                    if payloads != [b'{"i": %d}' % int(i)]:
+                        problems.append(f"w{me}-s{i}: acknowledged, gone: {payloads}")
+                except AgentledgerError as e:
+                    problems.append(f"w{me}-s{i}: acknowledged, unreadable: {e!r}")
+    finally:
+        await store.close()
+    return checked, problems
+
+
 async def _check_sweep(
     log: Log, scenario: Scenario, cut: int, image: Path
 ) -> tuple[int, list[str]]:
@@ -244,6 +282,7 @@ async def _check_tokens(
 _CHECKS: dict[str, Callable[[Log, Scenario, int, Path], object]] = {
     "append": _check_appends,
     "sweep": _check_sweep,
+    "sealed": _check_sealed,
     "keys": _check_keys,
     "tokens": _check_tokens,
 }

@@ -13,7 +13,7 @@ from tests.durability.image import Mode
 from tests.durability.power_loss import run_scenario
 
 CUTS = 5
-COUNTS = {"sweep": 4, "keys": 6, "tokens": 6}
+COUNTS = {"sweep": 4, "keys": 6, "tokens": 6, "sealed": 10}
 
 
 @pytest.mark.parametrize("scenario", sorted(COUNTS))

@@ -1,6 +1,6 @@
 """The writer processes of the power-loss harness, run under the recorder (LD_PRELOAD).
 
-``python -m tests.durability.workers KIND ROOT ME COUNT [DURABILITY or DSN]``. Each
+``python -m tests.durability.workers KIND ROOT ME COUNT [DURABILITY, DSN or KEYRING]``. Each
 worker does real store calls under ROOT and, after each call returns, writes
 one line to ``ROOT/acks-KIND-ME``: the acknowledgement. Its record in the log
 comes after every record of the call, so a cut before it means "not yet
@@ -23,10 +23,11 @@ from agentledger.storage.conformance._world import EPOCH
 from agentledger.storage.retention import SweepOutcome, sweep
 from agentledger.storage.sqlite import SQLiteStore
 
-__all__ = ["ARCHIVES", "DB", "KEYRING", "TOKENS", "ack_name", "main"]
+__all__ = ["ARCHIVES", "DB", "KEYRING", "TOKENS", "VAULT", "ack_name", "main"]
 
 DB = "ledger.db"
 KEYRING = "keyring.json"
+VAULT = "vault.db"
 TOKENS = "tokens.json"
 ARCHIVES = "archives/swept"  # a directory the sweep creates
 
@@ -63,6 +64,27 @@ async def _appends(root: Path, me: int, count: int, durability: str) -> None:
             ack(str(i))
     finally:
         await store.close()
+
+
+async def _sealed(root: Path, me: int, count: int, keyring: str) -> None:
+    """An encrypted store: each call makes a session (a new data key in the vault) and
+    appends one sealed record to its run."""
+    from agentledger.storage.encryption import Encryption, Keyring
+
+    ack = _Acks(root, "sealed", me)
+    encryption = Encryption(Keyring.from_json(keyring), root / VAULT)
+    async with await SQLiteStore.open(root / DB, encryption=encryption) as store:
+        for i in range(count):
+            sid = f"w{me}-s{i}"
+            await store.create_session(sid, created_at=EPOCH)
+            run = RecordBuilder(
+                RunStart(run_id=f"{sid}-run", agent_id="a", session_id=sid, started_at=EPOCH)
+            )
+            await store.start_root_run(run.root_start())
+            await store.append_run_record(
+                run.record("planner_note", b'{"i": %d}' % i, event_key="n0", at=EPOCH)
+            )
+            ack(str(i))
 
 
 async def _sweeps(root: Path, me: int, count: int) -> None:
@@ -130,12 +152,14 @@ def _tokens(root: Path, me: int, count: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Run one worker: ``KIND ROOT ME COUNT [DURABILITY or DSN]``."""
+    """Run one worker: ``KIND ROOT ME COUNT [DURABILITY, DSN or KEYRING JSON]``."""
     kind, root, me, count = argv[0], Path(argv[1]), int(argv[2]), int(argv[3])
     if kind == "append":
         asyncio.run(_appends(root, me, count, argv[4]))
     elif kind == "pg":
         asyncio.run(_pg_appends(root, me, count, argv[4]))
+    elif kind == "sealed":
+        asyncio.run(_sealed(root, me, count, argv[4]))
     elif kind == "sweep":
         asyncio.run(_sweeps(root, me, count))
     elif kind == "keys":
