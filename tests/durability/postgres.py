@@ -23,7 +23,7 @@ from agentledger.errors import AgentledgerError
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres.check import check_invariants
 from tests.durability import workers
-from tests.durability.image import Log, preload_env
+from tests.durability.image import DIRSYNC, Log, preload_env
 from tests.storage.postgres.server import _free_port, find_bin_dir
 
 __all__ = ["PostgresRun"]
@@ -53,6 +53,9 @@ class PostgresRun:
         self.library.chmod(0o755)
         self.root = self.work / "root"
         self.log = self.work / "log"
+        self.ready = 0
+        """The first record after initdb, once the cluster is durably there: cuts start here
+        (a power loss during initdb leaves no cluster to promise anything about)."""
 
     def _cmd(self, *args: str) -> list[str]:
         cmd = [str(self.bin / args[0]), *args[1:]]
@@ -125,7 +128,11 @@ class PostgresRun:
                     raise RuntimeError(f"a writer failed: {err.decode()[-2000:]}")
         finally:
             self._stop(data)
-        return Log(self.log, self.root)
+        log = Log(self.log, self.root)
+        self.ready = 1 + max(
+            i for i, r in enumerate(log.records) if r.kind == DIRSYNC and r.path == log.root
+        )
+        return log
 
     def check(self, log: Log, cut: int, image: Path) -> tuple[int, list[str]]:
         """Start a server on the image (crash recovery), then check what was acknowledged."""
@@ -171,7 +178,7 @@ async def _migrate(dsn: str) -> None:
 async def _check(dsn: str, acked: dict[int, list[str]]) -> list[str]:
     problems: list[str] = []
     try:
-        store = await PostgresStore.open(dsn, migrate=False)
+        store = await PostgresStore.open(dsn)  # as a restarted service: migrations finish
     except AgentledgerError as e:
         return [f"reopen failed: {e!r}"]
     try:

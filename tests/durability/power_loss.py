@@ -288,17 +288,21 @@ _CHECKS: dict[str, Callable[[Log, Scenario, int, Path], object]] = {
 }
 
 
-def cut_points(log: Log, scenario: Scenario, cuts: int, rng: random.Random) -> list[int]:
-    """Where to cut: half at random records, half just after an acknowledgement (the
-    instant the most is promised), and always at the very end."""
+def cut_points(
+    log: Log, scenario: Scenario, cuts: int, rng: random.Random, start: int = 0
+) -> list[int]:
+    """Where to cut (from record ``start`` on): half at random records, half just after an
+    acknowledgement (the instant the most is promised), and always at the very end."""
     acks = [
         i + 1
         for me in range(scenario.writers)
         for i, _ in log.marks(workers.ack_name(scenario.kind, me))
     ]
     points = {len(log)}
-    while len(points) < min(cuts, len(log) + 1):
-        points.add(rng.choice(acks) if acks and rng.random() < 0.5 else rng.randint(0, len(log)))
+    while len(points) < min(cuts, len(log) + 1 - start):
+        points.add(
+            rng.choice(acks) if acks and rng.random() < 0.5 else rng.randint(start, len(log))
+        )
     return sorted(points)
 
 
@@ -326,7 +330,9 @@ def run_scenario(
         cluster = PostgresRun(library, scenario.writers, scenario.count)
         try:
             log = cluster.record()
-            return _cuts(name, scenario, log, cluster.check, modes, cuts, seed, cluster.work)
+            return _cuts(
+                name, scenario, log, cluster.check, modes, cuts, seed, cluster.work, cluster.ready
+            )
         finally:
             cluster.close()
             shutil.rmtree(run_dir)
@@ -351,12 +357,13 @@ def _cuts(
     cuts: int,
     seed: int,
     run_dir: Path,
+    start: int = 0,
 ) -> list[Outcome]:
     outcomes = []
     for mode in modes:
         rng = random.Random(f"{seed}-{name}-{mode}")
         outcome = Outcome(name, mode)
-        for cut in cut_points(log, scenario, cuts, rng):
+        for cut in cut_points(log, scenario, cuts, rng, start):
             image = run_dir / f"cut-{mode}-{cut}"
             log.image(
                 cut, image, mode, seed=rng.randrange(2**32), fsync_names_file=scenario.kind == "pg"
