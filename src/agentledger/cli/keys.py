@@ -138,7 +138,9 @@ async def _open(settings: Settings, keyring: str | None, vault: str | None) -> A
 
 
 def _write(path: str, ring: Keyring) -> None:
-    """Replace the keyring file atomically, readable by its owner only."""
+    """Replace the keyring file atomically and durably, readable by its owner only."""
+    from agentledger.storage.file_mode import sync_directory
+
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -146,3 +148,4 @@ def _write(path: str, ring: Keyring) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    sync_directory(os.path.dirname(os.path.abspath(path)))  # the new name survives power loss

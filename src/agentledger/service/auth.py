@@ -21,6 +21,7 @@ import msgspec
 
 from agentledger.errors import AccessDeniedError, ValidationError
 from agentledger.service.wire import Role
+from agentledger.storage.file_mode import sync_directory
 
 __all__ = ["Principal", "TokenTable", "add_token", "new_token"]
 
@@ -137,4 +138,5 @@ def add_token(
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, file)
+    sync_directory(file.absolute().parent)  # the new name survives power loss
     return token

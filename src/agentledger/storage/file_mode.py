@@ -1,10 +1,14 @@
-"""The permissions of the files agentledger creates: owner-only unless configured otherwise.
+"""The files agentledger creates: owner-only unless configured otherwise, and named durably.
 
 Databases, their WAL files, key vaults and lock files hold (or guard) what a
 store keeps, so they are created ``0600``, like token files and keyrings. Set
 ``AGENTLEDGER_FILE_MODE`` (octal, e.g. ``0640``) to share them with a group.
 SQLite gives a database's WAL, shared-memory and journal files the mode of
 the database itself, so creating the database file is enough.
+
+A new name (a created, linked or renamed file, a new directory) survives a
+power loss only once its directory is fsynced: :func:`sync_directory` after
+``os.replace``, :func:`make_directories` instead of ``mkdir -p``.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 
 from agentledger.errors import ValidationError
 
-__all__ = ["FILE_MODE_ENV", "create_private", "file_mode"]
+__all__ = ["FILE_MODE_ENV", "create_private", "file_mode", "make_directories", "sync_directory"]
 
 FILE_MODE_ENV = "AGENTLEDGER_FILE_MODE"
 """The environment variable that overrides the mode of new files (octal)."""
@@ -56,3 +60,32 @@ def create_private(path: str | os.PathLike[str]) -> None:
         os.fchmod(fd, mode)  # exactly the mode asked for, whatever the umask
     finally:
         os.close(fd)
+
+
+def sync_directory(path: str | os.PathLike[str]) -> None:
+    """Fsync the directory ``path``: the names made in it so far survive a power loss."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_directories(path: str | os.PathLike[str]) -> None:
+    """``mkdir -p path``, each new directory's name synced into its parent.
+
+    Without that sync a power loss can take the new directory away with every
+    file already written (and fsynced) into it.
+    """
+    missing = []
+    here = os.path.abspath(path)
+    while not os.path.isdir(here):
+        missing.append(here)
+        here = os.path.dirname(here)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
+        sync_directory(os.path.dirname(directory))

@@ -38,6 +38,7 @@ from agentledger.errors import (
     SessionHasActiveRunsError,
 )
 from agentledger.storage.archive import ARCHIVE_SUFFIX, archive_session, read_manifest
+from agentledger.storage.file_mode import make_directories
 from agentledger.storage.protocol import SessionAdmin, Store
 from agentledger.storage.types import PurgeReceipt, RunStatus, Session, SessionStatus
 
@@ -197,7 +198,7 @@ async def sweep(
     """
     directory = Path(archive_to) if archive_to is not None else None
     if directory is not None and not dry_run:
-        await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread(make_directories, directory)  # durable before any purge
     return [
         await _sweep_one(store, session, directory, dry_run)
         for session in await _eligible(store, ended_before)

@@ -232,7 +232,10 @@ def _connect(path: str) -> Iterator[sqlite3.Connection]:
     try:
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA journal_mode = DELETE")
-        conn.execute("PRAGMA synchronous = FULL")
+        # EXTRA, not FULL: a commit in DELETE mode is the journal's unlink, and only EXTRA
+        # syncs the directory after it. Else a power loss can bring the journal back and
+        # roll a committed data key out of the vault, leaving its records unreadable.
+        conn.execute("PRAGMA synchronous = EXTRA")
         yield conn
     finally:
         conn.close()
