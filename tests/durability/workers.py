@@ -14,7 +14,6 @@ import contextlib
 import io
 import os
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -160,11 +159,6 @@ def main(argv: list[str]) -> None:
     elif kind == "pg":
         asyncio.run(_pg_appends(root, me, count, argv[4]))
     elif kind == "sealed":
-        first = root / ack_name("sealed", 0)
-        while me > 0 and not (first.exists() and first.stat().st_size):
-            # the others open once writer 0 has made the store: two first opens of one new
-            # encrypted file race on its encryption marker (a separate bug, reported)
-            time.sleep(0.01)
         asyncio.run(_sealed(root, me, count, argv[4]))
     elif kind == "sweep":
         asyncio.run(_sweeps(root, me, count))

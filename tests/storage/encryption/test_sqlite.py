@@ -355,3 +355,20 @@ async def test_a_conversation_by_reference_replays_sealed(files: Files) -> None:
         SECRETS[i % len(SECRETS)].decode() for i in range(4)
     ]
     assert not any(secret in raw_bytes(files.db) for secret in SECRETS)
+
+
+async def test_handles_opening_a_new_encrypted_file_at_once_agree_on_its_marker(
+    tmp_path: Path,
+) -> None:
+    """Racing handles on one new file record the encryption marker once; none is refused."""
+    keyring = Keyring.generate("k1")
+    for attempt in range(12):
+        folder = tmp_path / str(attempt)
+        folder.mkdir()
+        files = Files(folder)
+        files.keyring = keyring
+        handles = await asyncio.gather(*(files.open() for _ in range(4)))
+        for handle in handles:
+            await handle.close()
+        with sqlite3.connect(files.db) as conn:
+            assert conn.execute("SELECT count(*) FROM encryption").fetchone() == (1,)

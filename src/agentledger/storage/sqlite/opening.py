@@ -26,13 +26,23 @@ _HAS_DATA = "SELECT EXISTS (SELECT 1 FROM records) OR EXISTS (SELECT 1 FROM chec
 
 
 def bind_encryption(conn: sqlite3.Connection, encryption: Encryption | None) -> None:
-    """[A2] check the database's encryption marker against ``encryption``; record a new one."""
-    row = conn.execute(_ENCRYPTION).fetchone()
-    recorded = None if row is None else (str(row[0]), str(row[1]))
-    (has_data,) = conn.execute(_HAS_DATA).fetchone()
-    marker = bind(encryption, recorded, has_data=bool(has_data))
-    if marker is not None:
-        conn.execute("INSERT INTO encryption (id, scheme, vault_id) VALUES (1, ?, ?)", marker)
+    """[A2] check the database's encryption marker against ``encryption``; record a new one.
+
+    The check and the write are one immediate transaction, so handles opening one new
+    file at once record the marker once and each checks the one recorded.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute(_ENCRYPTION).fetchone()
+        recorded = None if row is None else (str(row[0]), str(row[1]))
+        (has_data,) = conn.execute(_HAS_DATA).fetchone()
+        marker = bind(encryption, recorded, has_data=bool(has_data))
+        if marker is not None:
+            conn.execute("INSERT INTO encryption (id, scheme, vault_id) VALUES (1, ?, ?)", marker)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
