@@ -125,6 +125,17 @@ async def test_bad_input_is_refused_and_damage_is_reported(store: Any) -> None:
         view.provider_request("gemini")
 
 
+async def test_bedrock_without_the_tools_the_log_lacks_says_so(store: Any) -> None:
+    await store.create_session("s", created_at=now_ms())
+    model = ScriptedModel([tool_calls(("c1", "weather", {"city": "Oslo"})), reply("Mild.")])
+    out = await _runtime(store, model).agent_client("chat").run("s", "Weather?")
+    view = await model_turn(store, out.run_id, 2)
+    with pytest.raises(ValidationError, match="which the run log does not hold"):
+        view.provider_request("bedrock")
+    body = view.provider_request("bedrock", tools=model.requests[1].tools)
+    assert body["toolConfig"]["tools"][0]["toolSpec"]["name"] == "weather"
+
+
 async def test_a_damaged_answer_is_a_corrupt_record(tmp_path: Path) -> None:
     """Stores refuse a damaged record on write, so the test damages one in the file."""
     store = await SQLiteStore.open(tmp_path / "damaged.db")

@@ -192,7 +192,17 @@ class ModelTurnView:
         )
         from agentledger.providers._options import options_for
 
-        return encode(request.messages, request.tools, options_for(request))
+        try:
+            return encode(request.messages, request.tools, options_for(request))
+        except ValidationError as e:
+            if e.field != "tools" or tools:
+                raise
+            raise ValidationError(
+                field="tools",
+                expected=f"tool definitions, which the run log does not hold ({provider} "
+                "needs them for a transcript with tool uses): pass the agent's",
+                got=[],
+            ) from e
 
 
 def _encoder(provider: str) -> Callable[..., dict[str, Any]]:
