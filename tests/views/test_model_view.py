@@ -152,3 +152,28 @@ async def test_a_damaged_answer_is_a_corrupt_record(tmp_path: Path) -> None:
             await model_turn(store, out.run_id, 1)
     finally:
         await store.close()
+
+
+async def test_a_compaction_shows_its_summary_and_what_it_replaced(store: Any) -> None:
+    from agentledger.runtime import Compaction
+
+    await store.create_session("s", created_at=now_ms())
+    model = ScriptedModel([reply("x" * 200) for _ in range(3)])
+    policy = Compaction("sum", threshold_tokens=100, keep_tokens=40)
+    runtime = _runtime(store, model, history=policy)
+    runtime.register_model("sum", ScriptedModel([reply("They talked about x.")] * 3))
+    client = runtime.agent_client("chat")
+    runs = []
+    for i in range(3):
+        out = await client.run("s", f"question {i}", after=runs[-1] if runs else None)
+        runs.append(out.run_id)
+    views = [await model_turn(store, run_id, 1) for run_id in runs]
+    for view, asked in zip(views, model.requests, strict=True):
+        assert view.request.sent == asked.messages
+    compacted = next(v for v in views if v.diff.summary)
+    assert compacted.request.window_summary.endswith("They talked about x.")
+    assert compacted.response.summariser is not None
+    assert compacted.diff.policy.startswith("compaction")
+    assert compacted.diff.cut  # what the summary replaced is no longer sent
+    first = compacted.request.messages[0]
+    assert first.parts[0] == TextPart(text=compacted.request.window_summary)
