@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.async_api import Page, expect
 
@@ -51,6 +52,7 @@ async def test_a_turn_shows_request_response_and_what_was_cut(
     db = tmp_path / "turns.db"
     one, two = await _two_runs(db)
     tokens = Tokens(tmp_path / "tokens.json")
+    elsewhere = tokens.scoped("reader", tenant="acme")  # sees only acme's sessions
     with ServiceProcess(str(db), tokens.path) as service:
         await log_in(page, service.url, tokens.reader)
         await page.goto(f"{service.url}/ui/run/timeline?id={two}")
@@ -87,3 +89,11 @@ async def test_a_turn_shows_request_response_and_what_was_cut(
 
         await page.goto(f"{service.url}/ui/run/turn?id={two}&turn=9")
         await expect(page.locator("main")).to_contain_text("its turns: 1, 2")
+
+        async with httpx.AsyncClient() as client:  # a token scoped elsewhere sees nothing
+            answer = await client.get(
+                f"{service.url}/ui/run/turn?id={two}&turn=1",
+                headers={"Authorization": f"Bearer {elsewhere}"},
+            )
+        assert answer.status_code == 404, answer.text  # out of scope: as if absent
+        assert "Oslo" not in answer.text
