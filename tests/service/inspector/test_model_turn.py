@@ -80,12 +80,14 @@ async def test_a_turn_shows_request_response_and_what_was_cut(
         body = page.locator("pre.provider-request")
         await expect(body).to_contain_text('"model": "model-x"')
         await expect(body).to_contain_text('"system"')
+        await page.screenshot(path=artifacts / "41-model-turn-request.png", full_page=True)
         await page.get_by_role("navigation", name="Planner turns").get_by_role(
             "link", name="2"
         ).click()
         await expect(page.locator("li.diff-added")).to_have_count(2)
+        await expect(body).to_contain_text('"tool_use"')  # the provider chosen stays
         await expect(page.locator("p.stop-reason")).to_contain_text("end_turn")
-        await page.screenshot(path=artifacts / "41-model-turn-answer.png", full_page=True)
+        await page.screenshot(path=artifacts / "42-model-turn-answer.png", full_page=True)
 
         await page.goto(f"{service.url}/ui/run/turn?id={two}&turn=9")
         await expect(page.locator("main")).to_contain_text("its turns: 1, 2")
