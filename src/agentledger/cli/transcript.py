@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+import msgspec
 
 from agentledger.cli.app import Settings, run, settings_options, with_store
 from agentledger.cli.complete import run_ids
+
+PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "bedrock")
+"""The adapters ``--provider-request`` names (agentledger.views.model_view.PROVIDERS; kept
+here so that the CLI starts without importing the runtime)."""
 
 if TYPE_CHECKING:
     from agentledger.storage.protocol import AdminStore
     from agentledger.storage.replay import MessageOrigin
     from agentledger.storage.types import TranscriptSegment
     from agentledger.transcript import Message, Part
+    from agentledger.views.model_view import ModelTurnView
 
-__all__ = ["message_lines", "transcript"]
+__all__ = ["message_lines", "transcript", "turn_json", "turn_lines"]
 
 
 @click.command(short_help="a run's transcript, rebuilt from its records")
@@ -27,8 +33,32 @@ __all__ = ["message_lines", "transcript"]
     help="Only what the model is sent now: from where the history policy's last cut "
     "starts, with the summary that replaced what came before.",
 )
+@click.option(
+    "--turn",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="With --model-input: planner turn N as the model saw it: the request (system "
+    "prompt and messages after the history policy), the answer with its usage, and what "
+    "changed since the previous request (added, or cut by a history policy).",
+)
+@click.option(
+    "--provider-request",
+    type=click.Choice(PROVIDERS),
+    default=None,
+    help="With --turn: print the request body that provider's adapter encodes for the turn, "
+    "as JSON. The run log holds no tool definitions and no parameters (max_tokens, "
+    "temperature, provider options): it is encoded without tools, with the adapter's "
+    "defaults, and says so on stderr.",
+)
 @settings_options
-def transcript(settings: Settings, run_id: str, model_input: bool) -> None:
+def transcript(
+    settings: Settings,
+    run_id: str,
+    model_input: bool,
+    turn: int | None,
+    provider_request: str | None,
+) -> None:
     """RUN_ID's transcript rebuilt from its records, as a conversation.
 
     Each message says where it is stored: the run's own log, or an earlier run
@@ -39,8 +69,151 @@ def transcript(settings: Settings, run_id: str, model_input: bool) -> None:
 
     --json prints the transcript's own canonical JSON: an array of
     messages that agentledger.transcript.decode_messages reads back exactly.
+
+    --model-input --turn N shows one planner turn as the model saw it, rebuilt
+    from the run log (with --json: one object holding the request, the
+    response and the diff).
     """
+    if turn is None and provider_request is not None:
+        raise click.UsageError("--provider-request goes with --model-input --turn N")
+    if turn is not None and not model_input:
+        raise click.UsageError("--turn goes with --model-input")
+    if turn is not None:
+        run(
+            with_store(
+                settings, lambda store: _model_turn(store, settings, run_id, turn, provider_request)
+            )
+        )
+        return
     run(with_store(settings, lambda store: _transcript(store, settings, run_id, model_input)))
+
+
+async def _model_turn(
+    store: AdminStore, settings: Settings, run_id: str, turn: int, provider: str | None
+) -> None:
+    from agentledger.cli.output import dump, echo
+    from agentledger.views.model_view import model_turn
+
+    view = await model_turn(store, run_id, turn)
+    if provider is not None:
+        body = view.provider_request(provider)
+        click.echo(
+            "not in the run log, so not in this request: "
+            + "; ".join(view.request.not_recorded)
+            + " (the adapter's defaults stand)",
+            err=True,
+        )
+        echo(dump(body))
+        return
+    if settings.json:
+        echo(dump(turn_json(view)))
+        return
+    for line in turn_lines(view):
+        echo(line)
+
+
+def turn_json(view: ModelTurnView) -> dict[str, Any]:
+    """A turn's model view as the CLI's JSON: messages in the transcript's canonical JSON."""
+    from agentledger.transcript import encode_messages
+
+    def messages(items: Sequence[Message]) -> Any:
+        return msgspec.json.decode(encode_messages(list(items)))
+
+    def origins(pairs: Sequence[tuple[Message, MessageOrigin]]) -> list[dict[str, Any]]:
+        return [
+            {"run_id": o.run_id, "record": o.record_id, "position": o.position} for _, o in pairs
+        ]
+
+    request, response, diff = view.request, view.response, view.diff
+    return {
+        "run_id": view.run_id,
+        "turn": view.turn,
+        "phase": view.phase,
+        "request": {
+            "system": request.system,
+            "prompt_id": request.prompt_id,
+            "prompt_version": request.prompt_version,
+            "model": request.model,
+            "messages": messages(request.messages),
+            "window": {
+                "record": request.window_record,
+                "policy": request.window_policy,
+                "summary": request.window_summary,
+            }
+            if request.window_record
+            else None,
+            "not_recorded": list(request.not_recorded),
+        },
+        "response": {
+            "message": messages([response.message])[0] if response.message else None,
+            "usage": [msgspec.structs.asdict(u) for u in response.usage],
+            "stop_reason": response.stop_reason,
+            "stop_reason_note": response.stop_reason_note,
+        },
+        "diff": {
+            "previous": diff.previous,
+            "added": origins(diff.added),
+            "cut": origins(diff.cut),
+            "changed": origins(diff.changed),
+            "policy": diff.policy,
+            "summary": diff.summary,
+        },
+    }
+
+
+def turn_lines(view: ModelTurnView) -> list[str]:
+    """A turn's model view as lines: the request, the response, the diff."""
+    request, response, diff = view.request, view.response, view.diff
+    lines = [f"turn {view.turn} of run {view.run_id} ({view.phase})"]
+    lines.append("== request" + (f" to {request.model}" if request.model else ""))
+    if request.system:
+        lines.append(f"system prompt {request.prompt_id} version {request.prompt_version}:")
+        lines.extend(f"   | {line}" for line in request.system.splitlines())
+    else:
+        lines.append("no system prompt recorded")
+    if request.window_record:
+        what = "a summary, then" if request.window_summary else ""
+        lines.append(
+            f"history policy {request.window_policy} ({request.window_record}): "
+            f"the model was sent {what} only the messages below".replace("  ", " ")
+        )
+    if request.policy_failed:
+        lines.append(f"history policy failed: {request.policy_failed}")
+    lines.extend(message_lines(list(zip(request.messages, request.origins, strict=True))))
+    lines.append("not in the run log: " + "; ".join(request.not_recorded))
+    lines.append("== response")
+    if response.message is not None:
+        lines.extend(message_lines([response.message]))
+    else:
+        lines.append("no answer recorded")
+    for used in response.usage:
+        lines.append(
+            f"usage: {used.model} {used.input_tokens} in, {used.output_tokens} out, "
+            f"{used.cache_read_tokens} cache read, {used.cache_write_tokens} cache write"
+        )
+    if response.summariser is not None:
+        s = response.summariser
+        lines.append(f"summariser usage: {s.model} {s.input_tokens} in, {s.output_tokens} out")
+    if response.message is not None:
+        lines.append(f"stop reason: {response.stop_reason} ({response.stop_reason_note})")
+    lines.append(
+        f"== changes since {diff.previous}'s request"
+        if diff.previous
+        else "== changes: first request"
+    )
+    if diff.system_changed:
+        lines.append("~ the system prompt changed")
+    for sign, pairs, words in (
+        ("+", diff.added, "added"),
+        ("~", diff.changed, "changed (a summary put first)"),
+        ("-", diff.cut, f"cut by {diff.policy}" if diff.policy else "no longer sent"),
+    ):
+        if pairs:
+            lines.append(f"{sign} {len(pairs)} message(s) {words}:")
+            lines.extend(f"{sign} {line}" for line in message_lines(list(pairs)))
+    if not (diff.added or diff.changed or diff.cut):
+        lines.append("nothing changed")
+    return lines
 
 
 async def _transcript(

@@ -8,6 +8,8 @@ record vocabulary, shared by the inspector and the CLI.
 - :mod:`.timeline`: :class:`Timeline`, where a run's time went.
 - :mod:`.usage`: :class:`Usage`, tokens by model, run and turn, and their cost.
 - :mod:`.transcript`: the history links and window marks of a transcript chain.
+- :mod:`.model_view`: :class:`~.model_view.ModelTurnView`, a planner turn as the model saw it:
+  its request, its answer and what changed since the previous request.
 - :mod:`.waits`: what suspended runs wait for, and what tool calls point at.
 - :mod:`.tree`: a session's runs as a tree; :mod:`.sessions`: the tree with a view of each
   run and the messages still waiting (:mod:`.messages`: what became of each message).

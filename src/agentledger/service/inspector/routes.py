@@ -30,6 +30,7 @@ from agentledger.service.inspector.login import (
     same_origin,
     secure_cookie,
 )
+from agentledger.service.inspector.model_page import model_turn_page
 from agentledger.service.inspector.pages import HEADERS, Pages, html, param
 from agentledger.service.inspector.render import page_url, render
 from agentledger.service.inspector.usage import PRICES_ENV, load_prices
@@ -185,6 +186,7 @@ def inspector_handlers(state: ServiceState) -> list[HTTPRouteHandler]:
         ),
         page("/ui/run", "inspect_run", ui.run),
         page("/ui/run/rows", "inspect_run_rows", ui.rows, is_page=False),
+        page("/ui/run/turn", "inspect_model_turn", lambda r, p: model_turn_page(ui, r, p)),
         page("/ui/run/header", "inspect_run_header", ui.header, is_page=False),
         page(
             "/ui/run/transcript",
