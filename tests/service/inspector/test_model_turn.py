@@ -81,9 +81,11 @@ async def test_a_turn_shows_request_response_and_what_was_cut(
         await expect(body).to_contain_text('"model": "model-x"')
         await expect(body).to_contain_text('"system"')
         await page.screenshot(path=artifacts / "41-model-turn-request.png", full_page=True)
-        await page.get_by_role("navigation", name="Planner turns").get_by_role(
-            "link", name="2"
-        ).click()
+        await (
+            page.get_by_role("navigation", name="Planner turns")
+            .get_by_role("link", name="2")
+            .click()
+        )
         await expect(page.locator("li.diff-added")).to_have_count(2)
         await expect(body).to_contain_text('"tool_use"')  # the provider chosen stays
         await expect(page.locator("p.stop-reason")).to_contain_text("end_turn")
