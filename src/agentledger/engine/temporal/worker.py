@@ -52,7 +52,7 @@ from agentledger.engine.temporal.options import (
     StartDue,
     StartedTurns,
 )
-from agentledger.engine.temporal.queue import start_due_activity
+from agentledger.engine.temporal.queue import complete_and_look, start_due_activity
 from agentledger.engine.temporal.workflows import AgentRunWorkflow, RetiredRunWorkflow
 from agentledger.errors import TransientError, ValidationError
 from agentledger.runtime import wire
@@ -347,6 +347,7 @@ def create_worker(
         "default_heartbeat_throttle_interval", timedelta(seconds=_MAX_HEARTBEAT_INTERVAL)
     )
     activities = {**runtime.activity_table(), START_DUE: start_due_activity(runtime, client)}
+    activities[wire.COMPLETE_RUN] = complete_and_look(runtime, activities[wire.COMPLETE_RUN])
     return Worker(
         client,
         task_queue=task_queue,
