@@ -43,7 +43,6 @@ from temporalio.client import Client
 
 from agentledger.engine.temporal.engine import TemporalEngine
 from agentledger.engine.temporal.options import StartDue, StartedTurns
-from agentledger.errors import AgentledgerError
 from agentledger.runtime.busy import due_turn, start_turn
 from agentledger.runtime.wire import CompleteRunInput, CompleteRunOutput
 
@@ -65,8 +64,8 @@ def complete_and_look(
             return out
         try:
             pending = await runtime.store.load_pending_messages(arg.run.session_id)
-        except AgentledgerError:
-            return out  # unknown: the workflow starts what is due, as without the look
+        except Exception:  # the ending is written: a failed look only leaves it unknown
+            return out  # and the workflow starts what is due, as without the look
         return msgspec.structs.replace(out, waiting=bool(pending))
 
     return complete_run
