@@ -14,9 +14,10 @@ trial runs in a fresh process, both systems interleaved in every repetition;
 ratios are agentledger / peer within a repetition, medians reported.
 
 Per run: runs/s sequential and with ``--concurrency`` runs at once, p50
-latency (sequential), activities (task-queue activities + local activities),
-workflow tasks and history events of one run's history, the trial process's
-CPU (worker and client) and the dev server's CPU, per run.
+latency (sequential), workflow tasks and history events of one run's history
+(each trial's last sequential run; medians, and agentledger / peer),
+activities (task-queue activities + markers: local activities and patches),
+the trial process's CPU (worker and client) and the dev server's CPU, per run.
 
 Durability is not equal, in agentledger's disfavour: it stores every record
 of the run in a SQLite file (WAL, ``synchronous=FULL``, fsync per commit);
@@ -296,16 +297,15 @@ def _report(results: dict[tuple[str, str], list[dict[str, Any]]], args: argparse
         print(f"| {label} | {a:.2f} | {p:.2f} | {ratio(mode, 'runs_per_s'):.2f}x |")
     a, p = med("agentledger", "seq", "p50_ms"), med("peer", "seq", "p50_ms")
     print(f"| p50 latency, sequential | {a:.0f} ms | {p:.0f} ms | {ratio('seq', 'p50_ms'):.2f}x |")
-    for role in ("agentledger", "peer"):
-        r = results[(role, "seq")][-1]
-        results[(role, "shape")] = [r]
-    al, pe = results[("agentledger", "shape")][0], results[("peer", "shape")][0]
-    print(
-        f"| activities (task queue + local) / workflow tasks | {al['activities']} + "
-        f"{al['local_activities']} / {al['workflow_tasks']} | {pe['activities']} + "
-        f"{pe['local_activities']} / {pe['workflow_tasks']} | |"
+    # The shape of one run's history (each trial's last run; medians over the trials).
+    for key, label in (("workflow_tasks", "workflow tasks"), ("events", "history events")):
+        a, p = med("agentledger", "seq", key), med("peer", "seq", key)
+        print(f"| {label} | {a:g} | {p:g} | {ratio('seq', key):.2f}x |")
+    a_act, p_act = (
+        "{:g} + {:g}".format(med(role, "seq", "activities"), med(role, "seq", "local_activities"))
+        for role in ("agentledger", "peer")
     )
-    print(f"| history events | {al['events']} | {pe['events']} | |")
+    print(f"| activities (task queue + markers) | {a_act} | {p_act} | |")
     a_cpu, p_cpu = (
         med("agentledger", "seq", "process_cpu_ms_per_run"),
         med("peer", "seq", "process_cpu_ms_per_run"),

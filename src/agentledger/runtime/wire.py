@@ -330,3 +330,7 @@ class CompleteRunOutput(_Wire, frozen=True, kw_only=True):
     """The reason the terminal record carries (canceled runs only)."""
 
     cancellation_reason: str = ""
+    waiting: bool | None = None
+    """Whether a message of the run's session waited for its turn once the ending was
+    written; None when nobody looked (an engine that starts the session's next turn
+    itself looks: the Temporal worker, see :mod:`agentledger.engine.temporal.queue`)."""

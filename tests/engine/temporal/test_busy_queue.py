@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from temporalio.client import Client
 
 from agentledger.engine.temporal import create_replayer, create_worker
+from agentledger.engine.temporal.options import EVENTS_PER_RUN, EVENTS_TO_START_DUE
 from agentledger.errors import RunNotFoundError
 from agentledger.runtime import Agent, QueueSink, Runtime
 from agentledger.storage import MessageFate, RunStatus
@@ -98,6 +99,10 @@ async def test_the_worker_starts_queued_turns_after_the_host_closed(
         history = await temporal_client.get_workflow_handle(ids[key]).fetch_history()
         replayed = await create_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert replayed.replay_failure is None, replayed.replay_failure
+        # A message waited behind "first" (its workflow took the step that starts it);
+        # none behind "two" (its ending said so: no step at all).
+        waited = EVENTS_TO_START_DUE if key == "first" else 0
+        assert len(history.events) == EVENTS_PER_RUN + waited
 
 
 async def test_the_worker_starts_queued_turns_after_the_host_was_killed(

@@ -85,7 +85,8 @@ async def _history(
 
 
 async def test_events_per_run_and_per_tool_turn(temporal_client: Client, tmp_path: Path) -> None:
-    """16 events for a run that answers at once, 12 more per one-call tool turn."""
+    """13 events for a run that answers at once (nothing waits behind it: no step to start
+    the session's next turn), 12 more per one-call tool turn."""
     store = await SQLiteStore.open(tmp_path / "limits.db", durability="normal")
     try:
         assert (await _history(temporal_client, store, 0))[0] == EVENTS_PER_RUN

@@ -57,11 +57,10 @@ Payload discipline and limits (Temporal server defaults):
   (``Agent.max_turns``, default 16), so it never needs continue-as-new.
   Measured on the dev server (``tests/engine/temporal/test_limits.py``,
   constants in :mod:`~agentledger.engine.temporal.options`): a run that
-  answers at once costs 16 events (a local activity marker to begin, the
-  planner's activity, a marker to end, and their workflow tasks; then, for
-  a session's run, 3 for the step that starts the session's next queued
-  turn); each
-  planner turn with one tool call adds 12 (the tool call and the next
+  answers at once costs 13 events (a local activity marker to begin, the
+  planner's activity, a marker to end, and their workflow tasks; 3 more
+  when a message of its session waits behind it, for the step that starts
+  that message's turn); each planner turn with one tool call adds 12 (the tool call and the next
   planner turn, each 3 events plus the workflow task that follows it),
   each extra parallel call in a turn 3 to 6 more. That is 4,265 one-call
   tool turns before the event limit (852 before the warning); with 4

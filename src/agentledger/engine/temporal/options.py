@@ -19,6 +19,7 @@ __all__ = [
     "EVENTS_PER_EXTRA_CALL",
     "EVENTS_PER_RUN",
     "EVENTS_PER_TOOL_TURN",
+    "EVENTS_TO_START_DUE",
     "HISTORY_EVENTS_LIMIT",
     "HISTORY_EVENTS_WARNING",
     "HISTORY_SIZE_LIMIT",
@@ -43,9 +44,12 @@ HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 """The server ends a workflow at this many history bytes (``limit.historySize.error``)."""
 HISTORY_SIZE_WARNING = 10 * 1024 * 1024
 """The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
-EVENTS_PER_RUN = 16
-"""History events of a session's run that answers at once (begin marker, one planner turn, end
-marker, then 3 to start the session's due turn: a patch marker, its search attribute, a marker)."""
+EVENTS_PER_RUN = 13
+"""History events of a session's run that answers at once, with no message of its session
+waiting behind it (begin marker, one planner turn, end marker, their workflow tasks)."""
+EVENTS_TO_START_DUE = 3
+"""History events a session's run adds when a message of its session waits behind it, to
+start that message's turn (a patch marker, its search attribute, a local activity marker)."""
 EVENTS_PER_TOOL_TURN = 12
 """History events each planner turn with one tool call adds (2 activities, each with its task)."""
 EVENTS_PER_EXTRA_CALL = 6
@@ -63,7 +67,7 @@ def tool_turns_before_history_limit(
     10,240), far more than ``Agent.max_turns`` allows.
     """
     per_turn = EVENTS_PER_TOOL_TURN + EVENTS_PER_EXTRA_CALL * max(0, calls_per_turn - 1)
-    return (limit - EVENTS_PER_RUN) // per_turn
+    return (limit - EVENTS_PER_RUN - EVENTS_TO_START_DUE) // per_turn
 
 
 class EngineOptions(msgspec.Struct, frozen=True, kw_only=True):

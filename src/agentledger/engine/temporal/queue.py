@@ -11,6 +11,18 @@ follows) and starts that turn's workflow on the run's task queue, with the
 ended run's engine options and the worker runtime's claim. Its turn's
 workflow, when it ends, starts the next one: the messages run in arrival order.
 
+Most runs have nothing waiting behind them. The worker's
+:data:`~agentledger.runtime.wire.COMPLETE_RUN` activity therefore looks, once the
+run's ending is written, whether any message of the session waits
+(:attr:`~agentledger.runtime.wire.CompleteRunOutput.waiting`), and the workflow
+skips :data:`~agentledger.engine.temporal.options.START_DUE` when none does. The
+look is exact: the store places a message behind a turn only in the transaction
+that sees that turn running, so once the ending is written no message can come
+to wait behind it (a later one starts at once, by its submitter). A look that
+fails says nothing (None), and the workflow starts what is due as before; so
+does a history recorded before the look existed (its results carry no answer),
+which therefore replays unchanged.
+
 Exactly once: the workflow id is the message's run id, so Temporal accepts
 one start of it, whoever asks (this activity retried, another worker, the
 runtime that submitted the message and still follows the turn ahead, or
@@ -25,17 +37,38 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import msgspec
 from temporalio import activity
 from temporalio.client import Client
 
 from agentledger.engine.temporal.engine import TemporalEngine
 from agentledger.engine.temporal.options import StartDue, StartedTurns
 from agentledger.runtime.busy import due_turn, start_turn
+from agentledger.runtime.wire import CompleteRunInput, CompleteRunOutput
 
 if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
 
-__all__ = ["start_due_activity"]
+__all__ = ["complete_and_look", "start_due_activity"]
+
+
+def complete_and_look(
+    runtime: Runtime, complete: Callable[[CompleteRunInput], Awaitable[CompleteRunOutput]]
+) -> Callable[[CompleteRunInput], Awaitable[CompleteRunOutput]]:
+    """``complete`` (the runtime's ``complete_run``), then, for a root run of a session,
+    whether a message of the session waits (see the module docstring)."""
+
+    async def complete_run(arg: CompleteRunInput) -> CompleteRunOutput:
+        out = await complete(arg)
+        if not arg.run.session_id or arg.run.parent_run_id:
+            return out
+        try:
+            pending = await runtime.store.load_pending_messages(arg.run.session_id)
+        except Exception:  # the ending is written: a failed look only leaves it unknown
+            return out  # and the workflow starts what is due, as without the look
+        return msgspec.structs.replace(out, waiting=bool(pending))
+
+    return complete_run
 
 
 def start_due_activity(

@@ -52,7 +52,7 @@ from agentledger.engine.temporal.options import (
     StartDue,
     StartedTurns,
 )
-from agentledger.engine.temporal.queue import start_due_activity
+from agentledger.engine.temporal.queue import complete_and_look, start_due_activity
 from agentledger.engine.temporal.workflows import AgentRunWorkflow, RetiredRunWorkflow
 from agentledger.errors import TransientError, ValidationError
 from agentledger.runtime import wire
@@ -96,7 +96,10 @@ class _Starts(msgspec.Struct, frozen=True, kw_only=True):
 
     * when it starts, before any work, it heartbeats ``{attempt: k, lost: L,
       transient: T, ended: false}``: L attempts before it were lost, T ended
-      with a TransientError;
+      with a TransientError. The first attempt, given no details, does not:
+      no details say the same of it (``{attempt: 1, lost: 0, transient: 0}``,
+      lost unless it says it ended), so a run's planner turns and tool calls
+      send the server no heartbeat unless retried or longer than an interval;
     * when it ends with a TransientError, it heartbeats the same with
       ``ended: true`` before it fails. The SDK sends an activity's last
       heartbeat before its failure (it waits for the pending heartbeat, past
@@ -169,7 +172,8 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
             starts = _Starts.at_start(info.attempt, info.heartbeat_details)
             if starts.lost >= limit:
                 raise _crash_loop(name, starts.lost)
-            activity.heartbeat(starts.details())  # this attempt has started
+            if info.attempt > 1 or info.heartbeat_details:  # else no details say it all
+                activity.heartbeat(starts.details())  # this attempt has started
         beat = () if starts is None else (starts.details(),)
         # Local activities (store-only steps) do not heartbeat: they are short.
         beating = asyncio.ensure_future(
@@ -347,6 +351,7 @@ def create_worker(
         "default_heartbeat_throttle_interval", timedelta(seconds=_MAX_HEARTBEAT_INTERVAL)
     )
     activities = {**runtime.activity_table(), START_DUE: start_due_activity(runtime, client)}
+    activities[wire.COMPLETE_RUN] = complete_and_look(runtime, activities[wire.COMPLETE_RUN])
     return Worker(
         client,
         task_queue=task_queue,

@@ -86,7 +86,7 @@ with workflow.unsafe.imports_passed_through():
         StartedTurns,
     )
     from agentledger.errors import AgentledgerError, ContractError, RunLoopError
-    from agentledger.runtime.wire import STORE_ONLY, RunInput, RunOutput
+    from agentledger.runtime.wire import STORE_ONLY, CompleteRunOutput, RunInput, RunOutput
     from agentledger.runtime.workflow import run_workflow
 
 __all__ = [
@@ -180,6 +180,9 @@ class TemporalContext:
         self._canceled = asyncio.Event()
         self._last = datetime.min.replace(tzinfo=workflow.now().tzinfo)
         self._clock = workflow.info().workflow_start_time  # advanced by _finished
+        self.waiting: bool | None = None
+        """Whether a message of the session waited once the run's ending was written
+        (the worker's ``complete_run`` says; None: unknown)."""
 
     @property
     def workflow_id(self) -> str:
@@ -271,6 +274,8 @@ class TemporalContext:
             raise _from_activity_error(name, e) from None
         if not local and hasattr(result, "finished_at"):
             self._finished(result.finished_at)
+        if isinstance(result, CompleteRunOutput):
+            self.waiting = result.waiting
         return result
 
     async def child(self, workflow_id: str, arg: Any, result_type: type[T]) -> T:
@@ -371,7 +376,8 @@ class AgentRunWorkflow:
         except ApplicationError:
             await _start_due(inp, options)  # the run failed for good: what waits may start
             raise
-        await _start_due(inp, options)
+        if ctx.waiting is not False:  # False: nothing waits (see queue.py)
+            await _start_due(inp, options)
         return output
 
 
