@@ -22,6 +22,7 @@ PUBLIC = {
         "AccessDeniedError", "ActivityFailedError", "AgentledgerError", "ArchiveExistsError",
         "ChildFailedError", "ConflictError",
         "ContractError", "CorruptArchiveError", "CorruptRecordError", "NotFoundError",
+        "OverloadedError",
         "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
         "RunLoopError",
