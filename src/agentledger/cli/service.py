@@ -85,6 +85,12 @@ _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
     "--max-streams", type=int, default=None, metavar="N",
     help="follow streams open at once (in total and for one token) [default: 12000]",
 )  # fmt: skip
+@click.option(
+    "--client-timeout", type=float, default=None, metavar="SECONDS",
+    help="close a connection whose client takes longer to send a request's headers, to "
+    "send its body, or to read any of its answer [default: 10 for headers, 60 for a "
+    "body, 30 for an answer]",
+)  # fmt: skip
 @temporal_options(
     required=False,
     help="the Temporal server running the runs: the inspector shows a running run paused "
@@ -106,6 +112,7 @@ def serve(
     max_calls: int | None,
     max_calls_per_token: int | None,
     max_streams: int | None,
+    client_timeout: float | None,
     temporal: str | None,
     namespace: str,
 ) -> int:
@@ -154,6 +161,9 @@ def serve(
             "max_calls": max_calls,
             "max_calls_per_token": max_calls_per_token,
             "max_streams": max_streams,
+            "header_timeout": client_timeout,
+            "body_timeout": client_timeout,
+            "send_timeout": client_timeout,
         },
     )
     if temporal:  # a Temporal client's native threads can abort the interpreter's teardown

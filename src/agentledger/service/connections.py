@@ -64,6 +64,7 @@ def guarded_protocol(limits: OverloadLimits, admission: Admission) -> type[async
             self._stall: asyncio.TimerHandle | None = None
             self._in_headers = True
             self._header_bytes = 0
+            self._closing = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -74,8 +75,7 @@ def guarded_protocol(limits: OverloadLimits, admission: Admission) -> type[async
                     operation="connect",
                     retry_after=limits.retry_after,
                 )
-                transport.write(_raw_answer(503, error, limits.retry_after))
-                transport.close()
+                self._answer_and_close(_raw_answer(503, error, limits.retry_after))
                 return
             self._arm(limits.header_timeout, "headers")
 
@@ -87,6 +87,8 @@ def guarded_protocol(limits: OverloadLimits, admission: Admission) -> type[async
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._closing:  # answered and closing: what else comes is read and dropped
+                return
             if self._in_headers:
                 self._header_bytes += len(data)
             super().data_received(data)
@@ -149,11 +151,25 @@ def guarded_protocol(limits: OverloadLimits, admission: Admission) -> type[async
             if cycle is None or cycle.response_complete or not cycle.response_started:
                 field = "request" if status == 431 or self._in_headers else "body"
                 error = ValidationError(field=field, expected=expected, got=got)
-                self.transport.write(_raw_answer(status, error))
+                answer = _raw_answer(status, error)
+            else:
+                answer = b""
             if cycle is not None and not cycle.response_complete:
                 cycle.disconnected = True  # the app reads no more of it, and sends nothing
                 cycle.message_event.set()
-            self.transport.close()
+            self._answer_and_close(answer)
+
+        def _answer_and_close(self, answer: bytes) -> None:
+            """Send ``answer``, then close once the client has read it: closed at once with
+            the client's request unread, the socket would reset and could lose the answer,
+            so the service stops sending, drops what the client sends, and closes when the
+            client does (its end of file closes the transport) or 2 seconds later."""
+            self._closing = True
+            self._disarm()
+            self.transport.write(answer)
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            self._deadline = self.loop.call_later(2.0, self.transport.abort)
 
         def _stalled(self) -> None:
             """The client read nothing of its answer for ``send_timeout`` seconds."""

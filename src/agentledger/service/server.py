@@ -20,7 +20,7 @@ import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import uvicorn
 
@@ -363,7 +363,7 @@ def run_serve(
     host_runtime: str | None = None,
     temporal: str | None = None,
     namespace: str = "default",
-    overload: dict[str, int | None] | None = None,
+    overload: dict[str, float | None] | None = None,
 ) -> int:
     """The ``agentledger serve`` command: serve until stopped; the exit status.
 
@@ -387,10 +387,10 @@ def run_serve(
         )
         given = {name: value for name, value in (overload or {}).items() if value is not None}
         if "max_calls" in given and "max_calls_per_token" not in given:
-            given["max_calls_per_token"] = max(1, given["max_calls"] // 2)
+            given["max_calls_per_token"] = max(1, int(given["max_calls"]) // 2)
         if "max_streams" in given and "max_streams_per_token" not in given:
             given["max_streams_per_token"] = given["max_streams"]
-        overload_limits = OverloadLimits(**given)
+        overload_limits = OverloadLimits(**cast(dict[str, Any], given))
         _event_loop_runner()(
             serve(
                 target,

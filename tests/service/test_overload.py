@@ -1,0 +1,119 @@
+"""A short flood against a real ``agentledger serve``, on SQLite and PostgreSQL.
+
+More writers than the service takes at once (each its own connection), followers
+timing records, 200 slow clients trickling headers or bodies, a reader scanning a
+large run beside 16 writers, a stream never read: the service keeps every
+acknowledged write, sheds with 503 and ``Retry-After`` (StoreClient waits and
+retries, so every write is acknowledged in the end), answers nothing else 5xx,
+says overloaded on /readyz, closes the slow and the unread, stays within its
+memory bound, and serves calls as fast as before once the flood ends. The full
+flood, with figures, is ``bench/service_overload.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from agentledger.errors import OverloadedError
+from agentledger.service.auth import add_token
+from agentledger.service.error_codec import decode_error
+from tests.service.overload_driver import Plan, run_flood
+from tests.service.process import ServiceProcess
+
+PLAN = Plan(
+    writers=32, writes=8, followers=60, timed_writes=60, slow_clients=200,
+    scan_records=1600, scan_writers=16, unread_streams=1, seconds=40,
+)  # fmt: skip
+OPTIONS = ("--max-calls", "16", "--max-streams", "200", "--client-timeout", "2")
+RSS_BOUND = 512 * 2**20
+"""The service's memory bound under this flood (bench/service_overload.py measures it)."""
+
+
+def _flood(db: str, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "host")
+    with ServiceProcess(db, tokens, options=OPTIONS) as service:
+        result = asyncio.run(run_flood(service.url, token, service.pid, PLAN))
+    summary = result.summary()
+    assert result.lost == 0, summary
+    assert result.writer_errors == [], (result.writer_errors[:5], summary)
+    assert result.acknowledged == (PLAN.writers + PLAN.scan_writers) * PLAN.writes + (
+        PLAN.timed_writes
+    ), summary
+    assert result.shed.get("calls", 0) + result.shed.get("calls_per_token", 0) > 0, summary
+    assert result.raw_503 == result.raw_503_retry_after, summary
+    assert not [s for s in result.statuses if s >= 500 and s != 503], summary
+    assert result.ready_overloaded, summary
+    # Each slow client is closed with 408, or shed at once (503) when every call slot of
+    # its token is taken; none is served, none left hanging.
+    answers = {"headers: 408", "headers: 503", "body: 408", "body: 503"}
+    assert set(result.slow_answers) <= answers, summary
+    assert sum(result.slow_answers.values()) == PLAN.slow_clients, summary
+    assert result.slow_answers.get("headers: 408", 0) >= PLAN.slow_clients // 4, summary
+    assert result.unread_cut == PLAN.unread_streams, summary
+    assert result.scan_pages == 2 * (PLAN.scan_records // 100 + 1), summary
+    assert 0 < result.rss_peak < RSS_BOUND, summary
+    assert result.recovery_seconds >= 0, summary
+
+
+def test_flood_on_sqlite(tmp_path: Path) -> None:
+    _flood(str(tmp_path / "flood.db"), tmp_path)
+
+
+def test_flood_on_postgres(postgres_dsn: str, tmp_path: Path) -> None:
+    _flood(postgres_dsn, tmp_path)
+
+
+def test_connections_past_the_limit_are_refused_retryably(tmp_path: Path) -> None:
+    """Past --max-connections a new connection is answered 503, Retry-After and a typed
+    OverloadedError, and closed; once others close, new ones are served again."""
+    tokens = tmp_path / "tokens.json"
+    add_token(tokens, "host")
+    with ServiceProcess(str(tmp_path / "c.db"), tokens, options=("--max-connections", "4")) as svc:
+        host, port = svc.url.removeprefix("http://").rsplit(":", 1)
+        held = [socket.create_connection((host, int(port))) for _ in range(4)]
+        try:
+            with socket.create_connection((host, int(port))) as extra:
+                extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                answer = _read_all(extra)
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 503"), answer
+            assert b"retry-after: 1" in head.lower(), answer
+            error = decode_error(body)
+            assert isinstance(error, OverloadedError), answer
+            assert error.retry_after == 1.0 and "4 connections" in error.reason
+        finally:
+            for sock in held:
+                sock.close()
+        for _ in range(50):  # the service notices the closed ones as it reads them
+            with socket.create_connection((host, int(port))) as again:
+                again.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if _read_all(again).startswith(b"HTTP/1.1 200"):
+                    break
+        else:
+            pytest.fail("connections were still refused after the others closed")
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    sock.settimeout(10)
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_overloaded_error_travels_typed() -> None:
+    """The shed answer's body is the error itself, fields and all."""
+    from agentledger.service.admission import overloaded_answer
+
+    headers, body = overloaded_answer(OverloadedError("x", operation="append", retry_after=2.5))
+    assert (b"retry-after", b"2") in headers
+    error = decode_error(body)
+    assert isinstance(error, OverloadedError)
+    assert (error.reason, error.operation, error.retry_after) == ("x", "append", 2.5)
+    assert msgspec.json.decode(body)["error"]["type"] == "OverloadedError"
