@@ -86,7 +86,8 @@ def test_connections_past_the_limit_are_refused_retryably(tmp_path: Path) -> Non
             assert b"retry-after: 1" in head.lower(), answer
             error = decode_error(body)
             assert isinstance(error, OverloadedError), answer
-            assert error.retry_after == 1.0 and "4 connections" in error.reason
+            assert error.retry_after == 1.0
+            assert "4 connections" in error.reason
         finally:
             for sock in held:
                 sock.close()
