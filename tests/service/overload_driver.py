@@ -54,6 +54,9 @@ class Plan:
     scan_writers: int = 16
     unread_streams: int = 1
     """Follow streams of the scanned run whose client never reads."""
+    unread_wait: float = 10.0
+    """Seconds the unread stream's client waits, once the writers are done, for the service
+    to close it (it reads what was sent meanwhile, then an end: the stream was cut)."""
     seconds: float = 60.0
     """The whole flood's bound: it stops by itself then, whatever is left."""
 
@@ -372,7 +375,7 @@ class _Flood:
                 self.written.wait(), max(0.1, self.deadline - 5 - time.monotonic())
             )
         try:
-            async with asyncio.timeout(2):
+            async with asyncio.timeout(self.plan.unread_wait):
                 while await reader.read(1 << 20):
                     pass
             self.result.unread_cut += 1  # it ended: the service closed it

@@ -27,7 +27,7 @@ from tests.service.process import ServiceProcess
 
 PLAN = Plan(
     writers=32, writes=8, followers=60, timed_writes=60, slow_clients=200,
-    scan_records=1600, scan_writers=16, unread_streams=1, seconds=40,
+    scan_records=1600, scan_writers=16, unread_streams=1, unread_wait=8, seconds=40,
 )  # fmt: skip
 OPTIONS = ("--max-calls", "16", "--max-streams", "200", "--client-timeout", "2")
 RSS_BOUND = 512 * 2**20
