@@ -98,6 +98,9 @@ def test_connections_past_the_limit_are_refused_retryably(tmp_path: Path) -> Non
                     break
         else:
             pytest.fail("connections were still refused after the others closed")
+        with socket.create_connection((host, int(port))) as large:  # headers past 64 KiB
+            large.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: y\r\n" * 7000)
+            assert _read_all(large).startswith(b"HTTP/1.1 431"), "headers past 64 KiB served"
 
 
 def _read_all(sock: socket.socket) -> bytes:
@@ -118,3 +121,53 @@ def test_overloaded_error_travels_typed() -> None:
     assert isinstance(error, OverloadedError)
     assert (error.reason, error.operation, error.retry_after) == ("x", "append", 2.5)
     assert msgspec.json.decode(body)["error"]["type"] == "OverloadedError"
+
+
+def _scope(method: str, path: str, token: str, length: int | None = None) -> dict[str, object]:
+    headers = [(b"authorization", f"Bearer {token}".encode())]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    return {"type": "http", "method": method, "path": path, "headers": headers}
+
+
+def test_admission_counts_each_limit_and_frees_on_release() -> None:
+    """Calls in total and per token, streams, body bytes held: each limit sheds past it,
+    names itself, and a released slot is taken again; the probes are never shed."""
+    from agentledger.service.admission import Admission, OverloadLimits, Ticket
+
+    limits = OverloadLimits(max_calls=3, max_calls_per_token=2, max_streams=1,
+                            max_streams_per_token=1, max_body_bytes=100)  # fmt: skip
+    admission = Admission(limits, body_cap=1000)
+    a1 = admission.admit(_scope("POST", "/v1/append_run_record", "a", 10))
+    a2 = admission.admit(_scope("POST", "/v1/append_run_record", "a", 10))
+    a3 = admission.admit(_scope("POST", "/v1/append_run_record", "a", 10))
+    assert isinstance(a1, Ticket)
+    assert isinstance(a2, Ticket)
+    assert isinstance(a3, OverloadedError)
+    assert "for this token" in a3.reason
+    assert a3.operation == "append_run_record"
+    big = admission.admit(_scope("POST", "/v1/append_run_record", "b", 90))
+    assert isinstance(big, OverloadedError)
+    assert "bytes of request bodies" in big.reason
+    unsized = admission.admit(_scope("POST", "/v1/calls", "b"))  # counted at the body cap
+    assert isinstance(unsized, OverloadedError)
+    b1 = admission.admit(_scope("POST", "/v1/load_run", "b", 5))
+    assert isinstance(b1, Ticket)
+    full = admission.admit(_scope("GET", "/ui", "c"))
+    assert isinstance(full, OverloadedError)
+    assert "3 calls" in full.reason
+    assert admission.overloaded()
+    for probe in ("/healthz", "/readyz", "/metrics"):
+        assert isinstance(admission.admit(_scope("GET", probe, "c")), Ticket)
+    s1 = admission.admit(_scope("GET", "/v1/runs/r1/records", "c"))
+    assert isinstance(s1, Ticket)
+    s2 = admission.admit(_scope("GET", "/v1/sessions/s/records", "d"))
+    assert isinstance(s2, OverloadedError)
+    assert "follow streams" in s2.reason
+    a1.release()
+    a1.release()  # a second release gives nothing back twice
+    assert isinstance(admission.admit(_scope("POST", "/v1/load_run", "c", 5)), Ticket)
+    assert isinstance(admission.admit(_scope("POST", "/v1/load_run", "c", 5)), OverloadedError)
+    assert admission.calls == 3
+    assert admission.body_bytes == 20
+    assert admission.shed == {"calls_per_token": 1, "body_bytes": 2, "calls": 2, "streams": 1}

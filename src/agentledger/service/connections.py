@@ -147,13 +147,16 @@ def guarded_protocol(limits: OverloadLimits, admission: Admission) -> type[async
             admission.note_shed("slow_clients" if status == 408 else "header_bytes", busy=False)
             if self.transport.is_closing():
                 return
-            cycle = self.cycle
-            if cycle is None or cycle.response_complete or not cycle.response_started:
+            cycle = self.cycle  # the request being read, or (in its headers) the one before
+            if self._in_headers:  # busy: the answer to the one before is still going out
+                busy = cycle is not None and not cycle.response_complete
+            else:
+                busy = cycle is not None and cycle.response_started
+            answer = b""
+            if not busy:
                 field = "request" if status == 431 or self._in_headers else "body"
                 error = ValidationError(field=field, expected=expected, got=got)
                 answer = _raw_answer(status, error)
-            else:
-                answer = b""
             if cycle is not None and not cycle.response_complete:
                 cycle.disconnected = True  # the app reads no more of it, and sends nothing
                 cycle.message_event.set()
