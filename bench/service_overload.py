@@ -24,13 +24,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.service.overload_driver import Plan, run_flood
 from tests.service.process import ServiceProcess
+from tests.storage.postgres.server import create_database, drop_database
 
 from agentledger.service.auth import add_token
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default="", help="a PostgreSQL DSN (default: a SQLite file)")
+    parser.add_argument(
+        "--db", default="",
+        help="a PostgreSQL server's DSN: the flood runs in a fresh database there, dropped "
+        "afterwards (default: a SQLite file)",
+    )  # fmt: skip
     parser.add_argument("--writers", type=int, default=600)
     parser.add_argument("--writes", type=int, default=20)
     parser.add_argument("--followers", type=int, default=1000)
@@ -44,11 +49,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tokens = Path(tmp) / "tokens.json"
         token = add_token(tokens, "host")
-        db = args.db or str(Path(tmp) / "flood.db")
+        db = create_database(args.db) if args.db else str(Path(tmp) / "flood.db")
         options = ("--max-streams", str(max(12_000, args.followers + 100)),
                    "--client-timeout", "10")  # fmt: skip
-        with ServiceProcess(db, tokens, options=options) as service:
-            result = asyncio.run(run_flood(service.url, token, service.pid, plan))
+        try:
+            with ServiceProcess(db, tokens, options=options) as service:
+                result = asyncio.run(run_flood(service.url, token, service.pid, plan))
+        finally:
+            if args.db:
+                drop_database(db)
     print(f"backend: {'postgresql' if args.db else 'sqlite'}; {plan}")
     print(result.summary())
     if result.writer_errors:
