@@ -22,7 +22,7 @@ import pytest
 from agentledger.errors import OverloadedError
 from agentledger.service.auth import add_token
 from agentledger.service.error_codec import decode_error
-from tests.service.overload_driver import Plan, run_flood
+from tests.service.overload_driver import T0, Plan, run_flood
 from tests.service.process import ServiceProcess
 
 PLAN = Plan(
@@ -171,3 +171,66 @@ def test_admission_counts_each_limit_and_frees_on_release() -> None:
     assert admission.calls == 3
     assert admission.body_bytes == 20
     assert admission.shed == {"calls_per_token": 1, "body_bytes": 2, "calls": 2, "streams": 1}
+
+
+def test_a_shed_group_of_calls_is_sent_again_whole(tmp_path: Path) -> None:
+    """Calls a StoreClient groups into one request, shed (every slot of the token taken by a
+    client trickling its body), are sent again as the same group after Retry-After, and all
+    succeed once the slot is free: the members do not each go alone."""
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "host")
+    options = ("--max-calls", "2", "--client-timeout", "2")  # one call at a time per token
+    with ServiceProcess(str(tmp_path / "g.db"), tokens, options=options) as service:
+        host, port = service.url.removeprefix("http://").rsplit(":", 1)
+
+        async def scenario() -> str:
+            from agentledger.service import StoreClient
+            from agentledger.storage import RecordBuilder, RunStart
+
+            async with StoreClient(service.url, token=token) as client:
+                await client.create_session("g", created_at=T0)
+                run = RecordBuilder(RunStart(run_id="g1", agent_id="a", session_id="g",
+                                             started_at=T0))  # fmt: skip
+                await client.start_root_run(run.root_start())
+                slow = socket.create_connection((host, int(port)))
+                head = f"POST /v1/append_run_record HTTP/1.1\r\nAuthorization: Bearer {token}"
+                slow.sendall(head.encode() + b"\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+                try:
+                    for _ in range(100):  # until the slow client holds the token's one slot
+                        if await asyncio.to_thread(_post_status, service.url, token) == 503:
+                            break
+                    records = [run.record("note", b"{}", event_key=f"k{i}", at=T0)
+                               for i in range(10)]  # fmt: skip
+                    await asyncio.gather(*(client.append_run_record(r) for r in records))
+                finally:
+                    slow.close()
+                page = await client.list_run_records("g1")
+                assert {f"k{i}" for i in range(10)} <= {r.event_key for r in page.records}
+            return await _metrics_text(service.url)
+
+        text = asyncio.run(scenario())
+    assert 'agentledger_shed_total{limit="calls_per_token"}' in text
+    assert 'agentledger_requests_total{method="calls",status="200"} 1.0' in text, text
+    assert 'agentledger_requests_total{method="append_run_record",status="200"} 10.0' in text
+
+
+def _post_status(url: str, token: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{url}/v1/load_session_status", data=b'{"session_id": "g"}',
+        headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+async def _metrics_text(url: str) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as answer:
+        return await answer.text()

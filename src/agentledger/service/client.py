@@ -263,13 +263,14 @@ class StoreClient(AdminOperations):
             await asyncio.sleep(wait)
         return *answer, packed
 
-    async def _send_group(self, group: list[Member[Call, Answer | None]]) -> None:
+    async def _send_group(self, group: list[Member[Call, Answer | None]], shed: int = 0) -> None:
         """One ``POST /v1/calls`` of ``group``; each member is answered as its own answer
         arrives (a stream of frames: see :mod:`agentledger.service.batch`).
 
-        A refusal of the whole request leaves each member to go alone, for its own answer
-        or typed error; a service that does not take groups is sent none any more. A
-        connection lost before a member's answer is that member's ``TransientError``.
+        A group the service shed (``shed`` times so far) is sent again whole after the wait
+        it asks for. A refusal of the whole request leaves each member to go alone, for its
+        own answer or typed error; a service that does not take groups is sent none any
+        more. A connection lost before a member's answer is that member's ``TransientError``.
         """
         body = wire.encode_group(m.item for m in group)
         try:
@@ -282,6 +283,11 @@ class StoreClient(AdminOperations):
                 if response.status != 200 or response.content_type != wire.FRAMES:
                     if response.status in (404, 405):  # a service of a version without groups
                         self._batches = None
+                    wait = _shed_wait(response.status, response.headers.get("retry-after"))
+                    if wait >= 0 and shed < _OVERLOAD_RETRIES:  # shed: the group again, later
+                        await response.read()  # the connection goes back to the pool
+                        await asyncio.sleep(wait * (1 + random.random() / 2))
+                        return await self._send_group(group, shed + 1)
                     return  # every member goes alone
                 for _ in group:
                     header = await response.content.readexactly(wire.FRAME_HEADER)
