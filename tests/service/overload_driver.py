@@ -246,8 +246,9 @@ class _Flood:
         """One writer, its own client (a connection of its own), appending in turn."""
         run_id = builder.run.run_id
         keys = self.acked.setdefault(run_id, [])
+        timeout = min(60.0, self.plan.seconds / 2)  # a shed write is retried within it
         async with StoreClient(self.url, token=self.token, max_connections=1,
-                               timeout=self.plan.seconds) as client:  # fmt: skip
+                               timeout=timeout) as client:  # fmt: skip
             for k in range(self.plan.writes):
                 if time.monotonic() > self.deadline - 5:
                     return

@@ -60,7 +60,7 @@ _KEEPALIVE = 60.0
 client always closes an idle connection first and never sends on one being closed."""
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
 _MSGPACK = "application/msgpack"
-_OVERLOAD_RETRIES = 20
+_OVERLOAD_RETRIES = 50
 """Times a call the service shed is sent again (within the call's timeout) before its
 ``OverloadedError`` is raised."""
 _MAX_OVERLOAD_WAIT = 10.0
