@@ -105,8 +105,8 @@ PUBLIC = {
         "inject_trace_context", "temporal_plugins", "trace_headers",
     ],
     "agentledger.service": [
-        "FollowedRecord", "Role", "RuntimeClientHost", "RuntimeHost", "StoreClient", "TokenTable",
-        "add_token", "create_app", "serve",
+        "FollowedRecord", "OverloadLimits", "Role", "RuntimeClientHost", "RuntimeHost",
+        "StoreClient", "TokenTable", "add_token", "create_app", "serve",
     ],
 }  # fmt: skip
 
