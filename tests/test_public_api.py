@@ -22,6 +22,7 @@ PUBLIC = {
         "AccessDeniedError", "ActivityFailedError", "AgentledgerError", "ArchiveExistsError",
         "ChildFailedError", "ConflictError",
         "ContractError", "CorruptArchiveError", "CorruptRecordError", "NotFoundError",
+        "OverloadedError",
         "ProviderError", "RecordConflictError", "RecordOwnerMismatchError",
         "RegistrationClosedError", "RunCancellationConflictError", "RunConflictError",
         "RunLoopError",
@@ -109,8 +110,8 @@ PUBLIC = {
         "inject_trace_context", "temporal_plugins", "trace_headers",
     ],
     "agentledger.service": [
-        "FollowedRecord", "Role", "RuntimeClientHost", "RuntimeHost", "StoreClient", "TokenTable",
-        "add_token", "create_app", "serve",
+        "FollowedRecord", "OverloadLimits", "Role", "RuntimeClientHost", "RuntimeHost",
+        "StoreClient", "TokenTable", "add_token", "create_app", "serve",
     ],
 }  # fmt: skip
 

@@ -39,6 +39,7 @@ keyword-only attributes; the message is derived from them.
     │   ├── ChildFailedError            (workflow_id, reason, error) a child run's workflow raised
     │   └── RunLoopError                (run_id, error_type, reason) a bug in the run loop
     └── TransientError                  database or network trouble; may be retried
+        └── OverloadedError             (operation, reason, retry_after) the service shed the call
 
 Code that retries branches on the first two: a :class:`TransientError` may succeed
 later, a :class:`ContractError` never will. The engine's three (``ActivityFailedError``,
@@ -61,6 +62,7 @@ __all__ = [
     "CorruptArchiveError",
     "CorruptRecordError",
     "NotFoundError",
+    "OverloadedError",
     "ProviderError",
     "RecordConflictError",
     "RecordOwnerMismatchError",
@@ -130,6 +132,26 @@ class TransientError(AgentledgerError):
     def __init__(self, message: str, *, operation: str = "") -> None:
         super().__init__(f"{operation}: {message}" if operation else message)
         self.operation = operation
+
+
+class OverloadedError(TransientError):
+    """The store service is taking more than it can serve and refused the call before doing
+    any of it (HTTP 503 with ``Retry-After``); the same call may be sent again after
+    ``retry_after`` seconds. ``StoreClient`` does so itself before raising it.
+
+    Attributes:
+        operation: the call that was refused.
+        reason: which of the service's limits was reached.
+        retry_after: seconds the service asks the caller to wait before sending it again.
+    """
+
+    def __init__(self, reason: str, *, operation: str = "", retry_after: float = 1.0) -> None:
+        super().__init__(
+            f"the service is overloaded ({reason}); send it again in {retry_after:g} s",
+            operation=operation,
+        )
+        self.reason = reason
+        self.retry_after = retry_after
 
 
 class ProviderError(ContractError):

@@ -67,6 +67,30 @@ _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
     help="let host tokens answer, fork and cancel runs from the inspector: FACTORY(store) "
     "builds the runtime that runs them (see docs/inspector.md)",
 )  # fmt: skip
+@click.option(
+    "--max-connections", type=int, default=None, metavar="N",
+    help="open connections (each follow stream is one) past which a new one is refused "
+    "with a retryable 503 [default: 16384]",
+)  # fmt: skip
+@click.option(
+    "--max-calls", type=int, default=None, metavar="N",
+    help="calls served at once; more are refused with a retryable 503 and Retry-After "
+    "[default: 512]",
+)  # fmt: skip
+@click.option(
+    "--max-calls-per-token", type=int, default=None, metavar="N",
+    help="calls served at once for one token [default: half of --max-calls]",
+)  # fmt: skip
+@click.option(
+    "--max-streams", type=int, default=None, metavar="N",
+    help="follow streams open at once (in total and for one token) [default: 12000]",
+)  # fmt: skip
+@click.option(
+    "--client-timeout", type=float, default=None, metavar="SECONDS",
+    help="close a connection whose client takes longer to send a request's headers, to "
+    "send its body, or to read any of its answer [default: 10 for headers, 60 for a "
+    "body, 30 for an answer]",
+)  # fmt: skip
 @temporal_options(
     required=False,
     help="the Temporal server running the runs: the inspector shows a running run paused "
@@ -84,6 +108,11 @@ def serve(
     durability: Literal["full", "normal"],
     secure_cookies: str,
     host_runtime: str | None,
+    max_connections: int | None,
+    max_calls: int | None,
+    max_calls_per_token: int | None,
+    max_streams: int | None,
+    client_timeout: float | None,
     temporal: str | None,
     namespace: str,
 ) -> int:
@@ -91,6 +120,11 @@ def serve(
     web inspector (/ui) until SIGINT or SIGTERM: calls in flight finish, new ones are
     refused. A second serve on the same SQLite file is refused. With a keyring and a
     vault, payloads and checkpoints are sealed at rest (docs/retention.md).
+
+    Past its limits (connections, calls, streams, request body bytes, clients too slow
+    to send or read) the service refuses what it cannot take with a 503 and Retry-After,
+    which StoreClient waits out and retries; /readyz then says overloaded
+    (docs/service.md, "Under overload").
 
     Exit status: 0 once stopped; 1 when it cannot start (one line on stderr: an
     address in use or not this machine's, a SQLite file already served...); 130
@@ -122,6 +156,15 @@ def serve(
         host_runtime=host_runtime,
         temporal=temporal,
         namespace=namespace,
+        overload={
+            "max_connections": max_connections,
+            "max_calls": max_calls,
+            "max_calls_per_token": max_calls_per_token,
+            "max_streams": max_streams,
+            "header_timeout": client_timeout,
+            "body_timeout": client_timeout,
+            "send_timeout": client_timeout,
+        },
     )
     if temporal:  # a Temporal client's native threads can abort the interpreter's teardown
         from agentledger.engine.temporal.cli import exit_now

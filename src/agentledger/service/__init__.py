@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentledger.service.admission import OverloadLimits
     from agentledger.service.app import create_app
     from agentledger.service.auth import TokenTable, add_token
     from agentledger.service.client import FollowedRecord, StoreClient
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FollowedRecord",
+    "OverloadLimits",
     "Role",
     "RuntimeClientHost",
     "RuntimeHost",
@@ -37,6 +39,7 @@ __all__ = [
 
 _HOMES = {
     "FollowedRecord": "client",
+    "OverloadLimits": "admission",
     "Role": "wire",
     "RuntimeClientHost": "host_runtime",
     "RuntimeHost": "host_runtime",

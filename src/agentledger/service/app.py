@@ -33,11 +33,13 @@ from litestar.response import Redirect, Stream
 from agentledger.errors import (
     AgentledgerError,
     NotFoundError,
+    OverloadedError,
     TransientError,
     ValidationError,
 )
 from agentledger.observability.propagation import TraceMiddleware
 from agentledger.observability.tracing import tracer
+from agentledger.service.admission import Admission, send_overloaded
 from agentledger.service.auth import TokenTable
 from agentledger.service.error_codec import encode_error
 from agentledger.service.follow import follow
@@ -187,6 +189,11 @@ def create_app(
     async def readyz() -> Response[Any]:
         if state.stopping:
             return Response(b"stopping\n", media_type="text/plain", status_code=503)
+        overloaded = state.admission.overloaded()
+        if overloaded:  # send new work elsewhere for a while; the service is up (/healthz)
+            retry = {"Retry-After": str(max(1, round(state.overload.retry_after)))}
+            return Response(f"overloaded: {overloaded}\n".encode(), media_type="text/plain",
+                            status_code=503, headers=retry)  # fmt: skip
         try:  # any answer from the store, even "not found", means it is reachable
             await state.store.load_session_status("agentledger-readyz-probe")
         except TransientError as e:
@@ -224,20 +231,31 @@ def create_app(
     )
     app.calls = StoreCalls(state, cap)
     app.traced_calls = TraceMiddleware(cast(Any, app.calls))
+    app.admission = state.admission
     app.state["agentledger"] = state
     return app
 
 
 class _ServiceApp(Litestar):
-    """Litestar, with the store calls answered before its router (see :mod:`.store_routes`)."""
+    """Litestar, with the store calls answered before its router (see :mod:`.store_routes`),
+    and every request admitted first (see :mod:`.admission`)."""
 
     calls: StoreCalls
     traced_calls: _ASGI
+    admission: Admission
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if not self.calls.route(scope):
-            await super().__call__(scope, receive, send)
-        elif tracer() is None:  # no span to open: skip the middleware's layer
-            await self.calls(scope, receive, send)
-        else:
-            await self.traced_calls(scope, receive, send)
+        ticket = self.admission.admit(scope) if scope["type"] == "http" else None
+        if isinstance(ticket, OverloadedError):
+            await send_overloaded(send, ticket)
+            return
+        try:
+            if not self.calls.route(scope):
+                await super().__call__(scope, receive, send)
+            elif tracer() is None:  # no span to open: skip the middleware's layer
+                await self.calls(scope, receive, send)
+            else:
+                await self.traced_calls(scope, receive, send)
+        finally:
+            if ticket is not None:
+                ticket.release()

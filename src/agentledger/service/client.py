@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import random
 import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
 from enum import Enum
@@ -30,6 +31,7 @@ from yarl import URL
 from agentledger.errors import (
     AccessDeniedError,
     AgentledgerError,
+    OverloadedError,
     StoreClosedError,
     TransientError,
     ValidationError,
@@ -58,6 +60,11 @@ _KEEPALIVE = 60.0
 client always closes an idle connection first and never sends on one being closed."""
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
 _MSGPACK = "application/msgpack"
+_OVERLOAD_RETRIES = 50
+"""Times a call the service shed is sent again (within the call's timeout) before its
+``OverloadedError`` is raised."""
+_MAX_OVERLOAD_WAIT = 10.0
+"""The longest ``Retry-After`` honoured, in seconds."""
 _STREAMED = 1024 * 1024
 """Bodies past this size are sent from a buffer in chunks, not written in one piece."""
 
@@ -230,26 +237,40 @@ class StoreClient(AdminOperations):
         self, path: str, body: bytes, operation: str, headers: dict[str, str] | None = None
     ) -> Answer:
         """(status, body, is MessagePack) of one ``POST``; a transport failure is a
-        ``TransientError``."""
-        try:
-            data = body if len(body) <= _STREAMED else io.BytesIO(body)
-            async with self._http().post(
-                self._route(path),
-                data=data,
-                headers=headers or None,
-                allow_redirects=False,  # a redirect is refused, never followed with the token
-            ) as response:
-                return response.status, await response.read(), response.content_type == _MSGPACK
-        except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
-            raise _unreachable(e, operation, self.url) from e
+        ``TransientError``. A call the service shed (503 with ``Retry-After``: it did none
+        of it) is sent again, exactly, after the wait it asks for, while the call's
+        timeout allows; then its ``OverloadedError`` is the answer."""
+        deadline = asyncio.get_running_loop().time() + (self._timeout.total or 60.0)
+        for attempt in range(_OVERLOAD_RETRIES + 1):
+            try:
+                data = body if len(body) <= _STREAMED else io.BytesIO(body)
+                async with self._http().post(
+                    self._route(path),
+                    data=data,
+                    headers=headers or None,
+                    allow_redirects=False,  # a redirect is refused, never followed with the token
+                ) as response:
+                    answer = response.status, await response.read()
+                    packed = response.content_type == _MSGPACK
+                    wait = _shed_wait(response.status, response.headers.get("retry-after"))
+            except _TRANSPORT_ERRORS as e:  # refused, reset, timed out, cut short
+                raise _unreachable(e, operation, self.url) from e
+            wait *= 1 + random.random() / 2  # spread out the callers shed together
+            if wait < 0 or attempt == _OVERLOAD_RETRIES:
+                break
+            if asyncio.get_running_loop().time() + wait > deadline:
+                break
+            await asyncio.sleep(wait)
+        return *answer, packed
 
-    async def _send_group(self, group: list[Member[Call, Answer | None]]) -> None:
+    async def _send_group(self, group: list[Member[Call, Answer | None]], shed: int = 0) -> None:
         """One ``POST /v1/calls`` of ``group``; each member is answered as its own answer
         arrives (a stream of frames: see :mod:`agentledger.service.batch`).
 
-        A refusal of the whole request leaves each member to go alone, for its own answer
-        or typed error; a service that does not take groups is sent none any more. A
-        connection lost before a member's answer is that member's ``TransientError``.
+        A group the service shed (``shed`` times so far) is sent again whole after the wait
+        it asks for. A refusal of the whole request leaves each member to go alone, for its
+        own answer or typed error; a service that does not take groups is sent none any
+        more. A connection lost before a member's answer is that member's ``TransientError``.
         """
         body = wire.encode_group(m.item for m in group)
         try:
@@ -262,6 +283,11 @@ class StoreClient(AdminOperations):
                 if response.status != 200 or response.content_type != wire.FRAMES:
                     if response.status in (404, 405):  # a service of a version without groups
                         self._batches = None
+                    wait = _shed_wait(response.status, response.headers.get("retry-after"))
+                    if wait >= 0 and shed < _OVERLOAD_RETRIES:  # shed: the group again, later
+                        await response.read()  # the connection goes back to the pool
+                        await asyncio.sleep(wait * (1 + random.random() / 2))
+                        return await self._send_group(group, shed + 1)
                     return  # every member goes alone
                 for _ in group:
                     header = await response.content.readexactly(wire.FRAME_HEADER)
@@ -361,7 +387,10 @@ class StoreClient(AdminOperations):
                     if isinstance(e, TransientError):
                         raise
                     raise _unreachable(e, operation, self.url) from e
-                await asyncio.sleep(min(0.05 * 2**failures, 1.0))
+                wait = min(0.05 * 2**failures, 1.0)
+                if isinstance(e, OverloadedError):  # shed: wait as long as the service asks
+                    wait = min(e.retry_after, _MAX_OVERLOAD_WAIT) * (1 + random.random() / 2)
+                await asyncio.sleep(wait)
 
 
 _RECORD = msgspec.json.Decoder(Record)
@@ -413,6 +442,18 @@ async def _events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, bytes]]
             kind = value
         elif field == "data":
             data = f"{data}\n{value}" if data else value
+
+
+def _shed_wait(status: int, retry_after: str | None) -> float:
+    """Seconds to wait before sending a call the service shed again; -1: it was not shed
+    (a 503 without ``Retry-After`` is trouble, not shedding: its error is the answer)."""
+    if status != 503 or retry_after is None:
+        return -1.0
+    try:
+        seconds = float(retry_after)
+    except ValueError:  # an HTTP date: not what this service sends
+        return -1.0
+    return min(max(seconds, 0.05), _MAX_OVERLOAD_WAIT)
 
 
 def _unreachable(error: BaseException, operation: str, url: str) -> TransientError:

@@ -20,13 +20,15 @@ import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import uvicorn
 
 from agentledger.errors import AgentledgerError, ValidationError
+from agentledger.service.admission import OverloadLimits
 from agentledger.service.app import ServiceState, create_app
 from agentledger.service.auth import TokenTable
+from agentledger.service.connections import guarded_protocol
 from agentledger.service.host_runtime import (
     HostRuntimeFactory,
     RuntimeHost,
@@ -230,6 +232,7 @@ async def serve(
     host_runtime: str | None = None,
     temporal: str | None = None,
     namespace: str = "default",
+    overload: OverloadLimits | None = None,
 ) -> None:
     """Serve ``db`` on ``listen`` until SIGINT or SIGTERM; ``on_ready(url)`` once listening.
 
@@ -242,6 +245,9 @@ async def serve(
     answer, fork and cancel runs (closed when the service stops).
     ``temporal``: ``HOST:PORT`` of the Temporal server running the runs (in
     ``namespace``), which the inspector asks whether a running run is paused.
+    ``overload``: what the service takes on at once (connections, calls, streams, body
+    bytes, slow clients); the rest is refused with a retryable 503 (see
+    :mod:`agentledger.service.admission`).
 
     Raises:
         ValidationError: a bad ``listen``, token file, ``db`` or ``host_runtime``, or
@@ -264,6 +270,7 @@ async def serve(
                 target, sockets, host, table, factory, grace=grace, on_ready=on_ready,
                 encryption=encryption, limits=limits, durability=durability,
                 secure_cookies=secure_cookies, temporal=temporal, namespace=namespace,
+                overload=overload or OverloadLimits(),
             )  # fmt: skip
     finally:
         for sock in sockets:
@@ -285,6 +292,7 @@ async def _serve_store(
     secure_cookies: str,
     temporal: str | None,
     namespace: str,
+    overload: OverloadLimits,
 ) -> None:
     """:func:`serve` once its address is bound and its SQLite file locked."""
     store = await open_backend(target, encryption, limits, durability)
@@ -292,7 +300,8 @@ async def _serve_store(
     try:
         if factory is not None:
             runtime_host = await build_host_runtime(factory, store)
-        state = ServiceState(store, table, secure_cookies=secure_cookies, host_runtime=runtime_host)
+        state = ServiceState(store, table, secure_cookies=secure_cookies,
+                             host_runtime=runtime_host, overload=overload)  # fmt: skip
         if temporal:
             from agentledger.engine.temporal.client import connect
 
@@ -306,6 +315,9 @@ async def _serve_store(
             # Longer than StoreClient's, so the client closes an idle connection first.
             timeout_keep_alive=75,
             server_header=False,
+            # Connections, slow headers and bodies, unread answers: bounded (see .connections).
+            http=guarded_protocol(overload, state.admission),
+            backlog=4096,
         )
         server = _Server(config, state)
         task = asyncio.create_task(server.serve(sockets=sockets))
@@ -351,8 +363,12 @@ def run_serve(
     host_runtime: str | None = None,
     temporal: str | None = None,
     namespace: str = "default",
+    overload: dict[str, float | None] | None = None,
 ) -> int:
-    """The ``agentledger serve`` command: serve until stopped; the exit status."""
+    """The ``agentledger serve`` command: serve until stopped; the exit status.
+
+    ``overload``: :class:`OverloadLimits` fields to set (the rest keep their defaults).
+    """
     target = Target.parse(db, default=False) if db else None
 
     def ready(url: str) -> None:
@@ -369,6 +385,12 @@ def run_serve(
         limits = SizeLimits(
             max_payload_bytes=max_payload_bytes, max_checkpoint_bytes=max_checkpoint_bytes
         )
+        given = {name: value for name, value in (overload or {}).items() if value is not None}
+        if "max_calls" in given and "max_calls_per_token" not in given:
+            given["max_calls_per_token"] = max(1, int(given["max_calls"]) // 2)
+        if "max_streams" in given and "max_streams_per_token" not in given:
+            given["max_streams_per_token"] = given["max_streams"]
+        overload_limits = OverloadLimits(**cast(dict[str, Any], given))
         _event_loop_runner()(
             serve(
                 target,
@@ -382,6 +404,7 @@ def run_serve(
                 host_runtime=host_runtime,
                 temporal=temporal,
                 namespace=namespace,
+                overload=overload_limits,
             )
         )
     except AgentledgerError as e:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentledger.service.admission import Admission, OverloadLimits
 from agentledger.service.auth import TokenTable
 from agentledger.service.follow import Notifier
 from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.metrics import ServiceMetrics
+from agentledger.service.wire import body_cap
 from agentledger.storage.protocol import AdminStore
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 
@@ -23,7 +25,8 @@ __all__ = ["ServiceState"]
 
 
 class ServiceState:
-    """What every request of one service shares: the backend, tokens, metrics, followers.
+    """What every request of one service shares: the backend, tokens, metrics, followers,
+    and what it is serving now against its overload limits (``admission``).
 
     ``stopping`` is set when a graceful shutdown begins: calls still arriving
     are refused as transient (the client retries elsewhere or later) and
@@ -37,6 +40,7 @@ class ServiceState:
         *,
         secure_cookies: str = "auto",
         host_runtime: RuntimeHost | None = None,
+        overload: OverloadLimits | None = None,
     ) -> None:
         self.store = store
         self.host_runtime = host_runtime
@@ -48,6 +52,10 @@ class ServiceState:
         self.metrics = ServiceMetrics()
         self.notifier = Notifier()
         self.stopping = False
+        self.overload = OverloadLimits() if overload is None else overload
+        """What the service takes on at once (see :mod:`agentledger.service.admission`)."""
+        self.admission = Admission(self.overload, body_cap(self.limits))
+        self.admission.register(self.metrics.registry)
         self.temporal: Client | None = None
         """A Temporal client the inspector asks whether a running run is paused (``serve
         --temporal``); None: the host runtime's, when it runs on Temporal."""
