@@ -18,8 +18,9 @@ file (WAL):
   (goal: <= 1.5x).
 
 Both sides are timed interleaved, warm, in one process, ``--reps`` times; the
-figure is the median of each and their ratio, with the load average. Each of ours
-is then split into its steps, timed the same way: the store's chain read
+figure is the median of each and their ratio, with the load average, and the median
+CPU time of each (all threads; under load the wall times mostly measure waiting for a
+core). Each of ours is then split into its steps, timed the same way: the store's chain read
 (``load_transcript_chain``: statements, checksums, a ``Record`` per returned row,
 the lifecycle checks, the reader thread), resolving it (:func:`resolve_chain`) and
 decoding the messages (``replay_transcript_chain``).
@@ -127,12 +128,25 @@ def _raw(conn: sqlite3.Connection, sql: str, arg: str) -> Callable[[], int]:
     return read
 
 
-async def _timed(call: Callable[[], Awaitable[object]] | Callable[[], object]) -> float:
-    start = time.perf_counter()
+_CPU: dict[str, list[float]] = {}
+"""CPU seconds (every thread of the process) of each timed call, by what was called:
+under load the wall times mostly measure waiting for a core, the CPU what each side costs."""
+
+
+async def _timed(
+    call: Callable[[], Awaitable[object]] | Callable[[], object], name: str = ""
+) -> float:
+    start, cpu = time.perf_counter(), time.process_time()
     result = call()
     if asyncio.iscoroutine(result):
         await result
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    _CPU.setdefault(name, []).append(time.process_time() - cpu)
+    return wall
+
+
+def _cpu(name: str) -> float:
+    return statistics.median(_CPU[name]) * 1000
 
 
 async def _main(args: argparse.Namespace) -> None:
@@ -175,20 +189,22 @@ async def _main(args: argparse.Namespace) -> None:
             floor: list[float] = []
             theirs: list[float] = []
             for _ in range(args.reps):
-                mine.append(await _timed(ours))
-                floor.append(await _timed(raw))
+                mine.append(await _timed(ours, f"{name} ours"))
+                floor.append(await _timed(raw, f"{name} raw"))
                 if peer is not None and name == "reload":
-                    theirs.append(await _timed(peer.get_items))
+                    theirs.append(await _timed(peer.get_items, f"{name} peer"))
             a, b = statistics.median(mine), statistics.median(floor)
+            ca, cb = _cpu(f"{name} ours"), _cpu(f"{name} raw")
             print(
                 f"{name:7} {count:6} messages: agentledger {a * 1000:7.2f} ms, "
-                f"raw SELECT + json.loads {b * 1000:7.2f} ms, ratio {a / b:.2f}x"
+                f"raw SELECT + json.loads {b * 1000:7.2f} ms, ratio {a / b:.2f}x "
+                f"(CPU {ca:.2f} / {cb:.2f} ms, {ca / cb:.2f}x)"
             )
             if theirs:
-                c = statistics.median(theirs)
+                c, cc = statistics.median(theirs), _cpu(f"{name} peer")
                 print(
                     f"{name:7} {count:6} messages: openai-agents get_items {c * 1000:7.2f} ms, "
-                    f"agentledger / get_items {a / c:.2f}x"
+                    f"agentledger / get_items {a / c:.2f}x (CPU {cc:.2f} ms, {ca / cc:.2f}x)"
                 )
         for name, run_id in (("reload", "run"), ("replay", newest)):
             segments = await store.load_transcript_chain(run_id, windowed=True)
@@ -201,9 +217,10 @@ async def _main(args: argparse.Namespace) -> None:
             times: dict[str, list[float]] = {step: [] for step in steps}
             for _ in range(args.reps):
                 for step, call in steps.items():
-                    times[step].append(await _timed(call))
+                    times[step].append(await _timed(call, f"{name} {step}"))
             split = ", ".join(
-                f"{step} {statistics.median(t) * 1000:.2f} ms" for step, t in times.items()
+                f"{step} {statistics.median(t) * 1000:.2f} ms (CPU {_cpu(f'{name} {step}'):.2f})"
+                for step, t in times.items()
             )
             print(f"{name:7} steps: {split}")
         print(f"load average {os.getloadavg()[0]:.2f}")
