@@ -6,7 +6,11 @@ file (WAL):
 - ``reload``: one run of ``--messages`` transcript records (one ~200-byte message
   each) read back by ``build_messages_from_run_log`` on an open store (warm: after
   a first call), against one raw ``SELECT payload`` of the same rows in order and
-  ``json.loads`` of each (goal: <= 1.1x);
+  ``json.loads`` of each (goal: <= 1.1x), and against openai-agents'
+  ``SQLiteSession.get_items`` of the same messages in their own format (one
+  ``{"role", "content"}`` item each, in a file of their own; goal: <= 1.0x; they
+  return dicts, we return typed, checked messages). Skipped if openai-agents is
+  not installed (``--no-peer`` skips it too);
 - ``replay``: the newest of a ``--turns`` conversation, each turn a run whose
   history is a reference to the turn before (a reference, the user's message, the
   answer), replayed by ``build_messages_from_run_log``, against one raw ``SELECT``
@@ -14,8 +18,9 @@ file (WAL):
   (goal: <= 1.5x).
 
 Both sides are timed interleaved, warm, in one process, ``--reps`` times; the
-figure is the median of each and their ratio, with the load average. Each of ours
-is then split into its steps, timed the same way: the store's chain read
+figure is the median of each and their ratio, with the load average, and the median
+CPU time of each (all threads; under load the wall times mostly measure waiting for a
+core). Each of ours is then split into its steps, timed the same way: the store's chain read
 (``load_transcript_chain``: statements, checksums, a ``Record`` per returned row,
 the lifecycle checks, the reader thread), resolving it (:func:`resolve_chain`) and
 decoding the messages (``replay_transcript_chain``).
@@ -35,6 +40,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -46,6 +52,9 @@ from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.transcript_chain import resolve_chain
 from agentledger.storage.types import Record
 from agentledger.transcript import Message, TextPart, build_messages_from_run_log, encode_messages
+
+if TYPE_CHECKING:
+    from agents.memory import SQLiteSession
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 _MESSAGES = ("transcript_messages_appended", "transcript_messages_seeded")
@@ -95,6 +104,22 @@ async def _fill(path: Path, messages: int, turns: int) -> str:
     return previous
 
 
+async def _peer(path: Path, messages: int) -> SQLiteSession | None:
+    """openai-agents' SQLite session holding the reload's messages as their items."""
+    try:
+        from agents.memory import SQLiteSession
+    except ImportError:
+        return None
+    session = SQLiteSession("s", path)
+    items: list[Any] = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": _text(i)}
+        for i in range(messages)
+    ]
+    for at in range(0, len(items), 500):
+        await session.add_items(items[at : at + 500])
+    return session
+
+
 def _raw(conn: sqlite3.Connection, sql: str, arg: str) -> Callable[[], int]:
     def read() -> int:
         rows = conn.execute(sql, (arg,)).fetchall()
@@ -103,12 +128,25 @@ def _raw(conn: sqlite3.Connection, sql: str, arg: str) -> Callable[[], int]:
     return read
 
 
-async def _timed(call: Callable[[], Awaitable[object]] | Callable[[], object]) -> float:
-    start = time.perf_counter()
+_CPU: dict[str, list[float]] = {}
+"""CPU seconds (every thread of the process) of each timed call, by what was called:
+under load the wall times mostly measure waiting for a core, the CPU what each side costs."""
+
+
+async def _timed(
+    call: Callable[[], Awaitable[object]] | Callable[[], object], name: str = ""
+) -> float:
+    start, cpu = time.perf_counter(), time.process_time()
     result = call()
     if asyncio.iscoroutine(result):
         await result
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    _CPU.setdefault(name, []).append(time.process_time() - cpu)
+    return wall
+
+
+def _cpu(name: str) -> float:
+    return statistics.median(_CPU[name]) * 1000
 
 
 async def _main(args: argparse.Namespace) -> None:
@@ -128,6 +166,7 @@ async def _main(args: argparse.Namespace) -> None:
             f"SELECT payload FROM records WHERE session_id = ? AND type IN ({kinds}) ORDER BY pos",
             "c",
         )
+        peer = None if args.no_peer else await _peer(Path(tmp) / "peer.db", args.messages)
         cases = {
             "reload": (
                 lambda: build_messages_from_run_log(store, "run"),
@@ -142,18 +181,31 @@ async def _main(args: argparse.Namespace) -> None:
         }
         for ours, raw, count in cases.values():  # warm both, and check equal work
             assert len(await ours()) == count == raw()
+        if peer is not None:
+            assert len(await peer.get_items()) == args.messages
         print(f"load average {os.getloadavg()[0]:.2f} (2 cores shared)")
         for name, (ours, raw, count) in cases.items():
             mine: list[float] = []
             floor: list[float] = []
+            theirs: list[float] = []
             for _ in range(args.reps):
-                mine.append(await _timed(ours))
-                floor.append(await _timed(raw))
+                mine.append(await _timed(ours, f"{name} ours"))
+                floor.append(await _timed(raw, f"{name} raw"))
+                if peer is not None and name == "reload":
+                    theirs.append(await _timed(peer.get_items, f"{name} peer"))
             a, b = statistics.median(mine), statistics.median(floor)
+            ca, cb = _cpu(f"{name} ours"), _cpu(f"{name} raw")
             print(
                 f"{name:7} {count:6} messages: agentledger {a * 1000:7.2f} ms, "
-                f"raw SELECT + json.loads {b * 1000:7.2f} ms, ratio {a / b:.2f}x"
+                f"raw SELECT + json.loads {b * 1000:7.2f} ms, ratio {a / b:.2f}x "
+                f"(CPU {ca:.2f} / {cb:.2f} ms, {ca / cb:.2f}x)"
             )
+            if theirs:
+                c, cc = statistics.median(theirs), _cpu(f"{name} peer")
+                print(
+                    f"{name:7} {count:6} messages: openai-agents get_items {c * 1000:7.2f} ms, "
+                    f"agentledger / get_items {a / c:.2f}x (CPU {cc:.2f} ms, {ca / cc:.2f}x)"
+                )
         for name, run_id in (("reload", "run"), ("replay", newest)):
             segments = await store.load_transcript_chain(run_id, windowed=True)
             chain = resolve_chain(segments, windowed=True)
@@ -165,14 +217,17 @@ async def _main(args: argparse.Namespace) -> None:
             times: dict[str, list[float]] = {step: [] for step in steps}
             for _ in range(args.reps):
                 for step, call in steps.items():
-                    times[step].append(await _timed(call))
+                    times[step].append(await _timed(call, f"{name} {step}"))
             split = ", ".join(
-                f"{step} {statistics.median(t) * 1000:.2f} ms" for step, t in times.items()
+                f"{step} {statistics.median(t) * 1000:.2f} ms (CPU {_cpu(f'{name} {step}'):.2f})"
+                for step, t in times.items()
             )
             print(f"{name:7} steps: {split}")
         print(f"load average {os.getloadavg()[0]:.2f}")
         conn.close()
         await store.close()
+        if peer is not None:
+            peer.close()
 
 
 def main() -> None:
@@ -180,6 +235,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument(
+        "--no-peer", action="store_true", help="skip the openai-agents get_items reference"
+    )
     asyncio.run(_main(parser.parse_args()))
 
 

@@ -21,6 +21,7 @@ from agentledger.storage.conformance import World
 from agentledger.storage.conformance._references import _reference, _said, _turn
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.storage.transcript_chain import (
+    ChainScan,
     decode_reference,
     decode_window,
     load_transcript_chain,
@@ -171,3 +172,74 @@ async def test_a_reference_through_a_non_ascii_digit_is_refused_writing_nothing(
         with pytest.raises(ValidationError, match="through"):
             await world.store.start_root_run(replace(two.root_start(), records=(bad,)))
     assert [r.run_id for r in await world.store.list_runs_by_session(sid)] == [one.run.run_id]
+
+
+# ChainScan: the newest-first scan a windowed read stops early with -----------------
+
+
+def _scan_row(record: Record) -> tuple[Any, ...]:
+    """``record`` as a scan row ``(run_id, seq, turn_id, event_key, type, ts, payload, crc)``."""
+    return (record.run_id, int(record.id), "", record.event_key, record.type, 0, record.payload, 0)
+
+
+def _scanned(run_id: str, newest: int, rows: list[tuple[Any, ...]], size: int) -> ChainScan:
+    """A scan fed ``rows`` ``size`` at a time, as a reader does, until it has enough."""
+    scan = ChainScan(run_id, newest, lambda row: row[6])
+    for at in range(0, len(rows), size):
+        if scan.add(rows[at : at + size]):
+            break
+    return scan
+
+
+def _answer(run_id: str, newest: int, rows: list[tuple[Any, ...]]) -> bool:
+    return ChainScan(run_id, newest, lambda row: row[6]).add(rows)
+
+
+def test_a_long_chain_read_in_many_batches_walks_each_run_about_once() -> None:
+    """Each batch resumes the walk where the last one stopped: a 300-run conversation
+    with no window, read 10 rows at a time, visits about 300 runs, not 300 * 30 / 2."""
+    runs = 300
+    rows = [_scan_row(_ref(f"r{i}", "2", f"r{i - 1}", "4")) for i in range(runs - 1, 0, -1)]
+    scan = _scanned(f"r{runs - 1}", 4, rows, 10)
+    assert len(scan.rows) == len(rows)  # no window: it reads to the start
+    assert not scan.done()
+    assert scan.steps <= 2 * runs
+
+
+def test_a_resumed_scan_answers_as_a_scan_of_all_rows_so_far() -> None:
+    """A window that arrives after the walk went past its run (stored before that run's
+    reference) still governs: the resumed walk starts again and agrees with a fresh one."""
+    rows = [
+        _scan_row(_ref("r5", "3", "r4", "4")),
+        _scan_row(_ref("r4", "3", "r3", "4")),
+        _scan_row(_ref("r3", "3", "r2", "4")),
+        _scan_row(_window("r4", "2", "r3", "3")),  # older than r4's reference: a later batch
+        _scan_row(_ref("r2", "3", "r1", "4")),
+        _scan_row(_ref("r1", "3", "r0", "4")),
+    ]
+    for size in (1, 2, 3, 4, 6):
+        scan = ChainScan("r5", 4, lambda row: row[6])
+        for at in range(0, len(rows), size):
+            got = scan.add(rows[at : at + size])
+            assert got == _answer("r5", 4, rows[: at + size]), (size, at)
+            if got:
+                break
+        # r4's window, starting in r3, ends the walk there: at the batch holding the 4th row
+        assert len(scan.rows) == min(len(rows), -(-4 // size) * size)
+    assert not _answer("r5", 4, rows[:3])
+    assert _answer("r5", 4, rows[:4])
+
+
+def test_a_resumed_scan_takes_the_reference_of_the_run_it_stopped_at() -> None:
+    """The walk stops at a run whose reference it has not read; the batch that brings it
+    goes on from there, past a cut that ends the chain."""
+    rows = [
+        _scan_row(_ref("r3", "2", "r2", "4")),
+        _scan_row(_ref("r2", "2", "r1", "4")),
+        _scan_row(_ref("r1", "9", "r0", "4")),  # past the cut r2's reference gives r1
+    ]
+    scan = ChainScan("r3", 4, lambda row: row[6])
+    assert not scan.add(rows[:1])
+    assert not scan.add(rows[1:2])
+    assert scan.add(rows[2:])
+    assert scan.add([])  # asked again, the same answer

@@ -130,6 +130,13 @@ class _Step(NamedTuple):
     through: int
 
 
+class _Walk(NamedTuple):
+    current: str
+    cut: int
+    start: payloads.TranscriptPosition | None
+    seen: set[str]
+
+
 class ChainScan:
     """Follows a windowed walk [V5] over a session's references and windows read newest
     first, to say when the rows read so far hold all the walk needs.
@@ -159,6 +166,13 @@ class ChainScan:
         self._references: dict[str, _Step] = {}
         self._windows: dict[str, list[tuple[int, payloads.TranscriptPosition]]] = {}
         self._broken = False
+        self._walk = _Walk(run_id, newest, None, set())
+        """Where the last :meth:`done` stopped: the run whose reference it lacked, that
+        run's cut, the governing window's start found before it, the runs walked past."""
+        self.steps = 0
+        """Runs the walks have visited: each at most once while no window arrives for a run
+        walked past (the walk resumes where it stopped), so a long chain read in many
+        batches costs its length, not its length times the batches."""
 
     def add(self, rows: Iterable[Sequence[Any]]) -> bool:
         """Take rows ``(run_id, seq, turn_id, event_key, type, ts, payload, checksum)``,
@@ -173,6 +187,8 @@ class ChainScan:
                     start = payloads.TranscriptWindow.decode(payload).start
                     self.named.add(start.run_id)
                     self._windows.setdefault(run_id, []).append((seq, start))
+                    if run_id in self._walk.seen:  # it may govern where the walk went on
+                        self._walk = _Walk(self.run_id, self.newest, None, set())
                 elif run_id not in self._references:
                     reference = payloads.TranscriptReference.decode(payload)
                     self.named.add(reference.run_id)
@@ -186,18 +202,27 @@ class ChainScan:
         """Whether the rows so far answer the walk (see the module docstring)."""
         if self._broken:
             return False
-        current, cut = self.run_id, self.newest
-        start: payloads.TranscriptPosition | None = None
-        seen: set[str] = set()
+        if self._walk_to_end():
+            self._walk = _Walk(self.run_id, self.newest, None, set())  # asked again: anew
+            return True
+        return False
+
+    def _walk_to_end(self) -> bool:
+        """The walk of :meth:`done`, resumed where the last one stopped."""
+        current, cut, start, seen = self._walk
         while current not in seen:
-            seen.add(current)
-            if start is None:  # newest first: the first one within the cut governs
-                start = next((s for q, s in self._windows.get(current, ()) if q <= cut), None)
-            if start is not None and current == start.run_id:
+            self.steps += 1
+            found = start
+            if found is None:  # newest first: the first one within the cut governs
+                found = next((s for q, s in self._windows.get(current, ()) if q <= cut), None)
+            if found is not None and current == found.run_id:
                 return True
             reference = self._references.get(current)
-            if reference is None:
-                return False  # not read yet, or the run has none: read on
+            if reference is None:  # not read yet, or the run has none: read on, and resume here
+                self._walk = _Walk(current, cut, start, seen)
+                return False
+            seen.add(current)
+            start = found
             if reference.seq > cut:
                 return True  # the chain ends at this run
             current, cut = reference.run_id, reference.through

@@ -181,7 +181,9 @@ _CHAIN_NAMED_HEADS = (
 )
 """The heads of the runs a windowed scan's rows belong to or name, in the session."""
 _SCAN_BATCH = 64
-"""References and windows read at a time by a windowed scan."""
+"""References and windows read by a windowed scan's first batch; each next batch reads twice
+as many, so a scan that must go far back (a long conversation with no window) asks
+:class:`~agentledger.storage.transcript_chain.ChainScan` a few times, not once per 64 rows."""
 _CHAIN_ROWS = (
     "WITH chain(run_id, first, through) AS (SELECT json_extract(value, '$[0]'), "
     "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) "
@@ -489,10 +491,12 @@ class SQLiteReader(StateReader):
 
         scan = chain.ChainScan(run_id, head.newest, open_payload)
         cursor = self._conn.execute(_CHAIN_WINDOWS, (session_id, run_id))
+        size = _SCAN_BATCH
         while True:
-            batch = cursor.fetchmany(_SCAN_BATCH)
-            if scan.add(batch) or len(batch) < _SCAN_BATCH:
+            batch = cursor.fetchmany(size)
+            if scan.add(batch) or len(batch) < size:
                 break
+            size *= 2
         cursor.close()
         named = msgspec.json.encode(sorted(scan.named))
         heads = self._heads(_CHAIN_NAMED_HEADS, (session_id, named))
