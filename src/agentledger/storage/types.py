@@ -101,11 +101,13 @@ class SessionPage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     next_cursor: str
 
 
-class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """One immutable entry of a run's ordered log.
 
     ``event_key`` is the record's stable logical identity: ``(run_id, event_key)``
     is unique, and writing the same key again is either an exact retry or a conflict.
+    Its fields are strings, bytes and a time, so it can be in no reference cycle and
+    the garbage collector need not track it (a reload of 10,000 records collects less).
     """
 
     run_id: str
