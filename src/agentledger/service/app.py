@@ -47,6 +47,7 @@ from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST
 from agentledger.service.openapi import openapi_document
 from agentledger.service.scope import check_scope
+from agentledger.service.socket_route import SocketCalls
 from agentledger.service.state import ServiceState
 from agentledger.service.store_routes import StoreCalls, wrong_method
 from agentledger.service.wire import (
@@ -223,20 +224,26 @@ def create_app(
         middleware=[cast(Any, TraceMiddleware)],
     )
     app.calls = StoreCalls(state, cap)
+    app.socket = SocketCalls(state, cap)  # every call of a StoreClient on one WebSocket
     app.traced_calls = TraceMiddleware(cast(Any, app.calls))
     app.state["agentledger"] = state
     return app
 
 
 class _ServiceApp(Litestar):
-    """Litestar, with the store calls answered before its router (see :mod:`.store_routes`)."""
+    """Litestar, with the store calls answered before its router (see :mod:`.store_routes`,
+    and :mod:`.socket_route` for the WebSocket carrying a client's calls)."""
 
     calls: StoreCalls
+    socket: SocketCalls
     traced_calls: _ASGI
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if not self.calls.route(scope):
-            await super().__call__(scope, receive, send)
+            if self.socket.route(scope):
+                await self.socket(scope, receive, send)
+            else:
+                await super().__call__(scope, receive, send)
         elif tracer() is None:  # no span to open: skip the middleware's layer
             await self.calls(scope, receive, send)
         else:

@@ -1,8 +1,10 @@
 """StoreClient: ``Store`` and ``SessionAdmin`` over HTTP, for workers and hosts elsewhere [S2].
 
-Each method is one ``POST`` to the store service, with pooled keep-alive
+Each method is one message on the client's one persistent WebSocket to the
+service, many calls in flight at once (see :mod:`.socket_client`). Against a
+service without it (an older version), each is one ``POST`` with pooled keep-alive
 connections (aiohttp's client: it costs about a quarter of httpx's client CPU per
-call, measured in ``bench/service.py``); calls that concurrent callers make at the
+call, measured in ``bench/service.py``), and calls that concurrent callers make at the
 same moment share one ``POST /v1/calls`` (see :mod:`.call_batches`), each still
 answered on its own. Results and typed errors are those of the backend
 behind the service, class and fields alike. Transport failures (refused,
@@ -39,6 +41,8 @@ from agentledger.service import wire
 from agentledger.service.call_batches import Answer, Call, CallBatches, Member
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
+from agentledger.service.socket_client import MAX_SOCKET_BODY, CallSocket
+from agentledger.service.socket_route import SOCKET_ROUTE
 from agentledger.storage import lifecycle
 from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.operations import AdminOperations, Operation
@@ -126,6 +130,9 @@ class StoreClient(AdminOperations):
         self._routes: dict[str, URL] = {}
         self._closed = False
         self._batches: CallBatches | None = CallBatches(self._send_group)
+        self._socket: CallSocket | None = CallSocket(
+            self._route(SOCKET_ROUTE), timeout, lambda e, op: _unreachable(e, op, self.url)
+        )
 
     @classmethod
     async def open(
@@ -179,6 +186,8 @@ class StoreClient(AdminOperations):
         """Close the pooled connections; closing twice is a no-op, later calls fail with
         ``StoreClosedError`` as on every backend."""
         self._closed = True
+        if self._socket is not None:
+            await self._socket.close()
         if self._session is not None:
             await self._session.close()
 
@@ -217,10 +226,20 @@ class StoreClient(AdminOperations):
             raise self._unexpected(method.name, str(e)) from e
 
     async def _answer(self, method: wire.Method[Req, Resp], body: bytes) -> Answer:
-        """The service's answer to one call: in a group of calls made at the same moment,
-        or alone (when tracing, each call carries its own trace context)."""
+        """The service's answer to one call: on the client's WebSocket, else (a service
+        without it, a large request) in a group of calls made at the same moment, or alone
+        (when tracing, each call is a ``POST`` carrying its own trace context)."""
         traced = trace_headers()
-        if self._batches is not None and not traced:
+        if traced:
+            return await self._post(method.route, body, method.name, traced)
+        socket = self._socket
+        if socket is not None and len(body) <= MAX_SOCKET_BODY:
+            answer = await socket.call(self._http(), method.name, body)
+            if answer is not None:
+                return answer
+            if socket.refused:  # a service without the socket, or not for this token
+                self._socket = None
+        if self._batches is not None:
             answer = await self._batches.call(method.name, body)
             if answer is not None:
                 return answer

@@ -1,0 +1,164 @@
+"""Store calls over one persistent WebSocket per client: ``/v1/socket``.
+
+A :class:`~agentledger.service.client.StoreClient` keeps one WebSocket open to the
+service and sends every call on it, so a call costs one message each way instead of
+an HTTP exchange (measured in ``bench/service.py``). Each binary message from the
+client is one call, the MessagePack array ``[call id, method name, request]`` (the
+request is the JSON its method takes alone); each answer is the MessagePack array
+``[call id, HTTP status, answer]`` (a result as MessagePack, a typed error as JSON),
+sent as soon as that call is answered, in any order.
+
+The token is checked at the upgrade (a refusal is the typed error, as an HTTP answer),
+and again with every call: each call passes the same gate and is answered by the same
+function as ``POST /v1/<name>`` (:func:`~agentledger.service.calls.answer_request`),
+so it is authorized, scope-checked, size-capped and counted exactly as alone, and a
+token the service no longer accepts is refused from its next call on. Calls are made
+at once, so concurrent appends still meet in the store's group commit. A message that
+is not such a call closes the connection (there is no call id to answer). Calls still
+running when the connection drops finish as they would alone; their answers are lost,
+and the client's exact retry is answered with the original ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import msgspec
+
+from agentledger.errors import ValidationError
+from agentledger.service.calls import Answered, answer_request, body_too_large
+from agentledger.service.error_codec import http_status
+from agentledger.service.gate import gate, json_refusal, metered
+from agentledger.service.state import ServiceState
+from agentledger.service.wire import Role, method_named
+
+__all__ = ["SOCKET_ROUTE", "SocketCalls", "decode_answer", "encode_call"]
+
+SOCKET_ROUTE = "/v1/socket"
+"""The path of the WebSocket carrying a client's calls."""
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_EVERY_ROLE = frozenset(Role)
+"""Who may open the socket: any token; each call is then checked against its own roles."""
+_ENCODER = msgspec.msgpack.Encoder()
+_CALL = msgspec.msgpack.Decoder(tuple[int, str, bytes])
+_ANSWER = msgspec.msgpack.Decoder(tuple[int, int, bytes])
+_NOT_A_CALL = 1003
+"""The close code of a message that is not a call (WebSocket "unsupported data")."""
+_WHY = "not a [call id, method, request] MessagePack array"
+
+
+def encode_call(call_id: int, name: str, body: bytes) -> bytes:
+    """One call's message: ``[call id, method name, request]`` as MessagePack."""
+    return _ENCODER.encode((call_id, name, body))
+
+
+def decode_answer(message: bytes) -> tuple[int, int, bytes]:
+    """``(call id, HTTP status, answer)`` of one answer's message.
+
+    Raises:
+        msgspec.DecodeError: not an answer of this protocol.
+    """
+    return _ANSWER.decode(message)
+
+
+def _path(scope: Scope) -> str:
+    path: str = scope.get("path", "")
+    return path[:-1] if path.endswith("/") and len(path) > 1 else path
+
+
+class SocketCalls:
+    """The WebSocket at :data:`SOCKET_ROUTE`, answered from the ASGI scope; ``route`` tells
+    which connections."""
+
+    def __init__(self, state: ServiceState, cap: int) -> None:
+        self.state = state
+        self.cap = cap
+
+    def route(self, scope: Scope) -> bool:
+        """Whether the connection is a WebSocket to :data:`SOCKET_ROUTE`."""
+        return scope["type"] == "websocket" and _path(scope) == SOCKET_ROUTE
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one connection :meth:`route` took, until either side closes it."""
+        if (await receive())["type"] != "websocket.connect":
+            return
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+        if not await self._upgrade(scope, authorization, send):
+            return
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                message = await receive()
+                if message["type"] != "websocket.receive":
+                    return  # websocket.disconnect
+                try:
+                    call_id, name, body = _CALL.decode(message.get("bytes") or b"")
+                except msgspec.DecodeError:
+                    await send({"type": "websocket.close", "code": _NOT_A_CALL, "reason": _WHY})
+                    return
+                task = asyncio.create_task(self._answer(call_id, name, body, authorization, send))
+                running.add(task)
+                task.add_done_callback(running.discard)
+        finally:
+            if running:  # calls made finish as they would alone; the store stays open for them
+                await asyncio.wait(running)
+
+    async def _upgrade(self, scope: Scope, authorization: str | None, send: Send) -> bool:
+        """Accept the connection if the token is known and the service serving; else
+        answer the upgrade with the typed error (as HTTP, where the server allows it)."""
+
+        async def work() -> Answered | None:
+            gate(self.state, "socket", authorization, _EVERY_ROLE)
+            await send({"type": "websocket.accept"})
+            return None
+
+        refused = await metered(self.state, "socket", work, json_refusal, _upgraded)
+        if refused is None:
+            return True
+        status, answer, media_type = refused
+        if "websocket.http.response" in scope.get("extensions", {}):
+            headers = [(b"content-type", media_type.encode()),
+                       (b"content-length", b"%d" % len(answer))]  # fmt: skip
+            await send({"type": "websocket.http.response.start", "status": status,
+                        "headers": headers})  # fmt: skip
+            await send({"type": "websocket.http.response.body", "body": answer})
+        else:
+            await send({"type": "websocket.close"})
+        return False
+
+    async def _answer(
+        self, call_id: int, name: str, body: bytes, authorization: str | None, send: Send
+    ) -> None:
+        """Answer one call as ``POST /v1/<name>`` answers it, and send the answer."""
+        try:
+            method = method_named(name)
+        except ValidationError as unknown:  # answered, not counted: names are the caller's
+            status, answer, _ = json_refusal(unknown, http_status(unknown))
+        else:
+
+            async def read_body() -> bytes:
+                if len(body) > self.cap:
+                    raise body_too_large(name, self.cap)
+                return body
+
+            status, answer, _ = await answer_request(
+                self.state, method, authorization, read_body, msgpack=True
+            )
+        with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
+            answered = _ENCODER.encode((call_id, status, answer))
+            await send({"type": "websocket.send", "bytes": answered})
+
+
+def _upgraded(refused: Answered | None) -> int:
+    return 101 if refused is None else refused[0]
