@@ -104,6 +104,9 @@ class StoreClient(AdminOperations):
         limits: the service's payload and checkpoint caps, if known: a write
             over them is refused here, before sending, as the service would
             refuse it (without them, the service refuses).
+        socket: send calls on one persistent WebSocket (the default; a service
+            without one is called over HTTP anyway); False: every call over HTTP,
+            e.g. through a proxy that does not carry WebSockets.
     """
 
     def __init__(
@@ -114,6 +117,7 @@ class StoreClient(AdminOperations):
         timeout: float = 60.0,
         max_connections: int = 64,
         limits: SizeLimits | None = None,
+        socket: bool = True,
     ) -> None:
         token = os.environ.get(_TOKEN_ENV, "") if token is None else token
         # Results as MessagePack: bytes as they are, not base64 (see service.calls).
@@ -130,9 +134,11 @@ class StoreClient(AdminOperations):
         self._routes: dict[str, URL] = {}
         self._closed = False
         self._batches: CallBatches | None = CallBatches(self._send_group)
-        self._socket: CallSocket | None = CallSocket(
-            self._route(SOCKET_ROUTE), timeout, lambda e, op: _unreachable(e, op, self.url)
-        )
+        self._socket: CallSocket | None = None
+        if socket:
+            self._socket = CallSocket(
+                self._route(SOCKET_ROUTE), timeout, lambda e, op: _unreachable(e, op, self.url)
+            )
 
     @classmethod
     async def open(
@@ -143,6 +149,7 @@ class StoreClient(AdminOperations):
         timeout: float = 60.0,  # noqa: ASYNC109 (each later call's, not this one's)
         max_connections: int = 64,
         limits: SizeLimits | None = None,
+        socket: bool = True,
     ) -> StoreClient:
         """A client of the service at ``url``, opened as every store is (the arguments are
         the constructor's); connections are made on the first call. Encryption and the
@@ -157,8 +164,9 @@ class StoreClient(AdminOperations):
                 field="url", expected="the service's http:// or https:// URL", got=url
             )
         return cls(
-            url, token=token, timeout=timeout, max_connections=max_connections, limits=limits
-        )
+            url, token=token, timeout=timeout, max_connections=max_connections, limits=limits,
+            socket=socket,
+        )  # fmt: skip
 
     def _http(self) -> aiohttp.ClientSession:
         """The pooled session, made on first use (inside the caller's event loop)."""
