@@ -81,6 +81,8 @@ class SocketCalls:
     def __init__(self, state: ServiceState, cap: int) -> None:
         self.state = state
         self.cap = cap
+        self.running: set[asyncio.Task[None]] = set()
+        """The calls being answered, on every connection."""
 
     def route(self, scope: Scope) -> bool:
         """Whether the connection is a WebSocket to :data:`SOCKET_ROUTE`."""
@@ -96,7 +98,7 @@ class SocketCalls:
                 authorization = value.decode("latin-1")
         if not await self._upgrade(scope, authorization, send):
             return
-        running: set[asyncio.Task[None]] = set()
+        running: set[asyncio.Task[None]] = set()  # this connection's
         try:
             while True:
                 message = await receive()
@@ -110,9 +112,17 @@ class SocketCalls:
                 task = asyncio.create_task(self._answer(call_id, name, body, authorization, send))
                 running.add(task)
                 task.add_done_callback(running.discard)
+                self.running.add(task)
+                task.add_done_callback(self.running.discard)
         finally:
             if running:  # calls made finish as they would alone; the store stays open for them
                 await asyncio.wait(running)
+
+    async def settle(self, timeout: float) -> None:  # noqa: ASYNC109 (the grace period's)
+        """Wait, ``timeout`` seconds at most, for the calls being answered: a graceful
+        shutdown lets them send their answers before it closes the connections."""
+        if self.running:
+            await asyncio.wait(set(self.running), timeout=timeout)
 
     async def _upgrade(self, scope: Scope, authorization: str | None, send: Send) -> bool:
         """Accept the connection if the token is known and the service serving; else
