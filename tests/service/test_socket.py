@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agentledger.errors import AccessDeniedError, AgentledgerError, TransientError
 from agentledger.service import StoreClient, TokenTable, add_token, create_app
 from agentledger.service.error_codec import decode_error, encode_error
-from agentledger.service.socket_route import SOCKET_ROUTE, decode_answer, encode_call
+from agentledger.service.socket_wire import SOCKET_ROUTE, decode_answer, encode_call
 from agentledger.service.state import ServiceState
 from agentledger.service.wire import body_cap
 from agentledger.storage import RecordBuilder, RunStart
@@ -370,3 +370,57 @@ async def test_a_call_past_the_body_cap_is_refused_as_over_http(tmp_path: Path) 
                                  headers=headers) as alone:  # fmt: skip
                 assert (call_id, status) == (1, alone.status) == (1, 422)
                 assert answer == await alone.read()
+
+
+async def test_a_follow_shares_the_connection_and_ends_when_the_client_stops(
+    tmp_path: Path,
+) -> None:
+    """[S5] A follow on the client's socket: records appended by another client arrive
+    as they commit, the calls and the follow share one connection, and leaving the
+    follow ends the service's stream of it."""
+    async with _embedded(tmp_path) as (url, token, state):
+        upgrades = await _upgrades(url)
+        async with StoreClient(url, token=token) as client, StoreClient(url, token=token) as w:
+            await client.create_session("sock-follow", created_at=_at(0))
+            run = _run("sock-follow-r", "sock-follow")
+            await client.start_root_run(run.root_start())
+            followed = client.follow_run_records("sock-follow-r")
+            first = await anext(followed)
+            assert first.record.event_key == "run_started"
+            for i in (1, 2):
+                await w.append_run_record(run.record("note", b"{}", event_key=f"n{i}", at=_at(i)))
+                seen = await asyncio.wait_for(anext(followed), HANG_GUARD)
+                assert seen.record.event_key == f"n{i}"
+            assert state.notifier.waiting
+            assert client._socket is not None
+            assert len(client._socket._streams) == 1  # on the socket, not a GET
+            await followed.aclose()
+            assert not client._socket._streams
+            await until(lambda: not state.notifier.waiting, "the service's stream ended")
+            assert (await client.load_run("sock-follow-r")).last_record_id == "3"
+        assert await _upgrades(url) == upgrades + 2  # one per client, its calls and follow too
+
+
+async def test_a_follow_is_refused_on_the_socket_as_over_http(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """A token scoped to another tenant, an unknown run, a bad cursor: the same typed
+    refusals on the socket as from ``GET /v1/runs/{id}/records``."""
+    url = sqlite_service.url
+    async with StoreClient(url, token=tokens.host) as host:
+        await host.create_session("sock-fg", created_at=_at(0), labels={"tenant": "globex"})
+        await host.start_root_run(_run("sock-fg-r", "sock-fg").root_start())
+    cases = [
+        (tokens.acme["reader"], "sock-fg-r", ""),
+        (tokens.reader, "sock-fg-missing", ""),
+        (tokens.reader, "sock-fg-r", "not-a-cursor"),
+    ]
+    for token, run_id, after in cases:
+        refusals = []
+        for socket in (True, False):
+            async with StoreClient(url, token=token, socket=socket) as client:
+                with pytest.raises(AgentledgerError) as info:
+                    await anext(client.follow_run_records(run_id, after=after))
+                refusals.append(encode_error(info.value))
+                assert (client._socket is not None) is socket
+        assert refusals[0] == refusals[1]

@@ -21,7 +21,7 @@ inspector (:mod:`.inspector`), and the host for running agents
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import msgspec
@@ -40,19 +40,16 @@ from agentledger.observability.propagation import TraceMiddleware
 from agentledger.observability.tracing import tracer
 from agentledger.service.auth import TokenTable
 from agentledger.service.error_codec import encode_error
-from agentledger.service.follow import follow
-from agentledger.service.gate import gate, metered
+from agentledger.service.gate import metered
 from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST
 from agentledger.service.openapi import openapi_document
-from agentledger.service.scope import check_scope
+from agentledger.service.socket_follow import open_follow
 from agentledger.service.socket_route import SocketCalls
 from agentledger.service.state import ServiceState
 from agentledger.service.store_routes import StoreCalls, wrong_method
 from agentledger.service.wire import (
-    STORE_READERS,
-    Subject,
     body_cap,
 )
 from agentledger.storage.protocol import AdminStore
@@ -92,21 +89,7 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
 
         async def work() -> Response[Any]:
             authorization = request.headers.get("authorization")
-            principal = gate(state, operation, authorization, STORE_READERS)
-            await check_scope(state.store, principal, operation, (Subject(name, scope_id),))
-            list_page = (
-                state.store.list_run_records
-                if name == "run"
-                else state.store.list_session_run_records
-            )
-            events: AsyncIterator[bytes] = await follow(
-                list_page,
-                scope_id,
-                after,
-                notifier=state.notifier,
-                stopping=lambda: state.stopping,
-                key=f"{name}:{scope_id}",
-            )
+            events = await open_follow(state, operation, scope_id, after, authorization)
             return Stream(
                 events,
                 media_type="text/event-stream",

@@ -19,7 +19,7 @@ import asyncio
 import io
 import os
 import sys
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from enum import Enum
 from types import TracebackType
 from typing import TypeVar, cast
@@ -42,7 +42,7 @@ from agentledger.service.call_batches import Answer, Call, CallBatches, Member
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
 from agentledger.service.socket_client import MAX_SOCKET_BODY, CallSocket
-from agentledger.service.socket_route import SOCKET_ROUTE
+from agentledger.service.socket_wire import ENDED, SOCKET_ROUTE, STREAMED, FollowRequest
 from agentledger.storage import lifecycle
 from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.operations import AdminOperations, Operation
@@ -304,6 +304,42 @@ class StoreClient(AdminOperations):
             for member in group:
                 _settle(member, error=self._unexpected(member.item.name, str(e)))
 
+    async def _socket_follow(
+        self, operation: str, scope_id: str, after: str
+    ) -> AsyncGenerator[bytes, None] | None:
+        """The pieces of a follow's server-sent events on the client's WebSocket, once the
+        service took it; None to follow over HTTP (no socket, or tracing is on).
+
+        Raises:
+            AgentledgerError: the follow is refused; ``TransientError``: no connection.
+        """
+        socket = self._socket
+        if socket is None or trace_headers():
+            return None
+        request = _ENCODER.encode(FollowRequest(id=scope_id, after=after))
+        opened = await socket.subscribe(self._http(), operation, request)
+        if opened is None:
+            if socket.refused:
+                self._socket = None
+            return None
+        call_id, queue = opened
+        try:
+            first = await _piece(queue, operation)
+        except BaseException:
+            await socket.unsubscribe(call_id)
+            raise
+
+        async def pieces() -> AsyncGenerator[bytes, None]:
+            try:
+                piece = first
+                while piece is not None:
+                    yield piece
+                    piece = await _piece(queue, operation)
+            finally:
+                await socket.unsubscribe(call_id)
+
+        return pieces()
+
     def _unexpected(self, operation: str, error: str) -> ValidationError:
         """The error of an answer this client cannot read: not this version's service."""
         return ValidationError(
@@ -347,19 +383,20 @@ class StoreClient(AdminOperations):
     def follow_run_records(self, run_id: str, /, after: str = "") -> AsyncIterator[FollowedRecord]:
         """[S5] A run's records from ``after`` on, as they commit; resumes after a disconnect."""
         path = f"/v1/runs/{quote(run_id, safe='')}/records"
-        return self._follow(path, "follow_run_records", after)
+        return self._follow(path, "follow_run_records", run_id, after)
 
     def follow_session_run_records(
         self, session_id: str, /, after: str = ""
     ) -> AsyncIterator[FollowedRecord]:
         """[S5] A session's records from ``after`` on, as they commit; resumes likewise."""
         path = f"/v1/sessions/{quote(session_id, safe='')}/records"
-        return self._follow(path, "follow_session_records", after)
+        return self._follow(path, "follow_session_records", session_id, after)
 
     async def _follow(
-        self, path: str, operation: str, after: str, *, attempts: int = 30
+        self, path: str, operation: str, scope_id: str, after: str, *, attempts: int = 30
     ) -> AsyncIterator[FollowedRecord]:
-        """Server-sent events of one log; reconnects from the last cursor seen.
+        """Server-sent events of one log, on the client's WebSocket or as a ``GET``;
+        reconnects from the last cursor seen.
 
         A stream the service ends (it is stopping) or a lost connection is
         resumed; ``TransientError`` after ``attempts`` failed reconnections in
@@ -369,6 +406,16 @@ class StoreClient(AdminOperations):
         endless = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=None)
         while True:
             try:
+                pieces = await self._socket_follow(operation, scope_id, after)
+                if pieces is not None:
+                    failures = 0
+                    try:
+                        async for cursor, data in _events(_lines(pieces)):
+                            after = cursor
+                            yield FollowedRecord(record=_RECORD.decode(data), cursor=cursor)
+                    finally:
+                        await pieces.aclose()
+                    continue
                 headers = {"last-event-id": after} if after else {}
                 async with self._http().get(
                     self._route(path),
@@ -392,6 +439,25 @@ class StoreClient(AdminOperations):
 
 
 _RECORD = msgspec.json.Decoder(Record)
+
+
+async def _piece(queue: asyncio.Queue[Answer | TransientError], operation: str) -> bytes | None:
+    """The next piece of a follow's stream on the socket; None once the service ended it.
+
+    Raises:
+        AgentledgerError: the follow was refused; ``TransientError``: the connection dropped.
+    """
+    item = await queue.get()
+    if isinstance(item, TransientError):
+        raise item
+    status, answer, _ = item
+    if status == STREAMED:
+        return answer
+    if status == ENDED:
+        return None
+    raise _refusal(operation, status, answer)
+
+
 _FRAMES_ACCEPTED = {"accept": wire.FRAMES}
 
 

@@ -2,7 +2,7 @@
 
 :class:`CallSocket` opens the connection on the first call and keeps it: each call is
 one message ``[call id, method name, request]``, each answer one message ``[call id,
-HTTP status, answer]`` (see :mod:`agentledger.service.socket_route`), many calls in
+HTTP status, answer]`` (see :mod:`agentledger.service.socket_wire`), many calls in
 flight at once, each answered as soon as it is. When the connection drops, every call
 in flight fails with a :class:`~agentledger.errors.TransientError` (its outcome is
 unknown; an exact retry is safe, the store answers it with the original ids), and
@@ -23,7 +23,7 @@ from yarl import URL
 
 from agentledger.errors import TransientError
 from agentledger.service.call_batches import Answer
-from agentledger.service.socket_route import decode_answer, encode_call
+from agentledger.service.socket_wire import CANCEL, decode_answer, encode_call
 
 __all__ = ["MAX_SOCKET_BODY", "CallSocket"]
 
@@ -51,6 +51,8 @@ class CallSocket:
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Answer], str]] = {}
         """Each call in flight: its answer to come and its method's name, by call id."""
+        self._streams: dict[int, tuple[asyncio.Queue[Answer | TransientError], str]] = {}
+        """Each follow: where its messages go, and its operation's name, by call id."""
         self._next_id = 0
         self.refused = False
 
@@ -82,6 +84,41 @@ class CallSocket:
             raise self._unreachable(e, name) from e
         finally:
             self._pending.pop(call_id, None)
+
+    async def subscribe(
+        self, session: aiohttp.ClientSession, name: str, body: bytes
+    ) -> tuple[int, asyncio.Queue[Answer | TransientError]] | None:
+        """Start the follow ``name`` with request ``body``: its call id, and the queue its
+        messages arrive on (a ``TransientError`` once the connection drops); None when
+        the service refused the upgrade (the caller follows over HTTP).
+
+        Raises:
+            TransientError: no connection.
+        """
+        ws = self._ws
+        if ws is None or ws.closed:
+            ws = await self._open(session, name)
+            if ws is None:
+                return None
+        call_id = self._next_id
+        self._next_id += 1
+        queue: asyncio.Queue[Answer | TransientError] = asyncio.Queue()
+        self._streams[call_id] = (queue, name)
+        try:
+            await ws.send_bytes(encode_call(call_id, name, body))
+        except (aiohttp.ClientError, ConnectionError) as e:
+            self._streams.pop(call_id, None)
+            raise self._unreachable(e, name) from e
+        return call_id, queue
+
+    async def unsubscribe(self, call_id: int) -> None:
+        """End the follow ``call_id`` started (the service stops streaming it)."""
+        if self._streams.pop(call_id, None) is None:
+            return
+        ws = self._ws
+        if ws is not None and not ws.closed:
+            with contextlib.suppress(aiohttp.ClientError, ConnectionError):
+                await ws.send_bytes(encode_call(call_id, CANCEL, b""))
 
     async def _open(
         self, session: aiohttp.ClientSession, operation: str
@@ -121,8 +158,11 @@ class CallSocket:
                     continue
                 call_id, status, answer = decode_answer(message.data)
                 waiting = self._pending.get(call_id)
-                if waiting is not None and not waiting[0].done():
-                    waiting[0].set_result((status, answer, True))
+                if waiting is not None:
+                    if not waiting[0].done():
+                        waiting[0].set_result((status, answer, True))
+                elif (stream := self._streams.get(call_id)) is not None:
+                    stream[0].put_nowait((status, answer, True))
             if ws.close_code is not None:
                 why = f"the service closed the connection ({ws.close_code})"
         except (aiohttp.ClientError, ConnectionError, msgspec.DecodeError) as e:
@@ -133,15 +173,18 @@ class CallSocket:
             self._fail_pending(why)
 
     def _fail_pending(self, why: BaseException | str) -> None:
-        for waiting, name in list(self._pending.values()):
-            if waiting.done():
-                continue
+        def error(name: str) -> TransientError:
             if isinstance(why, BaseException):
-                waiting.set_exception(self._unreachable(why, name))
-            else:
-                waiting.set_exception(TransientError(
-                    f"{why} before the answer: the call's outcome is unknown "
-                    "(an exact retry is safe)", operation=name))  # fmt: skip
+                return self._unreachable(why, name)
+            return TransientError(f"{why} before the answer: the call's outcome is unknown "
+                                  "(an exact retry is safe)", operation=name)  # fmt: skip
+
+        for waiting, name in list(self._pending.values()):
+            if not waiting.done():
+                waiting.set_exception(error(name))
+        for call_id, (queue, name) in list(self._streams.items()):  # they resume elsewhere
+            del self._streams[call_id]
+            queue.put_nowait(error(name))
 
     async def close(self) -> None:
         """Close the connection; calls still waiting fail as transient."""

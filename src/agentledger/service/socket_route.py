@@ -23,22 +23,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
+from functools import partial
+from typing import Any, cast
 
 import msgspec
 
 from agentledger.errors import ValidationError
 from agentledger.service.calls import Answered, answer_request, body_too_large
+from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import http_status
 from agentledger.service.gate import gate, json_refusal, metered
+from agentledger.service.socket_follow import FOLLOWS, open_follow
+from agentledger.service.socket_wire import (
+    CANCEL,
+    ENDED,
+    SOCKET_ROUTE,
+    STREAMED,
+    FollowRequest,
+    decode_call,
+    encode_answer,
+)
 from agentledger.service.state import ServiceState
 from agentledger.service.wire import Role, method_named
 
-__all__ = ["SOCKET_ROUTE", "SocketCalls", "decode_answer", "encode_call"]
-
-SOCKET_ROUTE = "/v1/socket"
-"""The path of the WebSocket carrying a client's calls."""
+__all__ = ["SocketCalls"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -47,26 +56,10 @@ Send = Callable[[Message], Awaitable[None]]
 
 _EVERY_ROLE = frozenset(Role)
 """Who may open the socket: any token; each call is then checked against its own roles."""
-_ENCODER = msgspec.msgpack.Encoder()
-_CALL = msgspec.msgpack.Decoder(tuple[int, str, bytes])
-_ANSWER = msgspec.msgpack.Decoder(tuple[int, int, bytes])
+_FOLLOW = msgspec.json.Decoder(FollowRequest)
 _NOT_A_CALL = 1003
 """The close code of a message that is not a call (WebSocket "unsupported data")."""
 _WHY = "not a [call id, method, request] MessagePack array"
-
-
-def encode_call(call_id: int, name: str, body: bytes) -> bytes:
-    """One call's message: ``[call id, method name, request]`` as MessagePack."""
-    return _ENCODER.encode((call_id, name, body))
-
-
-def decode_answer(message: bytes) -> tuple[int, int, bytes]:
-    """``(call id, HTTP status, answer)`` of one answer's message.
-
-    Raises:
-        msgspec.DecodeError: not an answer of this protocol.
-    """
-    return _ANSWER.decode(message)
 
 
 def _path(scope: Scope) -> str:
@@ -98,25 +91,66 @@ class SocketCalls:
                 authorization = value.decode("latin-1")
         if not await self._upgrade(scope, authorization, send):
             return
-        running: set[asyncio.Task[None]] = set()  # this connection's
+        running: set[asyncio.Task[None]] = set()  # this connection's calls
+        follows: dict[int, asyncio.Task[None]] = {}  # and its follows, by call id
         try:
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive":
                     return  # websocket.disconnect
                 try:
-                    call_id, name, body = _CALL.decode(message.get("bytes") or b"")
+                    call_id, name, body = decode_call(message.get("bytes") or b"")
                 except msgspec.DecodeError:
                     await send({"type": "websocket.close", "code": _NOT_A_CALL, "reason": _WHY})
                     return
+                if name in FOLLOWS:
+                    following = asyncio.create_task(
+                        self._follow(call_id, name, body, authorization, send)
+                    )
+                    follows[call_id] = following
+                    following.add_done_callback(partial(_forget, follows, call_id))
+                    continue
+                if name == CANCEL:
+                    if (cancelled := follows.pop(call_id, None)) is not None:
+                        cancelled.cancel()
+                    continue
                 task = asyncio.create_task(self._answer(call_id, name, body, authorization, send))
                 running.add(task)
                 task.add_done_callback(running.discard)
                 self.running.add(task)
                 task.add_done_callback(self.running.discard)
         finally:
+            for streaming in follows.values():  # nobody to stream to any more
+                streaming.cancel()
             if running:  # calls made finish as they would alone; the store stays open for them
                 await asyncio.wait(running)
+
+    async def _follow(
+        self, call_id: int, operation: str, body: bytes, authorization: str | None, send: Send
+    ) -> None:
+        """Stream a follow as ``GET /v1/{runs|sessions}/{id}/records`` does: its refusal,
+        or its server-sent events (``STREAMED``), until the service ends it (``ENDED``)
+        or the client cancels it."""
+
+        async def work() -> AsyncIterator[bytes] | Answered:
+            try:
+                request = _FOLLOW.decode(body)
+            except msgspec.DecodeError as e:
+                raise invalid_body(e, body) from None
+            return await open_follow(self.state, operation, request.id, request.after,
+                                     authorization)  # fmt: skip
+
+        opened = await metered(self.state, operation, work, json_refusal, _follow_status)
+        with contextlib.suppress(Exception):  # the caller is gone: it resumes from its cursor
+            if isinstance(opened, tuple):
+                await _send_answer(send, call_id, opened[0], opened[1])
+                return
+            try:
+                async for events in opened:
+                    await _send_answer(send, call_id, STREAMED, events)
+                await _send_answer(send, call_id, ENDED, b"")
+            finally:
+                await cast(AsyncGenerator[bytes, None], opened).aclose()
 
     async def settle(self, timeout: float) -> None:  # noqa: ASYNC109 (the grace period's)
         """Wait, ``timeout`` seconds at most, for the calls being answered: a graceful
@@ -166,8 +200,19 @@ class SocketCalls:
                 self.state, method, authorization, read_body, msgpack=True
             )
         with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
-            answered = _ENCODER.encode((call_id, status, answer))
-            await send({"type": "websocket.send", "bytes": answered})
+            await _send_answer(send, call_id, status, answer)
+
+
+def _forget(follows: dict[int, asyncio.Task[None]], call_id: int, _: object) -> None:
+    follows.pop(call_id, None)
+
+
+async def _send_answer(send: Send, call_id: int, status: int, answer: bytes) -> None:
+    await send({"type": "websocket.send", "bytes": encode_answer(call_id, status, answer)})
+
+
+def _follow_status(opened: AsyncIterator[bytes] | Answered) -> int:
+    return opened[0] if isinstance(opened, tuple) else 200
 
 
 def _upgraded(refused: Answered | None) -> int:
