@@ -14,7 +14,9 @@ function as ``POST /v1/<name>`` (:func:`~agentledger.service.calls.answer_reques
 so it is authorized, scope-checked, size-capped and counted exactly as alone, and a
 token the service no longer accepts is refused from its next call on. Calls are made
 at once, so concurrent appends still meet in the store's group commit. A message that
-is not such a call closes the connection (there is no call id to answer). Calls still
+is not such a call closes the connection (there is no call id to answer). A follow
+(:mod:`.socket_wire`) is opened by the same function as the server-sent events of
+``GET /v1/{runs|sessions}/{id}/records`` (:func:`.socket_follow.open_follow`). Calls still
 running when the connection drops finish as they would alone; their answers are lost,
 and the client's exact retry is answered with the original ids.
 """
