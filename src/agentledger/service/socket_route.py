@@ -27,11 +27,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
 from agentledger.errors import ValidationError
+from agentledger.observability.tracing import span, tracer
 from agentledger.service.calls import Answered, answer_request, body_too_large
 from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import http_status
@@ -48,6 +49,9 @@ from agentledger.service.socket_wire import (
 )
 from agentledger.service.state import ServiceState
 from agentledger.service.wire import Role, method_named
+
+if TYPE_CHECKING:
+    from opentelemetry.util.types import AttributeValue
 
 __all__ = ["SocketCalls"]
 
@@ -198,9 +202,20 @@ class SocketCalls:
                     raise body_too_large(name, self.cap)
                 return body
 
-            status, answer, _ = await answer_request(
-                self.state, method, authorization, read_body, msgpack=True
-            )
+            found = tracer()
+            if found is None:
+                status, answer, _ = await answer_request(
+                    self.state, method, authorization, read_body, msgpack=True
+                )
+            else:  # a SERVER span per call, as the HTTP routes' middleware opens
+                attributes: dict[str, AttributeValue] = {
+                    "url.path": SOCKET_ROUTE, "http.route": method.route,
+                }  # fmt: skip
+                with span(found, f"SOCKET {method.route}", attributes, kind="server") as opened:
+                    status, answer, _ = await answer_request(
+                        self.state, method, authorization, read_body, msgpack=True
+                    )
+                    opened.set_attribute("http.response.status_code", status)
         with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
             await _send_answer(send, call_id, status, answer)
 
