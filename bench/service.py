@@ -10,17 +10,18 @@ cluster runs it), each on its own fresh database.
   one running run; appends/s, the median latency of one call (the service's
   overhead is the difference of the medians; goal <= 0.3 ms), and CPU per
   append: the bench process's (in process: the store's own; through the
-  service: the client's) and the service process's (goal: each <= 150 us
-  beyond the store's own);
+  service: the client's) and the service process's (goal: <= 50 us beyond
+  the store's own); through the service both on StoreClient's WebSocket (the
+  default) and over HTTP (``socket=False``, as against an older service): the A/B;
 - append, 16 workers: 16 concurrent workers, each appending to its own run
   (in process: 16 tasks on one store; through the service: 16 StoreClients, as
-  16 processes would have); appends/s (goal: service >= 0.5x in process on 2
-  cores) and CPU per append; then the 16 workers of one process sharing one
-  StoreClient, whose calls made at the same moment go as one request, and the
-  same with that grouping turned off (the A/B);
+  16 processes would have), on the socket and over HTTP; appends/s (goal: service
+  >= 0.8x in process) and CPU per append; then the 16 workers of one process
+  sharing one StoreClient: on its socket, and over HTTP (its calls made at the same
+  moment going as one request);
 - agent runs: 16 workers of one ``Runtime``, each doing one-tool agent runs (a scripted
-  model) in sessions of their own: in process, and on one shared StoreClient, its calls
-  grouped and not;
+  model) in sessions of their own: in process, and on one shared StoreClient, on its
+  socket and over HTTP;
 - reload: a 10,000-record run paged to the end with ``limit=1000`` (goal <= 1.3x);
 - with ``--backend postgres``, 16 workers through two ``serve`` replicas of one
   database, 8 StoreClients on each.
@@ -60,9 +61,16 @@ def _at(i: int) -> datetime:
 
 
 def _cpu_of(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds process ``pid`` has used, all its threads: the scheduler's nanoseconds
+    on CPU (``/proc/PID/task/*/schedstat``), where ``/proc/PID/stat``'s clock ticks (10 ms)
+    are too coarse for a few hundred calls."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that just ended
+            continue
+    return total / 1e9
 
 
 class Cpu:
@@ -208,9 +216,9 @@ def databases(backend: str, tmp: Path) -> Iterator[tuple[str, str]]:
 
 _SHARED = {
     "shared": "  16 workers, one client",
-    "ungrouped": "  one client, calls not grouped",
+    "ungrouped": "  one client, over HTTP",
 }
-"""The 16-worker rows of one shared StoreClient: its calls grouped, and (the A/B) not."""
+"""The 16-worker rows of one shared StoreClient: on its socket, and (the A/B) over HTTP."""
 
 
 async def bench(
@@ -219,9 +227,9 @@ async def bench(
     store = await open_backend(Target.parse(inproc_db, default=False))
     served_url = services[0].url
     clients = [StoreClient(served_url, token=token) for _ in range(16)]
+    http_clients = [StoreClient(served_url, token=token, socket=False) for _ in range(16)]
     shared = StoreClient(served_url, token=token)  # 16 workers of one process, one client
-    ungrouped = StoreClient(served_url, token=token)
-    ungrouped._batches = None  # the A/B: each call its own request, as before grouping
+    ungrouped = StoreClient(served_url, token=token, socket=False)  # the A/B: over HTTP
     # With a replica: 8 workers on each of two services over one database.
     spread = [StoreClient(services[i % len(services)].url, token=token) for i in range(16)]
     mine = Cpu()
@@ -233,9 +241,11 @@ async def bench(
         replicas = Side("replicas", lambda: asyncio.sleep(0))
         for handle in (store, clients[0]):
             await handle.create_session("bench", created_at=T0)
-        one: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": []}
-        many: dict[str, list[float]] = {k: [] for k in ("inproc", "served", "replicas", *_SHARED)}
-        cpu1: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": []}
+        one: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": [], "http": []}
+        many: dict[str, list[float]] = {
+            k: [] for k in ("inproc", "served", "http", "replicas", *_SHARED)
+        }
+        cpu1: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": [], "http": []}
         cpu16: dict[str, list[tuple[float, float]]] = {k: [] for k in many}
         loads: dict[str, list[float]] = {"inproc": [], "served": []}
         agents: dict[str, list[float]] = {"inproc": [], **{k: [] for k in _SHARED}}
@@ -245,10 +255,14 @@ async def bench(
                                                    cpu1["inproc"]))  # fmt: skip
             one["served"].append(await appends_one(served, clients[0], args.appends, theirs,
                                                    cpu1["served"]))  # fmt: skip
+            one["http"].append(await appends_one(served, http_clients[0], args.appends, theirs,
+                                                 cpu1["http"]))  # fmt: skip
             many["inproc"].append(await appends_many(inproc, [store] * 16, args.appends // 4,
                                                      mine, cpu16["inproc"]))  # fmt: skip
             many["served"].append(await appends_many(served, clients, args.appends // 4,
                                                      theirs, cpu16["served"]))  # fmt: skip
+            many["http"].append(await appends_many(served, http_clients, args.appends // 4,
+                                                   theirs, cpu16["http"]))  # fmt: skip
             for name, client in zip(_SHARED, (shared, ungrouped), strict=True):
                 many[name].append(await appends_many(served, [client] * 16, args.appends // 4,
                                                      theirs, cpu16[name]))  # fmt: skip
@@ -263,7 +277,7 @@ async def bench(
             loads["served"].append(await reload(clients[0], filled["served"]))
     finally:
         await store.close()
-        for client in [*clients, *spread, shared, ungrouped]:
+        for client in [*clients, *http_clients, *spread, shared, ungrouped]:
             await client.close()
 
     def med(values: list[float]) -> float:
@@ -282,11 +296,14 @@ async def bench(
         ("append, 16 workers (appends/s)", rate16, "{:12.0f}"),
         ("reload 10,000 records (ms)", load, "{:12.1f}"),
     ]
-    print(f"\n{'':30} {'in process':>12} {'service':>12} {'service/in':>11}")
+    print(f"\n{'':30} {'in process':>12} {'service':>12} {'service/in':>11} {'over HTTP':>12} "
+          f"{'HTTP/in':>8}")  # fmt: skip
     for name, values, cell in rows:
         ratio = values["served"] / values["inproc"]
+        http = (f" {cell.format(values['http'])} {values['http'] / values['inproc']:8.2f}"
+                if "http" in values else "")  # fmt: skip
         print(f"{name:30} {cell.format(values['inproc'])} {cell.format(values['served'])} "
-              f"{ratio:11.2f}")  # fmt: skip
+              f"{ratio:11.2f}{http}")  # fmt: skip
     for name, label in _SHARED.items():
         print(f"{label:30} {'':12} {rate16[name]:12.0f} {rate16[name] / rate16['inproc']:11.2f}")
     runs = {k: med(v) for k, v in agents.items()}
@@ -296,13 +313,16 @@ async def bench(
     if "replicas" in rate16:
         print(f"{'  through 2 replicas':30} {'':12} {rate16['replicas']:12.0f} "
               f"{rate16['replicas'] / rate16['inproc']:11.2f}")  # fmt: skip
-    print(f"one worker's median append overhead: {lat1['served'] - lat1['inproc']:+.3f} ms")
+    print(f"one worker's median append overhead: {lat1['served'] - lat1['inproc']:+.3f} ms "
+          f"(over HTTP {lat1['http'] - lat1['inproc']:+.3f} ms)")  # fmt: skip
     print("\nCPU per append (us): in process = the store's own; service = client + server")
     for name, cpus in (("1 worker", cpu1), ("16 workers", cpu16)):
         own = us(cpus["inproc"], 0)
-        client, server = us(cpus["served"], 0), us(cpus["served"], 1)
-        print(f"  {name:10} in process {own:6.0f}   client {client:6.0f}   server {server:6.0f} "
-              f"({server - own:+.0f} beyond the store's own)")  # fmt: skip
+        for side in ("served", "http"):
+            client, server = us(cpus[side], 0), us(cpus[side], 1)
+            how = "socket" if side == "served" else "HTTP"
+            print(f"  {name:10} in process {own:6.0f}   {how:6} client {client:6.0f}   server "
+                  f"{server:6.0f} ({server - own:+.0f} beyond the store's own)")  # fmt: skip
         for shared_name, label in _SHARED.items() if cpus is cpu16 else ():
             print(f"  {label.strip():40} client {us(cpus[shared_name], 0):6.0f}   server "
                   f"{us(cpus[shared_name], 1):6.0f}")  # fmt: skip

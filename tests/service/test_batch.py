@@ -1,5 +1,8 @@
 """[S2] Calls a StoreClient makes at the same moment go as one ``POST /v1/calls``, and each
-is answered exactly as it would be alone: its result, or its own typed error."""
+is answered exactly as it would be alone: its result, or its own typed error.
+
+That is the client's way over HTTP (``socket=False``, or a service without the socket):
+every client here is made so; the socket has its tests in ``test_socket.py``."""
 
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ def _run(run_id: str, session_id: str) -> RecordBuilder:
 
 def _alone(url: str, token: str) -> StoreClient:
     """A client that sends every call alone: what a grouped call must answer like."""
-    client = StoreClient(url, token=token)
+    client = StoreClient(url, socket=False, token=token)
     client._batches = None
     return client
 
@@ -79,7 +82,7 @@ async def test_calls_made_at_once_go_as_one_request(
     """Sixteen workers appending at once on one client: a group or two, not sixteen
     requests, and every record stored in its run."""
     url = sqlite_service.url
-    async with StoreClient(url, token=tokens.host) as client:
+    async with StoreClient(url, socket=False, token=tokens.host) as client:
         await client.create_session("batch-many", created_at=_at(0))
         runs = [_run(f"batch-many-{i}", "batch-many") for i in range(16)]
         for run in runs:
@@ -99,7 +102,7 @@ async def test_calls_made_at_once_go_as_one_request(
 
 async def test_a_lone_call_goes_alone(sqlite_service: ServiceProcess, tokens: Tokens) -> None:
     url = sqlite_service.url
-    async with StoreClient(url, token=tokens.host) as client:
+    async with StoreClient(url, socket=False, token=tokens.host) as client:
         groups = _requests(url, "calls")
         await client.create_session("batch-lone", created_at=_at(0))
         await client.load_session("batch-lone")
@@ -113,7 +116,7 @@ async def test_each_call_of_a_group_is_answered_as_alone(
     request in one group: each answer (or typed error) equals the one it gets alone."""
     url = sqlite_service.url
     async with (
-        StoreClient(url, token=tokens.host) as grouped,
+        StoreClient(url, socket=False, token=tokens.host) as grouped,
         _alone(url, tokens.host) as alone,
     ):
         await alone.create_session("batch-mixed", created_at=_at(0))
@@ -151,7 +154,7 @@ async def test_a_token_refused_for_a_call_is_refused_for_that_call_only(
     """A reader's group: its reads answered, its write refused (403) as alone; a
     label-scoped token's call on another tenant's session refused as alone."""
     url = sqlite_service.url
-    async with StoreClient(url, token=tokens.host) as host:
+    async with StoreClient(url, socket=False, token=tokens.host) as host:
         for tenant in ("acme", "globex"):
             await host.create_session(f"batch-{tenant}", created_at=_at(0),
                                       labels={"tenant": tenant})  # fmt: skip
@@ -159,7 +162,10 @@ async def test_a_token_refused_for_a_call_is_refused_for_that_call_only(
         await host.start_root_run(run.root_start())
     record = run.record("note", b"{}", event_key="r1", at=_at(1))
     for token in (tokens.reader, tokens.acme["host"]):
-        async with StoreClient(url, token=token) as grouped, _alone(url, token) as alone:
+        async with (
+            StoreClient(url, socket=False, token=token) as grouped,
+            _alone(url, token) as alone,
+        ):
 
             def calls(client: StoreClient) -> list[Callable[[], Awaitable[Any]]]:
                 return [
@@ -184,7 +190,7 @@ async def test_an_unknown_token_refuses_each_call_under_its_own_name(
 ) -> None:
     """The service refuses the group whole (401); each call is then sent alone and gets
     its own refusal, naming its own operation."""
-    async with StoreClient(sqlite_service.url, token="not-a-token") as client:
+    async with StoreClient(sqlite_service.url, socket=False, token="not-a-token") as client:
         errors = await asyncio.gather(
             client.load_session("batch-x"), client.load_run("batch-y"), return_exceptions=True
         )
@@ -200,7 +206,7 @@ async def test_a_group_whose_reply_is_lost_is_transient_for_each_then_retried_ex
     own operation, and each exact retry answers with the ids of the first write."""
     async with (
         Proxy(sqlite_service.url) as proxy,
-        StoreClient(proxy.url, token=tokens.host) as client,
+        StoreClient(proxy.url, socket=False, token=tokens.host) as client,
     ):
         await client.create_session("batch-lost", created_at=_at(0))
         runs = [_run(f"batch-lost-{i}", "batch-lost") for i in range(3)]
@@ -220,7 +226,7 @@ async def test_a_group_whose_reply_is_lost_is_transient_for_each_then_retried_ex
 async def test_a_member_cancelled_while_its_group_is_out_leaves_the_others_answered(
     sqlite_service: ServiceProcess, tokens: Tokens
 ) -> None:
-    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+    async with StoreClient(sqlite_service.url, socket=False, token=tokens.host) as client:
         await client.create_session("batch-cancel", created_at=_at(0))
         runs = [_run(f"batch-cancel-{i}", "batch-cancel") for i in range(4)]
         for run in runs:
@@ -310,7 +316,7 @@ async def test_a_service_without_groups_gets_each_call_alone(
 
     async with (
         _answering(older) as url,
-        StoreClient(url, token=tokens.host) as client,
+        StoreClient(url, socket=False, token=tokens.host) as client,
     ):
         await client.create_session("batch-older", created_at=_at(0))
         for _ in range(2):
@@ -328,7 +334,7 @@ async def test_a_quick_call_is_not_held_back_by_a_slow_one_beside_it(
     append beside it still waits for the database's write lock (held here by another
     connection), and the append once the lock is let go."""
     url = sqlite_service.url
-    async with StoreClient(url, token=tokens.host) as client:
+    async with StoreClient(url, socket=False, token=tokens.host) as client:
         await client.create_session("batch-slow", created_at=_at(0))
         run = _run("batch-slow-r", "batch-slow")
         await client.start_root_run(run.root_start())
@@ -372,7 +378,7 @@ async def test_a_stream_cut_short_or_garbled_fails_only_the_calls_not_yet_answer
         await response.write(_frame(0, 404, missing) + rest)
         return response
 
-    async with _answering(answer) as url, StoreClient(url, token="t") as client:
+    async with _answering(answer) as url, StoreClient(url, socket=False, token="t") as client:
         first, second = await asyncio.gather(
             client.load_session("gone"), client.load_run("r"), return_exceptions=True
         )

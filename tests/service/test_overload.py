@@ -190,7 +190,8 @@ def test_a_shed_group_of_calls_is_sent_again_whole(tmp_path: Path) -> None:
             from agentledger.service import StoreClient
             from agentledger.storage import RecordBuilder, RunStart
 
-            async with StoreClient(service.url, token=token) as client:
+            # over HTTP: groups are how a client without the socket sends calls at once
+            async with StoreClient(service.url, token=token, socket=False) as client:
                 await client.create_session("g", created_at=T0)
                 run = RecordBuilder(RunStart(run_id="g1", agent_id="a", session_id="g",
                                              started_at=T0))  # fmt: skip

@@ -141,20 +141,29 @@ class Admission:
                 accept = value.decode("latin-1")
             elif name == b"content-length" and value.isdigit():
                 declared = int(value)
-        limits = self.limits
         if method == "GET" and (path.endswith("/records") or "text/event-stream" in accept):
-            if self.streams >= limits.max_streams:
-                return self._refuse(path, "streams", f"{limits.max_streams} follow streams open")
-            if self._per_token.get(("stream", authorization), 0) >= limits.max_streams_per_token:
-                return self._refuse(
-                    path, "streams_per_token",
-                    f"{limits.max_streams_per_token} follow streams open for this token",
-                )  # fmt: skip
-            self.streams += 1
-            return self._hold("stream", authorization, 0)
+            return self.admit_stream(path, authorization)
         body = 0 if method in ("GET", "HEAD") else min(declared, self.body_cap)
         if body < 0:
             body = self.body_cap  # no length declared: it may be as large as the cap
+        return self.admit_call(path, authorization, body)
+
+    def admit_stream(self, path: str, authorization: str) -> Ticket | OverloadedError:
+        """The slot of a follow stream (or of a client's WebSocket, held while it is open)."""
+        limits = self.limits
+        if self.streams >= limits.max_streams:
+            return self._refuse(path, "streams", f"{limits.max_streams} follow streams open")
+        if self._per_token.get(("stream", authorization), 0) >= limits.max_streams_per_token:
+            return self._refuse(
+                path, "streams_per_token",
+                f"{limits.max_streams_per_token} follow streams open for this token",
+            )  # fmt: skip
+        self.streams += 1
+        return self._hold("stream", authorization, 0)
+
+    def admit_call(self, path: str, authorization: str, body: int) -> Ticket | OverloadedError:
+        """The slot of one call holding ``body`` bytes, over HTTP or on a WebSocket."""
+        limits = self.limits
         if self.calls >= limits.max_calls:
             return self._refuse(path, "calls", f"{limits.max_calls} calls being served")
         if self._per_token.get(("call", authorization), 0) >= limits.max_calls_per_token:

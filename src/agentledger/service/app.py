@@ -21,7 +21,7 @@ inspector (:mod:`.inspector`), and the host for running agents
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import msgspec
@@ -42,18 +42,16 @@ from agentledger.observability.tracing import tracer
 from agentledger.service.admission import Admission, send_overloaded
 from agentledger.service.auth import TokenTable
 from agentledger.service.error_codec import encode_error
-from agentledger.service.follow import follow
-from agentledger.service.gate import gate, metered
+from agentledger.service.gate import metered
 from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.inspector import inspector_handlers
 from agentledger.service.metrics import CONTENT_TYPE_LATEST
 from agentledger.service.openapi import openapi_document
-from agentledger.service.scope import check_scope
+from agentledger.service.socket_follow import open_follow
+from agentledger.service.socket_route import SocketCalls
 from agentledger.service.state import ServiceState
 from agentledger.service.store_routes import StoreCalls, wrong_method
 from agentledger.service.wire import (
-    STORE_READERS,
-    Subject,
     body_cap,
 )
 from agentledger.storage.protocol import AdminStore
@@ -93,21 +91,7 @@ def _follow_route(state: ServiceState, scope: str) -> HTTPRouteHandler:
 
         async def work() -> Response[Any]:
             authorization = request.headers.get("authorization")
-            principal = gate(state, operation, authorization, STORE_READERS)
-            await check_scope(state.store, principal, operation, (Subject(name, scope_id),))
-            list_page = (
-                state.store.list_run_records
-                if name == "run"
-                else state.store.list_session_run_records
-            )
-            events: AsyncIterator[bytes] = await follow(
-                list_page,
-                scope_id,
-                after,
-                notifier=state.notifier,
-                stopping=lambda: state.stopping,
-                key=f"{name}:{scope_id}",
-            )
+            events = await open_follow(state, operation, scope_id, after, authorization)
             return Stream(
                 events,
                 media_type="text/event-stream",
@@ -230,6 +214,7 @@ def create_app(
         middleware=[cast(Any, TraceMiddleware)],
     )
     app.calls = StoreCalls(state, cap)
+    app.socket = SocketCalls(state, cap)  # every call of a StoreClient on one WebSocket
     app.traced_calls = TraceMiddleware(cast(Any, app.calls))
     app.admission = state.admission
     app.state["agentledger"] = state
@@ -237,10 +222,12 @@ def create_app(
 
 
 class _ServiceApp(Litestar):
-    """Litestar, with the store calls answered before its router (see :mod:`.store_routes`),
-    and every request admitted first (see :mod:`.admission`)."""
+    """Litestar, with the store calls answered before its router (see :mod:`.store_routes`,
+    and :mod:`.socket_route` for the WebSocket carrying a client's calls), and every HTTP
+    request admitted first (see :mod:`.admission`; the socket admits each of its calls)."""
 
     calls: StoreCalls
+    socket: SocketCalls
     traced_calls: _ASGI
     admission: Admission
 
@@ -251,7 +238,10 @@ class _ServiceApp(Litestar):
             return
         try:
             if not self.calls.route(scope):
-                await super().__call__(scope, receive, send)
+                if self.socket.route(scope):
+                    await self.socket(scope, receive, send)
+                else:
+                    await super().__call__(scope, receive, send)
             elif tracer() is None:  # no span to open: skip the middleware's layer
                 await self.calls(scope, receive, send)
             else:

@@ -1,8 +1,10 @@
 """StoreClient: ``Store`` and ``SessionAdmin`` over HTTP, for workers and hosts elsewhere [S2].
 
-Each method is one ``POST`` to the store service, with pooled keep-alive
+Each method is one message on the client's one persistent WebSocket to the
+service, many calls in flight at once (see :mod:`.socket_client`). Against a
+service without it (an older version), each is one ``POST`` with pooled keep-alive
 connections (aiohttp's client: it costs about a quarter of httpx's client CPU per
-call, measured in ``bench/service.py``); calls that concurrent callers make at the
+call, measured in ``bench/service.py``), and calls that concurrent callers make at the
 same moment share one ``POST /v1/calls`` (see :mod:`.call_batches`), each still
 answered on its own. Results and typed errors are those of the backend
 behind the service, class and fields alike. Transport failures (refused,
@@ -18,7 +20,7 @@ import io
 import os
 import random
 import sys
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from enum import Enum
 from types import TracebackType
 from typing import TypeVar, cast
@@ -41,6 +43,8 @@ from agentledger.service import wire
 from agentledger.service.call_batches import Answer, Call, CallBatches, Member
 from agentledger.service.carriage import check_carriable
 from agentledger.service.error_codec import decode_error
+from agentledger.service.socket_client import MAX_SOCKET_BODY, CallSocket
+from agentledger.service.socket_wire import ENDED, SOCKET_ROUTE, STREAMED, FollowRequest
 from agentledger.storage import lifecycle
 from agentledger.storage.archive import ArchiveManifest
 from agentledger.storage.operations import AdminOperations, Operation
@@ -107,6 +111,9 @@ class StoreClient(AdminOperations):
         limits: the service's payload and checkpoint caps, if known: a write
             over them is refused here, before sending, as the service would
             refuse it (without them, the service refuses).
+        socket: send calls on one persistent WebSocket (the default; a service
+            without one is called over HTTP anyway); False: every call over HTTP,
+            e.g. through a proxy that does not carry WebSockets.
     """
 
     def __init__(
@@ -117,6 +124,7 @@ class StoreClient(AdminOperations):
         timeout: float = 60.0,
         max_connections: int = 64,
         limits: SizeLimits | None = None,
+        socket: bool = True,
     ) -> None:
         token = os.environ.get(_TOKEN_ENV, "") if token is None else token
         # Results as MessagePack: bytes as they are, not base64 (see service.calls).
@@ -133,6 +141,11 @@ class StoreClient(AdminOperations):
         self._routes: dict[str, URL] = {}
         self._closed = False
         self._batches: CallBatches | None = CallBatches(self._send_group)
+        self._socket: CallSocket | None = None
+        if socket:
+            self._socket = CallSocket(
+                self._route(SOCKET_ROUTE), timeout, lambda e, op: _unreachable(e, op, self.url)
+            )
 
     @classmethod
     async def open(
@@ -143,6 +156,7 @@ class StoreClient(AdminOperations):
         timeout: float = 60.0,  # noqa: ASYNC109 (each later call's, not this one's)
         max_connections: int = 64,
         limits: SizeLimits | None = None,
+        socket: bool = True,
     ) -> StoreClient:
         """A client of the service at ``url``, opened as every store is (the arguments are
         the constructor's); connections are made on the first call. Encryption and the
@@ -157,8 +171,9 @@ class StoreClient(AdminOperations):
                 field="url", expected="the service's http:// or https:// URL", got=url
             )
         return cls(
-            url, token=token, timeout=timeout, max_connections=max_connections, limits=limits
-        )
+            url, token=token, timeout=timeout, max_connections=max_connections, limits=limits,
+            socket=socket,
+        )  # fmt: skip
 
     def _http(self) -> aiohttp.ClientSession:
         """The pooled session, made on first use (inside the caller's event loop)."""
@@ -186,6 +201,8 @@ class StoreClient(AdminOperations):
         """Close the pooled connections; closing twice is a no-op, later calls fail with
         ``StoreClosedError`` as on every backend."""
         self._closed = True
+        if self._socket is not None:
+            await self._socket.close()
         if self._session is not None:
             await self._session.close()
 
@@ -224,14 +241,43 @@ class StoreClient(AdminOperations):
             raise self._unexpected(method.name, str(e)) from e
 
     async def _answer(self, method: wire.Method[Req, Resp], body: bytes) -> Answer:
-        """The service's answer to one call: in a group of calls made at the same moment,
-        or alone (when tracing, each call carries its own trace context)."""
+        """The service's answer to one call: on the client's WebSocket, else (a service
+        without it, a large request) in a group of calls made at the same moment, or alone
+        (when tracing, each call is a ``POST`` carrying its own trace context)."""
         traced = trace_headers()
-        if self._batches is not None and not traced:
+        if traced:
+            return await self._post(method.route, body, method.name, traced)
+        socket = self._socket
+        if socket is not None and len(body) <= MAX_SOCKET_BODY:
+            answer = await self._socket_answer(socket, method.name, body)
+            if answer is not None:
+                return answer
+            if socket.refused:  # a service without the socket, or not for this token
+                self._socket = None
+        if self._batches is not None:
             answer = await self._batches.call(method.name, body)
             if answer is not None:
                 return answer
         return await self._post(method.route, body, method.name, traced)
+
+    async def _socket_answer(self, socket: CallSocket, name: str, body: bytes) -> Answer | None:
+        """The answer of one call on the socket (None: send it over HTTP). A call the service
+        shed (503 with an ``OverloadedError``: it did none of it) is sent again, exactly,
+        after the wait the error asks for, while the call's timeout allows, as over HTTP."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self._timeout.total or 60.0)
+        for attempt in range(_OVERLOAD_RETRIES + 1):
+            answer = await socket.call(self._http(), name, body)
+            if answer is None or answer[0] != 503 or attempt == _OVERLOAD_RETRIES:
+                return answer
+            shed = _refusal(name, answer[0], answer[1])
+            if not isinstance(shed, OverloadedError):
+                return answer
+            wait = min(shed.retry_after, _MAX_OVERLOAD_WAIT) * (1 + random.random() / 2)
+            if loop.time() + wait > deadline:
+                return answer
+            await asyncio.sleep(wait)
+        return None  # not reached: the last attempt returns its answer
 
     async def _post(
         self, path: str, body: bytes, operation: str, headers: dict[str, str] | None = None
@@ -303,6 +349,42 @@ class StoreClient(AdminOperations):
             for member in group:
                 _settle(member, error=self._unexpected(member.item.name, str(e)))
 
+    async def _socket_follow(
+        self, operation: str, scope_id: str, after: str
+    ) -> AsyncGenerator[bytes, None] | None:
+        """The pieces of a follow's server-sent events on the client's WebSocket, once the
+        service took it; None to follow over HTTP (no socket, or tracing is on).
+
+        Raises:
+            AgentledgerError: the follow is refused; ``TransientError``: no connection.
+        """
+        socket = self._socket
+        if socket is None or trace_headers():
+            return None
+        request = _ENCODER.encode(FollowRequest(id=scope_id, after=after))
+        opened = await socket.subscribe(self._http(), operation, request)
+        if opened is None:
+            if socket.refused:
+                self._socket = None
+            return None
+        call_id, queue = opened
+        try:
+            first = await _piece(queue, operation)
+        except BaseException:
+            await socket.unsubscribe(call_id)
+            raise
+
+        async def pieces() -> AsyncGenerator[bytes, None]:
+            try:
+                piece = first
+                while piece is not None:
+                    yield piece
+                    piece = await _piece(queue, operation)
+            finally:
+                await socket.unsubscribe(call_id)
+
+        return pieces()
+
     def _unexpected(self, operation: str, error: str) -> ValidationError:
         """The error of an answer this client cannot read: not this version's service."""
         return ValidationError(
@@ -346,19 +428,20 @@ class StoreClient(AdminOperations):
     def follow_run_records(self, run_id: str, /, after: str = "") -> AsyncIterator[FollowedRecord]:
         """[S5] A run's records from ``after`` on, as they commit; resumes after a disconnect."""
         path = f"/v1/runs/{quote(run_id, safe='')}/records"
-        return self._follow(path, "follow_run_records", after)
+        return self._follow(path, "follow_run_records", run_id, after)
 
     def follow_session_run_records(
         self, session_id: str, /, after: str = ""
     ) -> AsyncIterator[FollowedRecord]:
         """[S5] A session's records from ``after`` on, as they commit; resumes likewise."""
         path = f"/v1/sessions/{quote(session_id, safe='')}/records"
-        return self._follow(path, "follow_session_records", after)
+        return self._follow(path, "follow_session_records", session_id, after)
 
     async def _follow(
-        self, path: str, operation: str, after: str, *, attempts: int = 30
+        self, path: str, operation: str, scope_id: str, after: str, *, attempts: int = 30
     ) -> AsyncIterator[FollowedRecord]:
-        """Server-sent events of one log; reconnects from the last cursor seen.
+        """Server-sent events of one log, on the client's WebSocket or as a ``GET``;
+        reconnects from the last cursor seen.
 
         A stream the service ends (it is stopping) or a lost connection is
         resumed; ``TransientError`` after ``attempts`` failed reconnections in
@@ -368,6 +451,16 @@ class StoreClient(AdminOperations):
         endless = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=None)
         while True:
             try:
+                pieces = await self._socket_follow(operation, scope_id, after)
+                if pieces is not None:
+                    failures = 0
+                    try:
+                        async for cursor, data in _events(_lines(pieces)):
+                            after = cursor
+                            yield FollowedRecord(record=_RECORD.decode(data), cursor=cursor)
+                    finally:
+                        await pieces.aclose()
+                    continue
                 headers = {"last-event-id": after} if after else {}
                 async with self._http().get(
                     self._route(path),
@@ -394,6 +487,25 @@ class StoreClient(AdminOperations):
 
 
 _RECORD = msgspec.json.Decoder(Record)
+
+
+async def _piece(queue: asyncio.Queue[Answer | TransientError], operation: str) -> bytes | None:
+    """The next piece of a follow's stream on the socket; None once the service ended it.
+
+    Raises:
+        AgentledgerError: the follow was refused; ``TransientError``: the connection dropped.
+    """
+    item = await queue.get()
+    if isinstance(item, TransientError):
+        raise item
+    status, answer, _ = item
+    if status == STREAMED:
+        return answer
+    if status == ENDED:
+        return None
+    raise _refusal(operation, status, answer)
+
+
 _FRAMES_ACCEPTED = {"accept": wire.FRAMES}
 
 

@@ -36,6 +36,7 @@ from agentledger.service.host_runtime import (
     load_host_runtime,
 )
 from agentledger.service.inspector.login import SECURE_COOKIES
+from agentledger.service.socket_route import SocketCalls
 from agentledger.storage.encryption.config import configured_encryption
 from agentledger.storage.file_mode import create_private, file_mode
 from agentledger.storage.validation import (
@@ -202,6 +203,13 @@ class _Server(uvicorn.Server):
         """Whether the service said it was listening."""
         self.interrupted = False
         """Whether a Ctrl-C stopped it before that."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn closes a WebSocket at once: calls in flight on one answer first.
+        calls: SocketCalls | None = getattr(self.config.app, "socket", None)
+        if calls is not None and not self.force_exit:
+            await calls.settle(self.config.timeout_graceful_shutdown or 0)
+        await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         # Like uvicorn's, minus re-raising the signal once stopped: the store
