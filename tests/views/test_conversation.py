@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from msgspec.structs import replace
 
+from agentledger.errors import ValidationError
 from agentledger.storage import (
     MemoryStore,
     Record,
@@ -80,3 +82,34 @@ async def test_a_fork_is_a_branch_leaving_its_source_at_a_message() -> None:
     assert talk.branches == {"fork": Branch("fork", "two", "3", 3, "Turn 2")}
     assert talk.corrupt is None
     assert talk.sources == ["one", "one", "two", "two", "fork", "fork", "three", "three"]
+
+
+async def test_one_path_at_a_time_the_main_one_or_a_branch() -> None:
+    store = MemoryStore()
+    await forked_session(store)
+    runs = await store.list_runs_by_session("s")
+    records = (await store.list_session_run_records("s", limit=1000)).records
+    talk = session_conversation(run_tree(runs), records)
+    assert talk.follows == {"one": "", "two": "one", "fork": "two", "three": "two"}
+
+    def said(branch: str = "") -> list[str]:
+        return [talk.messages[n].parts[0].text for n in talk.path(branch)]  # type: ignore[union-attr]
+
+    assert talk.chain() == ["one", "two", "three"]
+    assert said() == ["hello", "re: hello", "again", "re: again", "last", "re: last"]
+    # the branch: turn one, turn two up to its user message, then the branch's own
+    assert talk.chain("fork") == ["one", "two", "fork"]
+    assert said("fork") == ["hello", "re: hello", "again", "instead", "re: instead"]
+    assert said("three") == said()
+    with pytest.raises(ValidationError):
+        talk.path("nowhere")
+
+
+async def test_without_branches_the_path_is_every_message() -> None:
+    store = MemoryStore()
+    await store.create_session("s", created_at=T0)
+    await _turn(store, "one", 1, "hello")
+    runs = await store.list_runs_by_session("s")
+    records = (await store.list_session_run_records("s", limit=1000)).records
+    talk = session_conversation(run_tree(runs), records)
+    assert talk.path() == [0, 1]

@@ -7,6 +7,10 @@ referenced history is the earlier turns, shown already. A run whose history
 is a fork of another run is a branch: it leaves its source at the message
 its reference cuts the source at, so it is labelled as a branch of its
 source's turn, not as the next turn.
+
+The conversation is a tree of paths: each run follows the run its history
+references (a fork its source, cut at the branch's message). :meth:`SessionConversation.path`
+is one path at a time: the main conversation, or the one through a branch.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from agentledger.errors import CorruptRecordError, TranscriptError
+from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
 from agentledger.storage.payloads import TRANSCRIPT_REFERENCED, TRANSCRIPT_SEEDED
 from agentledger.storage.replay import TRANSCRIPT_RECORD_TYPES
 from agentledger.storage.transcript_chain import decode_reference
@@ -57,11 +61,71 @@ class SessionConversation:
     turns: dict[str, str] = field(default_factory=dict)
     branches: dict[str, Branch] = field(default_factory=dict)
     corrupt: CorruptRecordError | None = None
+    follows: dict[str, str] = field(default_factory=dict)
+    """The run each run's history continues ("" for the first): the source of a fork or
+    of a next turn, the suspended run a continuation resumes."""
 
     @property
     def sources(self) -> list[str]:
         """The run each message belongs to."""
         return [origin[0] for origin in self.origins]
+
+    def _next(self, run_id: str) -> str:
+        """The latest run continuing ``run_id`` that is not a branch ("" if none)."""
+        found = [
+            r.run_id
+            for r in self.runs
+            if self.follows.get(r.run_id) == run_id and r.run_id not in self.branches
+        ]
+        return found[-1] if found else ""
+
+    def chain(self, branch: str = "") -> list[str]:
+        """The runs of one path: from the first run to ``branch`` (a run of this
+        conversation; "" for the main conversation), then on through the latest
+        run continuing each, branches left out.
+
+        Raises:
+            ValidationError: ``branch`` is not a run of this conversation.
+        """
+        ids = [r.run_id for r in self.runs]
+        if branch and branch not in ids:
+            raise ValidationError(
+                field="branch", expected="a top-level run of this session", got=branch
+            )
+        start = branch or (ids[0] if ids else "")
+        runs: list[str] = []
+        at = start
+        while at and at not in runs:  # back to the first run (a cycle stops it)
+            runs.insert(0, at)
+            at = self.follows.get(at, "")
+        at = self._next(start) if start else ""
+        while at and at not in runs:
+            runs.append(at)
+            at = self._next(at)
+        return runs
+
+    def path(self, branch: str = "") -> list[int]:
+        """The places (from 0) in :attr:`messages` of the messages on one path (see
+        :meth:`chain`): each run's messages, a branch's source only up to where it leaves.
+        With no branches, every message.
+
+        Raises:
+            ValidationError: ``branch`` is not a run of this conversation.
+        """
+        if not self.branches:
+            return list(range(len(self.messages)))
+        runs = self.chain(branch)
+        cuts: dict[str, int] = {}
+        for before, after in zip(runs, runs[1:], strict=False):
+            fork = self.branches.get(after)
+            if fork is not None and fork.source == before:
+                cuts[before] = fork.at
+        kept = set(runs)
+        return [
+            n
+            for n, (owner, _, _) in enumerate(self.origins)
+            if owner in kept and (owner not in cuts or n < cuts[owner])
+        ]
 
 
 def conversation_order(tree: Iterable[RunNode]) -> list[RunMeta]:
@@ -143,8 +207,22 @@ def session_conversation(tree: Sequence[RunNode], records: Sequence[Record]) -> 
             if owner == source and record_id.isdigit() and int(record_id) <= through:
                 at = n
         branches[run_id] = Branch(run_id, source, ref[2], at, labels.get(source, ""))
+    follows: dict[str, str] = {}
+    main = ""
+    for run in order:
+        ref = references.get(run.run_id)
+        node = next((n for n in tree if n.run.run_id == run.run_id), None)
+        if node is not None and node.continues:
+            follows[run.run_id] = node.continues
+        elif ref is not None and ref[1] in wanted:
+            follows[run.run_id] = ref[1]
+        else:  # a turn with its history copied (or none): after the main conversation's last
+            follows[run.run_id] = main
+        if run.run_id not in branches:
+            main = run.run_id
     return SessionConversation(
         runs=tuple(order),
+        follows=follows,
         messages=tuple(m for m, _ in pairs),
         origins=origins,
         turns=labels,

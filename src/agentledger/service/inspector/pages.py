@@ -66,7 +66,7 @@ from agentledger.storage.replay import (
 )
 from agentledger.storage.run_failure import load_run_failure
 from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
-from agentledger.views.conversation import session_conversation
+from agentledger.views.conversation import Branch, session_conversation
 from agentledger.views.messages import run_message
 from agentledger.views.runs import RunDigest, RunView, read_run_view
 from agentledger.views.sessions import SessionRuns, session_runs
@@ -370,7 +370,12 @@ class Pages:
         session = await self.store.load_session(session_id)
         runs, log = await self._session_runs(session_id)
         usage = usage_of(log.records)
+        try:
+            branches = session_conversation(runs.tree, log.records).branches
+        except CorruptRecordError:
+            branches = {}  # a damaged reference: the conversation page names it
         context = {
+            "branches": branches,
             "tree": runs.tree,
             "waiting_messages": runs.waiting,
             "session": session,
@@ -396,12 +401,20 @@ class Pages:
         runs, log = await self._session_runs(session_id)
         talk = session_conversation(runs.tree, log.records)
         order = list(talk.runs)
-        bubbles = arrange(list(talk.messages), talk.sources)
+        branch = param(request, "branch")
+        path = talk.path(branch)  # one path at a time: the main conversation or a branch
+        origins = [talk.origins[n] for n in path]
+        bubbles = arrange([talk.messages[n] for n in path], [o[0] for o in origins])
+        chain = talk.chain(branch) if talk.branches else []
+        leaving: dict[int, list[Branch]] = {}  # the branches leaving after a message shown
+        for fork in talk.branches.values():
+            if fork.at and fork.at - 1 in path and fork.run_id not in chain:
+                leaving.setdefault(path.index(fork.at - 1), []).append(fork)
         corrupt = talk.corrupt
         wanted = {run.run_id for run in order}
         kept = (r for r in log.records if r.run_id in wanted)
         try:
-            windows = _windows(kept, talk.origins)
+            windows = _windows(kept, origins)
         except CorruptRecordError as e:
             windows, corrupt = {}, corrupt or e
         page, paging = _paged(request, bubbles)
@@ -415,6 +428,9 @@ class Pages:
             now=_now(),
             turns=talk.turns,
             branches=talk.branches,
+            branch=branch,
+            leaving=leaving,
+            current=next((r for r in reversed(chain) if r in talk.branches), ""),
             waiting_messages=runs.waiting,
             **paging,
         )
