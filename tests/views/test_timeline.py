@@ -20,8 +20,8 @@ async def test_an_interrupted_tool_call_runs_until_it_was_interrupted() -> None:
     run = RecordBuilder(RunStart(run_id="r", agent_id="a", session_id="s", started_at=T0))
     call = {"tool_call_id": "c1", "tool_name": "search", "input": {}}
     stop = T0 + timedelta(milliseconds=21)
-    result = {"tool_call_id": "c1", "tool_name": "search", "content": "interrupted: the run was canceled before this tool call "
-              "finished", "is_error": True}  # fmt: skip
+    said = "interrupted: the run was canceled before this tool call finished"
+    result = {"tool_call_id": "c1", "tool_name": "search", "content": said, "is_error": True}
     records = (
         run.record("tool_call_scheduled", msgspec.json.encode(call),
                    event_key="turn:1:tool:c1:scheduled", at=T0),

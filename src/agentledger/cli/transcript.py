@@ -102,9 +102,9 @@ def _cut_at(origins: Sequence[MessageOrigin], run_id: str, through: str) -> int 
     last = int(through) if through.isdigit() else -1
     found = None
     for n, origin in enumerate(origins):
-        if origin.run_id == run_id and origin.record_id.isdigit():
-            if int(origin.record_id) <= last:
-                found = n
+        mine = origin.run_id == run_id and origin.record_id.isdigit()
+        if mine and int(origin.record_id) <= last:
+            found = n
     return found
 
 
@@ -123,9 +123,8 @@ def _chain_lines(
             continue
         at = _cut_at(origins, link.source, link.through)
         where = f"message #{at} (" if at is not None else "("
-        lines.append(
-            f"{link.run} is a branch of {link.source} at {where}cut after its record {link.through})"
-        )
+        cut = f"cut after its record {link.through})"
+        lines.append(f"{link.run} is a branch of {link.source} at {where}{cut}")
     return lines
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
 from agentledger.storage.payloads import TRANSCRIPT_REFERENCED, TRANSCRIPT_SEEDED
@@ -116,7 +117,7 @@ class SessionConversation:
             return list(range(len(self.messages)))
         runs = self.chain(branch)
         cuts: dict[str, int] = {}
-        for before, after in zip(runs, runs[1:], strict=False):
+        for before, after in pairwise(runs):
             fork = self.branches.get(after)
             if fork is not None and fork.source == before:
                 cuts[before] = fork.at
@@ -210,12 +211,12 @@ def session_conversation(tree: Sequence[RunNode], records: Sequence[Record]) -> 
     follows: dict[str, str] = {}
     main = ""
     for run in order:
-        ref = references.get(run.run_id)
+        linked = references.get(run.run_id)
         node = next((n for n in tree if n.run.run_id == run.run_id), None)
         if node is not None and node.continues:
             follows[run.run_id] = node.continues
-        elif ref is not None and ref[1] in wanted:
-            follows[run.run_id] = ref[1]
+        elif linked is not None and linked[1] in wanted:
+            follows[run.run_id] = linked[1]
         else:  # a turn with its history copied (or none): after the main conversation's last
             follows[run.run_id] = main
         if run.run_id not in branches:

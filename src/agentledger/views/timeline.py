@@ -295,9 +295,9 @@ class _Builder:
             note = "no result yet" if line.running else "no result recorded"
             return Row(f"tool · {name}", "tool", 2, scheduled.timestamp, end, note)
         ending = self.ending
-        stopped = ending is not None and self.batches.index[ending.id] == self.batches.index[
-            result.id
-        ]  # written with the run's end: a result the run gave a call it stopped
+        stopped = (
+            ending is not None and self.batches.index[ending.id] == self.batches.index[result.id]
+        )  # written with the run's end: a result the run gave a call it stopped
         got = decode_payload(result, ToolResultPayload) if stopped else None
         if got is not None and got.is_error and str(got.content).startswith("interrupted"):
             # written when the run stopped it: it ran from its scheduling until then at most

@@ -153,7 +153,7 @@ async def test_host_approves_and_declines_a_confirmation(
     await expect(question.locator(".calls")).to_contain_text("book_table")
     await page.screenshot(path=artifacts / "21-answer-confirmation.png", full_page=True)
     await page.get_by_role("button", name="Approve").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     continuation = _run_id(page)
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
     # The live redraw of the header has landed (a running run's header is taller: it moves
@@ -173,7 +173,7 @@ async def test_host_approves_and_declines_a_confirmation(
     await page.goto(f"{url}/ui/run?id=book-2-run")
     await page.get_by_label("Note to the agent").fill("too pricey")
     await page.get_by_role("button", name="Decline").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     declined = _run_id(page)
     assert await _finished(url, tokens.host, declined) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={declined}")
@@ -193,7 +193,7 @@ async def test_host_answers_a_clarification_and_gives_outside_results(
     await page.get_by_label("Your answer").fill("Lyon")
     await page.screenshot(path=artifacts / "23-answer-clarification.png", full_page=True)
     await page.get_by_role("button", name="Send answer").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     answered = _run_id(page)
     assert await _finished(url, tokens.host, answered) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={answered}")
@@ -204,7 +204,7 @@ async def test_host_answers_a_clarification_and_gives_outside_results(
     await page.goto(f"{url}/ui/run?id=fetch-1-run")
     await page.get_by_label("Result of stock_level").fill("42")
     await page.get_by_role("button", name="Send results").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     fetched = _run_id(page)
     assert await _finished(url, tokens.host, fetched) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={fetched}")
@@ -230,7 +230,7 @@ async def test_host_decides_a_tool_call_in_doubt(
     await page.get_by_label("What it returned").fill("delivered")
     await page.get_by_label("Decided by").fill("ops@example")
     await page.get_by_role("button", name="It happened").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     continuation = _run_id(page)
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={continuation}")
@@ -298,7 +298,7 @@ async def test_host_runs_the_work_of_a_crash_loop_again(
     await expect(page.get_by_role("button", name="End the run")).to_have_count(1)
     await page.screenshot(path=artifacts / "29-answer-crash-loop.png", full_page=True)
     await page.get_by_role("button", name="Run it again").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     continuation = _run_id(page)
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={continuation}")
@@ -352,7 +352,7 @@ async def test_a_run_suspended_by_its_child_is_answered_through_it(
     await expect(question).to_contain_text(f"through its child run {child.run_id}")
     await page.get_by_label("Your answer").fill("Nice")
     await page.get_by_role("button", name="Send answer").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     answered = _run_id(page)
     assert await _finished(url, tokens.host, answered) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={answered}")

@@ -38,6 +38,7 @@ from agentledger.runtime.records import decode_payload
 from agentledger.service.auth import Principal
 from agentledger.service.follow import HEARTBEAT, follow
 from agentledger.service.gate import metered
+from agentledger.service.host_runtime import ChatHost
 from agentledger.service.inspector.answers import Question, fork_points, question_of
 from agentledger.service.inspector.conversation import arrange, searchable
 from agentledger.service.inspector.digest import MAX_RECORDS, Log, read_log
@@ -274,6 +275,14 @@ class Pages:
         )
         return html(body, status)
 
+    def chat(self, principal: Principal) -> list[str] | None:
+        """The agents a host may start a session with, when this service's host runtime
+        takes messages (None: no message box, for a reader or without one)."""
+        host = self.state.host_runtime
+        if principal.role != Role.HOST or not isinstance(host, ChatHost):
+            return None
+        return host.agents()
+
     async def in_scope(self, principal: Principal, operation: str, kind: str, id: str) -> None:
         if not id:
             raise ValidationError(field="id", expected=f"a {kind} id", got=id)
@@ -325,6 +334,7 @@ class Pages:
             render(
                 "sessions.html",
                 principal=principal,
+                chat=self.chat(principal),
                 next_cursor=next_cursor,
                 limit=param(request, "limit"),
                 clash=sorted(clash),
@@ -438,7 +448,14 @@ class Pages:
             return html(render("_session_conversation.html", **context))
         end = await log.end(self.store.list_session_run_records, session_id)
         return html(
-            render("conversation.html", principal=principal, tab="conversation", end=end, **context)
+            render(
+                "conversation.html",
+                principal=principal,
+                tab="conversation",
+                end=end,
+                chat=self.chat(principal),
+                **context,
+            )
         )
 
     async def search(self, request: _ANY, principal: Principal) -> Response[Any]:
