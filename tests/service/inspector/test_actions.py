@@ -268,7 +268,7 @@ async def test_a_call_in_doubt_is_decided_by_a_posted_form(acting: Acting, token
             data={"id": "doubt-2-run", "decision": "failed", "reason": "bounced", "by": "ops"},
         )
         assert decided.status_code == 303
-        continuation = decided.headers["location"].split("id=")[1]
+        continuation = decided.headers["location"].split("id=")[1].split("&")[0]
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
     async with StoreClient(url, token=tokens.host) as store:
         logged = (await store.list_run_records(continuation)).records
@@ -327,7 +327,7 @@ async def test_a_crash_loop_is_ended_by_a_posted_form(acting: Acting, tokens: To
         ended = await client.post(f"{url}/ui/run/answer",
                                   data={"id": "loop-2-run", "decision": "end"})  # fmt: skip
         assert ended.status_code == 303
-        continuation = ended.headers["location"].split("id=")[1]
+        continuation = ended.headers["location"].split("id=")[1].split("&")[0]
     assert await _finished(url, tokens.host, continuation) is RunStatus.FAILED
     async with StoreClient(url, token=tokens.host) as store:
         logged = (await store.list_run_records(continuation)).records
