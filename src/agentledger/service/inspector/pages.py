@@ -70,7 +70,7 @@ from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
 from agentledger.views.conversation import Branch, session_conversation
 from agentledger.views.messages import run_message
 from agentledger.views.runs import RunDigest, RunView, read_run_view
-from agentledger.views.sessions import SessionRuns, session_runs
+from agentledger.views.sessions import SessionRuns, session_glance, session_runs
 from agentledger.views.timeline import timeline
 from agentledger.views.transcript import (
     HistoryLink,
@@ -116,6 +116,8 @@ TRANSCRIPT_PAGE = 100
 """Messages per page of a transcript or a session's conversation."""
 TIMELINE_PAGE = 150
 """Steps per page of a run's timeline."""
+CHILD_STEPS = 100
+"""Steps of a child run shown unfolded in its parent's waterfall (its own page has all)."""
 KEPT_DIGESTS = 256
 """Runs whose figures a service keeps between a page's live refreshes (the most recent)."""
 
@@ -311,9 +313,11 @@ class Pages:
             )
             sessions, next_cursor = found.sessions, found.next_cursor
         runs = {s.id: await self.store.list_runs_by_session(s.id) for s in sessions}
+        glances = {s.id: await session_glance(self.store, s, runs[s.id]) for s in sessions}
         context = {
             "sessions": sessions,
             "runs": runs,
+            "glances": glances,
             "running": {
                 k for k, v in runs.items() if any(r.status is RunStatus.RUNNING for r in v)
             },
@@ -618,7 +622,16 @@ class Pages:
         else:
             start = _number(request, "from", 0, max(len(steps), 0), least=0)
         rows = [*line.rows[:1], *steps[start : start + TIMELINE_PAGE], *line.rows[-1:]]
-        view = {"line": line, "rows": rows, "turns": turns, "start": start,
+        inner: dict[str, list[Any]] = {}  # each child run's steps, to unfold in place
+        for row in rows:
+            if row.kind == "child" and row.link and row.link not in inner:
+                try:
+                    child = await self.store.load_run(row.link)
+                except NotFoundError:
+                    continue  # linked before its first write: its own page says so
+                got = await read_log(self.store.list_run_records, row.link)
+                inner[row.link] = timeline(child, got.records, header.now).rows[1:-1][:CHILD_STEPS]
+        view = {"line": line, "rows": rows, "turns": turns, "start": start, "inner": inner,
                 "total": len(steps), "size": TIMELINE_PAGE, "q": ""}  # fmt: skip
         if fragment:
             return html(render("_timeline.html", **view, **context))
