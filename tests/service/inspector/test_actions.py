@@ -220,7 +220,9 @@ async def test_host_decides_a_tool_call_in_doubt(
     await log_in(page, url, tokens.host)
     await page.goto(f"{url}/ui/run/transcript?id=doubt-1-run")
     await expect(page.locator(".badge.in-doubt")).to_have_text("in doubt")
-    await page.goto(f"{url}/ui/run?id=doubt-1-run")
+    # from the call in the conversation to the host's three answers
+    await page.get_by_role("link", name="decide what became of it").click()
+    await page.wait_for_url(re.compile(r"/ui/run\?id=doubt-1-run#answer"))
     question = page.get_by_role("region", name="What the run asks")
     await expect(question.locator("#run-in-doubt")).to_contain_text("attempt 1")
     await expect(question.locator(".calls")).to_contain_text("send_note")

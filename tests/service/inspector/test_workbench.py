@@ -7,12 +7,17 @@ two-line header on a phone; a forked conversation, one path at a time."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 from playwright.async_api import Browser, Page, expect
 
 from agentledger.service import StoreClient
+from agentledger.storage import RecordBuilder, RunStart, RunStatus
+from agentledger.storage.payloads import TRANSCRIPT_APPENDED, Failure
+from agentledger.transcript import Message, TextPart, encode_messages
 from tests.service.inspector.conftest import Demo, log_in
 from tests.service.process import ServiceProcess, Tokens
 from tests.views.test_conversation import forked_session
@@ -143,3 +148,30 @@ async def test_a_forked_conversation_one_branch_at_a_time(
     await expect(page.locator('[data-run="s-fork"] .rel.fork')).to_contain_text(
         "branch of s-two at message 3"
     )
+
+
+async def test_why_a_run_failed_is_said_in_every_view(
+    page: Page, service: ServiceProcess, tokens: Tokens, artifacts: Path
+) -> None:
+    at = datetime.now(UTC).replace(microsecond=0)
+    why = Failure(kind="ModelError", message="the provider refused the request: quota exceeded")
+    async with StoreClient(service.url, token=tokens.host) as host:
+        await host.create_session("failing", created_at=at)
+        run = RecordBuilder(
+            RunStart(run_id="failed-run", agent_id="a", session_id="failing", started_at=at)
+        )
+        said = encode_messages([Message(role="user", parts=(TextPart(text="Plan my trip"),))])
+        records = (run.record(TRANSCRIPT_APPENDED, said, event_key="input:messages", at=at),)
+        await host.start_root_run(replace(run.root_start(), records=records))
+        await host.record_run_terminal(run.terminal(RunStatus.FAILED, at=at, failure=why))
+    said = "ModelError: the provider refused the request: quota exceeded"
+    await log_in(page, service.url, tokens.reader)
+    await page.goto(f"{service.url}/ui/run?id=failed-run")
+    await expect(page.locator("#run-failure")).to_have_text(said)
+    await page.goto(f"{service.url}/ui/session?id=failing")
+    await expect(page.locator('[data-run="failed-run"] .reason.failure')).to_have_text(said)
+    await page.goto(f"{service.url}/ui/session/conversation?id=failing")
+    await expect(page.locator(".turn-divider .reason.failure")).to_have_text(said)
+    await page.goto(f"{service.url}/ui/run/timeline?id=failed-run")
+    await expect(page.locator("#waterfall-failure")).to_have_text(f"failed: {said}")
+    await page.screenshot(path=artifacts / "48-failure-waterfall.png", full_page=True)
