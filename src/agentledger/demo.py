@@ -319,6 +319,8 @@ async def _demo(path: str, console: Console) -> int:
     console.print(f"  {command} token new --role reader --tokens tokens.json   # prints a token")
     console.print(f"  {command} serve --db {shlex.quote(str(PurePath(path)))} --tokens tokens.json")
     console.print(f"  then open http://127.0.0.1:8470/ui, log in with the token, open {session_id}")
+    console.print("\nOr act in the browser too (approve, fork, send messages, costs), offline:")
+    console.print(f"  {command}{db} demo --serve   # records another demo session, then serves")
     return 0
 
 

@@ -21,7 +21,6 @@ output = 4.0
 
 
 @click.command(short_help="record a demo session (an offline model unless an API key is set)")
-@settings_options(target_help=SQLITE_HELP)
 @click.option(
     "--serve", is_flag=True,
     help="then serve the database with a host runtime of the demo's agents and a price "
@@ -31,6 +30,7 @@ output = 4.0
     "--listen", default="127.0.0.1:8470", show_default=True, metavar="HOST:PORT",
     help="where --serve listens (port 0: any free port)",
 )  # fmt: skip
+@settings_options(target_help=SQLITE_HELP)
 def demo(settings: Settings, serve: bool, listen: str) -> int:
     """Run a four-turn travel-concierge session into the SQLite file --db (created if
     missing): parallel tool calls, a child run, a suspension resumed, a cancellation.
