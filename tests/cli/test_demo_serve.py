@@ -16,15 +16,26 @@ from tests.cli.conftest import ROOT
 from tests.conditions import until
 
 
+def _documented() -> list[str]:
+    """The command docs/inspector.md shows (its --db and --listen values replaced)."""
+    text = (ROOT / "docs" / "inspector.md").read_text(encoding="utf-8")
+    (line,) = [x for x in text.splitlines() if x.startswith("agentledger demo ")]
+    words = line.split()[1:]
+    assert words == ["demo", "--db", "demo.db", "--serve", "--listen", "127.0.0.1:8470"]
+    return words
+
+
 async def test_demo_serve_serves_the_demo_with_a_host_runtime_and_prices(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
+    words = _documented()
+    words[2], words[5] = str(db), "127.0.0.1:0"
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     env = {k: v for k, v in os.environ.items() if k not in ("AGENTLEDGER_DB", "AGENTLEDGER_PRICES")}
     env = {k: v for k, v in env.items() if not k.endswith(("_API_KEY", "AWS_ACCESS_KEY_ID"))}
     with out.open("w") as stdout, err.open("w") as stderr:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agentledger", "demo", "--db", str(db), "--serve",
-            "--listen", "127.0.0.1:0", stdout=stdout, stderr=stderr, cwd=ROOT, env=env,
+            sys.executable, "-m", "agentledger", *words, stdout=stdout, stderr=stderr, cwd=ROOT,
+            env=env,
         )  # fmt: skip
     try:
         await until(lambda: "listening on" in out.read_text(), "the service listens", 180)
