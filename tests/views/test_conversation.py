@@ -9,6 +9,7 @@ import pytest
 from msgspec.structs import replace
 
 from agentledger.errors import ValidationError
+from agentledger.runtime.busy import MESSAGE_CLAIMED
 from agentledger.storage import (
     MemoryStore,
     Record,
@@ -34,7 +35,7 @@ def _said(run: RecordBuilder, key: str, role: str, text: str, at: datetime) -> R
 
 async def _turn(
     store: Store, name: str, n: int, text: str, *, source: str = "", kind: str = "",
-    through: str = "", session: str = "s",
+    through: str = "", session: str = "s", claimed: bool = False,
 ) -> str:  # fmt: skip
     at = T0 + timedelta(seconds=n)
     run = RecordBuilder(RunStart(run_id=name, agent_id="a", session_id=session, started_at=at))
@@ -44,6 +45,11 @@ async def _turn(
         records.append(
             run.record(payloads.TRANSCRIPT_REFERENCED, ref.encode(),
                        event_key="transcript:referenced", at=at)
+        )  # fmt: skip
+    if claimed:  # started for a session's message (as the runtime's message order starts it)
+        records.append(
+            run.record(MESSAGE_CLAIMED, b'{"claim":"c"}', event_key="session_message:claimed",
+                       at=at)
         )  # fmt: skip
     records += [
         _said(run, "input", "user", text, at),
@@ -113,3 +119,17 @@ async def test_without_branches_the_path_is_every_message() -> None:
     records = (await store.list_session_run_records("s", limit=1000)).records
     talk = session_conversation(run_tree(runs), records)
     assert talk.path() == [0, 1]
+
+
+async def test_a_messages_turn_after_a_canceled_turn_is_the_next_turn() -> None:
+    """Its reference cuts the canceled turn (stored as a fork), yet it is the next turn."""
+    store = MemoryStore()
+    await store.create_session("s", created_at=T0)
+    await _turn(store, "one", 1, "hello")
+    await _turn(store, "two", 2, "again", source="one", kind="fork", through="3", claimed=True)
+    runs = await store.list_runs_by_session("s")
+    records = (await store.list_session_run_records("s", limit=1000)).records
+    talk = session_conversation(run_tree(runs), records)
+    assert talk.turns == {"one": "Turn 1", "two": "Turn 2"}
+    assert talk.branches == {}
+    assert talk.follows == {"one": "", "two": "one"}

@@ -80,11 +80,17 @@ class ChatHost(Protocol):
         ...
 
     async def send(
-        self, session_id: str, message: str, *, agent_id: str, if_busy: str = "queue"
+        self,
+        session_id: str,
+        message: str,
+        *,
+        agent_id: str,
+        if_busy: str = "queue",
+        after: str = "",
     ) -> str:
         """Submit the user's ``message`` to ``session_id`` as its next turn by ``agent_id``,
-        by reference to its latest (``if_busy`` says what it does while a turn runs); the
-        run id of its turn."""
+        following the turn ``after`` by reference ("": the store picks the session's latest
+        turn; ``if_busy`` says what it does while a turn runs); the run id of its turn."""
         ...
 
 
@@ -113,10 +119,16 @@ class RuntimeClientHost:
         return list(self.offered)
 
     async def send(
-        self, session_id: str, message: str, *, agent_id: str, if_busy: str = "queue"
+        self,
+        session_id: str,
+        message: str,
+        *,
+        agent_id: str,
+        if_busy: str = "queue",
+        after: str = "",
     ) -> str:
-        """The message's turn by ``AgentClient.start(..., if_busy=...)``: its history is the
-        session's latest turn, by reference.
+        """The message's turn by ``AgentClient.start(..., if_busy=..., after=...)``: its
+        history is the turn ``after`` (or the store's choice of the latest), by reference.
 
         Raises:
             ValidationError: an unknown agent, an empty message or an unknown ``if_busy``.
@@ -125,7 +137,7 @@ class RuntimeClientHost:
         if not message.strip():
             raise ValidationError(field="message", expected="the user's message", got=message)
         client = self.runtime.agent_client(agent_id)
-        handle = await client.start(session_id, message, if_busy=if_busy)
+        handle = await client.start(session_id, message, if_busy=if_busy, after=after or None)
         return handle.run_id
 
     async def resume(self, run_id: str, answer: Answer) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
+from agentledger.runtime.busy import MESSAGE_CLAIMED
 from agentledger.storage.payloads import TRANSCRIPT_REFERENCED, TRANSCRIPT_SEEDED
 from agentledger.storage.replay import TRANSCRIPT_RECORD_TYPES
 from agentledger.storage.transcript_chain import decode_reference
@@ -135,35 +136,48 @@ def conversation_order(tree: Iterable[RunNode]) -> list[RunMeta]:
 
 
 def _references(records: Iterable[Record], wanted: set[str]) -> dict[str, tuple[str, str, str]]:
-    """Each wanted run's history reference: (kind, source run, through)."""
+    """Each wanted run's history reference: (kind, source run, through). A turn started for
+    a session's message follows the turn ahead of it: a next turn, even when that turn did
+    not complete and the reference cuts it (stored as a fork), never a branch."""
     found: dict[str, tuple[str, str, str]] = {}
+    claimed: set[str] = set()
     for record in records:
         if record.type == TRANSCRIPT_REFERENCED and record.run_id in wanted:
             ref = decode_reference(record)
             found.setdefault(record.run_id, (ref.kind, ref.run_id, ref.through))
+        elif record.type == MESSAGE_CLAIMED:
+            claimed.add(record.run_id)
+    for run_id in claimed & found.keys():
+        kind, source, through = found[run_id]
+        if kind == "fork":
+            found[run_id] = ("next_turn", source, through)
     return found
 
 
 def _labels(
-    tree: Sequence[RunNode], forks: dict[str, tuple[str, str, str]]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """Each top-level run's turn label, and the source of each fork."""
+    order: Sequence[RunMeta],
+    follows: dict[str, str],
+    continues: dict[str, str],
+    sources: dict[str, str],
+) -> dict[str, str]:
+    """Each top-level run's turn label: its number on its own path (the turn it follows,
+    plus one), ``(continued)`` for a continuation, ``Branch of turn N`` for a fork."""
+    numbers: dict[str, int] = {}
     labels: dict[str, str] = {}
-    sources: dict[str, str] = {}
-    turn = 0
-    for node in tree:
-        run_id = node.run.run_id
-        fork = forks.get(run_id)
-        if node.continues:
-            labels[run_id] = f"Turn {turn} (continued)"
-        elif fork is not None and fork[0] == "fork":
-            sources[run_id] = fork[1]
-            source = labels.get(fork[1], "").removeprefix("Turn ")
+    for run in order:
+        run_id = run.run_id
+        before = numbers.get(follows.get(run_id, ""), 0)
+        if run_id in continues:
+            numbers[run_id] = before
+            labels[run_id] = f"Turn {before} (continued)"
+        elif run_id in sources:
+            numbers[run_id] = before + 1
+            source = numbers.get(sources[run_id])
             labels[run_id] = f"Branch of turn {source}" if source else "Branch"
         else:
-            turn += 1
-            labels[run_id] = f"Turn {turn}"
-    return labels, sources
+            numbers[run_id] = before + 1
+            labels[run_id] = f"Turn {before + 1}"
+    return labels
 
 
 def session_conversation(tree: Sequence[RunNode], records: Sequence[Record]) -> SessionConversation:
@@ -198,7 +212,25 @@ def session_conversation(tree: Sequence[RunNode], records: Sequence[Record]) -> 
     pairs = sorted(zip(messages, stored, strict=True), key=lambda p: rank[p[1][0]])
     origins = tuple(o for _, o in pairs)
     references = _references(records, wanted)
-    labels, sources = _labels(tree, references)
+    continues = {node.run.run_id: node.continues for node in tree if node.continues}
+    sources = {
+        run_id: ref[1]
+        for run_id, ref in references.items()
+        if ref[0] == "fork" and run_id not in continues
+    }
+    follows: dict[str, str] = {}
+    main = ""
+    for run in order:
+        linked = references.get(run.run_id)
+        if run.run_id in continues:
+            follows[run.run_id] = continues[run.run_id]
+        elif linked is not None and linked[1] in wanted:
+            follows[run.run_id] = linked[1]
+        else:  # a turn with its history copied (or none): after the main conversation's last
+            follows[run.run_id] = main
+        if run.run_id not in sources:
+            main = run.run_id
+    labels = _labels(order, follows, continues, sources)
     branches: dict[str, Branch] = {}
     for run_id, source in sources.items():
         ref = references[run_id]
@@ -208,19 +240,6 @@ def session_conversation(tree: Sequence[RunNode], records: Sequence[Record]) -> 
             if owner == source and record_id.isdigit() and int(record_id) <= through:
                 at = n
         branches[run_id] = Branch(run_id, source, ref[2], at, labels.get(source, ""))
-    follows: dict[str, str] = {}
-    main = ""
-    for run in order:
-        linked = references.get(run.run_id)
-        node = next((n for n in tree if n.run.run_id == run.run_id), None)
-        if node is not None and node.continues:
-            follows[run.run_id] = node.continues
-        elif linked is not None and linked[1] in wanted:
-            follows[run.run_id] = linked[1]
-        else:  # a turn with its history copied (or none): after the main conversation's last
-            follows[run.run_id] = main
-        if run.run_id not in branches:
-            main = run.run_id
     return SessionConversation(
         runs=tuple(order),
         follows=follows,

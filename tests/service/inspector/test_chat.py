@@ -62,7 +62,42 @@ async def test_a_host_sends_a_message_and_the_reply_arrives(
     await expect(page.locator("li.bubble").last).to_contain_text("Lisbon: 22°C, clear.")
     labels = page.locator(".turn-divider .turn-no")
     await expect(labels.last).to_have_text("Turn 5")
+    # its history is the conversation so far, by reference: the demo model numbers its tool
+    # calls after the five it was sent
+    await expect(page.locator("li.bubble").last.locator("..")).to_contain_text("call_6")
     await page.screenshot(path=artifacts / "40-chat-reply.png", full_page=True)
+
+
+async def test_fork_then_talk_on_the_branch(
+    page: Page, bench: tuple[ServiceProcess, str], tokens: Tokens, artifacts: Path
+) -> None:
+    """Fork the demo's first turn after its answer, then send a message on the branch: it
+    follows the branch, not the main conversation."""
+    service, session = bench
+    await log_in(page, service.url, tokens.host)
+    async with StoreClient(service.url, token=tokens.host) as client:
+        runs = await client.list_runs_by_session(session)
+    first = min((r for r in runs if not r.parent_run_id), key=lambda r: r.started_at)
+    await page.goto(f"{service.url}/ui/run/transcript?id={first.run_id}")
+    answer = page.locator("li.bubble").last
+    await answer.locator("details.fork summary").click()
+    await answer.get_by_label("New message").fill("What's the weather in Rome?")
+    await answer.get_by_role("button", name="Start fork").click()
+    await page.wait_for_url(lambda u: "/ui/run/transcript?id=run-" in u and first.run_id not in u)
+    await expect(page.locator("li.bubble").last).to_contain_text("Rome: 20°C, mild.")
+    await page.goto(f"{service.url}/ui/session/conversation?id={session}")
+    switcher = page.get_by_role("navigation", name="Branches of this conversation")
+    await switcher.get_by_role("link", name=re.compile("^Branch of turn 1")).click()
+    await expect(page.locator("li.bubble").last).to_contain_text("Rome: 20°C, mild.")
+    box = page.get_by_role("form", name="Send a message")
+    await box.get_by_label("Message").fill("And the weather in Sydney?")
+    await box.get_by_role("button", name="Send").click()
+    await page.wait_for_url(re.compile(r"/ui/session/conversation\?.*#latest"))
+    # the page it lands on is the main conversation; the branch holds the new turn
+    await switcher.get_by_role("link", name=re.compile("^Branch of turn 1")).click()
+    await expect(page.locator("li.bubble").last).to_contain_text("Sydney: 20°C, mild.")
+    await expect(page.locator(".turn-divider .turn-no").last).to_have_text("Turn 3")
+    await page.screenshot(path=artifacts / "49-chat-on-a-branch.png", full_page=True)
 
 
 async def test_a_host_starts_a_new_session_with_an_agent(

@@ -195,8 +195,9 @@ class Actions:
         return host
 
     async def send(self, request: _ANY, principal: Principal) -> Response[Any]:
-        """The session's next message, by the agent of its latest turn: its turn follows
-        that turn by reference, and ``if_busy`` says what it does while a turn runs."""
+        """The session's next message, by the agent of the turn it follows: the last turn of
+        the path the page showed (``after``: a branch), else the session's latest; by
+        reference. ``if_busy`` says what it does while a turn runs."""
         form = await self._form(request, principal, "submit_message")
         session_id = form.get("id", "")
         if not session_id:
@@ -208,14 +209,19 @@ class Actions:
             raise ValidationError(field="text", expected="the message to send", got=text)
         if_busy = form.get("if_busy", "queue")
         host = self._chat_host()
-        runs = [r for r in await self.store.list_runs_by_session(session_id)
-                if not r.parent_run_id]  # fmt: skip
-        agent = form.get("agent", "").strip()
-        if not agent and runs:
-            agent = max(runs, key=lambda r: (r.started_at, r.run_id)).agent_id
+        runs = {r.run_id: r for r in await self.store.list_runs_by_session(session_id)
+                if not r.parent_run_id}  # fmt: skip
+        # the turn it follows: the last of the path shown (a branch), else the latest turn
+        after = form.get("after", "").strip()
+        if after not in runs:
+            latest = max(runs.values(), key=lambda r: (r.started_at, r.run_id), default=None)
+            after = latest.run_id if latest is not None else ""
+        while after and runs[after].successor_run_id in runs:  # a suspended turn's continuation
+            after = runs[after].successor_run_id
+        agent = form.get("agent", "").strip() or (runs[after].agent_id if after else "")
         if not agent:
             raise ValidationError(field="agent", expected="the agent to talk to", got=agent)
-        await host.send(session_id, text, agent_id=agent, if_busy=if_busy)
+        await host.send(session_id, text, agent_id=agent, if_busy=if_busy, after=after)
         self.state.notifier.notify()
         return Redirect(
             page_url("/ui/session/conversation", id=session_id, at="end") + "#latest",

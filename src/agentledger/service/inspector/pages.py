@@ -445,6 +445,7 @@ class Pages:
             branch=branch,
             leaving=leaving,
             current=next((r for r in reversed(chain) if r in talk.branches), ""),
+            chain=chain,
             waiting_messages=runs.waiting,
             **paging,
         )
