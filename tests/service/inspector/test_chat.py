@@ -8,6 +8,7 @@ forked conversation's branches, and read why a run failed. A reader sees no acti
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,14 @@ from tests.service.process import ServiceProcess, Tokens
 
 # One event loop for the whole run, shared with the one browser.
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+DOCS = Path(__file__).parents[3] / "docs"
+
+
+def _docs(shot: Path, name: str) -> None:
+    """With ``AGENTLEDGER_DOCS_SCREENSHOT=1``, the picture docs/inspector.md shows too."""
+    if os.environ.get("AGENTLEDGER_DOCS_SCREENSHOT") == "1":
+        (DOCS / name).write_bytes(shot.read_bytes())
 
 
 async def _session_of(db: Path) -> str:
@@ -66,6 +75,10 @@ async def test_a_host_sends_a_message_and_the_reply_arrives(
     # calls after the five it was sent
     await expect(page.locator("li.bubble").last.locator("..")).to_contain_text("call_6")
     await page.screenshot(path=artifacts / "40-chat-reply.png", full_page=True)
+    await page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
+    shot = artifacts / "40-chat-reply-end.png"
+    await page.screenshot(path=shot)  # the reply above the message box, as a person sees it
+    _docs(shot, "inspector-chat.png")
 
 
 async def test_fork_then_talk_on_the_branch(

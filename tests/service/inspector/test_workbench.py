@@ -6,6 +6,7 @@ two-line header on a phone; a forked conversation, one path at a time."""
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -143,7 +144,12 @@ async def test_a_forked_conversation_one_branch_at_a_time(
         "Branch of turn 2, from message 3"
     )
     await expect(texts).to_have_text(["hello", "re: hello", "again", "instead", "re: instead"])
-    await page.screenshot(path=artifacts / "47-branch-fork.png", full_page=True)
+    shot = artifacts / "47-branch-fork.png"
+    await page.screenshot(path=shot, full_page=True)
+    if os.environ.get("AGENTLEDGER_DOCS_SCREENSHOT") == "1":
+        (Path(__file__).parents[3] / "docs" / "inspector-branches.png").write_bytes(
+            shot.read_bytes()
+        )
     await page.goto(f"{service.url}/ui/session?id=switch")
     await expect(page.locator('[data-run="s-fork"] .rel.fork')).to_contain_text(
         "branch of s-two at message 3"
