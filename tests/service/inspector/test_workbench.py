@@ -42,7 +42,9 @@ async def test_the_session_list_says_what_each_session_is_about(
 ) -> None:
     await log_in(page, service.url, tokens.reader)
     row = page.locator(f'tr[data-session="{demo.session_id}"]')
-    await expect(row.locator("td.first-message")).to_have_text("What's the weather in Paris and Tokyo?")
+    await expect(row.locator("td.first-message")).to_have_text(
+        "What's the weather in Paris and Tokyo?"
+    )
     await expect(row.locator("td.agent")).to_have_text("concierge")
     await expect(row.locator("td.last-activity time")).to_have_count(1)
     await expect(page.get_by_role("columnheader", name="Last activity")).to_have_count(1)
