@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.async_api import Page, expect
 
@@ -160,3 +161,15 @@ async def test_a_reader_sees_no_message_box_nor_new_session(
     await page.goto(f"{service.url}/ui/session/conversation?id={session}")
     await expect(page.locator("li.bubble").first).to_be_visible()
     await expect(page.get_by_role("form", name="Send a message")).to_have_count(0)
+    # a form posted anyway is refused and starts nothing
+    async with StoreClient(service.url, token=tokens.host) as client:
+        before = len(await client.list_runs_by_session(session))
+    bearer = {"Authorization": f"Bearer {tokens.reader}", "Origin": service.url}
+    async with httpx.AsyncClient(headers=bearer) as client:
+        sent = await client.post(f"{service.url}/ui/session/send",
+                                 data={"id": session, "text": "hello"})  # fmt: skip
+        started = await client.post(f"{service.url}/ui/session/new",
+                                    data={"agent": "concierge", "text": "hello"})  # fmt: skip
+    assert (sent.status_code, started.status_code) == (403, 403)
+    async with StoreClient(service.url, token=tokens.host) as client:
+        assert len(await client.list_runs_by_session(session)) == before
