@@ -133,3 +133,19 @@ async def test_a_messages_turn_after_a_canceled_turn_is_the_next_turn() -> None:
     assert talk.turns == {"one": "Turn 1", "two": "Turn 2"}
     assert talk.branches == {}
     assert talk.follows == {"one": "", "two": "one"}
+
+
+async def test_a_branch_leaves_at_a_message_of_its_own_path() -> None:
+    """A second fork, of a later turn, counts the messages of its own path, not the first
+    fork's (stored, and numbered in the whole conversation, before the later turn's)."""
+    store = MemoryStore()
+    await forked_session(store)  # one, two, fork (of two, after message 3), three
+    three = await store.load_run("three")
+    await _turn(store, "fork2", 5, "other", source="three", kind="fork",
+                through=three.last_record_id)  # fmt: skip
+    runs = await store.list_runs_by_session("s")
+    records = (await store.list_session_run_records("s", limit=1000)).records
+    talk = session_conversation(run_tree(runs), records)
+    assert talk.branches["fork2"].at == 8  # in the whole conversation: after fork's two
+    assert talk.leaves_at("fork2") == 6  # on its own path: one, two, three
+    assert talk.leaves_at("fork") == 3

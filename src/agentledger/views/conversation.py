@@ -106,6 +106,19 @@ class SessionConversation:
             at = self._next(at)
         return runs
 
+    def leaves_at(self, branch: str) -> int:
+        """The number (from 1) on ``branch``'s own path (:meth:`path`) of the message it
+        leaves its source after, as that path numbers its messages (0 if not held).
+
+        Raises:
+            ValidationError: ``branch`` is not a run of this conversation.
+        """
+        fork = self.branches.get(branch)
+        shown = self.path(branch)
+        if fork is None or not fork.at or fork.at - 1 not in shown:
+            return 0
+        return shown.index(fork.at - 1) + 1
+
     def path(self, branch: str = "") -> list[int]:
         """The places (from 0) in :attr:`messages` of the messages on one path (see
         :meth:`chain`): each run's messages, a branch's source only up to where it leaves.

@@ -385,11 +385,13 @@ class Pages:
         runs, log = await self._session_runs(session_id)
         usage = usage_of(log.records)
         try:
-            branches = session_conversation(runs.tree, log.records).branches
+            talk = session_conversation(runs.tree, log.records)
+            branches, leaves = talk.branches, {r: talk.leaves_at(r) for r in talk.branches}
         except CorruptRecordError:
-            branches = {}  # a damaged reference: the conversation page names it
+            branches, leaves = {}, {}  # a damaged reference: the conversation page names it
         context = {
             "branches": branches,
+            "leaves": leaves,
             "tree": runs.tree,
             "waiting_messages": runs.waiting,
             "session": session,
@@ -424,6 +426,8 @@ class Pages:
         for fork in talk.branches.values():
             if fork.at and fork.at - 1 in path and fork.run_id not in chain:
                 leaving.setdefault(path.index(fork.at - 1), []).append(fork)
+        # where each branch leaves, numbered as its own path numbers its messages
+        leaves = {run_id: talk.leaves_at(run_id) for run_id in talk.branches}
         corrupt = talk.corrupt
         wanted = {run.run_id for run in order}
         kept = (r for r in log.records if r.run_id in wanted)
@@ -444,6 +448,7 @@ class Pages:
             branches=talk.branches,
             branch=branch,
             leaving=leaving,
+            leaves=leaves,
             current=next((r for r in reversed(chain) if r in talk.branches), ""),
             chain=chain,
             waiting_messages=runs.waiting,
