@@ -37,11 +37,19 @@ from agentledger.runtime import (
     events,
     tool,
 )
-from agentledger.storage import RunStatus
+from agentledger.service.host_runtime import RuntimeClientHost
+from agentledger.storage import RunStatus, Store
 from agentledger.storage.sqlite import SQLiteStore, default_path
 from agentledger.transcript import Message, TextPart
 
-__all__ = ["build_demo_transcript", "run_demo", "transcript_tour"]
+__all__ = [
+    "AGENTS",
+    "build_demo_transcript",
+    "host_runtime",
+    "register_demo",
+    "run_demo",
+    "transcript_tour",
+]
 
 CONCIERGE = "You are a travel concierge. Use tools for facts; ask before booking anything."
 RESEARCH = "You are a research assistant. Answer with one well-sourced paragraph."
@@ -169,22 +177,15 @@ class ConsoleSink:
         return None
 
 
-def _now() -> datetime:
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+AGENTS = ("concierge", "research")
+"""The demo's agents: the concierge users talk to, and the researcher it delegates to."""
 
 
-async def _demo(path: str, console: Console) -> int:
-    model, concierge_model, research_model = _pick_model()
-    if isinstance(model, DemoModel):
-        console.print(
-            "[bold yellow]Using the offline demo model[/] (deterministic; no provider key is "
-            "configured), so this demo needs no network."
-        )
-    else:
-        console.print(f"[bold yellow]Using {type(model).__name__}[/] with model {concierge_model}")
-    store = await SQLiteStore.open(path)
-    memory = await SQLiteMemory.open(path)
+def register_demo(
+    runtime: Runtime, model: ModelClient, concierge_model: str, research_model: str
+) -> asyncio.Event:
+    """Register the demo's model, tools and agents on ``runtime``; the event is set when
+    a flight search starts (the demo cancels it)."""
     searching = asyncio.Event()
 
     @tool
@@ -206,8 +207,6 @@ async def _demo(path: str, console: Console) -> int:
         await asyncio.sleep(60)
         return "no flights"
 
-    sink = ConsoleSink(console)
-    runtime = Runtime(store, stream=sink, memory=memory)
     runtime.register_model("demo", model)
     runtime.register_agent(
         Agent(
@@ -224,6 +223,39 @@ async def _demo(path: str, console: Console) -> int:
             agents=["research"],
         )
     )
+    return searching
+
+
+def host_runtime(store: Store) -> RuntimeClientHost:
+    """The host runtime ``agentledger demo --serve`` gives the service: the demo's agents
+    (with the offline demo model unless a provider key is set) over the served store, so
+    the inspector can answer, fork, send messages and start sessions on the demo database.
+    """
+    model, concierge_model, research_model = _pick_model()
+    runtime = Runtime(store)
+    register_demo(runtime, model, concierge_model, research_model)
+    return RuntimeClientHost(runtime, agents=AGENTS)
+
+
+def _now() -> datetime:
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+
+
+async def _demo(path: str, console: Console) -> int:
+    model, concierge_model, research_model = _pick_model()
+    if isinstance(model, DemoModel):
+        console.print(
+            "[bold yellow]Using the offline demo model[/] (deterministic; no provider key is "
+            "configured), so this demo needs no network."
+        )
+    else:
+        console.print(f"[bold yellow]Using {type(model).__name__}[/] with model {concierge_model}")
+    store = await SQLiteStore.open(path)
+    memory = await SQLiteMemory.open(path)
+    sink = ConsoleSink(console)
+    runtime = Runtime(store, stream=sink, memory=memory)
+    searching = register_demo(runtime, model, concierge_model, research_model)
     session_id = f"demo-{uuid.uuid4().hex[:8]}"
     await store.create_session(session_id, created_at=_now())
     console.print(f"Session [bold]{session_id}[/] in {path}\n")
@@ -287,6 +319,8 @@ async def _demo(path: str, console: Console) -> int:
     console.print(f"  {command} token new --role reader --tokens tokens.json   # prints a token")
     console.print(f"  {command} serve --db {shlex.quote(str(PurePath(path)))} --tokens tokens.json")
     console.print(f"  then open http://127.0.0.1:8470/ui, log in with the token, open {session_id}")
+    console.print("\nOr act in the browser too (approve, fork, send messages, costs), offline:")
+    console.print(f"  {command}{db} demo --serve   # records another demo session, then serves")
     return 0
 
 

@@ -127,7 +127,18 @@ class DemoModel:
                 TextPart(text="Searching every airline for you; this can take a while."),
                 ToolUsePart(id=call_id, name="search_flights", input=route),
             ]
-        return [TextPart(text="I can check the weather, research a topic, or book a table.")]
+        said = " ".join(ask.split())
+        if not said:
+            return [TextPart(text="I can check the weather, research a topic, or book a table.")]
+        if len(said) > 80:
+            said = said[:79] + "…"
+        return [
+            TextPart(
+                text=f"You said: “{said}”. I am the demo concierge: I can check the weather "
+                "(try “weather in Lisbon”), research a topic (“research: when was the Eiffel "
+                "Tower built?”) or book a table (“book a table for 2 at 19:00”)."
+            )
+        ]
 
     @staticmethod
     def _research(ask: str) -> str:

@@ -74,7 +74,10 @@ async def test_an_embedding_host_passes_its_runtime_and_the_inspector_answers_wi
                 f"{url}/ui/run/answer", data={"id": "b1", "decision": "approve"}
             )
         assert answer.status_code == 303, answer.text
-        continuation = answer.headers["location"].split("id=", 1)[1]
+        # the page lands at the end of the continuation's transcript, where the reply comes
+        location = answer.headers["location"]
+        assert location.startswith("/ui/run/transcript?id="), location
+        continuation = location.split("id=", 1)[1].split("&", 1)[0]
         done = await runtime.engine.result(continuation)
         assert done.status is RunStatus.COMPLETED
         assert (await runtime.store.load_run("b1")).successor_run_id == continuation

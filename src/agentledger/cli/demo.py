@@ -9,9 +9,29 @@ from agentledger.cli.app import SQLITE_HELP, Settings, run, settings_options
 __all__ = ["demo"]
 
 
+DEMO_PRICES = """# prices per million tokens of the demo's models (made up: the demo model is free)
+currency = "USD"
+[models.demo-concierge]
+input = 3.0
+output = 15.0
+[models.demo-research]
+input = 0.8
+output = 4.0
+"""
+
+
 @click.command(short_help="record a demo session (an offline model unless an API key is set)")
+@click.option(
+    "--serve", is_flag=True,
+    help="then serve the database with a host runtime of the demo's agents and a price "
+    "table, and print a host token: approve, fork, chat and costs work in the inspector",
+)  # fmt: skip
+@click.option(
+    "--listen", default="127.0.0.1:8470", show_default=True, metavar="HOST:PORT",
+    help="where --serve listens (port 0: any free port)",
+)  # fmt: skip
 @settings_options(target_help=SQLITE_HELP)
-def demo(settings: Settings) -> int:
+def demo(settings: Settings, serve: bool, listen: str) -> int:
     """Run a four-turn travel-concierge session into the SQLite file --db (created if
     missing): parallel tool calls, a child run, a suspension resumed, a cancellation.
     The model is an offline, deterministic demo model, unless ANTHROPIC_API_KEY,
@@ -19,6 +39,12 @@ def demo(settings: Settings) -> int:
 
     With --json the narration goes to stderr and stdout gets
     {"db", "session", "runs"} describing what was recorded.
+
+    With --serve it then serves the file as `agentledger serve` does, with the
+    demo's agents as its host runtime (the same model) and a price table
+    (FILE.prices.toml, made-up prices), and prints a new host token (its hash
+    added to FILE.tokens.json): log in with it to approve, fork, send messages,
+    start sessions and see costs. Stop it with Ctrl-C.
     """
     from agentledger.errors import ValidationError
 
@@ -33,8 +59,40 @@ def demo(settings: Settings) -> int:
     if not settings.json:
         from agentledger.demo import run_demo
 
-        return run_demo(path)
-    return run(_demo_json(path))
+        code = run_demo(path)
+    else:
+        code = run(_demo_json(path))
+    if code or not serve:
+        return code
+    return _serve(path, listen)
+
+
+def _serve(path: str, listen: str) -> int:
+    """Serve the demo database with the demo's host runtime, a price table and a new host
+    token (printed on stderr, so --json's stdout stays JSON)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from agentledger.service.auth import add_token
+    from agentledger.service.inspector.usage import PRICES_ENV
+    from agentledger.service.server import run_serve
+
+    db = Path(path)
+    prices = db.with_name(db.name + ".prices.toml")
+    if not prices.exists():
+        prices.write_text(DEMO_PRICES, encoding="utf-8")
+    os.environ.setdefault(PRICES_ENV, str(prices))
+    tokens = db.with_name(db.name + ".tokens.json")
+    token = add_token(tokens, "host")
+    print(
+        f"\nA host token for the inspector (shown once; its hash is in {tokens}):\n  {token}\n"
+        f"Prices: {os.environ[PRICES_ENV]}. Log in at the address below, then open a session: "
+        "send a message, approve a booking, fork from a message.",
+        file=sys.stderr,
+        flush=True,
+    )
+    return run_serve(str(db), listen, str(tokens), host_runtime="agentledger.demo:host_runtime")
 
 
 async def _demo_json(path: str) -> int:

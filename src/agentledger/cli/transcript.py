@@ -231,13 +231,13 @@ async def _transcript(
     from agentledger.cli.tool_notes import call_notes
 
     segments = await store.load_transcript_chain(run_id, windowed=model_input)
-    for line in _chain_lines(segments):
+    pairs = replay_with_origins(segments, full=not model_input)
+    for line in _chain_lines(segments, [origin for _, origin in pairs]):
         echo(line)
     notes: dict[str, list[str]] = {}
     for segment in reversed(segments):  # the oldest run first
         for call_id, said in (await call_notes(store, segment.run_id)).items():
             notes.setdefault(call_id, []).extend(said)
-    pairs = replay_with_origins(segments, full=not model_input)
     marks = {} if model_input else _window_marks(segments)
     for line in message_lines(pairs, marks=marks, notes=notes):
         echo(line)
@@ -269,16 +269,36 @@ def _window_marks(segments: Sequence[TranscriptSegment]) -> dict[tuple[str, str,
     return marks
 
 
-def _chain_lines(segments: Sequence[TranscriptSegment]) -> list[str]:
-    """How the run's history reaches back: one line per history reference followed."""
+def _cut_at(origins: Sequence[MessageOrigin], run_id: str, through: str) -> int | None:
+    """The number (``#N``, as listed) of ``run_id``'s last message through its record
+    ``through`` (None if none is listed)."""
+    last = int(through) if through.isdigit() else -1
+    found = None
+    for n, origin in enumerate(origins):
+        mine = origin.run_id == run_id and origin.record_id.isdigit()
+        if mine and int(origin.record_id) <= last:
+            found = n
+    return found
+
+
+def _chain_lines(
+    segments: Sequence[TranscriptSegment], origins: Sequence[MessageOrigin] = ()
+) -> list[str]:
+    """How the run's history reaches back: one line per history reference followed; a
+    fork is a branch of its source at the message (``#N`` below) it leaves it after."""
     from agentledger.views.transcript import history_links
 
-    how = {"next_turn": "follows", "continuation": "continues", "fork": "forks"}
-    return [
-        f"{link.run} {how[link.kind]} {link.source}"
-        + (f" at record {link.through}" if link.kind == "fork" else "")
-        for link in history_links(segments)
-    ]
+    lines = []
+    for link in history_links(segments):
+        if link.kind != "fork":
+            how = "follows" if link.kind == "next_turn" else "continues"
+            lines.append(f"{link.run} {how} {link.source}")
+            continue
+        at = _cut_at(origins, link.source, link.through)
+        where = f"message #{at} (" if at is not None else "("
+        cut = f"cut after its record {link.through})"
+        lines.append(f"{link.run} is a branch of {link.source} at {where}{cut}")
+    return lines
 
 
 def _part(part: Part) -> str:

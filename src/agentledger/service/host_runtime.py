@@ -16,7 +16,7 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from agentledger.errors import ValidationError
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from agentledger.runtime.runtime import Runtime
 
 __all__ = [
+    "ChatHost",
     "HostRuntimeFactory",
     "RuntimeClientHost",
     "RuntimeHost",
@@ -68,6 +69,31 @@ class RuntimeHost(Protocol):
         ...
 
 
+@runtime_checkable
+class ChatHost(Protocol):
+    """A host runtime that also takes new messages: the inspector's message box and its
+    "new session" (optional: a :class:`RuntimeHost` without these only answers, forks and
+    cancels)."""
+
+    def agents(self) -> list[str]:
+        """The agents a new session may be started with."""
+        ...
+
+    async def send(
+        self,
+        session_id: str,
+        message: str,
+        *,
+        agent_id: str,
+        if_busy: str = "queue",
+        after: str = "",
+    ) -> str:
+        """Submit the user's ``message`` to ``session_id`` as its next turn by ``agent_id``,
+        following the turn ``after`` by reference ("": the store picks the session's latest
+        turn; ``if_busy`` says what it does while a turn runs); the run id of its turn."""
+        ...
+
+
 HostRuntimeFactory: TypeAlias = Callable[[Any], "RuntimeHost | Awaitable[RuntimeHost]"]
 """Builds a host runtime over the service's opened store (sync or async)."""
 
@@ -80,9 +106,39 @@ class RuntimeClientHost:
     runtime unless ``owns_runtime`` is False.
     """
 
-    def __init__(self, runtime: Runtime, *, owns_runtime: bool = True) -> None:
+    def __init__(
+        self, runtime: Runtime, *, owns_runtime: bool = True, agents: Sequence[str] = ()
+    ) -> None:
         self.runtime = runtime
         self.owns_runtime = owns_runtime
+        self.offered = list(agents)
+        """The agents offered for a new session (:meth:`agents`)."""
+
+    def agents(self) -> list[str]:
+        """The agents named when it was built, for a new session."""
+        return list(self.offered)
+
+    async def send(
+        self,
+        session_id: str,
+        message: str,
+        *,
+        agent_id: str,
+        if_busy: str = "queue",
+        after: str = "",
+    ) -> str:
+        """The message's turn by ``AgentClient.start(..., if_busy=..., after=...)``: its
+        history is the turn ``after`` (or the store's choice of the latest), by reference.
+
+        Raises:
+            ValidationError: an unknown agent, an empty message or an unknown ``if_busy``.
+            SessionBusyError: ``if_busy="reject"`` while a turn runs.
+        """
+        if not message.strip():
+            raise ValidationError(field="message", expected="the user's message", got=message)
+        client = self.runtime.agent_client(agent_id)
+        handle = await client.start(session_id, message, if_busy=if_busy, after=after or None)
+        return handle.run_id
 
     async def resume(self, run_id: str, answer: Answer) -> str:
         """[K1] the continuation, by the suspended run's own agent, in its session."""

@@ -1,20 +1,25 @@
 """A session's runs as a page or a command shows them: the run tree, each run at a glance
 (why a failed one failed, the fate of the message each was started for), and the messages
-still waiting for their turn."""
+still waiting for their turn; a session at a glance for the list of sessions."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
+from agentledger.errors import CorruptRecordError
 from agentledger.storage.protocol import Store
 from agentledger.storage.run_failure import load_run_failures
-from agentledger.storage.types import Record, RunMeta
+from agentledger.storage.types import Record, RunMeta, Session
 from agentledger.views.messages import WaitingMessage, message_fates
-from agentledger.views.runs import RunView, summarize
+from agentledger.views.runs import RunDigest, RunView, summarize
 from agentledger.views.tree import RunNode, run_tree
 
-__all__ = ["SessionRuns", "session_runs"]
+__all__ = ["SessionGlance", "SessionRuns", "session_glance", "session_runs"]
+
+_START = 12
+"""Records of a session's first run read for its first message (its start writes them)."""
 
 
 @dataclass(frozen=True)
@@ -42,3 +47,34 @@ async def session_runs(
         if run_id in summaries:
             summaries[run_id] = summaries[run_id].having(message=fate)
     return SessionRuns(run_tree(runs), summaries, waiting)
+
+
+@dataclass(frozen=True)
+class SessionGlance:
+    """A session in the list of sessions: what its first message said, who answered, and
+    when anything last happened in it."""
+
+    first: str
+    """The text of the message that started its first turn ("" if none, or unreadable)."""
+    agents: tuple[str, ...]
+    """The agents of its top-level runs, in order of first use."""
+    last_activity: datetime
+    """When a run of it last wrote (its creation, without runs; its end, once ended)."""
+
+
+async def session_glance(store: Store, session: Session, runs: Sequence[RunMeta]) -> SessionGlance:
+    """``session`` at a glance from its ``runs``: the start of its first turn is read (a few
+    records), nothing more. A damaged start leaves the preview empty (its page names it)."""
+    tops = sorted((r for r in runs if not r.parent_run_id), key=lambda r: (r.started_at, r.run_id))
+    first = ""
+    if tops:
+        try:
+            start = await store.list_run_records(tops[0].run_id, limit=_START)
+            first = RunDigest(tops[0].run_id).extend(start.records).asked
+        except CorruptRecordError:
+            first = ""
+    agents = tuple(dict.fromkeys(r.agent_id for r in tops))
+    times = [session.created_at, *(r.updated_at for r in runs)]
+    if session.ended_at is not None:
+        times.append(session.ended_at)
+    return SessionGlance(first, agents, max(times))

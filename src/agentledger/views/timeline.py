@@ -22,6 +22,7 @@ from agentledger.runtime.records import (
     EventKey,
     KeyKind,
     Phase,
+    ToolResultPayload,
     ToolScheduledPayload,
     UsagePayload,
     decode_payload,
@@ -293,6 +294,16 @@ class _Builder:
         if result is None:
             note = "no result yet" if line.running else "no result recorded"
             return Row(f"tool · {name}", "tool", 2, scheduled.timestamp, end, note)
+        ending = self.ending
+        stopped = (
+            ending is not None and self.batches.index[ending.id] == self.batches.index[result.id]
+        )  # written with the run's end: a result the run gave a call it stopped
+        got = decode_payload(result, ToolResultPayload) if stopped else None
+        if got is not None and got.is_error and str(got.content).startswith("interrupted"):
+            # written when the run stopped it: it ran from its scheduling until then at most
+            note = f"{got.content}: it ran until then at most, its own end is not recorded"
+            return Row(f"tool · {name} · interrupted", "tool", 2, scheduled.timestamp,
+                       result.timestamp, note)  # fmt: skip
         if self.per_step.get(step, 0) == 1:  # a lone call's result is stamped when it began
             return Row(f"tool · {name}", "tool", 2, result.timestamp, self.until(result))
         note = "ran in parallel: the log holds when the step's calls ended, not each start"

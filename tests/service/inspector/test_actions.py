@@ -153,7 +153,7 @@ async def test_host_approves_and_declines_a_confirmation(
     await expect(question.locator(".calls")).to_contain_text("book_table")
     await page.screenshot(path=artifacts / "21-answer-confirmation.png", full_page=True)
     await page.get_by_role("button", name="Approve").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     continuation = _run_id(page)
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
     # The live redraw of the header has landed (a running run's header is taller: it moves
@@ -173,7 +173,7 @@ async def test_host_approves_and_declines_a_confirmation(
     await page.goto(f"{url}/ui/run?id=book-2-run")
     await page.get_by_label("Note to the agent").fill("too pricey")
     await page.get_by_role("button", name="Decline").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     declined = _run_id(page)
     assert await _finished(url, tokens.host, declined) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={declined}")
@@ -193,7 +193,7 @@ async def test_host_answers_a_clarification_and_gives_outside_results(
     await page.get_by_label("Your answer").fill("Lyon")
     await page.screenshot(path=artifacts / "23-answer-clarification.png", full_page=True)
     await page.get_by_role("button", name="Send answer").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     answered = _run_id(page)
     assert await _finished(url, tokens.host, answered) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={answered}")
@@ -204,7 +204,7 @@ async def test_host_answers_a_clarification_and_gives_outside_results(
     await page.goto(f"{url}/ui/run?id=fetch-1-run")
     await page.get_by_label("Result of stock_level").fill("42")
     await page.get_by_role("button", name="Send results").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     fetched = _run_id(page)
     assert await _finished(url, tokens.host, fetched) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={fetched}")
@@ -220,7 +220,9 @@ async def test_host_decides_a_tool_call_in_doubt(
     await log_in(page, url, tokens.host)
     await page.goto(f"{url}/ui/run/transcript?id=doubt-1-run")
     await expect(page.locator(".badge.in-doubt")).to_have_text("in doubt")
-    await page.goto(f"{url}/ui/run?id=doubt-1-run")
+    # from the call in the conversation to the host's three answers
+    await page.get_by_role("link", name="decide what became of it").click()
+    await page.wait_for_url(re.compile(r"/ui/run\?id=doubt-1-run#answer"))
     question = page.get_by_role("region", name="What the run asks")
     await expect(question.locator("#run-in-doubt")).to_contain_text("attempt 1")
     await expect(question.locator(".calls")).to_contain_text("send_note")
@@ -230,7 +232,7 @@ async def test_host_decides_a_tool_call_in_doubt(
     await page.get_by_label("What it returned").fill("delivered")
     await page.get_by_label("Decided by").fill("ops@example")
     await page.get_by_role("button", name="It happened").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     continuation = _run_id(page)
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={continuation}")
@@ -268,7 +270,7 @@ async def test_a_call_in_doubt_is_decided_by_a_posted_form(acting: Acting, token
             data={"id": "doubt-2-run", "decision": "failed", "reason": "bounced", "by": "ops"},
         )
         assert decided.status_code == 303
-        continuation = decided.headers["location"].split("id=")[1]
+        continuation = decided.headers["location"].split("id=")[1].split("&")[0]
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
     async with StoreClient(url, token=tokens.host) as store:
         logged = (await store.list_run_records(continuation)).records
@@ -298,7 +300,7 @@ async def test_host_runs_the_work_of_a_crash_loop_again(
     await expect(page.get_by_role("button", name="End the run")).to_have_count(1)
     await page.screenshot(path=artifacts / "29-answer-crash-loop.png", full_page=True)
     await page.get_by_role("button", name="Run it again").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     continuation = _run_id(page)
     assert await _finished(url, tokens.host, continuation) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={continuation}")
@@ -327,7 +329,7 @@ async def test_a_crash_loop_is_ended_by_a_posted_form(acting: Acting, tokens: To
         ended = await client.post(f"{url}/ui/run/answer",
                                   data={"id": "loop-2-run", "decision": "end"})  # fmt: skip
         assert ended.status_code == 303
-        continuation = ended.headers["location"].split("id=")[1]
+        continuation = ended.headers["location"].split("id=")[1].split("&")[0]
     assert await _finished(url, tokens.host, continuation) is RunStatus.FAILED
     async with StoreClient(url, token=tokens.host) as store:
         logged = (await store.list_run_records(continuation)).records
@@ -352,7 +354,7 @@ async def test_a_run_suspended_by_its_child_is_answered_through_it(
     await expect(question).to_contain_text(f"through its child run {child.run_id}")
     await page.get_by_label("Your answer").fill("Nice")
     await page.get_by_role("button", name="Send answer").click()
-    await page.wait_for_url(re.compile(r"/ui/run\?id=run-"))
+    await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))
     answered = _run_id(page)
     assert await _finished(url, tokens.host, answered) is RunStatus.COMPLETED
     await page.goto(f"{url}/ui/run/transcript?id={answered}")

@@ -72,5 +72,22 @@ async def test_a_fork_shows_as_a_branch_in_the_conversation(
     assert shown.status_code == 200
     page = html.unescape(shown.text)
     labels = re.findall(r'<span class="turn-no">([^<]*)</span>', page)
-    assert labels == ["Turn 1", "Turn 2", "Branch of turn 2", "Turn 3"]
+    # one path at a time: the main conversation marks where the branch leaves it
+    assert labels == ["Turn 1", "Turn 2", "Turn 3"]
+    assert "Branch of turn 2</a> leaves the conversation here, after message 3" in page
+    async with httpx.AsyncClient(headers=bearer) as client:
+        shown = await client.get(
+            f"{service.url}/ui/session/conversation", params={"id": "branched", "branch": "b-fork"}
+        )
+        tree = await client.get(f"{service.url}/ui/session", params={"id": "branched"})
+        nowhere = await client.get(
+            f"{service.url}/ui/session/conversation", params={"id": "branched", "branch": "x"}
+        )
+    page = html.unescape(shown.text)
+    labels = re.findall(r'<span class="turn-no">([^<]*)</span>', page)
+    assert labels == ["Turn 1", "Turn 2", "Branch of turn 2"]
     assert "at record 3: it leaves the conversation after message 3" in page
+    assert "b-fork</a> at message 3" not in page
+    assert re.search(r'class="rel fork"[^>]*>⑂ branch of <a[^>]*>b-two</a> at message 3',
+                     html.unescape(tree.text))  # fmt: skip
+    assert nowhere.status_code == 422

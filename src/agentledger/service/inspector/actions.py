@@ -15,12 +15,16 @@ there is one (the intent recorded, then its engine asked); without one it
 records the request (the reason in the run's metadata and a
 ``runtime.cancellation_intent`` record) and the run ends canceled once its
 host acts on it. Ending a session stops new work in it: its runs stop at
-their next write.
+their next write. With a host runtime that takes messages
+(:class:`~agentledger.service.host_runtime.ChatHost`), a host may send a
+session its next message (the next turn by reference, with what it does
+while a turn runs) and start a new session with an agent it picks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -30,7 +34,7 @@ from litestar.response import Redirect
 
 from agentledger.errors import AccessDeniedError, NotFoundError, ValidationError
 from agentledger.service.auth import Principal
-from agentledger.service.host_runtime import RuntimeHost, request_cancellation
+from agentledger.service.host_runtime import ChatHost, RuntimeHost, request_cancellation
 from agentledger.service.inspector.answers import answer_of, question_of
 from agentledger.service.inspector.login import same_origin
 from agentledger.service.inspector.pages import HEADERS, Pages
@@ -142,7 +146,8 @@ class Actions:
         return Redirect(page_url("/ui/session", id=session_id), status_code=303, headers=HEADERS)
 
     async def answer(self, request: _ANY, principal: Principal) -> Response[Any]:
-        """Answer a suspended run [K1]: its continuation starts in the host runtime."""
+        """Answer a suspended run [K1]: its continuation starts in the host runtime; the page
+        lands at the end of its transcript, where the reply comes."""
         form = await self._form(request, principal, "resume_run")
         run_id = await self._run_in_scope(form, principal, "resume_run")
         host = self._host_runtime("answer a suspended run")
@@ -153,7 +158,8 @@ class Actions:
         continuation = await host.resume(run_id, answer_of(form, question))
         await self._recorded(continuation)
         self.state.notifier.notify()
-        return Redirect(page_url("/ui/run", id=continuation), status_code=303, headers=HEADERS)
+        to = page_url("/ui/run/transcript", id=continuation, at="end") + "#latest"
+        return Redirect(to, status_code=303, headers=HEADERS)  # on the reply, as it comes
 
     async def fork(self, request: _ANY, principal: Principal) -> Response[Any]:
         """Start a branch of a run's conversation after one of its messages [V2]."""
@@ -171,3 +177,79 @@ class Actions:
         await self._recorded(forked)
         self.state.notifier.notify()
         return Redirect(page_url("/ui/run/transcript", id=forked), status_code=303, headers=HEADERS)
+
+    def _chat_host(self) -> ChatHost:
+        """The service's host runtime, when it takes messages.
+
+        Raises:
+            ValidationError: no host runtime, or one that only answers, forks and cancels.
+        """
+        host = self._host_runtime("send a message")
+        if not isinstance(host, ChatHost):
+            raise ValidationError(
+                field="host_runtime",
+                expected="a host runtime that takes messages (send and agents, as "
+                "RuntimeClientHost has)",
+                got=type(host).__name__,
+            )
+        return host
+
+    async def send(self, request: _ANY, principal: Principal) -> Response[Any]:
+        """The session's next message, by the agent of the turn it follows: the last turn of
+        the path the page showed (``after``: a branch), else the session's latest; by
+        reference. ``if_busy`` says what it does while a turn runs."""
+        form = await self._form(request, principal, "submit_message")
+        session_id = form.get("id", "")
+        if not session_id:
+            raise ValidationError(field="id", expected="a session id", got=session_id)
+        await check_scope(self.store, principal, "submit_message",
+                          (Subject("session", session_id),))  # fmt: skip
+        text = form.get("text", "").strip()
+        if not text:
+            raise ValidationError(field="text", expected="the message to send", got=text)
+        if_busy = form.get("if_busy", "queue")
+        host = self._chat_host()
+        runs = {r.run_id: r for r in await self.store.list_runs_by_session(session_id)
+                if not r.parent_run_id}  # fmt: skip
+        # the turn it follows: the last of the path shown (a branch), else the latest turn
+        after = form.get("after", "").strip()
+        if after not in runs:
+            latest = max(runs.values(), key=lambda r: (r.started_at, r.run_id), default=None)
+            after = latest.run_id if latest is not None else ""
+        while after and runs[after].successor_run_id in runs:  # a suspended turn's continuation
+            after = runs[after].successor_run_id
+        agent = form.get("agent", "").strip() or (runs[after].agent_id if after else "")
+        if not agent:
+            raise ValidationError(field="agent", expected="the agent to talk to", got=agent)
+        await host.send(session_id, text, agent_id=agent, if_busy=if_busy, after=after)
+        self.state.notifier.notify()
+        return Redirect(
+            page_url("/ui/session/conversation", id=session_id, at="end") + "#latest",
+            status_code=303,
+            headers=HEADERS,
+        )
+
+    async def new_session(self, request: _ANY, principal: Principal) -> Response[Any]:
+        """A new session (with the token's labels) whose first turn is the message, by the
+        agent picked."""
+        form = await self._form(request, principal, "create_session")
+        agent = form.get("agent", "").strip()
+        text = form.get("text", "").strip()
+        host = self._chat_host()
+        if agent not in host.agents():
+            raise ValidationError(
+                field="agent", expected=f"one of {', '.join(host.agents())}", got=agent
+            )
+        if not text:
+            raise ValidationError(field="text", expected="the first message", got=text)
+        session_id = f"chat-{uuid.uuid4().hex[:10]}"
+        await self.store.create_session(
+            session_id, created_at=_now_ms(), labels=dict(principal.labels)
+        )
+        await host.send(session_id, text, agent_id=agent)
+        self.state.notifier.notify()
+        return Redirect(
+            page_url("/ui/session/conversation", id=session_id, at="end") + "#latest",
+            status_code=303,
+            headers=HEADERS,
+        )

@@ -38,6 +38,7 @@ from agentledger.runtime.records import decode_payload
 from agentledger.service.auth import Principal
 from agentledger.service.follow import HEARTBEAT, follow
 from agentledger.service.gate import metered
+from agentledger.service.host_runtime import ChatHost
 from agentledger.service.inspector.answers import Question, fork_points, question_of
 from agentledger.service.inspector.conversation import arrange, searchable
 from agentledger.service.inspector.digest import MAX_RECORDS, Log, read_log
@@ -66,10 +67,10 @@ from agentledger.storage.replay import (
 )
 from agentledger.storage.run_failure import load_run_failure
 from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
-from agentledger.views.conversation import session_conversation
+from agentledger.views.conversation import Branch, session_conversation
 from agentledger.views.messages import run_message
 from agentledger.views.runs import RunDigest, RunView, read_run_view
-from agentledger.views.sessions import SessionRuns, session_runs
+from agentledger.views.sessions import SessionRuns, session_glance, session_runs
 from agentledger.views.timeline import timeline
 from agentledger.views.transcript import (
     HistoryLink,
@@ -115,6 +116,8 @@ TRANSCRIPT_PAGE = 100
 """Messages per page of a transcript or a session's conversation."""
 TIMELINE_PAGE = 150
 """Steps per page of a run's timeline."""
+CHILD_STEPS = 100
+"""Steps of a child run shown unfolded in its parent's waterfall (its own page has all)."""
 KEPT_DIGESTS = 256
 """Runs whose figures a service keeps between a page's live refreshes (the most recent)."""
 
@@ -274,6 +277,14 @@ class Pages:
         )
         return html(body, status)
 
+    def chat(self, principal: Principal) -> list[str] | None:
+        """The agents a host may start a session with, when this service's host runtime
+        takes messages (None: no message box, for a reader or without one)."""
+        host = self.state.host_runtime
+        if principal.role != Role.HOST or not isinstance(host, ChatHost):
+            return None
+        return host.agents()
+
     async def in_scope(self, principal: Principal, operation: str, kind: str, id: str) -> None:
         if not id:
             raise ValidationError(field="id", expected=f"a {kind} id", got=id)
@@ -302,9 +313,11 @@ class Pages:
             )
             sessions, next_cursor = found.sessions, found.next_cursor
         runs = {s.id: await self.store.list_runs_by_session(s.id) for s in sessions}
+        glances = {s.id: await session_glance(self.store, s, runs[s.id]) for s in sessions}
         context = {
             "sessions": sessions,
             "runs": runs,
+            "glances": glances,
             "running": {
                 k for k, v in runs.items() if any(r.status is RunStatus.RUNNING for r in v)
             },
@@ -325,6 +338,7 @@ class Pages:
             render(
                 "sessions.html",
                 principal=principal,
+                chat=self.chat(principal),
                 next_cursor=next_cursor,
                 limit=param(request, "limit"),
                 clash=sorted(clash),
@@ -370,7 +384,14 @@ class Pages:
         session = await self.store.load_session(session_id)
         runs, log = await self._session_runs(session_id)
         usage = usage_of(log.records)
+        try:
+            talk = session_conversation(runs.tree, log.records)
+            branches, leaves = talk.branches, {r: talk.leaves_at(r) for r in talk.branches}
+        except CorruptRecordError:
+            branches, leaves = {}, {}  # a damaged reference: the conversation page names it
         context = {
+            "branches": branches,
+            "leaves": leaves,
             "tree": runs.tree,
             "waiting_messages": runs.waiting,
             "session": session,
@@ -396,12 +417,22 @@ class Pages:
         runs, log = await self._session_runs(session_id)
         talk = session_conversation(runs.tree, log.records)
         order = list(talk.runs)
-        bubbles = arrange(list(talk.messages), talk.sources)
+        branch = param(request, "branch")
+        path = talk.path(branch)  # one path at a time: the main conversation or a branch
+        origins = [talk.origins[n] for n in path]
+        bubbles = arrange([talk.messages[n] for n in path], [o[0] for o in origins])
+        chain = talk.chain(branch) if talk.branches else []
+        leaving: dict[int, list[Branch]] = {}  # the branches leaving after a message shown
+        for fork in talk.branches.values():
+            if fork.at and fork.at - 1 in path and fork.run_id not in chain:
+                leaving.setdefault(path.index(fork.at - 1), []).append(fork)
+        # where each branch leaves, numbered as its own path numbers its messages
+        leaves = {run_id: talk.leaves_at(run_id) for run_id in talk.branches}
         corrupt = talk.corrupt
         wanted = {run.run_id for run in order}
         kept = (r for r in log.records if r.run_id in wanted)
         try:
-            windows = _windows(kept, talk.origins)
+            windows = _windows(kept, origins)
         except CorruptRecordError as e:
             windows, corrupt = {}, corrupt or e
         page, paging = _paged(request, bubbles)
@@ -415,6 +446,11 @@ class Pages:
             now=_now(),
             turns=talk.turns,
             branches=talk.branches,
+            branch=branch,
+            leaving=leaving,
+            leaves=leaves,
+            current=next((r for r in reversed(chain) if r in talk.branches), ""),
+            chain=chain,
             waiting_messages=runs.waiting,
             **paging,
         )
@@ -422,7 +458,14 @@ class Pages:
             return html(render("_session_conversation.html", **context))
         end = await log.end(self.store.list_session_run_records, session_id)
         return html(
-            render("conversation.html", principal=principal, tab="conversation", end=end, **context)
+            render(
+                "conversation.html",
+                principal=principal,
+                tab="conversation",
+                end=end,
+                chat=self.chat(principal),
+                **context,
+            )
         )
 
     async def search(self, request: _ANY, principal: Principal) -> Response[Any]:
@@ -585,7 +628,16 @@ class Pages:
         else:
             start = _number(request, "from", 0, max(len(steps), 0), least=0)
         rows = [*line.rows[:1], *steps[start : start + TIMELINE_PAGE], *line.rows[-1:]]
-        view = {"line": line, "rows": rows, "turns": turns, "start": start,
+        inner: dict[str, list[Any]] = {}  # each child run's steps, to unfold in place
+        for row in rows:
+            if row.kind == "child" and row.link and row.link not in inner:
+                try:
+                    child = await self.store.load_run(row.link)
+                except NotFoundError:
+                    continue  # linked before its first write: its own page says so
+                got = await read_log(self.store.list_run_records, row.link)
+                inner[row.link] = timeline(child, got.records, header.now).rows[1:-1][:CHILD_STEPS]
+        view = {"line": line, "rows": rows, "turns": turns, "start": start, "inner": inner,
                 "total": len(steps), "size": TIMELINE_PAGE, "q": ""}  # fmt: skip
         if fragment:
             return html(render("_timeline.html", **view, **context))

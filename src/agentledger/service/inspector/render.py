@@ -6,6 +6,7 @@ stored id, label or payload is always text on the page, never markup.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -87,6 +88,43 @@ def _snippet(payload: bytes, q: str, around: int = 80) -> str:
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
+def _leaves(value: Any, key: str = "") -> Iterable[str]:
+    """A decoded JSON value as ``key: value`` texts, one per scalar (parts' kinds left out)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k != "kind":
+                yield from _leaves(v, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v, key)
+    elif value is not None and value != "":
+        yield f"{key}: {value}" if key else str(value)
+
+
+def _readable(payload: bytes) -> str:
+    """A payload as words: each value with its field's name (``role: user · text: Hi``),
+    not raw JSON; a payload that is not JSON as its text."""
+    try:
+        decoded = json.loads(bytes(payload))
+    except ValueError:
+        return " ".join(bytes(payload).decode("utf-8", errors="replace").split())
+    return " · ".join(" ".join(leaf.split()) for leaf in _leaves(decoded))
+
+
+def _found(payload: bytes, q: str, around: int = 100) -> markupsafe.Markup:
+    """The readable payload around the first place it holds ``q``, the match marked."""
+    text = _readable(payload)
+    at = text.lower().find(q.lower()) if q else -1
+    if at < 0:
+        cut = text if len(text) <= 2 * around else text[: 2 * around - 1] + "…"
+        return markupsafe.Markup("{0}").format(cut)
+    start, end = max(at - around, 0), min(at + len(q) + around, len(text))
+    return markupsafe.Markup("{0}{1}<mark>{2}</mark>{3}{4}").format(
+        "…" if start else "", text[start:at], text[at : at + len(q)], text[at + len(q) : end],
+        "…" if end < len(text) else "",
+    )  # fmt: skip
+
+
 def _sample(items: Any, most: int) -> list[Any]:
     """At most ``most`` of ``items``, evenly spread, the first and the last kept."""
     values: list[Any] = list(items)
@@ -115,6 +153,8 @@ _ENV.filters.update(
     money=_money,
     preview=_preview,
     snippet=_snippet,
+    found=_found,
+    readable=_readable,
     duration=duration_text,
     sample=_sample,
 )

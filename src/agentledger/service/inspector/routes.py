@@ -157,6 +157,8 @@ def inspector_handlers(state: ServiceState) -> list[HTTPRouteHandler]:
         ),
         page("/ui/session/search", "inspect_session_search", ui.search),
         page("/ui/session/end", "inspect_end_session", act.end_session, method=post),
+        page("/ui/session/send", "inspect_send_message", act.send, method=post),
+        page("/ui/session/new", "inspect_new_session", act.new_session, method=post),
         page("/ui/run/cancel", "inspect_cancel_run", act.cancel, method=post),
         page("/ui/run/answer", "inspect_answer_run", act.answer, method=post),
         page("/ui/run/fork", "inspect_fork_run", act.fork, method=post),

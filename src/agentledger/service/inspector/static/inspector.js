@@ -53,6 +53,18 @@
     });
   });
 
+  // A child run's steps, unfolded in place in its parent's waterfall (rendered, hidden).
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest ? event.target.closest("button[data-expand]") : null;
+    if (!button) return;
+    const open = button.getAttribute("aria-expanded") !== "true";
+    document.querySelectorAll("tr[data-child-of]").forEach((row) => {
+      if (row.dataset.childOf === button.dataset.expand) row.hidden = !open;
+    });
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+    button.textContent = open ? "hide its steps" : "show its steps";
+  });
+
   async function fragment(url) {
     const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } });
     if (!response.ok) throw new Error(url + ": " + response.status);
