@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from agentledger.errors import StoreClosedError
-from agentledger.storage import lifecycle, payloads, session_pages
+from agentledger.storage import accounting, lifecycle, payloads, session_pages
 from agentledger.storage import operations as ops
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
@@ -66,6 +66,8 @@ class _State(StateReader):
         self.tool_results: dict[str, dict[str, bytes]] = {}  # run id -> call key -> data
         self.messages: dict[str, SessionMessage] = {}  # run id -> message
         self.session_messages_: dict[str, list[str]] = {}  # session id -> run ids, in order
+        self.run_usage: dict[str, accounting.Usage] = {}  # [G3] counters, kept as written
+        self.session_usage: dict[str, accounting.Usage] = {}
 
     def session(self, session_id: str) -> SessionRow | None:
         return self.sessions.get(session_id)
@@ -117,6 +119,8 @@ class _State(StateReader):
         return []  # nothing outside this process can reach the dictionaries
 
     def apply(self, plan: Plan[R]) -> None:
+        new_runs = [(r.run_id, r.session_id) for r in plan.runs if r.run_id not in self.runs]
+        self.count(accounting.usage_change(plan, new_runs))
         if plan.session is not None:
             self.sessions[plan.session.id] = plan.session
         for row in plan.runs:
@@ -142,8 +146,18 @@ class _State(StateReader):
             assert plan.purge_receipt is not None
             self._purge(plan.purge_session, plan.purge_receipt)
 
+    def count(self, change: accounting.UsageChange) -> None:
+        """[G3] add a write's usage to the counters (in the write's own step)."""
+        for run_id, (_, usage) in change.runs.items():
+            self.run_usage[run_id] = accounting.add(self.run_usage.get(run_id, _NONE), usage)
+        for session_id, usage in change.sessions.items():
+            before = self.session_usage.get(session_id, _NONE)
+            self.session_usage[session_id] = accounting.add(before, usage)
+
     def _purge(self, session_id: str, receipt: PurgeReceipt) -> None:
+        self.session_usage.pop(session_id, None)
         for run_id in self.session_runs.pop(session_id, []):
+            self.run_usage.pop(run_id, None)
             del self.runs[run_id]
             self.tool_results.pop(run_id, None)
             for record in self.logs.pop(run_id):
@@ -155,6 +169,9 @@ class _State(StateReader):
             self.purged_runs.setdefault(run_id, session_id)
         del self.sessions[session_id]
         self.purged_sessions[session_id] = receipt
+
+
+_NONE = accounting.Usage()
 
 
 def _page(records: list[Record], scope: str, scope_id: str, cursor: str, limit: int) -> Page:
@@ -306,10 +323,41 @@ def _sessions(s: _State, q: ops.SessionsQuery) -> SessionPage:
     return session_page(query, found[: query.fetch])
 
 
+def _session_usage(s: _State, q: ops.SessionRef) -> accounting.Usage:
+    lifecycle.require_session(s, q.session_id)
+    return s.session_usage.get(q.session_id, _NONE)
+
+
+def _run_usage(s: _State, q: ops.RunRef) -> accounting.Usage:
+    lifecycle.require_run(s, q.run_id)
+    return s.run_usage.get(q.run_id, _NONE)
+
+
+def _usage_by_label(s: _State, q: ops.UsageQuery) -> list[accounting.LabelUsage]:
+    wanted = accounting.check_usage_query(q.key, q.labels)
+    groups: dict[str, tuple[int, accounting.Usage]] = {}
+    for session_id, row in s.sessions.items():
+        if any(row.labels.get(k) != v for k, v in wanted.items()):
+            continue
+        if q.key and q.key not in row.labels:
+            continue
+        value = row.labels[q.key] if q.key else ""
+        count, total = groups.get(value, (0, _NONE))
+        usage = s.session_usage.get(session_id, _NONE)
+        groups[value] = (count + 1, accounting.add(total, usage))
+    return [
+        accounting.LabelUsage(key=q.key, value=value, sessions=count, usage=usage)
+        for value, (count, usage) in sorted(groups.items())
+    ]
+
+
 _READS: dict[Operation[Any, Any], Callable[[_State, Any], object]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
     ops.LIST_SESSION_RUN_RECORDS: _session_page,
     ops.LIST_RUNS_BY_SESSION: _session_runs,
     ops.LIST_SESSIONS: _sessions,
+    ops.LOAD_SESSION_USAGE: _session_usage,
+    ops.LOAD_RUN_USAGE: _run_usage,
+    ops.USAGE_BY_LABEL: _usage_by_label,
 }

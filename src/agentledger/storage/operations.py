@@ -28,6 +28,7 @@ import msgspec
 
 from agentledger.errors import AccessDeniedError, ValidationError
 from agentledger.storage import lifecycle, payloads
+from agentledger.storage.accounting import LabelUsage, Usage
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
@@ -80,6 +81,7 @@ __all__ = [
     "ToolResultRef",
     "ToolResultSave",
     "Touch",
+    "UsageQuery",
     "decide_stateless",
     "within",
 ]
@@ -205,6 +207,14 @@ class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     labels: dict[str, str] | None = None
     cursor: str = ""
     limit: int = DEFAULT_PAGE_LIMIT
+
+
+class UsageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[G3] Usage totals grouped by the value of label ``key`` ("" for one group), over the
+    sessions carrying ``labels``."""
+
+    key: str = ""
+    labels: dict[str, str] | None = None
 
 
 # ------------------------------------------------------------ operations
@@ -531,6 +541,14 @@ LIST_SESSION_MESSAGES: Operation[SessionRef, list[SessionMessage]] = Operation(
     touches=lambda q: (_session(q.session_id),),
     read=lambda r, q: lifecycle.list_session_messages(r, q.session_id),
 )  # fmt: skip
+LOAD_SESSION_USAGE: Operation[SessionRef, Usage] = Operation(
+    "load_session_usage", SessionRef, Usage, access=Access.READ,
+    touches=lambda q: (_session(q.session_id),), bounded=True, one_statement=True,
+)  # fmt: skip
+LOAD_RUN_USAGE: Operation[RunRef, Usage] = Operation(
+    "load_run_usage", RunRef, Usage, access=Access.READ,
+    touches=lambda q: (_run(q.run_id),), bounded=True, one_statement=True,
+)  # fmt: skip
 
 # SessionAdmin -----------------------------------------------------------
 
@@ -573,6 +591,11 @@ LIST_SESSIONS: Operation[SessionsQuery, SessionPage] = Operation(
     touches=lambda q: (), positional=0,
     narrow=lambda q, scope: msgspec.structs.replace(q, labels=within(scope, q.labels or {})),
 )  # fmt: skip
+USAGE_BY_LABEL: Operation[UsageQuery, list[LabelUsage]] = Operation(
+    "usage_by_label", UsageQuery, list[LabelUsage], access=Access.ADMIN_READ,
+    touches=lambda q: (), positional=0, one_statement=True,
+    narrow=lambda q, scope: msgspec.structs.replace(q, labels=within(scope, q.labels or {})),
+)  # fmt: skip
 
 OPERATIONS: tuple[Operation[Any, Any], ...] = (
     START_ROOT_RUN,
@@ -598,6 +621,8 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     SUBMIT_MESSAGE,
     LOAD_PENDING_MESSAGES,
     LIST_SESSION_MESSAGES,
+    LOAD_SESSION_USAGE,
+    LOAD_RUN_USAGE,
     CREATE_SESSION,
     LOAD_SESSION,
     END_SESSION,
@@ -605,6 +630,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     IMPORT_SESSION,
     LIST_RUNS_BY_SESSION,
     LIST_SESSIONS,
+    USAGE_BY_LABEL,
 )
 """Every operation of ``Store`` and ``SessionAdmin``, in protocol order."""
 
@@ -735,6 +761,14 @@ class StoreOperations:
         """Every message submitted to the session, in arrival order, with its fate."""
         return self.perform(LIST_SESSION_MESSAGES, SessionRef(session_id=session_id))
 
+    def load_session_usage(self, session_id: str, /) -> Coroutine[Any, Any, Usage]:
+        """[G3] The session's bytes, records, runs and tokens, kept as its records were written."""
+        return self.perform(LOAD_SESSION_USAGE, SessionRef(session_id=session_id))
+
+    def load_run_usage(self, run_id: str, /) -> Coroutine[Any, Any, Usage]:
+        """[G3] The run's bytes, records and tokens (``runs`` is 1), kept as written."""
+        return self.perform(LOAD_RUN_USAGE, RunRef(run_id=run_id))
+
 
 class AdminOperations(StoreOperations):
     """The ``Store`` and ``SessionAdmin`` methods, each ``self.perform(op, request)``."""
@@ -795,3 +829,11 @@ class AdminOperations(StoreOperations):
             limit=limit,
         )
         return self.perform(LIST_SESSIONS, query)
+
+    def usage_by_label(
+        self, key: str = "", labels: Mapping[str, str] | None = None
+    ) -> Coroutine[Any, Any, list[LabelUsage]]:
+        """[G3] Usage totals of the sessions carrying ``labels``, one per value of label
+        ``key`` (sessions without it are left out), by value; one total when ``key`` is ""."""
+        query = UsageQuery(key=key, labels=cast(dict[str, str], labels))
+        return self.perform(USAGE_BY_LABEL, query)

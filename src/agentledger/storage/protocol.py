@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from agentledger.storage.accounting import LabelUsage, Usage
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
@@ -170,6 +171,18 @@ class Store(Protocol):
         """Every message submitted to the session, in arrival order, with its fate."""
         ...
 
+    async def load_session_usage(self, session_id: str, /) -> Usage:
+        """[G3] The session's bytes, records, runs and tokens, kept as its records were written.
+
+        One read of counters the writes keep in their own transactions, never a scan
+        (see :mod:`agentledger.storage.accounting`).
+        """
+        ...
+
+    async def load_run_usage(self, run_id: str, /) -> Usage:
+        """[G3] The run's bytes, records and tokens (``runs`` is 1), kept as written."""
+        ...
+
 
 @runtime_checkable
 class SessionAdmin(Protocol):
@@ -234,6 +247,15 @@ class SessionAdmin(Protocol):
 
         Only sessions with one of ``statuses`` (if any) carrying every one of
         ``labels``; ``cursor`` is a ``next_cursor`` of the same filter.
+        """
+        ...
+
+    async def usage_by_label(
+        self, key: str = "", labels: Mapping[str, str] | None = None
+    ) -> list[LabelUsage]:
+        """[G3] Usage totals of the sessions carrying ``labels``: one per value of label
+        ``key``, by value (sessions without the label are left out), or one total when
+        ``key`` is "". One query over the per-session counters.
         """
         ...
 

@@ -68,6 +68,7 @@ from agentledger.storage.conformance._stateful import StatefulConformance
 from agentledger.storage.conformance._suspension import SuspensionConformance
 from agentledger.storage.conformance._terminal import TerminalConformance
 from agentledger.storage.conformance._tool_results import ToolResultConformance
+from agentledger.storage.conformance._usage import UsageConformance
 from agentledger.storage.conformance._windows import TranscriptWindowConformance
 from agentledger.storage.conformance._world import World, dump_store
 
@@ -85,6 +86,7 @@ class StoreConformance(
     TranscriptWindowConformance,
     MessageConformance,
     PurgeConformance,
+    UsageConformance,
     ImportConformance,
     ImportMessageConformance,
     ImportReferenceConformance,

@@ -563,6 +563,10 @@ class SQLiteReader(StateReader):
         rows = (decode_run(row) for row in self._conn.execute(_SESSION_RUNS, (session_id,)))
         return [run.meta() for run in rows if not statuses or run.status in statuses]
 
+    def usage_rows(self, sql: str, params: Sequence[object]) -> list[Any]:
+        """[G3] The rows of a counter read (see :mod:`agentledger.storage.usage_sql`)."""
+        return self._conn.execute(sql, params).fetchall()
+
     def session_list(self, query: SessionQuery) -> SessionPage:
         """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..session_list`)."""
         return session_list(self._conn, query)

@@ -20,11 +20,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentledger.errors import AgentledgerError, StoreClosedError, ValidationError
+from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
+from agentledger.storage.accounting import LabelUsage, Usage, check_usage_query, usage_from_row
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation
-from agentledger.storage.sqlite.apply import apply_plan
+from agentledger.storage.sqlite.apply import USAGE, apply_plan
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
     OPEN_ERRORS,
@@ -56,6 +58,7 @@ from agentledger.storage.types import (
     SessionStatus,
     TranscriptSegment,
 )
+from agentledger.storage.usage_sql import label_rows
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CHECKPOINT_BYTES,
@@ -632,10 +635,45 @@ async def _sessions(store: SQLiteStore, q: ops.SessionsQuery) -> SessionPage:
     return await store._read("list_sessions", lambda r: r.session_list(query))
 
 
+async def _session_usage(store: SQLiteStore, q: ops.SessionRef) -> Usage:
+    def read(r: SQLiteReader) -> Usage:
+        rows = r.usage_rows(USAGE.session_row, (q.session_id,))
+        if rows:
+            return usage_from_row(rows[0])
+        lifecycle.require_session(r, q.session_id)
+        return Usage()
+
+    return await store._read("load_session_usage", read, one_statement=True, small=True)
+
+
+async def _run_usage(store: SQLiteStore, q: ops.RunRef) -> Usage:
+    def read(r: SQLiteReader) -> Usage:
+        rows = r.usage_rows(USAGE.run_row, (q.run_id,))
+        if rows:
+            return usage_from_row(rows[0])
+        lifecycle.require_run(r, q.run_id)
+        return Usage()
+
+    return await store._read("load_run_usage", read, one_statement=True, small=True)
+
+
+async def _usage_by_label(store: SQLiteStore, q: ops.UsageQuery) -> list[LabelUsage]:
+    wanted = check_usage_query(q.key, q.labels)
+    sql, params = USAGE.by_label(q.key, wanted)
+    return await store._read(
+        "usage_by_label",
+        lambda r: label_rows(q.key, r.usage_rows(sql, params)),
+        one_statement=True,
+    )
+
+
 _READS: dict[Operation[Any, Any], Callable[[SQLiteStore, Any], Awaitable[object]]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
     ops.LIST_SESSION_RUN_RECORDS: _session_page,
     ops.LIST_RUNS_BY_SESSION: _session_runs,
     ops.LIST_SESSIONS: _sessions,
+    ops.LOAD_SESSION_USAGE: _session_usage,
+    ops.LOAD_RUN_USAGE: _run_usage,
+    ops.USAGE_BY_LABEL: _usage_by_label,
 }
