@@ -35,14 +35,14 @@ PUBLIC = {
         "ValidationError",
     ],
     "agentledger.storage": [
-        "AppendResult", "BusyPolicy", "Checkpoint", "ChildRunStart", "MemoryStore",
+        "AppendResult", "BusyPolicy", "Checkpoint", "ChildRunStart", "LabelUsage", "MemoryStore",
         "MessageFate", "MessageSubmission", "OneShotChildRunStart",
         "OneShotRunStart", "Page", "PurgeReceipt", "Record", "RecordBuilder", "RepairOutcome",
         "RepairResult",
         "RootRunStart", "RunCancellation", "RunMeta", "RunStart", "RunStatus", "RunSuspension",
         "RunTerminal", "Session", "SessionAdmin", "SessionMessage", "SessionPage", "SessionStatus",
         "StartOutcome",
-        "StartResult", "Store", "TurnAppend", "payloads",
+        "StartResult", "Store", "TurnAppend", "UsageTotals", "payloads",
     ],
     "agentledger.storage.payloads": [
         "CANCELLATION_INTENT", "CHILD_RUN_LINKED", "ENGINE_CANCELED", "LIFECYCLE_TYPES",

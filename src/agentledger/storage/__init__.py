@@ -7,6 +7,7 @@ backend keeps it.
 """
 
 from agentledger.storage import payloads
+from agentledger.storage.accounting import LabelUsage, UsageTotals
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.memory import MemoryStore
 from agentledger.storage.protocol import SessionAdmin, Store
@@ -45,6 +46,7 @@ __all__ = [
     "BusyPolicy",
     "Checkpoint",
     "ChildRunStart",
+    "LabelUsage",
     "MemoryStore",
     "MessageFate",
     "MessageSubmission",
@@ -72,5 +74,6 @@ __all__ = [
     "StartResult",
     "Store",
     "TurnAppend",
+    "UsageTotals",
     "payloads",
 ]

@@ -34,8 +34,8 @@ __all__ = [
     "MODEL_USAGE",
     "USAGE_COLUMNS",
     "LabelUsage",
-    "Usage",
     "UsageChange",
+    "UsageTotals",
     "add",
     "check_usage_query",
     "record_tokens",
@@ -48,7 +48,7 @@ MODEL_USAGE = "model_usage"
 """The record type the runtime writes for one model call's tokens (``UsagePayload``)."""
 
 
-class Usage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class UsageTotals(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What a run, a session or a group of sessions holds."""
 
     bytes: int = 0
@@ -74,16 +74,16 @@ class LabelUsage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """The label's value shared by the group ("" when ``key`` is "")."""
     sessions: int
     """Sessions in the group (purged ones are gone, with their counters)."""
-    usage: Usage
+    usage: UsageTotals
     """Their usage, added up."""
 
 
 class UsageChange(msgspec.Struct, frozen=True, kw_only=True):
     """What one write adds to the counters: per run (with its session) and per session."""
 
-    runs: dict[str, tuple[str, Usage]]
+    runs: dict[str, tuple[str, UsageTotals]]
     """Run id -> (its session id, "" for a sessionless run; what the write adds)."""
-    sessions: dict[str, Usage]
+    sessions: dict[str, UsageTotals]
     """Session id -> what the write adds to the session."""
 
     def __bool__(self) -> bool:
@@ -117,9 +117,9 @@ def record_tokens(record_type: str, payload: bytes) -> tuple[int, int, int] | No
     return None if min(counts) < 0 else counts
 
 
-def add(a: Usage, b: Usage) -> Usage:
+def add(a: UsageTotals, b: UsageTotals) -> UsageTotals:
     """The sum of two usages."""
-    return Usage(
+    return UsageTotals(
         bytes=a.bytes + b.bytes,
         records=a.records + b.records,
         runs=a.runs + b.runs,
@@ -140,34 +140,34 @@ def usage_change(
         stored_sizes: each record's payload size as stored, in order (sealed sizes);
             None when stored as given.
     """
-    runs: dict[str, tuple[str, Usage]] = {}
-    sessions: dict[str, Usage] = {}
+    runs: dict[str, tuple[str, UsageTotals]] = {}
+    sessions: dict[str, UsageTotals] = {}
     for run_id, session_id in new_runs:
-        runs[run_id] = (session_id, Usage(runs=1))
+        runs[run_id] = (session_id, UsageTotals(runs=1))
         if session_id:
-            sessions[session_id] = add(sessions.get(session_id, Usage()), Usage(runs=1))
+            sessions[session_id] = add(sessions.get(session_id, UsageTotals()), UsageTotals(runs=1))
     for i, record in enumerate(plan.records):
         size = len(record.payload) if stored_sizes is None else stored_sizes[i]
         tokens = record_tokens(record.type, record.payload) or (0, 0, 0)
-        delta = Usage(
+        delta = UsageTotals(
             bytes=size,
             records=1,
             input_tokens=tokens[0],
             output_tokens=tokens[1],
             cached_tokens=tokens[2],
         )
-        session_id, before = runs.get(record.run_id, (record.session_id, Usage()))
+        session_id, before = runs.get(record.run_id, (record.session_id, UsageTotals()))
         runs[record.run_id] = (session_id, add(before, delta))
         if record.session_id:
-            sessions[record.session_id] = add(sessions.get(record.session_id, Usage()), delta)
+            sessions[record.session_id] = add(sessions.get(record.session_id, UsageTotals()), delta)
     return UsageChange(runs=runs, sessions=sessions)
 
 
 USAGE_COLUMNS = ("bytes", "records", "runs", "input_tokens", "output_tokens", "cached_tokens")
-"""The counter columns every backend stores, in :class:`Usage` field order."""
+"""The counter columns every backend stores, in :class:`UsageTotals` field order."""
 
 
-def usage_values(usage: Usage) -> tuple[int, ...]:
+def usage_values(usage: UsageTotals) -> tuple[int, ...]:
     """``usage`` in :data:`USAGE_COLUMNS` order."""
     return (
         usage.bytes,
@@ -179,9 +179,9 @@ def usage_values(usage: Usage) -> tuple[int, ...]:
     )
 
 
-def usage_from_row(row: Sequence[Any]) -> Usage:
-    """A :class:`Usage` from counters in :data:`USAGE_COLUMNS` order."""
-    return Usage(**dict(zip(USAGE_COLUMNS, (int(v) for v in row), strict=True)))
+def usage_from_row(row: Sequence[Any]) -> UsageTotals:
+    """A :class:`UsageTotals` from counters in :data:`USAGE_COLUMNS` order."""
+    return UsageTotals(**dict(zip(USAGE_COLUMNS, (int(v) for v in row), strict=True)))
 
 
 def check_usage_query(key: object, labels: object) -> dict[str, str]:

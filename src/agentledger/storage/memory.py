@@ -66,8 +66,8 @@ class _State(StateReader):
         self.tool_results: dict[str, dict[str, bytes]] = {}  # run id -> call key -> data
         self.messages: dict[str, SessionMessage] = {}  # run id -> message
         self.session_messages_: dict[str, list[str]] = {}  # session id -> run ids, in order
-        self.run_usage: dict[str, accounting.Usage] = {}  # [G3] counters, kept as written
-        self.session_usage: dict[str, accounting.Usage] = {}
+        self.run_usage: dict[str, accounting.UsageTotals] = {}  # [G3] counters, kept as written
+        self.session_usage: dict[str, accounting.UsageTotals] = {}
 
     def session(self, session_id: str) -> SessionRow | None:
         return self.sessions.get(session_id)
@@ -171,7 +171,7 @@ class _State(StateReader):
         self.purged_sessions[session_id] = receipt
 
 
-_NONE = accounting.Usage()
+_NONE = accounting.UsageTotals()
 
 
 def _page(records: list[Record], scope: str, scope_id: str, cursor: str, limit: int) -> Page:
@@ -323,19 +323,19 @@ def _sessions(s: _State, q: ops.SessionsQuery) -> SessionPage:
     return session_page(query, found[: query.fetch])
 
 
-def _session_usage(s: _State, q: ops.SessionRef) -> accounting.Usage:
+def _session_usage(s: _State, q: ops.SessionRef) -> accounting.UsageTotals:
     lifecycle.require_session(s, q.session_id)
     return s.session_usage.get(q.session_id, _NONE)
 
 
-def _run_usage(s: _State, q: ops.RunRef) -> accounting.Usage:
+def _run_usage(s: _State, q: ops.RunRef) -> accounting.UsageTotals:
     lifecycle.require_run(s, q.run_id)
     return s.run_usage.get(q.run_id, _NONE)
 
 
 def _usage_by_label(s: _State, q: ops.UsageQuery) -> list[accounting.LabelUsage]:
     wanted = accounting.check_usage_query(q.key, q.labels)
-    groups: dict[str, tuple[int, accounting.Usage]] = {}
+    groups: dict[str, tuple[int, accounting.UsageTotals]] = {}
     for session_id, row in s.sessions.items():
         if any(row.labels.get(k) != v for k, v in wanted.items()):
             continue

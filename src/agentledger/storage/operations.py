@@ -28,7 +28,7 @@ import msgspec
 
 from agentledger.errors import AccessDeniedError, ValidationError
 from agentledger.storage import lifecycle, payloads
-from agentledger.storage.accounting import LabelUsage, Usage
+from agentledger.storage.accounting import LabelUsage, UsageTotals
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
@@ -210,7 +210,7 @@ class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 class UsageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """[G3] Usage totals grouped by the value of label ``key`` ("" for one group), over the
+    """[G3] UsageTotals totals grouped by the value of label ``key`` ("" for one group), over the
     sessions carrying ``labels``."""
 
     key: str = ""
@@ -541,12 +541,12 @@ LIST_SESSION_MESSAGES: Operation[SessionRef, list[SessionMessage]] = Operation(
     touches=lambda q: (_session(q.session_id),),
     read=lambda r, q: lifecycle.list_session_messages(r, q.session_id),
 )  # fmt: skip
-LOAD_SESSION_USAGE: Operation[SessionRef, Usage] = Operation(
-    "load_session_usage", SessionRef, Usage, access=Access.READ,
+LOAD_SESSION_USAGE: Operation[SessionRef, UsageTotals] = Operation(
+    "load_session_usage", SessionRef, UsageTotals, access=Access.READ,
     touches=lambda q: (_session(q.session_id),), bounded=True, one_statement=True,
 )  # fmt: skip
-LOAD_RUN_USAGE: Operation[RunRef, Usage] = Operation(
-    "load_run_usage", RunRef, Usage, access=Access.READ,
+LOAD_RUN_USAGE: Operation[RunRef, UsageTotals] = Operation(
+    "load_run_usage", RunRef, UsageTotals, access=Access.READ,
     touches=lambda q: (_run(q.run_id),), bounded=True, one_statement=True,
 )  # fmt: skip
 
@@ -761,11 +761,11 @@ class StoreOperations:
         """Every message submitted to the session, in arrival order, with its fate."""
         return self.perform(LIST_SESSION_MESSAGES, SessionRef(session_id=session_id))
 
-    def load_session_usage(self, session_id: str, /) -> Coroutine[Any, Any, Usage]:
+    def load_session_usage(self, session_id: str, /) -> Coroutine[Any, Any, UsageTotals]:
         """[G3] The session's bytes, records, runs and tokens, kept as its records were written."""
         return self.perform(LOAD_SESSION_USAGE, SessionRef(session_id=session_id))
 
-    def load_run_usage(self, run_id: str, /) -> Coroutine[Any, Any, Usage]:
+    def load_run_usage(self, run_id: str, /) -> Coroutine[Any, Any, UsageTotals]:
         """[G3] The run's bytes, records and tokens (``runs`` is 1), kept as written."""
         return self.perform(LOAD_RUN_USAGE, RunRef(run_id=run_id))
 
@@ -833,7 +833,7 @@ class AdminOperations(StoreOperations):
     def usage_by_label(
         self, key: str = "", labels: Mapping[str, str] | None = None
     ) -> Coroutine[Any, Any, list[LabelUsage]]:
-        """[G3] Usage totals of the sessions carrying ``labels``, one per value of label
+        """[G3] UsageTotals totals of the sessions carrying ``labels``, one per value of label
         ``key`` (sessions without it are left out), by value; one total when ``key`` is ""."""
         query = UsageQuery(key=key, labels=cast(dict[str, str], labels))
         return self.perform(USAGE_BY_LABEL, query)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from agentledger.storage.accounting import LabelUsage, Usage
+from agentledger.storage.accounting import LabelUsage, UsageTotals
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
@@ -171,7 +171,7 @@ class Store(Protocol):
         """Every message submitted to the session, in arrival order, with its fate."""
         ...
 
-    async def load_session_usage(self, session_id: str, /) -> Usage:
+    async def load_session_usage(self, session_id: str, /) -> UsageTotals:
         """[G3] The session's bytes, records, runs and tokens, kept as its records were written.
 
         One read of counters the writes keep in their own transactions, never a scan
@@ -179,7 +179,7 @@ class Store(Protocol):
         """
         ...
 
-    async def load_run_usage(self, run_id: str, /) -> Usage:
+    async def load_run_usage(self, run_id: str, /) -> UsageTotals:
         """[G3] The run's bytes, records and tokens (``runs`` is 1), kept as written."""
         ...
 
@@ -253,7 +253,7 @@ class SessionAdmin(Protocol):
     async def usage_by_label(
         self, key: str = "", labels: Mapping[str, str] | None = None
     ) -> list[LabelUsage]:
-        """[G3] Usage totals of the sessions carrying ``labels``: one per value of label
+        """[G3] UsageTotals totals of the sessions carrying ``labels``: one per value of label
         ``key``, by value (sessions without the label are left out), or one total when
         ``key`` is "". One query over the per-session counters.
         """

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from agentledger.errors import RecordConflictError, SessionPurgedError, ValidationError
-from agentledger.storage.accounting import MODEL_USAGE, Usage, add, record_tokens
+from agentledger.storage.accounting import MODEL_USAGE, UsageTotals, add, record_tokens
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._world import AdminStore, World
@@ -36,22 +36,24 @@ def _sealed(store: AdminStore) -> bool:
     return getattr(store, "encryption", None) is not None
 
 
-async def _counted(store: AdminStore, run_id: str) -> Usage:
+async def _counted(store: AdminStore, run_id: str) -> UsageTotals:
     """A run's usage counted from its listed records (plaintext sizes)."""
-    total = Usage(runs=1)
+    total = UsageTotals(runs=1)
     cursor = ""
     while True:
         page = await store.list_run_records(run_id, cursor=cursor)
         for record in page.records:
             tokens = record_tokens(record.type, record.payload) or (0, 0, 0)
-            total = add(total, Usage(bytes=len(record.payload), records=1, input_tokens=tokens[0],
-                                     output_tokens=tokens[1], cached_tokens=tokens[2]))  # fmt: skip
+            i, o, c = tokens
+            one = UsageTotals(bytes=len(record.payload), records=1, input_tokens=i,
+                              output_tokens=o, cached_tokens=c)  # fmt: skip
+            total = add(total, one)
         cursor = page.next_cursor
         if not cursor:
             return total
 
 
-def _same(store: AdminStore, kept: Usage, counted: Usage) -> None:
+def _same(store: AdminStore, kept: UsageTotals, counted: UsageTotals) -> None:
     """``kept`` is ``counted``; bytes as stored are larger when the store seals payloads."""
     if _sealed(store):
         assert kept.bytes > counted.bytes, (kept, counted)
@@ -78,7 +80,7 @@ class UsageConformance(ConformanceBase):
     async def test_usage_counts_what_the_records_hold(self, world: World) -> None:
         sid, runs = await self._filled(world, "acct", {})
         store = world.store
-        session_total = Usage()
+        session_total = UsageTotals()
         for run in runs:
             counted = await _counted(store, run.run.run_id)
             _same(store, await store.load_run_usage(run.run.run_id), counted)
@@ -91,7 +93,7 @@ class UsageConformance(ConformanceBase):
 
     async def test_usage_of_an_empty_session_is_zero(self, world: World) -> None:
         sid = await world.session("empty")
-        assert await world.store.load_session_usage(sid) == Usage()
+        assert await world.store.load_session_usage(sid) == UsageTotals()
 
     async def test_retries_and_refusals_add_nothing(self, world: World) -> None:
         sid = await world.session("retry", labels={"ns": world.ns})

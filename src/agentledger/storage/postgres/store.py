@@ -27,7 +27,12 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 from agentledger.errors import SchemaVersionError, StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
-from agentledger.storage.accounting import LabelUsage, Usage, check_usage_query, usage_from_row
+from agentledger.storage.accounting import (
+    LabelUsage,
+    UsageTotals,
+    check_usage_query,
+    usage_from_row,
+)
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
@@ -661,32 +666,32 @@ async def _sessions(store: PostgresStore, q: ops.SessionsQuery) -> SessionPage:
     return await store._read("list_sessions", lambda r: session_list(r.conn, query), ())
 
 
-async def _session_usage(store: PostgresStore, q: ops.SessionRef) -> Usage:
+async def _session_usage(store: PostgresStore, q: ops.SessionRef) -> UsageTotals:
     session_id = q.session_id
 
-    async def read(loader: Loader) -> Usage:
+    async def read(loader: Loader) -> UsageTotals:
         require_id("session_id", session_id)
         cur = await loader.conn.execute(USAGE.session_row, (session_id,))
         row = await cur.fetchone()
         if row is not None:
             return usage_from_row(row)
         await _decide(loader, lambda r: lifecycle.require_session(r, session_id))
-        return Usage()
+        return UsageTotals()
 
     return await store._read("load_session_usage", read, ())
 
 
-async def _run_usage(store: PostgresStore, q: ops.RunRef) -> Usage:
+async def _run_usage(store: PostgresStore, q: ops.RunRef) -> UsageTotals:
     run_id = q.run_id
 
-    async def read(loader: Loader) -> Usage:
+    async def read(loader: Loader) -> UsageTotals:
         require_id("run_id", run_id)
         cur = await loader.conn.execute(USAGE.run_row, (run_id,))
         row = await cur.fetchone()
         if row is not None:
             return usage_from_row(row)
         await _decide(loader, lambda r: lifecycle.require_run(r, run_id))
-        return Usage()
+        return UsageTotals()
 
     return await store._read("load_run_usage", read, ())
 

@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from agentledger.errors import AgentledgerError, StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
-from agentledger.storage.accounting import LabelUsage, Usage, check_usage_query, usage_from_row
+from agentledger.storage.accounting import (
+    LabelUsage,
+    UsageTotals,
+    check_usage_query,
+    usage_from_row,
+)
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation
@@ -635,24 +640,24 @@ async def _sessions(store: SQLiteStore, q: ops.SessionsQuery) -> SessionPage:
     return await store._read("list_sessions", lambda r: r.session_list(query))
 
 
-async def _session_usage(store: SQLiteStore, q: ops.SessionRef) -> Usage:
-    def read(r: SQLiteReader) -> Usage:
+async def _session_usage(store: SQLiteStore, q: ops.SessionRef) -> UsageTotals:
+    def read(r: SQLiteReader) -> UsageTotals:
         rows = r.usage_rows(USAGE.session_row, (q.session_id,))
         if rows:
             return usage_from_row(rows[0])
         lifecycle.require_session(r, q.session_id)
-        return Usage()
+        return UsageTotals()
 
     return await store._read("load_session_usage", read, one_statement=True, small=True)
 
 
-async def _run_usage(store: SQLiteStore, q: ops.RunRef) -> Usage:
-    def read(r: SQLiteReader) -> Usage:
+async def _run_usage(store: SQLiteStore, q: ops.RunRef) -> UsageTotals:
+    def read(r: SQLiteReader) -> UsageTotals:
         rows = r.usage_rows(USAGE.run_row, (q.run_id,))
         if rows:
             return usage_from_row(rows[0])
         lifecycle.require_run(r, q.run_id)
-        return Usage()
+        return UsageTotals()
 
     return await store._read("load_run_usage", read, one_statement=True, small=True)
 
