@@ -35,7 +35,8 @@ PUBLIC = {
         "ValidationError",
     ],
     "agentledger.storage": [
-        "AppendResult", "BusyPolicy", "Checkpoint", "ChildRunStart", "LabelUsage", "MemoryStore",
+        "AppendResult", "BusyPolicy", "Checkpoint", "ChildRunStart", "CopiedFrom", "DerivedCopy",
+        "LabelUsage", "MemoryStore",
         "MessageFate", "MessageSubmission", "OneShotChildRunStart",
         "OneShotRunStart", "Page", "PurgeReceipt", "Record", "RecordBuilder", "RepairOutcome",
         "RepairResult",

@@ -174,6 +174,7 @@ class SyncStore:
     list_sessions = _Blocking(SessionAdmin.list_sessions)
     list_runs_by_session = _Blocking(SessionAdmin.list_runs_by_session)
     usage_by_label = _Blocking(SessionAdmin.usage_by_label)
+    list_derived_copies = _Blocking(SessionAdmin.list_derived_copies)
 
     # ------------------------------------------------------------ reads
     load_session_status = _Blocking(Store.load_session_status)

@@ -122,6 +122,7 @@ def _bodies(t: Target, image: Any, archive: bytes) -> dict[str, Any]:
         "import_session": msgspec.structs.replace(
             image, session=msgspec.structs.replace(image.session, id=t.session)),
         "list_runs_by_session": wire.RunsBySessionQuery(session_id=t.session),
+        "list_derived_copies": wire.SessionRef(session_id=t.session),
         "list_sessions": wire.SessionsQuery(labels={"customer": "Bob Smith"}),
         "usage_by_label": UsageQuery(key="customer", labels={"customer": "Bob Smith"}),
         "export_archive": wire.SessionRef(session_id=t.session),

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from agentledger.errors import StoreClosedError
-from agentledger.storage import accounting, lifecycle, payloads, session_pages
+from agentledger.storage import accounting, derivation, lifecycle, payloads, session_pages
 from agentledger.storage import operations as ops
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
@@ -39,6 +39,7 @@ from agentledger.storage.validation import (
     SizeLimits,
     check_limit,
     check_statuses,
+    require_id,
 )
 
 if TYPE_CHECKING:
@@ -333,6 +334,18 @@ def _run_usage(s: _State, q: ops.RunRef) -> accounting.UsageTotals:
     return s.run_usage.get(q.run_id, _NONE)
 
 
+def _derived_copies(s: _State, q: ops.SessionRef) -> list[derivation.DerivedCopy]:
+    require_id("session_id", q.session_id)
+    found = []
+    for holder in sorted(s.session_logs):
+        for record in s.session_logs[holder]:
+            if record.type == derivation.HISTORY_COPIED:
+                copy = derivation.derived_copy(record)
+                if copy.source.session_id == q.session_id:
+                    found.append(copy)
+    return found
+
+
 def _usage_by_label(s: _State, q: ops.UsageQuery) -> list[accounting.LabelUsage]:
     wanted = accounting.check_usage_query(q.key, q.labels)
     groups: dict[str, tuple[int, accounting.UsageTotals]] = {}
@@ -360,4 +373,5 @@ _READS: dict[Operation[Any, Any], Callable[[_State, Any], object]] = {
     ops.LOAD_SESSION_USAGE: _session_usage,
     ops.LOAD_RUN_USAGE: _run_usage,
     ops.USAGE_BY_LABEL: _usage_by_label,
+    ops.LIST_DERIVED_COPIES: _derived_copies,
 }

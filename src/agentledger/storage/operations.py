@@ -29,6 +29,7 @@ import msgspec
 from agentledger.errors import AccessDeniedError, ValidationError
 from agentledger.storage import lifecycle, payloads
 from agentledger.storage.accounting import LabelUsage, UsageTotals
+from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
@@ -597,6 +598,11 @@ USAGE_BY_LABEL: Operation[UsageQuery, list[LabelUsage]] = Operation(
     narrow=lambda q, scope: msgspec.structs.replace(q, labels=within(scope, q.labels or {})),
 )  # fmt: skip
 
+LIST_DERIVED_COPIES: Operation[SessionRef, list[DerivedCopy]] = Operation(
+    "list_derived_copies", SessionRef, list[DerivedCopy], access=Access.ADMIN_READ,
+    touches=lambda q: (_session(q.session_id),), one_statement=True,
+)  # fmt: skip
+
 OPERATIONS: tuple[Operation[Any, Any], ...] = (
     START_ROOT_RUN,
     START_CHILD_RUN,
@@ -631,6 +637,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     LIST_RUNS_BY_SESSION,
     LIST_SESSIONS,
     USAGE_BY_LABEL,
+    LIST_DERIVED_COPIES,
 )
 """Every operation of ``Store`` and ``SessionAdmin``, in protocol order."""
 
@@ -837,3 +844,8 @@ class AdminOperations(StoreOperations):
         ``key`` (sessions without it are left out), by value; one total when ``key`` is ""."""
         query = UsageQuery(key=key, labels=cast(dict[str, str], labels))
         return self.perform(USAGE_BY_LABEL, query)
+
+    def list_derived_copies(self, session_id: str, /) -> Coroutine[Any, Any, list[DerivedCopy]]:
+        """[G2] The copies of the session's history held in other sessions (a fork's copied
+        transcript), each naming the run holding it and what it copied; also after a purge."""
+        return self.perform(LIST_DERIVED_COPIES, SessionRef(session_id=session_id))

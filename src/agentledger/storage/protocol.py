@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from agentledger.storage.accounting import LabelUsage, UsageTotals
+from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
@@ -256,6 +257,14 @@ class SessionAdmin(Protocol):
         """[G3] UsageTotals totals of the sessions carrying ``labels``: one per value of label
         ``key``, by value (sessions without the label are left out), or one total when
         ``key`` is "". One query over the per-session counters.
+        """
+        ...
+
+    async def list_derived_copies(self, session_id: str, /) -> list[DerivedCopy]:
+        """[G2] The copies of the session's history held in other sessions: each run whose
+        history was copied from one of its runs (a fork into another session), by holding
+        session, then in commit order. Answered for a purged session too: the copies a
+        purge left behind.
         """
         ...
 

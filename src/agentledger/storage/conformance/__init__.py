@@ -45,6 +45,7 @@ from agentledger.storage.conformance._carried import CarriedRecordsConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._closing import ClosingConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
+from agentledger.storage.conformance._derived import DerivedConformance
 from agentledger.storage.conformance._import import (
     ImportConformance,
     ImportMessageConformance,
@@ -87,6 +88,7 @@ class StoreConformance(
     MessageConformance,
     PurgeConformance,
     UsageConformance,
+    DerivedConformance,
     ImportConformance,
     ImportMessageConformance,
     ImportReferenceConformance,

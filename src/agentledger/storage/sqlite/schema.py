@@ -200,6 +200,9 @@ _USAGE_COUNTERS = (
         output_tokens INTEGER NOT NULL,
         cached_tokens INTEGER NOT NULL
     ) STRICT, WITHOUT ROWID""",
+    # [G2] the records naming where a run's copied history came from, in one index range.
+    "CREATE INDEX records_copies ON records (session_id, pos) "
+    "WHERE type = 'transcript_history_copied'",
 )
 
 
@@ -377,6 +380,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         name="usage_counters",
         # [G3] bytes, records, runs and tokens per run and per session, added to by
         # every write in its own transaction; existing databases are counted once here.
+        # [G2] and an index of the records naming where copied histories came from.
         statements=_USAGE_COUNTERS,
         backfill=_backfill_usage,
     ),

@@ -28,6 +28,7 @@ from agentledger.storage.accounting import (
     check_usage_query,
     usage_from_row,
 )
+from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation
@@ -70,6 +71,7 @@ from agentledger.storage.validation import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     SizeLimits,
     check_statuses,
+    require_id,
 )
 
 if TYPE_CHECKING:
@@ -672,6 +674,13 @@ async def _usage_by_label(store: SQLiteStore, q: ops.UsageQuery) -> list[LabelUs
     )
 
 
+async def _derived_copies(store: SQLiteStore, q: ops.SessionRef) -> list[DerivedCopy]:
+    require_id("session_id", q.session_id)
+    return await store._read(
+        "list_derived_copies", lambda r: r.derived_copies(q.session_id), one_statement=True
+    )
+
+
 _READS: dict[Operation[Any, Any], Callable[[SQLiteStore, Any], Awaitable[object]]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
@@ -681,4 +690,5 @@ _READS: dict[Operation[Any, Any], Callable[[SQLiteStore, Any], Awaitable[object]
     ops.LOAD_SESSION_USAGE: _session_usage,
     ops.LOAD_RUN_USAGE: _run_usage,
     ops.USAGE_BY_LABEL: _usage_by_label,
+    ops.LIST_DERIVED_COPIES: _derived_copies,
 }
