@@ -72,6 +72,7 @@ async def test_sqlite_migration_counts_an_existing_database(tmp_path: Path) -> N
     with sqlite3.connect(path) as conn:  # the file as migration 15 left it
         conn.execute("DROP TABLE usage_runs")
         conn.execute("DROP TABLE usage_sessions")
+        conn.execute("DROP INDEX records_copies")
         conn.execute("DELETE FROM _agentledger_migrations WHERE name = 'usage_counters'")
     assert await _sqlite_usage(path, sid) == kept  # reopening migrates and counts
     assert check_invariants(path) == []
@@ -133,6 +134,7 @@ async def test_postgres_migration_counts_an_existing_database(pg_dsn: str) -> No
         pg_dsn,
         "DROP TABLE agentledger_usage_runs",
         "DROP TABLE agentledger_usage_sessions",
+        "DROP INDEX agentledger_records_copies",
         "DELETE FROM _agentledger_migrations WHERE name = 'usage counters'",
     )
     async with await PostgresStore.open(pg_dsn) as store:

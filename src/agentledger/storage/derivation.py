@@ -13,38 +13,12 @@ from __future__ import annotations
 import msgspec
 
 from agentledger.errors import CorruptRecordError
-from agentledger.storage.types import Record
+from agentledger.storage.types import CopiedFrom, DerivedCopy, Record
 
 __all__ = ["HISTORY_COPIED", "CopiedFrom", "DerivedCopy", "derived_copy"]
 
 HISTORY_COPIED = "transcript_history_copied"
 """The record type naming where a run's copied history came from."""
-
-
-class CopiedFrom(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Where a run's copied history came from: the payload of ``transcript_history_copied``."""
-
-    session_id: str
-    """The source run's session ("" for a sessionless source)."""
-    run_id: str
-    """The run whose transcript was copied."""
-    through: str
-    """The last record of the source the copy holds (its id)."""
-
-    def encode(self) -> bytes:
-        """The record payload."""
-        return msgspec.json.encode(self)
-
-
-class DerivedCopy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A copy of a session's words held in another session."""
-
-    session_id: str
-    """The session holding the copy."""
-    run_id: str
-    """The run whose history is the copy."""
-    source: CopiedFrom
-    """What it was copied from."""
 
 
 _DECODE = msgspec.json.Decoder(CopiedFrom).decode

@@ -116,6 +116,16 @@ class _State(StateReader):
     def session_messages(self, session_id: str) -> list[SessionMessage]:
         return [self.messages[r] for r in self.session_messages_.get(session_id, ())]
 
+    def derived_copies(self, session_id: str) -> list[derivation.DerivedCopy]:
+        found = []
+        for holder in sorted(self.session_logs):
+            for record in self.session_logs[holder]:
+                if record.type == derivation.HISTORY_COPIED:
+                    copy = derivation.derived_copy(record)
+                    if copy.source.session_id == session_id:
+                        found.append(copy)
+        return found
+
     def damaged_records(self, run_id: str) -> list[Record]:
         return []  # nothing outside this process can reach the dictionaries
 
@@ -146,6 +156,8 @@ class _State(StateReader):
         if plan.purge_session:
             assert plan.purge_receipt is not None
             self._purge(plan.purge_session, plan.purge_receipt)
+        for receipt in plan.cascade:  # [G2] sessions holding copies, purged with it
+            self._purge(receipt.session_id, receipt)
 
     def count(self, change: accounting.UsageChange) -> None:
         """[G3] add a write's usage to the counters (in the write's own step)."""
@@ -336,14 +348,7 @@ def _run_usage(s: _State, q: ops.RunRef) -> accounting.UsageTotals:
 
 def _derived_copies(s: _State, q: ops.SessionRef) -> list[derivation.DerivedCopy]:
     require_id("session_id", q.session_id)
-    found = []
-    for holder in sorted(s.session_logs):
-        for record in s.session_logs[holder]:
-            if record.type == derivation.HISTORY_COPIED:
-                copy = derivation.derived_copy(record)
-                if copy.source.session_id == q.session_id:
-                    found.append(copy)
-    return found
+    return s.derived_copies(q.session_id)
 
 
 def _usage_by_label(s: _State, q: ops.UsageQuery) -> list[accounting.LabelUsage]:

@@ -156,10 +156,14 @@ class SessionRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class SessionPurge(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Purge a session [D7], only if its digest is ``expected_digest`` when one is given [A1]."""
+    """Purge a session [D7], only if its digest is ``expected_digest`` when one is given [A1];
+    with ``cascade`` [G2] also the sessions holding copies of its history, within ``scope``
+    (set by the service to a scoped token's labels, never by the caller)."""
 
     session_id: str
     expected_digest: str = ""
+    cascade: bool = False
+    scope: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class RunPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -572,7 +576,9 @@ END_SESSION: Operation[SessionEnd, Session] = Operation(
 PURGE_SESSION: Operation[SessionPurge, PurgeReceipt] = Operation(
     "purge_session", SessionPurge, PurgeReceipt, access=Access.ADMIN,
     touches=lambda q: (_session(q.session_id),),
-    plan=lambda r, q, _: lifecycle.plan_purge_session(r, q.session_id, q.expected_digest),
+    plan=lambda r, q, _: lifecycle.plan_purge_session(
+        r, q.session_id, q.expected_digest, q.cascade, q.scope),
+    narrow=lambda q, scope: msgspec.structs.replace(q, scope=scope),
 )  # fmt: skip
 IMPORT_SESSION: Operation[SessionImage, None] = Operation(
     "import_session", SessionImage, None, access=Access.ADMIN, touches=_imported,
@@ -804,10 +810,13 @@ class AdminOperations(StoreOperations):
         return self.perform(END_SESSION, SessionEnd(session_id=session_id, ended_at=ended_at))
 
     def purge_session(
-        self, session_id: str, /, expected_digest: str = ""
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
     ) -> Coroutine[Any, Any, PurgeReceipt]:
-        """[D3] [D7] Delete an ended session with no running run, leaving a tombstone."""
-        request = SessionPurge(session_id=session_id, expected_digest=expected_digest)
+        """[D3] [D7] Delete an ended session with no running run, leaving a tombstone; with
+        ``cascade`` [G2] also the sessions holding copies of its history, in one transaction."""
+        request = SessionPurge(
+            session_id=session_id, expected_digest=expected_digest, cascade=cascade
+        )
         return self.perform(PURGE_SESSION, request)
 
     def import_session(self, image: SessionImage, /) -> Coroutine[Any, Any, None]:

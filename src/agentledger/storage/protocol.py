@@ -212,13 +212,22 @@ class SessionAdmin(Protocol):
         """[D2] Stop new work in the session; idempotent."""
         ...
 
-    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
+    async def purge_session(
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
+    ) -> PurgeReceipt:
         """[D3] [D7] Delete an ended session with no running run, leaving a tombstone.
 
         Returns what was deleted; purging again returns the same receipt. With
         ``expected_digest`` (an archive's [A1]), only if the session's digest is
         still that one; else ``SessionConflictError`` (``field="digest"``), and
         nothing is deleted.
+
+        [G2] Without ``cascade`` the receipt lists (``derived``) the copies of the
+        session's history other sessions hold: they remain. With ``cascade`` each
+        session holding one is purged whole in the same transaction (it must be
+        ended with no running run, as any purged session; else nothing is deleted)
+        and named in ``cascaded``, each with its own tombstone and receipt. Through
+        the service only a host may purge, and a scoped host only within its scope.
         """
         ...
 

@@ -45,7 +45,7 @@ from agentledger.storage.conformance._carried import CarriedRecordsConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._closing import ClosingConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
-from agentledger.storage.conformance._derived import DerivedConformance
+from agentledger.storage.conformance._derived import CascadeConformance, DerivedConformance
 from agentledger.storage.conformance._import import (
     ImportConformance,
     ImportMessageConformance,
@@ -89,6 +89,7 @@ class StoreConformance(
     PurgeConformance,
     UsageConformance,
     DerivedConformance,
+    CascadeConformance,
     ImportConformance,
     ImportMessageConformance,
     ImportReferenceConformance,

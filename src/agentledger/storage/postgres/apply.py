@@ -238,6 +238,7 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
         await conn.execute(_DELETE_TOOL_RESULTS, (ended,))
     if plan.purge_session:
         assert plan.purge_receipt is not None
-        params = {"s": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
-        for query in _PURGE:
-            await conn.execute(query, params)
+        for receipt in (plan.purge_receipt, *plan.cascade):  # [G2] and the copies' holders
+            params = {"s": receipt.session_id, "receipt": encode_receipt(receipt)}
+            for query in _PURGE:
+                await conn.execute(query, params)

@@ -354,7 +354,7 @@ CREATE TABLE agentledger_usage_runs (
     cached_tokens bigint NOT NULL
 );
 CREATE INDEX agentledger_usage_runs_by_session ON agentledger_usage_runs (session_id);
--- [G2] the records naming where a run's copied history came from, in one index range.
+-- the records naming where a run's copied history came from, in one index range.
 CREATE INDEX agentledger_records_copies ON agentledger_records (session_id, session_seq)
     WHERE type = 'transcript_history_copied';
 CREATE TABLE agentledger_usage_sessions (

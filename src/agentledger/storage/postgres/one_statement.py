@@ -43,7 +43,7 @@ from agentledger.storage.postgres.rows import (
     session_from_row,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
-from agentledger.storage.types import PurgeReceipt, Record, SessionMessage
+from agentledger.storage.types import DerivedCopy, PurgeReceipt, Record, SessionMessage
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -178,6 +178,9 @@ class Remembered(StateReader):
 
     def damaged_records(self, run_id: str) -> list[Record]:
         raise Missing(("damaged", run_id, ""))
+
+    def derived_copies(self, session_id: str) -> list[DerivedCopy]:
+        raise Missing(("derived", session_id, ""))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from agentledger.storage.accounting import (
     check_usage_query,
     usage_from_row,
 )
-from agentledger.storage.derivation import HISTORY_COPIED, DerivedCopy, derived_copy
+from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
@@ -58,11 +58,9 @@ from agentledger.storage.postgres.pages import decide as _decide
 from agentledger.storage.postgres.reader import CachedReader, Key, Loader
 from agentledger.storage.postgres.retry import MAX_ATTEMPTS, backoff, is_retryable, transient
 from agentledger.storage.postgres.rows import (
-    RECORD_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
     SESSION_WIDTH,
-    record_from_row,
     run_from_row,
     session_from_row,
 )
@@ -710,27 +708,13 @@ async def _usage_by_label(store: PostgresStore, q: ops.UsageQuery) -> list[Label
     return await store._read("usage_by_label", read, ())
 
 
-_COPIES = (  # a literal type: the partial index agentledger_records_copies answers it
-    f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE type = '{HISTORY_COPIED}' "
-    "ORDER BY session_id, session_seq"
-)
-
-
 async def _derived_copies(store: PostgresStore, q: ops.SessionRef) -> list[DerivedCopy]:
     session_id = q.session_id
 
     async def read(loader: Loader) -> list[DerivedCopy]:
         require_id("session_id", session_id)
-        cur = await loader.conn.execute(_COPIES)
-        found = []
-        for row in await cur.fetchall():
-            record = record_from_row(row)
-            if loader.sealer is not None:
-                record = loader.sealer.open_record(record)
-            copy = derived_copy(record)
-            if copy.source.session_id == session_id:
-                found.append(copy)
-        return found
+        await loader.derived_copies(session_id)
+        return loader.cache.derived[session_id]
 
     return await store._read("list_derived_copies", read, ())
 

@@ -176,8 +176,9 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         statements.append((_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended], True))
     if plan.purge_session:
         assert plan.purge_receipt is not None
-        params = {"id": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
-        statements.extend((statement, params, False) for statement in _PURGE)
+        for receipt in (plan.purge_receipt, *plan.cascade):  # [G2] and the copies' holders
+            params = {"id": receipt.session_id, "receipt": encode_receipt(receipt)}
+            statements.extend((statement, params, False) for statement in _PURGE)
     return statements
 
 
