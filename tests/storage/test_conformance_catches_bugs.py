@@ -434,6 +434,15 @@ class CountsRetriesAgain(MemoryStore):
         return result
 
 
+class IgnoresCascade(MemoryStore):
+    """[G2] a cascading purge purges the session alone, leaving the copies other sessions hold."""
+
+    async def purge_session(
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
+    ) -> PurgeReceipt:
+        return await super().purge_session(session_id, expected_digest)
+
+
 class CountsNoTokens(MemoryStore):
     """[G3] the counters take bytes and records but not the tokens of usage records."""
 
@@ -458,6 +467,7 @@ class Case:
 CASES = (
     Case("CountsRetriesAgain", "retries_and_refusals", ("test_retries_and_refusals_add_nothing",)),
     Case("CountsNoTokens", "usage_counts", ("test_usage_counts_what_the_records_hold",)),
+    Case("IgnoresCascade", "cascade", ("test_cascade_purges_the_holders_with_the_session",)),
     Case("ForgetsPurgeTombstones", "", ("test_state_machine",)),
     Case(
         "RestampsRepeatedPurges",
