@@ -36,14 +36,15 @@ PUBLIC = {
         "ValidationError",
     ],
     "agentledger.storage": [
-        "AppendResult", "BusyPolicy", "Checkpoint", "ChildRunStart", "MemoryStore",
+        "AppendResult", "BusyPolicy", "Checkpoint", "ChildRunStart", "CopiedFrom", "DerivedCopy",
+        "LabelUsage", "MemoryStore",
         "MessageFate", "MessageSubmission", "OneShotChildRunStart",
         "OneShotRunStart", "Page", "PurgeReceipt", "Record", "RecordBuilder", "RepairOutcome",
         "RepairResult",
         "RootRunStart", "RunCancellation", "RunMeta", "RunStart", "RunStatus", "RunSuspension",
         "RunTerminal", "Session", "SessionAdmin", "SessionMessage", "SessionPage", "SessionStatus",
         "StartOutcome",
-        "StartResult", "Store", "TurnAppend", "payloads",
+        "StartResult", "Store", "TurnAppend", "UsageTotals", "payloads",
     ],
     "agentledger.views": [
         "Branch", "HistorySource", "Price", "PriceTable", "Row", "RunDigest", "RunView",

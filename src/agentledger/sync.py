@@ -173,6 +173,8 @@ class SyncStore:
     purge_session = _Blocking(SessionAdmin.purge_session)
     list_sessions = _Blocking(SessionAdmin.list_sessions)
     list_runs_by_session = _Blocking(SessionAdmin.list_runs_by_session)
+    usage_by_label = _Blocking(SessionAdmin.usage_by_label)
+    list_derived_copies = _Blocking(SessionAdmin.list_derived_copies)
 
     # ------------------------------------------------------------ reads
     load_session_status = _Blocking(Store.load_session_status)
@@ -181,6 +183,8 @@ class SyncStore:
     list_run_records = _Blocking(Store.list_run_records)
     load_transcript_chain = _Blocking(Store.load_transcript_chain)
     list_session_run_records = _Blocking(Store.list_session_run_records)
+    load_session_usage = _Blocking(Store.load_session_usage)
+    load_run_usage = _Blocking(Store.load_run_usage)
 
     def transcript(self, run_id: str, *, full: bool = False) -> list[Message]:
         """[R2] The run's transcript, replayed from its record log: what its model is sent

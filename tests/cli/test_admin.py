@@ -51,8 +51,9 @@ def test_demo_twice_then_end_and_purge(tmp_path: Path) -> None:
     receipt = run_cli("--db", db, "--json", "session", "purge", first).json()
     assert set(receipt) == {
         "session_id", "runs", "records", "checkpoints", "messages", "bytes", "digest",
-        "purged_at",
+        "purged_at", "cascaded", "derived",
     }  # fmt: skip
+    assert (receipt["cascaded"], receipt["derived"]) == ([], [])  # no copies elsewhere
     assert receipt["session_id"] == first
     assert receipt["digest"] == digest.removeprefix("digest ")
     assert head == (
@@ -166,4 +167,5 @@ def test_purge_of_a_tombstone_older_than_receipts(tmp_path: Path) -> None:
     assert run_cli("--db", str(db), "--json", "session", "purge", "old").json() == {
         "session_id": "old", "runs": None, "records": None, "checkpoints": None,
         "messages": None, "bytes": None, "digest": "", "purged_at": None,
+        "cascaded": [], "derived": [],
     }  # fmt: skip

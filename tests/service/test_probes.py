@@ -52,3 +52,32 @@ async def test_metrics_count_requests_and_latency_per_method(
     assert samples['agentledger_request_seconds_count{method="create_session"}'] >= 3
     assert 'agentledger_request_seconds_bucket{le="0.005",method="create_session"}' in samples
     assert samples["agentledger_requests_in_flight"] == 0
+
+
+async def test_metrics_total_usage_per_tenant(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """[G3] one gauge per counter and tenant, read from the store's counters when asked."""
+    from agentledger.storage.conformance import World
+
+    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+        world = World(client)
+        tenant = f"usage-{world.ns}"
+        for name in ("a", "b"):
+            sid = await world.session(name, labels={"tenant": tenant})
+            root = await world.root(f"{name}-root", session=sid)
+            await client.append_run_record(world.note(root, "n"))
+        (kept,) = await client.usage_by_label("tenant", labels={"tenant": tenant})
+        async with httpx.AsyncClient(base_url=sqlite_service.url) as http:
+            text = (await http.get("/metrics")).text
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    series = f'{{label="tenant",value="{tenant}"}}'
+    assert samples[f"agentledger_usage_sessions{series}"] == 2
+    assert samples[f"agentledger_usage_runs{series}"] == 2
+    assert samples[f"agentledger_usage_records{series}"] == kept.usage.records
+    assert samples[f"agentledger_usage_bytes{series}"] == kept.usage.bytes
+    assert kept.usage.records == 4  # each root's run_started and note

@@ -36,6 +36,7 @@ from agentledger.storage import (
 from agentledger.storage.archive import archive_bytes
 from agentledger.storage.conformance import dump_store
 from agentledger.storage.memory import MemoryStore
+from agentledger.storage.operations import UsageQuery
 from agentledger.storage.session_image import read_session_image
 from tests.service.process import ServiceProcess, Tokens
 
@@ -112,6 +113,8 @@ def _bodies(t: Target, image: Any, archive: bytes) -> dict[str, Any]:
             if_busy=BusyPolicy.QUEUE, submitted_at=_at(6)),
         "load_pending_messages": wire.SessionRef(session_id=t.session),
         "list_session_messages": wire.SessionRef(session_id=t.session),
+        "load_session_usage": wire.SessionRef(session_id=t.session),
+        "load_run_usage": wire.RunRef(run_id=t.run),
         "create_session": wire.SessionCreate(session_id=t.session, labels=ACME),
         "load_session": wire.SessionRef(session_id=t.session),
         "end_session": wire.SessionEnd(session_id=t.session, ended_at=_at(9)),
@@ -119,12 +122,15 @@ def _bodies(t: Target, image: Any, archive: bytes) -> dict[str, Any]:
         "import_session": msgspec.structs.replace(
             image, session=msgspec.structs.replace(image.session, id=t.session)),
         "list_runs_by_session": wire.RunsBySessionQuery(session_id=t.session),
+        "list_derived_copies": wire.SessionRef(session_id=t.session),
         "list_sessions": wire.SessionsQuery(labels={"customer": "Bob Smith"}),
+        "usage_by_label": UsageQuery(key="customer", labels={"customer": "Bob Smith"}),
         "export_archive": wire.SessionRef(session_id=t.session),
         "import_archive": wire.ArchiveFile(data=archive),
     }  # fmt: skip
 
 
+LISTINGS = ("list_sessions", "usage_by_label")  # narrowed to the token's scope, naming no id
 ROUTES = [m.name for m in wire.METHODS] + ["follow_run_records", "follow_session_records"]
 
 
@@ -236,7 +242,7 @@ async def test_every_route_refuses_every_wrong_way_in(
                 status, text = await _call(http, route, GLOBEX_ROWS, token, globex_bodies)
                 tally["probes"] += 1
                 told = _told(text)  # anything of globex's beyond the ids the probe sent
-                if kind == "other tenant" and route == "list_sessions":
+                if kind == "other tenant" and route in LISTINGS:
                     tally["learned"] += told  # a listing narrowed to acme's: allowed, typed
                     continue
                 tally["allowed"] += status == 200
@@ -248,7 +254,7 @@ async def test_every_route_refuses_every_wrong_way_in(
                     continue
                 missing = await _call(http, route, never, token, never_bodies)
                 tally["learned"] += _shape(status, text, id_map) != _shape(*missing, id_map)
-            if route in CREATES or route == "list_sessions":
+            if route in CREATES or route in LISTINGS:
                 continue  # a hostile id is a valid id to create; listings name no id
             tally = counts.setdefault((route, "hostile id"), Counter())
             for id in HOSTILE:

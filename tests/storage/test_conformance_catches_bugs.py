@@ -24,7 +24,7 @@ import msgspec
 import pytest
 
 from agentledger.errors import RecordConflictError, SessionConflictError
-from agentledger.storage import MemoryStore, lifecycle, payloads
+from agentledger.storage import MemoryStore, accounting, lifecycle, payloads
 from agentledger.storage.listing import session_query
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.state import Plan, StateReader
@@ -423,6 +423,34 @@ class IgnoresSteeringMessages(MemoryStore):
         return TurnAppend(results=await self.append_run_records(records))
 
 
+class CountsRetriesAgain(MemoryStore):
+    """[G3] an exact retry of an append adds its record to the usage counters again."""
+
+    async def append_run_record(self, record: Record, /) -> AppendResult:
+        result = await super().append_run_record(record)
+        if not result.inserted:
+            with self._lock:
+                self._state.count(accounting.usage_change(Plan(None, records=[record]), ()))
+        return result
+
+
+class IgnoresCascade(MemoryStore):
+    """[G2] a cascading purge purges the session alone, leaving the copies other sessions hold."""
+
+    async def purge_session(
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
+    ) -> PurgeReceipt:
+        return await super().purge_session(session_id, expected_digest)
+
+
+class CountsNoTokens(MemoryStore):
+    """[G3] the counters take bytes and records but not the tokens of usage records."""
+
+    async def load_session_usage(self, session_id: str, /) -> accounting.UsageTotals:
+        usage = await super().load_session_usage(session_id)
+        return msgspec.structs.replace(usage, input_tokens=0, output_tokens=0, cached_tokens=0)
+
+
 # --------------------------------------------------------------------- harness
 
 MINE = "test_race_ or test_state_machine"
@@ -437,6 +465,9 @@ class Case:
 
 
 CASES = (
+    Case("CountsRetriesAgain", "retries_and_refusals", ("test_retries_and_refusals_add_nothing",)),
+    Case("CountsNoTokens", "usage_counts", ("test_usage_counts_what_the_records_hold",)),
+    Case("IgnoresCascade", "cascade", ("test_cascade_purges_the_holders_with_the_session",)),
     Case("ForgetsPurgeTombstones", "", ("test_state_machine",)),
     Case(
         "RestampsRepeatedPurges",

@@ -52,6 +52,7 @@ COMMANDS: dict[str, str] = {
     "demo": "agentledger.cli.demo:demo",
     "sessions": "agentledger.cli.sessions:sessions",
     "runs": "agentledger.cli.runs:runs",
+    "usage": "agentledger.cli.usage:usage",
     "records": "agentledger.cli.records:records",
     "transcript": "agentledger.cli.transcript:transcript",
     "prompts": "agentledger.cli.prompts:prompts",

@@ -141,21 +141,33 @@ async def _end(store: AdminStore, settings: Settings, session_id: str) -> None:
 
 @session.command(short_help="delete an ended session")
 @click.argument("session_id", shell_complete=session_ids)
+@click.option(
+    "--cascade",
+    is_flag=True,
+    help="also purge the sessions holding copies of its history (a fork into another session)",
+)
 @settings_options
-def purge(settings: Settings, session_id: str) -> None:
+def purge(settings: Settings, session_id: str, cascade: bool) -> None:
     """Delete the ended SESSION_ID, its runs, records and checkpoints; a tombstone stays.
 
     The session must be ended and have no running run. Prints the purge receipt:
     what was deleted (counts, payload and checkpoint bytes) and a sha256 digest of
-    it; purging again deletes nothing and prints the same receipt.
+    it; purging again deletes nothing and prints the same receipt. Copies of its
+    history that other sessions hold are listed: they remain, unless --cascade
+    purges those sessions too, whole, in the same transaction (each must be ended,
+    with no running run, or nothing is purged).
     """
-    run(with_store(settings, lambda store: _purge(store, settings, session_id), read_only=False))
+    run(
+        with_store(
+            settings, lambda store: _purge(store, settings, session_id, cascade), read_only=False
+        )
+    )
 
 
-async def _purge(store: AdminStore, settings: Settings, session_id: str) -> None:
+async def _purge(store: AdminStore, settings: Settings, session_id: str, cascade: bool) -> None:
     from agentledger.cli.output import echo, echo_json, when
 
-    receipt = await store.purge_session(session_id)
+    receipt = await store.purge_session(session_id, cascade=cascade)
     if settings.json:
         echo_json(receipt)
     elif not receipt.known:
@@ -166,3 +178,10 @@ async def _purge(store: AdminStore, settings: Settings, session_id: str) -> None
             f"{receipt.records} records, {receipt.checkpoints} checkpoints, {receipt.bytes} bytes"
         )
         echo(f"digest {receipt.digest}")
+        for holder in receipt.cascaded:
+            echo(f"purged with it: session {holder} (held a copy of its history)")
+        for copy in receipt.derived:
+            echo(
+                f"remains: a copy in session {copy.session_id}, run {copy.run_id} "
+                f"(of run {copy.source.run_id} through record {copy.source.through})"
+            )

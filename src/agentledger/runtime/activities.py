@@ -86,6 +86,7 @@ from agentledger.runtime.wire import (
 from agentledger.runtime.workflow import plan_records
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.derivation import HISTORY_COPIED
 from agentledger.storage.lifecycle.messages import steered_records
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import build_messages_from_run_log
@@ -285,6 +286,14 @@ class Activities:
                 specs.append(rt.RecordSpec.referenced(reference))
             if arg.claim:  # a queued message's turn: which runtime started it
                 specs.append(claim_spec(arg.claim))
+            if arg.copied_from is not None:  # [G2] the copy names its source
+                specs.append(
+                    rt.RecordSpec(
+                        type=HISTORY_COPIED,
+                        event_key="transcript:copied_from",
+                        payload=arg.copied_from.encode(),
+                    )
+                )
             if history:
                 specs.append(rt.RecordSpec.seeded(history))
             if arg.message is not None and checkpoint is None:

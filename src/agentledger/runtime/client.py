@@ -24,6 +24,7 @@ from agentledger.runtime.busy import QueuedRunHandle, check_policy, one_message
 from agentledger.runtime.checkpoint import RunCheckpoint
 from agentledger.runtime.planner import Answer, ToolFailed, ToolHappened, ToolRetry
 from agentledger.runtime.wire import HistorySource, RunInput, RunOutput
+from agentledger.storage.derivation import CopiedFrom
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import build_messages_from_run_log, without_reasoning
 from agentledger.storage.types import BusyPolicy, RunStatus
@@ -373,6 +374,9 @@ class AgentClient:
             )
             if target == meta.session_id
             else None,
+            copied_from=None  # [G2] a copy names its source
+            if target == meta.session_id
+            else CopiedFrom(session_id=meta.session_id, run_id=source_run_id, through=cut),
         )
         return await self._start(inp)
 

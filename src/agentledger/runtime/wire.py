@@ -30,6 +30,7 @@ from agentledger.runtime.planner import (
     ToolOutcome,
 )
 from agentledger.runtime.records import RecordSpec
+from agentledger.storage.derivation import CopiedFrom
 from agentledger.storage.payloads import Failure
 from agentledger.storage.types import RunStart, RunStatus, StartOutcome
 from agentledger.transcript import Message, TextPart
@@ -109,6 +110,8 @@ class RunInput(_Wire, frozen=True, kw_only=True):
     """New runs: the history (seeded) then the user's new message (appended)."""
     history_from: HistorySource | None = None
     """New runs whose history is another run's transcript, by reference (before ``messages``)."""
+    copied_from: CopiedFrom | None = None
+    """[G2] New runs whose history (in ``messages``) was copied from another session's run."""
     parent_run_id: str = ""
     parent_agent_id: str = ""
     tool_name: str = ""
@@ -167,6 +170,8 @@ class BeginRunInput(_Wire, frozen=True, kw_only=True):
     """Messages given to a new run that existed before it (seeded)."""
     history_from: HistorySource | None = None
     """A new run's history by reference (recorded as ``transcript_messages_referenced``)."""
+    copied_from: CopiedFrom | None = None
+    """[G2] Where ``history`` was copied from (recorded as ``transcript_history_copied``)."""
     message: Message | None = None
     """A new run's new user message (appended, then the ``prompted`` phase)."""
     claim: str = ""

@@ -306,6 +306,7 @@ class _Loop:
                 tool_call_id=self.inp.tool_call_id,
                 history=() if continuation else self.inp.messages[:-1],
                 history_from=None if continuation else self.inp.history_from,
+                copied_from=None if continuation else self.inp.copied_from,
                 message=None if continuation else self.inp.messages[-1],
                 claim=self.inp.claim,
             ),

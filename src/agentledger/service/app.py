@@ -190,6 +190,11 @@ def create_app(
     async def metrics() -> Response[Any]:
         # Litestar adds "; charset=utf-8" to a text/ type itself: give it the type without.
         media_type = CONTENT_TYPE_LATEST.replace("; charset=utf-8", "")
+        if state.usage_label:  # [G3] one query over the per-session counters
+            try:
+                state.metrics.usage = await state.store.usage_by_label(state.usage_label)
+            except AgentledgerError:
+                state.metrics.usage = []  # the store is away: the request metrics still answer
         return Response(state.metrics.render(), media_type=media_type)
 
     @get("/", include_in_schema=False)

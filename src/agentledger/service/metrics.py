@@ -1,4 +1,5 @@
-"""Prometheus metrics of the store service: requests and latency per method [S6].
+"""Prometheus metrics of the store service: requests and latency per method [S6], and what
+the sessions of each value of one label (a tenant) hold [G3].
 
 Counted in plain Python numbers on the event loop (every call runs there) and turned into
 Prometheus metrics only when ``/metrics`` is read: prometheus_client's own counter,
@@ -10,6 +11,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -20,7 +22,20 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+if TYPE_CHECKING:
+    from agentledger.storage.accounting import LabelUsage
+
 __all__ = ["CONTENT_TYPE_LATEST", "ServiceMetrics"]
+
+_USAGE = (
+    ("sessions", "Sessions"),
+    ("bytes", "Payload bytes as stored in the records of sessions"),
+    ("records", "Records of sessions"),
+    ("runs", "Runs of sessions"),
+    ("input_tokens", "Model input tokens reported by sessions"),
+    ("output_tokens", "Model output tokens reported by sessions"),
+    ("cached_tokens", "Model input tokens read from the provider's cache by sessions"),
+)
 
 # Store calls take from well under a millisecond (SQLite, loopback) to seconds (a lock).
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -46,6 +61,8 @@ class ServiceMetrics:
         """Store service requests being handled now."""
         self._requests: dict[tuple[str, int], list[float]] = {}  # -> [count, created]
         self._latency: dict[str, _Latency] = {}
+        self.usage: list[LabelUsage] = []
+        """[G3] the per-label usage totals, read from the store when ``/metrics`` is asked."""
         self.registry = CollectorRegistry()
         self.registry.register(_Collector(self))
 
@@ -100,6 +117,16 @@ class ServiceMetrics:
             "Store service requests being handled now.",
             value=self.in_flight,
         )
+        for name, what in _USAGE:
+            family = GaugeMetricFamily(
+                f"agentledger_usage_{name}",
+                f"{what} carrying each value of the label, from the store's counters.",
+                labels=("label", "value"),
+            )
+            for group in self.usage:
+                count = group.sessions if name == "sessions" else getattr(group.usage, name)
+                family.add_metric((group.key, group.value), count)
+            yield family
 
 
 class _Collector(Collector):

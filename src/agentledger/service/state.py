@@ -50,6 +50,8 @@ class ServiceState:
         self.limits: SizeLimits = getattr(store, "limits", DEFAULT_LIMITS)
         self.tokens = tokens
         self.metrics = ServiceMetrics()
+        self.usage_label = "tenant"
+        """The session label ``/metrics`` totals usage by, one series per value ("": none)."""
         self.notifier = Notifier()
         self.stopping = False
         self.overload = OverloadLimits() if overload is None else overload

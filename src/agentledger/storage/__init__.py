@@ -7,7 +7,9 @@ backend keeps it.
 """
 
 from agentledger.storage import payloads
+from agentledger.storage.accounting import LabelUsage, UsageTotals
 from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.derivation import CopiedFrom, DerivedCopy
 from agentledger.storage.memory import MemoryStore
 from agentledger.storage.protocol import SessionAdmin, Store
 from agentledger.storage.types import (
@@ -45,6 +47,9 @@ __all__ = [
     "BusyPolicy",
     "Checkpoint",
     "ChildRunStart",
+    "CopiedFrom",
+    "DerivedCopy",
+    "LabelUsage",
     "MemoryStore",
     "MessageFate",
     "MessageSubmission",
@@ -72,5 +77,6 @@ __all__ = [
     "StartResult",
     "Store",
     "TurnAppend",
+    "UsageTotals",
     "payloads",
 ]

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from agentledger.errors import StoreClosedError
-from agentledger.storage import lifecycle, payloads, session_pages
+from agentledger.storage import accounting, derivation, lifecycle, payloads, session_pages
 from agentledger.storage import operations as ops
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
@@ -39,6 +39,7 @@ from agentledger.storage.validation import (
     SizeLimits,
     check_limit,
     check_statuses,
+    require_id,
 )
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class _State(StateReader):
         self.tool_results: dict[str, dict[str, bytes]] = {}  # run id -> call key -> data
         self.messages: dict[str, SessionMessage] = {}  # run id -> message
         self.session_messages_: dict[str, list[str]] = {}  # session id -> run ids, in order
+        self.run_usage: dict[str, accounting.UsageTotals] = {}  # [G3] counters, kept as written
+        self.session_usage: dict[str, accounting.UsageTotals] = {}
 
     def session(self, session_id: str) -> SessionRow | None:
         return self.sessions.get(session_id)
@@ -113,10 +116,22 @@ class _State(StateReader):
     def session_messages(self, session_id: str) -> list[SessionMessage]:
         return [self.messages[r] for r in self.session_messages_.get(session_id, ())]
 
+    def derived_copies(self, session_id: str) -> list[derivation.DerivedCopy]:
+        found = []
+        for holder in sorted(self.session_logs):
+            for record in self.session_logs[holder]:
+                if record.type == derivation.HISTORY_COPIED:
+                    copy = derivation.derived_copy(record)
+                    if copy.source.session_id == session_id:
+                        found.append(copy)
+        return found
+
     def damaged_records(self, run_id: str) -> list[Record]:
         return []  # nothing outside this process can reach the dictionaries
 
     def apply(self, plan: Plan[R]) -> None:
+        new_runs = [(r.run_id, r.session_id) for r in plan.runs if r.run_id not in self.runs]
+        self.count(accounting.usage_change(plan, new_runs))
         if plan.session is not None:
             self.sessions[plan.session.id] = plan.session
         for row in plan.runs:
@@ -141,9 +156,21 @@ class _State(StateReader):
         if plan.purge_session:
             assert plan.purge_receipt is not None
             self._purge(plan.purge_session, plan.purge_receipt)
+        for receipt in plan.cascade:  # [G2] sessions holding copies, purged with it
+            self._purge(receipt.session_id, receipt)
+
+    def count(self, change: accounting.UsageChange) -> None:
+        """[G3] add a write's usage to the counters (in the write's own step)."""
+        for run_id, (_, usage) in change.runs.items():
+            self.run_usage[run_id] = accounting.add(self.run_usage.get(run_id, _NONE), usage)
+        for session_id, usage in change.sessions.items():
+            before = self.session_usage.get(session_id, _NONE)
+            self.session_usage[session_id] = accounting.add(before, usage)
 
     def _purge(self, session_id: str, receipt: PurgeReceipt) -> None:
+        self.session_usage.pop(session_id, None)
         for run_id in self.session_runs.pop(session_id, []):
+            self.run_usage.pop(run_id, None)
             del self.runs[run_id]
             self.tool_results.pop(run_id, None)
             for record in self.logs.pop(run_id):
@@ -155,6 +182,9 @@ class _State(StateReader):
             self.purged_runs.setdefault(run_id, session_id)
         del self.sessions[session_id]
         self.purged_sessions[session_id] = receipt
+
+
+_NONE = accounting.UsageTotals()
 
 
 def _page(records: list[Record], scope: str, scope_id: str, cursor: str, limit: int) -> Page:
@@ -306,10 +336,47 @@ def _sessions(s: _State, q: ops.SessionsQuery) -> SessionPage:
     return session_page(query, found[: query.fetch])
 
 
+def _session_usage(s: _State, q: ops.SessionRef) -> accounting.UsageTotals:
+    lifecycle.require_session(s, q.session_id)
+    return s.session_usage.get(q.session_id, _NONE)
+
+
+def _run_usage(s: _State, q: ops.RunRef) -> accounting.UsageTotals:
+    lifecycle.require_run(s, q.run_id)
+    return s.run_usage.get(q.run_id, _NONE)
+
+
+def _derived_copies(s: _State, q: ops.SessionRef) -> list[derivation.DerivedCopy]:
+    require_id("session_id", q.session_id)
+    return s.derived_copies(q.session_id)
+
+
+def _usage_by_label(s: _State, q: ops.UsageQuery) -> list[accounting.LabelUsage]:
+    wanted = accounting.check_usage_query(q.key, q.labels)
+    groups: dict[str, tuple[int, accounting.UsageTotals]] = {}
+    for session_id, row in s.sessions.items():
+        if any(row.labels.get(k) != v for k, v in wanted.items()):
+            continue
+        if q.key and q.key not in row.labels:
+            continue
+        value = row.labels[q.key] if q.key else ""
+        count, total = groups.get(value, (0, _NONE))
+        usage = s.session_usage.get(session_id, _NONE)
+        groups[value] = (count + 1, accounting.add(total, usage))
+    return [
+        accounting.LabelUsage(key=q.key, value=value, sessions=count, usage=usage)
+        for value, (count, usage) in sorted(groups.items())
+    ]
+
+
 _READS: dict[Operation[Any, Any], Callable[[_State, Any], object]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
     ops.LIST_SESSION_RUN_RECORDS: _session_page,
     ops.LIST_RUNS_BY_SESSION: _session_runs,
     ops.LIST_SESSIONS: _sessions,
+    ops.LOAD_SESSION_USAGE: _session_usage,
+    ops.LOAD_RUN_USAGE: _run_usage,
+    ops.USAGE_BY_LABEL: _usage_by_label,
+    ops.LIST_DERIVED_COPIES: _derived_copies,
 }

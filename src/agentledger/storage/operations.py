@@ -28,6 +28,8 @@ import msgspec
 
 from agentledger.errors import AccessDeniedError, ValidationError
 from agentledger.storage import lifecycle, payloads
+from agentledger.storage.accounting import LabelUsage, UsageTotals
+from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
@@ -80,6 +82,7 @@ __all__ = [
     "ToolResultRef",
     "ToolResultSave",
     "Touch",
+    "UsageQuery",
     "decide_stateless",
     "within",
 ]
@@ -153,10 +156,14 @@ class SessionRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class SessionPurge(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Purge a session [D7], only if its digest is ``expected_digest`` when one is given [A1]."""
+    """Purge a session [D7], only if its digest is ``expected_digest`` when one is given [A1];
+    with ``cascade`` [G2] also the sessions holding copies of its history, within ``scope``
+    (set by the service to a scoped token's labels, never by the caller)."""
 
     session_id: str
     expected_digest: str = ""
+    cascade: bool = False
+    scope: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class RunPageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -205,6 +212,14 @@ class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     labels: dict[str, str] | None = None
     cursor: str = ""
     limit: int = DEFAULT_PAGE_LIMIT
+
+
+class UsageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[G3] UsageTotals totals grouped by the value of label ``key`` ("" for one group), over the
+    sessions carrying ``labels``."""
+
+    key: str = ""
+    labels: dict[str, str] | None = None
 
 
 # ------------------------------------------------------------ operations
@@ -531,6 +546,14 @@ LIST_SESSION_MESSAGES: Operation[SessionRef, list[SessionMessage]] = Operation(
     touches=lambda q: (_session(q.session_id),),
     read=lambda r, q: lifecycle.list_session_messages(r, q.session_id),
 )  # fmt: skip
+LOAD_SESSION_USAGE: Operation[SessionRef, UsageTotals] = Operation(
+    "load_session_usage", SessionRef, UsageTotals, access=Access.READ,
+    touches=lambda q: (_session(q.session_id),), bounded=True, one_statement=True,
+)  # fmt: skip
+LOAD_RUN_USAGE: Operation[RunRef, UsageTotals] = Operation(
+    "load_run_usage", RunRef, UsageTotals, access=Access.READ,
+    touches=lambda q: (_run(q.run_id),), bounded=True, one_statement=True,
+)  # fmt: skip
 
 # SessionAdmin -----------------------------------------------------------
 
@@ -553,7 +576,9 @@ END_SESSION: Operation[SessionEnd, Session] = Operation(
 PURGE_SESSION: Operation[SessionPurge, PurgeReceipt] = Operation(
     "purge_session", SessionPurge, PurgeReceipt, access=Access.ADMIN,
     touches=lambda q: (_session(q.session_id),),
-    plan=lambda r, q, _: lifecycle.plan_purge_session(r, q.session_id, q.expected_digest),
+    plan=lambda r, q, _: lifecycle.plan_purge_session(
+        r, q.session_id, q.expected_digest, q.cascade, q.scope),
+    narrow=lambda q, scope: msgspec.structs.replace(q, scope=scope),
 )  # fmt: skip
 IMPORT_SESSION: Operation[SessionImage, None] = Operation(
     "import_session", SessionImage, None, access=Access.ADMIN, touches=_imported,
@@ -572,6 +597,16 @@ LIST_SESSIONS: Operation[SessionsQuery, SessionPage] = Operation(
     "list_sessions", SessionsQuery, SessionPage, access=Access.ADMIN_READ,
     touches=lambda q: (), positional=0,
     narrow=lambda q, scope: msgspec.structs.replace(q, labels=within(scope, q.labels or {})),
+)  # fmt: skip
+USAGE_BY_LABEL: Operation[UsageQuery, list[LabelUsage]] = Operation(
+    "usage_by_label", UsageQuery, list[LabelUsage], access=Access.ADMIN_READ,
+    touches=lambda q: (), positional=0, one_statement=True,
+    narrow=lambda q, scope: msgspec.structs.replace(q, labels=within(scope, q.labels or {})),
+)  # fmt: skip
+
+LIST_DERIVED_COPIES: Operation[SessionRef, list[DerivedCopy]] = Operation(
+    "list_derived_copies", SessionRef, list[DerivedCopy], access=Access.ADMIN_READ,
+    touches=lambda q: (_session(q.session_id),), one_statement=True,
 )  # fmt: skip
 
 OPERATIONS: tuple[Operation[Any, Any], ...] = (
@@ -598,6 +633,8 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     SUBMIT_MESSAGE,
     LOAD_PENDING_MESSAGES,
     LIST_SESSION_MESSAGES,
+    LOAD_SESSION_USAGE,
+    LOAD_RUN_USAGE,
     CREATE_SESSION,
     LOAD_SESSION,
     END_SESSION,
@@ -605,6 +642,8 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     IMPORT_SESSION,
     LIST_RUNS_BY_SESSION,
     LIST_SESSIONS,
+    USAGE_BY_LABEL,
+    LIST_DERIVED_COPIES,
 )
 """Every operation of ``Store`` and ``SessionAdmin``, in protocol order."""
 
@@ -735,6 +774,14 @@ class StoreOperations:
         """Every message submitted to the session, in arrival order, with its fate."""
         return self.perform(LIST_SESSION_MESSAGES, SessionRef(session_id=session_id))
 
+    def load_session_usage(self, session_id: str, /) -> Coroutine[Any, Any, UsageTotals]:
+        """[G3] The session's bytes, records, runs and tokens, kept as its records were written."""
+        return self.perform(LOAD_SESSION_USAGE, SessionRef(session_id=session_id))
+
+    def load_run_usage(self, run_id: str, /) -> Coroutine[Any, Any, UsageTotals]:
+        """[G3] The run's bytes, records and tokens (``runs`` is 1), kept as written."""
+        return self.perform(LOAD_RUN_USAGE, RunRef(run_id=run_id))
+
 
 class AdminOperations(StoreOperations):
     """The ``Store`` and ``SessionAdmin`` methods, each ``self.perform(op, request)``."""
@@ -763,10 +810,13 @@ class AdminOperations(StoreOperations):
         return self.perform(END_SESSION, SessionEnd(session_id=session_id, ended_at=ended_at))
 
     def purge_session(
-        self, session_id: str, /, expected_digest: str = ""
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
     ) -> Coroutine[Any, Any, PurgeReceipt]:
-        """[D3] [D7] Delete an ended session with no running run, leaving a tombstone."""
-        request = SessionPurge(session_id=session_id, expected_digest=expected_digest)
+        """[D3] [D7] Delete an ended session with no running run, leaving a tombstone; with
+        ``cascade`` [G2] also the sessions holding copies of its history, in one transaction."""
+        request = SessionPurge(
+            session_id=session_id, expected_digest=expected_digest, cascade=cascade
+        )
         return self.perform(PURGE_SESSION, request)
 
     def import_session(self, image: SessionImage, /) -> Coroutine[Any, Any, None]:
@@ -795,3 +845,16 @@ class AdminOperations(StoreOperations):
             limit=limit,
         )
         return self.perform(LIST_SESSIONS, query)
+
+    def usage_by_label(
+        self, key: str = "", labels: Mapping[str, str] | None = None
+    ) -> Coroutine[Any, Any, list[LabelUsage]]:
+        """[G3] UsageTotals totals of the sessions carrying ``labels``, one per value of label
+        ``key`` (sessions without it are left out), by value; one total when ``key`` is ""."""
+        query = UsageQuery(key=key, labels=cast(dict[str, str], labels))
+        return self.perform(USAGE_BY_LABEL, query)
+
+    def list_derived_copies(self, session_id: str, /) -> Coroutine[Any, Any, list[DerivedCopy]]:
+        """[G2] The copies of the session's history held in other sessions (a fork's copied
+        transcript), each naming the run holding it and what it copied; also after a purge."""
+        return self.perform(LIST_DERIVED_COPIES, SessionRef(session_id=session_id))

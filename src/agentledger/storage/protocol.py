@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from agentledger.storage.accounting import LabelUsage, UsageTotals
+from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
@@ -170,6 +172,18 @@ class Store(Protocol):
         """Every message submitted to the session, in arrival order, with its fate."""
         ...
 
+    async def load_session_usage(self, session_id: str, /) -> UsageTotals:
+        """[G3] The session's bytes, records, runs and tokens, kept as its records were written.
+
+        One read of counters the writes keep in their own transactions, never a scan
+        (see :mod:`agentledger.storage.accounting`).
+        """
+        ...
+
+    async def load_run_usage(self, run_id: str, /) -> UsageTotals:
+        """[G3] The run's bytes, records and tokens (``runs`` is 1), kept as written."""
+        ...
+
 
 @runtime_checkable
 class SessionAdmin(Protocol):
@@ -198,13 +212,22 @@ class SessionAdmin(Protocol):
         """[D2] Stop new work in the session; idempotent."""
         ...
 
-    async def purge_session(self, session_id: str, /, expected_digest: str = "") -> PurgeReceipt:
+    async def purge_session(
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
+    ) -> PurgeReceipt:
         """[D3] [D7] Delete an ended session with no running run, leaving a tombstone.
 
         Returns what was deleted; purging again returns the same receipt. With
         ``expected_digest`` (an archive's [A1]), only if the session's digest is
         still that one; else ``SessionConflictError`` (``field="digest"``), and
         nothing is deleted.
+
+        [G2] Without ``cascade`` the receipt lists (``derived``) the copies of the
+        session's history other sessions hold: they remain. With ``cascade`` each
+        session holding one is purged whole in the same transaction (it must be
+        ended with no running run, as any purged session; else nothing is deleted)
+        and named in ``cascaded``, each with its own tombstone and receipt. Through
+        the service only a host may purge, and a scoped host only within its scope.
         """
         ...
 
@@ -234,6 +257,23 @@ class SessionAdmin(Protocol):
 
         Only sessions with one of ``statuses`` (if any) carrying every one of
         ``labels``; ``cursor`` is a ``next_cursor`` of the same filter.
+        """
+        ...
+
+    async def usage_by_label(
+        self, key: str = "", labels: Mapping[str, str] | None = None
+    ) -> list[LabelUsage]:
+        """[G3] UsageTotals totals of the sessions carrying ``labels``: one per value of label
+        ``key``, by value (sessions without the label are left out), or one total when
+        ``key`` is "". One query over the per-session counters.
+        """
+        ...
+
+    async def list_derived_copies(self, session_id: str, /) -> list[DerivedCopy]:
+        """[G2] The copies of the session's history held in other sessions: each run whose
+        history was copied from one of its runs (a fork into another session), by holding
+        session, then in commit order. Answered for a purged session too: the copies a
+        purge left behind.
         """
         ...
 

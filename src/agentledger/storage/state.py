@@ -14,6 +14,7 @@ import msgspec
 
 from agentledger.storage.types import (
     Checkpoint,
+    DerivedCopy,
     PurgeReceipt,
     Record,
     RunMeta,
@@ -160,6 +161,14 @@ class StateReader(Protocol):
         """Every message of the session, in arrival order."""
         ...
 
+    def derived_copies(self, session_id: str) -> list[DerivedCopy]:
+        """[G2] The copies of the session's history other sessions hold, by holding session
+        then commit order (its runs' ``transcript_history_copied`` records, decoded).
+
+        Asked by a purge, under the same transaction that deletes the session.
+        """
+        ...
+
     def damaged_records(self, run_id: str) -> list[Record]:
         """The records of this run's log whose stored bytes fail their checksum, as stored.
 
@@ -183,6 +192,8 @@ class Plan(msgspec.Struct, Generic[R]):
     records: list[Record] = msgspec.field(default_factory=list)  # insert, in order, ids set
     purge_session: str = ""  # delete this session's data and leave tombstones
     purge_receipt: PurgeReceipt | None = None  # kept with the tombstone of purge_session
+    cascade: list[PurgeReceipt] = msgspec.field(default_factory=list)
+    """[G2] more sessions purged with ``purge_session``, each by its receipt (session_id)."""
     tool_results: list[ToolResultRow] = msgspec.field(default_factory=list)  # insert
     messages: list[SessionMessage] = msgspec.field(default_factory=list)  # insert or replace
 

@@ -17,6 +17,8 @@ __all__ = [
     "BusyPolicy",
     "Checkpoint",
     "ChildRunStart",
+    "CopiedFrom",
+    "DerivedCopy",
     "MessageFate",
     "MessageSubmission",
     "OneShotChildRunStart",
@@ -316,6 +318,33 @@ class TranscriptSegment(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     first: str = "1"
 
 
+class CopiedFrom(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[G2] Where a run's copied history came from: the payload of
+    ``transcript_history_copied``."""
+
+    session_id: str
+    """The source run's session ("" for a sessionless source)."""
+    run_id: str
+    """The run whose transcript was copied."""
+    through: str
+    """The last record of the source the copy holds (its id)."""
+
+    def encode(self) -> bytes:
+        """The record payload."""
+        return msgspec.json.encode(self)
+
+
+class DerivedCopy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[G2] A copy of a session's words held in another session."""
+
+    session_id: str
+    """The session holding the copy."""
+    run_id: str
+    """The run whose history is the copy."""
+    source: CopiedFrom
+    """What it was copied from."""
+
+
 class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """[D7] What one purge deleted: counts, payload and checkpoint bytes, and a digest.
 
@@ -335,6 +364,10 @@ class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     digest: str  # "sha256:<hex>", or "" when unknown
     purged_at: datetime | None  # UTC, millisecond precision; None when unknown
     messages: int | None = None  # messages submitted to the session deleted (queued or not)
+    cascaded: list[str] = msgspec.field(default_factory=list)
+    """[G2] Sessions holding copies of this one's history, purged with it (``cascade``)."""
+    derived: list[DerivedCopy] = msgspec.field(default_factory=list)
+    """[G2] Copies of this session's history other sessions still hold (no ``cascade``)."""
 
     @property
     def known(self) -> bool:

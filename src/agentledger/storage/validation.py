@@ -18,6 +18,7 @@ import msgspec
 
 from agentledger.errors import CorruptRecordError, TranscriptError, ValidationError
 from agentledger.storage import payloads
+from agentledger.storage.derivation import HISTORY_COPIED, CopiedFrom
 from agentledger.storage.types import Record, RunStart
 from agentledger.transcript.codec import decode_messages
 
@@ -315,6 +316,14 @@ def validate_record(record: object, field: str = "record") -> Record:
     if record.type == payloads.TRANSCRIPT_WINDOW:
         check_window_payload(record, field)
         return record
+    if record.type == HISTORY_COPIED:  # [G2] listed strictly, so refused unless it decodes
+        try:
+            _COPIED_FROM.decode(payload)
+        except msgspec.DecodeError as e:
+            raise ValidationError(
+                field=f"{field}.payload", expected="a session_id, run_id and through", got=str(e)
+            ) from e
+        return record
     try:
         _JSON_VALUE.decode(payload)
     except msgspec.DecodeError as e:
@@ -322,6 +331,9 @@ def validate_record(record: object, field: str = "record") -> Record:
             field=f"{field}.payload", expected="exactly one JSON value", got=str(e)
         ) from e
     return record
+
+
+_COPIED_FROM = msgspec.json.Decoder(CopiedFrom)
 
 
 def check_transcript_payload(record: Record, field: str = "record") -> None:

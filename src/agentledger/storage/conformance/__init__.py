@@ -45,6 +45,7 @@ from agentledger.storage.conformance._carried import CarriedRecordsConformance
 from agentledger.storage.conformance._children import ChildrenConformance
 from agentledger.storage.conformance._closing import ClosingConformance
 from agentledger.storage.conformance._continuation import ContinuationConformance
+from agentledger.storage.conformance._derived import CascadeConformance, DerivedConformance
 from agentledger.storage.conformance._import import (
     ImportConformance,
     ImportMessageConformance,
@@ -68,6 +69,7 @@ from agentledger.storage.conformance._stateful import StatefulConformance
 from agentledger.storage.conformance._suspension import SuspensionConformance
 from agentledger.storage.conformance._terminal import TerminalConformance
 from agentledger.storage.conformance._tool_results import ToolResultConformance
+from agentledger.storage.conformance._usage import UsageConformance
 from agentledger.storage.conformance._windows import TranscriptWindowConformance
 from agentledger.storage.conformance._world import World, dump_store
 
@@ -85,6 +87,9 @@ class StoreConformance(
     TranscriptWindowConformance,
     MessageConformance,
     PurgeConformance,
+    UsageConformance,
+    DerivedConformance,
+    CascadeConformance,
     ImportConformance,
     ImportMessageConformance,
     ImportReferenceConformance,

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from agentledger.errors import (
+    AccessDeniedError,
     SessionActiveError,
     SessionConflictError,
     SessionEndedError,
@@ -81,7 +82,11 @@ def plan_end_session(reader: StateReader, session_id: str, ended_at: datetime) -
 
 
 def plan_purge_session(
-    reader: StateReader, session_id: str, expected_digest: str = ""
+    reader: StateReader,
+    session_id: str,
+    expected_digest: str = "",
+    cascade: bool = False,
+    scope: Mapping[str, str] | None = None,
 ) -> Plan[PurgeReceipt]:
     """[D3] [D7] delete an ended session with no running run, leaving a tombstone.
 
@@ -90,14 +95,49 @@ def plan_purge_session(
     ``expected_digest`` (an archive's session digest [A1]), the purge happens
     only if the session is still exactly what was archived: a run started
     after the end ([C2]) since then makes it a ``SessionConflictError``.
+
+    [G2] Without ``cascade`` the receipt lists the copies of the session's history
+    other sessions hold (they remain). With it, each session holding one is purged
+    whole in the same transaction, under the same rules (ended, no running run),
+    and named in the receipt; one that breaks a rule, or whose labels are outside
+    ``scope`` (a scoped token's labels), refuses the whole purge.
     """
     require_id("session_id", session_id)
     if not isinstance(expected_digest, str):
         raise ValidationError(
             field="expected_digest", expected="a session digest or ''", got=expected_digest
         )
+    if not isinstance(cascade, bool):
+        raise ValidationError(field="cascade", expected="a bool", got=cascade)
     if reader.session_purged(session_id):
         return Plan(reader.purge_receipt(session_id))
+    receipt = _receipt(reader, session_id)
+    if expected_digest and receipt.digest != expected_digest:
+        raise SessionConflictError(
+            session_id=session_id, field="digest", expected=receipt.digest, got=expected_digest
+        )
+    copies = [c for c in reader.derived_copies(session_id) if c.session_id != session_id]
+    if not cascade:
+        receipt = msgspec.structs.replace(receipt, derived=copies)
+        return Plan(receipt, purge_session=session_id, purge_receipt=receipt)
+    holders = list(dict.fromkeys(c.session_id for c in copies))
+    wanted = dict(scope or {})
+    for holder in holders:
+        labels = require_session(reader, holder).labels
+        if any(labels.get(k) != v for k, v in wanted.items()):
+            raise AccessDeniedError(
+                operation="purge_session",
+                status=403,
+                reason=f"session {holder!r} holds a copy of {session_id!r} but is outside "
+                f"the token's scope {wanted}",
+            )
+    cascaded = [_receipt(reader, holder) for holder in holders]
+    receipt = msgspec.structs.replace(receipt, cascaded=holders)
+    return Plan(receipt, purge_session=session_id, purge_receipt=receipt, cascade=cascaded)
+
+
+def _receipt(reader: StateReader, session_id: str) -> PurgeReceipt:
+    """The receipt of purging the session now, if it may be: ended, no running run."""
     session = require_session(reader, session_id)
     if session.status is not SessionStatus.ENDED:
         raise SessionActiveError(session_id=session_id)
@@ -112,9 +152,4 @@ def plan_purge_session(
         checkpoints={run.run_id: run.checkpoint for run in runs if run.checkpoint is not None},
         messages=reader.session_messages(session_id),
     )
-    receipt = purge_receipt(image, purged_at=_now_ms())
-    if expected_digest and receipt.digest != expected_digest:
-        raise SessionConflictError(
-            session_id=session_id, field="digest", expected=receipt.digest, got=expected_digest
-        )
-    return Plan(receipt, purge_session=session_id, purge_receipt=receipt)
+    return purge_receipt(image, purged_at=_now_ms())

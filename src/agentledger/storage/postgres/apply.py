@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 from psycopg.types.json import Jsonb
 
+from agentledger.storage.accounting import usage_change
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.postgres.reader import Loader
@@ -30,8 +31,9 @@ from agentledger.storage.postgres.rows import (
 )
 from agentledger.storage.receipts import encode_receipt
 from agentledger.storage.state import Plan
+from agentledger.storage.usage_sql import UsageTables
 
-__all__ = ["StaleWrite", "apply_plan", "changed_columns"]
+__all__ = ["USAGE", "StaleWrite", "apply_plan", "changed_columns"]
 
 
 class StaleWrite(Exception):
@@ -71,7 +73,17 @@ _UPSERT_MESSAGE = (
 )
 _DELETE_TOOL_RESULTS = "DELETE FROM agentledger_tool_results WHERE run_id = ANY(%s)"
 _ALLOCATE = "UPDATE agentledger_sessions SET last_seq = %s WHERE id = %s AND last_seq = %s"
+USAGE = UsageTables(
+    runs="agentledger_usage_runs",
+    sessions="agentledger_usage_sessions",
+    all_sessions="(SELECT id AS session_id FROM agentledger_sessions)",
+    labels="agentledger_session_labels",
+    mark="%s",
+)
+"""[G3] the counter tables (migration 14)."""
 _PURGE = (
+    "DELETE FROM agentledger_usage_runs WHERE session_id = %(s)s",
+    "DELETE FROM agentledger_usage_sessions WHERE session_id = %(s)s",
     "INSERT INTO agentledger_purged_runs (run_id, session_id) "
     "SELECT run_id, session_id FROM agentledger_runs WHERE session_id = %(s)s",
     "DELETE FROM agentledger_records WHERE run_id IN "
@@ -171,9 +183,12 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                     moved = (row.status.value, row.created_at, row.id)
                     await conn.execute(_UPDATE_LABELS, moved)
     sealer = loader.sealer
+    new_runs: list[tuple[str, str]] = []
     for run in plan.runs:
         values = run_params(run)
         previous = cache.runs.get(run.run_id)
+        if previous is None:
+            new_runs.append((run.run_id, run.session_id))
         changed = None if previous is None else changed_columns(values, run_params(previous))
         if sealer is not None and run.checkpoint is not None:  # compared plaintext, sent sealed
             sealed = list(values)
@@ -194,15 +209,22 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
         for session_id, (old, new) in allocations.items():
             await conn.execute(_one_row(_ALLOCATE), (new, session_id, old))
         pairs = list(zip(plan.records, positions, strict=True))
+        sizes: list[int] = []
         for start in range(0, len(pairs), _RECORDS_PER_INSERT):  # an import may hold many
             chunk = pairs[start : start + _RECORDS_PER_INSERT]
             flat: list[object] = []
             for record, position in chunk:
                 if sealer is not None:
                     record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
+                sizes.append(len(record.payload))
                 flat.extend(record_params(record, position))
             values_sql = ", ".join([_RECORD_VALUES] * len(chunk))
             await conn.execute(_INSERT_RECORDS + values_sql, flat)
+    if plan.records or new_runs:  # [G3] counted in the write's own transaction
+        change = usage_change(plan, new_runs, sizes if plan.records else None)
+        for sql, rows in USAGE.changes(change):
+            for counted in rows:  # a few: the runs and sessions of one write
+                await conn.execute(sql, counted)
     for result in plan.tool_results:
         data = result.data
         if sealer is not None:
@@ -216,6 +238,7 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
         await conn.execute(_DELETE_TOOL_RESULTS, (ended,))
     if plan.purge_session:
         assert plan.purge_receipt is not None
-        params = {"s": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
-        for query in _PURGE:
-            await conn.execute(query, params)
+        for receipt in (plan.purge_receipt, *plan.cascade):  # [G2] and the copies' holders
+            params = {"s": receipt.session_id, "receipt": encode_receipt(receipt)}
+            for query in _PURGE:
+                await conn.execute(query, params)

@@ -15,11 +15,12 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError, CorruptRecordError
-from agentledger.storage import payloads
+from agentledger.storage import accounting, payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.postgres import migrations
 from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row
+from agentledger.storage.usage_check import usage_findings
 from agentledger.storage.validation import decode_stored_payload
 
 __all__ = ["check_invariants", "stored_run_ids"]
@@ -215,4 +216,42 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
             verified_tool_result(run_id, call_key, bytes(data), checksum)
         except CorruptRecordError as e:
             problems.append(str(e))
+    problems.extend(await _usage_problems(conn, sealed))
     return problems
+
+
+_USAGE_RUNS = (
+    "SELECT r.run_id, r.session_id, coalesce(sum(octet_length(x.payload)), 0), count(x.run_id) "
+    "FROM agentledger_runs r LEFT JOIN agentledger_records x ON x.run_id = r.run_id "
+    "GROUP BY r.run_id, r.session_id"
+)
+_USAGE_COUNTERS = ", ".join(accounting.USAGE_COLUMNS)
+
+
+async def _usage_problems(conn: psycopg.AsyncConnection[TupleRow], sealed: bool) -> list[str]:
+    """[G3] the usage counters against a count of the rows."""
+
+    async def rows(sql: str, params: tuple[object, ...] = ()) -> list[TupleRow]:
+        cur = await conn.execute(sql, params)
+        return await cur.fetchall()
+
+    kept_runs = {
+        row[0]: accounting.usage_from_row(row[1:])
+        for row in await rows(f"SELECT run_id, {_USAGE_COUNTERS} FROM agentledger_usage_runs")
+    }
+    kept_sessions = {
+        row[0]: accounting.usage_from_row(row[1:])
+        for row in await rows(
+            f"SELECT session_id, {_USAGE_COUNTERS} FROM agentledger_usage_sessions"
+        )
+    }
+    usage_records = [
+        (run_id, type_, bytes(payload))
+        for run_id, type_, payload in await rows(
+            "SELECT run_id, type, payload FROM agentledger_records WHERE type = %s",
+            (accounting.MODEL_USAGE,),
+        )
+    ]
+    counts = [(r, s, int(b), int(n)) for r, s, b, n in await rows(_USAGE_RUNS)]
+    sessions = [sid for (sid,) in await rows("SELECT id FROM agentledger_sessions")]
+    return usage_findings(counts, usage_records, kept_runs, kept_sessions, sessions, sealed=sealed)

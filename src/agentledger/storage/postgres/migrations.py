@@ -17,6 +17,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.errors import SchemaVersionError, TranscriptError, ValidationError
+from agentledger.storage import accounting
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.storage.postgres.rows import micros
 from agentledger.transcript.codec import decode_messages
@@ -339,6 +340,73 @@ CREATE TABLE agentledger_session_messages (
 CREATE INDEX agentledger_session_messages_waiting
     ON agentledger_session_messages (session_id, pos) WHERE started = 0;
 """
+# [G3] bytes, records, runs and tokens per run and per session, added to by every
+# write in its own transaction; existing databases are counted once (see the backfill).
+_USAGE_COUNTERS = """
+CREATE TABLE agentledger_usage_runs (
+    run_id        text PRIMARY KEY,
+    session_id    text NOT NULL,
+    bytes         bigint NOT NULL,
+    records       bigint NOT NULL,
+    runs          bigint NOT NULL,
+    input_tokens  bigint NOT NULL,
+    output_tokens bigint NOT NULL,
+    cached_tokens bigint NOT NULL
+);
+CREATE INDEX agentledger_usage_runs_by_session ON agentledger_usage_runs (session_id);
+-- the records naming where a run's copied history came from, in one index range.
+CREATE INDEX agentledger_records_copies ON agentledger_records (session_id, session_seq)
+    WHERE type = 'transcript_history_copied';
+CREATE TABLE agentledger_usage_sessions (
+    session_id    text PRIMARY KEY,
+    bytes         bigint NOT NULL,
+    records       bigint NOT NULL,
+    runs          bigint NOT NULL,
+    input_tokens  bigint NOT NULL,
+    output_tokens bigint NOT NULL,
+    cached_tokens bigint NOT NULL
+);
+"""
+
+
+async def _backfill_usage(conn: AsyncConnection[TupleRow]) -> None:
+    """[G3] Count what every existing run and session holds (the one scan, here).
+
+    Bytes and records are summed in SQL; tokens are read from the ``model_usage``
+    records whose stored payload is plaintext (a sealed one adds none: a migration
+    holds no keys; ``agentledger check`` says so).
+    """
+    await conn.execute(
+        "INSERT INTO agentledger_usage_runs SELECT r.run_id, r.session_id, "
+        "coalesce(sum(octet_length(x.payload)), 0), count(x.run_id), 1, 0, 0, 0 "
+        "FROM agentledger_runs r LEFT JOIN agentledger_records x ON x.run_id = r.run_id "
+        "GROUP BY r.run_id, r.session_id"
+    )
+    cur = await conn.execute(
+        "SELECT run_id, type, payload FROM agentledger_records WHERE type = %s",
+        (accounting.MODEL_USAGE,),
+    )
+    tokens = []
+    for run_id, type_, payload in await cur.fetchall():
+        counted = accounting.record_tokens(type_, bytes(payload))
+        if counted is not None:
+            tokens.append((*counted, run_id))
+    if tokens:
+        async with conn.cursor() as many:
+            await many.executemany(
+                "UPDATE agentledger_usage_runs SET input_tokens = input_tokens + %s, "
+                "output_tokens = output_tokens + %s, cached_tokens = cached_tokens + %s "
+                "WHERE run_id = %s",
+                tokens,
+            )
+    await conn.execute(
+        "INSERT INTO agentledger_usage_sessions SELECT s.id, coalesce(sum(u.bytes), 0), "
+        "coalesce(sum(u.records), 0), count(u.run_id), coalesce(sum(u.input_tokens), 0), "
+        "coalesce(sum(u.output_tokens), 0), coalesce(sum(u.cached_tokens), 0) "
+        "FROM agentledger_sessions s LEFT JOIN agentledger_usage_runs u ON u.session_id = s.id "
+        "GROUP BY s.id"
+    )
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _INITIAL),
@@ -354,6 +422,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "session label index", _SESSION_LABEL_INDEX),
     Migration(12, "start records", _START_RECORDS),
     Migration(13, "session messages", _SESSION_MESSAGES),
+    Migration(14, "usage counters", _USAGE_COUNTERS, _backfill_usage),
 )
 """Every migration this code knows, in order."""
 

@@ -30,7 +30,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError
-from agentledger.storage.postgres.apply import changed_columns
+from agentledger.storage.accounting import USAGE_COLUMNS, usage_change, usage_values
+from agentledger.storage.postgres.apply import USAGE, changed_columns
 from agentledger.storage.postgres.reader import Missing
 from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
@@ -42,7 +43,7 @@ from agentledger.storage.postgres.rows import (
     session_from_row,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow, StateReader
-from agentledger.storage.types import PurgeReceipt, Record, SessionMessage
+from agentledger.storage.types import DerivedCopy, PurgeReceipt, Record, SessionMessage
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -178,6 +179,9 @@ class Remembered(StateReader):
     def damaged_records(self, run_id: str) -> list[Record]:
         raise Missing(("damaged", run_id, ""))
 
+    def derived_copies(self, session_id: str) -> list[DerivedCopy]:
+        raise Missing(("derived", session_id, ""))
+
 
 @dataclass(frozen=True)
 class Guess:
@@ -286,7 +290,35 @@ def _statement(
         f"SELECT {columns}, {position} FROM (VALUES {rows}) AS v ({names}) {gate_insert} "
         "RETURNING 1) "
     )
-    return lock + run + allocate + insert + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
+    return (
+        lock
+        + run
+        + allocate
+        + insert
+        + _usage(session)
+        + ("SELECT (SELECT v FROM r), (SELECT count(*) FROM i)")
+    )
+
+
+def _usage(session: bool) -> str:
+    """[G3] The counter upserts of the write, gated as its INSERT is (so only if it wrote)."""
+    counters = ", ".join(USAGE_COLUMNS)
+    values = ", ".join(f"%(u_{c})s::bigint" for c in USAGE_COLUMNS)
+    adds = ", ".join(f"{c} = {{t}}.{c} + excluded.{c}" for c in USAGE_COLUMNS)
+    runs = USAGE.runs
+    sql = (
+        f", ur AS (INSERT INTO {runs} (run_id, session_id, {counters}) "
+        f"SELECT %(rid)s, %(usid)s, {values} WHERE EXISTS (SELECT 1 FROM r) "
+        f"ON CONFLICT (run_id) DO UPDATE SET {adds.format(t=runs)} RETURNING 1) "
+    )
+    if session:
+        sessions = USAGE.sessions
+        sql += (
+            f", us AS (INSERT INTO {sessions} (session_id, {counters}) "
+            f"SELECT %(sid)s, {values} FROM a "
+            f"ON CONFLICT (session_id) DO UPDATE SET {adds.format(t=sessions)} RETURNING 1) "
+        )
+    return sql
 
 
 _RUN_WIDTH = len(_RUN_FIELDS)
@@ -354,14 +386,19 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
     if session is not None:
         params.update(sid=session.id, status=session.status.value, ended=session.ended_at)
         params["n"] = len(g.plan.records)
+    sizes: list[int] = []
     for i, record in enumerate(g.plan.records):
         if sealer is not None:
             record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
+        sizes.append(len(record.payload))
         values = record_params(record, None)
         for j in range(len(_RECORD_TYPES)):
             params[f"v{i}_{j}"] = values[j]
         params[f"v{i}_seq"] = values[8]
         params[f"v{i}_sum"] = values[9]
+    _, added = usage_change(g.plan, (), sizes).runs[run.run_id]
+    params["usid"] = run.session_id
+    params.update(zip((f"u_{c}" for c in USAGE_COLUMNS), usage_values(added), strict=True))
     sql = _statement(
         session is not None, names, len(g.plan.records), len(g.absent), g.none_steering
     )

@@ -39,6 +39,7 @@ import msgspec
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
+from agentledger.storage.derivation import HISTORY_COPIED, derived_copy
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_from_row
 from agentledger.storage.postgres.rows import (
@@ -54,7 +55,7 @@ from agentledger.storage.postgres.rows import (
 from agentledger.storage.postgres.rows import utc as _utc
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.state import RunRow, SessionRow, StateReader
-from agentledger.storage.types import PurgeReceipt, Record, SessionMessage
+from agentledger.storage.types import DerivedCopy, PurgeReceipt, Record, SessionMessage
 
 if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
@@ -70,6 +71,7 @@ Kind = Literal[
     "running",
     "contents",
     "damaged",
+    "derived",
     "tool_result",
     "message",
     "pending",
@@ -97,6 +99,10 @@ _SELECT_RECORD = (
 )
 _SELECT_TOOL_RESULT = (
     "SELECT data, checksum FROM agentledger_tool_results WHERE run_id = %s AND call_key = %s"
+)
+_SELECT_COPIES = (  # a literal type: the partial index agentledger_records_copies answers it
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE type = '{HISTORY_COPIED}' "
+    "ORDER BY session_id, session_seq"
 )
 _SELECT_RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s ORDER BY seq"
 _SELECT_SESSION_PURGED = "SELECT receipt FROM agentledger_purged_sessions WHERE id = %s"
@@ -174,6 +180,7 @@ class CachedReader(StateReader):
         self.receipts: dict[str, PurgeReceipt] = {}  # of purged sessions [D7]
         self.contents: dict[str, tuple[list[RunRow], list[Record]]] = {}
         self.damaged: dict[str, list[Record]] = {}
+        self.derived: dict[str, list[DerivedCopy]] = {}  # [G2] by source session
         self.tool_results: dict[tuple[str, str], bytes | None] = {}
         self.session_seq: dict[str, int] = {}  # newest position in each loaded session's log
         self.messages: dict[str, SessionMessage | None] = {}  # by run id
@@ -266,6 +273,12 @@ class CachedReader(StateReader):
         except KeyError:
             raise Missing(("damaged", run_id, "")) from None
 
+    def derived_copies(self, session_id: str) -> list[DerivedCopy]:
+        try:
+            return list(self.derived[session_id])
+        except KeyError:
+            raise Missing(("derived", session_id, "")) from None
+
 
 class Loader:
     """Loads items into a :class:`CachedReader` from one open transaction.
@@ -333,6 +346,7 @@ class Loader:
             "running": c.running,
             "contents": c.contents,
             "damaged": c.damaged,
+            "derived": c.derived,
             "message": c.messages,
             "pending": c.pending,
             "latest_message": c.latest_messages,
@@ -357,6 +371,8 @@ class Loader:
             await self.session_contents(ident)
         elif kind == "damaged":
             await self.damaged(ident)
+        elif kind == "derived":
+            await self.derived_copies(ident)
         elif kind == "tool_result":
             await self.tool_result(ident, event_key)
         elif kind in ("message", "pending", "latest_message", "messages"):
@@ -527,6 +543,23 @@ class Loader:
         if self.sealer is not None:
             runs, records = self.sealer.open_contents(runs, records)
         self.cache.contents[session_id] = (runs, records)
+
+    async def derived_copies(self, session_id: str) -> None:
+        """[G2] the copies of the session's history other sessions hold (records opened).
+
+        A purge reads them after locking the session; each holding session is then
+        locked by the decision's own reads of it, before anything is written.
+        """
+        cur = await self.conn.execute(_SELECT_COPIES)
+        found = []
+        for row in await cur.fetchall():
+            record = record_from_row(row)
+            if self.sealer is not None:
+                record = self.sealer.open_record(record)
+            copy = derived_copy(record)
+            if copy.source.session_id == session_id:
+                found.append(copy)
+        self.cache.derived[session_id] = found
 
     async def damaged(self, run_id: str) -> None:
         """The run's records that fail their checksum (read after the run is locked)."""

@@ -27,12 +27,19 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 from agentledger.errors import SchemaVersionError, StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
+from agentledger.storage.accounting import (
+    LabelUsage,
+    UsageTotals,
+    check_usage_query,
+    usage_from_row,
+)
+from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation, Touch
 from agentledger.storage.postgres import migrations as _migrations
-from agentledger.storage.postgres.apply import apply_plan
+from agentledger.storage.postgres.apply import USAGE, apply_plan
 from agentledger.storage.postgres.one_statement import (
     Guess,
     Known,
@@ -68,6 +75,7 @@ from agentledger.storage.types import (
     SessionStatus,
     TranscriptSegment,
 )
+from agentledger.storage.usage_sql import label_rows
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CHECKPOINT_BYTES,
@@ -659,10 +667,66 @@ async def _sessions(store: PostgresStore, q: ops.SessionsQuery) -> SessionPage:
     return await store._read("list_sessions", lambda r: session_list(r.conn, query), ())
 
 
+async def _session_usage(store: PostgresStore, q: ops.SessionRef) -> UsageTotals:
+    session_id = q.session_id
+
+    async def read(loader: Loader) -> UsageTotals:
+        require_id("session_id", session_id)
+        cur = await loader.conn.execute(USAGE.session_row, (session_id,))
+        row = await cur.fetchone()
+        if row is not None:
+            return usage_from_row(row)
+        await _decide(loader, lambda r: lifecycle.require_session(r, session_id))
+        return UsageTotals()
+
+    return await store._read("load_session_usage", read, ())
+
+
+async def _run_usage(store: PostgresStore, q: ops.RunRef) -> UsageTotals:
+    run_id = q.run_id
+
+    async def read(loader: Loader) -> UsageTotals:
+        require_id("run_id", run_id)
+        cur = await loader.conn.execute(USAGE.run_row, (run_id,))
+        row = await cur.fetchone()
+        if row is not None:
+            return usage_from_row(row)
+        await _decide(loader, lambda r: lifecycle.require_run(r, run_id))
+        return UsageTotals()
+
+    return await store._read("load_run_usage", read, ())
+
+
+async def _usage_by_label(store: PostgresStore, q: ops.UsageQuery) -> list[LabelUsage]:
+    wanted = check_usage_query(q.key, q.labels)
+    sql, params = USAGE.by_label(q.key, wanted)
+
+    async def read(loader: Loader) -> list[LabelUsage]:
+        cur = await loader.conn.execute(sql, params)
+        return label_rows(q.key, await cur.fetchall())
+
+    return await store._read("usage_by_label", read, ())
+
+
+async def _derived_copies(store: PostgresStore, q: ops.SessionRef) -> list[DerivedCopy]:
+    session_id = q.session_id
+
+    async def read(loader: Loader) -> list[DerivedCopy]:
+        require_id("session_id", session_id)
+        await loader.derived_copies(session_id)
+        return loader.cache.derived[session_id]
+
+    return await store._read("list_derived_copies", read, ())
+
+
 _READS: dict[Operation[Any, Any], Callable[[PostgresStore, Any], Awaitable[object]]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
     ops.LIST_SESSION_RUN_RECORDS: _session_page,
     ops.LIST_RUNS_BY_SESSION: _session_runs,
     ops.LIST_SESSIONS: _sessions,
+    ops.LOAD_SESSION_USAGE: _session_usage,
+    ops.LOAD_RUN_USAGE: _run_usage,
+    ops.USAGE_BY_LABEL: _usage_by_label,
+    ops.LIST_DERIVED_COPIES: _derived_copies,
 }

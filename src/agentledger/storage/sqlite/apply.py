@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from agentledger.storage.accounting import usage_change
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.receipts import encode_receipt
@@ -32,6 +33,7 @@ from agentledger.storage.sqlite.rows import (
     to_ms,
 )
 from agentledger.storage.state import Plan, RunRow, SessionRow
+from agentledger.storage.usage_sql import UsageTables
 
 __all__ = ["apply_plan"]
 
@@ -67,7 +69,17 @@ _UPSERT_MESSAGE = (
     "after_run_id = excluded.after_run_id"
 )
 _CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
+USAGE = UsageTables(
+    runs="usage_runs",
+    sessions="usage_sessions",
+    all_sessions="(SELECT id AS session_id FROM sessions)",
+    labels="session_labels",
+    mark="?",
+)
+"""[G3] the counter tables (schema migration 16)."""
 _PURGE = (
+    "DELETE FROM usage_runs WHERE session_id = :id",
+    "DELETE FROM usage_sessions WHERE session_id = :id",
     "INSERT INTO run_tombstones (run_id, session_id) "
     "SELECT run_id, session_id FROM runs WHERE session_id = :id",
     "DELETE FROM checkpoints WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
@@ -129,6 +141,8 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         statements.append((_UPSERT_SESSION, _session_values(plan.session), False))
         if plan.session.labels:
             statements.append((_UPSERT_LABELS, _label_values(plan.session), True))
+    runs_read = reader.runs_read
+    new_runs = [(r.run_id, r.session_id) for r in plan.runs if runs_read.get(r.run_id) is None]
     for row in plan.runs:
         _put_run(statements, reader, row)
     records = plan.records
@@ -138,6 +152,10 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
             msgspec.structs.replace(record, payload=sealer.seal_record(record))
             for record in records
         ]
+    if records or new_runs:  # [G3] counted in the write's own transaction
+        sizes = None if sealer is None else [len(record.payload) for record in records]
+        change = usage_change(plan, new_runs, sizes)
+        statements.extend((sql, rows, True) for sql, rows in USAGE.changes(change))
     if len(records) > 2:  # a batch: executemany saves about a third per row
         statements.append((_INSERT_RECORD, [record_values(record) for record in records], True))
     else:  # one or two: execute is cheaper than executemany
@@ -158,8 +176,9 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         statements.append((_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended], True))
     if plan.purge_session:
         assert plan.purge_receipt is not None
-        params = {"id": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
-        statements.extend((statement, params, False) for statement in _PURGE)
+        for receipt in (plan.purge_receipt, *plan.cascade):  # [G2] and the copies' holders
+            params = {"id": receipt.session_id, "receipt": encode_receipt(receipt)}
+            statements.extend((statement, params, False) for statement in _PURGE)
     return statements
 
 

@@ -12,13 +12,14 @@ import sqlite3
 from typing import Any
 
 from agentledger.errors import AgentledgerError, CorruptRecordError, ValidationError
-from agentledger.storage import payloads
+from agentledger.storage import accounting, payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.connection import map_open_error
 from agentledger.storage.sqlite.readonly import read_only_uri
 from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record
+from agentledger.storage.usage_check import usage_findings
 from agentledger.storage.validation import decode_stored_payload
 
 __all__ = ["check_invariants", "stored_run_ids"]
@@ -250,4 +251,36 @@ def _check(conn: sqlite3.Connection) -> list[str]:
                 decode_stored_payload(record, _PAYLOADS[record.type])
         except CorruptRecordError as e:
             problems.append(str(e))
+    problems.extend(_usage_problems(conn, sealed))
     return problems
+
+
+_USAGE_RUNS = (
+    "SELECT runs.run_id, runs.session_id, coalesce(sum(length(records.payload)), 0), "
+    "count(records.pos) FROM runs LEFT JOIN records ON records.run_id = runs.run_id "
+    "GROUP BY runs.run_id"
+)
+_USAGE_COUNTERS = ", ".join(accounting.USAGE_COLUMNS)
+
+
+def _usage_problems(conn: sqlite3.Connection, sealed: bool) -> list[str]:
+    """[G3] the usage counters against a count of the rows."""
+    kept_runs = {
+        row[0]: accounting.usage_from_row(row[1:])
+        for row in conn.execute(f"SELECT run_id, {_USAGE_COUNTERS} FROM usage_runs")
+    }
+    kept_sessions = {
+        row[0]: accounting.usage_from_row(row[1:])
+        for row in conn.execute(f"SELECT session_id, {_USAGE_COUNTERS} FROM usage_sessions")
+    }
+    usage_records = conn.execute(
+        "SELECT run_id, type, payload FROM records WHERE type = ?", (accounting.MODEL_USAGE,)
+    )
+    return usage_findings(
+        conn.execute(_USAGE_RUNS),
+        usage_records,
+        kept_runs,
+        kept_sessions,
+        (sid for (sid,) in conn.execute("SELECT id FROM sessions")),
+        sealed=sealed,
+    )

@@ -20,6 +20,7 @@ from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle, pages, session_pages
 from agentledger.storage import transcript_chain as chain
 from agentledger.storage.cursor import decode_cursor
+from agentledger.storage.derivation import HISTORY_COPIED, DerivedCopy, derived_copy
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.listing import SessionQuery
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_from_row
@@ -129,6 +130,9 @@ sums the page's payload sizes (``length`` reads no overflow page), and the page
 is empty if they pass ``:bound``; with ``:whole``, a log that goes on past the
 page gets no sum (NULL) and no rows. Either way the index range is empty: no
 row is visited."""
+_COPIES = (  # a literal type: the partial index records_copies answers it
+    f"SELECT {RECORD_COLUMNS} FROM records WHERE type = '{HISTORY_COPIED}' ORDER BY session_id, pos"
+)
 _RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
 # The newest record of each ended run of a session: its log must end with what ended it.
 _SESSION_ENDS = (
@@ -566,6 +570,23 @@ class SQLiteReader(StateReader):
         lifecycle.require_session(self, session_id)
         rows = (decode_run(row) for row in self._conn.execute(_SESSION_RUNS, (session_id,)))
         return [run.meta() for run in rows if not statuses or run.status in statuses]
+
+    def derived_copies(self, session_id: str) -> list[DerivedCopy]:
+        """[G2] the copies of ``session_id``'s history other sessions hold (records opened)."""
+        rows = self._conn.execute(_COPIES).fetchall()
+        found = []
+        for row in rows:
+            record = decode_record(row)
+            if self.sealer is not None:
+                record = self.sealer.open_record(record)
+            copy = derived_copy(record)
+            if copy.source.session_id == session_id:
+                found.append(copy)
+        return found
+
+    def usage_rows(self, sql: str, params: Sequence[object]) -> list[Any]:
+        """[G3] The rows of a counter read (see :mod:`agentledger.storage.usage_sql`)."""
+        return self._conn.execute(sql, params).fetchall()
 
     def session_list(self, query: SessionQuery) -> SessionPage:
         """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..session_list`)."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentledger.errors import SchemaVersionError, TranscriptError, ValidationError
+from agentledger.storage import accounting
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.transcript.codec import decode_messages
 
@@ -178,6 +179,64 @@ _SESSION_LABEL_INDEX = (
     "FROM sessions, json_each(sessions.labels) AS labels",
 )
 
+_USAGE_COUNTERS = (
+    """CREATE TABLE usage_runs (
+        run_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        records INTEGER NOT NULL,
+        runs INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID""",
+    "CREATE INDEX usage_runs_by_session ON usage_runs (session_id)",
+    """CREATE TABLE usage_sessions (
+        session_id TEXT PRIMARY KEY,
+        bytes INTEGER NOT NULL,
+        records INTEGER NOT NULL,
+        runs INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID""",
+    # [G2] the records naming where a run's copied history came from, in one index range.
+    "CREATE INDEX records_copies ON records (session_id, pos) "
+    "WHERE type = 'transcript_history_copied'",
+)
+
+
+def _backfill_usage(conn: sqlite3.Connection) -> None:
+    """[G3] Count what every existing run and session holds (the one scan, here).
+
+    Bytes and records are summed in SQL; tokens are read from the ``model_usage``
+    records whose stored payload is plaintext (a sealed one adds none: this
+    migration holds no keys; ``agentledger check`` says so).
+    """
+    conn.execute(
+        "INSERT INTO usage_runs SELECT runs.run_id, runs.session_id, "
+        "coalesce(sum(length(records.payload)), 0), count(records.pos), 1, 0, 0, 0 "
+        "FROM runs LEFT JOIN records ON records.run_id = runs.run_id GROUP BY runs.run_id"
+    )
+    tokens = []
+    for run_id, type_, payload in conn.execute(
+        "SELECT run_id, type, payload FROM records WHERE type = ?", (accounting.MODEL_USAGE,)
+    ):
+        counted = accounting.record_tokens(type_, payload)
+        if counted is not None:
+            tokens.append((*counted, run_id))
+    conn.executemany(
+        "UPDATE usage_runs SET input_tokens = input_tokens + ?, "
+        "output_tokens = output_tokens + ?, cached_tokens = cached_tokens + ? WHERE run_id = ?",
+        tokens,
+    )
+    conn.execute(
+        "INSERT INTO usage_sessions SELECT sessions.id, coalesce(sum(u.bytes), 0), "
+        "coalesce(sum(u.records), 0), count(u.run_id), coalesce(sum(u.input_tokens), 0), "
+        "coalesce(sum(u.output_tokens), 0), coalesce(sum(u.cached_tokens), 0) "
+        "FROM sessions LEFT JOIN usage_runs u ON u.session_id = sessions.id GROUP BY sessions.id"
+    )
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="base_schema", statements=_BASE_SCHEMA),
@@ -315,6 +374,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX session_messages_waiting ON session_messages (session_id, pos) "
             "WHERE started = 0",
         ),
+    ),
+    Migration(
+        version=16,
+        name="usage_counters",
+        # [G3] bytes, records, runs and tokens per run and per session, added to by
+        # every write in its own transaction; existing databases are counted once here.
+        # [G2] and an index of the records naming where copied histories came from.
+        statements=_USAGE_COUNTERS,
+        backfill=_backfill_usage,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""

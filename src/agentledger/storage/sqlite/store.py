@@ -20,11 +20,19 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentledger.errors import AgentledgerError, StoreClosedError, ValidationError
+from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
+from agentledger.storage.accounting import (
+    LabelUsage,
+    UsageTotals,
+    check_usage_query,
+    usage_from_row,
+)
+from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation
-from agentledger.storage.sqlite.apply import apply_plan
+from agentledger.storage.sqlite.apply import USAGE, apply_plan
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
     OPEN_ERRORS,
@@ -57,12 +65,14 @@ from agentledger.storage.types import (
     SessionStatus,
     TranscriptSegment,
 )
+from agentledger.storage.usage_sql import label_rows
 from agentledger.storage.validation import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_CHECKPOINT_BYTES,
     DEFAULT_MAX_PAYLOAD_BYTES,
     SizeLimits,
     check_statuses,
+    require_id,
 )
 
 if TYPE_CHECKING:
@@ -667,10 +677,53 @@ async def _sessions(store: SQLiteStore, q: ops.SessionsQuery) -> SessionPage:
     return await store._read("list_sessions", lambda r: r.session_list(query))
 
 
+async def _session_usage(store: SQLiteStore, q: ops.SessionRef) -> UsageTotals:
+    def read(r: SQLiteReader) -> UsageTotals:
+        rows = r.usage_rows(USAGE.session_row, (q.session_id,))
+        if rows:
+            return usage_from_row(rows[0])
+        lifecycle.require_session(r, q.session_id)
+        return UsageTotals()
+
+    return await store._read("load_session_usage", read, one_statement=True, small=True)
+
+
+async def _run_usage(store: SQLiteStore, q: ops.RunRef) -> UsageTotals:
+    def read(r: SQLiteReader) -> UsageTotals:
+        rows = r.usage_rows(USAGE.run_row, (q.run_id,))
+        if rows:
+            return usage_from_row(rows[0])
+        lifecycle.require_run(r, q.run_id)
+        return UsageTotals()
+
+    return await store._read("load_run_usage", read, one_statement=True, small=True)
+
+
+async def _usage_by_label(store: SQLiteStore, q: ops.UsageQuery) -> list[LabelUsage]:
+    wanted = check_usage_query(q.key, q.labels)
+    sql, params = USAGE.by_label(q.key, wanted)
+    return await store._read(
+        "usage_by_label",
+        lambda r: label_rows(q.key, r.usage_rows(sql, params)),
+        one_statement=True,
+    )
+
+
+async def _derived_copies(store: SQLiteStore, q: ops.SessionRef) -> list[DerivedCopy]:
+    require_id("session_id", q.session_id)
+    return await store._read(
+        "list_derived_copies", lambda r: r.derived_copies(q.session_id), one_statement=True
+    )
+
+
 _READS: dict[Operation[Any, Any], Callable[[SQLiteStore, Any], Awaitable[object]]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
     ops.LIST_SESSION_RUN_RECORDS: _session_page,
     ops.LIST_RUNS_BY_SESSION: _session_runs,
     ops.LIST_SESSIONS: _sessions,
+    ops.LOAD_SESSION_USAGE: _session_usage,
+    ops.LOAD_RUN_USAGE: _run_usage,
+    ops.USAGE_BY_LABEL: _usage_by_label,
+    ops.LIST_DERIVED_COPIES: _derived_copies,
 }

@@ -1,0 +1,110 @@
+"""Conformance: derived data names its source, and a purge may take it along [G2].
+
+A run whose history was copied from another session carries a
+``transcript_history_copied`` record; the store lists, for a session, every copy
+of its history that other sessions hold, before and after the session's purge,
+until the holding session is purged in turn. A malformed provenance record is
+refused on write (it is listed strictly, so it could not be skipped later).
+
+A purge's receipt lists the copies that remain; with ``cascade`` the sessions
+holding them are purged whole in the same transaction and named instead, or, if one
+may not be purged (active, running), nothing is.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from agentledger.errors import SessionActiveError, SessionPurgedError, ValidationError
+from agentledger.storage.builders import RecordBuilder
+from agentledger.storage.conformance._base import ConformanceBase
+from agentledger.storage.conformance._world import World
+from agentledger.storage.derivation import HISTORY_COPIED, CopiedFrom, DerivedCopy
+from agentledger.storage.types import Record
+
+__all__ = ["CascadeConformance", "DerivedConformance"]
+
+
+def _copied(world: World, run: RecordBuilder, source: CopiedFrom) -> Record:
+    return run.record(HISTORY_COPIED, source.encode(), event_key="copied", at=world.now())
+
+
+class DerivedConformance(ConformanceBase):
+    async def test_copies_of_a_session_are_listed_until_their_holder_is_purged(
+        self, world: World
+    ) -> None:
+        store = world.store
+        source_sid = await world.session("src")
+        source = await world.root("src-root", session=source_sid)
+        await store.append_run_record(world.note(source, "n"))
+        await world.finish(source)
+        holder_sid = await world.session("holder")
+        fork = world.run("fork", session=holder_sid)
+        copied_from = CopiedFrom(session_id=source_sid, run_id=source.run.run_id, through="3")
+        start = msgspec.structs.replace(
+            fork.root_start(), records=(_copied(world, fork, copied_from),)
+        )
+        await store.start_root_run(start)
+        expected = [DerivedCopy(session_id=holder_sid, run_id=fork.run.run_id, source=copied_from)]
+        assert await store.list_derived_copies(source_sid) == expected
+        assert await store.list_derived_copies(holder_sid) == []
+        await store.end_session(source_sid, ended_at=world.now())
+        await store.purge_session(source_sid)
+        assert await store.list_derived_copies(source_sid) == expected  # what remains
+        await world.finish(fork)
+        await store.end_session(holder_sid, ended_at=world.now())
+        await store.purge_session(holder_sid)
+        assert await store.list_derived_copies(source_sid) == []
+
+    async def test_a_malformed_provenance_record_is_refused(self, world: World) -> None:
+        sid = await world.session("bad")
+        run = await world.root("bad-root", session=sid)
+        bad = run.record(HISTORY_COPIED, b'{"run_id": "x"}', event_key="copied", at=world.now())
+        async with world.unchanged():
+            with pytest.raises(ValidationError):
+                await world.store.append_run_record(bad)
+
+
+async def _source_and_holder(world: World, name: str) -> tuple[str, str, DerivedCopy]:
+    """A finished, ended source session and a holder session with a copy of it (active)."""
+    store = world.store
+    source_sid = await world.session(f"{name}-src")
+    source = await world.root(f"{name}-src-root", session=source_sid)
+    await world.finish(source)
+    await store.end_session(source_sid, ended_at=world.now())
+    holder_sid = await world.session(f"{name}-holder")
+    fork = world.run(f"{name}-fork", session=holder_sid)
+    copied_from = CopiedFrom(session_id=source_sid, run_id=source.run.run_id, through="2")
+    start = msgspec.structs.replace(fork.root_start(), records=(_copied(world, fork, copied_from),))
+    await store.start_root_run(start)
+    await world.finish(fork)
+    copy = DerivedCopy(session_id=holder_sid, run_id=fork.run.run_id, source=copied_from)
+    return source_sid, holder_sid, copy
+
+
+class CascadeConformance(ConformanceBase):
+    async def test_a_purge_lists_the_copies_that_remain(self, world: World) -> None:
+        source, holder, copy = await _source_and_holder(world, "keep")
+        receipt = await world.store.purge_session(source)
+        assert (receipt.derived, receipt.cascaded) == ([copy], [])
+        assert (await world.store.load_session(holder)).id == holder  # it remains
+        assert await world.store.purge_session(source, cascade=True) == receipt  # kept
+
+    async def test_cascade_purges_the_holders_with_the_session(self, world: World) -> None:
+        source, holder, _ = await _source_and_holder(world, "cascade")
+        await world.store.end_session(holder, ended_at=world.now())
+        receipt = await world.store.purge_session(source, cascade=True)
+        assert (receipt.cascaded, receipt.derived) == ([holder], [])
+        with pytest.raises(SessionPurgedError):
+            await world.store.load_session(holder)
+        kept = await world.store.purge_session(holder)  # its own tombstone and receipt
+        assert (kept.session_id, kept.runs) == (holder, 1)
+        assert await world.store.list_derived_copies(source) == []
+
+    async def test_cascade_refuses_an_active_holder_and_purges_nothing(self, world: World) -> None:
+        source, holder, _ = await _source_and_holder(world, "refused")
+        async with world.unchanged():
+            with pytest.raises(SessionActiveError) as refused:
+                await world.store.purge_session(source, cascade=True)
+        assert refused.value.session_id == holder

@@ -1,0 +1,168 @@
+"""Accounting [G3] beyond the conformance suite: the record type the runtime writes, the
+migration that counts an existing database, and ``check`` finding a damaged counter,
+on real SQLite files and the real PostgreSQL server."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import msgspec
+import psycopg
+import pytest
+
+from agentledger.runtime import records as runtime_records
+from agentledger.storage import RunStatus, UsageTotals
+from agentledger.storage.accounting import MODEL_USAGE, record_tokens
+from agentledger.storage.conformance import World
+from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import check as pg_check
+from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.usage_check import usage_findings
+from tests.storage.postgres.server import create_database, drop_database
+
+
+def test_the_store_counts_the_record_type_the_runtime_writes() -> None:
+    usage = runtime_records.UsagePayload(
+        model="m", input_tokens=11, output_tokens=7, cache_read_tokens=5, cache_write_tokens=2
+    )
+    spec = runtime_records.RecordSpec.usage(1, 0, usage)
+    assert spec.type == MODEL_USAGE
+    assert record_tokens(spec.type, spec.payload) == (11, 7, 5)
+
+
+@pytest.mark.parametrize(
+    "payload", [b"\x01sealed", b"[1]", b'{"input_tokens": -1}', b'{"input_tokens": 1.5}']
+)
+def test_an_unreadable_usage_payload_reports_no_tokens(payload: bytes) -> None:
+    assert record_tokens(MODEL_USAGE, payload) is None
+    assert record_tokens("planner_note", payload) == (0, 0, 0)
+
+
+async def _fill(world: World) -> str:
+    sid = await world.session("s", labels={"tenant": "acme"})
+    root = await world.root("root", session=sid)
+    body = msgspec.json.encode({"model": "m", "input_tokens": 9, "output_tokens": 4})
+    await world.store.append_run_record(
+        root.record(MODEL_USAGE, body, event_key="u", at=world.now())
+    )
+    await world.store.append_run_record(world.note(root, "n"))
+    await world.child("child", parent=root)
+    other = await world.session("bare")
+    await world.store.end_session(other, ended_at=world.now())
+    await world.finish(root, RunStatus.COMPLETED)
+    return sid
+
+
+# ------------------------------------------------------------------- SQLite
+
+
+async def _sqlite_usage(path: Path, sid: str) -> UsageTotals:
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        return await store.load_session_usage(sid)
+
+
+async def test_sqlite_migration_counts_an_existing_database(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        sid = await _fill(World(store, namespace="m"))
+        kept = await store.load_session_usage(sid)
+    assert (kept.runs, kept.input_tokens, kept.output_tokens) == (2, 9, 4)
+    with sqlite3.connect(path) as conn:  # the file as migration 15 left it
+        conn.execute("DROP TABLE usage_runs")
+        conn.execute("DROP TABLE usage_sessions")
+        conn.execute("DROP INDEX records_copies")
+        conn.execute("DELETE FROM _agentledger_migrations WHERE name = 'usage_counters'")
+    assert await _sqlite_usage(path, sid) == kept  # reopening migrates and counts
+    assert check_invariants(path) == []
+
+
+def _damage_sqlite(path: Path, sql: str) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql)
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        ("UPDATE usage_sessions SET bytes = bytes + 1 WHERE session_id = 'c-s'",
+         "usage counters of session 'c-s' differ from its rows: bytes"),
+        ("UPDATE usage_runs SET input_tokens = 0 WHERE run_id = 'c-root'",
+         "usage counters of run 'c-root' differ from its rows: input_tokens 0 (rows: 9)"),
+        ("DELETE FROM usage_runs WHERE run_id = 'c-child'",
+         "usage counters of run 'c-child' differ from its rows: bytes 0 (rows: 26), records 0"),
+        ("INSERT INTO usage_sessions VALUES ('ghost', 1, 1, 1, 0, 0, 0)",
+         "usage counters of a session that is not stored: 'ghost'"),
+    ],
+)  # fmt: skip
+async def test_sqlite_check_finds_a_damaged_counter(
+    tmp_path: Path, damage: str, expected: str
+) -> None:
+    path = tmp_path / "c.db"
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        await _fill(World(store, namespace="c"))
+    assert check_invariants(path) == []
+    _damage_sqlite(path, damage)
+    found = check_invariants(path)
+    assert any(expected in problem for problem in found), found
+
+
+# --------------------------------------------------------------- PostgreSQL
+
+
+@pytest.fixture
+async def pg_dsn(postgres_dsn: str) -> AsyncIterator[str]:
+    dsn = create_database(postgres_dsn, prefix="agentledger_usage")
+    try:
+        yield dsn
+    finally:
+        drop_database(dsn)
+
+
+async def _pg_exec(dsn: str, *statements: str) -> None:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for statement in statements:
+            await conn.execute(statement)
+
+
+async def test_postgres_migration_counts_an_existing_database(pg_dsn: str) -> None:
+    async with await PostgresStore.open(pg_dsn) as store:
+        sid = await _fill(World(store, namespace="m"))
+        kept = await store.load_session_usage(sid)
+    await _pg_exec(
+        pg_dsn,
+        "DROP TABLE agentledger_usage_runs",
+        "DROP TABLE agentledger_usage_sessions",
+        "DROP INDEX agentledger_records_copies",
+        "DELETE FROM _agentledger_migrations WHERE name = 'usage counters'",
+    )
+    async with await PostgresStore.open(pg_dsn) as store:
+        assert await store.load_session_usage(sid) == kept
+    assert await pg_check.check_invariants(pg_dsn) == []
+
+
+async def test_postgres_check_finds_a_damaged_counter(pg_dsn: str) -> None:
+    async with await PostgresStore.open(pg_dsn) as store:
+        await _fill(World(store, namespace="c"))
+    assert await pg_check.check_invariants(pg_dsn) == []
+    await _pg_exec(pg_dsn, "UPDATE agentledger_usage_runs SET records = 7 WHERE run_id = 'c-root'")
+    found = await pg_check.check_invariants(pg_dsn)
+    assert [p for p in found if "usage" in p] == [
+        "usage counters of run 'c-root' differ from its rows: records 7 (rows: 5)"
+    ]  # the session's own counters still match its rows
+
+
+# ---------------------------------------------------------------- the audit
+
+
+def test_sealed_payloads_leave_tokens_uncompared() -> None:
+    kept = {"r": UsageTotals(bytes=5, records=1, runs=1, input_tokens=3)}
+    runs = [("r", "s", 5, 1)]
+    sealed_record = [("r", MODEL_USAGE, b"\x01sealed")]
+    sessions = {"s": UsageTotals(bytes=5, records=1, runs=1, input_tokens=3)}
+    find: Callable[[bool], list[str]] = lambda sealed: usage_findings(  # noqa: E731
+        runs, sealed_record, kept, sessions, ["s"], sealed=sealed
+    )
+    assert find(True) == []
+    assert len(find(False)) == 2  # plaintext: the tokens the rows hold (none) differ
