@@ -12,6 +12,7 @@ before it imports any backend.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -148,7 +149,7 @@ class Target:
 
     async def _client(self) -> AdminStore:
         try:  # imported here: the client names this module (no import circle)
-            from agentledger.service.client import StoreClient
+            service = importlib.import_module("agentledger.service")
         except ImportError as e:
             raise ValidationError(
                 field="--db",
@@ -159,7 +160,11 @@ class Target:
                     f"installation does not have ({e})"
                 ),
             ) from e
-        return await StoreClient.open(self.text, token=os.environ.get(TOKEN_VARIABLE, ""))
+        # a missing extra (aiohttp) is the package's own one-line "needs the [service] extra"
+        opened: AdminStore = await service.StoreClient.open(
+            self.text, token=os.environ.get(TOKEN_VARIABLE, "")
+        )
+        return opened
 
     async def _postgres(
         self,

@@ -46,6 +46,10 @@ PUBLIC = {
         "NotePayload", "Phase", "PhasePayload", "PromptPayload", "RecordSpec",
         "ToolAnsweredPayload", "ToolResultPayload", "ToolScheduledPayload", "ToolStartedPayload",
         "UsagePayload", "decode_json", "encode_json",
+        # the event-key grammar, owned here: build a key, parse one back, decode a payload
+        "EventKey", "KeyKind", "decode_payload", "history_key", "history_usage_key",
+        "messages_key", "note_key", "parse_event_key", "phase_key", "prompt_key", "step_turn",
+        "tool_key", "turn_step", "usage_key", "window_key",
     ],
 }  # fmt: skip
 
