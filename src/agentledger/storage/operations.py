@@ -28,7 +28,8 @@ import msgspec
 
 from agentledger.errors import AccessDeniedError, ValidationError
 from agentledger.storage import lifecycle, payloads
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT, DEFAULT_SEARCH_LIMIT
+from agentledger.storage.search import SearchPage
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, StateReader
@@ -70,6 +71,7 @@ __all__ = [
     "RunPageQuery",
     "RunRef",
     "RunsBySessionQuery",
+    "SearchRequest",
     "SessionCreate",
     "SessionEnd",
     "SessionPageQuery",
@@ -205,6 +207,16 @@ class SessionsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     labels: dict[str, str] | None = None
     cursor: str = ""
     limit: int = DEFAULT_PAGE_LIMIT
+
+
+class SearchRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One page of the messages holding every word of ``text``, newest first [G1]."""
+
+    text: str
+    labels: dict[str, str] | None = None
+    session_id: str = ""
+    limit: int = DEFAULT_SEARCH_LIMIT
+    cursor: str = ""
 
 
 # ------------------------------------------------------------ operations
@@ -531,6 +543,10 @@ LIST_SESSION_MESSAGES: Operation[SessionRef, list[SessionMessage]] = Operation(
     touches=lambda q: (_session(q.session_id),),
     read=lambda r, q: lifecycle.list_session_messages(r, q.session_id),
 )  # fmt: skip
+SEARCH: Operation[SearchRequest, SearchPage] = Operation(
+    "search", SearchRequest, SearchPage, access=Access.READ, touches=lambda q: (),
+    narrow=lambda q, scope: msgspec.structs.replace(q, labels=within(scope, q.labels or {})),
+)  # fmt: skip
 
 # SessionAdmin -----------------------------------------------------------
 
@@ -598,6 +614,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     SUBMIT_MESSAGE,
     LOAD_PENDING_MESSAGES,
     LIST_SESSION_MESSAGES,
+    SEARCH,
     CREATE_SESSION,
     LOAD_SESSION,
     END_SESSION,
@@ -734,6 +751,27 @@ class StoreOperations:
     ) -> Coroutine[Any, Any, list[SessionMessage]]:
         """Every message submitted to the session, in arrival order, with its fate."""
         return self.perform(LIST_SESSION_MESSAGES, SessionRef(session_id=session_id))
+
+    def search(
+        self,
+        text: str,
+        /,
+        *,
+        labels: Mapping[str, str] | None = None,
+        session_id: str | None = None,
+        limit: int = DEFAULT_SEARCH_LIMIT,
+        cursor: str | None = None,
+    ) -> Coroutine[Any, Any, SearchPage]:
+        """[G1] One page of the messages holding every word of ``text``, newest first,
+        within the sessions carrying ``labels`` (or the one ``session_id``)."""
+        request = SearchRequest(
+            text=text,
+            labels=cast(dict[str, str], labels),
+            session_id=session_id or "",
+            limit=limit,
+            cursor=cursor or "",
+        )
+        return self.perform(SEARCH, request)
 
 
 class AdminOperations(StoreOperations):

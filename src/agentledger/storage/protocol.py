@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from agentledger.storage.search import SearchPage
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
@@ -34,9 +35,17 @@ from agentledger.storage.types import (
     TurnAppend,
 )
 
-__all__ = ["DEFAULT_PAGE_LIMIT", "AdminStore", "SessionAdmin", "Store", "VerifiedTranscripts"]
+__all__ = [
+    "DEFAULT_PAGE_LIMIT",
+    "DEFAULT_SEARCH_LIMIT",
+    "AdminStore",
+    "SessionAdmin",
+    "Store",
+    "VerifiedTranscripts",
+]
 
 DEFAULT_PAGE_LIMIT = 100
+DEFAULT_SEARCH_LIMIT = 50
 
 
 @runtime_checkable
@@ -168,6 +177,21 @@ class Store(Protocol):
 
     async def list_session_messages(self, session_id: str, /) -> list[SessionMessage]:
         """Every message submitted to the session, in arrival order, with its fate."""
+        ...
+
+    async def search(
+        self,
+        text: str,
+        /,
+        *,
+        labels: Mapping[str, str] | None = None,
+        session_id: str | None = None,
+        limit: int = DEFAULT_SEARCH_LIMIT,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        """[G1] One page of the messages holding every word of ``text`` (whole words,
+        any case), newest first, within the sessions carrying ``labels`` (or the one
+        ``session_id``); the page says how many sealed sessions it could not see."""
         ...
 
 

@@ -333,6 +333,7 @@ class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     digest: str  # "sha256:<hex>", or "" when unknown
     purged_at: datetime | None  # UTC, millisecond precision; None when unknown
     messages: int | None = None  # messages submitted to the session deleted (queued or not)
+    search_entries: int | None = None  # search index entries deleted (None: unknown)
 
     @property
     def known(self) -> bool:

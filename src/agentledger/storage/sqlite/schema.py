@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from agentledger.errors import SchemaVersionError, TranscriptError, ValidationError
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
+from agentledger.storage.sqlite import search as search_schema
 from agentledger.transcript.codec import decode_messages
 
 __all__ = [
@@ -315,6 +316,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX session_messages_waiting ON session_messages (session_id, pos) "
             "WHERE started = 0",
         ),
+    ),
+    Migration(
+        version=16,
+        name="search_index",
+        # [G1] an FTS5 index of the messages' text, written with each record; the
+        # records stored before are indexed in batches afterwards (search.build_index).
+        statements=search_schema.MIGRATION,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""

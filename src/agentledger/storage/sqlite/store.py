@@ -24,6 +24,7 @@ from agentledger.storage import operations as ops
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation
+from agentledger.storage.search import SearchPage, search_query
 from agentledger.storage.sqlite.apply import apply_plan
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -632,10 +633,16 @@ async def _sessions(store: SQLiteStore, q: ops.SessionsQuery) -> SessionPage:
     return await store._read("list_sessions", lambda r: r.session_list(query))
 
 
+async def _search(store: SQLiteStore, q: ops.SearchRequest) -> SearchPage:
+    query = search_query(q.text, q.labels, q.session_id, q.cursor, q.limit)
+    return await store._read("search", lambda r: r.search(query))
+
+
 _READS: dict[Operation[Any, Any], Callable[[SQLiteStore, Any], Awaitable[object]]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
     ops.LIST_SESSION_RUN_RECORDS: _session_page,
     ops.LIST_RUNS_BY_SESSION: _session_runs,
     ops.LIST_SESSIONS: _sessions,
+    ops.SEARCH: _search,
 }
