@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
+from agentledger.storage.postgres import search
 from agentledger.storage.postgres.reader import Loader
 from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
@@ -29,6 +30,7 @@ from agentledger.storage.postgres.rows import (
     run_params,
 )
 from agentledger.storage.receipts import encode_receipt
+from agentledger.storage.search import count_purged
 from agentledger.storage.state import Plan
 
 __all__ = ["StaleWrite", "apply_plan", "changed_columns"]
@@ -203,6 +205,7 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                 flat.extend(record_params(record, position))
             values_sql = ", ".join([_RECORD_VALUES] * len(chunk))
             await conn.execute(_INSERT_RECORDS + values_sql, flat)
+        await search.insert_entries(conn, plan.records, sealed=sealer is not None)
     for result in plan.tool_results:
         data = result.data
         if sealer is not None:
@@ -215,7 +218,8 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     if ended:
         await conn.execute(_DELETE_TOOL_RESULTS, (ended,))
     if plan.purge_session:
+        count_purged(plan, await search.count_entries(conn, plan.purge_session))
         assert plan.purge_receipt is not None
         params = {"s": plan.purge_session, "receipt": encode_receipt(plan.purge_receipt)}
-        for query in _PURGE:
+        for query in (*search.PURGE, *_PURGE):
             await conn.execute(query, params)

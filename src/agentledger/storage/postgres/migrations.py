@@ -18,6 +18,7 @@ from psycopg.rows import TupleRow
 
 from agentledger.errors import SchemaVersionError, TranscriptError, ValidationError
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
+from agentledger.storage.postgres import search as search_schema
 from agentledger.storage.postgres.rows import micros
 from agentledger.transcript.codec import decode_messages
 
@@ -354,6 +355,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "session label index", _SESSION_LABEL_INDEX),
     Migration(12, "start records", _START_RECORDS),
     Migration(13, "session messages", _SESSION_MESSAGES),
+    # [G1] the search index, written with each record; older records are indexed
+    # afterwards in resumable batches (search.build_index).
+    Migration(14, "search index", search_schema.MIGRATION),
 )
 """Every migration this code knows, in order."""
 

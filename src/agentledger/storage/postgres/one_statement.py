@@ -30,6 +30,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError
+from agentledger.storage.postgres import search
 from agentledger.storage.postgres.apply import changed_columns
 from agentledger.storage.postgres.reader import Missing
 from agentledger.storage.postgres.rows import (
@@ -230,7 +231,12 @@ def guess(reader: Remembered, decide: Callable[[StateReader], Plan[Any]]) -> Gue
 
 @lru_cache(maxsize=256)
 def _statement(
-    session: bool, changed: tuple[str, ...], count: int, keys: int, steering: bool = False
+    session: bool,
+    changed: tuple[str, ...],
+    count: int,
+    keys: int,
+    steering: bool = False,
+    index: str = "",
 ) -> str:
     """The statement writing ``count`` records and the run columns ``changed``.
 
@@ -286,7 +292,11 @@ def _statement(
         f"SELECT {columns}, {position} FROM (VALUES {rows}) AS v ({names}) {gate_insert} "
         "RETURNING 1) "
     )
-    return lock + run + allocate + insert + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
+    index = f", {index}" if index else ""  # the search index [G1], written with the records
+    return (
+        lock + run + allocate + insert + index
+        + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
+    )  # fmt: skip
 
 
 _RUN_WIDTH = len(_RUN_FIELDS)
@@ -362,8 +372,18 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
             params[f"v{i}_{j}"] = values[j]
         params[f"v{i}_seq"] = values[8]
         params[f"v{i}_sum"] = values[9]
+    index = ""
+    if session is not None:
+        if sealer is not None:
+            if any(record.type in search.INDEXED_TYPES for record in g.plan.records):
+                index = search.GUESSED_LEFT_OUT
+        else:
+            entries = search.guessed_params(g.plan.records)
+            if entries is not None:
+                index = search.GUESSED_INSERT
+                params.update(entries)
     sql = _statement(
-        session is not None, names, len(g.plan.records), len(g.absent), g.none_steering
+        session is not None, names, len(g.plan.records), len(g.absent), g.none_steering, index
     )
     return sql, params
 

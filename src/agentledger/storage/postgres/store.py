@@ -57,8 +57,10 @@ from agentledger.storage.postgres.rows import (
     run_from_row,
     session_from_row,
 )
+from agentledger.storage.postgres.search import build_index, search_reader
 from agentledger.storage.postgres.session_commits import SessionCommits
 from agentledger.storage.postgres.session_list import session_list
+from agentledger.storage.search import SearchPage, search_query
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     Page,
@@ -173,6 +175,8 @@ async def _prepare(
                     pending=[m.version for m in todo],
                 )
         await _bind_encryption(conn, encryption)
+        if migrate:
+            await build_index(conn)  # the records stored before the search index [G1]
         return await _migrations.transcripts_checked(conn)
 
 
@@ -659,10 +663,16 @@ async def _sessions(store: PostgresStore, q: ops.SessionsQuery) -> SessionPage:
     return await store._read("list_sessions", lambda r: session_list(r.conn, query), ())
 
 
+async def _search(store: PostgresStore, q: ops.SearchRequest) -> SearchPage:
+    query = search_query(q.text, q.labels, q.session_id, q.cursor, q.limit)
+    return await store._read("search", search_reader(query), ())
+
+
 _READS: dict[Operation[Any, Any], Callable[[PostgresStore, Any], Awaitable[object]]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
     ops.LIST_SESSION_RUN_RECORDS: _session_page,
     ops.LIST_RUNS_BY_SESSION: _session_runs,
     ops.LIST_SESSIONS: _sessions,
+    ops.SEARCH: _search,
 }
