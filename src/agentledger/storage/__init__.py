@@ -10,6 +10,7 @@ from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.memory import MemoryStore
 from agentledger.storage.protocol import SessionAdmin, Store
+from agentledger.storage.search import SearchHit, SearchPage
 from agentledger.storage.types import (
     AppendResult,
     BusyPolicy,
@@ -63,6 +64,8 @@ __all__ = [
     "RunStatus",
     "RunSuspension",
     "RunTerminal",
+    "SearchHit",
+    "SearchPage",
     "Session",
     "SessionAdmin",
     "SessionMessage",

@@ -364,7 +364,9 @@ class Operation(Generic[Req, Resp]):
         return cast(Coroutine[Any, Any, Resp], method(*values[:n], **named))
 
 
-def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
+def within(
+    scope: dict[str, str], labels: dict[str, str], operation: str = "list_sessions"
+) -> dict[str, str]:
     """A label filter narrowed to a token's scope.
 
     Raises:
@@ -373,7 +375,7 @@ def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
     clash = {k: v for k, v in labels.items() if k in scope and scope[k] != v}
     if clash:
         raise AccessDeniedError(
-            operation="list_sessions",
+            operation=operation,
             status=403,
             reason=f"labels {clash} are outside the token's scope {scope}",
         )
@@ -544,8 +546,10 @@ LIST_SESSION_MESSAGES: Operation[SessionRef, list[SessionMessage]] = Operation(
     read=lambda r, q: lifecycle.list_session_messages(r, q.session_id),
 )  # fmt: skip
 SEARCH: Operation[SearchRequest, SearchPage] = Operation(
-    "search", SearchRequest, SearchPage, access=Access.READ, touches=lambda q: (),
-    narrow=lambda q, scope: msgspec.structs.replace(q, labels=within(scope, q.labels or {})),
+    "search", SearchRequest, SearchPage, access=Access.READ, positional=1,
+    touches=lambda q: (_session(q.session_id),) if q.session_id else (),
+    narrow=lambda q, scope: msgspec.structs.replace(
+        q, labels=within(scope, q.labels or {}, "search")),
 )  # fmt: skip
 
 # SessionAdmin -----------------------------------------------------------
