@@ -74,10 +74,14 @@ CREATE TABLE agentledger_search_backfill (
 );
 INSERT INTO agentledger_search_backfill (id, next_id)
     SELECT 1, -1 WHERE EXISTS (SELECT 1 FROM agentledger_records);
-CREATE INDEX agentledger_search_backfill_order
-    ON agentledger_records (ts DESC, run_id COLLATE "C" DESC, seq DESC)
-    WHERE session_id <> '' AND type IN
-    ('transcript_messages_appended', 'transcript_messages_seeded', 'transcript_window_applied');
+DO $$ BEGIN
+    IF EXISTS (SELECT 1 FROM agentledger_records) THEN
+        CREATE INDEX agentledger_search_backfill_order
+            ON agentledger_records (ts DESC, run_id COLLATE "C" DESC, seq DESC)
+            WHERE session_id <> '' AND type IN ('transcript_messages_appended',
+            'transcript_messages_seeded', 'transcript_window_applied');
+    END IF;
+END $$;
 """
 """Migration 14: the search index, empty, and where its build starts (with an index of
 the older records in the build's order, dropped when the build ends)."""
