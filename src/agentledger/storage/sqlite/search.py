@@ -56,7 +56,8 @@ MIGRATION = (
     ) STRICT""",
     "CREATE INDEX search_entries_by_session ON search_entries (session_id, id)",
     "CREATE VIRTUAL TABLE search_text USING fts5(body, content='search_entries', "
-    "content_rowid='id', tokenize='unicode61 remove_diacritics 0')",
+    "content_rowid='id', tokenize='unicode61 remove_diacritics 0', "
+    "detail=none, columnsize=0)",
     "CREATE TRIGGER search_entries_added AFTER INSERT ON search_entries BEGIN "
     "INSERT INTO search_text (rowid, body) VALUES (new.id, new.body); END",
     "CREATE TRIGGER search_entries_deleted AFTER DELETE ON search_entries BEGIN "
