@@ -111,6 +111,10 @@ class SearchConformance(ConformanceBase):
         assert [h.record_id for h in await _all(world, word)] == ["3", "2"]
         assert await _all(world, word[:-1]) == [], "a part of a word matched"
         assert await _all(world, f"{word} {_word()}") == [], "a word absent from it matched"
+        # Words are letters and digits; anything else separates them, on every backend.
+        await _said(world, run, "m3", _text("user", f"{word}-1182 v3.14 {word}@mail.example"))
+        for text in (f"{word} 1182", f"{word} 14", f"{word} mail example"):
+            assert [h.record_id for h in await _all(world, text)] == ["4"], text
 
     async def test_search_reads_tool_inputs_results_and_summaries(self, world: World) -> None:
         asked, answered, summed = _word(), _word(), _word()

@@ -30,6 +30,7 @@ from agentledger.storage.search import (
     SearchQuery,
     index_entries,
     search_page,
+    words_of,
 )
 from agentledger.storage.types import Record
 
@@ -60,7 +61,7 @@ CREATE TABLE agentledger_search (
     role        text NOT NULL,
     ts          timestamptz NOT NULL,
     body        text NOT NULL,
-    words       tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED
+    words       tsvector NOT NULL
 );
 CREATE INDEX agentledger_search_words ON agentledger_search USING gin (words);
 CREATE INDEX agentledger_search_by_session ON agentledger_search (session_id, id);
@@ -92,17 +93,23 @@ PURGE = (
 )
 """A purge's statements for the index, in its transaction."""
 
-_COLUMNS = "session_id, run_id, seq, message, role, ts, body"
+_COLUMNS = "session_id, run_id, seq, message, role, ts, body, words"
+_VALUES = "SELECT a, b, c, d, e, f, g, to_tsvector('simple', h) FROM "
 _UNNEST = (
     "unnest({}::text[], {}::text[], {}::bigint[], {}::integer[], {}::text[], "
-    "{}::timestamptz[], {}::text[])"
+    "{}::timestamptz[], {}::text[], {}::text[]) AS u (a, b, c, d, e, f, g, h)"
 )
-_INSERT = f"INSERT INTO agentledger_search ({_COLUMNS}) SELECT * FROM " + _UNNEST.format(
-    *["%s"] * 7
+_INSERT = f"INSERT INTO agentledger_search ({_COLUMNS}) " + _VALUES + _UNNEST.format(*["%s"] * 8)
+_INSERT_WITH_ID = (
+    f"INSERT INTO agentledger_search (id, {_COLUMNS}) "
+    "SELECT i, a, b, c, d, e, f, g, to_tsvector('simple', h) FROM "
+    "unnest(%s::bigint[], %s::text[], %s::text[], %s::bigint[], %s::integer[], %s::text[], "
+    "%s::timestamptz[], %s::text[], %s::text[]) AS u (i, a, b, c, d, e, f, g, h)"
 )
 GUESSED_INSERT = (
-    f"x AS (INSERT INTO agentledger_search ({_COLUMNS}) SELECT * FROM "
-    + _UNNEST.format(*(f"%(x{i})s" for i in range(7)))
+    f"x AS (INSERT INTO agentledger_search ({_COLUMNS}) "
+    + _VALUES
+    + _UNNEST.format(*(f"%(x{i})s" for i in range(8)))
     + " WHERE EXISTS (SELECT 1 FROM i)) "
 )
 """The index entries of a one-statement append, written only if its records were."""
@@ -121,24 +128,28 @@ def guessed_params(records: Sequence[Record]) -> dict[str, object] | None:
     return {f"x{i}": column for i, column in enumerate(_columns(rows))}
 
 
-_INSERT_WITH_ID = (
-    f"INSERT INTO agentledger_search (id, {_COLUMNS}) "
-    "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bigint[], %s::integer[], "
-    "%s::text[], %s::timestamptz[], %s::text[])"
-)
 LEFT_OUT = (
     "INSERT INTO agentledger_search_left_out (session_id) SELECT unnest(%s::text[]) "
     "ON CONFLICT DO NOTHING"
 )
 _COUNT = "SELECT count(*) FROM agentledger_search WHERE session_id = %s"
 
-EntryRow = tuple[str, str, int, int, str, datetime, str]
+EntryRow = tuple[str, str, int, int, str, datetime, str, str]
 
 
 def entry_rows(records: Sequence[Record]) -> list[EntryRow]:
     """The ``agentledger_search`` rows of ``records`` (ids set), in order."""
     return [
-        (r.session_id, r.run_id, int(r.id), e.message_index, e.role, r.timestamp, e.body)
+        (
+            r.session_id,
+            r.run_id,
+            int(r.id),
+            e.message_index,
+            e.role,
+            r.timestamp,
+            e.body,
+            words_of(e.body),
+        )
         for r in records
         if r.type in INDEXED_TYPES
         for e in index_entries(r)
@@ -226,7 +237,7 @@ def search_reader(query: SearchQuery) -> Callable[[Loader], Awaitable[SearchPage
             counts = await cur.fetchone()
             assert counts is not None
             left_out, building = int(counts[0]), bool(counts[1])
-        found = [FoundEntry(*row[:8]) for row in rows]
+        found = [FoundEntry(*row[:8]) for row in rows]  # not the words: the hit shows the body
         return search_page(query, found, left_out=left_out, complete=not building)
 
     return read
