@@ -91,7 +91,7 @@ def turn_payload(text: Text) -> bytes:
     ])  # fmt: skip
 
 
-async def fill(store: Any, sessions: int, turns: int, seed: int, concurrency: int = 8) -> int:
+async def fill(store: Any, sessions: int, turns: int, seed: int, concurrency: int = 16) -> int:
     """``sessions`` sessions of one run of ``turns`` transcript records; their payload bytes."""
     text = Text(seed, rare_every=max(2, sessions * turns * 3 // 4))
     size = 0
@@ -103,10 +103,12 @@ async def fill(store: Any, sessions: int, turns: int, seed: int, concurrency: in
         run = RecordBuilder(RunStart(run_id=f"{sid}-r", agent_id="a", session_id=sid,
                                      started_at=at))  # fmt: skip
         await store.start_root_run(run.root_start())
-        for t, body in enumerate(bodies):
-            record = run.record(payloads.TRANSCRIPT_APPENDED, body, event_key=f"t{t}",
-                                at=at + timedelta(milliseconds=t + 1))  # fmt: skip
-            await store.append_run_record(record)
+        records = [
+            run.record(payloads.TRANSCRIPT_APPENDED, body, event_key=f"t{t}",
+                       at=at + timedelta(milliseconds=t + 1))
+            for t, body in enumerate(bodies)
+        ]  # fmt: skip
+        await store.append_run_records(records)  # filling: a session's turns in one call
 
     for base in range(0, sessions, concurrency):
         batch = range(base, min(sessions, base + concurrency))
