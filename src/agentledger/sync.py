@@ -181,6 +181,7 @@ class SyncStore:
     list_run_records = _Blocking(Store.list_run_records)
     load_transcript_chain = _Blocking(Store.load_transcript_chain)
     list_session_run_records = _Blocking(Store.list_session_run_records)
+    search = _Blocking(Store.search)
 
     def transcript(self, run_id: str, *, full: bool = False) -> list[Message]:
         """[R2] The run's transcript, replayed from its record log: what its model is sent
