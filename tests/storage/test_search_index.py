@@ -195,3 +195,20 @@ async def test_postgres_builds_the_index_of_older_records(fresh_dsn: str) -> Non
             return bool(row and row[0])
 
     await _check_rebuild(open_store, forget, build, pending)
+
+
+async def test_postgres_pages_read_past_the_window_alike(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL page reads the newest entries in order, then older ones through the GIN
+    index: with a window of 5 entries the answers are the same as with the whole window."""
+    store = await PostgresStore.open(fresh_dsn, min_size=1, max_size=2)
+    try:
+        await _fill(store)
+        whole = await _answers(store)
+        monkeypatch.setattr(pg_search, "WINDOW", 5)
+        assert await _answers(store) == whole
+        monkeypatch.setattr(pg_search, "WINDOW", 1)
+        assert await _answers(store) == whole
+    finally:
+        await store.close()

@@ -4,7 +4,8 @@ The SQLite module's twin (:mod:`agentledger.storage.sqlite.search`): one row per
 message (see :mod:`agentledger.storage.search`), its words (``to_tsvector('simple',
 body)``, no stemming, as SQLite's ``unicode61`` reads them) a stored generated column,
 written by the statement that writes the entry, in the transaction of its record. An
-entry's id comes from a sequence; a page is the newest matches (ids descending).
+entry's id comes from a sequence; a page is the newest matches (ids descending), read as
+:func:`search_reader` says.
 
 Migration 14 creates the table; the records stored before it are indexed by
 :func:`build_index` in batches, each its own transaction, newest first (by their time),
@@ -202,43 +203,64 @@ def _filter(query: SearchQuery, table: str) -> tuple[list[str], list[object]]:
     return where, params
 
 
+WINDOW = 2000
+"""How many of the newest entries a page reads in order before it asks the GIN index."""
+
+_HIT = "e.id, e.session_id, e.run_id, e.seq, e.message, e.role, e.ts, e.body"
+
+
 def search_reader(query: SearchQuery) -> Callable[[Loader], Awaitable[SearchPage]]:
-    """The read of one page of ``query``'s hits, newest first (one statement, one snapshot)."""
+    """The read of one page of ``query``'s hits, newest first.
+
+    A page is read in two steps, because no one plan serves every word: among the newest
+    :data:`WINDOW` entries within the filter, read in id order, which fills a page of a
+    common word at once; then, if the page is not full, among the older ones through the
+    GIN index (every match, then sorted): a word that did not fill the window has few.
+    (One ``ORDER BY id DESC LIMIT`` statement leaves the choice to the planner, which
+    cannot tell a rare word from a common one, and reads the whole table for a rare one.)
+    """
 
     async def read(loader: Loader) -> SearchPage:
         if query.session_id:
             await decide(loader, lambda r: lifecycle.require_session(r, query.session_id))
+        conn = loader.conn
         where, params = _filter(query, "e")
-        # Each term a word of the simple configuration: letters and digits only.
         where.insert(0, "e.words @@ to_tsquery('simple', %s)")
-        params.insert(0, " & ".join(query.terms))
+        params.insert(0, " & ".join(query.terms))  # each a word of letters and digits
         if query.before is not None:
             where.append("e.id < %s")
             params.append(query.before)
+        scope, scope_params = where[1:], params[1:]
         left_where, left_params = _filter(query, "o")
         left = " AND ".join(left_where) or "true"
-        sql = (
-            "SELECT e.id, e.session_id, e.run_id, e.seq, e.message, e.role, e.ts, e.body, "
+        cur = await conn.execute(
+            "SELECT (SELECT e.id FROM agentledger_search e "
+            f"WHERE {' AND '.join(['true', *scope])} ORDER BY e.id DESC "
+            f"OFFSET {WINDOW - 1} LIMIT 1), "
             f"(SELECT count(*) FROM agentledger_search_left_out o WHERE {left}), "
-            "EXISTS (SELECT 1 FROM agentledger_search_backfill) "
-            f"FROM agentledger_search e WHERE {' AND '.join(where)} "
-            "ORDER BY e.id DESC LIMIT %s"
+            "EXISTS (SELECT 1 FROM agentledger_search_backfill)",
+            [*scope_params, *left_params],
         )
-        cur = await loader.conn.execute(sql, [*left_params, *params, query.fetch])
-        rows = await cur.fetchall()
-        if rows:
-            left_out, building = int(rows[0][8]), bool(rows[0][9])
-        else:
-            cur = await loader.conn.execute(
-                f"SELECT (SELECT count(*) FROM agentledger_search_left_out o WHERE {left}), "
-                "EXISTS (SELECT 1 FROM agentledger_search_backfill)",
-                left_params,
+        counts = await cur.fetchone()
+        assert counts is not None
+        edge = None if counts[0] is None else int(counts[0])  # None: the window has them all
+        window = where if edge is None else [*where, f"e.id >= {edge}"]
+        cur = await conn.execute(
+            f"SELECT {_HIT} FROM agentledger_search e WHERE {' AND '.join(window)} "
+            "ORDER BY e.id DESC LIMIT %s",
+            [*params, query.fetch],
+        )
+        found = [FoundEntry(*row) for row in await cur.fetchall()]  # the body, not the words
+        if edge is not None and len(found) < query.fetch:
+            # "e.id + 0": no plan reading the ids in order, so the GIN index finds them.
+            cur = await conn.execute(
+                f"SELECT {_HIT} FROM agentledger_search e "
+                f"WHERE {' AND '.join([*where, f'e.id < {edge}'])} "
+                "ORDER BY e.id + 0 DESC LIMIT %s",
+                [*params, query.fetch - len(found)],
             )
-            counts = await cur.fetchone()
-            assert counts is not None
-            left_out, building = int(counts[0]), bool(counts[1])
-        found = [FoundEntry(*row[:8]) for row in rows]  # not the words: the hit shows the body
-        return search_page(query, found, left_out=left_out, complete=not building)
+            found += [FoundEntry(*row) for row in await cur.fetchall()]
+        return search_page(query, found, left_out=int(counts[1]), complete=not counts[2])
 
     return read
 
