@@ -212,3 +212,35 @@ async def test_postgres_pages_read_past_the_window_alike(
         assert await _answers(store) == whole
     finally:
         await store.close()
+
+
+async def test_a_sealed_sqlite_database_builds_no_text_only_what_it_left_out(
+    tmp_path: Path,
+) -> None:
+    """Encryption at rest: the build never opens a sealed record; it counts the sessions."""
+    from agentledger.storage.encryption import Encryption, Keyring
+
+    path = tmp_path / "sealed.db"
+    encryption = Encryption(Keyring.generate(), tmp_path / "keys.vault")
+    store = await SQLiteStore.open(path, encryption=encryption)
+    try:
+        await _fill(store)
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for table in ("search_text", "search_entries", "search_left_out", "search_backfill"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE version = 16")
+        sqlite_schema.migrate(conn)
+        assert sqlite_search.build_index(conn, batch=4) == 3 * 2 * 3
+        assert conn.execute("SELECT count(*) FROM search_entries").fetchone() == (0,)
+    finally:
+        conn.close()
+    store = await SQLiteStore.open(path, encryption=encryption)
+    try:
+        page = await store.search("common")
+        assert (page.hits, page.left_out, page.complete) == ([], 3, True)
+        assert (await store.search("common", labels={"tenant": "t0"})).left_out == 2
+    finally:
+        await store.close()
