@@ -97,12 +97,15 @@ def test_a_host_session_from_start_to_purge(opened: Callable[[], sync.SyncStore]
         assert page.next_cursor
         assert other.transcript("sync-r1") == messages
         assert other.load_session_status("sync-s1") is SessionStatus.ACTIVE
+        found = other.search("hello", session_id="sync-s1")  # [G1]
+        assert [(h.record_id, h.snippet) for h in found.hits] == [("3", "**Hello**!")]
 
         ended = store.end_session("sync-s1", ended_at=at(5))
         assert ended.status is SessionStatus.ENDED
         assert other.load_session("sync-s1") == ended
         receipt = store.purge_session("sync-s1")
         assert (receipt.session_id, receipt.runs) == ("sync-s1", 1)
+        assert receipt.search_entries == 2  # both messages, indexed
         assert other.purge_session("sync-s1") == receipt  # [D7] kept with the tombstone
         with pytest.raises(SessionPurgedError) as purged:
             other.create_session("sync-s1", created_at=at(6))

@@ -185,6 +185,7 @@ class SyncStore:
     list_session_run_records = _Blocking(Store.list_session_run_records)
     load_session_usage = _Blocking(Store.load_session_usage)
     load_run_usage = _Blocking(Store.load_run_usage)
+    search = _Blocking(Store.search)
 
     def transcript(self, run_id: str, *, full: bool = False) -> list[Message]:
         """[R2] The run's transcript, replayed from its record log: what its model is sent

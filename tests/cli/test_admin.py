@@ -44,7 +44,7 @@ def test_demo_twice_then_end_and_purge(tmp_path: Path) -> None:
     head, digest = purged.out.splitlines()
     assert re.fullmatch(
         rf"session {first} purged at 20\S+Z: (\d+) runs, (\d+) records, (\d+) checkpoints, "
-        r"(\d+) bytes",
+        r"(\d+) bytes, (\d+) search index entries",
         head,
     ), head
     assert re.fullmatch(r"digest sha256:[0-9a-f]{64}", digest)
@@ -52,6 +52,7 @@ def test_demo_twice_then_end_and_purge(tmp_path: Path) -> None:
     assert set(receipt) == {
         "session_id", "runs", "records", "checkpoints", "messages", "bytes", "digest",
         "purged_at", "cascaded", "derived",
+        "search_entries",
     }  # fmt: skip
     assert (receipt["cascaded"], receipt["derived"]) == ([], [])  # no copies elsewhere
     assert receipt["session_id"] == first
@@ -59,8 +60,9 @@ def test_demo_twice_then_end_and_purge(tmp_path: Path) -> None:
     assert head == (
         f"session {first} purged at {receipt['purged_at']}: {receipt['runs']} runs, "
         f"{receipt['records']} records, {receipt['checkpoints']} checkpoints, "
-        f"{receipt['bytes']} bytes"
+        f"{receipt['bytes']} bytes, {receipt['search_entries']} search index entries"
     )
+    assert receipt["search_entries"] > 0  # the demo's messages were indexed
     assert receipt["runs"] == len(runs["runs"]) > 0
     assert receipt["records"] > receipt["runs"]
     assert run_cli("--db", db, "session", "purge", first).out == purged.out
@@ -168,4 +170,5 @@ def test_purge_of_a_tombstone_older_than_receipts(tmp_path: Path) -> None:
         "session_id": "old", "runs": None, "records": None, "checkpoints": None,
         "messages": None, "bytes": None, "digest": "", "purged_at": None,
         "cascaded": [], "derived": [],
+        "search_entries": None,
     }  # fmt: skip

@@ -612,7 +612,7 @@ class Outcome:
 Run = tuple[subprocess.Popen[str], Path, list[str]]
 
 
-def _launch(directory: Path, cases: dict[str, str]) -> Run:
+def _launch(directory: Path, cases: dict[str, str], stores: str = __name__) -> Run:
     """Run the suite against each store (name -> ``-k`` selection, "" = all) in one process.
 
     The module is what a third party writes, one ``StoreConformance`` subclass
@@ -621,7 +621,7 @@ def _launch(directory: Path, cases: dict[str, str]) -> Run:
     """
     directory.mkdir()
     module = directory / "test_stores_under_suite.py"
-    source = _HEADER.format(module=__name__)
+    source = _HEADER.format(module=stores)
     source += "".join(_CLASS.format(store=store) for store in cases)
     module.write_text(source)
     report = directory / "report.xml"

@@ -57,6 +57,7 @@ COMMANDS: dict[str, str] = {
     "transcript": "agentledger.cli.transcript:transcript",
     "prompts": "agentledger.cli.prompts:prompts",
     "tail": "agentledger.cli.tail:tail",
+    "search": "agentledger.cli.search:search",
     "check": "agentledger.cli.check:check",
     "repair": "agentledger.cli.repair:repair",
     "session": "agentledger.cli.sessions:session",

@@ -81,6 +81,7 @@ async def _migrate_postgres(target: Target) -> Migrated:
     from agentledger.cli.target import quiet_pool_logs
     from agentledger.errors import TransientError
     from agentledger.storage.postgres import migrations
+    from agentledger.storage.postgres.search import build_index
     from agentledger.target import masked
 
     dsn = target.dsn()
@@ -90,6 +91,7 @@ async def _migrate_postgres(target: Target) -> Migrated:
             dsn, autocommit=True, connect_timeout=30
         ) as conn:
             applied = await migrations.migrate(conn)
+            await build_index(conn, progress=lambda done: _progress(done, None))
     except psycopg.Error as e:
         reason = masked(" ".join(str(e).split()))
         raise TransientError(f"{target}: cannot migrate: {reason}") from e
@@ -122,6 +124,30 @@ async def _migrate_sqlite(path: str) -> Migrated:
         applied = list(e.pending)
     except sqlite3.Error:
         pass  # SQLiteStore.open says what is wrong with the file
+    if applied:
+        await asyncio.to_thread(_migrate_sqlite_file, path)
     store = await SQLiteStore.open(path)
     await store.close()
     return Migrated(applied=applied, schema_version=LATEST_VERSION)
+
+
+def _migrate_sqlite_file(path: str) -> None:
+    """Migrate, then build the search index of the older records, saying how far it is."""
+    from agentledger.storage.sqlite import schema, search
+    from agentledger.storage.sqlite.connection import connect
+
+    conn = connect(path, busy_timeout=30.0, synchronous="FULL", read_only=False)
+    try:
+        schema.migrate(conn)
+        search.build_index(conn, progress=_progress)
+    finally:
+        conn.close()
+
+
+def _progress(done: int, left: int | None) -> None:
+    """The search index build's progress, on stderr (stdout is the command's answer)."""
+    import sys
+
+    more = f", {left} to go" if left else ""
+    sys.stderr.write(f"search index: {done} older records indexed{more}\n")
+    sys.stderr.flush()

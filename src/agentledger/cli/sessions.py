@@ -173,9 +173,14 @@ async def _purge(store: AdminStore, settings: Settings, session_id: str, cascade
     elif not receipt.known:
         echo(f"session {session_id} purged (before receipts were kept: what it held is unknown)")
     else:
+        indexed = (
+            "" if receipt.search_entries is None
+            else f", {receipt.search_entries} search index entries"
+        )  # fmt: skip
         echo(
             f"session {session_id} purged at {when(receipt.purged_at)}: {receipt.runs} runs, "
             f"{receipt.records} records, {receipt.checkpoints} checkpoints, {receipt.bytes} bytes"
+            f"{indexed}"
         )
         echo(f"digest {receipt.digest}")
         for holder in receipt.cascaded:

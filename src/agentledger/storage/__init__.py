@@ -12,6 +12,7 @@ from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.derivation import CopiedFrom, DerivedCopy
 from agentledger.storage.memory import MemoryStore
 from agentledger.storage.protocol import SessionAdmin, Store
+from agentledger.storage.search import SearchHit, SearchPage
 from agentledger.storage.types import (
     AppendResult,
     BusyPolicy,
@@ -68,6 +69,8 @@ __all__ = [
     "RunStatus",
     "RunSuspension",
     "RunTerminal",
+    "SearchHit",
+    "SearchPage",
     "Session",
     "SessionAdmin",
     "SessionMessage",

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from agentledger.errors import StoreClosedError
-from agentledger.storage import accounting, derivation, lifecycle, payloads, session_pages
+from agentledger.storage import accounting, derivation, lifecycle, payloads, search, session_pages
 from agentledger.storage import operations as ops
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
@@ -69,6 +69,9 @@ class _State(StateReader):
         self.session_messages_: dict[str, list[str]] = {}  # session id -> run ids, in order
         self.run_usage: dict[str, accounting.UsageTotals] = {}  # [G3] counters, kept as written
         self.session_usage: dict[str, accounting.UsageTotals] = {}
+        self.found: dict[int, search.FoundEntry] = {}  # search index entries by id [G1]
+        self.session_found: dict[str, list[int]] = {}  # session id -> its entries' ids
+        self.last_found = 0  # the newest entry's id: ids grow with the commit order
 
     def session(self, session_id: str) -> SessionRow | None:
         return self.sessions.get(session_id)
@@ -145,6 +148,7 @@ class _State(StateReader):
             self.keys[(record.run_id, record.event_key)] = record
             if record.session_id:
                 self.session_logs.setdefault(record.session_id, []).append(record)
+                self._index(record)
         for result in plan.tool_results:
             self.tool_results.setdefault(result.run_id, {})[result.call_key] = result.data
         for run_id in plan.ended_runs:
@@ -155,6 +159,7 @@ class _State(StateReader):
             self.messages[message.run_id] = message
         if plan.purge_session:
             assert plan.purge_receipt is not None
+            search.count_purged(plan, len(self.session_found.get(plan.purge_session, ())))
             self._purge(plan.purge_session, plan.purge_receipt)
         for receipt in plan.cascade:  # [G2] sessions holding copies, purged with it
             self._purge(receipt.session_id, receipt)
@@ -167,6 +172,23 @@ class _State(StateReader):
             before = self.session_usage.get(session_id, _NONE)
             self.session_usage[session_id] = accounting.add(before, usage)
 
+    def _index(self, record: Record) -> None:
+        ids = self.session_found.setdefault(record.session_id, [])
+        for entry in search.index_entries(record):
+            self.last_found += 1
+            found = search.FoundEntry(
+                self.last_found,
+                record.session_id,
+                record.run_id,
+                int(record.id),
+                entry.message_index,
+                entry.role,
+                record.timestamp,
+                entry.body,
+            )
+            self.found[found.id] = found
+            ids.append(found.id)
+
     def _purge(self, session_id: str, receipt: PurgeReceipt) -> None:
         self.session_usage.pop(session_id, None)
         for run_id in self.session_runs.pop(session_id, []):
@@ -177,6 +199,8 @@ class _State(StateReader):
                 del self.keys[(run_id, record.event_key)]
             self.purged_runs[run_id] = session_id
         self.session_logs.pop(session_id, None)
+        for entry_id in self.session_found.pop(session_id, []):
+            del self.found[entry_id]
         for run_id in self.session_messages_.pop(session_id, []):
             del self.messages[run_id]
             self.purged_runs.setdefault(run_id, session_id)
@@ -369,6 +393,23 @@ def _usage_by_label(s: _State, q: ops.UsageQuery) -> list[accounting.LabelUsage]
     ]
 
 
+def _search(s: _State, q: ops.SearchRequest) -> search.SearchPage:
+    query = search.search_query(q.text, q.labels, q.session_id, q.cursor, q.limit)
+    if query.session_id:
+        lifecycle.require_session(s, query.session_id)
+    wanted: list[search.FoundEntry] = []
+    for entry_id in sorted(s.found, reverse=True):
+        if query.before is not None and entry_id >= query.before:
+            continue
+        entry = s.found[entry_id]
+        session = s.sessions[entry.session_id]
+        if query.in_scope(session.id, session.labels) and search.matches(query.terms, entry.body):
+            wanted.append(entry)
+            if len(wanted) == query.fetch:
+                break
+    return search.search_page(query, wanted, left_out=0, complete=True)
+
+
 _READS: dict[Operation[Any, Any], Callable[[_State, Any], object]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
@@ -379,4 +420,5 @@ _READS: dict[Operation[Any, Any], Callable[[_State, Any], object]] = {
     ops.LOAD_RUN_USAGE: _run_usage,
     ops.USAGE_BY_LABEL: _usage_by_label,
     ops.LIST_DERIVED_COPIES: _derived_copies,
+    ops.SEARCH: _search,
 }

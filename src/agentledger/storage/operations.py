@@ -30,7 +30,8 @@ from agentledger.errors import AccessDeniedError, ValidationError
 from agentledger.storage import lifecycle, payloads
 from agentledger.storage.accounting import LabelUsage, UsageTotals
 from agentledger.storage.derivation import DerivedCopy
-from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT
+from agentledger.storage.protocol import DEFAULT_PAGE_LIMIT, DEFAULT_SEARCH_LIMIT
+from agentledger.storage.search import SearchPage
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.session_import import plan_import_session
 from agentledger.storage.state import Plan, StateReader
@@ -72,6 +73,7 @@ __all__ = [
     "RunPageQuery",
     "RunRef",
     "RunsBySessionQuery",
+    "SearchRequest",
     "SessionCreate",
     "SessionEnd",
     "SessionPageQuery",
@@ -222,6 +224,16 @@ class UsageQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     labels: dict[str, str] | None = None
 
 
+class SearchRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One page of the messages holding every word of ``text``, newest first [G1]."""
+
+    text: str
+    labels: dict[str, str] | None = None
+    session_id: str = ""
+    limit: int = DEFAULT_SEARCH_LIMIT
+    cursor: str = ""
+
+
 # ------------------------------------------------------------ operations
 
 
@@ -367,7 +379,9 @@ class Operation(Generic[Req, Resp]):
         return cast(Coroutine[Any, Any, Resp], method(*values[:n], **named))
 
 
-def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
+def within(
+    scope: dict[str, str], labels: dict[str, str], operation: str = "list_sessions"
+) -> dict[str, str]:
     """A label filter narrowed to a token's scope.
 
     Raises:
@@ -376,7 +390,7 @@ def within(scope: dict[str, str], labels: dict[str, str]) -> dict[str, str]:
     clash = {k: v for k, v in labels.items() if k in scope and scope[k] != v}
     if clash:
         raise AccessDeniedError(
-            operation="list_sessions",
+            operation=operation,
             status=403,
             reason=f"labels {clash} are outside the token's scope {scope}",
         )
@@ -554,6 +568,12 @@ LOAD_RUN_USAGE: Operation[RunRef, UsageTotals] = Operation(
     "load_run_usage", RunRef, UsageTotals, access=Access.READ,
     touches=lambda q: (_run(q.run_id),), bounded=True, one_statement=True,
 )  # fmt: skip
+SEARCH: Operation[SearchRequest, SearchPage] = Operation(
+    "search", SearchRequest, SearchPage, access=Access.READ, positional=1,
+    touches=lambda q: (_session(q.session_id),) if q.session_id else (),
+    narrow=lambda q, scope: msgspec.structs.replace(
+        q, labels=within(scope, q.labels or {}, "search")),
+)  # fmt: skip
 
 # SessionAdmin -----------------------------------------------------------
 
@@ -635,6 +655,7 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     LIST_SESSION_MESSAGES,
     LOAD_SESSION_USAGE,
     LOAD_RUN_USAGE,
+    SEARCH,
     CREATE_SESSION,
     LOAD_SESSION,
     END_SESSION,
@@ -781,6 +802,27 @@ class StoreOperations:
     def load_run_usage(self, run_id: str, /) -> Coroutine[Any, Any, UsageTotals]:
         """[G3] The run's bytes, records and tokens (``runs`` is 1), kept as written."""
         return self.perform(LOAD_RUN_USAGE, RunRef(run_id=run_id))
+
+    def search(
+        self,
+        text: str,
+        /,
+        *,
+        labels: Mapping[str, str] | None = None,
+        session_id: str | None = None,
+        limit: int = DEFAULT_SEARCH_LIMIT,
+        cursor: str | None = None,
+    ) -> Coroutine[Any, Any, SearchPage]:
+        """[G1] One page of the messages holding every word of ``text``, newest first,
+        within the sessions carrying ``labels`` (or the one ``session_id``)."""
+        request = SearchRequest(
+            text=text,
+            labels=cast(dict[str, str], labels),
+            session_id=session_id or "",
+            limit=limit,
+            cursor=cursor or "",
+        )
+        return self.perform(SEARCH, request)
 
 
 class AdminOperations(StoreOperations):

@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from agentledger.storage.accounting import LabelUsage, UsageTotals
 from agentledger.storage.derivation import DerivedCopy
+from agentledger.storage.search import SearchPage
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.types import (
     AppendResult,
@@ -36,9 +37,17 @@ from agentledger.storage.types import (
     TurnAppend,
 )
 
-__all__ = ["DEFAULT_PAGE_LIMIT", "AdminStore", "SessionAdmin", "Store", "VerifiedTranscripts"]
+__all__ = [
+    "DEFAULT_PAGE_LIMIT",
+    "DEFAULT_SEARCH_LIMIT",
+    "AdminStore",
+    "SessionAdmin",
+    "Store",
+    "VerifiedTranscripts",
+]
 
 DEFAULT_PAGE_LIMIT = 100
+DEFAULT_SEARCH_LIMIT = 50
 
 
 @runtime_checkable
@@ -182,6 +191,21 @@ class Store(Protocol):
 
     async def load_run_usage(self, run_id: str, /) -> UsageTotals:
         """[G3] The run's bytes, records and tokens (``runs`` is 1), kept as written."""
+        ...
+
+    async def search(
+        self,
+        text: str,
+        /,
+        *,
+        labels: Mapping[str, str] | None = None,
+        session_id: str | None = None,
+        limit: int = DEFAULT_SEARCH_LIMIT,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        """[G1] One page of the messages holding every word of ``text`` (whole words,
+        any case), newest first, within the sessions carrying ``labels`` (or the one
+        ``session_id``); the page says how many sealed sessions it could not see."""
         ...
 
 

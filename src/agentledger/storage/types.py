@@ -368,6 +368,7 @@ class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """[G2] Sessions holding copies of this one's history, purged with it (``cascade``)."""
     derived: list[DerivedCopy] = msgspec.field(default_factory=list)
     """[G2] Copies of this session's history other sessions still hold (no ``cascade``)."""
+    search_entries: int | None = None  # search index entries deleted (None: unknown)
 
     @property
     def known(self) -> bool:

@@ -61,6 +61,7 @@ from agentledger.storage.conformance._purge import PurgeConformance
 from agentledger.storage.conformance._races import RaceConformance
 from agentledger.storage.conformance._records import RecordConformance
 from agentledger.storage.conformance._references import HistoryReferenceConformance
+from agentledger.storage.conformance._search import SearchConformance
 from agentledger.storage.conformance._session_listing import SessionListingConformance
 from agentledger.storage.conformance._sessions import SessionConformance
 from agentledger.storage.conformance._start_retries import StartRetryConformance
@@ -102,6 +103,7 @@ class StoreConformance(
     TerminalConformance,
     ToolResultConformance,
     PagingConformance,
+    SearchConformance,
     PayloadConformance,
     RaceConformance,
     ProcessRaceConformance,

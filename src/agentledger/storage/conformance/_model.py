@@ -282,6 +282,7 @@ class Model:
             digest=session_digest(image),
             purged_at=None,
             messages=0,  # the model submits no messages
+            search_entries=0,  # nor any transcript: nothing of it is indexed
         )
         for run_id in session.runs:
             del self.runs[run_id]

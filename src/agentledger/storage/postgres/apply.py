@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from agentledger.storage.accounting import usage_change
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
+from agentledger.storage.postgres import search
 from agentledger.storage.postgres.reader import Loader
 from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
@@ -30,6 +31,7 @@ from agentledger.storage.postgres.rows import (
     run_params,
 )
 from agentledger.storage.receipts import encode_receipt
+from agentledger.storage.search import count_purged
 from agentledger.storage.state import Plan
 from agentledger.storage.usage_sql import UsageTables
 
@@ -220,6 +222,7 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                 flat.extend(record_params(record, position))
             values_sql = ", ".join([_RECORD_VALUES] * len(chunk))
             await conn.execute(_INSERT_RECORDS + values_sql, flat)
+        await search.insert_entries(conn, plan.records, sealed=sealer is not None)
     if plan.records or new_runs:  # [G3] counted in the write's own transaction
         change = usage_change(plan, new_runs, sizes if plan.records else None)
         for sql, rows in USAGE.changes(change):
@@ -237,8 +240,9 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     if ended:
         await conn.execute(_DELETE_TOOL_RESULTS, (ended,))
     if plan.purge_session:
+        count_purged(plan, await search.count_entries(conn, plan.purge_session))
         assert plan.purge_receipt is not None
         for receipt in (plan.purge_receipt, *plan.cascade):  # [G2] and the copies' holders
             params = {"s": receipt.session_id, "receipt": encode_receipt(receipt)}
-            for query in _PURGE:
+            for query in (*search.PURGE, *_PURGE):
                 await conn.execute(query, params)

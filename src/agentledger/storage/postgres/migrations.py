@@ -19,6 +19,7 @@ from psycopg.rows import TupleRow
 from agentledger.errors import SchemaVersionError, TranscriptError, ValidationError
 from agentledger.storage import accounting
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
+from agentledger.storage.postgres import search as search_schema
 from agentledger.storage.postgres.rows import micros
 from agentledger.transcript.codec import decode_messages
 
@@ -423,6 +424,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "start records", _START_RECORDS),
     Migration(13, "session messages", _SESSION_MESSAGES),
     Migration(14, "usage counters", _USAGE_COUNTERS, _backfill_usage),
+    # [G1] the search index, written with each record; older records are indexed
+    # afterwards in resumable batches (search.build_index).
+    Migration(15, "search index", search_schema.MIGRATION),
 )
 """Every migration this code knows, in order."""
 

@@ -31,6 +31,7 @@ from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError
 from agentledger.storage.accounting import USAGE_COLUMNS, usage_change, usage_values
+from agentledger.storage.postgres import search
 from agentledger.storage.postgres.apply import USAGE, changed_columns
 from agentledger.storage.postgres.reader import Missing
 from agentledger.storage.postgres.rows import (
@@ -234,7 +235,12 @@ def guess(reader: Remembered, decide: Callable[[StateReader], Plan[Any]]) -> Gue
 
 @lru_cache(maxsize=256)
 def _statement(
-    session: bool, changed: tuple[str, ...], count: int, keys: int, steering: bool = False
+    session: bool,
+    changed: tuple[str, ...],
+    count: int,
+    keys: int,
+    steering: bool = False,
+    index: str = "",
 ) -> str:
     """The statement writing ``count`` records and the run columns ``changed``.
 
@@ -290,14 +296,11 @@ def _statement(
         f"SELECT {columns}, {position} FROM (VALUES {rows}) AS v ({names}) {gate_insert} "
         "RETURNING 1) "
     )
+    index = f", {index}" if index else ""  # the search index [G1], written with the records
     return (
-        lock
-        + run
-        + allocate
-        + insert
-        + _usage(session)
-        + ("SELECT (SELECT v FROM r), (SELECT count(*) FROM i)")
-    )
+        lock + run + allocate + insert + index + _usage(session)
+        + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
+    )  # fmt: skip
 
 
 def _usage(session: bool) -> str:
@@ -399,8 +402,18 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
     _, added = usage_change(g.plan, (), sizes).runs[run.run_id]
     params["usid"] = run.session_id
     params.update(zip((f"u_{c}" for c in USAGE_COLUMNS), usage_values(added), strict=True))
+    index = ""
+    if session is not None:
+        if sealer is not None:
+            if any(record.type in search.INDEXED_TYPES for record in g.plan.records):
+                index = search.GUESSED_LEFT_OUT
+        else:
+            entries = search.guessed_params(g.plan.records)
+            if entries is not None:
+                index = search.GUESSED_INSERT
+                params.update(entries)
     sql = _statement(
-        session is not None, names, len(g.plan.records), len(g.absent), g.none_steering
+        session is not None, names, len(g.plan.records), len(g.absent), g.none_steering, index
     )
     return sql, params
 

@@ -64,8 +64,10 @@ from agentledger.storage.postgres.rows import (
     run_from_row,
     session_from_row,
 )
+from agentledger.storage.postgres.search import build_index, search_reader
 from agentledger.storage.postgres.session_commits import SessionCommits
 from agentledger.storage.postgres.session_list import session_list
+from agentledger.storage.search import SearchPage, search_query
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     Page,
@@ -181,6 +183,8 @@ async def _prepare(
                     pending=[m.version for m in todo],
                 )
         await _bind_encryption(conn, encryption)
+        if migrate:
+            await build_index(conn)  # the records stored before the search index [G1]
         return await _migrations.transcripts_checked(conn)
 
 
@@ -719,6 +723,11 @@ async def _derived_copies(store: PostgresStore, q: ops.SessionRef) -> list[Deriv
     return await store._read("list_derived_copies", read, ())
 
 
+async def _search(store: PostgresStore, q: ops.SearchRequest) -> SearchPage:
+    query = search_query(q.text, q.labels, q.session_id, q.cursor, q.limit)
+    return await store._read("search", search_reader(query), ())
+
+
 _READS: dict[Operation[Any, Any], Callable[[PostgresStore, Any], Awaitable[object]]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
@@ -729,4 +738,5 @@ _READS: dict[Operation[Any, Any], Callable[[PostgresStore, Any], Awaitable[objec
     ops.LOAD_RUN_USAGE: _run_usage,
     ops.USAGE_BY_LABEL: _usage_by_label,
     ops.LIST_DERIVED_COPIES: _derived_copies,
+    ops.SEARCH: _search,
 }

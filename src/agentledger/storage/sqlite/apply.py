@@ -23,6 +23,8 @@ from agentledger.storage.accounting import usage_change
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.receipts import encode_receipt
+from agentledger.storage.search import count_purged
+from agentledger.storage.sqlite import search
 from agentledger.storage.sqlite.reader import SQLiteReader
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
@@ -147,6 +149,7 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         _put_run(statements, reader, row)
     records = plan.records
     sealer = reader.sealer
+    indexing = search.index_statements(records, sealed=sealer is not None) if records else []
     if sealer is not None:
         records = [
             msgspec.structs.replace(record, payload=sealer.seal_record(record))
@@ -161,6 +164,7 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
     else:  # one or two: execute is cheaper than executemany
         for record in records:
             statements.append((_INSERT_RECORD, record_values(record), False))
+    statements += indexing
     for result in plan.tool_results:
         data = result.data
         if sealer is not None:
@@ -175,9 +179,13 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
     if ended:
         statements.append((_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended], True))
     if plan.purge_session:
+        count_purged(plan, reader.search_entries(plan.purge_session))
         assert plan.purge_receipt is not None
         for receipt in (plan.purge_receipt, *plan.cascade):  # [G2] and the copies' holders
             params = {"id": receipt.session_id, "receipt": encode_receipt(receipt)}
+            statements.extend(
+                (statement, {"id": receipt.session_id}, False) for statement in search.PURGE
+            )
             statements.extend((statement, params, False) for statement in _PURGE)
     return statements
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from agentledger.errors import ValidationError
 from agentledger.storage.encryption.binding import bind
 from agentledger.storage.file_mode import create_private
-from agentledger.storage.sqlite import schema
+from agentledger.storage.sqlite import schema, search
 from agentledger.storage.sqlite.connection import OPEN_ERRORS, connect, map_open_error
 
 if TYPE_CHECKING:
@@ -85,6 +85,7 @@ def open_writer(
             raise ValidationError(field="path", expected="a file that supports WAL", got=path)
         schema.migrate(conn)
         bind_encryption(conn, encryption)
+        search.build_index(conn)  # the records stored before the search index [G1]
         (unchecked,) = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM unchecked_transcripts)"
         ).fetchone()

@@ -25,6 +25,8 @@ from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.listing import SessionQuery
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_from_row
 from agentledger.storage.receipts import decode_receipt
+from agentledger.storage.search import SearchPage, SearchQuery
+from agentledger.storage.sqlite import search
 from agentledger.storage.sqlite.inline_reads import MAX_RECORDS, Declined
 from agentledger.storage.sqlite.rows import (
     RECORD_COLUMNS,
@@ -591,3 +593,16 @@ class SQLiteReader(StateReader):
     def session_list(self, query: SessionQuery) -> SessionPage:
         """[D6] one page of sessions newest first, filtered in SQL (see :mod:`..session_list`)."""
         return session_list(self._conn, query)
+
+    # Search [G1] ---------------------------------------------------------------
+
+    def search(self, query: SearchQuery) -> SearchPage:
+        """One page of search hits newest first (see :mod:`..search`); the one session
+        searched must exist."""
+        if query.session_id:
+            lifecycle.require_session(self, query.session_id)
+        return search.search(self._conn, query)
+
+    def search_entries(self, session_id: str) -> int:
+        """How many search index entries the session has (what its purge deletes)."""
+        return search.count_entries(self._conn, session_id)

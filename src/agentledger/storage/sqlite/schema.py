@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from agentledger.errors import SchemaVersionError, TranscriptError, ValidationError
 from agentledger.storage import accounting
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
+from agentledger.storage.sqlite import search as search_schema
 from agentledger.transcript.codec import decode_messages
 
 __all__ = [
@@ -383,6 +384,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         # [G2] and an index of the records naming where copied histories came from.
         statements=_USAGE_COUNTERS,
         backfill=_backfill_usage,
+    ),
+    Migration(
+        version=17,
+        name="search_index",
+        # [G1] an FTS5 index of the messages' text, written with each record; the
+        # records stored before are indexed in batches afterwards (search.build_index).
+        statements=search_schema.MIGRATION,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""

@@ -32,6 +32,7 @@ from agentledger.storage.derivation import DerivedCopy
 from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_reads
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation
+from agentledger.storage.search import SearchPage, search_query
 from agentledger.storage.sqlite.apply import USAGE, apply_plan
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -716,6 +717,11 @@ async def _derived_copies(store: SQLiteStore, q: ops.SessionRef) -> list[Derived
     )
 
 
+async def _search(store: SQLiteStore, q: ops.SearchRequest) -> SearchPage:
+    query = search_query(q.text, q.labels, q.session_id, q.cursor, q.limit)
+    return await store._read("search", lambda r: r.search(query))
+
+
 _READS: dict[Operation[Any, Any], Callable[[SQLiteStore, Any], Awaitable[object]]] = {
     ops.LIST_RUN_RECORDS: _run_page,
     ops.LOAD_TRANSCRIPT_CHAIN: _transcript_chain,
@@ -726,4 +732,5 @@ _READS: dict[Operation[Any, Any], Callable[[SQLiteStore, Any], Awaitable[object]
     ops.LOAD_RUN_USAGE: _run_usage,
     ops.USAGE_BY_LABEL: _usage_by_label,
     ops.LIST_DERIVED_COPIES: _derived_copies,
+    ops.SEARCH: _search,
 }

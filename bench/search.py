@@ -1,0 +1,294 @@
+"""Benchmark: search [G1] over N sessions x 20 turns of generated text, SQLite, PostgreSQL, service.
+
+Run as ``.venv/bin/python bench/search.py [--sessions 10000] [--quick]``. It is not a test.
+Each session is one run of ``--turns`` turns, each turn one transcript record of a user
+question and an assistant answer, sentences generated from a fixed vocabulary with a
+fixed ``--seed``. A *common* term ("order") is in about one message in four; a *rare*
+term (a made-up word) in about one message in 100,000 (at least one). The same sessions
+are written to one SQLite file (``normal``), one PostgreSQL database and read back:
+
+- search latency, p50/p99 over ``--reads`` rounds (a first page of 20 hits), for the rare
+  and the common term: SQLite and PostgreSQL in process, and through ``agentledger serve``
+  over the SQLite file;
+- append cost with the index / without it, at ``full`` durability on SQLite (and on
+  PostgreSQL): one transcript record appended with its index entries written, and the
+  same with the backend's index writes skipped (a bench-only switch), interleaved, in a
+  fresh database; goal <= 1.15x;
+- the index's size / the transcript payloads' size, on each backend.
+
+PostgreSQL is ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is created and dropped),
+else a throwaway cluster from ``tests/storage/postgres/server.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.service.process import ServiceProcess  # noqa: E402
+
+from agentledger.service import StoreClient  # noqa: E402
+from agentledger.service.auth import add_token  # noqa: E402
+from agentledger.storage import RecordBuilder, RunStart, payloads  # noqa: E402
+from agentledger.storage.postgres import PostgresStore  # noqa: E402
+from agentledger.storage.postgres import search as pg_search  # noqa: E402
+from agentledger.storage.sqlite import SQLiteStore  # noqa: E402
+from agentledger.storage.sqlite import search as sqlite_search  # noqa: E402
+from agentledger.transcript import Message, TextPart, encode_messages  # noqa: E402
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+COMMON = "order"
+RARE = "zanzibarite"
+PG_DSN_ENV = "AGENTLEDGER_TEST_PG_DSN"
+
+
+class Text:
+    """Sentences from a fixed vocabulary, reproducible from a seed."""
+
+    def __init__(self, seed: int, rare_every: int) -> None:
+        self.random = random.Random(seed)
+        syllables = ["ka", "lo", "mi", "ra", "te", "su", "ve", "no", "pi", "da", "ge", "hu"]
+        self.words = sorted(
+            {
+                "".join(self.random.choices(syllables, k=self.random.randint(1, 4)))
+                for _ in range(3000)
+            }
+        )
+        self.rare_every = rare_every
+        self.count = 0
+
+    def sentence(self) -> str:
+        self.count += 1
+        words = self.random.choices(self.words, k=self.random.randint(8, 24))
+        if self.random.random() < 0.25:
+            words[self.random.randrange(len(words))] = COMMON
+        if self.count % self.rare_every == self.rare_every // 2:
+            words[self.random.randrange(len(words))] = RARE
+        return " ".join(words).capitalize() + "."
+
+
+def turn_payload(text: Text) -> bytes:
+    return encode_messages([
+        Message(role="user", parts=(TextPart(text=text.sentence()),)),
+        Message(role="assistant", parts=(TextPart(text=f"{text.sentence()} {text.sentence()}"),)),
+    ])  # fmt: skip
+
+
+async def fill(store: Any, sessions: int, turns: int, seed: int, concurrency: int = 16) -> int:
+    """``sessions`` sessions of one run of ``turns`` transcript records; their payload bytes."""
+    text = Text(seed, rare_every=max(2, sessions * turns * 3 // 4))
+    size = 0
+
+    async def one(i: int, bodies: list[bytes]) -> None:
+        sid = f"s{i:06d}"
+        at = T0 + timedelta(seconds=i)
+        await store.create_session(sid, created_at=at, labels={"tenant": f"t{i % 10}"})
+        run = RecordBuilder(RunStart(run_id=f"{sid}-r", agent_id="a", session_id=sid,
+                                     started_at=at))  # fmt: skip
+        await store.start_root_run(run.root_start())
+        records = [
+            run.record(payloads.TRANSCRIPT_APPENDED, body, event_key=f"t{t}",
+                       at=at + timedelta(milliseconds=t + 1))
+            for t, body in enumerate(bodies)
+        ]  # fmt: skip
+        await store.append_run_records(records)  # filling: a session's turns in one call
+
+    for base in range(0, sessions, concurrency):
+        batch = range(base, min(sessions, base + concurrency))
+        bodies = {i: [turn_payload(text) for _ in range(turns)] for i in batch}
+        size += sum(len(b) for bs in bodies.values() for b in bs)
+        await asyncio.gather(*(one(i, bodies[i]) for i in batch))
+    return size
+
+
+async def latencies(search: Callable[[str], Awaitable[Any]], reads: int) -> dict[str, str]:
+    """p50/p99 (ms) of a first page of 20 hits for the rare and the common term."""
+    out = {}
+    for term in (RARE, COMMON):
+        page = await search(term)  # warm, and check
+        assert page.hits, f"{term!r} found nothing"
+        times = []
+        for _ in range(reads):
+            start = time.perf_counter()
+            await search(term)
+            times.append((time.perf_counter() - start) * 1000)
+        times.sort()
+        p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+        out[term] = f"p50 {statistics.median(times):7.2f} ms  p99 {p99:7.2f} ms"
+    return out
+
+
+@contextmanager
+def unindexed(indexed: bool) -> Iterator[None]:
+    """Appends as if the index did not exist (the backends' index writes skipped), unless
+    ``indexed``: the A/B of the index's cost, everything else the same."""
+    if indexed:
+        yield
+        return
+    saved = sqlite_search.index_statements, pg_search.insert_entries, pg_search.guessed_params
+
+    async def no_entries(*args: Any, **kw: Any) -> None:
+        return None
+
+    sqlite_search.index_statements = lambda *args, **kw: []
+    pg_search.insert_entries = no_entries
+    pg_search.guessed_params = lambda *args, **kw: None
+    try:
+        yield
+    finally:
+        sqlite_search.index_statements, pg_search.insert_entries, pg_search.guessed_params = saved
+
+
+async def append_ratio(open_store: Callable[[], Awaitable[Any]], rounds: int, seed: int) -> str:
+    """Appends of one transcript record with the index written / skipped, interleaved."""
+    store = await open_store()
+    text = Text(seed, rare_every=10**9)
+    timed: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        runs = {}
+        for indexed in (True, False):
+            await store.create_session(f"a-{indexed}", created_at=T0)
+            run = RecordBuilder(RunStart(run_id=f"a-{indexed}-r", agent_id="a",
+                                         session_id=f"a-{indexed}", started_at=T0))  # fmt: skip
+            await store.start_root_run(run.root_start())
+            runs[indexed] = run
+        for i in range(rounds):
+            body = turn_payload(text)
+            for indexed in (True, False) if i % 2 else (False, True):
+                record = runs[indexed].record(payloads.TRANSCRIPT_APPENDED, body,
+                                              event_key=f"k{i}",
+                                              at=T0 + timedelta(milliseconds=i))  # fmt: skip
+                with unindexed(indexed):
+                    start = time.perf_counter()
+                    await store.append_run_record(record)
+                    timed[indexed].append(time.perf_counter() - start)
+    finally:
+        await store.close()
+    with_index, without = statistics.median(timed[True]), statistics.median(timed[False])
+    return (
+        f"{with_index * 1000:6.3f} ms / {without * 1000:6.3f} ms = {with_index / without:.3f}x "
+        f"(medians of {rounds} each)"
+    )
+
+
+def sqlite_index_bytes(path: str) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        (size,) = conn.execute(
+            "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'search%'"
+        ).fetchone()
+        return int(size)
+    finally:
+        conn.close()
+
+
+async def pg_index_bytes(dsn: str) -> int:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT pg_total_relation_size('agentledger_search')")
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+@contextmanager
+def postgres() -> Iterator[Callable[[], str]]:
+    from tests.storage.postgres.server import PostgresServer, create_database, drop_database
+
+    server = None
+    base = os.environ.get(PG_DSN_ENV, "")
+    if not base:
+        server = PostgresServer()
+        base = server.start()
+    made: list[str] = []
+
+    def fresh() -> str:
+        made.append(create_database(base, prefix="agentledger_bench"))
+        return made[-1]
+
+    try:
+        yield fresh
+    finally:
+        for dsn in made:
+            drop_database(dsn)
+        if server is not None:
+            server.stop()
+
+
+async def bench(args: argparse.Namespace, tmp: Path, fresh_dsn: Callable[[], str]) -> None:
+    db, dsn = str(tmp / "search.db"), fresh_dsn()
+    print(f"{args.sessions} sessions x {args.turns} turns (seed {args.seed})")
+    sqlite_store = await SQLiteStore.open(db, durability="normal")
+    pg_store = await PostgresStore.open(dsn)
+    try:
+        start = time.perf_counter()
+        payload = await fill(sqlite_store, args.sessions, args.turns, args.seed)
+        print(f"  filled SQLite in {time.perf_counter() - start:.1f} s")
+        start = time.perf_counter()
+        await fill(pg_store, args.sessions, args.turns, args.seed)
+        print(f"  filled PostgreSQL in {time.perf_counter() - start:.1f} s")
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await conn.execute("ANALYZE")  # what autovacuum does after a bulk fill
+        rows: dict[str, dict[str, str]] = {}
+        rows["SQLite"] = await latencies(lambda t: sqlite_store.search(t, limit=20), args.reads)
+        rows["PostgreSQL"] = await latencies(lambda t: pg_store.search(t, limit=20), args.reads)
+    finally:
+        await sqlite_store.close()
+        await pg_store.close()
+    tokens = tmp / "tokens.json"
+    token = add_token(tokens, "reader")
+    with ServiceProcess(db, tokens) as service:
+        async with StoreClient(service.url, token=token) as client:
+            rows["service (SQLite)"] = await latencies(
+                lambda t: client.search(t, limit=20), args.reads
+            )
+    print(f"\nsearch, first page of 20 (rare {RARE!r}, common {COMMON!r}):")
+    for side, found in rows.items():
+        for term, line in found.items():
+            print(f"  {side:18} {term:12} {line}")
+    print(f"\nindex size / transcript payload size ({payload / 1e6:.1f} MB of payloads):")
+    print(f"  SQLite      {sqlite_index_bytes(db) / payload:.2f}")
+    print(f"  PostgreSQL  {await pg_index_bytes(dsn) / payload:.2f}")
+    print("\nappend with the index / without (one transcript record, 2 messages):")
+    sqlite_full = await append_ratio(
+        lambda: SQLiteStore.open(tmp / "appends.db", durability="full"), args.appends, args.seed
+    )
+    print(f"  SQLite full   {sqlite_full}")
+    pg_dsn = fresh_dsn()
+    pg_ratio = await append_ratio(lambda: PostgresStore.open(pg_dsn), args.appends, args.seed)
+    print(f"  PostgreSQL    {pg_ratio}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--reads", type=int, default=200)
+    parser.add_argument("--appends", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="200 sessions, fewer reads")
+    args = parser.parse_args()
+    if args.quick:
+        args.sessions, args.reads, args.appends = 200, 50, 100
+    with tempfile.TemporaryDirectory() as tmp, postgres() as fresh_dsn:
+        asyncio.run(bench(args, Path(tmp), fresh_dsn))
+
+
+if __name__ == "__main__":
+    main()

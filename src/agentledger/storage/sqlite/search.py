@@ -1,0 +1,246 @@
+"""Search on SQLite [G1]: an FTS5 index over ``search_entries``, kept in each record's transaction.
+
+``search_entries`` holds one row per indexed message (see :mod:`agentledger.storage.search`);
+``search_text`` is an external-content FTS5 table over its ``body``, kept by triggers, so
+an entry and its words are written (and deleted) by the statement that writes the entry,
+in the transaction of the record it comes from. An entry's id is its place in the
+commit order: a page is a descending range of FTS5 rowids, never a sort of every match.
+
+Schema migration 16 creates the tables; the records stored before it are indexed by
+:func:`build_index` in batches, each its own transaction, newest first, so a build
+that stops resumes where it was (``search_backfill`` keeps where). Entries it writes take
+ids below every id written since, so the commit order holds.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentledger.storage import payloads
+from agentledger.storage.search import (
+    FoundEntry,
+    SearchPage,
+    SearchQuery,
+    index_entries,
+    search_page,
+)
+from agentledger.storage.sqlite.rows import from_ms, to_ms
+from agentledger.storage.types import Record
+
+__all__ = [
+    "INDEXED_TYPES",
+    "MIGRATION",
+    "PURGE",
+    "build_index",
+    "count_entries",
+    "entry_values",
+    "index_statements",
+    "search",
+]
+
+INDEXED_TYPES = (*sorted(payloads.TRANSCRIPT_TYPES), payloads.TRANSCRIPT_WINDOW)
+"""The record types whose text is indexed."""
+
+MIGRATION = (
+    """CREATE TABLE search_entries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        message INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        timestamp INTEGER NOT NULL,
+        body TEXT NOT NULL
+    ) STRICT""",
+    "CREATE INDEX search_entries_by_session ON search_entries (session_id, id)",
+    "CREATE VIRTUAL TABLE search_text USING fts5(body, content='search_entries', "
+    "content_rowid='id', tokenize='unicode61 remove_diacritics 0', "
+    "detail=none, columnsize=0)",
+    "CREATE TRIGGER search_entries_added AFTER INSERT ON search_entries BEGIN "
+    "INSERT INTO search_text (rowid, body) VALUES (new.id, new.body); END",
+    "CREATE TRIGGER search_entries_deleted AFTER DELETE ON search_entries BEGIN "
+    "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', old.id, old.body); END",
+    # Sessions whose records are sealed (encryption at rest): never indexed, counted.
+    "CREATE TABLE search_left_out (session_id TEXT PRIMARY KEY) STRICT, WITHOUT ROWID",
+    # Where the build of the index of older records is: records below pos ``below``
+    # are still to index, their entries take ids from ``next_id`` down. No row: built.
+    "CREATE TABLE search_backfill (id INTEGER PRIMARY KEY CHECK (id = 1), "
+    "below INTEGER NOT NULL, next_id INTEGER NOT NULL) STRICT",
+    "INSERT INTO search_backfill (id, below, next_id) "
+    "SELECT 1, max(pos) + 1, -1 FROM records HAVING count(*) > 0",
+)
+"""Schema migration 16: the search index, empty, and where its build starts."""
+
+PURGE = (
+    "DELETE FROM search_entries WHERE session_id = :id",
+    "DELETE FROM search_left_out WHERE session_id = :id",
+)
+"""A purge's statements for the index, in its transaction."""
+
+_INSERT = (
+    "INSERT INTO search_entries (session_id, run_id, seq, message, role, timestamp, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_WITH_ID = (
+    "INSERT INTO search_entries (id, session_id, run_id, seq, message, role, timestamp, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_LEFT_OUT = "INSERT OR IGNORE INTO search_left_out (session_id) VALUES (?)"
+_COUNT = "SELECT count(*) FROM search_entries WHERE session_id = ?"
+
+_Statement = tuple[str, Any, bool]
+
+
+def entry_values(record: Record) -> list[tuple[object, ...]]:
+    """The ``search_entries`` rows of ``record`` (no id: the next ones)."""
+    ms = to_ms(record.timestamp)
+    return [
+        (record.session_id, record.run_id, int(record.id), e.message_index, e.role, ms, e.body)
+        for e in index_entries(record)
+    ]
+
+
+def index_statements(records: Sequence[Record], *, sealed: bool) -> list[_Statement]:
+    """The statements that index ``records`` as they are stored (ids set); ``sealed``: the
+    store seals them, so their sessions are counted as left out instead."""
+    if sealed:
+        sessions = {(r.session_id,) for r in records if r.session_id and r.type in INDEXED_TYPES}
+        return [(_LEFT_OUT, sorted(sessions), True)] if sessions else []
+    rows = [
+        row for record in records if record.type in INDEXED_TYPES for row in entry_values(record)
+    ]
+    if not rows:
+        return []
+    if len(rows) == 1:
+        return [(_INSERT, rows[0], False)]
+    return [(_INSERT, rows, True)]
+
+
+def count_entries(conn: sqlite3.Connection, session_id: str) -> int:
+    """How many index entries ``session_id`` has (what its purge deletes)."""
+    (count,) = conn.execute(_COUNT, (session_id,)).fetchone()
+    return int(count)
+
+
+_LABEL = (
+    "EXISTS (SELECT 1 FROM session_labels AS l "
+    "WHERE l.session_id = {table}.session_id AND l.key = ? AND l.value = ?)"
+)
+
+
+def _filter(query: SearchQuery, table: str) -> tuple[list[str], list[object]]:
+    where: list[str] = []
+    params: list[object] = []
+    if query.session_id:
+        where.append(f"{table}.session_id = ?")
+        params.append(query.session_id)
+    for key, value in query.labels.items():
+        where.append(_LABEL.format(table=table))
+        params += (key, value)
+    return where, params
+
+
+def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
+    """One page of ``query``'s hits, newest first, and the sessions it could not see."""
+    match = " ".join(f'"{term}"' for term in query.terms)  # each a word: letters and digits
+    where, params = _filter(query, "e")
+    where.insert(0, "search_text MATCH ?")
+    params.insert(0, match)
+    if query.before is not None:
+        where.append("search_text.rowid < ?")
+        params.append(query.before)
+    sql = (
+        "SELECT e.id, e.session_id, e.run_id, e.seq, e.message, e.role, e.timestamp, e.body "
+        "FROM search_text CROSS JOIN search_entries AS e ON e.id = search_text.rowid "
+        f"WHERE {' AND '.join(where)} ORDER BY search_text.rowid DESC LIMIT ?"
+    )
+    rows = conn.execute(sql, [*params, query.fetch]).fetchall()
+    found = [
+        FoundEntry(id_, sid, rid, seq, msg, role, from_ms(ms), body)
+        for id_, sid, rid, seq, msg, role, ms, body in rows
+    ]
+    left_where, left_params = _filter(query, "o")
+    left_sql = "SELECT count(*) FROM search_left_out AS o"
+    if left_where:
+        left_sql += " WHERE " + " AND ".join(left_where)
+    (left_out,) = conn.execute(left_sql, left_params).fetchone()
+    building = conn.execute("SELECT 1 FROM search_backfill").fetchone() is not None
+    return search_page(query, found, left_out=int(left_out), complete=not building)
+
+
+_BATCH = (
+    "SELECT pos, run_id, seq, agent_id, session_id, turn_id, event_key, type, timestamp, payload "
+    "FROM records WHERE pos < ? AND session_id <> '' AND type IN (?, ?, ?) "
+    "ORDER BY pos DESC LIMIT ?"
+)
+_LEFT = "SELECT count(*) FROM records WHERE pos < ? AND session_id <> '' AND type IN (?, ?, ?)"
+
+
+def build_index(
+    conn: sqlite3.Connection,
+    *,
+    batch: int = 1000,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Index the records stored before the index existed, ``batch`` records per
+    transaction, newest first; resumable. ``progress(done, left)`` after each batch
+    (records indexed by this call, records still to index). ``conn`` in autocommit mode.
+
+    Returns:
+        How many records this call indexed (0 when the index was built).
+    """
+    done = 0
+    left = -1  # unknown until the first batch counts them
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT below, next_id FROM search_backfill").fetchone()
+            if row is None:
+                conn.execute("COMMIT")
+                return done
+            below, next_id = int(row[0]), int(row[1])
+            if left < 0:
+                (left,) = conn.execute(_LEFT, (below, *INDEXED_TYPES)).fetchone()
+            sealed = conn.execute("SELECT 1 FROM encryption").fetchone() is not None
+            rows = conn.execute(_BATCH, (below, *INDEXED_TYPES, batch)).fetchall()
+            sessions: set[str] = set()
+            for pos, run_id, seq, agent_id, session_id, turn_id, key, type_, ms, payload in rows:
+                below = pos
+                if sealed:
+                    sessions.add(session_id)
+                    continue
+                record = Record(
+                    run_id=run_id,
+                    agent_id=agent_id,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    event_key=key,
+                    type=type_,
+                    timestamp=from_ms(ms),
+                    payload=payload,
+                    id=str(seq),
+                )
+                values = entry_values(record)
+                first = next_id - len(values) + 1  # a record's messages in order
+                conn.executemany(_INSERT_WITH_ID, [(first + i, *v) for i, v in enumerate(values)])
+                next_id = first - 1
+            conn.executemany(_LEFT_OUT, [(s,) for s in sorted(sessions)])
+            left = max(0, left - len(rows))
+            if len(rows) < batch:
+                left = 0
+            if left == 0:
+                conn.execute("DELETE FROM search_backfill")
+            else:
+                conn.execute("UPDATE search_backfill SET below = ?, next_id = ?", (below, next_id))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        done += len(rows)
+        if progress is not None:
+            progress(done, left)
+        if left == 0:
+            return done

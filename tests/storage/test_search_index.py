@@ -1,0 +1,242 @@
+"""[G1] The search index of a database made before search existed: the migration (SQLite 17,
+PostgreSQL 15) creates it empty, and the build indexes the older records in batches, each its
+own transaction, resumable after a stop, with progress; afterwards a search answers exactly
+what it answered for the same records indexed as they were written (same hits, same order)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from agentledger.storage import payloads
+from agentledger.storage.conformance import World
+from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import migrations as pg_migrations
+from agentledger.storage.postgres import search as pg_search
+from agentledger.storage.search import SearchHit, search_query
+from agentledger.storage.sqlite import SQLiteStore
+from agentledger.storage.sqlite import schema as sqlite_schema
+from agentledger.storage.sqlite import search as sqlite_search
+from agentledger.transcript import Message, TextPart, encode_messages
+from tests.storage.postgres.server import create_database, drop_database
+
+Where = tuple[str, str, str, int, str]
+
+
+class Stop(Exception):
+    """Stands for a build cut off (a crash, a deploy) after its first batch."""
+
+
+async def _fill(store: Any) -> None:
+    """Three sessions, two runs each, every transcript holding 'common', some 'rare'."""
+    world = World(store, namespace="idx")
+    for s in range(3):
+        sid = await world.session(f"s{s}", labels={"tenant": f"t{s % 2}"})
+        for r in range(2):
+            run = await world.root(f"s{s}-r{r}", session=sid)
+            for m in range(3):
+                text = f"common words {s} {r} {m}" + (" rare" if (s + r + m) % 4 == 0 else "")
+                said = encode_messages([
+                    Message(role="user", parts=(TextPart(text=text),)),
+                    Message(role="assistant", parts=(TextPart(text=f"common answer {m}"),)),
+                ])  # fmt: skip
+                record = run.record(
+                    payloads.TRANSCRIPT_APPENDED, said, event_key=f"m{m}", at=world.now()
+                )
+                await store.append_run_record(record)
+            await world.finish(run)
+
+
+async def _everything(store: Any, text: str, **kw: Any) -> list[Where]:
+    found: list[SearchHit] = []
+    cursor = ""
+    while True:
+        page = await store.search(text, cursor=cursor, limit=7, **kw)
+        assert page.complete
+        found += page.hits
+        if not page.next_cursor:
+            return [
+                (h.session_id, h.run_id, h.record_id, h.message_index, h.snippet) for h in found
+            ]
+        cursor = page.next_cursor
+
+
+async def _answers(store: Any) -> list[list[Where]]:
+    return [
+        await _everything(store, "common"),
+        await _everything(store, "rare"),
+        await _everything(store, "common rare", labels={"tenant": "t0"}),
+        await _everything(store, "answer 2", session_id="idx-s1"),
+    ]
+
+
+async def _check_rebuild(
+    open_store: Callable[[], Awaitable[Any]],
+    forget: Callable[[], Awaitable[None]],
+    build: Callable[[int, Callable[[int], None]], Awaitable[int]],
+    pending: Callable[[], Awaitable[bool]],
+) -> None:
+    store = await open_store()
+    try:
+        await _fill(store)
+        live = await _answers(store)
+    finally:
+        await store.close()
+    assert len(live[0]) == 3 * 2 * 3 * 2
+    assert all(live[1:])
+
+    await forget()  # the database as the version before search left it, migrated again
+    assert await pending()
+    progress: list[int] = []
+
+    def stop(done: int) -> None:
+        progress.append(done)
+        raise Stop
+
+    with pytest.raises(Stop):
+        await build(4, stop)
+    assert progress == [4]
+    assert await pending()
+    assert await build(4, progress.append) == 3 * 2 * 3 - 4
+    assert progress == [4, 4, 8, 12, 14]
+    assert not await pending()
+    assert await build(4, progress.append) == 0  # built: nothing more
+
+    store = await open_store()
+    try:
+        assert await _answers(store) == live
+    finally:
+        await store.close()
+
+
+async def test_sqlite_builds_the_index_of_older_records(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+
+    async def open_store() -> SQLiteStore:
+        return await SQLiteStore.open(path)
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(path, isolation_level=None)
+
+    async def forget() -> None:
+        conn = connect()
+        try:
+            for table in ("search_text", "search_entries", "search_left_out", "search_backfill"):
+                conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE version = 17")
+            assert [m.version for m in sqlite_schema.migrate(conn)] == [17]
+            page = sqlite_search.search(conn, search_query("common", None, None, "", 10))
+            assert (page.hits, page.complete) == ([], False)
+        finally:
+            conn.close()
+
+    async def build(batch: int, progress: Callable[[int], None]) -> int:
+        conn = connect()
+        try:
+            return sqlite_search.build_index(
+                conn, batch=batch, progress=lambda done, left: progress(done)
+            )
+        finally:
+            conn.close()
+
+    async def pending() -> bool:
+        conn = connect()
+        try:
+            return conn.execute("SELECT 1 FROM search_backfill").fetchone() is not None
+        finally:
+            conn.close()
+
+    await _check_rebuild(open_store, forget, build, pending)
+
+
+@pytest.fixture
+async def fresh_dsn(postgres_dsn: str) -> AsyncIterator[str]:
+    """A database of its own on the test session's server (see tests/conftest.py)."""
+    dsn = create_database(postgres_dsn)
+    try:
+        yield dsn
+    finally:
+        drop_database(dsn)
+
+
+async def test_postgres_builds_the_index_of_older_records(fresh_dsn: str) -> None:
+    async def open_store() -> PostgresStore:
+        return await PostgresStore.open(fresh_dsn, min_size=1, max_size=2)
+
+    async def connect() -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True)
+
+    async def forget() -> None:
+        async with await connect() as conn:
+            await conn.execute(
+                "DROP TABLE agentledger_search, agentledger_search_left_out, "
+                "agentledger_search_backfill"
+            )
+            await conn.execute(f"DELETE FROM {pg_migrations.MIGRATIONS_TABLE} WHERE version = 15")
+            assert await pg_migrations.migrate(conn) == [15]
+
+    async def build(batch: int, progress: Callable[[int], None]) -> int:
+        async with await connect() as conn:
+            return await pg_search.build_index(conn, batch=batch, progress=progress)
+
+    async def pending() -> bool:
+        async with await connect() as conn:
+            cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM agentledger_search_backfill)")
+            row = await cur.fetchone()
+            return bool(row and row[0])
+
+    await _check_rebuild(open_store, forget, build, pending)
+
+
+async def test_postgres_pages_read_past_the_window_alike(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL page reads the newest entries in order, then older ones through the GIN
+    index: with a window of 5 entries the answers are the same as with the whole window."""
+    store = await PostgresStore.open(fresh_dsn, min_size=1, max_size=2)
+    try:
+        await _fill(store)
+        whole = await _answers(store)
+        monkeypatch.setattr(pg_search, "WINDOW", 5)
+        assert await _answers(store) == whole
+        monkeypatch.setattr(pg_search, "WINDOW", 1)
+        assert await _answers(store) == whole
+    finally:
+        await store.close()
+
+
+async def test_a_sealed_sqlite_database_builds_no_text_only_what_it_left_out(
+    tmp_path: Path,
+) -> None:
+    """Encryption at rest: the build never opens a sealed record; it counts the sessions."""
+    from agentledger.storage.encryption import Encryption, Keyring
+
+    path = tmp_path / "sealed.db"
+    encryption = Encryption(Keyring.generate(), tmp_path / "keys.vault")
+    store = await SQLiteStore.open(path, encryption=encryption)
+    try:
+        await _fill(store)
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for table in ("search_text", "search_entries", "search_left_out", "search_backfill"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE version = 17")
+        sqlite_schema.migrate(conn)
+        assert sqlite_search.build_index(conn, batch=4) == 3 * 2 * 3
+        assert conn.execute("SELECT count(*) FROM search_entries").fetchone() == (0,)
+    finally:
+        conn.close()
+    store = await SQLiteStore.open(path, encryption=encryption)
+    try:
+        page = await store.search("common")
+        assert (page.hits, page.left_out, page.complete) == ([], 3, True)
+        assert (await store.search("common", labels={"tenant": "t0"})).left_out == 2
+    finally:
+        await store.close()
