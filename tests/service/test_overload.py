@@ -237,3 +237,22 @@ async def _metrics_text(url: str) -> str:
 
     async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as answer:
         return await answer.text()
+
+
+def test_a_body_too_slow_is_counted_as_the_408_its_client_saw(tmp_path: Path) -> None:
+    """A request whose body does not arrive within --client-timeout is answered 408 by its
+    connection and closed; /metrics counts it as 408, not as a 503 of a caller gone away."""
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "host")
+    options = ("--client-timeout", "1")
+    with ServiceProcess(str(tmp_path / "b.db"), tokens, options=options) as service:
+        host, port = service.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as slow:
+            head = f"POST /v1/append_run_record HTTP/1.1\r\nAuthorization: Bearer {token}"
+            slow.sendall(head.encode() + b"\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            answer = _read_all(slow)
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        text = asyncio.run(_metrics_text(service.url))
+    assert 'agentledger_requests_total{method="append_run_record",status="408"} 1.0' in text, text
+    assert 'method="append_run_record",status="503"' not in text, text
+    assert 'agentledger_shed_total{limit="slow_clients"} 1.0' in text, text
