@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from agentledger.errors import SessionPurgedError
-from agentledger.service.follow import BACKLOG, Notifier, follow
+from agentledger.service.follow import BACKLOG, BacklogBudget, Notifier, follow
 from agentledger.storage import MemoryStore, Page, Record, RecordBuilder, RunStart, RunStatus
 from tests.conditions import until
 
@@ -194,6 +194,47 @@ async def test_a_slow_follower_is_cut_loose_and_still_gets_every_record() -> Non
     assert [record for _, record in rest] == log[2:]
     world.stopped = True
     world.notifier.stop()
+
+
+async def test_unread_streams_past_the_service_budget_are_cut_slowest_first() -> None:
+    """Three streams whose clients read nothing, each well within its own backlog limit,
+    together pass the service's backlog budget: the one holding the most is cut loose each
+    time (counted as ``backlog_budget``), what waits never passes the budget, a follower
+    keeping up is never cut, and each cut stream still gets every record once it reads."""
+    world = _World()
+    cuts: list[str] = []
+    budget = BacklogBudget(40_000, on_cut=cuts.append)
+    world.notifier = Notifier(budget)
+    await world.start()
+    slow = []
+    for _ in range(3):  # each joins the feed, then its client stops reading
+        stream = await world.follow()
+        await anext(stream)  # ": following"
+        assert len(_parse(await anext(stream))) == 1  # run_started, read on its own
+        slow.append((stream, asyncio.ensure_future(anext(stream))))
+    await until(lambda: _attached(world) == 3, "the slow followers attached")
+    await world.append(1)
+    for _, first in slow:
+        assert len(_parse(await asyncio.wait_for(first, 5))) == 1  # from the feed
+    fast: list[tuple[str, Record]] = []
+    keeping_up = asyncio.create_task(_take(await world.follow(), 2 + 150, fast))
+    await until(lambda: _attached(world) == 4, "the fast follower attached")
+    held = 0
+    for _ in range(150):  # ~1 KiB events: ~150 KiB per stream, far below its own limit
+        await world.append(1, size=900, pause=5)
+        held = max(held, budget.held)
+    await asyncio.wait_for(keeping_up, 30)
+    assert len(fast) == 152
+    assert held <= 40_000
+    assert cuts == ["backlog_budget"] * 3  # each slow stream in turn
+    log = await world.log()
+    for stream, _ in slow:
+        rest: list[tuple[str, Record]] = []
+        await asyncio.wait_for(_take(stream, 150, rest), 30)
+        assert [record for _, record in rest] == log[2:]
+    world.stopped = True
+    world.notifier.stop()
+    await until(lambda: budget.held == 0, "every backlog released")
 
 
 async def test_feeds_end_with_their_followers() -> None:
