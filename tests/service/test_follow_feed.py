@@ -237,6 +237,54 @@ async def test_unread_streams_past_the_service_budget_are_cut_slowest_first() ->
     await until(lambda: budget.held == 0, "every backlog released")
 
 
+class _Overlap:
+    """A store's list method that yields while it reads, noting the most reads at once."""
+
+    def __init__(self, read: Callable[..., Any]) -> None:
+        self.read = read
+        self.now = self.most = 0
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Page:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0)  # as a database's round trip would
+            page: Page = await self.read(*args, **kwargs)
+            await asyncio.sleep(0)
+            return page
+        finally:
+            self.now -= 1
+
+
+async def test_polls_find_writes_made_elsewhere_one_read_at_a_time() -> None:
+    """Records appended to 100 followed runs with nobody notified (as through another
+    replica) reach every follower by the poller's reads, which never run together: a
+    write's own read waits behind at most one poll."""
+    world = _World()
+    await world.start()
+    reads = _Overlap(world.store.list_run_records)
+    runs = [RecordBuilder(RunStart(run_id=f"p{i}", agent_id="a", session_id="fed-s",
+                                   started_at=T0)) for i in range(100)]  # fmt: skip
+    for run in runs:
+        await world.store.start_root_run(run.root_start())
+    seen: list[list[tuple[str, Record]]] = [[] for _ in runs]
+    takers = []
+    for run, into in zip(runs, seen, strict=True):
+        run_id = run.run.run_id
+        stream = await follow(reads, run_id, "", notifier=world.notifier,
+                              stopping=lambda: world.stopped, key=f"run:{run_id}")  # fmt: skip
+        takers.append(asyncio.create_task(_take(stream, 2, into)))
+    await until(lambda: _attached(world) == 100, "every follower attached")
+    reads.most = 0
+    for run in runs:  # written elsewhere: the notifier hears nothing of it
+        await world.store.append_run_record(run.record("note", b"{}", event_key="x", at=T0))
+    await asyncio.wait_for(asyncio.gather(*takers), 30)
+    assert [[r.event_key for _, r in into][1] for into in seen] == ["x"] * 100
+    assert reads.most == 1
+    world.stopped = True
+    world.notifier.stop()
+
+
 async def test_feeds_end_with_their_followers() -> None:
     """A stream closed by its client leaves its feed; a feed nobody follows is dropped."""
     world = _World()

@@ -57,10 +57,13 @@ once; polls only find the others'."""
 POLL_RATE = 200
 """Most polls of followed logs a service makes per second: with more than this many logs
 followed, each is polled less often than every :data:`HEARTBEAT` (1,000 logs: every 5 s),
-so the polls' cost stays bounded however many logs are followed."""
+so the polls' cost stays bounded however many logs are followed. Polls read one at a
+time, and a log read within its period (a write through this service woke its feed) is
+not polled, so on a busy service they take less, never a burst of the store's reads
+ahead of those a write woke."""
 
 _POLL_TICK = 0.05
-"""Seconds between the poller's rounds, each waking its share of the feeds."""
+"""Seconds between the poller's rounds, each polling its share of the feeds."""
 
 KEEPALIVE = 15.0
 """Seconds of silence after which a follow stream sends a comment line, so proxies keep
@@ -192,6 +195,8 @@ class _Feed:
         self.task: asyncio.Task[None] | None = None
         self.dropped = False
         """Nobody followed it, or its log could not be read: the notifier forgot it."""
+        self.read_at = -math.inf
+        """When (the event loop's clock) the feed last read its log's tail."""
 
     async def join(
         self, follower: _Follower, position: Position, last: Record | None
@@ -250,9 +255,22 @@ class _Feed:
                 follower.ready.set()
             self.followers.clear()
 
+    async def poll(self) -> None:
+        """Read the log's tail now (for writes through other replicas), unless the feed has
+        ended or has not started; a failed read wakes the feed, which ends its streams."""
+        if self.dropped or self.position is None or self.task is None:
+            return
+        try:
+            async with self.lock:
+                if not self.dropped:
+                    await self._advance()
+        except Exception:
+            self.wake.set()  # the feed reads again, and ends each stream with the error
+
     async def _advance(self) -> None:
         """Read from the feed's position to the end; every attached follower gets it all."""
         assert self.position is not None
+        self.read_at = asyncio.get_running_loop().time()
 
         def fan_out(events: list[tuple[bytes, Position]], size: int) -> bool:
             for follower in list(self.followers):
@@ -353,16 +371,28 @@ class Notifier:
         return found
 
     async def _poll(self) -> None:
-        """Wake every feed once per :data:`HEARTBEAT` (or more slowly, past
-        :data:`POLL_RATE` feeds), a share of them each tick, while any feed lives."""
+        """Poll every feed once per :data:`HEARTBEAT` (or more slowly, past
+        :data:`POLL_RATE` feeds), a share of them each tick, while any feed lives.
+
+        The polls read one after the other, never together, and a tick's share is followed
+        by a pause at least as long as its reads took: polls take at most half of the
+        loop's turns, and fewer as the store slows. A feed read within its period (a
+        write through this service woke it) is not polled: it is fresh."""
+        clock = asyncio.get_running_loop().time
         while self._feeds:
             feeds = [feed for every in self._feeds.values() for feed in every.values()]
             period = max(HEARTBEAT, len(feeds) / POLL_RATE)
             share = max(1, math.ceil(len(feeds) * _POLL_TICK / period))
             for i in range(0, len(feeds), share):
+                started = clock()
                 await asyncio.sleep(period * share / len(feeds))
+                began = clock()
                 for feed in feeds[i : i + share]:
-                    feed.wake.set()
+                    if began - feed.read_at >= period:
+                        await feed.poll()
+                took = clock() - began
+                if took > began - started:  # polls at most half the time: pause as long
+                    await asyncio.sleep(took - (began - started))
 
     def drop(self, feed: _Feed) -> None:
         """Forget ``feed`` (nobody follows it, or its log cannot be read)."""
