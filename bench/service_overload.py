@@ -55,14 +55,22 @@ def main() -> None:
         try:
             with ServiceProcess(db, tokens, options=options) as service:
                 result = asyncio.run(run_flood(service.url, token, service.pid, plan))
+                cpu = _cpu_seconds(service.pid)
         finally:
             if args.db:
                 drop_database(db)
     print(f"backend: {'postgresql' if args.db else 'sqlite'}; {plan}")
     print(result.summary())
+    print(f"service CPU: {cpu:.1f} s over the whole run (setup, flood, recovery)")
     if result.writer_errors:
         print(f"writer errors ({len(result.writer_errors)}): {result.writer_errors[:3]}")
     print(f"load average: {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} cores")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

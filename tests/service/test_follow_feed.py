@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from agentledger.errors import SessionPurgedError
-from agentledger.service.follow import BACKLOG, Notifier, follow
+from agentledger.service.follow import BACKLOG, BacklogBudget, Notifier, follow
 from agentledger.storage import MemoryStore, Page, Record, RecordBuilder, RunStart, RunStatus
 from tests.conditions import until
 
@@ -192,6 +192,95 @@ async def test_a_slow_follower_is_cut_loose_and_still_gets_every_record() -> Non
     await asyncio.wait_for(_take(slow, 2 * BACKLOG + 50, rest), 30)
     log = await world.log()
     assert [record for _, record in rest] == log[2:]
+    world.stopped = True
+    world.notifier.stop()
+
+
+async def test_unread_streams_past_the_service_budget_are_cut_slowest_first() -> None:
+    """Three streams whose clients read nothing, each well within its own backlog limit,
+    together pass the service's backlog budget: the one holding the most is cut loose each
+    time (counted as ``backlog_budget``), what waits never passes the budget, a follower
+    keeping up is never cut, and each cut stream still gets every record once it reads."""
+    world = _World()
+    cuts: list[str] = []
+    budget = BacklogBudget(40_000, on_cut=cuts.append)
+    world.notifier = Notifier(budget)
+    await world.start()
+    slow = []
+    for _ in range(3):  # each joins the feed, then its client stops reading
+        stream = await world.follow()
+        await anext(stream)  # ": following"
+        assert len(_parse(await anext(stream))) == 1  # run_started, read on its own
+        slow.append((stream, asyncio.ensure_future(anext(stream))))
+    await until(lambda: _attached(world) == 3, "the slow followers attached")
+    await world.append(1)
+    for _, first in slow:
+        assert len(_parse(await asyncio.wait_for(first, 5))) == 1  # from the feed
+    fast: list[tuple[str, Record]] = []
+    keeping_up = asyncio.create_task(_take(await world.follow(), 2 + 150, fast))
+    await until(lambda: _attached(world) == 4, "the fast follower attached")
+    held = 0
+    for _ in range(150):  # ~1 KiB events: ~150 KiB per stream, far below its own limit
+        await world.append(1, size=900, pause=5)
+        held = max(held, budget.held)
+    await asyncio.wait_for(keeping_up, 30)
+    assert len(fast) == 152
+    assert held <= 40_000
+    assert cuts == ["backlog_budget"] * 3  # each slow stream in turn
+    log = await world.log()
+    for stream, _ in slow:
+        rest: list[tuple[str, Record]] = []
+        await asyncio.wait_for(_take(stream, 150, rest), 30)
+        assert [record for _, record in rest] == log[2:]
+    world.stopped = True
+    world.notifier.stop()
+    await until(lambda: budget.held == 0, "every backlog released")
+
+
+class _Overlap:
+    """A store's list method that yields while it reads, noting the most reads at once."""
+
+    def __init__(self, read: Callable[..., Any]) -> None:
+        self.read = read
+        self.now = self.most = 0
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Page:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0)  # as a database's round trip would
+            page: Page = await self.read(*args, **kwargs)
+            await asyncio.sleep(0)
+            return page
+        finally:
+            self.now -= 1
+
+
+async def test_polls_find_writes_made_elsewhere_one_read_at_a_time() -> None:
+    """Records appended to 100 followed runs with nobody notified (as through another
+    replica) reach every follower by the poller's reads, which never run together: a
+    write's own read waits behind at most one poll."""
+    world = _World()
+    await world.start()
+    reads = _Overlap(world.store.list_run_records)
+    runs = [RecordBuilder(RunStart(run_id=f"p{i}", agent_id="a", session_id="fed-s",
+                                   started_at=T0)) for i in range(100)]  # fmt: skip
+    for run in runs:
+        await world.store.start_root_run(run.root_start())
+    seen: list[list[tuple[str, Record]]] = [[] for _ in runs]
+    takers = []
+    for run, into in zip(runs, seen, strict=True):
+        run_id = run.run.run_id
+        stream = await follow(reads, run_id, "", notifier=world.notifier,
+                              stopping=lambda: world.stopped, key=f"run:{run_id}")  # fmt: skip
+        takers.append(asyncio.create_task(_take(stream, 2, into)))
+    await until(lambda: _attached(world) == 100, "every follower attached")
+    reads.most = 0
+    for run in runs:  # written elsewhere: the notifier hears nothing of it
+        await world.store.append_run_record(run.record("note", b"{}", event_key="x", at=T0))
+    await asyncio.wait_for(asyncio.gather(*takers), 30)
+    assert [[r.event_key for _, r in into][1] for into in seen] == ["x"] * 100
+    assert reads.most == 1
     world.stopped = True
     world.notifier.stop()
 

@@ -238,3 +238,67 @@ async def _metrics_text(url: str) -> str:
 
     async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as answer:
         return await answer.text()
+
+
+def test_a_body_too_slow_is_counted_as_the_408_its_client_saw(tmp_path: Path) -> None:
+    """A request whose body does not arrive within --client-timeout is answered 408 by its
+    connection and closed; /metrics counts it as 408, not as a 503 of a caller gone away."""
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "host")
+    options = ("--client-timeout", "1")
+    with ServiceProcess(str(tmp_path / "b.db"), tokens, options=options) as service:
+        host, port = service.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as slow:
+            head = f"POST /v1/append_run_record HTTP/1.1\r\nAuthorization: Bearer {token}"
+            slow.sendall(head.encode() + b"\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            answer = _read_all(slow)
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        text = asyncio.run(_metrics_text(service.url))
+    assert 'agentledger_requests_total{method="append_run_record",status="408"} 1.0' in text, text
+    assert 'method="append_run_record",status="503"' not in text, text
+    assert 'agentledger_shed_total{limit="slow_clients"} 1.0' in text, text
+
+
+def test_unread_streams_past_the_backlog_budget_are_cut_loose(tmp_path: Path) -> None:
+    """serve --max-backlog-bytes: three follow streams whose clients read nothing hold,
+    together, more waiting records than the budget; the service cuts the slowest loose
+    (counted as backlog_budget) and keeps serving."""
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "host")
+    options = ("--max-backlog-bytes", str(256 * 1024))
+    with ServiceProcess(str(tmp_path / "k.db"), tokens, options=options) as service:
+        host, port = service.url.removeprefix("http://").rsplit(":", 1)
+
+        async def scenario() -> str:
+            from agentledger.service import StoreClient
+            from agentledger.storage import RecordBuilder, RunStart
+
+            async with StoreClient(service.url, token=token) as client:
+                await client.create_session("k", created_at=T0)
+                run = RecordBuilder(RunStart(run_id="k1", agent_id="a", session_id="k",
+                                             started_at=T0))  # fmt: skip
+                await client.start_root_run(run.root_start())
+                unread = []
+                for _ in range(3):
+                    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    sock.connect((host, int(port)))
+                    sock.sendall(f"GET /v1/runs/k1/records HTTP/1.1\r\nHost: x\r\n"
+                                 f"Authorization: Bearer {token}\r\n\r\n".encode())  # fmt: skip
+                    unread.append(sock)
+                try:
+                    pad = b'{"pad": "' + b"z" * 16_000 + b'"}'
+                    for i in range(200):
+                        await client.append_run_record(run.record("note", pad, event_key=f"k{i}",
+                                                                  at=T0))  # fmt: skip
+                        text = await _metrics_text(service.url)
+                        if 'agentledger_shed_total{limit="backlog_budget"}' in text:
+                            return text
+                    return await _metrics_text(service.url)
+                finally:
+                    for sock in unread:
+                        sock.close()
+
+        text = asyncio.run(scenario())
+    assert 'agentledger_shed_total{limit="backlog_budget"}' in text, text
+    assert 'limit="stream_backlog"' not in text, text

@@ -86,6 +86,12 @@ _MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024
     help="follow streams open at once (in total and for one token) [default: 12000]",
 )  # fmt: skip
 @click.option(
+    "--max-backlog-bytes", type=int, default=None, metavar="N",
+    help="bytes of records waiting, in all, for follow streams read slower than their logs "
+    "grow; past it the stream with the most waiting drops it and reads on at its own pace "
+    "[default: 268435456]",
+)  # fmt: skip
+@click.option(
     "--client-timeout", type=float, default=None, metavar="SECONDS",
     help="close a connection whose client takes longer to send a request's headers, to "
     "send its body, or to read any of its answer [default: 10 for headers, 60 for a "
@@ -112,6 +118,7 @@ def serve(
     max_calls: int | None,
     max_calls_per_token: int | None,
     max_streams: int | None,
+    max_backlog_bytes: int | None,
     client_timeout: float | None,
     temporal: str | None,
     namespace: str,
@@ -161,6 +168,7 @@ def serve(
             "max_calls": max_calls,
             "max_calls_per_token": max_calls_per_token,
             "max_streams": max_streams,
+            "max_backlog_bytes": max_backlog_bytes,
             "header_timeout": client_timeout,
             "body_timeout": client_timeout,
             "send_timeout": client_timeout,

@@ -70,6 +70,10 @@ class OverloadLimits:
     """Follow streams open at once for one token."""
     max_body_bytes: int = 256 * 1024 * 1024
     """Request body bytes held at once by the calls being served."""
+    max_backlog_bytes: int = 256 * 1024 * 1024
+    """Bytes of records waiting, in all, for follow streams whose clients read slower than
+    their logs grow; past it the stream with the most waiting is cut loose (what waited for
+    it is dropped, and it reads on from its last event sent at its client's pace)."""
     header_timeout: float = 10.0
     """Seconds a request's headers may take to arrive, counted from the connection's
     opening or the request's first byte; then 408 and the connection closed."""

@@ -28,7 +28,11 @@ from agentledger.errors import AgentledgerError, OverloadedError, ValidationErro
 from agentledger.service.admission import Admission, OverloadLimits
 from agentledger.service.error_codec import encode_error
 
-__all__ = ["guarded_protocol"]
+__all__ = ["ANSWERED", "guarded_protocol"]
+
+ANSWERED = "agentledger.answered"
+"""The request scope's key under which a connection cut off while its body was read puts
+(HTTP status, error) of the answer it sent itself, so the request is counted as that."""
 
 _REASONS = {
     408: b"Request Timeout",
@@ -157,6 +161,9 @@ def guarded_protocol(limits: OverloadLimits, admission: Admission) -> type[async
                 field = "request" if status == 431 or self._in_headers else "body"
                 error = ValidationError(field=field, expected=expected, got=got)
                 answer = _raw_answer(status, error)
+                if cycle is not None and not self._in_headers:  # the app is reading its body
+                    scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]
+                    scope[ANSWERED] = (status, error)  # it counts what the client saw
             if cycle is not None and not cycle.response_complete:
                 cycle.disconnected = True  # the app reads no more of it, and sends nothing
                 cycle.message_event.set()

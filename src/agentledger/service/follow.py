@@ -15,6 +15,11 @@ grows) is cut loose once :data:`BACKLOG` events wait for it: it drops them,
 reads the pages from its own position again at its client's pace, and rejoins
 the feed at the end. So a slow follower neither stalls the others nor holds
 more than a bounded backlog.
+
+The backlogs of every stream together are bounded too: past the service's
+:class:`BacklogBudget` the stream holding the largest backlog (the slowest) is
+cut loose the same way, and the cut counted by its reason (``backlog_budget``;
+``stream_backlog`` for one stream past its own limit).
 """
 
 from __future__ import annotations
@@ -30,7 +35,16 @@ from agentledger.errors import ValidationError
 from agentledger.service.json_times import encode_json
 from agentledger.storage.types import Page, Record
 
-__all__ = ["BACKLOG", "FOLLOW_PAGE", "KEEPALIVE", "Notifier", "follow", "parse_after"]
+__all__ = [
+    "BACKLOG",
+    "BACKLOG_BUDGET",
+    "FOLLOW_PAGE",
+    "KEEPALIVE",
+    "BacklogBudget",
+    "Notifier",
+    "follow",
+    "parse_after",
+]
 
 FOLLOW_PAGE = 100
 """Records read from the store per page while following."""
@@ -43,10 +57,13 @@ once; polls only find the others'."""
 POLL_RATE = 200
 """Most polls of followed logs a service makes per second: with more than this many logs
 followed, each is polled less often than every :data:`HEARTBEAT` (1,000 logs: every 5 s),
-so the polls' cost stays bounded however many logs are followed."""
+so the polls' cost stays bounded however many logs are followed. Polls read one at a
+time, and a log read within its period (a write through this service woke its feed) is
+not polled, so on a busy service they take less, never a burst of the store's reads
+ahead of those a write woke."""
 
 _POLL_TICK = 0.05
-"""Seconds between the poller's rounds, each waking its share of the feeds."""
+"""Seconds between the poller's rounds, each polling its share of the feeds."""
 
 KEEPALIVE = 15.0
 """Seconds of silence after which a follow stream sends a comment line, so proxies keep
@@ -58,6 +75,9 @@ BACKLOG = 1000
 BACKLOG_BYTES = 16 * 1024 * 1024
 """Bytes that may wait for one follower before it is cut loose likewise."""
 
+BACKLOG_BUDGET = 256 * 1024 * 1024
+"""Bytes that may wait for all the followers of one service together, by default."""
+
 _JOIN_ATTEMPTS = 3
 """Times a follower tries to meet its log's feed at the same position before it reads on
 its own until its next try (the log kept growing between the two reads of each attempt)."""
@@ -66,39 +86,90 @@ ListPage = Callable[..., Awaitable[Page]]
 Position = tuple[str, int]  # (page cursor, records of that page already sent)
 
 
+class BacklogBudget:
+    """The bytes waiting for every follower of one service, bounded: past ``limit`` the
+    follower holding the most is cut loose (its backlog dropped; it reads on alone).
+
+    ``on_cut`` is told each cut's reason: ``backlog_budget`` (this budget) or
+    ``stream_backlog`` (one stream past :data:`BACKLOG` events or :data:`BACKLOG_BYTES`).
+    """
+
+    def __init__(
+        self, limit: int = BACKLOG_BUDGET, on_cut: Callable[[str], None] | None = None
+    ) -> None:
+        self.limit = limit
+        self.held = 0
+        """Bytes queued for followers now."""
+        self.on_cut = on_cut
+        self._holding: set[_Follower] = set()  # followers with a backlog
+
+    def add(self, follower: _Follower, size: int) -> None:
+        """Count ``size`` more bytes queued for ``follower``; cut the slowest while past."""
+        self.held += size
+        self._holding.add(follower)
+        while self.held > self.limit and self._holding:
+            slowest = max(self._holding, key=lambda f: f.queued_bytes)
+            slowest.cut_loose("backlog_budget")
+
+    def release(self, follower: _Follower) -> None:
+        """``follower``'s backlog was sent or dropped."""
+        if follower.queued_bytes:
+            self.held -= follower.queued_bytes
+            self._holding.discard(follower)
+
+    def cut(self, reason: str) -> None:
+        if self.on_cut is not None:
+            self.on_cut(reason)
+
+
 class _Follower:
     """One stream's mailbox at its log's feed: encoded events waiting to be sent."""
 
-    __slots__ = ("cut", "error", "events", "queued_bytes", "ready")
+    __slots__ = ("budget", "cut", "error", "events", "queued_bytes", "ready")
 
-    def __init__(self) -> None:
+    def __init__(self, budget: BacklogBudget) -> None:
+        self.budget = budget
         self.events: deque[tuple[bytes, Position]] = deque()
         self.queued_bytes = 0
         self.ready = asyncio.Event()
-        self.cut = False
-        """The feed dropped this follower's backlog: it must read on from its own position."""
+        self.cut = ""
+        """Why the feed dropped this follower's backlog ("": it did not): it must read on
+        from its own position."""
         self.error: Exception | None = None
 
     def push(self, events: list[tuple[bytes, Position]], size: int) -> bool:
-        """Queue ``events``; False (and cut loose, backlog dropped) past the backlog limits."""
+        """Queue ``events``; False (and cut loose, backlog dropped) past the backlog limits,
+        this stream's or the service's, or once cut loose."""
+        if self.cut:
+            return False
         if len(self.events) + len(events) > BACKLOG or self.queued_bytes + size > BACKLOG_BYTES:
-            self.cut = True
-            self.events.clear()
-            self.queued_bytes = 0
-            self.ready.set()
+            self.cut_loose("stream_backlog")
             return False
         self.events.extend(events)
         self.queued_bytes += size
         self.ready.set()
-        return True
+        self.budget.add(self, size)  # may cut this one, or a slower one
+        return not self.cut
+
+    def cut_loose(self, reason: str) -> None:
+        """Drop the backlog: the stream reads on from its last event sent."""
+        self.drop()
+        self.cut = reason
+        self.ready.set()
+        self.budget.cut(reason)
+
+    def drop(self) -> None:
+        """Forget every queued event."""
+        self.budget.release(self)
+        self.events.clear()
+        self.queued_bytes = 0
 
     def take(self) -> tuple[bytes, Position]:
         """Every queued event as one chunk, and the position after the last of them."""
         events = self.events
         chunk = events[0][0] if len(events) == 1 else b"".join(e for e, _ in events)
         position = events[-1][1]
-        events.clear()
-        self.queued_bytes = 0
+        self.drop()
         return chunk, position
 
 
@@ -124,6 +195,8 @@ class _Feed:
         self.task: asyncio.Task[None] | None = None
         self.dropped = False
         """Nobody followed it, or its log could not be read: the notifier forgot it."""
+        self.read_at = -math.inf
+        """When (the event loop's clock) the feed last read its log's tail."""
 
     async def join(
         self, follower: _Follower, position: Position, last: Record | None
@@ -159,7 +232,8 @@ class _Feed:
             return position, last
 
     def leave(self, follower: _Follower) -> None:
-        """Detach ``follower``; a feed nobody follows ends."""
+        """Detach ``follower`` (what it had queued is dropped); a feed nobody follows ends."""
+        follower.drop()
         self.followers.discard(follower)
         if not self.followers:
             self.notifier.drop(self)
@@ -181,9 +255,22 @@ class _Feed:
                 follower.ready.set()
             self.followers.clear()
 
+    async def poll(self) -> None:
+        """Read the log's tail now (for writes through other replicas), unless the feed has
+        ended or has not started; a failed read wakes the feed, which ends its streams."""
+        if self.dropped or self.position is None or self.task is None:
+            return
+        try:
+            async with self.lock:
+                if not self.dropped:
+                    await self._advance()
+        except Exception:
+            self.wake.set()  # the feed reads again, and ends each stream with the error
+
     async def _advance(self) -> None:
         """Read from the feed's position to the end; every attached follower gets it all."""
         assert self.position is not None
+        self.read_at = asyncio.get_running_loop().time()
 
         def fan_out(events: list[tuple[bytes, Position]], size: int) -> bool:
             for follower in list(self.followers):
@@ -208,7 +295,9 @@ class Notifier:
     :data:`HEARTBEAT`, at most :data:`POLL_RATE` logs a second.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, budget: BacklogBudget | None = None) -> None:
+        self.budget = BacklogBudget() if budget is None else budget
+        """What every follower's backlog together may hold."""
         self._any = asyncio.Event()
         self._unkeyed = 0  # waiters on _any
         self._keyed: dict[str, tuple[asyncio.Event, int]] = {}  # key -> (event, waiters)
@@ -282,16 +371,28 @@ class Notifier:
         return found
 
     async def _poll(self) -> None:
-        """Wake every feed once per :data:`HEARTBEAT` (or more slowly, past
-        :data:`POLL_RATE` feeds), a share of them each tick, while any feed lives."""
+        """Poll every feed once per :data:`HEARTBEAT` (or more slowly, past
+        :data:`POLL_RATE` feeds), a share of them each tick, while any feed lives.
+
+        The polls read one after the other, never together, and a tick's share is followed
+        by a pause at least as long as its reads took: polls take at most half of the
+        loop's turns, and fewer as the store slows. A feed read within its period (a
+        write through this service woke it) is not polled: it is fresh."""
+        clock = asyncio.get_running_loop().time
         while self._feeds:
             feeds = [feed for every in self._feeds.values() for feed in every.values()]
             period = max(HEARTBEAT, len(feeds) / POLL_RATE)
             share = max(1, math.ceil(len(feeds) * _POLL_TICK / period))
             for i in range(0, len(feeds), share):
+                started = clock()
                 await asyncio.sleep(period * share / len(feeds))
+                began = clock()
                 for feed in feeds[i : i + share]:
-                    feed.wake.set()
+                    if began - feed.read_at >= period:
+                        await feed.poll()
+                took = clock() - began
+                if took > began - started:  # polls at most half the time: pause as long
+                    await asyncio.sleep(took - (began - started))
 
     def drop(self, feed: _Feed) -> None:
         """Forget ``feed`` (nobody follows it, or its log cannot be read)."""
@@ -406,7 +507,7 @@ async def follow(
             wait = True
             if key:  # at the end: the log's feed sends the rest, unless this stream lags
                 feed = notifier.feed(key, list_page, scope_id)
-                follower = _Follower()
+                follower = _Follower(notifier.budget)
                 missed = await feed.join(follower, position, last)
                 try:
                     while True:

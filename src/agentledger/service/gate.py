@@ -25,12 +25,22 @@ from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.state import ServiceState
 from agentledger.service.wire import Role
 
-__all__ = ["JSON", "admit", "check_role", "gate", "json_refusal", "metered"]
+__all__ = ["JSON", "AnsweredByConnection", "admit", "check_role", "gate", "json_refusal", "metered"]
 
 _log = logging.getLogger("agentledger.service")
 A = TypeVar("A")
 
 JSON = "application/json"
+
+
+class AnsweredByConnection(Exception):
+    """Raised by a request's work when its connection already answered it (a body too slow
+    to arrive: 408) and closed: :func:`metered` counts the request with that status."""
+
+    def __init__(self, status: int, error: AgentledgerError) -> None:
+        super().__init__(status, error)
+        self.status = status
+        self.error = error
 
 
 def check_role(
@@ -115,6 +125,8 @@ async def metered(
         answer = await work()
     except AgentledgerError as e:
         answer = refuse(e, http_status(e))
+    except AnsweredByConnection as e:  # the client saw that answer: count it (nothing is sent)
+        answer = refuse(e.error, e.status)
     except Exception as e:
         _log.error("%s: %s failed", room, operation, exc_info=e)
         answer = refuse(TransientError(f"internal error in the {room}", operation=operation), 500)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from agentledger.service.admission import Admission, OverloadLimits
 from agentledger.service.auth import TokenTable
-from agentledger.service.follow import Notifier
+from agentledger.service.follow import BacklogBudget, Notifier
 from agentledger.service.host_runtime import RuntimeHost
 from agentledger.service.metrics import ServiceMetrics
 from agentledger.service.wire import body_cap
@@ -52,12 +52,19 @@ class ServiceState:
         self.metrics = ServiceMetrics()
         self.usage_label = "tenant"
         """The session label ``/metrics`` totals usage by, one series per value ("": none)."""
-        self.notifier = Notifier()
         self.stopping = False
         self.overload = OverloadLimits() if overload is None else overload
         """What the service takes on at once (see :mod:`agentledger.service.admission`)."""
         self.admission = Admission(self.overload, body_cap(self.limits))
         self.admission.register(self.metrics.registry)
+        self.notifier = Notifier(
+            BacklogBudget(self.overload.max_backlog_bytes, on_cut=self._backlog_cut)
+        )
         self.temporal: Client | None = None
         """A Temporal client the inspector asks whether a running run is paused (``serve
         --temporal``); None: the host runtime's, when it runs on Temporal."""
+
+    def _backlog_cut(self, reason: str) -> None:
+        """A follow stream's backlog was dropped: counted with what was shed (its client's
+        slowness, not the service's load)."""
+        self.admission.note_shed(reason, busy=False)

@@ -24,7 +24,8 @@ from agentledger.service.calls import (
     body_too_large,
     wants_msgpack,
 )
-from agentledger.service.gate import json_refusal, metered
+from agentledger.service.connections import ANSWERED
+from agentledger.service.gate import AnsweredByConnection, json_refusal, metered
 from agentledger.service.state import ServiceState
 from agentledger.service.wire import CALLS_ROUTE, FRAMES, METHODS, Method
 
@@ -81,6 +82,9 @@ class StoreCalls:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
+                    answered = scope.get(ANSWERED)
+                    if answered is not None:  # cut off for its slowness, answered 408
+                        raise AnsweredByConnection(*answered)
                     raise TransientError("the caller went away", operation=operation)
                 chunk: bytes = message.get("body", b"")
                 size += len(chunk)
