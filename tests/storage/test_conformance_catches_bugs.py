@@ -443,6 +443,22 @@ class IgnoresCascade(MemoryStore):
         return await super().purge_session(session_id, expected_digest)
 
 
+class CascadesOneLevel(MemoryStore):
+    """[G2] a cascading purge takes the sessions holding direct copies, not their copies."""
+
+    async def purge_session(
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
+    ) -> PurgeReceipt:
+        if not cascade:
+            return await super().purge_session(session_id, expected_digest)
+        holders = [c.session_id for c in await self.list_derived_copies(session_id)]
+        holders = list(dict.fromkeys(holders))
+        for holder in holders:
+            await super().purge_session(holder)
+        receipt = await super().purge_session(session_id, expected_digest)
+        return msgspec.structs.replace(receipt, cascaded=holders, derived=[])
+
+
 class CountsNoTokens(MemoryStore):
     """[G3] the counters take bytes and records but not the tokens of usage records."""
 
@@ -468,6 +484,7 @@ CASES = (
     Case("CountsRetriesAgain", "retries_and_refusals", ("test_retries_and_refusals_add_nothing",)),
     Case("CountsNoTokens", "usage_counts", ("test_usage_counts_what_the_records_hold",)),
     Case("IgnoresCascade", "cascade", ("test_cascade_purges_the_holders_with_the_session",)),
+    Case("CascadesOneLevel", "copies_of_copies", ("test_a_purge_reaches_copies_of_copies",)),
     Case("ForgetsPurgeTombstones", "", ("test_state_machine",)),
     Case(
         "RestampsRepeatedPurges",

@@ -83,7 +83,43 @@ async def _source_and_holder(world: World, name: str) -> tuple[str, str, Derived
     return source_sid, holder_sid, copy
 
 
+async def _fork_of(world: World, name: str, copy: DerivedCopy) -> DerivedCopy:
+    """A finished, active session holding a copy of the history ``copy`` holds."""
+    holder_sid = await world.session(f"{name}-holder")
+    fork = world.run(f"{name}-fork", session=holder_sid)
+    copied_from = CopiedFrom(session_id=copy.session_id, run_id=copy.run_id, through="2")
+    start = msgspec.structs.replace(fork.root_start(), records=(_copied(world, fork, copied_from),))
+    await world.store.start_root_run(start)
+    await world.finish(fork)
+    return DerivedCopy(session_id=holder_sid, run_id=fork.run.run_id, source=copied_from)
+
+
 class CascadeConformance(ConformanceBase):
+    async def test_a_purge_reaches_copies_of_copies(self, world: World) -> None:
+        store = world.store
+        source, holder, copy = await _source_and_holder(world, "deep")
+        again = await _fork_of(world, "deep2", copy)
+        assert await store.list_derived_copies(holder) == [again]  # it names its own source
+        assert await store.list_derived_copies(source) == [copy]
+        await store.end_session(holder, ended_at=world.now())
+        async with world.unchanged():  # the fork of the fork is still active
+            with pytest.raises(SessionActiveError) as refused:
+                await store.purge_session(source, cascade=True)
+        assert refused.value.session_id == again.session_id
+        await store.end_session(again.session_id, ended_at=world.now())
+        receipt = await store.purge_session(source, cascade=True)
+        assert (receipt.cascaded, receipt.derived) == ([holder, again.session_id], [])
+        for gone in (holder, again.session_id):
+            with pytest.raises(SessionPurgedError):
+                await store.load_session(gone)
+
+    async def test_a_purge_without_cascade_lists_copies_of_copies(self, world: World) -> None:
+        source, _, copy = await _source_and_holder(world, "deeplist")
+        again = await _fork_of(world, "deeplist2", copy)
+        receipt = await world.store.purge_session(source)
+        assert (receipt.derived, receipt.cascaded) == ([copy, again], [])
+        assert (await world.store.load_session(again.session_id)).id == again.session_id
+
     async def test_a_purge_lists_the_copies_that_remain(self, world: World) -> None:
         source, holder, copy = await _source_and_holder(world, "keep")
         receipt = await world.store.purge_session(source)
