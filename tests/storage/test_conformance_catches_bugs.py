@@ -32,6 +32,7 @@ from agentledger.storage.transcript_chain import CHAIN_TYPES
 from agentledger.storage.types import (
     AppendResult,
     ChildRunStart,
+    DerivedCopy,
     MessageSubmission,
     OneShotChildRunStart,
     OneShotRunStart,
@@ -459,6 +460,13 @@ class CascadesOneLevel(MemoryStore):
         return msgspec.structs.replace(receipt, cascaded=holders, derived=[])
 
 
+class ListsCopiesNotTheirSummaries(MemoryStore):
+    """[G2] the compaction summaries that restate a copy are left out of its listing."""
+
+    async def list_derived_copies(self, session_id: str, /) -> list[DerivedCopy]:
+        return [c for c in await super().list_derived_copies(session_id) if not c.summary]
+
+
 class CountsNoTokens(MemoryStore):
     """[G3] the counters take bytes and records but not the tokens of usage records."""
 
@@ -485,6 +493,11 @@ CASES = (
     Case("CountsNoTokens", "usage_counts", ("test_usage_counts_what_the_records_hold",)),
     Case("IgnoresCascade", "cascade", ("test_cascade_purges_the_holders_with_the_session",)),
     Case("CascadesOneLevel", "copies_of_copies", ("test_a_purge_reaches_copies_of_copies",)),
+    Case(
+        "ListsCopiesNotTheirSummaries",
+        "summary_of_a_copy",
+        ("test_a_summary_of_a_copy_is_listed_with_it",),
+    ),
     Case("ForgetsPurgeTombstones", "", ("test_state_machine",)),
     Case(
         "RestampsRepeatedPurges",
