@@ -25,8 +25,8 @@ PUBLIC = {
         "WorkflowContext", "WorkflowInfo", "WorkflowStatus",
     ],
     "agentledger.memory": [
-        "AssistantMessage", "FrameworkItem", "InMemoryMemory", "MemoryEvent", "PlannerNote",
-        "ProductMemory",
+        "AssistantMessage", "ErasedEvent", "EventSource", "FrameworkItem", "InMemoryMemory",
+        "MemoryEvent", "PlannerNote", "ProductMemory",
         "SQLiteMemory", "Snapshot", "Thinking", "ToolCall", "ToolResult", "UserMessage",
     ],
     "agentledger.runtime.events": [

@@ -32,6 +32,7 @@ from agentledger.storage.archive import (
 from agentledger.storage.archive_body import PAGE
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._import import messaged_session
+from agentledger.storage.derivation import HISTORY_COPIED, CopiedFrom
 from agentledger.storage.session_image import SessionImage, read_session_image, session_digest
 from agentledger.storage.sqlite import SQLiteStore
 from tests.storage.archived import ended_session
@@ -192,14 +193,14 @@ async def test_another_format_version_is_refused(
     archived: tuple[World, Path, bytes], target: SQLiteStore, tmp_path: Path
 ) -> None:
     world, _, data = archived
-    newer = tmp_path / "v3.alarchive"
-    newer.write_bytes(_rechecksummed(data[:-72].replace(b"archive 2\n", b"archive 3\n", 1)))
+    newer = tmp_path / "v4.alarchive"
+    newer.write_bytes(_rechecksummed(data[:-72].replace(b"archive 3\n", b"archive 4\n", 1)))
     error = await _refused(newer, target, world)
-    assert "format version '3' is not supported" in error.reason
-    older = tmp_path / "v1.alarchive"  # a version 1 first line over a version 2 manifest
-    older.write_bytes(_rechecksummed(data[:-72].replace(b"archive 2\n", b"archive 1\n", 1)))
+    assert "format version '4' is not supported" in error.reason
+    older = tmp_path / "v1.alarchive"  # a version 1 first line over a version 3 manifest
+    older.write_bytes(_rechecksummed(data[:-72].replace(b"archive 3\n", b"archive 1\n", 1)))
     error = await _refused(older, target, world)
-    assert "the manifest says format version 2" in error.reason
+    assert "the manifest says format version 3" in error.reason
 
 
 async def test_a_checksum_forged_over_changed_contents_is_refused(
@@ -302,6 +303,7 @@ def _version_1(data: bytes, image: SessionImage) -> bytes:
     _, manifest, _ = data.split(b"\n", 2)
     fields = msgspec.json.decode(manifest)
     assert (fields.pop("messages"), fields.pop("message_bytes")) == (0, 0)
+    del fields["run_through"], fields["copied_from"]
     fields["format_version"] = 1
     body = {f: getattr(image, f) for f in ("session", "runs", "records", "checkpoints")}
     return _rechecksummed(
@@ -350,7 +352,7 @@ async def test_an_archive_carries_the_sessions_messages(
     messages = await source.list_session_messages(sid)
     path = tmp_path / "chat.alarchive"
     manifest = await archive_session(source, sid, path)
-    assert (manifest.format_version, manifest.messages) == (2, 3)
+    assert (manifest.format_version, manifest.messages) == (3, 3)
     assert manifest.message_bytes == sum(len(m.message) for m in messages)
     before = await world.dump()
     receipt = await source.purge_session(sid)
@@ -373,3 +375,55 @@ async def test_an_archive_carries_the_sessions_messages(
     forged.write_bytes(_with_body(data, zlib.compress(msgspec.msgpack.encode(body))))
     with pytest.raises(CorruptArchiveError, match="session_digest"):
         await verify_archive(forged)
+
+
+def _version_2(data: bytes) -> bytes:
+    """``data`` as agentledger wrote it before manifests named their records and sources:
+    format version 2, the body unchanged."""
+    _, manifest, body = data.split(b"\n", 2)
+    fields = msgspec.json.decode(manifest)
+    del fields["run_through"], fields["copied_from"]
+    fields["format_version"] = 2
+    head = b"agentledger-archive 2\n" + msgspec.json.encode(fields) + b"\n"
+    return _rechecksummed(head + body[: len(body) - len(b"sha256:") - 65])
+
+
+async def test_an_archive_names_its_records_and_where_copied_history_came_from(
+    source: SQLiteStore, target: SQLiteStore, tmp_path: Path
+) -> None:
+    """[G2] the manifest names each run's last record and the source (session, run, record)
+    of a fork's copied history; a manifest naming another source is refused; an archive of
+    format version 2 (neither named) still verifies and restores."""
+    world = World(source)
+    origin = await world.session("origin")
+    root = await world.root("origin-root", session=origin)
+    await world.finish(root)
+    holder = await world.session("holder")
+    fork = world.run("fork", session=holder)
+    copied = CopiedFrom(session_id=origin, run_id=root.run.run_id, through="2")
+    record = fork.record(HISTORY_COPIED, copied.encode(), event_key="copied", at=world.now())
+    await source.start_root_run(msgspec.structs.replace(fork.root_start(), records=(record,)))
+    await world.finish(fork)
+    await source.end_session(holder, ended_at=world.now())
+    path = tmp_path / "holder.alarchive"
+    manifest = await archive_session(source, holder, path)
+    image = await read_session_image(source, holder)
+    last = [r.id for r in image.records if r.run_id == fork.run.run_id][-1]
+    assert manifest.run_through == {fork.run.run_id: last}
+    assert manifest.copied_from == [copied]
+    assert await verify_archive(path) == manifest
+    magic, head, rest = path.read_bytes().split(b"\n", 2)
+    forged = head.replace(origin.encode(), b"elsewhere")
+    assert forged != head
+    bad = tmp_path / "forged.alarchive"
+    bad.write_bytes(_rechecksummed(magic + b"\n" + forged + b"\n" + rest[: -len(b"sha256:") - 65]))
+    with pytest.raises(CorruptArchiveError) as refused:
+        await verify_archive(bad)
+    assert "copied_from" in refused.value.reason
+    old = tmp_path / "old.alarchive"
+    old.write_bytes(_version_2(path.read_bytes()))
+    older = await verify_archive(old)
+    assert (older.format_version, older.run_through, older.copied_from) == (2, {}, [])
+    assert older.session_digest == manifest.session_digest
+    await restore_archive(target, old)
+    assert (await target.load_session(holder)).id == holder

@@ -32,6 +32,7 @@ from agentledger.storage.transcript_chain import CHAIN_TYPES
 from agentledger.storage.types import (
     AppendResult,
     ChildRunStart,
+    DerivedCopy,
     MessageSubmission,
     OneShotChildRunStart,
     OneShotRunStart,
@@ -443,6 +444,29 @@ class IgnoresCascade(MemoryStore):
         return await super().purge_session(session_id, expected_digest)
 
 
+class CascadesOneLevel(MemoryStore):
+    """[G2] a cascading purge takes the sessions holding direct copies, not their copies."""
+
+    async def purge_session(
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
+    ) -> PurgeReceipt:
+        if not cascade:
+            return await super().purge_session(session_id, expected_digest)
+        holders = [c.session_id for c in await self.list_derived_copies(session_id)]
+        holders = list(dict.fromkeys(holders))
+        for holder in holders:
+            await super().purge_session(holder)
+        receipt = await super().purge_session(session_id, expected_digest)
+        return msgspec.structs.replace(receipt, cascaded=holders, derived=[])
+
+
+class ListsCopiesNotTheirSummaries(MemoryStore):
+    """[G2] the compaction summaries that restate a copy are left out of its listing."""
+
+    async def list_derived_copies(self, session_id: str, /) -> list[DerivedCopy]:
+        return [c for c in await super().list_derived_copies(session_id) if not c.summary]
+
+
 class CountsNoTokens(MemoryStore):
     """[G3] the counters take bytes and records but not the tokens of usage records."""
 
@@ -468,6 +492,12 @@ CASES = (
     Case("CountsRetriesAgain", "retries_and_refusals", ("test_retries_and_refusals_add_nothing",)),
     Case("CountsNoTokens", "usage_counts", ("test_usage_counts_what_the_records_hold",)),
     Case("IgnoresCascade", "cascade", ("test_cascade_purges_the_holders_with_the_session",)),
+    Case("CascadesOneLevel", "copies_of_copies", ("test_a_purge_reaches_copies_of_copies",)),
+    Case(
+        "ListsCopiesNotTheirSummaries",
+        "summary_of_a_copy",
+        ("test_a_summary_of_a_copy_is_listed_with_it",),
+    ),
     Case("ForgetsPurgeTombstones", "", ("test_state_machine",)),
     Case(
         "RestampsRepeatedPurges",

@@ -153,7 +153,8 @@ def purge(settings: Settings, session_id: str, cascade: bool) -> None:
     The session must be ended and have no running run. Prints the purge receipt:
     what was deleted (counts, payload and checkpoint bytes) and a sha256 digest of
     it; purging again deletes nothing and prints the same receipt. Copies of its
-    history that other sessions hold are listed: they remain, unless --cascade
+    history that other sessions hold (with their compaction summaries, and copies
+    of those copies) are listed: they remain, unless --cascade
     purges those sessions too, whole, in the same transaction (each must be ended,
     with no running run, or nothing is purged).
     """
@@ -186,7 +187,8 @@ async def _purge(store: AdminStore, settings: Settings, session_id: str, cascade
         for holder in receipt.cascaded:
             echo(f"purged with it: session {holder} (held a copy of its history)")
         for copy in receipt.derived:
+            what = f"a summary (record {copy.summary}) of a copy" if copy.summary else "a copy"
             echo(
-                f"remains: a copy in session {copy.session_id}, run {copy.run_id} "
+                f"remains: {what} in session {copy.session_id}, run {copy.run_id} "
                 f"(of run {copy.source.run_id} through record {copy.source.through})"
             )

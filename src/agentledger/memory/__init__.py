@@ -12,6 +12,8 @@ from agentledger.memory.inmemory import InMemoryMemory
 from agentledger.memory.sqlite import SQLiteMemory
 from agentledger.memory.types import (
     AssistantMessage,
+    ErasedEvent,
+    EventSource,
     FrameworkItem,
     MemoryEvent,
     PlannerNote,
@@ -25,6 +27,8 @@ from agentledger.memory.types import (
 
 __all__ = [
     "AssistantMessage",
+    "ErasedEvent",
+    "EventSource",
     "FrameworkItem",
     "InMemoryMemory",
     "MemoryEvent",

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import msgspec
 
 from agentledger.errors import RecordConflictError
-from agentledger.memory.types import MemoryEvent, Snapshot, check_last
+from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last
 
 __all__ = ["InMemoryMemory"]
 
@@ -98,6 +98,20 @@ class InMemoryMemory:
     async def delete_run(self, agent_id: str, run_id: str, /) -> int:
         with self._lock:
             return len(self._runs.pop((agent_id, run_id), {}))
+
+    async def delete_derived(self, session_id: str, /) -> list[ErasedEvent]:
+        """[G2] Delete every event whose ``source`` is in ``session_id``; each, by agent,
+        run and append order."""
+        with self._lock:
+            erased = []
+            for (agent_id, run_id), events in sorted(self._runs.items()):
+                gone = [
+                    k for k, e in events.items() if e.source and e.source.session_id == session_id
+                ]
+                for key in gone:
+                    del events[key]
+                erased += [ErasedEvent(agent_id=agent_id, run_id=run_id, key=k) for k in gone]
+            return erased
 
 
 def _added(

@@ -32,7 +32,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 import msgspec
 
 from agentledger.errors import RecordConflictError, TransientError, ValidationError
-from agentledger.memory.types import MemoryEvent, Snapshot, check_last
+from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last
 from agentledger.transcript import JsonNumber
 
 __all__ = ["PostgresMemory"]
@@ -48,6 +48,16 @@ _SCHEMA = (
         PRIMARY KEY (agent_id, run_id, key),
         UNIQUE (agent_id, run_id, seq)
     )""",
+    # [G2] the session an event was derived from ('' for none; a table from before
+    # sources gets the column, and its events have none)
+    "ALTER TABLE agentledger_memory_events"
+    " ADD COLUMN IF NOT EXISTS source_session text NOT NULL DEFAULT ''",
+    "CREATE INDEX IF NOT EXISTS agentledger_memory_events_source"
+    " ON agentledger_memory_events (source_session) WHERE source_session <> ''",
+)
+_DELETE_DERIVED = (
+    "DELETE FROM agentledger_memory_events WHERE source_session = %s"
+    " RETURNING agent_id, run_id, seq, key"
 )
 
 
@@ -243,6 +253,16 @@ class PostgresMemory:
     async def delete_run(self, agent_id: str, run_id: str, /) -> int:
         return len(await self._delete(_DELETE, agent_id, run_id, "delete_run"))
 
+    async def delete_derived(self, session_id: str, /) -> list[ErasedEvent]:
+        """[G2] Delete every event whose ``source`` is in ``session_id``, in one transaction;
+        each, by agent, run and append order."""
+
+        def delete(conn: psycopg.Connection[Any]) -> list[Any]:
+            return conn.execute(_DELETE_DERIVED, (session_id,)).fetchall()
+
+        rows = await self._run("delete_derived", delete)
+        return [ErasedEvent(agent_id=a, run_id=r, key=k) for a, r, _, k in sorted(rows)]
+
 
 def _lock_run(conn: psycopg.Connection[Any], agent_id: str, run_id: str) -> None:
     """Take the run's advisory lock for the rest of the transaction."""
@@ -263,6 +283,7 @@ def _append(
     seq = int(row[0]) if row else 0
     for event in events:
         payload = _ENCODER.encode(event)
+        source = event.source.session_id if event.source is not None else ""
         stored = conn.execute(
             "SELECT payload FROM agentledger_memory_events"
             " WHERE agent_id = %s AND run_id = %s AND key = %s",
@@ -280,6 +301,7 @@ def _append(
         seq += 1
         conn.execute(
             "INSERT INTO agentledger_memory_events"
-            " (agent_id, run_id, seq, key, type, payload) VALUES (%s, %s, %s, %s, %s, %s)",
-            (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload),
+            " (agent_id, run_id, seq, key, type, payload, source_session)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload, source),
         )

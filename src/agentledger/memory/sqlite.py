@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from agentledger.errors import RecordConflictError, TransientError
-from agentledger.memory.types import MemoryEvent, Snapshot, check_last
+from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last
 from agentledger.storage.sqlite.connection import map_open_error
 from agentledger.storage.sqlite.opening import enable_wal
 from agentledger.transcript import JsonNumber
@@ -34,10 +34,22 @@ _SCHEMA = (
         key TEXT NOT NULL,
         type TEXT NOT NULL,
         payload BLOB NOT NULL,
+        source_session TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (agent_id, run_id, key)
     ) STRICT""",
     """CREATE UNIQUE INDEX IF NOT EXISTS agentledger_memory_events_order
         ON agentledger_memory_events (agent_id, run_id, seq)""",
+)
+_SOURCE_COLUMN = (  # [G2] added to a table from before sources (its events have none)
+    "ALTER TABLE agentledger_memory_events ADD COLUMN source_session TEXT NOT NULL DEFAULT ''"
+)
+_SOURCE_INDEX = (
+    "CREATE INDEX IF NOT EXISTS agentledger_memory_events_source"
+    " ON agentledger_memory_events (source_session) WHERE source_session != ''"
+)
+_DELETE_DERIVED = (
+    "DELETE FROM agentledger_memory_events WHERE source_session = ?"
+    " RETURNING agent_id, run_id, seq, key"
 )
 
 
@@ -91,6 +103,12 @@ class SQLiteMemory:
                 enable_wal(conn, _BUSY_TIMEOUT)
                 for statement in _SCHEMA:
                     conn.execute(statement)
+                columns = {
+                    row[1] for row in conn.execute("PRAGMA table_info(agentledger_memory_events)")
+                }
+                if "source_session" not in columns:
+                    conn.execute(_SOURCE_COLUMN)
+                conn.execute(_SOURCE_INDEX)
             except sqlite3.Error as e:
                 conn.close()
                 raise map_open_error(e, name) from e
@@ -249,6 +267,28 @@ class SQLiteMemory:
             raise TransientError(str(e), operation="delete_run") from e
         return len(rows)
 
+    async def delete_derived(self, session_id: str, /) -> list[ErasedEvent]:
+        """[G2] Delete every event whose ``source`` is in ``session_id``, in one transaction;
+        each, by agent, run and append order."""
+
+        def delete() -> list[Any]:
+            with self._lock:
+                conn = self._conn
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    rows = conn.execute(_DELETE_DERIVED, (session_id,)).fetchall()
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            return rows
+
+        try:
+            rows = await asyncio.to_thread(delete)
+        except sqlite3.OperationalError as e:
+            raise TransientError(str(e), operation="delete_derived") from e
+        return [ErasedEvent(agent_id=a, run_id=r, key=k) for a, r, _, k in sorted(rows)]
+
 
 def _insert(
     conn: sqlite3.Connection, agent_id: str, run_id: str, events: tuple[MemoryEvent, ...]
@@ -278,6 +318,20 @@ def _insert(
         seq += 1
         conn.execute(
             "INSERT INTO agentledger_memory_events"
-            " (agent_id, run_id, seq, key, type, payload) VALUES (?, ?, ?, ?, ?, ?)",
-            (agent_id, run_id, seq, event.key, event.__struct_config__.tag, payload),
+            " (agent_id, run_id, seq, key, type, payload, source_session)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                agent_id,
+                run_id,
+                seq,
+                event.key,
+                event.__struct_config__.tag,
+                payload,
+                _source(event),
+            ),
         )
+
+
+def _source(event: MemoryEvent) -> str:
+    """[G2] The session the event was derived from ("" for none)."""
+    return event.source.session_id if event.source is not None else ""

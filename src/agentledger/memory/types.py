@@ -18,6 +18,8 @@ from agentledger.errors import ValidationError
 
 __all__ = [
     "AssistantMessage",
+    "ErasedEvent",
+    "EventSource",
     "FrameworkItem",
     "MemoryEvent",
     "PlannerNote",
@@ -30,14 +32,34 @@ __all__ = [
 ]
 
 
+class EventSource(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[G2] The stored record a memory event was derived from: its session, its run, and
+    its event key (a record's key is unique in its run, and known before the store
+    answers, when the runtime feeds product memory)."""
+
+    session_id: str
+    run_id: str
+    record_key: str
+
+
+class ErasedEvent(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """[G2] One memory event deleted because its source session was erased."""
+
+    agent_id: str
+    run_id: str
+    key: str
+
+
 class _Event(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"
 ):
-    """Fields of every memory event: a stable key, when it happened, which turn."""
+    """Fields of every memory event: a stable key, when it happened, which turn, and
+    (``source``, when the runtime fed it from a run of a session) the record it came from."""
 
     key: str
     timestamp: datetime
     turn_id: str = ""
+    source: EventSource | None = None
 
 
 class UserMessage(_Event, frozen=True, kw_only=True, tag="user_message"):
@@ -127,6 +149,9 @@ class ProductMemory(Protocol):
     protocol: an adapter checks for it), which replaces a run's latest events
     in one transaction if no other writer changed them, keeping the replaced
     ones in another run (see :meth:`~agentledger.memory.InMemoryMemory.replace_tail`).
+    They also offer ``delete_derived(session_id)`` (not part of the protocol either):
+    it deletes every event whose ``source`` is in that session and lists each, for
+    erasing what a purged session left in product memory.
     """
 
     async def append_events(self, agent_id: str, run_id: str, /, *events: MemoryEvent) -> None:

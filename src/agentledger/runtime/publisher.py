@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from agentledger.memory.types import (
     AssistantMessage,
+    EventSource,
     MemoryEvent,
     PlannerNote,
     ProductMemory,
@@ -45,13 +46,24 @@ __all__ = ["Publisher", "memory_events"]
 
 
 def memory_events(record: Record) -> list[MemoryEvent]:
-    """What product memory keeps of one stored record."""
+    """What product memory keeps of one stored record; each event of a session's run
+    names the record as its ``source`` [G2]."""
     at, turn = record.timestamp, record.turn_id
+    source = (
+        EventSource(session_id=record.session_id, run_id=record.run_id, record_key=record.event_key)
+        if record.session_id
+        else None
+    )
     if record.type == rt.PLANNER_NOTE:
         note = rt.decode_payload(record, rt.NotePayload)
         return [
             PlannerNote(
-                key=record.event_key, text=note.text, labels=note.labels, timestamp=at, turn_id=turn
+                key=record.event_key,
+                text=note.text,
+                labels=note.labels,
+                timestamp=at,
+                turn_id=turn,
+                source=source,
             )
         ]
     if record.type != rt.TRANSCRIPT_APPENDED:
@@ -62,9 +74,13 @@ def memory_events(record: Record) -> list[MemoryEvent]:
             key = f"{record.event_key}:{m}:{p}"
             if isinstance(part, TextPart) and part.text:
                 kind = UserMessage if message.role == "user" else AssistantMessage
-                events.append(kind(key=key, text=part.text, timestamp=at, turn_id=turn))
+                events.append(
+                    kind(key=key, text=part.text, timestamp=at, turn_id=turn, source=source)
+                )
             elif isinstance(part, ThinkingPart) and part.text:
-                events.append(Thinking(key=key, text=part.text, timestamp=at, turn_id=turn))
+                events.append(
+                    Thinking(key=key, text=part.text, timestamp=at, turn_id=turn, source=source)
+                )
             elif isinstance(part, ToolUsePart):
                 events.append(
                     ToolCall(
@@ -74,6 +90,7 @@ def memory_events(record: Record) -> list[MemoryEvent]:
                         input=part.input,
                         timestamp=at,
                         turn_id=turn,
+                        source=source,
                     )
                 )
             elif isinstance(part, ToolResultPart):
@@ -85,6 +102,7 @@ def memory_events(record: Record) -> list[MemoryEvent]:
                         is_error=part.is_error,
                         timestamp=at,
                         turn_id=turn,
+                        source=source,
                     )
                 )
     return events

@@ -10,6 +10,10 @@ An archive is, in order::
 Format version 2 added the session's submitted messages: its manifest counts
 them (``messages``, ``message_bytes``) and its body carries them. Archives of
 version 1 (from before messages existed, holding none) are still read.
+Format version 3 [G2] names in the manifest the records the archive holds (each
+run's last record, ``run_through``) and where copied history came from
+(``copied_from``: the other sessions' runs and records a fork copied); the body is
+as in version 2, and archives of versions 1 and 2 are still read (those fields empty).
 
 An archive of an encrypted store [A2] has its body sealed under the session's
 data key (``manifest.sealed``): erasing the key makes the archive unreadable too.
@@ -53,6 +57,7 @@ from agentledger.storage.archive_body import (
     RUN_BOUND,
     inflate_body,
 )
+from agentledger.storage.derivation import HISTORY_COPIED, CopiedFrom, derived_copy
 from agentledger.storage.encryption.binding import SCHEME
 from agentledger.storage.session_image import (
     SessionImage,
@@ -89,9 +94,9 @@ __all__ = [
     "verify_archive",
 ]
 
-FORMAT_VERSION = 2
-"""The archive format this agentledger writes; it reads version 1 too."""
-_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+"""The archive format this agentledger writes; it reads versions 1 and 2 too."""
+_VERSIONS = (1, 2, 3)
 
 ARCHIVE_SUFFIX = ".alarchive"
 """The file name ending the retention sweep gives archives."""
@@ -109,6 +114,11 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     payload and checkpoint bytes as the receipt does; ``messages`` and
     ``message_bytes`` count the session's submitted messages and their JSON
     (format version 2; always 0 in version 1).
+
+    [G2] From format version 3, ``run_through`` names each run's last record (the
+    archive holds records 1 through it) and ``copied_from`` the sources of the
+    history the session's runs copied from other sessions, in record order; both
+    are empty in older archives.
     """
 
     format_version: int
@@ -130,6 +140,8 @@ class ArchiveManifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """[A2] ``""``: a plain body; else the scheme that sealed the body under the
     session's data key (an archive of an encrypted store): erasing the key makes
     the archive unreadable too."""
+    run_through: dict[str, str] = msgspec.field(default_factory=dict)
+    copied_from: list[CopiedFrom] = msgspec.field(default_factory=list)
 
 
 class _Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -182,7 +194,22 @@ def manifest_of(
         messages=len(image.messages),
         message_bytes=image_message_bytes(image),
         sealed=sealed,
+        run_through=_run_through(image) if version >= 3 else {},
+        copied_from=_copied_from(image) if version >= 3 else [],
     )
+
+
+def _run_through(image: SessionImage) -> dict[str, str]:
+    """Each run's last record id ("0" for a run without records)."""
+    through = {r.run_id: "0" for r in image.runs}
+    for record in image.records:
+        through[record.run_id] = record.id
+    return through
+
+
+def _copied_from(image: SessionImage) -> list[CopiedFrom]:
+    """[G2] Where the session's copied history came from, in record order."""
+    return [derived_copy(r).source for r in image.records if r.type == HISTORY_COPIED]
 
 
 def encode_archive(

@@ -127,7 +127,9 @@ class _State(StateReader):
                     copy = derivation.derived_copy(record)
                     if copy.source.session_id == session_id:
                         found.append(copy)
-        return found
+        holders = dict.fromkeys(c.session_id for c in found)
+        windows = (r for h in holders for r in self.session_logs[h])
+        return derivation.summaries_of(found, windows)
 
     def damaged_records(self, run_id: str) -> list[Record]:
         return []  # nothing outside this process can reach the dictionaries

@@ -247,8 +247,9 @@ class SessionAdmin(Protocol):
         nothing is deleted.
 
         [G2] Without ``cascade`` the receipt lists (``derived``) the copies of the
-        session's history other sessions hold: they remain. With ``cascade`` each
-        session holding one is purged whole in the same transaction (it must be
+        session's history other sessions hold, and the copies of those copies (a
+        fork of a fork), each naming its own source: they remain. With ``cascade``
+        each session holding one is purged whole in the same transaction (it must be
         ended with no running run, as any purged session; else nothing is deleted)
         and named in ``cascaded``, each with its own tombstone and receipt. Through
         the service only a host may purge, and a scoped host only within its scope.

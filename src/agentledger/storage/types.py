@@ -343,6 +343,10 @@ class DerivedCopy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """The run whose history is the copy."""
     source: CopiedFrom
     """What it was copied from."""
+    summary: str = ""
+    """"": the copy itself. Else the record of ``run_id`` (a ``transcript_window_applied``)
+    whose compaction summary restates the copy: a derivation of a derivation, in the
+    same session as the copy (a transcript chain never leaves its session)."""
 
 
 class PurgeReceipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -21,6 +21,7 @@ from agentledger.storage.receipts import purge_receipt
 from agentledger.storage.session_image import SessionImage
 from agentledger.storage.state import Plan, SessionRow, StateReader
 from agentledger.storage.types import (
+    DerivedCopy,
     PurgeReceipt,
     Session,
     SessionStatus,
@@ -97,6 +98,7 @@ def plan_purge_session(
     after the end ([C2]) since then makes it a ``SessionConflictError``.
 
     [G2] Without ``cascade`` the receipt lists the copies of the session's history
+    (and of theirs, transitively: a fork of a fork)
     other sessions hold (they remain). With it, each session holding one is purged
     whole in the same transaction, under the same rules (ended, no running run),
     and named in the receipt; one that breaks a rule, or whose labels are outside
@@ -116,7 +118,7 @@ def plan_purge_session(
         raise SessionConflictError(
             session_id=session_id, field="digest", expected=receipt.digest, got=expected_digest
         )
-    copies = [c for c in reader.derived_copies(session_id) if c.session_id != session_id]
+    copies = derived_closure(reader, session_id)
     if not cascade:
         receipt = msgspec.structs.replace(receipt, derived=copies)
         return Plan(receipt, purge_session=session_id, purge_receipt=receipt)
@@ -134,6 +136,23 @@ def plan_purge_session(
     cascaded = [_receipt(reader, holder) for holder in holders]
     receipt = msgspec.structs.replace(receipt, cascaded=holders)
     return Plan(receipt, purge_session=session_id, purge_receipt=receipt, cascade=cascaded)
+
+
+def derived_closure(reader: StateReader, session_id: str) -> list[DerivedCopy]:
+    """[G2] The copies of the session's words other sessions hold, transitively: the
+    copies of its history, then the copies of theirs (a fork of a fork), each naming
+    its own source; a holder is followed once, so a cycle of forks ends."""
+    seen = {session_id}
+    found: list[DerivedCopy] = []
+    queue = [session_id]
+    while queue:
+        source = queue.pop(0)
+        new = [c for c in reader.derived_copies(source) if c.session_id not in seen]
+        found.extend(new)
+        for holder in dict.fromkeys(c.session_id for c in new):
+            seen.add(holder)
+            queue.append(holder)
+    return found
 
 
 def _receipt(reader: StateReader, session_id: str) -> PurgeReceipt:

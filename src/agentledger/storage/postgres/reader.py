@@ -39,9 +39,10 @@ import msgspec
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
-from agentledger.storage.derivation import HISTORY_COPIED, derived_copy
+from agentledger.storage.derivation import HISTORY_COPIED, derived_copy, summaries_of
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_from_row
+from agentledger.storage.payloads import TRANSCRIPT_WINDOW
 from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
     RUN_COLUMNS,
@@ -105,6 +106,10 @@ _SELECT_COPIES = (  # a literal type: the partial index agentledger_records_copi
     "ORDER BY session_id, session_seq"
 )
 _SELECT_RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE run_id = %s ORDER BY seq"
+_SELECT_SESSION_WINDOWS = (  # [G2] a holder's compaction summaries
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records WHERE session_id = %s "
+    f"AND type = '{TRANSCRIPT_WINDOW}' ORDER BY session_seq"
+)
 _SELECT_SESSION_PURGED = "SELECT receipt FROM agentledger_purged_sessions WHERE id = %s"
 _SELECT_CONTENT_RUNS = (
     f"SELECT {RUN_COLUMNS} FROM agentledger_runs WHERE session_id = %s ORDER BY ord"
@@ -559,7 +564,13 @@ class Loader:
             copy = derived_copy(record)
             if copy.source.session_id == session_id:
                 found.append(copy)
-        self.cache.derived[session_id] = found
+        windows = []
+        for holder in dict.fromkeys(c.session_id for c in found):
+            cur = await self.conn.execute(_SELECT_SESSION_WINDOWS, (holder,))
+            for row in await cur.fetchall():
+                record = record_from_row(row)
+                windows.append(record if self.sealer is None else self.sealer.open_record(record))
+        self.cache.derived[session_id] = summaries_of(found, windows)
 
     async def damaged(self, run_id: str) -> None:
         """The run's records that fail their checksum (read after the run is locked)."""

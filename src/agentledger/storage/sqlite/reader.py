@@ -20,10 +20,11 @@ from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import lifecycle, pages, session_pages
 from agentledger.storage import transcript_chain as chain
 from agentledger.storage.cursor import decode_cursor
-from agentledger.storage.derivation import HISTORY_COPIED, DerivedCopy, derived_copy
+from agentledger.storage.derivation import HISTORY_COPIED, DerivedCopy, derived_copy, summaries_of
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.listing import SessionQuery
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_from_row
+from agentledger.storage.payloads import TRANSCRIPT_WINDOW
 from agentledger.storage.receipts import decode_receipt
 from agentledger.storage.search import SearchPage, SearchQuery
 from agentledger.storage.sqlite import search
@@ -136,6 +137,10 @@ _COPIES = (  # a literal type: the partial index records_copies answers it
     f"SELECT {RECORD_COLUMNS} FROM records WHERE type = '{HISTORY_COPIED}' ORDER BY session_id, pos"
 )
 _RUN_LOG = f"SELECT {RECORD_COLUMNS} FROM records WHERE run_id = ? ORDER BY seq"
+_SESSION_WINDOWS = (  # [G2] a holder's compaction summaries (a holder session's records)
+    f"SELECT {RECORD_COLUMNS} FROM records WHERE session_id = ? AND type = '{TRANSCRIPT_WINDOW}' "
+    "ORDER BY pos"
+)
 # The newest record of each ended run of a session: its log must end with what ended it.
 _SESSION_ENDS = (
     "SELECT runs.run_id, runs.status, records.seq, records.type FROM runs "
@@ -584,7 +589,12 @@ class SQLiteReader(StateReader):
             copy = derived_copy(record)
             if copy.source.session_id == session_id:
                 found.append(copy)
-        return found
+        windows = []
+        for holder in dict.fromkeys(c.session_id for c in found):
+            for row in self._conn.execute(_SESSION_WINDOWS, (holder,)):
+                record = decode_record(row)
+                windows.append(record if self.sealer is None else self.sealer.open_record(record))
+        return summaries_of(found, windows)
 
     def usage_rows(self, sql: str, params: Sequence[object]) -> list[Any]:
         """[G3] The rows of a counter read (see :mod:`agentledger.storage.usage_sql`)."""
