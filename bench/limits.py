@@ -1,4 +1,4 @@
-"""Benchmark: every single operation against its limit, in one command (issue 39).
+"""Benchmark: every single operation against its limit, in one command.
 
 Run as ``.venv/bin/python bench/limits.py`` (``--quick`` for a short pass of the
 same figures: fewer repetitions and smaller sizes, for a smoke check, not for

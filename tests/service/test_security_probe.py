@@ -36,7 +36,7 @@ from agentledger.storage import (
 from agentledger.storage.archive import archive_bytes
 from agentledger.storage.conformance import dump_store
 from agentledger.storage.memory import MemoryStore
-from agentledger.storage.operations import UsageQuery
+from agentledger.storage.operations import SearchRequest, UsageQuery
 from agentledger.storage.session_image import read_session_image
 from tests.service.process import ServiceProcess, Tokens
 
@@ -125,6 +125,7 @@ def _bodies(t: Target, image: Any, archive: bytes) -> dict[str, Any]:
         "list_derived_copies": wire.SessionRef(session_id=t.session),
         "list_sessions": wire.SessionsQuery(labels={"customer": "Bob Smith"}),
         "usage_by_label": UsageQuery(key="customer", labels={"customer": "Bob Smith"}),
+        "search": SearchRequest(text="globex", session_id=t.session),
         "export_archive": wire.SessionRef(session_id=t.session),
         "import_archive": wire.ArchiveFile(data=archive),
     }  # fmt: skip
@@ -260,6 +261,8 @@ async def test_every_route_refuses_every_wrong_way_in(
             for id in HOSTILE:
                 if id == "" and route == "start_one_shot_run":
                     continue  # no predecessor: an ordinary start, allowed
+                if id == "" and route == "search":
+                    continue  # no session named: a search of the token's own sessions, allowed
                 status, text = await _call(http, route, _hostile(id), tenants["acme"],
                                            _bodies(_hostile(id), image, b""))  # fmt: skip
                 tally["probes"] += 1
