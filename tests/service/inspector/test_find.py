@@ -104,6 +104,11 @@ async def test_search_keeps_ids_and_labels(
     await page.get_by_role("link", name="Sessions labelled tenant=globex").click()
     ids = await page.get_by_role("table").locator("tbody th a").all_inner_texts()
     assert ids == ["globex-1"]
+    # A cursor that is not this search's is refused in words.
+    answer = await page.goto(f"{service.url}/ui/search?q=needle&cursor=not-a-cursor")
+    assert answer is not None
+    assert answer.status == 422
+    await expect(page.get_by_role("heading", level=1)).to_have_text("That request is not valid")
 
 
 async def test_scoped_token_finds_only_its_sessions(
