@@ -40,7 +40,7 @@ from agentledger.service.follow import HEARTBEAT, follow
 from agentledger.service.gate import metered
 from agentledger.service.host_runtime import ChatHost
 from agentledger.service.inspector.answers import Question, fork_points, question_of
-from agentledger.service.inspector.conversation import arrange, searchable
+from agentledger.service.inspector.conversation import Bubble, arrange, bubble_at, searchable
 from agentledger.service.inspector.digest import MAX_RECORDS, Log, read_log
 from agentledger.service.inspector.login import (
     COOKIE,
@@ -746,12 +746,10 @@ def _windows(
 
 
 def _target(
-    request: _ANY, run_id: str, origins: Sequence[MessageOrigin], bubbles: Sequence[Any]
+    request: _ANY, run_id: str, origins: Sequence[MessageOrigin], bubbles: Sequence[Bubble]
 ) -> int | None:
-    """The message a link points at (``record`` and ``message``: a message of a record on
-    the run's own log, as a search hit names it), as the number of the bubble showing it:
-    a message of tool results only is shown beside its calls, in an earlier bubble. None
-    without ``record``, or when the transcript does not hold that message.
+    """The bubble showing the message a link points at (``record``, ``message``: as a search
+    hit names it on the run's own log); None without ``record`` (see :func:`bubble_at`).
 
     Raises:
         ValidationError: ``message`` is not a number.
@@ -760,13 +758,8 @@ def _target(
     if not record:
         return None
     at = _number(request, "message", 0, 1_000_000, least=0)
-    wanted = (run_id, record, at)
-    n = next(
-        (i for i, o in enumerate(origins) if (o.run_id, o.record_id, o.position) == wanted), None
-    )
-    if n is None:
-        return None
-    return max((b.index for b in bubbles if b.index <= n), default=None)
+    return bubble_at(bubbles, [(o.run_id, o.record_id, o.position) for o in origins],
+                     (run_id, record, at))  # fmt: skip
 
 
 def _paged(
