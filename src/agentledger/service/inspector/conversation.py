@@ -33,6 +33,7 @@ __all__ = [
     "Bubble",
     "Exchange",
     "arrange",
+    "bubble_at",
     "data_uri",
     "kind_of",
     "pretty_json",
@@ -162,3 +163,16 @@ def searchable(bubble: Bubble) -> str:
 
 def _content(content: Any) -> str:
     return content if isinstance(content, str) else pretty_json(content)
+
+
+def bubble_at(
+    bubbles: Sequence[Bubble], origins: Sequence[tuple[str, str, int]], wanted: tuple[str, str, int]
+) -> int | None:
+    """The number of the bubble showing the message stored at ``wanted`` (run, record, place
+    in the record), ``origins`` saying where each message is stored: a message of tool
+    results only is shown beside its calls, in an earlier bubble. None when no message is
+    stored there."""
+    n = next((i for i, origin in enumerate(origins) if tuple(origin) == wanted), None)
+    if n is None:
+        return None
+    return max((b.index for b in bubbles if b.index <= n), default=None)

@@ -40,7 +40,7 @@ from agentledger.service.follow import HEARTBEAT, follow
 from agentledger.service.gate import metered
 from agentledger.service.host_runtime import ChatHost
 from agentledger.service.inspector.answers import Question, fork_points, question_of
-from agentledger.service.inspector.conversation import arrange, searchable
+from agentledger.service.inspector.conversation import Bubble, arrange, bubble_at, searchable
 from agentledger.service.inspector.digest import MAX_RECORDS, Log, read_log
 from agentledger.service.inspector.login import (
     COOKIE,
@@ -70,7 +70,7 @@ from agentledger.storage.types import Record, RunMeta, RunStatus, SessionStatus
 from agentledger.views.conversation import Branch, session_conversation
 from agentledger.views.messages import run_message
 from agentledger.views.runs import RunDigest, RunView, read_run_view
-from agentledger.views.sessions import SessionRuns, session_glance, session_runs
+from agentledger.views.sessions import SessionRuns, session_rows, session_runs
 from agentledger.views.timeline import timeline
 from agentledger.views.transcript import (
     HistoryLink,
@@ -95,6 +95,7 @@ __all__ = [
     "html",
     "in_words",
     "param",
+    "parse_labels",
 ]
 
 _log = logging.getLogger("agentledger.service.inspector")
@@ -120,6 +121,10 @@ CHILD_STEPS = 100
 """Steps of a child run shown unfolded in its parent's waterfall (its own page has all)."""
 KEPT_DIGESTS = 256
 """Runs whose figures a service keeps between a page's live refreshes (the most recent)."""
+KEPT_FIRSTS = 1024
+"""First messages of sessions a service keeps for the list of sessions."""
+SEARCH_PAGE = 20
+"""Hits per page of a search of messages."""
 
 Work = Callable[[Principal], Awaitable[Response[Any]]]
 
@@ -159,7 +164,7 @@ def _params(request: _ANY, name: str) -> list[str]:
     return [str(v) for v in request.query_params.getall(name, []) if v]
 
 
-def _parse_labels(text: str) -> dict[str, str]:
+def parse_labels(text: str) -> dict[str, str]:
     """``k=v, k2=v2`` as a dict.
 
     Raises:
@@ -222,6 +227,9 @@ class Pages:
         self.store = state.store
         self.prices = prices
         self.digests: OrderedDict[str, RunDigest] = OrderedDict()
+        self.firsts: OrderedDict[str, str] = OrderedDict()
+        """The first message of each session's first run, by run id, once read (it never
+        changes): the list of sessions reads it once, not on every refresh."""
         """The figures of the runs whose pages were shown last, to fold only their tails."""
 
     async def answer(
@@ -298,7 +306,7 @@ class Pages:
         status = param(request, "status")
         if status and status not in set(SessionStatus):
             raise ValidationError(field="status", expected="active or ended", got=status)
-        asked = _parse_labels(param(request, "labels"))
+        asked = parse_labels(param(request, "labels"))
         limit = _number(request, "limit", SESSIONS_PAGE, 200)
         cursor = param(request, "cursor")
         clash = {k for k, v in principal.labels.items() if asked.get(k, v) != v}
@@ -312,15 +320,12 @@ class Pages:
                 limit=limit,
             )
             sessions, next_cursor = found.sessions, found.next_cursor
-        runs = {s.id: await self.store.list_runs_by_session(s.id) for s in sessions}
-        glances = {s.id: await session_glance(self.store, s, runs[s.id]) for s in sessions}
+        rows = await session_rows(self.store, sessions, self.firsts)
+        while len(self.firsts) > KEPT_FIRSTS:
+            self.firsts.popitem(last=False)
         context = {
             "sessions": sessions,
-            "runs": runs,
-            "glances": glances,
-            "running": {
-                k for k, v in runs.items() if any(r.status is RunStatus.RUNNING for r in v)
-            },
+            "rows": rows,
             "filled": page_url(
                 "/ui/sessions/rows",
                 status=status,
@@ -384,6 +389,7 @@ class Pages:
         session = await self.store.load_session(session_id)
         runs, log = await self._session_runs(session_id)
         usage = usage_of(log.records)
+        totals = await self.store.load_session_usage(session_id)  # the counters: one read
         try:
             talk = session_conversation(runs.tree, log.records)
             branches, leaves = talk.branches, {r: talk.leaves_at(r) for r in talk.branches}
@@ -398,6 +404,7 @@ class Pages:
             "summaries": runs.summaries,
             "now": _now(),
             "usage": usage,
+            "totals": totals,
             "cost": usage.cost(self.prices),
             "prices": self.prices,
             "complete": log.complete,
@@ -666,9 +673,10 @@ class Pages:
             )
             if principal.role == Role.HOST and self.state.host_runtime is not None:
                 forks = fork_points([m for m, _ in pairs], [origin for _, origin in pairs])
+            target = _target(request, run_id, [origin for _, origin in pairs], bubbles)
         except CorruptRecordError as e:
-            bubbles, corrupt = [], e
-        page, paging = _paged(request, bubbles)
+            bubbles, corrupt, target = [], e, None
+        page, paging = _paged(request, bubbles, target)
         header = await self._run_header(run_id, log)
         context = _fields(header)
         context.update(history=history, windows=windows, forks=forks)
@@ -737,8 +745,28 @@ def _windows(
     return {at[stored]: marks for stored, marks in window_marks(records).items() if stored in at}
 
 
-def _paged(request: _ANY, bubbles: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The page of ``bubbles`` asked for (``from``, or ``at=end``), searched by ``q``.
+def _target(
+    request: _ANY, run_id: str, origins: Sequence[MessageOrigin], bubbles: Sequence[Bubble]
+) -> int | None:
+    """The bubble showing the message a link points at (``record``, ``message``: as a search
+    hit names it on the run's own log); None without ``record`` (see :func:`bubble_at`).
+
+    Raises:
+        ValidationError: ``message`` is not a number.
+    """
+    record = param(request, "record")
+    if not record:
+        return None
+    at = _number(request, "message", 0, 1_000_000, least=0)
+    return bubble_at(bubbles, [(o.run_id, o.record_id, o.position) for o in origins],
+                     (run_id, record, at))  # fmt: skip
+
+
+def _paged(
+    request: _ANY, bubbles: list[Any], target: int | None = None
+) -> tuple[list[Any], dict[str, Any]]:
+    """The page of ``bubbles`` asked for (``from``, or ``at=end``, or the one holding the
+    ``target`` message), searched by ``q``.
 
     Raises:
         ValidationError: ``from`` is not a message number of this conversation.
@@ -747,11 +775,15 @@ def _paged(request: _ANY, bubbles: list[Any]) -> tuple[list[Any], dict[str, Any]
     bubbles, shown = _search_bubbles(bubbles, q)
     total = len(bubbles)
     last = max((total - 1) // TRANSCRIPT_PAGE * TRANSCRIPT_PAGE, 0)
-    if param(request, "at") == "end":
+    at = next((i for i, b in enumerate(bubbles) if b.index == target), None)
+    if at is not None and not q:
+        start = at // TRANSCRIPT_PAGE * TRANSCRIPT_PAGE
+    elif param(request, "at") == "end":
         start = last
     else:
         start = _number(request, "from", 0, max(total, 0), least=0)
-    paging = {"start": start, "total": total, "size": TRANSCRIPT_PAGE, "shown": shown, "q": q}
+    paging = {"start": start, "total": total, "size": TRANSCRIPT_PAGE, "shown": shown, "q": q,
+              "found": target if at is not None else None}  # fmt: skip
     return bubbles[start : start + TRANSCRIPT_PAGE], paging
 
 

@@ -23,6 +23,7 @@ from litestar.response import Redirect
 from agentledger.errors import AccessDeniedError
 from agentledger.service.auth import Principal
 from agentledger.service.inspector.actions import Actions
+from agentledger.service.inspector.finder import search_page
 from agentledger.service.inspector.login import (
     check_token,
     cookie_header,
@@ -156,6 +157,7 @@ def inspector_handlers(state: ServiceState) -> list[HTTPRouteHandler]:
             is_page=False,
         ),
         page("/ui/session/search", "inspect_session_search", ui.search),
+        page("/ui/search", "inspect_search", lambda r, p: search_page(ui, r, p)),
         page("/ui/session/end", "inspect_end_session", act.end_session, method=post),
         page("/ui/session/send", "inspect_send_message", act.send, method=post),
         page("/ui/session/new", "inspect_new_session", act.new_session, method=post),
