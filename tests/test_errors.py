@@ -18,6 +18,7 @@ from agentledger.errors import (
     CorruptArchiveError,
     CorruptRecordError,
     NotFoundError,
+    OverloadedError,
     ProviderError,
     RecordConflictError,
     RecordOwnerMismatchError,
@@ -50,6 +51,7 @@ PARENTS: dict[type[Exception], type[Exception]] = {
     AgentledgerError: Exception,
     ContractError: AgentledgerError,
     TransientError: AgentledgerError,
+    OverloadedError: TransientError,
     ProviderError: ContractError,
     ValidationError: ContractError,
     TranscriptError: ValidationError,
@@ -168,6 +170,7 @@ SAMPLES: list[AgentledgerError] = [
     ChildFailedError(workflow_id="r1", reason="boom", error=None),
     AccessDeniedError(operation="end_session", status=403, reason="role worker"),
     TransientError("database is locked", operation="append_run_record"),
+    OverloadedError("512 calls being served", operation="append_run_record", retry_after=1.0),
     ProviderError(provider="openai", status=400, body="bad request"),
 ]
 

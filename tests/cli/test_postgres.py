@@ -147,7 +147,10 @@ def test_check_on_postgres(ledger: tuple[str, str], postgres_dsn: str) -> None:
         assert done.code == 1
         findings = done.out.splitlines()[:-1]
         assert len(findings) >= 2  # the table audit and the protocol audit both see it
-        assert all("corrupt record" in f or "run_completed" in f for f in findings)
+        # the rewrite also changed the bytes the run and session hold: their counters differ
+        damage = [f for f in findings if not f.startswith("usage counters of ")]
+        assert len(damage) >= 2, findings  # the table audit and the protocol audit both see it
+        assert all("corrupt record" in f or "run_completed" in f for f in damage), findings
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(

@@ -451,6 +451,8 @@ class SQLiteStore(AdminOperations):
         probe = await asyncio.to_thread(open_checked, name, busy_timeout=timeout)
         try:
             await asyncio.to_thread(check_read_only_encryption, probe, encryption)
+        except OPEN_ERRORS as e:  # a schema damaged where the marker's table is described
+            raise map_open_error(e, name) from e
         finally:
             probe.close()  # refusals surface here, from open; readers connect on first use
         inline_reads = None
