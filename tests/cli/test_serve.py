@@ -98,13 +98,19 @@ def test_ctrl_c_while_serve_opens_its_store_is_one_line_and_exit_130(
         _serve(db, tokens.path, "127.0.0.1:0", "--host-runtime",
                "tests.cli.startup_hosts:waiting"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "STARTUP_MARK": str(mark)},
+        # faulthandler: a serve that does not stop dumps where each thread waits (SIGABRT)
+        env={**os.environ, "STARTUP_MARK": str(mark), "PYTHONFAULTHANDLER": "1"},
     )  # fmt: skip
     try:
         while not mark.exists() and server.poll() is None:  # wait for the condition
             threading.Event().wait(0.01)
         server.send_signal(signal.SIGINT)
-        out, err = server.communicate(timeout=60)
+        try:
+            out, err = server.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.send_signal(signal.SIGABRT)
+            _, err = server.communicate(timeout=30)
+            raise AssertionError(f"serve did not stop on Ctrl-C; its threads:\n{err}") from None
     finally:
         if server.poll() is None:
             server.kill()
