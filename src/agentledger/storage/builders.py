@@ -66,6 +66,19 @@ class RecordBuilder:
             payload=payload,
         )
 
+    def follows(self, previous_run_id: str, through: str, *, at: datetime) -> Record:
+        """The record saying this run's transcript is the next turn after ``previous_run_id``'s,
+        read through its record ``through`` (a conversation by reference)."""
+        reference = payloads.TranscriptReference(
+            kind="next_turn", run_id=previous_run_id, through=through
+        )
+        return self.record(
+            payloads.TRANSCRIPT_REFERENCED,
+            reference.encode(),
+            event_key="transcript:referenced",
+            at=at,
+        )
+
     def _encode(self, build: Callable[[], payloads._Payload]) -> bytes:
         """A lifecycle payload's bytes; what cannot be encoded raises the store's typed error."""
         try:

@@ -213,17 +213,7 @@ class PydanticAIHistory:
             )
         if previous is not None:
             through = (await self.store.load_run(previous)).last_record_id
-            reference = payloads.TranscriptReference(
-                kind="next_turn", run_id=previous, through=through
-            )
-            records.append(
-                builder.record(
-                    payloads.TRANSCRIPT_REFERENCED,
-                    reference.encode(),
-                    event_key="transcript:referenced",
-                    at=at,
-                )
-            )
+            records.append(builder.follows(previous, through, at=at))
         records.append(
             builder.record(payloads.TRANSCRIPT_APPENDED, payload, event_key=_MESSAGES_KEY, at=at)
         )

@@ -122,17 +122,7 @@ async def conversation_image(conversation: Conversation) -> SessionImage:
         records = []
         if previous:
             through = (await store.load_run(previous)).last_record_id
-            reference = payloads.TranscriptReference(
-                kind="next_turn", run_id=previous, through=through
-            )
-            records.append(
-                builder.record(
-                    payloads.TRANSCRIPT_REFERENCED,
-                    reference.encode(),
-                    event_key="transcript:referenced",
-                    at=at,
-                )
-            )
+            records.append(builder.follows(previous, through, at=at))
         records.append(
             builder.record(
                 payloads.TRANSCRIPT_APPENDED,
