@@ -14,8 +14,10 @@ from agentledger.storage.pages import (
     run_page,
     run_records,
     stamp_time,
+    transcript_records,
     unverified_record,
 )
+from agentledger.storage.payloads import TRANSCRIPT_APPENDED
 from agentledger.storage.types import RunStatus
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -99,3 +101,52 @@ def test_a_page_with_a_gap_is_refused_and_one_out_of_order_is_put_in_order() -> 
     assert caught.value.record_id == "3"
     first = run_page("r", HEAD, rows[:2], start=0, size=2, per_second=1000, sealer=None)
     assert first.next_cursor != ""
+
+
+def _typed_rows(types: list[str]) -> list[tuple[int, str, str, str, int, bytes, int]]:
+    seed = run_seed("r", "a", "s")
+    return [
+        (seq, "t", f"k{seq}", kind, 1000 + seq, b"[]", record_checksum(
+            seed, seq, "t", f"k{seq}", kind, 1000 + seq, b"[]"
+        ))
+        for seq, kind in enumerate(types, start=1)
+    ]  # fmt: skip
+
+
+def test_run_records_keeping_some_types_verifies_every_row_in_one_pass() -> None:
+    """Given ``keep``, the rows of those types and the last row become records, the others
+    only verified: damage or unreadable values in a row not kept are named all the same."""
+    types = ["note", TRANSCRIPT_APPENDED, "note", TRANSCRIPT_APPENDED, "note"]
+    rows = _typed_rows(types)
+    keep = frozenset({TRANSCRIPT_APPENDED})
+    kept = run_records("r", "a", "s", rows, 1000, keep=keep)
+    assert [(r.id, r.type) for r in kept] == [("2", types[1]), ("4", types[3]), ("5", "note")]
+    assert kept == tuple(r for r in run_records("r", "a", "s", rows, 1000) if r.id in "245")
+    assert run_records("r", "a", "s", [], 1000, keep=keep) == ()
+    for at in (0, 2):  # a row not kept, before and after a kept one
+        bad = list(rows)
+        bad[at] = (*rows[at][:2], "edited", *rows[at][3:])
+        with pytest.raises(CorruptRecordError, match="checksum") as caught:
+            run_records("r", "a", "s", bad, 1000, keep=keep)
+        assert caught.value.record_id == str(at + 1)
+        bad[at] = (*rows[at][:5], None, rows[at][6])
+        with pytest.raises(CorruptRecordError, match="unreadable") as caught:
+            run_records("r", "a", "s", bad, 1000, keep=keep)
+        assert caught.value.record_id == str(at + 1)
+
+
+def test_transcript_records_keep_their_types_and_check_the_listing() -> None:
+    """The rows of the kept types come back in order; the listing's checks still read the
+    rows not kept: an ended run whose log does not end with its completion is damage."""
+    types = ["note", TRANSCRIPT_APPENDED, "note", TRANSCRIPT_APPENDED]
+    rows = _typed_rows(types)
+    head = RunHead(agent_id="a", session_id="s", newest=4, status=RunStatus.RUNNING)
+    kept = frozenset({TRANSCRIPT_APPENDED})
+    records = transcript_records("r", head, rows, 4, kept, per_second=1000, sealer=None)
+    assert [r.id for r in records] == ["2", "4"]
+    tail = transcript_records("r", head, rows[2:], 4, kept, first=3, per_second=1000, sealer=None)
+    assert [r.id for r in tail] == ["4"]
+    ended = head._replace(status=RunStatus.COMPLETED)
+    with pytest.raises(CorruptRecordError) as caught:
+        transcript_records("r", ended, rows, 4, kept, per_second=1000, sealer=None)
+    assert caught.value.record_id == "4"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,6 +42,7 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 INVARIANT_BROKEN = (
     b'[{"role":"assistant","parts":[{"kind":"tool_use","id":"","name":"t","input":{}}]}]'
 )
+GOOD = b'[{"role":"user","parts":[{"kind":"text","text":"hi"}]}]'
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -59,6 +62,40 @@ def test_the_verified_decode_still_refuses_a_malformed_array() -> None:
     for bad in (b'[{"role":"user","parts":[],"x":1}]', b'[{"role":"user","parts":3}]', b"{}"):
         with pytest.raises(TranscriptError):
             decode_verified_messages([bad])
+
+
+def _refusal(decode: Callable[[Any], object], payload: Any) -> tuple[object, ...]:
+    with pytest.raises(TranscriptError) as caught:
+        decode(payload)
+    error = caught.value
+    return (error.field, str(error), error.message_index, error.part_index, type(error.__cause__))
+
+
+def test_the_verified_decode_refuses_what_the_strict_one_refuses_the_same_way() -> None:
+    """Bytes go straight to msgspec, yet every refusal is the strict decode's own: the same
+    field, message and cause, for a malformed array, input nested too deeply and input that
+    is not bytes; and strict decoding still refuses what only the invariants catch."""
+    deep = b"[" * 50_000 + b"]" * 50_000
+    bad: list[Any] = [
+        b'[{"role":"user","parts":[],"x":1}]',
+        b'[{"role":"user","parts":[{"kind":"text"}]}]',
+        b'[{"role":"user","parts":[]},{"role":"user","parts":[{"kind":"nope"}]}]',
+        b"[" + deep + b"]",
+        b'[{"role":"user","parts":[],"meta":{"a":' + deep + b"}}]",
+        b"\xff",
+        '[{"role":"user","parts":[]}]',
+        bytearray(b'[{"role":"user","parts":3}]'),
+    ]
+    for payload in bad:
+        strict = _refusal(decode_messages, payload)
+        assert _refusal(lambda p: decode_verified_messages([GOOD, p]), payload) == strict
+    assert _refusal(decode_messages, INVARIANT_BROKEN)[0] == "$[0].parts[0].id"
+
+
+def test_the_verified_decode_takes_every_buffer_the_strict_one_takes() -> None:
+    """bytearray and memoryview payloads decode as bytes do, in order, across payloads."""
+    verified = decode_verified_messages([GOOD, bytearray(GOOD), memoryview(GOOD), b"[]"])
+    assert verified == decode_messages(GOOD) * 3
 
 
 def test_the_invariant_checks_are_back_on_after_a_verified_decode() -> None:

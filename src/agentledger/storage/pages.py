@@ -11,6 +11,7 @@ checked against the run [J1], the cursor of the next page [L9].
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -80,9 +81,13 @@ def run_records(
     rows: Sequence[Any],
     per_second: int,
     opener: Opener | None = None,
+    *,
+    keep: frozenset[str] | None = None,
 ) -> tuple[Record, ...]:
     """Run rows as records, each row's checksum verified (with the run's ids) as it is built;
     sealed payloads [A2] are opened by ``opener`` first, so each row becomes one record.
+    Given ``keep``, only the rows of those types and the last row become records; every
+    other row is verified all the same, in the same pass.
 
     Consecutive records often share a timestamp (one activity's records), so
     an unchanged one is reused rather than built again.
@@ -95,9 +100,9 @@ def run_records(
         try:
             opened = iter(opener(rows))
         except CorruptRecordError:
-            for row in rows:  # the first damaged row, by its checksum before its seal
-                verify(run_id, agent_id, session_id, [row])
-                opener([row])
+            for one in rows:  # the first damaged row, by its checksum before its seal
+                verify(run_id, agent_id, session_id, [one])
+                opener([one])
             raise
     records: list[Record] = []
     append = records.append
@@ -105,13 +110,20 @@ def run_records(
     last_stamp = -_FAST[per_second]  # no stamp is a step away from it
     last_at = _EPOCH
     crc = zlib.crc32
+    last_seq = rows[-1][0] if keep is not None and rows else None
+    row: Any = None  # the row being read, to name it if its values are unreadable
     try:
         seed = run_seed(run_id, agent_id, session_id)
-        for seq, turn_id, event_key, type_, stamp, payload, checksum in rows:
+        for row in rows:
+            seq, turn_id, event_key, type_, stamp, payload, checksum = row
             # The checksum inline (see integrity.record_checksum): a call per row costs more.
             head_bytes = f"{seq}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp}\x00".encode()
             if crc(payload, crc(head_bytes, seed)) != checksum:
                 raise mismatch(run_id, seq)
+            if keep is not None and type_ not in keep and seq != last_seq:
+                if opened is not None:
+                    next(opened)
+                continue
             if stamp != last_stamp:
                 step = steps.get(stamp - last_stamp)
                 if step is not None:
@@ -135,7 +147,7 @@ def run_records(
                 )
             )
     except (TypeError, ValueError, OverflowError) as e:
-        seq = rows[len(records)][0] if len(records) < len(rows) else ""
+        seq = row[0] if isinstance(row, Sequence) and row else ""
         raise CorruptRecordError(
             run_id=run_id, record_id=str(seq), reason=f"unreadable record values: {e}"
         ) from e
@@ -198,38 +210,23 @@ def transcript_records(
     """[V4] a run's rows ``first..through``, checked as one listing of them is, as the
     records of the types in ``kept`` (a replay's); only those and the rows the listing
     check reads (lifecycle records and the last one) become records, every row's checksum
-    verified."""
+    verified, all in one pass over the rows."""
     _check_sequence(run_id, first - 1, through, rows)
-    opener: Opener | None = None
-    if sealer is not None and rows:
-        run_opener = sealer.run_opener(head.session_id, run_id, rows[0][0])
-        try:  # a listing opens every payload: damage under a seal is found here too
-            opened = dict(zip((row[0] for row in rows), run_opener(rows), strict=True))
-        except CorruptRecordError:
-            verify(run_id, head.agent_id, head.session_id, rows)  # a checksum names it first
-            raise
+    opener = None
+    if sealer is not None and rows:  # a listing opens every payload: run_records does too
+        opener = sealer.run_opener(head.session_id, run_id, rows[0][0])
+    built = run_records(
+        run_id, head.agent_id, head.session_id, rows, per_second, opener, keep=_listed(kept)
+    )
+    lifecycle.check_listed(built, {run_id: head.status}, ends_log=through == head.newest)
+    return tuple([record for record in built if record.type in kept])
 
-        def opener(some: Sequence[Any]) -> list[bytes]:
-            return [opened[row[0]] for row in some]
 
-    wanted: list[Any] = []
-    listed: list[Any] = []
-    others: list[Any] = []
-    for row in rows:
-        type_ = row[3]
-        if type_ in kept:
-            wanted.append(row)
-        elif type_ in LIFECYCLE_TYPES:
-            listed.append(row)
-        else:
-            others.append(row)
-    if rows and rows[-1][3] not in LIFECYCLE_TYPES:
-        listed.append(rows[-1])
-    verify(run_id, head.agent_id, head.session_id, others)
-    records = run_records(run_id, head.agent_id, head.session_id, wanted, per_second, opener)
-    ends = run_records(run_id, head.agent_id, head.session_id, listed, per_second, opener)
-    lifecycle.check_listed(ends, {run_id: head.status}, ends_log=through == head.newest)
-    return records
+@functools.cache
+def _listed(kept: frozenset[str]) -> frozenset[str]:
+    """The types a listing check of a replay's rows needs as records: ``kept`` and the
+    lifecycle types."""
+    return kept | LIFECYCLE_TYPES
 
 
 def unverified_record(

@@ -198,9 +198,10 @@ def replay_transcript_chain(
     resolved = _resolved(chain, full)
     if verified and len(resolved.links) == 1:  # no reference was followed: one decode, in order
         records = resolved.segments[0].records
-        if all(r.type not in _NOT_MESSAGES for r in records):
+        arrays = [r.payload for r in records if r.type not in _NOT_MESSAGES]
+        if len(arrays) == len(records):  # no reference or window to skip
             try:
-                return decode_verified_messages(r.payload for r in records)
+                return decode_verified_messages(arrays)
             except TranscriptError:
                 pass  # the strict path below names the record
     ordered = _ordered(resolved)

@@ -482,6 +482,10 @@ def decode_stored_payload(record: Record, cls: type[_P]) -> _P:
             record_id=record.id,
             reason=f"expected type {cls.record_type!r}, found {record.type!r}",
         )
+    try:  # every listing decodes its lifecycle records: straight to the decoder
+        return cls.decode(record.payload)
+    except ValidationError:
+        pass  # decoded again by the write's own check, for the error that names the problem
     return check_stored_payload(record, lambda r, field: decode_payload(r, cls, field))
 
 
