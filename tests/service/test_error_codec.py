@@ -31,7 +31,7 @@ TYPED: list[AgentledgerError] = [
     ValidationError(field="labels", expected="str values", got={"n": 1, "t": (1, [2])}),
 ]
 # Damage to the store is 5xx; a damaged archive is a file the caller sent (import_archive): 4xx.
-TROUBLE = ("TransientError", "CorruptRecordError")
+TROUBLE = ("TransientError", "OverloadedError", "CorruptRecordError")
 
 
 @pytest.mark.parametrize("error", TYPED, ids=lambda e: f"{type(e).__name__}")
