@@ -7,8 +7,10 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,23 @@ def run_cli(*args: str) -> Done:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(args))
     return Done(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def ctrl_c_reaches_children() -> Iterator[None]:
+    """Children started inside take SIGINT's default action, even where this process ignores it.
+
+    A process started with SIGINT ignored (a background job of a shell without job
+    control, ``make test &``, as some CI runners start the suite) passes that on to the
+    processes it starts, and they rightly ignore Ctrl-C. A handled SIGINT is reset to
+    the default by exec, so a test that sends Ctrl-C to a child starts it in here
+    (in the main thread, where tests run).
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_process(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.cli.conftest import ROOT, Demo, run_cli
+from tests.cli.conftest import ROOT, Demo, ctrl_c_reaches_children, run_cli
 from tests.service.process import Tokens
 
 
@@ -94,13 +94,14 @@ def test_ctrl_c_while_serve_opens_its_store_is_one_line_and_exit_130(
     db = demo.copy(tmp_path)
     tokens = Tokens(tmp_path / "tokens.json")
     mark = tmp_path / "mark"
-    server = subprocess.Popen(
-        _serve(db, tokens.path, "127.0.0.1:0", "--host-runtime",
-               "tests.cli.startup_hosts:waiting"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        # faulthandler: a serve that does not stop dumps where each thread waits (SIGABRT)
-        env={**os.environ, "STARTUP_MARK": str(mark), "PYTHONFAULTHANDLER": "1"},
-    )  # fmt: skip
+    with ctrl_c_reaches_children():  # not an ignored SIGINT inherited from the test run
+        server = subprocess.Popen(
+            _serve(db, tokens.path, "127.0.0.1:0", "--host-runtime",
+                   "tests.cli.startup_hosts:waiting"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            # faulthandler: a serve that does not stop dumps where each thread waits (SIGABRT)
+            env={**os.environ, "STARTUP_MARK": str(mark), "PYTHONFAULTHANDLER": "1"},
+        )  # fmt: skip
     try:
         while not mark.exists() and server.poll() is None:  # wait for the condition
             threading.Event().wait(0.01)

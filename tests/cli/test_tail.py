@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agentledger.storage import Record, RecordBuilder, RunStart, RunStatus
 from agentledger.storage.sqlite import SQLiteStore
-from tests.cli.conftest import ROOT, Demo, run_cli
+from tests.cli.conftest import ROOT, Demo, ctrl_c_reaches_children, run_cli
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -90,13 +90,8 @@ def test_tail_text_of_an_ended_run(demo: Demo) -> None:
 
 async def test_tail_forever_keeps_going_until_ctrl_c(demo: Demo) -> None:
     """--forever does not stop at the run's end; Ctrl-C ends it with 130, no traceback."""
-    # A child inherits an ignored SIGINT (as under `make test &`, or any background job), so
-    # the tail would rightly ignore Ctrl-C; a handled SIGINT is reset to the default by exec.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with ctrl_c_reaches_children():  # not an ignored SIGINT inherited from the test run
         proc = await _spawn("--db", str(demo.db), "tail", demo.runs[0]["run_id"], "--forever")
-    finally:
-        signal.signal(signal.SIGINT, previous)
     try:
         assert proc.stdout is not None
         await asyncio.wait_for(proc.stdout.readline(), 30)  # the header
