@@ -36,6 +36,21 @@ def _opening(turn: int) -> tuple[str, str]:
     return (f"turn:{turn}:phase:planning", f"turn:{turn}:phase:synthesizing")
 
 
+def _first_difference(recorded: Sequence[str], expected: Sequence[str]) -> str:
+    """Where the stream's order leaves the store's: both lists around the first difference."""
+    at = next(
+        (i for i, (a, b) in enumerate(zip(recorded, expected, strict=False)) if a != b),
+        min(len(recorded), len(expected)),
+    )
+    lo, hi = max(0, at - 5), at + 6
+    return (
+        "recorded events must reach the stream in commit order; first difference at "
+        f"{at} (stream has {len(recorded)}, store {len(expected)})\n"
+        f"  stream[{lo}:{hi}]: {list(recorded[lo:hi])}\n"
+        f"  store [{lo}:{hi}]: {list(expected[lo:hi])}"
+    )
+
+
 async def assert_stream_in_commit_order(
     store: Any, published: Sequence[events.RunEvent], session_id: str
 ) -> None:
@@ -51,7 +66,7 @@ async def assert_stream_in_commit_order(
         f"{r.run_id}/{r.event_key}" for r in committed if events.event_from_record(r) is not None
     ]
     recorded = [e.key for e in published if not isinstance(e, events.ModelDelta)]
-    assert recorded == expected, "recorded events must reach the stream in commit order"
+    assert recorded == expected, _first_difference(recorded, expected)
     where = {e.key: i for i, e in enumerate(published)}
     by_run: dict[str, list[str]] = {}
     for r in committed:

@@ -20,6 +20,7 @@ from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres.session_commits import MAX_GROUP, SessionCommits
+from tests.conditions import until
 
 
 async def _transactions(dsn: str, sid: str, keys: list[str]) -> int:
@@ -245,3 +246,55 @@ async def test_a_caller_that_gave_up_is_left_out_and_groups_are_bounded() -> Non
     assert sent[0] == [0]
     assert sent[1] == [-1]
     assert sent[2:] == [list(range(2, MAX_GROUP + 2)), [MAX_GROUP + 2]]
+
+
+async def _lock_waiters(conn: AsyncConnection, seen: list[int], stop: asyncio.Event) -> None:
+    """Keep ``seen[0]`` at how many other connections to the database wait for a lock."""
+    while not stop.is_set():
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        seen[0] = int(row[0])
+
+
+async def test_a_locking_write_and_an_append_of_one_session_take_turns_in_the_handle(
+    pair: tuple[PostgresStore, PostgresStore], postgres_dsn: str
+) -> None:
+    """A child's start (a locking transaction) is out, waiting for the session's row: an
+    append to the session from the same handle is not sent until it has committed.
+    Two transactions of one session on two connections commit in the database's order
+    but are answered in the order the event loop reads their connections, so a caller
+    publishing each answer at once could overtake the earlier commit."""
+    store, _ = pair
+    world = World(store)
+    sid = await world.session("s")
+    parent = await world.root("p", session=sid)
+    commits = store._commits  # the handle's line is what is checked
+    async with (
+        await AsyncConnection.connect(postgres_dsn) as holder,
+        await AsyncConnection.connect(postgres_dsn, autocommit=True) as watcher,
+    ):
+        await holder.execute("SELECT 1 FROM agentledger_sessions WHERE id = %s FOR UPDATE", (sid,))
+        waiting, stop = [0], asyncio.Event()
+        watching = asyncio.create_task(_lock_waiters(watcher, waiting, stop))
+        start = asyncio.create_task(world.child("c", parent=parent))
+        await until(lambda: waiting[0] >= 1, "the child's start waits for the session's row")
+        note = asyncio.create_task(store.append_run_record(world.note(parent, "n")))
+        await until(
+            lambda: commits.in_line(sid) >= 2 or waiting[0] >= 2,
+            "the append waits in the handle's line or for the session's row",
+        )
+        assert waiting[0] == 1, "the append was sent beside the start"
+        assert commits.in_line(sid) == 2
+        await holder.commit()
+        _, started = await start
+        assert started.outcome.name == "PROCEED"
+        assert (await note).inserted
+        stop.set()
+        await watching
+    log = await _session_log(store, sid)
+    assert [key for _, _, key in log][-1] == "n"  # the append committed after the start
+    assert commits.in_line(sid) == 0

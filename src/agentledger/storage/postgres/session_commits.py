@@ -14,6 +14,15 @@ statement still checks everything it checks alone; one that finds the state
 changed writes nothing, and only its caller decides again. Nobody hears an
 answer before the commit that stores it.
 
+One handle also has at most one transaction of a session out at a time: a
+locking write of the session (:meth:`SessionCommits.alone`) and the session's
+groups take turns in one first-come line. Two transactions of one session on two
+connections would commit in the database's order but be answered in whatever
+order the event loop reads their connections, so a caller that publishes what it
+wrote "as soon as the store answered" could overtake an earlier commit; with one
+out at a time, each answer reaches its caller before the next transaction of the
+session is even sent, and answers come in commit order.
+
 The grouping is :class:`agentledger.storage.coalescer.Coalescer`'s, one key per
 session, one group out at a time; a group holds at most :data:`MAX_GROUP`
 statements and :data:`MAX_GROUP_BYTES` of them. A group that fails gives each
@@ -22,6 +31,7 @@ of its callers its own copy of the error.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -31,6 +41,7 @@ __all__ = ["MAX_GROUP", "MAX_GROUP_BYTES", "SessionCommits", "statement_bytes"]
 
 S = TypeVar("S")
 A = TypeVar("A")
+T = TypeVar("T")
 
 MAX_GROUP = 64
 """Most appends sharing one transaction: a bound on the latency a group adds."""
@@ -51,28 +62,55 @@ def statement_bytes(statement: object) -> int:
 
 class SessionCommits(Generic[S, A]):
     """Sends statements ``S`` with ``send`` (one list per transaction, one answer ``A`` each),
-    grouping those to one session that wait for the session's write in flight."""
+    grouping those to one session that wait for the session's write in flight; runs a
+    session's other transactions (:meth:`alone`) in the same line."""
 
     def __init__(self, send: Callable[[list[S]], Awaitable[list[A]]]) -> None:
         self._send = send
-        self._commits: Coalescer[S, A] = Coalescer(
+        self._commits: Coalescer[tuple[str, S], A] = Coalescer(
             self._send_group,
             self._send_alone,
             max_members=MAX_GROUP,
             max_bytes=MAX_GROUP_BYTES,
-            size=statement_bytes,
+            size=lambda item: statement_bytes(item[1]),
             serial=True,
         )
+        self._lines: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Each session with a transaction out or waiting: its line and how many are in it."""
 
     async def run(self, session_id: str, statement: S) -> A:
         """``statement``'s answer, after the commit that stored it (or its error)."""
-        return await self._commits.submit(statement, session_id)
+        return await self._commits.submit((session_id, statement), session_id)
 
-    async def _send_alone(self, statement: S) -> A:
-        return (await self._send([statement]))[0]
+    async def alone(self, session_id: str, transaction: Callable[[], Awaitable[T]]) -> T:
+        """``transaction()``'s result, run when no other transaction of the session from
+        this handle is out, and before any that comes after it is sent."""
+        line, users = self._lines.get(session_id) or (asyncio.Lock(), 0)
+        self._lines[session_id] = (line, users + 1)
+        try:
+            async with line:
+                return await transaction()
+        finally:
+            line, users = self._lines[session_id]
+            if users == 1:
+                del self._lines[session_id]
+            else:
+                self._lines[session_id] = (line, users - 1)
 
-    async def _send_group(self, group: list[Member[S, A]]) -> None:
-        answers = await self._send([member.item for member in group])
-        for member, answer in zip(group, answers, strict=True):
-            if not member.answer.done():  # a caller that gave up is not answered
-                member.answer.set_result(answer)
+    def in_line(self, session_id: str) -> int:
+        """How many transactions of the session this handle has out or waiting in its line."""
+        entry = self._lines.get(session_id)
+        return 0 if entry is None else entry[1]
+
+    async def _send_alone(self, item: tuple[str, S]) -> A:
+        session_id, statement = item
+        return (await self.alone(session_id, lambda: self._send([statement])))[0]
+
+    async def _send_group(self, group: list[Member[tuple[str, S], A]]) -> None:
+        async def send() -> None:  # answered in the line, before the next goes out
+            answers = await self._send([member.item[1] for member in group])
+            for member, answer in zip(group, answers, strict=True):
+                if not member.answer.done():  # a caller that gave up is not answered
+                    member.answer.set_result(answer)
+
+        await self.alone(group[0].item[0], send)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
@@ -71,6 +72,7 @@ from agentledger.storage.search import SearchPage, search_query
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     Page,
+    Record,
     RunMeta,
     RunStatus,
     SessionPage,
@@ -350,6 +352,7 @@ class PostgresStore(AdminOperations):
         appends: tuple[str, list[str]] | None = None,
         *,
         remember: bool = False,
+        session: str = "",
     ) -> R:
         """One locking transaction: load, decide, apply; retried on concurrency failures.
 
@@ -358,40 +361,28 @@ class PostgresStore(AdminOperations):
         (``appends``: its run id and event keys) costs two round trips: BEGIN
         and the locking reads, then the writes and COMMIT. With ``remember``
         the runs written are kept, with their new row versions, so the next
-        append to them can be one statement (:mod:`._one_statement`).
+        append to them can be one statement (:mod:`._one_statement`). A write of
+        ``session`` waits for the session's line (see :class:`.SessionCommits`), so
+        this handle's transactions of one session are answered in commit order.
         """
         self._check_open(operation)
         attempt = loads = 0
         while True:
             attempt += 1
-            writing = False
+            sent = [False]  # set once writes or the commit were sent
             try:
                 with self._deferring(loads):
-                    async with self._pool.connection() as conn:
-                        try:
-                            async with conn.pipeline():
-                                # BEGIN and COMMIT are statements of the pipeline, not a
-                                # psycopg transaction block, which would wait for each.
-                                await conn.execute("BEGIN")
-                                loader = Loader(
-                                    conn, CachedReader(), lock=True, sealer=self.encryption
-                                )
-                                if appends is not None:
-                                    await loader.run_with_records(*appends)
-                                await loader.prefetch(prefetch)
-                                plan = await _decide(loader, decide)
-                                version = None
-                                if plan.writes:
-                                    writing = True
-                                    await apply_plan(loader, plan)
-                                    if remember and plan.runs:
-                                        version = await conn.execute(_XID)
-                                await conn.execute("COMMIT")
-                            # Read after the pipeline's end, which fetched it with COMMIT's reply.
-                            xid = None if version is None else await version.fetchone()
-                        except BaseException:
-                            await _abandon(conn)
-                            raise
+                    if session:
+                        plan, loader, xid = await self._commits.alone(
+                            session,
+                            functools.partial(
+                                self._transaction, decide, prefetch, appends, remember, sent
+                            ),
+                        )
+                    else:
+                        plan, loader, xid = await self._transaction(
+                            decide, prefetch, appends, remember, sent
+                        )
                 self._note_runs(plan, loader.cache, None if xid is None else str(xid[0]))
                 return plan.result
             except KeyNeeded as needed:  # rolled back: load the key off the loop, run it again
@@ -399,9 +390,56 @@ class PostgresStore(AdminOperations):
                 await self._load_key(needed)
                 continue
             except Exception as e:
-                if not self._retry(e, writing, attempt, operation):
+                if not self._retry(e, sent[0], attempt, operation):
                     raise
             await backoff(attempt)
+
+    async def _transaction(
+        self,
+        decide: Callable[[StateReader], Plan[R]],
+        prefetch: Sequence[Key],
+        appends: tuple[str, list[str]] | None,
+        remember: bool,
+        sent: list[bool],
+    ) -> tuple[Plan[R], Loader, Any]:
+        """One attempt of :meth:`_write`: its plan, loader and the runs' new row version."""
+        async with self._pool.connection() as conn:
+            try:
+                async with conn.pipeline():
+                    # BEGIN and COMMIT are statements of the pipeline, not a
+                    # psycopg transaction block, which would wait for each.
+                    await conn.execute("BEGIN")
+                    loader = Loader(conn, CachedReader(), lock=True, sealer=self.encryption)
+                    if appends is not None:
+                        await loader.run_with_records(*appends)
+                    await loader.prefetch(prefetch)
+                    plan = await _decide(loader, decide)
+                    version = None
+                    if plan.writes:
+                        sent[0] = True
+                        await apply_plan(loader, plan)
+                        if remember and plan.runs:
+                            version = await conn.execute(_XID)
+                    await conn.execute("COMMIT")
+                # Read after the pipeline's end, which fetched it with COMMIT's reply.
+                xid = None if version is None else await version.fetchone()
+            except BaseException:
+                await _abandon(conn)
+                raise
+        return plan, loader, xid
+
+    def _session_of(self, touched: Sequence[Touch], request: object) -> str:
+        """The one session a write names (as a session, a run this handle knows, or its
+        records' session), whose line it waits for; "" for none or several."""
+        sessions = {t.id for t in touched if t.kind == "session" and t.id}
+        for t in touched:
+            known = self._known.get(t.id) if t.kind == "run" and t.id else None
+            if known is not None and known.session is not None:
+                sessions.add(known.session.id)
+        records = getattr(request, "records", ())
+        if isinstance(records, list | tuple):
+            sessions.update(r.session_id for r in records if isinstance(r, Record) and r.session_id)
+        return sessions.pop() if len(sessions) == 1 else ""
 
     def _note_runs(self, plan: Plan[Any], cache: CachedReader, version: str | None) -> None:
         """Remember the runs ``plan`` wrote at ``version`` (forget them if None)."""
@@ -457,8 +495,16 @@ class PostgresStore(AdminOperations):
                     return cast(Resp, found.plan.result)
                 self._known.drop(run_id)
         op.check(request, self.limits)  # a refusal, before anything is read
-        _, appends = _keys(op.touches(request), appends=True)
-        return await self._write(operation, decide, (), appends, remember=True)
+        touched = op.touches(request)
+        _, appends = _keys(touched, appends=True)
+        return await self._write(
+            operation,
+            decide,
+            (),
+            appends,
+            remember=True,
+            session=self._session_of(touched, request),
+        )
 
     async def _learn(
         self, run_id: str, decide: Callable[[StateReader], Plan[Resp]]
@@ -568,8 +614,16 @@ class PostgresStore(AdminOperations):
             if op.appended is not None:  # the decision checks it, on what this handle knows
                 return await self._append(op, request, decide)
             op.check(request, limits)
-            prefetch, appends = _keys(op.touches(request))
-            return await self._write(op.name, decide, prefetch, appends, remember=op.starts)
+            touched = op.touches(request)
+            prefetch, appends = _keys(touched)
+            return await self._write(
+                op.name,
+                decide,
+                prefetch,
+                appends,
+                remember=op.starts,
+                session=self._session_of(touched, request),
+            )
         read = op.read
         if read is not None:
             op.check(request, self.limits)
