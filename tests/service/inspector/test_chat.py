@@ -19,6 +19,7 @@ from playwright.async_api import Page, expect
 
 from agentledger.service import StoreClient
 from agentledger.storage.sqlite import SQLiteStore
+from tests.conditions import HANG_GUARD
 from tests.service.inspector.conftest import PRICES, _run_demo, log_in
 from tests.service.process import ServiceProcess, Tokens
 
@@ -142,9 +143,17 @@ async def test_approving_a_booking_lands_on_the_reply(
     await box.get_by_label("Message").fill("Book a table for 3 at Chez Nous at 19:30.")
     await box.get_by_role("button", name="Send").click()
     await expect(page.locator(".turn-divider .waits").last).to_contain_text("approval")
+    # the page may show what the turn waits for as its records commit, a moment before the
+    # turn's suspension itself commits: wait for the suspended run, never for a time
     async with StoreClient(service.url, token=tokens.host) as client:
-        runs = await client.list_runs_by_session(session)
-    (waiting,) = [r for r in runs if r.status == "suspended" and not r.successor_run_id]
+        deadline = asyncio.get_running_loop().time() + HANG_GUARD
+        while True:
+            runs = await client.list_runs_by_session(session)
+            found = [r for r in runs if r.status == "suspended" and not r.successor_run_id]
+            if found or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.01)
+    (waiting,) = found
     await page.goto(f"{service.url}/ui/run?id={waiting.run_id}")
     await page.get_by_role("button", name="Approve").click()
     await page.wait_for_url(re.compile(r"/ui/run/transcript\?id=run-.*#latest"))

@@ -530,7 +530,9 @@ class SQLiteReader(StateReader):
             rows = self._conn.execute(_RUN_PAGE_BOUNDED, query).fetchall()
         if not rows:
             lifecycle.require_run(self, run_id)  # raises the error that says why
-            raise AssertionError("require_run found a run the page query did not")
+            # Each statement reads its own snapshot: the run was started between the two
+            # reads. It exists now, so the page query finds at least its head.
+            return self._run_rows(run_id, start, size, whole=whole)
         if rows[0][0] != 0:
             rows.sort(key=lambda row: row[0])
         _, agent_id, session_id, status, newest, size_bytes, _ = rows.pop(0)
