@@ -137,21 +137,36 @@ async def test_workload_survives_killed_connections(
     stop = asyncio.Event()
     kills = 0
 
-    async def killer() -> None:
+    first_kill = asyncio.Event()
+
+    async def kill() -> None:
         nonlocal kills
-        for _ in range(20):  # bounded: a kill every 50-150 ms while the workers run
+        cur = await admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s",
+            (app_name,),
+        )
+        row = await cur.fetchone()
+        kills += int(row[0]) if row else 0
+
+    async def killer() -> None:
+        # The first kill lands before the workers start (the pool keeps its one connection
+        # open), so a workload faster than the first pause is still cut; then one kill every
+        # 50-150 ms while the workers run. Bounded both ways.
+        for _ in range(500):
+            await kill()
+            if kills:
+                break
+            await asyncio.sleep(0.01)
+        first_kill.set()
+        for _ in range(20):
             await asyncio.sleep(random.uniform(0.05, 0.15))
             if stop.is_set():
                 return
-            cur = await admin.execute(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE application_name = %s",
-                (app_name,),
-            )
-            row = await cur.fetchone()
-            kills += int(row[0]) if row else 0
+            await kill()
 
     async def worker(w: int) -> None:
+        await first_kill.wait()
         for n in range(runs_each):
             run = world.run(f"w{w}-r{n}", session=sid)
             start = await _until_done(victim.start_root_run, run.root_start(), errors)
