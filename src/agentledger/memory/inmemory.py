@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import msgspec
 
 from agentledger.errors import RecordConflictError
-from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last
+from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last, tail_unchanged
 
 __all__ = ["InMemoryMemory"]
 
@@ -63,10 +63,8 @@ class InMemoryMemory:
         with self._lock:
             stored = self._runs.get((agent_id, run_id), {})
             keys = tuple(stored)
-            tail = keys[len(keys) - len(replaced) :] if replaced else ()
-            if tail != replaced or (whole and len(keys) != len(replaced)):
-                return False
-            if keys[: len(expired)] != expired or set(expired) & set(replaced):
+            latest = keys if whole else keys[len(keys) - len(replaced) :] if replaced else ()
+            if not tail_unchanged(latest, keys[: len(expired)], replaced, expired):
                 return False
             kept = [stored[key] for key in replaced]
             gone = set(replaced) | set(expired)

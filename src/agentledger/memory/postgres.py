@@ -32,7 +32,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 import msgspec
 
 from agentledger.errors import RecordConflictError, TransientError, ValidationError
-from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last
+from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last, tail_unchanged
 from agentledger.transcript import JsonNumber
 
 __all__ = ["PostgresMemory"]
@@ -197,11 +197,8 @@ class PostgresMemory:
                 " WHERE agent_id = %s AND run_id = %s ORDER BY seq LIMIT %s",
                 (agent_id, run_id, len(pruned)),
             ).fetchall()
-            if (
-                tuple(row[0] for row in rows) != expected
-                or tuple(row[0] for row in first) != pruned
-                or set(pruned) & set(expected)
-            ):
+            latest, earliest = [row[0] for row in rows], [row[0] for row in first]
+            if not tail_unchanged(latest, earliest, expected, pruned):
                 return False
             conn.execute(
                 "DELETE FROM agentledger_memory_events"

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from agentledger.errors import RecordConflictError, TransientError
-from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last
+from agentledger.memory.types import ErasedEvent, MemoryEvent, Snapshot, check_last, tail_unchanged
 from agentledger.storage.sqlite.connection import map_open_error
 from agentledger.storage.sqlite.opening import enable_wal
 from agentledger.transcript import JsonNumber
@@ -156,11 +156,8 @@ class SQLiteMemory:
                     " WHERE agent_id = ? AND run_id = ? ORDER BY seq LIMIT ?",
                     (agent_id, run_id, len(expired)),
                 ).fetchall()
-                if (
-                    tuple(row[0] for row in rows) != replaced
-                    or tuple(row[0] for row in first) != expired
-                    or set(expired) & set(replaced)
-                ):
+                latest, earliest = [row[0] for row in rows], [row[0] for row in first]
+                if not tail_unchanged(latest, earliest, replaced, expired):
                     conn.execute("ROLLBACK")
                     return False
                 conn.executemany(

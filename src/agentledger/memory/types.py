@@ -9,6 +9,7 @@ retried activity) changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -127,6 +128,19 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     agent_id: str
     run_id: str
     events: tuple[MemoryEvent, ...]
+
+
+def tail_unchanged(
+    latest: Sequence[str], earliest: Sequence[str], replaced: Sequence[str], expired: Sequence[str]
+) -> bool:
+    """Whether a run's events are still what a compaction read, so its replacement may go
+    ahead: its ``latest`` keys are ``replaced`` (in order), its ``earliest`` are ``expired``,
+    and no key is in both."""
+    return (
+        tuple(latest) == tuple(replaced)
+        and tuple(earliest) == tuple(expired)
+        and not set(expired) & set(replaced)
+    )
 
 
 def check_last(last: int | None) -> None:
