@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from agentledger.errors import CorruptRecordError
 from agentledger.storage import payloads
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
@@ -240,3 +241,62 @@ async def test_a_sealed_sqlite_database_builds_no_text_only_what_it_left_out(
         assert (await store.search("common", labels={"tenant": "t0"})).left_out == 2
     finally:
         await store.close()
+
+
+_FORGED = encode_messages([Message(role="user", parts=(TextPart(text="forged words"),))])
+
+
+async def test_sqlite_build_refuses_a_damaged_record(tmp_path: Path) -> None:
+    """A record whose checksum fails is corruption: the build stops on it, writes nothing
+    of its batch and leaves the build to do, rather than index (or skip) it."""
+    path = tmp_path / "damaged.db"
+    store = await SQLiteStore.open(path)
+    try:
+        await _fill(store)
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for table in ("search_text", "search_entries", "search_left_out", "search_backfill"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE version = 17")
+        sqlite_schema.migrate(conn)
+        conn.execute(
+            "UPDATE records SET payload = ? WHERE pos = (SELECT min(pos) FROM records "
+            "WHERE type = ?)",
+            (_FORGED, payloads.TRANSCRIPT_APPENDED),
+        )
+        with pytest.raises(CorruptRecordError):
+            sqlite_search.build_index(conn, batch=100)
+        assert conn.execute("SELECT count(*) FROM search_entries").fetchone() == (0,)
+        assert conn.execute("SELECT 1 FROM search_backfill").fetchone() == (1,)
+    finally:
+        conn.close()
+
+
+async def test_postgres_build_refuses_a_damaged_record(fresh_dsn: str) -> None:
+    store = await PostgresStore.open(fresh_dsn, min_size=1, max_size=2)
+    try:
+        await _fill(store)
+    finally:
+        await store.close()
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
+        await conn.execute(
+            "DROP TABLE agentledger_search, agentledger_search_left_out, "
+            "agentledger_search_backfill"
+        )
+        await conn.execute(f"DELETE FROM {pg_migrations.MIGRATIONS_TABLE} WHERE version = 15")
+        await pg_migrations.migrate(conn)
+        await conn.execute(
+            "UPDATE agentledger_records SET payload = %s WHERE (run_id, seq) = "
+            "(SELECT run_id, seq FROM agentledger_records WHERE type = %s "
+            "ORDER BY ts, seq LIMIT 1)",
+            (_FORGED, payloads.TRANSCRIPT_APPENDED),
+        )
+        with pytest.raises(CorruptRecordError):
+            await pg_search.build_index(conn, batch=100)
+        cur = await conn.execute(
+            "SELECT (SELECT count(*) FROM agentledger_search), "
+            "EXISTS (SELECT 1 FROM agentledger_search_backfill)"
+        )
+        assert await cur.fetchone() == (0, True)

@@ -25,6 +25,7 @@ from psycopg.rows import TupleRow
 from agentledger.storage import lifecycle, payloads
 from agentledger.storage.postgres.pages import decide
 from agentledger.storage.postgres.reader import Loader
+from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row
 from agentledger.storage.search import (
     FoundEntry,
     SearchPage,
@@ -266,8 +267,8 @@ def search_reader(query: SearchQuery) -> Callable[[Loader], Awaitable[SearchPage
 
 
 _BATCH = (
-    "SELECT ts, run_id, seq, agent_id, session_id, turn_id, event_key, type, payload "
-    "FROM agentledger_records WHERE session_id <> '' AND type = ANY(%(types)s) "
+    f"SELECT {RECORD_COLUMNS} FROM agentledger_records "
+    "WHERE session_id <> '' AND type = ANY(%(types)s) "
     'AND (%(ts)s::timestamptz IS NULL OR (ts, run_id COLLATE "C", seq) < '
     '(%(ts)s, %(run_id)s COLLATE "C", %(seq)s)) '
     'ORDER BY ts DESC, run_id COLLATE "C" DESC, seq DESC LIMIT %(batch)s'
@@ -282,6 +283,10 @@ async def build_index(
 ) -> int:
     """Index the records stored before the index existed, ``batch`` per transaction,
     newest first; resumable; ``progress(done)`` after each batch. ``conn`` in autocommit.
+
+    Raises:
+        CorruptRecordError: a record to index fails its checksum (nothing of its batch
+            is written; the build stops there).
 
     Returns:
         How many records this call indexed (0 when the index was built).
@@ -306,18 +311,18 @@ async def build_index(
             rows = await cur.fetchall()
             sessions: set[str] = set()
             with_ids: list[tuple[object, ...]] = []
-            for ts, run_id, seq, agent_id, session_id, turn_id, key, type_, payload in rows:
+            for row in rows:
+                # Its checksum verified: a damaged record is corruption, not left out.
+                record = record_from_row(row)
                 if sealed:
-                    sessions.add(session_id)
+                    sessions.add(record.session_id)
                     continue
-                record = Record(
-                    run_id=run_id, agent_id=agent_id, session_id=session_id, turn_id=turn_id,
-                    event_key=key, type=type_, timestamp=ts, payload=bytes(payload), id=str(seq),
-                )  # fmt: skip
                 entries = entry_rows([record])
                 first = next_id - len(entries) + 1  # a record's messages in order
                 with_ids += [(first + i, *e) for i, e in enumerate(entries)]
                 next_id = first - 1
+            if rows:
+                run_id, ts, seq = rows[-1][0], rows[-1][6], rows[-1][8]
             if with_ids:
                 await conn.execute(_INSERT_WITH_ID, _columns(with_ids))
             if sessions:

@@ -26,7 +26,7 @@ from agentledger.storage.search import (
     index_entries,
     search_page,
 )
-from agentledger.storage.sqlite.rows import from_ms, to_ms
+from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_records, from_ms, to_ms
 from agentledger.storage.types import Record
 
 __all__ = [
@@ -171,8 +171,8 @@ def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
 
 
 _BATCH = (
-    "SELECT pos, run_id, seq, agent_id, session_id, turn_id, event_key, type, timestamp, payload "
-    "FROM records WHERE pos < ? AND session_id <> '' AND type IN (?, ?, ?) "
+    f"SELECT pos, {RECORD_COLUMNS} FROM records "
+    "WHERE pos < ? AND session_id <> '' AND type IN (?, ?, ?) "
     "ORDER BY pos DESC LIMIT ?"
 )
 _LEFT = "SELECT count(*) FROM records WHERE pos < ? AND session_id <> '' AND type IN (?, ?, ?)"
@@ -187,6 +187,10 @@ def build_index(
     """Index the records stored before the index existed, ``batch`` records per
     transaction, newest first; resumable. ``progress(done, left)`` after each batch
     (records indexed by this call, records still to index). ``conn`` in autocommit mode.
+
+    Raises:
+        CorruptRecordError: a record to index fails its checksum (nothing of its batch
+            is written; the build stops there).
 
     Returns:
         How many records this call indexed (0 when the index was built).
@@ -205,23 +209,15 @@ def build_index(
                 (left,) = conn.execute(_LEFT, (below, *INDEXED_TYPES)).fetchone()
             sealed = conn.execute("SELECT 1 FROM encryption").fetchone() is not None
             rows = conn.execute(_BATCH, (below, *INDEXED_TYPES, batch)).fetchall()
+            if rows:
+                below = rows[-1][0]
+            # Each row's checksum verified: a damaged record is corruption, not left out.
+            records = decode_records([row[1:] for row in rows])
             sessions: set[str] = set()
-            for pos, run_id, seq, agent_id, session_id, turn_id, key, type_, ms, payload in rows:
-                below = pos
+            for record in records:
                 if sealed:
-                    sessions.add(session_id)
+                    sessions.add(record.session_id)
                     continue
-                record = Record(
-                    run_id=run_id,
-                    agent_id=agent_id,
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    event_key=key,
-                    type=type_,
-                    timestamp=from_ms(ms),
-                    payload=payload,
-                    id=str(seq),
-                )
                 values = entry_values(record)
                 first = next_id - len(values) + 1  # a record's messages in order
                 conn.executemany(_INSERT_WITH_ID, [(first + i, *v) for i, v in enumerate(values)])
