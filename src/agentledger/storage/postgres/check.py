@@ -18,8 +18,10 @@ from agentledger.errors import AgentledgerError, CorruptRecordError
 from agentledger.storage import accounting, payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
-from agentledger.storage.postgres import migrations
-from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row
+from agentledger.storage.postgres import migrations, search
+from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row, utc
+from agentledger.storage.search import words_of
+from agentledger.storage.search_check import index_findings, left_out_findings
 from agentledger.storage.usage_check import usage_findings
 from agentledger.storage.validation import decode_stored_payload
 
@@ -217,6 +219,66 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
         except CorruptRecordError as e:
             problems.append(str(e))
     problems.extend(await _usage_problems(conn, sealed))
+    problems.extend(await _search_problems(conn, sealed))
+    return problems
+
+
+_INDEXED_RECORDS = (
+    f"SELECT {RECORD_COLUMNS}, EXISTS (SELECT 1 FROM agentledger_search_backfill b "
+    'WHERE b.ts IS NULL OR (x.ts, x.run_id COLLATE "C", x.seq) < '
+    '(b.ts, b.run_id COLLATE "C", b.seq)) '
+    "FROM agentledger_records x WHERE x.session_id <> '' AND x.type = ANY(%s)"
+)
+_ENTRIES = "SELECT id, session_id, run_id, seq, message, role, ts, body FROM agentledger_search"
+_WRONG_WORDS = (
+    "SELECT e.id FROM agentledger_search e "
+    "JOIN unnest(%s::bigint[], %s::text[]) AS u (i, w) ON e.id = u.i "
+    "WHERE e.words <> to_tsvector('simple', u.w) ORDER BY e.id"
+)
+
+
+async def _search_problems(conn: psycopg.AsyncConnection[TupleRow], sealed: bool) -> list[str]:
+    """[G1] the search index against the records it is made of, and each entry's words
+    against its text."""
+    problems: list[str] = []
+    records = []
+    damaged: list[tuple[str, int]] = []
+    later: set[tuple[str, int]] = set()
+    cur = await conn.execute(_INDEXED_RECORDS, (search.INDEXED_TYPES,))
+    for found in await cur.fetchall():
+        row, maybe_later = found[:-1], found[-1]
+        if maybe_later:
+            later.add((row[0], row[8]))
+        try:
+            records.append(record_from_row(row))
+        except CorruptRecordError as e:
+            problems.append(str(e))
+            damaged.append((row[0], row[8]))
+    cur = await conn.execute(_ENTRIES)
+    rows = await cur.fetchall()
+    entries = [
+        (sid, rid, seq, m, role, utc(ts), body) for _, sid, rid, seq, m, role, ts, body in rows
+    ]
+    if sealed:
+        cur = await conn.execute("SELECT session_id FROM agentledger_search_left_out")
+        left_out = [sid for (sid,) in await cur.fetchall()]
+        problems += left_out_findings(
+            {r.session_id for r in records if (r.run_id, int(r.id)) not in later}, left_out
+        )
+        records = []
+    problems += index_findings(
+        records,
+        entries,
+        maybe_unindexed=lambda r: (r.run_id, int(r.id)) in later,
+        damaged=damaged,
+    )
+    cur = await conn.execute(
+        _WRONG_WORDS, ([row[0] for row in rows], [words_of(row[7]) for row in rows])
+    )
+    problems += [
+        f"search index words disagreeing with the text of entry {id_}"
+        for (id_,) in await cur.fetchall()
+    ]
     return problems
 
 

@@ -1,0 +1,169 @@
+"""[G1] ``check`` audits the search index against the records it is made of: an entry
+missing, of no message, differing from its message, or words (FTS5 on SQLite, the
+``tsvector`` on PostgreSQL) that disagree with an entry's text are each reported; a sound
+index, also one whose build has not finished, is not."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from agentledger.storage import payloads
+from agentledger.storage.conformance import World
+from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import check as pg_check
+from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.transcript import Message, TextPart, encode_messages
+from tests.storage.postgres.server import create_database, drop_database
+
+
+async def _fill(store: Any) -> None:
+    world = World(store, namespace="sc")
+    for s in range(2):
+        sid = await world.session(f"s{s}")
+        run = await world.root(f"s{s}-r", session=sid)
+        for m in range(3):
+            said = encode_messages([
+                Message(role="user", parts=(TextPart(text=f"question {s} {m}"),)),
+                Message(role="assistant", parts=(TextPart(text=f"answer {s} {m}"),)),
+            ])  # fmt: skip
+            record = run.record(payloads.TRANSCRIPT_APPENDED, said, event_key=f"m{m}",
+                                at=world.now())  # fmt: skip
+            await store.append_run_record(record)
+        await world.finish(run)
+
+
+@pytest.fixture
+async def sqlite_db(tmp_path: Path) -> Path:
+    path = tmp_path / "search.db"
+    store = await SQLiteStore.open(path)
+    try:
+        await _fill(store)
+    finally:
+        await store.close()
+    assert check_invariants(path) == []
+    return path
+
+
+def _damage(path: Path, *statements: str) -> list[str]:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement in statements:
+            conn.execute(statement)
+    finally:
+        conn.close()
+    return check_invariants(path)
+
+
+_ONE = "(SELECT max(id) FROM search_entries)"
+
+
+def test_sqlite_check_reports_a_missing_entry(sqlite_db: Path) -> None:
+    found = _damage(sqlite_db, f"DELETE FROM search_entries WHERE id = {_ONE}")
+    assert found == ["search index entry missing for a message: session 'sc-s1', "
+                     "run 'sc-s1-r', record 4, message 1"]  # fmt: skip
+
+
+def test_sqlite_check_reports_an_entry_of_no_message(sqlite_db: Path) -> None:
+    found = _damage(
+        sqlite_db,
+        "INSERT INTO search_entries (session_id, run_id, seq, message, role, timestamp, body) "
+        "SELECT session_id, run_id, seq, 7, role, timestamp, body FROM search_entries "
+        f"WHERE id = {_ONE}",
+    )
+    assert found == ["search index entry of no stored message: session 'sc-s1', "
+                     "run 'sc-s1-r', record 4, message 7"]  # fmt: skip
+
+
+def test_sqlite_check_reports_an_entry_differing_from_its_message(sqlite_db: Path) -> None:
+    found = _damage(
+        sqlite_db,
+        f"DELETE FROM search_entries WHERE id = {_ONE}",  # its words go with it
+        "INSERT INTO search_entries (session_id, run_id, seq, message, role, timestamp, body) "
+        "VALUES ('sc-s1', 'sc-s1-r', 4, 1, 'user', 0, 'answer 1 9')",
+    )
+    assert found == ["search index entry differing from its message (role, time, text): "
+                     "session 'sc-s1', run 'sc-s1-r', record 4, message 1"]  # fmt: skip
+
+
+def test_sqlite_check_reports_words_disagreeing_with_an_entry(sqlite_db: Path) -> None:
+    found = _damage(
+        sqlite_db,  # the entry stays, the FTS5 index forgets its words
+        "INSERT INTO search_text (search_text, rowid, body) "
+        f"SELECT 'delete', id, body FROM search_entries WHERE id = {_ONE}",
+    )
+    assert len(found) == 1
+    assert found[0].startswith("search text index disagreeing with its entry")
+    found = _damage(
+        sqlite_db,
+        "INSERT INTO search_text (rowid, body) VALUES (999, 'stray words')",
+    )
+    assert found[-1] == "search text index of no entry: 999"
+
+
+def test_sqlite_check_allows_an_unfinished_build(sqlite_db: Path) -> None:
+    """While the build of older records is under way, their entries may be missing."""
+    conn = sqlite3.connect(sqlite_db, isolation_level=None)
+    try:
+        (top,) = conn.execute("SELECT max(pos) FROM records").fetchone()
+        conn.execute("INSERT INTO search_backfill (id, below, next_id) VALUES (1, ?, -1)",
+                     (top + 1,))  # fmt: skip
+    finally:
+        conn.close()
+    assert _damage(sqlite_db, "DELETE FROM search_entries") == []
+
+
+@pytest.fixture
+async def pg_dsn(postgres_dsn: str) -> AsyncIterator[str]:
+    dsn = create_database(postgres_dsn)
+    try:
+        store = await PostgresStore.open(dsn, min_size=1, max_size=2)
+        try:
+            await _fill(store)
+        finally:
+            await store.close()
+        assert await pg_check.check_invariants(dsn) == []
+        yield dsn
+    finally:
+        drop_database(dsn)
+
+
+async def _pg_damage(dsn: str, *statements: str) -> list[str]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for statement in statements:
+            await conn.execute(statement)  # type: ignore[arg-type]
+    return await pg_check.check_invariants(dsn)
+
+
+_PG_ONE = "(SELECT max(id) FROM agentledger_search)"
+
+
+async def test_postgres_check_reports_damaged_entries(pg_dsn: str) -> None:
+    found = await _pg_damage(
+        pg_dsn,
+        "UPDATE agentledger_search SET words = to_tsvector('simple', 'other') "
+        f"WHERE id = {_PG_ONE}",
+    )
+    assert found == ["search index words disagreeing with the text of entry 12"]
+    found = await _pg_damage(
+        pg_dsn,
+        f"UPDATE agentledger_search SET body = 'answer 1 9', words = to_tsvector('simple', "
+        f"'answer 1 9') WHERE id = {_PG_ONE}",
+        "INSERT INTO agentledger_search (session_id, run_id, seq, message, role, ts, body, words) "
+        "SELECT session_id, run_id, seq, 5, role, ts, body, words FROM agentledger_search "
+        "WHERE id = 1",
+        "DELETE FROM agentledger_search WHERE id = 2",
+    )
+    assert found == [
+        "search index entry differing from its message (text): "
+        "session 'sc-s1', run 'sc-s1-r', record 4, message 1",
+        "search index entry of no stored message: "
+        "session 'sc-s0', run 'sc-s0-r', record 2, message 5",
+        "search index entry missing for a message: "
+        "session 'sc-s0', run 'sc-s0-r', record 2, message 1",
+    ]
