@@ -11,9 +11,13 @@ never leaves the seal, and a search counts such sessions as left out.
 A backend writes :func:`index_entries` of each record it stores in the record's own
 transaction, deletes a session's entries in its purge's transaction, and answers a
 :class:`SearchQuery` by fetching up to ``query.fetch`` entries that hold every term of
-the query (whole words, case-insensitive), newest first (the entry's id, which grows
-with the store's commit order), strictly before ``query.before``; :func:`search_page`
-makes the page and its cursor. The cursor is bound to the query's text and filter.
+the query (whole words, case-insensitive), newest first (the entry's id), strictly
+before ``query.before``; :func:`search_page` makes the page and its cursor. The cursor is
+bound to the query's text and filter. An entry's id grows with the commit order on SQLite
+(one writer) and in one session on PostgreSQL (a session's writers take turns until they
+commit); across PostgreSQL sessions it grows with the order the entries were written,
+which concurrent transactions may commit in another order. Either way a traversal of the
+pages shows each entry committed before its first page exactly once.
 """
 
 from __future__ import annotations

@@ -4,8 +4,11 @@ The SQLite module's twin (:mod:`agentledger.storage.sqlite.search`): one row per
 message (see :mod:`agentledger.storage.search`), its words (``to_tsvector('simple',
 body)``, no stemming, as SQLite's ``unicode61`` reads them) a stored generated column,
 written by the statement that writes the entry, in the transaction of its record. An
-entry's id comes from a sequence; a page is the newest matches (ids descending), read as
-:func:`search_reader` says.
+entry's id comes from a sequence when it is written, not when it commits: in one session
+the two orders agree (the session row is locked until commit), across sessions a write
+that took its id first may commit last. A page is the newest matches (ids descending),
+read as :func:`search_reader` says; a write in flight while a page is read has an id below
+the page's newest, and once committed it is on the page its id falls in.
 
 Migration 14 creates the table; the records stored before it are indexed by
 :func:`build_index` in batches, each its own transaction, newest first (by their time),

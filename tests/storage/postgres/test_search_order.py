@@ -1,0 +1,74 @@
+"""[G1] What PostgreSQL's newest-first order guarantees: an entry's id comes from a sequence
+when the entry is written, not when its transaction commits. Within one session the two
+agree (its writers take turns on the session row until they commit); across sessions, a
+write that took its id first may commit last. A traversal of the pages still shows every
+message committed before its first page exactly once, in id order: a write in flight while
+a page is read, committed before the next, is on the next page if its id is below the
+cursor, never skipped and never repeated."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import msgspec
+import psycopg
+import pytest
+
+from agentledger.storage import payloads
+from agentledger.storage.conformance import World
+from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import search as pg_search
+from agentledger.transcript import Message, TextPart, encode_messages
+from tests.storage.postgres.server import create_database, drop_database
+
+
+@pytest.fixture
+async def dsn(postgres_dsn: str) -> AsyncIterator[str]:
+    made = create_database(postgres_dsn)
+    try:
+        yield made
+    finally:
+        drop_database(made)
+
+
+def _said(text: str) -> bytes:
+    return encode_messages([Message(role="user", parts=(TextPart(text=text),))])
+
+
+async def test_a_write_committed_out_of_id_order_is_on_the_next_page(dsn: str) -> None:
+    store = await PostgresStore.open(dsn, min_size=1, max_size=2)
+    try:
+        world = World(store, namespace="ord")
+        runs = {}
+        for name in ("a", "b"):
+            sid = await world.session(name)
+            runs[name] = await world.root(f"{name}-r", session=sid)
+        await store.append_run_record(
+            runs["b"].record(payloads.TRANSCRIPT_APPENDED, _said("refund first"),
+                             event_key="old", at=world.now())  # fmt: skip
+        )
+        # Session a's write takes its entry id and stays in flight (its transaction open)...
+        late = runs["a"].record(payloads.TRANSCRIPT_APPENDED, _said("refund late"),
+                                event_key="late", at=world.now())  # fmt: skip
+        stored = msgspec.structs.replace(late, id="2")  # its id in its run
+        async with await psycopg.AsyncConnection.connect(dsn) as in_flight:
+            await pg_search.insert_entries(in_flight, [stored], sealed=False)
+            # ... while session b's write takes a later id and commits first.
+            await store.append_run_record(
+                runs["b"].record(payloads.TRANSCRIPT_APPENDED, _said("refund second"),
+                                 event_key="new", at=world.now())  # fmt: skip
+            )
+            first = await store.search("refund", limit=1)
+            assert [h.session_id for h in first.hits] == ["ord-b"]
+            assert first.hits[0].snippet == "**refund** second"
+            await in_flight.commit()  # committed last, with the lowest id but one
+        rest = await store.search("refund", limit=5, cursor=first.next_cursor)
+        # Not skipped, not repeated: the late write is on the next page, by its id.
+        assert [h.snippet for h in rest.hits] == ["**refund** late", "**refund** first"]
+        fresh = await store.search("refund")
+        # Newest first is the order of the ids, not of the commits, across sessions.
+        assert [h.snippet for h in fresh.hits] == [
+            "**refund** second", "**refund** late", "**refund** first"
+        ]  # fmt: skip
+    finally:
+        await store.close()
