@@ -43,9 +43,9 @@ async def test_a_write_committed_out_of_id_order_is_on_the_next_page(dsn: str) -
         for name in ("a", "b"):
             sid = await world.session(name)
             runs[name] = await world.root(f"{name}-r", session=sid)
+        said = payloads.TRANSCRIPT_APPENDED
         await store.append_run_record(
-            runs["b"].record(payloads.TRANSCRIPT_APPENDED, _said("refund first"),
-                             event_key="old", at=world.now())  # fmt: skip
+            runs["b"].record(said, _said("refund first"), event_key="old", at=world.now())
         )
         # Session a's write takes its entry id and stays in flight (its transaction open)...
         late = runs["a"].record(payloads.TRANSCRIPT_APPENDED, _said("refund late"),
@@ -55,8 +55,7 @@ async def test_a_write_committed_out_of_id_order_is_on_the_next_page(dsn: str) -
             await pg_search.insert_entries(in_flight, [stored], sealed=False)
             # ... while session b's write takes a later id and commits first.
             await store.append_run_record(
-                runs["b"].record(payloads.TRANSCRIPT_APPENDED, _said("refund second"),
-                                 event_key="new", at=world.now())  # fmt: skip
+                runs["b"].record(said, _said("refund second"), event_key="new", at=world.now())
             )
             first = await store.search("refund", limit=1)
             assert [h.session_id for h in first.hits] == ["ord-b"]
