@@ -18,6 +18,7 @@ from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres import check as pg_check
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.sqlite import search as sqlite_search
 from agentledger.transcript import Message, TextPart, encode_messages
 from tests.storage.postgres.server import create_database, drop_database
 
@@ -92,6 +93,12 @@ def test_sqlite_check_reports_an_entry_differing_from_its_message(sqlite_db: Pat
 
 
 def test_sqlite_check_reports_words_disagreeing_with_an_entry(sqlite_db: Path) -> None:
+    conn = sqlite3.connect(sqlite_db, isolation_level=None)
+    try:
+        sqlite_search.flush(conn)  # the entries' words in the FTS5 table, not waiting
+    finally:
+        conn.close()
+    assert check_invariants(sqlite_db) == []
     found = _damage(
         sqlite_db,  # the entry stays, the FTS5 index forgets its words
         "INSERT INTO search_text (search_text, rowid, body) "

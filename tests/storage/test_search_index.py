@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres import migrations as pg_migrations
 from agentledger.storage.postgres import search as pg_search
 from agentledger.storage.search import SearchHit, search_query
-from agentledger.storage.sqlite import SQLiteStore
+from agentledger.storage.sqlite import SQLiteStore, check_invariants
 from agentledger.storage.sqlite import schema as sqlite_schema
 from agentledger.storage.sqlite import search as sqlite_search
 from agentledger.transcript import Message, TextPart, encode_messages
@@ -76,6 +77,15 @@ async def _answers(store: Any) -> list[list[Where]]:
     ]
 
 
+def _forget_sqlite(conn: sqlite3.Connection) -> None:
+    """The database as the version before search left it."""
+    for table in (
+        "search_text", "search_entries", "search_left_out", "search_backfill", "search_flushed"
+    ):  # fmt: skip
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute(f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE version >= 17")
+
+
 async def _check_rebuild(
     open_store: Callable[[], Awaitable[Any]],
     forget: Callable[[], Awaitable[None]],
@@ -127,10 +137,8 @@ async def test_sqlite_builds_the_index_of_older_records(tmp_path: Path) -> None:
     async def forget() -> None:
         conn = connect()
         try:
-            for table in ("search_text", "search_entries", "search_left_out", "search_backfill"):
-                conn.execute(f"DROP TABLE {table}")
-            conn.execute(f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE version = 17")
-            assert [m.version for m in sqlite_schema.migrate(conn)] == [17]
+            _forget_sqlite(conn)
+            assert [m.version for m in sqlite_schema.migrate(conn)] == [17, 18]
             page = sqlite_search.search(conn, search_query("common", None, None, "", 10))
             assert (page.hits, page.complete) == ([], False)
         finally:
@@ -226,9 +234,7 @@ async def test_a_sealed_sqlite_database_builds_no_text_only_what_it_left_out(
         await store.close()
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        for table in ("search_text", "search_entries", "search_left_out", "search_backfill"):
-            conn.execute(f"DROP TABLE {table}")
-        conn.execute(f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE version = 17")
+        _forget_sqlite(conn)
         sqlite_schema.migrate(conn)
         assert sqlite_search.build_index(conn, batch=4) == 3 * 2 * 3
         assert conn.execute("SELECT count(*) FROM search_entries").fetchone() == (0,)
@@ -257,9 +263,7 @@ async def test_sqlite_build_refuses_a_damaged_record(tmp_path: Path) -> None:
         await store.close()
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        for table in ("search_text", "search_entries", "search_left_out", "search_backfill"):
-            conn.execute(f"DROP TABLE {table}")
-        conn.execute(f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE version = 17")
+        _forget_sqlite(conn)
         sqlite_schema.migrate(conn)
         conn.execute(
             "UPDATE records SET payload = ? WHERE pos = (SELECT min(pos) FROM records "
@@ -300,3 +304,48 @@ async def test_postgres_build_refuses_a_damaged_record(fresh_dsn: str) -> None:
             "EXISTS (SELECT 1 FROM agentledger_search_backfill)"
         )
         assert await cur.fetchone() == (0, True)
+
+
+async def test_sqlite_reads_waiting_entries_as_the_fts5_table_does(tmp_path: Path) -> None:
+    """The newest entries wait (fewer than FLUSH_EVERY) before their words go to the FTS5
+    table; a search reads them one by one: the same answers before and after they go, and
+    a purge of entries on both sides of the line leaves the index sound."""
+    path = tmp_path / "waiting.db"
+    store = await SQLiteStore.open(path)
+    try:
+        await _fill(store)
+        before = await _answers(store)
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        (waiting,) = conn.execute(
+            "SELECT count(*) FROM search_entries WHERE id > (SELECT upto FROM search_flushed)"
+        ).fetchone()
+        assert 0 < waiting < sqlite_search.FLUSH_EVERY  # both kinds are read below
+        sqlite_search.flush(conn)
+    finally:
+        conn.close()
+    store = await SQLiteStore.open(path)
+    try:
+        assert await _answers(store) == before
+        await store.end_session("idx-s2", ended_at=datetime(2030, 1, 1, tzinfo=UTC))
+        await store.purge_session("idx-s2")  # its entries: the newest, some waiting
+    finally:
+        await store.close()
+    assert check_invariants(path) == []
+
+
+async def test_sqlite_purges_waiting_and_written_entries(tmp_path: Path) -> None:
+    path = tmp_path / "purge.db"
+    store = await SQLiteStore.open(path)
+    try:
+        await _fill(store)
+        await store.end_session("idx-s2", ended_at=datetime(2030, 1, 1, tzinfo=UTC))
+        await store.purge_session("idx-s2")  # the newest entries: waiting, and written
+        assert [h[0] for h in await _everything(store, "common")] == ["idx-s1"] * 12 + [
+            "idx-s0"
+        ] * 12
+    finally:
+        await store.close()
+    assert check_invariants(path) == []

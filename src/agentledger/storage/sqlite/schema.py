@@ -392,6 +392,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         # records stored before are indexed in batches afterwards (search.build_index).
         statements=search_schema.MIGRATION,
     ),
+    Migration(
+        version=18,
+        name="search_index_batched",
+        # [G1] the FTS5 table takes the entries' words in batches, not per transaction.
+        statements=search_schema.BATCHED,
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

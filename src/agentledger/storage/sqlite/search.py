@@ -1,16 +1,20 @@
 """Search on SQLite [G1]: an FTS5 index over ``search_entries``, kept in each record's transaction.
 
-``search_entries`` holds one row per indexed message (see :mod:`agentledger.storage.search`);
-``search_text`` is an external-content FTS5 table over its ``body``, kept by triggers, so
-an entry and its words are written (and deleted) by the statement that writes the entry,
-in the transaction of the record it comes from. An entry's id is its place in the
-commit order: a page is a descending range of FTS5 rowids, never a sort of every match.
+``search_entries`` holds one row per indexed message (see :mod:`agentledger.storage.search`),
+written by the transaction of the record it comes from, and deleted by its session's
+purge. ``search_text`` is an external-content FTS5 table over its ``body``, kept by
+triggers: an entry that makes :data:`FLUSH_EVERY` entries waiting writes the words of all
+of them, in its own transaction, as one FTS5 segment (a segment per transaction was most
+of an append's cost at ``full`` durability). A search reads the entries still waiting one by
+one and the FTS5 table for the others, so it is exact as soon as a record commits. An
+entry's id is its place in the commit order: a page is a descending range of ids, never a
+sort of every match.
 
-Schema migration 16 creates the tables; the records stored before it are indexed by
-:func:`build_index` in batches, each its own transaction, newest first, so a build
-that stops resumes where it was (``search_backfill`` keeps where). Entries it writes take
-ids below every id written since, so the commit order holds.
-"""
+Schema migration 17 creates the tables, 18 batches the FTS5 writes; the records stored
+before them are indexed by :func:`build_index` in batches, each its own transaction,
+newest first, so a build that stops resumes where it was (``search_backfill`` keeps
+where). Entries it writes take ids below every id written since, so the commit order
+holds, and go to the FTS5 table at once."""
 
 from __future__ import annotations
 
@@ -24,18 +28,22 @@ from agentledger.storage.search import (
     SearchPage,
     SearchQuery,
     index_entries,
+    matches,
     search_page,
 )
 from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_records, from_ms, to_ms
 from agentledger.storage.types import Record
 
 __all__ = [
+    "BATCHED",
+    "FLUSH_EVERY",
     "INDEXED_TYPES",
     "MIGRATION",
     "PURGE",
     "build_index",
     "count_entries",
     "entry_values",
+    "flush",
     "index_statements",
     "search",
 ]
@@ -73,6 +81,30 @@ MIGRATION = (
 )
 """Schema migration 16: the search index, empty, and where its build starts."""
 
+FLUSH_EVERY = 32
+"""How many entries wait, at most, before their words are written to the FTS5 table."""
+
+BATCHED = (
+    "DROP TRIGGER search_entries_added",
+    "DROP TRIGGER search_entries_deleted",
+    # The entries up to ``upto`` are in the FTS5 table; the newer ones (fewer than
+    # FLUSH_EVERY) are read by a search one by one.
+    "CREATE TABLE search_flushed (id INTEGER PRIMARY KEY CHECK (id = 1), "
+    "upto INTEGER NOT NULL) STRICT",
+    "INSERT INTO search_flushed (id, upto) SELECT 1, coalesce(max(id), 0) FROM search_entries",
+    "CREATE TRIGGER search_entries_flushed AFTER INSERT ON search_entries "
+    f"WHEN new.id >= (SELECT upto FROM search_flushed) + {FLUSH_EVERY} BEGIN "
+    "INSERT INTO search_text (rowid, body) SELECT id, body FROM search_entries "
+    "WHERE id > (SELECT upto FROM search_flushed) ORDER BY id; "
+    "UPDATE search_flushed SET upto = new.id; END",
+    "CREATE TRIGGER search_entries_deleted AFTER DELETE ON search_entries "
+    "WHEN old.id <= (SELECT upto FROM search_flushed) BEGIN "
+    "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', old.id, old.body); END",
+)
+"""Schema migration 18: the FTS5 table takes the entries' words every FLUSH_EVERY entries
+(one segment for many records) instead of once per transaction, still in the transaction
+of the record that fills the batch; a search reads the few newer entries itself."""
+
 PURGE = (
     "DELETE FROM search_entries WHERE session_id = :id",
     "DELETE FROM search_left_out WHERE session_id = :id",
@@ -87,6 +119,7 @@ _INSERT_WITH_ID = (
     "INSERT INTO search_entries (id, session_id, run_id, seq, message, role, timestamp, body) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_WORDS = "INSERT INTO search_text (rowid, body) VALUES (?, ?)"
 _LEFT_OUT = "INSERT OR IGNORE INTO search_left_out (session_id) VALUES (?)"
 _COUNT = "SELECT count(*) FROM search_entries WHERE session_id = ?"
 
@@ -143,24 +176,38 @@ def _filter(query: SearchQuery, table: str) -> tuple[list[str], list[object]]:
 
 
 def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
-    """One page of ``query``'s hits, newest first, and the sessions it could not see."""
-    match = " ".join(f'"{term}"' for term in query.terms)  # each a word: letters and digits
+    """One page of ``query``'s hits, newest first, and the sessions it could not see.
+
+    The entries newer than the FTS5 table's (fewer than :data:`FLUSH_EVERY`) are read and
+    matched one by one, first; the FTS5 table answers for the older ones.
+    """
+    (upto,) = conn.execute("SELECT upto FROM search_flushed").fetchone()
     where, params = _filter(query, "e")
-    where.insert(0, "search_text MATCH ?")
-    params.insert(0, match)
+    where.insert(0, "e.id > ?")
+    params.insert(0, upto)
     if query.before is not None:
-        where.append("search_text.rowid < ?")
+        where.append("e.id < ?")
         params.append(query.before)
-    sql = (
-        "SELECT e.id, e.session_id, e.run_id, e.seq, e.message, e.role, e.timestamp, e.body "
-        "FROM search_text CROSS JOIN search_entries AS e ON e.id = search_text.rowid "
-        f"WHERE {' AND '.join(where)} ORDER BY search_text.rowid DESC LIMIT ?"
-    )
-    rows = conn.execute(sql, [*params, query.fetch]).fetchall()
-    found = [
-        FoundEntry(id_, sid, rid, seq, msg, role, from_ms(ms), body)
-        for id_, sid, rid, seq, msg, role, ms, body in rows
-    ]
+    newer = conn.execute(
+        f"SELECT {_HIT} FROM search_entries AS e WHERE {' AND '.join(where)} ORDER BY e.id DESC",
+        params,
+    ).fetchall()
+    found = [_found(row) for row in newer if matches(query.terms, row[-1])][: query.fetch]
+    if len(found) < query.fetch:
+        match = " ".join(f'"{term}"' for term in query.terms)  # each a word: letters and digits
+        where, params = _filter(query, "e")
+        where.insert(0, "search_text MATCH ?")
+        params.insert(0, match)
+        if query.before is not None:
+            where.append("search_text.rowid < ?")
+            params.append(query.before)
+        sql = (
+            f"SELECT {_HIT} FROM search_text CROSS JOIN search_entries AS e "
+            f"ON e.id = search_text.rowid WHERE {' AND '.join(where)} "
+            "ORDER BY search_text.rowid DESC LIMIT ?"
+        )
+        rows = conn.execute(sql, [*params, query.fetch - len(found)]).fetchall()
+        found += [_found(row) for row in rows]
     left_where, left_params = _filter(query, "o")
     left_sql = "SELECT count(*) FROM search_left_out AS o"
     if left_where:
@@ -168,6 +215,27 @@ def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
     (left_out,) = conn.execute(left_sql, left_params).fetchone()
     building = conn.execute("SELECT 1 FROM search_backfill").fetchone() is not None
     return search_page(query, found, left_out=int(left_out), complete=not building)
+
+
+_HIT = "e.id, e.session_id, e.run_id, e.seq, e.message, e.role, e.timestamp, e.body"
+
+
+def _found(row: tuple[Any, ...]) -> FoundEntry:
+    id_, sid, rid, seq, msg, role, ms, body = row
+    return FoundEntry(id_, sid, rid, seq, msg, role, from_ms(ms), body)
+
+
+def flush(conn: sqlite3.Connection) -> None:
+    """Write the words of the entries still waiting to the FTS5 table (in the caller's
+    transaction): what an entry that fills a batch does, done early."""
+    conn.execute(
+        "INSERT INTO search_text (rowid, body) SELECT id, body FROM search_entries "
+        "WHERE id > (SELECT upto FROM search_flushed) ORDER BY id"
+    )
+    conn.execute(
+        "UPDATE search_flushed SET upto = max(upto, coalesce((SELECT max(id) FROM "
+        "search_entries), 0))"
+    )
 
 
 _BATCH = (
@@ -220,7 +288,9 @@ def build_index(
                     continue
                 values = entry_values(record)
                 first = next_id - len(values) + 1  # a record's messages in order
-                conn.executemany(_INSERT_WITH_ID, [(first + i, *v) for i, v in enumerate(values)])
+                rows_ = [(first + i, *v) for i, v in enumerate(values)]
+                conn.executemany(_INSERT_WITH_ID, rows_)
+                conn.executemany(_INSERT_WORDS, [(row[0], row[-1]) for row in rows_])
                 next_id = first - 1
             conn.executemany(_LEFT_OUT, [(s,) for s in sorted(sessions)])
             left = max(0, left - len(rows))
