@@ -177,10 +177,15 @@ def terms_of(text: str) -> list[str]:
     return list(seen)
 
 
+_ASCII_SPACES = {c: " " for c in range(128) if not chr(c).isalnum()}
+
+
 def words_of(body: str) -> str:
     """``body``'s words, lower-cased, one space between them: what PostgreSQL indexes, so
     that its parser (which reads ``-1182`` as a number and keeps e-mail addresses whole)
     finds the words every backend finds."""
+    if body.isascii():  # the same words, read without the regular expression
+        return " ".join(body.translate(_ASCII_SPACES).lower().split())
     return " ".join(_WORD.findall(body.lower()))
 
 
