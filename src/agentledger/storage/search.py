@@ -191,7 +191,7 @@ def words_of(body: str) -> str:
 
 def matches(terms: Sequence[str], body: str) -> bool:
     """Whether ``body`` holds every term as a whole word (case-insensitive)."""
-    words = set(_WORD.findall(body.lower()))
+    words = set(words_of(body).split(" "))
     return all(term in words for term in terms)
 
 

@@ -185,6 +185,10 @@ def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
     where, params = _filter(query, "e")
     where.insert(0, "e.id > ?")
     params.insert(0, upto)
+    for term in query.terms:  # a first sieve (LIKE ignores the case of ASCII letters only)
+        if term.isascii():
+            where.append("e.body LIKE ?")
+            params.append(f"%{term}%")  # letters and digits: no wildcard in it
     if query.before is not None:
         where.append("e.id < ?")
         params.append(query.before)
