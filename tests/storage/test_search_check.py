@@ -174,3 +174,18 @@ async def test_postgres_check_reports_damaged_entries(pg_dsn: str) -> None:
         "search index entry missing for a message: "
         "session 'sc-s0', run 'sc-s0-r', record 2, message 1",
     ]
+
+
+async def test_sqlite_check_reports_a_sealed_session_not_left_out(tmp_path: Path) -> None:
+    """A sealed store indexes no text; each session with transcripts counts as left out."""
+    from agentledger.storage.encryption import Encryption, Keyring
+
+    path = tmp_path / "sealed.db"
+    store = await SQLiteStore.open(path, encryption=Encryption(Keyring.generate(), tmp_path / "k"))
+    try:
+        await _fill(store)
+    finally:
+        await store.close()
+    assert check_invariants(path) == []
+    found = _damage(path, "DELETE FROM search_left_out WHERE session_id = 'sc-s0'")
+    assert found == ["sealed session not counted as left out of search: 'sc-s0'"]
