@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import string
 
+from agentledger.storage.postgres.search import lexemes_of, tsquery_of
 from agentledger.storage.search import terms_of, words_of
 
 
@@ -20,3 +21,11 @@ def test_words_of_reads_the_words_terms_of_reads() -> None:
         words = words_of(text).split(" ") if words_of(text) else []
         assert list(dict.fromkeys(words)) == terms_of(text), text
         assert words_of(text) == " ".join(words)
+
+
+def test_lexemes_of_leaves_out_words_postgresql_does_not_keep() -> None:
+    long = "x" * 2047
+    assert lexemes_of(f"Order order {long} 1182 {'é' * 1023} {'é' * 1024}") == (
+        f"order 1182 {'é' * 1023}"
+    )
+    assert tsquery_of(["order", "1182"]) == "'order' & '1182'"

@@ -71,3 +71,19 @@ async def test_a_write_committed_out_of_id_order_is_on_the_next_page(dsn: str) -
         ]  # fmt: skip
     finally:
         await store.close()
+
+
+async def test_a_word_longer_than_postgresql_keeps_is_left_out(dsn: str) -> None:
+    """A message may hold a word longer than a lexeme can be: the append is stored and the
+    message found by its other words (PostgreSQL's own parser skips such words too)."""
+    store = await PostgresStore.open(dsn, min_size=1, max_size=2)
+    try:
+        world = World(store, namespace="long")
+        run = await world.root("r", session=await world.session("s"))
+        text = f"refund {'x' * 3000}"
+        record = run.record(payloads.TRANSCRIPT_APPENDED, _said(text), event_key="k",
+                            at=world.now())  # fmt: skip
+        await store.append_run_record(record)
+        assert [h.record_id for h in (await store.search("refund")).hits] == ["2"]
+    finally:
+        await store.close()

@@ -20,7 +20,6 @@ from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.postgres import migrations, search
 from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row, utc
-from agentledger.storage.search import words_of
 from agentledger.storage.search_check import index_findings, left_out_findings
 from agentledger.storage.usage_check import usage_findings
 from agentledger.storage.validation import decode_stored_payload
@@ -233,7 +232,7 @@ _ENTRIES = "SELECT id, session_id, run_id, seq, message, role, ts, body FROM age
 _WRONG_WORDS = (
     "SELECT e.id FROM agentledger_search e "
     "JOIN unnest(%s::bigint[], %s::text[]) AS u (i, w) ON e.id = u.i "
-    "WHERE e.words <> to_tsvector('simple', u.w) ORDER BY e.id"
+    "WHERE strip(e.words) <> u.w::tsvector ORDER BY e.id"
 )
 
 
@@ -273,7 +272,7 @@ async def _search_problems(conn: psycopg.AsyncConnection[TupleRow], sealed: bool
         damaged=damaged,
     )
     cur = await conn.execute(
-        _WRONG_WORDS, ([row[0] for row in rows], [words_of(row[7]) for row in rows])
+        _WRONG_WORDS, ([row[0] for row in rows], [search.lexemes_of(row[7]) for row in rows])
     )
     problems += [
         f"search index words disagreeing with the text of entry {id_}"

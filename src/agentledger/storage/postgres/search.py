@@ -1,9 +1,11 @@
 """Search on PostgreSQL [G1]: a ``tsvector`` column of ``agentledger_search`` and its GIN index.
 
 The SQLite module's twin (:mod:`agentledger.storage.sqlite.search`): one row per indexed
-message (see :mod:`agentledger.storage.search`), its words (``to_tsvector('simple',
-body)``, no stemming, as SQLite's ``unicode61`` reads them) a stored generated column,
-written by the statement that writes the entry, in the transaction of its record. An
+message (see :mod:`agentledger.storage.search`), its words a ``tsvector`` of the
+lexemes :func:`lexemes_of` reads (no positions, no stemming: the words every backend
+reads) written by the statement that writes the entry, in the transaction of its record;
+a search asks for the same lexemes (:func:`tsquery_of`), so PostgreSQL's own parser
+(which reads ``-1182`` as a number) never reads a message. An
 entry's id comes from a sequence when it is written, not when it commits: in one session
 the two orders agree (the session row is locked until commit), across sessions a write
 that took its id first may commit last. A page is the newest matches (ids descending),
@@ -51,7 +53,9 @@ __all__ = [
     "entry_rows",
     "guessed_params",
     "insert_entries",
+    "lexemes_of",
     "search_reader",
+    "tsquery_of",
 ]
 
 INDEXED_TYPES = [*sorted(payloads.TRANSCRIPT_TYPES), payloads.TRANSCRIPT_WINDOW]
@@ -104,12 +108,12 @@ _COLUMNS = "session_id, run_id, seq, message, role, ts, body, words"
 # parameters cost the client more than the database spent writing the entries.
 _FROM_JSON = (
     "SELECT u->>0, u->>1, (u->>2)::bigint, (u->>3)::integer, u->>4, (u->>5)::timestamptz, "
-    "u->>6, to_tsvector('simple', u->>7) FROM json_array_elements({}::json) AS u"
+    "u->>6, (u->>7)::tsvector FROM json_array_elements({}::json) AS u"
 )
 _INSERT = f"INSERT INTO agentledger_search ({_COLUMNS}) " + _FROM_JSON.format("%s")
 _INSERT_WITH_ID = (
     f"INSERT INTO agentledger_search (id, {_COLUMNS}) "
-    "SELECT i, a, b, c, d, e, f, g, to_tsvector('simple', h) FROM "
+    "SELECT i, a, b, c, d, e, f, g, h::tsvector FROM "
     "unnest(%s::bigint[], %s::text[], %s::text[], %s::bigint[], %s::integer[], %s::text[], "
     "%s::timestamptz[], %s::text[], %s::text[]) AS u (i, a, b, c, d, e, f, g, h)"
 )
@@ -143,6 +147,24 @@ _COUNT = "SELECT count(*) FROM agentledger_search WHERE session_id = %s"
 EntryRow = tuple[str, str, int, int, str, datetime, str, str]
 
 
+_LONGEST = 2046
+"""The longest lexeme PostgreSQL keeps, in bytes (its parser skips longer words)."""
+
+
+def lexemes_of(body: str) -> str:
+    """``body``'s words, each once, as the text of a ``tsvector`` (each word is letters
+    and digits, so needs no quotes); words longer than PostgreSQL keeps are left out,
+    as its own parser leaves them out."""
+    words = dict.fromkeys(words_of(body).split())
+    return " ".join(w for w in words if len(w) * 4 <= _LONGEST or len(w.encode()) <= _LONGEST)
+
+
+def tsquery_of(terms: Sequence[str]) -> str:
+    """The ``tsquery`` text of entries holding every one of ``terms`` (each letters and
+    digits, quoted all the same)."""
+    return " & ".join(f"'{term}'" for term in terms)
+
+
 def entry_rows(records: Sequence[Record]) -> list[EntryRow]:
     """The ``agentledger_search`` rows of ``records`` (ids set), in order."""
     return [
@@ -154,7 +176,7 @@ def entry_rows(records: Sequence[Record]) -> list[EntryRow]:
             e.role,
             r.timestamp,
             e.body,
-            words_of(e.body),
+            lexemes_of(e.body),
         )
         for r in records
         if r.type in INDEXED_TYPES
@@ -238,8 +260,8 @@ def search_reader(query: SearchQuery) -> Callable[[Loader], Awaitable[SearchPage
             await decide(loader, lambda r: lifecycle.require_session(r, query.session_id))
         conn = loader.conn
         where, params = _filter(query, "e")
-        where.insert(0, "e.words @@ to_tsquery('simple', %s)")
-        params.insert(0, " & ".join(query.terms))  # each a word of letters and digits
+        where.insert(0, "e.words @@ %s::tsquery")
+        params.insert(0, tsquery_of(query.terms))
         if query.before is not None:
             where.append("e.id < %s")
             params.append(query.before)
