@@ -229,6 +229,7 @@ _INDEXED_RECORDS = (
     "FROM agentledger_records x WHERE x.session_id <> '' AND x.type = ANY(%s)"
 )
 _ENTRIES = "SELECT id, session_id, run_id, seq, message, role, ts, body FROM agentledger_search"
+_WORDS_BATCH = 5000
 _WRONG_WORDS = (
     "SELECT e.id FROM agentledger_search e "
     "JOIN unnest(%s::bigint[], %s::text[]) AS u (i, w) ON e.id = u.i "
@@ -271,13 +272,15 @@ async def _search_problems(conn: psycopg.AsyncConnection[TupleRow], sealed: bool
         maybe_unindexed=lambda r: (r.run_id, int(r.id)) in later,
         damaged=damaged,
     )
-    cur = await conn.execute(
-        _WRONG_WORDS, ([row[0] for row in rows], [search.lexemes_of(row[7]) for row in rows])
-    )
-    problems += [
-        f"search index words disagreeing with the text of entry {id_}"
-        for (id_,) in await cur.fetchall()
-    ]
+    for start in range(0, len(rows), _WORDS_BATCH):
+        batch = rows[start : start + _WORDS_BATCH]
+        cur = await conn.execute(
+            _WRONG_WORDS, ([row[0] for row in batch], [search.lexemes_of(row[7]) for row in batch])
+        )
+        problems += [
+            f"search index words disagreeing with the text of entry {id_}"
+            for (id_,) in await cur.fetchall()
+        ]
     return problems
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import zlib
 from typing import Any
 
 from agentledger.errors import AgentledgerError, CorruptRecordError, ValidationError
@@ -317,16 +318,19 @@ def _search_problems(conn: sqlite3.Connection, sealed: bool) -> list[str]:
 def _fts_problems(conn: sqlite3.Connection) -> list[str]:
     """The FTS5 index holds each written entry's words, none of the entries still waiting
     and nothing else (compared word for word where the text is ASCII, where Python reads
-    words exactly as FTS5 does)."""
-    words: dict[int, set[str]] = {}
+    words exactly as FTS5 does). Each entry's words are kept as their count and a sum of
+    their hashes, so the audit's memory grows with the entries, not with their words."""
+    words: dict[int, tuple[int, int]] = {}
     for term, doc in conn.execute("SELECT term, doc FROM temp.search_words"):
-        words.setdefault(int(doc), set()).add(term)
+        count, total = words.get(doc, (0, 0))
+        words[doc] = (count + 1, total + zlib.crc32(term.encode()))
     (upto,) = conn.execute("SELECT upto FROM search_flushed").fetchone()
     problems = []
     for id_, body in conn.execute("SELECT id, body FROM search_entries"):
-        have = words.pop(int(id_), set())
-        want = set(terms_of(body)) if id_ <= upto else set()  # newer ones: still waiting
-        if have == want or (have and not body.isascii()):
+        have = words.pop(id_, (0, 0))
+        terms = terms_of(body) if id_ <= upto else []  # newer ones: still waiting
+        want = (len(terms), sum(zlib.crc32(t.encode()) for t in terms))
+        if have == want or (have[0] and not body.isascii()):
             continue
         problems.append(f"search text index disagreeing with its entry {id_}")
     problems += [f"search text index of no entry: {doc}" for doc in sorted(words)]
