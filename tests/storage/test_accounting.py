@@ -18,7 +18,9 @@ from agentledger.storage.accounting import MODEL_USAGE, record_tokens
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres import check as pg_check
+from agentledger.storage.postgres import usage as pg_usage
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.sqlite import usage as sqlite_usage
 from agentledger.storage.usage_check import usage_findings
 from tests.storage.postgres.server import create_database, drop_database
 
@@ -51,8 +53,21 @@ async def _fill(world: World) -> str:
     await world.child("child", parent=root)
     other = await world.session("bare")
     await world.store.end_session(other, ended_at=world.now())
+    await world.session("idle", labels={"tenant": "acme"})  # no run yet
     await world.finish(root, RunStatus.COMPLETED)
     return sid
+
+
+async def _label_totals(store: SQLiteStore | PostgresStore) -> list[tuple[str, int, UsageTotals]]:
+    return [(r.value, r.sessions, r.usage) for r in await store.usage_by_label("tenant")]
+
+
+async def _append_more(world: World, sid: str) -> None:
+    """A new run and records after a migration: counted into the label's totals too."""
+    run = await world.root("later", session=sid)
+    body = msgspec.json.encode({"model": "m", "input_tokens": 1, "output_tokens": 1})
+    await world.store.append_run_record(run.record(MODEL_USAGE, body, event_key="u", at=world.now()))
+    await world.finish(run, RunStatus.COMPLETED)
 
 
 # ------------------------------------------------------------------- SQLite
@@ -63,18 +78,48 @@ async def _sqlite_usage(path: Path, sid: str) -> UsageTotals:
         return await store.load_session_usage(sid)
 
 
+def _sqlite_before_label_totals(path: Path) -> None:
+    """The file as migration 17 left it: no label totals, no counting triggers, and no
+    counter row for a session without runs."""
+    with sqlite3.connect(path) as conn:
+        for name in sqlite_usage.TRIGGERS:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP TABLE usage_labels")
+        conn.execute("DELETE FROM usage_sessions WHERE runs = 0")
+        conn.execute("DELETE FROM _agentledger_migrations WHERE name = 'usage_label_totals'")
+
+
 async def test_sqlite_migration_counts_an_existing_database(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     async with await SQLiteStore.open(path, durability="normal") as store:
         sid = await _fill(World(store, namespace="m"))
         kept = await store.load_session_usage(sid)
+        totals = await _label_totals(store)
     assert (kept.runs, kept.input_tokens, kept.output_tokens) == (2, 9, 4)
+    assert totals == [("acme", 2, kept)]
+    _sqlite_before_label_totals(path)
     with sqlite3.connect(path) as conn:  # the file as migration 15 left it
         conn.execute("DROP TABLE usage_runs")
         conn.execute("DROP TABLE usage_sessions")
         conn.execute("DROP INDEX records_copies")
         conn.execute("DELETE FROM _agentledger_migrations WHERE name = 'usage_counters'")
     assert await _sqlite_usage(path, sid) == kept  # reopening migrates and counts
+    assert check_invariants(path) == []
+
+
+async def test_sqlite_migration_adds_up_the_label_totals(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        world = World(store, namespace="m")
+        sid = await _fill(world)
+        totals = await _label_totals(store)
+    _sqlite_before_label_totals(path)
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        assert await _label_totals(store) == totals
+        await _append_more(World(store, namespace="m"), sid)
+        grown = await store.load_session_usage(sid)
+        assert await _label_totals(store) == [("acme", 2, grown)]
+    assert (grown.runs, grown.input_tokens) == (3, 10)
     assert check_invariants(path) == []
 
 
@@ -94,6 +139,13 @@ def _damage_sqlite(path: Path, sql: str) -> None:
          "usage counters of run 'c-child' differ from its rows: bytes 0 (rows: 26), records 0"),
         ("INSERT INTO usage_sessions VALUES ('ghost', 1, 1, 1, 0, 0, 0)",
          "usage counters of a session that is not stored: 'ghost'"),
+        ("UPDATE usage_labels SET records = records + 2",
+         "usage totals of label 'tenant'='acme' differ from its sessions' rows: records"),
+        ("UPDATE usage_labels SET sessions = 1",
+         "usage totals of label 'tenant'='acme' differ from its sessions' rows: sessions 1 "
+         "(rows: 2)"),
+        ("DELETE FROM usage_labels",
+         "usage totals of label 'tenant'='acme' differ from its sessions' rows: sessions 0"),
     ],
 )  # fmt: skip
 async def test_sqlite_check_finds_a_damaged_counter(
@@ -121,15 +173,47 @@ async def pg_dsn(postgres_dsn: str) -> AsyncIterator[str]:
 
 
 async def _pg_exec(dsn: str, *statements: str) -> None:
+    """Run ``statements`` with the triggers off (as damage outside agentledger would be)."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("SET session_replication_role = replica")
         for statement in statements:
             await conn.execute(statement)
+
+
+async def _pg_before_label_totals(dsn: str) -> None:
+    """The database as migration 15 left it (see :func:`_sqlite_before_label_totals`)."""
+    drops = [
+        f"DROP TRIGGER {name} ON {when.split(' ON ')[1].split()[0]}; DROP FUNCTION {name}()"
+        for name, when in pg_usage.TRIGGERS.items()
+    ]
+    await _pg_exec(
+        dsn,
+        *drops,
+        "DROP TABLE agentledger_usage_labels",
+        "DROP FUNCTION agentledger_usage_shard(text)",
+        "DELETE FROM agentledger_usage_sessions WHERE runs = 0",
+        "DELETE FROM _agentledger_migrations WHERE name = 'usage label totals'",
+    )
+
+
+async def test_postgres_migration_adds_up_the_label_totals(pg_dsn: str) -> None:
+    async with await PostgresStore.open(pg_dsn) as store:
+        sid = await _fill(World(store, namespace="m"))
+        totals = await _label_totals(store)
+    await _pg_before_label_totals(pg_dsn)
+    async with await PostgresStore.open(pg_dsn) as store:
+        assert await _label_totals(store) == totals
+        await _append_more(World(store, namespace="m"), sid)
+        grown = await store.load_session_usage(sid)
+        assert await _label_totals(store) == [("acme", 2, grown)]
+    assert await pg_check.check_invariants(pg_dsn) == []
 
 
 async def test_postgres_migration_counts_an_existing_database(pg_dsn: str) -> None:
     async with await PostgresStore.open(pg_dsn) as store:
         sid = await _fill(World(store, namespace="m"))
         kept = await store.load_session_usage(sid)
+    await _pg_before_label_totals(pg_dsn)
     await _pg_exec(
         pg_dsn,
         "DROP TABLE agentledger_usage_runs",
@@ -151,6 +235,12 @@ async def test_postgres_check_finds_a_damaged_counter(pg_dsn: str) -> None:
     assert [p for p in found if "usage" in p] == [
         "usage counters of run 'c-root' differ from its rows: records 7 (rows: 5)"
     ]  # the session's own counters still match its rows
+    await _pg_exec(pg_dsn, "UPDATE agentledger_usage_labels SET bytes = bytes - 1")
+    found = await pg_check.check_invariants(pg_dsn)
+    assert any(
+        p.startswith("usage totals of label 'tenant'='acme' differ from its sessions' rows: bytes")
+        for p in found
+    ), found
 
 
 # ---------------------------------------------------------------- the audit

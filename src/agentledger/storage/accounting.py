@@ -28,6 +28,7 @@ import msgspec
 
 from agentledger.errors import ValidationError
 from agentledger.storage.state import Plan
+from agentledger.storage.types import Record
 from agentledger.storage.validation import MAX_LABEL_KEY_LENGTH, check_labels
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "add",
     "check_usage_query",
     "record_tokens",
+    "token_rows",
     "usage_change",
     "usage_from_row",
     "usage_values",
@@ -161,6 +163,23 @@ def usage_change(
         if record.session_id:
             sessions[record.session_id] = add(sessions.get(record.session_id, UsageTotals()), delta)
     return UsageChange(runs=runs, sessions=sessions)
+
+
+def token_rows(records: Iterable[Record]) -> list[tuple[int, int, int, str]]:
+    """``(input, output, cached, run_id)`` for each record of ``records`` reporting tokens.
+
+    What the SQL backends add to a run's counters themselves (see
+    :mod:`agentledger.storage.usage_sql`): bytes, records and runs are counted by their
+    schema as rows are inserted; tokens are read here, from the plaintext, before
+    sealing. Most writes hold no ``model_usage`` record and add nothing here.
+    """
+    rows = []
+    for record in records:
+        if record.type == MODEL_USAGE:
+            tokens = record_tokens(MODEL_USAGE, record.payload)
+            if tokens is not None and any(tokens):
+                rows.append((*tokens, record.run_id))
+    return rows
 
 
 USAGE_COLUMNS = ("bytes", "records", "runs", "input_tokens", "output_tokens", "cached_tokens")

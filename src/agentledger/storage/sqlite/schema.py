@@ -19,6 +19,7 @@ from agentledger.errors import SchemaVersionError, TranscriptError, ValidationEr
 from agentledger.storage import accounting
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.storage.sqlite import search as search_schema
+from agentledger.storage.sqlite import usage as usage_schema
 from agentledger.transcript.codec import decode_messages
 
 __all__ = [
@@ -391,6 +392,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         # [G1] an FTS5 index of the messages' text, written with each record; the
         # records stored before are indexed in batches afterwards (search.build_index).
         statements=search_schema.MIGRATION,
+    ),
+    Migration(
+        version=18,
+        name="usage_label_totals",
+        # [G3] the usage totals of each label value, and the triggers that count what
+        # each inserted row adds and add a run's counters up into its session's and its
+        # labels' (see storage/sqlite/usage.py); existing labels are added up once here.
+        statements=usage_schema.MIGRATION,
+        backfill=usage_schema.backfill_label_totals,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
