@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from agentledger.storage.accounting import usage_change
+from agentledger.storage.accounting import token_rows
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.receipts import encode_receipt
@@ -76,9 +76,10 @@ USAGE = UsageTables(
     sessions="usage_sessions",
     all_sessions="(SELECT id AS session_id FROM sessions)",
     labels="session_labels",
+    label_totals="usage_labels",
     mark="?",
 )
-"""[G3] the counter tables (schema migration 16)."""
+"""[G3] the counter tables (schema migrations 16 and 18; triggers count what rows add)."""
 _PURGE = (
     "DELETE FROM usage_runs WHERE session_id = :id",
     "DELETE FROM usage_sessions WHERE session_id = :id",
@@ -143,8 +144,6 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         statements.append((_UPSERT_SESSION, _session_values(plan.session), False))
         if plan.session.labels:
             statements.append((_UPSERT_LABELS, _label_values(plan.session), True))
-    runs_read = reader.runs_read
-    new_runs = [(r.run_id, r.session_id) for r in plan.runs if runs_read.get(r.run_id) is None]
     for row in plan.runs:
         _put_run(statements, reader, row)
     records = plan.records
@@ -155,15 +154,14 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
             msgspec.structs.replace(record, payload=sealer.seal_record(record))
             for record in records
         ]
-    if records or new_runs:  # [G3] counted in the write's own transaction
-        sizes = None if sealer is None else [len(record.payload) for record in records]
-        change = usage_change(plan, new_runs, sizes)
-        statements.extend((sql, rows, True) for sql, rows in USAGE.changes(change))
+    tokens = token_rows(plan.records) if records else None  # [G3] the rest: the triggers
     if len(records) > 2:  # a batch: executemany saves about a third per row
         statements.append((_INSERT_RECORD, [record_values(record) for record in records], True))
     else:  # one or two: execute is cheaper than executemany
         for record in records:
             statements.append((_INSERT_RECORD, record_values(record), False))
+    if tokens:
+        statements.append((USAGE.add_tokens, tokens, True))
     statements += indexing
     for result in plan.tool_results:
         data = result.data
