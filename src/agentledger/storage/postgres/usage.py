@@ -4,14 +4,15 @@ What a row adds is decided here, once for this backend, by triggers that run in 
 statement inserting the row (so a write sends no counter statement of its own):
 
 - a new session gets its counter row (zeros); a new run gets its own, counting 1 run;
-- the records one statement inserts add, per run, their payload bytes as stored and
-  their number (one trigger per statement, over the inserted rows);
+- a record adds its payload bytes as stored and 1 record to its run's counters, its
+  session's and the totals of each of its session's labels (a row-level trigger: one
+  per statement, over a transition table, costs more for the one-record append);
 - tokens are the one part the schema cannot read (payloads may be sealed): a write adds
-  them with :attr:`~agentledger.storage.usage_sql.UsageTables.add_tokens`, read from the
-  plaintext by :func:`agentledger.storage.accounting.token_rows`.
+  them to the run with :attr:`~agentledger.storage.usage_sql.UsageTables.add_tokens`,
+  read from the plaintext by :func:`agentledger.storage.accounting.token_rows`.
 
-Every change of a run's counters is then added, by a roll-up trigger, to its session's
-counters and to the totals of each of its session's labels. A label's totals are kept
+A new run's counters and the tokens added to a run are rolled up, by triggers on the
+run counters, into its session's and its labels'. A label's totals are kept
 in up to 64 shard rows (``agentledger_usage_labels``, the shard from a hash of the
 session id), so writers to different sessions of one tenant rarely wait for one row's
 lock until their commits; a read adds a label's shards up. A purge deletes the
@@ -26,13 +27,14 @@ from psycopg.rows import TupleRow
 
 from agentledger.storage.accounting import USAGE_COLUMNS
 
-__all__ = ["MIGRATION", "TRIGGERS", "backfill_label_totals"]
+__all__ = ["MIGRATION", "SHARDS", "SHARD_FUNCTION", "TRIGGERS", "backfill_label_totals"]
 
 SHARDS = 64
 """Rows a label value's totals are spread over (a power of two)."""
 
 _COUNTERS = ", ".join(USAGE_COLUMNS)
-_SHARD = "agentledger_usage_shard"
+SHARD_FUNCTION = _SHARD = "agentledger_usage_shard"
+"""The SQL function giving a session id's shard."""
 _OF_SESSION = (
     "(key, value) IN (SELECT key, value FROM agentledger_session_labels "
     "WHERE session_id = {r}.session_id) AND shard = " + _SHARD + "({r}.session_id)"
@@ -43,6 +45,8 @@ _EMPTY = " AND ".join(f"{c} = 0" for c in ("sessions", *USAGE_COLUMNS))
 def _adds(sign: str, change: str) -> str:
     return ", ".join(f"{c} = {c} {sign} {change.format(c=c)}" for c in USAGE_COLUMNS)
 
+
+_RECORD_ADDS = "bytes = bytes + octet_length(NEW.payload), records = records + 1"
 
 _FUNCTIONS = {
     # counting: what new rows add
@@ -56,13 +60,17 @@ _FUNCTIONS = {
         f"INSERT INTO agentledger_usage_runs (run_id, session_id, {_COUNTERS}) "
         "VALUES (NEW.run_id, NEW.session_id, 0, 0, 1, 0, 0, 0);",
     ),
-    "agentledger_usage_count_records": (
-        "AFTER INSERT ON agentledger_records REFERENCING NEW TABLE AS added FOR EACH STATEMENT",
-        "UPDATE agentledger_usage_runs u SET bytes = u.bytes + a.bytes, "
-        "records = u.records + a.records FROM (SELECT run_id, sum(octet_length(payload)) "
-        "AS bytes, count(*) AS records FROM added GROUP BY run_id) a WHERE u.run_id = a.run_id;",
+    "agentledger_usage_count_record": (
+        "AFTER INSERT ON agentledger_records FOR EACH ROW",
+        f"UPDATE agentledger_usage_runs SET {_RECORD_ADDS} WHERE run_id = NEW.run_id; "
+        "IF NEW.session_id <> '' THEN "
+        f"UPDATE agentledger_usage_sessions SET {_RECORD_ADDS} "
+        "WHERE session_id = NEW.session_id; "
+        f"UPDATE agentledger_usage_labels SET {_RECORD_ADDS} "
+        f"WHERE {_OF_SESSION.format(r='NEW')}; END IF;",
     ),
-    # rolling up: a run's counters into its session's and its session's labels'
+    # rolling up: a new run's counters, and the tokens a write adds to a run, into its
+    # session's and its session's labels'
     "agentledger_usage_run_added": (
         "AFTER INSERT ON agentledger_usage_runs FOR EACH ROW WHEN (NEW.session_id <> '')",
         f"UPDATE agentledger_usage_sessions SET {_adds('+', 'NEW.{c}')} "
@@ -71,7 +79,8 @@ _FUNCTIONS = {
         f"WHERE {_OF_SESSION.format(r='NEW')};",
     ),
     "agentledger_usage_run_changed": (
-        "AFTER UPDATE ON agentledger_usage_runs FOR EACH ROW WHEN (NEW.session_id <> '')",
+        "AFTER UPDATE OF input_tokens, output_tokens, cached_tokens ON agentledger_usage_runs "
+        "FOR EACH ROW WHEN (NEW.session_id <> '')",
         f"UPDATE agentledger_usage_sessions SET {_adds('+', '(NEW.{c} - OLD.{c})')} "
         "WHERE session_id = NEW.session_id; "
         f"UPDATE agentledger_usage_labels SET {_adds('+', '(NEW.{c} - OLD.{c})')} "

@@ -4,15 +4,17 @@ What a row adds is decided here, once for this backend, by triggers that run ins
 statement inserting the row (so a write sends no counter statement of its own):
 
 - a new session gets its counter row (zeros); a new run gets its own, counting 1 run;
-- a record adds its payload bytes as stored and 1 record to its run's counters;
+- a record adds its payload bytes as stored and 1 record to its run's counters, its
+  session's, and the totals of each of its session's labels (``usage_labels``: one row
+  per label key and value, with the number of sessions carrying it), so
+  ``usage_by_label`` grouped by one label reads a row per value;
 - tokens are the one part the schema cannot read (payloads may be sealed): a write adds
-  them with :attr:`~agentledger.storage.usage_sql.UsageTables.add_tokens`, read from the
-  plaintext by :func:`agentledger.storage.accounting.token_rows`.
+  them to the run with :attr:`~agentledger.storage.usage_sql.UsageTables.add_tokens`,
+  read from the plaintext by :func:`agentledger.storage.accounting.token_rows`.
 
-Every change of a run's counters is then added, by the roll-up triggers, to its
-session's counters and to the totals of each of its session's labels (``usage_labels``:
-one row per label key and value, with the number of sessions carrying it), so
-``usage_by_label`` grouped by one label reads a row per value. A purge deletes the
+A new run's counters and the tokens added to a run are rolled up, by triggers on the
+run counters, into its session's and its labels'. (A record's own trigger adds it to
+all three directly: one trigger program per append, the cheapest here.) A purge deletes the
 session's counters (taken off its labels' totals) and its label rows (one session
 fewer); the records it deletes change no counter.
 """
@@ -52,22 +54,27 @@ def _roll_up(new: str, old: str | None) -> str:
 _COUNTERS = ", ".join(USAGE_COLUMNS)
 _EMPTY = " AND ".join(f"{c} = 0" for c in ("sessions", *USAGE_COLUMNS))
 
+_RECORD_ADDS = "bytes = {t}.bytes + length(NEW.payload), records = {t}.records + 1"
+
 TRIGGERS = {
-    # counting: what a new row adds
+    # counting: what a new row adds (a record: to its run, its session and its labels)
     "usage_count_session": "AFTER INSERT ON sessions BEGIN "
     "INSERT OR IGNORE INTO usage_sessions VALUES (NEW.id, 0, 0, 0, 0, 0, 0); END",
     "usage_count_run": "AFTER INSERT ON runs BEGIN "
     "INSERT INTO usage_runs VALUES (NEW.run_id, NEW.session_id, 0, 0, 1, 0, 0, 0); END",
     "usage_count_record": "AFTER INSERT ON records BEGIN "
-    "UPDATE usage_runs SET bytes = bytes + length(NEW.payload), records = records + 1 "
-    "WHERE run_id = NEW.run_id; END",
-    # rolling up: a run's counters into its session's and its session's labels'
+    f"UPDATE usage_runs SET {_RECORD_ADDS.format(t='usage_runs')} WHERE run_id = NEW.run_id; "
+    f"UPDATE usage_sessions SET {_RECORD_ADDS.format(t='usage_sessions')} "
+    "WHERE session_id = NEW.session_id; "
+    f"UPDATE usage_labels SET {_RECORD_ADDS.format(t='usage_labels')} "
+    f"WHERE {_OF_SESSION.format('NEW')}; END",
+    # rolling up: a new run's counters, and the tokens a write adds to a run, into its
+    # session's and its session's labels'
     "usage_run_added": "AFTER INSERT ON usage_runs WHEN NEW.session_id <> '' BEGIN "
     + _roll_up("NEW", None)
     + " END",
-    "usage_run_changed": "AFTER UPDATE ON usage_runs WHEN NEW.session_id <> '' BEGIN "
-    + _roll_up("NEW", "OLD")
-    + " END",
+    "usage_run_changed": "AFTER UPDATE OF input_tokens, output_tokens, cached_tokens "
+    "ON usage_runs WHEN NEW.session_id <> '' BEGIN " + _roll_up("NEW", "OLD") + " END",
     "usage_session_gone": "AFTER DELETE ON usage_sessions BEGIN "
     f"UPDATE usage_labels SET {_adds('usage_labels', '-', 'OLD', None)} "
     f"WHERE {_OF_SESSION.format('OLD')}; END",
