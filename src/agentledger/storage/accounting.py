@@ -1,9 +1,18 @@
 """Accounting: bytes, records, runs and tokens per run and per session, kept as records are
 written, never counted by a scan.
 
-Every backend adds a write's :class:`UsageChange` to its counters in the write's own
-transaction (see :func:`usage_change`), so a read of one session's or one run's usage is
-one row, and the totals per label (a tenant) are one query over the session counters.
+Every backend adds what a write holds to its counters in the write's own transaction,
+so a read of one session's or one run's usage is one row, and the totals per label (a
+tenant) are a row per label value, kept the same way. Where the rules below are applied:
+
+- tokens, for every backend, by :func:`record_tokens` (the only rule that reads a
+  payload, from the plaintext before sealing; :func:`token_rows` for the SQL backends);
+- bytes, records and runs: for :class:`~agentledger.storage.MemoryStore` by
+  :func:`usage_change`; for SQLite and PostgreSQL by the triggers of their schemas
+  (``storage/sqlite/usage.py``, ``storage/postgres/usage.py``), which count each
+  inserted row inside the statement inserting it, so a write sends no counter
+  statement but its tokens. The conformance suite holds the three to the same
+  answers, and ``check`` recounts the rows against the counters.
 
 What is counted:
 
