@@ -66,7 +66,8 @@ async def _append_more(world: World, sid: str) -> None:
     """A new run and records after a migration: counted into the label's totals too."""
     run = await world.root("later", session=sid)
     body = msgspec.json.encode({"model": "m", "input_tokens": 1, "output_tokens": 1})
-    await world.store.append_run_record(run.record(MODEL_USAGE, body, event_key="u", at=world.now()))
+    record = run.record(MODEL_USAGE, body, event_key="u", at=world.now())
+    await world.store.append_run_record(record)
     await world.finish(run, RunStatus.COMPLETED)
 
 
