@@ -456,8 +456,12 @@ class KeepsPurgedSessionsInLabelTotals(MemoryStore):
         for held, usage in self._state.__dict__.get("gone", []):
             if key in held:
                 same = [r for r in rows if r.value == held[key]]
-                row = same[0] if same else accounting.LabelUsage(
-                    key=key, value=held[key], sessions=0, usage=accounting.UsageTotals()
+                row = (
+                    same[0]
+                    if same
+                    else accounting.LabelUsage(
+                        key=key, value=held[key], sessions=0, usage=accounting.UsageTotals()
+                    )
                 )
                 kept = msgspec.structs.replace(
                     row, sessions=row.sessions + 1, usage=accounting.add(row.usage, usage)
