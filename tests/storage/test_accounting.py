@@ -4,6 +4,7 @@ on real SQLite files and the real PostgreSQL server."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 
 from agentledger.runtime import records as runtime_records
 from agentledger.storage import RunStatus, UsageTotals
-from agentledger.storage.accounting import MODEL_USAGE, record_tokens
+from agentledger.storage.accounting import MODEL_USAGE, add, record_tokens
+from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres import check as pg_check
@@ -257,3 +259,31 @@ def test_sealed_payloads_leave_tokens_uncompared() -> None:
     )
     assert find(True) == []
     assert len(find(False)) == 2  # plaintext: the tokens the rows hold (none) differ
+
+
+async def test_postgres_label_totals_stay_exact_under_concurrent_sessions(pg_dsn: str) -> None:
+    """16 sessions of one tenant appended to at once (their totals in shard rows, updated
+    by concurrent transactions, usage records among them): the tenant's totals are the
+    sum of its sessions' counters, and check finds nothing."""
+    async with await PostgresStore.open(pg_dsn, min_size=4, max_size=16) as store:
+        world = World(store, namespace="conc")
+        sids = [await world.session(f"s{i}", labels={"tenant": "busy"}) for i in range(16)]
+        roots = [await world.root(f"r{i}", session=sid) for i, sid in enumerate(sids)]
+        body = msgspec.json.encode({"model": "m", "input_tokens": 3, "output_tokens": 1})
+
+        async def writer(root: RecordBuilder) -> None:
+            for k in range(8):
+                if k % 4 == 3:
+                    record = root.record(MODEL_USAGE, body, event_key=f"u{k}", at=world.now())
+                else:
+                    record = world.note(root, f"n{k}")
+                await store.append_run_record(record)
+
+        await asyncio.gather(*(writer(root) for root in roots))
+        total = UsageTotals()
+        for sid in sids:
+            total = add(total, await store.load_session_usage(sid))
+        (row,) = await store.usage_by_label("tenant")
+        assert (row.value, row.sessions, row.usage) == ("busy", 16, total)
+        assert (total.runs, total.input_tokens) == (16, 16 * 2 * 3)
+    assert await pg_check.check_invariants(pg_dsn) == []
