@@ -126,6 +126,48 @@ async def test_sqlite_migration_adds_up_the_label_totals(tmp_path: Path) -> None
     assert check_invariants(path) == []
 
 
+def _writes(statements: list[str]) -> list[str]:
+    """What each traced write statement writes into ("INSERT INTO records", say)."""
+    return [
+        sql.split(" (")[0].split(" SET ")[0]
+        for sql in statements
+        if sql.startswith(("INSERT", "UPDATE", "DELETE"))
+    ]
+
+
+async def test_sqlite_an_append_sends_no_counter_statement_but_its_tokens(tmp_path: Path) -> None:
+    """The schema counts what a record adds: a note's append is its INSERT alone, and a
+    usage record's adds one UPDATE of its run's tokens; both are counted, labels too."""
+    async with await SQLiteStore.open(tmp_path / "one.db", durability="normal") as store:
+        world = World(store, namespace="one")
+        sid = await world.session("s", labels={"tenant": "acme", "tier": "gold"})
+        root = await world.root("root", session=sid)
+        before = await store.load_session_usage(sid)
+        writer = store._writer
+        assert writer is not None
+        assert writer._conn is not None
+        seen: list[str] = []
+        writer._conn.set_trace_callback(seen.append)
+        try:
+            await store.append_run_record(world.note(root, "n"))
+            note = list(dict.fromkeys(seen))  # a trigger's steps trace as its statement again
+            seen.clear()
+            body = msgspec.json.encode({"model": "m", "input_tokens": 5, "output_tokens": 2})
+            record = root.record(MODEL_USAGE, body, event_key="u", at=world.now())
+            await store.append_run_record(record)
+            usage = list(dict.fromkeys(seen))
+        finally:
+            writer._conn.set_trace_callback(None)
+        assert _writes(note) == ["INSERT INTO records"], note
+        assert _writes(usage) == ["INSERT INTO records", "UPDATE usage_runs"], usage
+        after = await store.load_session_usage(sid)
+        assert (after.records - before.records, after.input_tokens, after.output_tokens) == (
+            2, 5, 2,
+        )  # fmt: skip
+        (tier,) = await store.usage_by_label("tier")
+        assert (tier.value, tier.sessions, tier.usage) == ("gold", 1, after)
+
+
 def _damage_sqlite(path: Path, sql: str) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute(sql)
