@@ -365,6 +365,15 @@ def healthy(conn: AsyncConnection[TupleRow]) -> bool:
     return not poller.poll(0)
 
 
+@lru_cache(maxsize=MAX_RECORDS)
+def _record_names(i: int) -> tuple[str, ...]:
+    """The parameter names of record ``i``'s values in ``_statement``, in ``record_params``
+    order (its columns, then seq and checksum)."""
+    return (*(f"v{i}_{j}" for j in range(len(_RECORD_TYPES))), f"v{i}_seq", f"v{i}_sum")
+
+
+_USAGE_NAMES = tuple(f"u_{c}" for c in USAGE_COLUMNS)
+
 Statement = tuple[str, dict[str, object]]
 """An SQL statement and its named parameters."""
 
@@ -394,14 +403,11 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
         if sealer is not None:
             record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
         sizes.append(len(record.payload))
-        values = record_params(record, None)
-        for j in range(len(_RECORD_TYPES)):
-            params[f"v{i}_{j}"] = values[j]
-        params[f"v{i}_seq"] = values[8]
-        params[f"v{i}_sum"] = values[9]
+        keys = _record_names(i)
+        params.update(zip(keys, record_params(record, None)[: len(keys)], strict=True))
     _, added = usage_change(g.plan, (), sizes).runs[run.run_id]
     params["usid"] = run.session_id
-    params.update(zip((f"u_{c}" for c in USAGE_COLUMNS), usage_values(added), strict=True))
+    params.update(zip(_USAGE_NAMES, usage_values(added), strict=True))
     index = ""
     if session is not None:
         if sealer is not None:
