@@ -243,8 +243,9 @@ class ChainScan:
         while current not in seen:
             self.steps += 1
             found = start
-            if found is None:  # newest first: the first one within the cut governs
-                found = next((s for q, s in self._windows.get(current, ()) if q <= cut), None)
+            windows = self._windows.get(current) if found is None else None
+            if windows:  # newest first: the first one within the cut governs
+                found = next((s for q, s in windows if q <= cut), None)
             if found is not None and current == found.run_id:
                 return True
             reference = self._references.get(current)
