@@ -157,3 +157,7 @@ def test_transcript_records_keep_their_types_and_check_the_listing() -> None:
     with pytest.raises(CorruptRecordError) as caught:
         transcript_records("r", ended, rows, 4, kept, per_second=1000, sealer=None)
     assert caught.value.record_id == "4"
+    started = _typed_rows([RUN_STARTED, TRANSCRIPT_APPENDED])  # its payload is no object
+    with pytest.raises(CorruptRecordError) as caught:
+        transcript_records("r", head, started, 2, kept, per_second=1000, sealer=None)
+    assert caught.value.record_id == "1"
