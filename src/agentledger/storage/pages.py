@@ -112,18 +112,28 @@ def run_records(
     last_at = _EPOCH
     crc = zlib.crc32
     last_seq = rows[-1][0] if keep is not None and rows else None
+    lifecycle_types = LIFECYCLE_TYPES
+    text_of: int | None = None  # the int stamp whose text is stamp_text
+    stamp_text = ""
     row: Any = None  # the row being read, to name it if its values are unreadable
     try:
         seed = run_seed(run_id, agent_id, session_id)
         for row in rows:
             seq, turn_id, event_key, type_, stamp, payload, checksum = row
             # The checksum inline (see integrity.record_checksum): a call per row costs more.
-            head_bytes = f"{seq}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp}\x00".encode()
-            if crc(payload, crc(head_bytes, seed)) != checksum:
+            # The id's text is the record's id too, and a stamp's text is made once per stamp
+            # (consecutive records often share one); each is f"{value}", as the write made it.
+            record_id = str(seq)
+            if type(stamp) is not int:
+                text_of, stamp_text = None, f"{stamp}"
+            elif stamp != text_of:
+                text_of, stamp_text = stamp, f"{stamp}"
+            head = f"{record_id}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp_text}\x00"
+            if crc(payload, crc(head.encode(), seed)) != checksum:
                 raise mismatch(run_id, seq)
             if keep is not None:
                 kept = type_ in keep
-                listed = type_ in LIFECYCLE_TYPES or seq == last_seq
+                listed = type_ in lifecycle_types or seq == last_seq
                 if not (kept or listed):
                     if opened is not None:
                         next(opened)
@@ -146,7 +156,7 @@ def run_records(
                 type=type_,
                 timestamp=last_at,
                 payload=payload if opened is None else next(opened),
-                id=str(seq),
+                id=record_id,
             )
             if keep is None or kept:
                 append(record)
