@@ -144,8 +144,10 @@ def _plain(value: object) -> object:
 
 
 def changed_columns(new: tuple[object, ...], old: tuple[object, ...]) -> list[int]:
-    """Positions (past the key) of the parameters that differ."""
-    return [i for i in range(1, len(new)) if _plain(new[i]) != _plain(old[i])]
+    """Positions (past the key) of the parameters that differ (one object is one value)."""
+    return [
+        i for i in range(1, len(new)) if new[i] is not old[i] and _plain(new[i]) != _plain(old[i])
+    ]
 
 
 async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:

@@ -357,6 +357,13 @@ def healthy(conn: AsyncConnection[TupleRow]) -> bool:
     return not poller.poll(0)
 
 
+@lru_cache(maxsize=MAX_RECORDS)
+def _record_names(i: int) -> tuple[str, ...]:
+    """The parameter names of record ``i``'s values in ``_statement``, in ``record_params``
+    order (its columns, then seq and checksum)."""
+    return (*(f"v{i}_{j}" for j in range(len(_RECORD_TYPES))), f"v{i}_seq", f"v{i}_sum")
+
+
 Statement = tuple[str, dict[str, object]]
 """An SQL statement and its named parameters."""
 
@@ -384,11 +391,8 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
     for i, record in enumerate(g.plan.records):
         if sealer is not None:
             record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
-        values = record_params(record, None)
-        for j in range(len(_RECORD_TYPES)):
-            params[f"v{i}_{j}"] = values[j]
-        params[f"v{i}_seq"] = values[8]
-        params[f"v{i}_sum"] = values[9]
+        keys = _record_names(i)
+        params.update(zip(keys, record_params(record, None)[: len(keys)], strict=True))
     tokens = token_rows(g.plan.records)  # all of one run: added up, one UPDATE of its row
     if tokens:
         params["ti"] = sum(t[0] for t in tokens)
