@@ -107,6 +107,17 @@ _Batch = list[_Item]
 """Operations one event loop submitted in one turn, queued as one item."""
 
 
+Batch = Callable[
+    [sqlite3.Connection, C, list[Operation], bool], list[tuple[Any, "BaseException | None"]]
+]
+"""Runs consecutive operations marked ``batchable`` of a group together: their
+connection, the group's context, the operations and whether other writes share the
+transaction. Returns an answer (result, error) for each of the first operations it
+took, in order: maybe none, and the writer then runs the first by itself. Like an
+operation, each failed one has undone its own writes; it raises only when the whole
+transaction failed, or when it was given one operation sharing it with nobody."""
+
+
 class _Requeue(Exception):
     """A caller's-thread group met an operation that must run on the writer thread."""
 
@@ -168,8 +179,10 @@ class GroupWriter(Generic[C]):
         open_checkpointer: Callable[[], sqlite3.Connection] | None = None,
         here_context: Callable[[], AbstractContextManager[object]] | None = None,
         requeue: tuple[type[BaseException], ...] = (),
+        batch: Batch[C] | None = None,
     ) -> None:
         self._open = open_connection
+        self._batch = batch
         self._open_checkpointer = open_checkpointer
         self._checkpointer: sqlite3.Connection | None = None
         """The inline mode's checkpoint connection, once opened; the thread's alone."""
@@ -441,10 +454,39 @@ class GroupWriter(Generic[C]):
             pending = group if here else group + self._drain(len(group))
             group[:] = pending
             while pending:
-                for item in pending:
+                index = 0
+                solo = -1  # where a batch ended early: that operation runs by itself
+                while index < len(pending):
                     # The first operation, with nobody else waiting, shares the
                     # transaction with nobody: if it fails, ROLLBACK undoes it alone.
                     alone = len(group) == 1
+                    batch = self._batch
+                    if (
+                        batch is not None
+                        and index != solo
+                        and getattr(pending[index][0], "batchable", False)
+                    ):
+                        end = index + 1
+                        while end < len(pending) and getattr(pending[end][0], "batchable", False):
+                            end += 1
+                        items = pending[index:end]
+                        try:
+                            done = batch(conn, context, [op for op, _, _ in items], not alone)
+                        except BaseException as e:
+                            if not conn.in_transaction or not alone:
+                                raise  # the group fails
+                            conn.execute("ROLLBACK")
+                            return [(items[0], None, e)]
+                        answers.extend(
+                            (item, result, error)
+                            for item, (result, error) in zip(items, done, strict=False)
+                        )
+                        index += len(done)
+                        if done:
+                            solo = index if len(done) < len(items) else -1
+                            continue
+                    item = pending[index]
+                    index += 1
                     try:
                         result = item[0](conn, context, not alone)
                     except BaseException as e:
