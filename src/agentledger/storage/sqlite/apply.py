@@ -13,6 +13,7 @@ failed statement by itself.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -71,7 +72,21 @@ _UPSERT_MESSAGE = (
     "after_run_id = excluded.after_run_id"
 )
 _CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
-USAGE = UsageTables(
+
+
+class _Tables(UsageTables):
+    """The counter tables, each upsert's text built once: it is on every write's path."""
+
+    @functools.cached_property
+    def upsert_run(self) -> str:
+        return super().upsert_run
+
+    @functools.cached_property
+    def upsert_session(self) -> str:
+        return super().upsert_session
+
+
+USAGE = _Tables(
     runs="usage_runs",
     sessions="usage_sessions",
     all_sessions="(SELECT id AS session_id FROM sessions)",
