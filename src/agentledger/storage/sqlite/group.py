@@ -184,8 +184,6 @@ class GroupWriter(Generic[C]):
         self._open = open_connection
         self._batch = batch
         self._open_checkpointer = open_checkpointer
-        self._checkpointer: sqlite3.Connection | None = None
-        """The inline mode's checkpoint connection, once opened; the thread's alone."""
         self._begin = begin
         self._lost = lost
         self._busy_ms = int(busy_timeout * 1000)
@@ -217,6 +215,11 @@ class GroupWriter(Generic[C]):
         self._commits = 0
         """Commits since the last checkpoint (inline mode)."""
         self._checkpoint_asked = False
+        self.checkpoints = 0
+        """Checkpoints the thread has run (inline mode)."""
+        self._checkpointing = False
+        """The thread waits for the lock to end a checkpoint: groups queue for it meanwhile
+        (else the caller's thread, taking the lock again at once, could starve it)."""
         self._stopping = False
         self._closed = False
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -322,7 +325,7 @@ class GroupWriter(Generic[C]):
         if not self._inline:
             return QUEUE
         with self._count_lock:
-            if self._outstanding or not self._lock.acquire(blocking=False):
+            if self._outstanding or self._checkpointing or not self._lock.acquire(blocking=False):
                 return QUEUE
         try:
             conn, cursor = self._conn, self._cursor
@@ -388,9 +391,6 @@ class GroupWriter(Generic[C]):
                     self._checkpoint()
         finally:
             with self._lock:
-                if self._checkpointer is not None:
-                    self._checkpointer.close()
-                    self._checkpointer = None
                 if self._conn is not None:
                     self._cursor = None
                     self._conn.close()
@@ -401,7 +401,14 @@ class GroupWriter(Generic[C]):
 
         PASSIVE takes no write lock and never waits: what readers still use is
         copied by a later checkpoint. On the checkpoint connection it runs
-        without the writer's lock, beside writes on the caller's thread.
+        without the writer's lock, beside writes on the caller's thread. Those
+        writes leave it short of the log's end, and a log never copied to its end
+        is never started again from its beginning: it grows, and each commit then
+        extends the file, which makes its sync cost a journal commit of the file
+        system as well (the counts a checkpoint returns do not show it: they are
+        of the log as it was when it began). So a second pass copies what was
+        committed meanwhile (a few pages) holding the writer's lock, and the next
+        write starts the log over.
         """
         with self._lock:
             if not self._inline or self._commits < CHECKPOINT_EVERY or self._conn is None:
@@ -413,9 +420,18 @@ class GroupWriter(Generic[C]):
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 return
         with contextlib.suppress(sqlite3.Error):
-            if self._checkpointer is None:
-                self._checkpointer = self._open_checkpointer()
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            checkpointer = self._open_checkpointer()  # for this checkpoint alone
+            try:
+                checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self._checkpointing = True  # the caller's thread lets go of the lock
+                try:
+                    with self._lock:  # what was committed meanwhile; then the log starts over
+                        checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                finally:
+                    self._checkpointing = False
+            finally:
+                checkpointer.close()
+        self.checkpoints += 1
 
     def _drain(self, size: int) -> list[_Item]:
         """Operations already waiting, while the group is under MAX_GROUP; notes a stop.
