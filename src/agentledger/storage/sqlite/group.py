@@ -7,7 +7,8 @@ meanwhile, and those that queue while the group runs, up to
 :data:`MAX_GROUP`. A refused or failed operation leaves the others' writes
 alone: it is told it shares the transaction, and undoes its own writes (a
 write of one statement is undone by SQLite itself; more run under a
-savepoint, see :func:`.apply.apply_plan`). One ``COMMIT`` (one fsync at
+savepoint, see :func:`.apply.apply_plan`; consecutive plain appends are
+written together, see :mod:`.writes`). One ``COMMIT`` (one fsync at
 ``synchronous=FULL``) then answers the whole group, and only then does any
 caller hear its answer: nobody is told "stored" before the commit that
 stores it, and a refusal decided on top of an uncommitted write is not
