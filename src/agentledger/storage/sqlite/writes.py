@@ -167,11 +167,11 @@ def run_appends(
             else:
                 conn.executemany(sql, rows)
     except BaseException as e:
-        if guarded and conn.in_transaction:
+        if guarded and conn.in_transaction and isinstance(e, Exception):
             return _alone(conn, cache, taken, guarded)
         if not inserted and isinstance(e, sqlite3.IntegrityError):
             return _alone(conn, cache, taken, guarded)  # a stored key: nothing was written
-        cache.clear()
+        _undo(conn, cache, guarded)
         raise
     if guarded:
         conn.execute("RELEASE batch")
