@@ -7,6 +7,7 @@ The two backends differ only in table names and parameter marks, given here as
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ class UsageTables:
     label_totals: str
     mark: str
 
-    @property
+    @functools.cached_property
     def add_tokens(self) -> str:
         """Add a run's tokens: ``(input, output, cached, run_id)`` (see :func:`token_rows`).
 
@@ -43,14 +44,14 @@ class UsageTables:
             f"WHERE run_id = {m}"
         )
 
-    @property
+    @functools.cached_property
     def session_row(self) -> str:
         """One session's counters."""
         return (
             f"SELECT {', '.join(USAGE_COLUMNS)} FROM {self.sessions} WHERE session_id = {self.mark}"
         )
 
-    @property
+    @functools.cached_property
     def run_row(self) -> str:
         """One run's counters."""
         return f"SELECT {', '.join(USAGE_COLUMNS)} FROM {self.runs} WHERE run_id = {self.mark}"
@@ -105,7 +106,7 @@ class UsageTables:
         )
         return sql, params
 
-    @property
+    @functools.cached_property
     def label_totals_rows(self) -> str:
         """Every label's totals (shards added up): ``key, value, sessions, *counters``."""
         totals = ", ".join(f"sum({c})" for c in USAGE_COLUMNS)
