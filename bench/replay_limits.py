@@ -20,9 +20,10 @@ file (WAL):
 Both sides are timed interleaved, warm, in one process, ``--reps`` times; the
 figure is the median of each and their ratio, with the load average, and the median
 CPU time of each (all threads; under load the wall times mostly measure waiting for a
-core). Each of ours is then split into its steps, timed the same way: the store's chain read
-(``load_transcript_chain``: statements, checksums, a ``Record`` per returned row,
-the lifecycle checks, the reader thread), resolving it (:func:`resolve_chain`) and
+core). Each of ours is then split into its steps, timed the same way: the statements the
+store's chain read runs, their rows fetched and nothing else (the floor of the read), the
+store's chain read (``load_transcript_chain``: statements, checksums, a ``Record`` per returned
+row, the lifecycle checks, the reader thread), resolving it (:func:`resolve_chain`) and
 decoding the messages (``replay_transcript_chain``).
 """
 
@@ -48,8 +49,8 @@ import msgspec
 
 from agentledger.storage import RecordBuilder, RunStart, RunStatus, payloads
 from agentledger.storage.replay import replay_transcript_chain
-from agentledger.storage.sqlite import SQLiteStore
-from agentledger.storage.transcript_chain import resolve_chain
+from agentledger.storage.sqlite import SQLiteStore, reader
+from agentledger.storage.transcript_chain import TranscriptChain, resolve_chain
 from agentledger.storage.types import Record
 from agentledger.transcript import Message, TextPart, build_messages_from_run_log, encode_messages
 
@@ -149,6 +150,29 @@ def _cpu(name: str) -> float:
     return statistics.median(_CPU[name]) * 1000
 
 
+def _statements(conn: sqlite3.Connection, chain: TranscriptChain) -> Callable[[], int]:
+    """The statements the store's chain read runs, their rows fetched and nothing else done
+    (no checksum, no record, no check): the floor of the store read on this machine."""
+    head = {"run": chain.run_id}
+    session_id = conn.execute("SELECT session_id FROM runs WHERE run_id = ?", (chain.run_id,))
+    (session,) = session_id.fetchone()
+    links = [[link.run_id, link.first, link.through] for link in chain.links]
+    named = json.dumps(sorted(link.run_id for link in chain.links))
+
+    def read() -> int:
+        rows = conn.execute(reader._CHAIN_HEAD, head).fetchall()
+        if session:
+            rows += conn.execute(reader._CHAIN_WINDOWS, (session, chain.run_id)).fetchall()
+            rows += conn.execute(reader._CHAIN_NAMED_HEADS, (session, named)).fetchall()
+        if len(links) == 1:
+            rows += conn.execute(reader._CHAIN_ROWS_ONE, links[0]).fetchall()
+        else:
+            rows += conn.execute(reader._CHAIN_ROWS, (json.dumps(links),)).fetchall()
+        return len(rows)
+
+    return read
+
+
 async def _main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "limits.db"
@@ -210,6 +234,7 @@ async def _main(args: argparse.Namespace) -> None:
             segments = await store.load_transcript_chain(run_id, windowed=True)
             chain = resolve_chain(segments, windowed=True)
             steps: dict[str, Callable[[], object]] = {
+                "statements": _statements(conn, chain),
                 "store read": lambda r=run_id: store.load_transcript_chain(r, windowed=True),
                 "resolve": lambda s=segments: resolve_chain(s, windowed=True),
                 "decode": lambda c=chain: replay_transcript_chain(c, verified=True),

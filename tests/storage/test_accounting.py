@@ -4,6 +4,7 @@ on real SQLite files and the real PostgreSQL server."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,11 +15,14 @@ import pytest
 
 from agentledger.runtime import records as runtime_records
 from agentledger.storage import RunStatus, UsageTotals
-from agentledger.storage.accounting import MODEL_USAGE, record_tokens
+from agentledger.storage.accounting import MODEL_USAGE, add, record_tokens
+from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres import check as pg_check
+from agentledger.storage.postgres import usage as pg_usage
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.sqlite import usage as sqlite_usage
 from agentledger.storage.usage_check import usage_findings
 from tests.storage.postgres.server import create_database, drop_database
 
@@ -51,8 +55,22 @@ async def _fill(world: World) -> str:
     await world.child("child", parent=root)
     other = await world.session("bare")
     await world.store.end_session(other, ended_at=world.now())
+    await world.session("idle", labels={"tenant": "acme"})  # no run yet
     await world.finish(root, RunStatus.COMPLETED)
     return sid
+
+
+async def _label_totals(store: SQLiteStore | PostgresStore) -> list[tuple[str, int, UsageTotals]]:
+    return [(r.value, r.sessions, r.usage) for r in await store.usage_by_label("tenant")]
+
+
+async def _append_more(world: World, sid: str) -> None:
+    """A new run and records after a migration: counted into the label's totals too."""
+    run = await world.root("later", session=sid)
+    body = msgspec.json.encode({"model": "m", "input_tokens": 1, "output_tokens": 1})
+    record = run.record(MODEL_USAGE, body, event_key="u", at=world.now())
+    await world.store.append_run_record(record)
+    await world.finish(run, RunStatus.COMPLETED)
 
 
 # ------------------------------------------------------------------- SQLite
@@ -63,12 +81,26 @@ async def _sqlite_usage(path: Path, sid: str) -> UsageTotals:
         return await store.load_session_usage(sid)
 
 
+def _sqlite_before_label_totals(path: Path) -> None:
+    """The file as migration 17 left it: no label totals, no counting triggers, and no
+    counter row for a session without runs."""
+    with sqlite3.connect(path) as conn:
+        for name in sqlite_usage.TRIGGERS:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP TABLE usage_labels")
+        conn.execute("DELETE FROM usage_sessions WHERE runs = 0")
+        conn.execute("DELETE FROM _agentledger_migrations WHERE name = 'usage_label_totals'")
+
+
 async def test_sqlite_migration_counts_an_existing_database(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     async with await SQLiteStore.open(path, durability="normal") as store:
         sid = await _fill(World(store, namespace="m"))
         kept = await store.load_session_usage(sid)
+        totals = await _label_totals(store)
     assert (kept.runs, kept.input_tokens, kept.output_tokens) == (2, 9, 4)
+    assert totals == [("acme", 2, kept)]
+    _sqlite_before_label_totals(path)
     with sqlite3.connect(path) as conn:  # the file as migration 15 left it
         conn.execute("DROP TABLE usage_runs")
         conn.execute("DROP TABLE usage_sessions")
@@ -76,6 +108,64 @@ async def test_sqlite_migration_counts_an_existing_database(tmp_path: Path) -> N
         conn.execute("DELETE FROM _agentledger_migrations WHERE name = 'usage_counters'")
     assert await _sqlite_usage(path, sid) == kept  # reopening migrates and counts
     assert check_invariants(path) == []
+
+
+async def test_sqlite_migration_adds_up_the_label_totals(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        world = World(store, namespace="m")
+        sid = await _fill(world)
+        totals = await _label_totals(store)
+    _sqlite_before_label_totals(path)
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        assert await _label_totals(store) == totals
+        await _append_more(World(store, namespace="m"), sid)
+        grown = await store.load_session_usage(sid)
+        assert await _label_totals(store) == [("acme", 2, grown)]
+    assert (grown.runs, grown.input_tokens) == (3, 10)
+    assert check_invariants(path) == []
+
+
+def _writes(statements: list[str]) -> list[str]:
+    """What each traced write statement writes into ("INSERT INTO records", say)."""
+    return [
+        sql.split(" (")[0].split(" SET ")[0]
+        for sql in statements
+        if sql.startswith(("INSERT", "UPDATE", "DELETE"))
+    ]
+
+
+async def test_sqlite_an_append_sends_no_counter_statement_but_its_tokens(tmp_path: Path) -> None:
+    """The schema counts what a record adds: a note's append is its INSERT alone, and a
+    usage record's adds one UPDATE of its run's tokens; both are counted, labels too."""
+    async with await SQLiteStore.open(tmp_path / "one.db", durability="normal") as store:
+        world = World(store, namespace="one")
+        sid = await world.session("s", labels={"tenant": "acme", "tier": "gold"})
+        root = await world.root("root", session=sid)
+        before = await store.load_session_usage(sid)
+        writer = store._writer
+        assert writer is not None
+        assert writer._conn is not None
+        seen: list[str] = []
+        writer._conn.set_trace_callback(seen.append)
+        try:
+            await store.append_run_record(world.note(root, "n"))
+            note = list(dict.fromkeys(seen))  # a trigger's steps trace as its statement again
+            seen.clear()
+            body = msgspec.json.encode({"model": "m", "input_tokens": 5, "output_tokens": 2})
+            record = root.record(MODEL_USAGE, body, event_key="u", at=world.now())
+            await store.append_run_record(record)
+            usage = list(dict.fromkeys(seen))
+        finally:
+            writer._conn.set_trace_callback(None)
+        assert _writes(note) == ["INSERT INTO records"], note
+        assert _writes(usage) == ["INSERT INTO records", "UPDATE usage_runs"], usage
+        after = await store.load_session_usage(sid)
+        assert (after.records - before.records, after.input_tokens, after.output_tokens) == (
+            2, 5, 2,
+        )  # fmt: skip
+        (tier,) = await store.usage_by_label("tier")
+        assert (tier.value, tier.sessions, tier.usage) == ("gold", 1, after)
 
 
 def _damage_sqlite(path: Path, sql: str) -> None:
@@ -94,6 +184,13 @@ def _damage_sqlite(path: Path, sql: str) -> None:
          "usage counters of run 'c-child' differ from its rows: bytes 0 (rows: 26), records 0"),
         ("INSERT INTO usage_sessions VALUES ('ghost', 1, 1, 1, 0, 0, 0)",
          "usage counters of a session that is not stored: 'ghost'"),
+        ("UPDATE usage_labels SET records = records + 2",
+         "usage totals of label 'tenant'='acme' differ from its sessions' rows: records"),
+        ("UPDATE usage_labels SET sessions = 1",
+         "usage totals of label 'tenant'='acme' differ from its sessions' rows: sessions 1 "
+         "(rows: 2)"),
+        ("DELETE FROM usage_labels",
+         "usage totals of label 'tenant'='acme' differ from its sessions' rows: sessions 0"),
     ],
 )  # fmt: skip
 async def test_sqlite_check_finds_a_damaged_counter(
@@ -121,15 +218,47 @@ async def pg_dsn(postgres_dsn: str) -> AsyncIterator[str]:
 
 
 async def _pg_exec(dsn: str, *statements: str) -> None:
+    """Run ``statements`` with the triggers off (as damage outside agentledger would be)."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("SET session_replication_role = replica")
         for statement in statements:
             await conn.execute(statement)
+
+
+async def _pg_before_label_totals(dsn: str) -> None:
+    """The database as migration 15 left it (see :func:`_sqlite_before_label_totals`)."""
+    drops = [
+        f"DROP TRIGGER {name} ON {when.split(' ON ')[1].split()[0]}; DROP FUNCTION {name}()"
+        for name, when in pg_usage.TRIGGERS.items()
+    ]
+    await _pg_exec(
+        dsn,
+        *drops,
+        "DROP TABLE agentledger_usage_labels",
+        "DROP FUNCTION agentledger_usage_shard(text)",
+        "DELETE FROM agentledger_usage_sessions WHERE runs = 0",
+        "DELETE FROM _agentledger_migrations WHERE name = 'usage label totals'",
+    )
+
+
+async def test_postgres_migration_adds_up_the_label_totals(pg_dsn: str) -> None:
+    async with await PostgresStore.open(pg_dsn) as store:
+        sid = await _fill(World(store, namespace="m"))
+        totals = await _label_totals(store)
+    await _pg_before_label_totals(pg_dsn)
+    async with await PostgresStore.open(pg_dsn) as store:
+        assert await _label_totals(store) == totals
+        await _append_more(World(store, namespace="m"), sid)
+        grown = await store.load_session_usage(sid)
+        assert await _label_totals(store) == [("acme", 2, grown)]
+    assert await pg_check.check_invariants(pg_dsn) == []
 
 
 async def test_postgres_migration_counts_an_existing_database(pg_dsn: str) -> None:
     async with await PostgresStore.open(pg_dsn) as store:
         sid = await _fill(World(store, namespace="m"))
         kept = await store.load_session_usage(sid)
+    await _pg_before_label_totals(pg_dsn)
     await _pg_exec(
         pg_dsn,
         "DROP TABLE agentledger_usage_runs",
@@ -151,6 +280,12 @@ async def test_postgres_check_finds_a_damaged_counter(pg_dsn: str) -> None:
     assert [p for p in found if "usage" in p] == [
         "usage counters of run 'c-root' differ from its rows: records 7 (rows: 5)"
     ]  # the session's own counters still match its rows
+    await _pg_exec(pg_dsn, "UPDATE agentledger_usage_labels SET bytes = bytes - 1")
+    found = await pg_check.check_invariants(pg_dsn)
+    assert any(
+        p.startswith("usage totals of label 'tenant'='acme' differ from its sessions' rows: bytes")
+        for p in found
+    ), found
 
 
 # ---------------------------------------------------------------- the audit
@@ -166,3 +301,31 @@ def test_sealed_payloads_leave_tokens_uncompared() -> None:
     )
     assert find(True) == []
     assert len(find(False)) == 2  # plaintext: the tokens the rows hold (none) differ
+
+
+async def test_postgres_label_totals_stay_exact_under_concurrent_sessions(pg_dsn: str) -> None:
+    """16 sessions of one tenant appended to at once (their totals in shard rows, updated
+    by concurrent transactions, usage records among them): the tenant's totals are the
+    sum of its sessions' counters, and check finds nothing."""
+    async with await PostgresStore.open(pg_dsn, min_size=4, max_size=16) as store:
+        world = World(store, namespace="conc")
+        sids = [await world.session(f"s{i}", labels={"tenant": "busy"}) for i in range(16)]
+        roots = [await world.root(f"r{i}", session=sid) for i, sid in enumerate(sids)]
+        body = msgspec.json.encode({"model": "m", "input_tokens": 3, "output_tokens": 1})
+
+        async def writer(root: RecordBuilder) -> None:
+            for k in range(8):
+                if k % 4 == 3:
+                    record = root.record(MODEL_USAGE, body, event_key=f"u{k}", at=world.now())
+                else:
+                    record = world.note(root, f"n{k}")
+                await store.append_run_record(record)
+
+        await asyncio.gather(*(writer(root) for root in roots))
+        total = UsageTotals()
+        for sid in sids:
+            total = add(total, await store.load_session_usage(sid))
+        (row,) = await store.usage_by_label("tenant")
+        assert (row.value, row.sessions, row.usage) == ("busy", 16, total)
+        assert (total.runs, total.input_tokens) == (16, 16 * 2 * 3)
+    assert await pg_check.check_invariants(pg_dsn) == []

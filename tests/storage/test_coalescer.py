@@ -237,3 +237,19 @@ async def test_session_commits_keep_a_group_within_its_byte_cap() -> None:
     statements = [big, big, big + "y"]
     assert await asyncio.gather(*(commits.run("s", c) for c in statements)) == statements
     assert [len(g) for g in sent] == [2, 1]
+
+
+def test_statement_bytes_counts_text_bytes_and_nested_parameters() -> None:
+    """A statement's size counts its text, parameter names, text and bytes values, and the
+    values inside nested lists (a search entry's bodies); other values count 8 each."""
+    params: dict[str, object] = {
+        "rid": "run",
+        "payload": b"x" * 500,
+        "n": 1,
+        "ended": None,
+        "bodies": ["ab", ["cde"]],
+        "ratio": 0.5,
+    }
+    names = sum(len(name) for name in params)
+    assert statement_bytes(("SELECT 1", params)) == 8 + names + 3 + 500 + 8 + 8 + 5 + 8
+    assert statement_bytes([("a", {"k": b"zz"}), "tail", 3]) == 1 + 1 + 2 + 4 + 8

@@ -435,6 +435,41 @@ class CountsRetriesAgain(MemoryStore):
         return result
 
 
+class KeepsPurgedSessionsInLabelTotals(MemoryStore):
+    """[G3] a purge leaves the session in its label's totals (one session, its usage)."""
+
+    async def purge_session(
+        self, session_id: str, /, expected_digest: str = "", cascade: bool = False
+    ) -> PurgeReceipt:
+        labels = (await self.load_session(session_id)).labels
+        usage = await self.load_session_usage(session_id)
+        receipt = await super().purge_session(session_id, expected_digest, cascade)
+        self._state.__dict__.setdefault("gone", []).append((labels, usage))  # every handle's
+        return receipt
+
+    async def usage_by_label(
+        self, key: str = "", labels: Mapping[str, str] | None = None
+    ) -> list[accounting.LabelUsage]:
+        rows = await super().usage_by_label(key, labels)
+        if not key or labels:
+            return rows
+        for held, usage in self._state.__dict__.get("gone", []):
+            if key in held:
+                same = [r for r in rows if r.value == held[key]]
+                row = (
+                    same[0]
+                    if same
+                    else accounting.LabelUsage(
+                        key=key, value=held[key], sessions=0, usage=accounting.UsageTotals()
+                    )
+                )
+                kept = msgspec.structs.replace(
+                    row, sessions=row.sessions + 1, usage=accounting.add(row.usage, usage)
+                )
+                rows = sorted([r for r in rows if r is not row] + [kept], key=lambda r: r.value)
+        return rows
+
+
 class IgnoresCascade(MemoryStore):
     """[G2] a cascading purge purges the session alone, leaving the copies other sessions hold."""
 
@@ -491,6 +526,11 @@ class Case:
 CASES = (
     Case("CountsRetriesAgain", "retries_and_refusals", ("test_retries_and_refusals_add_nothing",)),
     Case("CountsNoTokens", "usage_counts", ("test_usage_counts_what_the_records_hold",)),
+    Case(
+        "KeepsPurgedSessionsInLabelTotals",
+        "label_totals",
+        ("test_label_totals_follow_every_write",),
+    ),
     Case("IgnoresCascade", "cascade", ("test_cascade_purges_the_holders_with_the_session",)),
     Case("CascadesOneLevel", "copies_of_copies", ("test_a_purge_reaches_copies_of_copies",)),
     Case(

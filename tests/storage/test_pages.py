@@ -17,8 +17,8 @@ from agentledger.storage.pages import (
     transcript_records,
     unverified_record,
 )
-from agentledger.storage.payloads import TRANSCRIPT_APPENDED
-from agentledger.storage.types import RunStatus
+from agentledger.storage.payloads import RUN_STARTED, TRANSCRIPT_APPENDED
+from agentledger.storage.types import Record, RunStatus
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _UNIT = {1000: timedelta(milliseconds=1), 1_000_000: timedelta(microseconds=1)}
@@ -114,14 +114,21 @@ def _typed_rows(types: list[str]) -> list[tuple[int, str, str, str, int, bytes, 
 
 
 def test_run_records_keeping_some_types_verifies_every_row_in_one_pass() -> None:
-    """Given ``keep``, the rows of those types and the last row become records, the others
-    only verified: damage or unreadable values in a row not kept are named all the same."""
-    types = ["note", TRANSCRIPT_APPENDED, "note", TRANSCRIPT_APPENDED, "note"]
+    """Given ``keep``, the rows of those types are returned, the lifecycle rows and the last
+    row go to ``checked``, the others are only verified: damage or unreadable values in a
+    row not kept are named all the same."""
+    types = [RUN_STARTED, TRANSCRIPT_APPENDED, "note", TRANSCRIPT_APPENDED, "note"]
     rows = _typed_rows(types)
     keep = frozenset({TRANSCRIPT_APPENDED})
-    kept = run_records("r", "a", "s", rows, 1000, keep=keep)
-    assert [(r.id, r.type) for r in kept] == [("2", types[1]), ("4", types[3]), ("5", "note")]
-    assert kept == tuple(r for r in run_records("r", "a", "s", rows, 1000) if r.id in "245")
+    checked: list[Record] = []
+    kept = run_records("r", "a", "s", rows, 1000, keep=keep, checked=checked)
+    assert [(r.id, r.type) for r in kept] == [("2", types[1]), ("4", types[3])]
+    every = run_records("r", "a", "s", rows, 1000)
+    assert kept == tuple(r for r in every if r.id in "24")
+    assert checked == [r for r in every if r.id in "15"]
+    checked = []
+    assert run_records("r", "a", "s", rows[:4], 1000, keep=keep, checked=checked) == kept
+    assert [r.id for r in checked] == ["1", "4"]  # the last row, kept and checked
     assert run_records("r", "a", "s", [], 1000, keep=keep) == ()
     for at in (0, 2):  # a row not kept, before and after a kept one
         bad = list(rows)
@@ -150,3 +157,7 @@ def test_transcript_records_keep_their_types_and_check_the_listing() -> None:
     with pytest.raises(CorruptRecordError) as caught:
         transcript_records("r", ended, rows, 4, kept, per_second=1000, sealer=None)
     assert caught.value.record_id == "4"
+    started = _typed_rows([RUN_STARTED, TRANSCRIPT_APPENDED])  # its payload is no object
+    with pytest.raises(CorruptRecordError) as caught:
+        transcript_records("r", head, started, 2, kept, per_second=1000, sealer=None)
+    assert caught.value.record_id == "1"

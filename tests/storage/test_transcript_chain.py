@@ -153,6 +153,27 @@ def test_stored_windows_and_references_pass_the_check_their_write_passed() -> No
     assert decode_reference(_ref("a", "2", "b", "12")).through == "12"
 
 
+def test_a_checked_reference_is_decoded_once_and_only_for_its_own_type() -> None:
+    """A reference or window that passed its check is kept by its type and bytes: read
+    again it is the same object; the same bytes under another type are still refused,
+    and a misfit is refused (naming its record) every time it is read."""
+    ref = _ref("a", "2", "b", "12")
+    first = decode_reference(ref)
+    assert decode_reference(replace(ref, run_id="c", id="9")) is first
+    for other in (payloads.TRANSCRIPT_WINDOW, payloads.TRANSCRIPT_APPENDED):
+        with pytest.raises(CorruptRecordError, match="type"):
+            decode_reference(replace(ref, type=other))
+    window = _window("a", "3", "a", "1")
+    assert decode_window(window) is decode_window(replace(window, id="4"))
+    with pytest.raises(CorruptRecordError, match="type"):
+        decode_window(replace(window, type=payloads.TRANSCRIPT_APPENDED))
+    bad = _ref("a", "5", "b", "07")
+    for record_id in ("5", "6"):
+        with pytest.raises(CorruptRecordError) as caught:
+            decode_reference(replace(bad, id=record_id))
+        assert caught.value.record_id == record_id
+
+
 def test_a_record_id_is_an_ascii_decimal_from_one() -> None:
     assert [record_number(t) for t in ("1", "42", "100")] == [1, 42, 100]
     for text in ("", "0", "07", "-1", "+1", " 1", "1.0", "\u00b2", "\u0663", "1\u0663"):

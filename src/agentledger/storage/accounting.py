@@ -1,9 +1,18 @@
 """Accounting: bytes, records, runs and tokens per run and per session, kept as records are
 written, never counted by a scan.
 
-Every backend adds a write's :class:`UsageChange` to its counters in the write's own
-transaction (see :func:`usage_change`), so a read of one session's or one run's usage is
-one row, and the totals per label (a tenant) are one query over the session counters.
+Every backend adds what a write holds to its counters in the write's own transaction,
+so a read of one session's or one run's usage is one row, and the totals per label (a
+tenant) are a row per label value, kept the same way. Where the rules below are applied:
+
+- tokens, for every backend, by :func:`record_tokens` (the only rule that reads a
+  payload, from the plaintext before sealing; :func:`token_rows` for the SQL backends);
+- bytes, records and runs: for :class:`~agentledger.storage.MemoryStore` by
+  :func:`usage_change`; for SQLite and PostgreSQL by the triggers of their schemas
+  (``storage/sqlite/usage.py``, ``storage/postgres/usage.py``), which count each
+  inserted row inside the statement inserting it, so a write sends no counter
+  statement but its tokens. The conformance suite holds the three to the same
+  answers, and ``check`` recounts the rows against the counters.
 
 What is counted:
 
@@ -28,6 +37,7 @@ import msgspec
 
 from agentledger.errors import ValidationError
 from agentledger.storage.state import Plan
+from agentledger.storage.types import Record
 from agentledger.storage.validation import MAX_LABEL_KEY_LENGTH, check_labels
 
 __all__ = [
@@ -39,6 +49,7 @@ __all__ = [
     "add",
     "check_usage_query",
     "record_tokens",
+    "token_rows",
     "usage_change",
     "usage_from_row",
     "usage_values",
@@ -161,6 +172,23 @@ def usage_change(
         if record.session_id:
             sessions[record.session_id] = add(sessions.get(record.session_id, UsageTotals()), delta)
     return UsageChange(runs=runs, sessions=sessions)
+
+
+def token_rows(records: Iterable[Record]) -> list[tuple[int, int, int, str]]:
+    """``(input, output, cached, run_id)`` for each record of ``records`` reporting tokens.
+
+    What the SQL backends add to a run's counters themselves (see
+    :mod:`agentledger.storage.usage_sql`): bytes, records and runs are counted by their
+    schema as rows are inserted; tokens are read here, from the plaintext, before
+    sealing. Most writes hold no ``model_usage`` record and add nothing here.
+    """
+    rows = []
+    for record in records:
+        if record.type == MODEL_USAGE:
+            tokens = record_tokens(MODEL_USAGE, record.payload)
+            if tokens is not None and any(tokens):
+                rows.append((*tokens, record.run_id))
+    return rows
 
 
 USAGE_COLUMNS = ("bytes", "records", "runs", "input_tokens", "output_tokens", "cached_tokens")

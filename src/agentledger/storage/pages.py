@@ -11,7 +11,6 @@ checked against the run [J1], the cursor of the next page [L9].
 
 from __future__ import annotations
 
-import functools
 import zlib
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -83,10 +82,12 @@ def run_records(
     opener: Opener | None = None,
     *,
     keep: frozenset[str] | None = None,
+    checked: list[Record] | None = None,
 ) -> tuple[Record, ...]:
     """Run rows as records, each row's checksum verified (with the run's ids) as it is built;
     sealed payloads [A2] are opened by ``opener`` first, so each row becomes one record.
-    Given ``keep``, only the rows of those types and the last row become records; every
+    Given ``keep``, only the rows of those types are returned, and the lifecycle rows and
+    the last row become records appended to ``checked`` (what a listing check reads); every
     other row is verified all the same, in the same pass.
 
     Consecutive records often share a timestamp (one activity's records), so
@@ -111,19 +112,32 @@ def run_records(
     last_at = _EPOCH
     crc = zlib.crc32
     last_seq = rows[-1][0] if keep is not None and rows else None
+    lifecycle_types = LIFECYCLE_TYPES
+    text_of: int | None = None  # the int stamp whose text is stamp_text
+    stamp_text = ""
     row: Any = None  # the row being read, to name it if its values are unreadable
     try:
         seed = run_seed(run_id, agent_id, session_id)
         for row in rows:
             seq, turn_id, event_key, type_, stamp, payload, checksum = row
             # The checksum inline (see integrity.record_checksum): a call per row costs more.
-            head_bytes = f"{seq}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp}\x00".encode()
-            if crc(payload, crc(head_bytes, seed)) != checksum:
+            # The id's text is the record's id too, and a stamp's text is made once per stamp
+            # (consecutive records often share one); each is f"{value}", as the write made it.
+            record_id = str(seq)
+            if type(stamp) is not int:
+                text_of, stamp_text = None, f"{stamp}"
+            elif stamp != text_of:
+                text_of, stamp_text = stamp, f"{stamp}"
+            head = f"{record_id}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp_text}\x00"
+            if crc(payload, crc(head.encode(), seed)) != checksum:
                 raise mismatch(run_id, seq)
-            if keep is not None and type_ not in keep and seq != last_seq:
-                if opened is not None:
-                    next(opened)
-                continue
+            if keep is not None:
+                kept = type_ in keep
+                listed = type_ in lifecycle_types or seq == last_seq
+                if not (kept or listed):
+                    if opened is not None:
+                        next(opened)
+                    continue
             if stamp != last_stamp:
                 step = steps.get(stamp - last_stamp)
                 if step is not None:
@@ -133,19 +147,21 @@ def run_records(
                 else:
                     last_at = _EPOCH + unit * stamp
                 last_stamp = stamp
-            append(
-                Record(
-                    run_id=run_id,
-                    agent_id=agent_id,
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    event_key=event_key,
-                    type=type_,
-                    timestamp=last_at,
-                    payload=payload if opened is None else next(opened),
-                    id=str(seq),
-                )
+            record = Record(
+                run_id=run_id,
+                agent_id=agent_id,
+                session_id=session_id,
+                turn_id=turn_id,
+                event_key=event_key,
+                type=type_,
+                timestamp=last_at,
+                payload=payload if opened is None else next(opened),
+                id=record_id,
             )
+            if keep is None or kept:
+                append(record)
+            if keep is not None and listed and checked is not None:
+                checked.append(record)
     except (TypeError, ValueError, OverflowError) as e:
         seq = row[0] if isinstance(row, Sequence) and row else ""
         raise CorruptRecordError(
@@ -215,18 +231,12 @@ def transcript_records(
     opener = None
     if sealer is not None and rows:  # a listing opens every payload: run_records does too
         opener = sealer.run_opener(head.session_id, run_id, rows[0][0])
+    checked: list[Record] = []
     built = run_records(
-        run_id, head.agent_id, head.session_id, rows, per_second, opener, keep=_listed(kept)
+        run_id, head.agent_id, head.session_id, rows, per_second, opener, keep=kept, checked=checked
     )
-    lifecycle.check_listed(built, {run_id: head.status}, ends_log=through == head.newest)
-    return tuple([record for record in built if record.type in kept])
-
-
-@functools.cache
-def _listed(kept: frozenset[str]) -> frozenset[str]:
-    """The types a listing check of a replay's rows needs as records: ``kept`` and the
-    lifecycle types."""
-    return kept | LIFECYCLE_TYPES
+    lifecycle.check_listed(checked, {run_id: head.status}, ends_log=through == head.newest)
+    return built
 
 
 def unverified_record(

@@ -22,6 +22,7 @@ windows and gives the whole conversation, for UIs and audits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 import msgspec
@@ -197,11 +198,10 @@ def replay_transcript_chain(
     """
     resolved = _resolved(chain, full)
     if verified and len(resolved.links) == 1:  # no reference was followed: one decode, in order
-        records = resolved.segments[0].records
-        arrays = [r.payload for r in records if r.type not in _NOT_MESSAGES]
-        if len(arrays) == len(records):  # no reference or window to skip
+        (link,) = resolved.links
+        if link.reference is None and link.window is None:  # every record a message array
             try:
-                return decode_verified_messages(arrays)
+                return decode_verified_messages(map(_PAYLOAD, resolved.segments[0].records))
             except TranscriptError:
                 pass  # the strict path below names the record
     ordered = _ordered(resolved)
@@ -244,6 +244,7 @@ def replay_with_origins(
 
 _Entry = tuple[int, Record, bool]
 _NOT_MESSAGES = frozenset({TRANSCRIPT_REFERENCED, TRANSCRIPT_WINDOW})
+_PAYLOAD = attrgetter("payload")
 
 
 def _with_origins(

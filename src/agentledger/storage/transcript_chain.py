@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import payloads
@@ -70,6 +70,8 @@ CHAIN_TYPES = payloads.TRANSCRIPT_TYPES | {
     payloads.TRANSCRIPT_WINDOW,
 }
 """The record types a chain segment holds: message arrays, history references, windows."""
+_LINKING = frozenset({payloads.TRANSCRIPT_REFERENCED, payloads.TRANSCRIPT_WINDOW})
+"""The record types of a segment that shape its chain: its reference and its windows."""
 
 
 class ChainLink(NamedTuple):
@@ -112,16 +114,44 @@ class ChainIndex(NamedTuple):
     windows: dict[str, list[Record]]
 
 
+_REFERENCES: dict[tuple[str, bytes], payloads.TranscriptReference] = {}
+"""References that passed their check, by record type and payload bytes: the check
+depends on nothing else, so a chain read again (every turn replays the turns before)
+decodes each once. Only passes are kept; a misfit is checked, and named, anew."""
+_WINDOWS: dict[tuple[str, bytes], payloads.TranscriptWindow] = {}
+"""Windows that passed their check, kept as :data:`_REFERENCES` are."""
+_CHECKED_MAX = 4096
+
+
 def decode_reference(record: Record) -> payloads.TranscriptReference:
     """A stored history reference, decoded by the check its write passed; a misfit is
     corruption [J1]."""
-    return check_stored_payload(record, check_reference_payload)
+    return _checked(_REFERENCES, record, check_reference_payload)
 
 
 def decode_window(record: Record) -> payloads.TranscriptWindow:
     """A stored window, decoded by the check its write passed; a misfit is corruption
     [J1]."""
-    return check_stored_payload(record, check_window_payload)
+    return _checked(_WINDOWS, record, check_window_payload)
+
+
+_C = TypeVar("_C")
+
+
+def _checked(
+    kept: dict[tuple[str, bytes], _C], record: Record, check: Callable[[Record, str], _C]
+) -> _C:
+    payload = record.payload
+    if type(payload) is not bytes:  # only bytes are kept (hashable, immutable)
+        return check_stored_payload(record, check)
+    key = (record.type, payload)
+    found = kept.get(key)
+    if found is None:
+        found = check_stored_payload(record, check)
+        if len(kept) >= _CHECKED_MAX:
+            kept.clear()
+        kept[key] = found
+    return found
 
 
 class _Step(NamedTuple):
@@ -213,8 +243,9 @@ class ChainScan:
         while current not in seen:
             self.steps += 1
             found = start
-            if found is None:  # newest first: the first one within the cut governs
-                found = next((s for q, s in self._windows.get(current, ()) if q <= cut), None)
+            windows = self._windows.get(current) if found is None else None
+            if windows:  # newest first: the first one within the cut governs
+                found = next((s for q, s in windows if q <= cut), None)
             if found is not None and current == found.run_id:
                 return True
             reference = self._references.get(current)
@@ -306,9 +337,10 @@ def _walk(
         record = index.references.get(current)
         if record is not None and int(record.id) > through:
             record = None
-        window = next(
-            (w for w in reversed(index.windows.get(current, ())) if int(w.id) <= through), None
-        )
+        window = None
+        windows = index.windows.get(current)
+        if windows:
+            window = next((w for w in reversed(windows) if int(w.id) <= through), None)
         links.append(ChainLink(current, through, 1, len(links), exclude, record, window))
         if record is None:
             return links
@@ -449,9 +481,11 @@ def resolve_chain(
             )
         by_run[segment.run_id] = segment
         for record in segment.records:
+            if record.type not in _LINKING:  # a message array: most records
+                continue
             if record.type == payloads.TRANSCRIPT_WINDOW:
                 index.windows.setdefault(segment.run_id, []).append(record)
-            elif record.type == payloads.TRANSCRIPT_REFERENCED:
+            else:
                 if segment.run_id in index.references:
                     raise CorruptRecordError(
                         run_id=segment.run_id,

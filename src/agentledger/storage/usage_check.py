@@ -12,10 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from agentledger.storage.accounting import UsageTotals, add, record_tokens
 
-__all__ = ["RunCount", "usage_findings"]
+__all__ = ["LabelCount", "RunCount", "usage_findings"]
 
 RunCount = tuple[str, str, int, int]
 """A run as its rows hold it: ``(run_id, session_id, payload bytes, records)``."""
+LabelCount = tuple[int, UsageTotals]
+"""A label value's totals as kept: ``(sessions, usage)``."""
 
 
 def usage_findings(
@@ -26,6 +28,8 @@ def usage_findings(
     sessions: Iterable[str],
     *,
     sealed: bool,
+    session_labels: Iterable[tuple[str, str, str]] = (),
+    kept_labels: Mapping[tuple[str, str], LabelCount] | None = None,
 ) -> list[str]:
     """Each difference between the counters kept and a count of the rows, as a sentence.
 
@@ -37,6 +41,9 @@ def usage_findings(
         sessions: every stored session id.
         sealed: payloads are sealed at rest: tokens cannot be counted here and
             are not compared (bytes, records and runs are).
+        session_labels: ``(session_id, key, value)`` of every stored session label.
+        kept_labels: the per-label totals, by ``(key, value)`` (shards added up); None
+            for a store that keeps none.
     """
     tokens: dict[str, tuple[int, int, int]] = {}
     for run_id, type_, payload in usage_records:
@@ -54,7 +61,42 @@ def usage_findings(
             expected_sessions[session_id] = add(expected_sessions.get(session_id, _ZERO), usage)
     problems = _compare("run", expected_runs, kept_runs, sealed)
     problems += _compare("session", expected_sessions, kept_sessions, sealed)
+    if kept_labels is not None:
+        problems += _label_findings(session_labels, expected_sessions, kept_labels, sealed)
     return problems
+
+
+def _label_findings(
+    session_labels: Iterable[tuple[str, str, str]],
+    sessions: Mapping[str, UsageTotals],
+    kept: Mapping[tuple[str, str], LabelCount],
+    sealed: bool,
+) -> list[str]:
+    """The per-label totals against the sessions carrying each label, as counted."""
+    expected: dict[tuple[str, str], LabelCount] = {}
+    for session_id, key, value in session_labels:
+        count, usage = expected.get((key, value), (0, _ZERO))
+        expected[(key, value)] = (count + 1, add(usage, sessions.get(session_id, _ZERO)))
+    problems = []
+    for key, value in sorted(kept.keys() | expected.keys()):
+        want_n, want = expected.get((key, value), (0, _ZERO))
+        have_n, have = kept.get((key, value), (0, _ZERO))
+        wrong = [f"sessions {have_n} (rows: {want_n})"] if want_n != have_n else []
+        wrong += [
+            f"{f} {getattr(have, f)} (rows: {getattr(want, f)})"
+            for f in _fields(sealed)
+            if getattr(want, f) != getattr(have, f)
+        ]
+        if wrong:
+            problems.append(
+                f"usage totals of label {key!r}={value!r} differ from its sessions' rows: "
+                + ", ".join(wrong)
+            )
+    return problems
+
+
+def _fields(sealed: bool) -> Sequence[str]:
+    return [f for f in UsageTotals.__struct_fields__ if not (sealed and f in _TOKENS)]
 
 
 _ZERO = UsageTotals()
@@ -72,10 +114,7 @@ def _compare(
         problems.append(f"usage counters of a {what} that is not stored: {key!r}")
     for key in sorted(expected):
         want, have = expected[key], kept.get(key, _ZERO)
-        fields: Sequence[str] = [
-            f for f in UsageTotals.__struct_fields__ if not (sealed and f in _TOKENS)
-        ]
-        wrong = [f for f in fields if getattr(want, f) != getattr(have, f)]
+        wrong = [f for f in _fields(sealed) if getattr(want, f) != getattr(have, f)]
         if wrong:
             said = ", ".join(f"{f} {getattr(have, f)} (rows: {getattr(want, f)})" for f in wrong)
             problems.append(f"usage counters of {what} {key!r} differ from its rows: {said}")

@@ -1,4 +1,4 @@
-"""[G3] The accounting SQL both SQL backends share: the counter upserts a write adds, the
+"""[G3] The accounting SQL both SQL backends share: the token counts a write adds, the
 reads of one session's or run's counters, and the per-label totals in one query.
 
 The two backends differ only in table names and parameter marks, given here as
@@ -7,17 +7,12 @@ The two backends differ only in table names and parameter marks, given here as
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentledger.storage.accounting import (
-    USAGE_COLUMNS,
-    LabelUsage,
-    UsageChange,
-    usage_from_row,
-    usage_values,
-)
+from agentledger.storage.accounting import USAGE_COLUMNS, LabelUsage, usage_from_row
 
 __all__ = ["UsageTables", "label_rows"]
 
@@ -31,46 +26,32 @@ class UsageTables:
     sessions: str
     all_sessions: str
     labels: str
+    label_totals: str
     mark: str
 
-    def _upsert(self, table: str, key: Sequence[str]) -> str:
-        names = [*key, *USAGE_COLUMNS]
-        marks = ", ".join([self.mark] * len(names))
-        adds = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in USAGE_COLUMNS)
+    @functools.cached_property
+    def add_tokens(self) -> str:
+        """Add a run's tokens: ``(input, output, cached, run_id)`` (see :func:`token_rows`).
+
+        The only counter statement a write sends itself: bytes, records and runs are
+        counted by the schema's triggers as the rows are inserted, and every change of a
+        run's counters is added up into its session's and its labels' by triggers too.
+        """
+        m = self.mark
         return (
-            f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks}) "
-            f"ON CONFLICT ({key[0]}) DO UPDATE SET {adds}"
+            f"UPDATE {self.runs} SET input_tokens = input_tokens + {m}, "
+            f"output_tokens = output_tokens + {m}, cached_tokens = cached_tokens + {m} "
+            f"WHERE run_id = {m}"
         )
 
-    @property
-    def upsert_run(self) -> str:
-        """Add to a run's counters: ``(run_id, session_id, *counters)``."""
-        return self._upsert(self.runs, ("run_id", "session_id"))
-
-    @property
-    def upsert_session(self) -> str:
-        """Add to a session's counters: ``(session_id, *counters)``."""
-        return self._upsert(self.sessions, ("session_id",))
-
-    def changes(self, change: UsageChange) -> list[tuple[str, list[tuple[Any, ...]]]]:
-        """The upserts adding ``change``, each with its rows (runs, then sessions)."""
-        out: list[tuple[str, list[tuple[Any, ...]]]] = []
-        if change.runs:
-            rows = [(r, s, *usage_values(u)) for r, (s, u) in change.runs.items()]
-            out.append((self.upsert_run, rows))
-        if change.sessions:
-            rows = [(s, *usage_values(u)) for s, u in change.sessions.items()]
-            out.append((self.upsert_session, rows))
-        return out
-
-    @property
+    @functools.cached_property
     def session_row(self) -> str:
         """One session's counters."""
         return (
             f"SELECT {', '.join(USAGE_COLUMNS)} FROM {self.sessions} WHERE session_id = {self.mark}"
         )
 
-    @property
+    @functools.cached_property
     def run_row(self) -> str:
         """One run's counters."""
         return f"SELECT {', '.join(USAGE_COLUMNS)} FROM {self.runs} WHERE run_id = {self.mark}"
@@ -78,14 +59,29 @@ class UsageTables:
     def by_label(self, key: str, labels: Mapping[str, str]) -> tuple[str, list[object]]:
         """The totals of ``usage_by_label(key, labels)`` as one statement and its parameters.
 
-        Driven from the label index: the rows of ``key`` (or of the first filter label,
-        or every session when neither is given), each other filter label an index probe,
-        each session's counters one primary-key lookup.
+        Grouped by one label key (filtered, if at all, on a value of that same key), or
+        one label's total, is read from the per-label totals: a few rows per label value
+        (PostgreSQL keeps each in shards), whatever the number of sessions. Any other
+        filter (sessions carrying two labels at once, or none) is summed over the
+        matching sessions' counters, driven from the label index.
         """
         m = self.mark
-        sums = ", ".join(f"coalesce(sum(u.{c}), 0)" for c in USAGE_COLUMNS)
-        params: list[object] = []
         filters = dict(labels)
+        if (key and set(filters) <= {key}) or (not key and len(filters) == 1):
+            group_key = key or next(iter(filters))
+            where, params = [f"key = {m}"], list[object]([group_key])
+            if filters:
+                where.append(f"value = {m}")
+                params.append(filters[group_key])
+            group = "value" if key else "''"
+            totals = ", ".join(f"sum({c})" for c in USAGE_COLUMNS)
+            sql = (
+                f"SELECT {group}, sum(sessions), {totals} FROM {self.label_totals} "
+                f"WHERE {' AND '.join(where)}" + (" GROUP BY value ORDER BY value" if key else "")
+            )
+            return sql, params
+        sums = ", ".join(f"coalesce(sum(u.{c}), 0)" for c in USAGE_COLUMNS)
+        params = list[object]()
         if key:
             source, where, group = f"{self.labels} g", [f"g.key = {m}"], "g.value"
             params.append(key)
@@ -110,11 +106,20 @@ class UsageTables:
         )
         return sql, params
 
+    @functools.cached_property
+    def label_totals_rows(self) -> str:
+        """Every label's totals (shards added up): ``key, value, sessions, *counters``."""
+        totals = ", ".join(f"sum({c})" for c in USAGE_COLUMNS)
+        return (
+            f"SELECT key, value, sum(sessions), {totals} FROM {self.label_totals} "
+            "GROUP BY key, value"
+        )
+
 
 def label_rows(key: str, rows: Sequence[Sequence[Any]]) -> list[LabelUsage]:
     """The answer of :meth:`UsageTables.by_label` (groups of no session dropped)."""
     return [
         LabelUsage(key=key, value=str(row[0]), sessions=int(row[1]), usage=usage_from_row(row[2:]))
         for row in rows
-        if int(row[1])
+        if row[1] is not None and int(row[1])
     ]

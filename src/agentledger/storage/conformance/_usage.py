@@ -3,13 +3,16 @@
 A session's and a run's usage (bytes, records, runs, tokens) must equal what a
 count of their stored records gives, after starts, appends, batches, children,
 refused writes and exact retries (neither adds anything); the totals per label
-add up the sessions carrying it; a purge takes the session's counters with it.
+add up the sessions carrying it, grouped by one label or for one label's value, through
+appends, imports, forks, purges and cascading purges; a purge takes the session's
+counters with it.
 Bytes are the payload bytes as stored: equal to the plaintext for a store that
 does not seal payloads, more for one that does.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import msgspec
@@ -20,6 +23,8 @@ from agentledger.storage.accounting import MODEL_USAGE, UsageTotals, add, record
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance._base import ConformanceBase
 from agentledger.storage.conformance._world import AdminStore, World
+from agentledger.storage.derivation import HISTORY_COPIED, CopiedFrom
+from agentledger.storage.session_image import SessionImage, read_session_image
 from agentledger.storage.types import Record, RunStatus
 
 __all__ = ["UsageConformance"]
@@ -59,6 +64,24 @@ def _same(store: AdminStore, kept: UsageTotals, counted: UsageTotals) -> None:
         assert kept.bytes > counted.bytes, (kept, counted)
         kept = msgspec.structs.replace(kept, bytes=counted.bytes)
     assert kept == counted
+
+
+async def _same_totals(store: AdminStore, key: str, values: dict[str, str]) -> None:
+    """The totals of label ``key`` are those of the sessions carrying each value, added up:
+    grouped by the label, for one value, and grouped by it within one value."""
+    expected: dict[str, tuple[int, UsageTotals]] = {}
+    for sid, value in values.items():
+        count, usage = expected.get(value, (0, UsageTotals()))
+        expected[value] = (count + 1, add(usage, await store.load_session_usage(sid)))
+    rows = await store.usage_by_label(key)
+    assert {r.value: (r.sessions, r.usage) for r in rows} == expected
+    assert [r.value for r in rows] == sorted(expected)
+    for value, (count, usage) in expected.items():
+        (one,) = await store.usage_by_label(labels={key: value})
+        assert (one.key, one.value, one.sessions, one.usage) == ("", "", count, usage)
+        (row,) = await store.usage_by_label(key, labels={key: value})
+        assert (row.value, row.sessions, row.usage) == (value, count, usage)
+    assert await store.usage_by_label(key, labels={key: "none"}) == []
 
 
 class UsageConformance(ConformanceBase):
@@ -131,6 +154,44 @@ class UsageConformance(ConformanceBase):
         assert every.sessions == 4
         assert every.usage == add(ua, rows[1].usage)
         assert await store.usage_by_label("tenant", labels={"ns": world.ns + "-none"}) == []
+
+    async def test_label_totals_follow_every_write(self, world: World) -> None:
+        key = f"acct-{uuid.uuid4().hex[:10]}"  # carried by this test's sessions alone
+        store = world.store
+        a1, _ = await self._filled(world, "la1", {key: "a"})
+        a2, _ = await self._filled(world, "la2", {key: "a"})
+        b1, _ = await self._filled(world, "lb1", {key: "b"})
+        idle = await world.session("lidle", labels={key: "b"})  # no runs: counted all the same
+        values = {a1: "a", a2: "a", b1: "b", idle: "b"}
+        await _same_totals(store, key, values)
+        # an import: an ended session exported, renamed, written back whole
+        await store.end_session(a1, ended_at=world.now())
+        image = await read_session_image(store, a1)
+        ns = uuid.uuid4().hex[: len(world.ns)]
+        encoded = msgspec.msgpack.encode(image).replace(world.ns.encode(), ns.encode())
+        imported = msgspec.msgpack.decode(encoded, type=SessionImage)
+        await store.import_session(imported)
+        values[imported.session.id] = "a"
+        # a fork: a new session of value "b" holding a copy of a2's history
+        holder = await world.session("lfork", labels={"ns": world.ns, key: "b"})
+        fork = world.run("lfork-run", session=holder)
+        source = CopiedFrom(session_id=a2, run_id=f"{world.ns}-la2-root", through="2")
+        copied = fork.record(HISTORY_COPIED, source.encode(), event_key="copied", at=world.now())
+        await store.start_root_run(msgspec.structs.replace(fork.root_start(), records=(copied,)))
+        await store.append_run_record(_usage_record(world, fork, "u1", 40, 2, 1))
+        await world.finish(fork)
+        values[holder] = "b"
+        await _same_totals(store, key, values)
+        # a purge, then a cascading purge that takes the fork's holder with its source
+        await store.purge_session(a1)
+        del values[a1]
+        await _same_totals(store, key, values)
+        for sid in (a2, holder):
+            await store.end_session(sid, ended_at=world.now())
+        receipt = await store.purge_session(a2, cascade=True)
+        assert receipt.cascaded == [holder]
+        del values[a2], values[holder]
+        await _same_totals(store, key, values)
 
     async def test_usage_by_label_refuses_a_bad_key(self, world: World) -> None:
         with pytest.raises(ValidationError):

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 from psycopg.types.json import Jsonb
 
-from agentledger.storage.accounting import usage_change
+from agentledger.storage.accounting import token_rows
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.postgres import search
@@ -80,9 +80,10 @@ USAGE = UsageTables(
     sessions="agentledger_usage_sessions",
     all_sessions="(SELECT id AS session_id FROM agentledger_sessions)",
     labels="agentledger_session_labels",
+    label_totals="agentledger_usage_labels",
     mark="%s",
 )
-"""[G3] the counter tables (migration 14)."""
+"""[G3] the counter tables (migrations 14 and 16; triggers count what rows add)."""
 _PURGE = (
     "DELETE FROM agentledger_usage_runs WHERE session_id = %(s)s",
     "DELETE FROM agentledger_usage_sessions WHERE session_id = %(s)s",
@@ -143,8 +144,10 @@ def _plain(value: object) -> object:
 
 
 def changed_columns(new: tuple[object, ...], old: tuple[object, ...]) -> list[int]:
-    """Positions (past the key) of the parameters that differ."""
-    return [i for i in range(1, len(new)) if _plain(new[i]) != _plain(old[i])]
+    """Positions (past the key) of the parameters that differ (one object is one value)."""
+    return [
+        i for i in range(1, len(new)) if new[i] is not old[i] and _plain(new[i]) != _plain(old[i])
+    ]
 
 
 async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
@@ -185,12 +188,9 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                     moved = (row.status.value, row.created_at, row.id)
                     await conn.execute(_UPDATE_LABELS, moved)
     sealer = loader.sealer
-    new_runs: list[tuple[str, str]] = []
     for run in plan.runs:
         values = run_params(run)
         previous = cache.runs.get(run.run_id)
-        if previous is None:
-            new_runs.append((run.run_id, run.session_id))
         changed = None if previous is None else changed_columns(values, run_params(previous))
         if sealer is not None and run.checkpoint is not None:  # compared plaintext, sent sealed
             sealed = list(values)
@@ -211,23 +211,18 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
         for session_id, (old, new) in allocations.items():
             await conn.execute(_one_row(_ALLOCATE), (new, session_id, old))
         pairs = list(zip(plan.records, positions, strict=True))
-        sizes: list[int] = []
         for start in range(0, len(pairs), _RECORDS_PER_INSERT):  # an import may hold many
             chunk = pairs[start : start + _RECORDS_PER_INSERT]
             flat: list[object] = []
             for record, position in chunk:
                 if sealer is not None:
                     record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
-                sizes.append(len(record.payload))
                 flat.extend(record_params(record, position))
             values_sql = ", ".join([_RECORD_VALUES] * len(chunk))
             await conn.execute(_INSERT_RECORDS + values_sql, flat)
         await search.insert_entries(conn, plan.records, sealed=sealer is not None)
-    if plan.records or new_runs:  # [G3] counted in the write's own transaction
-        change = usage_change(plan, new_runs, sizes if plan.records else None)
-        for sql, rows in USAGE.changes(change):
-            for counted in rows:  # a few: the runs and sessions of one write
-                await conn.execute(sql, counted)
+        for tokens in token_rows(plan.records):  # [G3] the rest is counted by triggers
+            await conn.execute(USAGE.add_tokens, tokens)
     for result in plan.tool_results:
         data = result.data
         if sealer is not None:

@@ -19,6 +19,7 @@ from agentledger.storage import accounting, payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.postgres import migrations, search
+from agentledger.storage.postgres.apply import USAGE
 from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row, utc
 from agentledger.storage.search_check import index_findings, left_out_findings
 from agentledger.storage.usage_check import usage_findings
@@ -318,4 +319,23 @@ async def _usage_problems(conn: psycopg.AsyncConnection[TupleRow], sealed: bool)
     ]
     counts = [(r, s, int(b), int(n)) for r, s, b, n in await rows(_USAGE_RUNS)]
     sessions = [sid for (sid,) in await rows("SELECT id FROM agentledger_sessions")]
-    return usage_findings(counts, usage_records, kept_runs, kept_sessions, sessions, sealed=sealed)
+    session_labels = [
+        (sid, key, value)
+        for sid, key, value in await rows(
+            "SELECT session_id, key, value FROM agentledger_session_labels"
+        )
+    ]
+    kept_labels = {
+        (row[0], row[1]): (int(row[2]), accounting.usage_from_row(row[3:]))
+        for row in await rows(USAGE.label_totals_rows)
+    }
+    return usage_findings(
+        counts,
+        usage_records,
+        kept_runs,
+        kept_sessions,
+        sessions,
+        sealed=sealed,
+        session_labels=session_labels,
+        kept_labels=kept_labels,
+    )

@@ -20,6 +20,7 @@ from agentledger.errors import SchemaVersionError, TranscriptError, ValidationEr
 from agentledger.storage import accounting
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.storage.postgres import search as search_schema
+from agentledger.storage.postgres import usage as usage_schema
 from agentledger.storage.postgres.rows import micros
 from agentledger.transcript.codec import decode_messages
 
@@ -427,6 +428,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     # [G1] the search index, written with each record; older records are indexed
     # afterwards in resumable batches (search.build_index).
     Migration(15, "search index", search_schema.MIGRATION),
+    # [G3] the usage totals of each label value (in shards), and the triggers that count
+    # what each inserted row adds and add a run's counters up into its session's and its
+    # labels' (see storage/postgres/usage.py); existing labels are added up once here.
+    Migration(16, "usage label totals", usage_schema.MIGRATION, usage_schema.backfill_label_totals),
 )
 """Every migration this code knows, in order."""
 

@@ -30,7 +30,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError
-from agentledger.storage.accounting import USAGE_COLUMNS, usage_change, usage_values
+from agentledger.storage.accounting import token_rows
 from agentledger.storage.postgres import search
 from agentledger.storage.postgres.apply import USAGE, changed_columns
 from agentledger.storage.postgres.reader import Missing
@@ -241,6 +241,7 @@ def _statement(
     keys: int,
     steering: bool = False,
     index: str = "",
+    tokens: bool = False,
 ) -> str:
     """The statement writing ``count`` records and the run columns ``changed``.
 
@@ -298,30 +299,21 @@ def _statement(
     )
     index = f", {index}" if index else ""  # the search index [G1], written with the records
     return (
-        lock + run + allocate + insert + index + _usage(session)
+        lock + run + allocate + insert + index + _tokens(tokens)
         + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
     )  # fmt: skip
 
 
-def _usage(session: bool) -> str:
-    """[G3] The counter upserts of the write, gated as its INSERT is (so only if it wrote)."""
-    counters = ", ".join(USAGE_COLUMNS)
-    values = ", ".join(f"%(u_{c})s::bigint" for c in USAGE_COLUMNS)
-    adds = ", ".join(f"{c} = {{t}}.{c} + excluded.{c}" for c in USAGE_COLUMNS)
-    runs = USAGE.runs
-    sql = (
-        f", ur AS (INSERT INTO {runs} (run_id, session_id, {counters}) "
-        f"SELECT %(rid)s, %(usid)s, {values} WHERE EXISTS (SELECT 1 FROM r) "
-        f"ON CONFLICT (run_id) DO UPDATE SET {adds.format(t=runs)} RETURNING 1) "
+def _tokens(tokens: bool) -> str:
+    """[G3] Adding the tokens of the write's usage records, gated as the INSERT is (so only
+    if it wrote); bytes, records and their roll-up are counted by the schema's triggers."""
+    if not tokens:
+        return ""
+    return (
+        f", t AS (UPDATE {USAGE.runs} SET input_tokens = input_tokens + %(ti)s, "
+        "output_tokens = output_tokens + %(to)s, cached_tokens = cached_tokens + %(tc)s "
+        "WHERE run_id = %(rid)s AND EXISTS (SELECT 1 FROM r) RETURNING 1) "
     )
-    if session:
-        sessions = USAGE.sessions
-        sql += (
-            f", us AS (INSERT INTO {sessions} (session_id, {counters}) "
-            f"SELECT %(sid)s, {values} FROM a "
-            f"ON CONFLICT (session_id) DO UPDATE SET {adds.format(t=sessions)} RETURNING 1) "
-        )
-    return sql
 
 
 _RUN_WIDTH = len(_RUN_FIELDS)
@@ -365,6 +357,13 @@ def healthy(conn: AsyncConnection[TupleRow]) -> bool:
     return not poller.poll(0)
 
 
+@lru_cache(maxsize=MAX_RECORDS)
+def _record_names(i: int) -> tuple[str, ...]:
+    """The parameter names of record ``i``'s values in ``_statement``, in ``record_params``
+    order (its columns, then seq and checksum)."""
+    return (*(f"v{i}_{j}" for j in range(len(_RECORD_TYPES))), f"v{i}_seq", f"v{i}_sum")
+
+
 Statement = tuple[str, dict[str, object]]
 """An SQL statement and its named parameters."""
 
@@ -389,19 +388,16 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
     if session is not None:
         params.update(sid=session.id, status=session.status.value, ended=session.ended_at)
         params["n"] = len(g.plan.records)
-    sizes: list[int] = []
     for i, record in enumerate(g.plan.records):
         if sealer is not None:
             record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
-        sizes.append(len(record.payload))
-        values = record_params(record, None)
-        for j in range(len(_RECORD_TYPES)):
-            params[f"v{i}_{j}"] = values[j]
-        params[f"v{i}_seq"] = values[8]
-        params[f"v{i}_sum"] = values[9]
-    _, added = usage_change(g.plan, (), sizes).runs[run.run_id]
-    params["usid"] = run.session_id
-    params.update(zip((f"u_{c}" for c in USAGE_COLUMNS), usage_values(added), strict=True))
+        keys = _record_names(i)
+        params.update(zip(keys, record_params(record, None)[: len(keys)], strict=True))
+    tokens = token_rows(g.plan.records)  # all of one run: added up, one UPDATE of its row
+    if tokens:
+        params["ti"] = sum(t[0] for t in tokens)
+        params["to"] = sum(t[1] for t in tokens)
+        params["tc"] = sum(t[2] for t in tokens)
     index = ""
     if session is not None:
         if sealer is not None:
@@ -413,7 +409,13 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
                 index = search.GUESSED_INSERT
                 params.update(entries)
     sql = _statement(
-        session is not None, names, len(g.plan.records), len(g.absent), g.none_steering, index
+        session is not None,
+        names,
+        len(g.plan.records),
+        len(g.absent),
+        g.none_steering,
+        index,
+        bool(tokens),
     )
     return sql, params
 

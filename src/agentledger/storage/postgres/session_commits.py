@@ -49,15 +49,35 @@ MAX_GROUP_BYTES = 8 * 1024 * 1024
 """Most statement bytes in one transaction (a larger statement goes in a group of its own)."""
 
 
+_SIZED = (str, bytes, bytearray, memoryview)
+
+
 def statement_bytes(statement: object) -> int:
-    """About how many bytes a statement sends: its text and parameters, counted through."""
-    if isinstance(statement, str | bytes | bytearray | memoryview):
-        return len(statement)
-    if isinstance(statement, dict):
-        return sum(statement_bytes(k) + statement_bytes(v) for k, v in statement.items())
-    if isinstance(statement, list | tuple):
-        return sum(statement_bytes(item) for item in statement)
-    return 8  # a number, a time, None
+    """About how many bytes a statement sends: its text and parameters, counted through.
+
+    Counted on every append, so without recursion: a text or bytes counts its length,
+    anything else that is not a container 8 (a number, a time, None).
+    """
+    total = 0
+    todo = [statement]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, _SIZED):
+            total += len(item)
+        elif isinstance(item, dict):
+            for value in (*item, *item.values()):  # a statement's names and parameters
+                kind = type(value)
+                if kind is str or kind is bytes:
+                    total += len(value)
+                elif value is None or kind is int:
+                    total += 8
+                else:
+                    todo.append(value)
+        elif isinstance(item, list | tuple):
+            todo.extend(item)
+        else:
+            total += 8  # a number, a time, None
+    return total
 
 
 class SessionCommits(Generic[S, A]):

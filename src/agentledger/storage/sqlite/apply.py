@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from agentledger.storage.accounting import usage_change
+from agentledger.storage.accounting import token_rows
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.receipts import encode_receipt
@@ -37,7 +37,7 @@ from agentledger.storage.sqlite.rows import (
 from agentledger.storage.state import Plan, RunRow, SessionRow
 from agentledger.storage.usage_sql import UsageTables
 
-__all__ = ["apply_plan"]
+__all__ = ["INSERT_RECORD", "USAGE", "apply_plan", "plan_statements"]
 
 _UPSERT_SESSION = (
     "INSERT INTO sessions (id, status, created_at, ended_at, labels) VALUES (?, ?, ?, ?, ?) "
@@ -60,7 +60,7 @@ _UPSERT_CHECKPOINT = (
     "ON CONFLICT (run_id) DO UPDATE SET id = excluded.id, data = excluded.data"
 )
 _DELETE_CHECKPOINT = "DELETE FROM checkpoints WHERE run_id = ?"
-_INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_TOOL_RESULT = (
     "INSERT INTO tool_results (run_id, call_key, data, checksum) VALUES (?, ?, ?, ?)"
 )
@@ -71,14 +71,17 @@ _UPSERT_MESSAGE = (
     "after_run_id = excluded.after_run_id"
 )
 _CHANGEABLE = RUN_FIELDS[1:]  # run_id is the key
+
+
 USAGE = UsageTables(
     runs="usage_runs",
     sessions="usage_sessions",
     all_sessions="(SELECT id AS session_id FROM sessions)",
     labels="session_labels",
+    label_totals="usage_labels",
     mark="?",
 )
-"""[G3] the counter tables (schema migration 16)."""
+"""[G3] the counter tables (schema migrations 16 and 18; triggers count what rows add)."""
 _PURGE = (
     "DELETE FROM usage_runs WHERE session_id = :id",
     "DELETE FROM usage_sessions WHERE session_id = :id",
@@ -110,7 +113,7 @@ def apply_plan(
     leave none of its own: a plan of more than one statement then runs under a
     savepoint, rolled back on failure (one statement is undone by SQLite).
     """
-    statements = _statements(reader, plan)
+    statements = plan_statements(reader, plan)
     if len(statements) == 1 and not statements[0][2]:  # one statement: an append
         conn.execute(statements[0][0], statements[0][1])
         return
@@ -130,21 +133,21 @@ def apply_plan(
 
 def _execute(conn: sqlite3.Connection, statements: Sequence[_Statement]) -> None:
     for sql, params, many in statements:
-        if many:
+        if many and len(params) == 1:  # execute is cheaper than executemany for one row
+            conn.execute(sql, params[0])
+        elif many:
             conn.executemany(sql, params)
         else:
             conn.execute(sql, params)
 
 
-def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
+def plan_statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
     """The statements that store ``plan``, in order; notes its runs in ``reader``."""
     statements: list[_Statement] = []
     if plan.session is not None:
         statements.append((_UPSERT_SESSION, _session_values(plan.session), False))
         if plan.session.labels:
             statements.append((_UPSERT_LABELS, _label_values(plan.session), True))
-    runs_read = reader.runs_read
-    new_runs = [(r.run_id, r.session_id) for r in plan.runs if runs_read.get(r.run_id) is None]
     for row in plan.runs:
         _put_run(statements, reader, row)
     records = plan.records
@@ -155,15 +158,14 @@ def _statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
             msgspec.structs.replace(record, payload=sealer.seal_record(record))
             for record in records
         ]
-    if records or new_runs:  # [G3] counted in the write's own transaction
-        sizes = None if sealer is None else [len(record.payload) for record in records]
-        change = usage_change(plan, new_runs, sizes)
-        statements.extend((sql, rows, True) for sql, rows in USAGE.changes(change))
+    tokens = token_rows(plan.records) if records else None  # [G3] the rest: the triggers
     if len(records) > 2:  # a batch: executemany saves about a third per row
-        statements.append((_INSERT_RECORD, [record_values(record) for record in records], True))
+        statements.append((INSERT_RECORD, [record_values(record) for record in records], True))
     else:  # one or two: execute is cheaper than executemany
         for record in records:
-            statements.append((_INSERT_RECORD, record_values(record), False))
+            statements.append((INSERT_RECORD, record_values(record), False))
+    if tokens:
+        statements.append((USAGE.add_tokens, tokens, True))
     statements += indexing
     for result in plan.tool_results:
         data = result.data

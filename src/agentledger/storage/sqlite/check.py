@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import zlib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentledger.errors import AgentledgerError, CorruptRecordError, ValidationError
@@ -19,10 +20,11 @@ from agentledger.storage.invariants import run_problems
 from agentledger.storage.search import terms_of
 from agentledger.storage.search_check import index_findings, left_out_findings
 from agentledger.storage.sqlite import schema, search
+from agentledger.storage.sqlite.apply import USAGE
 from agentledger.storage.sqlite.connection import map_open_error
 from agentledger.storage.sqlite.readonly import read_only_uri
 from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record, from_ms
-from agentledger.storage.usage_check import usage_findings
+from agentledger.storage.usage_check import LabelCount, usage_findings
 from agentledger.storage.validation import decode_stored_payload
 
 __all__ = ["check_invariants", "stored_run_ids"]
@@ -345,6 +347,10 @@ _USAGE_RUNS = (
 _USAGE_COUNTERS = ", ".join(accounting.USAGE_COLUMNS)
 
 
+def _label_totals(rows: Iterable[Sequence[Any]]) -> dict[tuple[str, str], LabelCount]:
+    return {(row[0], row[1]): (int(row[2]), accounting.usage_from_row(row[3:])) for row in rows}
+
+
 def _usage_problems(conn: sqlite3.Connection, sealed: bool) -> list[str]:
     """[G3] the usage counters against a count of the rows."""
     kept_runs = {
@@ -365,4 +371,6 @@ def _usage_problems(conn: sqlite3.Connection, sealed: bool) -> list[str]:
         kept_sessions,
         (sid for (sid,) in conn.execute("SELECT id FROM sessions")),
         sealed=sealed,
+        session_labels=conn.execute("SELECT session_id, key, value FROM session_labels"),
+        kept_labels=_label_totals(conn.execute(USAGE.label_totals_rows)),
     )

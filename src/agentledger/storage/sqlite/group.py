@@ -7,7 +7,8 @@ meanwhile, and those that queue while the group runs, up to
 :data:`MAX_GROUP`. A refused or failed operation leaves the others' writes
 alone: it is told it shares the transaction, and undoes its own writes (a
 write of one statement is undone by SQLite itself; more run under a
-savepoint, see :func:`.apply.apply_plan`). One ``COMMIT`` (one fsync at
+savepoint, see :func:`.apply.apply_plan`; consecutive plain appends are
+written together, see :mod:`.writes`). One ``COMMIT`` (one fsync at
 ``synchronous=FULL``) then answers the whole group, and only then does any
 caller hear its answer: nobody is told "stored" before the commit that
 stores it, and a refusal decided on top of an uncommitted write is not
@@ -107,6 +108,17 @@ _Batch = list[_Item]
 """Operations one event loop submitted in one turn, queued as one item."""
 
 
+Batch = Callable[
+    [sqlite3.Connection, C, list[Operation], bool], list[tuple[Any, "BaseException | None"]]
+]
+"""Runs consecutive operations marked ``batchable`` of a group together: their
+connection, the group's context, the operations and whether other writes share the
+transaction. Returns an answer (result, error) for each of the first operations it
+took, in order: maybe none, and the writer then runs the first by itself. Like an
+operation, each failed one has undone its own writes; it raises only when the whole
+transaction failed, or when it was given one operation sharing it with nobody."""
+
+
 class _Requeue(Exception):
     """A caller's-thread group met an operation that must run on the writer thread."""
 
@@ -168,11 +180,11 @@ class GroupWriter(Generic[C]):
         open_checkpointer: Callable[[], sqlite3.Connection] | None = None,
         here_context: Callable[[], AbstractContextManager[object]] | None = None,
         requeue: tuple[type[BaseException], ...] = (),
+        batch: Batch[C] | None = None,
     ) -> None:
         self._open = open_connection
+        self._batch = batch
         self._open_checkpointer = open_checkpointer
-        self._checkpointer: sqlite3.Connection | None = None
-        """The inline mode's checkpoint connection, once opened; the thread's alone."""
         self._begin = begin
         self._lost = lost
         self._busy_ms = int(busy_timeout * 1000)
@@ -204,6 +216,11 @@ class GroupWriter(Generic[C]):
         self._commits = 0
         """Commits since the last checkpoint (inline mode)."""
         self._checkpoint_asked = False
+        self.checkpoints = 0
+        """Checkpoints the thread has run (inline mode)."""
+        self._checkpointing = False
+        """The thread waits for the lock to end a checkpoint: groups queue for it meanwhile
+        (else the caller's thread, taking the lock again at once, could starve it)."""
         self._stopping = False
         self._closed = False
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -309,7 +326,7 @@ class GroupWriter(Generic[C]):
         if not self._inline:
             return QUEUE
         with self._count_lock:
-            if self._outstanding or not self._lock.acquire(blocking=False):
+            if self._outstanding or self._checkpointing or not self._lock.acquire(blocking=False):
                 return QUEUE
         try:
             conn, cursor = self._conn, self._cursor
@@ -375,9 +392,6 @@ class GroupWriter(Generic[C]):
                     self._checkpoint()
         finally:
             with self._lock:
-                if self._checkpointer is not None:
-                    self._checkpointer.close()
-                    self._checkpointer = None
                 if self._conn is not None:
                     self._cursor = None
                     self._conn.close()
@@ -388,7 +402,14 @@ class GroupWriter(Generic[C]):
 
         PASSIVE takes no write lock and never waits: what readers still use is
         copied by a later checkpoint. On the checkpoint connection it runs
-        without the writer's lock, beside writes on the caller's thread.
+        without the writer's lock, beside writes on the caller's thread. Those
+        writes leave it short of the log's end, and a log never copied to its end
+        is never started again from its beginning: it grows, and each commit then
+        extends the file, which makes its sync cost a journal commit of the file
+        system as well (the counts a checkpoint returns do not show it: they are
+        of the log as it was when it began). So a second pass copies what was
+        committed meanwhile (a few pages) holding the writer's lock, and the next
+        write starts the log over.
         """
         with self._lock:
             if not self._inline or self._commits < CHECKPOINT_EVERY or self._conn is None:
@@ -400,9 +421,18 @@ class GroupWriter(Generic[C]):
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 return
         with contextlib.suppress(sqlite3.Error):
-            if self._checkpointer is None:
-                self._checkpointer = self._open_checkpointer()
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            checkpointer = self._open_checkpointer()  # for this checkpoint alone
+            try:
+                checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self._checkpointing = True  # the caller's thread lets go of the lock
+                try:
+                    with self._lock:  # what was committed meanwhile; then the log starts over
+                        checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                finally:
+                    self._checkpointing = False
+            finally:
+                checkpointer.close()
+        self.checkpoints += 1
 
     def _drain(self, size: int) -> list[_Item]:
         """Operations already waiting, while the group is under MAX_GROUP; notes a stop.
@@ -441,10 +471,39 @@ class GroupWriter(Generic[C]):
             pending = group if here else group + self._drain(len(group))
             group[:] = pending
             while pending:
-                for item in pending:
+                index = 0
+                solo = -1  # where a batch ended early: that operation runs by itself
+                while index < len(pending):
                     # The first operation, with nobody else waiting, shares the
                     # transaction with nobody: if it fails, ROLLBACK undoes it alone.
                     alone = len(group) == 1
+                    batch = self._batch
+                    if (
+                        batch is not None
+                        and index != solo
+                        and getattr(pending[index][0], "batchable", False)
+                    ):
+                        end = index + 1
+                        while end < len(pending) and getattr(pending[end][0], "batchable", False):
+                            end += 1
+                        items = pending[index:end]
+                        try:
+                            done = batch(conn, context, [op for op, _, _ in items], not alone)
+                        except BaseException as e:
+                            if not conn.in_transaction or not alone:
+                                raise  # the group fails
+                            conn.execute("ROLLBACK")
+                            return [(items[0], None, e)]
+                        answers.extend(
+                            (item, result, error)
+                            for item, (result, error) in zip(items, done, strict=False)
+                        )
+                        index += len(done)
+                        if done:
+                            solo = index if len(done) < len(items) else -1
+                            continue
+                    item = pending[index]
+                    index += 1
                     try:
                         result = item[0](conn, context, not alone)
                     except BaseException as e:

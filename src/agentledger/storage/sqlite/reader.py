@@ -211,6 +211,10 @@ _CHAIN_RUN_WINDOWS = (
 """The windows of a run without a session (its log's own index)."""
 
 
+_STATUSES: dict[object, RunStatus] = {status.value: status for status in RunStatus}
+"""A stored status text as its :class:`RunStatus` (a dict lookup: a chain reads hundreds)."""
+
+
 class RowCache:
     """Run and session rows the write connection saw, kept while nobody else commits.
 
@@ -482,10 +486,11 @@ class SQLiteReader(StateReader):
     def _heads(self, statement: str, query: Any) -> dict[str, pages.RunHead]:
         heads: dict[str, pages.RunHead] = {}
         for rid, agent_id, session_id, status, newest in self._conn.execute(statement, query):
-            try:
-                heads[rid] = pages.RunHead(agent_id, session_id, newest, RunStatus(status))
-            except ValueError as e:
-                raise CorruptRecordError(run_id=rid, record_id="", reason=f"run row: {e}") from e
+            known = _STATUSES.get(status)
+            if known is None:
+                reason = f"run row: {status!r} is not a valid RunStatus"
+                raise CorruptRecordError(run_id=rid, record_id="", reason=reason)
+            heads[rid] = pages.RunHead(agent_id, session_id, newest, known)
         return heads
 
     def _windowed_index(

@@ -19,6 +19,7 @@ from agentledger.errors import SchemaVersionError, TranscriptError, ValidationEr
 from agentledger.storage import accounting
 from agentledger.storage.integrity import record_checksum, run_seed, tool_result_checksum
 from agentledger.storage.sqlite import search as search_schema
+from agentledger.storage.sqlite import usage as usage_schema
 from agentledger.transcript.codec import decode_messages
 
 __all__ = [
@@ -394,6 +395,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         version=18,
+        name="usage_label_totals",
+        # [G3] the usage totals of each label value, and the triggers that count what
+        # each inserted row adds and add a run's counters up into its session's and its
+        # labels' (see storage/sqlite/usage.py); existing labels are added up once here.
+        statements=usage_schema.MIGRATION,
+        backfill=usage_schema.backfill_label_totals,
+    ),
+    Migration(
+        version=19,
         name="search_index_batched",
         # [G1] the FTS5 table takes the entries' words in batches, not per transaction.
         statements=search_schema.BATCHED,

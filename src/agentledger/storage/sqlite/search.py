@@ -10,7 +10,7 @@ one and the FTS5 table for the others, so it is exact as soon as a record commit
 entry's id is its place in the commit order: a page is a descending range of ids, never a
 sort of every match.
 
-Schema migration 17 creates the tables, 18 batches the FTS5 writes; the records stored
+Schema migration 17 creates the tables, 19 batches the FTS5 writes; the records stored
 before them are indexed by :func:`build_index` in batches, each its own transaction,
 newest first, so a build that stops resumes where it was (``search_backfill`` keeps
 where). Entries it writes take ids below every id written since, so the commit order
@@ -101,7 +101,7 @@ BATCHED = (
     "WHEN old.id <= (SELECT upto FROM search_flushed) BEGIN "
     "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', old.id, old.body); END",
 )
-"""Schema migration 18: the FTS5 table takes the entries' words every FLUSH_EVERY entries
+"""Schema migration 19: the FTS5 table takes the entries' words every FLUSH_EVERY entries
 (one segment for many records) instead of once per transaction, still in the transaction
 of the record that fills the batch; a search reads the few newer entries itself."""
 

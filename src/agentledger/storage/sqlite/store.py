@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from agentledger.errors import AgentledgerError, StoreClosedError, ValidationError
+from agentledger.errors import StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
 from agentledger.storage.accounting import (
@@ -33,7 +33,7 @@ from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_r
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.search import SearchPage, search_query
-from agentledger.storage.sqlite.apply import USAGE, apply_plan
+from agentledger.storage.sqlite.apply import USAGE
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
     OPEN_ERRORS,
@@ -55,6 +55,7 @@ from agentledger.storage.sqlite.readonly import (
     open_checked,
 )
 from agentledger.storage.sqlite.threads import ConnectionThreads
+from agentledger.storage.sqlite.writes import WriteOperation, run_appends
 from agentledger.storage.state import Plan, StateReader
 from agentledger.storage.types import (
     Checkpoint,
@@ -163,66 +164,6 @@ def _rollback(conn: sqlite3.Connection) -> None:
         # If even ROLLBACK fails, SQLite rolls back on its own; the first error is the one.
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
-
-
-def _write_op(
-    decide: Callable[[StateReader], Plan[R]],
-    *,
-    insert_first: bool = False,
-    sealer: Encryption | None = None,
-) -> Callable[[sqlite3.Connection, RowCache, bool], R]:
-    """One whole lifecycle operation inside the group's transaction: decide and apply.
-
-    The decision only reads; a refusal raises before anything is written. With
-    ``shared`` (other operations' writes share the transaction) the plan is
-    applied so that a failure undoes it alone (see :func:`.apply.apply_plan`).
-
-    With ``insert_first`` (appends), the decision first runs as if none of its
-    event keys were stored, without reading them; the plan is kept only if its
-    INSERTs then succeed, which proves the keys were indeed new. Any refusal,
-    or a unique-key conflict, and the decision runs again on what is stored.
-    Either way the decision is the shared one: this only skips a read.
-    """
-
-    def operation(conn: sqlite3.Connection, cache: RowCache, shared: bool) -> R:
-        if insert_first:
-            guessed = _insert_first(conn, cache, decide, sealer)
-            if guessed is not None:
-                return guessed.result
-        reader = SQLiteReader(conn, cache, sealer=sealer)
-        plan = decide(reader)
-        if plan.writes:
-            apply_plan(conn, reader, plan, undoable=shared)
-            cache.committed(plan)  # later operations of the group read through it
-        return plan.result
-
-    return operation
-
-
-def _insert_first(
-    conn: sqlite3.Connection,
-    cache: RowCache,
-    decide: Callable[[StateReader], Plan[R]],
-    sealer: Encryption | None,
-) -> Plan[R] | None:
-    """The plan of an append whose keys are new, applied; None if they may not be.
-
-    A conflict undoes the plan's writes (always: the decision runs again in the
-    same transaction), so None leaves the transaction as it found it.
-    """
-    reader = SQLiteReader(conn, cache, fresh_keys=True, sealer=sealer)
-    try:
-        plan = decide(reader)
-    except KeyNeeded:
-        raise  # not a refusal: the caller loads the key and runs the operation again
-    except AgentledgerError:
-        return None  # maybe a retry of a stored record: decide again on stored state
-    try:
-        apply_plan(conn, reader, plan, undoable=True)
-    except sqlite3.IntegrityError:
-        return None
-    cache.committed(plan)
-    return plan
 
 
 def _read_job(
@@ -409,6 +350,7 @@ class SQLiteStore(AdminOperations):
             open_checkpointer=open_reader,  # a checkpoint needs no write access
             here_context=None if encryption is None else deferring_vault_reads,
             requeue=() if encryption is None else (KeyNeeded,),
+            batch=run_appends,
         )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
@@ -531,7 +473,7 @@ class SQLiteStore(AdminOperations):
             raise ValidationError(
                 field="store", expected="a store opened for writing", got="read-only"
             )
-        op = _write_op(decide, insert_first=insert_first, sealer=self.encryption)
+        op = WriteOperation(decide, insert_first=insert_first, sealer=self.encryption)
         try:
             if here and appended is not None and self._direct:
                 result = writer.run_inline(op)
