@@ -355,3 +355,42 @@ async def test_sqlite_purges_waiting_and_written_entries(tmp_path: Path) -> None
     finally:
         await store.close()
     assert check_invariants(path) == []
+
+
+class _FlushAfterFirstRead(sqlite3.Connection):
+    """A reader whose statements each see their own snapshot, and a writer that flushes the
+    waiting entries to FTS5 right after the search read where the waiting ones start."""
+
+    flush_from: str = ""
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        cursor = super().execute(sql, *args)
+        if sql.startswith("SELECT upto FROM search_flushed") and self.flush_from:
+            row = cursor.fetchone()
+            writer = sqlite3.connect(self.flush_from, isolation_level=None)
+            try:
+                sqlite_search.flush(writer)
+            finally:
+                writer.close()
+            return super().execute("SELECT ?", (row[0],))
+        return cursor
+
+
+async def test_sqlite_search_counts_an_entry_flushed_during_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "race.db"
+    store = await SQLiteStore.open(path)
+    try:
+        await _fill(store)
+        expected = await _everything(store, "common")
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path, isolation_level=None, factory=_FlushAfterFirstRead)
+    try:
+        assert isinstance(conn, _FlushAfterFirstRead)
+        conn.flush_from = str(path)
+        page = sqlite_search.search(conn, search_query("common", None, None, "", 50))
+    finally:
+        conn.close()
+    assert [(h.session_id, h.run_id, h.record_id, h.message_index) for h in page.hits] == [
+        where[:4] for where in expected
+    ]

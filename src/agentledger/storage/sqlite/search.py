@@ -200,8 +200,10 @@ def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
     if len(found) < query.fetch:
         match = " ".join(f'"{term}"' for term in query.terms)  # each a word: letters and digits
         where, params = _filter(query, "e")
-        where.insert(0, "search_text MATCH ?")
-        params.insert(0, match)
+        # Up to the same ``upto``: an entry flushed since the first read (each statement
+        # has its own snapshot) was read above, not again here.
+        where[:0] = ["search_text MATCH ?", "search_text.rowid <= ?"]
+        params[:0] = [match, upto]
         if query.before is not None:
             where.append("search_text.rowid < ?")
             params.append(query.before)
