@@ -21,6 +21,14 @@ How the engine boundary maps onto Temporal:
   only talk to the store (:data:`~agentledger.runtime.wire.STORE_ONLY`) run
   as local activities, on the worker that runs the workflow task: no task
   queue round trip, one marker event in the history.
+* A planner turn whose plan is one plain tool call runs the call in its own
+  activity (:data:`~agentledger.engine.temporal.options.PLAN_AND_CALL`, see
+  :mod:`~agentledger.engine.temporal.fused`): the loop's tool call then takes
+  the carried result without scheduling anything, or, for a call the turn
+  could not finish, runs it as
+  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`. Histories
+  recorded before this (no ``agentledger.plan_and_call`` patch marker) keep
+  a planner turn and a tool call apart.
 * An interruptible activity that finished its work while its cancellation
   was on the way returns its result (its records are in the log).
 * Cancellation: the run loop runs in its own task, shielded from Temporal's
