@@ -86,7 +86,7 @@ async def _history(
 
 
 async def test_events_per_run_and_per_tool_turn(temporal_client: Client, tmp_path: Path) -> None:
-    """15 events for a run that answers at once (nothing waits behind it: no step to start
+    """13 events for a run that answers at once (nothing waits behind it: no step to start
     the session's next turn), 6 more per one-call tool turn (the planner turn's activity runs
     the call), 12 and 3 to 6 per extra call for a turn of parallel calls."""
     store = await SQLiteStore.open(tmp_path / "limits.db", durability="normal")
@@ -101,7 +101,7 @@ async def test_events_per_run_and_per_tool_turn(temporal_client: Client, tmp_pat
     finally:
         await store.close()
     assert tool_turns_before_history_limit() == 8530
-    assert tool_turns_before_history_limit(limit=10_240) == 1703
+    assert tool_turns_before_history_limit(limit=10_240) == 1704
     assert tool_turns_before_history_limit(4) == 1706
 
 

@@ -51,6 +51,7 @@ from temporalio import activity
 from agentledger.engine.base import Activity, activity_attempt, attempt_of
 from agentledger.engine.temporal.failures import error_details
 from agentledger.engine.temporal.options import (
+    BeganRun,
     CallAfterPlan,
     PlanAndCall,
     PlanAndCallOutput,
@@ -60,6 +61,8 @@ from agentledger.runtime.planner import ToolCall
 from agentledger.runtime.steps import effect_of
 from agentledger.runtime.wire import (
     TOOL_CALL,
+    BeginRunInput,
+    BeginRunOutput,
     PlanTurnOutput,
     ToolCallInput,
     ToolCallOutput,
@@ -67,6 +70,7 @@ from agentledger.runtime.wire import (
 from agentledger.storage.protocol import Store
 
 __all__ = [
+    "began_run_activity",
     "call_after_plan_activity",
     "lone_call",
     "plan_and_call_activity",
@@ -165,6 +169,19 @@ def plan_and_call_activity(
         return fused
 
     return plan_and_call
+
+
+def began_run_activity(
+    begin_run: Activity,
+) -> Callable[[BeginRunInput], Awaitable[BeganRun]]:
+    """The runtime's ``begin_run``, saying that this worker's planner turns run their lone
+    tool call (recorded with the run's start: the run keeps that shape on every replay)."""
+
+    async def begin_run_here(arg: BeginRunInput) -> BeganRun:
+        out: BeginRunOutput = await begin_run(arg)
+        return BeganRun(**msgspec.structs.asdict(out), lone_calls_in_turn=True)
+
+    return begin_run_here
 
 
 def call_after_plan_activity(

@@ -17,6 +17,7 @@ import msgspec
 from agentledger.engine.base import RetryPolicy
 from agentledger.runtime.wire import (
     AgentPlan,
+    BeginRunOutput,
     PlanTurnInput,
     PlanTurnOutput,
     ToolCallInput,
@@ -39,6 +40,7 @@ __all__ = [
     "PAYLOAD_TOO_LARGE",
     "PLAN_AND_CALL",
     "START_DUE",
+    "BeganRun",
     "CallAfterPlan",
     "EngineOptions",
     "PlanAndCall",
@@ -60,10 +62,9 @@ HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 """The server ends a workflow at this many history bytes (``limit.historySize.error``)."""
 HISTORY_SIZE_WARNING = 10 * 1024 * 1024
 """The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
-EVENTS_PER_RUN = 15
+EVENTS_PER_RUN = 13
 """History events of a session's run that answers at once, with no message of its session
-waiting behind it (begin marker, the patch marker of planner turns that run their lone tool
-call and its search attribute, one planner turn, end marker, their workflow tasks)."""
+waiting behind it (begin marker, one planner turn, end marker, their workflow tasks)."""
 EVENTS_TO_START_DUE = 3
 """History events a session's run adds when a message of its session waits behind it, to
 start that message's turn (a patch marker, its search attribute, a local activity marker)."""
@@ -85,7 +86,7 @@ def tool_turns_before_history_limit(
 ) -> int:
     """How many tool turns a run can take before its history reaches ``limit`` events.
 
-    With the defaults: 8,530 one-call turns (1,703 before the warning at
+    With the defaults: 8,530 one-call turns (1,704 before the warning at
     10,240), far more than ``Agent.max_turns`` allows.
     """
     per_turn = EVENTS_PER_TOOL_TURN
@@ -149,6 +150,21 @@ PLAN_AND_CALL = "agentledger.plan_turn_and_call"
 CALL_AFTER_PLAN = "agentledger.tool_call_after_plan"
 """The tool call of a :data:`PLAN_AND_CALL` that started it without an outcome to carry
 back: its attempts count on from the one made there."""
+
+
+class BeganRun(BeginRunOutput, frozen=True, kw_only=True):
+    """``begin_run``'s result as this version's worker returns it.
+
+    ``lone_calls_in_turn`` says the run's planner turns run their lone tool
+    call (:data:`PLAN_AND_CALL`). It is recorded in the run's history with
+    the ``begin_run`` marker, so the run keeps the shape it started with on
+    every replay and on every worker: a result recorded by an earlier
+    worker lacks it (False), and its run keeps a planner turn and its tool
+    call apart. (A patch marker would say the same at the cost of two
+    history events and a search-attribute update per run.)
+    """
+
+    lone_calls_in_turn: bool = False
 
 
 class PlanAndCall(msgspec.Struct, frozen=True, kw_only=True):

@@ -45,6 +45,7 @@ from agentledger.engine.temporal.client import check_client
 from agentledger.engine.temporal.converter import data_converter
 from agentledger.engine.temporal.failures import FINISHED_AT, error_details
 from agentledger.engine.temporal.fused import (
+    began_run_activity,
     call_after_plan_activity,
     plan_and_call_activity,
     plan_recorded,
@@ -55,6 +56,7 @@ from agentledger.engine.temporal.options import (
     PAYLOAD_TOO_LARGE,
     PLAN_AND_CALL,
     START_DUE,
+    BeganRun,
     CallAfterPlan,
     EngineOptions,
     PlanAndCall,
@@ -328,6 +330,7 @@ def warm_types() -> None:
         EngineOptions,
         StartDue,
         StartedTurns,
+        BeganRun,
         PlanAndCall,
         PlanAndCallOutput,
         CallAfterPlan,
@@ -394,6 +397,8 @@ def create_worker(
     )
     activities = {**runtime.activity_table(), START_DUE: start_due_activity(runtime, client)}
     activities[wire.COMPLETE_RUN] = complete_and_look(runtime, activities[wire.COMPLETE_RUN])
+    # Its planner turns run their lone tool call: it says so when it begins a run.
+    activities[wire.BEGIN_RUN] = began_run_activity(activities[wire.BEGIN_RUN])
     return Worker(
         client,
         task_queue=task_queue,

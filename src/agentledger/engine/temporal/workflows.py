@@ -26,9 +26,10 @@ How the engine boundary maps onto Temporal:
   :mod:`~agentledger.engine.temporal.fused`): the loop's tool call then takes
   the carried result without scheduling anything, or, for a call the turn
   could not finish, runs it as
-  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`. Histories
-  recorded before this (no ``agentledger.plan_and_call`` patch marker) keep
-  a planner turn and a tool call apart.
+  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`. The worker
+  that began the run says whether it does, in ``begin_run``'s recorded result
+  (:class:`~agentledger.engine.temporal.options.BeganRun`): runs begun by an
+  earlier worker keep a planner turn and a tool call apart on every replay.
 * An interruptible activity that finished its work while its cancellation
   was on the way returns its result (its records are in the log).
 * Cancellation: the run loop runs in its own task, shielded from Temporal's
@@ -91,6 +92,7 @@ with workflow.unsafe.imports_passed_through():
         PAYLOAD_TOO_LARGE,
         PLAN_AND_CALL,
         START_DUE,
+        BeganRun,
         CallAfterPlan,
         EngineOptions,
         PlanAndCall,
@@ -100,11 +102,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentledger.errors import AgentledgerError, ContractError, RunLoopError
     from agentledger.runtime.wire import (
+        BEGIN_RUN,
         PLAN_TURN,
         STORE_ONLY,
         TOOL_CALL,
         AgentPlan,
-        BeginRunOutput,
         CompleteRunOutput,
         RunInput,
         RunOutput,
@@ -205,7 +207,7 @@ class TemporalContext:
         self._last = datetime.min.replace(tzinfo=workflow.now().tzinfo)
         self._clock = workflow.info().workflow_start_time  # advanced by _finished
         self.agent: AgentPlan | None = None  # the run's agent, once begin_run said it
-        self._fused: bool | None = None  # whether planner turns run their lone call too
+        self._fused = False  # whether planner turns run their lone call too (BeganRun)
         self._handed: PlanAndCallOutput | None = None  # a turn's call, for the loop's next
         self.waiting: bool | None = None
         """Whether a message of the session waited once the run's ending was written
@@ -280,19 +282,16 @@ class TemporalContext:
                 self._handed = both
             plan: T = both.plan  # type: ignore[assignment]
             return plan
-        result = await self._schedule(name, arg, result_type, interruptible=interruptible)
-        if isinstance(result, BeginRunOutput) and result.agent is not None:
-            self.agent = result.agent
-        return result
+        if name == BEGIN_RUN:  # what a worker of this version says (see BeganRun)
+            began = await self._schedule(name, arg, BeganRun, interruptible=interruptible)
+            self.agent, self._fused = began.agent, began.lone_calls_in_turn
+            return began  # type: ignore[return-value]
+        return await self._schedule(name, arg, result_type, interruptible=interruptible)
 
     def _fuses(self) -> bool:
         """Whether this run's planner turns run their lone tool call too (see :mod:`.fused`):
-        decided once per run, so a history recorded before this code keeps its shape."""
-        if self.agent is None:
-            return False
-        if self._fused is None:
-            self._fused = workflow.patched(_FUSED_PATCH)
-        return self._fused
+        as the worker that began the run said, so a history recorded before keeps its shape."""
+        return self._fused and self.agent is not None
 
     def _holding(self) -> bool:
         """Whether a tool call's result is recorded but not yet given to the loop."""
@@ -497,10 +496,6 @@ class AgentRunWorkflow:
             await _start_due(inp, options)
         return output
 
-
-_FUSED_PATCH = "agentledger.plan_and_call"
-"""The patch marker of planner turns that run their lone tool call (:data:`PLAN_AND_CALL`):
-histories recorded before it replay the earlier way (a planner turn, then the call)."""
 
 _START_DUE_PATCH = "agentledger.start_due"
 """The patch marker of the :data:`START_DUE` step (histories recorded before it replay)."""
