@@ -6,7 +6,8 @@ retry budget the call would have had in its own activity. The hard cases
 (a worker lost inside the call, a once call in doubt, crash loops) run on
 real worker processes in ``test_crash_loop.py``, ``test_effects.py`` and
 ``test_effects_sigkill.py``; these tests cover the shape, replay, a
-cancel that meets a finished call, and the retry budget.
+cancel that meets a finished call or comes between the plan and the call,
+and the retry budget.
 """
 
 from __future__ import annotations
@@ -21,7 +22,18 @@ from agentledger.engine.base import RetryPolicy
 from agentledger.engine.temporal import TemporalEngine, create_replayer, create_worker
 from agentledger.engine.temporal.options import CALL_AFTER_PLAN, PLAN_AND_CALL
 from agentledger.errors import TransientError
-from agentledger.runtime import Agent, ModelPlanner, Runtime, ToolContext, tool, user_message
+from agentledger.runtime import (
+    Agent,
+    ModelPlanner,
+    PlanInput,
+    PlanResult,
+    PlanResumeInput,
+    Runtime,
+    ToolCall,
+    ToolContext,
+    tool,
+    user_message,
+)
 from agentledger.runtime.stream import QueueSink
 from agentledger.storage import RunStatus
 from agentledger.storage.protocol import Store
@@ -155,3 +167,49 @@ async def test_a_transient_error_in_the_turn_keeps_the_call_s_retry_budget(
     assert "try again" in str(result.content)
     _, activities, _ = await _shape(temporal_client, out.run_id)
     assert activities == [PLAN_AND_CALL, CALL_AFTER_PLAN, PLAN_AND_CALL]
+
+
+async def test_a_cancel_between_the_plan_and_the_call_leaves_the_call_unrun(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """The cancel reaches the activity while the planner works; the planner finishes its plan
+    all the same (recorded): the call is not started, the loop records it interrupted."""
+    planning = asyncio.Event()
+    ran: list[str] = []
+
+    @tool
+    async def act() -> str:
+        """Must not run."""
+        ran.append("act")
+        return "acted"
+
+    class Stubborn:
+        async def plan_start(self, input: PlanInput) -> PlanResult:
+            planning.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                assert task is not None
+                task.uncancel()
+            return PlanResult.call(ToolCall(id="c1", name="act", input={}))
+
+        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+            raise AssertionError("no planner turn after the cancel")
+
+    def setup(runtime: Runtime) -> None:
+        runtime.register_agent(Agent("stubborn", Stubborn(), tools=[act]))
+
+    async with temporal_runtime(temporal_client, store, setup) as runtime:
+        handle = await runtime.agent_client("stubborn").start(session, [user_message("go")])
+        await asyncio.wait_for(planning.wait(), 30)
+        await handle.cancel("stop")
+        out = await asyncio.wait_for(handle.wait(), 60)
+    assert out.status is RunStatus.CANCELED, out.failure
+    assert ran == []
+    kinds = await types(store, handle.run_id)
+    assert kinds.count("tool_call_scheduled") == 1
+    assert kinds[-3:] == ["tool_result_received", "transcript_messages_appended", "run_completed"]
+    result = (await valid_transcript(store, handle.run_id))[-1].parts[0]
+    assert isinstance(result, ToolResultPart)
+    assert result.is_error
