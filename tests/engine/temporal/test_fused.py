@@ -213,3 +213,31 @@ async def test_a_cancel_between_the_plan_and_the_call_leaves_the_call_unrun(
     result = (await valid_transcript(store, handle.run_id))[-1].parts[0]
     assert isinstance(result, ToolResultPart)
     assert result.is_error
+
+
+async def test_a_result_too_large_to_carry_with_its_plan_is_read_back_not_run_again(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """Plan and result fit the payload limit apart, not together: the call's recorded result
+    is read back by the handed-back call, and the tool runs once."""
+    calls: list[int] = []
+
+    @tool
+    async def big(blob: str) -> str:
+        """Return a large text."""
+        calls.append(len(blob))
+        return "y" * 20_000
+
+    model = ScriptedModel([tool_calls(("c1", "big", {"blob": "x" * 25_000})), reply("ok")])
+    async with temporal_runtime(
+        temporal_client, store, _chat(model, [big]), max_payload_bytes=64 * 1024
+    ) as runtime:
+        out = await runtime.agent_client("chat").run(session, [user_message("go")])
+    assert out.status is RunStatus.COMPLETED, out.failure
+    assert calls == [25_000]
+    result = (await valid_transcript(store, out.run_id))[2].parts[0]
+    assert isinstance(result, ToolResultPart)
+    assert result.content == "y" * 20_000
+    assert not result.is_error
+    _, activities, _ = await _shape(temporal_client, out.run_id)
+    assert activities == [PLAN_AND_CALL, CALL_AFTER_PLAN, PLAN_AND_CALL]
