@@ -29,6 +29,8 @@ agentledger's host runs its worker on the same client, so its starts are
 eager (the first workflow task comes back with the start request); the
 peer's ``execute_workflow`` does not ask for that. ``AGENTLEDGER_BENCH_EAGER=0``
 runs agentledger without it, to see the difference it makes.
+``AGENTLEDGER_BENCH_SRC=/path/to/other/src`` runs another checkout's agentledger
+(say, the main branch's) against the same peer, to compare two versions.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ async def _measure(run_one: Any, mode: str, runs: int, concurrency: int) -> dict
 async def _agentledger_trial(
     address: str, mode: str, runs: int, concurrency: int
 ) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, os.environ.get("AGENTLEDGER_BENCH_SRC") or str(ROOT / "src"))
     from agentledger.engine.temporal import TemporalEngine, connect, create_worker
     from agentledger.providers.model import ModelRequest, ModelResponse
     from agentledger.runtime import Agent, ModelPlanner, Runtime, tool, user_message

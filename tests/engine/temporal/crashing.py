@@ -237,7 +237,8 @@ class KillingPlanner:
 
 
 def setup(runtime: Runtime) -> None:
-    """``fragile`` (default attempts), ``fragile2`` (``max_turn_attempts=2``), ``pair``,
+    """``fragile`` (default attempts), ``fragile2`` / ``fragile1`` (``max_turn_attempts=2`` / 1),
+    ``pair``,
     ``flaky2`` (two TransientErrors, then kills; ``max_turn_attempts=2``),
     ``planner`` (its planner kills), ``boss`` (asks ``fragile`` as a child run) and
     ``effect_once``/``effect_retry``/``effect_keyed`` (the acting tool with each effect
@@ -245,6 +246,9 @@ def setup(runtime: Runtime) -> None:
     runtime.register_agent(Agent("fragile", OneCall("fragile"), tools=[fragile]))
     runtime.register_agent(
         Agent("fragile2", OneCall("fragile"), tools=[fragile], max_turn_attempts=2)
+    )
+    runtime.register_agent(
+        Agent("fragile1", OneCall("fragile"), tools=[fragile], max_turn_attempts=1)
     )
     runtime.register_agent(Agent("pair", PairCall(), tools=[steady, lonely]))
     runtime.register_agent(Agent("flaky2", OneCall("flaky"), tools=[flaky], max_turn_attempts=2))
@@ -374,6 +378,7 @@ async def crashing_workers(
         agents = (
             "fragile",
             "fragile2",
+            "fragile1",
             "pair",
             "planner",
             "boss",

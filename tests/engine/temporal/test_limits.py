@@ -17,6 +17,7 @@ from temporalio.client import Client
 
 from agentledger.engine.temporal.options import (
     EVENTS_PER_EXTRA_CALL,
+    EVENTS_PER_PARALLEL_TURN,
     EVENTS_PER_RUN,
     EVENTS_PER_TOOL_TURN,
     tool_turns_before_history_limit,
@@ -86,7 +87,8 @@ async def _history(
 
 async def test_events_per_run_and_per_tool_turn(temporal_client: Client, tmp_path: Path) -> None:
     """13 events for a run that answers at once (nothing waits behind it: no step to start
-    the session's next turn), 12 more per one-call tool turn."""
+    the session's next turn), 6 more per one-call tool turn (the planner turn's activity runs
+    the call), 12 and 3 to 6 per extra call for a turn of parallel calls."""
     store = await SQLiteStore.open(tmp_path / "limits.db", durability="normal")
     try:
         assert (await _history(temporal_client, store, 0))[0] == EVENTS_PER_RUN
@@ -94,12 +96,13 @@ async def test_events_per_run_and_per_tool_turn(temporal_client: Client, tmp_pat
             events, _ = await _history(temporal_client, store, turns)
             assert events == EVENTS_PER_RUN + turns * EVENTS_PER_TOOL_TURN
         events, _ = await _history(temporal_client, store, 2, calls=3)
-        base = EVENTS_PER_RUN + 2 * EVENTS_PER_TOOL_TURN
+        base = EVENTS_PER_RUN + 2 * EVENTS_PER_PARALLEL_TURN
         assert base + 2 * 2 * 3 <= events <= base + 2 * 2 * EVENTS_PER_EXTRA_CALL
     finally:
         await store.close()
-    assert tool_turns_before_history_limit() == 4265
-    assert tool_turns_before_history_limit(limit=10_240) == 852
+    assert tool_turns_before_history_limit() == 8530
+    assert tool_turns_before_history_limit(limit=10_240) == 1704
+    assert tool_turns_before_history_limit(4) == 1706
 
 
 async def test_a_tool_output_is_copied_into_history_a_bounded_number_of_times(

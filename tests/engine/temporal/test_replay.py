@@ -81,6 +81,40 @@ async def test_a_history_of_the_earlier_v2_shape_still_replays(path: Path) -> No
     assert result.replay_failure is None, repr(result.replay_failure)
 
 
+UNFUSED = sorted((HISTORIES / "unfused").glob("*.json"))
+"""Every scenario as recorded before a planner turn's activity ran the plan's lone tool call
+(no ``agentledger.plan_and_call`` patch marker: each call in an activity of its own)."""
+
+
+def _activity_types(history: WorkflowHistory) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+
+
+@pytest.mark.parametrize("path", UNFUSED, ids=[p.stem for p in UNFUSED])
+async def test_a_history_from_before_lone_calls_ran_in_the_turn_still_replays(path: Path) -> None:
+    """A run in flight across the upgrade keeps its shape: planner turn, then the call."""
+    history = _load(path)
+    assert "agentledger.plan_turn_and_call" not in _activity_types(history)
+    result = await create_replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, repr(result.replay_failure)
+
+
+def test_today_s_histories_run_lone_calls_in_the_turn() -> None:
+    """The recorded shape: the planner turn's activity runs a lone call (cancel scenarios);
+    parallel calls keep their own activities (tool loop)."""
+    assert len(UNFUSED) == len(FILES)
+    cancel = _activity_types(_load(HISTORIES / "cancel_with_reason__root.json"))
+    assert cancel == ["agentledger.plan_turn_and_call"]
+    loop = _activity_types(_load(HISTORIES / "tool_loop__root.json"))
+    assert loop.count("agentledger.tool_call") == 2
+    before = _activity_types(_load(HISTORIES / "unfused" / "cancel_with_reason__root.json"))
+    assert before == ["agentledger.plan_turn", "agentledger.tool_call"]
+
+
 async def test_a_nondeterministic_change_fails_replay() -> None:
     """The guard works: a workflow that moved one activity cannot replay the tool loop."""
     warm_types()

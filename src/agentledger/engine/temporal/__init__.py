@@ -60,10 +60,12 @@ Payload discipline and limits (Temporal server defaults):
   answers at once costs 13 events (a local activity marker to begin, the
   planner's activity, a marker to end, and their workflow tasks; 3 more
   when a message of its session waits behind it, for the step that starts
-  that message's turn); each planner turn with one tool call adds 12 (the tool call and the next
-  planner turn, each 3 events plus the workflow task that follows it),
-  each extra parallel call in a turn 3 to 6 more. That is 4,265 one-call
-  tool turns before the event limit (852 before the warning); with 4
+  that message's turn); each planner turn with one
+  tool call adds 6 (the next planner turn's activity, which ran the call
+  too, and the workflow task that follows it; 6 more when the call is
+  handed back after a lost attempt or a TransientError), a turn of
+  parallel calls 12 and 3 to 6 per extra call. That is 8,530 one-call
+  tool turns before the event limit (1,704 before the warning); with 4
   parallel calls per turn, 1,706.
   By size, a turn without large payloads adds about 3 KB; a tool's output
   is copied into the history about 3 times (the activity result, then in

@@ -9,14 +9,27 @@ workflow sandbox imports this module.
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import msgspec
 
 from agentledger.engine.base import RetryPolicy
+from agentledger.runtime.wire import (
+    AgentPlan,
+    BeginRunOutput,
+    PlanTurnInput,
+    PlanTurnOutput,
+    ToolCallInput,
+    ToolCallOutput,
+)
 
 __all__ = [
     "BLOB_SIZE_LIMIT",
+    "CALL_AFTER_PLAN",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "EVENTS_PER_EXTRA_CALL",
+    "EVENTS_PER_PARALLEL_TURN",
     "EVENTS_PER_RUN",
     "EVENTS_PER_TOOL_TURN",
     "EVENTS_TO_START_DUE",
@@ -25,8 +38,13 @@ __all__ = [
     "HISTORY_SIZE_LIMIT",
     "HISTORY_SIZE_WARNING",
     "PAYLOAD_TOO_LARGE",
+    "PLAN_AND_CALL",
     "START_DUE",
+    "BeganRun",
+    "CallAfterPlan",
     "EngineOptions",
+    "PlanAndCall",
+    "PlanAndCallOutput",
     "StartDue",
     "StartedTurns",
     "tool_turns_before_history_limit",
@@ -50,8 +68,13 @@ waiting behind it (begin marker, one planner turn, end marker, their workflow ta
 EVENTS_TO_START_DUE = 3
 """History events a session's run adds when a message of its session waits behind it, to
 start that message's turn (a patch marker, its search attribute, a local activity marker)."""
-EVENTS_PER_TOOL_TURN = 12
-"""History events each planner turn with one tool call adds (2 activities, each with its task)."""
+EVENTS_PER_TOOL_TURN = 6
+"""History events each planner turn with one tool call adds (one activity runs the turn and
+its call, then its workflow task; 6 more when the call is handed back after a lost attempt
+or a TransientError)."""
+EVENTS_PER_PARALLEL_TURN = 12
+"""History events a planner turn with several tool calls adds for its first call (the planner
+turn and the call, 2 activities, each with its workflow task), before the extra ones."""
 EVENTS_PER_EXTRA_CALL = 6
 """At most this many more events per extra parallel tool call in a turn (3 when batched)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -63,10 +86,12 @@ def tool_turns_before_history_limit(
 ) -> int:
     """How many tool turns a run can take before its history reaches ``limit`` events.
 
-    With the defaults: 4,265 one-call turns (852 before the warning at
+    With the defaults: 8,530 one-call turns (1,704 before the warning at
     10,240), far more than ``Agent.max_turns`` allows.
     """
-    per_turn = EVENTS_PER_TOOL_TURN + EVENTS_PER_EXTRA_CALL * max(0, calls_per_turn - 1)
+    per_turn = EVENTS_PER_TOOL_TURN
+    if calls_per_turn > 1:
+        per_turn = EVENTS_PER_PARALLEL_TURN + EVENTS_PER_EXTRA_CALL * (calls_per_turn - 1)
     return (limit - EVENTS_PER_RUN - EVENTS_TO_START_DUE) // per_turn
 
 
@@ -116,3 +141,85 @@ class StartedTurns(msgspec.Struct, frozen=True, kw_only=True):
     """The result of :data:`START_DUE`: the run ids of the turns it started (none or one)."""
 
     run_ids: tuple[str, ...] = ()
+
+
+PLAN_AND_CALL = "agentledger.plan_turn_and_call"
+"""The activity of a planner turn that also runs the plan's lone tool call (see
+:mod:`agentledger.engine.temporal.fused`): one activity, one workflow task, for both."""
+
+CALL_AFTER_PLAN = "agentledger.tool_call_after_plan"
+"""The tool call of a :data:`PLAN_AND_CALL` that started it without an outcome to carry
+back: its attempts count on from the one made there."""
+
+
+class BeganRun(BeginRunOutput, frozen=True, kw_only=True):
+    """``begin_run``'s result as this version's worker returns it.
+
+    ``lone_calls_in_turn`` says the run's planner turns run their lone tool
+    call (:data:`PLAN_AND_CALL`). It is recorded in the run's history with
+    the ``begin_run`` marker, so the run keeps the shape it started with on
+    every replay and on every worker: a result recorded by an earlier
+    worker lacks it (False), and its run keeps a planner turn and its tool
+    call apart. (A patch marker would say the same at the cost of two
+    history events and a search-attribute update per run.)
+    """
+
+    lone_calls_in_turn: bool = False
+
+
+class PlanAndCall(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of :data:`PLAN_AND_CALL`: the planner turn's, the run's agent (which of
+    its tools are agents, each tool's effect class) and the run's clock when it was sent."""
+
+    plan: PlanTurnInput
+    agent: AgentPlan
+    not_before: datetime
+    """The run's time when the turn was scheduled: the tool's result is stamped no earlier."""
+
+    @property
+    def max_turn_attempts(self) -> int:
+        """The planner turn's crash-loop limit (what the worker counts lost attempts against)."""
+        return self.plan.max_turn_attempts
+
+
+class PlanAndCallOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of :data:`PLAN_AND_CALL`: the planner turn's, and what became of the
+    lone tool call it started (``call_id``; "" when it started none).
+
+    ``tool`` is the call's result when it is carried back; otherwise the call
+    is handed back to the workflow, which runs :data:`CALL_AFTER_PLAN`: with
+    ``failure`` (the attempt's error, a TransientError's included), ``lost``
+    (an earlier attempt of this activity recorded the plan and may have
+    started the call, then was lost), or neither (the call's result is
+    recorded, but too large to carry back next to the plan).
+    """
+
+    plan: PlanTurnOutput
+    call_id: str = ""
+    tool: ToolCallOutput | None = None
+    failure: dict[str, Any] | None = None
+    lost: bool = False
+
+
+class CallAfterPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of :data:`CALL_AFTER_PLAN`: the loop's tool call, which a
+    :data:`PLAN_AND_CALL` started once already (``lost``: without finishing)."""
+
+    call: ToolCallInput
+    """The call the loop asked for."""
+    lost: bool = False
+
+    @property
+    def max_turn_attempts(self) -> int:
+        """The call's crash-loop limit."""
+        return self.call.max_turn_attempts
+
+    @property
+    def lost_before(self) -> int:
+        """Lost attempts made before this activity (the worker counts them too)."""
+        return int(self.lost)
+
+    @property
+    def started_before(self) -> int:
+        """Attempts of the call made before this activity (its attempts count on)."""
+        return 1

@@ -44,11 +44,23 @@ from agentledger.engine.base import CRASH_LOOP, Activity, attempt_of
 from agentledger.engine.temporal.client import check_client
 from agentledger.engine.temporal.converter import data_converter
 from agentledger.engine.temporal.failures import FINISHED_AT, error_details
+from agentledger.engine.temporal.fused import (
+    began_run_activity,
+    call_after_plan_activity,
+    plan_and_call_activity,
+    plan_recorded,
+)
 from agentledger.engine.temporal.options import (
+    CALL_AFTER_PLAN,
     DEFAULT_MAX_PAYLOAD_BYTES,
     PAYLOAD_TOO_LARGE,
+    PLAN_AND_CALL,
     START_DUE,
+    BeganRun,
+    CallAfterPlan,
     EngineOptions,
+    PlanAndCall,
+    PlanAndCallOutput,
     StartDue,
     StartedTurns,
 )
@@ -151,8 +163,38 @@ def _now() -> datetime:
     return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
 
 
-def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awaitable[Any]]:
-    """``fn`` as a Temporal activity named ``name``, typed by ``fn``'s own hints."""
+def _size_check(name: str, max_payload_bytes: int) -> Callable[[Any], str]:
+    """Why a result of activity ``name`` cannot be sent back ("" if it can)."""
+
+    def oversized(value: Any) -> str:
+        size = sum(p.ByteSize() for p in activity.payload_converter().to_payloads([value]))
+        if size <= max_payload_bytes:
+            return ""
+        return (
+            f"the result of {name} is {size} bytes encoded, over the "
+            f"{max_payload_bytes}-byte payload limit"
+        )
+
+    return oversized
+
+
+def _wrap(
+    name: str,
+    fn: Activity,
+    max_payload_bytes: int,
+    *,
+    reported: str = "",
+    spared: Callable[[Any], Awaitable[bool]] | None = None,
+) -> Callable[..., Awaitable[Any]]:
+    """``fn`` as a Temporal activity named ``name``, typed by ``fn``'s own hints.
+
+    ``reported``: the activity name its failures carry (default ``name``);
+    ``spared(arg)``: whether an attempt that finds the crash-loop limit reached
+    may run all the same (its lost attempts were another step's). An input's
+    ``lost_before`` counts lost attempts made before this activity, and its
+    ``started_before`` numbers this activity's attempts on from those.
+    """
+    reported = reported or name
     hints = typing.get_type_hints(fn)
     params = [p for p in hints if p != "return"]
     if len(params) != 1:
@@ -161,6 +203,7 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
         )
     arg_type, result_type = hints[params[0]], hints.get("return", type(None))
     _warm(arg_type, result_type)
+    oversized = _size_check(name, max_payload_bytes)
 
     async def run(arg: Any) -> Any:
         info = activity.info()
@@ -170,8 +213,9 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
         starts: _Starts | None = None
         if limit > 0 and not info.is_local:
             starts = _Starts.at_start(info.attempt, info.heartbeat_details)
-            if starts.lost >= limit:
-                raise _crash_loop(name, starts.lost)
+            lost = starts.lost + getattr(arg, "lost_before", 0)
+            if lost >= limit and not (spared is not None and await spared(arg)):
+                raise _crash_loop(reported, lost)
             if info.attempt > 1 or info.heartbeat_details:  # else no details say it all
                 activity.heartbeat(starts.details())  # this attempt has started
         beat = () if starts is None else (starts.details(),)
@@ -180,22 +224,13 @@ def _wrap(name: str, fn: Activity, max_payload_bytes: int) -> Callable[..., Awai
             asyncio.sleep(0) if info.is_local else _heartbeat(interval, *beat)
         )
 
-        def oversized(value: Any) -> str:
-            size = sum(p.ByteSize() for p in activity.payload_converter().to_payloads([value]))
-            if size <= max_payload_bytes:
-                return ""
-            return (
-                f"the result of {name} is {size} bytes encoded, over the "
-                f"{max_payload_bytes}-byte payload limit"
-            )
-
         def stamped(details: dict[str, Any]) -> dict[str, Any]:
             if not info.is_local:
                 details[FINISHED_AT] = _now().isoformat()
             return details
 
         try:
-            with attempt_of(info.attempt, oversized):
+            with attempt_of(getattr(arg, "started_before", 0) + info.attempt, oversized):
                 result = await fn(arg)
         except TransientError as e:
             details = stamped(error_details(e, attempt=info.attempt))
@@ -291,7 +326,17 @@ def warm_types() -> None:
     structs = [
         v for v in vars(wire).values() if isinstance(v, type) and issubclass(v, msgspec.Struct)
     ]
-    _warm(EngineOptions, StartDue, StartedTurns, ToolOutcome, *structs)
+    _warm(
+        EngineOptions,
+        StartDue,
+        StartedTurns,
+        BeganRun,
+        PlanAndCall,
+        PlanAndCallOutput,
+        CallAfterPlan,
+        ToolOutcome,
+        *structs,
+    )
 
 
 def create_replayer(**replayer_options: Any) -> Replayer:
@@ -352,10 +397,38 @@ def create_worker(
     )
     activities = {**runtime.activity_table(), START_DUE: start_due_activity(runtime, client)}
     activities[wire.COMPLETE_RUN] = complete_and_look(runtime, activities[wire.COMPLETE_RUN])
+    # Its planner turns run their lone tool call: it says so when it begins a run.
+    activities[wire.BEGIN_RUN] = began_run_activity(activities[wire.BEGIN_RUN])
     return Worker(
         client,
         task_queue=task_queue,
         workflows=_WORKFLOWS,
-        activities=activity_definitions(activities, max_payload_bytes=max_payload_bytes),
+        activities=[
+            *activity_definitions(activities, max_payload_bytes=max_payload_bytes),
+            *_fused_definitions(runtime, activities, max_payload_bytes),
+        ],
         **worker_options,
     )
+
+
+def _fused_definitions(
+    runtime: Runtime, activities: Mapping[str, Activity], max_payload_bytes: int
+) -> list[Callable[..., Awaitable[Any]]]:
+    """A planner turn with its lone tool call, and that call handed back (see :mod:`.fused`)."""
+    plan_turn, tool_call = activities[wire.PLAN_TURN], activities[wire.TOOL_CALL]
+    store = runtime.store
+
+    async def spared(arg: PlanAndCall) -> bool:
+        return await plan_recorded(store, arg)
+
+    check = _size_check(PLAN_AND_CALL, max_payload_bytes)
+    fused = plan_and_call_activity(plan_turn, tool_call, store, check)
+    return [
+        _wrap(PLAN_AND_CALL, fused, max_payload_bytes, reported=wire.PLAN_TURN, spared=spared),
+        _wrap(
+            CALL_AFTER_PLAN,
+            call_after_plan_activity(tool_call),
+            max_payload_bytes,
+            reported=wire.TOOL_CALL,
+        ),
+    ]

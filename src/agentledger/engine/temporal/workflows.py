@@ -21,6 +21,15 @@ How the engine boundary maps onto Temporal:
   only talk to the store (:data:`~agentledger.runtime.wire.STORE_ONLY`) run
   as local activities, on the worker that runs the workflow task: no task
   queue round trip, one marker event in the history.
+* A planner turn whose plan is one plain tool call runs the call in its own
+  activity (:data:`~agentledger.engine.temporal.options.PLAN_AND_CALL`, see
+  :mod:`~agentledger.engine.temporal.fused`): the loop's tool call then takes
+  the carried result without scheduling anything, or, for a call the turn
+  could not finish, runs it as
+  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`. The worker
+  that began the run says whether it does, in ``begin_run``'s recorded result
+  (:class:`~agentledger.engine.temporal.options.BeganRun`): runs begun by an
+  earlier worker keep a planner turn and a tool call apart on every replay.
 * An interruptible activity that finished its work while its cancellation
   was on the way returns its result (its records are in the log).
 * Cancellation: the run loop runs in its own task, shielded from Temporal's
@@ -79,14 +88,31 @@ with workflow.unsafe.imports_passed_through():
         rebuild_error,
     )
     from agentledger.engine.temporal.options import (
+        CALL_AFTER_PLAN,
         PAYLOAD_TOO_LARGE,
+        PLAN_AND_CALL,
         START_DUE,
+        BeganRun,
+        CallAfterPlan,
         EngineOptions,
+        PlanAndCall,
+        PlanAndCallOutput,
         StartDue,
         StartedTurns,
     )
     from agentledger.errors import AgentledgerError, ContractError, RunLoopError
-    from agentledger.runtime.wire import STORE_ONLY, CompleteRunOutput, RunInput, RunOutput
+    from agentledger.runtime.wire import (
+        BEGIN_RUN,
+        PLAN_TURN,
+        STORE_ONLY,
+        TOOL_CALL,
+        AgentPlan,
+        CompleteRunOutput,
+        RunInput,
+        RunOutput,
+        ToolCallInput,
+        ToolCallOutput,
+    )
     from agentledger.runtime.workflow import run_workflow
 
 __all__ = [
@@ -180,6 +206,9 @@ class TemporalContext:
         self._canceled = asyncio.Event()
         self._last = datetime.min.replace(tzinfo=workflow.now().tzinfo)
         self._clock = workflow.info().workflow_start_time  # advanced by _finished
+        self.agent: AgentPlan | None = None  # the run's agent, once begin_run said it
+        self._fused = False  # whether planner turns run their lone call too (BeganRun)
+        self._handed: PlanAndCallOutput | None = None  # a turn's call, for the loop's next
         self.waiting: bool | None = None
         """Whether a message of the session waited once the run's ending was written
         (the worker's ``complete_run`` says; None: unknown)."""
@@ -206,33 +235,118 @@ class TemporalContext:
         self._clock = max(self._clock, workflow.now() if at is None else at)
 
     def cancel_requested(self) -> bool:
-        return self._canceled.is_set()
+        # Not while a finished tool call is on its way to the loop: the loop records its
+        # result first (as if the cancel came just after it), never an interrupted one.
+        return self._canceled.is_set() and not self._holding()
 
     def request_cancel(self) -> None:
         """Temporal asked this workflow to cancel (called by :func:`drive`)."""
         self._canceled.set()
 
-    def _retry_policy(self, lost: int = 0) -> TemporalRetryPolicy:
-        """The options' retry policy, with ``lost`` more attempts for lost ones (see above)."""
+    def _retry_policy(self, lost: int = 0, spent: int = 0) -> TemporalRetryPolicy:
+        """The options' retry policy, with ``lost`` more attempts for lost ones (see above)
+        and ``spent`` fewer, used before the activity."""
         retry = self.options.retry
         return TemporalRetryPolicy(
             initial_interval=timedelta(seconds=retry.initial_interval),
             backoff_coefficient=retry.backoff_coefficient,
             maximum_interval=timedelta(seconds=retry.maximum_interval),
-            maximum_attempts=retry.maximum_attempts + lost,
+            maximum_attempts=retry.maximum_attempts - spent + lost,
         )
 
     async def activity(
         self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
     ) -> T:
+        handed, self._handed = self._handed, None
+        if (
+            handed is not None
+            and name == TOOL_CALL
+            and isinstance(arg, ToolCallInput)
+            and arg.call.id == handed.call_id
+        ):
+            out = await self._handed_call(handed, arg, interruptible=interruptible)
+            return out  # type: ignore[return-value]
+        if name == PLAN_TURN and self._fuses():
+            assert self.agent is not None
+            fused = PlanAndCall(plan=arg, agent=self.agent, not_before=self.now())
+            both = await self._schedule(
+                PLAN_AND_CALL,
+                fused,
+                PlanAndCallOutput,
+                interruptible=interruptible,
+                reported=PLAN_TURN,
+                seconds=2 * self.options.activity_timeout,
+            )
+            self._finished(both.plan.finished_at)
+            if both.call_id:
+                self._handed = both
+            plan: T = both.plan  # type: ignore[assignment]
+            return plan
+        if name == BEGIN_RUN:  # what a worker of this version says (see BeganRun)
+            began = await self._schedule(name, arg, BeganRun, interruptible=interruptible)
+            self.agent, self._fused = began.agent, began.lone_calls_in_turn
+            return began  # type: ignore[return-value]
+        return await self._schedule(name, arg, result_type, interruptible=interruptible)
+
+    def _fuses(self) -> bool:
+        """Whether this run's planner turns run their lone tool call too (see :mod:`.fused`):
+        as the worker that began the run said, so a history recorded before keeps its shape."""
+        return self._fused and self.agent is not None
+
+    def _holding(self) -> bool:
+        """Whether a tool call's result is recorded but not yet given to the loop."""
+        handed = self._handed
+        return handed is not None and (
+            handed.tool is not None or (not handed.lost and handed.failure is None)
+        )
+
+    async def _handed_call(
+        self, handed: PlanAndCallOutput, arg: ToolCallInput, *, interruptible: bool
+    ) -> ToolCallOutput:
+        """The loop's tool call that its planner turn's activity ran (or started)."""
+        if handed.tool is not None:
+            self._finished(handed.tool.finished_at)
+            return handed.tool
+        failure = handed.failure
+        spent = 0
+        if failure is not None:
+            if not failure.get("retryable") or self.options.retry.maximum_attempts <= 1:
+                raise activity_failed(failure, activity=TOOL_CALL)
+            spent = 1  # a TransientError: one of the call's attempts is used
+        elif not handed.lost:  # recorded, too large to carry with the plan: read it back
+            interruptible = False
+        return await self._schedule(
+            CALL_AFTER_PLAN,
+            CallAfterPlan(call=arg, lost=handed.lost),
+            ToolCallOutput,
+            interruptible=interruptible,
+            reported=TOOL_CALL,
+            spent=spent,
+        )
+
+    async def _schedule(
+        self,
+        name: str,
+        arg: Any,
+        result_type: type[T],
+        *,
+        interruptible: bool = False,
+        reported: str = "",
+        seconds: float = 0.0,
+        spent: int = 0,
+    ) -> T:
+        """Run activity ``name`` (its failures named ``reported``; ``spent`` attempts of its
+        retry policy used up before it; ``seconds``: its start-to-close timeout, if not the
+        options' activity timeout)."""
+        reported = reported or name
         if interruptible and self.cancel_requested():
             raise WorkflowCanceled()
         size = _payload_size(arg)
         if size > self.options.max_payload_bytes:
             raise ActivityFailedError(
-                activity=name,
+                activity=reported,
                 error_type=PAYLOAD_TOO_LARGE,
-                reason=f"the input of {name} is {size} bytes encoded, over the "
+                reason=f"the input of {reported} is {size} bytes encoded, over the "
                 f"{self.options.max_payload_bytes}-byte payload limit",
                 retryable=False,
                 attempts=0,
@@ -252,9 +366,11 @@ class TemporalContext:
                 name,
                 arg,
                 result_type=result_type,
-                start_to_close_timeout=timedelta(seconds=self.options.activity_timeout),
+                start_to_close_timeout=timedelta(seconds=seconds or self.options.activity_timeout),
                 heartbeat_timeout=timedelta(seconds=self.options.heartbeat_timeout),
-                retry_policy=self._retry_policy(max(0, getattr(arg, "max_turn_attempts", 0))),
+                retry_policy=self._retry_policy(
+                    max(0, getattr(arg, "max_turn_attempts", 0)), spent
+                ),
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
         if interruptible:
@@ -271,7 +387,7 @@ class TemporalContext:
                 stamp = _failure_stamp(e)
                 if stamp is not None:  # a timeout carries none: the clock stays
                     self._finished(stamp)
-            raise _from_activity_error(name, e) from None
+            raise _from_activity_error(reported, e) from None
         if not local and hasattr(result, "finished_at"):
             self._finished(result.finished_at)
         if isinstance(result, CompleteRunOutput):

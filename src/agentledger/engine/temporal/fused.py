@@ -1,0 +1,197 @@
+"""A planner turn and its lone tool call in one activity: one workflow task for both.
+
+A one-tool run on Temporal used to take four workflow tasks: the planner
+turn's result came back to the workflow only for it to schedule the tool
+call, whose result came back for it to schedule the next planner turn. The
+worker can decide that middle step itself: a plan of exactly one tool call
+(not an agent used as a tool), recorded and not suspended, is always
+followed by that call, with the very input the run loop would give it. So
+:data:`~agentledger.engine.temporal.options.PLAN_AND_CALL` runs the planner
+turn and then, in the same attempt, the call; the workflow gets both results
+in one task, and the loop's tool call takes the carried result instead of
+scheduling an activity (see :class:`~agentledger.engine.temporal.workflows.TemporalContext`).
+
+What stays the same, by construction:
+
+* **Attempts and keys.** The call runs as attempt 1 of a tool call, with the
+  key, effect class and ``started_at`` the loop gives it; it runs only in
+  the attempt that recorded the plan. An attempt that finds the plan
+  already recorded (an earlier one was lost after it, maybe inside the
+  tool) does not run the call: it hands it back, and the workflow runs
+  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`, whose
+  attempts count on from that first one (attempt 2, 3, ...: a retry reads
+  the recorded result first, a ``once`` call without one is in doubt).
+* **Crash loops.** A lost attempt counts against the step it was lost in:
+  before the plan was recorded, the planner turn's (the activity pauses the
+  run as a planner turn that kept dying); after, the tool call's (the
+  handed-back call starts with that one lost attempt counted).
+* **Errors.** A TransientError of the tool ends the attempt's tool part,
+  not the activity: the call is handed back with the error and retried as
+  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN` (its
+  attempts still bounded by the run's retry policy); any other error is
+  the tool call's failure, exactly as if its own activity had failed.
+* **Cancellation.** A cancel that reaches the activity before the call
+  starts leaves the call to the loop (which gives it its interrupted
+  result); one that reaches it while the tool runs interrupts the tool,
+  and the call comes back unfinished (the loop records it interrupted). A
+  call that finished is always carried back, and the loop records it
+  before it sees the cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from temporalio import activity
+
+from agentledger.engine.base import Activity, activity_attempt, attempt_of
+from agentledger.engine.temporal.failures import error_details
+from agentledger.engine.temporal.options import (
+    BeganRun,
+    CallAfterPlan,
+    PlanAndCall,
+    PlanAndCallOutput,
+)
+from agentledger.runtime import records as rt
+from agentledger.runtime.planner import ToolCall
+from agentledger.runtime.steps import effect_of
+from agentledger.runtime.wire import (
+    TOOL_CALL,
+    BeginRunInput,
+    BeginRunOutput,
+    PlanTurnOutput,
+    ToolCallInput,
+    ToolCallOutput,
+)
+from agentledger.storage.protocol import Store
+
+__all__ = [
+    "began_run_activity",
+    "call_after_plan_activity",
+    "lone_call",
+    "plan_and_call_activity",
+    "plan_recorded",
+]
+
+
+def _now() -> datetime:
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+
+
+def lone_call(out: PlanTurnOutput, arg: PlanAndCall) -> ToolCallInput | None:
+    """The tool call the run loop makes right after this planner turn, with the input it
+    gives it (its result stamped ``at``), if the turn planned exactly one plain tool call.
+
+    None for anything else: a final answer, an await, several calls, an agent
+    used as a tool, a failed or suspended turn, an ended session.
+    """
+    plan = out.result
+    if (
+        plan is None
+        or out.failure is not None
+        or not out.recorded
+        or out.suspended
+        or out.session_ended
+        or plan.final is not None
+        or plan.await_ is not None
+        or len(plan.tool_calls) != 1
+        or out.finished_at is None
+    ):
+        return None
+    call: ToolCall = plan.tool_calls[0]
+    if call.name in arg.agent.agent_tools:
+        return None
+    turn = arg.plan
+    effect = effect_of(arg.agent.effects, call.name)
+    return ToolCallInput(
+        run=turn.run,
+        turn_id=turn.turn_id,
+        call=call,
+        step=rt.turn_step(turn.turn),
+        at=out.finished_at,
+        max_turn_attempts=turn.max_turn_attempts,
+        effect=effect,
+        started_at=turn.at if effect == "once" else None,
+    )
+
+
+async def plan_recorded(store: Store, arg: PlanAndCall) -> bool:
+    """Whether an earlier attempt recorded this turn's tool plan (so it may have run the call)."""
+    prefix = f"{rt.turn_step(arg.plan.turn)}:tool:"
+    cursor = ""
+    while True:
+        page = await store.list_run_records(arg.plan.run.run_id, cursor=cursor)
+        for record in page.records:
+            if record.type == rt.TOOL_CALL_SCHEDULED and record.event_key.startswith(prefix):
+                return True
+        if not page.next_cursor:
+            return False
+        cursor = page.next_cursor
+
+
+def plan_and_call_activity(
+    plan_turn: Activity, tool_call: Activity, store: Store, check: Callable[[Any], str]
+) -> Callable[[PlanAndCall], Awaitable[PlanAndCallOutput]]:
+    """The :data:`~agentledger.engine.temporal.options.PLAN_AND_CALL` activity over the
+    runtime's planner turn and tool call (``check``: why a result cannot be carried)."""
+
+    async def plan_and_call(arg: PlanAndCall) -> PlanAndCallOutput:
+        handing_back = activity_attempt() > 1 and await plan_recorded(store, arg)
+        out: PlanTurnOutput = await plan_turn(arg.plan)  # a retry returns the stored plan
+        out = msgspec.structs.replace(out, finished_at=max(_now(), arg.not_before))
+        call = lone_call(out, arg)
+        if call is None:
+            return PlanAndCallOutput(plan=out)
+        if handing_back:
+            return PlanAndCallOutput(plan=out, call_id=call.call.id, lost=True)
+        if activity.is_cancelled():
+            return PlanAndCallOutput(plan=out)  # the loop gives the call its interrupted result
+        try:
+            with attempt_of(1, check):
+                tool: ToolCallOutput = await tool_call(call)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return PlanAndCallOutput(plan=out, call_id=call.call.id, lost=True)
+        except Exception as e:
+            failure = {**error_details(e, attempt=1), "activity": TOOL_CALL}
+            return PlanAndCallOutput(plan=out, call_id=call.call.id, failure=failure)
+        tool = msgspec.structs.replace(tool, finished_at=max(_now(), out.finished_at or _now()))
+        fused = PlanAndCallOutput(plan=out, call_id=call.call.id, tool=tool)
+        if check(fused):  # recorded, but too large to carry next to the plan
+            return PlanAndCallOutput(plan=out, call_id=call.call.id)
+        return fused
+
+    return plan_and_call
+
+
+def began_run_activity(
+    begin_run: Activity,
+) -> Callable[[BeginRunInput], Awaitable[BeganRun]]:
+    """The runtime's ``begin_run``, saying that this worker's planner turns run their lone
+    tool call (recorded with the run's start: the run keeps that shape on every replay)."""
+
+    async def begin_run_here(arg: BeginRunInput) -> BeganRun:
+        out: BeginRunOutput = await begin_run(arg)
+        return BeganRun(**msgspec.structs.asdict(out), lone_calls_in_turn=True)
+
+    return begin_run_here
+
+
+def call_after_plan_activity(
+    tool_call: Activity,
+) -> Callable[[CallAfterPlan], Awaitable[ToolCallOutput]]:
+    """The :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN` activity: the
+    runtime's tool call, its attempts counted on from the one its planner turn made."""
+
+    async def call_after_plan(arg: CallAfterPlan) -> ToolCallOutput:
+        out: ToolCallOutput = await tool_call(arg.call)
+        return out
+
+    return call_after_plan
