@@ -1,12 +1,14 @@
-"""One store transaction per activity (two per planner turn): a one-tool run, both engines.
+"""One store transaction per activity: a one-tool run, both engines.
 
 Every store write is one transaction [L1]-[L8]/[B1], and ``TracedStore`` opens
 one span per store call, so the write spans of a run are its transactions.
 A one-tool run has five activities (start, planner turn, tool call, planner
-turn, completion). Each commits its records, the lifecycle records included,
-in one write; a planner turn writes twice: what the loop owes (the last
-step's results, the turn's phase) before it asks the model, so the stream
-shows them before the model's live output, and its plan after. So seven.
+turn, completion), each committing its records, the lifecycle records included,
+in one write. What a planner turn writes before it asks the model (the turn's
+phase, the last step's results message, the steering messages waiting) rides
+with the write before it: the start for turn 1, the lone tool call's result
+for turn 2, so the stream still shows them before the model's live output.
+So five.
 """
 
 from __future__ import annotations
@@ -24,11 +26,9 @@ from tests.observability.support import SCENARIOS
 from tests.runtime.support import ONE_CALL, types
 
 WRITES = [
-    "start_root_run",  # begin_run: run_started, prompt, input, phase
-    "append_turn_records",  # plan_turn #1, before the model: phase (and steering messages)
+    "start_root_run",  # begin_run: run_started, prompt, input, phase, turn 1's phase
     "append_run_records",  # plan_turn #1, its plan: usage, assistant message, schedule
-    "append_run_records",  # tool_call: its result
-    "append_turn_records",  # plan_turn #2, before the model: results message, phase
+    "append_turn_records",  # tool_call: its result, results message, turn 2's phase, steering
     "append_run_records",  # plan_turn #2, its plan: usage, answer
     "record_run_terminal",  # complete_run: run_completed
 ]
@@ -48,7 +48,7 @@ def _writes(spans: Sequence[ReadableSpan], run_id: str) -> list[str]:
 
 
 async def test_one_tool_run_in_process(spans: Spans, store: SQLiteStore, session: str) -> None:
-    """In process: five activities, seven write transactions, the usual records."""
+    """In process: five activities, five write transactions, the usual records."""
     scenario = SCENARIOS["tool_loop"]()
     runtime = Runtime(store)
     scenario.setup(runtime)
@@ -61,7 +61,7 @@ async def test_one_tool_run_in_process(spans: Spans, store: SQLiteStore, session
 async def test_one_tool_run_on_temporal(
     spans: Spans, temporal_client: Client, store: SQLiteStore, session: str
 ) -> None:
-    """On Temporal: the same seven write transactions for the same five activities."""
+    """On Temporal: the same five write transactions for the same five activities."""
     scenario = SCENARIOS["tool_loop"]()
     async with temporal_runtime(temporal_client, store, scenario.setup) as runtime:
         [run_id] = await scenario.drive(runtime, session)

@@ -409,8 +409,9 @@ async def run_with_a_loop_bug(runtime: Runtime, session: str) -> RunOutput:
 
 
 class LoseAnswerOnce:
-    """A real store whose ``append_run_records`` commits the write holding record ``key``
-    and then, once, raises a TransientError: the write is in, its activity does not know."""
+    """A real store whose ``append_run_records`` (or ``append_turn_records``) commits the
+    write holding record ``key`` and then, once, raises a TransientError: the write is in,
+    its activity does not know."""
 
     def __init__(self, inner: Any, key: str) -> None:
         self._inner = inner
@@ -426,6 +427,13 @@ class LoseAnswerOnce:
             self.lost += 1
             raise TransientError("the answer was lost", operation="append_run_records")
         return results
+
+    async def append_turn_records(self, records: Any) -> Any:
+        done = await self._inner.append_turn_records(records)
+        if not self.lost and any(r.event_key == self._key for r in records):
+            self.lost += 1
+            raise TransientError("the answer was lost", operation="append_turn_records")
+        return done
 
 
 @pytest.mark.parametrize("key", ["turn:1:assistant:messages", "turn:1:tool:c1:result"])

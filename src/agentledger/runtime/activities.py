@@ -250,7 +250,8 @@ class Activities:
         return result
 
     async def begin_run(self, arg: BeginRunInput) -> BeginRunOutput:
-        """Start the run with its prompt, seeded history and new message: one transaction.
+        """Start the run with its prompt, seeded history and new message: one transaction
+        (with turn 1's ``planning`` phase too when the loop asks: it plans next).
 
         A start that fails writes nothing and raises. A failure to prepare the
         run (other than a TransientError, retried), or records the store
@@ -262,6 +263,7 @@ class Activities:
         checkpoint: RunCheckpoint | None = None
         failure: payloads.Failure | None = None
         records: list[Record] = []
+        planning = False
         try:
             planner = resolved.agent.planner
             if isinstance(planner, PromptRenderer):
@@ -299,6 +301,9 @@ class Activities:
             if arg.message is not None and checkpoint is None:
                 specs.append(rt.RecordSpec.appended("input", arg.message))
                 specs.append(rt.RecordSpec.phase(rt.Phase.PROMPTED))
+                if arg.planning and resolved.agent.max_turns >= 1:  # the loop plans next
+                    specs.append(rt.RecordSpec.phase(rt.Phase.PLANNING, 1))
+                    planning = True
             records = self._build(arg.run, arg.turn_id, arg.at, specs)
         except TransientError:
             raise
@@ -333,6 +338,7 @@ class Activities:
             prompt=prompt,
             checkpoint=checkpoint,
             session_ended=ended,
+            planning=planning,
         )
 
     async def _checkpoint(self, run_id: str) -> RunCheckpoint:
@@ -605,22 +611,38 @@ class Activities:
                 return self._in_doubt(arg)
             return ToolCallOutput(outcome=saved)
         if activity_attempt() > 1:
+            found: ToolOutcome | None = None
+            settled = rt.messages_key(f"{arg.step}:tool_results")
             async for record in self._records(run.run_id):
                 if record.type == rt.TOOL_RESULT_RECEIVED and record.event_key == key:
                     got = rt.decode_json(record.payload, rt.ToolResultPayload)
-                    outcome = ToolOutcome(
+                    found = ToolOutcome(
                         tool_call_id=call.id,
                         tool_name=call.name,
                         content=got.content,
                         is_error=got.is_error,
                     )
-                    return ToolCallOutput(outcome=outcome)
+                elif found is not None and record.event_key == settled:
+                    return ToolCallOutput(outcome=found, settled=True)
+            if found is not None:
+                return ToolCallOutput(outcome=found)
             if arg.effect == "once":
                 return self._in_doubt(arg)
         outcome = self._carried(arg, await self._invoke(arg, self._context(arg)))
         spec = rt.RecordSpec.result(arg.step, call.id, call.name, outcome.content, outcome.is_error)
-        ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
-        return ToolCallOutput(outcome=outcome, session_ended=ended)
+        if not arg.then_turn:
+            ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
+            return ToolCallOutput(outcome=outcome, session_ended=ended)
+        part = ToolResultPart(
+            tool_use_id=call.id, content=outcome.content, is_error=outcome.is_error
+        )
+        specs = [  # what the loop's next planner turn would write first, taken along
+            spec,
+            rt.RecordSpec.appended(f"{arg.step}:tool_results", Message(role="user", parts=(part,))),
+            rt.RecordSpec.phase(rt.Phase.SYNTHESIZING, arg.then_turn),
+        ]
+        ended = await _finish(self._write_turn(self._build(run, arg.turn_id, arg.at, specs)))
+        return ToolCallOutput(outcome=outcome, session_ended=ended, settled=True)
 
     @staticmethod
     def _context(arg: ToolCallInput) -> ToolContext:
