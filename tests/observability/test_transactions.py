@@ -13,12 +13,17 @@ So five.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+import msgspec
 from opentelemetry.sdk.trace import ReadableSpan
 from temporalio.client import Client
 
+from agentledger.engine import InProcessEngine
+from agentledger.engine.base import Activity, Workflow
 from agentledger.runtime import Runtime
+from agentledger.runtime.wire import BEGIN_RUN, TOOL_CALL
 from agentledger.storage.sqlite import SQLiteStore
 from tests.engine.temporal.harness import temporal_runtime
 from tests.observability.conftest import Spans
@@ -66,4 +71,43 @@ async def test_one_tool_run_on_temporal(
     async with temporal_runtime(temporal_client, store, scenario.setup) as runtime:
         [run_id] = await scenario.drive(runtime, session)
     assert _writes(spans.finished(), run_id) == WRITES
+    assert await types(store, run_id) == ONE_CALL
+
+
+class _OlderWorker(InProcessEngine):
+    """In process, with activities as a worker older than the loop runs them: they ignore
+    the loop's requests to record the next turn's first write (fields they do not know)."""
+
+    def bind(self, workflow: Workflow, activities: Mapping[str, Activity]) -> None:
+        def older(fn: Activity, **unknown: Any) -> Activity:
+            async def run(arg: Any) -> Any:
+                return await fn(msgspec.structs.replace(arg, **unknown))
+
+            return run
+
+        table = dict(activities)
+        table[BEGIN_RUN] = older(table[BEGIN_RUN], planning=False)
+        table[TOOL_CALL] = older(table[TOOL_CALL], then_turn=0)
+        super().bind(workflow, table)
+
+
+async def test_a_loop_newer_than_its_worker_writes_the_turns_itself(
+    spans: Spans, store: SQLiteStore, session: str
+) -> None:
+    """Activities that do not take a planner turn's first write along say so (their answer
+    lacks the field): the turn writes it, as before, and the run's records are the same."""
+    scenario = SCENARIOS["tool_loop"]()
+    runtime = Runtime(store, engine=_OlderWorker())
+    scenario.setup(runtime)
+    [run_id] = await scenario.drive(runtime, session)
+    await runtime.close()
+    assert _writes(spans.finished(), run_id) == [
+        "start_root_run",
+        "append_turn_records",  # plan_turn #1, before the model: phase
+        "append_run_records",
+        "append_run_records",  # tool_call: its result alone
+        "append_turn_records",  # plan_turn #2, before the model: results message, phase
+        "append_run_records",
+        "record_run_terminal",
+    ]
     assert await types(store, run_id) == ONE_CALL
