@@ -218,6 +218,13 @@ class Activities:
             root = msgspec.structs.replace(builder.root_start(), records=carried)
             result = await self.store.start_root_run(root)
             written = [root.started, *([root.canceled] if result.canceled else [])]
+            if result.outcome is StartOutcome.PROCEED and len(result.records) == len(records):
+                placed = [result.started, *result.records]
+                log = [root.started, *records]  # as stored: the new run's log begins so
+                self.transcripts.seed(
+                    arg.run.run_id,
+                    [msgspec.structs.replace(r, id=p.id) for r, p in zip(log, placed, strict=True)],
+                )
         elif arg.mode == "child":
             child = builder.child_start(
                 parent_agent_id=arg.parent_agent_id,
