@@ -8,7 +8,9 @@ in one write. What a planner turn writes before it asks the model (the turn's
 phase, the last step's results message, the steering messages waiting) rides
 with the write before it: the start for turn 1, the lone tool call's result
 for turn 2, so the stream still shows them before the model's live output.
-So five.
+So five; four in process, where the last planner turn records its final plan with
+the run's completion (a Temporal worker looks for the session's next turn in
+``complete_run``, so there the completion stays its own write).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from temporalio.client import Client
 from agentledger.engine import InProcessEngine
 from agentledger.engine.base import Activity, Workflow
 from agentledger.runtime import Runtime
-from agentledger.runtime.wire import BEGIN_RUN, TOOL_CALL
+from agentledger.runtime.wire import BEGIN_RUN, PLAN_TURN, TOOL_CALL
 from agentledger.storage.sqlite import SQLiteStore
 from tests.engine.temporal.harness import temporal_runtime
 from tests.observability.conftest import Spans
@@ -37,6 +39,7 @@ WRITES = [
     "append_run_records",  # plan_turn #2, its plan: usage, answer
     "record_run_terminal",  # complete_run: run_completed
 ]
+IN_PROCESS = [*WRITES[:3], "record_run_terminal"]  # plan_turn #2: usage, answer, run_completed
 
 
 def _writes(spans: Sequence[ReadableSpan], run_id: str) -> list[str]:
@@ -53,20 +56,20 @@ def _writes(spans: Sequence[ReadableSpan], run_id: str) -> list[str]:
 
 
 async def test_one_tool_run_in_process(spans: Spans, store: SQLiteStore, session: str) -> None:
-    """In process: five activities, five write transactions, the usual records."""
+    """In process: four activities, four write transactions, the usual records."""
     scenario = SCENARIOS["tool_loop"]()
     runtime = Runtime(store)
     scenario.setup(runtime)
     [run_id] = await scenario.drive(runtime, session)
     await runtime.close()
-    assert _writes(spans.finished(), run_id) == WRITES
+    assert _writes(spans.finished(), run_id) == IN_PROCESS
     assert await types(store, run_id) == ONE_CALL
 
 
 async def test_one_tool_run_on_temporal(
     spans: Spans, temporal_client: Client, store: SQLiteStore, session: str
 ) -> None:
-    """On Temporal: the same five write transactions for the same five activities."""
+    """On Temporal: five write transactions for five activities."""
     scenario = SCENARIOS["tool_loop"]()
     async with temporal_runtime(temporal_client, store, scenario.setup) as runtime:
         [run_id] = await scenario.drive(runtime, session)
@@ -88,6 +91,7 @@ class _OlderWorker(InProcessEngine):
         table = dict(activities)
         table[BEGIN_RUN] = older(table[BEGIN_RUN], planning=False)
         table[TOOL_CALL] = older(table[TOOL_CALL], then_turn=0)
+        table[PLAN_TURN] = older(table[PLAN_TURN], complete=False)
         super().bind(workflow, table)
 
 

@@ -257,6 +257,11 @@ class PlanTurnInput(_Wire, frozen=True, kw_only=True):
     max_turn_attempts: int = 0
     """Starts without finishing before the engine gives the turn up as a crash loop
     (0: no limit, as from a loop older than this field)."""
+    complete: bool = False
+    """A final plan ends the run: record its completion [L7] with the plan, in one
+    transaction, where the engine's activities do that (in process; a Temporal worker
+    looks for the session's next turn once a run ends, in ``complete_run``). A request:
+    ``PlanTurnOutput.completed`` says whether it was done."""
 
 
 class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
@@ -277,6 +282,9 @@ class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
     finished_at: datetime | None = None
     """When the turn finished, stamped by an engine whose run clock comes from its
     history (Temporal); None from the others."""
+    completed: bool = False
+    """The final plan was recorded with the run's completion (``PlanTurnInput.complete``):
+    the run has ended."""
 
 
 class ToolCallInput(_Wire, frozen=True, kw_only=True):

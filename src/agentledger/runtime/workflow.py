@@ -25,7 +25,7 @@ A run's records, in order, and the activity that writes them::
     transcript_messages_appended         the next activity: the user message holding every result
                                          (a lone call's tool_call, with the next turn's phase)
     ...                                  more turns
-    run_completed                        complete_run [L7]
+    run_completed                        complete_run [L7] (in process: a final plan's plan_turn)
     run_suspended                        plan_turn, when its plan waits for outside input [L6]
                                          (suspend_run, when child runs wait)
 
@@ -43,7 +43,10 @@ the start records turn 1's phase, and a lone tool call of a planner turn's
 step records, with its result, the step's results message and the next
 turn's phase, taking the steering messages waiting for the run as the turn
 would (each activity says whether it did: an older worker does not). A
-one-tool run so commits five transactions: start, plan, tool, plan, end.
+one-tool run so commits five transactions: start, plan, tool, plan, end. In
+process, a final plan is recorded with the run's completion (the planner
+turn asked to, and says it did): four (a Temporal worker looks for the
+session's next turn in ``complete_run``, so there it stays its own write).
 
 A model call is recorded by the planner turn that makes it, and a lone tool
 call by its activity, before the activity completes: a retry after a lost
@@ -552,6 +555,9 @@ class _Loop:
                 self.started_at = {
                     c.id: self.turn_at for c in plan.tool_calls if self._effect(c) == "once"
                 }
+            if out.completed and plan.final is not None:  # recorded with its completion
+                self._paid()
+                return self._output(RunStatus.COMPLETED, final=plan.final)
             self._check_cancel()  # a safe point
             if plan.final is not None:
                 return await self._end_completed(plan.final)
@@ -590,6 +596,7 @@ class _Loop:
             tool_results=results,
             answer=answer,
             max_turn_attempts=self.agent.max_turn_attempts,
+            complete=True,  # a final plan ends the run at once: nothing is owed after it
         )
         try:
             out = await self.ctx.activity(PLAN_TURN, arg, PlanTurnOutput, interruptible=True)
