@@ -211,12 +211,17 @@ async def test_prepare_messages_failing_fails_the_turn(tmp_path: Path) -> None:
     """[R3] an error from prepare_messages fails the turn (here: a corrupt log).
 
     Stores refuse an unreadable transcript on write [R1], so the planner damages
-    a stored one in the file (SQLite), which the read then finds.
+    a stored one in the file (SQLite), which the read then finds: the second
+    turn's (the first reads nothing: the runtime holds what the start wrote).
     """
     store = await SQLiteStore.open(tmp_path / "runtime.db", durability="normal")
 
     class Corrupting:
         async def plan_start(self, input: PlanInput) -> PlanResult:
+            await input.prepare_messages()
+            return PlanResult.call(ToolCall(id="p1", name="ping"))
+
+        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
             with sqlite3.connect(store.path) as conn:
                 query = "UPDATE records SET payload = ? WHERE run_id = ? AND type LIKE ?"
                 damage = (b'{"not": "messages"}', input.run.run_id, "transcript_messages_%")
@@ -225,13 +230,10 @@ async def test_prepare_messages_failing_fails_the_turn(tmp_path: Path) -> None:
             await input.prepare_messages()
             raise AssertionError("unreachable")
 
-        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
-            raise AssertionError("unreachable")
-
     try:
         await store.create_session("s1", created_at=now_ms())
         runtime = Runtime(store, stream=QueueSink())
-        runtime.register_agent(Agent("chat", Corrupting()))
+        runtime.register_agent(Agent("chat", Corrupting(), tools=[ping]))
         out = await runtime.agent_client("chat").run("s1", [user_message("hi")])
     finally:
         await store.close()

@@ -266,8 +266,9 @@ async def test_a_new_runs_first_turn_reads_only_what_followed_its_start(
     store: AnyStore, session: str
 ) -> None:
     """The start's records (history given, the new message) are held as the start wrote
-    them: the first planner turn reads the log's first page once, to see what followed,
-    and gets what the whole log gives (the planner checks it against the log)."""
+    them: the first planner turn, which writes nothing before it asks (its phase came
+    with the start), reads nothing, and gets what the whole log gives (the planner checks
+    it against the log); the second reads what followed, one page."""
     counted = Counting(store)
     runtime = Runtime(counted)  # type: ignore[arg-type]
     planner = _Counter(store, counted, 2)
@@ -277,7 +278,7 @@ async def test_a_new_runs_first_turn_reads_only_what_followed_its_start(
     out = await client.run(session, [*history, user_message("Count.")])
     assert out.status is RunStatus.COMPLETED, out.failure
     assert out.text == "5 messages"
-    assert planner.reads[0] == 1, planner.reads  # one page: no whole read of the run
+    assert planner.reads == [0, 1], planner.reads  # no whole read of the run
     assert out.run_id not in runtime._activities.transcripts
 
 

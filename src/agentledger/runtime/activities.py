@@ -574,7 +574,8 @@ class Activities:
         window: list[rt.RecordSpec] = []
 
         async def load() -> tuple[Message, ...]:
-            transcript = await self.transcripts.transcript(self.store, run.run_id)
+            first = arg.turn == 1 and not arg.resume and not arg.records  # nothing written
+            transcript = await self.transcripts.transcript(self.store, run.run_id, first_turn=first)
             transcript.validate()
             known.append(transcript)
             if resolved.agent.history is None:

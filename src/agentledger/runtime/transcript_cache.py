@@ -130,6 +130,8 @@ class _Entry:
     """How many records of that page are applied."""
     last_id: str
     """The id of the last record applied ("" for none)."""
+    seeded: bool = False
+    """Held from the run's start and not read since (see :meth:`TranscriptCache.seed`)."""
 
 
 @dataclass
@@ -190,6 +192,7 @@ class TranscriptCache:
             cursor="",
             skip=len(records),
             last_id=records[-1].id,
+            seeded=True,
         )
         try:
             for record in records:
@@ -201,16 +204,27 @@ class TranscriptCache:
         while len(self._entries) > self._max_runs:
             self._entries.popitem(last=False)
 
-    async def transcript(self, store: Store, run_id: str) -> KnownTranscript:
+    async def transcript(
+        self, store: Store, run_id: str, *, first_turn: bool = False
+    ) -> KnownTranscript:
         """The run's transcript in the store now, checked but for its end (see
         :meth:`KnownTranscript.validate`).
+
+        ``first_turn``: the caller is the run's first planner turn, which wrote nothing
+        before it asks (its phase came with the start). A run held from its start is
+        then returned as held, without a read: only the run's own activities write its
+        transcript, and none has since the start.
 
         Raises:
             CorruptRecordError: a record cannot be read or decoded.
             TranscriptError: the transcript breaks a rule [T5] before its end.
         """
         entry = self._entries.get(run_id)
+        if entry is not None and entry.seeded and first_turn:
+            self._entries.move_to_end(run_id)
+            return KnownTranscript(tuple(entry.messages), entry.check.fork(), tuple(entry.origins))
         if entry is not None:
+            entry.seeded = False
             try:
                 if await self._extend(store, run_id, entry):
                     if self._entries.get(run_id) is entry:
