@@ -28,6 +28,12 @@ so this holds across processes too: on Temporal each worker has its own
 cache, and a run whose turns move between workers is read on each from the
 record that worker read last.
 
+A new run is held from its start: the records the start wrote (its own
+messages, no history reference) are applied as written, with their ids, and the
+cache's place is after them; its first planner turn, which writes nothing before
+it plans (its phase came with the start), takes that without reading, and the
+next turn reads from there.
+
 A run's transcript records are written only by its own activities, one
 after another; a whole read is cached only if no transcript record arrived
 while it read. The cache is bounded: at most ``max_runs`` runs, the least
