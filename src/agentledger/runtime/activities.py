@@ -424,7 +424,8 @@ class Activities:
         """
         run = arg.run
         owed = self._build(run, arg.turn_id, arg.at, arg.records)
-        if owed and await _before(self._write_turn(owed)):
+        ended = await _before(self._write_turn(owed)) if owed else False
+        if ended:
             return PlanTurnOutput(session_ended=True)  # no new planner work [D2]
         if activity_attempt() > 1:
             stored = await self._stored_plan(run.run_id, arg.turn, ending)
