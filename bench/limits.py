@@ -160,11 +160,15 @@ def agent_runs(table: Table, workdir: Path, repetitions: int, runs: int) -> None
 
     ours: list[float] = []
     theirs: list[float] = []
+    cpu_ours: list[float] = []
+    cpu_theirs: list[float] = []
     for rep in range(repetitions):
         order = ("agentledger", "openai-agents")[:: 1 if rep % 2 == 0 else -1]
         for system in order:
             result = peers._spawn(system, "agent", workdir / f"agent-{system}-{rep}", runs)
             (ours if system == "agentledger" else theirs).append(runs / result["seconds"])
+            cpu = cpu_ours if system == "agentledger" else cpu_theirs
+            cpu.append(result["cpu_seconds"] / runs)
     table.add(
         "one-tool agent run, runs/s (SQLite, FULL)",
         f"{statistics.median(ours):,.1f}",
@@ -172,6 +176,14 @@ def agent_runs(table: Table, workdir: Path, repetitions: int, runs: int) -> None
         _median_ratio(ours, theirs),
         ">= 3x",
         _at_least(3.0),
+    )
+    table.add(
+        "  CPU per run of the same (all threads)",
+        f"{statistics.median(cpu_ours) * 1e3:,.2f} ms",
+        f"openai-agents: {statistics.median(cpu_theirs) * 1e3:,.2f} ms",
+        _median_ratio(cpu_ours, cpu_theirs),
+        "<= 0.33x",
+        _at_most(1 / 3),
     )
 
 

@@ -72,6 +72,13 @@ class LoseWrite:
                 raise TransientError("connection dropped", operation="append_run_records")
         return await self._inner.append_run_records(batch)
 
+    async def append_turn_records(self, batch: Any) -> Any:
+        for r in batch:
+            if r.event_key in self._keys and r.event_key not in self.lost:
+                self.lost.append(r.event_key)
+                raise TransientError("connection dropped", operation="append_turn_records")
+        return await self._inner.append_turn_records(batch)
+
     async def save_tool_result(self, run_id: str, call_key: str, data: bytes) -> bytes:
         if call_key in self._keys and call_key not in self.lost:
             self.lost.append(call_key)
@@ -186,6 +193,10 @@ class _Counting:
     async def append_run_records(self, batch: Any) -> Any:
         self.writes += 1
         return await self._inner.append_run_records(batch)
+
+    async def append_turn_records(self, batch: Any) -> Any:
+        self.writes += 1
+        return await self._inner.append_turn_records(batch)
 
 
 async def test_a_once_tool_transient_error_is_not_retried(store: AnyStore, session: str) -> None:

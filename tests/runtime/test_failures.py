@@ -116,10 +116,12 @@ async def test_transient_store_failures_are_retried_exactly(
 async def test_transient_failures_past_the_attempts_fail_the_run(
     store: AnyStore, session: str
 ) -> None:
-    """Attempts run out -> the run fails with a retryable failure; its terminal is stored,
-    with what the loop owed the log (the planner turn's phase)."""
+    """Attempts run out -> the run fails with a retryable failure; its terminal is stored
+    after what the start wrote (turn 1's phase with it). The faulted write is the planner
+    turn's tool plan (a final plan in process is written with the run's completion)."""
     faulty = Faulty(store, "append_run_records", 10**6, TransientError("db down"))
-    runtime = _runtime(faulty, ScriptedModel([reply("never")] * FAST.maximum_attempts))
+    script = [tool_calls(("p1", "ping", {}))] * FAST.maximum_attempts
+    runtime = _runtime(faulty, ScriptedModel(script), tools=[ping])
     out = await runtime.agent_client("chat").run(session, [user_message("hi")])
     assert out.status is RunStatus.FAILED
     assert out.failure is not None
@@ -209,12 +211,17 @@ async def test_prepare_messages_failing_fails_the_turn(tmp_path: Path) -> None:
     """[R3] an error from prepare_messages fails the turn (here: a corrupt log).
 
     Stores refuse an unreadable transcript on write [R1], so the planner damages
-    a stored one in the file (SQLite), which the read then finds.
+    a stored one in the file (SQLite), which the read then finds: the second
+    turn's (the first reads nothing: the runtime holds what the start wrote).
     """
     store = await SQLiteStore.open(tmp_path / "runtime.db", durability="normal")
 
     class Corrupting:
         async def plan_start(self, input: PlanInput) -> PlanResult:
+            await input.prepare_messages()
+            return PlanResult.call(ToolCall(id="p1", name="ping"))
+
+        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
             with sqlite3.connect(store.path) as conn:
                 query = "UPDATE records SET payload = ? WHERE run_id = ? AND type LIKE ?"
                 damage = (b'{"not": "messages"}', input.run.run_id, "transcript_messages_%")
@@ -223,13 +230,10 @@ async def test_prepare_messages_failing_fails_the_turn(tmp_path: Path) -> None:
             await input.prepare_messages()
             raise AssertionError("unreachable")
 
-        async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
-            raise AssertionError("unreachable")
-
     try:
         await store.create_session("s1", created_at=now_ms())
         runtime = Runtime(store, stream=QueueSink())
-        runtime.register_agent(Agent("chat", Corrupting()))
+        runtime.register_agent(Agent("chat", Corrupting(), tools=[ping]))
         out = await runtime.agent_client("chat").run("s1", [user_message("hi")])
     finally:
         await store.close()
@@ -409,8 +413,9 @@ async def run_with_a_loop_bug(runtime: Runtime, session: str) -> RunOutput:
 
 
 class LoseAnswerOnce:
-    """A real store whose ``append_run_records`` commits the write holding record ``key``
-    and then, once, raises a TransientError: the write is in, its activity does not know."""
+    """A real store whose ``append_run_records`` (``append_turn_records``,
+    ``record_run_terminal``) commits the write holding record ``key`` and then, once,
+    raises a TransientError: the write is in, its activity does not know."""
 
     def __init__(self, inner: Any, key: str) -> None:
         self._inner = inner
@@ -427,8 +432,24 @@ class LoseAnswerOnce:
             raise TransientError("the answer was lost", operation="append_run_records")
         return results
 
+    async def append_turn_records(self, records: Any) -> Any:
+        done = await self._inner.append_turn_records(records)
+        if not self.lost and any(r.event_key == self._key for r in records):
+            self.lost += 1
+            raise TransientError("the answer was lost", operation="append_turn_records")
+        return done
 
-@pytest.mark.parametrize("key", ["turn:1:assistant:messages", "turn:1:tool:c1:result"])
+    async def record_run_terminal(self, cmd: Any) -> Any:
+        done = await self._inner.record_run_terminal(cmd)
+        if not self.lost and any(r.event_key == self._key for r in cmd.records):
+            self.lost += 1
+            raise TransientError("the answer was lost", operation="record_run_terminal")
+        return done
+
+
+@pytest.mark.parametrize(
+    "key", ["turn:1:assistant:messages", "turn:1:tool:c1:result", "turn:2:final:messages"]
+)
 async def test_a_retry_after_a_lost_write_answer_reads_instead_of_working_again(
     store: AnyStore, session: str, key: str
 ) -> None:

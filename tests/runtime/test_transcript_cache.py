@@ -25,6 +25,7 @@ from agentledger.runtime import (
     Runtime,
     ToolCall,
     tool,
+    user_message,
 )
 from agentledger.runtime.transcript_cache import TranscriptCache
 from agentledger.storage import MemoryStore, Record, RecordBuilder, RunStart, RunStatus
@@ -42,11 +43,17 @@ class Counting:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.listed = 0
+        self.reads = 0  # the reads (pages and transcript chains) asked for
 
     async def list_run_records(self, run_id: str, /, cursor: str = "", limit: int = 100) -> Any:
         page = await self.store.list_run_records(run_id, cursor=cursor, limit=limit)
         self.listed += len(page.records)
+        self.reads += 1
         return page
+
+    async def load_transcript_chain(self, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        return await self.store.load_transcript_chain(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -219,11 +226,13 @@ class _Counter:
         self.turns = turns
         self.seen = 0
         self.read: list[int] = []
+        self.reads: list[int] = []
 
     async def _next(self, input: PlanInput) -> PlanResult:
         messages = await input.prepare_messages()
         self.read.append(self.counted.listed)
-        self.counted.listed = 0
+        self.reads.append(self.counted.reads)
+        self.counted.listed = self.counted.reads = 0
         assert list(messages) == await build_messages_from_run_log(self.store, input.run.run_id)
         self.seen += 1
         if self.seen == self.turns:
@@ -250,6 +259,26 @@ async def test_each_turn_of_a_long_run_reads_what_it_adds(store: AnyStore, sessi
     assert out.text == f"{1 + 2 * 79} messages"
     assert planner.seen == 80
     assert max(planner.read[1:]) <= _PAGE + 10, planner.read
+    assert out.run_id not in runtime._activities.transcripts
+
+
+async def test_a_new_runs_first_turn_reads_only_what_followed_its_start(
+    store: AnyStore, session: str
+) -> None:
+    """The start's records (history given, the new message) are held as the start wrote
+    them: the first planner turn, which writes nothing before it asks (its phase came
+    with the start), reads nothing, and gets what the whole log gives (the planner checks
+    it against the log); the second reads what followed, one page."""
+    counted = Counting(store)
+    runtime = Runtime(counted)  # type: ignore[arg-type]
+    planner = _Counter(store, counted, 2)
+    runtime.register_agent(Agent("counter", planner, tools=[tick]))
+    history = [user_message("Before."), Message(role="assistant", parts=(TextPart(text="Ok."),))]
+    client = runtime.agent_client("counter")
+    out = await client.run(session, [*history, user_message("Count.")])
+    assert out.status is RunStatus.COMPLETED, out.failure
+    assert out.text == "5 messages"
+    assert planner.reads == [0, 1], planner.reads  # no whole read of the run
     assert out.run_id not in runtime._activities.transcripts
 
 

@@ -60,6 +60,14 @@ class _Workflow:
         self.closed_at: datetime | None = None
         self.status = WorkflowStatus.RUNNING
         self.error = ""
+        self.interruptible: set[asyncio.Future[Any]] = set()
+        """Interruptible activities under way: a cancellation cancels them at once."""
+
+    def cancel(self) -> None:
+        """Ask the workflow to stop: flag it, and interrupt its interruptible activities."""
+        self.cancel_event.set()
+        for job in self.interruptible:
+            job.cancel()
 
 
 class _Context:
@@ -93,7 +101,21 @@ class _Context:
         if self.cancel_requested():
             job.close()
             raise WorkflowCanceled()
-        return await self._interruptibly(asyncio.ensure_future(job), None)
+        return await self._interruptible(asyncio.ensure_future(job))
+
+    async def _interruptible(self, job: asyncio.Future[T]) -> T:
+        """Await an activity that a cancellation interrupts (``_Workflow.cancel`` cancels it);
+        then raise WorkflowCanceled, unless it finished its work anyway."""
+        jobs = self._state.interruptible
+        jobs.add(job)
+        try:
+            return await job
+        except asyncio.CancelledError:
+            if not job.done() or not self.cancel_requested():
+                raise  # this workflow's own task is being canceled
+            raise WorkflowCanceled() from None
+        finally:
+            jobs.discard(job)
 
     async def child(self, workflow_id: str, arg: Any, result_type: type[T]) -> T:
         if self.cancel_requested():
@@ -208,7 +230,7 @@ class InProcessEngine:
         state = self._workflows.get(workflow_id)
         if state is None:
             return False
-        state.cancel_event.set()
+        state.cancel()
         return True
 
     async def describe(self, workflow_id: str) -> WorkflowInfo | None:
@@ -227,7 +249,7 @@ class InProcessEngine:
         tasks = []
         for state in self._workflows.values():
             if state.task is not None and not state.task.done():
-                state.cancel_event.set()
+                state.cancel()
                 tasks.append(state.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -189,12 +189,17 @@ class Activities:
         """Each running run's transcript as far as this process read it."""
         self._history = HistoryWindows(store, registry)
 
-    def table(self) -> dict[str, Activity]:
-        """Every activity by the name the workflow calls it."""
+    def table(self, *, ending: bool = False) -> dict[str, Activity]:
+        """Every activity by the name the workflow calls it.
+
+        With ``ending``, a planner turn asked to (``PlanTurnInput.complete``) records a
+        final plan with the run's completion, in one transaction: for an engine that
+        needs nothing else done when a run ends (in process).
+        """
         return {
             BEGIN_RUN: self.begin_run,
             APPEND_RECORDS: self.append_records,
-            PLAN_TURN: self.plan_turn,
+            PLAN_TURN: self.plan_turn_ending if ending else self.plan_turn,
             TOOL_CALL: self.tool_call,
             SUSPEND_RUN: self.suspend_run,
             COMPLETE_RUN: self.complete_run,
@@ -218,6 +223,13 @@ class Activities:
             root = msgspec.structs.replace(builder.root_start(), records=carried)
             result = await self.store.start_root_run(root)
             written = [root.started, *([root.canceled] if result.canceled else [])]
+            if result.outcome is StartOutcome.PROCEED and len(result.records) == len(records):
+                placed = [result.started, *result.records]
+                log = [root.started, *records]  # as stored: the new run's log begins so
+                self.transcripts.seed(
+                    arg.run.run_id,
+                    [msgspec.structs.replace(r, id=p.id) for r, p in zip(log, placed, strict=True)],
+                )
         elif arg.mode == "child":
             child = builder.child_start(
                 parent_agent_id=arg.parent_agent_id,
@@ -250,7 +262,8 @@ class Activities:
         return result
 
     async def begin_run(self, arg: BeginRunInput) -> BeginRunOutput:
-        """Start the run with its prompt, seeded history and new message: one transaction.
+        """Start the run with its prompt, seeded history and new message: one transaction
+        (with turn 1's ``planning`` phase too when the loop asks: it plans next).
 
         A start that fails writes nothing and raises. A failure to prepare the
         run (other than a TransientError, retried), or records the store
@@ -262,6 +275,7 @@ class Activities:
         checkpoint: RunCheckpoint | None = None
         failure: payloads.Failure | None = None
         records: list[Record] = []
+        planning = False
         try:
             planner = resolved.agent.planner
             if isinstance(planner, PromptRenderer):
@@ -299,6 +313,9 @@ class Activities:
             if arg.message is not None and checkpoint is None:
                 specs.append(rt.RecordSpec.appended("input", arg.message))
                 specs.append(rt.RecordSpec.phase(rt.Phase.PROMPTED))
+                if arg.planning and resolved.agent.max_turns >= 1:  # the loop plans next
+                    specs.append(rt.RecordSpec.phase(rt.Phase.PLANNING, 1))
+                    planning = True
             records = self._build(arg.run, arg.turn_id, arg.at, specs)
         except TransientError:
             raise
@@ -333,6 +350,7 @@ class Activities:
             prompt=prompt,
             checkpoint=checkpoint,
             session_ended=ended,
+            planning=planning,
         )
 
     async def _checkpoint(self, run_id: str) -> RunCheckpoint:
@@ -386,7 +404,15 @@ class Activities:
         await self.publish([*records, *steered])
         return any(r.session_status is SessionStatus.ENDED for r in done.results)
 
+    async def plan_turn_ending(self, arg: PlanTurnInput) -> PlanTurnOutput:
+        """:meth:`plan_turn`, a final plan recorded with the run's completion when asked."""
+        return await self._plan_turn(arg, ending=arg.complete)
+
     async def plan_turn(self, arg: PlanTurnInput) -> PlanTurnOutput:
+        """:meth:`_plan_turn`, the run's completion left to ``complete_run``."""
+        return await self._plan_turn(arg, ending=False)
+
+    async def _plan_turn(self, arg: PlanTurnInput, *, ending: bool) -> PlanTurnOutput:
         """One planner turn: what the loop owes, then the plan, each recorded in one transaction.
 
         The owed records (the last step's results, this turn's phase) are
@@ -398,10 +424,11 @@ class Activities:
         """
         run = arg.run
         owed = self._build(run, arg.turn_id, arg.at, arg.records)
-        if await _before(self._write_turn(owed)):
+        ended = await _before(self._write_turn(owed)) if owed else False
+        if ended:
             return PlanTurnOutput(session_ended=True)  # no new planner work [D2]
         if activity_attempt() > 1:
-            stored = await self._stored_plan(run.run_id, arg.turn)
+            stored = await self._stored_plan(run.run_id, arg.turn, ending)
             if stored is not None:
                 return stored
         out, window = await self._plan(arg)
@@ -416,8 +443,29 @@ class Activities:
                 message=problem, kind="planner_error", code="PayloadTooLargeError"
             )
             return PlanTurnOutput(failure=failure)
+        if ending and plan.final is not None:
+            await _finish(self._record_final(arg, plan, window))
+            return PlanTurnOutput(result=plan, recorded=True, completed=True)
         suspended = await _finish(self._record_plan(arg, plan, window))
         return PlanTurnOutput(result=plan, recorded=True, suspended=suspended)
+
+    async def _record_final(
+        self, arg: PlanTurnInput, plan: PlanResult, window: list[rt.RecordSpec]
+    ) -> None:
+        """Write a final plan's records (after the turn's window [V5]), then [L7] the run's
+        ``completed`` terminal record: one transaction.
+
+        A cancellation recorded while the planner ran interrupts the turn (the
+        engine cancels it) before this write; one recorded during it is too late
+        for this run, as for one recorded while ``complete_run`` writes.
+        """
+        effects = self.registry.agent(arg.run.agent_id).effects
+        specs = [*window, *plan_records(arg.turn, plan, effects, arg.run.run_id)]
+        records = self._build(arg.run, arg.turn_id, arg.at, specs)
+        cmd = RecordBuilder(arg.run, turn_id=arg.turn_id).terminal(RunStatus.COMPLETED, at=arg.at)
+        await self.store.record_run_terminal(msgspec.structs.replace(cmd, records=tuple(records)))
+        await self.publish([*records, cmd.record])
+        self.transcripts.forget(arg.run.run_id)
 
     async def _record_plan(
         self, arg: PlanTurnInput, plan: PlanResult, window: list[rt.RecordSpec]
@@ -444,8 +492,11 @@ class Activities:
         await self._suspend(arg.run, arg.turn_id, arg.at, checkpoint, records)
         return True
 
-    async def _stored_plan(self, run_id: str, turn: int) -> PlanTurnOutput | None:
-        """The plan of turn ``turn`` as an earlier attempt recorded it (None if it did not).
+    async def _stored_plan(
+        self, run_id: str, turn: int, ending: bool = False
+    ) -> PlanTurnOutput | None:
+        """The plan of turn ``turn`` as an earlier attempt recorded it (None if it did not);
+        with ``ending``, a final plan says whether the run's completion is recorded too.
 
         A plan that waits for outside input is whole only with the run's
         suspension: its checkpoint holds what the plan awaits. Without it, the
@@ -456,15 +507,22 @@ class Activities:
         asked = rt.messages_key(f"{step}:assistant")
         message: Message | None = None
         scheduled = suspended = False
+        answer: PlanResult | None = None
         async for record in self._records(run_id):
+            if answer is not None:  # its completion, if any, follows it in its transaction
+                if record.type == payloads.RUN_COMPLETED:
+                    return PlanTurnOutput(result=answer, recorded=True, completed=ending)
+                continue
             if record.type == rt.TRANSCRIPT_APPENDED and record.event_key == final:
-                plan = PlanResult(final=decode_messages(record.payload)[0])
-                return PlanTurnOutput(result=plan, recorded=True)
+                answer = PlanResult(final=decode_messages(record.payload)[0])
+                continue
             if record.type == rt.TRANSCRIPT_APPENDED and record.event_key == asked:
                 message = decode_messages(record.payload)[0]
             # written with a tool plan's message, in its transaction
             scheduled = scheduled or (message is not None and record.type == rt.TOOL_CALL_SCHEDULED)
             suspended = suspended or record.type == payloads.RUN_SUSPENDED
+        if answer is not None:
+            return PlanTurnOutput(result=answer, recorded=True)
         if message is None:
             return None
         if scheduled:
@@ -517,7 +575,8 @@ class Activities:
         window: list[rt.RecordSpec] = []
 
         async def load() -> tuple[Message, ...]:
-            transcript = await self.transcripts.transcript(self.store, run.run_id)
+            first = arg.turn == 1 and not arg.resume and not arg.records  # nothing written
+            transcript = await self.transcripts.transcript(self.store, run.run_id, first_turn=first)
             transcript.validate()
             known.append(transcript)
             if resolved.agent.history is None:
@@ -605,22 +664,38 @@ class Activities:
                 return self._in_doubt(arg)
             return ToolCallOutput(outcome=saved)
         if activity_attempt() > 1:
+            found: ToolOutcome | None = None
+            settled = rt.messages_key(f"{arg.step}:tool_results")
             async for record in self._records(run.run_id):
                 if record.type == rt.TOOL_RESULT_RECEIVED and record.event_key == key:
                     got = rt.decode_json(record.payload, rt.ToolResultPayload)
-                    outcome = ToolOutcome(
+                    found = ToolOutcome(
                         tool_call_id=call.id,
                         tool_name=call.name,
                         content=got.content,
                         is_error=got.is_error,
                     )
-                    return ToolCallOutput(outcome=outcome)
+                elif found is not None and record.event_key == settled:
+                    return ToolCallOutput(outcome=found, settled=True)
+            if found is not None:
+                return ToolCallOutput(outcome=found)
             if arg.effect == "once":
                 return self._in_doubt(arg)
         outcome = self._carried(arg, await self._invoke(arg, self._context(arg)))
         spec = rt.RecordSpec.result(arg.step, call.id, call.name, outcome.content, outcome.is_error)
-        ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
-        return ToolCallOutput(outcome=outcome, session_ended=ended)
+        if not arg.then_turn:
+            ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
+            return ToolCallOutput(outcome=outcome, session_ended=ended)
+        part = ToolResultPart(
+            tool_use_id=call.id, content=outcome.content, is_error=outcome.is_error
+        )
+        specs = [  # what the loop's next planner turn would write first, taken along
+            spec,
+            rt.RecordSpec.appended(f"{arg.step}:tool_results", Message(role="user", parts=(part,))),
+            rt.RecordSpec.phase(rt.Phase.SYNTHESIZING, arg.then_turn),
+        ]
+        ended = await _finish(self._write_turn(self._build(run, arg.turn_id, arg.at, specs)))
+        return ToolCallOutput(outcome=outcome, session_ended=ended, settled=True)
 
     @staticmethod
     def _context(arg: ToolCallInput) -> ToolContext:

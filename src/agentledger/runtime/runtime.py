@@ -91,7 +91,8 @@ class Runtime:
     def _close_registration(self) -> None:
         if not self._registry.closed:
             self._registry.close()
-            self.engine.bind(run_workflow, self._activities.table())
+            ending = isinstance(self.engine, InProcessEngine)  # nothing else to do at an end
+            self.engine.bind(run_workflow, self._activities.table(ending=ending))
 
     def activity_table(self) -> Mapping[str, Activity]:
         """Close registration and return every activity by name: what a worker runs.

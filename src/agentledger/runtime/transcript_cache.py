@@ -28,6 +28,12 @@ so this holds across processes too: on Temporal each worker has its own
 cache, and a run whose turns move between workers is read on each from the
 record that worker read last.
 
+A new run is held from its start: the records the start wrote (its own
+messages, no history reference) are applied as written, with their ids, and the
+cache's place is after them; its first planner turn, which writes nothing before
+it plans (its phase came with the start), takes that without reading, and the
+next turn reads from there.
+
 A run's transcript records are written only by its own activities, one
 after another; a whole read is cached only if no transcript record arrived
 while it read. The cache is bounded: at most ``max_runs`` runs, the least
@@ -38,9 +44,12 @@ activity that ends it (its transcript then stays only in the store).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentledger.storage.payloads import (
+    PROMPT_RENDERED,
+    RUN_STARTED,
     TRANSCRIPT_APPENDED,
     TRANSCRIPT_SEEDED,
     TRANSCRIPT_WINDOW,
@@ -70,6 +79,9 @@ _PAGE = 32
 _EXTENDS = frozenset({TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED})
 """Transcript record types whose messages simply follow the transcript so far."""
 _READ = TRANSCRIPT_RECORD_TYPES | {TRANSCRIPT_WINDOW}
+_SEEDS = _EXTENDS | {RUN_STARTED, PROMPT_RENDERED, "run_phase_changed"}
+"""The record types a start may write for the cache to hold it (no history reference:
+a run whose history is another run's transcript is read whole, the chain resolved)."""
 """The record types the cache applies (or, for a reference, reads the run whole for)."""
 
 
@@ -124,6 +136,8 @@ class _Entry:
     """How many records of that page are applied."""
     last_id: str
     """The id of the last record applied ("" for none)."""
+    seeded: bool = False
+    """Held from the run's start and not read since (see :meth:`TranscriptCache.seed`)."""
 
 
 @dataclass
@@ -164,16 +178,59 @@ class TranscriptCache:
         if self._entries.get(run_id) is entry:
             del self._entries[run_id]
 
-    async def transcript(self, store: Store, run_id: str) -> KnownTranscript:
+    def seed(self, run_id: str, records: Sequence[Record]) -> None:
+        """Hold a run just started whose log begins with ``records`` (as stored, ids set):
+        its first planner turn then reads only what was committed after them.
+
+        Held only when they are the run's start, prompt, phases and own messages
+        (no history reference, no copy, no window) on the log's first page, and
+        check; otherwise the turn reads the run whole. A log that does not begin with
+        them is read whole too (the next read checks the last one's id where it should be).
+        """
+        if not records or len(records) > _PAGE or records[0].run_id != run_id:
+            return
+        if any(r.type not in _SEEDS for r in records):
+            return
+        entry = _Entry(
+            messages=[],
+            origins=[],
+            check=PlannerTranscriptCheck(),
+            cursor="",
+            skip=len(records),
+            last_id=records[-1].id,
+            seeded=True,
+        )
+        try:
+            for record in records:
+                if record.type in _EXTENDS:
+                    _append(entry, record)
+        except Exception:  # its first turn reads it whole, and says what is wrong
+            return
+        self._entries[run_id] = entry
+        while len(self._entries) > self._max_runs:
+            self._entries.popitem(last=False)
+
+    async def transcript(
+        self, store: Store, run_id: str, *, first_turn: bool = False
+    ) -> KnownTranscript:
         """The run's transcript in the store now, checked but for its end (see
         :meth:`KnownTranscript.validate`).
+
+        ``first_turn``: the caller is the run's first planner turn, which wrote nothing
+        before it asks (its phase came with the start). A run held from its start is
+        then returned as held, without a read: only the run's own activities write its
+        transcript, and none has since the start.
 
         Raises:
             CorruptRecordError: a record cannot be read or decoded.
             TranscriptError: the transcript breaks a rule [T5] before its end.
         """
         entry = self._entries.get(run_id)
+        if entry is not None and entry.seeded and first_turn:
+            self._entries.move_to_end(run_id)
+            return KnownTranscript(tuple(entry.messages), entry.check.fork(), tuple(entry.origins))
         if entry is not None:
+            entry.seeded = False
             try:
                 if await self._extend(store, run_id, entry):
                     if self._entries.get(run_id) is entry:
@@ -231,15 +288,24 @@ class TranscriptCache:
                     if not _apply_window(entry, record):
                         return False
                     continue
-                messages = replay_run_log_events((record,))
-                entry.check.extend(messages)  # an error drops the entry (the caller)
-                entry.messages.extend(messages)
-                entry.origins.extend(
-                    MessageOrigin(record.run_id, record.id, record.type, 0, i)
-                    for i in range(len(messages))
-                )
+                _append(entry, record)  # an error drops the entry (the caller)
             entry.cursor, entry.skip, entry.last_id = tail.cursor, tail.skip, tail.last_id
             return True
+
+
+def _append(entry: _Entry, record: Record) -> None:
+    """Apply one of the run's own message records (``_EXTENDS``) to ``entry``, checked.
+
+    Raises:
+        CorruptRecordError: its payload is not a message array.
+        TranscriptError: its messages break a rule [T5] after the entry's.
+    """
+    messages = replay_run_log_events((record,))
+    entry.check.extend(messages)
+    entry.messages.extend(messages)
+    entry.origins.extend(
+        MessageOrigin(record.run_id, record.id, record.type, 0, i) for i in range(len(messages))
+    )
 
 
 def _apply_window(entry: _Entry, record: Record) -> bool:

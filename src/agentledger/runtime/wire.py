@@ -11,7 +11,10 @@ records its prompt, history and input; ``plan_turn`` records its phase and
 then its plan (and suspends the run when the plan waits for outside input);
 ``tool_call`` its result (a lone call). Records the loop decides
 on its own (a tool step's results message, interrupted calls) ride along, as
-``records``, with the next activity that writes.
+``records``, with the next activity that writes. What a planner turn would
+write first rides, on request, with the write before it (``BeginRunInput.planning``,
+``ToolCallInput.then_turn``); the answer says whether it did, so a loop newer
+than its worker writes it itself.
 """
 
 from __future__ import annotations
@@ -176,6 +179,10 @@ class BeginRunInput(_Wire, frozen=True, kw_only=True):
     """A new run's new user message (appended, then the ``prompted`` phase)."""
     claim: str = ""
     """A queued message's turn: the claim of the runtime that starts it (recorded)."""
+    planning: bool = False
+    """Record turn 1's ``planning`` phase with the start too (a new run with ``message``,
+    whose loop plans next): the loop's first planner turn then has nothing to write
+    before it asks the planner. A request: the output says whether it was done."""
 
 
 class AgentPlan(_Wire, frozen=True, kw_only=True):
@@ -204,6 +211,9 @@ class BeginRunOutput(_Wire, frozen=True, kw_only=True):
     checkpoint: RunCheckpoint | None = None
     failure: Failure | None = None
     session_ended: bool = False
+    planning: bool = False
+    """Turn 1's ``planning`` phase is recorded with the start (``BeginRunInput.planning``;
+    False from a worker older than this field: the loop records it itself)."""
 
 
 class AppendRecordsInput(_Wire, frozen=True, kw_only=True):
@@ -247,6 +257,11 @@ class PlanTurnInput(_Wire, frozen=True, kw_only=True):
     max_turn_attempts: int = 0
     """Starts without finishing before the engine gives the turn up as a crash loop
     (0: no limit, as from a loop older than this field)."""
+    complete: bool = False
+    """A final plan ends the run: record its completion [L7] with the plan, in one
+    transaction, where the engine's activities do that (in process; a Temporal worker
+    looks for the session's next turn once a run ends, in ``complete_run``). A request:
+    ``PlanTurnOutput.completed`` says whether it was done."""
 
 
 class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
@@ -267,6 +282,9 @@ class PlanTurnOutput(_Wire, frozen=True, kw_only=True):
     finished_at: datetime | None = None
     """When the turn finished, stamped by an engine whose run clock comes from its
     history (Temporal); None from the others."""
+    completed: bool = False
+    """The final plan was recorded with the run's completion (``PlanTurnInput.complete``):
+    the run has ended."""
 
 
 class ToolCallInput(_Wire, frozen=True, kw_only=True):
@@ -290,6 +308,11 @@ class ToolCallInput(_Wire, frozen=True, kw_only=True):
     """Attempts of this call made by earlier runs (a continuation running it again)."""
     started_at: datetime | None = None
     """A once call: when its ``tool_call_started`` record was written."""
+    then_turn: int = 0
+    """With ``at``, a lone call of a planner turn's step: record with its result, in the
+    same transaction, what planner turn ``then_turn`` would write first (the step's
+    results message and the turn's ``synthesizing`` phase, taking the steering messages
+    waiting for the run). A request: ``ToolCallOutput.settled`` says whether it was done."""
 
 
 class ToolCallOutput(_Wire, frozen=True, kw_only=True):
@@ -303,6 +326,9 @@ class ToolCallOutput(_Wire, frozen=True, kw_only=True):
     in_doubt: InDoubtToolCall | None = None
     """A once call started before whose outcome is unknown: not called again; ``outcome``
     is then an error saying so, and the loop suspends the run to ask the host."""
+    settled: bool = False
+    """The step's results message and the next turn's phase are recorded with the result
+    (``ToolCallInput.then_turn``; False from a worker older than this field)."""
 
 
 class SuspendRunInput(_Wire, frozen=True, kw_only=True):

@@ -14,7 +14,8 @@ A run's records, in order, and the activity that writes them::
     transcript_messages_seeded           begin_run (history given to the run) [R1]
     transcript_messages_appended         begin_run: the user's new message (or the resume answer)
     run_phase_changed  prompted          begin_run
-    run_phase_changed  planning          plan_turn: turn 1 (synthesizing on later turns)
+    run_phase_changed  planning          begin_run: turn 1 of a new run (else plan_turn;
+                                         synthesizing on later turns)
     planner_note / model_usage           plan_turn: what the planner reported
     transcript_messages_appended         plan_turn: the assistant message
     run_phase_changed  executing_tools   plan_turn
@@ -22,8 +23,9 @@ A run's records, in order, and the activity that writes them::
     tool_call_started ...                plan_turn: one per ``once`` call, before it runs
     tool_result_received ...             one per call, in call order (tool_call, for a lone call)
     transcript_messages_appended         the next activity: the user message holding every result
+                                         (a lone call's tool_call, with the next turn's phase)
     ...                                  more turns
-    run_completed                        complete_run [L7]
+    run_completed                        complete_run [L7] (in process: a final plan's plan_turn)
     run_suspended                        plan_turn, when its plan waits for outside input [L6]
                                          (suspend_run, when child runs wait)
 
@@ -36,6 +38,15 @@ Each activity writes in one store transaction: its owed records go with
 its own (a start, a suspension or the terminal) in one command. A planner
 turn writes twice: what it owes before it asks the planner, then the plan,
 so the model output it streams live follows everything recorded before it.
+Its first write rides with the write before it when that one can carry it:
+the start records turn 1's phase, and a lone tool call of a planner turn's
+step records, with its result, the step's results message and the next
+turn's phase, taking the steering messages waiting for the run as the turn
+would (each activity says whether it did: an older worker does not). A
+one-tool run so commits five transactions: start, plan, tool, plan, end. In
+process, a final plan is recorded with the run's completion (the planner
+turn asked to, and says it did): four (a Temporal worker looks for the
+session's next turn in ``complete_run``, so there it stays its own write).
 
 A model call is recorded by the planner turn that makes it, and a lone tool
 call by its activity, before the activity completes: a retry after a lost
@@ -201,6 +212,10 @@ class _Loop:
         self.attempts: dict[str, int] = {}  # attempts of a call made by earlier runs
         self.started_at: dict[str, datetime] = {}  # once calls: their started record's time
         self.turn_at: datetime | None = None  # when the last planner turn's plan was recorded
+        # a planner turn whose phase an earlier activity recorded (the start, a lone tool
+        # call), and when: that turn has nothing more to write before it plans
+        self.phase_written: tuple[int, datetime] | None = None
+        self.settled = False  # the lone call's activity recorded its step's results message
 
     # ------------------------------------------------------------------ helpers
 
@@ -294,13 +309,14 @@ class _Loop:
     async def _begin(self) -> BeginRunOutput:
         """Start the run and record what it begins with (prompt, history, new message)."""
         continuation = bool(self.inp.predecessor_run_id) or not self.inp.messages
-        return await self.ctx.activity(
+        at = self.ctx.now()
+        begin = await self.ctx.activity(
             BEGIN_RUN,
             BeginRunInput(
                 run=self.run_start,
                 turn_id=self.inp.turn_id,
                 mode=self.inp.mode,
-                at=self.ctx.now(),
+                at=at,
                 parent_agent_id=self.inp.parent_agent_id,
                 tool_name=self.inp.tool_name,
                 tool_call_id=self.inp.tool_call_id,
@@ -309,9 +325,13 @@ class _Loop:
                 copied_from=None if continuation else self.inp.copied_from,
                 message=None if continuation else self.inp.messages[-1],
                 claim=self.inp.claim,
+                planning=not continuation,
             ),
             BeginRunOutput,
         )
+        if begin.planning:  # turn 1's phase is in: that turn writes nothing before planning
+            self.phase_written = (1, at)
+        return begin
 
     async def _drive(self, begin: BeginRunOutput) -> RunOutput:
         try:
@@ -535,6 +555,9 @@ class _Loop:
                 self.started_at = {
                     c.id: self.turn_at for c in plan.tool_calls if self._effect(c) == "once"
                 }
+            if out.completed and plan.final is not None:  # recorded with its completion
+                self._paid()
+                return self._output(RunStatus.COMPLETED, final=plan.final)
             self._check_cancel()  # a safe point
             if plan.final is not None:
                 return await self._end_completed(plan.final)
@@ -544,7 +567,8 @@ class _Loop:
                 if not isinstance(plan.await_, AwaitClarification):
                     self.pending, self.pending_step = plan.await_.calls, step
                 return await self._suspend(plan.await_)
-            results = await self._execute(plan.tool_calls, step, scheduled=True)
+            then = self.turn + 1 if self.turn < self.agent.max_turns else 0
+            results = await self._execute(plan.tool_calls, step, scheduled=True, then_turn=then)
             resume, answer = True, None
 
     async def _plan(
@@ -555,20 +579,24 @@ class _Loop:
         A plan that waits for outside input comes back ``suspended``: the
         turn recorded it and suspended the run.
         """
-        self._owe([RecordSpec.phase(phase, self.turn)])
-        assert self.owed_at is not None
-        self.turn_at = self.owed_at
+        written, self.phase_written = self.phase_written, None
+        if written is None or written[0] != self.turn:
+            self._owe([RecordSpec.phase(phase, self.turn)])
+        # else an earlier activity recorded this turn's phase (the start, the last tool call)
+        self.turn_at = self.owed_at or (written[1] if written else None)
+        assert self.turn_at is not None
         arg = PlanTurnInput(
             run=self.run_start,
             turn_id=self.inp.turn_id,
             turn=self.turn,
             resume=resume,
-            at=self.owed_at,
+            at=self.turn_at,
             records=tuple(self.owed),
             prompt=self.prompt,
             tool_results=results,
             answer=answer,
             max_turn_attempts=self.agent.max_turn_attempts,
+            complete=True,  # a final plan ends the run at once: nothing is owed after it
         )
         try:
             out = await self.ctx.activity(PLAN_TURN, arg, PlanTurnOutput, interruptible=True)
@@ -590,11 +618,20 @@ class _Loop:
     # ------------------------------------------------------------------- tools
 
     async def _execute(
-        self, calls: tuple[ToolCall, ...], step: str, text: str = "", *, scheduled: bool = False
+        self,
+        calls: tuple[ToolCall, ...],
+        step: str,
+        text: str = "",
+        *,
+        scheduled: bool = False,
+        then_turn: int = 0,
     ) -> tuple[ToolOutcome, ...]:
         """Run the calls concurrently; record every result (interrupted ones too).
 
         Unless the planner turn ``scheduled`` them, the calls are recorded first.
+        With ``then_turn`` (planner turn ``then_turn`` follows), a lone call's
+        activity records the step's results message and that turn's phase with
+        its result, in its transaction, when it can.
         """
         if not scheduled:
             self.origin, self.attempts = "", {}
@@ -607,11 +644,11 @@ class _Loop:
                     ),
                 ]
             )
-        outcomes = await self._run_calls(calls, step, start=not scheduled)
+        outcomes = await self._run_calls(calls, step, start=not scheduled, then_turn=then_turn)
         return await self._settle(step, calls, outcomes, text)
 
     async def _run_calls(
-        self, calls: tuple[ToolCall, ...], step: str, *, start: bool
+        self, calls: tuple[ToolCall, ...], step: str, *, start: bool, then_turn: int = 0
     ) -> tuple[Outcome, ...]:
         """Run the calls concurrently, each once call after its ``tool_call_started`` record.
 
@@ -629,7 +666,9 @@ class _Loop:
             await self._flush()
         # A lone call records its own result; several record theirs together, in call order.
         at = self.ctx.now() if len(calls) == 1 else None
-        return tuple(await asyncio.gather(*(self._call(c, step, at) for c in calls)))
+        if at is None or self.owed or self.recorded:
+            then_turn = 0  # several calls, or records to write first: the turn writes them
+        return tuple(await asyncio.gather(*(self._call(c, step, at, then_turn) for c in calls)))
 
     async def _settle(
         self,
@@ -684,10 +723,17 @@ class _Loop:
                     text=text,
                 )
             raise StepWaits(calls, done, children, text, doubts)
+        if self.settled:  # the lone call's activity recorded the results message
+            assert len(calls) == 1
+            assert not text
+            self.settled, self.pending, self.recorded = False, (), {}
+            return done
         await self._record_results(step, calls, done, text)
         return done
 
-    async def _call(self, call: ToolCall, step: str, at: datetime | None) -> Outcome:
+    async def _call(
+        self, call: ToolCall, step: str, at: datetime | None, then_turn: int = 0
+    ) -> Outcome:
         """One call's outcome (a tool records its own); a waiting child or a once call in
         doubt; a call that kept dying; None if interrupted."""
         try:
@@ -705,6 +751,7 @@ class _Loop:
                 key=self._key(call) if self.origin else "",
                 attempts_before=self.attempts.get(call.id, 0),
                 started_at=self.started_at.get(call.id) if effect == "once" else None,
+                then_turn=then_turn,
             )
             out = await self.ctx.activity(TOOL_CALL, arg, ToolCallOutput, interruptible=True)
             if out.in_doubt is not None:
@@ -712,6 +759,8 @@ class _Loop:
                 return out.in_doubt
             if at is not None:
                 self.recorded[call.id] = out.outcome
+            if at is not None and then_turn and out.settled:
+                self.settled, self.phase_written = True, (then_turn, at)
             self.session_ended = self.session_ended or out.session_ended
             return out.outcome
         except WorkflowCanceled:
