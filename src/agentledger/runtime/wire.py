@@ -197,6 +197,11 @@ class AgentPlan(_Wire, frozen=True, kw_only=True):
     effects: dict[str, str] = msgspec.field(default_factory=dict)
     """Tool name -> effect class, for tools whose effect is not ``retry``."""
 
+    def turn_after(self, turn: int) -> int:
+        """The planner turn that follows turn ``turn``'s tool step (0: none, the agent is
+        out of turns): the one a lone call's activity writes the first records of."""
+        return turn + 1 if turn < self.max_turns else 0
+
 
 class BeginRunOutput(_Wire, frozen=True, kw_only=True):
     """The start's decision [C2]; then the agent's plan, prompt and (continuations) checkpoint.

@@ -567,7 +567,7 @@ class _Loop:
                 if not isinstance(plan.await_, AwaitClarification):
                     self.pending, self.pending_step = plan.await_.calls, step
                 return await self._suspend(plan.await_)
-            then = self.turn + 1 if self.turn < self.agent.max_turns else 0
+            then = self.agent.turn_after(self.turn)
             results = await self._execute(plan.tool_calls, step, scheduled=True, then_turn=then)
             resume, answer = True, None
 

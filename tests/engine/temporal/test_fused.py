@@ -129,7 +129,13 @@ async def test_a_cancel_that_meets_a_finished_call_records_its_result(
     assert out.cancellation_reason == "stop"
     kinds = await types(store, handle.run_id)
     assert kinds.count("tool_result_received") == 1
-    assert kinds[-3:] == ["tool_result_received", "transcript_messages_appended", "run_completed"]
+    # the call recorded its step's results message and turn 2's phase with its result
+    assert kinds[-4:] == [
+        "tool_result_received",
+        "transcript_messages_appended",
+        "phase:synthesizing",
+        "run_completed",
+    ]
     result = (await valid_transcript(store, handle.run_id))[-1].parts[0]
     assert isinstance(result, ToolResultPart)
     assert result.content == "finished anyway"

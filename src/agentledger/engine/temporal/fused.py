@@ -85,7 +85,8 @@ def _now() -> datetime:
 
 def lone_call(out: PlanTurnOutput, arg: PlanAndCall) -> ToolCallInput | None:
     """The tool call the run loop makes right after this planner turn, with the input it
-    gives it (its result stamped ``at``), if the turn planned exactly one plain tool call.
+    gives it (its result stamped ``at``, the next turn's first records with it), if the
+    turn planned exactly one plain tool call.
 
     None for anything else: a final answer, an await, several calls, an agent
     used as a tool, a failed or suspended turn, an ended session.
@@ -117,6 +118,7 @@ def lone_call(out: PlanTurnOutput, arg: PlanAndCall) -> ToolCallInput | None:
         max_turn_attempts=turn.max_turn_attempts,
         effect=effect,
         started_at=turn.at if effect == "once" else None,
+        then_turn=arg.agent.turn_after(turn.turn),
     )
 
 
