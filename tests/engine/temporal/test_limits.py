@@ -108,7 +108,9 @@ async def test_events_per_run_and_per_tool_turn(temporal_client: Client, tmp_pat
 async def test_a_tool_output_is_copied_into_history_a_bounded_number_of_times(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """Each turn's tool output lands in history about 3 times (result, next plan's input)."""
+    """Each turn's tool output lands in history about twice: the result the planner turn's
+    activity carries back, and the next plan's input (the call's activity records the step's
+    results message itself, so it is not carried a third time)."""
     store = await SQLiteStore.open(tmp_path / "limits.db", durability="normal")
     try:
         _, small = await _history(temporal_client, store, 2, size=1)
@@ -116,7 +118,7 @@ async def test_a_tool_output_is_copied_into_history_a_bounded_number_of_times(
     finally:
         await store.close()
     copies = (large - small) / (2 * 20_000)
-    assert 2.5 <= copies <= 4.0, copies
+    assert 1.5 <= copies <= 3.0, copies
 
 
 class Answers:
