@@ -36,6 +36,7 @@ from agentledger.service.host_runtime import (
     load_host_runtime,
 )
 from agentledger.service.inspector.login import SECURE_COOKIES
+from agentledger.service.socket_protocol import SocketProtocol
 from agentledger.service.socket_route import SocketCalls
 from agentledger.storage.encryption.config import configured_encryption
 from agentledger.storage.file_mode import create_private, file_mode
@@ -325,6 +326,8 @@ async def _serve_store(
             server_header=False,
             # Connections, slow headers and bodies, unread answers: bounded (see .connections).
             http=guarded_protocol(overload, state.admission),
+            # Its frames of calls take a short way (see .socket_protocol).
+            ws=SocketProtocol,
             backlog=4096,
         )
         server = _Server(config, state)
