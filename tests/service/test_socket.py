@@ -35,6 +35,7 @@ from agentledger.storage import RecordBuilder, RunStart
 from agentledger.storage.sqlite import SQLiteStore
 from tests.conditions import HANG_GUARD, until
 from tests.service.process import ServiceProcess, Tokens, free_port
+from tests.service.proxy import Proxy
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -462,3 +463,30 @@ async def test_calls_on_the_socket_are_admitted_shed_and_sent_again_as_over_http
         assert state.admission.calls == 0
     finally:
         await store.close()
+
+
+async def test_calls_whose_answers_never_come_time_out_as_transient(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """On an open socket whose answers stop coming (the connection stays open and silent),
+    each call fails with a TransientError once its timeout is up: a call made after one
+    that was answered, and calls made together (one timer serves the calls' timeouts,
+    moving on to the oldest call still waiting)."""
+    async with (
+        Proxy(sqlite_service.url) as proxy,
+        asyncio.timeout(HANG_GUARD),
+        StoreClient(proxy.url, token=tokens.host, timeout=0.5) as client,
+    ):
+        await client.create_session("sock-late", created_at=_at(0))  # answered
+        proxy.mode = "swallow"
+        with pytest.raises(TransientError) as info:
+            await client.load_session("sock-late")
+        assert info.value.operation == "load_session"
+        assert "no answer from the store service within 0.5 s" in str(info.value)
+        late = await asyncio.gather(
+            *(client.load_session_status("sock-late") for _ in range(3)),
+            return_exceptions=True,
+        )
+        assert [type(e) for e in late] == [TransientError] * 3
+        assert client._socket is not None
+        assert client._socket._pending == {}

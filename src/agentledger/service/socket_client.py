@@ -49,8 +49,12 @@ class CallSocket:
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._opening: asyncio.Task[aiohttp.ClientWebSocketResponse | None] | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._pending: dict[int, tuple[asyncio.Future[Answer], str]] = {}
-        """Each call in flight: its answer to come and its method's name, by call id."""
+        self._pending: dict[int, tuple[asyncio.Future[Answer], str, float]] = {}
+        """Each call in flight: its answer to come, its method's name and when it times out
+        (the loop's clock), by call id, oldest first: so they time out in this order."""
+        self._watch: asyncio.TimerHandle | None = None
+        """The one timer of the calls' timeouts, set for the oldest call's (a timer per call
+        costs more than the rest of the call's own work in this process)."""
         self._streams: dict[int, tuple[asyncio.Queue[Answer | TransientError], str]] = {}
         """Each follow: where its messages go, and its operation's name, by call id."""
         self._next_id = 0
@@ -70,20 +74,37 @@ class CallSocket:
                 return None
         call_id = self._next_id
         self._next_id += 1
-        answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._pending[call_id] = (answer, name)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Answer] = loop.create_future()
+        deadline = loop.time() + self._timeout
+        self._pending[call_id] = (answer, name, deadline)
+        if self._watch is None:
+            self._watch = loop.call_at(deadline, self._expire)
         try:
             await ws.send_bytes(encode_call(call_id, name, body))
-            async with asyncio.timeout(self._timeout):
-                return await answer
-        except TimeoutError as e:
-            raise TransientError(
-                f"no answer from the store service within {self._timeout} s", operation=name
-            ) from e
+            return await answer
         except (aiohttp.ClientError, ConnectionError) as e:  # the connection went meanwhile
             raise self._unreachable(e, name) from e
         finally:
             self._pending.pop(call_id, None)
+
+    def _expire(self) -> None:
+        """Fail the calls whose time is up (a ``TransientError``: the outcome is unknown,
+        an exact retry is safe); set the timer for the oldest of the rest."""
+        self._watch = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        late = []
+        for waiting, name, deadline in self._pending.values():  # oldest first
+            if deadline > now:
+                self._watch = loop.call_at(deadline, self._expire)
+                break
+            late.append((waiting, name))
+        for waiting, name in late:
+            if not waiting.done():
+                waiting.set_exception(TransientError(
+                    f"no answer from the store service within {self._timeout} s",
+                    operation=name))  # fmt: skip
 
     async def subscribe(
         self, session: aiohttp.ClientSession, name: str, body: bytes
@@ -179,7 +200,7 @@ class CallSocket:
             return TransientError(f"{why} before the answer: the call's outcome is unknown "
                                   "(an exact retry is safe)", operation=name)  # fmt: skip
 
-        for waiting, name in list(self._pending.values()):
+        for waiting, name, _ in list(self._pending.values()):
             if not waiting.done():
                 waiting.set_exception(error(name))
         for call_id, (queue, name) in list(self._streams.items()):  # they resume elsewhere
@@ -190,6 +211,9 @@ class CallSocket:
         """Close the connection; calls still waiting fail as transient."""
         ws, reader = self._ws, self._reader
         self._ws = None
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if ws is not None:
             with contextlib.suppress(Exception):
                 await ws.close()

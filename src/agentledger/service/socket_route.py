@@ -301,11 +301,17 @@ class _Connection:
             task.add_done_callback(partial(_forget, self.follows, call_id))
             task.add_done_callback(partial(_release, ticket))
             return True
-        task = self._run(calls._answer(call_id, name, body, self))
-        task.add_done_callback(partial(_release, ticket))
+        task = asyncio.create_task(calls._answer(call_id, name, body, self))
+        self.running.add(task)
         calls.running.add(task)
-        task.add_done_callback(calls.running.discard)
+        task.add_done_callback(partial(self._answered, ticket))
         return True
+
+    def _answered(self, ticket: Ticket, task: asyncio.Task[None]) -> None:
+        """A call's answer is sent (or lost with the connection): its slot is free."""
+        ticket.release()
+        self.running.discard(task)
+        self.calls.running.discard(task)
 
     def _run(self, answering: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(answering)
