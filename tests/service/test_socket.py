@@ -490,3 +490,40 @@ async def test_calls_whose_answers_never_come_time_out_as_transient(
         assert [type(e) for e in late] == [TransientError] * 3
         assert client._socket is not None
         assert client._socket._pending == {}
+
+
+async def test_the_client_answers_the_services_pings_and_its_close(tmp_path: Path) -> None:
+    """The service pings an open connection and drops one whose client does not answer:
+    StoreClient's socket answers each ping, so its connection stays open across them;
+    when the service closes it, the next call opens another."""
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "host")
+    store = await SQLiteStore.open(str(tmp_path / "ledger.db"))
+    state = ServiceState(store, TokenTable.load(tokens))
+    config = uvicorn.Config(create_app(state=state), host="127.0.0.1", port=0, lifespan="off",
+                            log_level="critical", ws_ping_interval=0.05,
+                            ws_ping_timeout=HANG_GUARD)  # fmt: skip
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        await until(lambda: server.started or task.done(), "uvicorn listening")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        async with StoreClient(f"http://127.0.0.1:{port}", token=token) as client:
+            await client.create_session("sock-ping", created_at=_at(0))
+            assert client._socket is not None
+            connection = client._socket._ws
+            sockets = [c for c in server.server_state.connections if hasattr(c, "last_ping_rtt")]
+            assert len(sockets) == 1
+            await until(lambda: sockets[0].last_ping_rtt > 0, "a ping answered")
+            assert (await client.load_session("sock-ping")).id == "sock-ping"
+            assert client._socket._ws is connection
+            sockets[0].shutdown()  # the service closes it (1012: restarting)
+            await until(lambda: client._socket is not None and client._socket._ws is None,
+                        "the close seen")  # fmt: skip
+            assert (await client.load_session("sock-ping")).id == "sock-ping"
+            assert client._socket._ws is not None
+            assert client._socket._ws is not connection
+    finally:
+        server.should_exit = True
+        await task
+        await store.close()

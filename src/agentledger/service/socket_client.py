@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import ssl
 from collections.abc import Callable
 
 import aiohttp
@@ -23,9 +25,17 @@ from yarl import URL
 
 from agentledger.errors import TransientError
 from agentledger.service.call_batches import Answer
+from agentledger.service.socket_transport import HandshakeRefused, SocketTransport
 from agentledger.service.socket_wire import CANCEL, decode_answer, encode_call
 
 __all__ = ["MAX_SOCKET_BODY", "CallSocket"]
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The TLS settings of a service at an ``https`` URL (the system's trusted CAs)."""
+    return ssl.create_default_context()
+
 
 MAX_SOCKET_BODY = 1024 * 1024
 """Requests larger than this go over HTTP: they would hold up the calls behind them,
@@ -33,6 +43,11 @@ and stay within what any server takes in one WebSocket message."""
 
 _STOPPING = 503
 """The status of an upgrade refused because the service is stopping: try again later."""
+
+_CONNECT_TIMEOUT = 10.0
+"""Seconds the connection and its upgrade may take (at most the calls' timeout)."""
+_NOT_AN_ANSWER = 1003
+"""The close code of a message from the service that is not an answer."""
 
 Unreachable = Callable[[BaseException, str], TransientError]
 """The error of a call that got no answer, from the transport's error and the operation."""
@@ -46,9 +61,8 @@ class CallSocket:
         self._url = url
         self._timeout = timeout
         self._unreachable = unreachable
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
-        self._opening: asyncio.Task[aiohttp.ClientWebSocketResponse | None] | None = None
-        self._reader: asyncio.Task[None] | None = None
+        self._ws: SocketTransport | None = None
+        self._opening: asyncio.Task[SocketTransport | None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Answer], str, float]] = {}
         """Each call in flight: its answer to come, its method's name and when it times out
         (the loop's clock), by call id, oldest first: so they time out in this order."""
@@ -81,9 +95,9 @@ class CallSocket:
         if self._watch is None:
             self._watch = loop.call_at(deadline, self._expire)
         try:
-            await ws.send_bytes(encode_call(call_id, name, body))
+            await ws.send(encode_call(call_id, name, body))
             return await answer
-        except (aiohttp.ClientError, ConnectionError) as e:  # the connection went meanwhile
+        except ConnectionError as e:  # the connection went meanwhile
             raise self._unreachable(e, name) from e
         finally:
             self._pending.pop(call_id, None)
@@ -126,8 +140,8 @@ class CallSocket:
         queue: asyncio.Queue[Answer | TransientError] = asyncio.Queue()
         self._streams[call_id] = (queue, name)
         try:
-            await ws.send_bytes(encode_call(call_id, name, body))
-        except (aiohttp.ClientError, ConnectionError) as e:
+            await ws.send(encode_call(call_id, name, body))
+        except ConnectionError as e:
             self._streams.pop(call_id, None)
             raise self._unreachable(e, name) from e
         return call_id, queue
@@ -138,12 +152,10 @@ class CallSocket:
             return
         ws = self._ws
         if ws is not None and not ws.closed:
-            with contextlib.suppress(aiohttp.ClientError, ConnectionError):
-                await ws.send_bytes(encode_call(call_id, CANCEL, b""))
+            with contextlib.suppress(ConnectionError):
+                await ws.send(encode_call(call_id, CANCEL, b""))
 
-    async def _open(
-        self, session: aiohttp.ClientSession, operation: str
-    ) -> aiohttp.ClientWebSocketResponse | None:
+    async def _open(self, session: aiohttp.ClientSession, operation: str) -> SocketTransport | None:
         """The connection, opened once for the calls that need it at the same moment."""
         if self._opening is None:
             self._opening = asyncio.create_task(self._connect(session, operation))
@@ -156,42 +168,64 @@ class CallSocket:
 
     async def _connect(
         self, session: aiohttp.ClientSession, operation: str
-    ) -> aiohttp.ClientWebSocketResponse | None:
+    ) -> SocketTransport | None:
+        url = self._url
+        secure = url.scheme == "https"
+        host = url.host or "127.0.0.1"
+        port = url.port or (443 if secure else 80)
+        ws = SocketTransport(
+            url.raw_authority,
+            url.raw_path_qs,
+            session.headers,
+            self._message,
+            lambda error, code: self._closed(ws, error, code),
+        )
+        loop = asyncio.get_running_loop()
         try:
-            ws = await session.ws_connect(self._url, autoping=True, max_msg_size=0)
-        except aiohttp.WSServerHandshakeError as e:  # no socket here, or not for this token
+            async with asyncio.timeout(min(self._timeout, _CONNECT_TIMEOUT)):
+                transport, _ = await loop.create_connection(
+                    lambda: ws, host, port, ssl=_tls() if secure else None
+                )
+                try:
+                    await ws.opened
+                except BaseException:
+                    transport.close()
+                    raise
+        except HandshakeRefused as e:  # no socket here, or not for this token
             if e.status != _STOPPING:
                 self.refused = True
             return None
-        except (aiohttp.ClientError, TimeoutError) as e:
+        except (OSError, TimeoutError) as e:
             raise self._unreachable(e, operation) from e
         self._ws = ws
-        self._reader = asyncio.create_task(self._read(ws))
         return ws
 
-    async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        """Settle each call as its answer arrives; once the connection ends, fail the calls
-        still waiting."""
-        why: BaseException | str = "the service closed the connection"
+    def _message(self, message: bytes) -> None:
+        """Settle the call an answer is for, as it arrives; a message that is not an
+        answer ends the connection (the calls waiting fail as transient)."""
         try:
-            async for message in ws:
-                if message.type != aiohttp.WSMsgType.BINARY:
-                    continue
-                call_id, status, answer = decode_answer(message.data)
-                waiting = self._pending.get(call_id)
-                if waiting is not None:
-                    if not waiting[0].done():
-                        waiting[0].set_result((status, answer, True))
-                elif (stream := self._streams.get(call_id)) is not None:
-                    stream[0].put_nowait((status, answer, True))
-            if ws.close_code is not None:
-                why = f"the service closed the connection ({ws.close_code})"
-        except (aiohttp.ClientError, ConnectionError, msgspec.DecodeError) as e:
-            why = e
-        finally:
-            if self._ws is ws:
-                self._ws = None
-            self._fail_pending(why)
+            call_id, status, answer = decode_answer(message)
+        except msgspec.DecodeError:
+            if self._ws is not None:
+                self._ws.close(_NOT_AN_ANSWER)
+            return
+        waiting = self._pending.get(call_id)
+        if waiting is not None:
+            if not waiting[0].done():
+                waiting[0].set_result((status, answer, True))
+        elif (stream := self._streams.get(call_id)) is not None:
+            stream[0].put_nowait((status, answer, True))
+
+    def _closed(self, ws: SocketTransport, error: BaseException | None, code: int | None) -> None:
+        """The connection ``ws`` ended: fail the calls still waiting on it."""
+        if self._ws is ws:
+            self._ws = None
+        if error is not None:
+            self._fail_pending(error)
+        elif code is not None:
+            self._fail_pending(f"the service closed the connection ({code})")
+        else:
+            self._fail_pending("the service closed the connection")
 
     def _fail_pending(self, why: BaseException | str) -> None:
         def error(name: str) -> TransientError:
@@ -209,15 +243,11 @@ class CallSocket:
 
     async def close(self) -> None:
         """Close the connection; calls still waiting fail as transient."""
-        ws, reader = self._ws, self._reader
+        ws = self._ws
         self._ws = None
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
         if ws is not None:
-            with contextlib.suppress(Exception):
-                await ws.close()
-        if reader is not None:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            ws.close()
+            self._closed(ws, None, None)
