@@ -200,7 +200,7 @@ class CallSocket:
         self._ws = ws
         return ws
 
-    def _message(self, message: bytes) -> None:
+    def _message(self, message: bytes | memoryview) -> None:
         """Settle the call an answer is for, as it arrives; a message that is not an
         answer ends the connection (the calls waiting fail as transient)."""
         try:

@@ -63,8 +63,12 @@ class SocketProtocol(WebSocketsSansIOProtocol):
         super().__init__(*args, **kwargs)
         self._plain = False
         """Whether the handshake is done and without extensions: frames may take the short way."""
-        self._rest: bytes | bytearray | None = None
-        """What arrived of a frame not yet whole; None until frames take the short way."""
+        self._rest: list[bytes] | None = None
+        """What arrived of a frame not yet whole, in pieces (joined once it is whole); None
+        until frames take the short way."""
+        self._have = 0
+        self._need = 0
+        """The bytes the frame begun in ``_rest`` needs (its header's, while unknown)."""
         self._slow = False
         """Whether ``websockets`` reads every frame from now on."""
         self._take: Take | None = None
@@ -88,17 +92,21 @@ class SocketProtocol(WebSocketsSansIOProtocol):
                 self._slow = True
                 super().data_received(data)
                 return
-            rest = b""
+            rest = []
         if rest:
-            rest += data
-            data = bytes(rest)
-        self._rest = b""
+            rest.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return
+            data = b"".join(rest)
+        self._rest = []
         self._frames(data)
 
     def _frames(self, data: bytes) -> None:
         """Read the whole frames at the start of ``data``; keep what follows them."""
         end = len(data)
         start = 0
+        need = 2
         while end - start >= 2:
             if self.close_sent or self.conn.state is not State.OPEN:
                 self._hand_over(data[start:])
@@ -109,11 +117,13 @@ class SocketProtocol(WebSocketsSansIOProtocol):
             at = start + 2
             if length == 126:
                 if end - at < 2:
+                    need = 4
                     break
                 length = int.from_bytes(data[at : at + 2], "big")
                 at += 2
             elif length == 127:
                 if end - at < 8:
+                    need = 10
                     break
                 length = int.from_bytes(data[at : at + 8], "big")
                 at += 8
@@ -124,14 +134,18 @@ class SocketProtocol(WebSocketsSansIOProtocol):
                 at += 4
             stop = at + length
             if stop > end:
+                need = stop - start
                 break
             if head1 == _BINARY_FINAL and head2 & _MASKED and self.conn.current_size is None:
                 self._message(apply_mask(data[at:stop], data[at - 4 : at]))
             else:  # a control frame, a fragment, text, an error: websockets answers it
                 super().data_received(data[start:stop])
             start = stop
+            need = 2
         if start < end:
-            self._rest = bytearray(data[start:])
+            self._rest = [data[start:]]
+            self._have = end - start
+            self._need = need
 
     def _hand_over(self, data: bytes) -> None:
         """Let ``websockets`` read everything from ``data`` on."""

@@ -68,7 +68,7 @@ class SocketTransport(asyncio.Protocol):
         host: str,
         path: str,
         headers: Mapping[str, str],
-        on_message: Callable[[bytes], None],
+        on_message: Callable[[bytes | memoryview], None],
         on_close: Callable[[BaseException | None, int | None], None],
     ) -> None:
         self._key = base64.b64encode(os.urandom(16))
@@ -85,7 +85,11 @@ class SocketTransport(asyncio.Protocol):
         self.close_code: int | None = None
         """The close code the service sent, if it closed the connection with one."""
         self._transport: asyncio.Transport | None = None
-        self._rest = b""
+        self._rest: list[bytes] = []
+        """What arrived of a frame not yet whole, in pieces (joined once it is whole)."""
+        self._have = 0
+        self._need = 0
+        """The bytes the frame begun in ``_rest`` needs (its header's, while unknown)."""
         self._fragments: list[bytes] | None = None
         self._writable = asyncio.Event()
         self._writable.set()
@@ -109,23 +113,30 @@ class SocketTransport(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._rest:
-            data = self._rest + data
-            self._rest = b""
+            self._rest.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return
+            data = b"".join(self._rest)
+            self._rest = []
         if not self.opened.done() and not (data := self._handshake(data)):
             return
         end = len(data)
         start = 0
+        need = 2
         while end - start >= 2 and not self.closed:
             head1 = data[start]
             length = data[start + 1] & 0x7F
             at = start + 2
             if length == 126:
                 if end - at < 2:
+                    need = 4
                     break
                 length = int.from_bytes(data[at : at + 2], "big")
                 at += 2
             elif length == 127:
                 if end - at < 8:
+                    need = 10
                     break
                 length = int.from_bytes(data[at : at + 8], "big")
                 at += 8
@@ -134,14 +145,18 @@ class SocketTransport(asyncio.Protocol):
                 return
             stop = at + length
             if stop > end:
+                need = stop - start
                 break
             if head1 == 0x80 | _BINARY and self._fragments is None:
-                self._on_message(data[at:stop])
+                self._on_message(memoryview(data)[at:stop])  # a view: pages are large
             else:
                 self._control(head1, data[at:stop])
             start = stop
-        if start < end:
-            self._rest = data[start:]
+            need = 2
+        if start < end and not self.closed:
+            self._rest = [data[start:]]
+            self._have = end - start
+            self._need = need
 
     def _handshake(self, data: bytes) -> bytes:
         """Read the answer to the upgrade; what follows it (frames already)."""
@@ -150,7 +165,8 @@ class SocketTransport(asyncio.Protocol):
             if len(data) > _MAX_HEAD:
                 self._refused(400)
             else:
-                self._rest = data
+                self._rest = [data]
+                self._have = self._need = len(data) + 1
             return b""
         status_line, *header_lines = head.decode("latin-1").split("\r\n")
         parts = status_line.split(" ", 2)

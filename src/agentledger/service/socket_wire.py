@@ -81,7 +81,7 @@ def encode_answer(call_id: int, status: int, answer: bytes) -> bytes:
     return _ENCODER.encode((call_id, status, answer))
 
 
-def decode_answer(message: bytes) -> tuple[int, int, bytes]:
+def decode_answer(message: bytes | memoryview) -> tuple[int, int, bytes]:
     """``(call id, HTTP status, answer)`` of one answer's message.
 
     Raises:
