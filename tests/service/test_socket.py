@@ -527,3 +527,22 @@ async def test_the_client_answers_the_services_pings_and_its_close(tmp_path: Pat
         server.should_exit = True
         await task
         await store.close()
+
+
+async def test_large_calls_and_answers_arrive_whole_in_pieces(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """Requests of 300 KB and a page of 1.5 MB cross the socket in many reads at each
+    end; each arrives whole, byte for byte."""
+    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+        await client.create_session("sock-big", created_at=_at(0))
+        run = _run("sock-big-r", "sock-big")
+        await client.start_root_run(run.root_start())
+        payloads = [b'{"text": "' + bytes([65 + i]) * 300_000 + b'"}' for i in range(5)]
+        for i, payload in enumerate(payloads):
+            await client.append_run_record(run.record("note", payload, event_key=f"b{i}",
+                                                      at=_at(i + 1)))  # fmt: skip
+        page = await client.list_run_records("sock-big-r")
+        assert [r.payload for r in page.records[1:]] == payloads
+        assert client._socket is not None
+        assert client._socket._ws is not None  # all on the socket, not over HTTP
