@@ -546,3 +546,19 @@ async def test_large_calls_and_answers_arrive_whole_in_pieces(
         assert [r.payload for r in page.records[1:]] == payloads
         assert client._socket is not None
         assert client._socket._ws is not None  # all on the socket, not over HTTP
+
+
+async def test_a_token_with_a_line_break_is_not_sent_as_headers(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """A token that carries a line break is no header value: the socket does not write it
+    into its upgrade request (where it would end the header and begin another), and the
+    call fails as it does over HTTP, whose client refuses such a header."""
+    smuggled = f"{tokens.host}\r\nX-Smuggled: 1"
+    outcomes = []
+    for socket in (True, False):
+        async with StoreClient(sqlite_service.url, token=smuggled, socket=socket) as client:
+            with pytest.raises(Exception) as info:  # noqa: PT011 (HTTP's client's own error)
+                await client.load_session_status("anything")
+            outcomes.append(type(info.value))
+    assert outcomes[0] is outcomes[1]

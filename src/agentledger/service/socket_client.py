@@ -31,6 +31,14 @@ from agentledger.service.socket_wire import CANCEL, decode_answer, encode_call
 __all__ = ["MAX_SOCKET_BODY", "CallSocket"]
 
 
+def _host_header(url: URL, port: int) -> str:
+    """The ``Host`` of a request to ``url``: its host, and its port when the URL names one."""
+    host = url.raw_host or "127.0.0.1"
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    return host if url.explicit_port is None else f"{host}:{port}"
+
+
 @functools.cache
 def _tls() -> ssl.SSLContext:
     """The TLS settings of a service at an ``https`` URL (the system's trusted CAs)."""
@@ -170,11 +178,14 @@ class CallSocket:
         self, session: aiohttp.ClientSession, operation: str
     ) -> SocketTransport | None:
         url = self._url
+        if any("\r" in f"{k}{v}" or "\n" in f"{k}{v}" for k, v in session.headers.items()):
+            self.refused = True  # not a header: HTTP's client refuses it as it does
+            return None
         secure = url.scheme == "https"
         host = url.host or "127.0.0.1"
         port = url.port or (443 if secure else 80)
         ws = SocketTransport(
-            url.raw_authority,
+            _host_header(url, port),
             url.raw_path_qs,
             session.headers,
             self._message,
