@@ -229,8 +229,9 @@ class CallSocket:
 
     def _closed(self, ws: SocketTransport, error: BaseException | None, code: int | None) -> None:
         """The connection ``ws`` ended: fail the calls still waiting on it."""
-        if self._ws is ws:
-            self._ws = None
+        if self._ws is not ws and self._ws is not None:
+            return  # an earlier connection: its calls failed when it went
+        self._ws = None
         if error is not None:
             self._fail_pending(error)
         elif code is not None:

@@ -166,7 +166,8 @@ class SocketTransport(asyncio.Protocol):
                 self._refused(400)
             else:
                 self._rest = [data]
-                self._have = self._need = len(data) + 1
+                self._have = len(data)
+                self._need = self._have + 1
             return b""
         status_line, *header_lines = head.decode("latin-1").split("\r\n")
         parts = status_line.split(" ", 2)
