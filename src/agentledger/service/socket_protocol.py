@@ -11,8 +11,10 @@ small enough for the per-frame work around it to show (``bench/service.py``):
   queue, event or task in between; any other frame is handed whole to ``websockets``,
   which answers it as it always did, and a message the handler does not take goes
   the ASGI way (``receive()``), as any message did;
-- a ``websocket.send`` of bytes is framed (one header before the payload) and written
-  at once, after the same checks (the connection is open, the client reads).
+- a ``websocket.send`` of bytes is framed (one header before the payload), after the
+  same checks (the connection is open, the client reads), and written when the event
+  loop's turn ends, with the other answers sent in it (the answers of one group commit
+  go in one write); anything else the app sends is written after them.
 
 Either way waits for frame boundaries: ``websockets`` sees only whole frames, so its
 own parser stays where it expects to be. A connection that negotiated an extension
@@ -72,6 +74,9 @@ class SocketProtocol(WebSocketsSansIOProtocol):
         self._slow = False
         """Whether ``websockets`` reads every frame from now on."""
         self._take: Take | None = None
+        self._out: list[bytes] | None = None
+        """The answers sent during this turn of the event loop, not yet written: written
+        together when it ends (a group commit answers many calls at once)."""
 
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
@@ -147,6 +152,16 @@ class SocketProtocol(WebSocketsSansIOProtocol):
             self._have = end - start
             self._need = need
 
+    def _flush(self) -> None:
+        """Write the answers sent during this turn of the loop, in one write."""
+        out, self._out = self._out, None
+        if out and not self.disconnected and not self.transport.is_closing():
+            self.transport.write(b"".join(out))
+
+    def shutdown(self) -> None:
+        self._flush()  # the answers sent, before the close
+        super().shutdown()
+
     def _hand_over(self, data: bytes) -> None:
         """Let ``websockets`` read everything from ``data`` on."""
         self._rest = None
@@ -172,11 +187,14 @@ class SocketProtocol(WebSocketsSansIOProtocol):
                     await self.writable.wait()
                 if self.disconnected or self.conn.state is not State.OPEN:
                     raise ClientDisconnected
-                if len(data) < 65536:
-                    self.transport.write(_header(len(data)) + data)
-                else:
-                    self.transport.writelines((_header(len(data)), data))
+                out = self._out
+                if out is None:  # written once this turn of the loop ends, with the others
+                    out = self._out = []
+                    self.loop.call_soon(self._flush)
+                out.append(_header(len(data)))
+                out.append(data)
                 return
+        self._flush()  # what the app sent before goes first
         await super().send(message)
         if message["type"] == "websocket.accept":
             self._plain = (

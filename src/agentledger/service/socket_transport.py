@@ -5,7 +5,8 @@ checks the service's ``101`` answer, then frames each call (masked, as a client 
 and reads the service's frames as they arrive, handing each whole binary message to
 the caller's handler at once: no reader task, queue or future between the socket and
 the call waiting for it (a WebSocket client library's machinery costs more of the
-client's CPU than the rest of a call; measured in ``bench/service.py``). It answers
+client's CPU than the rest of a call; measured in ``bench/service.py``). The calls
+sent during one turn of the event loop are written together when it ends. It answers
 the service's pings, echoes its close, and takes fragmented messages; that is all the
 protocol asks of a client that sends only binary messages (RFC 6455).
 """
@@ -80,7 +81,8 @@ class SocketTransport(asyncio.Protocol):
         self._request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self._on_message = on_message
         self._on_close = on_close
-        self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self.opened: asyncio.Future[None] = self._loop.create_future()
         self.closed = False
         self.close_code: int | None = None
         """The close code the service sent, if it closed the connection with one."""
@@ -93,6 +95,9 @@ class SocketTransport(asyncio.Protocol):
         self._fragments: list[bytes] | None = None
         self._writable = asyncio.Event()
         self._writable.set()
+        self._out: list[bytes] | None = None
+        """The messages sent during this turn of the event loop, not yet written: written
+        together when it ends (calls made at the same moment go in one write)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
@@ -240,11 +245,22 @@ class SocketTransport(asyncio.Protocol):
             await self._writable.wait()
         if self.closed or self._transport is None:
             raise ConnectionResetError("the connection to the store service is closed")
-        self._transport.write(_frame(_BINARY, message))
+        out = self._out
+        if out is None:  # written once this turn of the loop ends, with the others
+            out = self._out = []
+            self._loop.call_soon(self._flush)
+        out.append(_frame(_BINARY, message))
+
+    def _flush(self) -> None:
+        """Write the messages sent during this turn of the loop, in one write."""
+        out, self._out = self._out, None
+        if out and not self.closed and self._transport is not None:
+            self._transport.write(b"".join(out))
 
     def close(self, code: int = 1000) -> None:
         """Send a close frame (``code``) and close the connection."""
         if self._transport is not None and not self.closed:
+            self._flush()
             self._transport.write(_frame(_CLOSE, code.to_bytes(2, "big")))
             self.closed = True
             self._transport.close()
