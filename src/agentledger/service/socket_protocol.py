@@ -156,7 +156,7 @@ class SocketProtocol(WebSocketsSansIOProtocol):
         """Write the answers sent during this turn of the loop, in one write."""
         out, self._out = self._out, None
         if out and not self.disconnected and not self.transport.is_closing():
-            self.transport.write(b"".join(out))
+            self.transport.writelines(out)
 
     def shutdown(self) -> None:
         self._flush()  # the answers sent, before the close

@@ -255,7 +255,7 @@ class SocketTransport(asyncio.Protocol):
         """Write the messages sent during this turn of the loop, in one write."""
         out, self._out = self._out, None
         if out and not self.closed and self._transport is not None:
-            self._transport.write(b"".join(out))
+            self._transport.writelines(out)
 
     def close(self, code: int = 1000) -> None:
         """Send a close frame (``code``) and close the connection."""
