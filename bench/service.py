@@ -22,6 +22,8 @@ cluster runs it), each on its own fresh database.
 - agent runs: 16 workers of one ``Runtime``, each doing one-tool agent runs (a scripted
   model) in sessions of their own: in process, and on one shared StoreClient, on its
   socket and over HTTP;
+- a call refused at the gate: a reader's appends, each refused (403) before the store is
+  touched: the server's CPU per call is the service's own (goal <= 50 us beyond the store);
 - reload: a 10,000-record run paged to the end with ``limit=1000`` (goal <= 1.3x);
 - with ``--backend postgres``, 16 workers through two ``serve`` replicas of one
   database, 8 StoreClients on each.
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.service.process import ServiceProcess
 
+from agentledger.errors import AccessDeniedError
 from agentledger.service import StoreClient
 from agentledger.service.auth import add_token
 from agentledger.service.server import open_backend
@@ -138,6 +141,23 @@ async def appends_many(
     return len(stores) * count / elapsed
 
 
+async def refused(
+    side: Side, store: Any, count: int, cpu: Cpu, cpus: list[tuple[float, float]]
+) -> None:
+    """``count`` appends of a reader's client, each refused at the service's gate (403)
+    before the store is touched: the service's own CPU per call."""
+    run = RecordBuilder(RunStart(run_id="refused", agent_id="bench", session_id="bench",
+                                 started_at=T0))  # fmt: skip
+    records = [run.record("note", PAYLOAD, event_key=f"n{i}", at=_at(i)) for i in range(count)]
+    with cpu.per(count, cpus):
+        for record in records:
+            try:
+                await store.append_run_record(record)
+            except AccessDeniedError:
+                continue
+            raise AssertionError("a reader's append was not refused")
+
+
 async def agent_runs(store: Any, tag: str, workers: int, runs: int) -> float:
     """Runs/s of ``workers`` concurrent workers of one Runtime, each doing ``runs`` one-tool
     agent runs (question, tool call, answer; a scripted model) in sessions of their own."""
@@ -222,7 +242,11 @@ _SHARED = {
 
 
 async def bench(
-    inproc_db: str, services: list[ServiceProcess], token: str, args: argparse.Namespace
+    inproc_db: str,
+    services: list[ServiceProcess],
+    token: str,
+    reader: str,
+    args: argparse.Namespace,
 ) -> None:
     store = await open_backend(Target.parse(inproc_db, default=False))
     served_url = services[0].url
@@ -230,6 +254,8 @@ async def bench(
     http_clients = [StoreClient(served_url, token=token, socket=False) for _ in range(16)]
     shared = StoreClient(served_url, token=token)  # 16 workers of one process, one client
     ungrouped = StoreClient(served_url, token=token, socket=False)  # the A/B: over HTTP
+    readers = {"served": StoreClient(served_url, token=reader),
+               "http": StoreClient(served_url, token=reader, socket=False)}  # fmt: skip
     # With a replica: 8 workers on each of two services over one database.
     spread = [StoreClient(services[i % len(services)].url, token=token) for i in range(16)]
     mine = Cpu()
@@ -246,6 +272,7 @@ async def bench(
             k: [] for k in ("inproc", "served", "http", "replicas", *_SHARED)
         }
         cpu1: dict[str, list[tuple[float, float]]] = {"inproc": [], "served": [], "http": []}
+        gated: dict[str, list[tuple[float, float]]] = {"served": [], "http": []}
         cpu16: dict[str, list[tuple[float, float]]] = {k: [] for k in many}
         loads: dict[str, list[float]] = {"inproc": [], "served": []}
         agents: dict[str, list[float]] = {"inproc": [], **{k: [] for k in _SHARED}}
@@ -257,6 +284,8 @@ async def bench(
                                                    cpu1["served"]))  # fmt: skip
             one["http"].append(await appends_one(served, http_clients[0], args.appends, theirs,
                                                  cpu1["http"]))  # fmt: skip
+            for name, reading in readers.items():
+                await refused(served, reading, args.appends, theirs, gated[name])
             many["inproc"].append(await appends_many(inproc, [store] * 16, args.appends // 4,
                                                      mine, cpu16["inproc"]))  # fmt: skip
             many["served"].append(await appends_many(served, clients, args.appends // 4,
@@ -277,7 +306,7 @@ async def bench(
             loads["served"].append(await reload(clients[0], filled["served"]))
     finally:
         await store.close()
-        for client in [*clients, *http_clients, *spread, shared, ungrouped]:
+        for client in [*clients, *http_clients, *spread, shared, ungrouped, *readers.values()]:
             await client.close()
 
     def med(values: list[float]) -> float:
@@ -329,6 +358,9 @@ async def bench(
         if cpus.get("replicas"):
             print(f"  {'':10} 2 replicas: client {us(cpus['replicas'], 0):6.0f}   servers "
                   f"{us(cpus['replicas'], 1):6.0f}")  # fmt: skip
+    own = (us(gated["served"], 1), us(gated["http"], 1))
+    print(f"  a call refused at the gate (no store work), 1 worker: server {own[0]:.0f} on the "
+          f"socket, {own[1]:.0f} over HTTP (the service's own per call)")  # fmt: skip
     print(f"\nload average: {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} cores")
 
 
@@ -342,14 +374,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, databases(args.backend, Path(tmp)) as dbs:
         tokens = Path(tmp) / "tokens.json"
         token = add_token(tokens, "host")
+        reader = add_token(tokens, "reader")
         with ServiceProcess(dbs[1], tokens) as service:
             print(f"{args.backend}: agentledger serve at {service.url} (pid {service.pid})")
             if args.backend != "postgres":
-                asyncio.run(bench(dbs[0], [service], token, args))
+                asyncio.run(bench(dbs[0], [service], token, reader, args))
                 return
             with ServiceProcess(dbs[1], tokens) as replica:
                 print(f"{args.backend}: a replica at {replica.url} (pid {replica.pid})")
-                asyncio.run(bench(dbs[0], [service, replica], token, args))
+                asyncio.run(bench(dbs[0], [service, replica], token, reader, args))
 
 
 if __name__ == "__main__":

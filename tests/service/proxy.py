@@ -16,7 +16,9 @@ class Proxy:
     ``drop_next_reply()`` makes the next reply from upstream vanish: the
     request reached the service (and committed), the client's connection is
     then closed without an answer. ``mode`` may also be ``"bad_gateway"``
-    (answer 502 without forwarding) or ``"stall"`` (accept, never answer).
+    (answer 502 without forwarding), ``"stall"`` (accept, never answer) or
+    ``"swallow"`` (connections open go on forwarding requests, and their replies vanish
+    while it lasts: the connection stays open and silent).
     """
 
     def __init__(self, upstream: str) -> None:
@@ -82,6 +84,8 @@ class Proxy:
         self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, replies: bool
     ) -> None:
         while chunk := await source.read(65536):
+            if replies and self.mode == "swallow":
+                continue
             if replies and self._drop:
                 self._drop = False
                 self.dropped += 1

@@ -35,6 +35,7 @@ from agentledger.storage import RecordBuilder, RunStart
 from agentledger.storage.sqlite import SQLiteStore
 from tests.conditions import HANG_GUARD, until
 from tests.service.process import ServiceProcess, Tokens, free_port
+from tests.service.proxy import Proxy
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -462,3 +463,102 @@ async def test_calls_on_the_socket_are_admitted_shed_and_sent_again_as_over_http
         assert state.admission.calls == 0
     finally:
         await store.close()
+
+
+async def test_calls_whose_answers_never_come_time_out_as_transient(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """On an open socket whose answers stop coming (the connection stays open and silent),
+    each call fails with a TransientError once its timeout is up: a call made after one
+    that was answered, and calls made together (one timer serves the calls' timeouts,
+    moving on to the oldest call still waiting)."""
+    async with (
+        Proxy(sqlite_service.url) as proxy,
+        asyncio.timeout(HANG_GUARD),
+        StoreClient(proxy.url, token=tokens.host, timeout=0.5) as client,
+    ):
+        await client.create_session("sock-late", created_at=_at(0))  # answered
+        proxy.mode = "swallow"
+        with pytest.raises(TransientError) as info:
+            await client.load_session("sock-late")
+        assert info.value.operation == "load_session"
+        assert "no answer from the store service within 0.5 s" in str(info.value)
+        late = await asyncio.gather(
+            *(client.load_session_status("sock-late") for _ in range(3)),
+            return_exceptions=True,
+        )
+        assert [type(e) for e in late] == [TransientError] * 3
+        assert client._socket is not None
+        assert client._socket._pending == {}
+
+
+async def test_the_client_answers_the_services_pings_and_its_close(tmp_path: Path) -> None:
+    """The service pings an open connection and drops one whose client does not answer:
+    StoreClient's socket answers each ping, so its connection stays open across them;
+    when the service closes it, the next call opens another."""
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "host")
+    store = await SQLiteStore.open(str(tmp_path / "ledger.db"))
+    state = ServiceState(store, TokenTable.load(tokens))
+    config = uvicorn.Config(create_app(state=state), host="127.0.0.1", port=0, lifespan="off",
+                            log_level="critical", ws_ping_interval=0.05,
+                            ws_ping_timeout=HANG_GUARD)  # fmt: skip
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        await until(lambda: server.started or task.done(), "uvicorn listening")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        async with StoreClient(f"http://127.0.0.1:{port}", token=token) as client:
+            await client.create_session("sock-ping", created_at=_at(0))
+            assert client._socket is not None
+            connection = client._socket._ws
+            sockets = [c for c in server.server_state.connections if hasattr(c, "last_ping_rtt")]
+            assert len(sockets) == 1
+            await until(lambda: sockets[0].last_ping_rtt > 0, "a ping answered")
+            assert (await client.load_session("sock-ping")).id == "sock-ping"
+            assert client._socket._ws is connection
+            sockets[0].shutdown()  # the service closes it (1012: restarting)
+            await until(lambda: client._socket is not None and client._socket._ws is None,
+                        "the close seen")  # fmt: skip
+            assert (await client.load_session("sock-ping")).id == "sock-ping"
+            assert client._socket._ws is not None
+            assert client._socket._ws is not connection
+    finally:
+        server.should_exit = True
+        await task
+        await store.close()
+
+
+async def test_large_calls_and_answers_arrive_whole_in_pieces(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """Requests of 300 KB and a page of 1.5 MB cross the socket in many reads at each
+    end; each arrives whole, byte for byte."""
+    async with StoreClient(sqlite_service.url, token=tokens.host) as client:
+        await client.create_session("sock-big", created_at=_at(0))
+        run = _run("sock-big-r", "sock-big")
+        await client.start_root_run(run.root_start())
+        payloads = [b'{"text": "' + bytes([65 + i]) * 300_000 + b'"}' for i in range(5)]
+        for i, payload in enumerate(payloads):
+            await client.append_run_record(run.record("note", payload, event_key=f"b{i}",
+                                                      at=_at(i + 1)))  # fmt: skip
+        page = await client.list_run_records("sock-big-r")
+        assert [r.payload for r in page.records[1:]] == payloads
+        assert client._socket is not None
+        assert client._socket._ws is not None  # all on the socket, not over HTTP
+
+
+async def test_a_token_with_a_line_break_is_not_sent_as_headers(
+    sqlite_service: ServiceProcess, tokens: Tokens
+) -> None:
+    """A token that carries a line break is no header value: the socket does not write it
+    into its upgrade request (where it would end the header and begin another), and the
+    call fails as it does over HTTP, whose client refuses such a header."""
+    smuggled = f"{tokens.host}\r\nX-Smuggled: 1"
+    outcomes = []
+    for socket in (True, False):
+        async with StoreClient(sqlite_service.url, token=smuggled, socket=socket) as client:
+            with pytest.raises(Exception) as info:  # noqa: PT011 (HTTP's client's own error)
+                await client.load_session_status("anything")
+            outcomes.append(type(info.value))
+    assert outcomes[0] is outcomes[1]

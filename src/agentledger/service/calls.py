@@ -25,7 +25,7 @@ import msgspec
 from agentledger.errors import ValidationError
 from agentledger.service.auth import Principal
 from agentledger.service.carriage import invalid_body
-from agentledger.service.gate import JSON, admit, gate, json_refusal, metered
+from agentledger.service.gate import JSON, Authenticate, admit, gate, json_refusal, metered
 from agentledger.service.json_times import encode_json
 from agentledger.service.scope import check_scope, check_stateless
 from agentledger.service.state import ServiceState
@@ -91,12 +91,15 @@ async def answer_request(
     read_body: Callable[[], Awaitable[bytes]],
     *,
     msgpack: bool = False,
+    authenticate: Authenticate | None = None,
 ) -> Answered:
     """The answer of a ``POST /v1/<name>`` of ``method``: the body is read once the caller
-    is through the gate; then as :func:`answer_call`."""
+    is through the gate; then as :func:`answer_call`. ``authenticate``: who finds the
+    principal of ``authorization`` (by default the service's tokens, looked up anew)."""
 
     async def work() -> Answered:
-        principal = gate(state, method.name, authorization, method.roles)
+        principal = gate(state, method.name, authorization, method.roles,
+                         authenticate=authenticate)  # fmt: skip
         return await _run_call(state, method, principal, await read_body(), msgpack)
 
     return await metered(state, method.name, work, json_refusal, _status)

@@ -571,9 +571,13 @@ def _shed_wait(status: int, retry_after: str | None) -> float:
 def _unreachable(error: BaseException, operation: str, url: str) -> TransientError:
     """The error of a call that got no answer: a service not listening at ``url`` is
     named as such (the transport's own words otherwise)."""
-    if isinstance(error, aiohttp.ClientConnectorError):
-        code = error.os_error.errno
-        why = os.strerror(code).lower() if code else str(error.os_error)
+    # (a refused connection of the socket's own transport is the same news)
+    os_error = error.os_error if isinstance(error, aiohttp.ClientConnectorError) else error
+    if isinstance(os_error, OSError) and isinstance(
+        error, aiohttp.ClientConnectorError | ConnectionRefusedError
+    ):
+        code = os_error.errno
+        why = os.strerror(code).lower() if code else str(os_error)
         return TransientError(
             f"the store service is not reachable at {masked(url)} ({why}): is it running? "
             f"`agentledger serve` starts one",

@@ -25,12 +25,25 @@ from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.state import ServiceState
 from agentledger.service.wire import Role
 
-__all__ = ["JSON", "AnsweredByConnection", "admit", "check_role", "gate", "json_refusal", "metered"]
+__all__ = [
+    "JSON",
+    "AnsweredByConnection",
+    "Authenticate",
+    "admit",
+    "check_role",
+    "gate",
+    "json_refusal",
+    "metered",
+]
 
 _log = logging.getLogger("agentledger.service")
 A = TypeVar("A")
 
 JSON = "application/json"
+
+Authenticate = Callable[[str | None, str], Principal]
+"""The principal of an ``Authorization`` value, for an operation (whose name an
+``AccessDeniedError`` carries)."""
 
 
 class AnsweredByConnection(Exception):
@@ -86,9 +99,11 @@ def gate(
     roles: frozenset[Role],
     *,
     purpose: str | None = None,
+    authenticate: Authenticate | None = None,
 ) -> Principal:
     """The caller's principal, if the service is serving, the ``Authorization`` value
-    names a known token, and its role may do ``operation``.
+    names a known token, and its role may do ``operation``. ``authenticate``: who finds
+    the principal of a token (by default the service's tokens, looked up anew).
 
     Raises:
         TransientError: the service is shutting down.
@@ -97,8 +112,11 @@ def gate(
     """
     if state.stopping:
         raise TransientError("the service is shutting down", operation=operation)
-    return check_role(state.tokens.authenticate(authorization, operation), operation, roles,
-                      purpose)  # fmt: skip
+    if authenticate is None:
+        principal = state.tokens.authenticate(authorization, operation)
+    else:
+        principal = authenticate(authorization, operation)
+    return check_role(principal, operation, roles, purpose)
 
 
 def json_refusal(error: AgentledgerError, status: int) -> tuple[int, bytes, str]:

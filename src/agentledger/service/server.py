@@ -325,6 +325,8 @@ async def _serve_store(
             server_header=False,
             # Connections, slow headers and bodies, unread answers: bounded (see .connections).
             http=guarded_protocol(overload, state.admission),
+            # Its frames of calls take a short way (see .socket_protocol).
+            ws=_ws_protocol(),
             backlog=4096,
         )
         server = _Server(config, state)
@@ -345,6 +347,18 @@ async def _serve_store(
                 await runtime_host.close()
         finally:
             await store.close()
+
+
+def _ws_protocol() -> type[asyncio.Protocol] | Literal["auto"]:
+    """The WebSocket protocol: :mod:`.socket_protocol`'s, on uvicorn's sans-I/O protocol of
+    the ``websockets`` library; without them (an older uvicorn, no ``websockets``),
+    uvicorn's choice, which reads every frame the ASGI way (or has no WebSocket: then
+    StoreClient calls over HTTP)."""
+    try:
+        from agentledger.service.socket_protocol import SocketProtocol
+    except ImportError:
+        return "auto"
+    return SocketProtocol
 
 
 def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:

@@ -25,7 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    MutableMapping,
+)
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -34,6 +41,7 @@ import msgspec
 from agentledger.errors import OverloadedError, ValidationError
 from agentledger.observability.tracing import span, tracer
 from agentledger.service.admission import Ticket, overloaded_answer
+from agentledger.service.auth import Principal, TokenTable
 from agentledger.service.calls import Answered, answer_request, body_too_large
 from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
@@ -41,6 +49,7 @@ from agentledger.service.gate import gate, json_refusal, metered
 from agentledger.service.socket_follow import FOLLOWS, open_follow
 from agentledger.service.socket_wire import (
     CANCEL,
+    DIRECT,
     ENDED,
     SOCKET_ROUTE,
     STREAMED,
@@ -104,63 +113,42 @@ class SocketCalls:
             return
         try:
             if await self._upgrade(scope, authorization, send):
-                await self._serve(receive, send, authorization)
+                await self._serve(scope, receive, send, authorization)
         finally:
             held.release()
 
-    async def _serve(self, receive: Receive, send: Send, authorization: str | None) -> None:
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, authorization: str | None
+    ) -> None:
         """Answer the calls and follows of an accepted connection until it closes, each
         admitted as it would be over HTTP (a call shed is answered 503 with the typed
-        ``OverloadedError``, which says how long to wait)."""
-        admission = self.state.admission
-        token = authorization or ""
-        running: set[asyncio.Task[None]] = set()  # this connection's calls
-        follows: dict[int, asyncio.Task[None]] = {}  # and its follows, by call id
+        ``OverloadedError``, which says how long to wait).
+
+        Where the server offers it (:data:`~.socket_wire.DIRECT`: ``agentledger
+        serve``), each message is taken as it arrives; else, and for any message it
+        hands on, as ``receive()`` gives it: the same :meth:`_Connection.take` either way.
+        """
+        connection = _Connection(self, send, authorization)
+        direct = scope.get("extensions", {}).get(DIRECT)
+        if direct is not None:
+            direct["take"](connection.take)
         try:
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive":
                     return  # websocket.disconnect
-                try:
-                    call_id, name, body = decode_call(message.get("bytes") or b"")
-                except msgspec.DecodeError:
+                if not connection.take(message.get("bytes") or b""):
                     await send({"type": "websocket.close", "code": _NOT_A_CALL, "reason": _WHY})
                     return
-                if name == CANCEL:
-                    if (cancelled := follows.pop(call_id, None)) is not None:
-                        cancelled.cancel()
-                    continue
-                path = f"/v1/{name}"
-                if name in FOLLOWS:
-                    ticket = admission.admit_stream(path, token)
-                else:
-                    ticket = admission.admit_call(path, token, len(body))
-                if isinstance(ticket, OverloadedError):
-                    with contextlib.suppress(Exception):  # the caller is gone
-                        await _send_answer(send, call_id, 503, encode_error(ticket))
-                    continue
-                if name in FOLLOWS:
-                    following = asyncio.create_task(
-                        self._follow(call_id, name, body, authorization, send)
-                    )
-                    follows[call_id] = following
-                    following.add_done_callback(partial(_forget, follows, call_id))
-                    following.add_done_callback(partial(_release, ticket))
-                    continue
-                task = asyncio.create_task(self._answer(call_id, name, body, authorization, send))
-                task.add_done_callback(partial(_release, ticket))
-                running.add(task)
-                task.add_done_callback(running.discard)
-                self.running.add(task)
-                task.add_done_callback(self.running.discard)
         finally:
-            for streaming in follows.values():  # nobody to stream to any more
+            connection.closed = True
+            for streaming in connection.follows.values():  # nobody to stream to any more
                 streaming.cancel()
-            if running:  # calls made finish as they would alone; the store stays open for them
-                await asyncio.wait(running)
+            if connection.running:  # calls made finish as they would alone; the store stays
+                await asyncio.wait(connection.running)  # open for them
 
     async def _follow(
-        self, call_id: int, operation: str, body: bytes, authorization: str | None, send: Send
+        self, call_id: int, operation: str, body: bytes, connection: _Connection
     ) -> None:
         """Stream a follow as ``GET /v1/{runs|sessions}/{id}/records`` does: its refusal,
         or its server-sent events (``STREAMED``), until the service ends it (``ENDED``)
@@ -172,9 +160,10 @@ class SocketCalls:
             except msgspec.DecodeError as e:
                 raise invalid_body(e, body) from None
             return await open_follow(self.state, operation, request.id, request.after,
-                                     authorization)  # fmt: skip
+                                     connection.authorization)  # fmt: skip
 
         opened = await metered(self.state, operation, work, json_refusal, _follow_status)
+        send = connection.send
         with contextlib.suppress(Exception):  # the caller is gone: it resumes from its cursor
             if isinstance(opened, tuple):
                 await _send_answer(send, call_id, opened[0], opened[1])
@@ -210,9 +199,7 @@ class SocketCalls:
         await _refuse_upgrade(scope, send, status, headers, answer)
         return False
 
-    async def _answer(
-        self, call_id: int, name: str, body: bytes, authorization: str | None, send: Send
-    ) -> None:
+    async def _answer(self, call_id: int, name: str, body: bytes, connection: _Connection) -> None:
         """Answer one call as ``POST /v1/<name>`` answers it, and send the answer."""
         try:
             method = method_named(name)
@@ -228,7 +215,12 @@ class SocketCalls:
             found = tracer()
             if found is None:
                 status, answer, _ = await answer_request(
-                    self.state, method, authorization, read_body, msgpack=True
+                    self.state,
+                    method,
+                    connection.authorization,
+                    read_body,
+                    msgpack=True,
+                    authenticate=connection.principal,
                 )
             else:  # a SERVER span per call, as the HTTP routes' middleware opens
                 attributes: dict[str, AttributeValue] = {
@@ -236,11 +228,96 @@ class SocketCalls:
                 }  # fmt: skip
                 with span(found, f"SOCKET {method.route}", attributes, kind="server") as opened:
                     status, answer, _ = await answer_request(
-                        self.state, method, authorization, read_body, msgpack=True
+                        self.state,
+                        method,
+                        connection.authorization,
+                        read_body,
+                        msgpack=True,
+                        authenticate=connection.principal,
                     )
                     opened.set_attribute("http.response.status_code", status)
         with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
-            await _send_answer(send, call_id, status, answer)
+            await _send_answer(connection.send, call_id, status, answer)
+
+
+class _Connection:
+    """One accepted connection: its calls and follows, and the token it was opened with.
+
+    The token's principal is looked up once and kept while the service's token table is
+    the one it was found in: the service replaces its table to change its tokens, so a
+    token it no longer accepts is refused from the next call on, as over HTTP."""
+
+    def __init__(self, calls: SocketCalls, send: Send, authorization: str | None) -> None:
+        self.calls = calls
+        self.send = send
+        self.authorization = authorization
+        self.token = authorization or ""
+        self.running: set[asyncio.Task[None]] = set()
+        """The calls being answered (and shed calls' answers being sent)."""
+        self.follows: dict[int, asyncio.Task[None]] = {}
+        """The follows streaming, by call id."""
+        self.closed = False
+        self._tokens: TokenTable | None = None
+        self._principal: Principal | None = None
+
+    def principal(self, authorization: str | None, operation: str) -> Principal:
+        """The principal of the connection's token, as the service's tokens say now.
+
+        Raises:
+            AccessDeniedError: (401) the service does not accept the token (any more).
+        """
+        tokens = self.calls.state.tokens
+        if tokens is not self._tokens or self._principal is None:
+            self._principal = tokens.authenticate(authorization, operation)
+            self._tokens = tokens
+        return self._principal
+
+    def take(self, message: bytes) -> bool:
+        """Start answering one message (a call, a follow, a follow's cancel); False when
+        it is not one (the connection is then closed: there is no call id to answer)."""
+        if self.closed:  # the connection is going: nobody to answer
+            return True
+        try:
+            call_id, name, body = decode_call(message)
+        except msgspec.DecodeError:
+            return False
+        if name == CANCEL:
+            if (cancelled := self.follows.pop(call_id, None)) is not None:
+                cancelled.cancel()
+            return True
+        calls = self.calls
+        path = f"/v1/{name}"
+        following = name in FOLLOWS
+        if following:
+            ticket = calls.state.admission.admit_stream(path, self.token)
+        else:
+            ticket = calls.state.admission.admit_call(path, self.token, len(body))
+        if isinstance(ticket, OverloadedError):
+            self._run(_send_quietly(self.send, call_id, 503, encode_error(ticket)))
+            return True
+        if following:
+            task = asyncio.create_task(calls._follow(call_id, name, body, self))
+            self.follows[call_id] = task
+            task.add_done_callback(partial(_forget, self.follows, call_id))
+            task.add_done_callback(partial(_release, ticket))
+            return True
+        task = asyncio.create_task(calls._answer(call_id, name, body, self))
+        self.running.add(task)
+        calls.running.add(task)
+        task.add_done_callback(partial(self._answered, ticket))
+        return True
+
+    def _answered(self, ticket: Ticket, task: asyncio.Task[None]) -> None:
+        """A call's answer is sent (or lost with the connection): its slot is free."""
+        ticket.release()
+        self.running.discard(task)
+        self.calls.running.discard(task)
+
+    def _run(self, answering: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(answering)
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+        return task
 
 
 async def _refuse_upgrade(
@@ -266,6 +343,11 @@ def _forget(follows: dict[int, asyncio.Task[None]], call_id: int, _: object) -> 
 
 async def _send_answer(send: Send, call_id: int, status: int, answer: bytes) -> None:
     await send({"type": "websocket.send", "bytes": encode_answer(call_id, status, answer)})
+
+
+async def _send_quietly(send: Send, call_id: int, status: int, answer: bytes) -> None:
+    with contextlib.suppress(Exception):  # the caller is gone
+        await _send_answer(send, call_id, status, answer)
 
 
 def _follow_status(opened: AsyncIterator[bytes] | Answered) -> int:

@@ -12,14 +12,18 @@ without the server's modules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 __all__ = [
     "CANCEL",
+    "DIRECT",
     "ENDED",
     "SOCKET_ROUTE",
     "STREAMED",
     "FollowRequest",
+    "Take",
     "decode_answer",
     "decode_call",
     "encode_answer",
@@ -34,6 +38,15 @@ STREAMED = 206
 """The status of each piece of a follow's stream (server-sent events)."""
 ENDED = 204
 """The status of a follow's last message: the service ended it (it is stopping)."""
+
+DIRECT = "agentledger.socket"
+"""The ASGI scope extension through which the server (``agentledger serve``'s protocol,
+:mod:`agentledger.service.socket_protocol`) hands each message to the app as it
+arrives: the app calls ``scope["extensions"][DIRECT]["take"](handler)``."""
+
+Take = Callable[[bytes], bool]
+"""A handler of one message: True when it took it, False to have it go the ASGI way
+(``receive()``)."""
 
 
 class FollowRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -68,7 +81,7 @@ def encode_answer(call_id: int, status: int, answer: bytes) -> bytes:
     return _ENCODER.encode((call_id, status, answer))
 
 
-def decode_answer(message: bytes) -> tuple[int, int, bytes]:
+def decode_answer(message: bytes | memoryview) -> tuple[int, int, bytes]:
     """``(call id, HTTP status, answer)`` of one answer's message.
 
     Raises:
