@@ -115,6 +115,8 @@ def test_check_on_postgres_reports_what_the_read_paths_report(
         assert f"'{seq}'" in done.out
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
+            # the row put back as it was: no trigger counts it as a new write
+            conn.execute("SET session_replication_role = replica")
             conn.execute(
                 "DELETE FROM agentledger_records WHERE run_id = %s AND seq = %s",
                 (run_id, saved[columns.index("seq")]),
