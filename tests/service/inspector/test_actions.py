@@ -418,6 +418,9 @@ async def test_host_forks_after_a_middle_message_and_cancels_a_live_run(
     await expect(page.locator("form.act .hint")).to_contain_text("host runtime")
     await page.get_by_label("Reason").fill("no nap today")
     await page.get_by_role("button", name="Cancel run").click()
+    # the form's answer is shown before the page is reloaded (a reload during its navigation
+    # finds no page to reload)
+    await expect(page.locator("#run-cancel")).to_have_text("no nap today")
     assert await _finished(url, tokens.host, napping) is RunStatus.CANCELED
     await page.reload()
     await expect(page.locator("#run-status")).to_have_text("canceled")
