@@ -244,3 +244,16 @@ async def test_calls_before_the_clients_close_are_made(tmp_path: Path, ws: Any) 
         await until(lambda: state.admission.streams == 0, "the connection let go")
         for i in range(3):
             assert (await state.store.load_session(f"end{i}")).id == f"end{i}"
+
+
+def test_serve_takes_the_short_way_only_on_the_uvicorn_releases_it_was_tested_with() -> None:
+    """It reads attributes of uvicorn's own protocol: a release after those it was tested with
+    (or a version it cannot read) gets uvicorn's protocol, which answers the same, slower."""
+    from agentledger.service.server import _ws_protocol
+
+    assert _ws_protocol() is SocketProtocol  # the uvicorn installed here
+    assert _ws_protocol("0.55.0") is SocketProtocol
+    assert _ws_protocol("0.56.0") == "auto"
+    assert _ws_protocol("1.0.0") == "auto"
+    assert _ws_protocol("0.56.0rc1") == "auto"
+    assert _ws_protocol("next") == "auto"

@@ -349,14 +349,29 @@ async def _serve_store(
             await store.close()
 
 
-def _ws_protocol() -> type[asyncio.Protocol] | Literal["auto"]:
+_UVICORN_TESTED_BELOW = (0, 56)
+"""The first uvicorn release :mod:`.socket_protocol` has not been tested against: it reads
+attributes of uvicorn's own protocol, which a later release may rename."""
+
+
+def _ws_protocol(uvicorn_version: str | None = None) -> type[asyncio.Protocol] | Literal["auto"]:
     """The WebSocket protocol: :mod:`.socket_protocol`'s, on uvicorn's sans-I/O protocol of
-    the ``websockets`` library; without them (an older uvicorn, no ``websockets``),
-    uvicorn's choice, which reads every frame the ASGI way (or has no WebSocket: then
-    StoreClient calls over HTTP)."""
+    the ``websockets`` library, for the uvicorn releases it was tested with; otherwise (an
+    older or a newer uvicorn, no ``websockets``) uvicorn's choice, which reads every frame
+    the ASGI way, slower but the same answers (or has no WebSocket: then StoreClient calls
+    over HTTP)."""
     try:
+        import uvicorn
+
         from agentledger.service.socket_protocol import SocketProtocol
     except ImportError:
+        return "auto"
+    release = uvicorn_version if uvicorn_version is not None else uvicorn.__version__
+    try:
+        major_minor = tuple(int(part) for part in release.split(".")[:2])
+    except ValueError:
+        return "auto"
+    if major_minor >= _UVICORN_TESTED_BELOW:
         return "auto"
     return SocketProtocol
 
