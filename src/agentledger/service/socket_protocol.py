@@ -31,7 +31,7 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import State
 
-from agentledger.service.socket_wire import DIRECT, Take
+from agentledger.service.socket_wire import DIRECT, Take, frame_payload
 
 try:
     from websockets.speedups import apply_mask
@@ -118,20 +118,11 @@ class SocketProtocol(WebSocketsSansIOProtocol):
                 return
             head1 = data[start]
             head2 = data[start + 1]
-            length = head2 & 0x7F
-            at = start + 2
-            if length == 126:
-                if end - at < 2:
-                    need = 4
-                    break
-                length = int.from_bytes(data[at : at + 2], "big")
-                at += 2
-            elif length == 127:
-                if end - at < 8:
-                    need = 10
-                    break
-                length = int.from_bytes(data[at : at + 8], "big")
-                at += 8
+            bounds = frame_payload(data, start, end)
+            if isinstance(bounds, int):
+                need = bounds
+                break
+            at, length = bounds
             if length > self.config.ws_max_size:  # websockets refuses it (1009)
                 self._hand_over(data[start:])
                 return

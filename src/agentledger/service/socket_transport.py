@@ -21,6 +21,8 @@ import random
 import struct
 from collections.abc import Callable, Mapping
 
+from agentledger.service.socket_wire import frame_payload
+
 __all__ = ["HandshakeRefused", "SocketTransport"]
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -131,20 +133,11 @@ class SocketTransport(asyncio.Protocol):
         need = 2
         while end - start >= 2 and not self.closed:
             head1 = data[start]
-            length = data[start + 1] & 0x7F
-            at = start + 2
-            if length == 126:
-                if end - at < 2:
-                    need = 4
-                    break
-                length = int.from_bytes(data[at : at + 2], "big")
-                at += 2
-            elif length == 127:
-                if end - at < 8:
-                    need = 10
-                    break
-                length = int.from_bytes(data[at : at + 8], "big")
-                at += 8
+            bounds = frame_payload(data, start, end)
+            if isinstance(bounds, int):
+                need = bounds
+                break
+            at, length = bounds
             if data[start + 1] & 0x80:  # a service's frame is never masked
                 self._fail(1002)
                 return

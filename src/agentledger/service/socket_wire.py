@@ -28,6 +28,7 @@ __all__ = [
     "decode_call",
     "encode_answer",
     "encode_call",
+    "frame_payload",
 ]
 
 SOCKET_ROUTE = "/v1/socket"
@@ -47,6 +48,23 @@ arrives: the app calls ``scope["extensions"][DIRECT]["take"](handler)``."""
 Take = Callable[[bytes], bool]
 """A handler of one message: True when it took it, False to have it go the ASGI way
 (``receive()``)."""
+
+
+def frame_payload(data: bytes, start: int, end: int) -> tuple[int, int] | int:
+    """Where the payload of the WebSocket frame at ``data[start:end]`` begins (after its
+    length, before a mask if it has one) and its length; or, while its header has not all
+    arrived, how many bytes from ``start`` it needs. ``end - start`` is at least 2."""
+    length = data[start + 1] & 0x7F
+    at = start + 2
+    if length == 126:
+        if end - at < 2:
+            return 4
+        return at + 2, int.from_bytes(data[at : at + 2], "big")
+    if length == 127:
+        if end - at < 8:
+            return 10
+        return at + 8, int.from_bytes(data[at : at + 8], "big")
+    return at, length
 
 
 class FollowRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
