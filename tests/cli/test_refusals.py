@@ -175,3 +175,17 @@ def test_a_sqlite_file_from_a_newer_agentledger_says_upgrade(tmp_path: Path) -> 
         assert refused.code == 1
         assert refused.err == expected, command
     assert db.read_bytes() == before
+
+
+def test_a_label_without_key_and_value_is_refused_by_each_command_that_filters(
+    tmp_path: Path,
+) -> None:
+    """`--label` takes KEY=VALUE on `sessions`, `search` and `usage` alike: anything else
+    is a usage error naming the option, before any store is opened."""
+    db = tmp_path / "none.db"
+    for command in (["sessions"], ["search", "refund"], ["usage"]):
+        for given in ("tenant", "=acme"):
+            done = run_cli("--db", str(db), *command, "--label", given)
+            assert done.code == 2, (command, given, done)
+            assert f"--label: expected KEY=VALUE, got {given!r}" in done.err
+    assert not db.exists()

@@ -40,6 +40,7 @@ __all__ = [
     "Given",
     "Settings",
     "cli",
+    "label_option",
     "main",
     "settings_options",
     "with_store",
@@ -145,6 +146,30 @@ def settings_options(command: F | None = None, *, target_help: str = TARGET_HELP
     merged = click.option("--json", is_flag=True, help="print JSON instead of text")(merged)
     merged = click.option("--db", "--store", "target", metavar="TARGET", help=target_help)(merged)
     return merged
+
+
+def _labels_given(
+    ctx: click.Context, param: click.Parameter, given: tuple[str, ...]
+) -> dict[str, str]:
+    """The ``--label KEY=VALUE`` options given, as a mapping."""
+    labels = {}
+    for text in given:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--label")
+        labels[key] = value
+    return labels
+
+
+label_option = click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=_labels_given,
+    help="only sessions carrying this label (repeatable; all must match)",
+)
+"""``--label KEY=VALUE``, repeatable: the command receives ``labels``, a mapping."""
 
 
 def run(main: Awaitable[T]) -> T:

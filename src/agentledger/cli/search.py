@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.app import Settings, label_option, run, settings_options, with_store
 from agentledger.cli.complete import session_ids
-from agentledger.cli.sessions import _label
 
 if TYPE_CHECKING:
     from agentledger.storage.protocol import AdminStore
@@ -19,13 +18,7 @@ __all__ = ["search"]
 
 @click.command(short_help="find messages by their words, across sessions")
 @click.argument("words", nargs=-1, required=True, metavar="TEXT...")
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="only sessions carrying this label (repeatable; all must match)",
-)
+@label_option
 @click.option("--session", "session_id", default="", shell_complete=session_ids,
               help="only this session")  # fmt: skip
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
@@ -35,7 +28,7 @@ __all__ = ["search"]
 def search(
     settings: Settings,
     words: tuple[str, ...],
-    labels: tuple[str, ...],
+    labels: dict[str, str],
     session_id: str,
     limit: int,
     cursor: str,
@@ -47,12 +40,11 @@ def search(
     summaries). Sessions sealed by encryption at rest are never indexed; the search
     says how many it left out.
     """
-    wanted = dict(_label(label) for label in labels)
     text = " ".join(words)
     run(
         with_store(
             settings,
-            lambda store: _search(store, settings, text, wanted, session_id, limit, cursor),
+            lambda store: _search(store, settings, text, labels, session_id, limit, cursor),
         )
     )
 

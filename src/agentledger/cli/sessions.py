@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.app import Settings, label_option, run, settings_options, with_store
 from agentledger.cli.complete import session_ids
 
 if TYPE_CHECKING:
@@ -43,13 +43,6 @@ async def list_all_sessions(
             return found, cursor
 
 
-def _label(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--label")
-    return key, value
-
-
 @click.command(short_help="list sessions")
 @click.option(
     "--status",
@@ -58,28 +51,21 @@ def _label(text: str) -> tuple[str, str]:
     type=click.Choice(["active", "ended"]),
     help="only sessions with this status (repeatable)",
 )
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="only sessions carrying this label (repeatable; all must match)",
-)
+@label_option
 @click.option("--limit", type=click.IntRange(min=1), help="at most this many sessions")
 @click.option("--cursor", default="", help="resume after a previous listing's next_cursor")
 @settings_options
 def sessions(
     settings: Settings,
     statuses: tuple[str, ...],
-    labels: tuple[str, ...],
+    labels: dict[str, str],
     limit: int | None,
     cursor: str,
 ) -> None:
     """List sessions newest first: status, labels, when created and ended, and run count."""
-    wanted = dict(_label(text) for text in labels)
     run(
         with_store(
-            settings, lambda store: _sessions(store, settings, statuses, wanted, limit, cursor)
+            settings, lambda store: _sessions(store, settings, statuses, labels, limit, cursor)
         )
     )
 

@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentledger.cli.app import Settings, run, settings_options, with_store
+from agentledger.cli.app import Settings, label_option, run, settings_options, with_store
 from agentledger.cli.complete import session_ids
-from agentledger.cli.sessions import _label
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -31,15 +30,9 @@ _HEADER = ["BYTES", "RECORDS", "RUNS", "INPUT", "OUTPUT", "CACHED"]
     default="",
     help="one total per value of this label (a tenant's, say); sessions without it are left out",
 )
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="only sessions carrying this label (repeatable; all must match)",
-)
+@label_option
 @settings_options
-def usage(settings: Settings, session_id: str | None, key: str, labels: tuple[str, ...]) -> None:
+def usage(settings: Settings, session_id: str | None, key: str, labels: dict[str, str]) -> None:
     """What the store holds, read from counters kept as the records were written.
 
     With SESSION_ID: the session's payload bytes (as stored), records, runs and
@@ -50,12 +43,11 @@ def usage(settings: Settings, session_id: str | None, key: str, labels: tuple[st
     """
     if session_id is not None and (key or labels):
         raise click.UsageError("give SESSION_ID, or --by/--label for totals over sessions")
-    wanted = dict(_label(text) for text in labels)
     if session_id is not None:
         sid = session_id
         run(with_store(settings, lambda store: _session(store, settings, sid)))
     else:
-        run(with_store(settings, lambda store: _totals(store, settings, key, wanted)))
+        run(with_store(settings, lambda store: _totals(store, settings, key, labels)))
 
 
 def _cells(u: UsageTotals) -> list[str]:
