@@ -48,6 +48,7 @@ __all__ = [
     "count_purged",
     "index_entries",
     "matches",
+    "scope_filter",
     "search_page",
     "search_query",
     "snippet",
@@ -336,6 +337,26 @@ def search_page(
     if len(fetched) > query.limit:
         next_cursor = encode_key_cursor(_SCOPE, query.scope_id, (str(found[-1].id),))
     return SearchPage(hits=hits, next_cursor=next_cursor, left_out=left_out, complete=complete)
+
+
+def scope_filter(
+    query: SearchQuery, table: str, *, labels_table: str, mark: str
+) -> tuple[list[str], list[object]]:
+    """The SQL conditions (and their parameters) keeping ``table``'s rows to the query's
+    session and labels: the same text for both SQL backends, but for the session labels'
+    table name and the parameter mark (``?`` or ``%s``)."""
+    where: list[str] = []
+    params: list[object] = []
+    if query.session_id:
+        where.append(f"{table}.session_id = {mark}")
+        params.append(query.session_id)
+    for key, value in query.labels.items():
+        where.append(
+            f"EXISTS (SELECT 1 FROM {labels_table} AS l WHERE l.session_id = {table}.session_id "
+            f"AND l.key = {mark} AND l.value = {mark})"
+        )
+        params += (key, value)
+    return where, params
 
 
 def count_purged(plan: Plan[Any], entries: int) -> None:

@@ -37,6 +37,7 @@ from agentledger.storage.search import (
     SearchPage,
     SearchQuery,
     index_entries,
+    scope_filter,
     search_page,
     words_of,
 )
@@ -220,22 +221,8 @@ async def count_entries(conn: AsyncConnection[TupleRow], session_id: str) -> int
     return int(row[0]) if row is not None else 0
 
 
-_LABEL = (
-    "EXISTS (SELECT 1 FROM agentledger_session_labels l "
-    "WHERE l.session_id = {table}.session_id AND l.key = %s AND l.value = %s)"
-)
-
-
 def _filter(query: SearchQuery, table: str) -> tuple[list[str], list[object]]:
-    where: list[str] = []
-    params: list[object] = []
-    if query.session_id:
-        where.append(f"{table}.session_id = %s")
-        params.append(query.session_id)
-    for key, value in query.labels.items():
-        where.append(_LABEL.format(table=table))
-        params += (key, value)
-    return where, params
+    return scope_filter(query, table, labels_table="agentledger_session_labels", mark="%s")
 
 
 WINDOW = 2000

@@ -29,6 +29,7 @@ from agentledger.storage.search import (
     SearchQuery,
     index_entries,
     matches,
+    scope_filter,
     search_page,
 )
 from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_records, from_ms, to_ms
@@ -157,22 +158,8 @@ def count_entries(conn: sqlite3.Connection, session_id: str) -> int:
     return int(count)
 
 
-_LABEL = (
-    "EXISTS (SELECT 1 FROM session_labels AS l "
-    "WHERE l.session_id = {table}.session_id AND l.key = ? AND l.value = ?)"
-)
-
-
 def _filter(query: SearchQuery, table: str) -> tuple[list[str], list[object]]:
-    where: list[str] = []
-    params: list[object] = []
-    if query.session_id:
-        where.append(f"{table}.session_id = ?")
-        params.append(query.session_id)
-    for key, value in query.labels.items():
-        where.append(_LABEL.format(table=table))
-        params += (key, value)
-    return where, params
+    return scope_filter(query, table, labels_table="session_labels", mark="?")
 
 
 def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
