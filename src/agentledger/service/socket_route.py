@@ -212,29 +212,24 @@ class SocketCalls:
                     raise body_too_large(name, self.cap)
                 return body
 
+            answered = partial(
+                answer_request,
+                self.state,
+                method,
+                connection.authorization,
+                read_body,
+                msgpack=True,
+                authenticate=connection.principal,
+            )
             found = tracer()
             if found is None:
-                status, answer, _ = await answer_request(
-                    self.state,
-                    method,
-                    connection.authorization,
-                    read_body,
-                    msgpack=True,
-                    authenticate=connection.principal,
-                )
+                status, answer, _ = await answered()
             else:  # a SERVER span per call, as the HTTP routes' middleware opens
                 attributes: dict[str, AttributeValue] = {
                     "url.path": SOCKET_ROUTE, "http.route": method.route,
                 }  # fmt: skip
                 with span(found, f"SOCKET {method.route}", attributes, kind="server") as opened:
-                    status, answer, _ = await answer_request(
-                        self.state,
-                        method,
-                        connection.authorization,
-                        read_body,
-                        msgpack=True,
-                        authenticate=connection.principal,
-                    )
+                    status, answer, _ = await answered()
                     opened.set_attribute("http.response.status_code", status)
         with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
             await _send_answer(connection.send, call_id, status, answer)
