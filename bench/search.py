@@ -142,18 +142,13 @@ def unindexed(indexed: bool) -> Iterator[None]:
     if indexed:
         yield
         return
-    saved = sqlite_search.index_statements, pg_search.insert_entries, pg_search.guessed_params
-
-    async def no_entries(*args: Any, **kw: Any) -> None:
-        return None
-
+    saved = sqlite_search.index_statements, pg_search.record_words
     sqlite_search.index_statements = lambda *args, **kw: []
-    pg_search.insert_entries = no_entries
-    pg_search.guessed_params = lambda *args, **kw: None
+    pg_search.record_words = lambda *args, **kw: None  # no words: no position either
     try:
         yield
     finally:
-        sqlite_search.index_statements, pg_search.insert_entries, pg_search.guessed_params = saved
+        sqlite_search.index_statements, pg_search.record_words = saved
 
 
 async def append_ratio(open_store: Callable[[], Awaitable[Any]], rounds: int, seed: int) -> str:
