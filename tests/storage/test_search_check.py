@@ -158,8 +158,7 @@ async def test_postgres_check_reports_damaged_entries(pg_dsn: str) -> None:
         pg_dsn, f"UPDATE agentledger_records SET words = 'other' WHERE {_PG_NEWEST}"
     )
     assert found == [
-        "search index words disagreeing with the text of "
-        "session 'sc-s1', run 'sc-s1-r', record 4"
+        "search index words disagreeing with the text of session 'sc-s1', run 'sc-s1-r', record 4"
     ]
     found = await _pg_damage(
         pg_dsn,
@@ -171,12 +170,10 @@ async def test_postgres_check_reports_damaged_entries(pg_dsn: str) -> None:
     )
     assert found == [
         "search index missing for a record: session 'sc-s0', run 'sc-s0-r', record 2",
-        "search index position and words not both set: "
-        "session 'sc-s0', run 'sc-s0-r', record 3",
+        "search index position and words not both set: session 'sc-s0', run 'sc-s0-r', record 3",
         "search index words of a record with no indexed text: "
         "session 'sc-s0', run 'sc-s0-r', record 1",
-        "search index words disagreeing with the text of "
-        "session 'sc-s1', run 'sc-s1-r', record 4",
+        "search index words disagreeing with the text of session 'sc-s1', run 'sc-s1-r', record 4",
     ]
 
 

@@ -186,9 +186,7 @@ async def _forget_postgres(conn: psycopg.AsyncConnection[Any]) -> None:
         "DROP SEQUENCE agentledger_search_pos; "
         "DROP TABLE agentledger_search_left_out, agentledger_search_backfill"
     )
-    await conn.execute(
-        f"DELETE FROM {pg_migrations.MIGRATIONS_TABLE} WHERE version IN (15, 17)"
-    )
+    await conn.execute(f"DELETE FROM {pg_migrations.MIGRATIONS_TABLE} WHERE version IN (15, 17)")
 
 
 async def test_postgres_builds_the_index_of_older_records(fresh_dsn: str) -> None:

@@ -1,10 +1,10 @@
 """[G1] What PostgreSQL's newest-first order guarantees: a record's position in the index
-comes from a sequence when the record is written, not when its transaction commits. Within one session the two
-agree (its writers take turns on the session row until they commit); across sessions, a
-write that took its id first may commit last. A traversal of the pages still shows every
-message committed before its first page exactly once, in id order: a write in flight while
-a page is read, committed before the next, is on the next page if its id is below the
-cursor, never skipped and never repeated."""
+comes from a sequence when the record is written, not when its transaction commits. Within
+one session the two agree (its writers take turns on the session row until they commit);
+across sessions, a write that took its position first may commit last. A traversal of the
+pages still shows every message committed before its first page exactly once, in position
+order: a write in flight while a page is read, committed before the next, is on the next
+page if its position is below the cursor, never skipped and never repeated."""
 
 from __future__ import annotations
 
@@ -42,8 +42,7 @@ async def _write_in_flight(conn: psycopg.AsyncConnection[Any], record: Record) -
     """Write ``record`` as an append does (its position taken from the sequence), in
     ``conn``'s transaction, left open."""
     cur = await conn.execute(
-        "UPDATE agentledger_sessions SET last_seq = last_seq + 1 WHERE id = %s "
-        "RETURNING last_seq",
+        "UPDATE agentledger_sessions SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
         (record.session_id,),
     )
     row = await cur.fetchone()
