@@ -158,10 +158,23 @@ _LONGEST = 2046
 """The longest lexeme PostgreSQL keeps, in bytes (its parser skips longer words)."""
 
 
+_ASCII_WORDS = bytes(
+    c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 else 32 for c in range(256)
+)
+"""Each ASCII byte as :func:`~agentledger.storage.search.words_of` reads it: a letter
+lower-cased, a digit kept, anything else a space (one pass in C, for each append)."""
+
+
 def lexemes_of(body: str) -> str:
     """``body``'s words, each once, as the text of a ``tsvector`` (each word is letters
     and digits, so needs no quotes); words longer than PostgreSQL keeps are left out,
     as its own parser leaves them out."""
+    if body.isascii():  # the words of words_of, read a byte at a time
+        text = body.encode()
+        found = dict.fromkeys(text.translate(_ASCII_WORDS).split())
+        if len(text) <= _LONGEST:  # no word of it is too long
+            return b" ".join(found).decode()
+        return b" ".join(w for w in found if len(w) <= _LONGEST).decode()
     words = dict.fromkeys(words_of(body).split())
     return " ".join(w for w in words if len(w) * 4 <= _LONGEST or len(w.encode()) <= _LONGEST)
 
