@@ -311,8 +311,9 @@ def search_reader(query: SearchQuery) -> Callable[[Loader], Awaitable[SearchPage
                 upper = int(rows[-1][0])
 
         if query.session_id:
-            # "+ 0": no plan walking every session's positions in order.
-            await step([], "e.search_pos + 0")
+            # "session_seq IS NOT NULL" (true of every session's record): the session's
+            # records by its index; "+ 0": no plan walking every session's positions.
+            await step(["e.session_seq IS NOT NULL"], "e.search_pos + 0")
         elif edge is None:
             await step([], "e.search_pos")
         else:
