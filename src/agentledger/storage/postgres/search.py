@@ -16,7 +16,7 @@ in its transaction, so an append adds no row, only two index entries. A message
 whose words hold every term are read newest first, their payloads decoded (each one's
 checksum verified) and each message that holds every term is a hit
 (:func:`~agentledger.storage.search.matches`). A hit's position, which the cursor
-carries, is ``search_pos * 2**24 + message index``: newest record first, and in a record
+carries, is ``search_pos * 2**32 + message index``: newest record first, and in a record
 its last message first, as the entries' ids ordered them before.
 
 A record's position is taken when it is written, not when it commits: in one session
@@ -133,9 +133,11 @@ CREATE INDEX agentledger_records_words ON agentledger_records USING gin (words)
 per message: an append writes no row of its own), each record at the position of its
 last entry, so the order and the build's progress stay as they were."""
 
-MESSAGE_BITS = 24
+MESSAGE_BITS = 32
 """A hit's position is its record's ``search_pos`` shifted left by this, plus its
-message's index (a record's messages number fewer than 2**24: a payload is capped)."""
+message's index: a record holds fewer than 2**32 messages (a ``bytea`` holds at most
+1 GB, and a message takes at least 3 bytes of it). A position is a Python integer in the
+cursor's text, so it may be wider than a ``bigint``; only ``search_pos`` goes to SQL."""
 
 POSITION = "CASE WHEN %s::tsvector IS NULL THEN NULL ELSE nextval('agentledger_search_pos') END"
 """A record's ``search_pos`` as the INSERT writing it reads it from its ``words``."""
