@@ -107,3 +107,39 @@ async def test_a_word_longer_than_postgresql_keeps_is_left_out(dsn: str) -> None
         assert [h.record_id for h in (await store.search("refund")).hits] == ["2"]
     finally:
         await store.close()
+
+
+async def test_records_holding_the_terms_only_in_different_messages_are_passed_over(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's words are those of all its messages: a record whose messages each hold
+    only some of the terms matches them but gives no hit, and the search reads on (in
+    batches of a page) until it finds the message that holds them all, in the window, past
+    it and within one session alike."""
+    store = await PostgresStore.open(dsn, min_size=1, max_size=2)
+    try:
+        world = World(store, namespace="split")
+        sid = await world.session("s")
+        run = await world.root("r", session=sid)
+        said = payloads.TRANSCRIPT_APPENDED
+        await store.append_run_record(
+            run.record(said, _said("refund 1182"), event_key="both", at=world.now())
+        )
+        for i in range(5):
+            split = encode_messages([
+                Message(role="user", parts=(TextPart(text="refund"),)),
+                Message(role="assistant", parts=(TextPart(text="order 1182"),)),
+            ])  # fmt: skip
+            await store.append_run_record(
+                run.record(said, split, event_key=f"split{i}", at=world.now())
+            )
+        for window in (pg_search.WINDOW, 2):
+            monkeypatch.setattr(pg_search, "WINDOW", window)
+            for scope in ({}, {"session_id": sid}):
+                page = await store.search("refund 1182", limit=1, **scope)
+                assert [(h.record_id, h.snippet) for h in page.hits] == [
+                    ("2", "**refund** **1182**")
+                ]
+                assert page.next_cursor == ""
+    finally:
+        await store.close()
