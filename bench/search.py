@@ -10,14 +10,18 @@ are written to one SQLite file (``normal``), one PostgreSQL database and read ba
 - search latency, p50/p99 over ``--reads`` rounds (a first page of 20 hits), for the rare
   and the common term: SQLite and PostgreSQL in process, and through ``agentledger serve``
   over the SQLite file;
-- append cost with the index / without it, at ``full`` durability on SQLite (and on
-  PostgreSQL): one transcript record appended with its index entries written, and the
-  same with the backend's index writes skipped (a bench-only switch), interleaved, in a
-  fresh database; goal <= 1.15x;
+- append cost with the index / without it, at ``full`` durability on SQLite and with
+  ``fsync=on`` on PostgreSQL (and, for reference, ``fsync=off``): one transcript record
+  appended with its index entries written, and the same with the backend's index writes
+  skipped (a bench-only switch), interleaved, in a fresh database; the median wall time
+  and the median CPU time per append (this process's, and on PostgreSQL the server
+  process's too: the machine may be busy, CPU time is the steadier); goal <= 1.15x;
 - the index's size / the transcript payloads' size, on each backend.
 
-PostgreSQL is ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is created and dropped),
-else a throwaway cluster from ``tests/storage/postgres/server.py``.
+PostgreSQL's search rows use ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is
+created and dropped), else a throwaway cluster from ``tests/storage/postgres/server.py``;
+its append rows each use a throwaway cluster of their own, ``fsync`` on and off (equal
+durability with SQLite ``full``: commits reach the disk).
 """
 
 from __future__ import annotations
@@ -142,26 +146,30 @@ def unindexed(indexed: bool) -> Iterator[None]:
     if indexed:
         yield
         return
-    saved = sqlite_search.index_statements, pg_search.insert_entries, pg_search.guessed_params
-
-    async def no_entries(*args: Any, **kw: Any) -> None:
-        return None
-
+    saved = sqlite_search.index_statements, pg_search.record_words
     sqlite_search.index_statements = lambda *args, **kw: []
-    pg_search.insert_entries = no_entries
-    pg_search.guessed_params = lambda *args, **kw: None
+    pg_search.record_words = lambda *args, **kw: None  # no words: no position either
     try:
         yield
     finally:
-        sqlite_search.index_statements, pg_search.insert_entries, pg_search.guessed_params = saved
+        sqlite_search.index_statements, pg_search.record_words = saved
 
 
-async def append_ratio(open_store: Callable[[], Awaitable[Any]], rounds: int, seed: int) -> str:
-    """Appends of one transcript record with the index written / skipped, interleaved."""
+async def append_ratio(
+    open_store: Callable[[], Awaitable[Any]],
+    rounds: int,
+    seed: int,
+    server_cpu: Callable[[], Awaitable[Callable[[], float]]] | None = None,
+) -> str:
+    """Appends of one transcript record with the index written / skipped, interleaved:
+    wall time, and CPU time (this process's, plus the server's from ``server_cpu()``, a
+    reader of its CPU seconds once the store is open), each the median per append."""
     store = await open_store()
     text = Text(seed, rare_every=10**9)
     timed: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
     try:
+        server = (lambda: 0.0) if server_cpu is None else await server_cpu()
         runs = {}
         for indexed in (True, False):
             await store.create_session(f"a-{indexed}", created_at=T0)
@@ -176,16 +184,38 @@ async def append_ratio(open_store: Callable[[], Awaitable[Any]], rounds: int, se
                                               event_key=f"k{i}",
                                               at=T0 + timedelta(milliseconds=i))  # fmt: skip
                 with unindexed(indexed):
+                    used = time.process_time() + server()
                     start = time.perf_counter()
                     await store.append_run_record(record)
                     timed[indexed].append(time.perf_counter() - start)
+                    cpu[indexed].append(time.process_time() + server() - used)
     finally:
         await store.close()
     with_index, without = statistics.median(timed[True]), statistics.median(timed[False])
+    cpu_with, cpu_without = statistics.median(cpu[True]), statistics.median(cpu[False])
     return (
-        f"{with_index * 1000:6.3f} ms / {without * 1000:6.3f} ms = {with_index / without:.3f}x "
-        f"(medians of {rounds} each)"
+        f"wall {with_index * 1000:6.3f} / {without * 1000:6.3f} ms = "
+        f"{with_index / without:.3f}x; CPU {cpu_with * 1000:6.3f} / {cpu_without * 1000:6.3f} ms "
+        f"= {cpu_with / cpu_without:.3f}x (medians of {rounds} each)"
     )
+
+
+async def pg_backend_cpu(dsn: str) -> Callable[[], float]:
+    """The CPU seconds of the one server process serving the store open on ``dsn`` (a
+    pool of one, on this machine: ``/proc/<pid>/schedstat``, in nanoseconds)."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
+        pids = [pid for (pid,) in await cur.fetchall()]
+    assert len(pids) == 1, f"expected the store's one connection, found {pids}"
+    stat = Path(f"/proc/{pids[0]}/schedstat")
+
+    def read() -> float:
+        return int(stat.read_text().split()[0]) / 1e9
+
+    return read
 
 
 def sqlite_index_bytes(path: str) -> int:
@@ -200,8 +230,14 @@ def sqlite_index_bytes(path: str) -> int:
 
 
 async def pg_index_bytes(dsn: str) -> int:
+    """The records' words and positions, and their two indexes."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        cur = await conn.execute("SELECT pg_total_relation_size('agentledger_search')")
+        cur = await conn.execute(
+            "SELECT (SELECT coalesce(sum(pg_column_size(words)) + 8 * count(*), 0) "
+            "FROM agentledger_records WHERE words IS NOT NULL) "
+            "+ pg_relation_size('agentledger_records_words') "
+            "+ pg_relation_size('agentledger_records_search_pos')"
+        )
         row = await cur.fetchone()
         assert row is not None
         return int(row[0])
@@ -229,6 +265,19 @@ def postgres() -> Iterator[Callable[[], str]]:
             drop_database(dsn)
         if server is not None:
             server.stop()
+
+
+@contextmanager
+def durable_postgres(fsync: bool) -> Iterator[str]:
+    """A fresh database on a throwaway cluster of its own with ``fsync`` on or off (and
+    ``synchronous_commit``, ``full_page_writes`` alike), deleted afterwards."""
+    from tests.storage.postgres.server import PostgresServer, create_database
+
+    server = PostgresServer(fsync=fsync)
+    try:
+        yield create_database(server.start(), prefix="agentledger_bench")
+    finally:
+        server.stop()
 
 
 async def bench(args: argparse.Namespace, tmp: Path, fresh_dsn: Callable[[], str]) -> None:
@@ -270,9 +319,15 @@ async def bench(args: argparse.Namespace, tmp: Path, fresh_dsn: Callable[[], str
         lambda: SQLiteStore.open(tmp / "appends.db", durability="full"), args.appends, args.seed
     )
     print(f"  SQLite full   {sqlite_full}")
-    pg_dsn = fresh_dsn()
-    pg_ratio = await append_ratio(lambda: PostgresStore.open(pg_dsn), args.appends, args.seed)
-    print(f"  PostgreSQL    {pg_ratio}")
+    for fsync in (True, False):  # equal durability: fsync on is the row; off, for reference
+        with durable_postgres(fsync) as pg_dsn:
+            pg_ratio = await append_ratio(
+                lambda: PostgresStore.open(pg_dsn, min_size=1, max_size=1),
+                args.appends,
+                args.seed,
+                server_cpu=lambda: pg_backend_cpu(pg_dsn),
+            )
+        print(f"  PostgreSQL fsync={'on ' if fsync else 'off'}  {pg_ratio}")
 
 
 def main() -> None:

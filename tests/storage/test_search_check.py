@@ -1,7 +1,7 @@
 """[G1] ``check`` audits the search index against the records it is made of: an entry
 missing, of no message, differing from its message, or words (FTS5 on SQLite, the
-``tsvector`` on PostgreSQL) that disagree with an entry's text are each reported; a sound
-index, also one whose build has not finished, is not."""
+``tsvector`` of the record's row on PostgreSQL) that disagree with the text are each
+reported; a sound index, also one whose build has not finished, is not."""
 
 from __future__ import annotations
 
@@ -147,32 +147,33 @@ async def _pg_damage(dsn: str, *statements: str) -> list[str]:
     return await pg_check.check_invariants(dsn)
 
 
-_PG_ONE = "(SELECT max(id) FROM agentledger_search)"
+_PG_NEWEST = "search_pos = (SELECT max(search_pos) FROM agentledger_records)"
 
 
 async def test_postgres_check_reports_damaged_entries(pg_dsn: str) -> None:
+    """PostgreSQL keeps a record's words and position on its row: words that are not the
+    words of its messages, an indexed record without them, one with only one of the two,
+    and a record of no indexed text that has them are each reported."""
     found = await _pg_damage(
-        pg_dsn,
-        "UPDATE agentledger_search SET words = to_tsvector('simple', 'other') "
-        f"WHERE id = {_PG_ONE}",
-    )
-    assert found == ["search index words disagreeing with the text of entry 12"]
-    found = await _pg_damage(
-        pg_dsn,
-        f"UPDATE agentledger_search SET body = 'answer 1 9', words = to_tsvector('simple', "
-        f"'answer 1 9') WHERE id = {_PG_ONE}",
-        "INSERT INTO agentledger_search (session_id, run_id, seq, message, role, ts, body, words) "
-        "SELECT session_id, run_id, seq, 5, role, ts, body, words FROM agentledger_search "
-        "WHERE id = 1",
-        "DELETE FROM agentledger_search WHERE id = 2",
+        pg_dsn, f"UPDATE agentledger_records SET words = 'other' WHERE {_PG_NEWEST}"
     )
     assert found == [
-        "search index entry differing from its message (text): "
-        "session 'sc-s1', run 'sc-s1-r', record 4, message 1",
-        "search index entry of no stored message: "
-        "session 'sc-s0', run 'sc-s0-r', record 2, message 5",
-        "search index entry missing for a message: "
-        "session 'sc-s0', run 'sc-s0-r', record 2, message 1",
+        "search index words disagreeing with the text of session 'sc-s1', run 'sc-s1-r', record 4"
+    ]
+    found = await _pg_damage(
+        pg_dsn,
+        "UPDATE agentledger_records SET words = NULL, search_pos = NULL "
+        "WHERE run_id = 'sc-s0-r' AND seq = 2",
+        "UPDATE agentledger_records SET words = NULL WHERE run_id = 'sc-s0-r' AND seq = 3",
+        "UPDATE agentledger_records SET words = 'question', search_pos = 999 "
+        "WHERE run_id = 'sc-s0-r' AND seq = 1",
+    )
+    assert found == [
+        "search index missing for a record: session 'sc-s0', run 'sc-s0-r', record 2",
+        "search index position and words not both set: session 'sc-s0', run 'sc-s0-r', record 3",
+        "search index words of a record with no indexed text: "
+        "session 'sc-s0', run 'sc-s0-r', record 1",
+        "search index words disagreeing with the text of session 'sc-s1', run 'sc-s1-r', record 4",
     ]
 
 

@@ -1,5 +1,5 @@
 """[G1] The search index of a database made before search existed: the migrations (SQLite
-17 and the one batching its FTS5 writes, PostgreSQL 15) create it empty, and the build
+17 and the one batching its FTS5 writes, PostgreSQL 15 and 17) create it empty, and the build
 indexes the older records in batches, each its own transaction, resumable after a stop,
 with progress; afterwards a search answers exactly what it answered for the same records
 indexed as they were written (same hits, same order)."""
@@ -179,6 +179,16 @@ async def fresh_dsn(postgres_dsn: str) -> AsyncIterator[str]:
         drop_database(dsn)
 
 
+async def _forget_postgres(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The database as the version before search left it (migrations 15 and 17 undone)."""
+    await conn.execute(
+        "ALTER TABLE agentledger_records DROP COLUMN search_pos, DROP COLUMN words; "
+        "DROP SEQUENCE agentledger_search_pos; "
+        "DROP TABLE agentledger_search_left_out, agentledger_search_backfill"
+    )
+    await conn.execute(f"DELETE FROM {pg_migrations.MIGRATIONS_TABLE} WHERE version IN (15, 17)")
+
+
 async def test_postgres_builds_the_index_of_older_records(fresh_dsn: str) -> None:
     async def open_store() -> PostgresStore:
         return await PostgresStore.open(fresh_dsn, min_size=1, max_size=2)
@@ -188,12 +198,8 @@ async def test_postgres_builds_the_index_of_older_records(fresh_dsn: str) -> Non
 
     async def forget() -> None:
         async with await connect() as conn:
-            await conn.execute(
-                "DROP TABLE agentledger_search, agentledger_search_left_out, "
-                "agentledger_search_backfill"
-            )
-            await conn.execute(f"DELETE FROM {pg_migrations.MIGRATIONS_TABLE} WHERE version = 15")
-            assert await pg_migrations.migrate(conn) == [15]
+            await _forget_postgres(conn)
+            assert await pg_migrations.migrate(conn) == [15, 17]
 
     async def build(batch: int, progress: Callable[[int], None]) -> int:
         async with await connect() as conn:
@@ -291,11 +297,7 @@ async def test_postgres_build_refuses_a_damaged_record(fresh_dsn: str) -> None:
     finally:
         await store.close()
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as conn:
-        await conn.execute(
-            "DROP TABLE agentledger_search, agentledger_search_left_out, "
-            "agentledger_search_backfill"
-        )
-        await conn.execute(f"DELETE FROM {pg_migrations.MIGRATIONS_TABLE} WHERE version = 15")
+        await _forget_postgres(conn)
         await pg_migrations.migrate(conn)
         await conn.execute(
             "UPDATE agentledger_records SET payload = %s WHERE (run_id, seq) = "
@@ -306,7 +308,7 @@ async def test_postgres_build_refuses_a_damaged_record(fresh_dsn: str) -> None:
         with pytest.raises(CorruptRecordError):
             await pg_search.build_index(conn, batch=100)
         cur = await conn.execute(
-            "SELECT (SELECT count(*) FROM agentledger_search), "
+            "SELECT (SELECT count(*) FROM agentledger_records WHERE words IS NOT NULL), "
             "EXISTS (SELECT 1 FROM agentledger_search_backfill)"
         )
         assert await cur.fetchone() == (0, True)

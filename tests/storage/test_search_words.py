@@ -29,3 +29,16 @@ def test_lexemes_of_leaves_out_words_postgresql_does_not_keep() -> None:
         f"order 1182 {'é' * 1023}"
     )
     assert tsquery_of(["order", "1182"]) == "'order' & '1182'"
+
+
+def test_lexemes_of_reads_the_words_words_of_reads() -> None:
+    """Its ASCII fast path reads the words every backend reads, each once, in order."""
+    chance = random.Random(45)
+    texts = ["", "Hello, World-1182 foo_bar e@x.com\t\n", f"a {'y' * 2046} {'z' * 2047} b"]
+    texts += [
+        "".join(chance.choice(string.printable) for _ in range(chance.randint(0, 80)))
+        for _ in range(2000)
+    ]
+    for text in texts:
+        words = [w for w in dict.fromkeys(words_of(text).split()) if len(w.encode()) <= 2046]
+        assert lexemes_of(text) == " ".join(words)

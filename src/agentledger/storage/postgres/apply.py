@@ -60,8 +60,12 @@ _UPDATE_LABELS = (
     "UPDATE agentledger_session_labels SET status = %s, created_at = %s WHERE session_id = %s"
 )
 _RECORD_FIELDS = len(RECORD_COLUMNS.split(",")) + 1
-_INSERT_RECORDS = f"INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq) VALUES "
-_RECORD_VALUES = "(" + ", ".join(["%s"] * _RECORD_FIELDS) + ")"
+_INSERT_RECORDS = (
+    f"INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq, search_pos, words) VALUES "
+)
+_RECORD_VALUES = (
+    "(" + ", ".join(["%s"] * _RECORD_FIELDS) + f", {search.POSITION}, %s::tsvector)"
+)  # [G1] a record's words and position in the search index, or NULLs
 _RECORDS_PER_INSERT = 1000  # well below PostgreSQL's 65,535 parameters per statement
 _INSERT_TOOL_RESULT = (
     "INSERT INTO agentledger_tool_results (run_id, call_key, data, checksum) "
@@ -215,12 +219,15 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
             chunk = pairs[start : start + _RECORDS_PER_INSERT]
             flat: list[object] = []
             for record, position in chunk:
+                words = None if sealer is not None else search.record_words(record)
                 if sealer is not None:
                     record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
                 flat.extend(record_params(record, position))
+                flat += (words, words)
             values_sql = ", ".join([_RECORD_VALUES] * len(chunk))
             await conn.execute(_INSERT_RECORDS + values_sql, flat)
-        await search.insert_entries(conn, plan.records, sealed=sealer is not None)
+        if sealer is not None:
+            await search.note_left_out(conn, plan.records)
         for tokens in token_rows(plan.records):  # [G3] the rest is counted by triggers
             await conn.execute(USAGE.add_tokens, tokens)
     for result in plan.tool_results:

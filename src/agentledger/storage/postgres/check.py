@@ -20,8 +20,9 @@ from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.postgres import migrations, search
 from agentledger.storage.postgres.apply import USAGE
-from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row, utc
-from agentledger.storage.search_check import index_findings, left_out_findings
+from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row
+from agentledger.storage.search_check import left_out_findings
+from agentledger.storage.types import Record
 from agentledger.storage.usage_check import usage_findings
 from agentledger.storage.validation import decode_stored_payload
 
@@ -224,63 +225,79 @@ async def _check(conn: psycopg.AsyncConnection[TupleRow]) -> list[str]:
 
 
 _INDEXED_RECORDS = (
-    f"SELECT {RECORD_COLUMNS}, EXISTS (SELECT 1 FROM agentledger_search_backfill b "
+    f"SELECT {RECORD_COLUMNS}, x.search_pos, strip(x.words)::text, "
+    "EXISTS (SELECT 1 FROM agentledger_search_backfill b "
     'WHERE b.ts IS NULL OR (x.ts, x.run_id COLLATE "C", x.seq) < '
     '(b.ts, b.run_id COLLATE "C", b.seq)) '
-    "FROM agentledger_records x WHERE x.session_id <> '' AND x.type = ANY(%s)"
+    "FROM agentledger_records x WHERE x.session_id <> '' AND x.type = ANY(%s) "
+    "ORDER BY x.run_id, x.seq"
 )
-_ENTRIES = "SELECT id, session_id, run_id, seq, message, role, ts, body FROM agentledger_search"
+_STRAY_WORDS = (
+    "SELECT session_id, run_id, seq FROM agentledger_records "
+    "WHERE (search_pos IS NOT NULL OR words IS NOT NULL) "
+    "AND (session_id = '' OR NOT type = ANY(%s)) ORDER BY run_id, seq"
+)
 _WORDS_BATCH = 5000
 _WRONG_WORDS = (
-    "SELECT e.id FROM agentledger_search e "
-    "JOIN unnest(%s::bigint[], %s::text[]) AS u (i, w) ON e.id = u.i "
-    "WHERE strip(e.words) <> u.w::tsvector ORDER BY e.id"
+    "SELECT u.i FROM unnest(%s::integer[], %s::text[], %s::text[]) AS u (i, have, want) "
+    "WHERE u.have::tsvector <> u.want::tsvector ORDER BY u.i"
 )
+
+
+def _name(record: Record) -> str:
+    return f"session {record.session_id!r}, run {record.run_id!r}, record {record.id}"
 
 
 async def _search_problems(conn: psycopg.AsyncConnection[TupleRow], sealed: bool) -> list[str]:
-    """[G1] the search index against the records it is made of, and each entry's words
-    against its text."""
+    """[G1] the search index against the records it is kept on: each indexed record has
+    a position and the words of its messages, no other record has either (a sealed store
+    indexes none, and counts their sessions as left out)."""
     problems: list[str] = []
-    records = []
-    damaged: list[tuple[str, int]] = []
     later: set[tuple[str, int]] = set()
+    records: list[Record] = []
+    compare: list[tuple[Record, str, str]] = []
     cur = await conn.execute(_INDEXED_RECORDS, (search.INDEXED_TYPES,))
     for found in await cur.fetchall():
-        row, maybe_later = found[:-1], found[-1]
-        if maybe_later:
-            later.add((row[0], row[8]))
+        row, (pos, words, maybe_later) = found[:-3], found[-3:]
         try:
-            records.append(record_from_row(row))
+            record = record_from_row(row)
         except CorruptRecordError as e:
             problems.append(str(e))
-            damaged.append((row[0], row[8]))
-    cur = await conn.execute(_ENTRIES)
-    rows = await cur.fetchall()
-    entries = [
-        (sid, rid, seq, m, role, utc(ts), body) for _, sid, rid, seq, m, role, ts, body in rows
-    ]
+            continue
+        if maybe_later:
+            later.add((record.run_id, int(record.id)))
+        records.append(record)
+        want = None if sealed else search.record_words(record)
+        if (pos is None) != (words is None):
+            problems.append(f"search index position and words not both set: {_name(record)}")
+        elif want is None and words is not None:
+            problems.append(f"search index words of a record with no indexed text: {_name(record)}")
+        elif want is not None and words is None:
+            if not maybe_later:
+                problems.append(f"search index missing for a record: {_name(record)}")
+        elif want is not None and words is not None:
+            compare.append((record, words, want))
     if sealed:
         cur = await conn.execute("SELECT session_id FROM agentledger_search_left_out")
         left_out = [sid for (sid,) in await cur.fetchall()]
         problems += left_out_findings(
             {r.session_id for r in records if (r.run_id, int(r.id)) not in later}, left_out
         )
-        records = []
-    problems += index_findings(
-        records,
-        entries,
-        maybe_unindexed=lambda r: (r.run_id, int(r.id)) in later,
-        damaged=damaged,
-    )
-    for start in range(0, len(rows), _WORDS_BATCH):
-        batch = rows[start : start + _WORDS_BATCH]
+    cur = await conn.execute(_STRAY_WORDS, (search.INDEXED_TYPES,))
+    problems += [
+        f"search index words of a record with no indexed text: "
+        f"session {sid!r}, run {rid!r}, record {seq}"
+        for sid, rid, seq in await cur.fetchall()
+    ]
+    for start in range(0, len(compare), _WORDS_BATCH):
+        batch = compare[start : start + _WORDS_BATCH]
         cur = await conn.execute(
-            _WRONG_WORDS, ([row[0] for row in batch], [search.lexemes_of(row[7]) for row in batch])
+            _WRONG_WORDS,
+            (list(range(len(batch))), [have for _, have, _ in batch], [w for _, _, w in batch]),
         )
         problems += [
-            f"search index words disagreeing with the text of entry {id_}"
-            for (id_,) in await cur.fetchall()
+            f"search index words disagreeing with the text of {_name(batch[i][0])}"
+            for (i,) in await cur.fetchall()
         ]
     return problems
 

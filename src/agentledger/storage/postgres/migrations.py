@@ -432,6 +432,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # what each inserted row adds and add a run's counters up into its session's and its
     # labels' (see storage/postgres/usage.py); existing labels are added up once here.
     Migration(16, "usage label totals", usage_schema.MIGRATION, usage_schema.backfill_label_totals),
+    # [G1] the search index moved onto the records' rows: an append writes no row of its
+    # own, one words column and one position per record (see storage/postgres/search.py).
+    Migration(17, "search index on records", search_schema.MIGRATION_17),
 )
 """Every migration this code knows, in order."""
 

@@ -285,19 +285,25 @@ def _statement(
     rows = ", ".join(
         "("
         + ", ".join(f"%(v{i}_{j})s::{t}" for j, t in enumerate(_RECORD_TYPES))
-        + f", %(v{i}_seq)s::bigint, %(v{i}_sum)s::bigint, {i + 1})"
+        + f", %(v{i}_seq)s::bigint, %(v{i}_sum)s::bigint, {i + 1}, %(v{i}_w)s::tsvector)"
         for i in range(count)
     )
-    names = ", ".join([*_RECORD_NAMES, "k"])
-    columns = ", ".join(f"v.{c}" for c in _RECORD_NAMES)
+    names = ", ".join([*_RECORD_NAMES, "k", "words"])
+    # [G1] each record's words in the search index and, if it has them, its position
+    columns = ", ".join([
+        *(f"v.{c}" for c in _RECORD_NAMES),
+        "CASE WHEN v.words IS NULL THEN NULL ELSE nextval('agentledger_search_pos') END",
+        "v.words",
+    ])  # fmt: skip
     gate_insert = "CROSS JOIN a" if session else "WHERE EXISTS (SELECT 1 FROM r)"
     position = "a.base + v.k" if session else "NULL::bigint"
     insert = (
-        f"i AS (INSERT INTO agentledger_records ({RECORD_COLUMNS}, session_seq) "
-        f"SELECT {columns}, {position} FROM (VALUES {rows}) AS v ({names}) {gate_insert} "
+        f"i AS (INSERT INTO agentledger_records ({RECORD_COLUMNS}, search_pos, words, "
+        f"session_seq) SELECT {columns}, {position} "
+        f"FROM (VALUES {rows}) AS v ({names}) {gate_insert} "
         "RETURNING 1) "
     )
-    index = f", {index}" if index else ""  # the search index [G1], written with the records
+    index = f", {index}" if index else ""  # a sealed session left out of search [G1]
     return (
         lock + run + allocate + insert + index + _tokens(tokens)
         + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
@@ -389,6 +395,7 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
         params.update(sid=session.id, status=session.status.value, ended=session.ended_at)
         params["n"] = len(g.plan.records)
     for i, record in enumerate(g.plan.records):
+        params[f"v{i}_w"] = None if sealer is not None else search.record_words(record)
         if sealer is not None:
             record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
         keys = _record_names(i)
@@ -399,15 +406,12 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
         params["to"] = sum(t[1] for t in tokens)
         params["tc"] = sum(t[2] for t in tokens)
     index = ""
-    if session is not None:
-        if sealer is not None:
-            if any(record.type in search.INDEXED_TYPES for record in g.plan.records):
-                index = search.GUESSED_LEFT_OUT
-        else:
-            entries = search.guessed_params(g.plan.records)
-            if entries is not None:
-                index = search.GUESSED_INSERT
-                params.update(entries)
+    if (
+        session is not None
+        and sealer is not None
+        and any(record.type in search.INDEXED_TYPES for record in g.plan.records)
+    ):
+        index = search.GUESSED_LEFT_OUT
     sql = _statement(
         session is not None,
         names,
