@@ -181,14 +181,19 @@ def plan_statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
     if ended:
         statements.append((_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended], True))
     if plan.purge_session:
-        count_purged(plan, reader.search_entries(plan.purge_session))
+        removed, unindex = reader.search_purge(plan.purge_session)
+        count_purged(plan, removed)
         assert plan.purge_receipt is not None
         for receipt in (plan.purge_receipt, *plan.cascade):  # [G2] and the copies' holders
             params = {"id": receipt.session_id, "receipt": encode_receipt(receipt)}
+            if receipt.session_id != plan.purge_session:
+                _, unindex = reader.search_purge(receipt.session_id)
+            statements += unindex  # the words, recomputed from the records still there
             statements.extend(
                 (statement, {"id": receipt.session_id}, False) for statement in search.PURGE
             )
             statements.extend((statement, params, False) for statement in _PURGE)
+        statements.extend((statement, {}, False) for statement in search.AFTER_PURGE)
     return statements
 
 
