@@ -1,5 +1,5 @@
 """[G1] The search index of a database made before search existed: the migrations (SQLite
-17 and the one batching its FTS5 writes, PostgreSQL 15) create it empty, and the build
+17, 19 and 20, the index of the records' own words; PostgreSQL 15) create it empty, and the build
 indexes the older records in batches, each its own transaction, resumable after a stop,
 with progress; afterwards a search answers exactly what it answered for the same records
 indexed as they were written (same hits, same order)."""
@@ -78,18 +78,24 @@ async def _answers(store: Any) -> list[list[Where]]:
     ]
 
 
-_SEARCH_MIGRATIONS = ("search_index", "search_index_batched")
+_SEARCH_MIGRATIONS = ("search_index", "search_index_batched", "search_record_words")
 
 
 def _forget_sqlite(conn: sqlite3.Connection) -> None:
     """The database as the version before search left it."""
-    for table in (
-        "search_text", "search_entries", "search_left_out", "search_backfill", "search_flushed"
-    ):  # fmt: skip
+    for table in ("search_words", "search_left_out", "search_backfill", "search_indexed"):
         conn.execute(f"DROP TABLE {table}")
     conn.execute(
-        f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE name IN (?, ?)", _SEARCH_MIGRATIONS
+        f"DELETE FROM {sqlite_schema.MIGRATIONS_TABLE} WHERE name IN (?, ?, ?)",
+        _SEARCH_MIGRATIONS,
     )
+
+
+def _holding(conn: sqlite3.Connection, word: str) -> int:
+    """How many records the FTS5 index holds ``word`` for."""
+    query = "SELECT count(*) FROM search_words WHERE search_words MATCH ?"
+    (count,) = conn.execute(query, (word,)).fetchone()
+    return int(count)
 
 
 async def _check_rebuild(
@@ -243,7 +249,7 @@ async def test_a_sealed_sqlite_database_builds_no_text_only_what_it_left_out(
         _forget_sqlite(conn)
         sqlite_schema.migrate(conn)
         assert sqlite_search.build_index(conn, batch=4) == 3 * 2 * 3
-        assert conn.execute("SELECT count(*) FROM search_entries").fetchone() == (0,)
+        assert _holding(conn, "common") == 0
     finally:
         conn.close()
     store = await SQLiteStore.open(path, encryption=encryption)
@@ -278,7 +284,7 @@ async def test_sqlite_build_refuses_a_damaged_record(tmp_path: Path) -> None:
         )
         with pytest.raises(CorruptRecordError):
             sqlite_search.build_index(conn, batch=100)
-        assert conn.execute("SELECT count(*) FROM search_entries").fetchone() == (0,)
+        assert _holding(conn, "common") == 0
         assert conn.execute("SELECT 1 FROM search_backfill").fetchone() == (1,)
     finally:
         conn.close()
@@ -312,10 +318,13 @@ async def test_postgres_build_refuses_a_damaged_record(fresh_dsn: str) -> None:
         assert await cur.fetchone() == (0, True)
 
 
-async def test_sqlite_reads_waiting_entries_as_the_fts5_table_does(tmp_path: Path) -> None:
-    """The newest entries wait (fewer than FLUSH_EVERY) before their words go to the FTS5
+async def test_sqlite_reads_waiting_records_as_the_fts5_table_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newest records wait (fewer than FLUSH_EVERY) before their words go to the FTS5
     table; a search reads them one by one: the same answers before and after they go, and
-    a purge of entries on both sides of the line leaves the index sound."""
+    a purge of records on both sides of the line leaves the index sound."""
+    monkeypatch.setattr(sqlite_search, "FLUSH_EVERY", 8)  # both kinds, from 30 records
     path = tmp_path / "waiting.db"
     store = await SQLiteStore.open(path)
     try:
@@ -326,32 +335,76 @@ async def test_sqlite_reads_waiting_entries_as_the_fts5_table_does(tmp_path: Pat
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         (waiting,) = conn.execute(
-            "SELECT count(*) FROM search_entries WHERE id > (SELECT upto FROM search_flushed)"
+            "SELECT count(*) FROM records WHERE pos > (SELECT upto FROM search_indexed)"
         ).fetchone()
-        assert 0 < waiting < sqlite_search.FLUSH_EVERY  # both kinds are read below
+        assert 0 < waiting < sqlite_search.FLUSH_EVERY
+        assert 0 < _holding(conn, "common") < 3 * 2 * 3
         sqlite_search.flush(conn)
+        assert _holding(conn, "common") == 3 * 2 * 3
     finally:
         conn.close()
     store = await SQLiteStore.open(path)
     try:
         assert await _answers(store) == before
         await store.end_session("idx-s2", ended_at=datetime(2030, 1, 1, tzinfo=UTC))
-        await store.purge_session("idx-s2")  # its entries: the newest, some waiting
+        await store.purge_session("idx-s2")  # its records: the newest, some waiting
     finally:
         await store.close()
     assert check_invariants(path) == []
 
 
-async def test_sqlite_purges_waiting_and_written_entries(tmp_path: Path) -> None:
+async def test_sqlite_purges_waiting_and_written_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_search, "FLUSH_EVERY", 8)
     path = tmp_path / "purge.db"
     store = await SQLiteStore.open(path)
     try:
         await _fill(store)
         await store.end_session("idx-s2", ended_at=datetime(2030, 1, 1, tzinfo=UTC))
-        await store.purge_session("idx-s2")  # the newest entries: waiting, and written
+        receipt = await store.purge_session("idx-s2")  # the newest: waiting, and written
+        assert receipt.search_entries == 2 * 3 * 2
         assert [h[0] for h in await _everything(store, "common")] == ["idx-s1"] * 12 + [
             "idx-s0"
         ] * 12
+    finally:
+        await store.close()
+    assert check_invariants(path) == []  # no word of the purged records is left
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        sqlite_search.flush(conn)
+        assert _holding(conn, "common") == 2 * 2 * 3
+    finally:
+        conn.close()
+
+
+async def test_sqlite_positions_given_again_after_a_purge_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purge of the newest records lets SQLite give their positions to the next ones:
+    those are new, so they wait for their words and a search finds them at once."""
+    monkeypatch.setattr(sqlite_search, "FLUSH_EVERY", 4)
+    path = tmp_path / "again.db"
+    store = await SQLiteStore.open(path)
+    try:
+        await _fill(store)
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            sqlite_search.flush(conn)  # every record's words written: none waiting
+        finally:
+            conn.close()
+        await store.end_session("idx-s2", ended_at=datetime(2030, 1, 1, tzinfo=UTC))
+        await store.purge_session("idx-s2")
+        world = World(store, namespace="idx")
+        sid = await world.session("s3")
+        run = await world.root("s3-r", session=sid)
+        said = encode_messages([Message(role="user", parts=(TextPart(text="zebra"),))])
+        await store.append_run_record(
+            run.record(payloads.TRANSCRIPT_APPENDED, said, event_key="z", at=world.now())
+        )
+        assert [h[:4] for h in await _everything(store, "zebra")] == [
+            ("idx-s3", "idx-s3-r", "2", 0)
+        ]
     finally:
         await store.close()
     assert check_invariants(path) == []
@@ -359,20 +412,22 @@ async def test_sqlite_purges_waiting_and_written_entries(tmp_path: Path) -> None
 
 class _FlushAfterFirstRead(sqlite3.Connection):
     """A reader whose statements each see their own snapshot, and a writer that flushes the
-    waiting entries to FTS5 right after the search read where the waiting ones start."""
+    waiting records' words to FTS5 right after the search read where the waiting ones start."""
 
     flush_from: str = ""
+    flushed = False
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
         cursor = super().execute(sql, *args)
-        if sql.startswith("SELECT upto FROM search_flushed") and self.flush_from:
+        if sql.startswith("SELECT upto, (SELECT below") and self.flush_from:
             row = cursor.fetchone()
             writer = sqlite3.connect(self.flush_from, isolation_level=None)
             try:
                 sqlite_search.flush(writer)
+                self.flushed = True
             finally:
                 writer.close()
-            return super().execute("SELECT ?", (row[0],))
+            return super().execute("SELECT ?, ?", row)
         return cursor
 
 
@@ -389,6 +444,7 @@ async def test_sqlite_search_counts_an_entry_flushed_during_it_once(tmp_path: Pa
         assert isinstance(conn, _FlushAfterFirstRead)
         conn.flush_from = str(path)
         page = sqlite_search.search(conn, search_query("common", None, None, "", 50))
+        assert conn.flushed
     finally:
         conn.close()
     assert [(h.session_id, h.run_id, h.record_id, h.message_index) for h in page.hits] == [
