@@ -11,9 +11,10 @@ are written to one SQLite file (``normal``), one PostgreSQL database and read ba
   and the common term: SQLite and PostgreSQL in process, and through ``agentledger serve``
   over the SQLite file;
 - append cost with the index / without it, at ``full`` durability on SQLite (and on
-  PostgreSQL): one transcript record appended with its index entries written, and the
-  same with the backend's index writes skipped (a bench-only switch), interleaved, in a
-  fresh database; goal <= 1.15x;
+  PostgreSQL): one transcript record appended with its index written, and the same with
+  the backend's index writes skipped (a bench-only switch), interleaved, in a fresh
+  database (SQLite: two files, the second's writer never writing the index; wall and CPU
+  time, and the WAL pages per commit); goal <= 1.15x;
 - the index's size / the transcript payloads' size, on each backend.
 
 PostgreSQL is ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is created and dropped),
@@ -28,6 +29,7 @@ import os
 import random
 import sqlite3
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -188,6 +190,78 @@ async def append_ratio(open_store: Callable[[], Awaitable[Any]], rounds: int, se
     )
 
 
+def wal_frames_per_commit(path: Path) -> list[int]:
+    """The pages (frames) each commit of the WAL's current generation wrote, in order."""
+    wal = Path(f"{path}-wal").read_bytes()
+    if len(wal) < 32:
+        return []
+    page_size = struct.unpack(">I", wal[8:12])[0]
+    frames, counts, offset = 0, [], 32
+    while offset + 24 + page_size <= len(wal):
+        header = wal[offset : offset + 24]
+        if header[8:16] != wal[16:24]:  # a frame of an earlier generation: the end
+            break
+        frames += 1
+        if struct.unpack(">I", header[4:8])[0] != 0:  # a commit frame ends a transaction
+            counts.append(frames)
+            frames = 0
+        offset += 24 + page_size
+    return counts
+
+
+async def sqlite_append_ratio(tmp: Path, rounds: int, seed: int) -> list[str]:
+    """SQLite at ``full``: appends of one transcript record to a store that writes the
+    index and to one whose writer never writes it (its flush before each COMMIT skipped:
+    the records' words all wait), two files, interleaved; wall and CPU time (the process's,
+    every thread) per append, and the WAL pages each commit wrote."""
+    paths = {True: tmp / "indexed.db", False: tmp / "unindexed.db"}
+    stores = {True: await SQLiteStore.open(paths[True], durability="full")}
+    saved = sqlite_search.flush_due
+    sqlite_search.flush_due = lambda conn: None  # bound when the store opens
+    try:
+        stores[False] = await SQLiteStore.open(paths[False], durability="full")
+    finally:
+        sqlite_search.flush_due = saved
+    text = Text(seed, rare_every=10**9)
+    wall: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        runs = {}
+        for indexed, store in stores.items():
+            await store.create_session("a", created_at=T0)
+            run = RecordBuilder(RunStart(run_id="a-r", agent_id="a", session_id="a",
+                                         started_at=T0))  # fmt: skip
+            await store.start_root_run(run.root_start())
+            runs[indexed] = run
+        for i in range(rounds):
+            body = turn_payload(text)
+            for indexed in (True, False) if i % 2 else (False, True):
+                record = runs[indexed].record(payloads.TRANSCRIPT_APPENDED, body,
+                                              event_key=f"k{i}",
+                                              at=T0 + timedelta(milliseconds=i))  # fmt: skip
+                start, start_cpu = time.perf_counter(), time.process_time()
+                await stores[indexed].append_run_record(record)
+                cpu[indexed].append(time.process_time() - start_cpu)
+                wall[indexed].append(time.perf_counter() - start)
+        pages = {k: wal_frames_per_commit(path)[-rounds // 2 :] for k, path in paths.items()}
+    finally:
+        for store in stores.values():
+            await store.close()
+    lines = []
+    for what, timed in (("wall", wall), ("CPU", cpu)):
+        with_index, without = statistics.mean(timed[True]), statistics.mean(timed[False])
+        lines.append(
+            f"{what:4} {with_index * 1e6:7.1f} us / {without * 1e6:7.1f} us = "
+            f"{with_index / without:.3f}x (means of {rounds} each)"
+        )
+    per = {k: sum(v) / len(v) for k, v in pages.items()}
+    lines.append(
+        f"WAL  {per[True]:5.2f} pages / {per[False]:5.2f} pages per commit = "
+        f"{per[True] / per[False]:.3f}x (the last {len(pages[True])} commits)"
+    )
+    return lines
+
+
 def sqlite_index_bytes(path: str) -> int:
     conn = sqlite3.connect(path)
     try:
@@ -266,10 +340,8 @@ async def bench(args: argparse.Namespace, tmp: Path, fresh_dsn: Callable[[], str
     print(f"  SQLite      {sqlite_index_bytes(db) / payload:.2f}")
     print(f"  PostgreSQL  {await pg_index_bytes(dsn) / payload:.2f}")
     print("\nappend with the index / without (one transcript record, 2 messages):")
-    sqlite_full = await append_ratio(
-        lambda: SQLiteStore.open(tmp / "appends.db", durability="full"), args.appends, args.seed
-    )
-    print(f"  SQLite full   {sqlite_full}")
+    for line in await sqlite_append_ratio(tmp, args.appends, args.seed):
+        print(f"  SQLite full   {line}")
     pg_dsn = fresh_dsn()
     pg_ratio = await append_ratio(lambda: PostgresStore.open(pg_dsn), args.appends, args.seed)
     print(f"  PostgreSQL    {pg_ratio}")
