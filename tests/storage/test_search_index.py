@@ -450,3 +450,45 @@ async def test_sqlite_search_counts_an_entry_flushed_during_it_once(tmp_path: Pa
     assert [(h.session_id, h.run_id, h.record_id, h.message_index) for h in page.hits] == [
         where[:4] for where in expected
     ]
+
+
+_SPELLED = (  # a letter as a JSON escape; a number the text writes otherwise
+    b'[{"role":"user","parts":[{"kind":"text","text":"\\u0041pple pie"}]}]',
+    b'[{"role":"assistant","parts":[{"kind":"tool_use","id":"t1","name":"weigh",'
+    b'"input":{"grams":1.5e3}}]}]',
+)
+
+
+async def test_sqlite_waiting_records_are_sieved_without_losing_a_hit(tmp_path: Path) -> None:
+    """A search reads the waiting records' payloads through a first sieve on their bytes;
+    a word the JSON spells with an escape, or a number written otherwise in the payload,
+    is still found, waiting and once its words are written."""
+    path = tmp_path / "sieve.db"
+    store = await SQLiteStore.open(path)
+    try:
+        world = World(store, namespace="sv")
+        sid = await world.session("s")
+        run = await world.root("s-r", session=sid)
+        for i, said in enumerate(_SPELLED):
+            record = run.record(payloads.TRANSCRIPT_APPENDED, said, event_key=f"k{i}",
+                                at=world.now())  # fmt: skip
+            await store.append_run_record(record)
+        expected = [[("sv-s", "sv-s-r", "2", 0)], [("sv-s", "sv-s-r", "3", 0)], []]
+
+        async def found() -> list[list[tuple[str, str, str, int]]]:
+            return [
+                [h[:4] for h in await _everything(store, text)]
+                for text in ("apple", "1500", "pear")
+            ]
+
+        assert await found() == expected  # waiting
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            sqlite_search.flush(conn)
+            assert _holding(conn, "apple") == 1
+        finally:
+            conn.close()
+        assert await found() == expected  # written
+    finally:
+        await store.close()
+    assert check_invariants(path) == []

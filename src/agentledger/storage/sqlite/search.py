@@ -293,6 +293,21 @@ def _bound(query: SearchQuery, upto: int | None) -> int:
 
 
 _ROW = f"r.pos, {RECORD_COLUMNS}"
+_ESCAPE = "X'5C75'"  # the bytes of a JSON escape: backslash, u
+
+
+def _sieve(query: SearchQuery) -> tuple[str, list[object]]:
+    """A first sieve of the waiting records, on their payloads' bytes, that never drops a
+    hit: a message's word of ASCII letters is in its record's JSON as it is (JSON changes
+    no letter, and re-encoded tool inputs keep strings and keys), unless the JSON spells
+    a character as an escape (backslash, u), which lets the record through. LIKE ignores
+    the case of ASCII letters; a word with digits may come from a number written
+    differently, so it is not sieved."""
+    words = [term for term in query.terms if term.isascii() and term.isalpha()]
+    if not words:
+        return "", []
+    likes = " AND ".join("r.payload LIKE ?" for _ in words)
+    return f"(instr(r.payload, {_ESCAPE}) > 0 OR ({likes}))", [f"%{w}%" for w in words]
 
 
 def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
@@ -308,11 +323,17 @@ def search(conn: sqlite3.Connection, query: SearchQuery) -> SearchPage:
         where, params = _filter(query, "r")
         where[:0] = ["r.pos > ?", "r.pos <= ?", "r.session_id <> ''", f"r.type IN ({_TYPES})"]
         params[:0] = [upto, _bound(query, None), *INDEXED_TYPES]
+        sieve, words = _sieve(query)
+        if sieve:
+            where.append(sieve)
+            params += words
         waiting = conn.execute(
             f"SELECT {_ROW} FROM records AS r WHERE {' AND '.join(where)} ORDER BY r.pos DESC",
             params,
-        ).fetchall()
-        found = _hits(waiting, query)[: query.fetch]
+        )
+        while len(found) < query.fetch and (rows := waiting.fetchmany(query.fetch)):
+            found += _hits(rows, query)
+        found = found[: query.fetch]
         # Up to the same ``upto``: a record written since the first read (each statement
         # has its own snapshot) was read above, not again here.
         found += _written(conn, query, _bound(query, upto), query.fetch - len(found))
