@@ -306,7 +306,7 @@ def _sieve(query: SearchQuery) -> tuple[str, list[object]]:
     words = [term for term in query.terms if term.isascii() and term.isalpha()]
     if not words:
         return "", []
-    likes = " AND ".join("r.payload LIKE ?" for _ in words)
+    likes = " AND ".join("CAST(r.payload AS TEXT) LIKE ?" for _ in words)
     return f"(instr(r.payload, {_ESCAPE}) > 0 OR ({likes}))", [f"%{w}%" for w in words]
 
 
