@@ -190,23 +190,34 @@ async def append_ratio(open_store: Callable[[], Awaitable[Any]], rounds: int, se
     )
 
 
-def wal_frames_per_commit(path: Path) -> list[int]:
-    """The pages (frames) each commit of the WAL's current generation wrote, in order."""
-    wal = Path(f"{path}-wal").read_bytes()
-    if len(wal) < 32:
-        return []
-    page_size = struct.unpack(">I", wal[8:12])[0]
-    frames, counts, offset = 0, [], 32
-    while offset + 24 + page_size <= len(wal):
-        header = wal[offset : offset + 24]
-        if header[8:16] != wal[16:24]:  # a frame of an earlier generation: the end
-            break
-        frames += 1
-        if struct.unpack(">I", header[4:8])[0] != 0:  # a commit frame ends a transaction
-            counts.append(frames)
-            frames = 0
-        offset += 24 + page_size
-    return counts
+class WalCommits:
+    """The pages (frames) each commit writes to a database's WAL, read as it grows; a
+    checkpoint starts the log over (new salts), so read it at least that often."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(f"{path}-wal")
+        self.salts = b""
+        self.offset = 32
+        self.frames = 0
+        self.commits: list[int] = []
+
+    def read(self) -> None:
+        with self.path.open("rb") as wal:
+            header = wal.read(32)
+            if len(header) < 32:
+                return
+            if header[16:24] != self.salts:  # a new generation of the log
+                self.salts, self.offset, self.frames = header[16:24], 32, 0
+            page_size = struct.unpack(">I", header[8:12])[0]
+            wal.seek(self.offset)
+            while len(frame := wal.read(24)) == 24 and frame[8:16] == self.salts:
+                if len(wal.read(page_size)) < page_size:
+                    break
+                self.offset += 24 + page_size
+                self.frames += 1
+                if struct.unpack(">I", frame[4:8])[0] != 0:  # a commit frame ends one
+                    self.commits.append(self.frames)
+                    self.frames = 0
 
 
 async def sqlite_append_ratio(tmp: Path, rounds: int, seed: int) -> list[str]:
@@ -233,6 +244,9 @@ async def sqlite_append_ratio(tmp: Path, rounds: int, seed: int) -> list[str]:
                                          started_at=T0))  # fmt: skip
             await store.start_root_run(run.root_start())
             runs[indexed] = run
+        wals = {k: WalCommits(path) for k, path in paths.items()}
+        for wal in wals.values():
+            wal.read()
         for i in range(rounds):
             body = turn_payload(text)
             for indexed in (True, False) if i % 2 else (False, True):
@@ -243,7 +257,8 @@ async def sqlite_append_ratio(tmp: Path, rounds: int, seed: int) -> list[str]:
                 await stores[indexed].append_run_record(record)
                 cpu[indexed].append(time.process_time() - start_cpu)
                 wall[indexed].append(time.perf_counter() - start)
-        pages = {k: wal_frames_per_commit(path)[-rounds // 2 :] for k, path in paths.items()}
+                wals[indexed].read()
+        pages = {k: wal.commits[-rounds:] for k, wal in wals.items()}
     finally:
         for store in stores.values():
             await store.close()
@@ -257,7 +272,7 @@ async def sqlite_append_ratio(tmp: Path, rounds: int, seed: int) -> list[str]:
     per = {k: sum(v) / len(v) for k, v in pages.items()}
     lines.append(
         f"WAL  {per[True]:5.2f} pages / {per[False]:5.2f} pages per commit = "
-        f"{per[True] / per[False]:.3f}x (the last {len(pages[True])} commits)"
+        f"{per[True] / per[False]:.3f}x ({len(pages[True])} / {len(pages[False])} commits)"
     )
     return lines
 
