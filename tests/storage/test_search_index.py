@@ -492,3 +492,42 @@ async def test_sqlite_waiting_records_are_sieved_without_losing_a_hit(tmp_path: 
     finally:
         await store.close()
     assert check_invariants(path) == []
+
+
+async def test_sqlite_migration_20_replaces_an_index_of_entries(tmp_path: Path) -> None:
+    """A database at schema version 19 (an entry row per message, their words flushed 32 at
+    a time by a trigger) becomes the index of the records' own words: migration 20 drops
+    the entries, the build indexes every record again, and searches answer as before."""
+    path = tmp_path / "v19.db"
+    store = await SQLiteStore.open(path)
+    try:
+        await _fill(store)
+        live = await _answers(store)
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        _forget_sqlite(conn)
+        sqlite_schema.migrate(conn, upto=19)
+        conn.execute("DELETE FROM search_backfill")  # built, by version 19's build
+        rows = conn.execute(
+            "SELECT session_id, run_id, seq, type, timestamp, payload FROM records ORDER BY pos"
+        ).fetchall()
+        for sid, rid, seq, type_, ms, payload in rows:
+            text = sqlite_search.record_text(sid, type_, payload)
+            for message, body in enumerate(text.split("\n") if text else []):
+                conn.execute(
+                    "INSERT INTO search_entries (session_id, run_id, seq, message, role, "
+                    "timestamp, body) VALUES (?, ?, ?, ?, '', ?, ?)",
+                    (sid, rid, seq, message, ms, body),
+                )
+        (flushed,) = conn.execute("SELECT upto FROM search_flushed").fetchone()
+        assert flushed == 32  # version 19's trigger wrote a batch of words
+    finally:
+        conn.close()
+    store = await SQLiteStore.open(path)  # migrates to 20 and builds the index
+    try:
+        assert await _answers(store) == live
+    finally:
+        await store.close()
+    assert check_invariants(path) == []
