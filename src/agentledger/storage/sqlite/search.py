@@ -4,7 +4,7 @@
 :mod:`agentledger.storage.search` for what is indexed): its rowid is the record's ``pos``
 (the commit order), its words those of the record's messages joined by newlines. The text
 is not stored twice: a hit reads its record (checksum verified) for the message, its role
-and the snippet, and keeps the messages that hold every term (:func:`matches`), so a hit
+and the snippet, and keeps the messages that hold every term (:func:`holds`), so a hit
 is exact even where a record's terms are spread over several of its messages.
 
 Nothing is written per append. The words of the newest records wait: the transaction
@@ -37,7 +37,6 @@ from agentledger.storage.search import (
     SearchPage,
     SearchQuery,
     index_entries,
-    matches,
     scope_filter,
     search_page,
 )
@@ -56,6 +55,7 @@ __all__ = [
     "flush",
     "flush_due",
     "hit_id",
+    "holds",
     "index_statements",
     "purge_statements",
     "record_text",
@@ -276,12 +276,32 @@ def _hits(rows: list[Any], query: SearchQuery) -> list[FoundEntry]:
             id_ = hit_id(pos, entry.message_index)
             if query.before is not None and id_ >= query.before:
                 continue
-            if matches(query.terms, entry.body):
+            if holds(query.terms, entry.body):
                 found.append(FoundEntry(
                     id_, record.session_id, record.run_id, int(record.id), entry.message_index,
                     entry.role, record.timestamp, entry.body,
                 ))  # fmt: skip
     return found
+
+
+def holds(terms: Sequence[str], body: str) -> bool:
+    """Whether ``body`` holds every term as a whole word, in any case: what
+    :func:`~agentledger.storage.search.matches` answers, found without reading every word
+    of the message (a word is a run of letters and digits of the lower-cased text, and
+    ``[^\\W_]`` is ``str.isalnum``)."""
+    low = body.lower()
+    for term in terms:
+        at = low.find(term)
+        while at >= 0:
+            end = at + len(term)
+            if (at == 0 or not low[at - 1].isalnum()) and (
+                end == len(low) or not low[end].isalnum()
+            ):
+                break
+            at = low.find(term, at + 1)
+        else:
+            return False
+    return True
 
 
 def _bound(query: SearchQuery, upto: int | None) -> int:
