@@ -531,3 +531,45 @@ async def test_sqlite_migration_20_replaces_an_index_of_entries(tmp_path: Path) 
     finally:
         await store.close()
     assert check_invariants(path) == []
+
+
+def _index_state(path: Path) -> tuple[Any, ...]:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        return tuple(
+            conn.execute(
+                "SELECT (SELECT upto FROM search_indexed), (SELECT max(pos) FROM records), "
+                "(SELECT group_concat(id || ':' || hex(block)) FROM search_words_data)"
+            ).fetchone()
+        )
+    finally:
+        conn.close()
+
+
+async def test_sqlite_appends_write_the_index_only_when_a_batch_fills(tmp_path: Path) -> None:
+    """An append writes nothing for the index until FLUSH_EVERY records wait; the
+    transaction of the record that makes them FLUSH_EVERY writes all their words."""
+    path = tmp_path / "batches.db"
+    store = await SQLiteStore.open(path)
+    try:
+        world = World(store, namespace="b")
+        sid = await world.session("s")
+        run = await world.root("s-r", session=sid)
+        said = encode_messages([Message(role="user", parts=(TextPart(text="batch words"),))])
+        upto, top, empty = _index_state(path)
+        assert (upto, top) == (0, 1)  # the run's start record waits
+        for i in range(sqlite_search.FLUSH_EVERY - 2):
+            await store.append_run_record(
+                run.record(payloads.TRANSCRIPT_APPENDED, said, event_key=f"k{i}", at=world.now())
+            )
+            assert _index_state(path) == (0, i + 2, empty)  # nothing written
+        await store.append_run_record(
+            run.record(payloads.TRANSCRIPT_APPENDED, said, event_key="last", at=world.now())
+        )
+        upto, top, words = _index_state(path)
+        assert (upto, top) == (sqlite_search.FLUSH_EVERY, sqlite_search.FLUSH_EVERY)
+        assert words != empty
+        assert len((await store.search("batch", limit=100)).hits) == sqlite_search.FLUSH_EVERY - 1
+    finally:
+        await store.close()
+    assert check_invariants(path) == []
