@@ -573,3 +573,29 @@ async def test_sqlite_appends_write_the_index_only_when_a_batch_fills(tmp_path: 
     finally:
         await store.close()
     assert check_invariants(path) == []
+
+
+async def test_sqlite_cascade_purge_erases_the_words_of_the_copies(tmp_path: Path) -> None:
+    """A cascade purges the sessions holding copies in the same transaction: their words
+    go from the FTS5 table with the source's."""
+    from agentledger.storage.conformance._derived import _source_and_holder, _summarised
+
+    path = tmp_path / "cascade.db"
+    store = await SQLiteStore.open(path)
+    try:
+        world = World(store, namespace="cas")
+        source, holder, copy = await _source_and_holder(world, "cas")
+        await _summarised(world, copy, "cas-next", "Summary: zebra was copied.")
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            sqlite_search.flush(conn)
+            assert _holding(conn, "zebra") == 1
+        finally:
+            conn.close()
+        await store.end_session(holder, ended_at=world.now())
+        receipt = await store.purge_session(source, cascade=True)
+        assert receipt.cascaded == [holder]
+        assert (await store.search("zebra")).hits == []
+    finally:
+        await store.close()
+    assert check_invariants(path) == []  # no word of either session left

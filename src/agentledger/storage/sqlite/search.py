@@ -241,23 +241,30 @@ def flush(conn: sqlite3.Connection) -> None:
 
 
 def purge_statements(
-    conn: sqlite3.Connection, session_id: str, *, sealed: bool
+    conn: sqlite3.Connection, session_ids: Sequence[str], *, sealed: bool
 ) -> tuple[int, list[_Statement]]:
-    """How many messages of ``session_id`` the index holds (what its purge removes), and
-    the statements deleting their words (run before the records are deleted, in the same
-    transaction). A sealed store indexed none."""
+    """How many messages of the first of ``session_ids`` the index holds (what its purge
+    removes), and the statements deleting the words of them all (run before the records
+    are deleted, in the same transaction). A sealed store indexed none.
+
+    Contentless FTS5 deletes a row given the text it was given: it is recomputed from the
+    payloads (a purge reads its sessions' records through their checksums first, and a
+    damaged one refuses it, so they are the bytes the words were read from).
+    """
     if sealed:
         return 0, []
     upto, below = conn.execute(_MARKS).fetchone()
     count = 0
     deletes = []
-    for pos, sid, type_, payload in conn.execute(
-        _SESSION_TEXT, (session_id, below or 0, *INDEXED_TYPES)
-    ):
-        entries = _entries(sid, type_, payload)
-        count += len(entries)
-        if entries and pos <= upto:
-            deletes.append((pos, _text(entries)))
+    for session_id in session_ids:
+        for pos, sid, type_, payload in conn.execute(
+            _SESSION_TEXT, (session_id, below or 0, *INDEXED_TYPES)
+        ):
+            entries = _entries(sid, type_, payload)
+            if session_id == session_ids[0]:
+                count += len(entries)
+            if entries and pos <= upto:  # its words written
+                deletes.append((pos, _text(entries)))
     return count, ([(_DELETE_WORDS, deletes, True)] if deletes else [])
 
 
