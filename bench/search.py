@@ -12,10 +12,11 @@ are written to one SQLite file (``normal``), one PostgreSQL database and read ba
   over the SQLite file;
 - append cost with the index / without it, at ``full`` durability on SQLite and with
   ``fsync=on`` on PostgreSQL (and, for reference, ``fsync=off``): one transcript record
-  appended with its index entries written, and the same with the backend's index writes
-  skipped (a bench-only switch), interleaved, in a fresh database; the median wall time
-  and the median CPU time per append (this process's, and on PostgreSQL the server
-  process's too: the machine may be busy, CPU time is the steadier); goal <= 1.15x;
+  appended with its index written, and the same with the backend's index writes skipped,
+  interleaved, in a fresh database (SQLite: two files, the second's writer never writing
+  the index, with the WAL pages per commit; PostgreSQL: a bench-only switch), wall and CPU
+  time per append (on PostgreSQL the server process's CPU too: the machine may be busy,
+  CPU time is the steadier); goal <= 1.15x;
 - the index's size / the transcript payloads' size, on each backend.
 
 PostgreSQL's search rows use ``AGENTLEDGER_TEST_PG_DSN`` if set (a fresh database is
@@ -32,6 +33,7 @@ import os
 import random
 import sqlite3
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -141,18 +143,17 @@ async def latencies(search: Callable[[str], Awaitable[Any]], reads: int) -> dict
 
 @contextmanager
 def unindexed(indexed: bool) -> Iterator[None]:
-    """Appends as if the index did not exist (the backends' index writes skipped), unless
+    """Appends as if PostgreSQL's index did not exist (its index writes skipped), unless
     ``indexed``: the A/B of the index's cost, everything else the same."""
     if indexed:
         yield
         return
-    saved = sqlite_search.index_statements, pg_search.record_words
-    sqlite_search.index_statements = lambda *args, **kw: []
+    saved = pg_search.record_words
     pg_search.record_words = lambda *args, **kw: None  # no words: no position either
     try:
         yield
     finally:
-        sqlite_search.index_statements, pg_search.record_words = saved
+        pg_search.record_words = saved
 
 
 async def append_ratio(
@@ -216,6 +217,93 @@ async def pg_backend_cpu(dsn: str) -> Callable[[], float]:
         return int(stat.read_text().split()[0]) / 1e9
 
     return read
+
+
+class WalCommits:
+    """The pages (frames) each commit writes to a database's WAL, read as it grows; a
+    checkpoint starts the log over (new salts), so read it at least that often."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(f"{path}-wal")
+        self.salts = b""
+        self.offset = 32
+        self.frames = 0
+        self.commits: list[int] = []
+
+    def read(self) -> None:
+        with self.path.open("rb") as wal:
+            header = wal.read(32)
+            if len(header) < 32:
+                return
+            if header[16:24] != self.salts:  # a new generation of the log
+                self.salts, self.offset, self.frames = header[16:24], 32, 0
+            page_size = struct.unpack(">I", header[8:12])[0]
+            wal.seek(self.offset)
+            while len(frame := wal.read(24)) == 24 and frame[8:16] == self.salts:
+                if len(wal.read(page_size)) < page_size:
+                    break
+                self.offset += 24 + page_size
+                self.frames += 1
+                if struct.unpack(">I", frame[4:8])[0] != 0:  # a commit frame ends one
+                    self.commits.append(self.frames)
+                    self.frames = 0
+
+
+async def sqlite_append_ratio(tmp: Path, rounds: int, seed: int) -> list[str]:
+    """SQLite at ``full``: appends of one transcript record to a store that writes the
+    index and to one whose writer never writes it (its flush before each COMMIT skipped:
+    the records' words all wait), two files, interleaved; wall and CPU time (the process's,
+    every thread) per append, and the WAL pages each commit wrote."""
+    paths = {True: tmp / "indexed.db", False: tmp / "unindexed.db"}
+    stores = {True: await SQLiteStore.open(paths[True], durability="full")}
+    saved = sqlite_search.flush_due
+    sqlite_search.flush_due = lambda conn: None  # bound when the store opens
+    try:
+        stores[False] = await SQLiteStore.open(paths[False], durability="full")
+    finally:
+        sqlite_search.flush_due = saved
+    text = Text(seed, rare_every=10**9)
+    wall: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        runs = {}
+        for indexed, store in stores.items():
+            await store.create_session("a", created_at=T0)
+            run = RecordBuilder(RunStart(run_id="a-r", agent_id="a", session_id="a",
+                                         started_at=T0))  # fmt: skip
+            await store.start_root_run(run.root_start())
+            runs[indexed] = run
+        wals = {k: WalCommits(path) for k, path in paths.items()}
+        for wal in wals.values():
+            wal.read()
+        for i in range(rounds):
+            body = turn_payload(text)
+            for indexed in (True, False) if i % 2 else (False, True):
+                record = runs[indexed].record(payloads.TRANSCRIPT_APPENDED, body,
+                                              event_key=f"k{i}",
+                                              at=T0 + timedelta(milliseconds=i))  # fmt: skip
+                start, start_cpu = time.perf_counter(), time.process_time()
+                await stores[indexed].append_run_record(record)
+                cpu[indexed].append(time.process_time() - start_cpu)
+                wall[indexed].append(time.perf_counter() - start)
+                wals[indexed].read()
+        pages = {k: wal.commits[-rounds:] for k, wal in wals.items()}
+    finally:
+        for store in stores.values():
+            await store.close()
+    lines = []
+    for what, timed in (("wall", wall), ("CPU", cpu)):
+        with_index, without = statistics.mean(timed[True]), statistics.mean(timed[False])
+        lines.append(
+            f"{what:4} {with_index * 1e6:7.1f} us / {without * 1e6:7.1f} us = "
+            f"{with_index / without:.3f}x (means of {rounds} each)"
+        )
+    per = {k: sum(v) / len(v) for k, v in pages.items()}
+    lines.append(
+        f"WAL  {per[True]:5.2f} pages / {per[False]:5.2f} pages per commit = "
+        f"{per[True] / per[False]:.3f}x ({len(pages[True])} / {len(pages[False])} commits)"
+    )
+    return lines
 
 
 def sqlite_index_bytes(path: str) -> int:
@@ -315,10 +403,8 @@ async def bench(args: argparse.Namespace, tmp: Path, fresh_dsn: Callable[[], str
     print(f"  SQLite      {sqlite_index_bytes(db) / payload:.2f}")
     print(f"  PostgreSQL  {await pg_index_bytes(dsn) / payload:.2f}")
     print("\nappend with the index / without (one transcript record, 2 messages):")
-    sqlite_full = await append_ratio(
-        lambda: SQLiteStore.open(tmp / "appends.db", durability="full"), args.appends, args.seed
-    )
-    print(f"  SQLite full   {sqlite_full}")
+    for line in await sqlite_append_ratio(tmp, args.appends, args.seed):
+        print(f"  SQLite full   {line}")
     for fsync in (True, False):  # equal durability: fsync on is the row; off, for reference
         with durable_postgres(fsync) as pg_dsn:
             pg_ratio = await append_ratio(

@@ -52,14 +52,14 @@ def test_migrate_builds_the_search_index_of_older_records(demo: Demo, tmp_path: 
     db = demo.copy(tmp_path)
     conn = sqlite3.connect(db, isolation_level=None)
     try:
-        for table in ("search_text", "search_entries", "search_left_out", "search_backfill"):
+        for table in ("search_words", "search_indexed", "search_left_out", "search_backfill"):
             conn.execute(f"DROP TABLE {table}")
-        conn.execute("DELETE FROM _agentledger_migrations WHERE version = 17")
+        conn.execute("DELETE FROM _agentledger_migrations WHERE version IN (17, 19, 20)")
     finally:
         conn.close()
     done = run_cli("--db", str(db), "migrate")
     assert done.code == 0, done.err
-    assert "applied migration 17" in done.out
+    assert "applied migrations 17, 19, 20;" in done.out
     assert re.fullmatch(r"search index: \d+ older records indexed\n", done.err)
     found = run_cli("--db", str(db), "search", "weather", "--json").json()
     assert len(found["hits"]) == 2

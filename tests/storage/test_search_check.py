@@ -1,7 +1,8 @@
-"""[G1] ``check`` audits the search index against the records it is made of: an entry
-missing, of no message, differing from its message, or words (FTS5 on SQLite, the
-``tsvector`` of the record's row on PostgreSQL) that disagree with the text are each
-reported; a sound index, also one whose build has not finished, is not."""
+"""[G1] ``check`` audits the search index against the records it is made of: on SQLite a
+record's words missing from the FTS5 index, differing from its text, or words of no
+record (or of one still waiting) are each reported; on PostgreSQL a record indexed without
+words or a place, words on a record with nothing to index, or words that disagree with its
+messages' text; a sound index, also one whose build has not finished, is not."""
 
 from __future__ import annotations
 
@@ -47,82 +48,90 @@ async def sqlite_db(tmp_path: Path) -> Path:
         await _fill(store)
     finally:
         await store.close()
+    assert check_invariants(path) == []  # the records' words still waiting
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        sqlite_search.flush(conn)  # the records' words in the FTS5 table
+    finally:
+        conn.close()
     assert check_invariants(path) == []
     return path
 
 
-def _damage(path: Path, *statements: str) -> list[str]:
+def _damage(path: Path, *statements: str | tuple[str, tuple[object, ...]]) -> list[str]:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         for statement in statements:
-            conn.execute(statement)
+            if isinstance(statement, tuple):
+                conn.execute(*statement)
+            else:
+                conn.execute(statement)
     finally:
         conn.close()
     return check_invariants(path)
 
 
-_ONE = "(SELECT max(id) FROM search_entries)"
-
-
-def test_sqlite_check_reports_a_missing_entry(sqlite_db: Path) -> None:
-    found = _damage(sqlite_db, f"DELETE FROM search_entries WHERE id = {_ONE}")
-    assert found == ["search index entry missing for a message: session 'sc-s1', "
-                     "run 'sc-s1-r', record 4, message 1"]  # fmt: skip
-
-
-def test_sqlite_check_reports_an_entry_of_no_message(sqlite_db: Path) -> None:
-    found = _damage(
-        sqlite_db,
-        "INSERT INTO search_entries (session_id, run_id, seq, message, role, timestamp, body) "
-        "SELECT session_id, run_id, seq, 7, role, timestamp, body FROM search_entries "
-        f"WHERE id = {_ONE}",
-    )
-    assert found == ["search index entry of no stored message: session 'sc-s1', "
-                     "run 'sc-s1-r', record 4, message 7"]  # fmt: skip
-
-
-def test_sqlite_check_reports_an_entry_differing_from_its_message(sqlite_db: Path) -> None:
-    found = _damage(
-        sqlite_db,
-        f"DELETE FROM search_entries WHERE id = {_ONE}",  # its words go with it
-        "INSERT INTO search_entries (session_id, run_id, seq, message, role, timestamp, body) "
-        "VALUES ('sc-s1', 'sc-s1-r', 4, 1, 'user', 0, 'answer 1 9')",
-    )
-    assert found == ["search index entry differing from its message (role, time, text): "
-                     "session 'sc-s1', run 'sc-s1-r', record 4, message 1"]  # fmt: skip
-
-
-def test_sqlite_check_reports_words_disagreeing_with_an_entry(sqlite_db: Path) -> None:
-    conn = sqlite3.connect(sqlite_db, isolation_level=None)
+def _newest(path: Path) -> tuple[int, str]:
+    """The newest transcript record's position and the words the index holds for it."""
+    conn = sqlite3.connect(path, isolation_level=None)
     try:
-        sqlite_search.flush(conn)  # the entries' words in the FTS5 table, not waiting
+        pos, sid, type_, payload = conn.execute(
+            "SELECT pos, session_id, type, payload FROM records WHERE type = ? "
+            "ORDER BY pos DESC LIMIT 1",
+            (payloads.TRANSCRIPT_APPENDED,),
+        ).fetchone()
     finally:
         conn.close()
-    assert check_invariants(sqlite_db) == []
-    found = _damage(
-        sqlite_db,  # the entry stays, the FTS5 index forgets its words
-        "INSERT INTO search_text (search_text, rowid, body) "
-        f"SELECT 'delete', id, body FROM search_entries WHERE id = {_ONE}",
-    )
-    assert len(found) == 1
-    assert found[0].startswith("search text index disagreeing with its entry")
+    return pos, sqlite_search.record_text(sid, type_, payload)
+
+
+_FORGET = "INSERT INTO search_words (search_words, rowid, body) VALUES ('delete', ?, ?)"
+_ADD = "INSERT INTO search_words (rowid, body) VALUES (?, ?)"
+
+
+def test_sqlite_check_reports_missing_words(sqlite_db: Path) -> None:
+    pos, text = _newest(sqlite_db)
+    assert text == "question 1 2\nanswer 1 2"
+    found = _damage(sqlite_db, (_FORGET, (pos, text)))  # the record stays, its words go
+    assert found == ["search index words missing for a record: session 'sc-s1', "
+                     "run 'sc-s1-r', record 4"]  # fmt: skip
+
+
+def test_sqlite_check_reports_words_of_no_record(sqlite_db: Path) -> None:
+    found = _damage(sqlite_db, (_ADD, (999, "stray words")))
+    assert found == ["search index words of no indexed record: position 999"]
+
+
+def test_sqlite_check_reports_words_of_a_waiting_record(sqlite_db: Path) -> None:
+    """A record above the watermark is read by a search itself: words of it are stray
+    (a search would find it twice)."""
+    pos, text = _newest(sqlite_db)
     found = _damage(
         sqlite_db,
-        "INSERT INTO search_text (rowid, body) VALUES (999, 'stray words')",
+        (_FORGET, (pos, text)),
+        ("UPDATE search_indexed SET upto = ?", (pos - 1,)),
+        (_ADD, (pos, text)),
     )
-    assert found[-1] == "search text index of no entry: 999"
+    assert found == [f"search index words of no indexed record: position {pos}"]
+
+
+def test_sqlite_check_reports_words_differing_from_their_record(sqlite_db: Path) -> None:
+    pos, text = _newest(sqlite_db)
+    found = _damage(sqlite_db, (_FORGET, (pos, text)), (_ADD, (pos, "answer 1 9")))
+    assert found == ["search index words disagreeing with their record: "
+                     "session 'sc-s1', run 'sc-s1-r', record 4"]  # fmt: skip
 
 
 def test_sqlite_check_allows_an_unfinished_build(sqlite_db: Path) -> None:
-    """While the build of older records is under way, their entries may be missing."""
+    """While the build of older records is under way, their words may be missing."""
     conn = sqlite3.connect(sqlite_db, isolation_level=None)
     try:
         (top,) = conn.execute("SELECT max(pos) FROM records").fetchone()
-        conn.execute("INSERT INTO search_backfill (id, below, next_id) VALUES (1, ?, -1)",
-                     (top + 1,))  # fmt: skip
+        conn.execute("INSERT INTO search_backfill (id, below) VALUES (1, ?)", (top + 1,))
     finally:
         conn.close()
-    assert _damage(sqlite_db, "DELETE FROM search_entries") == []
+    forget_all = "INSERT INTO search_words (search_words) VALUES ('delete-all')"
+    assert _damage(sqlite_db, forget_all) == []
 
 
 @pytest.fixture

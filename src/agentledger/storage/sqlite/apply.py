@@ -181,14 +181,18 @@ def plan_statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
     if ended:
         statements.append((_DELETE_TOOL_RESULTS, [(run_id,) for run_id in ended], True))
     if plan.purge_session:
-        count_purged(plan, reader.search_entries(plan.purge_session))
         assert plan.purge_receipt is not None
-        for receipt in (plan.purge_receipt, *plan.cascade):  # [G2] and the copies' holders
+        purged = [plan.purge_session, *(receipt.session_id for receipt in plan.cascade)]
+        removed, unindex = reader.search_purge(purged)  # [G2] and the copies' holders
+        count_purged(plan, removed)
+        statements += unindex  # the words, recomputed from the records still there
+        for receipt in (plan.purge_receipt, *plan.cascade):
             params = {"id": receipt.session_id, "receipt": encode_receipt(receipt)}
             statements.extend(
                 (statement, {"id": receipt.session_id}, False) for statement in search.PURGE
             )
             statements.extend((statement, params, False) for statement in _PURGE)
+        statements.extend((statement, {}, False) for statement in search.AFTER_PURGE)
     return statements
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -17,13 +16,12 @@ from agentledger.errors import AgentledgerError, CorruptRecordError, ValidationE
 from agentledger.storage import accounting, payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
-from agentledger.storage.search import terms_of
-from agentledger.storage.search_check import index_findings, left_out_findings
-from agentledger.storage.sqlite import schema, search
+from agentledger.storage.sqlite import schema
 from agentledger.storage.sqlite.apply import USAGE
 from agentledger.storage.sqlite.connection import map_open_error
 from agentledger.storage.sqlite.readonly import read_only_uri
-from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record, from_ms
+from agentledger.storage.sqlite.rows import RECORD_COLUMNS, decode_record
+from agentledger.storage.sqlite.search_check import open_vocabulary, search_problems
 from agentledger.storage.usage_check import LabelCount, usage_findings
 from agentledger.storage.validation import decode_stored_payload
 
@@ -149,8 +147,8 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     whose checksum fails; the label index holds exactly each session's labels,
     with its status and creation time; a session's messages are numbered 1, 2,
     ... in a live session, marked started exactly when their run exists; the search
-    index holds one entry for each indexed message, as the record says it, and the
-    FTS5 index holds each entry's words.
+    index holds the words of each indexed record whose words were written, and
+    nothing else (see :mod:`.search_check`).
 
     Raises:
         ValidationError: ``field="schema_version"``: the schema is behind this
@@ -167,7 +165,7 @@ def check_invariants(path: str | os.PathLike[str]) -> list[str]:
     except sqlite3.Error as e:
         return [f"{name}: cannot open: {e}"]
     try:
-        _open_vocabulary(conn)
+        open_vocabulary(conn)
         conn.execute("PRAGMA query_only = ON")
         conn.execute("BEGIN")
         # Not a finding: the file is consistent, but these checks assume the latest schema.
@@ -260,82 +258,7 @@ def _check(conn: sqlite3.Connection) -> list[str]:
         except CorruptRecordError as e:
             problems.append(str(e))
     problems.extend(_usage_problems(conn, sealed))
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_entries'").fetchone():
-        problems.extend(_search_problems(conn, sealed))
-    return problems
-
-
-def _open_vocabulary(conn: sqlite3.Connection) -> None:
-    """A temporary view of the words the FTS5 index holds, for :func:`_search_problems`
-    (made before the connection turns query-only; it writes nothing to the file)."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'search_text'").fetchone():
-        conn.execute(
-            "CREATE VIRTUAL TABLE temp.search_words USING fts5vocab(main, search_text, instance)"
-        )
-
-
-_INDEXED = ", ".join(f"'{t}'" for t in search.INDEXED_TYPES)
-
-
-def _search_problems(conn: sqlite3.Connection, sealed: bool) -> list[str]:
-    """[G1] the search index against the records it is made of, and its FTS5 words
-    against its entries."""
-    (below,) = conn.execute("SELECT coalesce((SELECT below FROM search_backfill), 0)").fetchone()
-    problems: list[str] = []
-    records = []
-    damaged: list[tuple[str, int]] = []
-    later: set[tuple[str, int]] = set()
-    for pos, *row in conn.execute(
-        f"SELECT pos, {RECORD_COLUMNS} FROM records WHERE session_id <> '' AND type IN ({_INDEXED})"
-    ):
-        if pos < below:
-            later.add((row[0], row[1]))
-        try:
-            records.append(decode_record(row))
-        except CorruptRecordError as e:
-            problems.append(str(e))
-            damaged.append((row[0], row[1]))
-    entries = [
-        (sid, rid, seq, message, role, from_ms(ms), body)
-        for sid, rid, seq, message, role, ms, body in conn.execute(
-            "SELECT session_id, run_id, seq, message, role, timestamp, body FROM search_entries"
-        )
-    ]
-    if sealed:
-        left_out = [sid for (sid,) in conn.execute("SELECT session_id FROM search_left_out")]
-        problems += left_out_findings(
-            {r.session_id for r in records if (r.run_id, int(r.id)) not in later}, left_out
-        )
-        records = []
-    problems += index_findings(
-        records,
-        entries,
-        maybe_unindexed=lambda r: (r.run_id, int(r.id)) in later,
-        damaged=damaged,
-    )
-    problems += _fts_problems(conn)
-    return problems
-
-
-def _fts_problems(conn: sqlite3.Connection) -> list[str]:
-    """The FTS5 index holds each written entry's words, none of the entries still waiting
-    and nothing else (compared word for word where the text is ASCII, where Python reads
-    words exactly as FTS5 does). Each entry's words are kept as their count and a sum of
-    their hashes, so the audit's memory grows with the entries, not with their words."""
-    words: dict[int, tuple[int, int]] = {}
-    for term, doc in conn.execute("SELECT term, doc FROM temp.search_words"):
-        count, total = words.get(doc, (0, 0))
-        words[doc] = (count + 1, total + zlib.crc32(term.encode()))
-    (upto,) = conn.execute("SELECT upto FROM search_flushed").fetchone()
-    problems = []
-    for id_, body in conn.execute("SELECT id, body FROM search_entries"):
-        have = words.pop(id_, (0, 0))
-        terms = terms_of(body) if id_ <= upto else []  # newer ones: still waiting
-        want = (len(terms), sum(zlib.crc32(t.encode()) for t in terms))
-        if have == want or (have[0] and not body.isascii()):
-            continue
-        problems.append(f"search text index disagreeing with its entry {id_}")
-    problems += [f"search text index of no entry: {doc}" for doc in sorted(words)]
+    problems.extend(search_problems(conn, sealed))
     return problems
 
 

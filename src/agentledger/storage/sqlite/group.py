@@ -166,6 +166,9 @@ class GroupWriter(Generic[C]):
     :data:`CHECKPOINT_EVERY` commits, on a connection of its own
     (``open_checkpointer``), so writes on the caller's thread go on meanwhile
     instead of queueing behind it.
+
+    ``before_commit(connection)`` runs in each group's transaction right before its
+    COMMIT (the search index's batched writes); if it raises, the group fails.
     """
 
     def __init__(
@@ -181,9 +184,11 @@ class GroupWriter(Generic[C]):
         here_context: Callable[[], AbstractContextManager[object]] | None = None,
         requeue: tuple[type[BaseException], ...] = (),
         batch: Batch[C] | None = None,
+        before_commit: Callable[[sqlite3.Connection], None] | None = None,
     ) -> None:
         self._open = open_connection
         self._batch = batch
+        self._before_commit = before_commit
         self._open_checkpointer = open_checkpointer
         self._begin = begin
         self._lost = lost
@@ -522,6 +527,8 @@ class GroupWriter(Generic[C]):
                 pending = self._drain(len(group))
                 group.extend(pending)
             assert self._cursor is not None
+            if self._before_commit is not None:
+                self._before_commit(conn)  # its failure fails the group, like the COMMIT's
             started = time.perf_counter()
             self._cursor.execute("COMMIT")
             if here:

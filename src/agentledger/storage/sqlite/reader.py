@@ -620,6 +620,8 @@ class SQLiteReader(StateReader):
             lifecycle.require_session(self, query.session_id)
         return search.search(self._conn, query)
 
-    def search_entries(self, session_id: str) -> int:
-        """How many search index entries the session has (what its purge deletes)."""
-        return search.count_entries(self._conn, session_id)
+    def search_purge(self, session_ids: Sequence[str]) -> tuple[int, list[tuple[str, Any, bool]]]:
+        """How many messages of the first session the search index holds (what its purge
+        removes), and the statements removing the words of all of them (see
+        :mod:`..search`)."""
+        return search.purge_statements(self._conn, session_ids, sealed=self.sealer is not None)

@@ -408,6 +408,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         # [G1] the FTS5 table takes the entries' words in batches, not per transaction.
         statements=search_schema.BATCHED,
     ),
+    Migration(
+        version=20,
+        name="search_record_words",
+        # [G1] the index reads the records' own text: one FTS5 row per record, its words
+        # written every FLUSH_EVERY records, no row per message; the records stored before
+        # are indexed in batches afterwards (search.build_index).
+        statements=search_schema.RECORD_WORDS,
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

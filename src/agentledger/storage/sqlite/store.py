@@ -33,6 +33,7 @@ from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_r
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation
 from agentledger.storage.search import SearchPage, search_query
+from agentledger.storage.sqlite import search
 from agentledger.storage.sqlite.apply import USAGE
 from agentledger.storage.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -351,6 +352,8 @@ class SQLiteStore(AdminOperations):
             here_context=None if encryption is None else deferring_vault_reads,
             requeue=() if encryption is None else (KeyNeeded,),
             batch=run_appends,
+            # [G1] the words of the records still waiting, every FLUSH_EVERY records
+            before_commit=None if encryption is not None else search.flush_due,
         )
         readers = ConnectionThreads(
             open_reader, count=_READERS, name=f"agentledger-sqlite-reader:{name}"
