@@ -53,16 +53,21 @@ from agentledger.engine.temporal.failures import error_details
 from agentledger.engine.temporal.options import (
     BeganRun,
     CallAfterPlan,
+    PlanAfterCall,
     PlanAndCall,
     PlanAndCallOutput,
+    TurnAfter,
 )
 from agentledger.runtime import records as rt
 from agentledger.runtime.planner import ToolCall
+from agentledger.runtime.planner_input import turn_after_call
 from agentledger.runtime.steps import effect_of
 from agentledger.runtime.wire import (
+    PLAN_TURN,
     TOOL_CALL,
     BeginRunInput,
     BeginRunOutput,
+    PlanTurnInput,
     PlanTurnOutput,
     ToolCallInput,
     ToolCallOutput,
@@ -73,8 +78,10 @@ __all__ = [
     "began_run_activity",
     "call_after_plan_activity",
     "lone_call",
+    "plan_after_call_activity",
     "plan_and_call_activity",
     "plan_recorded",
+    "progress",
 ]
 
 
@@ -122,18 +129,35 @@ def lone_call(out: PlanTurnOutput, arg: PlanAndCall) -> ToolCallInput | None:
     )
 
 
-async def plan_recorded(store: Store, arg: PlanAndCall) -> bool:
-    """Whether an earlier attempt recorded this turn's tool plan (so it may have run the call)."""
+async def progress(store: Store, arg: PlanAndCall) -> int:
+    """How far earlier attempts got: 0 nothing recorded of this turn's tool plan, 1 its plan
+    (so one may have run the call), 2 the call's result too, with its step's results
+    message (so one may have started the planner turn after it)."""
     prefix = f"{rt.turn_step(arg.plan.turn)}:tool:"
+    settled = rt.messages_key(f"{rt.turn_step(arg.plan.turn)}:tool_results")
+    found = 0
     cursor = ""
     while True:
         page = await store.list_run_records(arg.plan.run.run_id, cursor=cursor)
         for record in page.records:
             if record.type == rt.TOOL_CALL_SCHEDULED and record.event_key.startswith(prefix):
-                return True
+                found = max(found, 1)
+            elif found and record.event_key == settled:
+                return 2
         if not page.next_cursor:
-            return False
+            return found
         cursor = page.next_cursor
+
+
+async def plan_recorded(store: Store, arg: PlanAndCall) -> bool:
+    """Whether an earlier attempt recorded this turn's tool plan (so it may have run the call)."""
+    return await progress(store, arg) > 0
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def plan_and_call_activity(
@@ -143,13 +167,19 @@ def plan_and_call_activity(
     runtime's planner turn and tool call (``check``: why a result cannot be carried)."""
 
     async def plan_and_call(arg: PlanAndCall) -> PlanAndCallOutput:
-        handing_back = activity_attempt() > 1 and await plan_recorded(store, arg)
+        done = await progress(store, arg) if activity_attempt() > 1 else 0
         out: PlanTurnOutput = await plan_turn(arg.plan)  # a retry returns the stored plan
         out = msgspec.structs.replace(out, finished_at=max(_now(), arg.not_before))
         call = lone_call(out, arg)
         if call is None:
             return PlanAndCallOutput(plan=out)
-        if handing_back:
+        if done == 2 and arg.turn_after:  # lost after the call's result: in the turn after
+            with attempt_of(2, check):  # the call's retry reads its recorded result
+                read: ToolCallOutput = await tool_call(call)
+            read = msgspec.structs.replace(read, finished_at=max(_now(), out.finished_at or _now()))
+            lost = TurnAfter(lost=True) if _turn_after(call, read, arg) is not None else None
+            return PlanAndCallOutput(plan=out, call_id=call.call.id, tool=read, after=lost)
+        if done:
             return PlanAndCallOutput(plan=out, call_id=call.call.id, lost=True)
         if activity.is_cancelled():
             return PlanAndCallOutput(plan=out)  # the loop gives the call its interrupted result
@@ -157,9 +187,7 @@ def plan_and_call_activity(
             with attempt_of(1, check):
                 tool: ToolCallOutput = await tool_call(call)
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
+            _uncancel()
             return PlanAndCallOutput(plan=out, call_id=call.call.id, lost=True)
         except Exception as e:
             failure = {**error_details(e, attempt=1), "activity": TOOL_CALL}
@@ -168,9 +196,39 @@ def plan_and_call_activity(
         fused = PlanAndCallOutput(plan=out, call_id=call.call.id, tool=tool)
         if check(fused):  # recorded, but too large to carry next to the plan
             return PlanAndCallOutput(plan=out, call_id=call.call.id)
-        return fused
+        then = _turn_after(call, tool, arg)
+        if then is None or activity.is_cancelled():  # a cancel: the loop stops before it
+            return fused
+        after = await _plan_after(plan_turn, then, tool, check)
+        whole = msgspec.structs.replace(fused, after=after)
+        if after.plan is not None and check(whole):  # recorded, too large to carry with the rest
+            return msgspec.structs.replace(fused, after=TurnAfter())
+        return whole
 
     return plan_and_call
+
+
+def _turn_after(
+    call: ToolCallInput, tool: ToolCallOutput, arg: PlanAndCall
+) -> PlanTurnInput | None:
+    """The planner turn the loop runs right after ``call``, if the run's workflow asked for it."""
+    return turn_after_call(call, tool, arg.plan.prompt) if arg.turn_after else None
+
+
+async def _plan_after(
+    plan_turn: Activity, then: PlanTurnInput, tool: ToolCallOutput, check: Callable[[Any], str]
+) -> TurnAfter:
+    """Run planner turn ``then`` as its first attempt: its result, or what hands it back."""
+    try:
+        with attempt_of(1, check):
+            out: PlanTurnOutput = await plan_turn(then)
+    except asyncio.CancelledError:  # it may have recorded its plan: its retry reads it
+        _uncancel()
+        return TurnAfter(lost=True)
+    except Exception as e:
+        return TurnAfter(failure={**error_details(e, attempt=1), "activity": PLAN_TURN})
+    at = max(_now(), tool.finished_at or _now())
+    return TurnAfter(plan=msgspec.structs.replace(out, finished_at=at))
 
 
 def began_run_activity(
@@ -181,7 +239,8 @@ def began_run_activity(
 
     async def begin_run_here(arg: BeginRunInput) -> BeganRun:
         out: BeginRunOutput = await begin_run(arg)
-        return BeganRun(**msgspec.structs.asdict(out), lone_calls_in_turn=True)
+        fields = msgspec.structs.asdict(out)
+        return BeganRun(**fields, lone_calls_in_turn=True, turns_after_calls=True)
 
     return begin_run_here
 
@@ -197,3 +256,16 @@ def call_after_plan_activity(
         return out
 
     return call_after_plan
+
+
+def plan_after_call_activity(
+    plan_turn: Activity,
+) -> Callable[[PlanAfterCall], Awaitable[PlanTurnOutput]]:
+    """The :data:`~agentledger.engine.temporal.options.PLAN_AFTER_CALL` activity: the
+    runtime's planner turn, its attempts counted on from the one its call's activity made."""
+
+    async def plan_after_call(arg: PlanAfterCall) -> PlanTurnOutput:
+        out: PlanTurnOutput = await plan_turn(arg.plan)
+        return out
+
+    return plan_after_call

@@ -38,15 +38,18 @@ __all__ = [
     "HISTORY_SIZE_LIMIT",
     "HISTORY_SIZE_WARNING",
     "PAYLOAD_TOO_LARGE",
+    "PLAN_AFTER_CALL",
     "PLAN_AND_CALL",
     "START_DUE",
     "BeganRun",
     "CallAfterPlan",
     "EngineOptions",
+    "PlanAfterCall",
     "PlanAndCall",
     "PlanAndCallOutput",
     "StartDue",
     "StartedTurns",
+    "TurnAfter",
     "tool_turns_before_history_limit",
 ]
 
@@ -165,6 +168,10 @@ class BeganRun(BeginRunOutput, frozen=True, kw_only=True):
     """
 
     lone_calls_in_turn: bool = False
+    turns_after_calls: bool = False
+    """With ``lone_calls_in_turn``: the activity also runs the planner turn the loop runs
+    right after the call (:class:`PlanAndCall` ``turn_after``). False from a worker
+    before it: the run keeps that turn in an activity of its own."""
 
 
 class PlanAndCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,11 +182,31 @@ class PlanAndCall(msgspec.Struct, frozen=True, kw_only=True):
     agent: AgentPlan
     not_before: datetime
     """The run's time when the turn was scheduled: the tool's result is stamped no earlier."""
+    turn_after: bool = False
+    """Run the planner turn the loop runs right after the call, too (see
+    :func:`~agentledger.runtime.planner_input.turn_after_call`): ignored by a worker before
+    it, which hands back no :class:`TurnAfter` (the loop then plans it as usual)."""
 
     @property
     def max_turn_attempts(self) -> int:
         """The planner turn's crash-loop limit (what the worker counts lost attempts against)."""
         return self.plan.max_turn_attempts
+
+
+class TurnAfter(msgspec.Struct, frozen=True, kw_only=True):
+    """What became of the planner turn a :data:`PLAN_AND_CALL` started after its lone call.
+
+    ``plan`` is the turn's result when it is carried back; otherwise the
+    turn is handed back to the workflow, which runs :data:`PLAN_AFTER_CALL`:
+    with ``failure`` (the attempt's error, a TransientError's included),
+    ``lost`` (it was interrupted, or an earlier attempt of the activity was
+    lost after the call's result was recorded), or neither (its plan is
+    recorded, but too large to carry back next to the rest).
+    """
+
+    plan: PlanTurnOutput | None = None
+    failure: dict[str, Any] | None = None
+    lost: bool = False
 
 
 class PlanAndCallOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,6 +226,9 @@ class PlanAndCallOutput(msgspec.Struct, frozen=True, kw_only=True):
     tool: ToolCallOutput | None = None
     failure: dict[str, Any] | None = None
     lost: bool = False
+    after: TurnAfter | None = None
+    """The planner turn after a carried call, when the activity started it (None: it did
+    not, and the loop plans it as usual)."""
 
 
 class CallAfterPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -222,4 +252,33 @@ class CallAfterPlan(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def started_before(self) -> int:
         """Attempts of the call made before this activity (its attempts count on)."""
+        return 1
+
+
+PLAN_AFTER_CALL = "agentledger.plan_turn_after_call"
+"""The planner turn a :data:`PLAN_AND_CALL` started after its lone call without an outcome
+to carry back: its attempts count on from the one made there."""
+
+
+class PlanAfterCall(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of :data:`PLAN_AFTER_CALL`: the loop's planner turn, which a
+    :data:`PLAN_AND_CALL` started once already (``lost``: without finishing)."""
+
+    plan: PlanTurnInput
+    """The turn the loop asked for."""
+    lost: bool = False
+
+    @property
+    def max_turn_attempts(self) -> int:
+        """The turn's crash-loop limit."""
+        return self.plan.max_turn_attempts
+
+    @property
+    def lost_before(self) -> int:
+        """Lost attempts made before this activity (the worker counts them too)."""
+        return int(self.lost)
+
+    @property
+    def started_before(self) -> int:
+        """Attempts of the turn made before this activity (its attempts count on)."""
         return 1

@@ -47,6 +47,7 @@ from agentledger.engine.temporal.failures import FINISHED_AT, error_details
 from agentledger.engine.temporal.fused import (
     began_run_activity,
     call_after_plan_activity,
+    plan_after_call_activity,
     plan_and_call_activity,
     plan_recorded,
 )
@@ -54,15 +55,18 @@ from agentledger.engine.temporal.options import (
     CALL_AFTER_PLAN,
     DEFAULT_MAX_PAYLOAD_BYTES,
     PAYLOAD_TOO_LARGE,
+    PLAN_AFTER_CALL,
     PLAN_AND_CALL,
     START_DUE,
     BeganRun,
     CallAfterPlan,
     EngineOptions,
+    PlanAfterCall,
     PlanAndCall,
     PlanAndCallOutput,
     StartDue,
     StartedTurns,
+    TurnAfter,
 )
 from agentledger.engine.temporal.queue import complete_and_look, start_due_activity
 from agentledger.engine.temporal.workflows import AgentRunWorkflow, RetiredRunWorkflow
@@ -334,6 +338,8 @@ def warm_types() -> None:
         PlanAndCall,
         PlanAndCallOutput,
         CallAfterPlan,
+        PlanAfterCall,
+        TurnAfter,
         ToolOutcome,
         *structs,
     )
@@ -414,7 +420,8 @@ def create_worker(
 def _fused_definitions(
     runtime: Runtime, activities: Mapping[str, Activity], max_payload_bytes: int
 ) -> list[Callable[..., Awaitable[Any]]]:
-    """A planner turn with its lone tool call, and that call handed back (see :mod:`.fused`)."""
+    """A planner turn with its lone tool call (and the planner turn after it), and that call or
+    turn handed back (see :mod:`.fused`)."""
     plan_turn, tool_call = activities[wire.PLAN_TURN], activities[wire.TOOL_CALL]
     store = runtime.store
 
@@ -430,5 +437,11 @@ def _fused_definitions(
             call_after_plan_activity(tool_call),
             max_payload_bytes,
             reported=wire.TOOL_CALL,
+        ),
+        _wrap(
+            PLAN_AFTER_CALL,
+            plan_after_call_activity(plan_turn),
+            max_payload_bytes,
+            reported=wire.PLAN_TURN,
         ),
     ]

@@ -90,17 +90,21 @@ with workflow.unsafe.imports_passed_through():
     from agentledger.engine.temporal.options import (
         CALL_AFTER_PLAN,
         PAYLOAD_TOO_LARGE,
+        PLAN_AFTER_CALL,
         PLAN_AND_CALL,
         START_DUE,
         BeganRun,
         CallAfterPlan,
         EngineOptions,
+        PlanAfterCall,
         PlanAndCall,
         PlanAndCallOutput,
         StartDue,
         StartedTurns,
+        TurnAfter,
     )
     from agentledger.errors import AgentledgerError, ContractError, RunLoopError
+    from agentledger.runtime.planner_input import turn_after_call
     from agentledger.runtime.wire import (
         BEGIN_RUN,
         PLAN_TURN,
@@ -108,6 +112,8 @@ with workflow.unsafe.imports_passed_through():
         TOOL_CALL,
         AgentPlan,
         CompleteRunOutput,
+        PlanTurnInput,
+        PlanTurnOutput,
         RunInput,
         RunOutput,
         ToolCallInput,
@@ -208,7 +214,11 @@ class TemporalContext:
         self._clock = workflow.info().workflow_start_time  # advanced by _finished
         self.agent: AgentPlan | None = None  # the run's agent, once begin_run said it
         self._fused = False  # whether planner turns run their lone call too (BeganRun)
+        self._then = False  # ... and the planner turn after it (BeganRun)
         self._handed: PlanAndCallOutput | None = None  # a turn's call, for the loop's next
+        self._prompt: Any = None  # the prompt of the turn whose call is handed
+        # the planner turn the loop runs next, as the call's activity ran it: its input
+        self._after: tuple[PlanTurnInput, TurnAfter] | None = None
         self.waiting: bool | None = None
         """Whether a message of the session waited once the run's ending was written
         (the worker's ``complete_run`` says; None: unknown)."""
@@ -258,6 +268,11 @@ class TemporalContext:
         self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
     ) -> T:
         handed, self._handed = self._handed, None
+        after, self._after = self._after, None
+        if after is not None:
+            turn = await self._turn_after(after, name, arg, interruptible=interruptible)
+            if turn is not None:
+                return turn  # type: ignore[return-value]
         if (
             handed is not None
             and name == TOOL_CALL
@@ -268,23 +283,26 @@ class TemporalContext:
             return out  # type: ignore[return-value]
         if name == PLAN_TURN and self._fuses():
             assert self.agent is not None
-            fused = PlanAndCall(plan=arg, agent=self.agent, not_before=self.now())
+            fused = PlanAndCall(
+                plan=arg, agent=self.agent, not_before=self.now(), turn_after=self._then
+            )
             both = await self._schedule(
                 PLAN_AND_CALL,
                 fused,
                 PlanAndCallOutput,
                 interruptible=interruptible,
                 reported=PLAN_TURN,
-                seconds=2 * self.options.activity_timeout,
+                seconds=(3 if self._then else 2) * self.options.activity_timeout,
             )
             self._finished(both.plan.finished_at)
             if both.call_id:
-                self._handed = both
+                self._handed, self._prompt = both, arg.prompt
             plan: T = both.plan  # type: ignore[assignment]
             return plan
         if name == BEGIN_RUN:  # what a worker of this version says (see BeganRun)
             began = await self._schedule(name, arg, BeganRun, interruptible=interruptible)
             self.agent, self._fused = began.agent, began.lone_calls_in_turn
+            self._then = began.lone_calls_in_turn and began.turns_after_calls
             return began  # type: ignore[return-value]
         return await self._schedule(name, arg, result_type, interruptible=interruptible)
 
@@ -294,10 +312,52 @@ class TemporalContext:
         return self._fused and self.agent is not None
 
     def _holding(self) -> bool:
-        """Whether a tool call's result is recorded but not yet given to the loop."""
+        """Whether a tool call's result, or the planner turn's after it, is recorded but not
+        yet given to the loop."""
         handed = self._handed
-        return handed is not None and (
+        if handed is not None and (
             handed.tool is not None or (not handed.lost and handed.failure is None)
+        ):
+            return True
+        return self._after is not None and _carries(self._after[1])
+
+    async def _turn_after(
+        self, after: tuple[PlanTurnInput, TurnAfter], name: str, arg: Any, *, interruptible: bool
+    ) -> PlanTurnOutput | None:
+        """The loop's planner turn that its call's activity ran (or started) right after the
+        call; None when the loop asks for other work (a cancel came: the turn was
+        interrupted or never carried back).
+
+        Raises:
+            RuntimeError: the loop asked for anything else while that turn's plan is
+                recorded (a bug: the activity ran the turn the loop runs after the call,
+                built by the same function).
+        """
+        expected, turn = after
+        if name != PLAN_TURN or arg != expected:
+            if not _carries(turn):
+                return None
+            raise RuntimeError(
+                f"the run loop asked for {name} where the planner turn {expected.turn} that "
+                "its last tool call's activity ran was due"
+            )
+        if turn.plan is not None:
+            self._finished(turn.plan.finished_at)
+            return turn.plan
+        spent = 0
+        if turn.failure is not None:
+            if not turn.failure.get("retryable") or self.options.retry.maximum_attempts <= 1:
+                raise activity_failed(turn.failure, activity=PLAN_TURN)
+            spent = 1  # a TransientError: one of the turn's attempts is used
+        elif not turn.lost:  # recorded, too large to carry with the call: read it back
+            interruptible = False
+        return await self._schedule(
+            PLAN_AFTER_CALL,
+            PlanAfterCall(plan=expected, lost=turn.lost),
+            PlanTurnOutput,
+            interruptible=interruptible,
+            reported=PLAN_TURN,
+            spent=spent,
         )
 
     async def _handed_call(
@@ -306,6 +366,14 @@ class TemporalContext:
         """The loop's tool call that its planner turn's activity ran (or started)."""
         if handed.tool is not None:
             self._finished(handed.tool.finished_at)
+            if handed.after is not None:
+                then = turn_after_call(arg, handed.tool, self._prompt)
+                if then is None:
+                    raise RuntimeError(
+                        f"tool call {arg.call.id}'s activity ran a planner turn after it "
+                        "that the run loop does not run next"
+                    )
+                self._after = (then, handed.after)
             return handed.tool
         failure = handed.failure
         spent = 0
@@ -430,6 +498,11 @@ class TemporalContext:
             await workflow.wait([job, canceled], return_when=asyncio.FIRST_COMPLETED)
         finally:
             canceled.cancel()
+
+
+def _carries(turn: TurnAfter) -> bool:
+    """Whether the planner turn a call's activity ran after the call has its plan recorded."""
+    return turn.plan is not None or (not turn.lost and turn.failure is None)
 
 
 def _failure_stamp(error: FailureError) -> datetime | None:
