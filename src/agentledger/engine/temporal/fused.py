@@ -53,6 +53,8 @@ from agentledger.engine.temporal.failures import error_details
 from agentledger.engine.temporal.options import (
     BeganRun,
     CallAfterPlan,
+    CallAndPlan,
+    CallAndPlanOutput,
     PlanAfterCall,
     PlanAndCall,
     PlanAndCallOutput,
@@ -77,6 +79,8 @@ from agentledger.storage.protocol import Store
 __all__ = [
     "began_run_activity",
     "call_after_plan_activity",
+    "call_and_plan_activity",
+    "call_settled",
     "lone_call",
     "plan_after_call_activity",
     "plan_and_call_activity",
@@ -146,6 +150,20 @@ async def progress(store: Store, arg: PlanAndCall) -> int:
                 return 2
         if not page.next_cursor:
             return found
+        cursor = page.next_cursor
+
+
+async def call_settled(store: Store, call: ToolCallInput) -> bool:
+    """Whether an earlier attempt recorded lone call ``call``'s result with its step's results
+    message (so one may have started the planner turn after it)."""
+    settled = rt.messages_key(f"{call.step}:tool_results")
+    cursor = ""
+    while True:
+        page = await store.list_run_records(call.run.run_id, cursor=cursor)
+        if any(record.event_key == settled for record in page.records):
+            return True
+        if not page.next_cursor:
+            return False
         cursor = page.next_cursor
 
 
@@ -229,6 +247,38 @@ async def _plan_after(
         return TurnAfter(failure={**error_details(e, attempt=1), "activity": PLAN_TURN})
     at = max(_now(), tool.finished_at or _now())
     return TurnAfter(plan=msgspec.structs.replace(out, finished_at=at))
+
+
+def call_and_plan_activity(
+    plan_turn: Activity, tool_call: Activity, store: Store, check: Callable[[Any], str]
+) -> Callable[[CallAndPlan], Awaitable[CallAndPlanOutput]]:
+    """The :data:`~agentledger.engine.temporal.options.CALL_AND_PLAN` activity over the
+    runtime's tool call and planner turn (``check``: why a result cannot be carried).
+
+    The call runs as the activity's own attempts would run it in a tool call's
+    activity (a retry reads its recorded result); an attempt that finds the
+    call's result recorded by an earlier one (lost after it) hands the turn
+    after it back, its one lost attempt counted.
+    """
+
+    async def call_and_plan(arg: CallAndPlan) -> CallAndPlanOutput:
+        call = arg.call
+        done = activity_attempt() > 1 and await call_settled(store, call)
+        tool: ToolCallOutput = await tool_call(call)
+        tool = msgspec.structs.replace(tool, finished_at=_now())
+        out = CallAndPlanOutput(tool=tool)
+        then = turn_after_call(call, tool, arg.prompt)
+        if then is None or activity.is_cancelled():  # a cancel: the loop stops before it
+            return out
+        if done:
+            return msgspec.structs.replace(out, after=TurnAfter(lost=True))
+        after = await _plan_after(plan_turn, then, tool, check)
+        whole = msgspec.structs.replace(out, after=after)
+        if after.plan is not None and check(whole):  # recorded, too large to carry with it
+            return msgspec.structs.replace(out, after=TurnAfter())
+        return whole
+
+    return call_and_plan
 
 
 def began_run_activity(

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from agentledger.engine.base import RetryPolicy
+from agentledger.runtime.planner import RenderedPrompt
 from agentledger.runtime.wire import (
     AgentPlan,
     BeginRunOutput,
@@ -27,6 +28,7 @@ from agentledger.runtime.wire import (
 __all__ = [
     "BLOB_SIZE_LIMIT",
     "CALL_AFTER_PLAN",
+    "CALL_AND_PLAN",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "EVENTS_PER_EXTRA_CALL",
     "EVENTS_PER_PARALLEL_TURN",
@@ -43,6 +45,8 @@ __all__ = [
     "START_DUE",
     "BeganRun",
     "CallAfterPlan",
+    "CallAndPlan",
+    "CallAndPlanOutput",
     "EngineOptions",
     "PlanAfterCall",
     "PlanAndCall",
@@ -66,15 +70,16 @@ HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 HISTORY_SIZE_WARNING = 10 * 1024 * 1024
 """The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
 EVENTS_PER_RUN = 13
-"""History events of a session's run that answers at once, with no message of its session
-waiting behind it (begin marker, one planner turn, end marker, their workflow tasks)."""
+"""History events of a session's run that answers at once, or after one tool turn of one
+call, with no message of its session waiting behind it (begin marker, one activity for the
+planner turn, its lone call and the turn after it, end marker, their workflow tasks)."""
 EVENTS_TO_START_DUE = 3
 """History events a session's run adds when a message of its session waits behind it, to
 start that message's turn (a patch marker, its search attribute, a local activity marker)."""
 EVENTS_PER_TOOL_TURN = 6
-"""History events each planner turn with one tool call adds (one activity runs the turn and
-its call, then its workflow task; 6 more when the call is handed back after a lost attempt
-or a TransientError)."""
+"""History events each planner turn with one tool call adds after the first (one activity
+runs the call and the planner turn after it, then its workflow task; 6 more when the call
+or that turn is handed back after a lost attempt or a TransientError)."""
 EVENTS_PER_PARALLEL_TURN = 12
 """History events a planner turn with several tool calls adds for its first call (the planner
 turn and the call, 2 activities, each with its workflow task), before the extra ones."""
@@ -89,13 +94,14 @@ def tool_turns_before_history_limit(
 ) -> int:
     """How many tool turns a run can take before its history reaches ``limit`` events.
 
-    With the defaults: 8,530 one-call turns (1,704 before the warning at
+    With the defaults: 8,531 one-call turns (1,705 before the warning at
     10,240), far more than ``Agent.max_turns`` allows.
     """
-    per_turn = EVENTS_PER_TOOL_TURN
-    if calls_per_turn > 1:
-        per_turn = EVENTS_PER_PARALLEL_TURN + EVENTS_PER_EXTRA_CALL * (calls_per_turn - 1)
-    return (limit - EVENTS_PER_RUN - EVENTS_TO_START_DUE) // per_turn
+    room = limit - EVENTS_PER_RUN - EVENTS_TO_START_DUE
+    if calls_per_turn <= 1:  # the first turn's call rides in the run's own events
+        return room // EVENTS_PER_TOOL_TURN + 1
+    per_turn = EVENTS_PER_PARALLEL_TURN + EVENTS_PER_EXTRA_CALL * (calls_per_turn - 1)
+    return room // per_turn
 
 
 class EngineOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -282,3 +288,29 @@ class PlanAfterCall(msgspec.Struct, frozen=True, kw_only=True):
     def started_before(self) -> int:
         """Attempts of the turn made before this activity (its attempts count on)."""
         return 1
+
+
+CALL_AND_PLAN = "agentledger.tool_call_and_plan"
+"""The activity of a lone tool call (of a planner turn's step, not the one a
+:data:`PLAN_AND_CALL` ran) that also runs the planner turn the loop runs right after it."""
+
+
+class CallAndPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of :data:`CALL_AND_PLAN`: the loop's tool call, and the run's prompt (what
+    the planner turn after it carries)."""
+
+    call: ToolCallInput
+    prompt: RenderedPrompt | None = None
+
+    @property
+    def max_turn_attempts(self) -> int:
+        """The call's crash-loop limit (what the worker counts lost attempts against)."""
+        return self.call.max_turn_attempts
+
+
+class CallAndPlanOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of :data:`CALL_AND_PLAN`: the call's, and the planner turn after it when
+    the activity started one (see :class:`TurnAfter`)."""
+
+    tool: ToolCallOutput
+    after: TurnAfter | None = None

@@ -47,12 +47,15 @@ from agentledger.engine.temporal.failures import FINISHED_AT, error_details
 from agentledger.engine.temporal.fused import (
     began_run_activity,
     call_after_plan_activity,
+    call_and_plan_activity,
+    call_settled,
     plan_after_call_activity,
     plan_and_call_activity,
     plan_recorded,
 )
 from agentledger.engine.temporal.options import (
     CALL_AFTER_PLAN,
+    CALL_AND_PLAN,
     DEFAULT_MAX_PAYLOAD_BYTES,
     PAYLOAD_TOO_LARGE,
     PLAN_AFTER_CALL,
@@ -60,6 +63,8 @@ from agentledger.engine.temporal.options import (
     START_DUE,
     BeganRun,
     CallAfterPlan,
+    CallAndPlan,
+    CallAndPlanOutput,
     EngineOptions,
     PlanAfterCall,
     PlanAndCall,
@@ -338,6 +343,8 @@ def warm_types() -> None:
         PlanAndCall,
         PlanAndCallOutput,
         CallAfterPlan,
+        CallAndPlan,
+        CallAndPlanOutput,
         PlanAfterCall,
         TurnAfter,
         ToolOutcome,
@@ -428,7 +435,11 @@ def _fused_definitions(
     async def spared(arg: PlanAndCall) -> bool:
         return await plan_recorded(store, arg)
 
+    async def call_spared(arg: CallAndPlan) -> bool:
+        return await call_settled(store, arg.call)
+
     check = _size_check(PLAN_AND_CALL, max_payload_bytes)
+    call_check = _size_check(CALL_AND_PLAN, max_payload_bytes)
     fused = plan_and_call_activity(plan_turn, tool_call, store, check)
     return [
         _wrap(PLAN_AND_CALL, fused, max_payload_bytes, reported=wire.PLAN_TURN, spared=spared),
@@ -437,6 +448,13 @@ def _fused_definitions(
             call_after_plan_activity(tool_call),
             max_payload_bytes,
             reported=wire.TOOL_CALL,
+        ),
+        _wrap(
+            CALL_AND_PLAN,
+            call_and_plan_activity(plan_turn, tool_call, store, call_check),
+            max_payload_bytes,
+            reported=wire.TOOL_CALL,
+            spared=call_spared,
         ),
         _wrap(
             PLAN_AFTER_CALL,

@@ -89,12 +89,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentledger.engine.temporal.options import (
         CALL_AFTER_PLAN,
+        CALL_AND_PLAN,
         PAYLOAD_TOO_LARGE,
         PLAN_AFTER_CALL,
         PLAN_AND_CALL,
         START_DUE,
         BeganRun,
         CallAfterPlan,
+        CallAndPlan,
+        CallAndPlanOutput,
         EngineOptions,
         PlanAfterCall,
         PlanAndCall,
@@ -281,6 +284,11 @@ class TemporalContext:
         ):
             out = await self._handed_call(handed, arg, interruptible=interruptible)
             return out  # type: ignore[return-value]
+        if name == PLAN_TURN:
+            self._prompt = arg.prompt  # what the turn after a lone call carries
+        elif name == TOOL_CALL and self._then and isinstance(arg, ToolCallInput) and arg.then_turn:
+            called = await self._call_and_plan(arg, interruptible=interruptible)
+            return called  # type: ignore[return-value]
         if name == PLAN_TURN and self._fuses():
             assert self.agent is not None
             fused = PlanAndCall(
@@ -360,20 +368,42 @@ class TemporalContext:
             spent=spent,
         )
 
+    async def _call_and_plan(self, arg: ToolCallInput, *, interruptible: bool) -> ToolCallOutput:
+        """A lone call of a planner turn's step, and the planner turn the loop runs after it,
+        in one activity (:data:`CALL_AND_PLAN`)."""
+        both = await self._schedule(
+            CALL_AND_PLAN,
+            CallAndPlan(call=arg, prompt=self._prompt),
+            CallAndPlanOutput,
+            interruptible=interruptible,
+            reported=TOOL_CALL,
+            seconds=2 * self.options.activity_timeout,
+        )
+        self._finished(both.tool.finished_at)
+        self._expect_after(arg, both.tool, both.after)
+        return both.tool
+
+    def _expect_after(
+        self, call: ToolCallInput, tool: ToolCallOutput, after: TurnAfter | None
+    ) -> None:
+        """The planner turn that ``call``'s activity ran after it is the loop's next."""
+        if after is None:
+            return
+        then = turn_after_call(call, tool, self._prompt)
+        if then is None:
+            raise RuntimeError(
+                f"tool call {call.call.id}'s activity ran a planner turn after it that the "
+                "run loop does not run next"
+            )
+        self._after = (then, after)
+
     async def _handed_call(
         self, handed: PlanAndCallOutput, arg: ToolCallInput, *, interruptible: bool
     ) -> ToolCallOutput:
         """The loop's tool call that its planner turn's activity ran (or started)."""
         if handed.tool is not None:
             self._finished(handed.tool.finished_at)
-            if handed.after is not None:
-                then = turn_after_call(arg, handed.tool, self._prompt)
-                if then is None:
-                    raise RuntimeError(
-                        f"tool call {arg.call.id}'s activity ran a planner turn after it "
-                        "that the run loop does not run next"
-                    )
-                self._after = (then, handed.after)
+            self._expect_after(arg, handed.tool, handed.after)
             return handed.tool
         failure = handed.failure
         spent = 0
