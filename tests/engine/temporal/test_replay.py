@@ -132,6 +132,15 @@ def test_today_s_histories_run_lone_calls_in_the_turn() -> None:
     assert before == ["agentledger.plan_turn", "agentledger.tool_call"]
 
 
+def test_today_s_histories_run_the_turn_after_a_lone_call_in_its_activity() -> None:
+    """A one-tool run: one activity for the planner turn, its call and the turn after it;
+    before, the turn after the call had an activity of its own."""
+    now = _activity_types(_load(HISTORIES / "one_tool__root.json"))
+    assert now == ["agentledger.plan_turn_and_call"]
+    before = _activity_types(_load(HISTORIES / "plan_and_call" / "one_tool__root.json"))
+    assert before == ["agentledger.plan_turn_and_call", "agentledger.plan_turn_and_call"]
+
+
 async def test_a_nondeterministic_change_fails_replay() -> None:
     """The guard works: a workflow that moved one activity cannot replay the tool loop."""
     warm_types()
