@@ -1,4 +1,4 @@
-"""A planner turn and its lone tool call in one activity: one workflow task for both.
+"""A planner turn, its lone tool call and the planner turn after it in one activity.
 
 A one-tool run on Temporal used to take four workflow tasks: the planner
 turn's result came back to the workflow only for it to schedule the tool
@@ -36,6 +36,26 @@ What stays the same, by construction:
   and the call comes back unfinished (the loop records it interrupted). A
   call that finished is always carried back, and the loop records it
   before it sees the cancel.
+
+The planner turn after the call. A lone call of a planner turn's step
+records, with its result, what the next turn writes first; the loop then
+runs that turn with nothing written or decided between them, with the input
+:func:`~agentledger.runtime.planner_input.turn_after_call` builds (the
+function the loop builds every planner input with). So, when the workflow
+asks (``PlanAndCall.turn_after``), the activity runs that turn too, after
+the call, and carries its plan back: a one-tool run is one activity. A later
+turn's lone call runs with the turn after it the same way
+(:data:`~agentledger.engine.temporal.options.CALL_AND_PLAN`). The turn keeps
+what it would have had in its own activity: it runs as its attempt 1; an
+attempt of the activity that finds the call's result recorded (one before
+it was lost after the call) does not run it but hands it back with that
+lost attempt counted against it
+(:data:`~agentledger.engine.temporal.options.PLAN_AFTER_CALL`, attempts
+numbered on: a recorded plan is read back); a TransientError, an
+interruption or a plan too large to carry back hands it back too; a cancel
+that reached the activity before it keeps it from starting (the loop stops
+before it), and a plan finished in spite of one is carried back, the
+workflow holding the cancel until the loop has taken it.
 """
 
 from __future__ import annotations

@@ -26,10 +26,17 @@ How the engine boundary maps onto Temporal:
   :mod:`~agentledger.engine.temporal.fused`): the loop's tool call then takes
   the carried result without scheduling anything, or, for a call the turn
   could not finish, runs it as
-  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`. The worker
-  that began the run says whether it does, in ``begin_run``'s recorded result
+  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`. After the
+  call the same activity runs the planner turn the loop runs next
+  (:func:`~agentledger.runtime.planner_input.turn_after_call`), and a later
+  turn's lone call runs with the turn after it
+  (:data:`~agentledger.engine.temporal.options.CALL_AND_PLAN`): the loop's
+  next planner turn, which must be exactly that one, takes the carried plan,
+  or runs a turn handed back as
+  :data:`~agentledger.engine.temporal.options.PLAN_AFTER_CALL`. The worker
+  that began the run says which it does, in ``begin_run``'s recorded result
   (:class:`~agentledger.engine.temporal.options.BeganRun`): runs begun by an
-  earlier worker keep a planner turn and a tool call apart on every replay.
+  earlier worker keep their steps apart on every replay.
 * An interruptible activity that finished its work while its cancellation
   was on the way returns its result (its records are in the log).
 * Cancellation: the run loop runs in its own task, shielded from Temporal's
