@@ -1,8 +1,9 @@
 """A planner turn's activity runs the plan's lone tool call too (``engine/temporal/fused.py``).
 
-One activity and one workflow task for a planner turn and its call: a one-tool run
-takes 3 workflow tasks instead of 4, with the records, attempts, keys and
-retry budget the call would have had in its own activity. The hard cases
+One activity and one workflow task for a planner turn and its call (and the
+turn after it, see ``test_turn_after.py``): a one-tool run takes 2 workflow
+tasks instead of 4, with the records, attempts, keys and retry budget the
+call would have had in its own activity. The hard cases
 (a worker lost inside the call, a once call in doubt, crash loops) run on
 real worker processes in ``test_crash_loop.py``, ``test_effects.py`` and
 ``test_effects_sigkill.py``; these tests cover the shape, replay, a
