@@ -19,7 +19,8 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from agentledger.engine.temporal import create_replayer
+from agentledger.engine.base import RetryPolicy
+from agentledger.engine.temporal import TemporalEngine, create_replayer, create_worker
 from agentledger.engine.temporal.options import CALL_AND_PLAN, PLAN_AFTER_CALL, PLAN_AND_CALL
 from agentledger.errors import TransientError
 from agentledger.runtime import (
@@ -31,6 +32,7 @@ from agentledger.runtime import (
     PlanResumeInput,
     Runtime,
     ToolCall,
+    ToolContext,
     tool,
     user_message,
 )
@@ -358,3 +360,76 @@ async def test_a_turn_after_too_large_to_carry_is_read_back_not_planned_again(
     assert planner.resumes == 1
     assert (await _shape(temporal_client, out.run_id))[1] == [PLAN_AND_CALL, PLAN_AFTER_CALL]
     await valid_transcript(store, out.run_id)
+
+
+async def test_a_cancel_while_the_turn_after_a_later_call_plans_interrupts_it(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """The same for a later turn's lone call, which runs with the turn after it in an
+    activity of its own: both calls' results stand, turn 3 is interrupted, nothing of it
+    recorded."""
+    planning, interrupted = asyncio.Event(), asyncio.Event()
+
+    class HeldLater(_First):
+        async def resume(self, input: PlanResumeInput) -> PlanResult:
+            if self.resumes == 1:
+                return PlanResult.call(ToolCall(id="c2", name="quick", input={}))
+            planning.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                interrupted.set()
+                raise
+            raise AssertionError("not canceled")
+
+    planner = HeldLater()
+    async with temporal_runtime(temporal_client, store, _agent(planner, quick)) as runtime:
+        handle = await runtime.agent_client("a").start(session, [user_message("go")])
+        await asyncio.wait_for(planning.wait(), _WITHIN)
+        await handle.cancel("stop")
+        out = await asyncio.wait_for(handle.wait(), _WITHIN)
+        await asyncio.wait_for(interrupted.wait(), _WITHIN)
+    assert out.status is RunStatus.CANCELED, out.failure
+    assert planner.resumes == 2
+    messages = await valid_transcript(store, handle.run_id)
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert (await types(store, handle.run_id))[-1] == "run_completed"
+    assert (await _shape(temporal_client, handle.run_id))[1] == [PLAN_AND_CALL, CALL_AND_PLAN]
+
+
+async def test_a_later_call_s_transient_errors_keep_its_key_attempts_and_budget(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """A keyed tool that always raises TransientError on turn 2, in the activity that would
+    run turn 3 too: maximum_attempts calls under one key, attempts 1..N, then an error
+    result; turn 3 is planned in an activity of its own."""
+    seen: list[tuple[str, int]] = []
+
+    @tool(effect="keyed")
+    async def flaky(ctx: ToolContext) -> str:
+        """Never works."""
+        seen.append((ctx.idempotency_key, ctx.attempt))
+        raise TransientError("try again", operation="flaky")
+
+    class Later(_First):
+        async def resume(self, input: PlanResumeInput) -> PlanResult:
+            if self.resumes == 1:
+                return PlanResult.call(ToolCall(id="c2", name="flaky", input={}))
+            return PlanResult.answer("gave up")
+
+    policy = RetryPolicy(initial_interval=0.05, maximum_interval=0.2, maximum_attempts=3)
+    queue = f"later-{session}"
+    engine = TemporalEngine(temporal_client, task_queue=queue, retry_policy=policy)
+    runtime = Runtime(store, engine=engine)
+    _agent(Later(), quick, flaky)(runtime)
+    async with create_worker(runtime, temporal_client, queue):
+        out = await runtime.agent_client("a").run(session, [user_message("go")])
+    assert out.status is RunStatus.COMPLETED, out.failure
+    assert [attempt for _, attempt in seen] == [1, 2, 3]
+    assert len({key for key, _ in seen}) == 1
+    result = (await valid_transcript(store, out.run_id))[4].parts[0]
+    assert isinstance(result, ToolResultPart)
+    assert result.is_error
+    assert "try again" in str(result.content)
+    activities = (await _shape(temporal_client, out.run_id))[1]
+    assert activities == [PLAN_AND_CALL, CALL_AND_PLAN, PLAN_AND_CALL]
