@@ -200,6 +200,23 @@ class OneCall:
         return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
 
 
+class CallLater:
+    """Calls ``steady`` (call ``c1``), then ``tool`` (call ``c2``), then answers with its
+    result: ``tool`` is a later turn's lone call, run with the turn after it."""
+
+    def __init__(self, tool_name: str) -> None:
+        self.tool_name = tool_name
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return PlanResult.call(ToolCall(id="c1", name="steady", input={"label": "a"}))
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        last = input.tool_results[0] if input.tool_results else None
+        if last is not None and last.tool_call_id == "c1":
+            return PlanResult.call(ToolCall(id="c2", name=self.tool_name, input={"label": "x"}))
+        return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
+
+
 class PairCall:
     """Calls ``steady`` (call ``a``) and ``lonely`` (call ``b``) in parallel, then answers."""
 
@@ -276,7 +293,7 @@ def setup(runtime: Runtime) -> None:
     its first / second call kills),
     ``boss`` (asks ``fragile`` as a child run) and
     ``effect_once``/``effect_retry``/``effect_keyed`` (the acting tool with each effect
-    class) agents."""
+    class) agents, and ``effect_*_later`` (the acting tool on turn 2)."""
     runtime.register_agent(Agent("fragile", OneCall("fragile"), tools=[fragile]))
     runtime.register_agent(
         Agent("fragile2", OneCall("fragile"), tools=[fragile], max_turn_attempts=2)
@@ -292,6 +309,9 @@ def setup(runtime: Runtime) -> None:
     runtime.register_agent(Agent("boss", Boss(), agents=["fragile"]))
     for kind, acting in EFFECT_TOOLS.items():
         runtime.register_agent(Agent(f"effect_{kind}", OneCall("effect"), tools=[acting]))
+        runtime.register_agent(
+            Agent(f"effect_{kind}_later", CallLater("effect"), tools=[steady, acting])
+        )
 
 
 class Supervisor:
@@ -422,6 +442,7 @@ async def crashing_workers(
             "boss",
             "flaky2",
             *(f"effect_{k}" for k in EFFECT_TOOLS),
+            *(f"effect_{k}_later" for k in EFFECT_TOOLS),
         )
         yield Setup(
             client_for={a: runtime.agent_client(a) for a in agents},
