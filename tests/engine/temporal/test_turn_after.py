@@ -433,3 +433,28 @@ async def test_a_later_call_s_transient_errors_keep_its_key_attempts_and_budget(
     assert "try again" in str(result.content)
     activities = (await _shape(temporal_client, out.run_id))[1]
     assert activities == [PLAN_AND_CALL, CALL_AND_PLAN, PLAN_AND_CALL]
+
+
+async def test_a_turn_after_the_call_that_keeps_failing_gets_the_run_s_attempts(
+    temporal_client: Client, store: Store, session: str
+) -> None:
+    """A TransientError on every attempt of the turn after the call: maximum_attempts in
+    all (the first in the call's activity), then the run fails as a planner error."""
+
+    class Failing(_First):
+        async def resume(self, input: PlanResumeInput) -> PlanResult:
+            raise TransientError("busy", operation="model")
+
+    planner = Failing()
+    policy = RetryPolicy(initial_interval=0.05, maximum_interval=0.2, maximum_attempts=3)
+    queue = f"failing-{session}"
+    engine = TemporalEngine(temporal_client, task_queue=queue, retry_policy=policy)
+    runtime = Runtime(store, engine=engine)
+    _agent(planner, quick)(runtime)
+    async with create_worker(runtime, temporal_client, queue):
+        out = await runtime.agent_client("a").run(session, [user_message("go")])
+    assert out.status is RunStatus.FAILED
+    assert out.failure is not None
+    assert out.failure.kind == "planner_error"
+    assert planner.resumes == 3
+    assert (await _shape(temporal_client, out.run_id))[1] == [PLAN_AND_CALL, PLAN_AFTER_CALL]
