@@ -30,7 +30,10 @@ eager (the first workflow task comes back with the start request); the
 peer's ``execute_workflow`` does not ask for that. ``AGENTLEDGER_BENCH_EAGER=0``
 runs agentledger without it, to see the difference it makes.
 ``AGENTLEDGER_BENCH_SRC=/path/to/other/src`` runs another checkout's agentledger
-(say, the main branch's) against the same peer, to compare two versions.
+(say, the main branch's) against the same peer, to compare two versions;
+``--baseline /path/to/other/src`` runs that checkout as a third system,
+interleaved with the other two in every repetition, and reports this
+checkout / baseline too (ratios within one run, not across runs).
 """
 
 from __future__ import annotations
@@ -225,12 +228,15 @@ def _children(pid: int) -> list[int]:
 def _trial(
     python: Path, role: str, address: str, mode: str, args: argparse.Namespace, server: int
 ) -> dict[str, Any]:
+    env = dict(os.environ)
+    if role == "baseline":  # agentledger, from the baseline checkout
+        role, env["AGENTLEDGER_BENCH_SRC"] = "agentledger", str(args.baseline)
     cmd = [
         str(python), __file__, "--role", role, "--temporal", address, "--mode", mode,
         "--runs", str(args.runs), "--concurrency", str(args.concurrency),
     ]  # fmt: skip
     before = _server_cpu(server)
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{role} {mode} trial failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -246,6 +252,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="sequential runs per trial")
     parser.add_argument("--concurrency", type=int, default=30, help="runs at once")
     parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="another checkout's src, run as a third system"
+    )
     args = parser.parse_args()
     if args.role != "driver":
         trial = _agentledger_trial if args.role == "agentledger" else _peer_trial
@@ -256,6 +265,7 @@ def main() -> None:
 
     peer_python = _ensure_peer_venv()
     pythons = {"agentledger": Path(sys.executable), "peer": peer_python}
+    pythons["baseline"] = Path(sys.executable)
     server = TemporalDevServer()
     address = server.start()
     pid = server._process.pid  # type: ignore[union-attr]
@@ -263,6 +273,8 @@ def main() -> None:
     try:
         for rep in range(args.repetitions):
             order = ["agentledger", "peer"] if rep % 2 == 0 else ["peer", "agentledger"]
+            if args.baseline is not None:
+                order.insert(1, "baseline")
             for mode in ("seq", "conc"):
                 for role in order:
                     got = _trial(pythons[role], role, address, mode, args, pid)
@@ -318,13 +330,60 @@ def _report(results: dict[tuple[str, str], list[dict[str, Any]]], args: argparse
     )
     print(
         f"| worker+client CPU / Temporal server CPU, sequential | {a_cpu:.0f} ms / "
-        f"{a_srv:.0f} ms | {p_cpu:.0f} ms / {p_srv:.0f} ms | |"
+        f"{a_srv:.0f} ms | {p_cpu:.0f} ms / {p_srv:.0f} ms "
+        f"| {ratio('seq', 'process_cpu_ms_per_run'):.2f}x / "
+        f"{ratio('seq', 'server_cpu_ms_per_run'):.2f}x |"
     )
+    a_cpu, p_cpu = (
+        med("agentledger", "conc", "process_cpu_ms_per_run"),
+        med("peer", "conc", "process_cpu_ms_per_run"),
+    )
+    a_srv, p_srv = (
+        med("agentledger", "conc", "server_cpu_ms_per_run"),
+        med("peer", "conc", "server_cpu_ms_per_run"),
+    )
+    print(
+        f"| worker+client CPU / Temporal server CPU, {args.concurrency} concurrent "
+        f"| {a_cpu:.0f} ms / {a_srv:.0f} ms | {p_cpu:.0f} ms / {p_srv:.0f} ms "
+        f"| {ratio('conc', 'process_cpu_ms_per_run'):.2f}x / "
+        f"{ratio('conc', 'server_cpu_ms_per_run'):.2f}x |"
+    )
+    if ("baseline", "seq") in results:
+        _report_baseline(results, args)
     print(
         "| model calls per turn across a retry after a lost completion "
         "| 1 (proved by tests/engine/temporal/test_crash.py) "
         "| the model activity runs again (by design; not measured here) | |"
     )
+
+
+def _report_baseline(
+    results: dict[tuple[str, str], list[dict[str, Any]]], args: argparse.Namespace
+) -> None:
+    """This checkout against the baseline checkout, in the same repetitions."""
+
+    def ratio(mode: str, key: str, against: str) -> float:
+        pairs = zip(results[("baseline", mode)], results[(against, mode)], strict=True)
+        return statistics.median(b[key] / p[key] for b, p in pairs)
+
+    def versus(mode: str, key: str) -> float:
+        pairs = zip(results[("agentledger", mode)], results[("baseline", mode)], strict=True)
+        return statistics.median(a[key] / b[key] for a, b in pairs)
+
+    for mode, label in (("seq", "sequential"), ("conc", f"{args.concurrency} concurrent")):
+        print(
+            f"| baseline ({args.baseline}) / peer, runs/s {label} "
+            f"| {ratio(mode, 'runs_per_s', 'peer'):.2f}x | | this / baseline "
+            f"{versus(mode, 'runs_per_s'):.2f}x |"
+        )
+        cpu = statistics.median(r["process_cpu_ms_per_run"] for r in results[("baseline", mode)])
+        print(
+            f"| baseline worker+client CPU per run, {label} | {cpu:.0f} ms | | this / baseline "
+            f"{versus(mode, 'process_cpu_ms_per_run'):.2f}x |"
+        )
+    tasks = statistics.median(r["workflow_tasks"] for r in results[("baseline", "seq")])
+    events = statistics.median(r["events"] for r in results[("baseline", "seq")])
+    print(f"| baseline workflow tasks / history events | {tasks:g} / {events:g} | | |")
 
 
 if __name__ == "__main__":

@@ -123,6 +123,7 @@ from agentledger.runtime.planner import (
     ToolHappened,
     ToolOutcome,
 )
+from agentledger.runtime.planner_input import planner_input
 from agentledger.runtime.records import Phase, RecordSpec, ToolAnsweredPayload, turn_step
 from agentledger.runtime.steps import (
     INTERRUPTED,
@@ -155,7 +156,6 @@ from agentledger.runtime.wire import (
     BeginRunOutput,
     CompleteRunInput,
     CompleteRunOutput,
-    PlanTurnInput,
     PlanTurnOutput,
     RunInput,
     RunOutput,
@@ -585,18 +585,17 @@ class _Loop:
         # else an earlier activity recorded this turn's phase (the start, the last tool call)
         self.turn_at = self.owed_at or (written[1] if written else None)
         assert self.turn_at is not None
-        arg = PlanTurnInput(
+        arg = planner_input(  # the one way to build it (an engine builds the turn after a call)
             run=self.run_start,
             turn_id=self.inp.turn_id,
             turn=self.turn,
             resume=resume,
             at=self.turn_at,
-            records=tuple(self.owed),
+            records=self.owed,
             prompt=self.prompt,
-            tool_results=results,
+            results=results,
             answer=answer,
             max_turn_attempts=self.agent.max_turn_attempts,
-            complete=True,  # a final plan ends the run at once: nothing is owed after it
         )
         try:
             out = await self.ctx.activity(PLAN_TURN, arg, PlanTurnOutput, interruptible=True)

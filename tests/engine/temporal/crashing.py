@@ -52,6 +52,7 @@ from agentledger.runtime import (
     tool,
 )
 from agentledger.storage.protocol import Store
+from agentledger.transcript import ToolResultPart
 from tests.engine.temporal.harness import FAST_RETRY, now_ms
 from tests.engine.temporal.processes import WorkerProcess
 
@@ -199,6 +200,23 @@ class OneCall:
         return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
 
 
+class CallLater:
+    """Calls ``steady`` (call ``c1``), then ``tool`` (call ``c2``), then answers with its
+    result: ``tool`` is a later turn's lone call, run with the turn after it."""
+
+    def __init__(self, tool_name: str) -> None:
+        self.tool_name = tool_name
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return PlanResult.call(ToolCall(id="c1", name="steady", input={"label": "a"}))
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        last = input.tool_results[0] if input.tool_results else None
+        if last is not None and last.tool_call_id == "c1":
+            return PlanResult.call(ToolCall(id="c2", name=self.tool_name, input={"label": "x"}))
+        return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
+
+
 class PairCall:
     """Calls ``steady`` (call ``a``) and ``lonely`` (call ``b``) in parallel, then answers."""
 
@@ -236,13 +254,46 @@ class KillingPlanner:
         return await self.plan_start(input)
 
 
+@tool
+async def counted(label: str, ctx: ToolContext) -> str:
+    """Count each start (``counted PID``) and answer at once."""
+    _started("counted")
+    return f"{label} counted"
+
+
+class KillsAfterTheCall:
+    """Calls ``counted`` on each of its first ``calls`` turns (call ``c1``, ``c2`` ...); the
+    turn after the last call kills the worker while the mode says ``kill`` (or, ``once``, on
+    its first start only), then answers with the last result."""
+
+    def __init__(self, calls: int = 1) -> None:
+        self.calls = calls
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return PlanResult.call(ToolCall(id="c1", name="counted", input={"label": "x"}))
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        messages = await input.prepare_messages()
+        done = sum(isinstance(p, ToolResultPart) for m in messages for p in m.parts)
+        if done < self.calls:
+            call = ToolCall(id=f"c{done + 1}", name="counted", input={"label": "x"})
+            return PlanResult.call(call)
+        mode = _started("resumer")
+        first = count(Path(os.environ[COUNTER_ENV]), "resumer") == 1
+        if mode == "kill" or (mode == "once" and first):
+            _die()
+        return PlanResult.answer(" + ".join(str(r.content) for r in input.tool_results))
+
+
 def setup(runtime: Runtime) -> None:
     """``fragile`` (default attempts), ``fragile2`` / ``fragile1`` (``max_turn_attempts=2`` / 1),
     ``pair``,
     ``flaky2`` (two TransientErrors, then kills; ``max_turn_attempts=2``),
-    ``planner`` (its planner kills), ``boss`` (asks ``fragile`` as a child run) and
+    ``planner`` (its planner kills), ``resumer``/``resumer2`` (the turn after
+    its first / second call kills),
+    ``boss`` (asks ``fragile`` as a child run) and
     ``effect_once``/``effect_retry``/``effect_keyed`` (the acting tool with each effect
-    class) agents."""
+    class) agents, and ``effect_*_later`` (the acting tool on turn 2)."""
     runtime.register_agent(Agent("fragile", OneCall("fragile"), tools=[fragile]))
     runtime.register_agent(
         Agent("fragile2", OneCall("fragile"), tools=[fragile], max_turn_attempts=2)
@@ -253,9 +304,14 @@ def setup(runtime: Runtime) -> None:
     runtime.register_agent(Agent("pair", PairCall(), tools=[steady, lonely]))
     runtime.register_agent(Agent("flaky2", OneCall("flaky"), tools=[flaky], max_turn_attempts=2))
     runtime.register_agent(Agent("planner", KillingPlanner()))
+    runtime.register_agent(Agent("resumer", KillsAfterTheCall(), tools=[counted]))
+    runtime.register_agent(Agent("resumer2", KillsAfterTheCall(2), tools=[counted]))
     runtime.register_agent(Agent("boss", Boss(), agents=["fragile"]))
     for kind, acting in EFFECT_TOOLS.items():
         runtime.register_agent(Agent(f"effect_{kind}", OneCall("effect"), tools=[acting]))
+        runtime.register_agent(
+            Agent(f"effect_{kind}_later", CallLater("effect"), tools=[steady, acting])
+        )
 
 
 class Supervisor:
@@ -381,9 +437,12 @@ async def crashing_workers(
             "fragile1",
             "pair",
             "planner",
+            "resumer",
+            "resumer2",
             "boss",
             "flaky2",
             *(f"effect_{k}" for k in EFFECT_TOOLS),
+            *(f"effect_{k}_later" for k in EFFECT_TOOLS),
         )
         yield Setup(
             client_for={a: runtime.agent_client(a) for a in agents},

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from agentledger.engine.temporal.options import CALL_AND_PLAN, PLAN_AFTER_CALL, PLAN_AND_CALL
 from agentledger.runtime import Answer, user_message
 from agentledger.runtime.completion import check_lifecycle
 from agentledger.runtime.wire import PLAN_TURN, TOOL_CALL
@@ -162,6 +163,90 @@ async def test_a_planner_turn_that_kills_its_worker_pauses_the_run_and_resume_re
         assert done.status is RunStatus.COMPLETED, done.failure
         assert done.text == "planned"
         assert crashing.count(s.counter, "planner") == 4
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+@pytest.mark.parametrize(("agent", "calls"), [("resumer", 1), ("resumer2", 2)])
+async def test_a_turn_after_a_call_that_kills_its_worker_pauses_as_that_turn(
+    agent: str,
+    calls: int,
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    tmp_path: Path,
+) -> None:
+    """The planner turn after a lone call kills its worker on every start; it runs in the
+    call's activity first (the planner turn's for a first call, its own for a later one),
+    whose lost attempts after the call's result count against that turn: three starts of
+    it, ``crash_loop`` naming the planner turn, each call run once."""
+    async with crashing.crashing_workers(
+        temporal_address, temporal_client, store, worker_db, tmp_path
+    ) as s:
+        client = s.client_for[agent]
+        handle = await client.start(s.session, [user_message("go")])
+        out = await asyncio.wait_for(handle.wait(), HANG_GUARD)
+        assert out.status is RunStatus.SUSPENDED, out.failure
+        assert out.awaiting is not None
+        assert out.awaiting.kind == "crash_loop"
+        assert out.awaiting.activity == PLAN_TURN
+        assert out.awaiting.attempts == 3
+        assert crashing.count(s.counter, "resumer") == 3
+        assert crashing.count(s.counter, "counted") == calls
+        assert (await types(store, handle.run_id))[-4:] == [
+            "tool_result_received",
+            "transcript_messages_appended",
+            "phase:synthesizing",
+            "run_suspended",
+        ]
+
+        s.mode.write_text("ok")
+        done = await asyncio.wait_for(client.resume(s.session, handle.run_id, Answer()), HANG_GUARD)
+        assert done.status is RunStatus.COMPLETED, done.failure
+        assert done.text == "x counted"
+        assert crashing.count(s.counter, "resumer") == 4
+        assert crashing.count(s.counter, "counted") == calls
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+@pytest.mark.parametrize(
+    ("agent", "shape"),
+    [
+        ("resumer", [PLAN_AND_CALL, PLAN_AFTER_CALL]),
+        ("resumer2", [PLAN_AND_CALL, CALL_AND_PLAN, PLAN_AFTER_CALL]),
+    ],
+)
+async def test_a_turn_after_a_call_lost_once_is_handed_back_and_planned_again(
+    agent: str,
+    shape: list[str],
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    tmp_path: Path,
+) -> None:
+    """The turn after the call kills its worker once: the retry of the call's activity reads
+    the call's recorded result and hands the turn back (one lost attempt counted); it runs
+    in an activity of its own and the run completes, the call run once."""
+    async with crashing.crashing_workers(
+        temporal_address, temporal_client, store, worker_db, tmp_path
+    ) as s:
+        s.mode.write_text("once")
+        client = s.client_for[agent]
+        out = await asyncio.wait_for(client.run(s.session, [user_message("go")]), HANG_GUARD)
+        assert out.status is RunStatus.COMPLETED, out.failure
+        assert out.text == "x counted"
+        assert crashing.count(s.counter, "resumer") == 2
+        assert crashing.count(s.counter, "counted") == len(shape) - 1
+        history = await temporal_client.get_workflow_handle(out.run_id).fetch_history()
+        scheduled = [
+            e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+        ]
+        assert scheduled == shape
+        messages = await valid_transcript(store, out.run_id)
+        assert [m.role for m in messages] == ["user", "assistant"] * len(shape)
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite"])

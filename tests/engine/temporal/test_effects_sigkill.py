@@ -109,3 +109,46 @@ async def test_a_retry_or_keyed_tool_killed_after_acting_runs_again_with_its_key
         assert stub.posts == [key, key]
         assert stub.effects == {key: "x"}  # the keyed system acted once
         await valid_transcript(store, done.run_id)
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+@pytest.mark.parametrize("effect", ["once", "retry"])
+async def test_a_later_call_killed_after_acting_keeps_its_effect_class(
+    effect: str,
+    temporal_address: str,
+    temporal_client: Client,
+    store: Store,
+    worker_db: str,
+    tmp_path: Path,
+    stub: crashing.StubEffects,
+) -> None:
+    """Turn 2's lone call, run in an activity with the turn after it, killed after acting:
+    ``once`` is in doubt (acted once, the turn after it not started), ``retry`` runs again
+    with the same key as attempt 2 and the run completes."""
+    env = {crashing.STUB_ENV: stub.url}
+    async with crashing.crashing_workers(
+        temporal_address, temporal_client, store, worker_db, tmp_path, env
+    ) as s:
+        s.mode.write_text("after")
+        client = s.client_for[f"effect_{effect}_later"]
+        handle = await client.start(s.session, [user_message("go")])
+        out = await asyncio.wait_for(handle.wait(), HANG_GUARD)
+        key = idempotency_key(handle.run_id, "c2")
+        if effect == "once":
+            assert out.status is RunStatus.SUSPENDED, out.failure
+            assert out.awaiting is not None
+            assert out.awaiting.kind == "in_doubt"
+            assert out.awaiting.in_doubt is not None
+            assert (out.awaiting.in_doubt.tool_call_id, out.awaiting.in_doubt.key) == ("c2", key)
+            assert crashing.effects(s.counter) == [(key, 1)]
+            out = await asyncio.wait_for(
+                client.resume(s.session, handle.run_id, ToolHappened(result="sent", by="ops")),
+                HANG_GUARD,
+            )
+            assert out.text == "sent"
+        else:
+            assert crashing.effects(s.counter) == [(key, 1), (key, 2)]
+            assert out.text == "x happened"
+        assert out.status is RunStatus.COMPLETED, out.failure
+        messages = await valid_transcript(store, out.run_id)
+        assert messages[-1].role == "assistant"

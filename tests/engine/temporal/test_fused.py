@@ -1,8 +1,9 @@
 """A planner turn's activity runs the plan's lone tool call too (``engine/temporal/fused.py``).
 
-One activity and one workflow task for a planner turn and its call: a one-tool run
-takes 3 workflow tasks instead of 4, with the records, attempts, keys and
-retry budget the call would have had in its own activity. The hard cases
+One activity and one workflow task for a planner turn and its call (and the
+turn after it, see ``test_turn_after.py``): a one-tool run takes 2 workflow
+tasks instead of 4, with the records, attempts, keys and retry budget the
+call would have had in its own activity. The hard cases
 (a worker lost inside the call, a once call in doubt, crash loops) run on
 real worker processes in ``test_crash_loop.py``, ``test_effects.py`` and
 ``test_effects_sigkill.py``; these tests cover the shape, replay, a
@@ -69,11 +70,11 @@ async def _shape(client: Client, run_id: str) -> tuple[int, list[str], WorkflowH
     return tasks, activities, history
 
 
-async def test_a_one_tool_run_takes_three_workflow_tasks_and_the_same_records(
+async def test_a_one_tool_run_takes_two_workflow_tasks_and_the_same_records(
     temporal_client: Client, store: Store, session: str
 ) -> None:
-    """Planner turn + call in one activity: 3 workflow tasks, the in-process records and
-    stream, and the history replays on this code."""
+    """Planner turn + call + the turn after it in one activity: 2 workflow tasks, the
+    in-process records and stream, and the history replays on this code."""
     async with temporal_runtime(temporal_client, store, _chat(_one_tool(), [weather])) as runtime:
         out = await runtime.agent_client("chat").run(session, [user_message("Weather?")])
         published = [
@@ -84,8 +85,8 @@ async def test_a_one_tool_run_takes_three_workflow_tasks_and_the_same_records(
     assert out.status is RunStatus.COMPLETED, out.failure
     assert out.text == "21C."
     tasks, activities, history = await _shape(temporal_client, out.run_id)
-    assert tasks == 3
-    assert activities == [PLAN_AND_CALL, PLAN_AND_CALL]
+    assert tasks == 2
+    assert activities == [PLAN_AND_CALL]
 
     local = Runtime(store, stream=QueueSink())
     _chat(_one_tool(), [weather])(local)

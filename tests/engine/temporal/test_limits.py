@@ -86,31 +86,33 @@ async def _history(
 
 
 async def test_events_per_run_and_per_tool_turn(temporal_client: Client, tmp_path: Path) -> None:
-    """13 events for a run that answers at once (nothing waits behind it: no step to start
-    the session's next turn), 6 more per one-call tool turn (the planner turn's activity runs
-    the call), 12 and 3 to 6 per extra call for a turn of parallel calls."""
+    """13 events for a run that answers at once or after one one-call tool turn (nothing
+    waits behind it: no step to start the session's next turn; the planner turn's activity
+    runs the call and the turn after it), 6 more per further one-call tool turn (the call's
+    activity runs the turn after it), 12 and 3 to 6 per extra call for a turn of parallel
+    calls."""
     store = await SQLiteStore.open(tmp_path / "limits.db", durability="normal")
     try:
         assert (await _history(temporal_client, store, 0))[0] == EVENTS_PER_RUN
         for turns in (1, 3):
             events, _ = await _history(temporal_client, store, turns)
-            assert events == EVENTS_PER_RUN + turns * EVENTS_PER_TOOL_TURN
+            assert events == EVENTS_PER_RUN + (turns - 1) * EVENTS_PER_TOOL_TURN
         events, _ = await _history(temporal_client, store, 2, calls=3)
         base = EVENTS_PER_RUN + 2 * EVENTS_PER_PARALLEL_TURN
         assert base + 2 * 2 * 3 <= events <= base + 2 * 2 * EVENTS_PER_EXTRA_CALL
     finally:
         await store.close()
-    assert tool_turns_before_history_limit() == 8530
-    assert tool_turns_before_history_limit(limit=10_240) == 1704
+    assert tool_turns_before_history_limit() == 8531
+    assert tool_turns_before_history_limit(limit=10_240) == 1705
     assert tool_turns_before_history_limit(4) == 1706
 
 
 async def test_a_tool_output_is_copied_into_history_a_bounded_number_of_times(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """Each turn's tool output lands in history about twice: the result the planner turn's
-    activity carries back, and the next plan's input (the call's activity records the step's
-    results message itself, so it is not carried a third time)."""
+    """Each turn's tool output lands in history about once: the result the call's activity
+    carries back (it runs the next planner turn itself, whose input is not in history; it
+    records the step's results message itself, so that is not carried either)."""
     store = await SQLiteStore.open(tmp_path / "limits.db", durability="normal")
     try:
         _, small = await _history(temporal_client, store, 2, size=1)
@@ -118,7 +120,7 @@ async def test_a_tool_output_is_copied_into_history_a_bounded_number_of_times(
     finally:
         await store.close()
     copies = (large - small) / (2 * 20_000)
-    assert 1.5 <= copies <= 3.0, copies
+    assert 0.8 <= copies <= 1.5, copies
 
 
 class Answers:

@@ -26,6 +26,7 @@ from tests.engine.temporal.broken_workflows import ReorderedRunWorkflow
 HISTORIES = Path(__file__).resolve().parent / "histories"
 SCENARIOS = {
     "tool_loop",
+    "one_tool",
     "child_run",
     "suspend_resume",
     "cancel_with_reason",
@@ -103,16 +104,41 @@ async def test_a_history_from_before_lone_calls_ran_in_the_turn_still_replays(pa
     assert result.replay_failure is None, repr(result.replay_failure)
 
 
+PLAN_AND_CALL_SHAPE = sorted((HISTORIES / "plan_and_call").glob("*.json"))
+"""Every scenario as recorded while a planner turn's activity ran the plan's lone tool call
+but not the planner turn after it (``BeganRun`` without ``turns_after_calls``)."""
+
+
+@pytest.mark.parametrize("path", PLAN_AND_CALL_SHAPE, ids=[p.stem for p in PLAN_AND_CALL_SHAPE])
+async def test_a_history_from_before_turns_ran_after_their_call_still_replays(path: Path) -> None:
+    """A run in flight across the upgrade keeps its shape: the turn after a lone call in an
+    activity of its own."""
+    history = _load(path)
+    result = await create_replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, repr(result.replay_failure)
+
+
 def test_today_s_histories_run_lone_calls_in_the_turn() -> None:
     """The recorded shape: the planner turn's activity runs a lone call (cancel scenarios);
     parallel calls keep their own activities (tool loop)."""
-    assert len(UNFUSED) == len(FILES)
+    names = {p.name for p in FILES}
+    assert {p.name for p in UNFUSED} == names - {"one_tool__root.json"}
+    assert {p.name for p in PLAN_AND_CALL_SHAPE} == names
     cancel = _activity_types(_load(HISTORIES / "cancel_with_reason__root.json"))
     assert cancel == ["agentledger.plan_turn_and_call"]
     loop = _activity_types(_load(HISTORIES / "tool_loop__root.json"))
     assert loop.count("agentledger.tool_call") == 2
     before = _activity_types(_load(HISTORIES / "unfused" / "cancel_with_reason__root.json"))
     assert before == ["agentledger.plan_turn", "agentledger.tool_call"]
+
+
+def test_today_s_histories_run_the_turn_after_a_lone_call_in_its_activity() -> None:
+    """A one-tool run: one activity for the planner turn, its call and the turn after it;
+    before, the turn after the call had an activity of its own."""
+    now = _activity_types(_load(HISTORIES / "one_tool__root.json"))
+    assert now == ["agentledger.plan_turn_and_call"]
+    before = _activity_types(_load(HISTORIES / "plan_and_call" / "one_tool__root.json"))
+    assert before == ["agentledger.plan_turn_and_call", "agentledger.plan_turn_and_call"]
 
 
 async def test_a_nondeterministic_change_fails_replay() -> None:

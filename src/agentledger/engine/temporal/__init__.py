@@ -57,22 +57,22 @@ Payload discipline and limits (Temporal server defaults):
   (``Agent.max_turns``, default 16), so it never needs continue-as-new.
   Measured on the dev server (``tests/engine/temporal/test_limits.py``,
   constants in :mod:`~agentledger.engine.temporal.options`): a run that
-  answers at once costs 13 events (a local activity marker to begin, the
-  planner's activity, a marker to end, and their workflow tasks; 3 more
-  when a message of its session waits behind it, for the step that starts
-  that message's turn); each planner turn with one
-  tool call adds 6 (the next planner turn's activity, which ran the call
-  too, and the workflow task that follows it; 6 more when the call is
-  handed back after a lost attempt or a TransientError), a turn of
-  parallel calls 12 and 3 to 6 per extra call. That is 8,530 one-call
-  tool turns before the event limit (1,704 before the warning); with 4
-  parallel calls per turn, 1,706.
-  By size, a turn without large payloads adds about 3 KB; a tool's output
-  is copied into the history about 3 times (the activity result, then in
-  the next planner turn's input both as a result and, base64-encoded, in
-  the results message it records), so turns that each return 100 KB reach
-  the 50 MiB limit after about 150 turns and the 10 MiB warning after
-  about 30.
+  answers at once, or after one tool turn of one call, costs 13 events (a
+  local activity marker to begin, the planner's activity, which runs a
+  lone call and the planner turn after it too, a marker to end, and their
+  workflow tasks; 3 more when a message of its session waits behind it,
+  for the step that starts that message's turn); each further planner
+  turn with one tool call adds 6 (the call's activity, which runs the
+  next planner turn too, and the workflow task that follows it; 6 more
+  when the call or that turn is handed back after a lost attempt or a
+  TransientError), a turn of parallel calls 12 and 3 to 6 per extra call.
+  That is 8,531 one-call tool turns before the event limit (1,705 before
+  the warning); with 4 parallel calls per turn, 1,706.
+  By size, a turn without large payloads adds about 2 KB; a tool's output
+  is copied into the history about once (the result its activity carries
+  back; the next planner turn's input is made in that activity), so turns
+  that each return 100 KB reach the 50 MiB limit after about 480 turns
+  and the 10 MiB warning after about 95.
 * Failures of the run loop's own code (a bug, a sandbox violation) fail
   the workflow *task*, which Temporal retries until a fixed worker is
   deployed; the run stays as the store has it meanwhile (paused), also when

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from agentledger.engine.base import RetryPolicy
+from agentledger.runtime.planner import RenderedPrompt
 from agentledger.runtime.wire import (
     AgentPlan,
     BeginRunOutput,
@@ -27,6 +28,7 @@ from agentledger.runtime.wire import (
 __all__ = [
     "BLOB_SIZE_LIMIT",
     "CALL_AFTER_PLAN",
+    "CALL_AND_PLAN",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "EVENTS_PER_EXTRA_CALL",
     "EVENTS_PER_PARALLEL_TURN",
@@ -38,15 +40,20 @@ __all__ = [
     "HISTORY_SIZE_LIMIT",
     "HISTORY_SIZE_WARNING",
     "PAYLOAD_TOO_LARGE",
+    "PLAN_AFTER_CALL",
     "PLAN_AND_CALL",
     "START_DUE",
     "BeganRun",
     "CallAfterPlan",
+    "CallAndPlan",
+    "CallAndPlanOutput",
     "EngineOptions",
+    "PlanAfterCall",
     "PlanAndCall",
     "PlanAndCallOutput",
     "StartDue",
     "StartedTurns",
+    "TurnAfter",
     "tool_turns_before_history_limit",
 ]
 
@@ -63,15 +70,16 @@ HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 HISTORY_SIZE_WARNING = 10 * 1024 * 1024
 """The server logs a warning from this many bytes on (``limit.historySize.warn``)."""
 EVENTS_PER_RUN = 13
-"""History events of a session's run that answers at once, with no message of its session
-waiting behind it (begin marker, one planner turn, end marker, their workflow tasks)."""
+"""History events of a session's run that answers at once, or after one tool turn of one
+call, with no message of its session waiting behind it (begin marker, one activity for the
+planner turn, its lone call and the turn after it, end marker, their workflow tasks)."""
 EVENTS_TO_START_DUE = 3
 """History events a session's run adds when a message of its session waits behind it, to
 start that message's turn (a patch marker, its search attribute, a local activity marker)."""
 EVENTS_PER_TOOL_TURN = 6
-"""History events each planner turn with one tool call adds (one activity runs the turn and
-its call, then its workflow task; 6 more when the call is handed back after a lost attempt
-or a TransientError)."""
+"""History events each planner turn with one tool call adds after the first (one activity
+runs the call and the planner turn after it, then its workflow task; 6 more when the call
+or that turn is handed back after a lost attempt or a TransientError)."""
 EVENTS_PER_PARALLEL_TURN = 12
 """History events a planner turn with several tool calls adds for its first call (the planner
 turn and the call, 2 activities, each with its workflow task), before the extra ones."""
@@ -86,13 +94,14 @@ def tool_turns_before_history_limit(
 ) -> int:
     """How many tool turns a run can take before its history reaches ``limit`` events.
 
-    With the defaults: 8,530 one-call turns (1,704 before the warning at
+    With the defaults: 8,531 one-call turns (1,705 before the warning at
     10,240), far more than ``Agent.max_turns`` allows.
     """
-    per_turn = EVENTS_PER_TOOL_TURN
-    if calls_per_turn > 1:
-        per_turn = EVENTS_PER_PARALLEL_TURN + EVENTS_PER_EXTRA_CALL * (calls_per_turn - 1)
-    return (limit - EVENTS_PER_RUN - EVENTS_TO_START_DUE) // per_turn
+    room = limit - EVENTS_PER_RUN - EVENTS_TO_START_DUE
+    if calls_per_turn <= 1:  # the first turn's call rides in the run's own events
+        return room // EVENTS_PER_TOOL_TURN + 1
+    per_turn = EVENTS_PER_PARALLEL_TURN + EVENTS_PER_EXTRA_CALL * (calls_per_turn - 1)
+    return room // per_turn
 
 
 class EngineOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -165,6 +174,10 @@ class BeganRun(BeginRunOutput, frozen=True, kw_only=True):
     """
 
     lone_calls_in_turn: bool = False
+    turns_after_calls: bool = False
+    """With ``lone_calls_in_turn``: the activity also runs the planner turn the loop runs
+    right after the call (:class:`PlanAndCall` ``turn_after``). False from a worker
+    before it: the run keeps that turn in an activity of its own."""
 
 
 class PlanAndCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,11 +188,31 @@ class PlanAndCall(msgspec.Struct, frozen=True, kw_only=True):
     agent: AgentPlan
     not_before: datetime
     """The run's time when the turn was scheduled: the tool's result is stamped no earlier."""
+    turn_after: bool = False
+    """Run the planner turn the loop runs right after the call, too (see
+    :func:`~agentledger.runtime.planner_input.turn_after_call`): ignored by a worker before
+    it, which hands back no :class:`TurnAfter` (the loop then plans it as usual)."""
 
     @property
     def max_turn_attempts(self) -> int:
         """The planner turn's crash-loop limit (what the worker counts lost attempts against)."""
         return self.plan.max_turn_attempts
+
+
+class TurnAfter(msgspec.Struct, frozen=True, kw_only=True):
+    """What became of the planner turn a :data:`PLAN_AND_CALL` started after its lone call.
+
+    ``plan`` is the turn's result when it is carried back; otherwise the
+    turn is handed back to the workflow, which runs :data:`PLAN_AFTER_CALL`:
+    with ``failure`` (the attempt's error, a TransientError's included),
+    ``lost`` (it was interrupted, or an earlier attempt of the activity was
+    lost after the call's result was recorded), or neither (its plan is
+    recorded, but too large to carry back next to the rest).
+    """
+
+    plan: PlanTurnOutput | None = None
+    failure: dict[str, Any] | None = None
+    lost: bool = False
 
 
 class PlanAndCallOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,6 +232,9 @@ class PlanAndCallOutput(msgspec.Struct, frozen=True, kw_only=True):
     tool: ToolCallOutput | None = None
     failure: dict[str, Any] | None = None
     lost: bool = False
+    after: TurnAfter | None = None
+    """The planner turn after a carried call, when the activity started it (None: it did
+    not, and the loop plans it as usual)."""
 
 
 class CallAfterPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -223,3 +259,58 @@ class CallAfterPlan(msgspec.Struct, frozen=True, kw_only=True):
     def started_before(self) -> int:
         """Attempts of the call made before this activity (its attempts count on)."""
         return 1
+
+
+PLAN_AFTER_CALL = "agentledger.plan_turn_after_call"
+"""The planner turn a :data:`PLAN_AND_CALL` started after its lone call without an outcome
+to carry back: its attempts count on from the one made there."""
+
+
+class PlanAfterCall(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of :data:`PLAN_AFTER_CALL`: the loop's planner turn, which a
+    :data:`PLAN_AND_CALL` started once already (``lost``: without finishing)."""
+
+    plan: PlanTurnInput
+    """The turn the loop asked for."""
+    lost: bool = False
+
+    @property
+    def max_turn_attempts(self) -> int:
+        """The turn's crash-loop limit."""
+        return self.plan.max_turn_attempts
+
+    @property
+    def lost_before(self) -> int:
+        """Lost attempts made before this activity (the worker counts them too)."""
+        return int(self.lost)
+
+    @property
+    def started_before(self) -> int:
+        """Attempts of the turn made before this activity (its attempts count on)."""
+        return 1
+
+
+CALL_AND_PLAN = "agentledger.tool_call_and_plan"
+"""The activity of a lone tool call (of a planner turn's step, not the one a
+:data:`PLAN_AND_CALL` ran) that also runs the planner turn the loop runs right after it."""
+
+
+class CallAndPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of :data:`CALL_AND_PLAN`: the loop's tool call, and the run's prompt (what
+    the planner turn after it carries)."""
+
+    call: ToolCallInput
+    prompt: RenderedPrompt | None = None
+
+    @property
+    def max_turn_attempts(self) -> int:
+        """The call's crash-loop limit (what the worker counts lost attempts against)."""
+        return self.call.max_turn_attempts
+
+
+class CallAndPlanOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of :data:`CALL_AND_PLAN`: the call's, and the planner turn after it when
+    the activity started one (see :class:`TurnAfter`)."""
+
+    tool: ToolCallOutput
+    after: TurnAfter | None = None

@@ -47,22 +47,31 @@ from agentledger.engine.temporal.failures import FINISHED_AT, error_details
 from agentledger.engine.temporal.fused import (
     began_run_activity,
     call_after_plan_activity,
+    call_and_plan_activity,
+    call_settled,
+    plan_after_call_activity,
     plan_and_call_activity,
     plan_recorded,
 )
 from agentledger.engine.temporal.options import (
     CALL_AFTER_PLAN,
+    CALL_AND_PLAN,
     DEFAULT_MAX_PAYLOAD_BYTES,
     PAYLOAD_TOO_LARGE,
+    PLAN_AFTER_CALL,
     PLAN_AND_CALL,
     START_DUE,
     BeganRun,
     CallAfterPlan,
+    CallAndPlan,
+    CallAndPlanOutput,
     EngineOptions,
+    PlanAfterCall,
     PlanAndCall,
     PlanAndCallOutput,
     StartDue,
     StartedTurns,
+    TurnAfter,
 )
 from agentledger.engine.temporal.queue import complete_and_look, start_due_activity
 from agentledger.engine.temporal.workflows import AgentRunWorkflow, RetiredRunWorkflow
@@ -334,6 +343,10 @@ def warm_types() -> None:
         PlanAndCall,
         PlanAndCallOutput,
         CallAfterPlan,
+        CallAndPlan,
+        CallAndPlanOutput,
+        PlanAfterCall,
+        TurnAfter,
         ToolOutcome,
         *structs,
     )
@@ -414,14 +427,19 @@ def create_worker(
 def _fused_definitions(
     runtime: Runtime, activities: Mapping[str, Activity], max_payload_bytes: int
 ) -> list[Callable[..., Awaitable[Any]]]:
-    """A planner turn with its lone tool call, and that call handed back (see :mod:`.fused`)."""
+    """A planner turn with its lone tool call (and the planner turn after it), and that call or
+    turn handed back (see :mod:`.fused`)."""
     plan_turn, tool_call = activities[wire.PLAN_TURN], activities[wire.TOOL_CALL]
     store = runtime.store
 
     async def spared(arg: PlanAndCall) -> bool:
         return await plan_recorded(store, arg)
 
+    async def call_spared(arg: CallAndPlan) -> bool:
+        return await call_settled(store, arg.call)
+
     check = _size_check(PLAN_AND_CALL, max_payload_bytes)
+    call_check = _size_check(CALL_AND_PLAN, max_payload_bytes)
     fused = plan_and_call_activity(plan_turn, tool_call, store, check)
     return [
         _wrap(PLAN_AND_CALL, fused, max_payload_bytes, reported=wire.PLAN_TURN, spared=spared),
@@ -430,5 +448,18 @@ def _fused_definitions(
             call_after_plan_activity(tool_call),
             max_payload_bytes,
             reported=wire.TOOL_CALL,
+        ),
+        _wrap(
+            CALL_AND_PLAN,
+            call_and_plan_activity(plan_turn, tool_call, store, call_check),
+            max_payload_bytes,
+            reported=wire.TOOL_CALL,
+            spared=call_spared,
+        ),
+        _wrap(
+            PLAN_AFTER_CALL,
+            plan_after_call_activity(plan_turn),
+            max_payload_bytes,
+            reported=wire.PLAN_TURN,
         ),
     ]

@@ -26,10 +26,17 @@ How the engine boundary maps onto Temporal:
   :mod:`~agentledger.engine.temporal.fused`): the loop's tool call then takes
   the carried result without scheduling anything, or, for a call the turn
   could not finish, runs it as
-  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`. The worker
-  that began the run says whether it does, in ``begin_run``'s recorded result
+  :data:`~agentledger.engine.temporal.options.CALL_AFTER_PLAN`. After the
+  call the same activity runs the planner turn the loop runs next
+  (:func:`~agentledger.runtime.planner_input.turn_after_call`), and a later
+  turn's lone call runs with the turn after it
+  (:data:`~agentledger.engine.temporal.options.CALL_AND_PLAN`): the loop's
+  next planner turn, which must be exactly that one, takes the carried plan,
+  or runs a turn handed back as
+  :data:`~agentledger.engine.temporal.options.PLAN_AFTER_CALL`. The worker
+  that began the run says which it does, in ``begin_run``'s recorded result
   (:class:`~agentledger.engine.temporal.options.BeganRun`): runs begun by an
-  earlier worker keep a planner turn and a tool call apart on every replay.
+  earlier worker keep their steps apart on every replay.
 * An interruptible activity that finished its work while its cancellation
   was on the way returns its result (its records are in the log).
 * Cancellation: the run loop runs in its own task, shielded from Temporal's
@@ -89,18 +96,25 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentledger.engine.temporal.options import (
         CALL_AFTER_PLAN,
+        CALL_AND_PLAN,
         PAYLOAD_TOO_LARGE,
+        PLAN_AFTER_CALL,
         PLAN_AND_CALL,
         START_DUE,
         BeganRun,
         CallAfterPlan,
+        CallAndPlan,
+        CallAndPlanOutput,
         EngineOptions,
+        PlanAfterCall,
         PlanAndCall,
         PlanAndCallOutput,
         StartDue,
         StartedTurns,
+        TurnAfter,
     )
     from agentledger.errors import AgentledgerError, ContractError, RunLoopError
+    from agentledger.runtime.planner_input import turn_after_call
     from agentledger.runtime.wire import (
         BEGIN_RUN,
         PLAN_TURN,
@@ -108,6 +122,8 @@ with workflow.unsafe.imports_passed_through():
         TOOL_CALL,
         AgentPlan,
         CompleteRunOutput,
+        PlanTurnInput,
+        PlanTurnOutput,
         RunInput,
         RunOutput,
         ToolCallInput,
@@ -208,7 +224,11 @@ class TemporalContext:
         self._clock = workflow.info().workflow_start_time  # advanced by _finished
         self.agent: AgentPlan | None = None  # the run's agent, once begin_run said it
         self._fused = False  # whether planner turns run their lone call too (BeganRun)
+        self._then = False  # ... and the planner turn after it (BeganRun)
         self._handed: PlanAndCallOutput | None = None  # a turn's call, for the loop's next
+        self._prompt: Any = None  # the prompt of the turn whose call is handed
+        # the planner turn the loop runs next, as the call's activity ran it: its input
+        self._after: tuple[PlanTurnInput, TurnAfter] | None = None
         self.waiting: bool | None = None
         """Whether a message of the session waited once the run's ending was written
         (the worker's ``complete_run`` says; None: unknown)."""
@@ -258,6 +278,11 @@ class TemporalContext:
         self, name: str, arg: Any, result_type: type[T], *, interruptible: bool = False
     ) -> T:
         handed, self._handed = self._handed, None
+        after, self._after = self._after, None
+        if after is not None:
+            turn = await self._turn_after(after, name, arg, interruptible=interruptible)
+            if turn is not None:
+                return turn  # type: ignore[return-value]
         if (
             handed is not None
             and name == TOOL_CALL
@@ -266,25 +291,33 @@ class TemporalContext:
         ):
             out = await self._handed_call(handed, arg, interruptible=interruptible)
             return out  # type: ignore[return-value]
+        if name == PLAN_TURN:
+            self._prompt = arg.prompt  # what the turn after a lone call carries
+        elif name == TOOL_CALL and self._then and isinstance(arg, ToolCallInput) and arg.then_turn:
+            called = await self._call_and_plan(arg, interruptible=interruptible)
+            return called  # type: ignore[return-value]
         if name == PLAN_TURN and self._fuses():
             assert self.agent is not None
-            fused = PlanAndCall(plan=arg, agent=self.agent, not_before=self.now())
+            fused = PlanAndCall(
+                plan=arg, agent=self.agent, not_before=self.now(), turn_after=self._then
+            )
             both = await self._schedule(
                 PLAN_AND_CALL,
                 fused,
                 PlanAndCallOutput,
                 interruptible=interruptible,
                 reported=PLAN_TURN,
-                seconds=2 * self.options.activity_timeout,
+                seconds=(3 if self._then else 2) * self.options.activity_timeout,
             )
             self._finished(both.plan.finished_at)
             if both.call_id:
-                self._handed = both
+                self._handed, self._prompt = both, arg.prompt
             plan: T = both.plan  # type: ignore[assignment]
             return plan
         if name == BEGIN_RUN:  # what a worker of this version says (see BeganRun)
             began = await self._schedule(name, arg, BeganRun, interruptible=interruptible)
             self.agent, self._fused = began.agent, began.lone_calls_in_turn
+            self._then = began.lone_calls_in_turn and began.turns_after_calls
             return began  # type: ignore[return-value]
         return await self._schedule(name, arg, result_type, interruptible=interruptible)
 
@@ -294,11 +327,82 @@ class TemporalContext:
         return self._fused and self.agent is not None
 
     def _holding(self) -> bool:
-        """Whether a tool call's result is recorded but not yet given to the loop."""
+        """Whether a tool call's result, or the planner turn's after it, is recorded but not
+        yet given to the loop."""
         handed = self._handed
-        return handed is not None and (
+        if handed is not None and (
             handed.tool is not None or (not handed.lost and handed.failure is None)
+        ):
+            return True
+        return self._after is not None and _carries(self._after[1])
+
+    async def _turn_after(
+        self, after: tuple[PlanTurnInput, TurnAfter], name: str, arg: Any, *, interruptible: bool
+    ) -> PlanTurnOutput | None:
+        """The loop's planner turn that its call's activity ran (or started) right after the
+        call; None when the loop asks for other work (a cancel came: the turn was
+        interrupted or never carried back).
+
+        Raises:
+            RuntimeError: the loop asked for anything else while that turn's plan is
+                recorded (a bug: the activity ran the turn the loop runs after the call,
+                built by the same function).
+        """
+        expected, turn = after
+        if name != PLAN_TURN or arg != expected:
+            if not _carries(turn):
+                return None
+            raise RuntimeError(
+                f"the run loop asked for {name} where the planner turn {expected.turn} that "
+                "its last tool call's activity ran was due"
+            )
+        if turn.plan is not None:
+            self._finished(turn.plan.finished_at)
+            return turn.plan
+        spent = 0
+        if turn.failure is not None:
+            if not turn.failure.get("retryable") or self.options.retry.maximum_attempts <= 1:
+                raise activity_failed(turn.failure, activity=PLAN_TURN)
+            spent = 1  # a TransientError: one of the turn's attempts is used
+        elif not turn.lost:  # recorded, too large to carry with the call: read it back
+            interruptible = False
+        return await self._schedule(
+            PLAN_AFTER_CALL,
+            PlanAfterCall(plan=expected, lost=turn.lost),
+            PlanTurnOutput,
+            interruptible=interruptible,
+            reported=PLAN_TURN,
+            spent=spent,
         )
+
+    async def _call_and_plan(self, arg: ToolCallInput, *, interruptible: bool) -> ToolCallOutput:
+        """A lone call of a planner turn's step, and the planner turn the loop runs after it,
+        in one activity (:data:`CALL_AND_PLAN`)."""
+        both = await self._schedule(
+            CALL_AND_PLAN,
+            CallAndPlan(call=arg, prompt=self._prompt),
+            CallAndPlanOutput,
+            interruptible=interruptible,
+            reported=TOOL_CALL,
+            seconds=2 * self.options.activity_timeout,
+        )
+        self._finished(both.tool.finished_at)
+        self._expect_after(arg, both.tool, both.after)
+        return both.tool
+
+    def _expect_after(
+        self, call: ToolCallInput, tool: ToolCallOutput, after: TurnAfter | None
+    ) -> None:
+        """The planner turn that ``call``'s activity ran after it is the loop's next."""
+        if after is None:
+            return
+        then = turn_after_call(call, tool, self._prompt)
+        if then is None:
+            raise RuntimeError(
+                f"tool call {call.call.id}'s activity ran a planner turn after it that the "
+                "run loop does not run next"
+            )
+        self._after = (then, after)
 
     async def _handed_call(
         self, handed: PlanAndCallOutput, arg: ToolCallInput, *, interruptible: bool
@@ -306,6 +410,7 @@ class TemporalContext:
         """The loop's tool call that its planner turn's activity ran (or started)."""
         if handed.tool is not None:
             self._finished(handed.tool.finished_at)
+            self._expect_after(arg, handed.tool, handed.after)
             return handed.tool
         failure = handed.failure
         spent = 0
@@ -430,6 +535,11 @@ class TemporalContext:
             await workflow.wait([job, canceled], return_when=asyncio.FIRST_COMPLETED)
         finally:
             canceled.cancel()
+
+
+def _carries(turn: TurnAfter) -> bool:
+    """Whether the planner turn a call's activity ran after the call has its plan recorded."""
+    return turn.plan is not None or (not turn.lost and turn.failure is None)
 
 
 def _failure_stamp(error: FailureError) -> datetime | None:

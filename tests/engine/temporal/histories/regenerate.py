@@ -62,6 +62,13 @@ async def tool_loop(client: Client, store: SQLiteStore, session: str) -> dict[st
     return {"root": out.run_id}
 
 
+async def one_tool(client: Client, store: SQLiteStore, session: str) -> dict[str, str]:
+    model = ScriptedModel([tool_calls(("c1", "weather", {"city": "Paris"})), reply("21C.")])
+    async with temporal_runtime(client, store, _chat(model, (weather,))) as runtime:
+        out = await runtime.agent_client("chat").run(session, [user_message("Weather?")])
+    return {"root": out.run_id}
+
+
 async def child_run(client: Client, store: SQLiteStore, session: str) -> dict[str, str]:
     from agentledger.runtime import ModelPlanner
 
@@ -168,6 +175,7 @@ async def nested_suspension(client: Client, store: SQLiteStore, session: str) ->
 
 SCENARIOS: dict[str, Scenario] = {
     "tool_loop": tool_loop,
+    "one_tool": one_tool,
     "child_run": child_run,
     "suspend_resume": suspend_resume,
     "cancel_with_reason": cancel_with_reason,
