@@ -174,16 +174,17 @@ async def test_a_misfit_lifecycle_record_of_a_source_run_fails_the_replay(
     assert caught.value.run_id == source
 
 
-async def test_a_lost_run_completed_of_a_source_run_fails_the_replay(store: SQLiteStore) -> None:
-    """The source's cut is its newest record: a completed run must end with its
-    run_completed, not a log that merely looks shorter (the reference is then past it)."""
+async def test_a_lost_run_completed_fails_the_replay(store: SQLiteStore) -> None:
+    """A completed run's log must end with its run_completed, not merely look shorter:
+    the run replayed (its cut is its newest record) and a source (whose reference then
+    names a record past its log)."""
     world = World(store)
     runs = await _conversation(world, 3)
-    source = runs[0]
-    _raw(store, "DELETE FROM records WHERE run_id = ? AND type = 'run_completed'", source)
-    with pytest.raises(CorruptRecordError) as caught:
-        await build_messages_from_run_log(store, runs[-1])
-    assert caught.value.run_id in (source, runs[1])
+    for run_id, reason in ((runs[-1], "not its run_completed"), (runs[0], "whose log ends")):
+        _raw(store, "DELETE FROM records WHERE run_id = ? AND type = 'run_completed'", run_id)
+        with pytest.raises(CorruptRecordError, match=reason) as caught:
+            await build_messages_from_run_log(store, runs[-1])
+        assert caught.value.run_id in (run_id, runs[1])
 
 
 async def test_a_lost_message_row_of_a_source_run_is_a_gap(store: SQLiteStore) -> None:
