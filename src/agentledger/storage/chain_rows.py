@@ -144,6 +144,8 @@ def _segments(
     total = len(rows)
     at = 0
     last_stamp: Any = None
+    text_of: Any = None  # the stamp whose text is stamp_text
+    stamp_text = ""
     last_at = _EPOCH
     for index, link in enumerate(links):
         run_id, first, through = link.run_id, link.first, link.through
@@ -175,8 +177,10 @@ def _segments(
                     records.append(reference)
                     continue
                 record_id = str(seq)
-                head_text = f"{record_id}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp}\x00"
-                if crc(payload, crc(head_text.encode(), seed)) != checksum:
+                if stamp != text_of:  # consecutive records often share their stamp
+                    text_of, stamp_text = stamp, f"{stamp}"
+                text = f"{record_id}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp_text}\x00"
+                if crc(payload, crc(text.encode(), seed)) != checksum:
                     raise mismatch(run_id, seq)
                 kept = type_ in kept_types
                 if not kept:

@@ -214,9 +214,11 @@ _LEAN_ROWS = (
 code, and of a history reference only its id and type. No ORDER BY: the rows come in
 link then index order (json_each's, then the index's), which the checks restore if ever not."""
 _LEAN_ROWS_ONE = (
-    f"SELECT 0, {chain_rows.lean_columns()} FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
+    f"SELECT 0, seq, {chain_rows.coded_type_sql()}, turn_id, event_key, timestamp, payload, "
+    "checksum FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
 )
-""":data:`_CHAIN_ROWS_ONE` as lean rows."""
+""":data:`_CHAIN_ROWS_ONE` as lean rows, a history reference's in full too (a chain of one
+link has none but where a window cut it, which the reference does not name)."""
 _CHAIN_RUN_WINDOWS = (
     f"SELECT {RUN_PAGE_COLUMNS} FROM records "
     "WHERE run_id = ? AND type = 'transcript_window_applied'"
