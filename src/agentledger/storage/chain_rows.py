@@ -9,10 +9,11 @@ references the chain was walked by.
 A lean row is ``(link, seq, type, turn_id, event_key, stamp, payload, checksum)``:
 ``link`` the index of its link, ``type`` the index of a common type in
 :data:`CODED_TYPES` (the statement maps them, see :func:`coded_type_sql`), or the stored
-text. A history reference's row has only ``link``, ``seq`` and ``type`` (the rest NULL):
-its record was read, verified and decoded with the references the chain was walked
-by, in the same snapshot, and is that link's ``reference``; a reference row that is not
-is a reason to read the chain the whole way (:class:`NotLean`).
+text. A history reference's row may come with only ``link``, ``seq`` and ``type`` (the
+rest NULL, see :func:`lean_columns`): its record was read, verified and decoded with the
+references the chain was walked by, in the same snapshot, and is that link's
+``reference``; a reference row that is not is a reason to read the chain the whole way
+(:class:`NotLean`). One that comes in full is verified and kept like any other row.
 
 Every other row is verified by its checksum as it is read; the lifecycle records are
 checked as a listing of them is (:func:`..lifecycle.check_listed`), a record built only

@@ -467,6 +467,7 @@ class SQLiteReader(StateReader):
     ) -> tuple[TranscriptSegment, ...]:
         """[V4] a run's transcript chain in three statements (see :mod:`..transcript_chain`);
         windowed [V5], in four, the scan of references and windows stopping early.
+        In plaintext the rows are read lean (see :mod:`...chain_rows`).
 
         Call inside a read transaction: the statements must see one snapshot.
         """
