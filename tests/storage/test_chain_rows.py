@@ -199,3 +199,24 @@ async def test_a_lost_message_row_of_a_source_run_is_a_gap(store: SQLiteStore) -
     with pytest.raises(CorruptRecordError, match="sequence gap") as caught:
         await build_messages_from_run_log(store, runs[-1])
     assert caught.value.run_id == runs[1]
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+async def test_a_chain_of_many_turns_is_read_lean_once(
+    store: SQLiteStore, tmp_path: Path, windowed: bool
+) -> None:
+    """The references the walk took are not read again: the rows statement is the lean one,
+    run once (no read of the whole chain after it)."""
+    world = World(store)
+    runs = await _conversation(world, 5)
+    conn = sqlite3.connect(tmp_path / "lean.db", isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        segments = sqlite_reader.SQLiteReader(conn).transcript_chain(runs[-1], windowed=windowed)
+    finally:
+        conn.close()
+    assert len(segments) == 5
+    rows = [s for s in statements if "JOIN records" in s]
+    assert len(rows) == 1, statements
+    assert "THEN NULL" in rows[0]
