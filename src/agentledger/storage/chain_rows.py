@@ -9,11 +9,12 @@ references the chain was walked by.
 A lean row is ``(link, seq, type, turn_id, event_key, stamp, payload, checksum)``:
 ``link`` the index of its link, ``type`` the index of a common type in
 :data:`CODED_TYPES` (the statement maps them, see :func:`coded_type_sql`), or the stored
-text. A history reference's row may come with only ``link``, ``seq`` and ``type`` (the
-rest NULL, see :func:`lean_columns`): its record was read, verified and decoded with the
-references the chain was walked by, in the same snapshot, and is that link's
-``reference``; a reference row that is not is a reason to read the chain the whole way
-(:class:`NotLean`). One that comes in full is verified and kept like any other row.
+text. A statement of several links leaves the history references out
+(:func:`lean_rows_sql`): each link's reference was read, verified and decoded with the
+references the chain was walked by, in the same snapshot, and is put back at its id.
+A row missing there (a gap, or a reference the walk did not take) is a reason to read
+the chain the whole way (:class:`NotLean`), which names the damage. A reference row
+that comes in full (a chain of one link) is verified and kept like any other row.
 
 Every other row is verified by its checksum as it is read; the lifecycle records are
 checked as a listing of them is (:func:`..lifecycle.check_listed`), a record built only
@@ -36,7 +37,14 @@ from agentledger.storage.integrity import mismatch, run_seed, sequence_gap
 from agentledger.storage.pages import RunHead, stamp_time
 from agentledger.storage.types import Record, RunStatus, TranscriptSegment
 
-__all__ = ["CODED_TYPES", "NotLean", "coded_type_sql", "lean_columns", "lean_segments"]
+__all__ = [
+    "CODED_TYPES",
+    "WITHOUT_REFERENCES",
+    "NotLean",
+    "coded_type_sql",
+    "lean_columns",
+    "lean_segments",
+]
 
 CODED_TYPES = (
     payloads.TRANSCRIPT_APPENDED,
@@ -77,7 +85,8 @@ def _passed(type_: str, payload: bytes, status: RunStatus) -> None:
 
 
 class NotLean(Exception):
-    """A history reference row that is not its link's reference: read the chain whole."""
+    """Rows the lean read cannot account for (a gap, or a history reference the walk did
+    not take, left out): read the chain whole, which says what is wrong."""
 
 
 def coded_type_sql(column: str = "type") -> str:
@@ -89,12 +98,14 @@ def coded_type_sql(column: str = "type") -> str:
 
 def lean_columns(prefix: str = "") -> str:
     """The lean row's columns after ``link`` (``prefix``: the table's name and a dot)."""
-    ref = f"{prefix}type = '{payloads.TRANSCRIPT_REFERENCED}'"
-    rest = ", ".join(
-        f"CASE WHEN {ref} THEN NULL ELSE {prefix}{name} END"
-        for name in ("turn_id", "event_key", "timestamp", "payload", "checksum")
+    return (
+        f"{prefix}seq, {coded_type_sql(prefix + 'type')}, {prefix}turn_id, {prefix}event_key, "
+        f"{prefix}timestamp, {prefix}payload, {prefix}checksum"
     )
-    return f"{prefix}seq, {coded_type_sql(prefix + 'type')}, {rest}"
+
+
+WITHOUT_REFERENCES = f"type != '{payloads.TRANSCRIPT_REFERENCED}'"
+"""The condition that leaves a chain's history references out of its lean rows."""
 
 
 def lean_segments(
@@ -103,25 +114,31 @@ def lean_segments(
     rows: list[Any],
     *,
     per_second: int,
+    references_left_out: bool = False,
 ) -> tuple[TranscriptSegment, ...]:
     """Each link's lean rows (ids first..through) checked as a listing of them is, kept to
     their chain records; see the module docstring.
 
     ``links`` are :class:`~agentledger.storage.transcript_chain.ChainLink`; ``rows`` are
-    every link's lean rows, in link then id order (put in that order if they are not).
+    every link's lean rows, in link then id order (put in that order if they are not);
+    ``references_left_out``: without the history references (each link's ``reference``
+    is put back at its id).
 
     Raises:
         CorruptRecordError: a missing or repeated id, a damaged row, or a lifecycle
             record that does not fit its run.
-        NotLean: a history reference row that is not its link's reference.
+        NotLean: with ``references_left_out``, rows that are not every id but the
+            references'.
     """
     try:
-        return _segments(links, heads, rows, per_second)
+        return _segments(links, heads, rows, per_second, references_left_out)
     except _Disorder:
         rows.sort(key=itemgetter(0, 1))
         try:
-            return _segments(links, heads, rows, per_second)
+            return _segments(links, heads, rows, per_second, references_left_out)
         except _Disorder as e:
+            if references_left_out:
+                raise NotLean from None
             (index,) = e.args
             link = links[index]
             seqs = [row[1] for row in rows if row[0] == index]
@@ -133,7 +150,11 @@ class _Disorder(Exception):
 
 
 def _segments(
-    links: Sequence[Any], heads: Mapping[str, RunHead], rows: list[Any], per_second: int
+    links: Sequence[Any],
+    heads: Mapping[str, RunHead],
+    rows: list[Any],
+    per_second: int,
+    references_left_out: bool,
 ) -> tuple[TranscriptSegment, ...]:
     crc = zlib.crc32
     kept_types, coded = _KEPT, CODED_TYPES
@@ -152,7 +173,9 @@ def _segments(
         run_id, first, through = link.run_id, link.first, link.through
         head = heads[run_id]
         agent_id, session_id = head.agent_id, head.session_id
-        end = at + through - first + 1
+        reference = link.reference if references_left_out else None
+        left_out = 0 if reference is None else int(reference.id)  # within first..through
+        end = at + through - first + 1 - (left_out > 0)
         if end > total or (end > at and rows[end - 1][0] != index):
             raise _Disorder(index)
         records: list[Record] = []
@@ -165,18 +188,15 @@ def _segments(
             for n in range(at, end):
                 row = rows[n]
                 link_at, seq, type_, turn_id, event_key, stamp, payload, checksum = row
+                if expected == left_out and reference is not None:  # left out of the rows
+                    records.append(reference)
+                    expected += 1
                 if link_at != index or seq != expected:
                     raise _Disorder(index)
                 expected += 1
                 if type_.__class__ is int:
                     type_ = coded[type_]
                 last_type = type_
-                if turn_id is None and type_ == payloads.TRANSCRIPT_REFERENCED:
-                    reference = link.reference
-                    if reference is None or reference.id != str(seq):
-                        raise NotLean
-                    records.append(reference)
-                    continue
                 record_id = str(seq)
                 if stamp != text_of:  # consecutive records often share their stamp
                     text_of, stamp_text = stamp, f"{stamp}"
@@ -224,6 +244,10 @@ def _segments(
             raise CorruptRecordError(
                 run_id=run_id, record_id=str(seq), reason=f"unreadable record values: {e}"
             ) from e
+        if expected == left_out and reference is not None:  # the link's last record
+            records.append(reference)
+            expected += 1
+            last_type = payloads.TRANSCRIPT_REFERENCED
         at = end
         if through == head.newest and last_type is not None:
             lifecycle.check_log_end(run_id, status, str(through), last_type)

@@ -208,14 +208,14 @@ _LEAN_ROWS = (
     "WITH chain(link, run_id, first, through) AS (SELECT key, json_extract(value, '$[0]'), "
     "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) "
     f"SELECT chain.link, {chain_rows.lean_columns('records.')} FROM chain JOIN records "
-    "ON records.run_id = chain.run_id AND records.seq BETWEEN chain.first AND chain.through"
+    "ON records.run_id = chain.run_id AND records.seq BETWEEN chain.first AND chain.through "
+    f"WHERE records.{chain_rows.WITHOUT_REFERENCES}"
 )
 """:data:`_CHAIN_ROWS` as lean rows (see :mod:`...chain_rows`): the link's index, a type's
-code, and of a history reference only its id and type. No ORDER BY: the rows come in
+code, and no history reference (the walk read them). No ORDER BY: the rows come in
 link then index order (json_each's, then the index's), which the checks restore if ever not."""
 _LEAN_ROWS_ONE = (
-    f"SELECT 0, seq, {chain_rows.coded_type_sql()}, turn_id, event_key, timestamp, payload, "
-    "checksum FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
+    f"SELECT 0, {chain_rows.lean_columns()} FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
 )
 """:data:`_CHAIN_ROWS_ONE` as lean rows, a history reference's in full too (a chain of one
 link has none but where a window cut it, which the reference does not name)."""
@@ -488,17 +488,20 @@ class SQLiteReader(StateReader):
             index = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
         links = chain.chain_links(run_id, heads, index, windowed=windowed)
         if self.sealer is None:
-            if len(links) == 1:
-                (link,) = links
-                query: Any = (link.run_id, link.first, link.through)
-                rows = self._conn.execute(_LEAN_ROWS_ONE, query).fetchall()
-            else:
-                query = msgspec.json.encode([[k.run_id, k.first, k.through] for k in links])
+            several = len(links) > 1
+            if several:
+                query: Any = msgspec.json.encode([[k.run_id, k.first, k.through] for k in links])
                 rows = self._conn.execute(_LEAN_ROWS, (query,)).fetchall()
+            else:
+                (link,) = links
+                query = (link.run_id, link.first, link.through)
+                rows = self._conn.execute(_LEAN_ROWS_ONE, query).fetchall()
             try:
-                return chain_rows.lean_segments(links, heads, rows, per_second=1000)
+                return chain_rows.lean_segments(
+                    links, heads, rows, per_second=1000, references_left_out=several
+                )
             except chain_rows.NotLean:
-                pass  # a reference row the walk did not take: read the chain whole
+                pass  # a gap, or a reference the walk did not take: read the chain whole
         grouped: dict[str, list[Any]] = {}
         if len(links) == 1:
             (link,) = links
