@@ -165,7 +165,7 @@ def _statements(conn: sqlite3.Connection, chain: TranscriptChain) -> Callable[[]
             rows += conn.execute(reader._CHAIN_WINDOWS, (session, chain.run_id)).fetchall()
             rows += conn.execute(reader._CHAIN_NAMED_HEADS, (session, named)).fetchall()
         if len(links) == 1:
-            rows += conn.execute(reader._LEAN_ROWS_ONE, links[0]).fetchall()
+            rows += conn.execute(reader._CHAIN_ROWS_ONE, links[0]).fetchall()
         else:
             rows += conn.execute(reader._LEAN_ROWS, (json.dumps(links),)).fetchall()
         return len(rows)

@@ -9,12 +9,11 @@ references the chain was walked by.
 A lean row is ``(link, seq, type, turn_id, event_key, stamp, payload, checksum)``:
 ``link`` the index of its link, ``type`` the index of a common type in
 :data:`CODED_TYPES` (the statement maps them, see :func:`coded_type_sql`), or the stored
-text. A statement of several links leaves the history references out
-(:func:`lean_rows_sql`): each link's reference was read, verified and decoded with the
-references the chain was walked by, in the same snapshot, and is put back at its id.
-A row missing there (a gap, or a reference the walk did not take) is a reason to read
-the chain the whole way (:class:`NotLean`), which names the damage. A reference row
-that comes in full (a chain of one link) is verified and kept like any other row.
+text. The history references are left out (:data:`WITHOUT_REFERENCES`): each link's
+reference was read, verified and decoded with the references the chain was walked by,
+in the same snapshot, and is put back at its id. Rows that do not account for every
+other id (a gap, or a reference the walk did not take) are a reason to read the chain
+the whole way (:class:`NotLean`), which names the damage.
 
 Every other row is verified by its checksum as it is read; the lifecycle records are
 checked as a listing of them is (:func:`..lifecycle.check_listed`), a record built only
@@ -33,7 +32,7 @@ from typing import Any
 
 from agentledger.errors import CorruptRecordError
 from agentledger.storage import lifecycle, payloads
-from agentledger.storage.integrity import mismatch, run_seed, sequence_gap
+from agentledger.storage.integrity import mismatch, run_seed
 from agentledger.storage.pages import RunHead, stamp_time
 from agentledger.storage.types import Record, RunStatus, TranscriptSegment
 
@@ -114,39 +113,30 @@ def lean_segments(
     rows: list[Any],
     *,
     per_second: int,
-    references_left_out: bool = False,
 ) -> tuple[TranscriptSegment, ...]:
     """Each link's lean rows (ids first..through) checked as a listing of them is, kept to
     their chain records; see the module docstring.
 
     ``links`` are :class:`~agentledger.storage.transcript_chain.ChainLink`; ``rows`` are
-    every link's lean rows, in link then id order (put in that order if they are not);
-    ``references_left_out``: without the history references (each link's ``reference``
-    is put back at its id).
+    every link's lean rows but its history reference, in link then id order (put in that
+    order if they are not); each link's ``reference`` is put back at its id.
 
     Raises:
-        CorruptRecordError: a missing or repeated id, a damaged row, or a lifecycle
-            record that does not fit its run.
-        NotLean: with ``references_left_out``, rows that are not every id but the
-            references'.
+        CorruptRecordError: a damaged row, or a lifecycle record that does not fit its run.
+        NotLean: rows that are not every id of each link but its reference's.
     """
     try:
-        return _segments(links, heads, rows, per_second, references_left_out)
+        return _segments(links, heads, rows, per_second)
     except _Disorder:
         rows.sort(key=itemgetter(0, 1))
         try:
-            return _segments(links, heads, rows, per_second, references_left_out)
-        except _Disorder as e:
-            if references_left_out:
-                raise NotLean from None
-            (index,) = e.args
-            link = links[index]
-            seqs = [row[1] for row in rows if row[0] == index]
-            raise sequence_gap(link.run_id, link.first - 1, seqs) from None
+            return _segments(links, heads, rows, per_second)
+        except _Disorder:
+            raise NotLean from None
 
 
 class _Disorder(Exception):
-    """The rows are not each link's ids in order: sort them, or it is a gap."""
+    """The rows are not each link's ids in order: sort them, or read the chain whole."""
 
 
 def _segments(
@@ -154,7 +144,6 @@ def _segments(
     heads: Mapping[str, RunHead],
     rows: list[Any],
     per_second: int,
-    references_left_out: bool,
 ) -> tuple[TranscriptSegment, ...]:
     crc = zlib.crc32
     kept_types, coded = _KEPT, CODED_TYPES
@@ -173,7 +162,7 @@ def _segments(
         run_id, first, through = link.run_id, link.first, link.through
         head = heads[run_id]
         agent_id, session_id = head.agent_id, head.session_id
-        reference = link.reference if references_left_out else None
+        reference = link.reference
         left_out = 0 if reference is None else int(reference.id)  # within first..through
         end = at + through - first + 1 - (left_out > 0)
         if end > total or (end > at and rows[end - 1][0] != index):

@@ -214,11 +214,6 @@ _LEAN_ROWS = (
 """:data:`_CHAIN_ROWS` as lean rows (see :mod:`...chain_rows`): the link's index, a type's
 code, and no history reference (the walk read them). No ORDER BY: the rows come in
 link then index order (json_each's, then the index's), which the checks restore if ever not."""
-_LEAN_ROWS_ONE = (
-    f"SELECT 0, {chain_rows.lean_columns()} FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
-)
-""":data:`_CHAIN_ROWS_ONE` as lean rows, a history reference's in full too (a chain of one
-link has none but where a window cut it, which the reference does not name)."""
 _CHAIN_RUN_WINDOWS = (
     f"SELECT {RUN_PAGE_COLUMNS} FROM records "
     "WHERE run_id = ? AND type = 'transcript_window_applied'"
@@ -467,7 +462,8 @@ class SQLiteReader(StateReader):
     ) -> tuple[TranscriptSegment, ...]:
         """[V4] a run's transcript chain in three statements (see :mod:`..transcript_chain`);
         windowed [V5], in four, the scan of references and windows stopping early.
-        In plaintext the rows are read lean (see :mod:`...chain_rows`).
+        In plaintext the rows of a chain of several runs are read lean (see
+        :mod:`...chain_rows`).
 
         Call inside a read transaction: the statements must see one snapshot.
         """
@@ -487,19 +483,11 @@ class SQLiteReader(StateReader):
             rows = [(run_id, *row) for row in rows]
             index = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
         links = chain.chain_links(run_id, heads, index, windowed=windowed)
-        if self.sealer is None:
-            several = len(links) > 1
-            if several:
-                query: Any = msgspec.json.encode([[k.run_id, k.first, k.through] for k in links])
-                rows = self._conn.execute(_LEAN_ROWS, (query,)).fetchall()
-            else:
-                (link,) = links
-                query = (link.run_id, link.first, link.through)
-                rows = self._conn.execute(_LEAN_ROWS_ONE, query).fetchall()
+        if self.sealer is None and len(links) > 1:  # one link holds no reference to leave out
+            query = msgspec.json.encode([[k.run_id, k.first, k.through] for k in links])
+            rows = self._conn.execute(_LEAN_ROWS, (query,)).fetchall()
             try:
-                return chain_rows.lean_segments(
-                    links, heads, rows, per_second=1000, references_left_out=several
-                )
+                return chain_rows.lean_segments(links, heads, rows, per_second=1000)
             except chain_rows.NotLean:
                 pass  # a gap, or a reference the walk did not take: read the chain whole
         grouped: dict[str, list[Any]] = {}
