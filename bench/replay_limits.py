@@ -167,7 +167,7 @@ def _statements(conn: sqlite3.Connection, chain: TranscriptChain) -> Callable[[]
         if len(links) == 1:
             rows += conn.execute(reader._CHAIN_ROWS_ONE, links[0]).fetchall()
         else:
-            rows += conn.execute(reader._CHAIN_ROWS, (json.dumps(links),)).fetchall()
+            rows += conn.execute(reader._LEAN_ROWS, (json.dumps(links),)).fetchall()
         return len(rows)
 
     return read

@@ -292,3 +292,16 @@ def test_demo_prints_every_part_and_returns_zero(capsys: pytest.CaptureFixture[s
     for kind in ("thinking", "image", "document", "citations", "tool_use", "tool_result"):
         assert f" {kind} " in out
     assert "bytes" in out.splitlines()[-1]
+
+
+def test_messages_and_plain_parts_are_not_tracked_by_the_garbage_collector() -> None:
+    """A decoded transcript of many messages sets off no collection of the whole process:
+    messages and the parts holding only text, bytes and numbers are untracked; a part
+    holding a JSON object (tool input, citations) stays tracked."""
+    import gc
+
+    decoded = decode_messages(encode_messages([Message(role="user", parts=tuple(ONE_OF_EACH))]))
+    assert not any(gc.is_tracked(m) for m in decoded)
+    plain = (ThinkingPart, TextPart, ImagePart, DocumentPart, CacheCheckpointPart)
+    assert not any(gc.is_tracked(p) for p in decoded[0].parts if isinstance(p, plain))
+    assert any(gc.is_tracked(p) for p in decoded[0].parts if isinstance(p, ToolUsePart))

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RunHead",
+    "row_record",
     "run_page",
     "run_records",
     "split_transcript",
@@ -168,6 +169,49 @@ def run_records(
             run_id=run_id, record_id=str(seq), reason=f"unreadable record values: {e}"
         ) from e
     return tuple(records)
+
+
+_SEEDS: dict[tuple[str, str, str], int] = {}
+""":func:`run_seed` of the runs whose single rows were read last (bounded)."""
+
+
+def row_record(
+    run_id: str, agent_id: str, session_id: str, row: Sequence[Any], per_second: int
+) -> Record:
+    """One plaintext run row as its record, its checksum verified: :func:`run_records` of
+    ``[row]`` without its set-up, for reads of one row per run (a chain's references).
+
+    Raises:
+        CorruptRecordError: the row is damaged.
+    """
+    try:
+        seq, turn_id, event_key, type_, stamp, payload, checksum = row
+        ids = (run_id, agent_id, session_id)
+        seed = _SEEDS.get(ids)
+        if seed is None:
+            if len(_SEEDS) >= 4096:
+                _SEEDS.clear()
+            seed = _SEEDS[ids] = run_seed(run_id, agent_id, session_id)
+        record_id = str(seq)
+        head = f"{record_id}\x00{turn_id}\x00{event_key}\x00{type_}\x00{stamp}\x00"
+        if zlib.crc32(payload, zlib.crc32(head.encode(), seed)) != checksum:
+            raise mismatch(run_id, seq)
+        return Record(
+            run_id=run_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            turn_id=turn_id,
+            event_key=event_key,
+            type=type_,
+            timestamp=stamp_time(stamp, per_second),
+            payload=payload,
+            id=record_id,
+        )
+    except (TypeError, ValueError, OverflowError) as e:
+        seq = row[0] if isinstance(row, Sequence) and row else ""
+        raise CorruptRecordError(
+            run_id=run_id, record_id=str(seq), reason=f"unreadable record values: {e}"
+        ) from e
 
 
 def run_page(

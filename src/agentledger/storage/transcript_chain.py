@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from agentledger.errors import CorruptRecordError, ValidationError
 from agentledger.storage import payloads
-from agentledger.storage.pages import RunHead, run_records, transcript_records
+from agentledger.storage.pages import RunHead, row_record, run_records, transcript_records
 from agentledger.storage.types import Record, TranscriptSegment
 from agentledger.storage.validation import (
     check_reference_payload,
@@ -282,8 +282,13 @@ def reference_records(
             raise CorruptRecordError(
                 run_id=run_id, record_id=str(row[0]), reason="a history reference of no run"
             )
-        opener = sealer.run_opener(head.session_id, run_id, row[0]) if sealer else None
-        (record,) = run_records(run_id, head.agent_id, head.session_id, [row], per_second, opener)
+        if sealer is None:
+            record = row_record(run_id, head.agent_id, head.session_id, row, per_second)
+        else:
+            opener = sealer.run_opener(head.session_id, run_id, row[0])
+            (record,) = run_records(
+                run_id, head.agent_id, head.session_id, [row], per_second, opener
+            )
         if record.type == payloads.TRANSCRIPT_WINDOW:
             windows.setdefault(run_id, []).append(record)
             continue

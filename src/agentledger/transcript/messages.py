@@ -33,11 +33,18 @@ class Message(
     forbid_unknown_fields=True,
     omit_defaults=True,
     repr_omit_defaults=True,
+    gc=False,
 ):
     """One message of a transcript: who wrote it and what it holds, in order.
 
     The unit that is stored, replayed and sent to providers; JSON shape
     ``{"role": .., "parts": [..], "meta": ..}`` with ``meta`` omitted when None.
+
+    Not tracked by the garbage collector (nor are the parts that hold only text,
+    bytes and numbers): a message is frozen and its values are JSON, which holds no
+    reference cycle, and a replay of 10,000 messages then sets off no collection of
+    everything else the process holds. A cycle made by putting a message into its
+    own ``meta`` (or a tool part's ``input``) after the fact would never be freed.
     """
 
     role: Role

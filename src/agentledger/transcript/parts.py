@@ -229,7 +229,7 @@ class _Part(
     """Common options of every part: immutable, keyword-only, strict, tagged by ``kind``."""
 
 
-class ThinkingPart(_Part, tag="thinking", frozen=True):
+class ThinkingPart(_Part, tag="thinking", frozen=True, gc=False):
     """Provider reasoning: signed text or redacted bytes, never shown to users.
 
     Kept so a later request can hand the provider its own reasoning back verbatim,
@@ -267,7 +267,7 @@ class ThinkingPart(_Part, tag="thinking", frozen=True):
             fail_invariant("ThinkingPart", "text", "one of text, signature, redacted non-empty", "")
 
 
-class TextPart(_Part, tag="text", frozen=True):
+class TextPart(_Part, tag="text", frozen=True, gc=False):
     """Plain text written by a user, the system prompt or the model.
 
     The most common part; providers all carry it directly.
@@ -286,7 +286,7 @@ ImageFormat: TypeAlias = Literal["png", "jpeg", "gif", "webp"]
 _IMAGE_FORMATS = frozenset(("png", "jpeg", "gif", "webp"))
 
 
-class ImagePart(_Part, tag="image", frozen=True):
+class ImagePart(_Part, tag="image", frozen=True, gc=False):
     """An image, inline as bytes or by URL (exactly one of ``data`` and ``url``).
 
     Providers take either form; holding both would leave it unclear which one is meant.
@@ -316,7 +316,7 @@ class ImagePart(_Part, tag="image", frozen=True):
 _DOCUMENT_SOURCES = ("data", "text", "chunks", "uri")
 
 
-class DocumentPart(_Part, tag="document", frozen=True):
+class DocumentPart(_Part, tag="document", frozen=True, gc=False):
     """A document handed to the model: bytes, text, pre-split chunks or a URI (exactly one).
 
     ``name`` is required because providers (Bedrock) demand one and citations refer to it.
@@ -471,7 +471,7 @@ class ToolResultPart(_Part, tag="tool_result", frozen=True):
         check_json("ToolResultPart", "content", self.content)
 
 
-class CacheCheckpointPart(_Part, tag="cache_checkpoint", frozen=True):
+class CacheCheckpointPart(_Part, tag="cache_checkpoint", frozen=True, gc=False):
     """A prompt-cache boundary: providers may cache everything before it.
 
     A marker, not content; it carries no fields.

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentledger.errors import CorruptRecordError, ValidationError
-from agentledger.storage import lifecycle, pages, session_pages
+from agentledger.storage import chain_rows, lifecycle, pages, session_pages
 from agentledger.storage import transcript_chain as chain
 from agentledger.storage.cursor import decode_cursor
 from agentledger.storage.derivation import HISTORY_COPIED, DerivedCopy, derived_copy, summaries_of
@@ -204,6 +204,16 @@ _CHAIN_ROWS = (
 """No ORDER BY: each run's rows come in index order, which the checks restore if ever not."""
 _CHAIN_ROWS_ONE = f"SELECT {RUN_PAGE_COLUMNS} FROM records WHERE run_id = ? AND seq BETWEEN ? AND ?"
 """A chain of one run (no reference): the common reload, without the join."""
+_LEAN_ROWS = (
+    "WITH chain(link, run_id, first, through) AS (SELECT key, json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)) "
+    f"SELECT chain.link, {chain_rows.lean_columns('records.')} FROM chain JOIN records "
+    "ON records.run_id = chain.run_id AND records.seq BETWEEN chain.first AND chain.through "
+    f"WHERE records.{chain_rows.WITHOUT_REFERENCES}"
+)
+""":data:`_CHAIN_ROWS` as lean rows (see :mod:`...chain_rows`): the link's index, a type's
+code, and no history reference (the walk read them). No ORDER BY: the rows come in
+link then index order (json_each's, then the index's), which the checks restore if ever not."""
 _CHAIN_RUN_WINDOWS = (
     f"SELECT {RUN_PAGE_COLUMNS} FROM records "
     "WHERE run_id = ? AND type = 'transcript_window_applied'"
@@ -452,6 +462,8 @@ class SQLiteReader(StateReader):
     ) -> tuple[TranscriptSegment, ...]:
         """[V4] a run's transcript chain in three statements (see :mod:`..transcript_chain`);
         windowed [V5], in four, the scan of references and windows stopping early.
+        In plaintext the rows of a chain of several runs are read lean (see
+        :mod:`...chain_rows`).
 
         Call inside a read transaction: the statements must see one snapshot.
         """
@@ -471,6 +483,13 @@ class SQLiteReader(StateReader):
             rows = [(run_id, *row) for row in rows]
             index = chain.reference_records(rows, heads, per_second=1000, sealer=self.sealer)
         links = chain.chain_links(run_id, heads, index, windowed=windowed)
+        if self.sealer is None and len(links) > 1:  # one link holds no reference to leave out
+            query = msgspec.json.encode([[k.run_id, k.first, k.through] for k in links])
+            rows = self._conn.execute(_LEAN_ROWS, (query,)).fetchall()
+            try:
+                return chain_rows.lean_segments(links, heads, rows, per_second=1000)
+            except chain_rows.NotLean:
+                pass  # a gap, or a reference the walk did not take: read the chain whole
         grouped: dict[str, list[Any]] = {}
         if len(links) == 1:
             (link,) = links
