@@ -19,7 +19,6 @@ from typing import Any
 
 import msgspec
 
-from agentledger.storage.accounting import token_rows
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.receipts import encode_receipt
@@ -34,10 +33,11 @@ from agentledger.storage.sqlite.rows import (
     run_value,
     to_ms,
 )
+from agentledger.storage.sqlite.usage import ADD_TOKENS, token_rows
 from agentledger.storage.state import Plan, RunRow, SessionRow
 from agentledger.storage.usage_sql import UsageTables
 
-__all__ = ["INSERT_RECORD", "USAGE", "apply_plan", "plan_statements"]
+__all__ = ["ADD_TOKENS", "INSERT_RECORD", "USAGE", "apply_plan", "plan_statements"]
 
 _UPSERT_SESSION = (
     "INSERT INTO sessions (id, status, created_at, ended_at, labels) VALUES (?, ?, ?, ?, ?) "
@@ -81,10 +81,10 @@ USAGE = UsageTables(
     label_totals="usage_labels",
     mark="?",
 )
-"""[G3] the counter tables (schema migrations 16 and 18; triggers count what rows add)."""
+"""[G3] the counters, read through the views of ``usage_counts`` (schema migration 21;
+triggers count what rows add). A write adds tokens with :data:`ADD_TOKENS`."""
 _PURGE = (
-    "DELETE FROM usage_runs WHERE session_id = :id",
-    "DELETE FROM usage_sessions WHERE session_id = :id",
+    "DELETE FROM usage_counts WHERE session_id = :id",  # its runs' and its own
     "INSERT INTO run_tombstones (run_id, session_id) "
     "SELECT run_id, session_id FROM runs WHERE session_id = :id",
     "DELETE FROM checkpoints WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
@@ -165,7 +165,7 @@ def plan_statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         for record in records:
             statements.append((INSERT_RECORD, record_values(record), False))
     if tokens:
-        statements.append((USAGE.add_tokens, tokens, True))
+        statements.append((ADD_TOKENS, tokens, True))
     statements += indexing
     for result in plan.tool_results:
         data = result.data

@@ -408,6 +408,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         # [G1] the FTS5 table takes the entries' words in batches, not per transaction.
         statements=search_schema.BATCHED,
     ),
+    Migration(
+        version=20,
+        name="reserved_20",
+        # Reserved for the search index's next migration (another branch); no change here.
+        statements=(),
+    ),
+    Migration(
+        version=21,
+        name="usage_counts_clustered",
+        # [G3] a session's counters and its runs' in one table clustered by session: an
+        # append adds to both on one page (see storage/sqlite/usage.py).
+        statements=usage_schema.CLUSTERED,
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

@@ -9,23 +9,40 @@ statement inserting the row (so a write sends no counter statement of its own):
   per label key and value, with the number of sessions carrying it), so
   ``usage_by_label`` grouped by one label reads a row per value;
 - tokens are the one part the schema cannot read (payloads may be sealed): a write adds
-  them to the run with :attr:`~agentledger.storage.usage_sql.UsageTables.add_tokens`,
-  read from the plaintext by :func:`agentledger.storage.accounting.token_rows`.
+  them to the run (since migration 21 with :data:`ADD_TOKENS`, to its session too), read
+  from the plaintext by :func:`token_rows`.
 
 A new run's counters and the tokens added to a run are rolled up, by triggers on the
 run counters, into its session's and its labels'. (A record's own trigger adds it to
 all three directly: one trigger program per append, the cheapest here.) A purge deletes the
 session's counters (taken off its labels' totals) and its label rows (one session
 fewer); the records it deletes change no counter.
+
+Schema migration 21 keeps a session's counters and its runs' in one table,
+``usage_counts``, clustered by session (the session's own row has run id ``''``):
+a record's trigger then adds to its run and its session in one statement, on one
+page of one b-tree, where it wrote a page of each of two tables before (every page
+a commit writes is written and synced again at ``synchronous=FULL``).
+``usage_runs`` and ``usage_sessions`` stay as views of it, for the reads.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
-from agentledger.storage.accounting import USAGE_COLUMNS
+from agentledger.storage.accounting import MODEL_USAGE, USAGE_COLUMNS, record_tokens
+from agentledger.storage.types import Record
 
-__all__ = ["MIGRATION", "TRIGGERS", "backfill_label_totals"]
+__all__ = [
+    "ADD_TOKENS",
+    "CLUSTERED",
+    "CLUSTERED_TRIGGERS",
+    "MIGRATION",
+    "TRIGGERS",
+    "backfill_label_totals",
+    "token_rows",
+]
 
 
 def _adds(table: str, sign: str, new: str, old: str | None) -> str:
@@ -117,3 +134,93 @@ def backfill_label_totals(conn: sqlite3.Connection) -> None:
         f"SELECT l.key, l.value, count(*), {sums} FROM session_labels l "
         "LEFT JOIN usage_sessions u ON u.session_id = l.session_id GROUP BY l.key, l.value"
     )
+
+
+# Schema migration 21 -------------------------------------------------------------
+
+_OF_SESSION_ROW = "WHERE session_id = {0}.session_id AND run_id = ''"
+_RUN_AND_SESSION = "WHERE session_id = NEW.session_id AND run_id IN (NEW.run_id, '')"
+"""A run's counter row and its session's: neighbours in ``usage_counts`` (a run without a
+session, ``''``, has no session row: there is no session ``''``)."""
+
+
+def _label_adds(sign: str, new: str, old: str | None) -> str:
+    return (
+        f"UPDATE usage_labels SET {_adds('usage_labels', sign, new, old)} "
+        f"WHERE {_OF_SESSION.format(new)};"
+    )
+
+
+CLUSTERED_TRIGGERS = {
+    "usage_count_session": "AFTER INSERT ON sessions BEGIN "
+    "INSERT OR IGNORE INTO usage_counts VALUES (NEW.id, '', 0, 0, 0, 0, 0, 0); END",
+    # a new run counts 1 run, into its session's and its labels' too
+    "usage_count_run": "AFTER INSERT ON runs BEGIN "
+    "INSERT INTO usage_counts VALUES (NEW.session_id, NEW.run_id, 0, 0, 1, 0, 0, 0); "
+    f"UPDATE usage_counts SET runs = runs + 1 {_OF_SESSION_ROW.format('NEW')}; "
+    f"UPDATE usage_labels SET runs = runs + 1 WHERE {_OF_SESSION.format('NEW')}; END",
+    "usage_count_record": "AFTER INSERT ON records BEGIN "
+    f"UPDATE usage_counts SET {_RECORD_ADDS.format(t='usage_counts')} {_RUN_AND_SESSION}; "
+    f"UPDATE usage_labels SET {_RECORD_ADDS.format(t='usage_labels')} "
+    f"WHERE {_OF_SESSION.format('NEW')}; END",
+    # tokens are added to a run's row and its session's in one statement (ADD_TOKENS);
+    # a session's change is added into its labels' totals
+    "usage_session_changed": "AFTER UPDATE OF input_tokens, output_tokens, cached_tokens "
+    "ON usage_counts WHEN NEW.run_id = '' BEGIN " + _label_adds("+", "NEW", "OLD") + " END",
+    "usage_session_gone": "AFTER DELETE ON usage_counts WHEN OLD.run_id = '' BEGIN "
+    + _label_adds("-", "OLD", None)
+    + " END",
+    "usage_label_added": "AFTER INSERT ON session_labels BEGIN "
+    f"INSERT INTO usage_labels (key, value, sessions, {_COUNTERS}) "
+    f"SELECT NEW.key, NEW.value, 1, {', '.join(f'coalesce(u.{c}, 0)' for c in USAGE_COLUMNS)} "
+    "FROM (SELECT NEW.session_id AS session_id) s "
+    "LEFT JOIN usage_counts u ON u.session_id = s.session_id AND u.run_id = '' WHERE true "
+    "ON CONFLICT (key, value) DO UPDATE SET sessions = usage_labels.sessions + 1, "
+    + ", ".join(f"{c} = usage_labels.{c} + excluded.{c}" for c in USAGE_COLUMNS)
+    + "; END",
+    "usage_label_gone": TRIGGERS["usage_label_gone"],
+}
+"""Migration 21's triggers: each trigger's name and body (``CREATE TRIGGER name body``)."""
+
+ADD_TOKENS = (
+    "UPDATE usage_counts SET input_tokens = input_tokens + ?, "
+    "output_tokens = output_tokens + ?, cached_tokens = cached_tokens + ? "
+    "WHERE session_id = ? AND run_id IN (?, '')"
+)
+"""Add a run's tokens to its row and its session's: ``(input, output, cached, session_id,
+run_id)``; the trigger adds the session's change to its labels'."""
+
+CLUSTERED = (
+    f"""CREATE TABLE usage_counts (
+        session_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        {", ".join(f"{c} INTEGER NOT NULL" for c in USAGE_COLUMNS)},
+        PRIMARY KEY (session_id, run_id)
+    ) STRICT, WITHOUT ROWID""",
+    # a run's row found by its id alone (and each run's one row): the run usage read
+    "CREATE UNIQUE INDEX usage_counts_by_run ON usage_counts (run_id) WHERE run_id <> ''",
+    f"INSERT INTO usage_counts SELECT session_id, '', {_COUNTERS} FROM usage_sessions",
+    f"INSERT INTO usage_counts SELECT session_id, run_id, {_COUNTERS} FROM usage_runs",
+    *(f"DROP TRIGGER {name}" for name in TRIGGERS),
+    "DROP TABLE usage_runs",
+    "DROP TABLE usage_sessions",
+    f"CREATE VIEW usage_runs AS SELECT run_id, session_id, {_COUNTERS} FROM usage_counts "
+    "WHERE run_id <> ''",
+    f"CREATE VIEW usage_sessions AS SELECT session_id, {_COUNTERS} FROM usage_counts "
+    "WHERE run_id = ''",
+    *(f"CREATE TRIGGER {name} {body}" for name, body in CLUSTERED_TRIGGERS.items()),
+)
+"""Schema migration 21: the run and session counters in one table clustered by session,
+the old tables' rows moved into it, views of it in their place, and the triggers."""
+
+
+def token_rows(records: Iterable[Record]) -> list[tuple[int, int, int, str, str]]:
+    """:data:`ADD_TOKENS` rows for the records of ``records`` reporting tokens, read from
+    the plaintext before sealing (most writes hold no ``model_usage`` record: none)."""
+    rows = []
+    for record in records:
+        if record.type == MODEL_USAGE:
+            tokens = record_tokens(MODEL_USAGE, record.payload)
+            if tokens is not None and any(tokens):
+                rows.append((*tokens, record.session_id, record.run_id))
+    return rows
