@@ -83,25 +83,24 @@ async def _sqlite_usage(path: Path, sid: str) -> UsageTotals:
 
 
 def _sqlite_before_clustered_counters(path: Path) -> None:
-    """The file as migration 20 left it: the run and the session counters in tables of
-    their own (migration 16), counted by migration 18's triggers."""
+    """The file as migration 20 left it: the run and the session counters whole, in tables
+    of their own (migration 16), counted by migration 18's triggers, and no counters on
+    the records."""
     counters = ", ".join(USAGE_COLUMNS)
     with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TEMP TABLE old_runs AS SELECT * FROM usage_runs")
+        conn.execute("CREATE TEMP TABLE old_sessions AS SELECT * FROM usage_sessions")
         for name in sqlite_usage.CLUSTERED_TRIGGERS:
             conn.execute(f"DROP TRIGGER {name}")
         conn.execute("DROP VIEW usage_runs")
         conn.execute("DROP VIEW usage_sessions")
+        conn.execute("DROP TABLE usage_counts")
+        for column in sqlite_usage.CUMULATIVE:
+            conn.execute(f"ALTER TABLE records DROP COLUMN {column}")
         for statement in sqlite_schema._USAGE_COUNTERS[:3]:  # the two tables and an index
             conn.execute(statement)
-        conn.execute(
-            f"INSERT INTO usage_runs SELECT run_id, session_id, {counters} FROM usage_counts "
-            "WHERE run_id <> ''"
-        )
-        conn.execute(
-            f"INSERT INTO usage_sessions SELECT session_id, {counters} FROM usage_counts "
-            "WHERE run_id = ''"
-        )
-        conn.execute("DROP TABLE usage_counts")
+        conn.execute(f"INSERT INTO usage_runs SELECT run_id, session_id, {counters} FROM old_runs")
+        conn.execute(f"INSERT INTO usage_sessions SELECT session_id, {counters} FROM old_sessions")
         for name, body in sqlite_usage.TRIGGERS.items():
             conn.execute(f"CREATE TRIGGER {name} {body}")
         conn.execute("DELETE FROM _agentledger_migrations WHERE name = 'usage_counts_clustered'")
@@ -166,8 +165,8 @@ async def _usage_of(store: SQLiteStore, sid: str) -> tuple[object, ...]:
 async def test_sqlite_migration_clusters_the_counters_of_an_existing_database(
     tmp_path: Path,
 ) -> None:
-    """Migration 21 moves the run and session counters of a file into one table, exactly,
-    and counts on from there."""
+    """Migration 21 moves the run and session counters of a file into one table and onto
+    its records, exactly, and counts on from there."""
     path = tmp_path / "old.db"
     async with await SQLiteStore.open(path, durability="normal") as store:
         world = World(store, namespace="m")
@@ -178,6 +177,8 @@ async def test_sqlite_migration_clusters_the_counters_of_an_existing_database(
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
         assert {"usage_runs", "usage_sessions"} <= tables
         assert "usage_counts" not in tables
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(records)")}
+        assert not columns & set(sqlite_usage.CUMULATIVE)
     async with await SQLiteStore.open(path, durability="normal") as store:
         assert await _usage_of(store, sid) == kept
         await _append_more(World(store, namespace="m"), sid)
@@ -246,6 +247,11 @@ def _damage_sqlite(path: Path, sql: str) -> None:
          "usage counters of session 'c-s' differ from its rows: bytes"),
         ("UPDATE usage_counts SET input_tokens = 0 WHERE run_id = 'c-root'",
          "usage counters of run 'c-root' differ from its rows: input_tokens 0 (rows: 9)"),
+        ("UPDATE records SET run_bytes = run_bytes + 1 WHERE run_id = 'c-root' "
+         "AND seq = (SELECT max(seq) FROM records WHERE run_id = 'c-root')",
+         "usage counters of run 'c-root' differ from its rows: bytes"),
+        ("UPDATE records SET session_records = 0 WHERE session_id = 'c-s'",
+         "usage counters of session 'c-s' differ from its rows: records"),
         ("DELETE FROM usage_counts WHERE run_id = 'c-child'",
          "usage counters of run 'c-child' differ from its rows: bytes 0 (rows: 26), records 0"),
         ("INSERT INTO usage_counts VALUES ('ghost', '', 1, 1, 1, 0, 0, 0)",

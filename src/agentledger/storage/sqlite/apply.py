@@ -33,7 +33,7 @@ from agentledger.storage.sqlite.rows import (
     run_value,
     to_ms,
 )
-from agentledger.storage.sqlite.usage import ADD_TOKENS, token_rows
+from agentledger.storage.sqlite.usage import ADD_TOKENS, insert_record, token_rows
 from agentledger.storage.state import Plan, RunRow, SessionRow
 from agentledger.storage.usage_sql import UsageTables
 
@@ -60,7 +60,8 @@ _UPSERT_CHECKPOINT = (
     "ON CONFLICT (run_id) DO UPDATE SET id = excluded.id, data = excluded.data"
 )
 _DELETE_CHECKPOINT = "DELETE FROM checkpoints WHERE run_id = ?"
-INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_RECORD = insert_record(RECORD_COLUMNS)
+"""One record, with its run's and its session's counters (schema migration 21)."""
 _INSERT_TOOL_RESULT = (
     "INSERT INTO tool_results (run_id, call_key, data, checksum) VALUES (?, ?, ?, ?)"
 )

@@ -417,9 +417,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=21,
         name="usage_counts_clustered",
-        # [G3] a session's counters and its runs' in one table clustered by session: an
-        # append adds to both on one page (see storage/sqlite/usage.py).
+        # [G3] a record's bytes and count added up for its run and its session on the
+        # record itself, the rest of the counters in one table clustered by session: an
+        # append writes no counter row (see storage/sqlite/usage.py).
         statements=usage_schema.CLUSTERED,
+        backfill=usage_schema.backfill_cumulative,
     ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""

@@ -38,9 +38,12 @@ __all__ = [
     "ADD_TOKENS",
     "CLUSTERED",
     "CLUSTERED_TRIGGERS",
+    "CUMULATIVE",
     "MIGRATION",
     "TRIGGERS",
+    "backfill_cumulative",
     "backfill_label_totals",
+    "insert_record",
     "token_rows",
 ]
 
@@ -138,17 +141,48 @@ def backfill_label_totals(conn: sqlite3.Connection) -> None:
 
 # Schema migration 21 -------------------------------------------------------------
 
-_OF_SESSION_ROW = "WHERE session_id = {0}.session_id AND run_id = ''"
-_RUN_AND_SESSION = "WHERE session_id = NEW.session_id AND run_id IN (NEW.run_id, '')"
-"""A run's counter row and its session's: neighbours in ``usage_counts`` (a run without a
-session, ``''``, has no session row: there is no session ``''``)."""
+CUMULATIVE = ("run_bytes", "run_records", "session_bytes", "session_records")
+"""The columns of ``records`` (migration 21) holding, on each record, the payload bytes
+and the records of its run and of its session up to and including it (see
+:data:`INSERT_RECORD`)."""
+
+_NEWEST_OF_RUN = "(SELECT {c} FROM records WHERE run_id = {run} ORDER BY seq DESC LIMIT 1)"
+_NEWEST_OF_SESSION = (
+    "(SELECT {c} FROM records WHERE session_id = {session} ORDER BY pos DESC LIMIT 1)"
+)
 
 
-def _label_adds(sign: str, new: str, old: str | None) -> str:
+def _newest(column: str, of: str) -> str:
+    """``column`` of the newest record of a run (``of`` names its id) or of a session."""
+    if column.startswith("run_"):
+        return "coalesce(" + _NEWEST_OF_RUN.format(c=column, run=of) + ", 0)"
+    return "coalesce(" + _NEWEST_OF_SESSION.format(c=column, session=of) + ", 0)"
+
+
+def insert_record(columns: str) -> str:
+    """The INSERT of one record: ``columns`` (ten, the payload ninth) as ``?1`` to
+    ``?10``, and the counters of its run and its session, each the newest record's plus
+    this one's (its run's records are inserted in ``seq`` order, its session's in ``pos``
+    order: each is the newest when inserted)."""
+    run, session, payload = "?1", "?4", "length(?9)"
     return (
-        f"UPDATE usage_labels SET {_adds('usage_labels', sign, new, old)} "
-        f"WHERE {_OF_SESSION.format(new)};"
+        f"INSERT INTO records ({columns}, {', '.join(CUMULATIVE)}) VALUES ("
+        + ", ".join(f"?{i}" for i in range(1, 11))
+        + f", {payload} + {_newest('run_bytes', run)}, 1 + {_newest('run_records', run)}, "
+        f"{payload} + {_newest('session_bytes', session)}, "
+        f"1 + {_newest('session_records', session)})"
     )
+
+
+_OF_SESSION_ROW = "WHERE session_id = {0}.session_id AND run_id = ''"
+
+
+def _session_totals(row: str) -> dict[str, str]:
+    """Each counter of a session as an expression of its ``usage_counts`` row ``row``."""
+    totals = {c: f"{row}.{c}" for c in USAGE_COLUMNS}
+    totals["bytes"] += " + " + _newest("session_bytes", f"{row}.session_id")
+    totals["records"] += " + " + _newest("session_records", f"{row}.session_id")
+    return totals
 
 
 CLUSTERED_TRIGGERS = {
@@ -159,22 +193,29 @@ CLUSTERED_TRIGGERS = {
     "INSERT INTO usage_counts VALUES (NEW.session_id, NEW.run_id, 0, 0, 1, 0, 0, 0); "
     f"UPDATE usage_counts SET runs = runs + 1 {_OF_SESSION_ROW.format('NEW')}; "
     f"UPDATE usage_labels SET runs = runs + 1 WHERE {_OF_SESSION.format('NEW')}; END",
+    # a record's bytes and count are on the record itself, for its run and its session;
+    # the labels' totals are added to here
     "usage_count_record": "AFTER INSERT ON records BEGIN "
-    f"UPDATE usage_counts SET {_RECORD_ADDS.format(t='usage_counts')} {_RUN_AND_SESSION}; "
     f"UPDATE usage_labels SET {_RECORD_ADDS.format(t='usage_labels')} "
     f"WHERE {_OF_SESSION.format('NEW')}; END",
     # tokens are added to a run's row and its session's in one statement (ADD_TOKENS);
     # a session's change is added into its labels' totals
     "usage_session_changed": "AFTER UPDATE OF input_tokens, output_tokens, cached_tokens "
-    "ON usage_counts WHEN NEW.run_id = '' BEGIN " + _label_adds("+", "NEW", "OLD") + " END",
+    "ON usage_counts WHEN NEW.run_id = '' BEGIN "
+    f"UPDATE usage_labels SET {_adds('usage_labels', '+', 'NEW', 'OLD')} "
+    f"WHERE {_OF_SESSION.format('NEW')}; END",
+    # a purge deletes a session's counters before its records: its totals are still whole
     "usage_session_gone": "AFTER DELETE ON usage_counts WHEN OLD.run_id = '' BEGIN "
-    + _label_adds("-", "OLD", None)
-    + " END",
+    "UPDATE usage_labels SET "
+    + ", ".join(
+        f"{c} = usage_labels.{c} - ({total})" for c, total in _session_totals("OLD").items()
+    )
+    + f" WHERE {_OF_SESSION.format('OLD')}; END",
     "usage_label_added": "AFTER INSERT ON session_labels BEGIN "
     f"INSERT INTO usage_labels (key, value, sessions, {_COUNTERS}) "
     f"SELECT NEW.key, NEW.value, 1, {', '.join(f'coalesce(u.{c}, 0)' for c in USAGE_COLUMNS)} "
     "FROM (SELECT NEW.session_id AS session_id) s "
-    "LEFT JOIN usage_counts u ON u.session_id = s.session_id AND u.run_id = '' WHERE true "
+    "LEFT JOIN usage_sessions u ON u.session_id = s.session_id WHERE true "
     "ON CONFLICT (key, value) DO UPDATE SET sessions = usage_labels.sessions + 1, "
     + ", ".join(f"{c} = usage_labels.{c} + excluded.{c}" for c in USAGE_COLUMNS)
     + "; END",
@@ -190,6 +231,11 @@ ADD_TOKENS = (
 """Add a run's tokens to its row and its session's: ``(input, output, cached, session_id,
 run_id)``; the trigger adds the session's change to its labels'."""
 
+_RUN_TOTALS = {c: f"c.{c}" for c in USAGE_COLUMNS} | {
+    "bytes": "c.bytes + " + _newest("run_bytes", "c.run_id"),
+    "records": "c.records + " + _newest("run_records", "c.run_id"),
+}
+
 CLUSTERED = (
     f"""CREATE TABLE usage_counts (
         session_id TEXT NOT NULL,
@@ -204,14 +250,44 @@ CLUSTERED = (
     *(f"DROP TRIGGER {name}" for name in TRIGGERS),
     "DROP TABLE usage_runs",
     "DROP TABLE usage_sessions",
-    f"CREATE VIEW usage_runs AS SELECT run_id, session_id, {_COUNTERS} FROM usage_counts "
-    "WHERE run_id <> ''",
-    f"CREATE VIEW usage_sessions AS SELECT session_id, {_COUNTERS} FROM usage_counts "
-    "WHERE run_id = ''",
+    *(f"ALTER TABLE records ADD COLUMN {c} INTEGER NOT NULL DEFAULT 0" for c in CUMULATIVE),
+    "CREATE VIEW usage_runs AS SELECT c.run_id, c.session_id, "
+    + ", ".join(f"{total} AS {c}" for c, total in _RUN_TOTALS.items())
+    + " FROM usage_counts c WHERE c.run_id <> ''",
+    "CREATE VIEW usage_sessions AS SELECT c.session_id, "
+    + ", ".join(f"{total} AS {c}" for c, total in _session_totals("c").items())
+    + " FROM usage_counts c WHERE c.run_id = ''",
     *(f"CREATE TRIGGER {name} {body}" for name, body in CLUSTERED_TRIGGERS.items()),
 )
 """Schema migration 21: the run and session counters in one table clustered by session,
-the old tables' rows moved into it, views of it in their place, and the triggers."""
+their bytes and records on the records themselves (so an append writes no counter row),
+views adding the two up in the old tables' place, and the triggers."""
+
+
+def backfill_cumulative(conn: sqlite3.Connection) -> None:
+    """Write each stored record's counters (one pass), and take what the newest records
+    now hold off the moved counter rows, so every total stays what it was."""
+    conn.execute(
+        "WITH c AS (SELECT pos, "
+        "sum(length(payload)) OVER (PARTITION BY run_id ORDER BY seq) AS rb, "
+        "count(*) OVER (PARTITION BY run_id ORDER BY seq) AS rr, "
+        "sum(length(payload)) OVER (PARTITION BY session_id ORDER BY pos) AS sb, "
+        "count(*) OVER (PARTITION BY session_id ORDER BY pos) AS sr FROM records) "
+        "UPDATE records SET run_bytes = c.rb, run_records = c.rr, session_bytes = c.sb, "
+        "session_records = c.sr FROM c WHERE records.pos = c.pos"
+    )
+    conn.execute(
+        "UPDATE usage_counts SET "
+        f"bytes = bytes - {_newest('run_bytes', 'usage_counts.run_id')}, "
+        f"records = records - {_newest('run_records', 'usage_counts.run_id')} "
+        "WHERE run_id <> ''"
+    )
+    conn.execute(
+        "UPDATE usage_counts SET "
+        f"bytes = bytes - {_newest('session_bytes', 'usage_counts.session_id')}, "
+        f"records = records - {_newest('session_records', 'usage_counts.session_id')} "
+        "WHERE run_id = ''"
+    )
 
 
 def token_rows(records: Iterable[Record]) -> list[tuple[int, int, int, str, str]]:
