@@ -1,29 +1,33 @@
-"""[G3] The SQLite schema that keeps the usage counters: triggers and the per-label totals.
+"""[G3] The SQLite schema that keeps the usage counters: triggers, the per-label totals,
+and (from schema migration 21) the counters a record carries.
 
-What a row adds is decided here, once for this backend, by triggers that run inside the
-statement inserting the row (so a write sends no counter statement of its own):
+Since migration 21 a lone append writes no counter row: every page a commit writes is
+written to the log and synced again at ``synchronous=FULL``, and a counter row in a
+table of its own was one more page per append. So:
 
-- a new session gets its counter row (zeros); a new run gets its own, counting 1 run;
-- a record adds its payload bytes as stored and 1 record to its run's counters, its
-  session's, and the totals of each of its session's labels (``usage_labels``: one row
-  per label key and value, with the number of sessions carrying it), so
-  ``usage_by_label`` grouped by one label reads a row per value;
+- a record carries its run's and its session's payload bytes (as stored) and record
+  count up to and including it (:data:`CUMULATIVE`), computed by the record's own
+  INSERT from the newest record of each (:func:`insert_record`): the record's page
+  holds them;
+- the rest of a run's and a session's counters (runs, tokens, and the bytes and records
+  of databases counted before migration 21) are rows of one table, ``usage_counts``,
+  clustered by session (a session's own row has run id ``''``): a run's row and its
+  session's are one page;
+- ``usage_runs`` and ``usage_sessions`` are views adding the two up: a run's or a
+  session's usage is one row plus its newest record, read through the indexes the
+  records already have;
+- the totals of each label (``usage_labels``: one row per label key and value, with the
+  number of sessions carrying it, so ``usage_by_label`` grouped by one label reads a
+  row per value) are added to by triggers: a record's (for a session with labels), a
+  new run's, tokens added to a session's row; a session's own counter row deleted (a
+  purge, before its records) takes the session off its labels' totals;
 - tokens are the one part the schema cannot read (payloads may be sealed): a write adds
-  them to the run (since migration 21 with :data:`ADD_TOKENS`, to its session too), read
-  from the plaintext by :func:`token_rows`.
+  them to its run's row and its session's with :data:`ADD_TOKENS`, read from the
+  plaintext by :func:`token_rows`.
 
-A new run's counters and the tokens added to a run are rolled up, by triggers on the
-run counters, into its session's and its labels'. (A record's own trigger adds it to
-all three directly: one trigger program per append, the cheapest here.) A purge deletes the
-session's counters (taken off its labels' totals) and its label rows (one session
-fewer); the records it deletes change no counter.
-
-Schema migration 21 keeps a session's counters and its runs' in one table,
-``usage_counts``, clustered by session (the session's own row has run id ``''``):
-a record's trigger then adds to its run and its session in one statement, on one
-page of one b-tree, where it wrote a page of each of two tables before (every page
-a commit writes is written and synced again at ``synchronous=FULL``).
-``usage_runs`` and ``usage_sessions`` stay as views of it, for the reads.
+Migrations 16 and 18 kept the run and session counters in tables of their own, added
+to by a record's trigger (:data:`TRIGGERS`); migration 21 moves them (see
+:data:`CLUSTERED`).
 """
 
 from __future__ import annotations
@@ -194,8 +198,9 @@ CLUSTERED_TRIGGERS = {
     f"UPDATE usage_counts SET runs = runs + 1 {_OF_SESSION_ROW.format('NEW')}; "
     f"UPDATE usage_labels SET runs = runs + 1 WHERE {_OF_SESSION.format('NEW')}; END",
     # a record's bytes and count are on the record itself, for its run and its session;
-    # the labels' totals are added to here
-    "usage_count_record": "AFTER INSERT ON records BEGIN "
+    # the labels' totals are added to here (the WHEN only skips an UPDATE of no row)
+    "usage_count_record": "AFTER INSERT ON records WHEN EXISTS "
+    "(SELECT 1 FROM session_labels WHERE session_id = NEW.session_id) BEGIN "
     f"UPDATE usage_labels SET {_RECORD_ADDS.format(t='usage_labels')} "
     f"WHERE {_OF_SESSION.format('NEW')}; END",
     # tokens are added to a run's row and its session's in one statement (ADD_TOKENS);
