@@ -85,7 +85,9 @@ USAGE = UsageTables(
 """[G3] the counters, read through the views of ``usage_counts`` (schema migration 21;
 triggers count what rows add). A write adds tokens with :data:`ADD_TOKENS`."""
 _PURGE = (
-    "DELETE FROM usage_counts WHERE session_id = :id",  # its runs' and its own
+    # first its runs' counters and its own, while its records still hold their part of
+    # them (the trigger takes the session's whole totals off its labels')
+    "DELETE FROM usage_counts WHERE session_id = :id",
     "INSERT INTO run_tombstones (run_id, session_id) "
     "SELECT run_id, session_id FROM runs WHERE session_id = :id",
     "DELETE FROM checkpoints WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
