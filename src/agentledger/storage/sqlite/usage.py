@@ -5,10 +5,10 @@ Since migration 21 a lone append writes no counter row: every page a commit writ
 written to the log and synced again at ``synchronous=FULL``, and a counter row in a
 table of its own was one more page per append. So:
 
-- a record carries its run's and its session's payload bytes (as stored) and record
-  count up to and including it (:data:`CUMULATIVE`), computed by the record's own
-  INSERT from the newest record of each (:func:`insert_record`): the record's page
-  holds them;
+- a record carries its run's and its session's payload bytes (as stored), and its
+  session's record count, up to and including it (:data:`CUMULATIVE`; a run's count is
+  its newest id), computed by the record's own INSERT from the newest record of each
+  (:func:`insert_record`): the record's page holds them;
 - the rest of a run's and a session's counters (runs, tokens, and the bytes and records
   of databases counted before migration 21) are rows of one table, ``usage_counts``,
   clustered by session (a session's own row has run id ``''``): a run's row and its
@@ -145,10 +145,11 @@ def backfill_label_totals(conn: sqlite3.Connection) -> None:
 
 # Schema migration 21 -------------------------------------------------------------
 
-CUMULATIVE = ("run_bytes", "run_records", "session_bytes", "session_records")
+CUMULATIVE = ("run_bytes", "session_bytes", "session_records")
 """The columns of ``records`` (migration 21) holding, on each record, the payload bytes
-and the records of its run and of its session up to and including it (see
-:data:`INSERT_RECORD`)."""
+of its run and of its session, and the records of its session, up to and including it
+(see :func:`insert_record`). A run's records are its newest ``seq``: a run's ids are 1,
+2, ... without gaps."""
 
 _NEWEST_OF_RUN = "(SELECT {c} FROM records WHERE run_id = {run} ORDER BY seq DESC LIMIT 1)"
 _NEWEST_OF_SESSION = (
@@ -158,21 +159,21 @@ _NEWEST_OF_SESSION = (
 
 def _newest(column: str, of: str) -> str:
     """``column`` of the newest record of a run (``of`` names its id) or of a session."""
-    if column.startswith("run_"):
+    if column.startswith("run_") or column == "seq":
         return "coalesce(" + _NEWEST_OF_RUN.format(c=column, run=of) + ", 0)"
     return "coalesce(" + _NEWEST_OF_SESSION.format(c=column, session=of) + ", 0)"
 
 
 def insert_record(columns: str) -> str:
     """The INSERT of one record: ``columns`` (ten, the payload ninth) as ``?1`` to
-    ``?10``, and the counters of its run and its session, each the newest record's plus
-    this one's (its run's records are inserted in ``seq`` order, its session's in ``pos``
-    order: each is the newest when inserted)."""
+    ``?10``, and the counters it carries, each the newest record's plus this one's (a
+    run's records are inserted in ``seq`` order, a session's in ``pos`` order: each is
+    the newest when inserted)."""
     run, session, payload = "?1", "?4", "length(?9)"
     return (
         f"INSERT INTO records ({columns}, {', '.join(CUMULATIVE)}) VALUES ("
         + ", ".join(f"?{i}" for i in range(1, 11))
-        + f", {payload} + {_newest('run_bytes', run)}, 1 + {_newest('run_records', run)}, "
+        + f", {payload} + {_newest('run_bytes', run)}, "
         f"{payload} + {_newest('session_bytes', session)}, "
         f"1 + {_newest('session_records', session)})"
     )
@@ -238,7 +239,7 @@ run_id)``; the trigger adds the session's change to its labels'."""
 
 _RUN_TOTALS = {c: f"c.{c}" for c in USAGE_COLUMNS} | {
     "bytes": "c.bytes + " + _newest("run_bytes", "c.run_id"),
-    "records": "c.records + " + _newest("run_records", "c.run_id"),
+    "records": "c.records + " + _newest("seq", "c.run_id"),
 }
 
 CLUSTERED = (
@@ -275,16 +276,15 @@ def backfill_cumulative(conn: sqlite3.Connection) -> None:
     conn.execute(
         "WITH c AS (SELECT pos, "
         "sum(length(payload)) OVER (PARTITION BY run_id ORDER BY seq) AS rb, "
-        "count(*) OVER (PARTITION BY run_id ORDER BY seq) AS rr, "
         "sum(length(payload)) OVER (PARTITION BY session_id ORDER BY pos) AS sb, "
         "count(*) OVER (PARTITION BY session_id ORDER BY pos) AS sr FROM records) "
-        "UPDATE records SET run_bytes = c.rb, run_records = c.rr, session_bytes = c.sb, "
+        "UPDATE records SET run_bytes = c.rb, session_bytes = c.sb, "
         "session_records = c.sr FROM c WHERE records.pos = c.pos"
     )
     conn.execute(
         "UPDATE usage_counts SET "
         f"bytes = bytes - {_newest('run_bytes', 'usage_counts.run_id')}, "
-        f"records = records - {_newest('run_records', 'usage_counts.run_id')} "
+        f"records = records - {_newest('seq', 'usage_counts.run_id')} "
         "WHERE run_id <> ''"
     )
     conn.execute(
