@@ -170,14 +170,21 @@ def _wal_commits(path: str) -> list[list[int]]:
     return commits
 
 
-async def _ours_pages(path: str, appends: int) -> float:
+async def _ours_pages(path: str, appends: int, labels: dict[str, str]) -> float:
     import sqlite_store as bench
 
+    from agentledger.storage.builders import RecordBuilder
     from agentledger.storage.sqlite import SQLiteStore
+    from agentledger.storage.types import RunStart
 
     clock = bench.Clock()
     async with await SQLiteStore.open(path, durability="full") as store:
-        run = await bench._started_run(store, "pages-run", clock)
+        await store.create_session("pages-session", created_at=clock(), labels=labels)
+        start = RunStart(
+            run_id="pages-run", agent_id="agent", session_id="pages-session", started_at=clock()
+        )
+        run = RecordBuilder(start, turn_id="turn-1")
+        await store.start_root_run(run.root_start())
         await bench._ours_appends(store, run, 10, clock)  # fewer than a checkpoint's commits
         before = len(_wal_commits(path))
         await bench._ours_appends(store, run, appends, clock)
@@ -204,11 +211,14 @@ def wal_pages(table: Table, workdir: Path) -> None:
     """The pages a lone append's commit writes to the WAL (each is synced at FULL), read
     from the WAL file: the store's against raw ``sqlite3``'s INSERT on the same schema."""
     appends = 50
-    ours = asyncio.run(_ours_pages(str(workdir / "pages-ours.db"), appends))
+    ours = asyncio.run(_ours_pages(str(workdir / "pages-ours.db"), appends, {}))
+    labelled = asyncio.run(
+        _ours_pages(str(workdir / "pages-labels.db"), appends, {"tenant": "t", "tier": "gold"})
+    )
     raw = _raw_pages(str(workdir / "pages-raw.db"), appends)
     table.add(
         "WAL pages per lone append's commit",
-        f"{ours:.2f}",
+        f"{ours:.2f} ({labelled:.2f} in a session with two labels)",
         f"raw one INSERT per transaction: {raw:.2f}",
         ours / raw,
         "-",
