@@ -13,6 +13,8 @@ start and at the end: the machine may be shared.
   running ``BEGIN IMMEDIATE; INSERT; COMMIT`` per record on the same schema and
   pragmas (``bench/sqlite_store.py``), and the process CPU per append of both
   (every thread; no waiting);
+- WAL pages per commit of a lone append (read from the WAL file's frames) against
+  raw ``sqlite3``'s one-INSERT transaction on the same schema;
 - 16 concurrent runs at ``FULL``: 16 tasks of one process appending to their own
   run at once, against raw ``sqlite3`` writing the same records 16 per
   transaction (what group commit does at best);
@@ -147,6 +149,78 @@ def sqlite_appends(table: Table, workdir: Path, repetitions: int, quick: bool) -
         f"{statistics.median(cpu_ours) * 1e6:,.0f} µs",
         f"raw: {statistics.median(cpu_raw) * 1e6:,.0f} µs",
         _median_ratio(cpu_ours, cpu_raw),
+        "-",
+        lambda _: True,
+    )
+
+
+def _wal_commits(path: str) -> list[list[int]]:
+    """The page numbers each commit wrote, from the WAL file's frames (oldest first)."""
+    data = Path(f"{path}-wal").read_bytes()
+    page_size, salts = int.from_bytes(data[8:12], "big"), data[16:24]
+    commits: list[list[int]] = []
+    pages: list[int] = []
+    offset = 32
+    while offset + 24 + page_size <= len(data) and data[offset + 8 : offset + 16] == salts:
+        pages.append(int.from_bytes(data[offset : offset + 4], "big"))
+        if data[offset + 4 : offset + 8] != bytes(4):  # a commit's last frame
+            commits.append(pages)
+            pages = []
+        offset += 24 + page_size
+    return commits
+
+
+async def _ours_pages(path: str, appends: int, labels: dict[str, str]) -> float:
+    import sqlite_store as bench
+
+    from agentledger.storage.builders import RecordBuilder
+    from agentledger.storage.sqlite import SQLiteStore
+    from agentledger.storage.types import RunStart
+
+    clock = bench.Clock()
+    async with await SQLiteStore.open(path, durability="full") as store:
+        await store.create_session("pages-session", created_at=clock(), labels=labels)
+        start = RunStart(
+            run_id="pages-run", agent_id="agent", session_id="pages-session", started_at=clock()
+        )
+        run = RecordBuilder(start, turn_id="turn-1")
+        await store.start_root_run(run.root_start())
+        await bench._ours_appends(store, run, 10, clock)  # fewer than a checkpoint's commits
+        before = len(_wal_commits(path))
+        await bench._ours_appends(store, run, appends, clock)
+        commits = _wal_commits(path)[before:]
+    return sum(map(len, commits)) / len(commits)
+
+
+def _raw_pages(path: str, appends: int) -> float:
+    import sqlite_store as bench
+
+    conn = bench._raw_connection(path, "full")
+    try:
+        state = {"seq": 0}
+        bench._raw_appends(conn, 10, state)
+        before = len(_wal_commits(path))
+        bench._raw_appends(conn, appends, state)
+        commits = _wal_commits(path)[before:]
+    finally:
+        conn.close()
+    return sum(map(len, commits)) / len(commits)
+
+
+def wal_pages(table: Table, workdir: Path) -> None:
+    """The pages a lone append's commit writes to the WAL (each is synced at FULL), read
+    from the WAL file: the store's against raw ``sqlite3``'s INSERT on the same schema."""
+    appends = 50
+    ours = asyncio.run(_ours_pages(str(workdir / "pages-ours.db"), appends, {}))
+    labelled = asyncio.run(
+        _ours_pages(str(workdir / "pages-labels.db"), appends, {"tenant": "t", "tier": "gold"})
+    )
+    raw = _raw_pages(str(workdir / "pages-raw.db"), appends)
+    table.add(
+        "WAL pages per lone append's commit",
+        f"{ours:.2f} ({labelled:.2f} in a session with two labels)",
+        f"raw one INSERT per transaction: {raw:.2f}",
+        ours / raw,
         "-",
         lambda _: True,
     )
@@ -344,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="agentledger-limits-") as tmp:
         root = Path(tmp)
         sqlite_appends(table, root, repetitions, args.quick)
+        wal_pages(table, root)
         agent_runs(table, root, repetitions, runs)
         if not args.no_postgres:
             postgres_appends(table, repetitions, args.quick)

@@ -15,13 +15,14 @@ import pytest
 
 from agentledger.runtime import records as runtime_records
 from agentledger.storage import RunStatus, UsageTotals
-from agentledger.storage.accounting import MODEL_USAGE, add, record_tokens
+from agentledger.storage.accounting import MODEL_USAGE, USAGE_COLUMNS, add, record_tokens
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.conformance import World
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.postgres import check as pg_check
 from agentledger.storage.postgres import usage as pg_usage
 from agentledger.storage.sqlite import SQLiteStore, check_invariants
+from agentledger.storage.sqlite import schema as sqlite_schema
 from agentledger.storage.sqlite import usage as sqlite_usage
 from agentledger.storage.usage_check import usage_findings
 from tests.storage.postgres.server import create_database, drop_database
@@ -81,9 +82,34 @@ async def _sqlite_usage(path: Path, sid: str) -> UsageTotals:
         return await store.load_session_usage(sid)
 
 
+def _sqlite_before_clustered_counters(path: Path) -> None:
+    """The file as migration 20 left it: the run and the session counters whole, in tables
+    of their own (migration 16), counted by migration 18's triggers, and no counters on
+    the records."""
+    counters = ", ".join(USAGE_COLUMNS)
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TEMP TABLE old_runs AS SELECT * FROM usage_runs")
+        conn.execute("CREATE TEMP TABLE old_sessions AS SELECT * FROM usage_sessions")
+        for name in sqlite_usage.CLUSTERED_TRIGGERS:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP VIEW usage_runs")
+        conn.execute("DROP VIEW usage_sessions")
+        conn.execute("DROP TABLE usage_counts")
+        for column in sqlite_usage.CUMULATIVE:
+            conn.execute(f"ALTER TABLE records DROP COLUMN {column}")
+        for statement in sqlite_schema._USAGE_COUNTERS[:3]:  # the two tables and an index
+            conn.execute(statement)
+        conn.execute(f"INSERT INTO usage_runs SELECT run_id, session_id, {counters} FROM old_runs")
+        conn.execute(f"INSERT INTO usage_sessions SELECT session_id, {counters} FROM old_sessions")
+        for name, body in sqlite_usage.TRIGGERS.items():
+            conn.execute(f"CREATE TRIGGER {name} {body}")
+        conn.execute("DELETE FROM _agentledger_migrations WHERE name = 'usage_counts_clustered'")
+
+
 def _sqlite_before_label_totals(path: Path) -> None:
     """The file as migration 17 left it: no label totals, no counting triggers, and no
     counter row for a session without runs."""
+    _sqlite_before_clustered_counters(path)
     with sqlite3.connect(path) as conn:
         for name in sqlite_usage.TRIGGERS:
             conn.execute(f"DROP TRIGGER {name}")
@@ -126,6 +152,47 @@ async def test_sqlite_migration_adds_up_the_label_totals(tmp_path: Path) -> None
     assert check_invariants(path) == []
 
 
+async def _usage_of(store: SQLiteStore, sid: str) -> tuple[object, ...]:
+    """A session's counters, each of its runs' and every label's totals."""
+    runs = [run.run_id for run in await store.list_runs_by_session(sid)]
+    return (
+        await store.load_session_usage(sid),
+        [await store.load_run_usage(run_id) for run_id in runs],
+        await _label_totals(store),
+    )
+
+
+async def test_sqlite_migration_clusters_the_counters_of_an_existing_database(
+    tmp_path: Path,
+) -> None:
+    """Migration 21 moves the run and session counters of a file into one table and onto
+    its records, exactly, and counts on from there."""
+    path = tmp_path / "old.db"
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        world = World(store, namespace="m")
+        sid = await _fill(world)
+        kept = await _usage_of(store, sid)
+    _sqlite_before_clustered_counters(path)
+    with sqlite3.connect(path) as conn:  # the old layout, counting through its triggers
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        assert {"usage_runs", "usage_sessions"} <= tables
+        assert "usage_counts" not in tables
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(records)")}
+        assert not columns & set(sqlite_usage.CUMULATIVE)
+    async with await SQLiteStore.open(path, durability="normal") as store:
+        assert await _usage_of(store, sid) == kept
+        await _append_more(World(store, namespace="m"), sid)
+        grown = await store.load_session_usage(sid)
+        assert await _label_totals(store) == [("acme", 2, grown)]
+    assert (grown.runs, grown.input_tokens) == (3, 10)
+    with sqlite3.connect(path) as conn:
+        kinds = dict(conn.execute("SELECT name, type FROM sqlite_master"))
+    assert (kinds["usage_counts"], kinds["usage_runs"], kinds["usage_sessions"]) == (
+        "table", "view", "view",
+    )  # fmt: skip
+    assert check_invariants(path) == []
+
+
 def _writes(statements: list[str]) -> list[str]:
     """What each traced write statement writes into ("INSERT INTO records", say)."""
     return [
@@ -159,7 +226,7 @@ async def test_sqlite_an_append_sends_no_counter_statement_but_its_tokens(tmp_pa
         finally:
             writer._conn.set_trace_callback(None)
         assert _writes(note) == ["INSERT INTO records"], note
-        assert _writes(usage) == ["INSERT INTO records", "UPDATE usage_runs"], usage
+        assert _writes(usage) == ["INSERT INTO records", "UPDATE usage_counts"], usage
         after = await store.load_session_usage(sid)
         assert (after.records - before.records, after.input_tokens, after.output_tokens) == (
             2, 5, 2,
@@ -176,13 +243,18 @@ def _damage_sqlite(path: Path, sql: str) -> None:
 @pytest.mark.parametrize(
     ("damage", "expected"),
     [
-        ("UPDATE usage_sessions SET bytes = bytes + 1 WHERE session_id = 'c-s'",
+        ("UPDATE usage_counts SET bytes = bytes + 1 WHERE session_id = 'c-s' AND run_id = ''",
          "usage counters of session 'c-s' differ from its rows: bytes"),
-        ("UPDATE usage_runs SET input_tokens = 0 WHERE run_id = 'c-root'",
+        ("UPDATE usage_counts SET input_tokens = 0 WHERE run_id = 'c-root'",
          "usage counters of run 'c-root' differ from its rows: input_tokens 0 (rows: 9)"),
-        ("DELETE FROM usage_runs WHERE run_id = 'c-child'",
+        ("UPDATE records SET run_bytes = run_bytes + 1 WHERE run_id = 'c-root' "
+         "AND seq = (SELECT max(seq) FROM records WHERE run_id = 'c-root')",
+         "usage counters of run 'c-root' differ from its rows: bytes"),
+        ("UPDATE records SET session_records = 0 WHERE session_id = 'c-s'",
+         "usage counters of session 'c-s' differ from its rows: records"),
+        ("DELETE FROM usage_counts WHERE run_id = 'c-child'",
          "usage counters of run 'c-child' differ from its rows: bytes 0 (rows: 26), records 0"),
-        ("INSERT INTO usage_sessions VALUES ('ghost', 1, 1, 1, 0, 0, 0)",
+        ("INSERT INTO usage_counts VALUES ('ghost', '', 1, 1, 1, 0, 0, 0)",
          "usage counters of a session that is not stored: 'ghost'"),
         ("UPDATE usage_labels SET records = records + 2",
          "usage totals of label 'tenant'='acme' differ from its sessions' rows: records"),

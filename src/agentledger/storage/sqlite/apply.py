@@ -19,7 +19,6 @@ from typing import Any
 
 import msgspec
 
-from agentledger.storage.accounting import token_rows
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.receipts import encode_receipt
@@ -34,10 +33,11 @@ from agentledger.storage.sqlite.rows import (
     run_value,
     to_ms,
 )
+from agentledger.storage.sqlite.usage import ADD_TOKENS, insert_record, token_rows
 from agentledger.storage.state import Plan, RunRow, SessionRow
 from agentledger.storage.usage_sql import UsageTables
 
-__all__ = ["INSERT_RECORD", "USAGE", "apply_plan", "plan_statements"]
+__all__ = ["ADD_TOKENS", "INSERT_RECORD", "USAGE", "apply_plan", "plan_statements"]
 
 _UPSERT_SESSION = (
     "INSERT INTO sessions (id, status, created_at, ended_at, labels) VALUES (?, ?, ?, ?, ?) "
@@ -60,7 +60,8 @@ _UPSERT_CHECKPOINT = (
     "ON CONFLICT (run_id) DO UPDATE SET id = excluded.id, data = excluded.data"
 )
 _DELETE_CHECKPOINT = "DELETE FROM checkpoints WHERE run_id = ?"
-INSERT_RECORD = f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_RECORD = insert_record(RECORD_COLUMNS)
+"""One record, with its run's and its session's counters (schema migration 21)."""
 _INSERT_TOOL_RESULT = (
     "INSERT INTO tool_results (run_id, call_key, data, checksum) VALUES (?, ?, ?, ?)"
 )
@@ -81,10 +82,12 @@ USAGE = UsageTables(
     label_totals="usage_labels",
     mark="?",
 )
-"""[G3] the counter tables (schema migrations 16 and 18; triggers count what rows add)."""
+"""[G3] the counters, read through the views of ``usage_counts`` (schema migration 21;
+triggers count what rows add). A write adds tokens with :data:`ADD_TOKENS`."""
 _PURGE = (
-    "DELETE FROM usage_runs WHERE session_id = :id",
-    "DELETE FROM usage_sessions WHERE session_id = :id",
+    # first its runs' counters and its own, while its records still hold their part of
+    # them (the trigger takes the session's whole totals off its labels')
+    "DELETE FROM usage_counts WHERE session_id = :id",
     "INSERT INTO run_tombstones (run_id, session_id) "
     "SELECT run_id, session_id FROM runs WHERE session_id = :id",
     "DELETE FROM checkpoints WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = :id)",
@@ -165,7 +168,7 @@ def plan_statements(reader: SQLiteReader, plan: Plan[Any]) -> list[_Statement]:
         for record in records:
             statements.append((INSERT_RECORD, record_values(record), False))
     if tokens:
-        statements.append((USAGE.add_tokens, tokens, True))
+        statements.append((ADD_TOKENS, tokens, True))
     statements += indexing
     for result in plan.tool_results:
         data = result.data

@@ -416,6 +416,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         # are indexed in batches afterwards (search.build_index).
         statements=search_schema.RECORD_WORDS,
     ),
+    Migration(
+        version=21,
+        name="usage_counts_clustered",
+        # [G3] a record's bytes and count added up for its run and its session on the
+        # record itself, the rest of the counters in one table clustered by session: an
+        # append writes no counter row (see storage/sqlite/usage.py).
+        statements=usage_schema.CLUSTERED,
+        backfill=usage_schema.backfill_cumulative,
+    ),
 )
 """Every migration, in order. Append only: a shipped migration never changes."""
 

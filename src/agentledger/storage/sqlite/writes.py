@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentledger.errors import AgentledgerError
 from agentledger.storage.encryption.deferral import KeyNeeded
-from agentledger.storage.sqlite.apply import INSERT_RECORD, USAGE, apply_plan, plan_statements
+from agentledger.storage.sqlite.apply import ADD_TOKENS, INSERT_RECORD, apply_plan, plan_statements
 from agentledger.storage.sqlite.reader import RowCache, SQLiteReader
 from agentledger.storage.state import Plan, StateReader
 
@@ -101,7 +101,7 @@ class WriteOperation(Generic[R]):
         return plan
 
 
-_MERGEABLE = frozenset({INSERT_RECORD, USAGE.add_tokens})
+_MERGEABLE = frozenset({INSERT_RECORD, ADD_TOKENS})
 """The statements of a plain append: rows of one table each, in any order across tables
 (the token counts add, so their rows may be summed in any order too)."""
 
