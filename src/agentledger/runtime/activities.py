@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -91,6 +91,7 @@ from agentledger.storage.lifecycle.messages import steered_records
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.types import (
+    AppendResult,
     Record,
     RunStart,
     RunStatus,
@@ -188,14 +189,20 @@ class Activities:
         self.transcripts = TranscriptCache()
         """Each running run's transcript as far as this process read it."""
         self._history = HistoryWindows(store, registry)
+        self._shared = False  # a table went to an engine that may run activities elsewhere
 
     def table(self, *, ending: bool = False) -> dict[str, Activity]:
         """Every activity by the name the workflow calls it.
 
         With ``ending``, a planner turn asked to (``PlanTurnInput.complete``) records a
         final plan with the run's completion, in one transaction: for an engine that
-        needs nothing else done when a run ends (in process).
+        needs nothing else done when a run ends (in process). Every activity of a run
+        then runs here, so the transcript cache follows the runs' writes and a planner
+        turn reads nothing it wrote (until a table without ``ending`` is handed out:
+        another worker may run activities too).
         """
+        self._shared = self._shared or not ending
+        self.transcripts.follows_writes = not self._shared
         return {
             BEGIN_RUN: self.begin_run,
             APPEND_RECORDS: self.append_records,
@@ -385,7 +392,11 @@ class Activities:
         """Append ``records`` in one transaction [B1]; say whether the session has ended."""
         if not records:
             return False
+        run_id = records[0].run_id
+        held = self.transcripts.writing(run_id)
         results = await self.store.append_run_records(records)
+        if held is not None:
+            self.transcripts.wrote(run_id, held, _placed(records, results))
         await self.publish(records)
         return any(r.session_status is SessionStatus.ENDED for r in results)
 
@@ -395,12 +406,19 @@ class Activities:
         results: the planner sees them); say whether the session has ended."""
         if not records:
             return False
+        run_id = records[0].run_id
+        held = self.transcripts.writing(run_id)
         done = await self.store.append_turn_records(records)
         built = [r for m in done.steered for r in steered_records(records[-1], m)]
         steered = [
             msgspec.structs.replace(r, id=placed.id)
             for r, placed in zip(built, done.steered_records, strict=False)
         ]
+        if held is not None:
+            placed = _placed(records, done.results)
+            if len(steered) != len(built) or not all(p.inserted for p in done.steered_records):
+                placed = []
+            self.transcripts.wrote(run_id, held, placed and [*placed, *steered])
         await self.publish([*records, *steered])
         return any(r.session_status is SessionStatus.ENDED for r in done.results)
 
@@ -846,6 +864,14 @@ class Activities:
         await self.publish([*records, cmd.record])
         self.transcripts.forget(arg.run.run_id)
         return CompleteRunOutput(cancellation_reason=reason)
+
+
+def _placed(records: list[Record], results: Sequence[AppendResult]) -> list[Record]:
+    """``records`` with the ids the store gave them; none if any was already stored (a
+    retry: they are not what followed the log as this process last knew it)."""
+    if len(results) != len(records) or not all(r.inserted for r in results):
+        return []
+    return [msgspec.structs.replace(r, id=p.id) for r, p in zip(records, results, strict=True)]
 
 
 def _prepare_failure(error: Exception) -> payloads.Failure:
