@@ -23,7 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 
@@ -162,13 +162,19 @@ def check_plan(
     return ""
 
 
-def _jsonable(value: Any) -> Any:
-    """A tool's return value as plain JSON (Structs and tuples become dicts and lists)."""
+def _result_part(call_id: str, value: Any) -> ToolResultPart:
+    """A tool's return value as the content of call ``call_id``'s result, plain JSON
+    (Structs and tuples become dicts and lists; plain JSON is kept as is, JsonNumbers
+    included).
+
+    Raises:
+        ValidationError, msgspec.EncodeError, TypeError: it is not JSON.
+    """
     try:
-        ToolResultPart(tool_use_id="-", content=value)
+        return ToolResultPart(tool_use_id=call_id, content=value)
     except ValidationError:
-        return msgspec.to_builtins(value, builtin_types=(Decimal,))
-    return value  # already plain JSON: keep it as is (JsonNumbers included)
+        content = msgspec.to_builtins(value, builtin_types=(Decimal,))
+    return ToolResultPart(tool_use_id=call_id, content=content)
 
 
 class Activities:
@@ -285,8 +291,8 @@ class Activities:
         planning = False
         try:
             planner = resolved.agent.planner
-            if isinstance(planner, PromptRenderer):
-                prompt = planner.render_prompt(arg.run.agent_id)
+            if resolved.renders_prompt:  # checked once, when registration closed
+                prompt = cast(PromptRenderer, planner).render_prompt(arg.run.agent_id)
             history = arg.history
             reference = _reference(arg)
             predecessor = arg.run.predecessor_run_id
@@ -610,7 +616,7 @@ class Activities:
             "prompt": arg.prompt,
             "load_messages": load,
             "models": self.registry.model,
-            "confirm_tools": frozenset(n for n, t in resolved.tools.items() if t.confirm),
+            "confirm_tools": resolved.confirm_tools,
         }
         planner = resolved.agent.planner
         try:
@@ -822,8 +828,7 @@ class Activities:
         except Exception as e:
             return error(f"{type(e).__name__}: {e}")
         try:
-            content = _jsonable(value)
-            ToolResultPart(tool_use_id=call.id, content=content)
+            content = _result_part(call.id, value).content
         except (ValidationError, msgspec.EncodeError, TypeError) as e:
             return error(f"tool {call.name} returned a value that is not JSON: {e}")
         return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=content)
