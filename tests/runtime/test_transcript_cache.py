@@ -265,6 +265,48 @@ async def test_each_turn_of_a_long_run_reads_what_it_adds(store: AnyStore, sessi
     assert out.run_id not in runtime._activities.transcripts
 
 
+class _EachRun:
+    """Per run: asks for ``tick`` until the transcript holds ``calls`` results, then answers;
+    checks every turn's transcript against the run's log."""
+
+    def __init__(self, store: Any, calls: int) -> None:
+        self.store = store
+        self.calls = calls
+        self.turns = 0
+
+    async def _next(self, input: PlanInput) -> PlanResult:
+        messages = await input.prepare_messages()
+        assert list(messages) == await build_messages_from_run_log(self.store, input.run.run_id)
+        self.turns += 1
+        done = sum(m.role == "assistant" for m in messages)
+        if done == self.calls:
+            return PlanResult.answer(f"{len(messages)} messages")
+        return PlanResult.call(ToolCall(id=f"t{done}", name="tick", input={"n": done}))
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return await self._next(input)
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return await self._next(input)
+
+
+async def test_concurrent_runs_each_turn_sees_its_own_log(store: AnyStore, session: str) -> None:
+    """Eight runs at once in one runtime, the cache following each one's writes among the
+    others': every turn of every run gets what its log holds."""
+    runtime = Runtime(store)
+    planner = _EachRun(store, 5)
+    runtime.register_agent(Agent("counter", planner, tools=[tick], max_turns=10))
+    client = runtime.agent_client("counter")
+    sessions = [session]
+    for i in range(7):
+        await store.create_session(f"{session}-{i}", created_at=now_ms())
+        sessions.append(f"{session}-{i}")
+    outs = await asyncio.gather(*(client.run(s, "Count.") for s in sessions))
+    assert [out.status for out in outs] == [RunStatus.COMPLETED] * 8, outs
+    assert {out.text for out in outs} == {"11 messages"}
+    assert planner.turns == 6 * 8
+
+
 async def test_a_new_runs_first_turn_reads_only_what_followed_its_start(
     store: AnyStore, session: str
 ) -> None:
