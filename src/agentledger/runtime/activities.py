@@ -23,7 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 
@@ -886,6 +886,38 @@ def _prepare_failure(error: Exception) -> payloads.Failure:
     )
 
 
+class _Apart(Generic[T]):
+    """A store write on a task of its own, which sets ``ended`` as the write ends.
+
+    Awaiting ``ended`` wakes the activity in the loop turn after the write's last
+    (``asyncio.shield`` takes one more), and a cancellation of the activity cancels
+    ``ended``, not the write.
+    """
+
+    __slots__ = ("_error", "_result", "ended", "task")
+
+    def __init__(self, write: Awaitable[T]) -> None:
+        loop = asyncio.get_running_loop()
+        self.ended: asyncio.Future[None] = loop.create_future()
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self.task = loop.create_task(self._run(write))
+
+    async def _run(self, write: Awaitable[T]) -> None:
+        try:
+            self._result = await write
+        except (Exception, asyncio.CancelledError) as e:  # the activity raises it
+            self._error = e
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+    def outcome(self) -> T:
+        """The write's result, or its error raised."""
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._result)
+
+
 async def _before(write: Awaitable[T]) -> T:
     """Await a store write to its end even if the activity is canceled meanwhile, then
     let the cancellation through: the work meant to follow it is not done.
@@ -893,14 +925,13 @@ async def _before(write: Awaitable[T]) -> T:
     The write's records and their events are out either way, so nothing the
     store holds is left unpublished by an interrupted turn.
     """
-    task = asyncio.ensure_future(write)
+    apart = _Apart(write)
     try:
-        return await asyncio.shield(task)
+        await apart.ended
     except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()  # seen: the cancellation is what this activity reports
+        await asyncio.wait([apart.task])  # its error, if any, gives way to the cancellation
         raise
+    return apart.outcome()
 
 
 async def _finish(write: Awaitable[T]) -> T:
@@ -910,14 +941,15 @@ async def _finish(write: Awaitable[T]) -> T:
     (the loop learns what was recorded) instead of leaving records the loop
     does not know about.
     """
-    task = asyncio.ensure_future(write)
+    apart = _Apart(write)
     try:
-        return await asyncio.shield(task)
+        await apart.ended
     except asyncio.CancelledError:
         current = asyncio.current_task()
         if current is not None:
             current.uncancel()
-        return await task
+        await apart.task
+    return apart.outcome()
 
 
 def _reference(arg: BeginRunInput) -> payloads.TranscriptReference | None:
