@@ -32,7 +32,8 @@ def test_nothing_is_recorded_without_a_provider(tmp_path: Path) -> None:
     assert result["api_calls"] == {}
     assert result["echoed_traceparent"] == ""
     assert result["traced_status"] == "completed"
-    assert result["spans_once_configured"] > 10
+    # the run, its two planner turns and model calls, its tool call and its four store writes
+    assert result["spans_once_configured"] >= 10
 
 
 def test_runs_without_opentelemetry_installed(tmp_path: Path) -> None:

@@ -234,3 +234,56 @@ async def test_an_empty_or_reserved_reason_is_refused_before_anything(
     await runtime.cancel_run(handle.run_id, "a real reason")
     out = await asyncio.wait_for(handle.wait(), 60)
     assert out.cancellation_reason == "a real reason"
+
+
+async def test_a_write_under_way_ends_whatever_cancels_its_activity() -> None:
+    """An activity canceled during a store write: the write runs to its end either way;
+    ``_finish`` then completes with its result (the work it records is done),
+    ``_before`` lets the cancellation through only after it; a write's own error, or
+    its own cancellation, reaches the activity as it is."""
+    from agentledger.runtime.activities import _before, _finish
+
+    async def write(writing: asyncio.Event, gate: asyncio.Event, wrote: asyncio.Event) -> str:
+        writing.set()
+        await gate.wait()
+        wrote.set()
+        return "stored"
+
+    for helper, canceled in ((_finish, False), (_before, True)):
+        writing, gate, wrote = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        activity = asyncio.ensure_future(helper(write(writing, gate, wrote)))
+        await writing.wait()
+        activity.cancel()
+        await asyncio.sleep(0)
+        assert not activity.done()  # it waits for the write
+        gate.set()
+        if canceled:
+            with pytest.raises(asyncio.CancelledError):
+                await activity
+        else:
+            assert await activity == "stored"
+        assert wrote.is_set()
+
+    async def refused() -> str:
+        raise ValidationError(field="records", expected="valid", got="invalid")
+
+    for helper in (_finish, _before):
+        with pytest.raises(ValidationError):
+            await helper(refused())
+
+    async def stuck(tasks: list[asyncio.Task[object]], started: asyncio.Event) -> str:
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.append(task)
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    for helper in (_finish, _before):
+        tasks: list[asyncio.Task[object]] = []
+        started = asyncio.Event()
+        activity = asyncio.ensure_future(helper(stuck(tasks, started)))
+        await started.wait()
+        tasks[0].cancel()  # the write's own task, canceled (as when the loop closes)
+        with pytest.raises(asyncio.CancelledError):
+            await activity

@@ -212,7 +212,9 @@ async def test_prepare_messages_failing_fails_the_turn(tmp_path: Path) -> None:
 
     Stores refuse an unreadable transcript on write [R1], so the planner damages
     a stored one in the file (SQLite), which the read then finds: the second
-    turn's (the first reads nothing: the runtime holds what the start wrote).
+    turn's (the first reads nothing: the runtime holds what the start wrote). In
+    process the runtime follows the run's writes and a turn reads nothing at all, so
+    its activities are handed out first, as to a worker elsewhere: then it reads.
     """
     store = await SQLiteStore.open(tmp_path / "runtime.db", durability="normal")
 
@@ -234,6 +236,7 @@ async def test_prepare_messages_failing_fails_the_turn(tmp_path: Path) -> None:
         await store.create_session("s1", created_at=now_ms())
         runtime = Runtime(store, stream=QueueSink())
         runtime.register_agent(Agent("chat", Corrupting(), tools=[ping]))
+        runtime.activity_table()
         out = await runtime.agent_client("chat").run("s1", [user_message("hi")])
     finally:
         await store.close()

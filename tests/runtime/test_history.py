@@ -310,3 +310,21 @@ async def test_literal_history_is_cut_and_a_closed_run_still_checks(
     later = Runtime(store, stream=QueueSink())
     done = await later.ensure_run_completion(out.run_id)
     assert not done.repaired
+
+
+async def test_a_cut_made_during_a_run_reaches_its_next_turn(
+    every_store: Any, every_session: str
+) -> None:
+    """A run whose own tool calls push older turns over the budget: its later planner turns
+    cut (recording the window with their plan), and each next turn, which in process reads
+    nothing (the cache follows the run's writes), sends exactly what replay gives."""
+    key = "k" * 600
+    script = [reply(f"answer {i}") for i in range(3)]  # three short turns, then one that grows
+    script += [tool_calls((f"c{j}", "lookup", {"key": key})) for j in range(3)]
+    script.append(reply("answer 3"))
+    model = ScriptedModel(script)
+    runtime = _runtime(every_store, model, TokenBudget(700))
+    runs = await _conversation(runtime, every_session, 4)
+    cuts = [r.event_key for r in await records(every_store, runs[-1])]
+    assert [k for k in cuts if k.endswith(":window")] == ["turn:3:window", "turn:4:window"]
+    await provider_inputs_match_replay(every_store, model, runs)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from agentledger.memory import InMemoryMemory
 from agentledger.runtime import (
     Agent,
@@ -205,6 +207,56 @@ async def test_product_memory_gets_the_transcript_events(store: AnyStore, sessio
         "AssistantMessage",
     ]
     assert snapshot.events[-1].text == "Mild."  # type: ignore[union-attr]
+
+
+def _plan_input(load: Any) -> PlanInput:
+    from agentledger.runtime import RunContext
+
+    run = RunContext(run_id="r", agent_id="a", session_id="s", turn_id="t")
+    return PlanInput(run=run, tools=(), prompt=None, load_messages=load, models=_no_model)
+
+
+def _no_model(model_id: str) -> Any:
+    raise AssertionError(model_id)
+
+
+async def test_prepare_messages_loads_once_and_survives_a_canceled_caller() -> None:
+    """[R3] concurrent calls share one load; a call canceled while it loads cancels only
+    itself (a call waiting on it loads again and gets the transcript); an error is kept."""
+    gate, loading = asyncio.Event(), asyncio.Event()
+    loads = 0
+    messages = (user_message("hi"),)
+
+    async def load() -> tuple[Any, ...]:
+        nonlocal loads
+        loads += 1
+        loading.set()
+        await gate.wait()
+        return messages
+
+    plan = _plan_input(load)
+    first = asyncio.ensure_future(plan.prepare_messages())
+    second = asyncio.ensure_future(plan.prepare_messages())
+    await loading.wait()
+    first.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    gate.set()
+    assert await second is messages
+    assert first.cancelled()
+    assert await plan.prepare_messages() is messages
+    assert loads <= 2
+
+    async def broken() -> tuple[Any, ...]:
+        nonlocal loads
+        loads += 1
+        raise ValueError("unreadable")
+
+    failing, loads = _plan_input(broken), 0
+    for _ in range(2):
+        with pytest.raises(ValueError, match="unreadable"):
+            await failing.prepare_messages()
+    assert loads == 1
 
 
 async def test_prepare_messages_is_memoised_and_tool_context_is_passed(

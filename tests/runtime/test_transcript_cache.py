@@ -249,7 +249,9 @@ class _Counter:
 async def test_each_turn_of_a_long_run_reads_what_it_adds(store: AnyStore, session: str) -> None:
     """Through the runtime, every planner turn's transcript is the one the log holds, read
     with at most one page of records again plus the turn's new ones however long the run
-    (about 7 records a turn, 80 turns); a run that ended is no longer held."""
+    (about 7 records a turn, 80 turns); a run that ended is no longer held. In process the
+    cache follows the run's writes: a turn reads only when the page it reads next is full
+    (about one turn in five)."""
     counted = Counting(store)
     runtime = Runtime(counted)  # type: ignore[arg-type]
     planner = _Counter(store, counted, 80)
@@ -259,7 +261,50 @@ async def test_each_turn_of_a_long_run_reads_what_it_adds(store: AnyStore, sessi
     assert out.text == f"{1 + 2 * 79} messages"
     assert planner.seen == 80
     assert max(planner.read[1:]) <= _PAGE + 10, planner.read
+    assert sum(map(bool, planner.reads)) <= len(planner.reads) // 4, planner.reads
     assert out.run_id not in runtime._activities.transcripts
+
+
+class _EachRun:
+    """Per run: asks for ``tick`` until the transcript holds ``calls`` results, then answers;
+    checks every turn's transcript against the run's log."""
+
+    def __init__(self, store: Any, calls: int) -> None:
+        self.store = store
+        self.calls = calls
+        self.turns = 0
+
+    async def _next(self, input: PlanInput) -> PlanResult:
+        messages = await input.prepare_messages()
+        assert list(messages) == await build_messages_from_run_log(self.store, input.run.run_id)
+        self.turns += 1
+        done = sum(m.role == "assistant" for m in messages)
+        if done == self.calls:
+            return PlanResult.answer(f"{len(messages)} messages")
+        return PlanResult.call(ToolCall(id=f"t{done}", name="tick", input={"n": done}))
+
+    async def plan_start(self, input: PlanInput) -> PlanResult:
+        return await self._next(input)
+
+    async def plan_resume(self, input: PlanResumeInput) -> PlanResult:
+        return await self._next(input)
+
+
+async def test_concurrent_runs_each_turn_sees_its_own_log(store: AnyStore, session: str) -> None:
+    """Eight runs at once in one runtime, the cache following each one's writes among the
+    others': every turn of every run gets what its log holds."""
+    runtime = Runtime(store)
+    planner = _EachRun(store, 5)
+    runtime.register_agent(Agent("counter", planner, tools=[tick], max_turns=10))
+    client = runtime.agent_client("counter")
+    sessions = [session]
+    for i in range(7):
+        await store.create_session(f"{session}-{i}", created_at=now_ms())
+        sessions.append(f"{session}-{i}")
+    outs = await asyncio.gather(*(client.run(s, "Count.") for s in sessions))
+    assert [out.status for out in outs] == [RunStatus.COMPLETED] * 8, outs
+    assert {out.text for out in outs} == {"11 messages"}
+    assert planner.turns == 6 * 8
 
 
 async def test_a_new_runs_first_turn_reads_only_what_followed_its_start(
@@ -268,18 +313,26 @@ async def test_a_new_runs_first_turn_reads_only_what_followed_its_start(
     """The start's records (history given, the new message) are held as the start wrote
     them: the first planner turn, which writes nothing before it asks (its phase came
     with the start), reads nothing, and gets what the whole log gives (the planner checks
-    it against the log); the second reads what followed, one page."""
-    counted = Counting(store)
-    runtime = Runtime(counted)  # type: ignore[arg-type]
-    planner = _Counter(store, counted, 2)
-    runtime.register_agent(Agent("counter", planner, tools=[tick]))
-    history = [user_message("Before."), Message(role="assistant", parts=(TextPart(text="Ok."),))]
-    client = runtime.agent_client("counter")
-    out = await client.run(session, [*history, user_message("Count.")])
-    assert out.status is RunStatus.COMPLETED, out.failure
-    assert out.text == "5 messages"
-    assert planner.reads == [0, 1], planner.reads  # no whole read of the run
-    assert out.run_id not in runtime._activities.transcripts
+    it against the log). In process the cache follows the run's writes, so the second
+    reads nothing either; once the runtime's activities were handed out (a worker
+    elsewhere may write the run), the second reads what followed, one page."""
+    for shared, reads in ((False, [0, 0]), (True, [0, 1])):
+        counted = Counting(store)
+        runtime = Runtime(counted)  # type: ignore[arg-type]
+        planner = _Counter(store, counted, 2)
+        runtime.register_agent(Agent("counter", planner, tools=[tick]))
+        if shared:
+            runtime.activity_table()
+        history = [
+            user_message("Before."),
+            Message(role="assistant", parts=(TextPart(text="Ok."),)),
+        ]
+        client = runtime.agent_client("counter")
+        out = await client.run(session, [*history, user_message("Count.")])
+        assert out.status is RunStatus.COMPLETED, out.failure
+        assert out.text == "5 messages"
+        assert planner.reads == reads, (shared, planner.reads)  # no whole read of the run
+        assert out.run_id not in runtime._activities.transcripts
 
 
 async def test_a_window_replay_refuses_is_refused_by_the_cache_too(

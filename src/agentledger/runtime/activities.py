@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 
@@ -91,6 +91,7 @@ from agentledger.storage.lifecycle.messages import steered_records
 from agentledger.storage.protocol import Store
 from agentledger.storage.replay import build_messages_from_run_log
 from agentledger.storage.types import (
+    AppendResult,
     Record,
     RunStart,
     RunStatus,
@@ -161,13 +162,19 @@ def check_plan(
     return ""
 
 
-def _jsonable(value: Any) -> Any:
-    """A tool's return value as plain JSON (Structs and tuples become dicts and lists)."""
+def _result_part(call_id: str, value: Any) -> ToolResultPart:
+    """A tool's return value as the content of call ``call_id``'s result, plain JSON
+    (Structs and tuples become dicts and lists; plain JSON is kept as is, JsonNumbers
+    included).
+
+    Raises:
+        ValidationError, msgspec.EncodeError, TypeError: it is not JSON.
+    """
     try:
-        ToolResultPart(tool_use_id="-", content=value)
+        return ToolResultPart(tool_use_id=call_id, content=value)
     except ValidationError:
-        return msgspec.to_builtins(value, builtin_types=(Decimal,))
-    return value  # already plain JSON: keep it as is (JsonNumbers included)
+        content = msgspec.to_builtins(value, builtin_types=(Decimal,))
+    return ToolResultPart(tool_use_id=call_id, content=content)
 
 
 class Activities:
@@ -188,14 +195,20 @@ class Activities:
         self.transcripts = TranscriptCache()
         """Each running run's transcript as far as this process read it."""
         self._history = HistoryWindows(store, registry)
+        self._shared = False  # a table went to an engine that may run activities elsewhere
 
     def table(self, *, ending: bool = False) -> dict[str, Activity]:
         """Every activity by the name the workflow calls it.
 
         With ``ending``, a planner turn asked to (``PlanTurnInput.complete``) records a
         final plan with the run's completion, in one transaction: for an engine that
-        needs nothing else done when a run ends (in process).
+        needs nothing else done when a run ends (in process). Every activity of a run
+        then runs here, so the transcript cache follows the runs' writes and a planner
+        turn reads nothing it wrote (until a table without ``ending`` is handed out:
+        another worker may run activities too).
         """
+        self._shared = self._shared or not ending
+        self.transcripts.follows_writes = not self._shared
         return {
             BEGIN_RUN: self.begin_run,
             APPEND_RECORDS: self.append_records,
@@ -278,8 +291,8 @@ class Activities:
         planning = False
         try:
             planner = resolved.agent.planner
-            if isinstance(planner, PromptRenderer):
-                prompt = planner.render_prompt(arg.run.agent_id)
+            if resolved.renders_prompt:  # checked once, when registration closed
+                prompt = cast(PromptRenderer, planner).render_prompt(arg.run.agent_id)
             history = arg.history
             reference = _reference(arg)
             predecessor = arg.run.predecessor_run_id
@@ -385,7 +398,11 @@ class Activities:
         """Append ``records`` in one transaction [B1]; say whether the session has ended."""
         if not records:
             return False
+        run_id = records[0].run_id
+        held = self.transcripts.writing(run_id)
         results = await self.store.append_run_records(records)
+        if held is not None:
+            self.transcripts.wrote(run_id, held, _placed(records, results))
         await self.publish(records)
         return any(r.session_status is SessionStatus.ENDED for r in results)
 
@@ -395,12 +412,19 @@ class Activities:
         results: the planner sees them); say whether the session has ended."""
         if not records:
             return False
+        run_id = records[0].run_id
+        held = self.transcripts.writing(run_id)
         done = await self.store.append_turn_records(records)
         built = [r for m in done.steered for r in steered_records(records[-1], m)]
         steered = [
             msgspec.structs.replace(r, id=placed.id)
             for r, placed in zip(built, done.steered_records, strict=False)
         ]
+        if held is not None:
+            placed = _placed(records, done.results)
+            if len(steered) != len(built) or not all(p.inserted for p in done.steered_records):
+                placed = []
+            self.transcripts.wrote(run_id, held, placed and [*placed, *steered])
         await self.publish([*records, *steered])
         return any(r.session_status is SessionStatus.ENDED for r in done.results)
 
@@ -592,7 +616,7 @@ class Activities:
             "prompt": arg.prompt,
             "load_messages": load,
             "models": self.registry.model,
-            "confirm_tools": frozenset(n for n, t in resolved.tools.items() if t.confirm),
+            "confirm_tools": resolved.confirm_tools,
         }
         planner = resolved.agent.planner
         try:
@@ -804,8 +828,7 @@ class Activities:
         except Exception as e:
             return error(f"{type(e).__name__}: {e}")
         try:
-            content = _jsonable(value)
-            ToolResultPart(tool_use_id=call.id, content=content)
+            content = _result_part(call.id, value).content
         except (ValidationError, msgspec.EncodeError, TypeError) as e:
             return error(f"tool {call.name} returned a value that is not JSON: {e}")
         return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=content)
@@ -848,11 +871,51 @@ class Activities:
         return CompleteRunOutput(cancellation_reason=reason)
 
 
+def _placed(records: list[Record], results: Sequence[AppendResult]) -> list[Record]:
+    """``records`` with the ids the store gave them; none if any was already stored (a
+    retry: they are not what followed the log as this process last knew it)."""
+    if len(results) != len(records) or not all(r.inserted for r in results):
+        return []
+    return [msgspec.structs.replace(r, id=p.id) for r, p in zip(records, results, strict=True)]
+
+
 def _prepare_failure(error: Exception) -> payloads.Failure:
     """Why a started run could not be prepared (the loop ends it failed)."""
     return payloads.Failure(
         message=str(error), kind="activity_failed", code=type(error).__name__, retryable=False
     )
+
+
+class _Apart(Generic[T]):
+    """A store write on a task of its own, which sets ``ended`` as the write ends.
+
+    Awaiting ``ended`` wakes the activity in the loop turn after the write's last
+    (``asyncio.shield`` takes one more), and a cancellation of the activity cancels
+    ``ended``, not the write.
+    """
+
+    __slots__ = ("_error", "_result", "ended", "task")
+
+    def __init__(self, write: Awaitable[T]) -> None:
+        loop = asyncio.get_running_loop()
+        self.ended: asyncio.Future[None] = loop.create_future()
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self.task = loop.create_task(self._run(write))
+
+    async def _run(self, write: Awaitable[T]) -> None:
+        try:
+            self._result = await write
+        except (Exception, asyncio.CancelledError) as e:  # the activity raises it
+            self._error = e
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+    def outcome(self) -> T:
+        """The write's result, or its error raised."""
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._result)
 
 
 async def _before(write: Awaitable[T]) -> T:
@@ -862,14 +925,13 @@ async def _before(write: Awaitable[T]) -> T:
     The write's records and their events are out either way, so nothing the
     store holds is left unpublished by an interrupted turn.
     """
-    task = asyncio.ensure_future(write)
+    apart = _Apart(write)
     try:
-        return await asyncio.shield(task)
+        await apart.ended
     except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()  # seen: the cancellation is what this activity reports
+        await asyncio.wait([apart.task])  # its error, if any, gives way to the cancellation
         raise
+    return apart.outcome()
 
 
 async def _finish(write: Awaitable[T]) -> T:
@@ -879,14 +941,15 @@ async def _finish(write: Awaitable[T]) -> T:
     (the loop learns what was recorded) instead of leaving records the loop
     does not know about.
     """
-    task = asyncio.ensure_future(write)
+    apart = _Apart(write)
     try:
-        return await asyncio.shield(task)
+        await apart.ended
     except asyncio.CancelledError:
         current = asyncio.current_task()
         if current is not None:
             current.uncancel()
-        return await task
+        await apart.task
+    return apart.outcome()
 
 
 def _reference(arg: BeginRunInput) -> payloads.TranscriptReference | None:

@@ -235,9 +235,35 @@ class PlanInput:
 
     async def prepare_messages(self) -> tuple[Message, ...]:
         """The run's whole transcript, last element the newest delta [R3]; memoised."""
-        if self._messages is None:
-            self._messages = asyncio.ensure_future(self._load())
-        return await asyncio.shield(self._messages)
+        while True:
+            loaded = self._messages
+            if loaded is None:
+                return await self._load_once()
+            if loaded.done():
+                return loaded.result()  # the load's error, if it failed
+            try:  # another call loads it: wait for that load, not for its caller
+                return await asyncio.shield(loaded)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not loaded.cancelled() or (task is not None and task.cancelling()):
+                    raise
+                # the call that loaded was canceled: load again
+
+    async def _load_once(self) -> tuple[Message, ...]:
+        """Load in this call (without a task of its own); calls meanwhile wait for it."""
+        loaded = self._messages = asyncio.get_running_loop().create_future()
+        try:
+            messages = await self._load()
+        except asyncio.CancelledError:
+            self._messages = None  # not loaded: the next call loads
+            loaded.cancel()
+            raise
+        except BaseException as e:
+            loaded.set_exception(e)
+            loaded.exception()  # retrieved: every later call raises it
+            raise
+        loaded.set_result(messages)
+        return messages
 
     async def model_delta(self, event: ModelStreamEvent, /) -> None:
         """Pass one streamed model event on to the run's stream, as a ``model_delta``.

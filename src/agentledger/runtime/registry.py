@@ -11,6 +11,7 @@ from __future__ import annotations
 from agentledger.errors import RegistrationClosedError, ValidationError
 from agentledger.providers.model import ModelClient, ToolDefinition
 from agentledger.runtime.agent import Agent
+from agentledger.runtime.planner import PromptRenderer
 from agentledger.runtime.tools import AgentTool, Tool, Toolset
 
 __all__ = ["Registry", "ResolvedAgent"]
@@ -33,6 +34,10 @@ class ResolvedAgent:
         self.definitions = definitions
         self.effects = {n: t.effect for n, t in tools.items() if t.effect != "retry"}
         """Tool name -> effect class, for the tools whose effect is not ``retry``."""
+        self.confirm_tools = frozenset(n for n, t in tools.items() if t.confirm)
+        """Names of the tools whose calls need approval."""
+        self.renders_prompt = isinstance(agent.planner, PromptRenderer)
+        """Whether its planner renders a prompt (checked once: the check is not cheap)."""
 
 
 class Registry:

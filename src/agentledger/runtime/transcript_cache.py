@@ -36,9 +36,20 @@ next turn reads from there.
 
 A run's transcript records are written only by its own activities, one
 after another; a whole read is cached only if no transcript record arrived
-while it read. The cache is bounded: at most ``max_runs`` runs, the least
-recently used dropped first; a run that ends or suspends is dropped by the
-activity that ends it (its transcript then stays only in the store).
+while it read.
+
+A cache that *follows writes* (``follows_writes``: every activity of its runs runs
+in this process, on this cache, as with the in-process engine) also applies what
+those activities commit: each write of a run it holds as the log stands (read,
+started or followed since) is applied, with the ids the store gave, and the run
+stays held as the log stands, so no planner turn reads at all while its log's first
+records fill one page (then a turn reads the next page, once). A write that
+fails, finds its records already stored, or would cross the page leaves the run
+held as it was, and the next turn reads what followed, as above.
+
+The cache is bounded: at most ``max_runs`` runs, the least recently used
+dropped first; a run that ends or suspends is dropped by the activity that
+ends it (its transcript then stays only in the store).
 """
 
 from __future__ import annotations
@@ -138,6 +149,9 @@ class _Entry:
     """The id of the last record applied ("" for none)."""
     seeded: bool = False
     """Held from the run's start and not read since (see :meth:`TranscriptCache.seed`)."""
+    current: bool = False
+    """(A cache that follows writes) held as the log stands: nothing was written to the
+    run since it was read, started or followed but what was applied."""
 
 
 @dataclass
@@ -159,9 +173,12 @@ class TranscriptCache:
         max_runs: runs held at most (least recently used dropped first).
     """
 
-    def __init__(self, max_runs: int = DEFAULT_MAX_RUNS) -> None:
+    def __init__(self, max_runs: int = DEFAULT_MAX_RUNS, *, follows_writes: bool = False) -> None:
         self._max_runs = max(1, max_runs)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self.follows_writes = follows_writes
+        """Every activity of the runs held runs in this process and tells :meth:`writing`
+        and :meth:`wrote` of its writes (turned off, no run is taken as current)."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -199,6 +216,7 @@ class TranscriptCache:
             skip=len(records),
             last_id=records[-1].id,
             seeded=True,
+            current=self.follows_writes,
         )
         try:
             for record in records:
@@ -226,15 +244,18 @@ class TranscriptCache:
             TranscriptError: the transcript breaks a rule [T5] before its end.
         """
         entry = self._entries.get(run_id)
-        if entry is not None and entry.seeded and first_turn:
+        if entry is not None and (
+            (entry.seeded and first_turn) or (entry.current and self.follows_writes)
+        ):
             self._entries.move_to_end(run_id)
             return KnownTranscript(tuple(entry.messages), entry.check.fork(), tuple(entry.origins))
         if entry is not None:
-            entry.seeded = False
+            entry.seeded = entry.current = False
             try:
                 if await self._extend(store, run_id, entry):
                     if self._entries.get(run_id) is entry:
                         self._entries.move_to_end(run_id)
+                        entry.current = self.follows_writes
                     return KnownTranscript(
                         tuple(entry.messages), entry.check.fork(), tuple(entry.origins)
                     )
@@ -243,6 +264,51 @@ class TranscriptCache:
                 raise
             self._forget(run_id, entry)
         return await self._read_whole(store, run_id)
+
+    def writing(self, run_id: str) -> object:
+        """Note that the run's own activity is about to write to its log; pass what this
+        returns to :meth:`wrote` once the store has said where the records landed.
+
+        Until then the run is not taken as current (a write that fails may have landed).
+        """
+        entry = self._entries.get(run_id)
+        if entry is None or not entry.current or not self.follows_writes:
+            return None
+        entry.current = False
+        return entry
+
+    def wrote(self, run_id: str, token: object, records: Sequence[Record]) -> None:
+        """Apply ``records``, what the write :meth:`writing` announced put on the run's log
+        in one transaction, each newly stored, in order, ids set; the run is then current.
+
+        Nothing is applied if the run was not current when the write began, or they would
+        not fit on the page the cache reads next (the next turn then reads them); a
+        record the cache cannot apply drops the run (it is read whole next time).
+        """
+        entry = self._entries.get(run_id)
+        if entry is None or entry is not token or not records:
+            return
+        if entry.skip + len(records) > _PAGE:
+            return
+        try:
+            for record in records:
+                if record.run_id != run_id:
+                    raise ValueError(record.run_id)
+                if record.type not in _READ:
+                    continue
+                if record.type == TRANSCRIPT_WINDOW:
+                    if not _apply_window(entry, record):
+                        raise ValueError(record.id)
+                elif record.type in _EXTENDS:
+                    _append(entry, record)
+                else:  # a reference: resolved by a whole read only
+                    raise ValueError(record.type)
+        except Exception:
+            self._forget(run_id, entry)
+            return
+        entry.skip += len(records)
+        entry.last_id = records[-1].id
+        entry.current = True
 
     async def _read_whole(self, store: Store, run_id: str) -> KnownTranscript:
         """Read the run whole (opaque), and hold it if nothing changed meanwhile."""
@@ -265,6 +331,7 @@ class TranscriptCache:
             cursor=after.cursor,
             skip=after.skip,
             last_id=after.last_id,
+            current=self.follows_writes,
         )
         while len(self._entries) > self._max_runs:
             self._entries.popitem(last=False)

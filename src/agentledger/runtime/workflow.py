@@ -667,6 +667,8 @@ class _Loop:
         at = self.ctx.now() if len(calls) == 1 else None
         if at is None or self.owed or self.recorded:
             then_turn = 0  # several calls, or records to write first: the turn writes them
+        if len(calls) == 1:  # no task of its own: it is the step
+            return (await self._call(calls[0], step, at, then_turn),)
         return tuple(await asyncio.gather(*(self._call(c, step, at, then_turn) for c in calls)))
 
     async def _settle(
