@@ -238,10 +238,10 @@ async def test_an_empty_or_reserved_reason_is_refused_before_anything(
 
 async def test_a_write_under_way_ends_whatever_cancels_its_activity() -> None:
     """An activity canceled during a store write: the write runs to its end either way;
-    ``_finish`` then completes with its result (the work it records is done),
-    ``_before`` lets the cancellation through only after it; a write's own error, or
+    ``finish`` then completes with its result (the work it records is done),
+    ``before`` lets the cancellation through only after it; a write's own error, or
     its own cancellation, reaches the activity as it is."""
-    from agentledger.runtime.activities import _before, _finish
+    from agentledger.runtime.write_through import before, finish
 
     async def write(writing: asyncio.Event, gate: asyncio.Event, wrote: asyncio.Event) -> str:
         writing.set()
@@ -249,7 +249,7 @@ async def test_a_write_under_way_ends_whatever_cancels_its_activity() -> None:
         wrote.set()
         return "stored"
 
-    for helper, canceled in ((_finish, False), (_before, True)):
+    for helper, canceled in ((finish, False), (before, True)):
         writing, gate, wrote = asyncio.Event(), asyncio.Event(), asyncio.Event()
         activity = asyncio.ensure_future(helper(write(writing, gate, wrote)))
         await writing.wait()
@@ -267,7 +267,7 @@ async def test_a_write_under_way_ends_whatever_cancels_its_activity() -> None:
     async def refused() -> str:
         raise ValidationError(field="records", expected="valid", got="invalid")
 
-    for helper in (_finish, _before):
+    for helper in (finish, before):
         with pytest.raises(ValidationError):
             await helper(refused())
 
@@ -279,7 +279,7 @@ async def test_a_write_under_way_ends_whatever_cancels_its_activity() -> None:
         await asyncio.Event().wait()
         return "never"
 
-    for helper in (_finish, _before):
+    for helper in (finish, before):
         tasks: list[asyncio.Task[object]] = []
         started = asyncio.Event()
         activity = asyncio.ensure_future(helper(stuck(tasks, started)))

@@ -17,13 +17,11 @@ order, saves its result in the store first (``Store.save_tool_result``).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from decimal import Decimal
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import msgspec
 
@@ -40,13 +38,12 @@ from agentledger.runtime import records as rt
 from agentledger.runtime.busy import MESSAGE_CLAIMED, claim_spec
 from agentledger.runtime.checkpoint import (
     CHECKPOINT_VERSION,
-    InDoubtToolCall,
     RunCheckpoint,
     suspension,
 )
 from agentledger.runtime.events import delta_event
+from agentledger.runtime.plan_check import check_plan
 from agentledger.runtime.planner import (
-    AwaitClarification,
     PlanInput,
     PlanResult,
     PlanResumeInput,
@@ -59,8 +56,7 @@ from agentledger.runtime.planner import ToolCall as PlannedCall
 from agentledger.runtime.publisher import Publisher
 from agentledger.runtime.registry import Registry
 from agentledger.runtime.stream import StreamSink
-from agentledger.runtime.tools import ToolContext, idempotency_key
-from agentledger.runtime.tracing import traced_tool_call
+from agentledger.runtime.tool_calls import carried, in_doubt, invoke_tool, tool_context
 from agentledger.runtime.transcript_cache import KnownTranscript, TranscriptCache
 from agentledger.runtime.windows import HistoryWindows
 from agentledger.runtime.wire import (
@@ -84,6 +80,7 @@ from agentledger.runtime.wire import (
     ToolCallOutput,
 )
 from agentledger.runtime.workflow import plan_records
+from agentledger.runtime.write_through import before, finish
 from agentledger.storage import payloads
 from agentledger.storage.builders import RecordBuilder
 from agentledger.storage.derivation import HISTORY_COPIED
@@ -101,80 +98,14 @@ from agentledger.storage.types import (
 )
 from agentledger.transcript import (
     Message,
-    TextPart,
     ToolResultPart,
     ToolUsePart,
     decode_messages,
-    validate_planner_transcript,
 )
 
-__all__ = ["Activities", "check_plan"]
+__all__ = ["Activities"]
 
 T = TypeVar("T")
-
-
-def check_plan(
-    plan: object, transcript: tuple[Message, ...], *, known: KnownTranscript | None = None
-) -> str:
-    """Why ``plan`` cannot be carried out on ``transcript`` ("" when it can).
-
-    A plan is exactly one of tool calls, a final message or an await; its
-    assistant message must hold exactly its calls, with ids new to the
-    transcript, and the transcript with that message must stay valid [T5].
-    ``known``, the cache's view of ``transcript``, checks only the new message.
-    """
-    if not isinstance(plan, PlanResult):
-        return f"the planner returned {type(plan).__name__}, not a PlanResult"
-    chosen = [bool(plan.tool_calls), plan.final is not None, plan.await_ is not None]
-    if sum(chosen) != 1:
-        return "a plan needs exactly one of tool_calls, final or await_"
-    if plan.final is not None:
-        message = plan.final
-        if message.role != "assistant" or not message.parts:
-            return "the final message must be a non-empty assistant message"
-        if any(isinstance(p, ToolUsePart) for p in message.parts):
-            return "the final message cannot hold tool uses"
-    elif isinstance(plan.await_, AwaitClarification):
-        if not plan.await_.question:
-            return "a clarification needs a question"
-        message = plan.message or Message(
-            role="assistant", parts=(TextPart(text=plan.await_.question),)
-        )
-        if any(isinstance(p, ToolUsePart) for p in message.parts):
-            return "a clarification message cannot hold tool uses"
-    else:
-        calls = plan.tool_calls or (plan.await_.calls if plan.await_ is not None else ())
-        if not calls:
-            return "an await for tool calls needs at least one call"
-        message = plan.message or Message(role="assistant", parts=tuple(c.part() for c in calls))
-        uses = [p for p in message.parts if isinstance(p, ToolUsePart)]
-        if uses != [c.part() for c in calls]:
-            return "the assistant message must hold exactly the plan's tool calls, in order"
-    if message.role != "assistant":
-        return "the plan's message must be an assistant message"
-    try:
-        if known is not None and known.messages is transcript:
-            known.validate_next(message, allow_pending=True)
-        else:
-            validate_planner_transcript([*transcript, message], allow_pending=True)
-    except ValidationError as e:
-        return f"the plan would make the transcript invalid: {e}"
-    return ""
-
-
-def _result_part(call_id: str, value: Any) -> ToolResultPart:
-    """A tool's return value as the content of call ``call_id``'s result, plain JSON
-    (Structs and tuples become dicts and lists; plain JSON is kept as is, JsonNumbers
-    included).
-
-    Raises:
-        ValidationError, msgspec.EncodeError, TypeError: it is not JSON.
-    """
-    try:
-        return ToolResultPart(tool_use_id=call_id, content=value)
-    except ValidationError:
-        content = msgspec.to_builtins(value, builtin_types=(Decimal,))
-    return ToolResultPart(tool_use_id=call_id, content=content)
 
 
 class Activities:
@@ -448,7 +379,7 @@ class Activities:
         """
         run = arg.run
         owed = self._build(run, arg.turn_id, arg.at, arg.records)
-        ended = await _before(self._write_turn(owed)) if owed else False
+        ended = await before(self._write_turn(owed)) if owed else False
         if ended:
             return PlanTurnOutput(session_ended=True)  # no new planner work [D2]
         if activity_attempt() > 1:
@@ -468,9 +399,9 @@ class Activities:
             )
             return PlanTurnOutput(failure=failure)
         if ending and plan.final is not None:
-            await _finish(self._record_final(arg, plan, window))
+            await finish(self._record_final(arg, plan, window))
             return PlanTurnOutput(result=plan, recorded=True, completed=True)
-        suspended = await _finish(self._record_plan(arg, plan, window))
+        suspended = await finish(self._record_plan(arg, plan, window))
         return PlanTurnOutput(result=plan, recorded=True, suspended=suspended)
 
     async def _record_final(
@@ -685,7 +616,7 @@ class Activities:
         if arg.at is None:
             saved = await self._parallel_call(arg, key)
             if saved is None:
-                return self._in_doubt(arg)
+                return in_doubt(arg)
             return ToolCallOutput(outcome=saved)
         if activity_attempt() > 1:
             found: ToolOutcome | None = None
@@ -704,11 +635,11 @@ class Activities:
             if found is not None:
                 return ToolCallOutput(outcome=found)
             if arg.effect == "once":
-                return self._in_doubt(arg)
-        outcome = self._carried(arg, await self._invoke(arg, self._context(arg)))
+                return in_doubt(arg)
+        outcome = carried(arg, await invoke_tool(self.registry, arg, tool_context(arg)))
         spec = rt.RecordSpec.result(arg.step, call.id, call.name, outcome.content, outcome.is_error)
         if not arg.then_turn:
-            ended = await _finish(self._append(run, arg.turn_id, arg.at, [spec]))
+            ended = await finish(self._append(run, arg.turn_id, arg.at, [spec]))
             return ToolCallOutput(outcome=outcome, session_ended=ended)
         part = ToolResultPart(
             tool_use_id=call.id, content=outcome.content, is_error=outcome.is_error
@@ -718,39 +649,8 @@ class Activities:
             rt.RecordSpec.appended(f"{arg.step}:tool_results", Message(role="user", parts=(part,))),
             rt.RecordSpec.phase(rt.Phase.SYNTHESIZING, arg.then_turn),
         ]
-        ended = await _finish(self._write_turn(self._build(run, arg.turn_id, arg.at, specs)))
+        ended = await finish(self._write_turn(self._build(run, arg.turn_id, arg.at, specs)))
         return ToolCallOutput(outcome=outcome, session_ended=ended, settled=True)
-
-    @staticmethod
-    def _context(arg: ToolCallInput) -> ToolContext:
-        """The call's context: its idempotency key and this attempt's number."""
-        return ToolContext(
-            run_id=arg.run.run_id,
-            agent_id=arg.run.agent_id,
-            session_id=arg.run.session_id,
-            turn_id=arg.turn_id,
-            tool_call_id=arg.call.id,
-            idempotency_key=arg.key or idempotency_key(arg.run.run_id, arg.call.id),
-            attempt=arg.attempts_before + activity_attempt(),
-        )
-
-    @staticmethod
-    def _in_doubt(arg: ToolCallInput) -> ToolCallOutput:
-        """A once call started by an earlier attempt, with no outcome: never run it again."""
-        call = arg.call
-        doubt = InDoubtToolCall(
-            tool_name=call.name,
-            tool_call_id=call.id,
-            key=arg.key or idempotency_key(arg.run.run_id, call.id),
-            input=call.input,
-            started_at=arg.started_at or arg.run.started_at,
-            attempt=arg.attempts_before + 1,
-        )
-        text = f"in doubt: tool {call.name} was started and its outcome is unknown"
-        outcome = ToolOutcome(
-            tool_call_id=call.id, tool_name=call.name, content=text, is_error=True
-        )
-        return ToolCallOutput(outcome=outcome, in_doubt=doubt)
 
     async def _parallel_call(self, arg: ToolCallInput, key: str) -> ToolOutcome | None:
         """A parallel call's outcome, its tool run once across attempts (None: a once call
@@ -764,9 +664,9 @@ class Activities:
         if saved is None:
             if arg.effect == "once" and activity_attempt() > 1:
                 return None
-            ran = self._carried(arg, await self._invoke(arg, self._context(arg)))
+            ran = carried(arg, await invoke_tool(self.registry, arg, tool_context(arg)))
             data = rt.encode_json(ran)
-            saved = await _finish(self.store.save_tool_result(arg.run.run_id, key, data))
+            saved = await finish(self.store.save_tool_result(arg.run.run_id, key, data))
         try:
             outcome: ToolOutcome = rt.decode_json(saved, ToolOutcome)
         except msgspec.DecodeError as e:
@@ -780,58 +680,6 @@ class Activities:
                 reason=f"saved for call {outcome.tool_call_id!r}, not {arg.call.id!r}",
             )
         return outcome
-
-    @staticmethod
-    def _carried(arg: ToolCallInput, outcome: ToolOutcome) -> ToolOutcome:
-        """``outcome``, or the error the loop will see if the engine cannot carry it back
-        (what is stored must be what the loop gets)."""
-        problem = result_problem(ToolCallOutput(outcome=outcome, session_ended=True))
-        if not problem:
-            return outcome
-        call = arg.call
-        return ToolOutcome(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            content=f"tool {call.name} failed: {problem}",
-            is_error=True,
-        )
-
-    @traced_tool_call
-    async def _invoke(self, arg: ToolCallInput, context: ToolContext) -> ToolOutcome:
-        """Run one tool call; anything but a TransientError becomes an error result.
-
-        A once tool's TransientError becomes an error result too: the runtime
-        never calls a once tool twice on its own.
-        """
-        call = arg.call
-        resolved = self.registry.agent(arg.run.agent_id)
-
-        def error(text: str) -> ToolOutcome:
-            return ToolOutcome(
-                tool_call_id=call.id, tool_name=call.name, content=text, is_error=True
-            )
-
-        found = resolved.tools.get(call.name)
-        if found is None:
-            return error(f"unknown tool {call.name!r}; available: {sorted(resolved.tools)}")
-        try:
-            value = await found.invoke(call.input, context)
-        except TransientError as e:
-            if arg.effect != "once":
-                raise
-            return error(
-                f"tool {call.name} failed: {e} (a once tool is never called a second time "
-                "on its own; its outcome is reported as it is)"
-            )
-        except ValidationError as e:
-            return error(str(e))
-        except Exception as e:
-            return error(f"{type(e).__name__}: {e}")
-        try:
-            content = _result_part(call.id, value).content
-        except (ValidationError, msgspec.EncodeError, TypeError) as e:
-            return error(f"tool {call.name} returned a value that is not JSON: {e}")
-        return ToolOutcome(tool_call_id=call.id, tool_name=call.name, content=content)
 
     async def suspend_run(self, arg: SuspendRunInput) -> None:
         """``arg.records``, then [L6] checkpoint, status and ``run_suspended``: one transaction."""
@@ -884,72 +732,6 @@ def _prepare_failure(error: Exception) -> payloads.Failure:
     return payloads.Failure(
         message=str(error), kind="activity_failed", code=type(error).__name__, retryable=False
     )
-
-
-class _Apart(Generic[T]):
-    """A store write on a task of its own, which sets ``ended`` as the write ends.
-
-    Awaiting ``ended`` wakes the activity in the loop turn after the write's last
-    (``asyncio.shield`` takes one more), and a cancellation of the activity cancels
-    ``ended``, not the write.
-    """
-
-    __slots__ = ("_error", "_result", "ended", "task")
-
-    def __init__(self, write: Awaitable[T]) -> None:
-        loop = asyncio.get_running_loop()
-        self.ended: asyncio.Future[None] = loop.create_future()
-        self._result: T | None = None
-        self._error: BaseException | None = None
-        self.task = loop.create_task(self._run(write))
-
-    async def _run(self, write: Awaitable[T]) -> None:
-        try:
-            self._result = await write
-        except (Exception, asyncio.CancelledError) as e:  # the activity raises it
-            self._error = e
-        if not self.ended.done():
-            self.ended.set_result(None)
-
-    def outcome(self) -> T:
-        """The write's result, or its error raised."""
-        if self._error is not None:
-            raise self._error
-        return cast(T, self._result)
-
-
-async def _before(write: Awaitable[T]) -> T:
-    """Await a store write to its end even if the activity is canceled meanwhile, then
-    let the cancellation through: the work meant to follow it is not done.
-
-    The write's records and their events are out either way, so nothing the
-    store holds is left unpublished by an interrupted turn.
-    """
-    apart = _Apart(write)
-    try:
-        await apart.ended
-    except asyncio.CancelledError:
-        await asyncio.wait([apart.task])  # its error, if any, gives way to the cancellation
-        raise
-    return apart.outcome()
-
-
-async def _finish(write: Awaitable[T]) -> T:
-    """Await a store write to its end even if the activity is canceled meanwhile.
-
-    The work it records is done: the activity then completes with its result
-    (the loop learns what was recorded) instead of leaving records the loop
-    does not know about.
-    """
-    apart = _Apart(write)
-    try:
-        await apart.ended
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None:
-            current.uncancel()
-        await apart.task
-    return apart.outcome()
 
 
 def _reference(arg: BeginRunInput) -> payloads.TranscriptReference | None:
