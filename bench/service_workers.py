@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.service import PAYLOAD, T0, Cpu, _at, databases
-
 from tests.service.process import ServiceProcess
 
 from agentledger.service import StoreClient
@@ -36,7 +35,9 @@ from agentledger.storage import RecordBuilder, RunStart
 from agentledger.target import Target
 
 
-async def _round(stores: list[object], tag: str, count: int, cpu: Cpu) -> tuple[float, float, float]:
+async def _round(
+    stores: list[object], tag: str, count: int, cpu: Cpu
+) -> tuple[float, float, float]:
     """(appends/s, this process's CPU per append, the services' CPU per append) of
     len(stores) concurrent workers appending ``count`` records each to runs of their own."""
     runs = []
@@ -60,7 +61,9 @@ async def _round(stores: list[object], tag: str, count: int, cpu: Cpu) -> tuple[
     return len(stores) * count / elapsed, cpus[0][0], cpus[0][1]
 
 
-async def bench(db: str, services: list[ServiceProcess], token: str, args: argparse.Namespace) -> None:
+async def bench(
+    db: str, services: list[ServiceProcess], token: str, args: argparse.Namespace
+) -> None:
     store = await open_backend(Target.parse(db, default=False))
     clients = [StoreClient(services[i % len(services)].url, token=token) for i in range(16)]
     served_cpu = Cpu(tuple(s.pid for s in services))
@@ -78,9 +81,11 @@ async def bench(db: str, services: list[ServiceProcess], token: str, args: argpa
             ratios.append(served[0] / inproc[0])
             print(f"{r:5} {inproc[0]:10.0f} {inproc[1] * 1e6:7.0f} {served[0]:10.0f} "
                   f"{served[1] * 1e6:10.0f} {served[2] * 1e6:10.0f} {ratios[-1]:6.2f}")  # fmt: skip
-        print(f"median ratio served / in process: {statistics.median(ratios):.2f} "
-              f"({len(services)} serve process{'es' if len(services) > 1 else ''}, "
-              f"{args.backend}); load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        print(
+            f"median ratio served / in process: {statistics.median(ratios):.2f} "
+            f"({len(services)} serve process{'es' if len(services) > 1 else ''}, "
+            f"{args.backend}); load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+        )
     finally:
         await store.close()
         for client in clients:
@@ -93,8 +98,12 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=50, help="appends per worker per round")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--processes", type=int, default=1, help="serve processes (PostgreSQL)")
-    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
-                        help="this process's event loop (both sides: the store and the clients)")
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="this process's event loop (both sides: the store and the clients)",
+    )
     args = parser.parse_args()
     if args.processes > 1 and args.backend != "postgres":
         parser.error("several serve processes share only a PostgreSQL database")
