@@ -282,24 +282,23 @@ class _Connection:
             task.add_done_callback(partial(_forget, self.follows, call_id))
             task.add_done_callback(partial(_release, ticket))
             return True
-        task = asyncio.create_task(self._call(call_id, name, body, ticket))
+        task = asyncio.create_task(self._call(call_id, name, body))
         self.running.add(task)
         calls.running.add(task)
-        task.add_done_callback(self._answered)
+        task.add_done_callback(partial(self._answered, ticket))
         return True
 
-    async def _call(self, call_id: int, name: str, body: bytes, ticket: Ticket) -> None:
-        """Answer one call and send the answer; then its slot is free."""
-        try:
-            status, answer = await self.calls._answer(name, body, self)
-            message = {"type": "websocket.send", "bytes": encode_answer(call_id, status, answer)}
-            with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
-                await self.send(message)
-        finally:
-            ticket.release()
+    async def _call(self, call_id: int, name: str, body: bytes) -> None:
+        """Answer one call and send the answer."""
+        status, answer = await self.calls._answer(name, body, self)
+        message = {"type": "websocket.send", "bytes": encode_answer(call_id, status, answer)}
+        with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
+            await self.send(message)
 
-    def _answered(self, task: asyncio.Task[None]) -> None:
-        """A call's answer is sent (or lost with the connection)."""
+    def _answered(self, ticket: Ticket, task: asyncio.Task[None]) -> None:
+        """A call's answer is sent (or lost with the connection, or the task cancelled
+        before it began): its slot is free."""
+        ticket.release()
         self.running.discard(task)
         self.calls.running.discard(task)
 
