@@ -35,6 +35,7 @@ from agentledger.storage.types import Record
 __all__ = [
     "JSON",
     "MSGPACK",
+    "answer_body",
     "answer_call",
     "answer_request",
     "body_too_large",
@@ -101,6 +102,28 @@ async def answer_request(
         principal = gate(state, method.name, authorization, method.roles,
                          authenticate=authenticate)  # fmt: skip
         return await _run_call(state, method, principal, await read_body(), msgpack)
+
+    return await metered(state, method.name, work, json_refusal, _status)
+
+
+async def answer_body(
+    state: ServiceState,
+    method: Method[Any, Any],
+    authorization: str | None,
+    body: bytes,
+    cap: int,
+    authenticate: Authenticate,
+) -> Answered:
+    """:func:`answer_request` of a call whose request ``body`` is in hand (a message of a
+    client's socket), the result as MessagePack: the same gate, then the body refused past
+    ``cap`` bytes, then the same call, with one layer less per call."""
+
+    async def work() -> Answered:
+        principal = gate(state, method.name, authorization, method.roles,
+                         authenticate=authenticate)  # fmt: skip
+        if len(body) > cap:
+            raise body_too_large(method.name, cap)
+        return await _run_call(state, method, principal, body, True)
 
     return await metered(state, method.name, work, json_refusal, _status)
 

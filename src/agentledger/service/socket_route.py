@@ -42,7 +42,7 @@ from agentledger.errors import OverloadedError, ValidationError
 from agentledger.observability.tracing import span, tracer
 from agentledger.service.admission import Ticket, overloaded_answer
 from agentledger.service.auth import Principal, TokenTable
-from agentledger.service.calls import Answered, answer_request, body_too_large
+from agentledger.service.calls import Answered, answer_body
 from agentledger.service.carriage import invalid_body
 from agentledger.service.error_codec import encode_error, http_status
 from agentledger.service.gate import gate, json_refusal, metered
@@ -199,40 +199,26 @@ class SocketCalls:
         await _refuse_upgrade(scope, send, status, headers, answer)
         return False
 
-    async def _answer(self, call_id: int, name: str, body: bytes, connection: _Connection) -> None:
-        """Answer one call as ``POST /v1/<name>`` answers it, and send the answer."""
+    async def _answer(self, name: str, body: bytes, connection: _Connection) -> tuple[int, bytes]:
+        """(HTTP status, answer) of one call, as ``POST /v1/<name>`` answers it."""
         try:
             method = method_named(name)
         except ValidationError as unknown:  # answered, not counted: names are the caller's
-            status, answer, _ = json_refusal(unknown, http_status(unknown))
-        else:
-
-            async def read_body() -> bytes:
-                if len(body) > self.cap:
-                    raise body_too_large(name, self.cap)
-                return body
-
-            answered = partial(
-                answer_request,
-                self.state,
-                method,
-                connection.authorization,
-                read_body,
-                msgpack=True,
-                authenticate=connection.principal,
-            )
-            found = tracer()
-            if found is None:
-                status, answer, _ = await answered()
-            else:  # a SERVER span per call, as the HTTP routes' middleware opens
-                attributes: dict[str, AttributeValue] = {
-                    "url.path": SOCKET_ROUTE, "http.route": method.route,
-                }  # fmt: skip
-                with span(found, f"SOCKET {method.route}", attributes, kind="server") as opened:
-                    status, answer, _ = await answered()
-                    opened.set_attribute("http.response.status_code", status)
-        with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
-            await _send_answer(connection.send, call_id, status, answer)
+            return http_status(unknown), encode_error(unknown)
+        found = tracer()
+        if found is None:
+            status, answer, _ = await answer_body(self.state, method, connection.authorization,
+                                                  body, self.cap, connection.principal)  # fmt: skip
+            return status, answer
+        # a SERVER span per call, as the HTTP routes' middleware opens
+        attributes: dict[str, AttributeValue] = {
+            "url.path": SOCKET_ROUTE, "http.route": method.route,
+        }  # fmt: skip
+        with span(found, f"SOCKET {method.route}", attributes, kind="server") as opened:
+            status, answer, _ = await answer_body(self.state, method, connection.authorization,
+                                                  body, self.cap, connection.principal)  # fmt: skip
+            opened.set_attribute("http.response.status_code", status)
+        return status, answer
 
 
 class _Connection:
@@ -296,14 +282,22 @@ class _Connection:
             task.add_done_callback(partial(_forget, self.follows, call_id))
             task.add_done_callback(partial(_release, ticket))
             return True
-        task = asyncio.create_task(calls._answer(call_id, name, body, self))
+        task = asyncio.create_task(self._call(call_id, name, body))
         self.running.add(task)
         calls.running.add(task)
         task.add_done_callback(partial(self._answered, ticket))
         return True
 
+    async def _call(self, call_id: int, name: str, body: bytes) -> None:
+        """Answer one call and send the answer."""
+        status, answer = await self.calls._answer(name, body, self)
+        message = {"type": "websocket.send", "bytes": encode_answer(call_id, status, answer)}
+        with contextlib.suppress(Exception):  # the caller is gone: its retry gets the answer
+            await self.send(message)
+
     def _answered(self, ticket: Ticket, task: asyncio.Task[None]) -> None:
-        """A call's answer is sent (or lost with the connection): its slot is free."""
+        """A call's answer is sent (or lost with the connection, or the task cancelled
+        before it began): its slot is free."""
         ticket.release()
         self.running.discard(task)
         self.calls.running.discard(task)
