@@ -1,8 +1,8 @@
 """[G1] The search index of a database made before search existed: the migrations (SQLite
 17, 19 and 20, the index of the records' own words; PostgreSQL 15 and 17) create it empty,
 and the build indexes the older records in batches, each its own transaction, resumable
-after a stop, with progress; afterwards a search answers exactly what it answered for the same records
-indexed as they were written (same hits, same order)."""
+after a stop, with progress; afterwards a search answers exactly what it answered for the
+same records indexed as they were written (same hits, same order)."""
 
 from __future__ import annotations
 
