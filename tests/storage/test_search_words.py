@@ -1,13 +1,17 @@
 """``words_of`` (what PostgreSQL indexes of a message) reads ASCII text without the regular
-expression: the same words as the expression reads, for any text."""
+expression: the same words as the expression reads, for any text; a search's cursor."""
 
 from __future__ import annotations
 
 import random
 import string
 
+import pytest
+
+from agentledger.errors import ValidationError
+from agentledger.storage.cursor import encode_key_cursor
 from agentledger.storage.postgres.search import lexemes_of, tsquery_of
-from agentledger.storage.search import terms_of, words_of
+from agentledger.storage.search import search_query, terms_of, words_of
 
 
 def test_words_of_reads_the_words_terms_of_reads() -> None:
@@ -42,3 +46,14 @@ def test_lexemes_of_reads_the_words_words_of_reads() -> None:
     for text in texts:
         words = [w for w in dict.fromkeys(words_of(text).split()) if len(w.encode()) <= 2046]
         assert lexemes_of(text) == " ".join(words)
+
+
+def test_a_cursor_of_the_index_before_the_records_own_words_is_refused() -> None:
+    """A cursor issued before the index moved onto the records (its positions were one row
+    per message) is refused with a ValidationError, not read as a position of today's."""
+    first = search_query("refund", None, None, "", 20)
+    old = encode_key_cursor("search", first.scope_id, ("41",))
+    with pytest.raises(ValidationError, match="cursor"):
+        search_query("refund", None, None, old, 20)
+    today = encode_key_cursor("search.records", first.scope_id, ("41",))
+    assert search_query("refund", None, None, today, 20).before == 41

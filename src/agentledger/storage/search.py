@@ -56,7 +56,10 @@ __all__ = [
     "words_of",
 ]
 
-_SCOPE = "search"
+_SCOPE = "search.records"
+"""The cursors' scope: a position in the index of the records' own words (SQLite schema 20,
+PostgreSQL 17). A cursor issued by the index before it (scope ``search``, positions of
+one row per message) is refused, not read as a position of this one."""
 MAX_SEARCH_TEXT = 1000
 """The longest search text accepted, in characters."""
 SNIPPET_CHARS = 160
