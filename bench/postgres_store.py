@@ -49,7 +49,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from agentledger.storage import RecordBuilder, RunStart
-from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import PostgresStore, search
 from agentledger.storage.postgres.apply import (
     _ALLOCATE,
     _INSERT_RECORDS,
@@ -175,7 +175,8 @@ async def _raw_appends(
         state.row = msgspec.structs.replace(state.row, last_seq=state.row.last_seq + 1)
         record = msgspec.structs.replace(record, id=str(state.row.last_seq))
         state.session_seq += 1
-        rows.append(record_params(record, state.session_seq))
+        words = search.record_words(record)  # the same search words the store writes
+        rows.append((*record_params(record, state.session_seq), words, words))
     started = time.perf_counter()
     for row in rows:
         if transaction:
@@ -270,14 +271,20 @@ async def _seed_reload_run(store: PostgresStore, conn: AsyncConnection[Any]) -> 
     for i in range(1, RELOAD_RECORDS):
         record = run.record("planner_note", PAYLOAD, event_key=f"note-{i}", at=clock())
         record = msgspec.structs.replace(record, id=str(state.row.last_seq + i))
-        params.append(record_params(record, state.session_seq + i))
+        words = search.record_words(record)
+        params.append((*record_params(record, state.session_seq + i), words, words))
     added = len(params)
     final = msgspec.structs.replace(state.row, last_seq=state.row.last_seq + added)
     async with conn.transaction():
         async with conn.cursor() as cur:
             await cur.executemany(_INSERT_RECORD, params)
         await conn.execute(_UPDATE_RUN, (final.last_seq, final.run_id))
-        allocate = (state.session_seq + added, run.run.session_id, state.session_seq)
+        size = len(PAYLOAD) * added  # [G3] the bytes the rows count (their records: last_seq)
+        await conn.execute(
+            "UPDATE agentledger_runs SET usage_bytes = usage_bytes + %s WHERE run_id = %s",
+            (size, final.run_id),
+        )
+        allocate = (state.session_seq + added, size, run.run.session_id, state.session_seq)
         await conn.execute(_ALLOCATE, allocate)
     return run.run.run_id
 
