@@ -315,7 +315,6 @@ async def _pg_before_usage_on_rows(dsn: str) -> None:
         "records = u.records + s.last_seq FROM agentledger_sessions s WHERE s.id = u.session_id",
         "ALTER TABLE agentledger_runs DROP COLUMN usage_bytes",
         "ALTER TABLE agentledger_sessions DROP COLUMN usage_bytes",
-        "DROP TRIGGER agentledger_usage_count_record ON agentledger_records",
         *restored,
         "CREATE TRIGGER agentledger_usage_count_record "
         f"{pg_usage.TRIGGERS['agentledger_usage_count_record']} "

@@ -8,10 +8,9 @@ those turns counts round trips on the real connection.
 
 from __future__ import annotations
 
-import re
-
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 

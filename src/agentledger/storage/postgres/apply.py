@@ -252,8 +252,13 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
         await conn.execute(_one_row(_ADD_RUN_BYTES), (added, run_id))
     if plan.records:
         for session_id, (old, new) in allocations.items():
-            allocate = (new, session_bytes.get(session_id, 0), session_id, old)
-            await conn.execute(_one_row(_ALLOCATE), allocate)
+            added = session_bytes.get(session_id, 0)
+            await conn.execute(_one_row(_ALLOCATE), (new, added, session_id, old))
+            session = plan.session if plan.session and plan.session.id == session_id else None
+            labeled = session if session is not None else cache.sessions.get(session_id)
+            if labeled is not None and labeled.labels:  # [G3] fixed at its creation
+                counts = {"b": added, "n": new - old, "sid": session_id}
+                await conn.execute(usage_schema.ADD_TO_LABELS, counts)
         pairs = list(zip(stored, positions, strict=True))
         for start in range(0, len(pairs), _RECORDS_PER_INSERT):  # an import may hold many
             chunk = pairs[start : start + _RECORDS_PER_INSERT]

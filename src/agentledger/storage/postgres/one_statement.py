@@ -33,6 +33,7 @@ from psycopg.rows import TupleRow
 from agentledger.errors import AgentledgerError
 from agentledger.storage.accounting import token_rows
 from agentledger.storage.postgres import search
+from agentledger.storage.postgres import usage as usage_schema
 from agentledger.storage.postgres.apply import USAGE, changed_columns
 from agentledger.storage.postgres.reader import Missing
 from agentledger.storage.postgres.rows import (
@@ -247,6 +248,7 @@ def _statement(
     steering: bool = False,
     index: str = "",
     tokens: bool = False,
+    labels: bool = False,
 ) -> str:
     """The statement writing ``count`` records and the run columns ``changed``.
 
@@ -321,6 +323,8 @@ def _statement(
         "RETURNING 1) "
     )
     index = f", {index}" if index else ""  # a sealed session left out of search [G1]
+    if labels:  # [G3] the records added to the session's labels' totals
+        index += f", l AS ({usage_schema.ADD_TO_LABELS} AND EXISTS (SELECT 1 FROM r) RETURNING 1)"
     raced = (
         ", 1 / (1 + (SELECT count(*) FROM r) - (SELECT count(*) FROM a))::int" if session else ""
     )
@@ -443,6 +447,7 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
         g.none_steering,
         index,
         bool(tokens),
+        session is not None and bool(session.labels),
     )
     return sql, params
 

@@ -27,7 +27,8 @@ without gaps) and its payload bytes its ``usage_bytes``; a session's records are
 new ``last_seq``, the session row for its new position). The counter rows keep the
 rest (runs, tokens, and what was counted before migration 18), and the views
 ``agentledger_usage_run_totals`` and ``agentledger_usage_session_totals`` add the two
-up. A record's trigger adds to its session's labels' totals only.
+up. A write adds its records to its session's labels' totals itself
+(:data:`ADD_TO_LABELS`, only for a session with labels): no trigger runs per record.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from psycopg.rows import TupleRow
 from agentledger.storage.accounting import USAGE_COLUMNS
 
 __all__ = [
+    "ADD_TO_LABELS",
     "MIGRATION",
     "MIGRATION_18",
     "RUN_TOTALS",
@@ -171,6 +173,14 @@ async def backfill_label_totals(conn: AsyncConnection[TupleRow]) -> None:
 
 # Migration 18 ----------------------------------------------------------------------
 
+ADD_TO_LABELS = (
+    "UPDATE agentledger_usage_labels SET bytes = bytes + %(b)s, records = records + %(n)s "
+    "WHERE (key, value) IN (SELECT key, value FROM agentledger_session_labels "
+    f"WHERE session_id = %(sid)s) AND shard = {_SHARD}(%(sid)s)"
+)
+"""Add a write's records (``n`` of them, ``b`` payload bytes as stored) to the totals of
+the labels of their session ``sid``: sent only for a session with labels (they are fixed
+at its creation), so a session without labels costs its appends nothing."""
 RUN_TOTALS = "agentledger_usage_run_totals"
 """The view of each run's counters: its counter row plus its row's records and bytes."""
 SESSION_TOTALS = "agentledger_usage_session_totals"
@@ -223,14 +233,9 @@ MIGRATION_18 = (
     + _totals(
         SESSION_TOTALS, "agentledger_usage_sessions", "agentledger_sessions", "session_id", "id"
     )
+    # a write adds its records to its session's labels' totals itself (ADD_TO_LABELS)
     + "DROP TRIGGER agentledger_usage_count_record ON agentledger_records;\n"
-    + _function(
-        "agentledger_usage_count_record",
-        f"UPDATE agentledger_usage_labels SET {_RECORD_ADDS} WHERE {_OF_SESSION.format(r='NEW')};",
-    )
-    + "CREATE TRIGGER agentledger_usage_count_record AFTER INSERT ON agentledger_records "
-    "FOR EACH ROW WHEN (NEW.session_id <> '') "
-    "EXECUTE FUNCTION agentledger_usage_count_record();\n"
+    + "DROP FUNCTION agentledger_usage_count_record();\n"
     # a purge deletes a session's counter row before its session row: its totals still whole
     + _function(
         "agentledger_usage_session_gone",
