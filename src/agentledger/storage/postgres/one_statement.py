@@ -325,12 +325,15 @@ def _statement(
     index = f", {index}" if index else ""  # a sealed session left out of search [G1]
     if labels:  # [G3] the records added to the session's labels' totals
         index += f", l AS ({usage_schema.ADD_TO_LABELS} AND EXISTS (SELECT 1 FROM r) RETURNING 1)"
+    # positions taken (a) for a run whose UPDATE then matched nothing (r): fail [B3]
     raced = (
-        ", 1 / (1 + (SELECT count(*) FROM r) - (SELECT count(*) FROM a))::int" if session else ""
+        ", 1 / CASE WHEN x.v IS NULL AND EXISTS (SELECT 1 FROM a) THEN 0 ELSE 1 END"
+        if session
+        else ""
     )
     return (
         allocate + run + insert + index + _tokens(tokens)
-        + f"SELECT (SELECT v FROM r), (SELECT count(*) FROM i){raced}"
+        + f"SELECT x.v, (SELECT count(*) FROM i){raced} FROM (SELECT (SELECT v FROM r) AS v) x"
     )  # fmt: skip
 
 
