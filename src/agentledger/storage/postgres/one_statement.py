@@ -339,7 +339,8 @@ def _statement(
 
 def _tokens(tokens: bool) -> str:
     """[G3] Adding the tokens of the write's usage records, gated as the INSERT is (so only
-    if it wrote); bytes, records and their roll-up are counted by the schema's triggers."""
+    if it wrote); their roll-up into the session's and labels' totals is the schema's
+    trigger's. Bytes and records are on the run's and session's rows (see ``_statement``)."""
     if not tokens:
         return ""
     return (
