@@ -291,7 +291,7 @@ def postgres_appends(table: Table, repetitions: int, quick: bool) -> None:
         bench.APPENDS = 50
     with _durable_database() as dsn:
         version, fsync = asyncio.run(bench._server_settings(dsn))
-        ours, _, floor, _, _ = asyncio.run(bench._bench_appends(dsn))
+        ours, _, floor, cpu_ours, _, cpu_floor = asyncio.run(bench._bench_appends(dsn))
     table.add(
         f"PostgreSQL {version} append (fsync={fsync}), appends/s",
         f"{statistics.median(ours):,.0f}",
@@ -300,6 +300,15 @@ def postgres_appends(table: Table, repetitions: int, quick: bool) -> None:
         ">= 0.85x",
         _at_least(0.85),
     )
+    if cpu_ours and len(cpu_ours) == len(cpu_floor):  # a local server: its CPU is readable
+        table.add(
+            "  CPU per append, client + server backend",
+            f"{statistics.median(cpu_ours) * 1e6:,.0f} µs",
+            f"the `INSERT`: {statistics.median(cpu_floor) * 1e6:,.0f} µs",
+            _median_ratio(cpu_ours, cpu_floor),
+            "-",
+            lambda _: True,
+        )
 
 
 # Memory ----------------------------------------------------------------------------

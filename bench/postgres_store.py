@@ -49,7 +49,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from agentledger.storage import RecordBuilder, RunStart
-from agentledger.storage.postgres import PostgresStore
+from agentledger.storage.postgres import PostgresStore, search
 from agentledger.storage.postgres.apply import (
     _ALLOCATE,
     _INSERT_RECORDS,
@@ -175,7 +175,8 @@ async def _raw_appends(
         state.row = msgspec.structs.replace(state.row, last_seq=state.row.last_seq + 1)
         record = msgspec.structs.replace(record, id=str(state.row.last_seq))
         state.session_seq += 1
-        rows.append(record_params(record, state.session_seq))
+        words = search.record_words(record)  # the same search words the store writes
+        rows.append((*record_params(record, state.session_seq), words, words))
     started = time.perf_counter()
     for row in rows:
         if transaction:
@@ -213,9 +214,9 @@ class Cpu:
 
 async def _bench_appends(
     dsn: str,
-) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+) -> tuple[list[float], list[float], list[float], list[float], list[float], list[float]]:
     """Append rates of the three sides (ours, raw transactions, raw autocommit INSERTs), then
-    ours' and the raw transactions' client + server CPU seconds per append."""
+    the client + server CPU seconds per append of each, in the same order."""
     clock = Clock()
     ours: list[float] = []
     raw: list[float] = []
@@ -226,6 +227,7 @@ async def _bench_appends(
     ):
         async with store._pool.connection() as pooled:
             ours_cpu, raw_cpu = Cpu(pooled.info.backend_pid), Cpu(conn.info.backend_pid)
+        floor_cpu = Cpu(conn.info.backend_pid)
         run = await _started_run(store, "bench-run", clock)
         state = await _raw_run(conn, await _started_run(store, "raw-run", clock))
         bare = await _raw_run(conn, await _started_run(store, "floor-run", clock))
@@ -242,7 +244,10 @@ async def _bench_appends(
                     with raw_cpu.measure():
                         raw.append(await _raw_appends(conn, state, APPENDS, clock))
                 else:
-                    floor.append(await _raw_appends(conn, bare, APPENDS, clock, transaction=False))
+                    with floor_cpu.measure():
+                        floor.append(
+                            await _raw_appends(conn, bare, APPENDS, clock, transaction=False)
+                        )
         total = 1 + APPENDS // 5 + REPETITIONS * APPENDS
         cur = await conn.execute(
             "SELECT count(*), max(seq), max(session_seq) FROM agentledger_records "
@@ -250,8 +255,10 @@ async def _bench_appends(
             ("bench-run",),
         )
         assert await cur.fetchone() == (total, total, total)  # whole and gap-free
-    per_append = [[spent / APPENDS for spent in side.spent] for side in (ours_cpu, raw_cpu)]
-    return ours, raw, floor, per_append[0], per_append[1]
+    per_append = [
+        [spent / APPENDS for spent in side.spent] for side in (ours_cpu, raw_cpu, floor_cpu)
+    ]
+    return ours, raw, floor, per_append[0], per_append[1], per_append[2]
 
 
 # Reload ----------------------------------------------------------------------
@@ -270,14 +277,20 @@ async def _seed_reload_run(store: PostgresStore, conn: AsyncConnection[Any]) -> 
     for i in range(1, RELOAD_RECORDS):
         record = run.record("planner_note", PAYLOAD, event_key=f"note-{i}", at=clock())
         record = msgspec.structs.replace(record, id=str(state.row.last_seq + i))
-        params.append(record_params(record, state.session_seq + i))
+        words = search.record_words(record)
+        params.append((*record_params(record, state.session_seq + i), words, words))
     added = len(params)
     final = msgspec.structs.replace(state.row, last_seq=state.row.last_seq + added)
     async with conn.transaction():
         async with conn.cursor() as cur:
             await cur.executemany(_INSERT_RECORD, params)
         await conn.execute(_UPDATE_RUN, (final.last_seq, final.run_id))
-        allocate = (state.session_seq + added, run.run.session_id, state.session_seq)
+        size = len(PAYLOAD) * added  # [G3] the bytes the rows count (their records: last_seq)
+        await conn.execute(
+            "UPDATE agentledger_runs SET usage_bytes = usage_bytes + %s WHERE run_id = %s",
+            (size, final.run_id),
+        )
+        allocate = (state.session_seq + added, size, run.run.session_id, state.session_seq)
         await conn.execute(_ALLOCATE, allocate)
     return run.run.run_id
 
@@ -540,12 +553,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{REPETITIONS} interleaved repetitions, medians (ratio: median of the "
             f"per-repetition ratios); payload {len(PAYLOAD)} bytes\n"
         )
-        ours, raw, floor, ours_cpu, raw_cpu = asyncio.run(_bench_appends(dsn))
+        ours, raw, floor, ours_cpu, raw_cpu, floor_cpu = asyncio.run(_bench_appends(dsn))
         rows.append(_row(f"append_run_record (x{APPENDS})", "rec/s", ours, raw, 0.85))
         rows.append(_row("  raw: one autocommit INSERT each", "rec/s", ours, floor, 0.85))
         if len(ours_cpu) == len(raw_cpu) == REPETITIONS:  # a local server: its CPU is readable
             per_cpu = ([1 / c for c in ours_cpu], [1 / c for c in raw_cpu])
             rows.append(_row("  per CPU second, client + server", "rec", *per_cpu))
+            per_cpu = ([1 / c for c in ours_cpu], [1 / c for c in floor_cpu])
+            rows.append(_row("    raw: one autocommit INSERT each", "rec", *per_cpu))
         ours, raw = asyncio.run(_bench_reload(dsn))
         rows.append(_row(f"reload {RELOAD_RECORDS:,} records (limit 1000)", "rec/s", ours, raw))
         writes, rates = asyncio.run(_bench_load(dsn, args.runs))

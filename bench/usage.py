@@ -288,9 +288,14 @@ async def _concurrent(dsn: str, admin: Any, appends: int) -> None:
 
 async def _triggers(admin: Any, on: bool) -> None:
     verb = "ENABLE" if on else "DISABLE"
+    cur = await admin.execute(
+        "SELECT tgname FROM pg_trigger WHERE tgname = ANY(%s)", (list(pg_usage.TRIGGERS),)
+    )
+    present = {name for (name,) in await cur.fetchall()}  # a record's: gone since version 18
     for name, when in pg_usage.TRIGGERS.items():
-        table = when.split(" ON ")[1].split()[0]
-        await admin.execute(f"ALTER TABLE {table} {verb} TRIGGER {name}")
+        if name in present:
+            table = when.split(" ON ")[1].split()[0]
+            await admin.execute(f"ALTER TABLE {table} {verb} TRIGGER {name}")
 
 
 _RAW_INSERT = (

@@ -152,7 +152,7 @@ async def test_sqlite_migration_adds_up_the_label_totals(tmp_path: Path) -> None
     assert check_invariants(path) == []
 
 
-async def _usage_of(store: SQLiteStore, sid: str) -> tuple[object, ...]:
+async def _usage_of(store: SQLiteStore | PostgresStore, sid: str) -> tuple[object, ...]:
     """A session's counters, each of its runs' and every label's totals."""
     runs = [run.run_id for run in await store.list_runs_by_session(sid)]
     return (
@@ -297,8 +297,66 @@ async def _pg_exec(dsn: str, *statements: str) -> None:
             await conn.execute(statement)
 
 
+async def _pg_before_usage_on_rows(dsn: str) -> None:
+    """The database as migration 17 left it: the run and the session counters whole in
+    their tables, counted by the record's trigger, and no bytes on the run and session rows."""
+    restored = [
+        f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        f"BEGIN {body} RETURN NULL; END $$"
+        for name, (_, body) in pg_usage._FUNCTIONS.items()
+    ]
+    await _pg_exec(
+        dsn,
+        f"DROP VIEW {pg_usage.RUN_TOTALS}",
+        f"DROP VIEW {pg_usage.SESSION_TOTALS}",
+        "UPDATE agentledger_usage_runs u SET bytes = u.bytes + r.usage_bytes, "
+        "records = u.records + r.last_seq FROM agentledger_runs r WHERE r.run_id = u.run_id",
+        "UPDATE agentledger_usage_sessions u SET bytes = u.bytes + s.usage_bytes, "
+        "records = u.records + s.last_seq FROM agentledger_sessions s WHERE s.id = u.session_id",
+        "ALTER TABLE agentledger_runs DROP COLUMN usage_bytes",
+        "ALTER TABLE agentledger_sessions DROP COLUMN usage_bytes",
+        *restored,
+        "CREATE TRIGGER agentledger_usage_count_record "
+        f"{pg_usage.TRIGGERS['agentledger_usage_count_record']} "
+        "EXECUTE FUNCTION agentledger_usage_count_record()",
+        "DELETE FROM _agentledger_migrations WHERE name = 'usage on run and session rows'",
+    )
+
+
+async def test_postgres_migration_moves_bytes_and_records_onto_the_rows(pg_dsn: str) -> None:
+    """Migration 18 keeps every run's, session's and label's totals exact, and counts on
+    from there with the rows an append updates anyway."""
+    async with await PostgresStore.open(pg_dsn) as store:
+        sid = await _fill(World(store, namespace="m"))
+        kept = await _usage_of(store, sid)
+    await _pg_before_usage_on_rows(pg_dsn)
+    async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:  # the old layout
+        cur = await conn.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE column_name = 'usage_bytes'"
+        )
+        assert await cur.fetchone() == (0,)
+        cur = await conn.execute(
+            "SELECT bytes, records FROM agentledger_usage_sessions WHERE session_id = %s", (sid,)
+        )
+        assert await cur.fetchone() == (kept[0].bytes, kept[0].records)  # type: ignore[attr-defined]
+    async with await PostgresStore.open(pg_dsn) as store:
+        assert await _usage_of(store, sid) == kept
+        await _append_more(World(store, namespace="m"), sid)
+        grown = await store.load_session_usage(sid)
+        assert await _label_totals(store) == [("acme", 2, grown)]
+        assert (grown.runs, grown.input_tokens) == (3, 10)
+        assert grown.records > kept[0].records  # type: ignore[attr-defined]
+    async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
+        cur = await conn.execute(
+            "SELECT records FROM agentledger_usage_sessions WHERE session_id = %s", (sid,)
+        )
+        assert await cur.fetchone() == (0,)  # its records are on its row now
+    assert await pg_check.check_invariants(pg_dsn) == []
+
+
 async def _pg_before_label_totals(dsn: str) -> None:
     """The database as migration 15 left it (see :func:`_sqlite_before_label_totals`)."""
+    await _pg_before_usage_on_rows(dsn)
     drops = [
         f"DROP TRIGGER {name} ON {when.split(' ON ')[1].split()[0]}; DROP FUNCTION {name}()"
         for name, when in pg_usage.TRIGGERS.items()
@@ -347,7 +405,9 @@ async def test_postgres_check_finds_a_damaged_counter(pg_dsn: str) -> None:
     async with await PostgresStore.open(pg_dsn) as store:
         await _fill(World(store, namespace="c"))
     assert await pg_check.check_invariants(pg_dsn) == []
-    await _pg_exec(pg_dsn, "UPDATE agentledger_usage_runs SET records = 7 WHERE run_id = 'c-root'")
+    await _pg_exec(
+        pg_dsn, "UPDATE agentledger_usage_runs SET records = records + 2 WHERE run_id = 'c-root'"
+    )
     found = await pg_check.check_invariants(pg_dsn)
     assert [p for p in found if "usage" in p] == [
         "usage counters of run 'c-root' differ from its rows: records 7 (rows: 5)"

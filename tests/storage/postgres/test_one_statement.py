@@ -12,12 +12,14 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from psycopg import AsyncConnection
 
 from agentledger.errors import RecordConflictError, RunNotActiveError
 from agentledger.storage.conformance import World
 from agentledger.storage.conformance._world import all_pages
 from agentledger.storage.postgres import PostgresStore
 from agentledger.storage.types import RunStatus, SessionStatus
+from tests.conditions import HANG_GUARD
 
 
 async def _ids(store: PostgresStore, sid: str) -> list[tuple[str, str, str]]:
@@ -144,3 +146,56 @@ async def test_concurrent_appends_from_one_handle(
     assert [int(seq) for rid, seq, _ in log if rid == run.run.run_id] == list(range(1, 15))
     assert [int(seq) for rid, seq, _ in log if rid == other.run.run_id] == list(range(1, 8))
     assert len(log) == 14 + 7  # every session position once, in order (the listing checks gaps)
+
+
+async def _until_one_waits_for_a_lock(dsn: str) -> None:
+    """Return once a backend of the test's database waits for a row lock."""
+    async with await AsyncConnection.connect(dsn, autocommit=True) as watch:
+        deadline = asyncio.get_running_loop().time() + HANG_GUARD
+        while True:
+            cur = await watch.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0]:
+                return
+            assert asyncio.get_running_loop().time() < deadline, "no backend waits for a lock"
+            await asyncio.sleep(0.01)
+
+
+async def test_a_run_changed_while_the_statement_waits_gives_its_positions_back(
+    pair: tuple[PostgresStore, PostgresStore], postgres_dsn: str
+) -> None:
+    """The statement takes the session's positions first (that locks the session), then
+    updates the run if its version still matches. If another writer changes the run while
+    the statement waits for the session, the statement must keep no position: it fails
+    as a whole and the append is decided again under locks, the session's log whole."""
+    mine, _ = pair
+    world = World(mine)
+    sid = await world.session("s")
+    run = await world.root("r", session=sid)
+    rid = run.run.run_id
+    assert mine._known.get(rid) is not None  # the append goes as one statement
+    async with await AsyncConnection.connect(postgres_dsn) as other:  # one transaction
+        await other.execute("SELECT 1 FROM agentledger_sessions WHERE id = %s FOR UPDATE", (sid,))
+        append = asyncio.create_task(mine.append_run_record(world.note(run, "mine")))
+        await _until_one_waits_for_a_lock(postgres_dsn)
+        # the run's version changes under the waiting statement (its snapshot is older)
+        await other.execute(
+            "UPDATE agentledger_runs SET last_seq = last_seq WHERE run_id = %s", (rid,)
+        )
+        await other.commit()
+        result = await append
+    assert (result.id, result.inserted) == ("2", True)
+    assert await _ids(mine, sid) == [(rid, "1", "run_started"), (rid, "2", "mine")]
+    async with await AsyncConnection.connect(postgres_dsn) as conn:
+        cur = await conn.execute(
+            "SELECT s.last_seq, array_agg(x.session_seq ORDER BY x.session_seq) "
+            "FROM agentledger_sessions s JOIN agentledger_records x ON x.session_id = s.id "
+            "WHERE s.id = %s GROUP BY s.last_seq",
+            (sid,),
+        )
+        assert await cur.fetchone() == (2, [1, 2])  # no position taken without its record
+    usage = await mine.load_session_usage(sid)
+    assert usage.records == 2

@@ -14,15 +14,16 @@ position ``n + 1`` before ``n``, and the session log pages like a run log.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from psycopg.types.json import Jsonb
 
-from agentledger.storage.accounting import token_rows
+from agentledger.storage.accounting import USAGE_COLUMNS, token_rows
 from agentledger.storage.integrity import tool_result_checksum
 from agentledger.storage.message_rows import MESSAGE_COLUMNS, message_values
 from agentledger.storage.postgres import search
+from agentledger.storage.postgres import usage as usage_schema
 from agentledger.storage.postgres.reader import Loader
 from agentledger.storage.postgres.rows import (
     RECORD_COLUMNS,
@@ -33,9 +34,13 @@ from agentledger.storage.postgres.rows import (
 from agentledger.storage.receipts import encode_receipt
 from agentledger.storage.search import count_purged
 from agentledger.storage.state import Plan
+from agentledger.storage.types import Record
 from agentledger.storage.usage_sql import UsageTables
 
-__all__ = ["USAGE", "StaleWrite", "apply_plan", "changed_columns"]
+if TYPE_CHECKING:
+    from agentledger.storage.encryption import Encryption
+
+__all__ = ["RUN_USAGE", "USAGE", "StaleWrite", "apply_plan", "changed_columns"]
 
 
 class StaleWrite(Exception):
@@ -45,7 +50,8 @@ class StaleWrite(Exception):
 _RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
 _CHECKPOINT_DATA = _RUN_FIELDS.index("checkpoint_data")
 _INSERT_RUN = (
-    f"INSERT INTO agentledger_runs ({RUN_COLUMNS}) VALUES ({', '.join(['%s'] * len(_RUN_FIELDS))})"
+    f"INSERT INTO agentledger_runs ({RUN_COLUMNS}, usage_bytes) "
+    f"VALUES ({', '.join(['%s'] * (len(_RUN_FIELDS) + 1))})"
 )
 _INSERT_SESSION = (
     "INSERT INTO agentledger_sessions (id, status, created_at, ended_at, labels) "
@@ -78,16 +84,24 @@ _UPSERT_MESSAGE = (
     "after_run_id = excluded.after_run_id"
 )
 _DELETE_TOOL_RESULTS = "DELETE FROM agentledger_tool_results WHERE run_id = ANY(%s)"
-_ALLOCATE = "UPDATE agentledger_sessions SET last_seq = %s WHERE id = %s AND last_seq = %s"
+_ALLOCATE = (
+    "UPDATE agentledger_sessions SET last_seq = %s, usage_bytes = usage_bytes + %s "
+    "WHERE id = %s AND last_seq = %s"
+)
+"""[G3] a session's new positions and the payload bytes they add (migration 18)."""
+_ADD_RUN_BYTES = "UPDATE agentledger_runs SET usage_bytes = usage_bytes + %s WHERE run_id = %s"
 USAGE = UsageTables(
     runs="agentledger_usage_runs",
-    sessions="agentledger_usage_sessions",
+    sessions=usage_schema.SESSION_TOTALS,
     all_sessions="(SELECT id AS session_id FROM agentledger_sessions)",
     labels="agentledger_session_labels",
     label_totals="agentledger_usage_labels",
     mark="%s",
 )
-"""[G3] the counter tables (migrations 14 and 16; triggers count what rows add)."""
+"""[G3] the counter tables (migrations 14 and 16; triggers count what rows add), read
+through the views adding a session's own row (migration 18)."""
+RUN_USAGE = f"SELECT {', '.join(USAGE_COLUMNS)} FROM {usage_schema.RUN_TOTALS} WHERE run_id = %s"
+"""One run's counters: its counter row plus its own row's bytes and records."""
 _PURGE = (
     "DELETE FROM agentledger_usage_runs WHERE session_id = %(s)s",
     "DELETE FROM agentledger_usage_sessions WHERE session_id = %(s)s",
@@ -154,6 +168,17 @@ def changed_columns(new: tuple[object, ...], old: tuple[object, ...]) -> list[in
     ]
 
 
+def _stored(plan: Plan[Any], sealer: Encryption | None) -> list[tuple[Record, str | None]]:
+    """Each of ``plan``'s records as stored (sealed with ``sealer``), and its search words
+    (None if sealed)."""
+    if sealer is None:
+        return [(record, search.record_words(record)) for record in plan.records]
+    return [
+        (msgspec.structs.replace(record, payload=sealer.seal_record(record)), None)
+        for record in plan.records
+    ]
+
+
 async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
     """Write ``plan`` (session, runs, records, purge, in that order) in the loader's transaction.
 
@@ -192,6 +217,14 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                     moved = (row.status.value, row.created_at, row.id)
                     await conn.execute(_UPDATE_LABELS, moved)
     sealer = loader.sealer
+    stored = _stored(plan, sealer)
+    run_bytes: dict[str, int] = {}  # [G3] each run's new payload bytes, as stored
+    session_bytes: dict[str, int] = {}
+    for record, _ in stored:
+        size = len(record.payload)
+        run_bytes[record.run_id] = run_bytes.get(record.run_id, 0) + size
+        if record.session_id:
+            session_bytes[record.session_id] = session_bytes.get(record.session_id, 0) + size
     for run in plan.runs:
         values = run_params(run)
         previous = cache.runs.get(run.run_id)
@@ -202,26 +235,35 @@ async def apply_plan(loader: Loader, plan: Plan[Any]) -> None:
                 run.session_id, run.run_id, run.checkpoint
             )
             values = tuple(sealed)
+        added = run_bytes.pop(run.run_id, 0)
         if changed is None:
-            await conn.execute(_INSERT_RUN, values)
+            await conn.execute(_INSERT_RUN, (*values, added))
             continue
         if sealer is not None and _CHECKPOINT_DATA - 1 in changed:
             changed = sorted({*changed, _CHECKPOINT_DATA})  # the id is in the sealed data's AAD
-        if changed:
-            assignments = ", ".join(f"{_RUN_FIELDS[i]} = %s" for i in changed)
+        if changed or added:
+            assignments = ", ".join(
+                [*(f"{_RUN_FIELDS[i]} = %s" for i in changed), "usage_bytes = usage_bytes + %s"]
+            )
             update = f"UPDATE agentledger_runs SET {assignments} WHERE run_id = %s"
-            await conn.execute(_one_row(update), (*(values[i] for i in changed), run.run_id))
+            update_params = (*(values[i] for i in changed), added, run.run_id)
+            await conn.execute(_one_row(update), update_params)
+    for run_id, added in run_bytes.items():  # records of a run the plan does not change
+        await conn.execute(_one_row(_ADD_RUN_BYTES), (added, run_id))
     if plan.records:
         for session_id, (old, new) in allocations.items():
-            await conn.execute(_one_row(_ALLOCATE), (new, session_id, old))
-        pairs = list(zip(plan.records, positions, strict=True))
+            added = session_bytes.get(session_id, 0)
+            await conn.execute(_one_row(_ALLOCATE), (new, added, session_id, old))
+            session = plan.session if plan.session and plan.session.id == session_id else None
+            labeled = session if session is not None else cache.sessions.get(session_id)
+            if labeled is not None and labeled.labels:  # [G3] fixed at its creation
+                counts = {"b": added, "n": new - old, "sid": session_id}
+                await conn.execute(usage_schema.ADD_TO_LABELS, counts)
+        pairs = list(zip(stored, positions, strict=True))
         for start in range(0, len(pairs), _RECORDS_PER_INSERT):  # an import may hold many
             chunk = pairs[start : start + _RECORDS_PER_INSERT]
             flat: list[object] = []
-            for record, position in chunk:
-                words = None if sealer is not None else search.record_words(record)
-                if sealer is not None:
-                    record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
+            for (record, words), position in chunk:
                 flat.extend(record_params(record, position))
                 flat += (words, words)
             values_sql = ", ".join([_RECORD_VALUES] * len(chunk))

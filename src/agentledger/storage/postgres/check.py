@@ -19,6 +19,7 @@ from agentledger.storage import accounting, payloads
 from agentledger.storage.integrity import verified_tool_result
 from agentledger.storage.invariants import run_problems
 from agentledger.storage.postgres import migrations, search
+from agentledger.storage.postgres import usage as usage_schema
 from agentledger.storage.postgres.apply import USAGE
 from agentledger.storage.postgres.rows import RECORD_COLUMNS, record_from_row
 from agentledger.storage.search_check import left_out_findings
@@ -319,12 +320,12 @@ async def _usage_problems(conn: psycopg.AsyncConnection[TupleRow], sealed: bool)
 
     kept_runs = {
         row[0]: accounting.usage_from_row(row[1:])
-        for row in await rows(f"SELECT run_id, {_USAGE_COUNTERS} FROM agentledger_usage_runs")
+        for row in await rows(f"SELECT run_id, {_USAGE_COUNTERS} FROM {usage_schema.RUN_TOTALS}")
     }
     kept_sessions = {
         row[0]: accounting.usage_from_row(row[1:])
         for row in await rows(
-            f"SELECT session_id, {_USAGE_COUNTERS} FROM agentledger_usage_sessions"
+            f"SELECT session_id, {_USAGE_COUNTERS} FROM {usage_schema.SESSION_TOTALS}"
         )
     }
     usage_records = [

@@ -435,6 +435,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # [G1] the search index moved onto the records' rows: an append writes no row of its
     # own, one words column and one position per record (see storage/postgres/search.py).
     Migration(17, "search index on records", search_schema.MIGRATION_17),
+    # [G3] a run's and a session's bytes and records on their own rows, which an append
+    # updates anyway: an append writes no counter row (see storage/postgres/usage.py).
+    Migration(18, "usage on run and session rows", usage_schema.MIGRATION_18),
 )
 """Every migration this code knows, in order."""
 

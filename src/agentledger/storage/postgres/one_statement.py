@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from psycopg import AsyncConnection
+from psycopg.errors import DivisionByZero
 from psycopg.rows import TupleRow
 
 from agentledger.errors import AgentledgerError
 from agentledger.storage.accounting import token_rows
 from agentledger.storage.postgres import search
+from agentledger.storage.postgres import usage as usage_schema
 from agentledger.storage.postgres.apply import USAGE, changed_columns
 from agentledger.storage.postgres.reader import Missing
 from agentledger.storage.postgres.rows import (
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from agentledger.storage.encryption import Encryption
 
 __all__ = [
+    "RACED",
     "Guess",
     "Known",
     "KnownRuns",
@@ -67,6 +70,9 @@ _RUN_FIELDS = [c.strip() for c in RUN_COLUMNS.split(",")]
 _NOT_GUESSED = {"run_id", "checkpoint_id", "checkpoint_data"}  # key; sealed data: slow path
 _RECORD_TYPES = ("text", "text", "text", "text", "text", "text", "timestamptz", "bytea")
 _RECORD_NAMES = [c.strip() for c in RECORD_COLUMNS.split(",")]
+RACED = DivisionByZero
+"""The error of a statement whose run changed after it took its session's positions: it
+wrote nothing (the positions were given back with it); decide under locks instead."""
 MAX_RECORDS = 200
 """Most records one statement carries (12 parameters each); a longer batch takes the
 locking path, which writes them a thousand to an INSERT."""
@@ -242,21 +248,22 @@ def _statement(
     steering: bool = False,
     index: str = "",
     tokens: bool = False,
+    labels: bool = False,
 ) -> str:
     """The statement writing ``count`` records and the run columns ``changed``.
 
-    Locks and checks in the order every writer uses: session, run, then the
-    run's event keys (and, with ``steering``, that no steering message waits for
-    the run); each write happens only if the step before matched.
+    Locks and checks in the order every writer uses: session, run. A run of a
+    session locks its session by taking its positions (the UPDATE of its
+    ``last_seq``, which holds the session's checks, that the run's version is
+    the one remembered, that the run's event keys are unused and, with
+    ``steering``, that no steering message waits for the run: each as the
+    statement's snapshot holds it), then updates the run if its version still
+    matches under its lock; if another writer changed it meanwhile, the
+    statement fails with a division by zero (:data:`RACED`), so that the
+    positions taken are not kept. Each later write happens only if the step
+    before matched. The run's and the session's rows also take the records'
+    payload bytes [G3] (their records are their ``last_seq``).
     """
-    lock = (
-        "WITH s AS (SELECT 1 FROM agentledger_sessions WHERE id = %(sid)s "
-        "AND status = %(status)s AND ended_at IS NOT DISTINCT FROM %(ended)s FOR UPDATE), "
-        if session
-        else "WITH "
-    )
-    assignments = ", ".join(f"{name} = %(c_{name})s" for name in changed)
-    gate = "EXISTS (SELECT 1 FROM s) AND " if session else ""
     # One probe per key, each an equality on both columns of the (run_id, event_key)
     # unique index: a plan cached before the table had statistics still uses that index
     # (with ``= ANY(array)`` it may scan the run's whole log instead).
@@ -271,16 +278,28 @@ def _statement(
             "WHERE session_id = %(sid)s AND started = 0 AND fate = 'steering' "
             "AND running_run_id = %(rid)s)"
         )
-    run = (
-        f"r AS (UPDATE agentledger_runs SET {assignments} "
-        f"WHERE run_id = %(rid)s AND xmin::text = %(version)s AND {gate}"
-        f"{unused} RETURNING xmin::text AS v), "
+    # The run's version as the statement's snapshot holds it: a run another writer changed
+    # before the statement began takes no position (and the statement does not fail).
+    seen = (
+        "EXISTS (SELECT 1 FROM agentledger_runs WHERE run_id = %(rid)s "
+        "AND xmin::text = %(version)s)"
     )
     allocate = (
-        "a AS (UPDATE agentledger_sessions SET last_seq = last_seq + %(n)s "
-        "WHERE id = %(sid)s AND EXISTS (SELECT 1 FROM r) RETURNING last_seq - %(n)s AS base), "
+        "WITH a AS (UPDATE agentledger_sessions SET last_seq = last_seq + %(n)s, "
+        "usage_bytes = usage_bytes + %(b)s WHERE id = %(sid)s AND status = %(status)s "
+        f"AND ended_at IS NOT DISTINCT FROM %(ended)s AND {seen} AND {unused} "
+        "RETURNING last_seq - %(n)s AS base), "
         if session
-        else ""
+        else "WITH "
+    )
+    assignments = ", ".join(
+        [*(f"{name} = %(c_{name})s" for name in changed), "usage_bytes = usage_bytes + %(b)s"]
+    )
+    gate = "EXISTS (SELECT 1 FROM a)" if session else unused
+    run = (
+        f"r AS (UPDATE agentledger_runs SET {assignments} "
+        f"WHERE run_id = %(rid)s AND xmin::text = %(version)s AND {gate} "
+        "RETURNING xmin::text AS v), "
     )
     rows = ", ".join(
         "("
@@ -295,24 +314,33 @@ def _statement(
         "CASE WHEN v.words IS NULL THEN NULL ELSE nextval('agentledger_search_pos') END",
         "v.words",
     ])  # fmt: skip
-    gate_insert = "CROSS JOIN a" if session else "WHERE EXISTS (SELECT 1 FROM r)"
+    gate_insert = "CROSS JOIN a " if session else ""
     position = "a.base + v.k" if session else "NULL::bigint"
     insert = (
         f"i AS (INSERT INTO agentledger_records ({RECORD_COLUMNS}, search_pos, words, "
         f"session_seq) SELECT {columns}, {position} "
-        f"FROM (VALUES {rows}) AS v ({names}) {gate_insert} "
+        f"FROM (VALUES {rows}) AS v ({names}) {gate_insert}WHERE EXISTS (SELECT 1 FROM r) "
         "RETURNING 1) "
     )
     index = f", {index}" if index else ""  # a sealed session left out of search [G1]
+    if labels:  # [G3] the records added to the session's labels' totals
+        index += f", l AS ({usage_schema.ADD_TO_LABELS} AND EXISTS (SELECT 1 FROM r) RETURNING 1)"
+    # positions taken (a) for a run whose UPDATE then matched nothing (r): fail [B3]
+    raced = (
+        ", 1 / CASE WHEN x.v IS NULL AND EXISTS (SELECT 1 FROM a) THEN 0 ELSE 1 END"
+        if session
+        else ""
+    )
     return (
-        lock + run + allocate + insert + index + _tokens(tokens)
-        + "SELECT (SELECT v FROM r), (SELECT count(*) FROM i)"
+        allocate + run + insert + index + _tokens(tokens)
+        + f"SELECT x.v, (SELECT count(*) FROM i){raced} FROM (SELECT (SELECT v FROM r) AS v) x"
     )  # fmt: skip
 
 
 def _tokens(tokens: bool) -> str:
     """[G3] Adding the tokens of the write's usage records, gated as the INSERT is (so only
-    if it wrote); bytes, records and their roll-up are counted by the schema's triggers."""
+    if it wrote); their roll-up into the session's and labels' totals is the schema's
+    trigger's. Bytes and records are on the run's and session's rows (see ``_statement``)."""
     if not tokens:
         return ""
     return (
@@ -394,12 +422,15 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
     if session is not None:
         params.update(sid=session.id, status=session.status.value, ended=session.ended_at)
         params["n"] = len(g.plan.records)
+    size = 0
     for i, record in enumerate(g.plan.records):
         params[f"v{i}_w"] = None if sealer is not None else search.record_words(record)
         if sealer is not None:
             record = msgspec.structs.replace(record, payload=sealer.seal_record(record))
+        size += len(record.payload)
         keys = _record_names(i)
         params.update(zip(keys, record_params(record, None)[: len(keys)], strict=True))
+    params["b"] = size  # [G3] the payload bytes as stored, on the run's and session's rows
     tokens = token_rows(g.plan.records)  # all of one run: added up, one UPDATE of its row
     if tokens:
         params["ti"] = sum(t[0] for t in tokens)
@@ -420,6 +451,7 @@ def guess_statement(g: Guess, sealer: Encryption | None) -> Statement:
         g.none_steering,
         index,
         bool(tokens),
+        session is not None and bool(session.labels),
     )
     return sql, params
 

@@ -40,8 +40,9 @@ from agentledger.storage.encryption.deferral import KeyNeeded, deferring_vault_r
 from agentledger.storage.listing import session_query
 from agentledger.storage.operations import AdminOperations, Operation, Touch
 from agentledger.storage.postgres import migrations as _migrations
-from agentledger.storage.postgres.apply import USAGE, apply_plan
+from agentledger.storage.postgres.apply import RUN_USAGE, USAGE, apply_plan
 from agentledger.storage.postgres.one_statement import (
+    RACED,
     Guess,
     Known,
     KnownRuns,
@@ -485,6 +486,9 @@ class PostgresStore(AdminOperations):
                         version = written(answer, found)
             except KeyNeeded:  # sealed before anything was sent: the locking path loads it
                 found = None
+            except RACED:  # the run changed under the statement: it wrote nothing
+                found = None
+                self._known.drop(run_id)
             except Exception as e:
                 self._known.drop(run_id)
                 if not self._retry(e, writing, 1, operation):
@@ -745,7 +749,7 @@ async def _run_usage(store: PostgresStore, q: ops.RunRef) -> UsageTotals:
 
     async def read(loader: Loader) -> UsageTotals:
         require_id("run_id", run_id)
-        cur = await loader.conn.execute(USAGE.run_row, (run_id,))
+        cur = await loader.conn.execute(RUN_USAGE, (run_id,))
         row = await cur.fetchone()
         if row is not None:
             return usage_from_row(row)
