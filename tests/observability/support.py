@@ -33,7 +33,7 @@ from agentledger.storage import RunStatus
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from tests.runtime.support import records
 
-__all__ = ["SCENARIOS", "Scenario", "check_store_spans", "draw", "one_trace"]
+__all__ = ["SCENARIOS", "Scenario", "check_store_spans", "check_turns", "draw", "one_trace"]
 
 TEST_SPAN = "test"
 
@@ -111,6 +111,28 @@ async def check_store_spans(spans: Sequence[ReadableSpan], store: Any, runs: Ite
                 named.add((str(e["agentledger.record.run_id"]), str(e["agentledger.record.id"])))
     stored = {(r.run_id, r.id) for run in runs for r in await records(store, run)}
     assert named == stored
+
+
+def check_turns(spans: Sequence[ReadableSpan]) -> None:
+    """Each turn span names its run and what its plan decided (or its error), and times its
+    planner turn: the model calls under it start and end within it."""
+    by_parent: dict[int, list[ReadableSpan]] = {}
+    for s in spans:
+        if s.parent is not None:
+            by_parent.setdefault(s.parent.span_id, []).append(s)
+    turns = [s for s in spans if s.name == "agentledger.turn"]
+    assert turns
+    for turn in turns:
+        attributes = turn.attributes or {}
+        assert attributes["agentledger.run.id"], turn
+        assert "agentledger.turn.plan" in attributes or "error.type" in attributes, attributes
+        chats = [s for s in by_parent.get(turn.context.span_id, []) if s.name.startswith("chat ")]
+        assert chats, attributes
+        for chat in chats:
+            assert turn.start_time is not None
+            assert turn.end_time is not None
+            assert turn.start_time <= (chat.start_time or 0), attributes
+            assert (chat.end_time or 0) <= turn.end_time, attributes
 
 
 # ---------------------------------------------------------------------- scenarios
@@ -206,6 +228,35 @@ def tool_loop() -> Scenario:
             "      chat m",
             "      execute_tool weather is_error=False",
             "    agentledger.turn #2 resume=True",
+            "      chat m",
+        ],
+    )
+
+
+def two_tool_turns() -> Scenario:
+    """Two planner turns of one tool call each (on Temporal the second's call runs with the
+    turn after it in one activity)."""
+    model = ScriptedModel(
+        [
+            tool_calls(("c1", "weather", {"city": "Paris"})),
+            tool_calls(("c2", "weather", {"city": "Rome"})),
+            reply("21C both."),
+        ]
+    )
+    return Scenario(
+        "two_tool_turns",
+        _chat(model, [weather]),
+        _run,
+        [
+            "test",
+            "  agentledger.run chat status=completed",
+            "    agentledger.turn #1 resume=False",
+            "      chat m",
+            "      execute_tool weather is_error=False",
+            "    agentledger.turn #2 resume=True",
+            "      chat m",
+            "      execute_tool weather is_error=False",
+            "    agentledger.turn #3 resume=True",
             "      chat m",
         ],
     )
@@ -328,6 +379,7 @@ def failed_turn() -> Scenario:
 
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "tool_loop": tool_loop,
+    "two_tool_turns": two_tool_turns,
     "child_run": child_run,
     "suspend_resume": suspend_resume,
     "canceled": canceled,

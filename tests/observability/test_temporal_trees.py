@@ -8,7 +8,13 @@ from temporalio.client import Client
 from agentledger.storage.sqlite import SQLiteStore
 from tests.engine.temporal.harness import temporal_runtime
 from tests.observability.conftest import Spans
-from tests.observability.support import SCENARIOS, check_store_spans, draw, one_trace
+from tests.observability.support import (
+    SCENARIOS,
+    check_store_spans,
+    check_turns,
+    draw,
+    one_trace,
+)
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -22,4 +28,5 @@ async def test_span_tree(
     finished = spans.finished()
     assert draw(finished) == scenario.expected
     one_trace(finished)
+    check_turns(finished)
     await check_store_spans(finished, store, runs)

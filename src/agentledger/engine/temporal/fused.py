@@ -84,6 +84,7 @@ from agentledger.runtime import records as rt
 from agentledger.runtime.planner import ToolCall
 from agentledger.runtime.planner_input import turn_after_call
 from agentledger.runtime.steps import effect_of
+from agentledger.runtime.tracing import TurnSpan
 from agentledger.runtime.wire import (
     PLAN_TURN,
     TOOL_CALL,
@@ -237,10 +238,10 @@ def plan_and_call_activity(
         then = _turn_after(call, tool, arg)
         if then is None or activity.is_cancelled():  # a cancel: the loop stops before it
             return fused
-        after = await _plan_after(plan_turn, then, tool, check)
+        after = await _plan_after(plan_turn, then, tool, check, arg.trace)
         whole = msgspec.structs.replace(fused, after=after)
         if after.plan is not None and check(whole):  # recorded, too large to carry with the rest
-            return msgspec.structs.replace(fused, after=TurnAfter())
+            return msgspec.structs.replace(fused, after=TurnAfter(trace=after.trace))
         return whole
 
     return plan_and_call
@@ -254,19 +255,34 @@ def _turn_after(
 
 
 async def _plan_after(
-    plan_turn: Activity, then: PlanTurnInput, tool: ToolCallOutput, check: Callable[[Any], str]
+    plan_turn: Activity,
+    then: PlanTurnInput,
+    tool: ToolCallOutput,
+    check: Callable[[Any], str],
+    run_trace: dict[str, str],
 ) -> TurnAfter:
-    """Run planner turn ``then`` as its first attempt: its result, or what hands it back."""
+    """Run planner turn ``then`` as its first attempt, in its span under the run's
+    (``run_trace``): its result, or what hands it back (with the span's carrier)."""
+    span = TurnSpan(then, run_trace)
+    trace = span.carrier
     try:
-        with attempt_of(1, check):
+        with attempt_of(1, check), span.within():
             out: PlanTurnOutput = await plan_turn(then)
-    except asyncio.CancelledError:  # it may have recorded its plan: its retry reads it
+    except asyncio.CancelledError as e:  # it may have recorded its plan: its retry reads it
+        span.failed(e)
+        span.end()
         _uncancel()
-        return TurnAfter(lost=True)
+        return TurnAfter(lost=True, trace=trace)
     except Exception as e:
-        return TurnAfter(failure={**error_details(e, attempt=1), "activity": PLAN_TURN})
+        failure = {**error_details(e, attempt=1), "activity": PLAN_TURN}
+        if not failure.get("retryable"):  # the turn's failure for good (else it is retried)
+            span.failed(e)
+        span.end()
+        return TurnAfter(failure=failure, trace=trace)
+    span.planned(out)
+    span.end()
     at = max(_now(), tool.finished_at or _now())
-    return TurnAfter(plan=msgspec.structs.replace(out, finished_at=at))
+    return TurnAfter(plan=msgspec.structs.replace(out, finished_at=at), trace=trace)
 
 
 def call_and_plan_activity(
@@ -292,10 +308,10 @@ def call_and_plan_activity(
             return out
         if done:
             return msgspec.structs.replace(out, after=TurnAfter(lost=True))
-        after = await _plan_after(plan_turn, then, tool, check)
+        after = await _plan_after(plan_turn, then, tool, check, arg.trace)
         whole = msgspec.structs.replace(out, after=after)
         if after.plan is not None and check(whole):  # recorded, too large to carry with it
-            return msgspec.structs.replace(out, after=TurnAfter())
+            return msgspec.structs.replace(out, after=TurnAfter(trace=after.trace))
         return whole
 
     return call_and_plan
