@@ -262,7 +262,8 @@ async def _plan_after(
     run_trace: dict[str, str],
 ) -> TurnAfter:
     """Run planner turn ``then`` as its first attempt, in its span under the run's
-    (``run_trace``): its result, or what hands it back (with the span's carrier)."""
+    (``run_trace``): its result with the span's carrier, or what hands it back (the span
+    then stands for this attempt only, marked failed or interrupted)."""
     span = TurnSpan(then, run_trace)
     trace = span.carrier
     try:
@@ -272,12 +273,11 @@ async def _plan_after(
         span.failed(e)
         span.end()
         _uncancel()
-        return TurnAfter(lost=True, trace=trace)
+        return TurnAfter(lost=True)
     except Exception as e:
-        failure = {**error_details(e, attempt=1), "activity": PLAN_TURN}
-        if not failure.get("retryable"):  # the turn's failure for good (else it is retried)
-            span.failed(e)
+        span.failed(e)  # the turn's failure for good, or this attempt's (a retry has its own)
         span.end()
+        failure = {**error_details(e, attempt=1), "activity": PLAN_TURN}
         return TurnAfter(failure=failure, trace=trace)
     span.planned(out)
     span.end()

@@ -218,7 +218,7 @@ class TurnAfter(msgspec.Struct, frozen=True, kw_only=True):
     lost: bool = False
     trace: dict[str, str] = {}
     """The context of the turn's span, which the activity opened, as a W3C carrier: the
-    parent of what the plan causes ({}: the activity opened none)."""
+    parent of what the plan causes ({}: the activity opened none, or the turn was lost)."""
 
 
 class PlanAndCallOutput(msgspec.Struct, frozen=True, kw_only=True):

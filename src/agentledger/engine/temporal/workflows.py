@@ -334,11 +334,19 @@ class TemporalContext:
 
     def carried_turn(self, arg: PlanTurnInput) -> dict[str, str] | None:
         """The carrier of the span the activity that ran planner turn ``arg`` after a call
-        opened for it, if this context answers ``arg`` from that activity."""
+        opened for it, if this context answers ``arg`` with that activity's plan or its
+        failure for good (a turn handed back to be retried is traced as the loop's own)."""
         after = self._after
         if after is None or not after[1].trace or after[0] != arg:
             return None
-        return after[1].trace
+        turn = after[1]
+        if _carries(turn) or (turn.failure is not None and not self._retries(turn.failure)):
+            return turn.trace
+        return None
+
+    def _retries(self, failure: dict[str, Any]) -> bool:
+        """Whether an activity's attempt that failed with ``failure`` is retried."""
+        return bool(failure.get("retryable")) and self.options.retry.maximum_attempts > 1
 
     def _fuses(self) -> bool:
         """Whether this run's planner turns run their lone tool call too (see :mod:`.fused`):
@@ -380,7 +388,7 @@ class TemporalContext:
             return turn.plan
         spent = 0
         if turn.failure is not None:
-            if not turn.failure.get("retryable") or self.options.retry.maximum_attempts <= 1:
+            if not self._retries(turn.failure):
                 raise activity_failed(turn.failure, activity=PLAN_TURN)
             spent = 1  # a TransientError: one of the turn's attempts is used
         elif not turn.lost:  # recorded, too large to carry with the call: read it back
