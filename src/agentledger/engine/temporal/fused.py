@@ -56,6 +56,12 @@ interruption or a plan too large to carry back hands it back too; a cancel
 that reached the activity before it keeps it from starting (the loop stops
 before it), and a plan finished in spite of one is carried back, the
 workflow holding the cancel until the loop has taken it.
+
+Tracing. The turn after the call opens its ``agentledger.turn`` span here
+(:class:`~agentledger.runtime.tracing.TurnSpan`), under the run's span that the
+workflow sends as a W3C carrier (``trace``), and carries its own span's carrier
+back (:attr:`TurnAfter.trace`): the workflow makes it the parent of what the plan
+causes instead of opening a span of its own for the turn.
 """
 
 from __future__ import annotations
