@@ -234,9 +234,7 @@ class RunSpan:
         """End the open turn, if any: the next is the :class:`TurnSpan` an activity opened
         (``carrier``), the parent of what its plan causes (this run does not end it)."""
         self.end_turn(None)
-        self._turn = _otel.NonRecordingSpan(
-            _otel.get_current_span(carried_context(carrier)).get_span_context()
-        )
+        self._turn = _otel.get_current_span(carried_context(carrier))  # a non-recording one
 
     def carrier(self) -> dict[str, str]:
         """The run span's context as a W3C carrier ({} while off)."""
