@@ -33,7 +33,16 @@ from agentledger.storage import RunStatus
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from tests.runtime.support import records
 
-__all__ = ["SCENARIOS", "Scenario", "check_store_spans", "draw", "one_trace"]
+__all__ = [
+    "SCENARIOS",
+    "Failing",
+    "Scenario",
+    "check_store_spans",
+    "check_turns",
+    "draw",
+    "one_trace",
+    "weather",
+]
 
 TEST_SPAN = "test"
 
@@ -113,6 +122,28 @@ async def check_store_spans(spans: Sequence[ReadableSpan], store: Any, runs: Ite
     assert named == stored
 
 
+def check_turns(spans: Sequence[ReadableSpan]) -> None:
+    """Each turn span names its run and what its plan decided (or its error), and times its
+    planner turn: the model calls under it start and end within it."""
+    by_parent: dict[int, list[ReadableSpan]] = {}
+    for s in spans:
+        if s.parent is not None:
+            by_parent.setdefault(s.parent.span_id, []).append(s)
+    turns = [s for s in spans if s.name == "agentledger.turn"]
+    assert turns
+    for turn in turns:
+        attributes = turn.attributes or {}
+        assert attributes["agentledger.run.id"], turn
+        assert "agentledger.turn.plan" in attributes or "error.type" in attributes, attributes
+        chats = [s for s in by_parent.get(turn.context.span_id, []) if s.name.startswith("chat ")]
+        assert chats, attributes
+        for chat in chats:
+            assert turn.start_time is not None
+            assert turn.end_time is not None
+            assert turn.start_time <= (chat.start_time or 0), attributes
+            assert (chat.end_time or 0) <= turn.end_time, attributes
+
+
 # ---------------------------------------------------------------------- scenarios
 
 
@@ -175,6 +206,30 @@ class FailingModel:
         yield  # pragma: no cover - never reached
 
 
+class Failing:
+    """``inner``'s answers, but model call ``n`` (from 0, attempts counted) raises ``fail[n]``."""
+
+    def __init__(self, inner: ScriptedModel, fail: dict[int, BaseException]) -> None:
+        self.inner = inner
+        self.fail = fail
+        self.calls = 0
+
+    def _call(self) -> None:
+        error = self.fail.pop(self.calls, None)
+        self.calls += 1
+        if error is not None:
+            raise error
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self._call()
+        return await self.inner.complete(request)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
+        self._call()
+        async for chunk in self.inner.stream(request):
+            yield chunk
+
+
 def _chat(model: Any, tools: Sequence[Any] = ()) -> Callable[[Runtime], None]:
     def setup(runtime: Runtime) -> None:
         runtime.register_model("m", model)
@@ -207,6 +262,65 @@ def tool_loop() -> Scenario:
             "      execute_tool weather is_error=False",
             "    agentledger.turn #2 resume=True",
             "      chat m",
+        ],
+    )
+
+
+def two_tool_turns() -> Scenario:
+    """Two planner turns of one tool call each (on Temporal the second's call runs with the
+    turn after it in one activity)."""
+    model = ScriptedModel(
+        [
+            tool_calls(("c1", "weather", {"city": "Paris"})),
+            tool_calls(("c2", "weather", {"city": "Rome"})),
+            reply("21C both."),
+        ]
+    )
+    return Scenario(
+        "two_tool_turns",
+        _chat(model, [weather]),
+        _run,
+        [
+            "test",
+            "  agentledger.run chat status=completed",
+            "    agentledger.turn #1 resume=False",
+            "      chat m",
+            "      execute_tool weather is_error=False",
+            "    agentledger.turn #2 resume=True",
+            "      chat m",
+            "      execute_tool weather is_error=False",
+            "    agentledger.turn #3 resume=True",
+            "      chat m",
+        ],
+    )
+
+
+def failed_after_call() -> Scenario:
+    """The planner turn after a lone tool call fails for good (on Temporal in the call's
+    activity)."""
+    model = Failing(
+        ScriptedModel([tool_calls(("c1", "weather", {"city": "Paris"}))]),
+        {1: ProviderError(provider="scripted", status=400, body="the model refused")},
+    )
+
+    async def drive(runtime: Runtime, session: str) -> list[str]:
+        with _tracer().start_as_current_span(TEST_SPAN):
+            out = await runtime.agent_client("chat").run(session, [user_message("go")])
+        assert out.status is RunStatus.FAILED
+        return [out.run_id]
+
+    return Scenario(
+        "failed_after_call",
+        _chat(model, [weather]),
+        drive,
+        [
+            "test",
+            "  agentledger.run chat status=failed error=ProviderError",
+            "    agentledger.turn #1 resume=False",
+            "      chat m",
+            "      execute_tool weather is_error=False",
+            "    agentledger.turn #2 resume=True error=ProviderError",
+            "      chat m error=ProviderError",
         ],
     )
 
@@ -328,6 +442,8 @@ def failed_turn() -> Scenario:
 
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "tool_loop": tool_loop,
+    "two_tool_turns": two_tool_turns,
+    "failed_after_call": failed_after_call,
     "child_run": child_run,
     "suspend_resume": suspend_resume,
     "canceled": canceled,

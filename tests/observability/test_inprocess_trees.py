@@ -9,7 +9,13 @@ from agentledger.runtime import Agent, ModelPlanner, Runtime, idempotency_key
 from agentledger.storage.sqlite import SQLiteStore
 from agentledger.testing import ScriptedModel, reply, tool_calls
 from tests.observability.conftest import Spans
-from tests.observability.support import SCENARIOS, check_store_spans, draw, one_trace
+from tests.observability.support import (
+    SCENARIOS,
+    check_store_spans,
+    check_turns,
+    draw,
+    one_trace,
+)
 from tests.runtime.test_effects import FAST, Ledger
 
 
@@ -24,6 +30,7 @@ async def test_span_tree(name: str, spans: Spans, store: SQLiteStore, session: s
     finished = spans.finished()
     assert draw(finished) == scenario.expected
     one_trace(finished)
+    check_turns(finished)
     await check_store_spans(finished, store, runs)
 
 

@@ -37,6 +37,7 @@ from agentledger.engine.base import WorkflowCanceled
 
 try:
     from opentelemetry import trace as _otel
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError:  # pragma: no cover - exercised in a subprocess without the package
     _otel = None  # type: ignore[assignment]
 
@@ -49,10 +50,12 @@ if TYPE_CHECKING:
 __all__ = [
     "TRACER_NAME",
     "available",
+    "carried_context",
     "error_type",
     "flush",
     "record_error",
     "span",
+    "span_carrier",
     "tracer",
     "workflow_tracer",
 ]
@@ -69,6 +72,8 @@ class _State:
 
 
 _state = _State()
+
+_W3C = TraceContextTextMapPropagator() if _otel is not None else None
 
 # While no provider is set, the API's global holds None: one attribute lookup says "off"
 # (``get_tracer_provider()`` also reads the environment, microseconds a call). A provider
@@ -121,6 +126,20 @@ def workflow_tracer() -> Tracer | None:
         if replay_safe is None or not isinstance(_otel.get_tracer_provider(), replay_safe):
             return None
     return found
+
+
+def span_carrier(target: Span) -> dict[str, str]:
+    """``target``'s context as a W3C trace-context carrier (``traceparent``, ``tracestate``):
+    to open spans under it in another task or process (:func:`carried_context`). Made
+    without the global propagators, so workflow code may call it."""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier, context=_otel.set_span_in_context(target))
+    return carrier
+
+
+def carried_context(carrier: dict[str, str]) -> Context:
+    """The context a :func:`span_carrier` carrier stands for (its span as the parent)."""
+    return _W3C.extract(carrier)
 
 
 def error_type(error: BaseException) -> str:

@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from agentledger.engine.base import WorkflowCanceled, WorkflowContext
 from agentledger.observability.tracing import (
+    carried_context,
     record_error,
     span,
+    span_carrier,
     tracer,
     workflow_tracer,
 )
@@ -44,10 +46,120 @@ if TYPE_CHECKING:
         ToolCallInput,
     )
 
-__all__ = ["RunSpan", "TracedContext", "run_span", "traced_tool_call"]
+__all__ = [
+    "CarriesTurns",
+    "RunSpan",
+    "TracedContext",
+    "TurnSpan",
+    "run_span",
+    "traced_tool_call",
+]
 
 S = TypeVar("S")
 T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- turns
+
+
+def _turn_attributes(arg: PlanTurnInput) -> dict[str, AttributeValue]:
+    """The attributes of planner turn ``arg``'s span, wherever it is opened."""
+    return {
+        "agentledger.run.id": arg.run.run_id,
+        "agentledger.agent.id": arg.run.agent_id,
+        "agentledger.turn.number": arg.turn,
+        "agentledger.turn.resume": arg.resume,
+    }
+
+
+def _mark_planned(turn: Span, out: PlanTurnOutput) -> None:
+    """What the planner decided, or why it failed."""
+    failure = out.failure
+    if failure is not None:
+        turn.set_attribute("error.type", failure.code or failure.kind)
+        turn.set_attribute("agentledger.turn.failure_kind", failure.kind)
+        turn.set_status(_otel.Status(_otel.StatusCode.ERROR, failure.message))
+    elif out.result is not None:
+        plan = out.result
+        decided = (
+            "final"
+            if plan.final is not None
+            else "await"
+            if plan.await_ is not None
+            else "tool_calls"
+        )
+        turn.set_attribute("agentledger.turn.plan", decided)
+
+
+def _mark_failed(turn: Span, error: BaseException) -> None:
+    """The planner turn failed for good with ``error`` (or was interrupted)."""
+    if isinstance(error, WorkflowCanceled | asyncio.CancelledError):
+        turn.set_attribute("agentledger.interrupted", True)
+    else:
+        record_error(turn, error)
+
+
+class TurnSpan:
+    """The ``agentledger.turn`` span of a planner turn an activity runs ahead of the run loop
+    (the Temporal engine runs the turn after a lone tool call in that call's activity).
+
+    It opens under the run's span, given as a carrier (:func:`~agentledger.observability.
+    tracing.span_carrier`), times the turn, and hands back its own carrier: the workflow
+    makes it the parent of what the plan causes (:class:`CarriesTurns`). A no-op while
+    tracing is off or without a run carrier (the run's workflow traces nothing).
+    """
+
+    __slots__ = ("_span",)
+
+    def __init__(self, arg: PlanTurnInput, run: Mapping[str, str]) -> None:
+        found = tracer() if run else None
+        self._span: Span | None = None
+        if found is not None:
+            self._span = found.start_span(
+                "agentledger.turn",
+                context=carried_context(dict(run)),
+                attributes=_turn_attributes(arg),
+            )
+
+    @property
+    def carrier(self) -> dict[str, str]:
+        """The span's context as a W3C carrier ({} while off)."""
+        return {} if self._span is None else span_carrier(self._span)
+
+    def within(self) -> contextlib.AbstractContextManager[Any]:
+        """The span as the current one for the block (the planner's model calls nest in it)."""
+        if self._span is None:
+            return contextlib.nullcontext()
+        return _otel.use_span(
+            self._span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        )
+
+    def planned(self, out: PlanTurnOutput) -> None:
+        """What the planner decided, or why it failed."""
+        if self._span is not None:
+            _mark_planned(self._span, out)
+
+    def failed(self, error: BaseException) -> None:
+        """The turn failed for good with ``error`` (or was interrupted)."""
+        if self._span is not None:
+            _mark_failed(self._span, error)
+
+    def end(self) -> None:
+        if self._span is not None:
+            self._span.end()
+
+
+@runtime_checkable
+class CarriesTurns(Protocol):
+    """A :class:`~agentledger.engine.WorkflowContext` whose activities may run the loop's next
+    planner turn ahead of it, each in a :class:`TurnSpan` (the Temporal engine's)."""
+
+    def trace_turns_under(self, carrier: dict[str, str]) -> None:
+        """The run span's carrier: the turns run ahead open their spans under it."""
+
+    def carried_turn(self, arg: PlanTurnInput) -> dict[str, str] | None:
+        """The carrier of the span an activity opened for planner turn ``arg``, when the
+        engine answers ``arg`` from that activity (None: the turn runs as usual)."""
 
 
 # ---------------------------------------------------------------------------- runs
@@ -115,43 +227,28 @@ class RunSpan:
         self._turn = self._tracer.start_span(
             "agentledger.turn",
             context=_otel.set_span_in_context(self._span),
-            attributes={
-                "agentledger.run.id": arg.run.run_id,
-                "agentledger.agent.id": arg.run.agent_id,
-                "agentledger.turn.number": arg.turn,
-                "agentledger.turn.resume": arg.resume,
-            },
+            attributes=_turn_attributes(arg),
         )
+
+    def adopt_turn(self, carrier: dict[str, str]) -> None:
+        """End the open turn, if any: the next is the :class:`TurnSpan` an activity opened
+        (``carrier``), the parent of what its plan causes (this run does not end it)."""
+        self.end_turn(None)
+        self._turn = _otel.get_current_span(carried_context(carrier))  # a non-recording one
+
+    def carrier(self) -> dict[str, str]:
+        """The run span's context as a W3C carrier ({} while off)."""
+        return {} if self._span is None else span_carrier(self._span)
 
     def turn_planned(self, out: PlanTurnOutput) -> None:
         """What the planner decided, or why it failed."""
-        turn = self._turn
-        if turn is None:
-            return
-        failure = out.failure
-        if failure is not None:
-            turn.set_attribute("error.type", failure.code or failure.kind)
-            turn.set_attribute("agentledger.turn.failure_kind", failure.kind)
-            turn.set_status(_otel.Status(_otel.StatusCode.ERROR, failure.message))
-        elif out.result is not None:
-            plan = out.result
-            decided = (
-                "final"
-                if plan.final is not None
-                else "await"
-                if plan.await_ is not None
-                else "tool_calls"
-            )
-            turn.set_attribute("agentledger.turn.plan", decided)
+        if self._turn is not None:
+            _mark_planned(self._turn, out)
 
     def turn_failed(self, error: BaseException) -> None:
         """The planner's activity failed for good (or was interrupted)."""
-        if self._turn is None:
-            return
-        if isinstance(error, WorkflowCanceled | asyncio.CancelledError):
-            self._turn.set_attribute("agentledger.interrupted", True)
-        else:
-            record_error(self._turn, error)
+        if self._turn is not None:
+            _mark_failed(self._turn, error)
 
     def end_turn(self, error: BaseException | None) -> None:
         """End the open turn; an eviction's error is recorded so replay-safe spans skip it."""
@@ -209,6 +306,9 @@ class TracedContext:
     def __init__(self, inner: WorkflowContext, run: RunSpan) -> None:
         self._inner = inner
         self._run = run
+        self._ahead = inner if isinstance(inner, CarriesTurns) else None
+        if self._ahead is not None:
+            self._ahead.trace_turns_under(run.carrier())
 
     @property
     def workflow_id(self) -> str:
@@ -229,7 +329,12 @@ class TracedContext:
     ) -> T:
         run = self._run
         if name == PLAN_TURN:
-            run.begin_turn(arg)
+            # A turn the engine answers from an activity that ran it ahead has its span there.
+            carried = None if self._ahead is None else self._ahead.carried_turn(arg)
+            if carried:
+                run.adopt_turn(carried)
+            else:
+                run.begin_turn(arg)
         elif name in (COMPLETE_RUN, SUSPEND_RUN):
             run.end_turn(None)
         try:

@@ -56,6 +56,12 @@ interruption or a plan too large to carry back hands it back too; a cancel
 that reached the activity before it keeps it from starting (the loop stops
 before it), and a plan finished in spite of one is carried back, the
 workflow holding the cancel until the loop has taken it.
+
+Tracing. The turn after the call opens its ``agentledger.turn`` span here
+(:class:`~agentledger.runtime.tracing.TurnSpan`), under the run's span that the
+workflow sends as a W3C carrier (``trace``), and carries its own span's carrier
+back (:attr:`TurnAfter.trace`): the workflow makes it the parent of what the plan
+causes instead of opening a span of its own for the turn.
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ from agentledger.runtime import records as rt
 from agentledger.runtime.planner import ToolCall
 from agentledger.runtime.planner_input import turn_after_call
 from agentledger.runtime.steps import effect_of
+from agentledger.runtime.tracing import TurnSpan
 from agentledger.runtime.wire import (
     PLAN_TURN,
     TOOL_CALL,
@@ -237,10 +244,10 @@ def plan_and_call_activity(
         then = _turn_after(call, tool, arg)
         if then is None or activity.is_cancelled():  # a cancel: the loop stops before it
             return fused
-        after = await _plan_after(plan_turn, then, tool, check)
+        after = await _plan_after(plan_turn, then, tool, check, arg.trace)
         whole = msgspec.structs.replace(fused, after=after)
         if after.plan is not None and check(whole):  # recorded, too large to carry with the rest
-            return msgspec.structs.replace(fused, after=TurnAfter())
+            return msgspec.structs.replace(fused, after=TurnAfter(trace=after.trace))
         return whole
 
     return plan_and_call
@@ -254,19 +261,34 @@ def _turn_after(
 
 
 async def _plan_after(
-    plan_turn: Activity, then: PlanTurnInput, tool: ToolCallOutput, check: Callable[[Any], str]
+    plan_turn: Activity,
+    then: PlanTurnInput,
+    tool: ToolCallOutput,
+    check: Callable[[Any], str],
+    run_trace: dict[str, str],
 ) -> TurnAfter:
-    """Run planner turn ``then`` as its first attempt: its result, or what hands it back."""
+    """Run planner turn ``then`` as its first attempt, in its span under the run's
+    (``run_trace``): its result with the span's carrier, or what hands it back (the span
+    then stands for this attempt only, marked failed or interrupted)."""
+    span = TurnSpan(then, run_trace)
+    trace = span.carrier
     try:
-        with attempt_of(1, check):
+        with attempt_of(1, check), span.within():
             out: PlanTurnOutput = await plan_turn(then)
-    except asyncio.CancelledError:  # it may have recorded its plan: its retry reads it
+    except asyncio.CancelledError as e:  # it may have recorded its plan: its retry reads it
+        span.failed(e)
+        span.end()
         _uncancel()
         return TurnAfter(lost=True)
     except Exception as e:
-        return TurnAfter(failure={**error_details(e, attempt=1), "activity": PLAN_TURN})
+        span.failed(e)  # the turn's failure for good, or this attempt's (a retry has its own)
+        span.end()
+        failure = {**error_details(e, attempt=1), "activity": PLAN_TURN}
+        return TurnAfter(failure=failure, trace=trace)
+    span.planned(out)
+    span.end()
     at = max(_now(), tool.finished_at or _now())
-    return TurnAfter(plan=msgspec.structs.replace(out, finished_at=at))
+    return TurnAfter(plan=msgspec.structs.replace(out, finished_at=at), trace=trace)
 
 
 def call_and_plan_activity(
@@ -292,10 +314,10 @@ def call_and_plan_activity(
             return out
         if done:
             return msgspec.structs.replace(out, after=TurnAfter(lost=True))
-        after = await _plan_after(plan_turn, then, tool, check)
+        after = await _plan_after(plan_turn, then, tool, check, arg.trace)
         whole = msgspec.structs.replace(out, after=after)
         if after.plan is not None and check(whole):  # recorded, too large to carry with it
-            return msgspec.structs.replace(out, after=TurnAfter())
+            return msgspec.structs.replace(out, after=TurnAfter(trace=after.trace))
         return whole
 
     return call_and_plan

@@ -192,6 +192,9 @@ class PlanAndCall(msgspec.Struct, frozen=True, kw_only=True):
     """Run the planner turn the loop runs right after the call, too (see
     :func:`~agentledger.runtime.planner_input.turn_after_call`): ignored by a worker before
     it, which hands back no :class:`TurnAfter` (the loop then plans it as usual)."""
+    trace: dict[str, str] = {}
+    """The run span's context as a W3C carrier, when the run is traced: the planner turn
+    after the call opens its span under it ({}: no span)."""
 
     @property
     def max_turn_attempts(self) -> int:
@@ -213,6 +216,9 @@ class TurnAfter(msgspec.Struct, frozen=True, kw_only=True):
     plan: PlanTurnOutput | None = None
     failure: dict[str, Any] | None = None
     lost: bool = False
+    trace: dict[str, str] = {}
+    """The context of the turn's span, which the activity opened, as a W3C carrier: the
+    parent of what the plan causes ({}: the activity opened none, or the turn was lost)."""
 
 
 class PlanAndCallOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -301,6 +307,8 @@ class CallAndPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     call: ToolCallInput
     prompt: RenderedPrompt | None = None
+    trace: dict[str, str] = {}
+    """As :class:`PlanAndCall`'s: the run span's context, for the planner turn after it."""
 
     @property
     def max_turn_attempts(self) -> int:

@@ -229,6 +229,7 @@ class TemporalContext:
         self._prompt: Any = None  # the prompt of the turn whose call is handed
         # the planner turn the loop runs next, as the call's activity ran it: its input
         self._after: tuple[PlanTurnInput, TurnAfter] | None = None
+        self._trace: dict[str, str] = {}  # the run span's carrier (see trace_turns_under)
         self.waiting: bool | None = None
         """Whether a message of the session waited once the run's ending was written
         (the worker's ``complete_run`` says; None: unknown)."""
@@ -299,7 +300,11 @@ class TemporalContext:
         if name == PLAN_TURN and self._fuses():
             assert self.agent is not None
             fused = PlanAndCall(
-                plan=arg, agent=self.agent, not_before=self.now(), turn_after=self._then
+                plan=arg,
+                agent=self.agent,
+                not_before=self.now(),
+                turn_after=self._then,
+                trace=self._trace,
             )
             both = await self._schedule(
                 PLAN_AND_CALL,
@@ -320,6 +325,28 @@ class TemporalContext:
             self._then = began.lone_calls_in_turn and began.turns_after_calls
             return began  # type: ignore[return-value]
         return await self._schedule(name, arg, result_type, interruptible=interruptible)
+
+    def trace_turns_under(self, carrier: dict[str, str]) -> None:
+        """The run span's context (a W3C carrier): the planner turns the fused activities
+        run after a call open their spans under it (see
+        :class:`~agentledger.runtime.tracing.CarriesTurns`)."""
+        self._trace = carrier
+
+    def carried_turn(self, arg: PlanTurnInput) -> dict[str, str] | None:
+        """The carrier of the span the activity that ran planner turn ``arg`` after a call
+        opened for it, if this context answers ``arg`` with that activity's plan or its
+        failure for good (a turn handed back to be retried is traced as the loop's own)."""
+        after = self._after
+        if after is None or not after[1].trace or after[0] != arg:
+            return None
+        turn = after[1]
+        if _carries(turn) or (turn.failure is not None and not self._retries(turn.failure)):
+            return turn.trace
+        return None
+
+    def _retries(self, failure: dict[str, Any]) -> bool:
+        """Whether an activity's attempt that failed with ``failure`` is retried."""
+        return bool(failure.get("retryable")) and self.options.retry.maximum_attempts > 1
 
     def _fuses(self) -> bool:
         """Whether this run's planner turns run their lone tool call too (see :mod:`.fused`):
@@ -361,7 +388,7 @@ class TemporalContext:
             return turn.plan
         spent = 0
         if turn.failure is not None:
-            if not turn.failure.get("retryable") or self.options.retry.maximum_attempts <= 1:
+            if not self._retries(turn.failure):
                 raise activity_failed(turn.failure, activity=PLAN_TURN)
             spent = 1  # a TransientError: one of the turn's attempts is used
         elif not turn.lost:  # recorded, too large to carry with the call: read it back
@@ -380,7 +407,7 @@ class TemporalContext:
         in one activity (:data:`CALL_AND_PLAN`)."""
         both = await self._schedule(
             CALL_AND_PLAN,
-            CallAndPlan(call=arg, prompt=self._prompt),
+            CallAndPlan(call=arg, prompt=self._prompt, trace=self._trace),
             CallAndPlanOutput,
             interruptible=interruptible,
             reported=TOOL_CALL,
