@@ -42,6 +42,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "COMMIT_WINDOW",
     "HERE_COMMIT_SECONDS",
     "MAX_GROUP",
     "MAX_HERE",
@@ -64,10 +65,15 @@ MAX_HERE = 64
 
 HERE_COMMIT_SECONDS = 0.001
 """Caller's-thread groups run only while a COMMIT (its fsync, at ``synchronous=FULL``)
-takes at most this long, on average over the last few: on a disk that syncs slowly
-they queue for the writer thread, so the loop runs meanwhile, and the hand-offs,
-small beside such a sync, buy the overlap of a group's commit with the next one's
-submissions."""
+typically takes at most this long: while at most half of the last :data:`COMMIT_WINDOW`
+measured took longer. On a disk that syncs slowly they queue for the writer thread, so
+the loop runs meanwhile, and the hand-offs, small beside such a sync, buy the overlap of
+a group's commit with the next one's submissions. A few slow syncs among fast ones (a
+file system's journal commit) do not count as a slow disk: an average would, and send
+every lone append through two thread hand-offs that cost more CPU than its sync."""
+
+COMMIT_WINDOW = 8
+"""How many of the latest measured COMMITs decide whether commits are fast."""
 
 PROBE_EVERY = 16
 """While commits are slow, every this many groups one runs on the caller's thread all
@@ -77,6 +83,8 @@ thread the time would include waiting for the GIL after the sync)."""
 CHECKPOINT_EVERY = 256
 """Commits between two checkpoints when SQLite's automatic one is off (inline mode):
 about as often as its default of 1,000 WAL pages, for appends of a few pages each."""
+
+_WINDOW_MASK = (1 << COMMIT_WINDOW) - 1
 
 # Primary result codes (https://sqlite.org/rescode.html).
 _BUSY, _LOCKED = 5, 6
@@ -149,8 +157,8 @@ class GroupWriter(Generic[C]):
     With ``inline``, the operations one event loop submitted in one turn,
     all marked ``here`` (bounded work) and at most :data:`MAX_HERE` of them,
     run at the end of that turn on the loop's own thread when nothing else is
-    queued or running, the file's write lock is free at once, and recent
-    commits were fast (:data:`HERE_COMMIT_SECONDS`): one group, with the same
+    queued or running, the file's write lock is free at once, and commits
+    are typically fast (:data:`HERE_COMMIT_SECONDS`): one group, with the same
     transaction and the same answers after the same COMMIT (its fsync
     included), without the two thread wake-ups that cost more than the
     operations. Each caller still yields once, so the operations of
@@ -213,9 +221,12 @@ class GroupWriter(Generic[C]):
         self._outstanding = 0
         """Operations queued for the thread and not yet answered: while there are
         any, nothing runs inline, so nothing overtakes them."""
-        self._commit_seconds = 0.0
-        """A moving average of how long a COMMIT on the caller's thread took (groups
-        run there while it is at most HERE_COMMIT_SECONDS, else one in PROBE_EVERY)."""
+        self._slow_commits = 0
+        """One bit per COMMIT measured on the caller's thread, newest lowest, of the last
+        COMMIT_WINDOW: set if it took longer than HERE_COMMIT_SECONDS (groups run there
+        while at most half are set, else one in PROBE_EVERY)."""
+        self.commits_measured = 0
+        """COMMITs measured on the caller's thread."""
         self._slow_groups = 0
         """Groups sent to the thread because commits were slow, since the last probe."""
         self._commits = 0
@@ -299,7 +310,7 @@ class GroupWriter(Generic[C]):
 
     def _fast_or_probe(self) -> bool:
         """Whether commits are fast; while they are not, True once in PROBE_EVERY calls."""
-        if self._commit_seconds <= HERE_COMMIT_SECONDS:
+        if self._slow_commits.bit_count() * 2 <= COMMIT_WINDOW:
             return True
         self._slow_groups += 1
         if self._slow_groups < PROBE_EVERY:
@@ -532,8 +543,9 @@ class GroupWriter(Generic[C]):
             started = time.perf_counter()
             self._cursor.execute("COMMIT")
             if here:
-                took = time.perf_counter() - started
-                self._commit_seconds += (took - self._commit_seconds) / 8
+                slow = time.perf_counter() - started > HERE_COMMIT_SECONDS
+                self._slow_commits = ((self._slow_commits << 1) | slow) & _WINDOW_MASK
+                self.commits_measured += 1
             self._commits += 1
         except BaseException as e:
             if conn.in_transaction:

@@ -218,9 +218,9 @@ class SQLiteStore(AdminOperations):
       encrypted, their data keys are in memory: one group, committed (with
       its fsync at ``"full"``) at the end of that turn on the loop's thread,
       each caller yielding once, so concurrent tasks still share a commit.
-      Only while commits are fast (a moving average of at most 1 ms): on a
-      disk that syncs slowly the writer thread commits and the loop runs
-      meanwhile (but for one group in 16, which measures again). They never
+      Only while commits are fast (at most half of the last 8 took over
+      1 ms): on a disk that syncs slowly the writer thread commits and the
+      loop runs meanwhile (but for one group in 16, which measures again). They never
       wait for the lock, read the vault or run a checkpoint there;
     - at ``"normal"`` durability, where a commit does not wait for the disk,
       such a small append runs at once, without yielding;
