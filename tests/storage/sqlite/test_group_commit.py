@@ -567,3 +567,33 @@ async def test_at_full_an_encrypted_group_needing_a_key_goes_to_the_writer_threa
                 "run_started",
                 *(["first", "second"] if run is runs[0] else ["first"]),
             ]
+
+
+@pytest.mark.usefixtures("fast_disk")
+async def test_at_full_a_lone_append_answers_in_one_turn_of_the_loop(
+    store: SQLiteStore, world: World
+) -> None:
+    """Its group commits at the end of the turn that submitted it, and the caller goes on
+    in the next turn: no further turn to wake it from a future (each costs a poll of
+    the loop's selector and a callback, tens of microseconds beside a fast sync)."""
+    run = await world.root("r", session=await world.session("s"))
+    turns = 0
+    spinning = True
+
+    async def spin() -> None:
+        nonlocal turns
+        while spinning:
+            await asyncio.sleep(0)
+            turns += 1
+
+    spinner = asyncio.ensure_future(spin())
+    await asyncio.sleep(0)
+    counted = []
+    for i in range(3):
+        before = turns
+        result = await store.append_run_record(world.note(run, f"k{i}"))
+        counted.append(turns - before)
+        assert result.inserted
+    spinning = False
+    await spinner
+    assert counted == [1, 1, 1]

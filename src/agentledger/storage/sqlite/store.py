@@ -482,7 +482,17 @@ class SQLiteStore(AdminOperations):
                 result = writer.run_inline(op)
                 if result is not QUEUE:
                     return result
-            return await writer.submit(op, here=here)
+            future = writer.submit(op, here=here)
+            if here:
+                # One turn: the end of the turn that submitted it (scheduled before this
+                # task's next step) runs it here if it may, and then the answer is ready
+                # without a second turn to wake this task from a future.
+                try:
+                    await asyncio.sleep(0)
+                except BaseException:
+                    future.cancel()  # the operation still runs; nobody reads its answer
+                    raise
+            return await future
         except sqlite3.Error as e:
             raise map_error(e, operation) from e
 
