@@ -486,6 +486,12 @@ class GroupWriter(Generic[C]):
             context = self._begin(self._cursor)
             pending = group if here else group + self._drain(len(group))
             group[:] = pending
+            if len(pending) == 1 and here:  # a lone operation: the common case
+                answer, rolled_back = self._run_alone(conn, context, pending[0])
+                if rolled_back:
+                    return [answer]
+                answers.append(answer)
+                pending = []
             while pending:
                 index = 0
                 solo = -1  # where a batch ended early: that operation runs by itself
@@ -557,6 +563,34 @@ class GroupWriter(Generic[C]):
                 raise
             return [(item, None, e) for item in group]
         return answers
+
+    def _run_alone(self, conn: sqlite3.Connection, context: C, item: _Item) -> tuple[_Answer, bool]:
+        """What :meth:`_run_group`'s loop does for a group of one operation on the caller's
+        thread: its answer, and whether it failed and the transaction was rolled back (it
+        raises for the group to fail: SQLite rolled the transaction back, or ``requeue``)."""
+        operation = item[0]
+        batch = self._batch
+        if batch is not None and getattr(operation, "batchable", False):
+            try:
+                done = batch(conn, context, [operation], False)
+            except BaseException as e:
+                if not conn.in_transaction:
+                    raise  # the group fails
+                conn.execute("ROLLBACK")
+                return (item, None, e), True
+            if done:
+                result, error = done[0]
+                return (item, result, error), False
+        try:
+            result = operation(conn, context, False)
+        except BaseException as e:
+            if isinstance(e, self._requeue):
+                raise _Requeue from e
+            if not conn.in_transaction:
+                raise  # SQLite rolled the whole transaction back: the group fails
+            conn.execute("ROLLBACK")
+            return (item, None, e), True
+        return (item, result, None), False
 
     @staticmethod
     def _answer(answers: list[_Answer]) -> None:
