@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import types
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -157,6 +158,13 @@ def _small_page(limit: object) -> bool:
 def _check_inline(inline: object) -> None:
     if not isinstance(inline, bool):
         raise ValidationError(field="inline", expected="True or False", got=inline)
+
+
+@types.coroutine
+def _one_turn() -> Generator[None, None, None]:
+    """Let the event loop run one turn (what ``asyncio.sleep(0)`` does, without its
+    coroutine around the yield)."""
+    yield
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -488,7 +496,7 @@ class SQLiteStore(AdminOperations):
                 # task's next step) runs it here if it may, and then the answer is ready
                 # without a second turn to wake this task from a future.
                 try:
-                    await asyncio.sleep(0)
+                    await _one_turn()
                 except BaseException:
                     future.cancel()  # the operation still runs; nobody reads its answer
                     raise
