@@ -2,7 +2,9 @@
 
 Run as ``.venv/bin/python bench/limits.py`` (``--quick`` for a short pass of the
 same figures: fewer repetitions and smaller sizes, for a smoke check, not for
-numbers). It is not a test. Each figure is measured against its reference in
+numbers; ``--baseline OTHER/src`` for the SQLite rows only, of this checkout and of
+another one in the same run, a fresh process per side and round, alternating). It
+is not a test. Each figure is measured against its reference in
 the same run, the two sides interleaved (their order alternating per
 repetition), at equal durability and with equal work, both warm; the ratio is
 the median of the per-repetition ratios. The load average is printed at the
@@ -403,18 +405,69 @@ def memory(table: Table, workdir: Path, repetitions: int) -> None:
     )
 
 
+def _sqlite_trial(workdir: str, repetitions: int, quick: bool) -> None:
+    """The SQLite rows alone, printed as JSON (one side of ``--baseline``)."""
+    sys.path.insert(0, str(HERE))
+    table = Table()
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        sqlite_appends(table, Path(tmp), repetitions, quick)
+        wal_pages(table, Path(tmp))
+    print(json.dumps(table.rows))
+
+
+def sqlite_against_baseline(baseline: str, rounds: int, repetitions: int, quick: bool) -> None:
+    """The SQLite rows of this checkout and of another one's ``src`` (``baseline``), each
+    round in a fresh process per side, the sides' order alternating per round; every
+    ratio is still against raw ``sqlite3`` in the same process."""
+    here_src = str(HERE.parent / "src")
+    tables: dict[str, list[list[list[str]]]] = {"this checkout": [], baseline: []}
+    with tempfile.TemporaryDirectory(prefix="agentledger-limits-") as tmp:
+        for round_ in range(rounds):
+            sides = [("this checkout", here_src), (baseline, baseline)]
+            for name, src in sides[:: 1 if round_ % 2 == 0 else -1]:
+                env = dict(os.environ, PYTHONPATH=src)
+                argv = [sys.executable, __file__, "--sqlite-trial", tmp, str(repetitions)]
+                if quick:
+                    argv.append("--quick")
+                out = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+                if out.returncode != 0:
+                    raise SystemExit(f"SQLite trial of {name} failed:\n{out.stderr}")
+                tables[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for name, runs in tables.items():
+        print(f"\n{name}: each cell ours vs raw = ratio, one per round")
+        for i, row in enumerate(runs[0]):
+            cells = " ; ".join(f"{r[i][1]} vs {r[i][2].split(': ')[-1]} = {r[i][3]}" for r in runs)
+            print(f"| {row[0]} | {cells} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short smoke pass")
     parser.add_argument("--repetitions", type=int, help="interleaved repetitions (default 5)")
     parser.add_argument("--runs", type=int, help="agent runs per trial (default 20)")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL row")
+    parser.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="only the SQLite rows, against another checkout's src directory in the same "
+        "interleaved run (a fresh process per side and round)",
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="rounds of --baseline")
     parser.add_argument("--memory-trial", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--sqlite-trial", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_trial:
         _memory_trial(*args.memory_trial)
         return 0
+    if args.sqlite_trial:
+        _sqlite_trial(args.sqlite_trial[0], int(args.sqlite_trial[1]), args.quick)
+        return 0
     repetitions = args.repetitions or (2 if args.quick else 5)
+    if args.baseline:
+        print(f"SQLite rows against {args.baseline}: load average at start: {_load()}")
+        sqlite_against_baseline(args.baseline, args.rounds, repetitions, args.quick)
+        print(f"\nload average at end: {_load()}")
+        return 0
     runs = args.runs or (3 if args.quick else 20)
     sys.path.insert(0, str(HERE))
     print(f"agentledger at its limits: {repetitions} interleaved repetitions, medians")

@@ -60,7 +60,9 @@ def plan_append(
     """[L8]/[X1] append an ordinary record; an exact repeat returns its original id."""
     check_sizes(record, limits)
     _check_ordinary(record, "record")
-    run = require_run(reader, record.run_id)  # owned_run, but record.run_id is checked
+    run = reader.run(record.run_id)  # owned_run, but record.run_id is checked: an id
+    if run is None:
+        run = require_run(reader, record.run_id)  # raises: not found, or purged
     check_owner(record, run.run_id, run.agent_id, run.session_id)
     status = run_session_status(reader, run)
     stored = reader.record(run.run_id, record.event_key)

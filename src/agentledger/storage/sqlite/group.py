@@ -42,6 +42,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "COMMIT_WINDOW",
     "HERE_COMMIT_SECONDS",
     "MAX_GROUP",
     "MAX_HERE",
@@ -64,10 +65,15 @@ MAX_HERE = 64
 
 HERE_COMMIT_SECONDS = 0.001
 """Caller's-thread groups run only while a COMMIT (its fsync, at ``synchronous=FULL``)
-takes at most this long, on average over the last few: on a disk that syncs slowly
-they queue for the writer thread, so the loop runs meanwhile, and the hand-offs,
-small beside such a sync, buy the overlap of a group's commit with the next one's
-submissions."""
+typically takes at most this long: while at most half of the last :data:`COMMIT_WINDOW`
+measured took longer. On a disk that syncs slowly they queue for the writer thread, so
+the loop runs meanwhile, and the hand-offs, small beside such a sync, buy the overlap of
+a group's commit with the next one's submissions. A few slow syncs among fast ones (a
+file system's journal commit) do not count as a slow disk: an average would, and send
+every lone append through two thread hand-offs that cost more CPU than its sync."""
+
+COMMIT_WINDOW = 8
+"""How many of the latest measured COMMITs decide whether commits are fast."""
 
 PROBE_EVERY = 16
 """While commits are slow, every this many groups one runs on the caller's thread all
@@ -77,6 +83,8 @@ thread the time would include waiting for the GIL after the sync)."""
 CHECKPOINT_EVERY = 256
 """Commits between two checkpoints when SQLite's automatic one is off (inline mode):
 about as often as its default of 1,000 WAL pages, for appends of a few pages each."""
+
+_WINDOW_MASK = (1 << COMMIT_WINDOW) - 1
 
 # Primary result codes (https://sqlite.org/rescode.html).
 _BUSY, _LOCKED = 5, 6
@@ -149,8 +157,8 @@ class GroupWriter(Generic[C]):
     With ``inline``, the operations one event loop submitted in one turn,
     all marked ``here`` (bounded work) and at most :data:`MAX_HERE` of them,
     run at the end of that turn on the loop's own thread when nothing else is
-    queued or running, the file's write lock is free at once, and recent
-    commits were fast (:data:`HERE_COMMIT_SECONDS`): one group, with the same
+    queued or running, the file's write lock is free at once, and commits
+    are typically fast (:data:`HERE_COMMIT_SECONDS`): one group, with the same
     transaction and the same answers after the same COMMIT (its fsync
     included), without the two thread wake-ups that cost more than the
     operations. Each caller still yields once, so the operations of
@@ -213,9 +221,12 @@ class GroupWriter(Generic[C]):
         self._outstanding = 0
         """Operations queued for the thread and not yet answered: while there are
         any, nothing runs inline, so nothing overtakes them."""
-        self._commit_seconds = 0.0
-        """A moving average of how long a COMMIT on the caller's thread took (groups
-        run there while it is at most HERE_COMMIT_SECONDS, else one in PROBE_EVERY)."""
+        self._slow_commits = 0
+        """One bit per COMMIT measured on the caller's thread, newest lowest, of the last
+        COMMIT_WINDOW: set if it took longer than HERE_COMMIT_SECONDS (groups run there
+        while at most half are set, else one in PROBE_EVERY)."""
+        self.commits_measured = 0
+        """COMMITs measured on the caller's thread."""
         self._slow_groups = 0
         """Groups sent to the thread because commits were slow, since the last probe."""
         self._commits = 0
@@ -299,7 +310,7 @@ class GroupWriter(Generic[C]):
 
     def _fast_or_probe(self) -> bool:
         """Whether commits are fast; while they are not, True once in PROBE_EVERY calls."""
-        if self._commit_seconds <= HERE_COMMIT_SECONDS:
+        if self._slow_commits.bit_count() * 2 <= COMMIT_WINDOW:
             return True
         self._slow_groups += 1
         if self._slow_groups < PROBE_EVERY:
@@ -475,6 +486,12 @@ class GroupWriter(Generic[C]):
             context = self._begin(self._cursor)
             pending = group if here else group + self._drain(len(group))
             group[:] = pending
+            if len(pending) == 1 and here:  # a lone operation: the common case
+                answer, rolled_back = self._run_alone(conn, context, pending[0])
+                if rolled_back:
+                    return [answer]
+                answers.append(answer)
+                pending = []
             while pending:
                 index = 0
                 solo = -1  # where a batch ended early: that operation runs by itself
@@ -532,8 +549,9 @@ class GroupWriter(Generic[C]):
             started = time.perf_counter()
             self._cursor.execute("COMMIT")
             if here:
-                took = time.perf_counter() - started
-                self._commit_seconds += (took - self._commit_seconds) / 8
+                slow = time.perf_counter() - started > HERE_COMMIT_SECONDS
+                self._slow_commits = ((self._slow_commits << 1) | slow) & _WINDOW_MASK
+                self.commits_measured += 1
             self._commits += 1
         except BaseException as e:
             if conn.in_transaction:
@@ -545,6 +563,34 @@ class GroupWriter(Generic[C]):
                 raise
             return [(item, None, e) for item in group]
         return answers
+
+    def _run_alone(self, conn: sqlite3.Connection, context: C, item: _Item) -> tuple[_Answer, bool]:
+        """What :meth:`_run_group`'s loop does for a group of one operation on the caller's
+        thread: its answer, and whether it failed and the transaction was rolled back (it
+        raises for the group to fail: SQLite rolled the transaction back, or ``requeue``)."""
+        operation = item[0]
+        batch = self._batch
+        if batch is not None and getattr(operation, "batchable", False):
+            try:
+                done = batch(conn, context, [operation], False)
+            except BaseException as e:
+                if not conn.in_transaction:
+                    raise  # the group fails
+                conn.execute("ROLLBACK")
+                return (item, None, e), True
+            if done:
+                result, error = done[0]
+                return (item, result, error), False
+        try:
+            result = operation(conn, context, False)
+        except BaseException as e:
+            if isinstance(e, self._requeue):
+                raise _Requeue from e
+            if not conn.in_transaction:
+                raise  # SQLite rolled the whole transaction back: the group fails
+            conn.execute("ROLLBACK")
+            return (item, None, e), True
+        return (item, result, None), False
 
     @staticmethod
     def _answer(answers: list[_Answer]) -> None:

@@ -123,6 +123,8 @@ def run_appends(
     operation) is raised, for the writer to roll back; a key conflict, or any
     failure of a batch under its savepoint, undoes the batch and runs each alone.
     """
+    if len(operations) == 1:
+        return _run_one(conn, cache, operations[0], shared)
     taken: list[tuple[WriteOperation[Any], Any]] = []
     records: list[Any] = []
     counters: dict[str, list[Any]] = {}
@@ -176,6 +178,55 @@ def run_appends(
     if guarded:
         conn.execute("RELEASE batch")
     return [(result, None) for _, result in taken]
+
+
+def _run_one(
+    conn: sqlite3.Connection,
+    cache: RowCache,
+    operation: Callable[[sqlite3.Connection, RowCache, bool], Any],
+    shared: bool,
+) -> list[Answer]:
+    """:func:`run_appends` of one operation (a lone append: the common case), with the
+    same answers: its statements need no merging, so they run as planned."""
+    assert isinstance(operation, WriteOperation)
+    reader = SQLiteReader(conn, cache, fresh_keys=True)
+    try:
+        plan = operation.decide(reader)
+    except AgentledgerError:
+        return []  # maybe a retry: decided again on what is stored, alone
+    if not plan.writes:
+        return []
+    statements = plan_statements(reader, plan)
+    first = statements[0][0] if statements else None
+    if first is not INSERT_RECORD or any(sql not in _MERGEABLE for sql, _, _ in statements):
+        return []
+    cache.committed(plan)
+    # One record alone needs no savepoint: its INSERT, the first statement, is undone by
+    # SQLite if it fails; a later failure is the operation's own, and the writer rolls
+    # the transaction back.
+    guarded = shared or len(plan.records) != 1
+    if guarded:
+        conn.execute("SAVEPOINT batch")
+    inserted = False  # every record (the first statements)
+    try:
+        for sql, params, many in statements:
+            if sql is not INSERT_RECORD:
+                inserted = True
+            if many and len(params) != 1:
+                conn.executemany(sql, params)
+            else:
+                conn.execute(sql, params[0] if many else params)
+    except BaseException as e:
+        if (not inserted and isinstance(e, sqlite3.IntegrityError)) or (
+            guarded and conn.in_transaction and isinstance(e, Exception)
+        ):
+            _undo(conn, cache, guarded)
+            return []  # the writer runs it alone, deciding on what is stored
+        _undo(conn, cache, guarded)
+        raise
+    if guarded:
+        conn.execute("RELEASE batch")
+    return [(plan.result, None)]
 
 
 def _undo(conn: sqlite3.Connection, cache: RowCache, guarded: bool) -> None:
