@@ -81,8 +81,8 @@ class Table:
         goal: str,
         met: Callable[[float], bool],
     ) -> None:
-        verdict = "met" if met(ratio) else "MISSED"
-        self.rows.append([figure, ours, reference, f"{ratio:.2f}x", f"{goal} {verdict}"])
+        verdict = "" if goal == "-" else " met" if met(ratio) else " MISSED"
+        self.rows.append([figure, ours, reference, f"{ratio:.2f}x", f"{goal}{verdict}"])
 
     def print(self) -> None:
         header = ["figure", "agentledger", "reference", "ratio", "goal"]
