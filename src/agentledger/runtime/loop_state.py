@@ -208,6 +208,11 @@ class LoopState:
             turn=self.turn,
             awaiting=awaiting,
         )
+        await self._write_suspension(checkpoint)
+        return self._suspended(awaiting)
+
+    async def _write_suspension(self, checkpoint: RunCheckpoint) -> None:
+        """[L6] the owed records, the checkpoint and ``run_suspended``: one activity."""
         arg = SuspendRunInput(
             run=self.run_start,
             turn_id=self.inp.turn_id,
@@ -218,7 +223,6 @@ class LoopState:
         )
         await self.ctx.activity(SUSPEND_RUN, arg, type(None))
         self._paid()
-        return self._suspended(awaiting)
 
     async def _suspend_for_children(self, waiting: StepWaits) -> RunOutput:
         """Suspend because child runs wait or once calls are in doubt; the first call in
@@ -260,16 +264,7 @@ class LoopState:
             origin_run_id=self.origin,
             crash_loop=crash_loop,
         )
-        arg = SuspendRunInput(
-            run=self.run_start,
-            turn_id=self.inp.turn_id,
-            at=self.ctx.now(),
-            checkpoint=checkpoint,
-            records=tuple(self.owed),
-            records_at=self.owed_at,
-        )
-        await self.ctx.activity(SUSPEND_RUN, arg, type(None))
-        self._paid()
+        await self._write_suspension(checkpoint)
         asked = checkpoint.asked(run_id=self.inp.run_id, agent_id=self.inp.agent_id)
         return self._output(RunStatus.SUSPENDED, awaiting=asked)
 

@@ -217,14 +217,8 @@ CLUSTERED_TRIGGERS = {
         f"{c} = usage_labels.{c} - ({total})" for c, total in _session_totals("OLD").items()
     )
     + f" WHERE {_OF_SESSION.format('OLD')}; END",
-    "usage_label_added": "AFTER INSERT ON session_labels BEGIN "
-    f"INSERT INTO usage_labels (key, value, sessions, {_COUNTERS}) "
-    f"SELECT NEW.key, NEW.value, 1, {', '.join(f'coalesce(u.{c}, 0)' for c in USAGE_COLUMNS)} "
-    "FROM (SELECT NEW.session_id AS session_id) s "
-    "LEFT JOIN usage_sessions u ON u.session_id = s.session_id WHERE true "
-    "ON CONFLICT (key, value) DO UPDATE SET sessions = usage_labels.sessions + 1, "
-    + ", ".join(f"{c} = usage_labels.{c} + excluded.{c}" for c in USAGE_COLUMNS)
-    + "; END",
+    # a label's totals start from its session's (read through the usage_sessions view)
+    "usage_label_added": TRIGGERS["usage_label_added"],
     "usage_label_gone": TRIGGERS["usage_label_gone"],
 }
 """Migration 21's triggers: each trigger's name and body (``CREATE TRIGGER name body``)."""
