@@ -36,7 +36,7 @@ from agentledger.storage import (
 from agentledger.storage.archive import archive_bytes
 from agentledger.storage.conformance import dump_store
 from agentledger.storage.memory import MemoryStore
-from agentledger.storage.operations import SearchRequest, UsageQuery
+from agentledger.storage.requests import SearchRequest, UsageQuery
 from agentledger.storage.session_image import read_session_image
 from tests.service.process import ServiceProcess, Tokens
 

@@ -14,7 +14,15 @@ from agentledger.errors import ValidationError
 from agentledger.observability.store import TracedStore
 from agentledger.service import wire
 from agentledger.service.client import StoreClient
-from agentledger.storage import MemoryStore, Record, RunMeta, SessionAdmin, Store, operations
+from agentledger.storage import (
+    MemoryStore,
+    Record,
+    RunMeta,
+    SessionAdmin,
+    Store,
+    operations,
+    requests,
+)
 from agentledger.storage import memory as memory_backend
 from agentledger.storage.operations import OPERATIONS, AdminOperations, StoreOperations
 from agentledger.storage.postgres import store as postgres_backend
@@ -92,13 +100,13 @@ def _record(**changes: Any) -> Record:
     [
         (operations.APPEND_RUN_RECORD, _record(run_id="")),
         (operations.APPEND_RUN_RECORD, _record(event_key="")),
-        (operations.APPEND_RUN_RECORDS, operations.RecordBatch(records=[])),
+        (operations.APPEND_RUN_RECORDS, requests.RecordBatch(records=[])),
         (
             operations.SAVE_TOOL_RESULT,
-            operations.ToolResultSave(run_id="r", call_key="", data=b"x"),
+            requests.ToolResultSave(run_id="r", call_key="", data=b"x"),
         ),
-        (operations.LOAD_RUN, operations.RunRef(run_id="")),
-        (operations.CREATE_SESSION, operations.SessionCreate(session_id="")),
+        (operations.LOAD_RUN, requests.RunRef(run_id="")),
+        (operations.CREATE_SESSION, requests.SessionCreate(session_id="")),
     ],
 )
 async def test_a_refused_request_is_refused_before_any_read_as_the_store_refuses_it(
@@ -139,9 +147,9 @@ class _HandWritten:
 async def test_an_operation_calls_a_hand_written_store_by_its_public_method() -> None:
     store = _HandWritten()
     with pytest.raises(LookupError):
-        await operations.LOAD_RUN.invoke(store, operations.RunRef(run_id="r"))
-    await operations.LIST_SESSIONS.invoke(store, operations.SessionsQuery(cursor="c"))
-    save = operations.ToolResultSave(run_id="r", call_key="k", data=b"x")
+        await operations.LOAD_RUN.invoke(store, requests.RunRef(run_id="r"))
+    await operations.LIST_SESSIONS.invoke(store, requests.SessionsQuery(cursor="c"))
+    save = requests.ToolResultSave(run_id="r", call_key="k", data=b"x")
     assert await operations.SAVE_TOOL_RESULT.invoke(store, save) == b"x"
     assert store.calls == [
         ("load_run", ("r",), {}),

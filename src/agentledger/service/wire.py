@@ -25,11 +25,10 @@ from agentledger.storage.archive import (
     read_manifest,
     restore_archive_bytes,
 )
-from agentledger.storage.operations import (
-    OPERATIONS,
-    Access,
+from agentledger.storage.operations import OPERATIONS, Access, Operation, Touch, within
+from agentledger.storage.protocol import AdminStore
+from agentledger.storage.requests import (
     ChainQuery,
-    Operation,
     RecordBatch,
     RunPageQuery,
     RunRef,
@@ -42,10 +41,7 @@ from agentledger.storage.operations import (
     SessionsQuery,
     ToolResultRef,
     ToolResultSave,
-    Touch,
-    within,
 )
-from agentledger.storage.protocol import AdminStore
 from agentledger.storage.state import StateReader
 from agentledger.storage.validation import DEFAULT_LIMITS, SizeLimits
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from agentledger.errors import StoreClosedError
 from agentledger.storage import accounting, derivation, lifecycle, payloads, search, session_pages
 from agentledger.storage import operations as ops
+from agentledger.storage import requests as req
 from agentledger.storage.cursor import decode_cursor, encode_cursor
 from agentledger.storage.listing import session_page, session_query
 from agentledger.storage.operations import AdminOperations, Operation
@@ -301,12 +302,12 @@ class MemoryStore(AdminOperations):
 # Reads a StateReader cannot answer: one function per operation, over the dictionaries.
 
 
-def _run_page(s: _State, q: ops.RunPageQuery) -> Page:
+def _run_page(s: _State, q: req.RunPageQuery) -> Page:
     lifecycle.require_run(s, q.run_id)
     return _page(s.logs[q.run_id], "run", q.run_id, q.cursor, q.limit)
 
 
-def _transcript_chain(s: _State, q: ops.ChainQuery) -> tuple[TranscriptSegment, ...]:
+def _transcript_chain(s: _State, q: req.ChainQuery) -> tuple[TranscriptSegment, ...]:
     run_id = q.run_id
     run = lifecycle.require_run(s, run_id)
     ids = s.session_runs.get(run.session_id, []) if run.session_id else [run_id]
@@ -335,7 +336,7 @@ def _transcript_chain(s: _State, q: ops.ChainQuery) -> tuple[TranscriptSegment, 
     )
 
 
-def _session_page(s: _State, q: ops.SessionPageQuery) -> Page:
+def _session_page(s: _State, q: req.SessionPageQuery) -> Page:
     lifecycle.require_session(s, q.session_id)
     log = s.session_logs.get(q.session_id, [])  # positions 1..len(log); never damaged
     size = check_limit(q.limit)
@@ -346,14 +347,14 @@ def _session_page(s: _State, q: ops.SessionPageQuery) -> Page:
     return Page(records=records, next_cursor=next_cursor)
 
 
-def _session_runs(s: _State, q: ops.RunsBySessionQuery) -> list[RunMeta]:
+def _session_runs(s: _State, q: req.RunsBySessionQuery) -> list[RunMeta]:
     wanted = check_statuses(q.statuses, RunStatus)
     lifecycle.require_session(s, q.session_id)
     rows = (s.runs[run_id] for run_id in s.session_runs.get(q.session_id, ()))
     return [row.meta() for row in rows if not wanted or row.status in wanted]
 
 
-def _sessions(s: _State, q: ops.SessionsQuery) -> SessionPage:
+def _sessions(s: _State, q: req.SessionsQuery) -> SessionPage:
     statuses = cast(Iterable[SessionStatus], q.statuses)
     query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
     found = [row.public() for row in s.sessions.values()]
@@ -362,22 +363,22 @@ def _sessions(s: _State, q: ops.SessionsQuery) -> SessionPage:
     return session_page(query, found[: query.fetch])
 
 
-def _session_usage(s: _State, q: ops.SessionRef) -> accounting.UsageTotals:
+def _session_usage(s: _State, q: req.SessionRef) -> accounting.UsageTotals:
     lifecycle.require_session(s, q.session_id)
     return s.session_usage.get(q.session_id, _NONE)
 
 
-def _run_usage(s: _State, q: ops.RunRef) -> accounting.UsageTotals:
+def _run_usage(s: _State, q: req.RunRef) -> accounting.UsageTotals:
     lifecycle.require_run(s, q.run_id)
     return s.run_usage.get(q.run_id, _NONE)
 
 
-def _derived_copies(s: _State, q: ops.SessionRef) -> list[derivation.DerivedCopy]:
+def _derived_copies(s: _State, q: req.SessionRef) -> list[derivation.DerivedCopy]:
     require_id("session_id", q.session_id)
     return s.derived_copies(q.session_id)
 
 
-def _usage_by_label(s: _State, q: ops.UsageQuery) -> list[accounting.LabelUsage]:
+def _usage_by_label(s: _State, q: req.UsageQuery) -> list[accounting.LabelUsage]:
     wanted = accounting.check_usage_query(q.key, q.labels)
     groups: dict[str, tuple[int, accounting.UsageTotals]] = {}
     for session_id, row in s.sessions.items():
@@ -395,7 +396,7 @@ def _usage_by_label(s: _State, q: ops.UsageQuery) -> list[accounting.LabelUsage]
     ]
 
 
-def _search(s: _State, q: ops.SearchRequest) -> search.SearchPage:
+def _search(s: _State, q: req.SearchRequest) -> search.SearchPage:
     query = search.search_query(q.text, q.labels, q.session_id, q.cursor, q.limit)
     if query.session_id:
         lifecycle.require_session(s, query.session_id)

@@ -9,8 +9,9 @@ runs and records it names, and who may call it. :class:`StoreOperations` and
 ``self.perform(op, request)``; an implementation supplies only ``perform``.
 
 To add a store operation: write its decision in :mod:`.lifecycle`, add the method
-to :mod:`.protocol`, and add one entry here (its request struct, the
-:class:`Operation` and the method in the mixin). A write needs nothing else: every
+to :mod:`.protocol`, its request struct to :mod:`.requests` (unless a type of its
+own carries the arguments), and one entry here (the :class:`Operation` and the
+method in the mixin). A write needs nothing else: every
 backend applies a plan the same way. A read that cannot be answered through a
 ``StateReader`` (it needs its own query) also needs one read function per
 backend, listed in that backend's table of reads.
@@ -84,24 +85,9 @@ __all__ = [
     "OPERATIONS",
     "Access",
     "AdminOperations",
-    "ChainQuery",
     "Operation",
-    "RecordBatch",
-    "RunPageQuery",
-    "RunRef",
-    "RunsBySessionQuery",
-    "SearchRequest",
-    "SessionCreate",
-    "SessionEnd",
-    "SessionPageQuery",
-    "SessionPurge",
-    "SessionRef",
-    "SessionsQuery",
     "StoreOperations",
-    "ToolResultRef",
-    "ToolResultSave",
     "Touch",
-    "UsageQuery",
     "decide_stateless",
     "within",
 ]

@@ -28,6 +28,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 from agentledger.errors import SchemaVersionError, StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
+from agentledger.storage import requests as req
 from agentledger.storage.accounting import (
     LabelUsage,
     UsageTotals,
@@ -678,7 +679,7 @@ class PostgresStore(AdminOperations):
 # Reads a StateReader cannot answer: one function per operation, each its own query.
 
 
-async def _run_page(store: PostgresStore, q: ops.RunPageQuery) -> Page:
+async def _run_page(store: PostgresStore, q: req.RunPageQuery) -> Page:
     def require(r: StateReader) -> int:
         return lifecycle.require_run(r, q.run_id).last_seq
 
@@ -687,13 +688,13 @@ async def _run_page(store: PostgresStore, q: ops.RunPageQuery) -> Page:
 
 
 async def _transcript_chain(
-    store: PostgresStore, q: ops.ChainQuery
+    store: PostgresStore, q: req.ChainQuery
 ) -> tuple[TranscriptSegment, ...]:
     chain = chain_reader(q.run_id, windowed=q.windowed)
     return await store._read("load_transcript_chain", chain, ())
 
 
-async def _session_page(store: PostgresStore, q: ops.SessionPageQuery) -> Page:
+async def _session_page(store: PostgresStore, q: req.SessionPageQuery) -> Page:
     session_id = q.session_id
 
     def require(r: StateReader) -> int:
@@ -704,7 +705,7 @@ async def _session_page(store: PostgresStore, q: ops.SessionPageQuery) -> Page:
     return await store._read("list_session_run_records", lister, ())
 
 
-async def _session_runs(store: PostgresStore, q: ops.RunsBySessionQuery) -> list[RunMeta]:
+async def _session_runs(store: PostgresStore, q: req.RunsBySessionQuery) -> list[RunMeta]:
     wanted = check_statuses(q.statuses, RunStatus)
     session_id = q.session_id
 
@@ -723,13 +724,13 @@ async def _session_runs(store: PostgresStore, q: ops.RunsBySessionQuery) -> list
     return await store._read("list_runs_by_session", read, ())
 
 
-async def _sessions(store: PostgresStore, q: ops.SessionsQuery) -> SessionPage:
+async def _sessions(store: PostgresStore, q: req.SessionsQuery) -> SessionPage:
     statuses = cast(Iterable[SessionStatus], q.statuses)
     query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
     return await store._read("list_sessions", lambda r: session_list(r.conn, query), ())
 
 
-async def _session_usage(store: PostgresStore, q: ops.SessionRef) -> UsageTotals:
+async def _session_usage(store: PostgresStore, q: req.SessionRef) -> UsageTotals:
     session_id = q.session_id
 
     async def read(loader: Loader) -> UsageTotals:
@@ -744,7 +745,7 @@ async def _session_usage(store: PostgresStore, q: ops.SessionRef) -> UsageTotals
     return await store._read("load_session_usage", read, ())
 
 
-async def _run_usage(store: PostgresStore, q: ops.RunRef) -> UsageTotals:
+async def _run_usage(store: PostgresStore, q: req.RunRef) -> UsageTotals:
     run_id = q.run_id
 
     async def read(loader: Loader) -> UsageTotals:
@@ -759,7 +760,7 @@ async def _run_usage(store: PostgresStore, q: ops.RunRef) -> UsageTotals:
     return await store._read("load_run_usage", read, ())
 
 
-async def _usage_by_label(store: PostgresStore, q: ops.UsageQuery) -> list[LabelUsage]:
+async def _usage_by_label(store: PostgresStore, q: req.UsageQuery) -> list[LabelUsage]:
     wanted = check_usage_query(q.key, q.labels)
     sql, params = USAGE.by_label(q.key, wanted)
 
@@ -770,7 +771,7 @@ async def _usage_by_label(store: PostgresStore, q: ops.UsageQuery) -> list[Label
     return await store._read("usage_by_label", read, ())
 
 
-async def _derived_copies(store: PostgresStore, q: ops.SessionRef) -> list[DerivedCopy]:
+async def _derived_copies(store: PostgresStore, q: req.SessionRef) -> list[DerivedCopy]:
     session_id = q.session_id
 
     async def read(loader: Loader) -> list[DerivedCopy]:
@@ -781,7 +782,7 @@ async def _derived_copies(store: PostgresStore, q: ops.SessionRef) -> list[Deriv
     return await store._read("list_derived_copies", read, ())
 
 
-async def _search(store: PostgresStore, q: ops.SearchRequest) -> SearchPage:
+async def _search(store: PostgresStore, q: req.SearchRequest) -> SearchPage:
     query = search_query(q.text, q.labels, q.session_id, q.cursor, q.limit)
     return await store._read("search", search_reader(query), ())
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from agentledger.errors import StoreClosedError, ValidationError
 from agentledger.storage import lifecycle
 from agentledger.storage import operations as ops
+from agentledger.storage import requests as req
 from agentledger.storage.accounting import (
     LabelUsage,
     UsageTotals,
@@ -611,7 +612,7 @@ class SQLiteStore(AdminOperations):
 # Reads a StateReader cannot answer: one function per operation, each its own query.
 
 
-async def _run_page(store: SQLiteStore, q: ops.RunPageQuery) -> Page:
+async def _run_page(store: SQLiteStore, q: req.RunPageQuery) -> Page:
     return await store._read(
         "list_run_records",
         lambda r: r.run_page(q.run_id, q.cursor, q.limit),
@@ -620,30 +621,30 @@ async def _run_page(store: SQLiteStore, q: ops.RunPageQuery) -> Page:
     )
 
 
-async def _transcript_chain(store: SQLiteStore, q: ops.ChainQuery) -> tuple[TranscriptSegment, ...]:
+async def _transcript_chain(store: SQLiteStore, q: req.ChainQuery) -> tuple[TranscriptSegment, ...]:
     return await store._read(
         "load_transcript_chain", lambda r: r.transcript_chain(q.run_id, windowed=q.windowed)
     )
 
 
-async def _session_page(store: SQLiteStore, q: ops.SessionPageQuery) -> Page:
+async def _session_page(store: SQLiteStore, q: req.SessionPageQuery) -> Page:
     return await store._read(
         "list_session_run_records", lambda r: r.session_page(q.session_id, q.cursor, q.limit)
     )
 
 
-async def _session_runs(store: SQLiteStore, q: ops.RunsBySessionQuery) -> list[RunMeta]:
+async def _session_runs(store: SQLiteStore, q: req.RunsBySessionQuery) -> list[RunMeta]:
     wanted = check_statuses(q.statuses, RunStatus)
     return await store._read("list_runs_by_session", lambda r: r.session_runs(q.session_id, wanted))
 
 
-async def _sessions(store: SQLiteStore, q: ops.SessionsQuery) -> SessionPage:
+async def _sessions(store: SQLiteStore, q: req.SessionsQuery) -> SessionPage:
     statuses = cast(Iterable[SessionStatus], q.statuses)
     query = session_query(statuses, {} if q.labels is None else q.labels, q.cursor, q.limit)
     return await store._read("list_sessions", lambda r: r.session_list(query))
 
 
-async def _session_usage(store: SQLiteStore, q: ops.SessionRef) -> UsageTotals:
+async def _session_usage(store: SQLiteStore, q: req.SessionRef) -> UsageTotals:
     def read(r: SQLiteReader) -> UsageTotals:
         rows = r.usage_rows(USAGE.session_row, (q.session_id,))
         if rows:
@@ -654,7 +655,7 @@ async def _session_usage(store: SQLiteStore, q: ops.SessionRef) -> UsageTotals:
     return await store._read("load_session_usage", read, one_statement=True, small=True)
 
 
-async def _run_usage(store: SQLiteStore, q: ops.RunRef) -> UsageTotals:
+async def _run_usage(store: SQLiteStore, q: req.RunRef) -> UsageTotals:
     def read(r: SQLiteReader) -> UsageTotals:
         rows = r.usage_rows(USAGE.run_row, (q.run_id,))
         if rows:
@@ -665,7 +666,7 @@ async def _run_usage(store: SQLiteStore, q: ops.RunRef) -> UsageTotals:
     return await store._read("load_run_usage", read, one_statement=True, small=True)
 
 
-async def _usage_by_label(store: SQLiteStore, q: ops.UsageQuery) -> list[LabelUsage]:
+async def _usage_by_label(store: SQLiteStore, q: req.UsageQuery) -> list[LabelUsage]:
     wanted = check_usage_query(q.key, q.labels)
     sql, params = USAGE.by_label(q.key, wanted)
     return await store._read(
@@ -675,14 +676,14 @@ async def _usage_by_label(store: SQLiteStore, q: ops.UsageQuery) -> list[LabelUs
     )
 
 
-async def _derived_copies(store: SQLiteStore, q: ops.SessionRef) -> list[DerivedCopy]:
+async def _derived_copies(store: SQLiteStore, q: req.SessionRef) -> list[DerivedCopy]:
     require_id("session_id", q.session_id)
     return await store._read(
         "list_derived_copies", lambda r: r.derived_copies(q.session_id), one_statement=True
     )
 
 
-async def _search(store: SQLiteStore, q: ops.SearchRequest) -> SearchPage:
+async def _search(store: SQLiteStore, q: req.SearchRequest) -> SearchPage:
     query = search_query(q.text, q.labels, q.session_id, q.cursor, q.limit)
     return await store._read("search", lambda r: r.search(query))
 
